@@ -1,0 +1,31 @@
+#pragma once
+// The rounding flags shared by every command that casts: --to, --round, --sat/--nosat,
+// --convention, --flush-input/--flush-output, --seed.
+#include <cstdint>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "emu/cast_options.hpp"
+#include "emu/format.hpp"
+
+namespace roundscope::cli {
+
+struct CastFlags {
+    std::string to;
+    std::string round;
+    std::string convention = "cuda";
+    bool sat = false, nosat = false;
+    bool flush_input = false, flush_output = false;
+    std::uint64_t seed = 0;
+
+    /// The options for casts into `to`: the convention's, then each flag given on top.
+    emu::CastOptions options(const emu::Format& to) const;
+};
+
+void add_cast_flags(CLI::App& cmd, CastFlags& flags);
+
+/// The format called `name`; an Error names `option` and the known formats otherwise.
+const emu::Format& require_format(const std::string& name, const std::string& option);
+
+}  // namespace roundscope::cli

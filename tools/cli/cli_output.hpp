@@ -1,0 +1,23 @@
+#pragma once
+// What every subcommand prints with: JSON values for doubles, hex bit strings, aligned tables.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace roundscope::cli {
+
+/// A double as JSON: a number, or "nan" / "inf" / "-inf" (JSON has no such numbers).
+nlohmann::json json_number(double x);
+
+/// A double printed so that reading it back gives the same double (shortest round trip).
+std::string format_double(double x);
+
+/// `bits` as 0x-prefixed hex with as many digits as a `width`-bit pattern needs.
+std::string hex_bits(std::uint64_t bits, int width);
+
+/// Prints rows under headers with columns padded to their widest cell.
+void print_table(const std::vector<std::string>& headers, const std::vector<std::vector<std::string>>& rows);
+
+}  // namespace roundscope::cli

@@ -1,0 +1,37 @@
+// roundscope: the command-line front end (../shared/CLI.md is its contract).
+#include <cstdio>
+#include <exception>
+#include <string_view>
+
+#include <CLI/CLI.hpp>
+
+#include "lib/error.hpp"
+#include "tools/cli/commands.hpp"
+
+int main(int argc, char** argv) {
+    CLI::App app{"roundscope: what low-precision arithmetic does inside attention, bit for bit"};
+    app.require_subcommand(1);
+    roundscope::cli::add_formats_command(app);
+    roundscope::cli::add_cast_command(app);
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::CallForHelp& e) {
+        return app.exit(e);
+    } catch (const CLI::CallForAllHelp& e) {
+        return app.exit(e);
+    } catch (const CLI::ParseError& e) {
+        // A VALUE such as -inf reads as an option; values after `--` are always positional.
+        const bool negative_special = std::string_view(e.what()).find("-inf") != std::string_view::npos ||
+                                      std::string_view(e.what()).find("-nan") != std::string_view::npos;
+        std::fprintf(stderr, "roundscope: error: %s%s\n", e.what(),
+                     negative_special ? " (write values like -inf after `--`)" : "");
+        return 2;
+    } catch (const roundscope::Error& e) {
+        std::fprintf(stderr, "roundscope: error: %s\n", e.what());
+        return 2;
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "roundscope: error: internal: %s\n", e.what());
+        return 2;
+    }
+    return 0;
+}
