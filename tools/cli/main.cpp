@@ -24,7 +24,7 @@ int main(int argc, char** argv) {
         const bool negative_special = std::string_view(e.what()).find("-inf") != std::string_view::npos ||
                                       std::string_view(e.what()).find("-nan") != std::string_view::npos;
         std::fprintf(stderr, "roundscope: error: %s%s\n", e.what(),
-                     negative_special ? " (write values like -inf after `--`)" : "");
+                     negative_special ? " (put `--` before the values when one is like -inf: cast --to e4m3 -- -inf 1)" : "");
         return 2;
     } catch (const roundscope::Error& e) {
         std::fprintf(stderr, "roundscope: error: %s\n", e.what());
