@@ -32,6 +32,7 @@ ROUNDSCOPE_HD constexpr std::uint64_t signed_zero(const Format& f, bool negative
 }
 
 ROUNDSCOPE_HD constexpr std::uint64_t max_finite(const Format& f, bool negative) {
+    if (f.encoding == Encoding::int8 && negative) return (~max_finite_bits(f) + 1) & 0xFF;  // two's complement
     return max_finite_bits(f) | (negative ? sign_mask(f) : 0);
 }
 
