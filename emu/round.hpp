@@ -146,13 +146,17 @@ ROUNDSCOPE_HD constexpr std::uint64_t convert(const Format& from, std::uint64_t 
     return round_to_format(to, unpack(from, bits), o, index);
 }
 
-ROUNDSCOPE_HD inline std::uint64_t cast_from_f32(float x, const Format& to, const CastOptions& o,
-                                                 std::uint64_t index = 0) {
-    return convert(f32, bits_of(x), to, o, index);
+// The source descriptors are copied into constexpr locals: device code may not refer to the
+// host's namespace-scope objects.
+ROUNDSCOPE_HD constexpr std::uint64_t cast_from_f32(float x, const Format& to, const CastOptions& o,
+                                                    std::uint64_t index = 0) {
+    constexpr Format source = f32;
+    return convert(source, bits_of(x), to, o, index);
 }
-ROUNDSCOPE_HD inline std::uint64_t cast_from_f64(double x, const Format& to, const CastOptions& o,
-                                                 std::uint64_t index = 0) {
-    return convert(f64, bits_of(x), to, o, index);
+ROUNDSCOPE_HD constexpr std::uint64_t cast_from_f64(double x, const Format& to, const CastOptions& o,
+                                                    std::uint64_t index = 0) {
+    constexpr Format source = f64;
+    return convert(source, bits_of(x), to, o, index);
 }
 
 }  // namespace roundscope::emu

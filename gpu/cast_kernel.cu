@@ -1,0 +1,68 @@
+// Batch casts on the GPU: one thread per element, each calling the very round_to_format the
+// CPU emulator uses (emu/round.hpp is __host__ __device__).
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "emu/round.hpp"
+#include "gpu/device.hpp"
+#include "lib/error.hpp"
+
+namespace roundscope::gpu {
+namespace {
+
+template <class Bits>
+__global__ void cast_f32_kernel(const float* in, std::size_t n, emu::Format to, emu::CastOptions o,
+                                std::uint64_t first_index, Bits* out) {
+    const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+    if (i < n) out[i] = static_cast<Bits>(emu::cast_from_f32(in[i], to, o, first_index + i));
+}
+
+void check(cudaError_t status, const char* what) {
+    if (status != cudaSuccess) throw Error(std::string("GPU: ") + what + ": " + cudaGetErrorString(status));
+}
+
+// Device memory that frees itself.
+template <class T>
+class DeviceBuffer {
+public:
+    explicit DeviceBuffer(std::size_t n) { check(cudaMalloc(&data_, n * sizeof(T) + 1), "cudaMalloc"); }
+    ~DeviceBuffer() { cudaFree(data_); }
+    DeviceBuffer(const DeviceBuffer&) = delete;
+    DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+    T* get() const { return data_; }
+
+private:
+    T* data_ = nullptr;
+};
+
+}  // namespace
+
+std::string device_name() {
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) return {};
+    cudaDeviceProp prop{};
+    if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) return {};
+    return prop.name;
+}
+
+template <class Bits>
+void cast_batch(std::span<const float> in, const emu::Format& to, const emu::CastOptions& o, std::span<Bits> out,
+                std::uint64_t first_index) {
+    if (in.size() != out.size()) throw Error("GPU cast: input and output sizes differ");
+    if (in.empty()) return;
+    DeviceBuffer<float> d_in(in.size());
+    DeviceBuffer<Bits> d_out(out.size());
+    check(cudaMemcpy(d_in.get(), in.data(), in.size_bytes(), cudaMemcpyHostToDevice), "copy to device");
+    const unsigned threads = 256;
+    const unsigned blocks = static_cast<unsigned>((in.size() + threads - 1) / threads);
+    cast_f32_kernel<<<blocks, threads>>>(d_in.get(), in.size(), to, o, first_index, d_out.get());
+    check(cudaGetLastError(), "kernel launch");
+    check(cudaMemcpy(out.data(), d_out.get(), out.size_bytes(), cudaMemcpyDeviceToHost), "copy to host");
+}
+
+template void cast_batch(std::span<const float>, const emu::Format&, const emu::CastOptions&, std::span<std::uint8_t>, std::uint64_t);
+template void cast_batch(std::span<const float>, const emu::Format&, const emu::CastOptions&, std::span<std::uint16_t>, std::uint64_t);
+template void cast_batch(std::span<const float>, const emu::Format&, const emu::CastOptions&, std::span<std::uint32_t>, std::uint64_t);
+
+}  // namespace roundscope::gpu

@@ -1,0 +1,23 @@
+#pragma once
+// The host side of gpu/: is a GPU usable, and the batch cast run by the CUDA kernel. The kernel
+// calls emu::round_to_format itself, so its bits are the emulator's by construction; the GPU
+// tests check that on real hardware.
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "emu/cast_options.hpp"
+#include "emu/format.hpp"
+
+namespace roundscope::gpu {
+
+/// Name of the first CUDA device, or empty when none is usable (no driver, no device).
+std::string device_name();
+
+/// The GPU twin of emu::cast_batch for float32 input (element i uses random stream
+/// first_index + i). Throws roundscope::Error when no GPU is usable.
+template <class Bits>
+void cast_batch(std::span<const float> in, const emu::Format& to, const emu::CastOptions& o, std::span<Bits> out,
+                std::uint64_t first_index = 0);
+
+}  // namespace roundscope::gpu

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs what roundscope builds and tests with, on Debian 12, as root: the Debian packages
+# (compilers, CMake, the libraries of ../shared/DESIGN.md) and, in .venv at the repository
+# root, the Python test peers from the Python package registry (numpy, ml_dtypes).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(
+  build-essential cmake pkg-config git
+  libeigen3-dev libboost-dev libmpfr-dev libgmp-dev libfmt-dev catch2 libcli11-dev
+  nlohmann-json3-dev libhwy-dev
+  python3 python3-venv
+  clang libclang-rt-14-dev
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+if [[ ! -x .venv/bin/python ]]; then
+  python3 -m venv .venv
+fi
+.venv/bin/python -m pip install --quiet --disable-pip-version-check numpy ml_dtypes
