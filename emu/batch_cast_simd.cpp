@@ -21,7 +21,9 @@ HWY_INLINE auto ge(V a, V b) {
     return hn::Not(hn::Lt(a, b));
 }
 
-template <RoundingMode Mode, class Bits>
+// SameExponent: the target has float32's exponent field (bf16, f32), so every finite input is
+// rounded at the same bit, 23 - man_bits, and the shifted pattern is already the encoding.
+template <RoundingMode Mode, bool SameExponent, class Bits>
 void cast_f32_kernel(const SimdCastJob& job, const float* HWY_RESTRICT in, const std::uint32_t* HWY_RESTRICT words,
                      Bits* HWY_RESTRICT out, std::size_t n, std::uint64_t first_index) {
     const hn::ScalableTag<float> df;
@@ -48,15 +50,28 @@ void cast_f32_kernel(const SimdCastJob& job, const float* HWY_RESTRICT in, const
         const auto input_subnormal = hn::Eq(field, hn::Zero(du));
         if (o.flush_input) a = hn::IfThenZeroElse(input_subnormal, a);
         auto need_scalar = ge(a, hn::Set(du, 0x7F800000u));  // Inf, NaN
-        const VU m = hn::IfThenElse(input_subnormal, a, hn::Or(hn::And(a, hn::Set(du, 0x7FFFFFu)), hn::Set(du, 0x800000u)));
-        // |x| = m * 2^(eb - 150); quantum exponent Q = max(eb - 127, emin) - man; s = Q - (eb - 150).
-        const auto eb = hn::BitCast(di, hn::Max(field, v_one));
-        const auto ebase = hn::Max(hn::Sub(eb, hn::Set(di, 127)), hn::Set(di, e_min));
-        const auto s = hn::Sub(hn::Sub(ebase, eb), hn::Set(di, man - 150));
-        const VU sc = hn::BitCast(du, hn::Min(s, hn::Set(di, 31)));
-        VU r = hn::Shr(m, sc);
-        const VU unit = hn::Shl(v_one, sc);
-        const VU rem = hn::And(m, hn::Sub(unit, v_one));
+        VU r, unit, rem, enc_base;
+        hn::Vec<decltype(di)> s;
+        if constexpr (SameExponent) {
+            const int shift = 23 - man;
+            s = hn::Set(di, shift);
+            r = hn::ShiftRightSame(a, shift);
+            unit = hn::Set(du, 1u << shift);
+            rem = hn::And(a, hn::Sub(unit, v_one));
+            enc_base = hn::Zero(du);
+        } else {
+            const VU m = hn::IfThenElse(input_subnormal, a, hn::Or(hn::And(a, hn::Set(du, 0x7FFFFFu)), hn::Set(du, 0x800000u)));
+            // |x| = m * 2^(eb - 150); quantum exponent Q = max(eb - 127, emin) - man; s = Q - (eb - 150).
+            const auto eb = hn::BitCast(di, hn::Max(field, v_one));
+            const auto ebase = hn::Max(hn::Sub(eb, hn::Set(di, 127)), hn::Set(di, e_min));
+            s = hn::Sub(hn::Sub(ebase, eb), hn::Set(di, man - 150));
+            const VU sc = hn::BitCast(du, hn::Min(s, hn::Set(di, 31)));
+            r = hn::Shr(m, sc);
+            unit = hn::Shl(v_one, sc);
+            rem = hn::And(m, hn::Sub(unit, v_one));
+            // Encoding of r * 2^Q: ((max(E, emin) - emin) << man) + r, the carry of r included.
+            enc_base = hn::Shl(hn::BitCast(du, hn::Sub(ebase, hn::Set(di, e_min))), hn::Set(du, static_cast<std::uint32_t>(man)));
+        }
         const VU half = hn::ShiftRight<1>(unit);
         const auto inexact = hn::Ne(rem, hn::Zero(du));
         const auto negative = hn::Ne(sign, hn::Zero(du));
@@ -77,7 +92,7 @@ void cast_f32_kernel(const SimdCastJob& job, const float* HWY_RESTRICT in, const
             // U < rem / 2^s with U = w(0) / 2^32 decides whenever s <= 32.
             const VU w = hn::LoadU(du, words + i);
             const VU t = hn::Shl(rem, hn::BitCast(du, hn::Max(hn::Sub(hn::Set(di, 32), hn::Min(s, hn::Set(di, 32))), hn::Zero(di))));
-            const VU t_clamped = hn::IfThenElse(hn::Eq(sc, hn::Zero(du)), hn::Zero(du), t);
+            const VU t_clamped = hn::IfThenElse(hn::RebindMask(du, hn::Eq(s, hn::Zero(di))), hn::Zero(du), t);
             up = hn::And(hn::Lt(w, t_clamped), inexact);
             need_scalar = hn::Or(need_scalar, hn::And(hn::RebindMask(du, hn::Gt(s, hn::Set(di, 32))), inexact));
         } else {  // stochastic_bits
@@ -92,8 +107,7 @@ void cast_f32_kernel(const SimdCastJob& job, const float* HWY_RESTRICT in, const
             up = hn::And(ge(hn::Add(leading, random), hn::Set(du, 1u << nbits)), inexact);
         }
         r = hn::Add(r, hn::IfThenElseZero(up, v_one));
-        // Encoding of r * 2^Q: ((max(E, emin) - emin) << man) + r, the carry of r included.
-        VU enc = hn::Add(hn::Shl(hn::BitCast(du, hn::Sub(ebase, hn::Set(di, e_min))), hn::Set(du, static_cast<std::uint32_t>(man))), r);
+        VU enc = hn::Add(enc_base, r);
         const auto overflow = hn::Gt(enc, v_max);
         auto to_max = hn::Eq(v_one, v_one);
         if (!o.saturate) {
@@ -123,29 +137,39 @@ void cast_f32_kernel(const SimdCastJob& job, const float* HWY_RESTRICT in, const
     for (; i < n; ++i) out[i] = static_cast<Bits>(cast_from_f32(in[i], to, o, first_index + i));
 }
 
-template <class Bits>
+template <bool SameExponent, class Bits>
 void cast_f32_dispatch_mode(const SimdCastJob& job, const float* in, const std::uint32_t* words, Bits* out,
-                            std::size_t n, std::uint64_t first_index) {
+                            std::size_t n, std::uint64_t first) {
     switch (job.options->mode) {
-        case RoundingMode::nearest_even: return cast_f32_kernel<RoundingMode::nearest_even>(job, in, words, out, n, first_index);
-        case RoundingMode::nearest_away: return cast_f32_kernel<RoundingMode::nearest_away>(job, in, words, out, n, first_index);
-        case RoundingMode::toward_zero: return cast_f32_kernel<RoundingMode::toward_zero>(job, in, words, out, n, first_index);
-        case RoundingMode::toward_positive: return cast_f32_kernel<RoundingMode::toward_positive>(job, in, words, out, n, first_index);
-        case RoundingMode::toward_negative: return cast_f32_kernel<RoundingMode::toward_negative>(job, in, words, out, n, first_index);
-        case RoundingMode::to_odd: return cast_f32_kernel<RoundingMode::to_odd>(job, in, words, out, n, first_index);
-        case RoundingMode::stochastic_exact: return cast_f32_kernel<RoundingMode::stochastic_exact>(job, in, words, out, n, first_index);
-        case RoundingMode::stochastic_bits: return cast_f32_kernel<RoundingMode::stochastic_bits>(job, in, words, out, n, first_index);
+        case RoundingMode::nearest_even: return cast_f32_kernel<RoundingMode::nearest_even, SameExponent>(job, in, words, out, n, first);
+        case RoundingMode::nearest_away: return cast_f32_kernel<RoundingMode::nearest_away, SameExponent>(job, in, words, out, n, first);
+        case RoundingMode::toward_zero: return cast_f32_kernel<RoundingMode::toward_zero, SameExponent>(job, in, words, out, n, first);
+        case RoundingMode::toward_positive: return cast_f32_kernel<RoundingMode::toward_positive, SameExponent>(job, in, words, out, n, first);
+        case RoundingMode::toward_negative: return cast_f32_kernel<RoundingMode::toward_negative, SameExponent>(job, in, words, out, n, first);
+        case RoundingMode::to_odd: return cast_f32_kernel<RoundingMode::to_odd, SameExponent>(job, in, words, out, n, first);
+        case RoundingMode::stochastic_exact: return cast_f32_kernel<RoundingMode::stochastic_exact, SameExponent>(job, in, words, out, n, first);
+        case RoundingMode::stochastic_bits: return cast_f32_kernel<RoundingMode::stochastic_bits, SameExponent>(job, in, words, out, n, first);
     }
 }
 
+template <class Bits>
+void cast_f32_dispatch(const SimdCastJob& job, const float* in, const std::uint32_t* words, Bits* out, std::size_t n,
+                       std::uint64_t first) {
+    const Format& to = *job.to;
+    if (to.encoding == Encoding::ieee && to.exp_bits == 8 && to.bias == 127)
+        cast_f32_dispatch_mode<true>(job, in, words, out, n, first);
+    else
+        cast_f32_dispatch_mode<false>(job, in, words, out, n, first);
+}
+
 void CastF32To8(const SimdCastJob& job, const float* in, const std::uint32_t* words, std::uint8_t* out, std::size_t n, std::uint64_t first) {
-    cast_f32_dispatch_mode(job, in, words, out, n, first);
+    cast_f32_dispatch(job, in, words, out, n, first);
 }
 void CastF32To16(const SimdCastJob& job, const float* in, const std::uint32_t* words, std::uint16_t* out, std::size_t n, std::uint64_t first) {
-    cast_f32_dispatch_mode(job, in, words, out, n, first);
+    cast_f32_dispatch(job, in, words, out, n, first);
 }
 void CastF32To32(const SimdCastJob& job, const float* in, const std::uint32_t* words, std::uint32_t* out, std::size_t n, std::uint64_t first) {
-    cast_f32_dispatch_mode(job, in, words, out, n, first);
+    cast_f32_dispatch(job, in, words, out, n, first);
 }
 
 }  // namespace roundscope::emu::HWY_NAMESPACE

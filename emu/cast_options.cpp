@@ -39,11 +39,11 @@ CastOptions convention_options(Convention convention, const Format& to) {
             o.nan_sign = NanSign::keep;
             break;
         case Convention::ml_dtypes:
-            // ml_dtypes (float8.h ConvertImpl): non-saturating, NaN keeps sign and the leading
-            // payload bits; FP6/FP4 (no NaN) clamp and map NaN to a zero of the opposite sign,
-            // as measured over all float32 inputs (tests/emu/peer_ml_dtypes.py).
+            // ml_dtypes 0.6: non-saturating; NaN becomes a quiet NaN with the input's sign; FP6/FP4
+            // (no NaN) clamp and map NaN to a zero of the opposite sign. Measured over all float32
+            // inputs (tests/peer/peer_ml_dtypes.py).
             o.nan_sign = NanSign::keep;
-            o.nan_payload = NanPayload::truncate;
+            o.nan_payload = NanPayload::quiet;
             o.nan_to_finite = NanToFinite::negated_zero;
             break;
         case Convention::torch:

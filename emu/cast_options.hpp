@@ -23,9 +23,9 @@ enum class RoundingMode : std::uint8_t {
 
 /// Sign of the NaN produced from a NaN input.
 enum class NanSign : std::uint8_t { positive, keep };
-/// Fraction of the NaN produced (IEEE-like targets): all ones (NVIDIA), only the quiet bit
-/// (PyTorch), or the source payload truncated with the quiet bit set.
-enum class NanPayload : std::uint8_t { all_ones, quiet, truncate };
+/// Fraction of the NaN produced (IEEE-like targets): all ones (NVIDIA) or only the quiet bit
+/// (PyTorch, ml_dtypes). Payloads are not carried over: no library we reproduce does.
+enum class NanPayload : std::uint8_t { all_ones, quiet };
 /// What a NaN input becomes in a format without NaN (FP6, FP4).
 enum class NanToFinite : std::uint8_t { max_positive, zero, negated_zero };
 

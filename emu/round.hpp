@@ -54,11 +54,8 @@ ROUNDSCOPE_HD constexpr std::uint64_t nan_value(const Format& f, const Unpacked&
     const bool negative = o.nan_sign == NanSign::keep && x.negative;
     switch (f.encoding) {
         case Encoding::ieee: {
-            std::uint64_t fraction = fraction_mask(f);
-            if (o.nan_payload != NanPayload::all_ones) {
-                const std::uint64_t quiet = std::uint64_t{1} << (f.man_bits - 1);
-                fraction = quiet | (o.nan_payload == NanPayload::truncate ? x.payload >> (64 - f.man_bits) : 0);
-            }
+            const std::uint64_t fraction =
+                o.nan_payload == NanPayload::all_ones ? fraction_mask(f) : std::uint64_t{1} << (f.man_bits - 1);
             return (exponent_field_max(f) << f.man_bits) | fraction | (negative ? sign_mask(f) : 0);
         }
         case Encoding::fn: return magnitude_mask(f) | (negative ? sign_mask(f) : 0);

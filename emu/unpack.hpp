@@ -17,7 +17,6 @@ struct Unpacked {
     bool subnormal = false;     // a subnormal of the source format (what flush-on-input zeroes)
     std::uint64_t m = 0;        // |x| = m * 2^e, m != 0 when cls == finite
     int e = 0;
-    std::uint64_t payload = 0;  // NaN payload, left-aligned in 64 bits (quiet bit = bit 63)
 };
 
 ROUNDSCOPE_HD constexpr Unpacked unpack(const Format& f, std::uint64_t bits) {
@@ -25,7 +24,6 @@ ROUNDSCOPE_HD constexpr Unpacked unpack(const Format& f, std::uint64_t bits) {
     if (is_nan_bits(f, bits)) {
         x.cls = ValueClass::nan;
         x.negative = f.is_signed && (bits & sign_mask(f)) != 0;
-        if (f.encoding == Encoding::ieee) x.payload = shift_left(bits & fraction_mask(f), 64 - f.man_bits);
         return x;
     }
     if (f.encoding == Encoding::int8) {

@@ -135,15 +135,16 @@ TEST_CASE("subnormal flushing: on input (DAZ) and on output (FTZ, after rounding
     CHECK(cast_from_f64(0x1.fp-7, e4m3, ftz) == 0x08);    // rounds up to min normal: kept
 }
 
-TEST_CASE("NaN conventions: NVIDIA canonical, sign kept, payload truncated", "[round]") {
+TEST_CASE("NaN conventions: NVIDIA canonical, sign kept, quiet NaN", "[round]") {
     const std::uint32_t negative_nan_payload = 0xFFA00001u;  // quiet, payload 0x200001
-    CastOptions keep = rne, truncate = rne;
+    CastOptions keep = rne, quiet = rne;
     keep.nan_sign = NanSign::keep;
-    truncate.nan_sign = NanSign::keep;
-    truncate.nan_payload = NanPayload::truncate;
+    quiet.nan_sign = NanSign::keep;
+    quiet.nan_payload = NanPayload::quiet;
     CHECK(convert(f32, negative_nan_payload, bf16, rne) == 0x7FFF);
     CHECK(convert(f32, negative_nan_payload, bf16, keep) == 0xFFFF);
-    CHECK(convert(f32, negative_nan_payload, bf16, truncate) == 0xFFE0);
+    CHECK(convert(f32, negative_nan_payload, bf16, quiet) == 0xFFC0);
+    CHECK(convert(f32, 0x7F800001u, e5m2, quiet) == 0x7E);  // a signalling NaN becomes quiet
     CHECK(convert(f32, negative_nan_payload, e4m3, keep) == 0xFF);
     CHECK(convert(f32, negative_nan_payload, e2m1, rne) == 0x7);  // cuda_fp4: NaN -> +max
 }

@@ -44,7 +44,6 @@ ExactValue parse_exact_value(const std::string& text) {
     u.negative = mpfr_signbit(x.get()) != 0;
     if (mpfr_nan_p(x.get())) {
         u.cls = emu::ValueClass::nan;
-        u.payload = std::uint64_t{1} << 63;  // a quiet NaN without payload
     } else if (mpfr_inf_p(x.get())) {
         u.cls = emu::ValueClass::inf;
     } else if (mpfr_zero_p(x.get())) {

@@ -1,6 +1,7 @@
 // roundscope: the command-line front end (../shared/CLI.md is its contract).
 #include <cstdio>
 #include <exception>
+#include <string>
 #include <string_view>
 
 #include <CLI/CLI.hpp>
@@ -13,6 +14,18 @@ int main(int argc, char** argv) {
     app.require_subcommand(1);
     roundscope::cli::add_formats_command(app);
     roundscope::cli::add_cast_command(app);
+    if (argc > 1 && argv[1][0] != '-') {
+        bool known = false;
+        std::string names;
+        for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+            known = known || sub->get_name() == argv[1];
+            names += (names.empty() ? "" : ", ") + sub->get_name();
+        }
+        if (!known) {
+            std::fprintf(stderr, "roundscope: error: unknown command '%s' (commands: %s)\n", argv[1], names.c_str());
+            return 2;
+        }
+    }
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {
