@@ -101,7 +101,8 @@ private:
 }  // namespace
 
 int resolve_threads(int requested) {
-    const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    // hardware_concurrency() asks the kernel each time; in-cache batches call this per batch.
+    static const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     return requested <= 0 ? hw : std::min(requested, hw);
 }
 
