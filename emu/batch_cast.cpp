@@ -26,15 +26,16 @@ void check_output(const Format& to, std::size_t in_size, std::size_t out_size) {
                     std::to_string(out_size) + " outputs");
 }
 
-template <class Bits>
-void cast_f32_impl(std::span<const float> in, const Format& to, const CastOptions& o, std::span<Bits> out, BatchSpec b) {
+template <class Real, class Bits>
+void cast_impl(std::span<const Real> in, const Format& to, const CastOptions& o, std::span<Bits> out, BatchSpec b) {
     check_output<Bits>(to, in.size(), out.size());
     const bool simd = has_simd_cast(to) && sizeof(Bits) <= 4;
     const bool random = !is_deterministic(o.mode);
     parallel_for(in.size(), chunk_elements, b.threads, [&](std::size_t begin, std::size_t end) {
         const std::uint64_t first = b.first_index + begin;
         if (!simd) {
-            for (std::size_t i = begin; i < end; ++i) out[i] = static_cast<Bits>(cast_from_f32(in[i], to, o, first + i - begin));
+            for (std::size_t i = begin; i < end; ++i)
+                out[i] = static_cast<Bits>(convert(std::is_same_v<Real, float> ? f32 : f64, bits_of(in[i]), to, o, b.first_index + i));
             return;
         }
         if constexpr (sizeof(Bits) <= 4) {
@@ -43,17 +44,9 @@ void cast_f32_impl(std::span<const float> in, const Format& to, const CastOption
                 words.resize(end - begin);
                 philox_words(o.seed, first, end - begin, 0, words.data());
             }
-            simd_cast_f32(SimdCastJob{&to, &o}, in.data() + begin, random ? words.data() : nullptr, out.data() + begin,
-                          end - begin, first);
+            simd_cast(SimdCastJob{&to, &o}, in.data() + begin, random ? words.data() : nullptr, out.data() + begin,
+                      end - begin, first);
         }
-    });
-}
-
-template <class Bits>
-void cast_f64_impl(std::span<const double> in, const Format& to, const CastOptions& o, std::span<Bits> out, BatchSpec b) {
-    check_output<Bits>(to, in.size(), out.size());
-    parallel_for(in.size(), chunk_elements, b.threads, [&](std::size_t begin, std::size_t end) {
-        for (std::size_t i = begin; i < end; ++i) out[i] = static_cast<Bits>(cast_from_f64(in[i], to, o, b.first_index + i));
     });
 }
 
@@ -87,8 +80,7 @@ bool has_simd_cast(const Format& to) {
 
 template <class Real, class Bits>
 void cast_batch(std::span<const Real> in, const Format& to, const CastOptions& o, std::span<Bits> out, BatchSpec b) {
-    if constexpr (std::is_same_v<Real, float>) cast_f32_impl(in, to, o, out, b);
-    else cast_f64_impl(in, to, o, out, b);
+    cast_impl(in, to, o, out, b);
 }
 
 template <class Bits, class Real>
