@@ -4,10 +4,6 @@
 // checked once and every mode sees 2^29 inputs spread over the whole range.
 #include <catch2/catch.hpp>
 
-#include <fmt/core.h>
-
-#include <vector>
-
 #include "emu/batch_cast.hpp"
 #include "emu/round.hpp"
 #include "tests/emu/exhaustive.hpp"
@@ -21,31 +17,19 @@ constexpr const char* modes[] = {"rna", "rtz", "up", "down", "odd", "sr", "sr:3"
 
 template <class Bits>
 void check(const Format& f) {
+    auto options_for = [&f](std::uint32_t first) {
+        const std::size_t chunk = first >> 16;
+        CastOptions o = convention_options(static_cast<Convention>(chunk / 8 % 4), f);
+        parse_rounding_mode(modes[chunk % 8], o);
+        o.saturate = chunk / 32 % 2;
+        o.flush_input = chunk / 64 % 3 == 1;
+        o.flush_output = chunk / 64 % 3 == 2;
+        o.seed = 77;
+        return o;
+    };
+    auto scalar = [&f](float x, const CastOptions& o, std::uint64_t index) { return cast_from_f32(x, f, o, index); };
     test::Mismatches mismatches;
-    test::for_all_float32(
-        [&](std::uint32_t first, std::uint64_t n, test::Mismatches& mm) {
-            const std::size_t chunk = first >> 16;
-            CastOptions o = convention_options(static_cast<Convention>(chunk / 8 % 4), f);
-            parse_rounding_mode(modes[chunk % 8], o);
-            o.saturate = chunk / 32 % 2;
-            o.flush_input = chunk / 64 % 3 == 1;
-            o.flush_output = chunk / 64 % 3 == 2;
-            o.seed = 77;
-            std::vector<float> in(n);
-            std::vector<Bits> out(n);
-            for (std::uint64_t i = 0; i < n; ++i) in[i] = float_from_bits(first + static_cast<std::uint32_t>(i));
-            cast_batch(std::span<const float>(in), f, o, std::span<Bits>(out), {first, 1});
-            std::uint64_t bad = 0;
-            std::vector<std::string> examples;
-            for (std::uint64_t i = 0; i < n; ++i) {
-                const std::uint64_t want = cast_from_f32(in[i], f, o, first + i);
-                if (out[i] != want && ++bad <= 2)
-                    examples.push_back(fmt::format("x=0x{:08x} {}: batch 0x{:x} scalar 0x{:x}", first + i,
-                                                   rounding_mode_name(o), out[i], want));
-            }
-            if (bad) mm.add(bad, examples);
-        },
-        mismatches);
+    test::check_all_float32<Bits>(f, options_for, scalar, nullptr, mismatches);
     INFO(mismatches.report());
     REQUIRE(mismatches.count == 0);
 }

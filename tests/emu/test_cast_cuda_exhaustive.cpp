@@ -9,10 +9,6 @@
 #include <cuda_fp6.h>
 #include <cuda_fp8.h>
 
-#include <fmt/core.h>
-
-#include <vector>
-
 #include "emu/batch_cast.hpp"
 #include "emu/round.hpp"
 #include "tests/emu/exhaustive.hpp"
@@ -26,28 +22,11 @@ namespace {
 // as it would for any caller with a fixed format: this keeps 2^32 scalar casts fast.
 template <class Bits, const Format* To, class Cuda>
 void check_against_cuda(const CastOptions& options, Cuda cuda) {
-    const Format& to = *To;
     test::Mismatches mismatches;
-    test::for_all_float32(
-        [&](std::uint32_t first, std::uint64_t n, test::Mismatches& mm) {
-            std::vector<float> in(n);
-            std::vector<Bits> batch(n);
-            for (std::uint64_t i = 0; i < n; ++i) in[i] = float_from_bits(first + static_cast<std::uint32_t>(i));
-            cast_batch(std::span<const float>(in), to, options, std::span<Bits>(batch), {first, 1});
-            std::uint64_t bad = 0;
-            std::vector<std::string> examples;
-            for (std::uint64_t i = 0; i < n; ++i) {
-                const std::uint64_t want = cuda(in[i]);
-                const std::uint64_t scalar = cast_from_f32(in[i], *To, options);
-                if (scalar != want || batch[i] != want) {
-                    if (++bad <= 2)
-                        examples.push_back(fmt::format("x=0x{:08x}: cuda 0x{:x} scalar 0x{:x} batch 0x{:x}",
-                                                       first + i, want, scalar, batch[i]));
-                }
-            }
-            if (bad) mm.add(bad, examples);
-        },
-        mismatches);
+    test::check_all_float32<Bits>(
+        *To, [&](std::uint32_t) { return options; },
+        [&](float x, const CastOptions&, std::uint64_t) { return static_cast<std::uint64_t>(cuda(x)); },
+        [](float x, const CastOptions& o, std::uint64_t) { return cast_from_f32(x, *To, o); }, mismatches);
     INFO(mismatches.report());
     REQUIRE(mismatches.count == 0);
 }
