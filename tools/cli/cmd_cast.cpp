@@ -42,8 +42,14 @@ Fields fields_of(const emu::Format& f, std::uint64_t bits) {
 
 std::string field_text(long long v) { return v < 0 ? "-" : std::to_string(v); }
 
-emu::Unpacked read_input(const CastArgs& args, const std::string& text) {
-    if (args.from.empty()) return parse_exact_value(text).odd62;
+/// A VALUE read: what is rounded, and its exact value as text for the error columns.
+struct Input {
+    emu::Unpacked value;
+    std::string exact_text;
+};
+
+Input read_input(const CastArgs& args, const std::string& text) {
+    if (args.from.empty()) return {parse_exact_value(text).odd62, text};
     const emu::Format& from = require_format(args.from, "--from");
     std::uint64_t bits = 0;
     std::size_t used = 0;
@@ -55,7 +61,7 @@ emu::Unpacked read_input(const CastArgs& args, const std::string& text) {
     if (used != text.size() || (from.bits < 64 && bits >> from.bits != 0))
         throw Error("value '" + text + "' is not a " + std::to_string(from.bits) + "-bit pattern of " +
                     std::string(from.name) + " (with --from, VALUE is raw bits such as 0x7e)");
-    return emu::unpack(from, bits);
+    return {emu::unpack(from, bits), fmt::format("{:a}", emu::decode(from, bits))};
 }
 
 void run_cast(const CastArgs& args) {
@@ -65,12 +71,10 @@ void run_cast(const CastArgs& args) {
     std::vector<std::vector<std::string>> rows;
     for (std::size_t i = 0; i < args.values.size(); ++i) {
         const std::string& text = args.values[i];
-        const emu::Unpacked x = read_input(args, text);
-        const std::uint64_t bits = emu::round_to_format(to, x, options, i);
+        const Input input = read_input(args, text);
+        const std::uint64_t bits = emu::round_to_format(to, input.value, options, i);
         const double value = emu::decode(to, bits);
-        const std::string exact_text =
-            args.from.empty() ? text : fmt::format("{:a}", emu::decode(require_format(args.from, "--from"), std::stoull(text, nullptr, 0)));
-        const CastError error = cast_error(exact_text, value);
+        const CastError error = cast_error(input.exact_text, value);
         const Fields fields = fields_of(to, bits);
         results.push_back({{"input", text},
                            {"bits", hex_bits(bits, to.bits)},
