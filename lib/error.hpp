@@ -3,6 +3,7 @@
 // the CLI prints it as `roundscope: error: <message>` and exits with code 2.
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace roundscope {
 
@@ -10,5 +11,24 @@ class Error : public std::runtime_error {
 public:
     explicit Error(const std::string& message) : std::runtime_error(message) {}
 };
+
+/// Text from an untrusted file made safe for a one-line message: bytes outside printable
+/// ASCII become \xNN, and anything past `max_chars` becomes "...".
+inline std::string printable(std::string_view s, std::size_t max_chars = 80) {
+    static constexpr char hex[] = "0123456789abcdef";
+    std::string out;
+    for (std::size_t i = 0; i < s.size(); ++i) {
+        if (out.size() >= max_chars) return out + "...";
+        const auto c = static_cast<unsigned char>(s[i]);
+        if (c >= 0x20 && c < 0x7f) {
+            out += static_cast<char>(c);
+        } else {
+            out += "\\x";
+            out += hex[c >> 4];
+            out += hex[c & 15];
+        }
+    }
+    return out;
+}
 
 }  // namespace roundscope

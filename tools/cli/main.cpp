@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
     app.require_subcommand(1);
     roundscope::cli::add_formats_command(app);
     roundscope::cli::add_cast_command(app);
+    roundscope::cli::add_inspect_command(app);
     if (argc > 1 && argv[1][0] != '-') {
         bool known = false;
         std::string names;

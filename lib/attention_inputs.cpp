@@ -1,0 +1,94 @@
+#include "lib/attention_inputs.hpp"
+
+#include <charconv>
+#include <cmath>
+
+#include "lib/error.hpp"
+
+namespace roundscope {
+namespace {
+
+class ShapeCheck {
+public:
+    explicit ShapeCheck(const TensorFile& f) : file_(f) {}
+
+    const Tensor& tensor(std::string_view name) const {
+        const Tensor& t = file_.get(name);
+        if (!is_floating(t.dtype()))
+            fail(t, "has dtype " + std::string(roundscope::name(t.dtype())) + "; attention inputs are floating point");
+        return t;
+    }
+
+    // The trailing dimensions of t must be `tail`, and its leading ones those of q.
+    void expect(const Tensor& t, const Shape& leading, const Shape& tail, const char* form) const {
+        Shape want = leading;
+        want.insert(want.end(), tail.begin(), tail.end());
+        if (t.shape() != want)
+            fail(t, "has shape " + shape_string(t.shape()) + " but q, k and v make it " + form + " = " + shape_string(want));
+    }
+
+    [[noreturn]] void fail(const Tensor& t, const std::string& what) const {
+        throw Error(file_.path + ": tensor '" + t.name() + "' " + what);
+    }
+
+private:
+    const TensorFile& file_;
+};
+
+std::optional<bool> metadata_bool(const TensorFile& f, const char* key) {
+    const auto it = f.metadata.find(key);
+    if (it == f.metadata.end()) return std::nullopt;
+    if (it->second == "true" || it->second == "True" || it->second == "1") return true;
+    if (it->second == "false" || it->second == "False" || it->second == "0") return false;
+    throw Error(f.path + ": metadata '" + key + "' is '" + printable(it->second) + "', not true or false");
+}
+
+std::optional<double> metadata_number(const TensorFile& f, const char* key) {
+    const auto it = f.metadata.find(key);
+    if (it == f.metadata.end()) return std::nullopt;
+    double v = 0;
+    const char* end = it->second.data() + it->second.size();
+    const auto [ptr, ec] = std::from_chars(it->second.data(), end, v);
+    if (ec != std::errc() || ptr != end || !std::isfinite(v) || v <= 0)
+        throw Error(f.path + ": metadata '" + key + "' is '" + printable(it->second) + "', not a positive number");
+    return v;
+}
+
+}  // namespace
+
+AttentionInputs find_attention_inputs(const TensorFile& file) {
+    const ShapeCheck check(file);
+    AttentionInputs in{check.tensor("q"), check.tensor("k"), check.tensor("v")};
+    const Shape& qs = in.q.shape();
+    if (qs.size() < 2 || qs.size() > 4)
+        check.fail(in.q, "has shape " + shape_string(qs) + "; expected [N, D], [H, N, D] or [B, H, N, D]");
+    const Shape leading(qs.begin(), qs.end() - 2);
+    in.n_q = qs[qs.size() - 2];
+    in.d = qs.back();
+    const Shape& ks = in.k.shape();
+    if (ks.size() != qs.size()) check.fail(in.k, "has shape " + shape_string(ks) + " but q has " + shape_string(qs));
+    in.n_kv = ks[ks.size() - 2];
+    check.expect(in.k, leading, {in.n_kv, in.d}, "[.., Nk, D]");
+    const Shape& vs = in.v.shape();
+    in.d_v = vs.empty() ? 0 : vs.back();
+    check.expect(in.v, leading, {in.n_kv, in.d_v}, "[.., Nk, Dv]");
+    if (file.find("o")) {
+        in.o = check.tensor("o");
+        check.expect(*in.o, leading, {in.n_q, in.d_v}, "[.., Nq, Dv]");
+    }
+    if (file.find("do")) {
+        in.d_o = check.tensor("do");
+        check.expect(*in.d_o, leading, {in.n_q, in.d_v}, "[.., Nq, Dv]");
+    }
+    if (file.find("lse")) {
+        in.lse = check.tensor("lse");
+        check.expect(*in.lse, leading, {in.n_q}, "[.., Nq]");
+    }
+    if (leading.size() == 2) in.batch = leading[0];
+    if (!leading.empty()) in.heads = leading.back();
+    in.causal = metadata_bool(file, "causal");
+    in.softmax_scale = metadata_number(file, "softmax_scale");
+    return in;
+}
+
+}  // namespace roundscope

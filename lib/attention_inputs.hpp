@@ -1,0 +1,24 @@
+#pragma once
+// The inputs of one attention layer found by name in a tensor file (../shared/CLI.md): q, k, v
+// and optionally o, do, lse. q [.., Nq, D], k [.., Nk, D], v [.., Nk, Dv], o and do
+// [.., Nq, Dv], lse [.., Nq], where ".." is nothing, [H] or [B, H], the same for all.
+#include <cstdint>
+#include <optional>
+
+#include "lib/tensor.hpp"
+
+namespace roundscope {
+
+struct AttentionInputs {
+    Tensor q, k, v;
+    std::optional<Tensor> o, d_o, lse;
+    std::uint64_t batch = 1, heads = 1;  // [N, D] is one head of one batch
+    std::uint64_t n_q = 0, n_kv = 0, d = 0, d_v = 0;
+    std::optional<bool> causal;           // from the file's metadata "causal"
+    std::optional<double> softmax_scale;  // from the file's metadata "softmax_scale"
+};
+
+/// Every tensor must be floating; shapes must agree as above. Errors name the file and tensor.
+AttentionInputs find_attention_inputs(const TensorFile& file);
+
+}  // namespace roundscope

@@ -1,0 +1,62 @@
+#include "lib/tensor_io.hpp"
+
+#include "lib/error.hpp"
+#include "lib/npy.hpp"
+#include "lib/safetensors.hpp"
+
+namespace roundscope {
+namespace {
+
+enum class FileKind { safetensors, npy };
+
+FileKind kind_of(const std::string& path) {
+    if (path.ends_with(".safetensors")) return FileKind::safetensors;
+    if (path.ends_with(".npy")) return FileKind::npy;
+    throw Error(path + ": unknown tensor file type (expected .safetensors or .npy)");
+}
+
+}  // namespace
+
+TensorFile read_tensor_file(const std::string& path, const ReadOptions& options) {
+    if (kind_of(path) == FileKind::npy) {
+        TensorFile f;
+        f.path = path;
+        f.tensors.push_back(read_npy(path, options.dtype));
+        return f;
+    }
+    if (options.dtype) throw Error(path + ": --dtype applies to .npy files; safetensors files name their dtypes");
+    return read_safetensors(path);
+}
+
+void write_tensor_file(const std::string& path, std::span<const Tensor> tensors,
+                       const std::map<std::string, std::string>& metadata) {
+    if (kind_of(path) == FileKind::safetensors) return write_safetensors(path, tensors, metadata);
+    if (tensors.size() != 1)
+        throw Error(path + ": an .npy file holds one tensor, not " + std::to_string(tensors.size()) +
+                    " (write a .safetensors file)");
+    write_npy(path, tensors[0]);
+}
+
+TensorSelection parse_tensor_selection(std::string_view argument) {
+    const std::string_view ext = ".safetensors:";
+    const std::size_t at = argument.rfind(ext);
+    if (at == std::string_view::npos) return {std::string(argument), std::nullopt};
+    const std::size_t colon = at + ext.size() - 1;
+    std::string name(argument.substr(colon + 1));
+    if (name.empty()) throw Error(std::string(argument) + ": empty tensor name after ':'");
+    return {std::string(argument.substr(0, colon)), std::move(name)};
+}
+
+Tensor read_selected_tensor(const TensorSelection& selection, const ReadOptions& options) {
+    TensorFile file = read_tensor_file(selection.path, options);
+    if (selection.name) return file.get(*selection.name);
+    if (file.tensors.size() != 1) {
+        std::string names;
+        for (const Tensor& t : file.tensors) names += (names.empty() ? "" : ", ") + t.name();
+        throw Error(selection.path + ": holds " + std::to_string(file.tensors.size()) +
+                    " tensors; pick one as FILE:NAME (tensors: " + names + ")");
+    }
+    return file.tensors[0];
+}
+
+}  // namespace roundscope

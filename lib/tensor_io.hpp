@@ -1,0 +1,34 @@
+#pragma once
+// Tensor files by extension (.safetensors, .npy) and the `FILE:NAME` selection of
+// ../shared/CLI.md.
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "lib/tensor.hpp"
+
+namespace roundscope {
+
+struct ReadOptions {
+    std::optional<DType> dtype;  // element type of an .npy with an opaque descr (ml_dtypes types)
+};
+
+/// A .safetensors file, or an .npy file as a one-tensor file named after its stem.
+TensorFile read_tensor_file(const std::string& path, const ReadOptions& options = {});
+/// .safetensors: all tensors; .npy: exactly one (the metadata cannot be stored).
+void write_tensor_file(const std::string& path, std::span<const Tensor> tensors,
+                       const std::map<std::string, std::string>& metadata = {});
+
+/// `FILE` or `FILE:NAME`. The split is at the last ':' that follows a .safetensors extension,
+/// so paths with ':' elsewhere still work.
+struct TensorSelection {
+    std::string path;
+    std::optional<std::string> name;
+};
+TensorSelection parse_tensor_selection(std::string_view argument);
+
+/// The selected tensor: NAME, or the only tensor of the file (an Error if it has several).
+Tensor read_selected_tensor(const TensorSelection& selection, const ReadOptions& options = {});
+
+}  // namespace roundscope

@@ -1,0 +1,53 @@
+#include <catch2/catch.hpp>
+
+#include "lib/attention_inputs.hpp"
+#include "lib/error.hpp"
+#include "tests/lib/tensor_samples.hpp"
+
+using namespace roundscope;
+using roundscope::test::random_tensor;
+
+namespace {
+TensorFile file_of(std::vector<Tensor> tensors, std::map<std::string, std::string> metadata = {}) {
+    return TensorFile{"layer0.safetensors", std::move(metadata), std::move(tensors)};
+}
+}  // namespace
+
+TEST_CASE("attention inputs are found by name in [N,D], [H,N,D] and [B,H,N,D]", "[attention_inputs]") {
+    const AttentionInputs a = find_attention_inputs(file_of(
+        {random_tensor("q", DType::bf16, {6, 8}, 1), random_tensor("k", DType::bf16, {5, 8}, 2),
+         random_tensor("v", DType::bf16, {5, 4}, 3)}));
+    CHECK((a.batch == 1 && a.heads == 1 && a.n_q == 6 && a.n_kv == 5 && a.d == 8 && a.d_v == 4));
+    CHECK_FALSE(a.o);
+    const AttentionInputs b = find_attention_inputs(file_of(
+        {random_tensor("q", DType::e4m3, {2, 3, 6, 8}, 1), random_tensor("k", DType::e4m3, {2, 3, 6, 8}, 2),
+         random_tensor("v", DType::e4m3, {2, 3, 6, 8}, 3), random_tensor("o", DType::bf16, {2, 3, 6, 8}, 4),
+         random_tensor("do", DType::bf16, {2, 3, 6, 8}, 5), random_tensor("lse", DType::f32, {2, 3, 6}, 6)},
+        {{"causal", "true"}, {"softmax_scale", "0.125"}}));
+    CHECK((b.batch == 2 && b.heads == 3));
+    CHECK((b.o && b.d_o && b.lse));
+    CHECK(b.causal == true);
+    CHECK(b.softmax_scale == 0.125);
+}
+
+TEST_CASE("attention inputs with missing or disagreeing tensors are errors naming the file and tensor", "[attention_inputs]") {
+    CHECK_THROWS_WITH(find_attention_inputs(file_of({random_tensor("q", DType::bf16, {6, 8}, 1)})),
+                      Catch::Contains("layer0.safetensors: no tensor 'k'"));
+    CHECK_THROWS_WITH(
+        find_attention_inputs(file_of({random_tensor("q", DType::bf16, {2, 6, 8}, 1), random_tensor("k", DType::bf16, {3, 6, 8}, 2),
+                                       random_tensor("v", DType::bf16, {3, 6, 8}, 3)})),
+        Catch::Contains("tensor 'k' has shape [3, 6, 8]"));
+    CHECK_THROWS_WITH(
+        find_attention_inputs(file_of({random_tensor("q", DType::bf16, {6, 8}, 1), random_tensor("k", DType::bf16, {6, 8}, 2),
+                                       random_tensor("v", DType::bf16, {6, 8}, 3), random_tensor("lse", DType::f32, {5}, 4)})),
+        Catch::Contains("tensor 'lse'"));
+    CHECK_THROWS_WITH(
+        find_attention_inputs(file_of({random_tensor("q", DType::i32, {6, 8}, 1), random_tensor("k", DType::bf16, {6, 8}, 2),
+                                       random_tensor("v", DType::bf16, {6, 8}, 3)})),
+        Catch::Contains("floating point"));
+    CHECK_THROWS_WITH(
+        find_attention_inputs(file_of({random_tensor("q", DType::bf16, {6, 8}, 1), random_tensor("k", DType::bf16, {6, 8}, 2),
+                                       random_tensor("v", DType::bf16, {6, 8}, 3)},
+                                      {{"causal", "maybe"}})),
+        Catch::Contains("metadata 'causal'"));
+}
