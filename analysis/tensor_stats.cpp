@@ -179,7 +179,8 @@ struct Neumaier {
 
 struct ChunkSums {
     Tally tally;
-    Neumaier shifted, shifted_squares;  // sums of (x - shift) and (x - shift)^2
+    Neumaier values;                    // sum of x, for the mean
+    Neumaier shifted, shifted_squares;  // sums of (x - shift) and (x - shift)^2, for the variance
 };
 
 TensorStats streaming_stats(const Tensor& t, int threads) {
@@ -209,6 +210,7 @@ TensorStats streaming_stats(const Tensor& t, int threads) {
             c.tally.add(value, 1);
             if (value.cls == emu::ValueClass::nan || value.cls == emu::ValueClass::inf) continue;
             const double d = v - shift;
+            c.values.add(v);
             c.shifted.add(d);
             c.shifted_squares.add(d * d);
         }
@@ -216,6 +218,7 @@ TensorStats streaming_stats(const Tensor& t, int threads) {
     ChunkSums all;
     for (const ChunkSums& c : chunks) {
         all.tally.merge(c.tally);
+        all.values.add(c.values);
         all.shifted.add(c.shifted);
         all.shifted_squares.add(c.shifted_squares);
     }
@@ -223,7 +226,7 @@ TensorStats streaming_stats(const Tensor& t, int threads) {
     if (all.tally.finite == 0) return s;
     const double n = static_cast<double>(all.tally.finite);
     const double d_mean = all.shifted.value() / n;
-    s.mean = shift + d_mean;
+    s.mean = all.values.value() / n;
     s.std = std::sqrt(std::max(0.0, all.shifted_squares.value() / n - d_mean * d_mean));
     return s;
 }

@@ -2,6 +2,7 @@
 
 #include "lib/attention_inputs.hpp"
 #include "lib/error.hpp"
+#include "lib/tensor_io.hpp"
 #include "tests/lib/tensor_samples.hpp"
 
 using namespace roundscope;
@@ -50,4 +51,14 @@ TEST_CASE("attention inputs with missing or disagreeing tensors are errors namin
                                        random_tensor("v", DType::bf16, {6, 8}, 3)},
                                       {{"causal", "maybe"}})),
         Catch::Contains("metadata 'causal'"));
+}
+
+TEST_CASE("FILE:NAME selects a tensor of a safetensors file; other paths are whole files", "[tensor_io]") {
+    CHECK(parse_tensor_selection("dump/layer3.safetensors:q").path == "dump/layer3.safetensors");
+    CHECK(parse_tensor_selection("dump/layer3.safetensors:q").name == "q");
+    CHECK(parse_tensor_selection("c:/x.safetensors:attn.k").name == "attn.k");
+    CHECK(parse_tensor_selection("c:/x.safetensors:attn.k").path == "c:/x.safetensors");
+    CHECK_FALSE(parse_tensor_selection("a.safetensors").name);
+    CHECK_FALSE(parse_tensor_selection("v.npy").name);
+    CHECK_THROWS_AS(parse_tensor_selection("a.safetensors:"), Error);
 }

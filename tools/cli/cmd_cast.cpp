@@ -1,4 +1,6 @@
 // `roundscope cast VALUE... --to FMT`: round values into a format and show the bits.
+// `roundscope cast IN --to FMT [-t NAME]... [--scale S] -o OUT`: the same for whole tensors.
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -8,7 +10,9 @@
 #include "emu/cast_options.hpp"
 #include "emu/format.hpp"
 #include "emu/round.hpp"
+#include "emu/tensor_cast.hpp"
 #include "lib/error.hpp"
+#include "lib/tensor_io.hpp"
 #include "tools/cli/cast_flags.hpp"
 #include "tools/cli/cli_output.hpp"
 #include "tools/cli/commands.hpp"
@@ -22,6 +26,10 @@ struct CastArgs {
     std::string from;
     CastFlags flags;
     bool json = false;
+    std::string output;              // tensor mode: OUT
+    std::vector<std::string> names;  // tensor mode: only these tensors (default: every floating one)
+    double scale = 1.0;
+    int threads = 0;
 };
 
 /// Sign, exponent and mantissa fields of a pattern, as the format lays them out (-1: none).
@@ -101,16 +109,60 @@ void run_cast(const CastArgs& args) {
     print_table({"input", "bits", "sign", "exponent", "mantissa", "value", "abs_error", "rel_error"}, rows);
 }
 
+// Tensor mode: every chosen floating tensor of IN rounded into --to, the rest copied.
+void run_cast_file(const CastArgs& args) {
+    if (args.values.size() != 1)
+        throw Error("cast -o OUT takes one input file, not " + std::to_string(args.values.size()) + " arguments");
+    if (!args.from.empty()) throw Error("--from applies to VALUEs, not to tensor files");
+    const emu::Format& to = require_format(args.flags.to, "--to");
+    const TensorFile in = read_tensor_file(args.values[0]);
+    for (const std::string& n : args.names) in.get(n);  // an Error naming the file for unknown names
+    std::vector<Tensor> out;
+    nlohmann::json report = nlohmann::json::array();
+    std::vector<std::vector<std::string>> rows;
+    for (std::size_t i = 0; i < in.tensors.size(); ++i) {
+        const Tensor& t = in.tensors[i];
+        const bool chosen = args.names.empty() ? is_floating(t.dtype())
+                                               : std::find(args.names.begin(), args.names.end(), t.name()) != args.names.end();
+        if (!chosen) {
+            out.push_back(t);
+            continue;
+        }
+        emu::CastOptions options = args.flags.options(to);
+        // Each tensor its own random streams: element j of tensor i is keyed by (seed', j).
+        options.seed += 0x9E3779B97F4A7C15ull * i;
+        out.push_back(emu::cast_tensor(t, to, options, args.scale, args.threads));
+        report.push_back({{"name", t.name()}, {"from", std::string(name(t.dtype()))}, {"to", to.name}, {"count", t.size()}});
+        rows.push_back({t.name(), std::string(name(t.dtype())), std::string(to.name), std::to_string(t.size())});
+    }
+    write_tensor_file(args.output, out, in.metadata);
+    if (args.json) {
+        fmt::print("{}\n", nlohmann::json{{"input", args.values[0]}, {"output", args.output}, {"tensors", report}}.dump());
+        return;
+    }
+    fmt::print("{} -> {} ({}, {})\n", args.values[0], args.output, emu::rounding_mode_name(args.flags.options(to)),
+               args.flags.options(to).saturate ? "saturating" : "not saturating");
+    print_table({"tensor", "from", "to", "elements"}, rows);
+}
+
 }  // namespace
 
 void add_cast_command(CLI::App& app) {
     auto* cmd = app.add_subcommand("cast", "Round values (or tensors) into a format");
     auto args = std::make_shared<CastArgs>();
-    cmd->add_option("VALUE", args->values, "Decimal or hex-float values; raw bits with --from")->required();
+    cmd->add_option("VALUE", args->values, "Decimal or hex-float values; raw bits with --from; or IN with -o")->required();
     cmd->add_option("--from", args->from, "Read each VALUE as a raw bit pattern of this format");
     add_cast_flags(*cmd, args->flags);
     cmd->add_flag("--json", args->json, "Print one JSON object");
-    cmd->callback([args] { run_cast(*args); });
+    cmd->add_option("-o,--output", args->output, "Cast the tensors of file IN and write them to OUT");
+    cmd->add_option("-t,--tensor", args->names, "With -o: cast only this tensor (repeatable)");
+    cmd->add_option("--scale", args->scale, "With -o: multiply by S before rounding (one rounding in all)");
+    cmd->add_option("--threads", args->threads, "Worker threads (default: all cores)")->check(CLI::NonNegativeNumber);
+    cmd->callback([args] {
+        if (!args->output.empty()) return run_cast_file(*args);
+        if (!args->names.empty() || args->scale != 1.0) throw Error("-t and --scale apply with -o OUT (tensor files)");
+        run_cast(*args);
+    });
 }
 
 }  // namespace roundscope::cli
