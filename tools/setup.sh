@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what roundscope builds and tests with, on Debian 12, as root: the Debian packages
 # (compilers, CMake, the libraries of ../shared/DESIGN.md) and, in .venv at the repository
-# root, the Python test peers from the Python package registry (numpy, ml_dtypes).
+# root, the Python test peers from the Python package registry (numpy, ml_dtypes, safetensors,
+# torch).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,4 +26,6 @@ fi
 if [[ ! -x .venv/bin/python ]]; then
   python3 -m venv .venv
 fi
-.venv/bin/python -m pip install --quiet --disable-pip-version-check numpy ml_dtypes
+# torch and safetensors are the peers of the tensor-file tests and run the dump helper's test
+# (tools/python/roundscope_dump.py); PyTorch runs on the CPU there.
+.venv/bin/python -m pip install --quiet --disable-pip-version-check numpy ml_dtypes safetensors torch

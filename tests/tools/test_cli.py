@@ -5,25 +5,17 @@ Usage: test_cli.py PATH/TO/roundscope
 """
 import json
 import math
-import subprocess
+import os
 import sys
 
+sys.path.insert(0, os.path.dirname(__file__))
+from cli_harness import check, finish, run as run_binary  # noqa: E402
+
 BINARY = sys.argv[1]
-failures = []
-passed = 0
 
 
 def run(*args):
-    p = subprocess.run([BINARY, *args], capture_output=True, text=True, timeout=60)
-    return p.returncode, p.stdout, p.stderr
-
-
-def check(name, condition, detail=""):
-    global passed
-    if condition:
-        passed += 1
-    else:
-        failures.append(f"{name}: {detail}")
+    return run_binary(BINARY, *args, timeout=60)
 
 
 # formats --json: one object, every key of the contract, the published limits.
@@ -84,7 +76,4 @@ for args, culprit in [
     check(f"error {args}", rc == 2 and len(lines) == 1 and lines[0].startswith("roundscope: error:") and
           culprit in lines[0] and out == "", f"rc={rc} stderr={err!r} stdout={out!r}")
 
-for f in failures:
-    print("FAILED", f)
-print(f"{passed} passed, {len(failures)} failed")
-sys.exit(1 if failures else 0)
+finish("test_cli")
