@@ -11,6 +11,7 @@
 #include "emu/tensor_decode.hpp"
 #include "emu/unpack.hpp"
 #include "lib/parallel.hpp"
+#include "lib/prefetch.hpp"
 
 namespace roundscope::analysis {
 namespace {
@@ -93,7 +94,13 @@ std::vector<std::uint64_t> pattern_histogram(const Tensor& t, int threads) {
     std::vector<std::uint64_t> total(patterns, 0);
     std::mutex total_mutex;
     const std::byte* data = t.bytes().data();
-    parallel_for(t.size(), std::size_t{1} << 22, threads, [&](std::size_t begin, std::size_t end) {
+    constexpr std::size_t grain = std::size_t{1} << 22;
+    const std::size_t ahead = grain * static_cast<std::size_t>(resolve_threads(threads));
+    parallel_for(t.size(), grain, threads, [&](std::size_t begin, std::size_t end) {
+        // Start the disk reads of the chunk taken after the ones running now: on a cold file
+        // they overlap the counting.
+        const std::size_t next = begin + ahead;
+        if (next < t.size()) prefetch_pages(t.bytes().subspan(next * unit, std::min(grain, t.size() - next) * unit));
         // Two interleaved tables: runs of one value (zeros) would otherwise serialize on one counter.
         std::vector<std::uint32_t> h(2 * patterns, 0);
         if (unit == 1) {
