@@ -1,12 +1,11 @@
 #include "analysis/tensor_stats.hpp"
 
-#include <mpfr.h>
-
 #include <algorithm>
 #include <cmath>
 #include <mutex>
 #include <vector>
 
+#include "analysis/mpfr_value.hpp"
 #include "emu/representable.hpp"
 #include "emu/tensor_decode.hpp"
 #include "emu/unpack.hpp"
@@ -76,18 +75,6 @@ struct Tally {
 
 // ---- 8- and 16-bit elements: histogram, then exact sums ------------------------------------
 
-class Mpfr {
-public:
-    explicit Mpfr(mpfr_prec_t bits) { mpfr_init2(v_, bits), mpfr_set_zero(v_, 1); }
-    ~Mpfr() { mpfr_clear(v_); }
-    Mpfr(const Mpfr&) = delete;
-    Mpfr& operator=(const Mpfr&) = delete;
-    mpfr_ptr get() { return v_; }
-
-private:
-    mpfr_t v_;
-};
-
 std::vector<std::uint64_t> pattern_histogram(const Tensor& t, int threads) {
     const int unit = info(t.dtype()).storage_bytes;
     const std::size_t patterns = std::size_t{1} << (8 * unit);
@@ -137,7 +124,7 @@ TensorStats histogram_stats(const Tensor& t, int threads) {
     // Every value here is m * 2^e with |m| < 2^16 and -150 < e < 130, and counts are below 2^63:
     // 2048 bits hold sum(c * x) and sum(c * x^2) exactly.
     constexpr mpfr_prec_t exact_bits = 2048;
-    Mpfr sum(exact_bits), sum_squares(exact_bits), term(exact_bits);
+    MpfrValue sum(exact_bits), sum_squares(exact_bits), term(exact_bits);
     Tally tally;
     for (std::size_t bits = 0; bits < histogram.size(); ++bits) {
         const std::uint64_t c = histogram[bits];
@@ -154,7 +141,7 @@ TensorStats histogram_stats(const Tensor& t, int threads) {
     TensorStats s = tally.stats();
     if (tally.finite == 0) return s;
     // mean = sum / n, rounded once; var = (n * sum_squares - sum^2) / n^2, exact up to the division.
-    Mpfr mean(53), n(exact_bits), variance(exact_bits), square(exact_bits), deviation(53);
+    MpfrValue mean(53), n(exact_bits), variance(exact_bits), square(exact_bits), deviation(53);
     mpfr_set_ui(n.get(), tally.finite, MPFR_RNDN);
     mpfr_div(mean.get(), sum.get(), n.get(), MPFR_RNDN);
     mpfr_mul(variance.get(), sum_squares.get(), n.get(), MPFR_RNDN);

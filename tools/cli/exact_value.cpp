@@ -6,23 +6,11 @@
 #include <gmp.h>
 #include <mpfr.h>
 
+#include "analysis/mpfr_value.hpp"
 #include "lib/error.hpp"
 
 namespace roundscope::cli {
 namespace {
-
-// RAII for one mpfr_t.
-class Mpfr {
-public:
-    explicit Mpfr(mpfr_prec_t precision) { mpfr_init2(value_, precision); }
-    ~Mpfr() { mpfr_clear(value_); }
-    Mpfr(const Mpfr&) = delete;
-    Mpfr& operator=(const Mpfr&) = delete;
-    mpfr_ptr get() { return value_; }
-
-private:
-    mpfr_t value_;
-};
 
 // Reads `text` entirely into x with rounding `rnd`; returns MPFR's ternary value.
 int read_number(const std::string& text, mpfr_ptr x, mpfr_rnd_t rnd) {
@@ -37,7 +25,7 @@ int read_number(const std::string& text, mpfr_ptr x, mpfr_rnd_t rnd) {
 }  // namespace
 
 ExactValue parse_exact_value(const std::string& text) {
-    Mpfr x(62);
+    analysis::MpfrValue x(62);
     const int ternary = read_number(text, x.get(), MPFR_RNDZ);
     ExactValue v{{}, text};
     emu::Unpacked& u = v.odd62;
@@ -62,7 +50,7 @@ ExactValue parse_exact_value(const std::string& text) {
 }
 
 CastError cast_error(const std::string& text, double decoded) {
-    Mpfr exact(4096), diff(4096);
+    analysis::MpfrValue exact(4096), diff(4096);
     read_number(text, exact.get(), MPFR_RNDN);
     if (std::isnan(decoded) || mpfr_nan_p(exact.get()))
         return {std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::quiet_NaN()};
