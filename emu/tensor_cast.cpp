@@ -16,24 +16,6 @@ namespace {
 
 constexpr std::size_t grain = std::size_t{1} << 16;
 
-// Element i as an exact Unpacked value.
-Unpacked element(const Tensor& t, std::uint64_t i) {
-    const std::uint64_t bits = t.bits_at(i);
-    const DTypeInfo& d = info(t.dtype());
-    if (d.kind == DTypeKind::floating) return unpack(format_of(t.dtype()), bits);
-    Unpacked u;
-    std::uint64_t magnitude = d.kind == DTypeKind::boolean ? (bits != 0) : bits;
-    if (d.kind == DTypeKind::signed_integer) {
-        const int shift = 64 - 8 * d.storage_bytes;
-        const std::int64_t v = static_cast<std::int64_t>(bits << shift) >> shift;
-        u.negative = v < 0;
-        magnitude = u.negative ? ~static_cast<std::uint64_t>(v) + 1 : static_cast<std::uint64_t>(v);
-    }
-    u.cls = magnitude == 0 ? ValueClass::zero : ValueClass::finite;
-    u.m = magnitude;
-    return u;
-}
-
 template <class Bits>
 void store(std::vector<std::byte>& out, std::uint64_t i, std::uint64_t bits) {
     const Bits b = static_cast<Bits>(bits);
@@ -80,7 +62,7 @@ Tensor cast_tensor(const Tensor& t, const Format& to, const CastOptions& options
             return;
         }
         for (std::size_t i = begin; i < end; ++i) {
-            const Unpacked x = unscaled ? element(t, i) : scaled(element(t, i), s);
+            const Unpacked x = unscaled ? unpack_element(t, i) : scaled(unpack_element(t, i), s);
             const std::uint64_t bits = round_to_format(to, x, options, i);
             switch (unit) {
                 case 1: store<std::uint8_t>(out, i, bits); break;

@@ -61,6 +61,23 @@ const Format& format_of(DType t) {
     throw Error("dtype " + std::string(name(t)) + " is not a floating-point format");
 }
 
+Unpacked unpack_element(const Tensor& t, std::uint64_t i) {
+    const std::uint64_t bits = t.bits_at(i);
+    const DTypeInfo& d = info(t.dtype());
+    if (d.kind == DTypeKind::floating) return unpack(format_of(t.dtype()), bits);
+    Unpacked u;
+    std::uint64_t magnitude = d.kind == DTypeKind::boolean ? (bits != 0) : bits;
+    if (d.kind == DTypeKind::signed_integer) {
+        const int shift = 64 - 8 * d.storage_bytes;
+        const std::int64_t v = static_cast<std::int64_t>(bits << shift) >> shift;
+        u.negative = v < 0;
+        magnitude = u.negative ? ~static_cast<std::uint64_t>(v) + 1 : static_cast<std::uint64_t>(v);
+    }
+    u.cls = magnitude == 0 ? ValueClass::zero : ValueClass::finite;
+    u.m = magnitude;
+    return u;
+}
+
 template <class Real>
 void decode_elements(const Tensor& t, std::uint64_t first, std::span<Real> out) {
     if (first > t.size() || out.size() > t.size() - first)

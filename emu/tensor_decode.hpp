@@ -6,12 +6,16 @@
 #include <vector>
 
 #include "emu/format.hpp"
+#include "emu/unpack.hpp"
 #include "lib/tensor.hpp"
 
 namespace roundscope::emu {
 
 /// The format of a floating dtype; an Error for bool and integer dtypes.
 const Format& format_of(DType t);
+
+/// Element i as its exact value (integers and bool by value).
+Unpacked unpack_element(const Tensor& t, std::uint64_t i);
 
 /// Elements [first, first + out.size()) as Real: exact for every format into double; into
 /// float, exact for formats of 16 bits or fewer, nearest-even otherwise. Integers convert
