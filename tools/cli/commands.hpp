@@ -8,5 +8,6 @@ namespace roundscope::cli {
 void add_formats_command(CLI::App& app);
 void add_cast_command(CLI::App& app);
 void add_inspect_command(CLI::App& app);
+void add_mx_command(CLI::App& app);
 
 }  // namespace roundscope::cli

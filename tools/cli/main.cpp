@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
     roundscope::cli::add_formats_command(app);
     roundscope::cli::add_cast_command(app);
     roundscope::cli::add_inspect_command(app);
+    roundscope::cli::add_mx_command(app);
     if (argc > 1 && argv[1][0] != '-') {
         bool known = false;
         std::string names;
