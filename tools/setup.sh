@@ -2,7 +2,7 @@
 # Installs what roundscope builds and tests with, on Debian 12, as root: the Debian packages
 # (compilers, CMake, the libraries of ../shared/DESIGN.md) and, in .venv at the repository
 # root, the Python test peers from the Python package registry (numpy, ml_dtypes, safetensors,
-# torch).
+# torch, torchao).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,6 +26,7 @@ fi
 if [[ ! -x .venv/bin/python ]]; then
   python3 -m venv .venv
 fi
-# torch and safetensors are the peers of the tensor-file tests and run the dump helper's test
+# torch and safetensors are the peers of the tensor-file tests and run the dump helper's test;
+# torchao's MX and NVFP4 quantizers are the peer of the block formats
 # (tools/python/roundscope_dump.py); PyTorch runs on the CPU there.
-.venv/bin/python -m pip install --quiet --disable-pip-version-check numpy ml_dtypes safetensors torch
+.venv/bin/python -m pip install --quiet --disable-pip-version-check numpy ml_dtypes safetensors torch torchao
