@@ -1,5 +1,7 @@
 #include "emu/batch_cast.hpp"
 
+#include <map>
+#include <mutex>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -50,6 +52,21 @@ void cast_impl(std::span<const Real> in, const Format& to, const CastOptions& o,
     });
 }
 
+// One table of every value per format and type (256 or 65536 entries), built on first use
+// and kept: decoding is then a gather, cheap even for short spans.
+template <class Real>
+const std::vector<Real>& value_table(const Format& from, std::size_t entries) {
+    static std::mutex mutex;
+    static std::map<std::string_view, std::vector<Real>> tables;  // nodes never move
+    std::lock_guard<std::mutex> lock(mutex);
+    std::vector<Real>& table = tables[from.name];
+    if (table.empty()) {
+        table.resize(entries);
+        for (std::size_t u = 0; u < entries; ++u) table[u] = static_cast<Real>(decode(from, u));
+    }
+    return table;
+}
+
 template <class Bits, class Real>
 void decode_impl(const Format& from, std::span<const Bits> in, std::span<Real> out, int threads) {
     if (in.size() != out.size())
@@ -58,9 +75,7 @@ void decode_impl(const Format& from, std::span<const Bits> in, std::span<Real> o
     if (static_cast<int>(sizeof(Bits)) != storage_bytes(from))
         throw Error("decode from " + std::string(from.name) + ": inputs of " + std::to_string(sizeof(Bits)) +
                     " bytes, the format is stored in " + std::to_string(storage_bytes(from)));
-    // One table of every value: 256 or 65536 entries, then a gather.
-    std::vector<Real> table(std::size_t{1} << (8 * sizeof(Bits)));
-    for (std::size_t u = 0; u < table.size(); ++u) table[u] = static_cast<Real>(decode(from, u));
+    const std::vector<Real>& table = value_table<Real>(from, std::size_t{1} << (8 * sizeof(Bits)));
     parallel_for(in.size(), 1 << 16, threads, [&](std::size_t begin, std::size_t end) {
         for (std::size_t i = begin; i < end; ++i) out[i] = table[in[i]];
     });

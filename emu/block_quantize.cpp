@@ -1,10 +1,12 @@
 #include "emu/block_quantize.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "emu/batch_cast.hpp"
 #include "emu/mx_block.hpp"
 #include "emu/nvfp4_block.hpp"
 #include "emu/tensor_cast.hpp"
@@ -65,6 +67,53 @@ float tensor_amax_f32(const Tensor& t, int threads) {
     return amax;
 }
 
+// Can every element be decoded to double, and scaled by 2^-k for |k| <= 127, exactly? (Not
+// for f64 subnormals scaled further down, nor 64-bit integers above 2^53.)
+bool exact_in_double_after_scaling(DType t) {
+    return t != DType::f64 && t != DType::i64 && t != DType::u64;
+}
+
+// The batch MX path. For one row of blocks (outer index o, block j), the elements of every
+// column `in` lie in one contiguous range of the tensor: decode it, find each column's amax
+// and shared exponent (mx_shared_exponent, as the reference), scale by 2^-k exactly in double,
+// and round the whole range with the SIMD batch cast, whose random streams are the elements'
+// flat indices. tests/emu/test_mx_examples.cpp checks it against mx_quantize_block.
+void mx_quantize_rows(const Tensor& t, const BlockLayout& l, const BlockSpec& spec, std::size_t row_begin,
+                      std::size_t row_end, std::byte* elements, std::byte* scales) {
+    const Format& element = *spec.format->element;
+    CastOptions o = spec.element_options;
+    o.saturate = true;
+    std::vector<double> x;
+    std::vector<std::uint8_t> out;
+    std::vector<double> amax(l.inner), factor(l.inner);
+    std::vector<char> special(l.inner);
+    for (std::size_t row = row_begin; row < row_end; ++row) {
+        const std::uint64_t oi = row / l.blocks, j = row % l.blocks;
+        const std::uint64_t first = l.element(oi, l.first(j), 0), count = (l.end(j) - l.first(j)) * l.inner;
+        x.resize(count);
+        out.resize(count);
+        decode_elements<double>(t, first, x);
+        std::fill(amax.begin(), amax.end(), 0.0);
+        std::fill(special.begin(), special.end(), 0);
+        for (std::uint64_t i = 0; i < count; ++i) {
+            const double a = std::fabs(x[i]);
+            const std::uint64_t in = i % l.inner;
+            if (!(a <= 1.7976931348623157e308)) special[in] = 1;  // NaN or Inf
+            else if (a > amax[in]) amax[in] = a;
+        }
+        for (std::uint64_t in = 0; in < l.inner; ++in) {
+            const int k = mx_shared_exponent(unpack(f64, bits_of(amax[in])), element, spec.rule);
+            factor[in] = std::ldexp(1.0, -k);
+            scales[l.scale(oi, j, in)] = static_cast<std::byte>(special[in] ? e8m0_nan : static_cast<std::uint64_t>(k + 127));
+        }
+        for (std::uint64_t i = 0; i < count; ++i) x[i] *= factor[i % l.inner];  // exact: a power of two in range
+        cast_batch<double, std::uint8_t>(x, element, o, out, BatchSpec{first, 1});
+        const std::uint8_t nan_element = static_cast<std::uint8_t>(has_nan(element) ? canonical_nan_bits(element) : 0);
+        for (std::uint64_t i = 0; i < count; ++i)
+            elements[first + i] = static_cast<std::byte>(special[i % l.inner] ? nan_element : out[i]);
+    }
+}
+
 }  // namespace
 
 BlockQuantized block_quantize(const Tensor& t, const BlockSpec& spec) {
@@ -73,15 +122,17 @@ BlockQuantized block_quantize(const Tensor& t, const BlockSpec& spec) {
     BlockQuantized q{Tensor::zeros(t.name() + ".elements", dtype_of(*f.element), t.shape()),
                      Tensor::zeros(t.name() + ".scales", dtype_of(*f.scale), scales_shape(t.shape(), l)), std::nullopt};
     float per_tensor = 1.0f;
-    if (f.nvfp4 && spec.per_tensor_scale) {
-        per_tensor = nvfp4_per_tensor_scale(tensor_amax_f32(t, spec.threads));
-        q.per_tensor_scale = per_tensor;
+    if (f.nvfp4) {  // NaN or Inf is an Error for NVFP4, single- or two-level
+        const float amax = tensor_amax_f32(t, spec.threads);
+        if (spec.per_tensor_scale) q.per_tensor_scale = per_tensor = nvfp4_per_tensor_scale(amax);
     }
     std::byte* elements = q.elements.mutable_bytes().data();
     std::byte* scales = q.scales.mutable_bytes().data();
     const std::uint64_t rows = l.outer * l.blocks;
     const std::size_t grain = std::max<std::uint64_t>(1, (std::uint64_t{1} << 16) / (static_cast<std::uint64_t>(l.block) * l.inner));
+    const bool batch = !f.nvfp4 && exact_in_double_after_scaling(t.dtype()) && !spec.scalar_reference;
     parallel_for(rows, grain, spec.threads, [&](std::size_t row_begin, std::size_t row_end) {
+        if (batch) return mx_quantize_rows(t, l, spec, row_begin, row_end, elements, scales);
         std::vector<Unpacked> v(l.block);
         std::vector<float> v32(l.block);
         std::vector<std::uint64_t> index(l.block), out(l.block);
@@ -93,7 +144,10 @@ BlockQuantized block_quantize(const Tensor& t, const BlockSpec& spec) {
                 for (int i = 0; i < n; ++i) index[i] = l.element(o, begin + i, in);
                 std::uint64_t scale = 0;
                 if (f.nvfp4) {
-                    for (int i = 0; i < n; ++i) decode_elements<float>(t, index[i], std::span<float>(&v32[i], 1));
+                    for (int i = 0; i < n; ++i) {  // finite (tensor_amax_f32 checked), to float nearest-even
+                        const Unpacked u = unpack_element(t, index[i]);
+                        v32[i] = static_cast<float>(exact_double(u.negative, u.cls == ValueClass::zero ? 0 : u.m, u.e));
+                    }
                     scale = nvfp4_quantize_block(v32.data(), n, per_tensor, spec.element_options, index.data(), out.data());
                 } else {
                     for (int i = 0; i < n; ++i) v[i] = unpack_element(t, index[i]);

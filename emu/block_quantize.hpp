@@ -22,6 +22,7 @@ struct BlockSpec {
     CastOptions element_options;        // rounding of the elements (saturation is always on)
     bool per_tensor_scale = true;       // NVFP4: two-level scaling (false: single-level)
     int threads = 0;
+    bool scalar_reference = false;      // MX: the block-by-block reference path, not the batch one
 };
 
 struct BlockQuantized {
