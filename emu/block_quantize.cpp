@@ -1,9 +1,12 @@
 #include "emu/block_quantize.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "emu/batch_cast.hpp"
@@ -73,45 +76,77 @@ bool exact_in_double_after_scaling(DType t) {
     return t != DType::f64 && t != DType::i64 && t != DType::u64;
 }
 
-// The batch MX path. For one row of blocks (outer index o, block j), the elements of every
-// column `in` lie in one contiguous range of the tensor: decode it, find each column's amax
-// and shared exponent (mx_shared_exponent, as the reference), scale by 2^-k exactly in double,
-// and round the whole range with the SIMD batch cast, whose random streams are the elements'
-// flat indices. tests/emu/test_mx_examples.cpp checks it against mx_quantize_block.
-void mx_quantize_rows(const Tensor& t, const BlockLayout& l, const BlockSpec& spec, std::size_t row_begin,
+// The batch MX path. Rows of blocks (outer index o, block j) in order cover one contiguous
+// range of the tensor, whichever the axis: decode the range, find each block's amax and shared
+// exponent (mx_shared_exponent, as the reference), scale by 2^-k exactly, and round the whole
+// range with one SIMD batch cast whose random streams are the elements' flat indices.
+// tests/emu/test_mx_examples.cpp checks it against mx_quantize_block.
+//
+// Real = float serves sources of 16 bits or fewer (exact in float) when every scaled value
+// stays a normal float or zero, which is what returns true; otherwise the caller repeats the
+// rows in double, where 2^-k scaling is always exact.
+template <class Real>
+bool mx_quantize_rows(const Tensor& t, const BlockLayout& l, const BlockSpec& spec, std::size_t row_begin,
                       std::size_t row_end, std::byte* elements, std::byte* scales) {
     const Format& element = *spec.format->element;
     CastOptions o = spec.element_options;
     o.saturate = true;
-    std::vector<double> x;
-    std::vector<std::uint8_t> out;
-    std::vector<double> amax(l.inner), factor(l.inner);
-    std::vector<char> special(l.inner);
-    for (std::size_t row = row_begin; row < row_end; ++row) {
-        const std::uint64_t oi = row / l.blocks, j = row % l.blocks;
-        const std::uint64_t first = l.element(oi, l.first(j), 0), count = (l.end(j) - l.first(j)) * l.inner;
-        x.resize(count);
-        out.resize(count);
-        decode_elements<double>(t, first, x);
-        std::fill(amax.begin(), amax.end(), 0.0);
-        std::fill(special.begin(), special.end(), 0);
-        for (std::uint64_t i = 0; i < count; ++i) {
-            const double a = std::fabs(x[i]);
-            const std::uint64_t in = i % l.inner;
-            if (!(a <= 1.7976931348623157e308)) special[in] = 1;  // NaN or Inf
-            else if (a > amax[in]) amax[in] = a;
+    const std::uint64_t first = l.element(row_begin / l.blocks, l.first(row_begin % l.blocks), 0);
+    const std::uint64_t last = l.element((row_end - 1) / l.blocks, l.end((row_end - 1) % l.blocks), 0);
+    // Buffers kept per thread: fresh ones for every chunk would fault their pages in each time.
+    thread_local std::vector<Real> x;
+    thread_local std::vector<std::uint8_t> out;
+    x.resize(last - first);
+    out.resize(x.size());
+    decode_elements<Real>(t, first, x);
+    const std::uint8_t nan_element = static_cast<std::uint8_t>(has_nan(element) ? canonical_nan_bits(element) : 0);
+    struct NanBlock {
+        std::uint64_t start, in, n;  // offset in x of the block's row, its column, its length
+    };
+    thread_local std::vector<NanBlock> nan_blocks;
+    nan_blocks.clear();
+    constexpr double smallest_normal = std::is_same_v<Real, float> ? 0x1p-126 : 0x1p-1022;
+    bool exact = true;
+    Real* row_x = x.data();
+    for (std::size_t row = row_begin; row < row_end && exact; ++row) {
+        const std::uint64_t oi = row / l.blocks, j = row % l.blocks, n = l.end(j) - l.first(j);
+        // Column by column, so that the running extremes stay in registers; with blocks along
+        // the last axis the stride is the constant 1 and the loops vectorize.
+        auto column = [&](auto stride, std::uint64_t in) {
+            // On magnitude bit patterns, which order as the magnitudes do: integer max and min
+            // reductions vectorize. Zero becomes the largest pattern under "- 1", so `low` is
+            // the smallest nonzero magnitude (0 if there is none).
+            using Bits = std::conditional_t<std::is_same_v<Real, float>, std::uint32_t, std::uint64_t>;
+            constexpr Bits magnitude = ~Bits{0} >> 1;
+            Bits high_bits = 0, low_bits_minus_one = ~Bits{0};
+            for (std::uint64_t p = 0; p < n; ++p) {
+                const Bits a = std::bit_cast<Bits>(row_x[p * stride + in]) & magnitude;
+                high_bits = a > high_bits ? a : high_bits;
+                low_bits_minus_one = a - 1 < low_bits_minus_one ? a - 1 : low_bits_minus_one;
+            }
+            const Real high = std::bit_cast<Real>(high_bits), low = std::bit_cast<Real>(static_cast<Bits>(low_bits_minus_one + 1));
+            const bool not_finite = high_bits >= std::bit_cast<Bits>(std::numeric_limits<Real>::infinity());
+            const int k = not_finite ? 0 : mx_shared_exponent(unpack(f64, bits_of(static_cast<double>(high))), element, spec.rule);
+            scales[l.scale(oi, j, in)] = static_cast<std::byte>(not_finite ? e8m0_nan : static_cast<std::uint64_t>(k + 127));
+            if (not_finite) nan_blocks.push_back({static_cast<std::uint64_t>(row_x - x.data()), in, n});
+            const double factor = double_from_bits(static_cast<std::uint64_t>(1023 - k) << 52);  // 2^-k
+            if (!not_finite && high != 0 && static_cast<double>(low) * factor < smallest_normal) exact = false;
+            for (std::uint64_t p = 0; p < n; ++p) row_x[p * stride + in] *= static_cast<Real>(factor);
+        };
+        if (l.inner == 1) {
+            column(std::integral_constant<std::uint64_t, 1>{}, 0);
+        } else {
+            for (std::uint64_t in = 0; in < l.inner; ++in) column(l.inner, in);
         }
-        for (std::uint64_t in = 0; in < l.inner; ++in) {
-            const int k = mx_shared_exponent(unpack(f64, bits_of(amax[in])), element, spec.rule);
-            factor[in] = std::ldexp(1.0, -k);
-            scales[l.scale(oi, j, in)] = static_cast<std::byte>(special[in] ? e8m0_nan : static_cast<std::uint64_t>(k + 127));
-        }
-        for (std::uint64_t i = 0; i < count; ++i) x[i] *= factor[i % l.inner];  // exact: a power of two in range
-        cast_batch<double, std::uint8_t>(x, element, o, out, BatchSpec{first, 1});
-        const std::uint8_t nan_element = static_cast<std::uint8_t>(has_nan(element) ? canonical_nan_bits(element) : 0);
-        for (std::uint64_t i = 0; i < count; ++i)
-            elements[first + i] = static_cast<std::byte>(special[i % l.inner] ? nan_element : out[i]);
+        row_x += n * l.inner;
     }
+    if (!exact) return false;
+    cast_batch<Real, std::uint8_t>(x, element, o, out, BatchSpec{first, 1});
+    // Blocks with the NaN scale: every element NaN (0 where the format has none).
+    for (const NanBlock& b : nan_blocks)
+        for (std::uint64_t p = 0; p < b.n; ++p) out[b.start + p * l.inner + b.in] = nan_element;
+    std::memcpy(elements + first, out.data(), out.size());
+    return true;
 }
 
 }  // namespace
@@ -131,8 +166,14 @@ BlockQuantized block_quantize(const Tensor& t, const BlockSpec& spec) {
     const std::uint64_t rows = l.outer * l.blocks;
     const std::size_t grain = std::max<std::uint64_t>(1, (std::uint64_t{1} << 16) / (static_cast<std::uint64_t>(l.block) * l.inner));
     const bool batch = !f.nvfp4 && exact_in_double_after_scaling(t.dtype()) && !spec.scalar_reference;
+    // Every value of these is a float.
+    const bool float_source = info(t.dtype()).storage_bytes <= 2 || t.dtype() == DType::f32;
     parallel_for(rows, grain, spec.threads, [&](std::size_t row_begin, std::size_t row_end) {
-        if (batch) return mx_quantize_rows(t, l, spec, row_begin, row_end, elements, scales);
+        if (batch) {
+            if (float_source && mx_quantize_rows<float>(t, l, spec, row_begin, row_end, elements, scales)) return;
+            mx_quantize_rows<double>(t, l, spec, row_begin, row_end, elements, scales);
+            return;
+        }
         std::vector<Unpacked> v(l.block);
         std::vector<float> v32(l.block);
         std::vector<std::uint64_t> index(l.block), out(l.block);
@@ -173,13 +214,33 @@ Tensor block_dequantize(const BlockQuantized& q, const BlockSpec& spec) {
     if (name.ends_with(".elements")) name.resize(name.size() - 9);
     Tensor out = Tensor::zeros(name, DType::f32, shape);
     float* values = reinterpret_cast<float*>(out.mutable_bytes().data());
-    parallel_for(q.elements.size(), std::size_t{1} << 16, spec.threads, [&](std::size_t begin, std::size_t end) {
-        for (std::size_t i = begin; i < end; ++i) {
-            const std::uint64_t in = i % l.inner, pos = (i / l.inner) % l.length, o = i / (l.inner * l.length);
-            const std::uint64_t scale = q.scales.bits_at(l.scale(o, (pos + l.offset) / l.block, in));
-            const std::uint64_t p = q.elements.bits_at(i);
-            values[i] = f.nvfp4 ? nvfp4_dequantize(p, scale, per_tensor)
-                                : static_cast<float>(mx_dequantize(*f.element, p, scale));
+    if (f.nvfp4) {
+        parallel_for(q.elements.size(), std::size_t{1} << 16, spec.threads, [&](std::size_t begin, std::size_t end) {
+            for (std::size_t i = begin; i < end; ++i) {
+                const std::uint64_t in = i % l.inner, pos = (i / l.inner) % l.length, o = i / (l.inner * l.length);
+                const std::uint64_t scale = q.scales.bits_at(l.scale(o, (pos + l.offset) / l.block, in));
+                values[i] = nvfp4_dequantize(q.elements.bits_at(i), scale, per_tensor);
+            }
+        });
+        return out;
+    }
+    // MX, a row of blocks at a time (a contiguous range): decode the elements through the
+    // value table, multiply by 2^(scale - 127) exactly in double, round once to float.
+    const std::uint64_t rows = l.outer * l.blocks;
+    const std::size_t grain = std::max<std::uint64_t>(1, (std::uint64_t{1} << 16) / (static_cast<std::uint64_t>(l.block) * l.inner));
+    parallel_for(rows, grain, spec.threads, [&](std::size_t row_begin, std::size_t row_end) {
+        std::vector<double> x;
+        for (std::size_t row = row_begin; row < row_end; ++row) {
+            const std::uint64_t oi = row / l.blocks, j = row % l.blocks, n = l.end(j) - l.first(j);
+            const std::uint64_t first = l.element(oi, l.first(j), 0);
+            x.resize(n * l.inner);
+            decode_elements<double>(q.elements, first, x);
+            for (std::uint64_t in = 0; in < l.inner; ++in) {
+                const std::uint64_t scale = q.scales.bits_at(l.scale(oi, j, in));
+                const double factor = scale == e8m0_nan ? std::numeric_limits<double>::quiet_NaN()
+                                                        : double_from_bits((scale - 127 + 1023) << 52);
+                for (std::uint64_t p = 0; p < n; ++p) values[first + p * l.inner + in] = static_cast<float>(x[p * l.inner + in] * factor);
+            }
         }
     });
     return out;
