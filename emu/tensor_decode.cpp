@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <string>
+#include <type_traits>
 
 #include "emu/batch_cast.hpp"
 #include "lib/error.hpp"
@@ -15,6 +16,10 @@ constexpr std::size_t block = 2048;
 
 template <class Stored, class Real>
 void convert_block(const std::byte* src, std::span<Real> out) {
+    if constexpr (std::is_same_v<Stored, Real>) {  // float into float, double into double: one copy
+        std::memcpy(out.data(), src, out.size() * sizeof(Real));
+        return;
+    }
     Stored items[block];
     std::memcpy(items, src, out.size() * sizeof(Stored));
     for (std::size_t i = 0; i < out.size(); ++i) out[i] = static_cast<Real>(items[i]);
