@@ -165,4 +165,32 @@ for level, options, pts in (("single", ("--single-level",), None),
     check(f"nvfp4 {level}-level scales", np.array_equal(ours_s, theirs_s), f"{(ours_s != theirs_s).sum()} of {ours_s.size} differ")
     check(f"nvfp4 {level}-level elements", np.array_equal(ours_e, theirs_e), f"{(ours_e != theirs_e).sum()} of {ours_e.size} differ")
 
+# The command line: --dequant, --compare-rules, and one-line errors with exit code 2.
+small = np.ascontiguousarray(x[:64][~has_nan[:64] & ~has_inf[:64]][:32])
+src = os.path.join(TMP, "small.safetensors")
+save_file({"v": small}, src)
+out = os.path.join(TMP, "small_out.safetensors")
+rc, _, err = run(BINARY, "mx", src, "--format", "mxfp8_e4m3", "--axis", "0", "--offset", "5", "--dequant", "-o", out)
+t = read_safetensors(out) if rc == 0 else {}
+check("mx --dequant writes v, v.elements, v.scales", rc == 0 and set(t) == {"v", "v.elements", "v.scales"} and
+      t["v"][0] == "F32" and t["v.scales"][1] == [2, 32], err)
+rc, stdout, err = run(BINARY, "mx", src, "--format", "mxfp4", "--compare-rules", "--json")
+doc = json.loads(stdout) if rc == 0 else {}
+rules = doc.get("tensors", [{}])[0].get("rules", [])
+check("mx --compare-rules JSON", rc == 0 and [r["rule"] for r in rules] == ["floor", "ceil", "even", "rceil"] and
+      rules[0]["blocks_differing_from_floor"] == 0 and rules[3]["saturated"] == 0 and
+      all({"max_abs_error", "rms_error", "relative_rms_error", "saturated"} <= set(r) for r in rules), stdout or err)
+for args, phrase in ((("--format", "mxfp9"), "unknown block format 'mxfp9'"),
+                     (("--format", "mxfp4", "--scale-rule", "round"), "unknown scale rule 'round'"),
+                     (("--format", "mxfp4", "--axis", "3", "-o", out), "--axis 3"),
+                     (("--format", "mxfp4", "--offset", "32", "-o", out), "offset 32"),
+                     (("--format", "nvfp4", "--block", "32", "-o", out), "NVFP4 blocks hold 16"),
+                     (("--format", "mxfp4"), "-o OUT")):
+    rc, _, err = run(BINARY, "mx", src, *args)
+    check(f"mx error {args}", rc == 2 and err.count("\n") == 1 and phrase in err, err)
+nan_src = os.path.join(TMP, "nan.safetensors")
+save_file({"v": np.full((2, 16), np.nan, dtype=np.float32)}, nan_src)
+rc, _, err = run(BINARY, "mx", nan_src, "--format", "nvfp4", "-o", out)
+check("nvfp4 refuses NaN tensors", rc == 2 and "tensor 'v'" in err and "not finite" in err, err)
+
 finish("test_mx_torchao")
