@@ -32,7 +32,7 @@ Grid grid_of(const Format& f) {
     for (std::uint64_t b = 0; b < (std::uint64_t{1} << f.bits); ++b) {
         const test::OracleResult r = test::oracle_decode(f, b);
         if (r.is_nan || std::isinf(r.value) || (r.value == 0 && std::signbit(r.value))) continue;
-        // MXINT8 casts saturate symmetrically to +-127 (OCP MX v1.0 5.3: "-128 may be ... unused").
+        // MXINT8 casts saturate symmetrically to +-127 (emu/format.hpp), so -128 is never a result.
         if (f.encoding == Encoding::int8 && b == 0x80) continue;
         g.points.emplace_back(r.value, b);
         g.max = std::max(g.max, r.value);
