@@ -1,11 +1,22 @@
 #!/usr/bin/env bash
-# Builds roundscope in build/ and runs the whole test suite (exhaustive tests included), then
-# fuzzes the tensor-file readers.
+# Builds roundscope in build/ and runs the whole test suite (exhaustive tests included), and
+# beside it fuzzes the tensor-file readers (tools/fuzz.sh: clang, build-fuzz/, 60 seconds):
+# the fuzzer's single-threaded minute fills a core the tests leave idle.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
 cmake --build build -j "$jobs"
-ctest --test-dir build -j "$jobs" --output-on-failure --timeout 1500
-# The tensor readers under libFuzzer with ASan and UBSan for 60 seconds (clang, build-fuzz/).
-tools/fuzz.sh 60
+tools/fuzz.sh 60 > build/fuzz.log 2>&1 &
+fuzz=$!
+status=0
+ctest --test-dir build -j "$jobs" --output-on-failure --timeout 1500 || status=$?
+fuzz_status=0
+wait "$fuzz" || fuzz_status=$?
+echo "---- fuzzing the tensor readers (tools/fuzz.sh 60) ----"
+cat build/fuzz.log
+if ((fuzz_status != 0)); then
+  echo "fuzzing failed (exit $fuzz_status)"
+  exit "$fuzz_status"
+fi
+exit "$status"
