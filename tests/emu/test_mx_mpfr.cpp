@@ -108,7 +108,7 @@ Reference reference_block(const std::vector<double>& v, const Format& f, ScaleRu
 }
 
 // Random blocks of every kind the rules must handle.
-std::vector<double> random_block(std::mt19937_64& rng) {
+std::vector<double> random_block(std::mt19937_64& rng, double element_max) {
     const int sizes[] = {1, 2, 3, 7, 16, 32, 32, 32};
     const int n = sizes[rng() % 8];
     const int kind = static_cast<int>(rng() % 10);
@@ -127,6 +127,8 @@ std::vector<double> random_block(std::mt19937_64& rng) {
     }
     // Exact ties and powers of two at the top, where the rules part ways.
     if (rng() % 3 == 0) v[rng() % n] = std::ldexp(1.0 + (rng() % 3) / 8.0, centre);
+    // amax exactly max_elem * 2^k: where rceil must not step up.
+    if (rng() % 5 == 0) v[rng() % n] = std::ldexp(element_max, centre);
     if (rng() % 50 == 0) v[rng() % n] = rng() % 2 ? NAN : -INFINITY;
     return v;
 }
@@ -147,7 +149,7 @@ TEST_CASE("MX blocks equal an MPFR reference bit for bit: every element format x
                 std::vector<std::uint64_t> index(32, 0), out(32);
                 std::vector<Unpacked> u(32);
                 for (std::size_t b = begin; b < end; ++b) {
-                    const std::vector<double> v = random_block(rng);
+                    const std::vector<double> v = random_block(rng, g.max);
                     for (std::size_t i = 0; i < v.size(); ++i) u[i] = unpack(f64, bits_of(v[i]));
                     const std::uint64_t scale = mx_quantize_block(u.data(), static_cast<int>(v.size()), *f, rule,
                                                                   CastOptions{}, index.data(), out.data());
