@@ -45,15 +45,14 @@ constexpr bool rows_in_enum_order() {
 }
 static_assert(rows_in_enum_order(), "info(DType) indexes the table by enum value");
 
-// The aliases of ../shared/CLI.md for the float formats.
+// The other spellings ../shared/CLI.md gives the float formats.
 struct Alias {
     std::string_view alias;
     DType dtype;
 };
 constexpr Alias aliases[] = {
-    {"fp8_e4m3", DType::e4m3}, {"fp8_e5m2", DType::e5m2}, {"fp6_e2m3", DType::e2m3}, {"fp6_e3m2", DType::e3m2},
-    {"fp4", DType::e2m1},      {"fp4_e2m1", DType::e2m1}, {"float32", DType::f32},   {"float64", DType::f64},
-    {"float16", DType::f16},   {"half", DType::f16},      {"bfloat16", DType::bf16},
+    {"fp8_e4m3", DType::e4m3}, {"fp8_e5m2", DType::e5m2}, {"fp6_e2m3", DType::e2m3},
+    {"fp6_e3m2", DType::e3m2}, {"fp4", DType::e2m1},      {"fp4_e2m1", DType::e2m1},
 };
 
 }  // namespace
@@ -62,14 +61,18 @@ std::span<const DTypeInfo> all_dtypes() { return table; }
 
 const DTypeInfo& info(DType t) { return table[static_cast<std::size_t>(t)]; }
 
-std::optional<DType> find_dtype(std::string_view n) {
-    for (const DTypeInfo& d : table) {
-        if (n == d.name || (!d.safetensors.empty() && n == d.safetensors) || (!d.ml_dtypes.empty() && n == d.ml_dtypes))
-            return d.dtype;
-    }
+std::optional<DType> find_dtype_alias(std::string_view n) {
+    for (const DTypeInfo& d : table)
+        if (!d.ml_dtypes.empty() && n == d.ml_dtypes) return d.dtype;
     for (const Alias& a : aliases)
         if (n == a.alias) return a.dtype;
     return std::nullopt;
+}
+
+std::optional<DType> find_dtype(std::string_view n) {
+    for (const DTypeInfo& d : table)
+        if (n == d.name || (!d.safetensors.empty() && n == d.safetensors)) return d.dtype;
+    return find_dtype_alias(n);
 }
 
 DType parse_dtype(std::string_view n, std::string_view what) {

@@ -36,7 +36,11 @@ const DTypeInfo& info(DType t);
 inline std::string_view name(DType t) { return info(t).name; }
 inline bool is_floating(DType t) { return info(t).kind == DTypeKind::floating; }
 
-/// By roundscope name ("bf16"), safetensors name ("BF16") or ml_dtypes name ("bfloat16").
+/// Another spelling of a dtype: its ml_dtypes / PyTorch name ("bfloat16", "float8_e4m3fn") or
+/// an alias of ../shared/CLI.md ("fp8_e4m3", "fp4"). The one list of such names: emu's
+/// find_format reads it too.
+std::optional<DType> find_dtype_alias(std::string_view name);
+/// By roundscope name ("bf16"), safetensors name ("BF16") or find_dtype_alias.
 /// Note "int8" is the MXINT8 element format of ../shared/CLI.md; the plain integer is "i8".
 std::optional<DType> find_dtype(std::string_view name);
 /// The same, throwing an Error that names `what` (an option or file) and lists the names.
