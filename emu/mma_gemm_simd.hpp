@@ -1,0 +1,40 @@
+#pragma once
+// The vector kernel behind mma_gemm (mma_gemm.hpp): one row of D at a time, over the columns
+// that fill whole vectors. Its inputs are decoded to doubles, which hold every product and
+// every truncated block sum of the float32-accumulator models exactly:
+//   a product of two significands of at most 11 bits has at most 22 bits; a truncated term is
+//   an integer multiple of 2^(Emax - F) below 2^(F + 2) of them, and a block of 32 sums to less
+//   than 2^33 of them, far inside the 53 bits of a double. Scaling by powers of two stays in
+//   the normal range (|Emax - F| < 300).
+#include <cstdint>
+
+namespace roundscope::emu {
+
+/// A value's alignment exponent when it is zero: so low that it never becomes Emax (the
+/// accumulator, a term of every block, always has an exponent of at least e_zero).
+inline constexpr double zero_alignment_exponent = -8192.0;
+
+struct MmaSimdJob {
+    // Decoded A row ([k_padded]) and B ([k_padded][n]): values and alignment exponents.
+    const double* a_value;
+    const double* a_exponent;
+    const double* b_value;
+    const double* b_exponent;
+    const std::uint32_t* c;  // float32 bits, [n]
+    std::uint32_t* d;        // float32 bits, [n]
+    std::int64_t n, k_padded;
+    // The block schedule of one instruction: k offsets in block order; block b is
+    // order[block_begin[b] .. block_begin[b + 1]).
+    int instruction_k;
+    const int* order;
+    const int* block_begin;
+    int blocks;
+    int alignment_bits, zero_exponent;
+    bool e8m13;        // BlockRounding::rz_e8m13 (else rz_f32)
+    bool c_added_after;  // AccumulatorEntry::added_after
+};
+
+/// Computes d[j] for j < the returned count (a multiple of the vector length, at most n).
+std::int64_t mma_row_simd(const MmaSimdJob& job);
+
+}  // namespace roundscope::emu
