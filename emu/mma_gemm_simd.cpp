@@ -82,7 +82,8 @@ HWY_INLINE void fused_block(const MmaSimdJob& job, std::int64_t k0, int begin, i
     const int fraction_bits = job.e8m13 ? 13 : 23;
     for (int g = 0; g < G; ++g) {
         const V exact = hn::Mul(sum[g], exp2_int(hn::Sub(e_max[g], hn::Set(d, job.alignment_bits))));
-        const V rounded = truncate_to_f32_grid(exact, fraction_bits);
+        // + 0 turns a -0 from a negative sum below the grid into +0, as the scalar engine does.
+        const V rounded = hn::Add(truncate_to_f32_grid(exact, fraction_bits), hn::Zero(d));
         acc[g] = hn::IfThenElse(hn::IsInf(acc[g]), acc[g], rounded);  // an Inf accumulator stays
     }
 }
