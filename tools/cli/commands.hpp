@@ -5,9 +5,16 @@
 
 namespace roundscope::cli {
 
+/// Thrown by a command that ran to the end but must exit non-zero without an error message
+/// (a check that found mismatches exits 1); main() returns `code`.
+struct ExitCode {
+    int code;
+};
+
 void add_formats_command(CLI::App& app);
 void add_cast_command(CLI::App& app);
 void add_inspect_command(CLI::App& app);
 void add_mx_command(CLI::App& app);
+void add_mma_command(CLI::App& app);
 
 }  // namespace roundscope::cli

@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
     roundscope::cli::add_cast_command(app);
     roundscope::cli::add_inspect_command(app);
     roundscope::cli::add_mx_command(app);
+    roundscope::cli::add_mma_command(app);
     if (argc > 1 && argv[1][0] != '-') {
         bool known = false;
         std::string names;
@@ -41,6 +42,8 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "roundscope: error: %s%s\n", e.what(),
                      negative_special ? " (put `--` before the values when one is like -inf: cast --to e4m3 -- -inf 1)" : "");
         return 2;
+    } catch (const roundscope::cli::ExitCode& e) {
+        return e.code;
     } catch (const roundscope::Error& e) {
         std::fprintf(stderr, "roundscope: error: %s\n", e.what());
         return 2;
