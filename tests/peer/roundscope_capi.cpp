@@ -1,5 +1,6 @@
-// A C entry point to the batch casts, so that tests in Python can put roundscope beside a peer
-// implementation (ml_dtypes) over all 2^32 float32 inputs. Test-only; not installed.
+// C entry points to the batch casts and the tensor-core models, so that tests in Python can put
+// roundscope beside peer implementations (ml_dtypes over all 2^32 float32 inputs; MMA-Sim on
+// random tiles). Test-only; not installed.
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -7,6 +8,8 @@
 #include "emu/batch_cast.hpp"
 #include "emu/cast_options.hpp"
 #include "emu/format.hpp"
+#include "emu/mma_gemm.hpp"
+#include "emu/mma_model.hpp"
 
 extern "C" {
 
@@ -28,6 +31,23 @@ int roundscope_cast_f32(const float* in, std::size_t n, const char* format, cons
         case 4: cast_batch(input, *f, o, std::span<std::uint32_t>(static_cast<std::uint32_t*>(out), n)); break;
         default: cast_batch(input, *f, o, std::span<std::uint64_t>(static_cast<std::uint64_t*>(out), n)); break;
     }
+    return 0;
+}
+
+/// D = A*B + C for `batch` row-major GEMMs through the model of `arch` and `instruction` with
+/// these input and accumulator format names, one bit pattern per uint32. Returns 0, or -1 when
+/// no model matches.
+int roundscope_mma(const char* arch, const char* instruction, const char* a_format, const char* b_format,
+                   const char* accumulator, const std::uint32_t* a, const std::uint32_t* b, const std::uint32_t* c,
+                   std::uint32_t* d, std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_t k) {
+    using namespace roundscope::emu;
+    const Format* fa = find_format(a_format);
+    const Format* fb = find_format(b_format);
+    const Format* fc = find_format(accumulator);
+    if (fa == nullptr || fb == nullptr || fc == nullptr) return -1;
+    const MmaModel* model = find_mma_model(arch, instruction, *fa, *fb, *fc);
+    if (model == nullptr) return -1;
+    mma_gemm(*model, GemmOperands{a, b, c, d, batch, m, n, k}, 0);
     return 0;
 }
 }
