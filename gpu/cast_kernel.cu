@@ -6,6 +6,7 @@
 
 #include "emu/round.hpp"
 #include "gpu/device.hpp"
+#include "gpu/device_buffer.hpp"
 #include "lib/error.hpp"
 
 namespace roundscope::gpu {
@@ -17,24 +18,6 @@ __global__ void cast_f32_kernel(const float* in, std::size_t n, emu::Format to, 
     const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
     if (i < n) out[i] = static_cast<Bits>(emu::cast_from_f32(in[i], to, o, first_index + i));
 }
-
-void check(cudaError_t status, const char* what) {
-    if (status != cudaSuccess) throw Error(std::string("GPU: ") + what + ": " + cudaGetErrorString(status));
-}
-
-// Device memory that frees itself.
-template <class T>
-class DeviceBuffer {
-public:
-    explicit DeviceBuffer(std::size_t n) { check(cudaMalloc(&data_, n * sizeof(T) + 1), "cudaMalloc"); }
-    ~DeviceBuffer() { cudaFree(data_); }
-    DeviceBuffer(const DeviceBuffer&) = delete;
-    DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-    T* get() const { return data_; }
-
-private:
-    T* data_ = nullptr;
-};
 
 }  // namespace
 

@@ -1,0 +1,33 @@
+#pragma once
+// CUDA error checks and device memory that frees itself: what every host function of gpu/ uses.
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <string>
+
+#include "lib/error.hpp"
+
+namespace roundscope::gpu {
+
+inline void check(cudaError_t status, const char* what) {
+    if (status != cudaSuccess) throw Error(std::string("GPU: ") + what + ": " + cudaGetErrorString(status));
+}
+
+template <class T>
+class DeviceBuffer {
+public:
+    explicit DeviceBuffer(std::size_t n) : size_(n) { check(cudaMalloc(&data_, n * sizeof(T) + 1), "cudaMalloc"); }
+    ~DeviceBuffer() { cudaFree(data_); }
+    DeviceBuffer(const DeviceBuffer&) = delete;
+    DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+    T* get() const { return data_; }
+
+    void upload(const T* host) { check(cudaMemcpy(data_, host, size_ * sizeof(T), cudaMemcpyHostToDevice), "copy to device"); }
+    void download(T* host) const { check(cudaMemcpy(host, data_, size_ * sizeof(T), cudaMemcpyDeviceToHost), "copy to host"); }
+
+private:
+    T* data_ = nullptr;
+    std::size_t size_;
+};
+
+}  // namespace roundscope::gpu
