@@ -38,7 +38,7 @@ struct Family {
 };
 
 constexpr std::string_view mmasim_ampere = "MMA-Sim (Xie et al., arXiv:2511.10909), Ampere; Fasi et al. 2021 (A100)";
-constexpr std::string_view mmasim_ada = "MMA-Sim (Xie et al., arXiv:2511.10909), Ada Lovelace FP8";
+constexpr std::string_view mmasim_ada = "MMA-Sim (Xie et al., arXiv:2511.10909), Ada Lovelace";
 constexpr std::string_view hopper_published =
     "MMA-Sim (arXiv:2511.10909) and Khattak & Mikaitis (arXiv:2512.07004), Hopper";
 constexpr std::string_view hopper_golden =
@@ -57,6 +57,8 @@ constexpr auto seq = KOrder::sequential;
 constexpr Family families[] = {
     {"sm80", "mma.sync", "m16n8k16", Inputs::sixteen_bit, 16, 8, 24, rz, -132, -20, first, seq, mmasim_ampere},
     {"sm80", "mma.sync", "m16n8k8", Inputs::tf32, 8, 4, 24, rz, -132, 0, first, seq, mmasim_ampere},
+    {"sm89", "mma.sync", "m16n8k16", Inputs::sixteen_bit, 16, 8, 24, rz, -132, -20, first, seq, mmasim_ada},
+    {"sm89", "mma.sync", "m16n8k8", Inputs::tf32, 8, 4, 24, rz, -132, 0, first, seq, mmasim_ada},
     {"sm89", "mma.sync", "m16n8k32", Inputs::fp8, 32, 16, 13, BlockRounding::rz_e8m13, -132, -20, first, seq,
      mmasim_ada},
     {"sm90", "mma.sync", "m16n8k16", Inputs::sixteen_bit, 16, 16, 25, rz, -133, -21, first, seq, hopper_golden},

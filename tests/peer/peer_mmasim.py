@@ -26,6 +26,7 @@ CASES = [
     ("MMA", "Ampere", "m16n8k16.f32.f16.f16.f32", "sm80", "mma.sync", "f16", "f16", "f32"),
     ("MMA", "Ampere", "m16n8k16.f16.f16.f16.f16", "sm80", "mma.sync", "f16", "f16", "f16"),
     ("MMA", "Ampere", "m16n8k8.f32.tf32.tf32.f32", "sm80", "mma.sync", "f32", "f32", "f32"),
+    ("MMA", "Ada Lovelace", "m16n8k16.f32.bf16.bf16.f32", "sm89", "mma.sync", "bf16", "bf16", "f32"),
     ("MMA", "Ada Lovelace", "m16n8k32.f32.e4m3.e4m3.f32", "sm89", "mma.sync", "e4m3", "e4m3", "f32"),
     ("MMA", "Ada Lovelace", "m16n8k32.f32.e5m2.e4m3.f32", "sm89", "mma.sync", "e5m2", "e4m3", "f32"),
     ("MMA", "Ada Lovelace", "m16n8k32.f16.e4m3.e5m2.f16", "sm89", "mma.sync", "e4m3", "e5m2", "f16"),
