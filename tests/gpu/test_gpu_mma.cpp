@@ -1,0 +1,51 @@
+// Property (on a machine with a GPU): the tensor cores give the bits of roundscope's model of
+// this architecture, on the probe's tiles of all ten distributions, for every instruction the
+// probe runs here (mma.sync; wgmma with A in registers and in shared memory on sm_90), and the
+// GPU's float32 -> bf16/f16/e4m3/e5m2 conversions the emulator's over all 2^32 inputs.
+// Exits 77 (CTest: skipped) where no GPU is usable.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "emu/conversion_digest.hpp"
+#include "emu/mma_gemm.hpp"
+#include "emu/mma_tiles.hpp"
+#include "gpu/mma_probe.hpp"
+
+using namespace roundscope;
+
+int main() {
+    const int cc = gpu::compute_capability();
+    if (cc == 0) {
+        std::printf("no usable GPU: skipped\n");
+        return 77;
+    }
+    const std::string arch = cc >= 100 ? "sm100" : cc >= 90 ? "sm90" : cc >= 89 ? "sm89" : "sm80";
+    int failures = 0;
+    for (const emu::Format* f : {&emu::bf16, &emu::f16, &emu::e4m3, &emu::e5m2}) {
+        if (f->bits == 8 && cc < 89) continue;
+        for (const auto instruction : {gpu::ProbeInstruction::mma_sync, gpu::ProbeInstruction::wgmma_rs,
+                                       gpu::ProbeInstruction::wgmma_ss}) {
+            if (instruction != gpu::ProbeInstruction::mma_sync && cc != 90) continue;
+            const char* name = instruction == gpu::ProbeInstruction::mma_sync ? "mma.sync" : "wgmma";
+            const emu::MmaModel* model = emu::find_mma_model(arch, name, *f, *f, emu::f32);
+            if (model == nullptr) continue;
+            const int rows = gpu::probe_rows(instruction), k = gpu::probe_depth(*f);
+            const emu::MmaTiles t = emu::generate_mma_tiles(*model, rows, 8, k, 256, 2);
+            const std::vector<std::uint32_t> d = gpu::run_mma_probe(instruction, *f, t.a, t.b, t.c, t.tiles);
+            std::vector<std::uint32_t> want(d.size());
+            emu::mma_gemm(*model, emu::GemmOperands{t.a.data(), t.b.data(), t.c.data(), want.data(), t.tiles, rows, 8, k});
+            std::size_t bad = 0;
+            for (std::size_t i = 0; i < d.size(); ++i) bad += d[i] != want[i];
+            std::printf("%s: %zu of %zu outputs differ from %s\n", gpu::probe_ptx(instruction, *f).c_str(), bad, d.size(),
+                        emu::mma_model_name(*model).c_str());
+            failures += bad != 0;
+        }
+        emu::CastOptions options = emu::convention_options(emu::Convention::cuda, *f);
+        options.saturate = f->bits == 8;
+        const bool same = gpu::conversion_digests(*f) == emu::emulated_conversion_digests(*f, options);
+        std::printf("f32 -> %s conversion digests: %s\n", std::string(f->name).c_str(), same ? "equal" : "DIFFER");
+        failures += !same;
+    }
+    return failures == 0 ? 0 : 1;
+}
