@@ -25,25 +25,14 @@
 #endif
 
 using namespace roundscope;
+#include "tools/bench/best_rate.hpp"
+
 using Clock = std::chrono::steady_clock;
 
 namespace {
 
-// Best of 3 runs of `pass` (which converts `elements` values), each repeated for >= `min_seconds`.
 double rate(const std::function<void()>& pass, std::size_t elements, double min_seconds) {
-    double best = 0;
-    for (int run = 0; run < 3; ++run) {
-        std::size_t reps = 0;
-        const auto start = Clock::now();
-        double seconds = 0;
-        do {
-            pass();
-            ++reps;
-            seconds = std::chrono::duration<double>(Clock::now() - start).count();
-        } while (seconds < min_seconds);
-        best = std::max(best, reps * elements / seconds / 1e9);
-    }
-    return best;
+    return bench::best_rate(pass, static_cast<double>(elements), min_seconds);
 }
 
 // Runs `per_thread(t)` on `threads` threads at once (each on its own data) and returns the

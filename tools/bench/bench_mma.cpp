@@ -17,29 +17,14 @@
 #include "emu/mma_gemm.hpp"
 #include "emu/round.hpp"
 #include "lib/parallel.hpp"
+#include "tools/bench/best_rate.hpp"
 
 using namespace roundscope;
 using namespace roundscope::emu;
-using Clock = std::chrono::steady_clock;
 
 namespace {
 
-// Best of 3 runs, each repeating `pass` for at least 0.3 s, in G multiply-adds per second.
-double rate(const std::function<void()>& pass, double macs) {
-    double best = 0;
-    for (int run = 0; run < 3; ++run) {
-        const auto start = Clock::now();
-        double seconds = 0;
-        std::size_t reps = 0;
-        do {
-            pass();
-            ++reps;
-            seconds = std::chrono::duration<double>(Clock::now() - start).count();
-        } while (seconds < 0.3);
-        best = std::max(best, macs * static_cast<double>(reps) / seconds / 1e9);
-    }
-    return best;
-}
+double rate(const std::function<void()>& pass, double macs) { return bench::best_rate(pass, macs, 0.3); }
 
 }  // namespace
 

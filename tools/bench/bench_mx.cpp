@@ -13,29 +13,13 @@
 
 #include "emu/block_quantize.hpp"
 #include "lib/parallel.hpp"
+#include "tools/bench/best_rate.hpp"
 
 using namespace roundscope;
-using Clock = std::chrono::steady_clock;
 
 namespace {
 
-// Best of 3 runs of `pass` (over `elements` values), each repeated for at least 0.2 s, in
-// G elements per second.
-double rate(const std::function<void()>& pass, double elements) {
-    double best = 0;
-    for (int run = 0; run < 3; ++run) {
-        const auto start = Clock::now();
-        double seconds = 0;
-        std::size_t reps = 0;
-        do {
-            pass();
-            ++reps;
-            seconds = std::chrono::duration<double>(Clock::now() - start).count();
-        } while (seconds < 0.2);
-        best = std::max(best, elements * static_cast<double>(reps) / seconds / 1e9);
-    }
-    return best;
-}
+double rate(const std::function<void()>& pass, double elements) { return bench::best_rate(pass, elements); }
 
 Tensor gaussian_rows(std::uint64_t rows, std::uint64_t cols) {
     Tensor t = Tensor::zeros("x", DType::f32, {rows, cols});
