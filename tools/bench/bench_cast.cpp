@@ -17,6 +17,7 @@
 
 #include "emu/batch_cast.hpp"
 #include "lib/parallel.hpp"
+#include "tools/bench/best_rate.hpp"
 
 #if ROUNDSCOPE_BENCH_CUDA_HEADERS
 #include <cuda_bf16.h>
@@ -25,9 +26,6 @@
 #endif
 
 using namespace roundscope;
-#include "tools/bench/best_rate.hpp"
-
-using Clock = std::chrono::steady_clock;
 
 namespace {
 
