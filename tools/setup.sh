@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 
 packages=(
   build-essential cmake pkg-config git
-  libeigen3-dev libboost-dev libmpfr-dev libgmp-dev libfmt-dev catch2 libcli11-dev
+  libeigen3-dev libboost-dev libmpfr-dev libmpfi-dev libgmp-dev libfmt-dev catch2 libcli11-dev
   nlohmann-json3-dev libhwy-dev
   python3 python3-venv
   clang libclang-rt-14-dev

@@ -17,5 +17,6 @@ void add_inspect_command(CLI::App& app);
 void add_mx_command(CLI::App& app);
 void add_mma_command(CLI::App& app);
 void add_probe_command(CLI::App& app);
+void add_truth_command(CLI::App& app);
 
 }  // namespace roundscope::cli

@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
     roundscope::cli::add_mx_command(app);
     roundscope::cli::add_mma_command(app);
     roundscope::cli::add_probe_command(app);
+    roundscope::cli::add_truth_command(app);
     if (argc > 1 && argv[1][0] != '-') {
         bool known = false;
         std::string names;

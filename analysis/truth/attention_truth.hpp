@@ -1,0 +1,46 @@
+#pragma once
+// The ground truth of attention: what it gives when nothing is rounded, rounded once to float64
+// (the double nearest the exact real result). Forward: S = scale Q K^T (causal mask), P =
+// softmax(S) by rows, O = P V, LSE = log-sum-exp of each row. Backward, given dO: dV = P^T dO,
+// dP = dO V^T, delta = rowsum(dO * O), dS = P * (dP - delta), dQ = scale dS K, dK = scale dS^T Q.
+//
+// The inputs are exact values (any format the project reads); the scale is taken as the exact
+// value of a double. Causal masking keeps key j for query i when j <= i + (Nk - Nq): the
+// bottom-right alignment of FlashAttention 2.1 and later, which is the usual mask when Nq = Nk.
+// A query with no key left gets O = 0, LSE = -inf and zero gradients.
+#include <cstdint>
+#include <vector>
+
+#include "lib/attention_inputs.hpp"
+
+namespace roundscope::analysis {
+
+struct TruthOptions {
+    bool causal = false;
+    double scale = 0;          // 0: the double nearest 1 / sqrt(D)
+    bool backward = false;     // needs dO
+    bool intermediates = false;  // also return S and P
+    int precision = 256;       // bits of the first attempt; a head is redone at twice as many
+                               // until every output is decided (Ziv), up to max_precision
+    int max_precision = 1 << 14;
+    int threads = 0;
+};
+
+/// Row-major per tensor, heads (batch x heads) first, like the inputs.
+struct AttentionTruth {
+    std::uint64_t heads = 0, n_q = 0, n_kv = 0, d = 0, d_v = 0;
+    bool causal = false;
+    double scale = 0;
+    std::vector<double> o, lse;               // [heads][n_q][d_v], [heads][n_q]
+    std::vector<double> delta, dq, dk, dv;    // backward: [heads][n_q], [.., n_q, d], [.., n_kv, d], [.., n_kv, d_v]
+    std::vector<double> s, p;                 // intermediates: [heads][n_q][n_kv]
+    int max_precision_used = 0;               // the most bits any head needed
+};
+
+/// The reference path: MPFI interval arithmetic, straightforward loops, each head redone at
+/// twice the precision until every output interval rounds to a single double. S and dP are
+/// exact sums of exact products, rounded once by mpfr_sum. Throws Error for NaN or Inf inputs,
+/// a missing dO with `backward`, or an element still undecided at max_precision.
+AttentionTruth attention_truth_reference(const AttentionInputs& in, const TruthOptions& options);
+
+}  // namespace roundscope::analysis

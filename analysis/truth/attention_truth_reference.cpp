@@ -1,0 +1,231 @@
+// The reference ground truth: interval arithmetic at a precision that is raised until every
+// output is decided. Deliberately plain: one loop per formula of attention_truth.hpp.
+#include <fmt/format.h>
+#include <mpfr.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <optional>
+
+#include "analysis/truth/attention_truth.hpp"
+#include "analysis/truth/interval.hpp"
+#include "emu/tensor_decode.hpp"
+#include "lib/error.hpp"
+#include "lib/parallel.hpp"
+
+namespace roundscope::analysis {
+namespace {
+
+// The decoded inputs of one head, row-major.
+struct Head {
+    const double* q;    // [n_q][d]
+    const double* k;    // [n_kv][d]
+    const double* v;    // [n_kv][d_v]
+    const double* d_o;  // [n_q][d_v] or nullptr
+};
+
+struct Shape {
+    std::int64_t n_q, n_kv, d, d_v;
+    bool causal;
+    double scale;
+    /// Keys [0, key_end(i)) are visible to query i.
+    std::int64_t key_end(std::int64_t i) const {
+        if (!causal) return n_kv;
+        const std::int64_t end = i + (n_kv - n_q) + 1;
+        return end < 0 ? 0 : (end > n_kv ? n_kv : end);
+    }
+};
+
+// Interval enclosing  factor * sum_t a[t] * b[t * stride]: the products are exact at 192 bits
+// (three doubles need at most 159), and mpfr_sum rounds their exact sum down and up.
+void exact_dot(Interval& out, double factor, const double* a, const double* b, std::int64_t stride, std::int64_t n) {
+    std::vector<mpfr_t> terms(static_cast<std::size_t>(n));
+    std::vector<mpfr_ptr> pointers(terms.size());
+    for (std::int64_t t = 0; t < n; ++t) {
+        mpfr_init2(terms[t], 192);
+        mpfr_set_d(terms[t], a[t], MPFR_RNDN);  // exact
+        mpfr_mul_d(terms[t], terms[t], b[t * stride], MPFR_RNDN);
+        mpfr_mul_d(terms[t], terms[t], factor, MPFR_RNDN);
+        pointers[static_cast<std::size_t>(t)] = terms[t];
+    }
+    const mpfr_prec_t precision = mpfi_get_prec(out.get());
+    mpfr_t lo, hi;
+    mpfr_init2(lo, precision);
+    mpfr_init2(hi, precision);
+    mpfr_sum(lo, pointers.data(), static_cast<unsigned long>(n), MPFR_RNDD);
+    mpfr_sum(hi, pointers.data(), static_cast<unsigned long>(n), MPFR_RNDU);
+    mpfi_interv_fr(out.get(), lo, hi);
+    mpfr_clear(lo);
+    mpfr_clear(hi);
+    for (auto& t : terms) mpfr_clear(t);
+}
+
+std::vector<Interval> intervals(std::size_t n, int precision) {
+    std::vector<Interval> out;
+    out.reserve(n);
+    for (std::size_t i = 0; i < n; ++i) out.emplace_back(precision);
+    return out;
+}
+
+// Rounds every interval of `from` into `to`; false if one is undecided.
+bool round_all(const std::vector<Interval>& from, double* to) {
+    for (std::size_t i = 0; i < from.size(); ++i) {
+        const std::optional<double> x = from[i].rounded();
+        if (!x) return false;
+        to[i] = *x;
+    }
+    return true;
+}
+
+struct HeadOutput {
+    double *o, *lse, *delta, *dq, *dk, *dv, *s, *p;  // null where not wanted
+};
+
+// One head at `precision` bits; false if some output is not decided at that precision.
+bool head_truth(const Head& h, const Shape& sh, int precision, const HeadOutput& out, int threads) {
+    const auto nq = static_cast<std::size_t>(sh.n_q), nk = static_cast<std::size_t>(sh.n_kv);
+    const auto dv = static_cast<std::size_t>(sh.d_v), d = static_cast<std::size_t>(sh.d);
+    std::vector<Interval> S = intervals(nq * nk, precision), P = intervals(nq * nk, precision);
+    std::vector<Interval> O = intervals(nq * dv, precision), lse = intervals(nq, precision);
+
+    // Forward, row by row.
+    parallel_for(nq, 1, threads, [&](std::size_t begin, std::size_t end) {
+        Interval e(precision), sum(precision), term(precision);
+        for (std::size_t i = begin; i < end; ++i) {
+            const auto keys = static_cast<std::size_t>(sh.key_end(static_cast<std::int64_t>(i)));
+            if (keys == 0) {
+                mpfi_set_d(lse[i].get(), -std::numeric_limits<double>::infinity());
+                continue;
+            }
+            double shift = -std::numeric_limits<double>::infinity();  // any point works; near the max keeps exp in range
+            for (std::size_t j = 0; j < keys; ++j) {
+                exact_dot(S[i * nk + j], sh.scale, h.q + i * d, h.k + j * d, 1, sh.d);
+                mpfr_t mid;
+                mpfr_init2(mid, precision);
+                mpfi_mid(mid, S[i * nk + j].get());
+                shift = std::max(shift, mpfr_get_d(mid, MPFR_RNDN));
+                mpfr_clear(mid);
+            }
+            mpfi_set_si(sum.get(), 0);
+            for (std::size_t j = 0; j < keys; ++j) {
+                mpfi_sub_d(P[i * nk + j].get(), S[i * nk + j].get(), shift);
+                mpfi_exp(P[i * nk + j].get(), P[i * nk + j].get());
+                mpfi_add(sum.get(), sum.get(), P[i * nk + j].get());
+            }
+            for (std::size_t j = 0; j < keys; ++j) mpfi_div(P[i * nk + j].get(), P[i * nk + j].get(), sum.get());
+            mpfi_log(lse[i].get(), sum.get());
+            mpfi_add_d(lse[i].get(), lse[i].get(), shift);
+            for (std::size_t c = 0; c < dv; ++c) {
+                Interval& o = O[i * dv + c];
+                for (std::size_t j = 0; j < keys; ++j) {
+                    mpfi_mul_d(term.get(), P[i * nk + j].get(), h.v[j * dv + c]);
+                    mpfi_add(o.get(), o.get(), term.get());
+                }
+            }
+        }
+    });
+    bool ok = round_all(O, out.o) && round_all(lse, out.lse);
+    if (out.s != nullptr) ok = ok && round_all(S, out.s) && round_all(P, out.p);
+    if (!ok || out.dq == nullptr) return ok;
+
+    // Backward: dS row by row, then dQ by rows and dK, dV by columns, each sum in a fixed order.
+    std::vector<Interval> dS = intervals(nq * nk, precision), delta = intervals(nq, precision);
+    std::vector<Interval> dQ = intervals(nq * d, precision), dK = intervals(nk * d, precision);
+    std::vector<Interval> dV = intervals(nk * dv, precision);
+    parallel_for(nq, 1, threads, [&](std::size_t begin, std::size_t end) {
+        Interval dp(precision), term(precision);
+        for (std::size_t i = begin; i < end; ++i) {
+            for (std::size_t c = 0; c < dv; ++c) {
+                mpfi_mul_d(term.get(), O[i * dv + c].get(), h.d_o[i * dv + c]);
+                mpfi_add(delta[i].get(), delta[i].get(), term.get());
+            }
+            const auto keys = static_cast<std::size_t>(sh.key_end(static_cast<std::int64_t>(i)));
+            for (std::size_t j = 0; j < keys; ++j) {
+                exact_dot(dp, 1.0, h.d_o + i * dv, h.v + j * dv, 1, sh.d_v);
+                mpfi_sub(dp.get(), dp.get(), delta[i].get());
+                mpfi_mul(dS[i * nk + j].get(), P[i * nk + j].get(), dp.get());
+            }
+            for (std::size_t c = 0; c < d; ++c) {
+                for (std::size_t j = 0; j < keys; ++j) {
+                    mpfi_mul_d(term.get(), dS[i * nk + j].get(), h.k[j * d + c]);
+                    mpfi_add(dQ[i * d + c].get(), dQ[i * d + c].get(), term.get());
+                }
+                mpfi_mul_d(dQ[i * d + c].get(), dQ[i * d + c].get(), sh.scale);
+            }
+        }
+    });
+    parallel_for(nk, 1, threads, [&](std::size_t begin, std::size_t end) {
+        Interval term(precision);
+        for (std::size_t j = begin; j < end; ++j) {
+            for (std::size_t i = 0; i < nq; ++i) {
+                if (j >= static_cast<std::size_t>(sh.key_end(static_cast<std::int64_t>(i)))) continue;
+                for (std::size_t c = 0; c < dv; ++c) {
+                    mpfi_mul_d(term.get(), P[i * nk + j].get(), h.d_o[i * dv + c]);
+                    mpfi_add(dV[j * dv + c].get(), dV[j * dv + c].get(), term.get());
+                }
+                for (std::size_t c = 0; c < d; ++c) {
+                    mpfi_mul_d(term.get(), dS[i * nk + j].get(), h.q[i * d + c]);
+                    mpfi_add(dK[j * d + c].get(), dK[j * d + c].get(), term.get());
+                }
+            }
+            for (std::size_t c = 0; c < d; ++c) mpfi_mul_d(dK[j * d + c].get(), dK[j * d + c].get(), sh.scale);
+        }
+    });
+    return round_all(delta, out.delta) && round_all(dQ, out.dq) && round_all(dK, out.dk) && round_all(dV, out.dv);
+}
+
+std::vector<double> decode_finite(const Tensor& t) {
+    std::vector<double> x = emu::decode_tensor<double>(t);
+    for (const double v : x) {
+        if (!std::isfinite(v)) throw Error(fmt::format("truth: tensor '{}' holds NaN or Inf; attention of it has no exact value", t.name()));
+    }
+    return x;
+}
+
+}  // namespace
+
+AttentionTruth attention_truth_reference(const AttentionInputs& in, const TruthOptions& options) {
+    if (options.backward && !in.d_o) throw Error("truth: --backward needs a tensor 'do' (dO)");
+    AttentionTruth t;
+    t.heads = in.batch * in.heads;
+    t.n_q = in.n_q, t.n_kv = in.n_kv, t.d = in.d, t.d_v = in.d_v;
+    t.causal = options.causal;
+    t.scale = options.scale != 0 ? options.scale : 1.0 / std::sqrt(static_cast<double>(in.d));
+    const std::vector<double> q = decode_finite(in.q), k = decode_finite(in.k), v = decode_finite(in.v);
+    const std::vector<double> d_o = options.backward ? decode_finite(*in.d_o) : std::vector<double>();
+
+    const std::uint64_t nq = t.n_q, nk = t.n_kv, d = t.d, dv = t.d_v;
+    t.o.assign(t.heads * nq * dv, 0);
+    t.lse.assign(t.heads * nq, 0);
+    if (options.backward) {
+        t.delta.assign(t.heads * nq, 0);
+        t.dq.assign(t.heads * nq * d, 0);
+        t.dk.assign(t.heads * nk * d, 0);
+        t.dv.assign(t.heads * nk * dv, 0);
+    }
+    if (options.intermediates) {
+        t.s.assign(t.heads * nq * nk, 0);
+        t.p.assign(t.heads * nq * nk, 0);
+    }
+    const Shape shape{static_cast<std::int64_t>(nq), static_cast<std::int64_t>(nk), static_cast<std::int64_t>(d),
+                      static_cast<std::int64_t>(dv), options.causal, t.scale};
+    for (std::uint64_t head = 0; head < t.heads; ++head) {
+        const Head h{q.data() + head * nq * d, k.data() + head * nk * d, v.data() + head * nk * dv,
+                     options.backward ? d_o.data() + head * nq * dv : nullptr};
+        auto at = [&](std::vector<double>& x, std::uint64_t per_head) { return x.empty() ? nullptr : x.data() + head * per_head; };
+        const HeadOutput out{at(t.o, nq * dv), at(t.lse, nq), at(t.delta, nq), at(t.dq, nq * d),
+                             at(t.dk, nk * d), at(t.dv, nk * dv), at(t.s, nq * nk), at(t.p, nq * nk)};
+        int precision = options.precision;
+        while (!head_truth(h, shape, precision, out, options.threads)) {
+            if (2 * precision > options.max_precision) {
+                throw Error(fmt::format("truth: head {}: an output is still undecided at {} bits", head, precision));
+            }
+            precision *= 2;
+        }
+        t.max_precision_used = std::max(t.max_precision_used, precision);
+    }
+    return t;
+}
+
+}  // namespace roundscope::analysis

@@ -1,0 +1,116 @@
+// `roundscope truth IN [--bits 256] [--backward] [--causal|--no-causal] [--scale S]
+// [--intermediates] -o OUT [--json] [--threads N]`: the ground truth of attention on q, k, v
+// (and do), every output the float64 nearest the exact result (analysis/truth).
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "analysis/truth/attention_truth.hpp"
+#include "lib/attention_inputs.hpp"
+#include "lib/error.hpp"
+#include "lib/tensor_io.hpp"
+#include "tools/cli/cli_output.hpp"
+#include "tools/cli/commands.hpp"
+
+namespace roundscope::cli {
+namespace {
+
+struct TruthArgs {
+    std::string input, output;
+    int bits = 256;
+    bool backward = false, intermediates = false, json = false;
+    bool causal = false, no_causal = false;
+    double scale = 0;
+    int threads = 0;
+};
+
+// The leading [B, H] or [H] dimensions of q, followed by `tail`.
+Shape output_shape(const AttentionInputs& in, std::initializer_list<std::uint64_t> tail) {
+    Shape s(in.q.shape().begin(), in.q.shape().end() - 2);
+    s.insert(s.end(), tail);
+    return s;
+}
+
+Tensor f64_tensor(const std::string& name, Shape shape, const std::vector<double>& x) {
+    Tensor t = Tensor::zeros(name, DType::f64, std::move(shape));
+    for (std::size_t i = 0; i < x.size(); ++i) t.set_bits_at(i, std::bit_cast<std::uint64_t>(x[i]));
+    return t;
+}
+
+void run_truth(const TruthArgs& a) {
+    if (a.output.empty()) throw Error("truth: -o OUT is required");
+    const TensorFile file = read_tensor_file(a.input);
+    const AttentionInputs in = find_attention_inputs(file);
+    analysis::TruthOptions o;
+    o.causal = a.causal ? true : a.no_causal ? false : in.causal.value_or(false);
+    o.scale = a.scale != 0 ? a.scale : in.softmax_scale.value_or(0);
+    o.backward = a.backward;
+    o.intermediates = a.intermediates;
+    o.precision = a.bits;
+    o.threads = a.threads;
+    if (a.backward && !in.d_o) throw Error(fmt::format("{}: --backward needs a tensor 'do'", a.input));
+    const analysis::AttentionTruth t = analysis::attention_truth_reference(in, o);
+
+    std::vector<Tensor> out;
+    out.push_back(f64_tensor("o", output_shape(in, {in.n_q, in.d_v}), t.o));
+    out.push_back(f64_tensor("lse", output_shape(in, {in.n_q}), t.lse));
+    if (a.backward) {
+        out.push_back(f64_tensor("delta", output_shape(in, {in.n_q}), t.delta));
+        out.push_back(f64_tensor("dq", output_shape(in, {in.n_q, in.d}), t.dq));
+        out.push_back(f64_tensor("dk", output_shape(in, {in.n_kv, in.d}), t.dk));
+        out.push_back(f64_tensor("dv", output_shape(in, {in.n_kv, in.d_v}), t.dv));
+    }
+    if (a.intermediates) {
+        out.push_back(f64_tensor("s", output_shape(in, {in.n_q, in.n_kv}), t.s));
+        out.push_back(f64_tensor("p", output_shape(in, {in.n_q, in.n_kv}), t.p));
+    }
+    write_tensor_file(a.output, out,
+                      {{"source", a.input},
+                       {"causal", o.causal ? "true" : "false"},
+                       {"softmax_scale", format_double(t.scale)},
+                       {"truth", "every value the float64 nearest the exact result (MPFI, Ziv)"},
+                       {"precision_bits", std::to_string(t.max_precision_used)}});
+    if (a.json) {
+        nlohmann::json names = nlohmann::json::array();
+        for (const Tensor& x : out) names.push_back(x.name());
+        fmt::print("{}\n", nlohmann::json{{"file", a.input},
+                                          {"output", a.output},
+                                          {"heads", t.heads},
+                                          {"n_q", t.n_q},
+                                          {"n_kv", t.n_kv},
+                                          {"causal", o.causal},
+                                          {"softmax_scale", json_number(t.scale)},
+                                          {"precision_bits", t.max_precision_used},
+                                          {"tensors", names}}
+                               .dump());
+    } else {
+        fmt::print("{}: {} head(s), Nq {}, Nk {}, D {}, Dv {}, {}causal, scale {}; exact to float64 at {} bits -> {}\n",
+                   a.input, t.heads, t.n_q, t.n_kv, t.d, t.d_v, o.causal ? "" : "not ", format_double(t.scale),
+                   t.max_precision_used, a.output);
+    }
+}
+
+}  // namespace
+
+void add_truth_command(CLI::App& app) {
+    auto* cmd = app.add_subcommand("truth", "Exact attention (forward, and backward with --backward), rounded once to float64");
+    auto a = std::make_shared<TruthArgs>();
+    cmd->add_option("IN", a->input, "File with q, k, v (and do)")->required();
+    cmd->add_option("-o,--output", a->output, "Output .safetensors (F64 tensors)")->required();
+    cmd->add_option("--bits", a->bits, "Precision of the first attempt (doubled until every output is decided)")
+        ->check(CLI::Range(16, 1 << 14));
+    cmd->add_flag("--backward", a->backward, "Also dq, dk, dv and delta (needs do)");
+    cmd->add_flag("--intermediates", a->intermediates, "Also s and p");
+    auto* causal = cmd->add_flag("--causal", a->causal, "Causal mask (default: the file's metadata, else off)");
+    cmd->add_flag("--no-causal", a->no_causal, "No causal mask, whatever the file's metadata says")->excludes(causal);
+    cmd->add_option("--scale", a->scale, "Softmax scale (default: the file's metadata, else 1/sqrt(D))");
+    cmd->add_flag("--json", a->json, "Print one JSON object");
+    cmd->add_option("--threads", a->threads, "Worker threads (default: all cores)")->check(CLI::NonNegativeNumber);
+    cmd->callback([a] { run_truth(*a); });
+}
+
+}  // namespace roundscope::cli
