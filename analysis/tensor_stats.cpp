@@ -23,16 +23,36 @@ struct Value {
     double x;
 };
 
-// A value of dtype t: floats keep their class; integers and bool are finite.
-Value classify(DType t, double x) {
-    if (std::isnan(x)) return {emu::ValueClass::nan, false, x};
-    if (std::isinf(x)) return {emu::ValueClass::inf, false, x};
-    bool subnormal = false;
-    if (is_floating(t) && x != 0) {
+// Values of dtype t: floats keep their class; integers and bool are finite. The subnormal
+// threshold is found once per tensor, not per element.
+class Classifier {
+public:
+    explicit Classifier(DType t) {
+        if (!is_floating(t)) return;
         const emu::Format& f = emu::format_of(t);
-        subnormal = f.encoding != emu::Encoding::int8 && std::fabs(x) < std::ldexp(1.0, emu::emin(f));
+        if (f.encoding != emu::Encoding::int8) smallest_normal_ = std::ldexp(1.0, emu::emin(f));
     }
-    return {x == 0 ? emu::ValueClass::zero : emu::ValueClass::finite, subnormal, x};
+    Value operator()(double x) const {
+        if (std::isnan(x)) return {emu::ValueClass::nan, false, x};
+        if (std::isinf(x)) return {emu::ValueClass::inf, false, x};
+        const bool subnormal = x != 0 && std::fabs(x) < smallest_normal_;
+        return {x == 0 ? emu::ValueClass::zero : emu::ValueClass::finite, subnormal, x};
+    }
+
+private:
+    double smallest_normal_ = 0;  // 0: no subnormals (integers, bool, MXINT8)
+};
+
+// The largest finite value of each representability target, decoded once.
+const std::array<double, representability_targets.size()>& target_maxima() {
+    static const auto maxima = [] {
+        std::array<double, representability_targets.size()> m{};
+        for (std::size_t k = 0; k < m.size(); ++k) {
+            m[k] = emu::decode(*representability_targets[k], emu::max_finite_bits(*representability_targets[k]));
+        }
+        return m;
+    }();
+    return maxima;
 }
 
 // Counts, extremes and representability: exact integer work, the same in both paths.
@@ -53,8 +73,9 @@ struct Tally {
         subnormals += v.subnormal ? n : 0;
         min = std::min(min, v.x);
         max = std::max(max, v.x);
+        const auto& maxima = target_maxima();
         for (std::size_t k = 0; k < exact.size(); ++k)
-            exact[k] += emu::is_representable(v.x, *representability_targets[k]) ? n : 0;
+            exact[k] += emu::is_representable(v.x, *representability_targets[k], maxima[k]) ? n : 0;
     }
     void merge(const Tally& o) {
         count += o.count, finite += o.finite, nan += o.nan, inf += o.inf, zeros += o.zeros, subnormals += o.subnormals;
@@ -125,11 +146,12 @@ TensorStats histogram_stats(const Tensor& t, int threads) {
     // 2048 bits hold sum(c * x) and sum(c * x^2) exactly.
     constexpr mpfr_prec_t exact_bits = 2048;
     MpfrValue sum(exact_bits), sum_squares(exact_bits), term(exact_bits);
+    const Classifier classify(t.dtype());
     Tally tally;
     for (std::size_t bits = 0; bits < histogram.size(); ++bits) {
         const std::uint64_t c = histogram[bits];
         if (c == 0) continue;
-        const Value v = classify(t.dtype(), pattern_value(t.dtype(), bits));
+        const Value v = classify(pattern_value(t.dtype(), bits));
         tally.add(v, c);
         if (v.cls != emu::ValueClass::finite) continue;
         mpfr_set_d(term.get(), v.x, MPFR_RNDN);
@@ -195,12 +217,13 @@ TensorStats streaming_stats(const Tensor& t, int threads) {
         }
     }
     std::vector<ChunkSums> chunks((t.size() + chunk - 1) / chunk);
+    const Classifier classify(t.dtype());
     parallel_for(t.size(), chunk, threads, [&](std::size_t begin, std::size_t end) {
         std::vector<double> x(end - begin);
         emu::decode_elements<double>(t, begin, x);
         ChunkSums& c = chunks[begin / chunk];
         for (double v : x) {
-            const Value value = classify(t.dtype(), v);
+            const Value value = classify(v);
             c.tally.add(value, 1);
             if (value.cls == emu::ValueClass::nan || value.cls == emu::ValueClass::inf) continue;
             const double d = v - shift;

@@ -12,7 +12,9 @@ namespace roundscope::emu {
 
 /// True when the finite x equals some value of f; zeros count whatever their sign (the value
 /// is what matters, and fnuz formats hold only +0). NaN and Inf are never counted.
-ROUNDSCOPE_HD inline bool is_representable(double x, const Format& f) {
+/// `max` is f's largest finite value, decode(f, max_finite_bits(f)), which a caller testing
+/// many values computes once.
+ROUNDSCOPE_HD inline bool is_representable(double x, const Format& f, double max) {
     const Unpacked u = unpack(f64, bits_of(x));
     if (u.cls == ValueClass::nan || u.cls == ValueClass::inf) return false;
     if (u.cls == ValueClass::zero) return f.encoding != Encoding::e8m0;
@@ -22,9 +24,12 @@ ROUNDSCOPE_HD inline bool is_representable(double x, const Format& f) {
     // Values of f at binade `top` are multiples of 2^(max(top, emin) - man_bits).
     const int quantum = (top > emin(f) ? top : emin(f)) - f.man_bits;
     if (lowest < quantum) return false;
-    const double max = decode(f, max_finite_bits(f));
     if (f.encoding == Encoding::int8 && u.negative) return -x <= max + 1.0 / (1 << f.man_bits);  // q = -128
     return (u.negative ? -x : x) <= max;
+}
+
+ROUNDSCOPE_HD inline bool is_representable(double x, const Format& f) {
+    return is_representable(x, f, decode(f, max_finite_bits(f)));
 }
 
 }  // namespace roundscope::emu
