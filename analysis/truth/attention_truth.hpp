@@ -34,8 +34,15 @@ struct AttentionTruth {
     std::vector<double> o, lse;               // [heads][n_q][d_v], [heads][n_q]
     std::vector<double> delta, dq, dk, dv;    // backward: [heads][n_q], [.., n_q, d], [.., n_kv, d], [.., n_kv, d_v]
     std::vector<double> s, p;                 // intermediates: [heads][n_q][n_kv]
-    int max_precision_used = 0;               // the most bits any head needed
+    int max_precision_used = 0;               // the most bits any head needed (reference path)
+    std::uint64_t fast_heads = 0;             // heads the fast path decided alone
 };
+
+/// The ground truth, fast: the forward pass in double-double balls with rigorous error bounds
+/// (double_double.hpp), the reference path for any head where an output cannot be decided,
+/// for f64 inputs (whose products are not exact in double), and for now for the backward
+/// pass. The same bits as attention_truth_reference.
+AttentionTruth attention_truth(const AttentionInputs& in, const TruthOptions& options);
 
 /// The reference path: MPFI interval arithmetic, straightforward loops, each head redone at
 /// twice the precision until every output interval rounds to a single double. S and dP are

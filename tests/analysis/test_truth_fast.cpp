@@ -1,0 +1,106 @@
+// The fast ground truth equals the reference bit for bit, and decides on its own (no head
+// handed to the reference) on random and adversarial inputs: scores spread over hundreds (one
+// key dominating by 100+), many equal maxima, values in the subnormal range of bf16, causal
+// masks with Nq != Nk; and the double-double exp's ball holds MPFR's e^x.
+#include <catch2/catch.hpp>
+
+#include <mpfr.h>
+
+#include <cmath>
+#include <random>
+
+#include "analysis/truth/attention_truth.hpp"
+#include "analysis/truth/double_double.hpp"
+#include "emu/round.hpp"
+
+using namespace roundscope;
+using namespace roundscope::analysis;
+
+namespace {
+
+Tensor bf16_tensor(const std::string& name, Shape shape, const std::vector<double>& values) {
+    Tensor t = Tensor::zeros(name, DType::bf16, std::move(shape));
+    for (std::size_t i = 0; i < values.size(); ++i) t.set_bits_at(i, emu::cast_from_f64(values[i], emu::bf16, emu::CastOptions{}));
+    return t;
+}
+
+struct Case {
+    std::uint64_t heads, n_q, n_kv, d, d_v;
+    double spread;        // standard deviation of q and k
+    bool equal_keys;      // every key equal to the first: all scores of a row tie
+    double magnitude = 1;  // scale of q (2^-130: subnormal bf16 values)
+};
+
+AttentionInputs make(const Case& c, std::uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<double> g;
+    auto draw = [&](std::uint64_t n, double sd) {
+        std::vector<double> x(n);
+        for (auto& v : x) v = sd * g(rng);
+        return x;
+    };
+    AttentionInputs in;
+    in.heads = c.heads;
+    in.n_q = c.n_q, in.n_kv = c.n_kv, in.d = c.d, in.d_v = c.d_v;
+    in.q = bf16_tensor("q", {c.heads, c.n_q, c.d}, draw(c.heads * c.n_q * c.d, c.spread * c.magnitude));
+    std::vector<double> k = draw(c.heads * c.n_kv * c.d, c.spread);
+    if (c.equal_keys) {
+        for (std::size_t i = 0; i < k.size(); ++i) k[i] = k[i % c.d];
+    }
+    in.k = bf16_tensor("k", {c.heads, c.n_kv, c.d}, k);
+    in.v = bf16_tensor("v", {c.heads, c.n_kv, c.d_v}, draw(c.heads * c.n_kv * c.d_v, 1));
+    return in;
+}
+
+}  // namespace
+
+TEST_CASE("Fast truth equals the reference bit for bit and decides alone", "[truth][fast]") {
+    const Case c = GENERATE(Case{2, 37, 37, 16, 16, 1, false}, Case{1, 64, 64, 64, 64, 1, false},
+                            Case{1, 48, 80, 128, 32, 1, false}, Case{1, 64, 64, 16, 16, 8, false},
+                            Case{1, 32, 32, 64, 64, 1, true}, Case{1, 40, 40, 16, 16, 1, false, 0x1p-130},
+                            Case{1, 1, 5, 16, 8, 1, false}, Case{1, 128, 128, 128, 128, 1, false});
+    const bool causal = GENERATE(false, true);
+    const AttentionInputs in = make(c, 17 + c.n_q + c.d);
+    TruthOptions o;
+    o.causal = causal;
+    o.intermediates = c.n_q <= 64;
+    const AttentionTruth fast = attention_truth(in, o), reference = attention_truth_reference(in, o);
+    INFO("heads " << c.heads << " n_q " << c.n_q << " n_kv " << c.n_kv << " d " << c.d << " spread " << c.spread
+                  << " equal keys " << c.equal_keys << " causal " << causal);
+    CHECK(fast.fast_heads == c.heads);
+    auto same_bits = [](const std::vector<double>& a, const std::vector<double>& b) {
+        if (a.size() != b.size()) return false;
+        for (std::size_t i = 0; i < a.size(); ++i) {
+            if (std::bit_cast<std::uint64_t>(a[i]) != std::bit_cast<std::uint64_t>(b[i])) return false;
+        }
+        return true;
+    };
+    CHECK(same_bits(fast.o, reference.o));
+    CHECK(same_bits(fast.lse, reference.lse));
+    CHECK(same_bits(fast.s, reference.s));
+    CHECK(same_bits(fast.p, reference.p));
+}
+
+TEST_CASE("The double-double exp's ball holds e^x", "[truth][fast]") {
+    std::mt19937_64 rng(3);
+    mpfr_t exact, lo, hi;
+    mpfr_inits2(300, exact, lo, hi, static_cast<mpfr_ptr>(nullptr));
+    for (int trial = 0; trial < 20000; ++trial) {
+        const double x = std::uniform_real_distribution<double>(-600, 50)(rng);
+        const double tail = x * std::ldexp(std::uniform_real_distribution<double>(-1, 1)(rng), -60);
+        const dd::Ball in{dd::fast_two_sum(x, tail), 0};
+        const dd::Ball e = dd::exp(in);
+        mpfr_set_d(exact, x, MPFR_RNDN);
+        mpfr_add_d(exact, exact, tail, MPFR_RNDN);
+        mpfr_exp(exact, exact, MPFR_RNDN);
+        mpfr_set_d(lo, e.v.hi, MPFR_RNDN);
+        mpfr_add_d(lo, lo, e.v.lo, MPFR_RNDN);
+        mpfr_sub(lo, exact, lo, MPFR_RNDN);  // error of the midpoint
+        mpfr_abs(lo, lo, MPFR_RNDN);
+        const double error = mpfr_get_d(lo, MPFR_RNDU);
+        REQUIRE(error <= e.r);
+        // and the radius is tight enough to decide roundings: about 2^-90 relative
+        REQUIRE(e.r <= std::fabs(e.v.hi) * 0x1p-85);
+    }
+    mpfr_clears(exact, lo, hi, static_cast<mpfr_ptr>(nullptr));
+}
