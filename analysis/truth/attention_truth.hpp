@@ -36,10 +36,18 @@ struct AttentionTruth {
     std::vector<double> s, p;                 // intermediates: [heads][n_q][n_kv]
     int max_precision_used = 0;               // the most bits any head needed (reference path)
     std::uint64_t fast_heads = 0;             // heads the fast path decided alone
+    std::uint64_t reference_rows = 0;         // rows the fast path handed to the reference
 };
 
+/// One query row of the forward pass by the reference path (keys: how many of the n_kv keys the
+/// row sees): O [d_v], LSE, and S, P [n_kv] when s and p are not null (entries past `keys` 0).
+/// q is [d], k [n_kv][d], v [n_kv][d_v]. The fast path's fallback for a row it cannot decide.
+void reference_forward_row(const double* q, const double* k, const double* v, std::size_t keys, std::size_t n_kv,
+                           std::size_t d, std::size_t d_v, double scale, const TruthOptions& options, double* o,
+                           double* lse, double* s, double* p);
+
 /// The ground truth, fast: the forward pass in double-double balls with rigorous error bounds
-/// (double_double.hpp), the reference path for any head where an output cannot be decided,
+/// (double_double.hpp), the reference path for any row where an output cannot be decided,
 /// for f64 inputs (whose products are not exact in double), and for now for the backward
 /// pass. The same bits as attention_truth_reference.
 AttentionTruth attention_truth(const AttentionInputs& in, const TruthOptions& options);

@@ -4,8 +4,8 @@
 // (tests/analysis/test_truth_fast.cpp).
 //
 // Products of inputs with at most 26 significant bits (every format roundscope reads except
-// f64) are exact in double, so S = scale * sum q k is a cascaded two-sum (Ogita, Rump and
-// Oishi's Sum2) whose error is at most gamma_{n-1}^2 sum |q k|.
+// f64) are exact in double, so S = scale * sum q k is a cascaded two-sum in three levels
+// (Ogita, Rump and Oishi's SumK, K = 3) whose error is at most gamma_n^3 sum |q k|.
 #include <mpfr.h>
 
 #include <algorithm>
@@ -15,6 +15,7 @@
 
 #include "analysis/truth/attention_truth.hpp"
 #include "analysis/truth/double_double.hpp"
+#include "analysis/truth/truth_kernels.hpp"
 #include "emu/tensor_decode.hpp"
 #include "lib/error.hpp"
 #include "lib/parallel.hpp"
@@ -34,19 +35,12 @@ bool products_exact(const std::vector<double>& x) {
 
 double gamma(double n) { return n * dd::u / (1 - n * dd::u); }
 
-// scale * sum_t a[t] * b[t * stride] as a ball; every product exact.
-Ball exact_products_dot(const double* a, const double* b, std::size_t stride, std::size_t n, double scale) {
-    double s = 0, c = 0, magnitude = 0;
-    for (std::size_t t = 0; t < n; ++t) {
-        const double p = a[t] * b[t * stride];
-        const dd::DD e = dd::two_sum(s, p);
-        s = e.hi;
-        c += e.lo;
-        magnitude += std::fabs(p);
-    }
-    const double g = gamma(static_cast<double>(n));
-    const Ball sum{dd::two_sum(s, c), dd::up(g * g * magnitude * (1 + 2 * gamma(static_cast<double>(n))))};
-    return dd::mul(sum, scale);
+// A Sum3 result (truth_kernels.hpp) as a ball: |sum + c1 + c2 - exact| <= gamma_n^3 magnitude,
+// the magnitude accumulated with at most n roundings (hence the factor 1 + 2 gamma_n).
+Ball sum3_ball(double sum, double c1, double c2, double magnitude, double n) {
+    const double g = gamma(n);
+    const Ball head{dd::two_sum(sum, c1), dd::up(g * g * g * magnitude * (1 + 2 * g))};
+    return dd::add(head, dd::exact(c2));
 }
 
 // An upper bound of e^y (y <= 0) by a power of two: e^y <= 2^ceil(y log2 e).
@@ -60,15 +54,6 @@ void ball_bounds(const Ball& x, mpfr_ptr lo, mpfr_ptr hi) {
     mpfr_set(hi, lo, MPFR_RNDN);
     mpfr_sub_d(lo, lo, x.r, MPFR_RNDD);
     mpfr_add_d(hi, hi, x.r, MPFR_RNDU);
-}
-
-// Head `head` of a [.., N, D] tensor as its own [N, D] tensor.
-Tensor slice_head(const Tensor& t, std::size_t head) {
-    const Shape& s = t.shape();
-    const std::uint64_t rows = s[s.size() - 2], cols = s[s.size() - 1];
-    Tensor out = Tensor::zeros(t.name(), t.dtype(), {rows, cols});
-    for (std::uint64_t i = 0; i < rows * cols; ++i) out.set_bits_at(i, t.bits_at(head * rows * cols + i));
-    return out;
 }
 
 // A ball around the interval [lo, hi] (MPFR): its midpoint as a double-double.
@@ -108,9 +93,11 @@ bool fast_row(const double* q, const double* kt, const double* v, std::size_t n_
     }
     std::vector<Ball> s(keys), e(keys);
     std::vector<char> tiny(keys, 0);
+    std::vector<double> sum(std::max(keys, dv)), c1(sum.size()), c2(sum.size()), magnitude(sum.size()), weighted(dv);
+    score_sums(q, kt, n_kv, keys, d, sum.data(), c1.data(), c2.data(), magnitude.data());
     double shift = -std::numeric_limits<double>::infinity();
     for (std::size_t j = 0; j < keys; ++j) {
-        s[j] = exact_products_dot(q, kt + j, n_kv, d, scale);
+        s[j] = dd::mul(sum3_ball(sum[j], c1[j], c2[j], magnitude[j], static_cast<double>(d)), scale);
         shift = std::max(shift, s[j].v.hi);
     }
     Ball l = dd::exact(0);
@@ -148,13 +135,22 @@ bool fast_row(const double* q, const double* kt, const double* v, std::size_t n_
         *out.lse = lse_lo;
     }
 
+    // O = (sum_j e_j v_j) / l: each e_j's radius and its rounded low part enter as weights.
+    std::vector<double> e_hi(keys), e_lo(keys), weight(keys);
+    for (std::size_t j = 0; j < keys; ++j) {
+        e_hi[j] = e[j].v.hi, e_lo[j] = e[j].v.lo;
+        weight[j] = dd::up(e[j].r + dd::u * std::fabs(e[j].v.lo));
+    }
+    weighted_sums(e_hi.data(), e_lo.data(), weight.data(), v, keys, dv, sum.data(), c1.data(), c2.data(), magnitude.data(),
+                  weighted.data());
+    const double terms = 3.0 * static_cast<double>(keys);
+    const double plain_sum_error = gamma(terms) * dd::u;  // the e_lo * v terms, summed plainly
     for (std::size_t c = 0; c < dv; ++c) {
-        Ball numerator = dd::exact(0);
-        for (std::size_t j = 0; j < keys; ++j) numerator = dd::add(numerator, dd::mul(e[j], v[j * dv + c]));
-        if (!dd::round_to_double(dd::mul(numerator, inverse_l), out.o[c])) {
-            // An O of zero or below 2^-1020 is left to the reference.
-            return false;
-        }
+        Ball numerator = sum3_ball(sum[c], c1[c], c2[c], magnitude[c], terms);
+        numerator.r = dd::up(numerator.r + plain_sum_error * magnitude[c] * (1 + 2 * gamma(terms)));
+        numerator.r = dd::up(numerator.r + weighted[c] * (1 + 2 * gamma(static_cast<double>(keys) + 1)));
+        // An O of zero or below 2^-1020 is left to the reference.
+        if (!dd::round_to_double(dd::mul(numerator, inverse_l), out.o[c])) return false;
     }
     if (out.p != nullptr) {
         for (std::size_t j = 0; j < n_kv; ++j) {
@@ -187,7 +183,7 @@ AttentionTruth attention_truth(const AttentionInputs& in, const TruthOptions& op
             if (!std::isfinite(y)) return attention_truth_reference(in, options);  // which names the tensor
         }
     }
-    if (!products_exact(q) || !products_exact(k)) return attention_truth_reference(in, options);
+    if (!products_exact(q) || !products_exact(k) || !products_exact(v)) return attention_truth_reference(in, options);
 
     AttentionTruth t;
     t.heads = in.batch * in.heads;
@@ -208,33 +204,36 @@ AttentionTruth attention_truth(const AttentionInputs& in, const TruthOptions& op
             for (std::size_t c = 0; c < d; ++c) kt[c * nk + j] = k[head * nk * d + j * d + c];
         }
         std::vector<char> decided(nq, 1);
+        auto keys_of = [&](std::size_t i) {
+            const auto all = static_cast<std::int64_t>(nk);
+            return static_cast<std::size_t>(options.causal ? std::clamp<std::int64_t>(static_cast<std::int64_t>(i) + offset + 1, 0, all) : all);
+        };
+        auto row_output = [&](std::size_t i) {
+            return RowOutput{t.o.data() + (head * nq + i) * dv, t.lse.data() + head * nq + i,
+                             options.intermediates ? t.s.data() + (head * nq + i) * nk : nullptr,
+                             options.intermediates ? t.p.data() + (head * nq + i) * nk : nullptr};
+        };
         parallel_for(nq, 4, options.threads, [&](std::size_t begin, std::size_t end) {
             for (std::size_t i = begin; i < end; ++i) {
-                std::int64_t keys = static_cast<std::int64_t>(nk);
-                if (options.causal) keys = std::clamp<std::int64_t>(static_cast<std::int64_t>(i) + offset + 1, 0, keys);
-                const RowOutput out{t.o.data() + (head * nq + i) * dv, t.lse.data() + head * nq + i,
-                                    options.intermediates ? t.s.data() + (head * nq + i) * nk : nullptr,
-                                    options.intermediates ? t.p.data() + (head * nq + i) * nk : nullptr};
-                decided[i] = fast_row(q.data() + (head * nq + i) * d, kt.data(), v.data() + head * nk * dv, nk,
-                                      static_cast<std::size_t>(keys), d, dv, t.scale, out);
+                decided[i] = fast_row(q.data() + (head * nq + i) * d, kt.data(), v.data() + head * nk * dv, nk, keys_of(i),
+                                      d, dv, t.scale, row_output(i));
             }
         });
-        if (std::find(decided.begin(), decided.end(), 0) == decided.end()) {
-            ++t.fast_heads;
-            continue;
+        // Rows with an undecided output: the reference, row by row (rare; bench_truth counts them).
+        std::vector<std::size_t> undecided;
+        for (std::size_t i = 0; i < nq; ++i) {
+            if (!decided[i]) undecided.push_back(i);
         }
-        // The reference for this head alone.
-        AttentionInputs one = in;
-        one.batch = 1, one.heads = 1;
-        one.q = slice_head(in.q, head), one.k = slice_head(in.k, head), one.v = slice_head(in.v, head);
-        const AttentionTruth r = attention_truth_reference(one, options);
-        std::copy(r.o.begin(), r.o.end(), t.o.begin() + static_cast<std::ptrdiff_t>(head * nq * dv));
-        std::copy(r.lse.begin(), r.lse.end(), t.lse.begin() + static_cast<std::ptrdiff_t>(head * nq));
-        if (options.intermediates) {
-            std::copy(r.s.begin(), r.s.end(), t.s.begin() + static_cast<std::ptrdiff_t>(head * nq * nk));
-            std::copy(r.p.begin(), r.p.end(), t.p.begin() + static_cast<std::ptrdiff_t>(head * nq * nk));
-        }
-        t.max_precision_used = std::max(t.max_precision_used, r.max_precision_used);
+        parallel_for(undecided.size(), 1, options.threads, [&](std::size_t begin, std::size_t end) {
+            for (std::size_t r = begin; r < end; ++r) {
+                const std::size_t i = undecided[r];
+                const RowOutput out = row_output(i);
+                reference_forward_row(q.data() + (head * nq + i) * d, k.data() + head * nk * d, v.data() + head * nk * dv,
+                                      keys_of(i), nk, d, dv, t.scale, options, out.o, out.lse, out.s, out.p);
+            }
+        });
+        t.reference_rows += undecided.size();
+        if (undecided.empty()) ++t.fast_heads;
     }
     return t;
 }

@@ -78,6 +78,42 @@ bool round_all(const std::vector<Interval>& from, double* to) {
     return true;
 }
 
+// One query row of the forward pass: S, P (the first `keys` entries), O and LSE as intervals.
+// A row without keys keeps O = 0 and gets LSE = -inf.
+void forward_row(const double* q, const double* k, const double* v, std::size_t keys, const Shape& sh, Interval* S,
+                 Interval* P, Interval* O, Interval& lse) {
+    const mpfr_prec_t precision = mpfi_get_prec(lse.get());
+    const auto d = static_cast<std::size_t>(sh.d), dv = static_cast<std::size_t>(sh.d_v);
+    if (keys == 0) {
+        mpfi_set_d(lse.get(), -std::numeric_limits<double>::infinity());
+        return;
+    }
+    Interval sum(precision), term(precision);
+    double shift = -std::numeric_limits<double>::infinity();  // any point works; near the max keeps exp in range
+    for (std::size_t j = 0; j < keys; ++j) {
+        exact_dot(S[j], sh.scale, q, k + j * d, 1, sh.d);
+        mpfr_t mid;
+        mpfr_init2(mid, precision);
+        mpfi_mid(mid, S[j].get());
+        shift = std::max(shift, mpfr_get_d(mid, MPFR_RNDN));
+        mpfr_clear(mid);
+    }
+    for (std::size_t j = 0; j < keys; ++j) {
+        mpfi_sub_d(P[j].get(), S[j].get(), shift);
+        mpfi_exp(P[j].get(), P[j].get());
+        mpfi_add(sum.get(), sum.get(), P[j].get());
+    }
+    for (std::size_t j = 0; j < keys; ++j) mpfi_div(P[j].get(), P[j].get(), sum.get());
+    mpfi_log(lse.get(), sum.get());
+    mpfi_add_d(lse.get(), lse.get(), shift);
+    for (std::size_t c = 0; c < dv; ++c) {
+        for (std::size_t j = 0; j < keys; ++j) {
+            mpfi_mul_d(term.get(), P[j].get(), v[j * dv + c]);
+            mpfi_add(O[c].get(), O[c].get(), term.get());
+        }
+    }
+}
+
 struct HeadOutput {
     double *o, *lse, *delta, *dq, *dk, *dv, *s, *p;  // null where not wanted
 };
@@ -91,38 +127,9 @@ bool head_truth(const Head& h, const Shape& sh, int precision, const HeadOutput&
 
     // Forward, row by row.
     parallel_for(nq, 1, threads, [&](std::size_t begin, std::size_t end) {
-        Interval e(precision), sum(precision), term(precision);
         for (std::size_t i = begin; i < end; ++i) {
-            const auto keys = static_cast<std::size_t>(sh.key_end(static_cast<std::int64_t>(i)));
-            if (keys == 0) {
-                mpfi_set_d(lse[i].get(), -std::numeric_limits<double>::infinity());
-                continue;
-            }
-            double shift = -std::numeric_limits<double>::infinity();  // any point works; near the max keeps exp in range
-            for (std::size_t j = 0; j < keys; ++j) {
-                exact_dot(S[i * nk + j], sh.scale, h.q + i * d, h.k + j * d, 1, sh.d);
-                mpfr_t mid;
-                mpfr_init2(mid, precision);
-                mpfi_mid(mid, S[i * nk + j].get());
-                shift = std::max(shift, mpfr_get_d(mid, MPFR_RNDN));
-                mpfr_clear(mid);
-            }
-            mpfi_set_si(sum.get(), 0);
-            for (std::size_t j = 0; j < keys; ++j) {
-                mpfi_sub_d(P[i * nk + j].get(), S[i * nk + j].get(), shift);
-                mpfi_exp(P[i * nk + j].get(), P[i * nk + j].get());
-                mpfi_add(sum.get(), sum.get(), P[i * nk + j].get());
-            }
-            for (std::size_t j = 0; j < keys; ++j) mpfi_div(P[i * nk + j].get(), P[i * nk + j].get(), sum.get());
-            mpfi_log(lse[i].get(), sum.get());
-            mpfi_add_d(lse[i].get(), lse[i].get(), shift);
-            for (std::size_t c = 0; c < dv; ++c) {
-                Interval& o = O[i * dv + c];
-                for (std::size_t j = 0; j < keys; ++j) {
-                    mpfi_mul_d(term.get(), P[i * nk + j].get(), h.v[j * dv + c]);
-                    mpfi_add(o.get(), o.get(), term.get());
-                }
-            }
+            forward_row(h.q + i * d, h.k, h.v, static_cast<std::size_t>(sh.key_end(static_cast<std::int64_t>(i))), sh,
+                        &S[i * nk], &P[i * nk], &O[i * dv], lse[i]);
         }
     });
     bool ok = round_all(O, out.o) && round_all(lse, out.lse);
@@ -226,6 +233,29 @@ AttentionTruth attention_truth_reference(const AttentionInputs& in, const TruthO
         t.max_precision_used = std::max(t.max_precision_used, precision);
     }
     return t;
+}
+
+void reference_forward_row(const double* q, const double* k, const double* v, std::size_t keys, std::size_t n_kv,
+                           std::size_t d, std::size_t d_v, double scale, const TruthOptions& options, double* o,
+                           double* lse, double* s, double* p) {
+    const Shape sh{1, static_cast<std::int64_t>(n_kv), static_cast<std::int64_t>(d), static_cast<std::int64_t>(d_v), false,
+                   scale};
+    for (int precision = options.precision;; precision *= 2) {
+        std::vector<Interval> S = intervals(n_kv, precision), P = intervals(n_kv, precision), O = intervals(d_v, precision);
+        Interval l(precision);
+        forward_row(q, k, v, keys, sh, S.data(), P.data(), O.data(), l);
+        bool ok = round_all(O, o);
+        if (ok) {
+            const std::optional<double> x = l.rounded();
+            ok = x.has_value();
+            if (ok) *lse = *x;
+        }
+        if (ok && s != nullptr) ok = round_all(S, s) && round_all(P, p);
+        if (ok) return;
+        if (2 * precision > options.max_precision) {
+            throw Error(fmt::format("truth: a row is still undecided at {} bits", precision));
+        }
+    }
 }
 
 }  // namespace roundscope::analysis

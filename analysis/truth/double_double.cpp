@@ -3,6 +3,7 @@
 #include <mpfr.h>
 
 #include <array>
+#include <cstddef>
 #include <limits>
 
 namespace roundscope::analysis::dd {
@@ -24,12 +25,25 @@ Ball constant(Setter set) {
     return {{hi, lo}, std::fabs(lo) * 0x1p-52 + std::fabs(hi) * 0x1p-250};
 }
 
+constexpr int table_bits = 10;  // e^x = 2^m 2^(j/1024) e^r with |r| <= ln2 / 2048
+
 struct Constants {
-    Ball ln2;
-    std::array<Ball, 11> inverse_factorial;  // 1/j!
+    Ball ln2_over_table;                       // ln2 / 1024
+    std::array<Ball, 1 << table_bits> powers;  // 2^(j/1024)
+    std::array<Ball, 9> inverse_factorial;     // 1/j!
     Constants() {
-        ln2 = constant([](mpfr_ptr c) { mpfr_const_log2(c, MPFR_RNDN); });
-        for (int j = 0; j <= 10; ++j) {
+        ln2_over_table = constant([](mpfr_ptr c) {
+            mpfr_const_log2(c, MPFR_RNDN);
+            mpfr_div_2ui(c, c, table_bits, MPFR_RNDN);
+        });
+        for (std::size_t j = 0; j < powers.size(); ++j) {
+            powers[j] = constant([j](mpfr_ptr c) {
+                mpfr_set_ui(c, static_cast<unsigned long>(j), MPFR_RNDN);
+                mpfr_div_2ui(c, c, table_bits, MPFR_RNDN);
+                mpfr_exp2(c, c, MPFR_RNDN);
+            });
+        }
+        for (int j = 0; j < static_cast<int>(inverse_factorial.size()); ++j) {
             inverse_factorial[static_cast<std::size_t>(j)] = constant([j](mpfr_ptr c) {
                 mpfr_fac_ui(c, static_cast<unsigned long>(j), MPFR_RNDN);
                 mpfr_ui_div(c, 1, c, MPFR_RNDN);
@@ -47,16 +61,19 @@ const Constants& constants() {
 
 Ball exp(const Ball& x) {
     const Constants& c = constants();
-    const double k = std::nearbyint(x.v.hi * 1.4426950408889634);
-    const Ball reduced = add(x, negate(mul(c.ln2, k)));  // |reduced| <= ln2 / 2 + tiny
-    const Ball y = scale2(reduced, -8);
-    Ball p = c.inverse_factorial[10];
-    for (int j = 9; j >= 0; --j) p = add(mul(p, y), c.inverse_factorial[static_cast<std::size_t>(j)]);
-    // Taylor remainder: |y|^11 / 11! * e^|y| < 2 |y|^11 / 11! for |y| < 0.01.
-    const double ymax = up(magnitude(y.v) + y.r);
-    p.r = up(p.r + 2 * std::pow(ymax, 11) / 39916800.0 * (1 + 0x1p-40));
-    for (int s = 0; s < 8; ++s) p = mul(p, p);
-    return scale2(p, static_cast<int>(k));
+    // x = (1024 m + j) ln2 / 1024 + r.
+    const double k = std::nearbyint(x.v.hi * (1024 * 1.4426950408889634));
+    const Ball r = add(x, negate(mul(c.ln2_over_table, k)));  // |r| <= ln2 / 2048 + tiny
+    // A degree-8 Taylor polynomial of e^r; remainder |r|^9 / 9! e^|r| < 2 |r|^9 / 9! for |r| < 0.001.
+    Ball p = c.inverse_factorial[8];
+    for (int j = 7; j >= 0; --j) p = add(mul(p, r), c.inverse_factorial[static_cast<std::size_t>(j)]);
+    const double rmax = up(magnitude(r.v) + r.r);
+    const double r3 = rmax * rmax * rmax;
+    p.r = up(p.r + 2 * (r3 * r3 * r3) / 362880.0 * (1 + 0x1p-40));
+    const auto ki = static_cast<long long>(k);
+    const long long m = ki >= 0 ? ki >> table_bits : -((-ki + (1 << table_bits) - 1) >> table_bits);
+    const auto j = static_cast<std::size_t>(ki - m * (1 << table_bits));
+    return scale2(mul(p, c.powers[j]), static_cast<int>(m));
 }
 
 bool round_to_double(const Ball& x, double& out) {

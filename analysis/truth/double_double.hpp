@@ -9,7 +9,9 @@
 //   DWTimesDW3 (Alg. 12, with FMA)    <= 4u^2                           -> 16u^2
 // Radii are computed in double and rounded up by a factor (1 + 2^-48), which covers the few
 // roundings of each radius formula.
+#include <bit>
 #include <cmath>
+#include <cstdint>
 
 namespace roundscope::analysis::dd {
 
@@ -70,11 +72,12 @@ inline Ball mul(const Ball& x, double y) {
 /// x * 2^k, exact while hi and lo stay normal; the radius gains the least subnormal in case
 /// scaling it down rounded it down.
 inline Ball scale2(const Ball& x, int k) {
-    return {{std::ldexp(x.v.hi, k), std::ldexp(x.v.lo, k)}, std::ldexp(x.r, k) + (k < 0 ? 0x1p-1074 : 0.0)};
+    const double two_k = std::bit_cast<double>(static_cast<std::uint64_t>(k + 1023) << 52);  // k in [-1022, 1023]
+    return {{x.v.hi * two_k, x.v.lo * two_k}, x.r * two_k + (k < 0 ? 0x1p-1074 : 0.0)};
 }
 
-/// e^x for x in [-600, 700]: x = k ln2 + 2^8 y, a degree-10 Taylor polynomial of e^y with its
-/// remainder bound, squared 8 times, times 2^k.
+/// e^x for x in [-600, 700]: x = (1024 m + j) ln2 / 1024 + r, e^x = 2^m 2^(j/1024) e^r with
+/// the table 2^(j/1024) from MPFR and e^r a degree-8 Taylor polynomial with its remainder bound.
 Ball exp(const Ball& x);
 
 /// The double nearest every point of the ball, when one double is (strictly) nearest to all
