@@ -58,7 +58,8 @@ TEST_CASE("Fast truth equals the reference bit for bit and decides alone", "[tru
     const Case c = GENERATE(Case{2, 37, 37, 16, 16, 1, false}, Case{1, 64, 64, 64, 64, 1, false},
                             Case{1, 48, 80, 128, 32, 1, false}, Case{1, 64, 64, 16, 16, 8, false},
                             Case{1, 32, 32, 64, 64, 1, true}, Case{1, 40, 40, 16, 16, 1, false, 0x1p-130},
-                            Case{1, 1, 5, 16, 8, 1, false}, Case{1, 128, 128, 128, 128, 1, false});
+                            Case{1, 1, 5, 16, 8, 1, false}, Case{1, 128, 128, 128, 128, 1, false},
+                            Case{1, 256, 256, 64, 64, 1, false});
     const bool causal = GENERATE(false, true);
     const AttentionInputs in = make(c, 17 + c.n_q + c.d);
     TruthOptions o;
