@@ -80,37 +80,84 @@ struct RowOutput {
     double *o, *lse, *s, *p;  // s, p null unless wanted
 };
 
+// The scores and exponentials of one query row: S_j = scale q . k_j (exact products, three-level
+// sums), e_j = e^(S_j - shift) with shift the largest S_j's leading part (or, for S_j more
+// than 600 below it, only a bound: tiny).
+struct RowExps {
+    std::vector<Ball> s, e;
+    std::vector<char> tiny;
+    double shift = 0;
+};
+
+RowExps row_exps(const double* q, const double* kt, std::size_t n_kv, std::size_t first, std::size_t keys, std::size_t d,
+                 double scale, const double* known_shift = nullptr) {
+    RowExps r;
+    r.s.resize(keys), r.e.resize(keys), r.tiny.assign(keys, 0);
+    std::vector<double> sum(keys), c1(keys), c2(keys), magnitude(keys);
+    score_sums(q, kt + first, n_kv, keys, d, sum.data(), c1.data(), c2.data(), magnitude.data());
+    r.shift = -std::numeric_limits<double>::infinity();
+    for (std::size_t j = 0; j < keys; ++j) {
+        r.s[j] = dd::mul(sum3_ball(sum[j], c1[j], c2[j], magnitude[j], static_cast<double>(d)), scale);
+        r.shift = std::max(r.shift, r.s[j].v.hi);
+    }
+    if (known_shift != nullptr) r.shift = *known_shift;
+    for (std::size_t j = 0; j < keys; ++j) {
+        const Ball x = dd::add(r.s[j], dd::exact(-r.shift));
+        if (x.v.hi + x.r < -600) {
+            r.tiny[j] = 1;  // e^x < 2^-865: only its bound enters the sums
+            r.e[j] = {{0, 0}, exp_upper_bound(x.v.hi + x.r)};
+        } else {
+            r.e[j] = dd::exp(x);
+        }
+    }
+    return r;
+}
+
+// sum_j x_j * w[j * dv + c] for c < dv as balls: x_j balls (split into exact halves by the
+// kernel), w exact with at most 27 significant bits.
+std::vector<Ball> ball_weighted_sums(const std::vector<Ball>& x, const double* w, std::size_t dv) {
+    const std::size_t n = x.size();
+    std::vector<double> x_hi(n), x_lo(n), weight(n);
+    for (std::size_t j = 0; j < n; ++j) {
+        x_hi[j] = x[j].v.hi, x_lo[j] = x[j].v.lo;
+        weight[j] = dd::up(x[j].r + dd::u * std::fabs(x[j].v.lo));
+    }
+    std::vector<double> sum(dv), c1(dv), c2(dv), magnitude(dv), weighted(dv);
+    weighted_sums(x_hi.data(), x_lo.data(), weight.data(), w, n, dv, sum.data(), c1.data(), c2.data(), magnitude.data(),
+                  weighted.data());
+    const double terms = 3.0 * static_cast<double>(n);
+    const double plain_sum_error = gamma(terms) * dd::u;  // the x_lo * w terms, summed plainly
+    std::vector<Ball> out(dv);
+    for (std::size_t c = 0; c < dv; ++c) {
+        out[c] = sum3_ball(sum[c], c1[c], c2[c], magnitude[c], terms);
+        out[c].r = dd::up(out[c].r + plain_sum_error * magnitude[c] * (1 + 2 * gamma(terms)));
+        out[c].r = dd::up(out[c].r + weighted[c] * (1 + 2 * gamma(static_cast<double>(n) + 1)));
+    }
+    return out;
+}
+
+// What the backward pass needs of a row's forward pass.
+struct RowState {
+    double shift = 0;
+    Ball inverse_l;
+    std::vector<Ball> o;  // the exact O as balls (not rounded)
+};
+
 // One query row; false if an output cannot be decided from its ball.
 bool fast_row(const double* q, const double* kt, const double* v, std::size_t n_kv, std::size_t keys, std::size_t d,
-              std::size_t dv, double scale, const RowOutput& out) {
+              std::size_t dv, double scale, const RowOutput& out, RowState* state) {
     if (keys == 0) {
         for (std::size_t c = 0; c < dv; ++c) out.o[c] = 0;
         *out.lse = -std::numeric_limits<double>::infinity();
         if (out.p != nullptr) {
             for (std::size_t j = 0; j < n_kv; ++j) out.s[j] = out.p[j] = 0;
         }
+        if (state != nullptr) state->o.assign(dv, dd::exact(0));
         return true;
     }
-    std::vector<Ball> s(keys), e(keys);
-    std::vector<char> tiny(keys, 0);
-    std::vector<double> sum(std::max(keys, dv)), c1(sum.size()), c2(sum.size()), magnitude(sum.size()), weighted(dv);
-    score_sums(q, kt, n_kv, keys, d, sum.data(), c1.data(), c2.data(), magnitude.data());
-    double shift = -std::numeric_limits<double>::infinity();
-    for (std::size_t j = 0; j < keys; ++j) {
-        s[j] = dd::mul(sum3_ball(sum[j], c1[j], c2[j], magnitude[j], static_cast<double>(d)), scale);
-        shift = std::max(shift, s[j].v.hi);
-    }
+    const RowExps r = row_exps(q, kt, n_kv, 0, keys, d, scale);
     Ball l = dd::exact(0);
-    for (std::size_t j = 0; j < keys; ++j) {
-        const Ball x = dd::add(s[j], dd::exact(-shift));
-        if (x.v.hi + x.r < -600) {
-            tiny[j] = 1;  // e^x < 2^-865: only its bound enters the sums
-            e[j] = {{0, 0}, exp_upper_bound(x.v.hi + x.r)};
-        } else {
-            e[j] = dd::exp(x);
-        }
-        l = dd::add(l, e[j]);
-    }
+    for (const Ball& e : r.e) l = dd::add(l, e);
     // 1 / l and log l from the interval of l, in MPFR (once per row).
     mpfr_t lo, hi;
     mpfr_inits2(160, lo, hi, static_cast<mpfr_ptr>(nullptr));
@@ -119,8 +166,8 @@ bool fast_row(const double* q, const double* kt, const double* v, std::size_t n_
     mpfr_inits2(160, log_lo, log_hi, static_cast<mpfr_ptr>(nullptr));
     mpfr_log(log_lo, lo, MPFR_RNDD);
     mpfr_log(log_hi, hi, MPFR_RNDU);
-    mpfr_add_d(log_lo, log_lo, shift, MPFR_RNDD);
-    mpfr_add_d(log_hi, log_hi, shift, MPFR_RNDU);
+    mpfr_add_d(log_lo, log_lo, r.shift, MPFR_RNDD);
+    mpfr_add_d(log_hi, log_hi, r.shift, MPFR_RNDU);
     const double lse_lo = mpfr_get_d(log_lo, MPFR_RNDN), lse_hi = mpfr_get_d(log_hi, MPFR_RNDN);
     mpfr_ui_div(log_lo, 1, hi, MPFR_RNDD);
     mpfr_ui_div(log_hi, 1, lo, MPFR_RNDU);
@@ -129,28 +176,24 @@ bool fast_row(const double* q, const double* kt, const double* v, std::size_t n_
     if (keys == 1) {
         // One key: P = 1 and LSE = S exactly (the interval of log l would be absolute, not
         // relative, and fail to decide an LSE near 0).
-        if (!dd::round_to_double(s[0], *out.lse)) return false;
+        if (!dd::round_to_double(r.s[0], *out.lse)) return false;
     } else {
         if (lse_lo != lse_hi) return false;
         *out.lse = lse_lo;
     }
 
-    // O = (sum_j e_j v_j) / l: each e_j's radius and its rounded low part enter as weights.
-    std::vector<double> e_hi(keys), e_lo(keys), weight(keys);
-    for (std::size_t j = 0; j < keys; ++j) {
-        e_hi[j] = e[j].v.hi, e_lo[j] = e[j].v.lo;
-        weight[j] = dd::up(e[j].r + dd::u * std::fabs(e[j].v.lo));
+    // O = (sum_j e_j v_j) / l.
+    const std::vector<Ball> numerator = ball_weighted_sums(r.e, v, dv);
+    if (state != nullptr) {
+        state->shift = r.shift;
+        state->inverse_l = inverse_l;
+        state->o.resize(dv);
     }
-    weighted_sums(e_hi.data(), e_lo.data(), weight.data(), v, keys, dv, sum.data(), c1.data(), c2.data(), magnitude.data(),
-                  weighted.data());
-    const double terms = 3.0 * static_cast<double>(keys);
-    const double plain_sum_error = gamma(terms) * dd::u;  // the e_lo * v terms, summed plainly
     for (std::size_t c = 0; c < dv; ++c) {
-        Ball numerator = sum3_ball(sum[c], c1[c], c2[c], magnitude[c], terms);
-        numerator.r = dd::up(numerator.r + plain_sum_error * magnitude[c] * (1 + 2 * gamma(terms)));
-        numerator.r = dd::up(numerator.r + weighted[c] * (1 + 2 * gamma(static_cast<double>(keys) + 1)));
+        const Ball o = dd::mul(numerator[c], inverse_l);
+        if (state != nullptr) state->o[c] = o;
         // An O of zero or below 2^-1020 is left to the reference.
-        if (!dd::round_to_double(dd::mul(numerator, inverse_l), out.o[c])) return false;
+        if (!dd::round_to_double(o, out.o[c])) return false;
     }
     if (out.p != nullptr) {
         for (std::size_t j = 0; j < n_kv; ++j) {
@@ -158,9 +201,9 @@ bool fast_row(const double* q, const double* kt, const double* v, std::size_t n_
                 out.s[j] = out.p[j] = 0;
                 continue;
             }
-            if (!dd::round_to_double(s[j], out.s[j])) return false;
-            const Ball p = dd::mul(e[j], inverse_l);
-            if (tiny[j]) {
+            if (!dd::round_to_double(r.s[j], out.s[j])) return false;
+            const Ball p = dd::mul(r.e[j], inverse_l);
+            if (r.tiny[j]) {
                 // P < 2^-1075 rounds to +0; anything larger is left to the reference.
                 if (std::ldexp(dd::up(p.r), 1074) >= 0.5) return false;
                 out.p[j] = 0;
@@ -216,7 +259,7 @@ AttentionTruth attention_truth(const AttentionInputs& in, const TruthOptions& op
         parallel_for(nq, 4, options.threads, [&](std::size_t begin, std::size_t end) {
             for (std::size_t i = begin; i < end; ++i) {
                 decided[i] = fast_row(q.data() + (head * nq + i) * d, kt.data(), v.data() + head * nk * dv, nk, keys_of(i),
-                                      d, dv, t.scale, row_output(i));
+                                      d, dv, t.scale, row_output(i), nullptr);
             }
         });
         // Rows with an undecided output: the reference, row by row (rare; bench_truth counts them).
