@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <functional>
 #include <limits>
 
 #include "analysis/truth/attention_truth.hpp"
@@ -215,18 +216,87 @@ bool fast_row(const double* q, const double* kt, const double* v, std::size_t n_
     return true;
 }
 
+// Head `head` of a [.., N, D] tensor as its own [N, D] tensor.
+Tensor slice_head(const Tensor& t, std::size_t head) {
+    const Shape& s = t.shape();
+    const std::uint64_t rows = s[s.size() - 2], cols = s[s.size() - 1];
+    Tensor out = Tensor::zeros(t.name(), t.dtype(), {rows, cols});
+    for (std::uint64_t i = 0; i < rows * cols; ++i) out.set_bits_at(i, t.bits_at(head * rows * cols + i));
+    return out;
+}
+
+// The backward pass of one head from its forward states; false if an output is undecided.
+// dS = P (dP - delta) with dP = dO V^T (exact products) and delta = rowsum(dO * O) from the
+// exact O's balls; dQ = scale dS K by rows, dK = scale dS^T Q and dV = P^T dO by columns.
+struct HeadBackward {
+    const double *q, *k, *v, *d_o, *kt, *vt;
+    std::size_t nq, nk, d, dv;
+    double scale;
+    const std::vector<RowState>* states;
+    std::function<std::size_t(std::size_t)> keys_of;
+    double *delta, *dq, *dk, *dvv;
+};
+
+bool fast_backward(const HeadBackward& h, int threads) {
+    const std::size_t nq = h.nq, nk = h.nk, d = h.d, dv = h.dv;
+    std::vector<Ball> p_t(nk * nq, dd::exact(0)), ds_t(nk * nq, dd::exact(0));  // [key][query]
+    std::vector<char> decided(std::max(nq, nk), 1);
+    parallel_for(nq, 4, threads, [&](std::size_t begin, std::size_t end) {
+        std::vector<double> sum(nk), c1(nk), c2(nk), magnitude(nk);
+        for (std::size_t i = begin; i < end; ++i) {
+            const RowState& st = (*h.states)[i];
+            const double* d_o = h.d_o + i * dv;
+            Ball delta = dd::exact(0);
+            for (std::size_t c = 0; c < dv; ++c) delta = dd::add(delta, dd::mul(st.o[c], d_o[c]));
+            bool ok = dd::round_to_double(delta, h.delta[i]);
+            const std::size_t keys = h.keys_of(i);
+            std::vector<Ball> ds(keys);
+            if (keys > 0) {
+                const RowExps r = row_exps(h.q + i * d, h.kt, nk, 0, keys, d, h.scale, &st.shift);
+                score_sums(d_o, h.vt, nk, keys, dv, sum.data(), c1.data(), c2.data(), magnitude.data());
+                for (std::size_t j = 0; j < keys; ++j) {
+                    const Ball p = dd::mul(r.e[j], st.inverse_l);
+                    const Ball dp = sum3_ball(sum[j], c1[j], c2[j], magnitude[j], static_cast<double>(dv));
+                    // One key: P = 1 and delta = dP exactly, so dS = 0 (a ball would straddle it).
+                    ds[j] = keys == 1 ? dd::exact(0) : dd::mul(p, dd::add(dp, dd::negate(delta)));
+                    p_t[j * nq + i] = keys == 1 ? dd::exact(1) : p;
+                    ds_t[j * nq + i] = ds[j];
+                }
+            }
+            const std::vector<Ball> dq = ball_weighted_sums(ds, h.k, d);
+            for (std::size_t c = 0; c < d && ok; ++c) ok = dd::round_to_double(dd::mul(dq[c], h.scale), h.dq[i * d + c]);
+            if (!ok) decided[i] = 0;
+        }
+    });
+    if (std::find(decided.begin(), decided.end(), 0) != decided.end()) return false;
+    parallel_for(nk, 4, threads, [&](std::size_t begin, std::size_t end) {
+        for (std::size_t j = begin; j < end; ++j) {
+            const std::vector<Ball> p(p_t.begin() + static_cast<std::ptrdiff_t>(j * nq), p_t.begin() + static_cast<std::ptrdiff_t>((j + 1) * nq));
+            const std::vector<Ball> ds(ds_t.begin() + static_cast<std::ptrdiff_t>(j * nq), ds_t.begin() + static_cast<std::ptrdiff_t>((j + 1) * nq));
+            const std::vector<Ball> dvj = ball_weighted_sums(p, h.d_o, dv);
+            const std::vector<Ball> dkj = ball_weighted_sums(ds, h.q, d);
+            bool ok = true;
+            for (std::size_t c = 0; c < dv && ok; ++c) ok = dd::round_to_double(dvj[c], h.dvv[j * dv + c]);
+            for (std::size_t c = 0; c < d && ok; ++c) ok = dd::round_to_double(dd::mul(dkj[c], h.scale), h.dk[j * d + c]);
+            if (!ok) decided[j] = 0;
+        }
+    });
+    return std::find(decided.begin(), decided.end(), 0) == decided.end();
+}
+
 }  // namespace
 
 AttentionTruth attention_truth(const AttentionInputs& in, const TruthOptions& options) {
-    if (options.backward) return attention_truth_reference(in, options);  // the fast backward is to come
+    if (options.backward && !in.d_o) return attention_truth_reference(in, options);  // which names what is missing
     const std::vector<double> q = emu::decode_tensor<double>(in.q), k = emu::decode_tensor<double>(in.k),
                               v = emu::decode_tensor<double>(in.v);
-    for (const auto* x : {&q, &k, &v}) {
+    const std::vector<double> d_o = options.backward ? emu::decode_tensor<double>(*in.d_o) : std::vector<double>();
+    for (const auto* x : {&q, &k, &v, &d_o}) {
         for (const double y : *x) {
             if (!std::isfinite(y)) return attention_truth_reference(in, options);  // which names the tensor
         }
+        if (!products_exact(*x)) return attention_truth_reference(in, options);
     }
-    if (!products_exact(q) || !products_exact(k) || !products_exact(v)) return attention_truth_reference(in, options);
 
     AttentionTruth t;
     t.heads = in.batch * in.heads;
@@ -240,6 +310,12 @@ AttentionTruth attention_truth(const AttentionInputs& in, const TruthOptions& op
         t.s.assign(t.heads * nq * nk, 0);
         t.p.assign(t.heads * nq * nk, 0);
     }
+    if (options.backward) {
+        t.delta.assign(t.heads * nq, 0);
+        t.dq.assign(t.heads * nq * d, 0);
+        t.dk.assign(t.heads * nk * d, 0);
+        t.dv.assign(t.heads * nk * dv, 0);
+    }
     const auto offset = static_cast<std::int64_t>(nk) - static_cast<std::int64_t>(nq);
     for (std::size_t head = 0; head < t.heads; ++head) {
         std::vector<double> kt(d * nk);  // K transposed: the dot products walk it with stride n_kv
@@ -247,6 +323,7 @@ AttentionTruth attention_truth(const AttentionInputs& in, const TruthOptions& op
             for (std::size_t c = 0; c < d; ++c) kt[c * nk + j] = k[head * nk * d + j * d + c];
         }
         std::vector<char> decided(nq, 1);
+        std::vector<RowState> states(options.backward ? nq : 0);
         auto keys_of = [&](std::size_t i) {
             const auto all = static_cast<std::int64_t>(nk);
             return static_cast<std::size_t>(options.causal ? std::clamp<std::int64_t>(static_cast<std::int64_t>(i) + offset + 1, 0, all) : all);
@@ -259,9 +336,39 @@ AttentionTruth attention_truth(const AttentionInputs& in, const TruthOptions& op
         parallel_for(nq, 4, options.threads, [&](std::size_t begin, std::size_t end) {
             for (std::size_t i = begin; i < end; ++i) {
                 decided[i] = fast_row(q.data() + (head * nq + i) * d, kt.data(), v.data() + head * nk * dv, nk, keys_of(i),
-                                      d, dv, t.scale, row_output(i), nullptr);
+                                      d, dv, t.scale, row_output(i), options.backward ? &states[i] : nullptr);
             }
         });
+        if (options.backward) {
+            std::vector<double> vt(dv * nk);
+            for (std::size_t j = 0; j < nk; ++j) {
+                for (std::size_t c = 0; c < dv; ++c) vt[c * nk + j] = v[head * nk * dv + j * dv + c];
+            }
+            const bool forward_decided = std::find(decided.begin(), decided.end(), 0) == decided.end();
+            const HeadBackward hb{q.data() + head * nq * d, k.data() + head * nk * d, v.data() + head * nk * dv,
+                                  d_o.data() + head * nq * dv, kt.data(), vt.data(), nq, nk, d, dv, t.scale, &states,
+                                  keys_of, t.delta.data() + head * nq, t.dq.data() + head * nq * d,
+                                  t.dk.data() + head * nk * d, t.dv.data() + head * nk * dv};
+            if (forward_decided && fast_backward(hb, options.threads)) {
+                ++t.fast_heads;
+                continue;
+            }
+            // The whole head from the reference (rare: an output the balls cannot decide).
+            AttentionInputs one = in;
+            one.batch = 1, one.heads = 1;
+            one.q = slice_head(in.q, head), one.k = slice_head(in.k, head), one.v = slice_head(in.v, head);
+            one.d_o = slice_head(*in.d_o, head);
+            const AttentionTruth r = attention_truth_reference(one, options);
+            auto put = [](const std::vector<double>& from, std::vector<double>& to, std::size_t at) {
+                std::copy(from.begin(), from.end(), to.begin() + static_cast<std::ptrdiff_t>(at));
+            };
+            put(r.o, t.o, head * nq * dv), put(r.lse, t.lse, head * nq), put(r.delta, t.delta, head * nq);
+            put(r.dq, t.dq, head * nq * d), put(r.dk, t.dk, head * nk * d), put(r.dv, t.dv, head * nk * dv);
+            if (options.intermediates) put(r.s, t.s, head * nq * nk), put(r.p, t.p, head * nq * nk);
+            t.reference_rows += nq;
+            t.max_precision_used = std::max(t.max_precision_used, r.max_precision_used);
+            continue;
+        }
         // Rows with an undecided output: the reference, row by row (rare; bench_truth counts them).
         std::vector<std::size_t> undecided;
         for (std::size_t i = 0; i < nq; ++i) {

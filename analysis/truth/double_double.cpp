@@ -78,6 +78,10 @@ Ball exp(const Ball& x) {
 
 bool round_to_double(const Ball& x, double& out) {
     const double d = x.v.hi;
+    if (d == 0 && x.v.lo == 0 && x.r == 0) {  // an exact zero (exact-zero inputs keep a zero radius)
+        out = 0;
+        return true;
+    }
     if (!std::isfinite(d) || std::fabs(d) < 0x1p-1020 || std::fabs(d) > 0x1p1020) return false;
     const double above = std::nextafter(d, std::numeric_limits<double>::infinity()) - d;
     const double below = d - std::nextafter(d, -std::numeric_limits<double>::infinity());

@@ -81,7 +81,7 @@ inline Ball scale2(const Ball& x, int k) {
 Ball exp(const Ball& x);
 
 /// The double nearest every point of the ball, when one double is (strictly) nearest to all
-/// of them and it is a normal number; otherwise none.
+/// of them and it is a normal number, or +0 for the exact zero {0, 0, 0}; otherwise false.
 bool round_to_double(const Ball& x, double& out);
 
 }  // namespace roundscope::analysis::dd
