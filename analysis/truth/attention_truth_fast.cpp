@@ -114,24 +114,27 @@ RowExps row_exps(const double* q, const double* kt, std::size_t n_kv, std::size_
     return r;
 }
 
-// sum_j x_j * w[j * dv + c] for c < dv as balls: x_j balls (split into exact halves by the
-// kernel), w exact with at most 27 significant bits.
+// sum_j x_j * w[j * dv + c] for c < dv as balls: x_j balls, w exact with at most 27
+// significant bits. The error of term j is at most coefficient_j |w|, with
+//   coefficient_j = x_j's radius + u |x_lo| (the rounded x_lo w)
+//                 + (gamma_n^3 + gamma_n u) (|x_hi| (1 + 2^-24) + |x_lo|) (1 + 2u)
+// (the three-level sum of the exact halves, whose magnitudes are at most |x_hi| (1 + 2^-24),
+// and the plain sum of the rounded x_lo w terms), so the radius is the weighted sum, rounded up.
 std::vector<Ball> ball_weighted_sums(const std::vector<Ball>& x, const double* w, std::size_t dv) {
     const std::size_t n = x.size();
-    std::vector<double> x_hi(n), x_lo(n), weight(n);
+    const double terms = 3.0 * static_cast<double>(n), g = gamma(terms);
+    const double level_error = dd::up(g * g * g + g * dd::u);
+    std::vector<double> x_hi(n), x_lo(n), coefficient(n);
     for (std::size_t j = 0; j < n; ++j) {
         x_hi[j] = x[j].v.hi, x_lo[j] = x[j].v.lo;
-        weight[j] = dd::up(x[j].r + dd::u * std::fabs(x[j].v.lo));
+        const double magnitude = dd::up((std::fabs(x_hi[j]) * (1 + 0x1p-24) + std::fabs(x_lo[j])) * (1 + 2 * dd::u));
+        coefficient[j] = dd::up(x[j].r + dd::u * std::fabs(x_lo[j]) + level_error * magnitude);
     }
-    std::vector<double> sum(dv), c1(dv), c2(dv), magnitude(dv), weighted(dv);
-    weighted_sums(x_hi.data(), x_lo.data(), weight.data(), w, n, dv, sum.data(), c1.data(), c2.data(), magnitude.data(),
-                  weighted.data());
-    const double terms = 3.0 * static_cast<double>(n);
-    const double plain_sum_error = gamma(terms) * dd::u;  // the x_lo * w terms, summed plainly
+    std::vector<double> sum(dv), c1(dv), c2(dv), weighted(dv);
+    weighted_sums(x_hi.data(), x_lo.data(), coefficient.data(), w, n, dv, sum.data(), c1.data(), c2.data(), weighted.data());
     std::vector<Ball> out(dv);
     for (std::size_t c = 0; c < dv; ++c) {
-        out[c] = sum3_ball(sum[c], c1[c], c2[c], magnitude[c], terms);
-        out[c].r = dd::up(out[c].r + plain_sum_error * magnitude[c] * (1 + 2 * gamma(terms)));
+        out[c] = dd::add(Ball{dd::two_sum(sum[c], c1[c]), 0}, dd::exact(c2[c]));
         out[c].r = dd::up(out[c].r + weighted[c] * (1 + 2 * gamma(static_cast<double>(n) + 1)));
     }
     return out;

@@ -59,37 +59,32 @@ void ScoreSums(const double* q, const double* kt, std::size_t stride, std::size_
 template <class D>
 HWY_INLINE void weighted_lanes(D d, const double* e_hi, const double* e_lo, const double* weight, const double* v,
                                std::size_t n, std::size_t dv, std::size_t c, double* sum, double* c1, double* c2,
-                               double* magnitude, double* weighted) {
+                               double* weighted) {
     using V = hn::Vec<D>;
-    V s = hn::Zero(d), k1 = hn::Zero(d), k2 = hn::Zero(d), m = hn::Zero(d), w = hn::Zero(d);
+    V s = hn::Zero(d), k1 = hn::Zero(d), k2 = hn::Zero(d), w = hn::Zero(d);
     for (std::size_t j = 0; j < n; ++j) {
         const double t = e_hi[j] * 134217729.0;  // 2^27 + 1: Veltkamp's split into two halves of 26 bits
         const double high = t - (t - e_hi[j]);
         const V x = hn::LoadU(d, v + j * dv + c);
-        const V t1 = hn::Mul(hn::Set(d, high), x);             // exact
-        const V t2 = hn::Mul(hn::Set(d, e_hi[j] - high), x);   // exact
-        const V t3 = hn::Mul(hn::Set(d, e_lo[j]), x);          // rounded once
-        add3(d, t1, s, k1, k2);
-        add3(d, t2, s, k1, k2);
-        k2 = hn::Add(k2, t3);  // t3 <= u |e v|: plain summation costs at most gamma_n u sum |t|
-        m = hn::Add(m, hn::Add(hn::Add(hn::Abs(t1), hn::Abs(t2)), hn::Abs(t3)));
+        add3(d, hn::Mul(hn::Set(d, high), x), s, k1, k2);            // exact product
+        add3(d, hn::Mul(hn::Set(d, e_hi[j] - high), x), s, k1, k2);  // exact product
+        k2 = hn::Add(k2, hn::Mul(hn::Set(d, e_lo[j]), x));           // rounded once, summed plainly
         w = hn::Add(w, hn::Mul(hn::Set(d, weight[j]), hn::Abs(x)));  // not fused: the same bits on every target
     }
     hn::StoreU(s, d, sum + c);
     hn::StoreU(k1, d, c1 + c);
     hn::StoreU(k2, d, c2 + c);
-    hn::StoreU(m, d, magnitude + c);
     hn::StoreU(w, d, weighted + c);
 }
 
 void WeightedSums(const double* e_hi, const double* e_lo, const double* weight, const double* v, std::size_t n,
-                  std::size_t dv, double* sum, double* c1, double* c2, double* magnitude, double* weighted) {
+                  std::size_t dv, double* sum, double* c1, double* c2, double* weighted) {
     const hn::ScalableTag<double> d;
     const std::size_t lanes = hn::Lanes(d);
     std::size_t c = 0;
-    for (; c + lanes <= dv; c += lanes) weighted_lanes(d, e_hi, e_lo, weight, v, n, dv, c, sum, c1, c2, magnitude, weighted);
+    for (; c + lanes <= dv; c += lanes) weighted_lanes(d, e_hi, e_lo, weight, v, n, dv, c, sum, c1, c2, weighted);
     const hn::CappedTag<double, 1> d1;
-    for (; c < dv; ++c) weighted_lanes(d1, e_hi, e_lo, weight, v, n, dv, c, sum, c1, c2, magnitude, weighted);
+    for (; c < dv; ++c) weighted_lanes(d1, e_hi, e_lo, weight, v, n, dv, c, sum, c1, c2, weighted);
 }
 
 }  // namespace roundscope::analysis::HWY_NAMESPACE
@@ -106,8 +101,8 @@ void score_sums(const double* q, const double* kt, std::size_t stride, std::size
 }
 
 void weighted_sums(const double* e_hi, const double* e_lo, const double* weight, const double* v, std::size_t n,
-                   std::size_t dv, double* sum, double* c1, double* c2, double* magnitude, double* weighted) {
-    HWY_DYNAMIC_DISPATCH(WeightedSums)(e_hi, e_lo, weight, v, n, dv, sum, c1, c2, magnitude, weighted);
+                   std::size_t dv, double* sum, double* c1, double* c2, double* weighted) {
+    HWY_DYNAMIC_DISPATCH(WeightedSums)(e_hi, e_lo, weight, v, n, dv, sum, c1, c2, weighted);
 }
 
 }  // namespace roundscope::analysis
