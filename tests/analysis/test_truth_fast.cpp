@@ -31,6 +31,14 @@ struct Case {
     double magnitude = 1;  // scale of q (2^-130: subnormal bf16 values)
 };
 
+bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
+    if (a.size() != b.size()) return false;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+        if (std::bit_cast<std::uint64_t>(a[i]) != std::bit_cast<std::uint64_t>(b[i])) return false;
+    }
+    return true;
+}
+
 AttentionInputs make(const Case& c, std::uint64_t seed) {
     std::mt19937_64 rng(seed);
     std::normal_distribution<double> g;
@@ -70,13 +78,6 @@ TEST_CASE("Fast truth equals the reference bit for bit and decides alone", "[tru
     INFO("heads " << c.heads << " n_q " << c.n_q << " n_kv " << c.n_kv << " d " << c.d << " spread " << c.spread
                   << " equal keys " << c.equal_keys << " causal " << causal);
     CHECK(fast.fast_heads == c.heads);
-    auto same_bits = [](const std::vector<double>& a, const std::vector<double>& b) {
-        if (a.size() != b.size()) return false;
-        for (std::size_t i = 0; i < a.size(); ++i) {
-            if (std::bit_cast<std::uint64_t>(a[i]) != std::bit_cast<std::uint64_t>(b[i])) return false;
-        }
-        return true;
-    };
     CHECK(same_bits(fast.o, reference.o));
     CHECK(same_bits(fast.lse, reference.lse));
     CHECK(same_bits(fast.s, reference.s));
@@ -99,13 +100,6 @@ TEST_CASE("Fast truth backward equals the reference bit for bit", "[truth][fast]
     // (a ball around a cancellation cannot prove a zero), and with scores 100s apart some keys
     // get only P below e^-600, whose bound alone enters the fast sums.
     if (!c.equal_keys && c.spread <= 1) CHECK(fast.fast_heads == c.heads);
-    auto same_bits = [](const std::vector<double>& a, const std::vector<double>& b) {
-        if (a.size() != b.size()) return false;
-        for (std::size_t i = 0; i < a.size(); ++i) {
-            if (std::bit_cast<std::uint64_t>(a[i]) != std::bit_cast<std::uint64_t>(b[i])) return false;
-        }
-        return true;
-    };
     CHECK(same_bits(fast.o, reference.o));
     CHECK(same_bits(fast.lse, reference.lse));
     CHECK(same_bits(fast.delta, reference.delta));
