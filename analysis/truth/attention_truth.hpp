@@ -8,6 +8,7 @@
 // value of a double. Causal masking keeps key j for query i when j <= i + (Nk - Nq): the
 // bottom-right alignment of FlashAttention 2.1 and later, which is the usual mask when Nq = Nk.
 // A query with no key left gets O = 0, LSE = -inf and zero gradients.
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -51,6 +52,18 @@ void reference_forward_row(const double* q, const double* k, const double* v, st
 /// for f64 inputs (whose products are not exact in double), and for now for the backward
 /// pass. The same bits as attention_truth_reference.
 AttentionTruth attention_truth(const AttentionInputs& in, const TruthOptions& options);
+
+/// The keys [0, visible_keys(i)) that query i sees: all of them, or under the causal mask those
+/// with j <= i + (n_kv - n_q) (bottom-right alignment).
+inline std::uint64_t visible_keys(std::uint64_t i, std::uint64_t n_q, std::uint64_t n_kv, bool causal) {
+    if (!causal) return n_kv;
+    const auto end = static_cast<std::int64_t>(i) + static_cast<std::int64_t>(n_kv) - static_cast<std::int64_t>(n_q) + 1;
+    return end < 0 ? 0 : std::min<std::uint64_t>(static_cast<std::uint64_t>(end), n_kv);
+}
+
+/// The result's shape, scale (the option, else the double nearest 1 / sqrt(D)) and every tensor
+/// the options ask for, zero-filled: where both paths start.
+AttentionTruth empty_truth(const AttentionInputs& in, const TruthOptions& options);
 
 /// The reference path: MPFI interval arithmetic, straightforward loops, each head redone at
 /// twice the precision until every output interval rounds to a single double. S and dP are

@@ -1,7 +1,7 @@
-// The fast ground truth (forward): the reference's formulas in double-double balls
-// (double_double.hpp), every output decided from its ball or, for the rare head where one is
-// not, the whole head taken from the reference path. Same bits as attention_truth_reference
-// (tests/analysis/test_truth_fast.cpp).
+// The fast ground truth, forward and backward: the reference's formulas in double-double balls
+// (double_double.hpp), every output decided from its ball; a forward row, or in the backward
+// pass a whole head, where one is not is taken from the reference path. Same bits as
+// attention_truth_reference (tests/analysis/test_truth_fast.cpp).
 //
 // Products of inputs with at most 26 significant bits (every format roundscope reads except
 // f64) are exact in double, so S = scale * sum q k is a cascaded two-sum in three levels
@@ -90,12 +90,12 @@ struct RowExps {
     double shift = 0;
 };
 
-RowExps row_exps(const double* q, const double* kt, std::size_t n_kv, std::size_t first, std::size_t keys, std::size_t d,
-                 double scale, const double* known_shift = nullptr) {
+RowExps row_exps(const double* q, const double* kt, std::size_t n_kv, std::size_t keys, std::size_t d, double scale,
+                 const double* known_shift = nullptr) {
     RowExps r;
     r.s.resize(keys), r.e.resize(keys), r.tiny.assign(keys, 0);
     std::vector<double> sum(keys), c1(keys), c2(keys), magnitude(keys);
-    score_sums(q, kt + first, n_kv, keys, d, sum.data(), c1.data(), c2.data(), magnitude.data());
+    score_sums(q, kt, n_kv, keys, d, sum.data(), c1.data(), c2.data(), magnitude.data());
     r.shift = -std::numeric_limits<double>::infinity();
     for (std::size_t j = 0; j < keys; ++j) {
         r.s[j] = dd::mul(sum3_ball(sum[j], c1[j], c2[j], magnitude[j], static_cast<double>(d)), scale);
@@ -159,7 +159,7 @@ bool fast_row(const double* q, const double* kt, const double* v, std::size_t n_
         if (state != nullptr) state->o.assign(dv, dd::exact(0));
         return true;
     }
-    const RowExps r = row_exps(q, kt, n_kv, 0, keys, d, scale);
+    const RowExps r = row_exps(q, kt, n_kv, keys, d, scale);
     Ball l = dd::exact(0);
     for (const Ball& e : r.e) l = dd::add(l, e);
     // 1 / l and log l from the interval of l, in MPFR (once per row).
@@ -219,6 +219,15 @@ bool fast_row(const double* q, const double* kt, const double* v, std::size_t n_
     return true;
 }
 
+// A row-major [rows][cols] matrix as [cols][rows]: the score kernels walk K and V by columns.
+std::vector<double> transposed(const double* x, std::size_t rows, std::size_t cols) {
+    std::vector<double> t(rows * cols);
+    for (std::size_t r = 0; r < rows; ++r) {
+        for (std::size_t c = 0; c < cols; ++c) t[c * rows + r] = x[r * cols + c];
+    }
+    return t;
+}
+
 // Head `head` of a [.., N, D] tensor as its own [N, D] tensor.
 Tensor slice_head(const Tensor& t, std::size_t head) {
     const Shape& s = t.shape();
@@ -232,7 +241,7 @@ Tensor slice_head(const Tensor& t, std::size_t head) {
 // dS = P (dP - delta) with dP = dO V^T (exact products) and delta = rowsum(dO * O) from the
 // exact O's balls; dQ = scale dS K by rows, dK = scale dS^T Q and dV = P^T dO by columns.
 struct HeadBackward {
-    const double *q, *k, *v, *d_o, *kt, *vt;
+    const double *q, *k, *d_o, *kt, *vt;
     std::size_t nq, nk, d, dv;
     double scale;
     const std::vector<RowState>* states;
@@ -255,7 +264,7 @@ bool fast_backward(const HeadBackward& h, int threads) {
             const std::size_t keys = h.keys_of(i);
             std::vector<Ball> ds(keys);
             if (keys > 0) {
-                const RowExps r = row_exps(h.q + i * d, h.kt, nk, 0, keys, d, h.scale, &st.shift);
+                const RowExps r = row_exps(h.q + i * d, h.kt, nk, keys, d, h.scale, &st.shift);
                 score_sums(d_o, h.vt, nk, keys, dv, sum.data(), c1.data(), c2.data(), magnitude.data());
                 for (std::size_t j = 0; j < keys; ++j) {
                     const Ball p = dd::mul(r.e[j], st.inverse_l);
@@ -301,36 +310,13 @@ AttentionTruth attention_truth(const AttentionInputs& in, const TruthOptions& op
         if (!products_exact(*x)) return attention_truth_reference(in, options);
     }
 
-    AttentionTruth t;
-    t.heads = in.batch * in.heads;
-    t.n_q = in.n_q, t.n_kv = in.n_kv, t.d = in.d, t.d_v = in.d_v;
-    t.causal = options.causal;
-    t.scale = options.scale != 0 ? options.scale : 1.0 / std::sqrt(static_cast<double>(in.d));
+    AttentionTruth t = empty_truth(in, options);
     const std::size_t nq = t.n_q, nk = t.n_kv, d = t.d, dv = t.d_v;
-    t.o.assign(t.heads * nq * dv, 0);
-    t.lse.assign(t.heads * nq, 0);
-    if (options.intermediates) {
-        t.s.assign(t.heads * nq * nk, 0);
-        t.p.assign(t.heads * nq * nk, 0);
-    }
-    if (options.backward) {
-        t.delta.assign(t.heads * nq, 0);
-        t.dq.assign(t.heads * nq * d, 0);
-        t.dk.assign(t.heads * nk * d, 0);
-        t.dv.assign(t.heads * nk * dv, 0);
-    }
-    const auto offset = static_cast<std::int64_t>(nk) - static_cast<std::int64_t>(nq);
     for (std::size_t head = 0; head < t.heads; ++head) {
-        std::vector<double> kt(d * nk);  // K transposed: the dot products walk it with stride n_kv
-        for (std::size_t j = 0; j < nk; ++j) {
-            for (std::size_t c = 0; c < d; ++c) kt[c * nk + j] = k[head * nk * d + j * d + c];
-        }
+        const std::vector<double> kt = transposed(k.data() + head * nk * d, nk, d);
         std::vector<char> decided(nq, 1);
         std::vector<RowState> states(options.backward ? nq : 0);
-        auto keys_of = [&](std::size_t i) {
-            const auto all = static_cast<std::int64_t>(nk);
-            return static_cast<std::size_t>(options.causal ? std::clamp<std::int64_t>(static_cast<std::int64_t>(i) + offset + 1, 0, all) : all);
-        };
+        auto keys_of = [&](std::size_t i) { return static_cast<std::size_t>(visible_keys(i, nq, nk, options.causal)); };
         auto row_output = [&](std::size_t i) {
             return RowOutput{t.o.data() + (head * nq + i) * dv, t.lse.data() + head * nq + i,
                              options.intermediates ? t.s.data() + (head * nq + i) * nk : nullptr,
@@ -343,13 +329,10 @@ AttentionTruth attention_truth(const AttentionInputs& in, const TruthOptions& op
             }
         });
         if (options.backward) {
-            std::vector<double> vt(dv * nk);
-            for (std::size_t j = 0; j < nk; ++j) {
-                for (std::size_t c = 0; c < dv; ++c) vt[c * nk + j] = v[head * nk * dv + j * dv + c];
-            }
+            const std::vector<double> vt = transposed(v.data() + head * nk * dv, nk, dv);
             const bool forward_decided = std::find(decided.begin(), decided.end(), 0) == decided.end();
-            const HeadBackward hb{q.data() + head * nq * d, k.data() + head * nk * d, v.data() + head * nk * dv,
-                                  d_o.data() + head * nq * dv, kt.data(), vt.data(), nq, nk, d, dv, t.scale, &states,
+            const HeadBackward hb{q.data() + head * nq * d, k.data() + head * nk * d, d_o.data() + head * nq * dv,
+                                  kt.data(), vt.data(), nq, nk, d, dv, t.scale, &states,
                                   keys_of, t.delta.data() + head * nq, t.dq.data() + head * nq * d,
                                   t.dk.data() + head * nk * d, t.dv.data() + head * nk * dv};
             if (forward_decided && fast_backward(hb, options.threads)) {

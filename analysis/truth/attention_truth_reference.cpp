@@ -29,11 +29,8 @@ struct Shape {
     std::int64_t n_q, n_kv, d, d_v;
     bool causal;
     double scale;
-    /// Keys [0, key_end(i)) are visible to query i.
-    std::int64_t key_end(std::int64_t i) const {
-        if (!causal) return n_kv;
-        const std::int64_t end = i + (n_kv - n_q) + 1;
-        return end < 0 ? 0 : (end > n_kv ? n_kv : end);
+    std::size_t key_end(std::size_t i) const {
+        return visible_keys(i, static_cast<std::uint64_t>(n_q), static_cast<std::uint64_t>(n_kv), causal);
     }
 };
 
@@ -128,7 +125,7 @@ bool head_truth(const Head& h, const Shape& sh, int precision, const HeadOutput&
     // Forward, row by row.
     parallel_for(nq, 1, threads, [&](std::size_t begin, std::size_t end) {
         for (std::size_t i = begin; i < end; ++i) {
-            forward_row(h.q + i * d, h.k, h.v, static_cast<std::size_t>(sh.key_end(static_cast<std::int64_t>(i))), sh,
+            forward_row(h.q + i * d, h.k, h.v, sh.key_end(i), sh,
                         &S[i * nk], &P[i * nk], &O[i * dv], lse[i]);
         }
     });
@@ -147,7 +144,7 @@ bool head_truth(const Head& h, const Shape& sh, int precision, const HeadOutput&
                 mpfi_mul_d(term.get(), O[i * dv + c].get(), h.d_o[i * dv + c]);
                 mpfi_add(delta[i].get(), delta[i].get(), term.get());
             }
-            const auto keys = static_cast<std::size_t>(sh.key_end(static_cast<std::int64_t>(i)));
+            const auto keys = sh.key_end(i);
             for (std::size_t j = 0; j < keys; ++j) {
                 exact_dot(dp, 1.0, h.d_o + i * dv, h.v + j * dv, 1, sh.d_v);
                 mpfi_sub(dp.get(), dp.get(), delta[i].get());
@@ -166,7 +163,7 @@ bool head_truth(const Head& h, const Shape& sh, int precision, const HeadOutput&
         Interval term(precision);
         for (std::size_t j = begin; j < end; ++j) {
             for (std::size_t i = 0; i < nq; ++i) {
-                if (j >= static_cast<std::size_t>(sh.key_end(static_cast<std::int64_t>(i)))) continue;
+                if (j >= sh.key_end(i)) continue;
                 for (std::size_t c = 0; c < dv; ++c) {
                     mpfi_mul_d(term.get(), P[i * nk + j].get(), h.d_o[i * dv + c]);
                     mpfi_add(dV[j * dv + c].get(), dV[j * dv + c].get(), term.get());
@@ -192,16 +189,12 @@ std::vector<double> decode_finite(const Tensor& t) {
 
 }  // namespace
 
-AttentionTruth attention_truth_reference(const AttentionInputs& in, const TruthOptions& options) {
-    if (options.backward && !in.d_o) throw Error("truth: --backward needs a tensor 'do' (dO)");
+AttentionTruth empty_truth(const AttentionInputs& in, const TruthOptions& options) {
     AttentionTruth t;
     t.heads = in.batch * in.heads;
     t.n_q = in.n_q, t.n_kv = in.n_kv, t.d = in.d, t.d_v = in.d_v;
     t.causal = options.causal;
     t.scale = options.scale != 0 ? options.scale : 1.0 / std::sqrt(static_cast<double>(in.d));
-    const std::vector<double> q = decode_finite(in.q), k = decode_finite(in.k), v = decode_finite(in.v);
-    const std::vector<double> d_o = options.backward ? decode_finite(*in.d_o) : std::vector<double>();
-
     const std::uint64_t nq = t.n_q, nk = t.n_kv, d = t.d, dv = t.d_v;
     t.o.assign(t.heads * nq * dv, 0);
     t.lse.assign(t.heads * nq, 0);
@@ -215,6 +208,15 @@ AttentionTruth attention_truth_reference(const AttentionInputs& in, const TruthO
         t.s.assign(t.heads * nq * nk, 0);
         t.p.assign(t.heads * nq * nk, 0);
     }
+    return t;
+}
+
+AttentionTruth attention_truth_reference(const AttentionInputs& in, const TruthOptions& options) {
+    if (options.backward && !in.d_o) throw Error("truth: --backward needs a tensor 'do' (dO)");
+    AttentionTruth t = empty_truth(in, options);
+    const std::vector<double> q = decode_finite(in.q), k = decode_finite(in.k), v = decode_finite(in.v);
+    const std::vector<double> d_o = options.backward ? decode_finite(*in.d_o) : std::vector<double>();
+    const std::uint64_t nq = t.n_q, nk = t.n_kv, d = t.d, dv = t.d_v;
     const Shape shape{static_cast<std::int64_t>(nq), static_cast<std::int64_t>(nk), static_cast<std::int64_t>(d),
                       static_cast<std::int64_t>(dv), options.causal, t.scale};
     for (std::uint64_t head = 0; head < t.heads; ++head) {
