@@ -5,6 +5,7 @@
 #include <cmath>
 #include <random>
 
+#include "emu/mx_scale.hpp"
 #include "emu/round.hpp"
 
 namespace roundscope::emu {
@@ -33,10 +34,6 @@ std::uint32_t encode(const Format& f, double x) {
     return static_cast<std::uint32_t>(cast_from_f64(x, f, o));
 }
 
-int max_exponent(const Format& f) {
-    return static_cast<int>(exponent_field_max(f)) - f.bias - (f.encoding == Encoding::ieee ? 1 : 0);
-}
-
 // A value of magnitude (1 + u) 2^e with e uniform in [lo, hi].
 double binade_value(TileRandom& r, int lo, int hi) { return r.sign() * (1 + r.uniform(0, 1)) * std::ldexp(1.0, r.integer(lo, hi)); }
 
@@ -55,7 +52,7 @@ std::uint32_t special_pattern(TileRandom& r, const Format& f) {
 // An element of an input or accumulator in distribution `dist` (attention_pv and cancel are
 // built per tile below).
 std::uint32_t element(TileRandom& r, const Format& f, int dist) {
-    const int lo = emin(f), hi = max_exponent(f);
+    const int lo = emin(f), hi = element_emax(f);
     switch (dist) {
         case 0: return encode(f, r.integer(-4, 4));
         case 2: return encode(f, binade_value(r, std::max(lo, -20), std::min(hi, 20)));

@@ -259,6 +259,8 @@ std::string probe_ptx(ProbeInstruction instruction, const emu::Format& input) {
            "." + type + (instruction == ProbeInstruction::wgmma_rs ? " (A from registers)" : " (A from shared memory)");
 }
 
+std::string model_arch(int cc) { return cc >= 100 ? "sm100" : cc >= 90 ? "sm90" : cc >= 89 ? "sm89" : "sm80"; }
+
 int probe_rows(ProbeInstruction instruction) { return instruction == ProbeInstruction::mma_sync ? 16 : 64; }
 int probe_depth(const emu::Format& input) { return is_fp8(input_of(input)) ? 32 : 16; }
 

@@ -25,6 +25,10 @@ int probe_depth(const emu::Format& input);
 /// Compute capability of device 0 as 10 * major + minor (0 without a usable GPU).
 int compute_capability();
 
+/// The architecture whose models (emu/mma_model.hpp) describe a GPU of compute capability `cc`:
+/// "sm80", "sm89", "sm90" or "sm100".
+std::string model_arch(int cc);
+
 /// D = A*B + C for `tiles` tiles on the GPU (bf16, f16, e4m3 or e5m2 inputs; float32 C and
 /// D), row-major bit patterns in the layout of emu::MmaTiles. Throws Error when the GPU cannot
 /// run the instruction (FP8 mma.sync needs sm_89, wgmma sm_90a).

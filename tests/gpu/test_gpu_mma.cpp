@@ -20,7 +20,7 @@ int main() {
         std::printf("no usable GPU: skipped\n");
         return 77;
     }
-    const std::string arch = cc >= 100 ? "sm100" : cc >= 90 ? "sm90" : cc >= 89 ? "sm89" : "sm80";
+    const std::string arch = gpu::model_arch(cc);
     int failures = 0;
     for (const emu::Format* f : {&emu::bf16, &emu::f16, &emu::e4m3, &emu::e5m2}) {
         if (f->bits == 8 && cc < 89) continue;

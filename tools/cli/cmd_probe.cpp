@@ -41,16 +41,9 @@ Tensor bits_tensor(const std::string& name, DType dtype, Shape shape, const std:
     return t;
 }
 
-std::string arch_of(int cc) {
-    if (cc >= 100) return "sm100";
-    if (cc >= 90) return "sm90";
-    if (cc >= 89) return "sm89";
-    return "sm80";
-}
-
 void probe_mma(const ProbeOptions& o, const std::string& device, int cc, gpu::ProbeInstruction instruction,
                const emu::Format& input, const std::string& file_name) {
-    const std::string arch = arch_of(cc);
+    const std::string arch = gpu::model_arch(cc);
     const std::string_view model_instruction = instruction == gpu::ProbeInstruction::mma_sync ? "mma.sync" : "wgmma";
     const emu::MmaModel* model = emu::find_mma_model(arch, model_instruction, input, input, emu::f32);
     // The tiles need the formats only; a GPU without a model is still probed.
