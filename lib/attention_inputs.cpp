@@ -84,6 +84,12 @@ AttentionInputs find_attention_inputs(const TensorFile& file) {
         in.lse = check.tensor("lse");
         check.expect(*in.lse, leading, {in.n_q}, "[.., Nq]");
     }
+    if (file.find("bias")) {
+        in.bias = check.tensor("bias");
+        in.bias_per_head = in.bias->shape().size() == qs.size();
+        check.expect(*in.bias, in.bias_per_head ? leading : Shape{}, {in.n_q, in.n_kv},
+                     in.bias_per_head ? "[.., Nq, Nk]" : "[Nq, Nk] or [.., Nq, Nk]");
+    }
     if (leading.size() == 2) in.batch = leading[0];
     if (!leading.empty()) in.heads = leading.back();
     in.causal = metadata_bool(file, "causal");

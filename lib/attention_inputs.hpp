@@ -1,7 +1,8 @@
 #pragma once
 // The inputs of one attention layer found by name in a tensor file (../shared/CLI.md): q, k, v
-// and optionally o, do, lse. q [.., Nq, D], k [.., Nk, D], v [.., Nk, Dv], o and do
-// [.., Nq, Dv], lse [.., Nq], where ".." is nothing, [H] or [B, H], the same for all.
+// and optionally o, do, lse and bias. q [.., Nq, D], k [.., Nk, D], v [.., Nk, Dv], o and do
+// [.., Nq, Dv], lse [.., Nq], where ".." is nothing, [H] or [B, H], the same for all. bias is
+// an additive score bias [.., Nq, Nk], or [Nq, Nk] shared by every head; -inf masks a key.
 #include <cstdint>
 #include <optional>
 
@@ -12,6 +13,8 @@ namespace roundscope {
 struct AttentionInputs {
     Tensor q, k, v;
     std::optional<Tensor> o, d_o, lse;
+    std::optional<Tensor> bias;
+    bool bias_per_head = false;           // bias [.., Nq, Nk] rather than one [Nq, Nk] for all heads
     std::uint64_t batch = 1, heads = 1;  // [N, D] is one head of one batch
     std::uint64_t n_q = 0, n_kv = 0, d = 0, d_v = 0;
     std::optional<bool> causal;           // from the file's metadata "causal"

@@ -1,13 +1,15 @@
 #pragma once
 // The ground truth of attention: what it gives when nothing is rounded, rounded once to float64
-// (the double nearest the exact real result). Forward: S = scale Q K^T (causal mask), P =
+// (the double nearest the exact real result). Forward: S = scale Q K^T + bias (causal mask), P =
 // softmax(S) by rows, O = P V, LSE = log-sum-exp of each row. Backward, given dO: dV = P^T dO,
 // dP = dO V^T, delta = rowsum(dO * O), dS = P * (dP - delta), dQ = scale dS K, dK = scale dS^T Q.
 //
 // The inputs are exact values (any format the project reads); the scale is taken as the exact
 // value of a double. Causal masking keeps key j for query i when j <= i + (Nk - Nq): the
 // bottom-right alignment of FlashAttention 2.1 and later, which is the usual mask when Nq = Nk.
-// A query with no key left gets O = 0, LSE = -inf and zero gradients.
+// The optional additive bias (lib/attention_inputs.hpp) is exact too; a bias of -inf masks its
+// key (S = -inf, P = 0); NaN and +inf are errors. A query with no key left gets O = 0,
+// LSE = -inf and zero gradients.
 #include <algorithm>
 #include <cstdint>
 #include <vector>
@@ -42,8 +44,8 @@ struct AttentionTruth {
 
 /// One query row of the forward pass by the reference path (keys: how many of the n_kv keys the
 /// row sees): O [d_v], LSE, and S, P [n_kv] when s and p are not null (entries past `keys` 0).
-/// q is [d], k [n_kv][d], v [n_kv][d_v]. The fast path's fallback for a row it cannot decide.
-void reference_forward_row(const double* q, const double* k, const double* v, std::size_t keys, std::size_t n_kv,
+/// q is [d], k [n_kv][d], v [n_kv][d_v], bias [n_kv] or null. The fast path's fallback for a row it cannot decide.
+void reference_forward_row(const double* q, const double* k, const double* v, const double* bias, std::size_t keys, std::size_t n_kv,
                            std::size_t d, std::size_t d_v, double scale, const TruthOptions& options, double* o,
                            double* lse, double* s, double* p);
 
@@ -59,6 +61,17 @@ inline std::uint64_t visible_keys(std::uint64_t i, std::uint64_t n_q, std::uint6
     if (!causal) return n_kv;
     const auto end = static_cast<std::int64_t>(i) + static_cast<std::int64_t>(n_kv) - static_cast<std::int64_t>(n_q) + 1;
     return end < 0 ? 0 : std::min<std::uint64_t>(static_cast<std::uint64_t>(end), n_kv);
+}
+
+/// The additive bias decoded to doubles (empty without one). Throws Error naming the tensor for
+/// a NaN or +inf entry.
+std::vector<double> decode_bias(const AttentionInputs& in);
+
+/// Head `head`'s [n_q][n_kv] block of a decoded bias (shared by every head or one per head),
+/// or null without a bias.
+inline const double* bias_of_head(const std::vector<double>& bias, const AttentionInputs& in, std::uint64_t head) {
+    if (bias.empty()) return nullptr;
+    return bias.data() + (in.bias_per_head ? head * in.n_q * in.n_kv : 0);
 }
 
 /// The result's shape, scale (the option, else the double nearest 1 / sqrt(D)) and every tensor

@@ -26,10 +26,15 @@ namespace {
 
 using dd::Ball;
 
+// Whether every product of two elements is exact in double and far from underflow and
+// overflow: at most 26 significant bits and a magnitude in [2^-400, 2^400] (or zero). Every
+// format roundscope reads except f64 passes; f64 tensors go to the reference path.
 bool products_exact(const std::vector<double>& x) {
     for (const double v : x) {
         const std::uint64_t m = std::bit_cast<std::uint64_t>(v) & ((std::uint64_t{1} << 52) - 1);
-        if (v != 0 && std::countr_zero(m | (std::uint64_t{1} << 52)) < 52 - 25) return false;
+        if (v == 0) continue;
+        if (std::countr_zero(m | (std::uint64_t{1} << 52)) < 52 - 25) return false;
+        if (std::fabs(v) < 0x1p-400 || std::fabs(v) > 0x1p400) return false;
     }
     return true;
 }
@@ -81,31 +86,43 @@ struct RowOutput {
     double *o, *lse, *s, *p;  // s, p null unless wanted
 };
 
-// The scores and exponentials of one query row: S_j = scale q . k_j (exact products, three-level
-// sums), e_j = e^(S_j - shift) with shift the largest S_j's leading part (or, for S_j more
-// than 600 below it, only a bound: tiny).
+// The scores and exponentials of one query row: S_j = scale q . k_j + bias_j (exact products,
+// three-level sums), e_j = e^(S_j - shift) with shift the largest S_j's leading part (or, for
+// S_j more than 600 below it, only a bound: tiny). A key whose bias is -inf is masked: e_j = 0
+// exactly. live counts the keys not masked.
+enum class Term : char { normal, tiny, masked };
+
 struct RowExps {
     std::vector<Ball> s, e;
-    std::vector<char> tiny;
+    std::vector<Term> kind;
+    std::size_t live = 0;
     double shift = 0;
 };
 
-RowExps row_exps(const double* q, const double* kt, std::size_t n_kv, std::size_t keys, std::size_t d, double scale,
-                 const double* known_shift = nullptr) {
+RowExps row_exps(const double* q, const double* kt, const double* bias, std::size_t n_kv, std::size_t keys, std::size_t d,
+                 double scale) {
+    constexpr double minus_inf = -std::numeric_limits<double>::infinity();
     RowExps r;
-    r.s.resize(keys), r.e.resize(keys), r.tiny.assign(keys, 0);
+    r.s.resize(keys), r.e.resize(keys), r.kind.assign(keys, Term::normal);
     std::vector<double> sum(keys), c1(keys), c2(keys), magnitude(keys);
     score_sums(q, kt, n_kv, keys, d, sum.data(), c1.data(), c2.data(), magnitude.data());
-    r.shift = -std::numeric_limits<double>::infinity();
+    r.shift = minus_inf;
     for (std::size_t j = 0; j < keys; ++j) {
+        if (bias != nullptr && bias[j] == minus_inf) {
+            r.kind[j] = Term::masked;
+            r.s[j] = dd::exact(0), r.e[j] = dd::exact(0);
+            continue;
+        }
         r.s[j] = dd::mul(sum3_ball(sum[j], c1[j], c2[j], magnitude[j], static_cast<double>(d)), scale);
+        if (bias != nullptr) r.s[j] = dd::add(r.s[j], dd::exact(bias[j]));
         r.shift = std::max(r.shift, r.s[j].v.hi);
+        ++r.live;
     }
-    if (known_shift != nullptr) r.shift = *known_shift;
     for (std::size_t j = 0; j < keys; ++j) {
+        if (r.kind[j] == Term::masked) continue;
         const Ball x = dd::add(r.s[j], dd::exact(-r.shift));
         if (x.v.hi + x.r < -600) {
-            r.tiny[j] = 1;  // e^x < 2^-865: only its bound enters the sums
+            r.kind[j] = Term::tiny;  // e^x < 2^-865: only its bound enters the sums
             r.e[j] = {{0, 0}, exp_upper_bound(x.v.hi + x.r)};
         } else {
             r.e[j] = dd::exp(x);
@@ -117,70 +134,101 @@ RowExps row_exps(const double* q, const double* kt, std::size_t n_kv, std::size_
 // sum_j x_j * w[j * dv + c] for c < dv as balls: x_j balls, w exact with at most 27
 // significant bits. The error of term j is at most coefficient_j |w|, with
 //   coefficient_j = x_j's radius + u |x_lo| (the rounded x_lo w)
-//                 + (gamma_n^3 + gamma_n u) (|x_hi| (1 + 2^-24) + |x_lo|) (1 + 2u)
-// (the three-level sum of the exact halves, whose magnitudes are at most |x_hi| (1 + 2^-24),
-// and the plain sum of the rounded x_lo w terms), so the radius is the weighted sum, rounded up.
+//                 + (gamma_n^3 + 2 gamma_n u) (|x_hi| (1 + 2^-24) + |x_lo|) (1 + 2u)
+// for the three-level sum (its first level takes terms of magnitude at most |x_hi| (1 + 2^-24)
+// |w|: rounded products, or the exact halves without FMA) and the plain sum in the last level
+// of the extra terms, at most u |x_hi w| (1 + u) + |x_lo w| (1 + u) <= 2u |x_hi w| (1 + u) per
+// term. So the radius is the weighted sum, rounded up, plus 4 times the least subnormal for each
+// nonzero term, whose products may underflow (an exact-product error, or x_lo w, below 2^-1022).
 std::vector<Ball> ball_weighted_sums(const std::vector<Ball>& x, const double* w, std::size_t dv) {
     const std::size_t n = x.size();
     const double terms = 3.0 * static_cast<double>(n), g = gamma(terms);
-    const double level_error = dd::up(g * g * g + g * dd::u);
+    const double level_error = dd::up(g * g * g + 2 * g * dd::u);
     std::vector<double> x_hi(n), x_lo(n), coefficient(n);
+    double nonzero = 0;  // terms that can underflow: an all-zero sum stays exactly zero
     for (std::size_t j = 0; j < n; ++j) {
         x_hi[j] = x[j].v.hi, x_lo[j] = x[j].v.lo;
+        if (x_hi[j] != 0 || x_lo[j] != 0) ++nonzero;
         const double magnitude = dd::up((std::fabs(x_hi[j]) * (1 + 0x1p-24) + std::fabs(x_lo[j])) * (1 + 2 * dd::u));
         coefficient[j] = dd::up(x[j].r + dd::u * std::fabs(x_lo[j]) + level_error * magnitude);
     }
     std::vector<double> sum(dv), c1(dv), c2(dv), weighted(dv);
     weighted_sums(x_hi.data(), x_lo.data(), coefficient.data(), w, n, dv, sum.data(), c1.data(), c2.data(), weighted.data());
+    const double underflow = 4 * nonzero * 0x1p-1074;
     std::vector<Ball> out(dv);
     for (std::size_t c = 0; c < dv; ++c) {
         out[c] = dd::add(Ball{dd::two_sum(sum[c], c1[c]), 0}, dd::exact(c2[c]));
-        out[c].r = dd::up(out[c].r + weighted[c] * (1 + 2 * gamma(static_cast<double>(n) + 1)));
+        out[c].r = dd::up(out[c].r + weighted[c] * (1 + 2 * gamma(static_cast<double>(n) + 1)) + underflow);
     }
     return out;
 }
 
-// What the backward pass needs of a row's forward pass.
+// What the backward pass needs of a row's forward pass: the exact O and P as balls (not
+// rounded), P in a head's [n_q][n_kv] array (entries past the row's keys stay zero).
 struct RowState {
-    double shift = 0;
-    Ball inverse_l;
-    std::vector<Ball> o;  // the exact O as balls (not rounded)
+    std::vector<Ball> o;
+    Ball* p = nullptr;
+    bool single = false;  // one live key: P = 1, and dS = 0 exactly
 };
 
-// One query row; false if an output cannot be decided from its ball.
-bool fast_row(const double* q, const double* kt, const double* v, std::size_t n_kv, std::size_t keys, std::size_t d,
-              std::size_t dv, double scale, const RowOutput& out, RowState* state) {
-    if (keys == 0) {
-        for (std::size_t c = 0; c < dv; ++c) out.o[c] = 0;
-        *out.lse = -std::numeric_limits<double>::infinity();
-        if (out.p != nullptr) {
-            for (std::size_t j = 0; j < n_kv; ++j) out.s[j] = out.p[j] = 0;
+// The MPFR interval [lo, hi] of a double-double ball's value, at 160 bits (enough for hi + lo).
+struct BallInterval {
+    mpfr_t lo, hi;
+    explicit BallInterval(const Ball& x) {
+        mpfr_inits2(160, lo, hi, static_cast<mpfr_ptr>(nullptr));
+        ball_bounds(x, lo, hi);
+    }
+    ~BallInterval() { mpfr_clears(lo, hi, static_cast<mpfr_ptr>(nullptr)); }
+    BallInterval(const BallInterval&) = delete;
+    BallInterval& operator=(const BallInterval&) = delete;
+};
+
+// A row with no key it may see: O = 0, LSE = -inf, P = 0; S = -inf where the bias masks a key.
+void empty_row(const RowExps& r, std::size_t n_kv, std::size_t dv, const RowOutput& out, RowState* state) {
+    for (std::size_t c = 0; c < dv; ++c) out.o[c] = 0;
+    *out.lse = -std::numeric_limits<double>::infinity();
+    if (out.p != nullptr) {
+        for (std::size_t j = 0; j < n_kv; ++j) {
+            out.s[j] = j < r.kind.size() ? -std::numeric_limits<double>::infinity() : 0;
+            out.p[j] = 0;
         }
-        if (state != nullptr) state->o.assign(dv, dd::exact(0));
+    }
+    if (state != nullptr) state->o.assign(dv, dd::exact(0));
+}
+
+// One query row; false if an output cannot be decided from its ball.
+bool fast_row(const double* q, const double* kt, const double* v, const double* bias, std::size_t n_kv, std::size_t keys,
+              std::size_t d, std::size_t dv, double scale, const RowOutput& out, RowState* state) {
+    const RowExps r = row_exps(q, kt, bias, n_kv, keys, d, scale);
+    if (r.live == 0) {
+        empty_row(r, n_kv, dv, out, state);
         return true;
     }
-    const RowExps r = row_exps(q, kt, n_kv, keys, d, scale);
     Ball l = dd::exact(0);
     for (const Ball& e : r.e) l = dd::add(l, e);
     // 1 / l and log l from the interval of l, in MPFR (once per row).
-    mpfr_t lo, hi;
-    mpfr_inits2(160, lo, hi, static_cast<mpfr_ptr>(nullptr));
-    ball_bounds(l, lo, hi);
+    const BallInterval sum(l);
     mpfr_t log_lo, log_hi;
     mpfr_inits2(160, log_lo, log_hi, static_cast<mpfr_ptr>(nullptr));
-    mpfr_log(log_lo, lo, MPFR_RNDD);
-    mpfr_log(log_hi, hi, MPFR_RNDU);
+    mpfr_log(log_lo, sum.lo, MPFR_RNDD);
+    mpfr_log(log_hi, sum.hi, MPFR_RNDU);
     mpfr_add_d(log_lo, log_lo, r.shift, MPFR_RNDD);
     mpfr_add_d(log_hi, log_hi, r.shift, MPFR_RNDU);
     const double lse_lo = mpfr_get_d(log_lo, MPFR_RNDN), lse_hi = mpfr_get_d(log_hi, MPFR_RNDN);
-    mpfr_ui_div(log_lo, 1, hi, MPFR_RNDD);
-    mpfr_ui_div(log_hi, 1, lo, MPFR_RNDU);
+    mpfr_ui_div(log_lo, 1, sum.hi, MPFR_RNDD);
+    mpfr_ui_div(log_hi, 1, sum.lo, MPFR_RNDU);
     const Ball inverse_l = ball_of(log_lo, log_hi);
-    mpfr_clears(lo, hi, log_lo, log_hi, static_cast<mpfr_ptr>(nullptr));
-    if (keys == 1) {
-        // One key: P = 1 and LSE = S exactly (the interval of log l would be absolute, not
-        // relative, and fail to decide an LSE near 0).
-        if (!dd::round_to_double(r.s[0], *out.lse)) return false;
+    mpfr_clears(log_lo, log_hi, static_cast<mpfr_ptr>(nullptr));
+    // One live key: P = 1 and LSE = S exactly (the interval of log l would be absolute, not
+    // relative, and fail to decide an LSE near 0).
+    const bool single = r.live == 1;
+    auto p_of = [&](std::size_t j) {
+        if (r.kind[j] == Term::masked) return dd::exact(0);
+        return single ? dd::exact(1) : dd::mul(r.e[j], inverse_l);
+    };
+    if (single) {
+        const auto j = static_cast<std::size_t>(std::find(r.kind.begin(), r.kind.end(), Term::normal) - r.kind.begin());
+        if (!dd::round_to_double(r.s[j], *out.lse)) return false;
     } else {
         if (lse_lo != lse_hi) return false;
         *out.lse = lse_lo;
@@ -189,9 +237,9 @@ bool fast_row(const double* q, const double* kt, const double* v, std::size_t n_
     // O = (sum_j e_j v_j) / l.
     const std::vector<Ball> numerator = ball_weighted_sums(r.e, v, dv);
     if (state != nullptr) {
-        state->shift = r.shift;
-        state->inverse_l = inverse_l;
         state->o.resize(dv);
+        state->single = single;
+        for (std::size_t j = 0; j < keys; ++j) state->p[j] = p_of(j);
     }
     for (std::size_t c = 0; c < dv; ++c) {
         const Ball o = dd::mul(numerator[c], inverse_l);
@@ -205,9 +253,13 @@ bool fast_row(const double* q, const double* kt, const double* v, std::size_t n_
                 out.s[j] = out.p[j] = 0;
                 continue;
             }
+            if (r.kind[j] == Term::masked) {
+                out.s[j] = -std::numeric_limits<double>::infinity(), out.p[j] = 0;
+                continue;
+            }
             if (!dd::round_to_double(r.s[j], out.s[j])) return false;
-            const Ball p = dd::mul(r.e[j], inverse_l);
-            if (r.tiny[j]) {
+            const Ball p = p_of(j);
+            if (r.kind[j] == Term::tiny) {
                 // P < 2^-1075 rounds to +0; anything larger is left to the reference.
                 if (std::ldexp(dd::up(p.r), 1074) >= 0.5) return false;
                 out.p[j] = 0;
@@ -241,17 +293,19 @@ Tensor slice_head(const Tensor& t, std::size_t head) {
 // dS = P (dP - delta) with dP = dO V^T (exact products) and delta = rowsum(dO * O) from the
 // exact O's balls; dQ = scale dS K by rows, dK = scale dS^T Q and dV = P^T dO by columns.
 struct HeadBackward {
-    const double *q, *k, *d_o, *kt, *vt;
+    const double *q, *k, *d_o, *vt;
     std::size_t nq, nk, d, dv;
     double scale;
     const std::vector<RowState>* states;
+    const std::vector<Ball>* p;  // [nq][nk], from the forward pass
     std::function<std::size_t(std::size_t)> keys_of;
     double *delta, *dq, *dk, *dvv;
 };
 
 bool fast_backward(const HeadBackward& h, int threads) {
     const std::size_t nq = h.nq, nk = h.nk, d = h.d, dv = h.dv;
-    std::vector<Ball> p_t(nk * nq, dd::exact(0)), ds_t(nk * nq, dd::exact(0));  // [key][query]
+    const std::vector<Ball>& p = *h.p;
+    std::vector<Ball> ds(nq * nk, dd::exact(0));  // [query][key]
     std::vector<char> decided(std::max(nq, nk), 1);
     parallel_for(nq, 4, threads, [&](std::size_t begin, std::size_t end) {
         std::vector<double> sum(nk), c1(nk), c2(nk), magnitude(nk);
@@ -262,35 +316,44 @@ bool fast_backward(const HeadBackward& h, int threads) {
             for (std::size_t c = 0; c < dv; ++c) delta = dd::add(delta, dd::mul(st.o[c], d_o[c]));
             bool ok = dd::round_to_double(delta, h.delta[i]);
             const std::size_t keys = h.keys_of(i);
-            std::vector<Ball> ds(keys);
-            if (keys > 0) {
-                const RowExps r = row_exps(h.q + i * d, h.kt, nk, keys, d, h.scale, &st.shift);
+            Ball* row = ds.data() + i * nk;
+            // One live key: P = 1 and delta = dP exactly, so dS = 0 (a ball would straddle it);
+            // a masked key has P = 0 exactly, hence dS = 0.
+            if (!st.single && keys > 0) {
                 score_sums(d_o, h.vt, nk, keys, dv, sum.data(), c1.data(), c2.data(), magnitude.data());
                 for (std::size_t j = 0; j < keys; ++j) {
-                    const Ball p = dd::mul(r.e[j], st.inverse_l);
                     const Ball dp = sum3_ball(sum[j], c1[j], c2[j], magnitude[j], static_cast<double>(dv));
-                    // One key: P = 1 and delta = dP exactly, so dS = 0 (a ball would straddle it).
-                    ds[j] = keys == 1 ? dd::exact(0) : dd::mul(p, dd::add(dp, dd::negate(delta)));
-                    p_t[j * nq + i] = keys == 1 ? dd::exact(1) : p;
-                    ds_t[j * nq + i] = ds[j];
+                    row[j] = dd::mul(p[i * nk + j], dd::add(dp, dd::negate(delta)));
                 }
             }
-            const std::vector<Ball> dq = ball_weighted_sums(ds, h.k, d);
+            const std::vector<Ball> dq = ball_weighted_sums(std::vector<Ball>(row, row + keys), h.k, d);
             for (std::size_t c = 0; c < d && ok; ++c) ok = dd::round_to_double(dd::mul(dq[c], h.scale), h.dq[i * d + c]);
             if (!ok) decided[i] = 0;
         }
     });
     if (std::find(decided.begin(), decided.end(), 0) != decided.end()) return false;
-    parallel_for(nk, 4, threads, [&](std::size_t begin, std::size_t end) {
-        for (std::size_t j = begin; j < end; ++j) {
-            const std::vector<Ball> p(p_t.begin() + static_cast<std::ptrdiff_t>(j * nq), p_t.begin() + static_cast<std::ptrdiff_t>((j + 1) * nq));
-            const std::vector<Ball> ds(ds_t.begin() + static_cast<std::ptrdiff_t>(j * nq), ds_t.begin() + static_cast<std::ptrdiff_t>((j + 1) * nq));
-            const std::vector<Ball> dvj = ball_weighted_sums(p, h.d_o, dv);
-            const std::vector<Ball> dkj = ball_weighted_sums(ds, h.q, d);
+    // Columns in chunks of 8 keys, gathered row by row (8 neighbouring balls at a time).
+    constexpr std::size_t chunk = 8;
+    parallel_for(nk, chunk, threads, [&](std::size_t begin, std::size_t end) {
+        const std::size_t width = end - begin;
+        std::vector<Ball> p_columns(width * nq), ds_columns(width * nq);  // [key][query]
+        for (std::size_t i = 0; i < nq; ++i) {
+            for (std::size_t j = 0; j < width; ++j) {
+                p_columns[j * nq + i] = p[i * nk + begin + j];
+                ds_columns[j * nq + i] = ds[i * nk + begin + j];
+            }
+        }
+        for (std::size_t j = 0; j < width; ++j) {
+            auto column = [&](const std::vector<Ball>& x) {
+                return std::vector<Ball>(x.begin() + static_cast<std::ptrdiff_t>(j * nq), x.begin() + static_cast<std::ptrdiff_t>((j + 1) * nq));
+            };
+            const std::vector<Ball> dvj = ball_weighted_sums(column(p_columns), h.d_o, dv);
+            const std::vector<Ball> dkj = ball_weighted_sums(column(ds_columns), h.q, d);
+            const std::size_t key = begin + j;
             bool ok = true;
-            for (std::size_t c = 0; c < dv && ok; ++c) ok = dd::round_to_double(dvj[c], h.dvv[j * dv + c]);
-            for (std::size_t c = 0; c < d && ok; ++c) ok = dd::round_to_double(dd::mul(dkj[c], h.scale), h.dk[j * d + c]);
-            if (!ok) decided[j] = 0;
+            for (std::size_t c = 0; c < dv && ok; ++c) ok = dd::round_to_double(dvj[c], h.dvv[key * dv + c]);
+            for (std::size_t c = 0; c < d && ok; ++c) ok = dd::round_to_double(dd::mul(dkj[c], h.scale), h.dk[key * d + c]);
+            if (!ok) decided[key] = 0;
         }
     });
     return std::find(decided.begin(), decided.end(), 0) == decided.end();
@@ -303,6 +366,7 @@ AttentionTruth attention_truth(const AttentionInputs& in, const TruthOptions& op
     const std::vector<double> q = emu::decode_tensor<double>(in.q), k = emu::decode_tensor<double>(in.k),
                               v = emu::decode_tensor<double>(in.v);
     const std::vector<double> d_o = options.backward ? emu::decode_tensor<double>(*in.d_o) : std::vector<double>();
+    const std::vector<double> bias = decode_bias(in);
     for (const auto* x : {&q, &k, &v, &d_o}) {
         for (const double y : *x) {
             if (!std::isfinite(y)) return attention_truth_reference(in, options);  // which names the tensor
@@ -316,6 +380,10 @@ AttentionTruth attention_truth(const AttentionInputs& in, const TruthOptions& op
         const std::vector<double> kt = transposed(k.data() + head * nk * d, nk, d);
         std::vector<char> decided(nq, 1);
         std::vector<RowState> states(options.backward ? nq : 0);
+        std::vector<Ball> p(options.backward ? nq * nk : 0, dd::exact(0));
+        for (std::size_t i = 0; i < states.size(); ++i) states[i].p = p.data() + i * nk;
+        const double* head_bias = bias_of_head(bias, in, head);
+        auto bias_row = [&](std::size_t i) { return head_bias == nullptr ? nullptr : head_bias + i * nk; };
         auto keys_of = [&](std::size_t i) { return static_cast<std::size_t>(visible_keys(i, nq, nk, options.causal)); };
         auto row_output = [&](std::size_t i) {
             return RowOutput{t.o.data() + (head * nq + i) * dv, t.lse.data() + head * nq + i,
@@ -324,16 +392,15 @@ AttentionTruth attention_truth(const AttentionInputs& in, const TruthOptions& op
         };
         parallel_for(nq, 4, options.threads, [&](std::size_t begin, std::size_t end) {
             for (std::size_t i = begin; i < end; ++i) {
-                decided[i] = fast_row(q.data() + (head * nq + i) * d, kt.data(), v.data() + head * nk * dv, nk, keys_of(i),
-                                      d, dv, t.scale, row_output(i), options.backward ? &states[i] : nullptr);
+                decided[i] = fast_row(q.data() + (head * nq + i) * d, kt.data(), v.data() + head * nk * dv, bias_row(i), nk,
+                                      keys_of(i), d, dv, t.scale, row_output(i), options.backward ? &states[i] : nullptr);
             }
         });
         if (options.backward) {
             const std::vector<double> vt = transposed(v.data() + head * nk * dv, nk, dv);
             const bool forward_decided = std::find(decided.begin(), decided.end(), 0) == decided.end();
             const HeadBackward hb{q.data() + head * nq * d, k.data() + head * nk * d, d_o.data() + head * nq * dv,
-                                  kt.data(), vt.data(), nq, nk, d, dv, t.scale, &states,
-                                  keys_of, t.delta.data() + head * nq, t.dq.data() + head * nq * d,
+                                  vt.data(), nq, nk, d, dv, t.scale, &states, &p, keys_of, t.delta.data() + head * nq, t.dq.data() + head * nq * d,
                                   t.dk.data() + head * nk * d, t.dv.data() + head * nk * dv};
             if (forward_decided && fast_backward(hb, options.threads)) {
                 ++t.fast_heads;
@@ -344,6 +411,7 @@ AttentionTruth attention_truth(const AttentionInputs& in, const TruthOptions& op
             one.batch = 1, one.heads = 1;
             one.q = slice_head(in.q, head), one.k = slice_head(in.k, head), one.v = slice_head(in.v, head);
             one.d_o = slice_head(*in.d_o, head);
+            if (in.bias && in.bias_per_head) one.bias = slice_head(*in.bias, head);
             const AttentionTruth r = attention_truth_reference(one, options);
             auto put = [](const std::vector<double>& from, std::vector<double>& to, std::size_t at) {
                 std::copy(from.begin(), from.end(), to.begin() + static_cast<std::ptrdiff_t>(at));
@@ -365,7 +433,7 @@ AttentionTruth attention_truth(const AttentionInputs& in, const TruthOptions& op
                 const std::size_t i = undecided[r];
                 const RowOutput out = row_output(i);
                 reference_forward_row(q.data() + (head * nq + i) * d, k.data() + head * nk * d, v.data() + head * nk * dv,
-                                      keys_of(i), nk, d, dv, t.scale, options, out.o, out.lse, out.s, out.p);
+                                      bias_row(i), keys_of(i), nk, d, dv, t.scale, options, out.o, out.lse, out.s, out.p);
             }
         });
         t.reference_rows += undecided.size();

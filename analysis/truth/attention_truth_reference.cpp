@@ -23,6 +23,7 @@ struct Head {
     const double* k;    // [n_kv][d]
     const double* v;    // [n_kv][d_v]
     const double* d_o;  // [n_q][d_v] or nullptr
+    const double* bias;  // [n_q][n_kv] or nullptr
 };
 
 struct Shape {
@@ -76,26 +77,35 @@ bool round_all(const std::vector<Interval>& from, double* to) {
 }
 
 // One query row of the forward pass: S, P (the first `keys` entries), O and LSE as intervals.
+// bias (null: none) adds to each score; a key whose bias is -inf is masked: S = -inf, P = 0.
 // A row without keys keeps O = 0 and gets LSE = -inf.
-void forward_row(const double* q, const double* k, const double* v, std::size_t keys, const Shape& sh, Interval* S,
-                 Interval* P, Interval* O, Interval& lse) {
+void forward_row(const double* q, const double* k, const double* v, const double* bias, std::size_t keys, const Shape& sh,
+                 Interval* S, Interval* P, Interval* O, Interval& lse) {
     const mpfr_prec_t precision = mpfi_get_prec(lse.get());
     const auto d = static_cast<std::size_t>(sh.d), dv = static_cast<std::size_t>(sh.d_v);
-    if (keys == 0) {
-        mpfi_set_d(lse.get(), -std::numeric_limits<double>::infinity());
-        return;
-    }
+    constexpr double minus_inf = -std::numeric_limits<double>::infinity();
+    auto masked = [&](std::size_t j) { return bias != nullptr && bias[j] == minus_inf; };
     Interval sum(precision), term(precision);
-    double shift = -std::numeric_limits<double>::infinity();  // any point works; near the max keeps exp in range
+    double shift = minus_inf;  // any point works; near the max keeps exp in range
     for (std::size_t j = 0; j < keys; ++j) {
+        if (masked(j)) {
+            mpfi_set_d(S[j].get(), minus_inf);
+            continue;
+        }
         exact_dot(S[j], sh.scale, q, k + j * d, 1, sh.d);
+        if (bias != nullptr) mpfi_add_d(S[j].get(), S[j].get(), bias[j]);
         mpfr_t mid;
         mpfr_init2(mid, precision);
         mpfi_mid(mid, S[j].get());
         shift = std::max(shift, mpfr_get_d(mid, MPFR_RNDN));
         mpfr_clear(mid);
     }
+    if (shift == minus_inf) {  // no key, or every key masked
+        mpfi_set_d(lse.get(), minus_inf);
+        return;
+    }
     for (std::size_t j = 0; j < keys; ++j) {
+        if (masked(j)) continue;
         mpfi_sub_d(P[j].get(), S[j].get(), shift);
         mpfi_exp(P[j].get(), P[j].get());
         mpfi_add(sum.get(), sum.get(), P[j].get());
@@ -125,7 +135,7 @@ bool head_truth(const Head& h, const Shape& sh, int precision, const HeadOutput&
     // Forward, row by row.
     parallel_for(nq, 1, threads, [&](std::size_t begin, std::size_t end) {
         for (std::size_t i = begin; i < end; ++i) {
-            forward_row(h.q + i * d, h.k, h.v, sh.key_end(i), sh,
+            forward_row(h.q + i * d, h.k, h.v, h.bias == nullptr ? nullptr : h.bias + i * nk, sh.key_end(i), sh,
                         &S[i * nk], &P[i * nk], &O[i * dv], lse[i]);
         }
     });
@@ -189,6 +199,16 @@ std::vector<double> decode_finite(const Tensor& t) {
 
 }  // namespace
 
+std::vector<double> decode_bias(const AttentionInputs& in) {
+    if (!in.bias) return {};
+    std::vector<double> x = emu::decode_tensor<double>(*in.bias);
+    for (const double v : x) {
+        if (std::isnan(v) || v == std::numeric_limits<double>::infinity())
+            throw Error(fmt::format("truth: tensor '{}' holds NaN or +Inf; only -inf (a masked key) is allowed", in.bias->name()));
+    }
+    return x;
+}
+
 AttentionTruth empty_truth(const AttentionInputs& in, const TruthOptions& options) {
     AttentionTruth t;
     t.heads = in.batch * in.heads;
@@ -216,12 +236,13 @@ AttentionTruth attention_truth_reference(const AttentionInputs& in, const TruthO
     AttentionTruth t = empty_truth(in, options);
     const std::vector<double> q = decode_finite(in.q), k = decode_finite(in.k), v = decode_finite(in.v);
     const std::vector<double> d_o = options.backward ? decode_finite(*in.d_o) : std::vector<double>();
+    const std::vector<double> bias = decode_bias(in);
     const std::uint64_t nq = t.n_q, nk = t.n_kv, d = t.d, dv = t.d_v;
     const Shape shape{static_cast<std::int64_t>(nq), static_cast<std::int64_t>(nk), static_cast<std::int64_t>(d),
                       static_cast<std::int64_t>(dv), options.causal, t.scale};
     for (std::uint64_t head = 0; head < t.heads; ++head) {
         const Head h{q.data() + head * nq * d, k.data() + head * nk * d, v.data() + head * nk * dv,
-                     options.backward ? d_o.data() + head * nq * dv : nullptr};
+                     options.backward ? d_o.data() + head * nq * dv : nullptr, bias_of_head(bias, in, head)};
         auto at = [&](std::vector<double>& x, std::uint64_t per_head) { return x.empty() ? nullptr : x.data() + head * per_head; };
         const HeadOutput out{at(t.o, nq * dv), at(t.lse, nq), at(t.delta, nq), at(t.dq, nq * d),
                              at(t.dk, nk * d), at(t.dv, nk * dv), at(t.s, nq * nk), at(t.p, nq * nk)};
@@ -237,7 +258,7 @@ AttentionTruth attention_truth_reference(const AttentionInputs& in, const TruthO
     return t;
 }
 
-void reference_forward_row(const double* q, const double* k, const double* v, std::size_t keys, std::size_t n_kv,
+void reference_forward_row(const double* q, const double* k, const double* v, const double* bias, std::size_t keys, std::size_t n_kv,
                            std::size_t d, std::size_t d_v, double scale, const TruthOptions& options, double* o,
                            double* lse, double* s, double* p) {
     const Shape sh{1, static_cast<std::int64_t>(n_kv), static_cast<std::int64_t>(d), static_cast<std::int64_t>(d_v), false,
@@ -245,7 +266,7 @@ void reference_forward_row(const double* q, const double* k, const double* v, st
     for (int precision = options.precision;; precision *= 2) {
         std::vector<Interval> S = intervals(n_kv, precision), P = intervals(n_kv, precision), O = intervals(d_v, precision);
         Interval l(precision);
-        forward_row(q, k, v, keys, sh, S.data(), P.data(), O.data(), l);
+        forward_row(q, k, v, bias, keys, sh, S.data(), P.data(), O.data(), l);
         bool ok = round_all(O, o);
         if (ok) {
             const std::optional<double> x = l.rounded();

@@ -63,11 +63,22 @@ HWY_INLINE void weighted_lanes(D d, const double* e_hi, const double* e_lo, cons
     using V = hn::Vec<D>;
     V s = hn::Zero(d), k1 = hn::Zero(d), k2 = hn::Zero(d), w = hn::Zero(d);
     for (std::size_t j = 0; j < n; ++j) {
-        const double t = e_hi[j] * 134217729.0;  // 2^27 + 1: Veltkamp's split into two halves of 26 bits
-        const double high = t - (t - e_hi[j]);
         const V x = hn::LoadU(d, v + j * dv + c);
-        add3(d, hn::Mul(hn::Set(d, high), x), s, k1, k2);            // exact product
-        add3(d, hn::Mul(hn::Set(d, e_hi[j] - high), x), s, k1, k2);  // exact product
+#if HWY_NATIVE_FMA
+        // e_hi x = p + (e_hi x - p) exactly: the error of the rounded product by a fused
+        // multiply-subtract; p enters the three levels, the error goes to the last one.
+        const V hi = hn::Set(d, e_hi[j]);
+        const V p = hn::Mul(hi, x);
+        add3(d, p, s, k1, k2);
+        k2 = hn::Add(k2, hn::MulSub(hi, x, p));
+#else
+        // Without a fused multiply-add: Veltkamp's split of e_hi into two halves of 26 bits,
+        // each product with x exact (2^27 + 1 is the splitter).
+        const double t = e_hi[j] * 134217729.0;
+        const double high = t - (t - e_hi[j]);
+        add3(d, hn::Mul(hn::Set(d, high), x), s, k1, k2);
+        add3(d, hn::Mul(hn::Set(d, e_hi[j] - high), x), s, k1, k2);
+#endif
         k2 = hn::Add(k2, hn::Mul(hn::Set(d, e_lo[j]), x));           // rounded once, summed plainly
         w = hn::Add(w, hn::Mul(hn::Set(d, weight[j]), hn::Abs(x)));  // not fused: the same bits on every target
     }

@@ -14,12 +14,13 @@ namespace roundscope::analysis {
 void score_sums(const double* q, const double* kt, std::size_t stride, std::size_t n, std::size_t d, double* sum,
                 double* c1, double* c2, double* magnitude);
 
-/// For c < dv: the Sum3 over j < n of the exact parts of e[j] * v[j * dv + c], where e[j] =
-/// e_hi[j] + e_lo[j]: e_hi split in two halves of at most 26 bits (each times v exact, summed
-/// in three levels), and e_lo * v rounded once and added to c2 directly. weighted[c] = sum of
-/// weight[j] |v[j dv + c]|, computed with at most n + 1 roundings: the caller makes weight[j]
-/// the whole error coefficient of term j (e[j]'s radius, the rounding of e_lo v, and its share
-/// of the three-level bound), see ball_weighted_sums. Requires v with at most 27 significant bits.
+/// For c < dv: the Sum3 over j < n of e[j] * v[j * dv + c], where e[j] = e_hi[j] + e_lo[j]:
+/// e_hi v as a rounded product in the three levels and its exact error (a fused multiply-
+/// subtract; without FMA, e_hi is split in two halves of 26 bits whose products are exact)
+/// and e_lo v rounded once, both added to c2 directly. weighted[c] = sum of weight[j]
+/// |v[j dv + c]|, computed with at most n + 1 roundings: the caller makes weight[j] the whole
+/// error coefficient of term j (e[j]'s radius, the rounding of e_lo v, and its share of the
+/// three-level bound), see ball_weighted_sums. Requires v with at most 27 significant bits.
 void weighted_sums(const double* e_hi, const double* e_lo, const double* weight, const double* v, std::size_t n,
                    std::size_t dv, double* sum, double* c1, double* c2, double* weighted);
 

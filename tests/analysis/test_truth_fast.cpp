@@ -7,6 +7,7 @@
 #include <mpfr.h>
 
 #include <cmath>
+#include <limits>
 #include <random>
 
 #include "analysis/truth/attention_truth.hpp"
@@ -106,6 +107,63 @@ TEST_CASE("Fast truth backward equals the reference bit for bit", "[truth][fast]
     CHECK(same_bits(fast.dq, reference.dq));
     CHECK(same_bits(fast.dk, reference.dk));
     CHECK(same_bits(fast.dv, reference.dv));
+}
+
+namespace {
+
+// An additive bias for `in`: ALiBi-like slopes times the distance (scores shifted by up to
+// `reach`), with -inf on a fraction of the keys and on every key of query 1 (a row with no key
+// left), one per head or one [Nq, Nk] for all.
+void add_bias(AttentionInputs& in, double reach, double masked_fraction, bool per_head, std::uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    std::uniform_real_distribution<double> uniform;
+    const std::uint64_t heads = per_head ? in.heads : 1;
+    std::vector<double> b(heads * in.n_q * in.n_kv);
+    for (std::uint64_t h = 0; h < heads; ++h) {
+        for (std::uint64_t i = 0; i < in.n_q; ++i) {
+            for (std::uint64_t j = 0; j < in.n_kv; ++j) {
+                const double distance = std::fabs(static_cast<double>(i) - static_cast<double>(j));
+                const bool masked = uniform(rng) < masked_fraction || (i == 1 && in.n_q > 2);
+                b[(h * in.n_q + i) * in.n_kv + j] =
+                    masked ? -std::numeric_limits<double>::infinity() : -reach * distance / static_cast<double>(in.n_kv) * (1.0 + static_cast<double>(h));
+            }
+        }
+    }
+    Tensor t = Tensor::zeros("bias", DType::f32, per_head ? Shape{in.heads, in.n_q, in.n_kv} : Shape{in.n_q, in.n_kv});
+    for (std::size_t i = 0; i < b.size(); ++i) t.set_bits_at(i, emu::cast_from_f64(b[i], emu::f32, emu::CastOptions{}));
+    in.bias = t;
+    in.bias_per_head = per_head;
+}
+
+}  // namespace
+
+TEST_CASE("Fast truth with an additive bias and -inf masks equals the reference bit for bit", "[truth][fast]") {
+    const Case c = GENERATE(Case{2, 37, 37, 16, 16, 1, false}, Case{1, 48, 80, 64, 32, 1, false}, Case{2, 1, 5, 16, 8, 1, false});
+    const bool causal = GENERATE(false, true);
+    const bool per_head = GENERATE(false, true);
+    const double reach = GENERATE(3.0, 700.0);  // 700: keys hundreds below the row's best
+    AttentionInputs in = make(c, 23 + c.n_q + c.d);
+    add_bias(in, reach, 0.2, per_head, c.n_kv + (per_head ? 1 : 0));
+    TruthOptions o;
+    o.causal = causal;
+    o.backward = true;
+    o.intermediates = true;
+    const AttentionTruth fast = attention_truth(in, o), reference = attention_truth_reference(in, o);
+    INFO("heads " << c.heads << " n_q " << c.n_q << " n_kv " << c.n_kv << " causal " << causal << " per head " << per_head
+                  << " reach " << reach << " reference rows " << fast.reference_rows);
+    if (reach < 100) CHECK(fast.fast_heads == c.heads);
+    CHECK(same_bits(fast.o, reference.o));
+    CHECK(same_bits(fast.lse, reference.lse));
+    CHECK(same_bits(fast.s, reference.s));
+    CHECK(same_bits(fast.p, reference.p));
+    CHECK(same_bits(fast.delta, reference.delta));
+    CHECK(same_bits(fast.dq, reference.dq));
+    CHECK(same_bits(fast.dk, reference.dk));
+    CHECK(same_bits(fast.dv, reference.dv));
+    if (c.n_q > 2) {  // query 1 sees no key
+        CHECK(fast.lse[1] == -std::numeric_limits<double>::infinity());
+        CHECK(fast.o[c.d_v] == 0);
+    }
 }
 
 TEST_CASE("The double-double exp's ball holds e^x", "[truth][fast]") {

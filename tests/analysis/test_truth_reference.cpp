@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <limits>
 #include <random>
 
 #include "analysis/truth/attention_truth.hpp"
@@ -192,4 +193,102 @@ TEST_CASE("Truth: repeated maxima, and NaN inputs refused", "[truth][reference]"
     }
     in.q.set_bits_at(3, 0x7FC0);  // bf16 NaN
     CHECK_THROWS_AS(attention_truth_reference(in, o), Error);
+}
+
+namespace {
+
+// A [n_q, n_kv] bias tensor (f64: every value exact, -inf included) from f(i, j).
+template <class F>
+void set_bias(AttentionInputs& in, F f) {
+    std::vector<double> b(in.n_q * in.n_kv);
+    for (std::uint64_t i = 0; i < in.n_q; ++i) {
+        for (std::uint64_t j = 0; j < in.n_kv; ++j) b[i * in.n_kv + j] = f(i, j);
+    }
+    in.bias = tensor_of("bias", DType::f64, {in.n_q, in.n_kv}, b);
+}
+
+// The keys of `in` without key `drop` (k, v, and the bias's column when there is one).
+AttentionInputs without_key(const AttentionInputs& in, std::uint64_t drop) {
+    auto remove_row = [&](const Tensor& t, std::uint64_t width) {
+        std::vector<double> x = values(t);
+        x.erase(x.begin() + static_cast<std::ptrdiff_t>(drop * width), x.begin() + static_cast<std::ptrdiff_t>((drop + 1) * width));
+        return tensor_of(t.name(), t.dtype(), {in.n_kv - 1, width}, x);
+    };
+    AttentionInputs out = in;
+    out.k = remove_row(in.k, in.d), out.v = remove_row(in.v, in.d_v);
+    out.n_kv = in.n_kv - 1;
+    out.bias.reset();
+    return out;
+}
+
+constexpr double minus_inf = -std::numeric_limits<double>::infinity();
+
+}  // namespace
+
+TEST_CASE("Truth with a bias: a -inf mask is the causal mask, and a masked key is a missing key", "[truth][reference]") {
+    const AttentionInputs plain = random_head(12, 8, 4, 31);
+    TruthOptions o;
+    o.backward = true;
+    AttentionInputs masked = plain;
+    set_bias(masked, [](std::uint64_t i, std::uint64_t j) { return j > i ? minus_inf : 0.0; });
+    TruthOptions causal = o;
+    causal.causal = true;
+    const AttentionTruth a = attention_truth_reference(masked, o), b = attention_truth_reference(plain, causal);
+    CHECK(a.o == b.o);
+    CHECK(a.lse == b.lse);
+    CHECK(a.delta == b.delta);
+    CHECK(a.dq == b.dq);
+    CHECK(a.dk == b.dk);
+    CHECK(a.dv == b.dv);
+
+    // Key 5 masked for every query: the same bits as without key 5, which gets zero gradients.
+    AttentionInputs drop5 = plain;
+    set_bias(drop5, [](std::uint64_t, std::uint64_t j) { return j == 5 ? minus_inf : 0.0; });
+    const AttentionTruth c = attention_truth_reference(drop5, o), d = attention_truth_reference(without_key(plain, 5), o);
+    CHECK(c.o == d.o);
+    CHECK(c.lse == d.lse);
+    CHECK(c.dq == d.dq);
+    for (std::uint64_t j = 0, k = 0; j < plain.n_kv; ++j) {
+        for (std::uint64_t x = 0; x < plain.d; ++x) CHECK(c.dk[j * plain.d + x] == (j == 5 ? 0.0 : d.dk[k * plain.d + x]));
+        for (std::uint64_t x = 0; x < plain.d_v; ++x) CHECK(c.dv[j * plain.d_v + x] == (j == 5 ? 0.0 : d.dv[k * plain.d_v + x]));
+        if (j != 5) ++k;
+    }
+    o.intermediates = true;
+    const AttentionTruth e = attention_truth_reference(drop5, o);
+    for (std::uint64_t i = 0; i < plain.n_q; ++i) {
+        CHECK(e.s[i * plain.n_kv + 5] == minus_inf);
+        CHECK(e.p[i * plain.n_kv + 5] == 0);
+    }
+}
+
+TEST_CASE("Truth with a bias: a constant per row leaves P, O and the gradients unchanged and shifts LSE", "[truth][reference]") {
+    const AttentionInputs plain = random_head(10, 8, 8, 37);
+    AttentionInputs shifted = plain;
+    set_bias(shifted, [](std::uint64_t i, std::uint64_t) { return 37.3 * static_cast<double>(i) - 100.0; });
+    TruthOptions o;
+    o.backward = true;
+    o.intermediates = true;
+    const AttentionTruth a = attention_truth_reference(shifted, o), b = attention_truth_reference(plain, o);
+    CHECK(a.p == b.p);
+    CHECK(a.o == b.o);
+    CHECK(a.delta == b.delta);
+    CHECK(a.dq == b.dq);
+    CHECK(a.dk == b.dk);
+    CHECK(a.dv == b.dv);
+    for (std::uint64_t i = 0; i < plain.n_q; ++i) {
+        const double c = 37.3 * static_cast<double>(i) - 100.0;
+        // both LSEs are correctly rounded, c is exact: they differ from a.lse - c by at most
+        // half an ulp each, and the subtraction rounds once more
+        CHECK(std::fabs(a.lse[i] - c - b.lse[i]) <= 2 * u * (std::fabs(a.lse[i]) + std::fabs(b.lse[i]) + std::fabs(c)));
+        CHECK(a.s[i * plain.n_kv] != b.s[i * plain.n_kv]);
+    }
+}
+
+TEST_CASE("Truth with a bias: NaN or +inf in it is refused, naming the tensor", "[truth][reference]") {
+    AttentionInputs in = random_head(4, 4, 4, 3);
+    for (const double bad : {std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity()}) {
+        set_bias(in, [bad](std::uint64_t i, std::uint64_t j) { return i == 2 && j == 1 ? bad : 0.0; });
+        CHECK_THROWS_WITH(attention_truth_reference(in, TruthOptions{}), Catch::Contains("tensor 'bias'"));
+        CHECK_THROWS_WITH(attention_truth(in, TruthOptions{}), Catch::Contains("tensor 'bias'"));
+    }
 }

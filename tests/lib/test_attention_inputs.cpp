@@ -29,6 +29,21 @@ TEST_CASE("attention inputs are found by name in [N,D], [H,N,D] and [B,H,N,D]", 
     CHECK((b.o && b.d_o && b.lse));
     CHECK(b.causal == true);
     CHECK(b.softmax_scale == 0.125);
+    CHECK_FALSE(b.bias);
+}
+
+TEST_CASE("an additive bias is [.., Nq, Nk] per head or [Nq, Nk] for all heads", "[attention_inputs]") {
+    auto with_bias = [](Shape shape) {
+        return find_attention_inputs(file_of({random_tensor("q", DType::bf16, {2, 6, 8}, 1), random_tensor("k", DType::bf16, {2, 5, 8}, 2),
+                                              random_tensor("v", DType::bf16, {2, 5, 4}, 3),
+                                              random_tensor("bias", DType::f32, std::move(shape), 4)}));
+    };
+    CHECK(with_bias({2, 6, 5}).bias_per_head);
+    CHECK_FALSE(with_bias({6, 5}).bias_per_head);
+    CHECK(with_bias({6, 5}).bias);
+    CHECK_THROWS_WITH(with_bias({5, 6}), Catch::Contains("tensor 'bias' has shape [5, 6]"));
+    CHECK_THROWS_WITH(with_bias({3, 6, 5}), Catch::Contains("tensor 'bias' has shape [3, 6, 5]"));
+    CHECK_THROWS_WITH(with_bias({6}), Catch::Contains("tensor 'bias' has shape [6]"));
 }
 
 TEST_CASE("attention inputs with missing or disagreeing tensors are errors naming the file and tensor", "[attention_inputs]") {

@@ -1,6 +1,7 @@
-// `roundscope truth IN [--bits 256] [--backward] [--causal|--no-causal] [--scale S]
+// `roundscope truth IN [--bits 256] [--backward] [--causal|--no-causal] [--softmax-scale S]
 // [--intermediates] -o OUT [--json] [--threads N]`: the ground truth of attention on q, k, v
-// (and do), every output the float64 nearest the exact result (analysis/truth).
+// (and do, and an additive bias where the file has one), every output the float64 nearest the
+// exact result (analysis/truth).
 #include <memory>
 #include <optional>
 #include <string>
@@ -53,7 +54,13 @@ void run_truth(const TruthArgs& a) {
     o.precision = a.bits;
     o.threads = a.threads;
     if (a.backward && !in.d_o) throw Error(fmt::format("{}: --backward needs a tensor 'do'", a.input));
-    const analysis::AttentionTruth t = a.reference ? analysis::attention_truth_reference(in, o) : analysis::attention_truth(in, o);
+    const analysis::AttentionTruth t = [&] {
+        try {
+            return a.reference ? analysis::attention_truth_reference(in, o) : analysis::attention_truth(in, o);
+        } catch (const Error& e) {
+            throw Error(fmt::format("{}: {}", a.input, e.what()));  // name the file too
+        }
+    }();
 
     std::vector<Tensor> out;
     out.push_back(f64_tensor("o", output_shape(in, {in.n_q, in.d_v}), t.o));
@@ -71,6 +78,7 @@ void run_truth(const TruthArgs& a) {
     write_tensor_file(a.output, out,
                       {{"source", a.input},
                        {"causal", o.causal ? "true" : "false"},
+                       {"bias", in.bias ? "additive, from the input's tensor 'bias'" : "none"},
                        {"softmax_scale", format_double(t.scale)},
                        {"truth", "every value the float64 nearest the exact result"},
                        {"precision_bits", std::to_string(t.max_precision_used)}});
@@ -83,6 +91,7 @@ void run_truth(const TruthArgs& a) {
                                           {"n_q", t.n_q},
                                           {"n_kv", t.n_kv},
                                           {"causal", o.causal},
+                                          {"bias", in.bias.has_value()},
                                           {"softmax_scale", json_number(t.scale)},
                                           {"precision_bits", t.max_precision_used},
                                           {"fast_heads", t.fast_heads},
@@ -100,7 +109,7 @@ void run_truth(const TruthArgs& a) {
 void add_truth_command(CLI::App& app) {
     auto* cmd = app.add_subcommand("truth", "Exact attention (forward, and backward with --backward), rounded once to float64");
     auto a = std::make_shared<TruthArgs>();
-    cmd->add_option("IN", a->input, "File with q, k, v (and do)")->required();
+    cmd->add_option("IN", a->input, "File with q, k, v (and do; an additive score bias 'bias' [.., Nq, Nk], -inf masking)")->required();
     cmd->add_option("-o,--output", a->output, "Output .safetensors (F64 tensors)")->required();
     cmd->add_option("--bits", a->bits, "Precision of the first attempt (doubled until every output is decided)")
         ->check(CLI::Range(16, 1 << 14));
@@ -108,7 +117,8 @@ void add_truth_command(CLI::App& app) {
     cmd->add_flag("--intermediates", a->intermediates, "Also s and p");
     auto* causal = cmd->add_flag("--causal", a->causal, "Causal mask (default: the file's metadata, else off)");
     cmd->add_flag("--no-causal", a->no_causal, "No causal mask, whatever the file's metadata says")->excludes(causal);
-    cmd->add_option("--scale", a->scale, "Softmax scale (default: the file's metadata, else 1/sqrt(D))");
+    cmd->add_option("--softmax-scale,--scale", a->scale, "Softmax scale (default: the file's metadata, else 1/sqrt(D))")
+        ->check(CLI::PositiveNumber);
     cmd->add_flag("--reference", a->reference, "Use the MPFI reference path for everything (slow; the same bits)");
     cmd->add_flag("--json", a->json, "Print one JSON object");
     cmd->add_option("--threads", a->threads, "Worker threads (default: all cores)")->check(CLI::NonNegativeNumber);
