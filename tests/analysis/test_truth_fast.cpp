@@ -40,6 +40,18 @@ bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
     return true;
 }
 
+// Every output both results hold, bit for bit (an empty tensor equals an empty one).
+void check_same_bits(const AttentionTruth& fast, const AttentionTruth& reference) {
+    CHECK(same_bits(fast.o, reference.o));
+    CHECK(same_bits(fast.lse, reference.lse));
+    CHECK(same_bits(fast.s, reference.s));
+    CHECK(same_bits(fast.p, reference.p));
+    CHECK(same_bits(fast.delta, reference.delta));
+    CHECK(same_bits(fast.dq, reference.dq));
+    CHECK(same_bits(fast.dk, reference.dk));
+    CHECK(same_bits(fast.dv, reference.dv));
+}
+
 AttentionInputs make(const Case& c, std::uint64_t seed) {
     std::mt19937_64 rng(seed);
     std::normal_distribution<double> g;
@@ -79,10 +91,7 @@ TEST_CASE("Fast truth equals the reference bit for bit and decides alone", "[tru
     INFO("heads " << c.heads << " n_q " << c.n_q << " n_kv " << c.n_kv << " d " << c.d << " spread " << c.spread
                   << " equal keys " << c.equal_keys << " causal " << causal);
     CHECK(fast.fast_heads == c.heads);
-    CHECK(same_bits(fast.o, reference.o));
-    CHECK(same_bits(fast.lse, reference.lse));
-    CHECK(same_bits(fast.s, reference.s));
-    CHECK(same_bits(fast.p, reference.p));
+    check_same_bits(fast, reference);
 }
 
 TEST_CASE("Fast truth backward equals the reference bit for bit", "[truth][fast]") {
@@ -101,12 +110,7 @@ TEST_CASE("Fast truth backward equals the reference bit for bit", "[truth][fast]
     // (a ball around a cancellation cannot prove a zero), and with scores 100s apart some keys
     // get only P below e^-600, whose bound alone enters the fast sums.
     if (!c.equal_keys && c.spread <= 1) CHECK(fast.fast_heads == c.heads);
-    CHECK(same_bits(fast.o, reference.o));
-    CHECK(same_bits(fast.lse, reference.lse));
-    CHECK(same_bits(fast.delta, reference.delta));
-    CHECK(same_bits(fast.dq, reference.dq));
-    CHECK(same_bits(fast.dk, reference.dk));
-    CHECK(same_bits(fast.dv, reference.dv));
+    check_same_bits(fast, reference);
 }
 
 namespace {
@@ -152,14 +156,7 @@ TEST_CASE("Fast truth with an additive bias and -inf masks equals the reference 
     INFO("heads " << c.heads << " n_q " << c.n_q << " n_kv " << c.n_kv << " causal " << causal << " per head " << per_head
                   << " reach " << reach << " reference rows " << fast.reference_rows);
     if (reach < 100) CHECK(fast.fast_heads == c.heads);
-    CHECK(same_bits(fast.o, reference.o));
-    CHECK(same_bits(fast.lse, reference.lse));
-    CHECK(same_bits(fast.s, reference.s));
-    CHECK(same_bits(fast.p, reference.p));
-    CHECK(same_bits(fast.delta, reference.delta));
-    CHECK(same_bits(fast.dq, reference.dq));
-    CHECK(same_bits(fast.dk, reference.dk));
-    CHECK(same_bits(fast.dv, reference.dv));
+    check_same_bits(fast, reference);
     if (c.n_q > 2) {  // query 1 sees no key
         CHECK(fast.lse[1] == -std::numeric_limits<double>::infinity());
         CHECK(fast.o[c.d_v] == 0);
