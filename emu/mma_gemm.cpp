@@ -81,11 +81,24 @@ bool accumulator_finite(const Format& acc, std::uint32_t bits) {
     return cls != ValueClass::nan && cls != ValueClass::inf;
 }
 
+}  // namespace
+
+// What every GEMM of one model shares.
+struct detail::GemmPlan {
+    MmaModel model;
+    BlockSchedule schedule;
+    OperandDecoder decode_a, decode_b;
+    explicit GemmPlan(const MmaModel& m)
+        : model(m), schedule(block_schedule(m)), decode_a(m.a, m.dropped_input_bits), decode_b(m.b, m.dropped_input_bits) {}
+};
+
+namespace {
+
 struct GemmContext {
     const MmaModel& model;
     const GemmOperands& g;
-    BlockSchedule schedule;
-    OperandDecoder decode_a, decode_b;
+    const BlockSchedule& schedule;
+    const OperandDecoder &decode_a, &decode_b;
     std::int64_t k_padded;
 };
 
@@ -170,11 +183,16 @@ void mma_gemm_reference(const MmaModel& model, const GemmOperands& g, int thread
     });
 }
 
-void mma_gemm(const MmaModel& model, const GemmOperands& g, int threads) {
+PreparedMma::PreparedMma(const MmaModel& model) : plan_(std::make_unique<detail::GemmPlan>(model)) {}
+PreparedMma::~PreparedMma() = default;
+PreparedMma::PreparedMma(PreparedMma&&) noexcept = default;
+PreparedMma& PreparedMma::operator=(PreparedMma&&) noexcept = default;
+const MmaModel& PreparedMma::model() const { return plan_->model; }
+
+void PreparedMma::run(const GemmOperands& g, int threads) const {
     threads = resolve_threads(threads);
-    const GemmContext ctx{model, g, block_schedule(model), OperandDecoder(model.a, model.dropped_input_bits),
-                          OperandDecoder(model.b, model.dropped_input_bits),
-                          (g.k + model.k - 1) / model.k * model.k};
+    const MmaModel& model = plan_->model;
+    const GemmContext ctx{model, g, plan_->schedule, plan_->decode_a, plan_->decode_b, (g.k + model.k - 1) / model.k * model.k};
     if (g.batch >= 2 * threads) {
         // Many small GEMMs (tiles): one thread per GEMM.
         parallel_for(static_cast<std::size_t>(g.batch), 8, threads, [&](std::size_t begin, std::size_t end) {
@@ -184,5 +202,7 @@ void mma_gemm(const MmaModel& model, const GemmOperands& g, int threads) {
         for (std::int64_t index = 0; index < g.batch; ++index) gemm_one(ctx, index, threads);
     }
 }
+
+void mma_gemm(const MmaModel& model, const GemmOperands& g, int threads) { PreparedMma(model).run(g, threads); }
 
 }  // namespace roundscope::emu

@@ -7,6 +7,7 @@
 //                       (NaN/Inf inputs, FP16 accumulators, the last columns of a row).
 // tests/emu/test_mma_gemm.cpp checks that the two agree bit for bit.
 #include <cstdint>
+#include <memory>
 
 #include "emu/mma_model.hpp"
 
@@ -25,5 +26,25 @@ struct GemmOperands {
 /// K is taken in chunks of the instruction's k; a last partial chunk acts as if padded with zeros.
 void mma_gemm_reference(const MmaModel& model, const GemmOperands& g, int threads = 1);
 void mma_gemm(const MmaModel& model, const GemmOperands& g, int threads = 0);
+
+namespace detail {
+struct GemmPlan;
+}
+
+/// A model made ready for many GEMMs (the flash-attention emulator's tiles): its operand
+/// decoding tables and block schedule are built once. The same bits as mma_gemm; run() may be
+/// called from several threads at once.
+class PreparedMma {
+public:
+    explicit PreparedMma(const MmaModel& model);
+    ~PreparedMma();
+    PreparedMma(PreparedMma&&) noexcept;
+    PreparedMma& operator=(PreparedMma&&) noexcept;
+    const MmaModel& model() const;
+    void run(const GemmOperands& g, int threads = 1) const;
+
+private:
+    std::unique_ptr<detail::GemmPlan> plan_;
+};
 
 }  // namespace roundscope::emu

@@ -1,0 +1,94 @@
+#include "emu/flash_context.hpp"
+
+#include <fmt/format.h>
+
+#include "emu/attention_steps.hpp"
+#include "emu/block_quantize.hpp"
+#include "emu/round.hpp"
+#include "emu/tensor_cast.hpp"
+#include "lib/error.hpp"
+
+namespace roundscope::emu::detail {
+
+std::vector<Span> blocks_of(std::uint64_t n, int block, KvOrder order) {
+    std::vector<Span> out;
+    const auto b = static_cast<std::uint64_t>(block);
+    for (std::uint64_t begin = 0; begin < n; begin += b) out.push_back({begin, std::min(n, begin + b)});
+    if (order == KvOrder::reverse) std::reverse(out.begin(), out.end());
+    return out;
+}
+
+void tile_mma(const PreparedMma& mma, const std::uint32_t* a, const std::uint32_t* b, const std::uint32_t* c,
+              std::uint32_t* d, std::uint64_t m, std::uint64_t n, std::uint64_t k) {
+    std::vector<std::uint32_t> out(m * n);
+    GemmOperands g;
+    g.a = a, g.b = b, g.c = c, g.d = out.data();
+    g.m = static_cast<std::int64_t>(m), g.n = static_cast<std::int64_t>(n), g.k = static_cast<std::int64_t>(k);
+    mma.run(g, 1);
+    std::copy(out.begin(), out.end(), d);
+}
+
+std::vector<std::uint32_t> transposed(const std::uint32_t* x, std::uint64_t rows, std::uint64_t stride, Span cols) {
+    std::vector<std::uint32_t> t(cols.size() * rows);
+    for (std::uint64_t r = 0; r < rows; ++r) {
+        for (std::uint64_t c = cols.begin; c < cols.end; ++c) t[(c - cols.begin) * rows + r] = x[r * stride + c];
+    }
+    return t;
+}
+
+std::uint64_t FlashContext::visible(std::uint64_t i) const {
+    if (!shape.causal) return shape.n_kv;
+    const std::int64_t end = position(i) + 1;
+    return end < 0 ? 0 : std::min<std::uint64_t>(static_cast<std::uint64_t>(end), shape.n_kv);
+}
+
+std::int64_t FlashContext::position(std::uint64_t i) const {
+    return static_cast<std::int64_t>(i) + static_cast<std::int64_t>(shape.n_kv) - static_cast<std::int64_t>(shape.n_q);
+}
+
+bool FlashContext::tile_masked(Span rows, Span keys) const { return keys.begin >= visible(rows.end - 1); }
+
+bool FlashContext::diagonal_key(std::uint64_t i, std::uint64_t j) const {
+    const std::int64_t p = position(i), block = recipe.v_block;
+    const std::int64_t own = (p < 0 ? p - block + 1 : p) / block;  // floor division
+    return static_cast<std::int64_t>(j) / block >= own;
+}
+
+FlashContext flash_context(const AttentionRecipe& recipe, const AttentionShape& shape) {
+    validate(recipe);
+    FlashContext ctx{recipe, shape};
+    ctx.scale_log2 = steps::scale_log2(shape.scale);
+    ctx.approx_exp2 = recipe.exp2 == Exp2Kind::hardware_approx;
+    return ctx;
+}
+
+std::vector<std::uint32_t> exact_in(const std::vector<std::uint32_t>& x, const Format& from, const Format& to, const char* what) {
+    if (from == to) return x;
+    std::vector<std::uint32_t> out(x.size());
+    const CastOptions o;
+    for (std::size_t i = 0; i < x.size(); ++i) {
+        out[i] = static_cast<std::uint32_t>(convert(from, x[i], to, o));
+        if (decode(to, out[i]) != decode(from, x[i]) && !is_nan_bits(from, x[i]))
+            throw Error(fmt::format("{}: element {} ({}) is not exact in {}", what, i, decode(from, x[i]), to.name));
+    }
+    return out;
+}
+
+std::vector<std::uint32_t> quantized_v(const FlashContext& ctx, const std::vector<std::uint32_t>& v) {
+    if (ctx.recipe.v_quant == nullptr) return {};
+    const AttentionShape& s = ctx.shape;
+    const Format& input = *ctx.recipe.input;
+    Tensor t = Tensor::zeros("v", dtype_of(input), {s.heads, s.n_kv, s.d_v});
+    for (std::size_t i = 0; i < v.size(); ++i) t.set_bits_at(i, v[i]);
+    BlockSpec spec;
+    spec.format = ctx.recipe.v_quant;
+    spec.block = ctx.recipe.v_block;
+    spec.axis = -2;  // along tokens
+    spec.threads = 1;
+    const Tensor dequantized = block_dequantize(block_quantize(t, spec), spec);
+    std::vector<std::uint32_t> as_f32(v.size());
+    for (std::size_t i = 0; i < v.size(); ++i) as_f32[i] = static_cast<std::uint32_t>(dequantized.bits_at(i));
+    return exact_in(as_f32, f32, input, "quantized v");
+}
+
+}  // namespace roundscope::emu::detail

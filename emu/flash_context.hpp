@@ -1,0 +1,59 @@
+#pragma once
+// What the forward and backward emulators share (internal to emu/flash_*.cpp): the prepared
+// tensor-core models, the tiles of a head, the causal rule, V as the PV product sees it, and a
+// tile GEMM.
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "emu/attention_recipe.hpp"
+#include "emu/flash_attention.hpp"
+#include "emu/mma_gemm.hpp"
+
+namespace roundscope::emu::detail {
+
+/// A half-open range of rows or keys.
+struct Span {
+    std::uint64_t begin = 0, end = 0;
+    std::uint64_t size() const { return end - begin; }
+};
+
+/// The blocks of `block` covering [0, n), in the given order.
+std::vector<Span> blocks_of(std::uint64_t n, int block, KvOrder order = KvOrder::forward);
+
+/// D = A B + C through a prepared model, A [m][k], B [k][n], C and D [m][n] (D may be C).
+void tile_mma(const PreparedMma& mma, const std::uint32_t* a, const std::uint32_t* b, const std::uint32_t* c,
+              std::uint32_t* d, std::uint64_t m, std::uint64_t n, std::uint64_t k);
+
+/// [rows][cols] (row stride `stride`) to [cols][rows], the columns [c0, c1) only.
+std::vector<std::uint32_t> transposed(const std::uint32_t* x, std::uint64_t rows, std::uint64_t stride, Span cols);
+
+struct FlashContext {
+    AttentionRecipe recipe;
+    AttentionShape shape;
+    float scale_log2 = 0;
+    bool approx_exp2 = false;
+
+    /// Keys [0, visible(i)) are seen by query row i (bottom-right causal alignment).
+    std::uint64_t visible(std::uint64_t i) const;
+    /// A query row's position among the keys: i + n_kv - n_q.
+    std::int64_t position(std::uint64_t i) const;
+    /// Whether no (row, key) of the tile is visible: such tiles are skipped.
+    bool tile_masked(Span rows, Span keys) const;
+    /// Under the diagonal fix: key j lies in the V block of row i's own position (so the row
+    /// multiplies it unquantized).
+    bool diagonal_key(std::uint64_t i, std::uint64_t j) const;
+};
+
+FlashContext flash_context(const AttentionRecipe& recipe, const AttentionShape& shape);
+
+/// V as the PV product multiplies it: every head's V quantized along tokens in the recipe's
+/// block format, dequantized and stored in the input format (Error where a value is not
+/// exact there); empty without quantization.
+std::vector<std::uint32_t> quantized_v(const FlashContext& ctx, const std::vector<std::uint32_t>& v);
+
+/// The input-format bits `x` in format `to` (Error naming `what` unless every value is exact).
+std::vector<std::uint32_t> exact_in(const std::vector<std::uint32_t>& x, const Format& from, const Format& to,
+                                    const char* what);
+
+}  // namespace roundscope::emu::detail

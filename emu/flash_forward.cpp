@@ -1,0 +1,267 @@
+// The forward pass of the flash-attention emulator (flash_attention.hpp): online softmax tile
+// by tile, or the naive softmax over whole rows.
+#include <fmt/format.h>
+
+#include <limits>
+
+#include "emu/attention_steps.hpp"
+#include "emu/flash_attention.hpp"
+#include "emu/flash_context.hpp"
+#include "lib/error.hpp"
+#include "lib/parallel.hpp"
+
+namespace roundscope::emu {
+namespace {
+
+using detail::Span;
+namespace a = f32_arith;
+
+float as_float(std::uint32_t bits) { return float_from_bits(bits); }
+
+const MmaModel& model_for(const AttentionRecipe& r, const Format& a_format, const Format& b_format) {
+    const MmaModel* m = find_mma_model(r.arch, r.instruction, a_format, b_format, f32);
+    if (m == nullptr) throw Error(fmt::format("recipe '{}': no {} {} model for {} x {}", r.name, r.arch, r.instruction, a_format.name, b_format.name));
+    return *m;
+}
+
+struct ForwardModels {
+    PreparedMma score, pv;
+};
+
+// One head's operands and V as the PV product sees it.
+struct HeadView {
+    const std::uint32_t *q, *k, *v, *v_quantized;
+};
+
+// A row block's running state and its counts.
+struct RowBlock {
+    Span rows;
+    std::vector<float> m, l, true_max;
+    std::vector<std::uint64_t> true_max_count;
+    std::vector<std::uint32_t> acc;  // f32 bits [rows][d_v]
+    ForwardCounts counts;
+    RowBlock(Span r, std::uint64_t d_v)
+        : rows(r), m(r.size(), steps::minus_infinity()), l(r.size(), 0), true_max(r.size(), steps::minus_infinity()),
+          true_max_count(r.size(), 0), acc(r.size() * d_v, 0) {}
+};
+
+// P times V for the keys of one tile, into acc: one product with V as quantized, or, under the
+// diagonal fix, two: the keys of complete past V blocks with quantized V, then the keys of the
+// row's own (diagonal) block with V unquantized.
+void pv_product(const detail::FlashContext& ctx, const PreparedMma& mma, const HeadView& h, Span rows, Span keys,
+                const std::vector<std::uint32_t>& p, std::vector<std::uint32_t>& acc) {
+    const std::uint64_t dv = ctx.shape.d_v;
+    const std::uint32_t* v_past = (h.v_quantized != nullptr ? h.v_quantized : h.v) + keys.begin * dv;
+    if (h.v_quantized == nullptr || !ctx.recipe.diagonal_fix) {
+        detail::tile_mma(mma, p.data(), v_past, acc.data(), acc.data(), rows.size(), dv, keys.size());
+        return;
+    }
+    std::vector<std::uint32_t> past(p.size(), 0), diagonal(p.size(), 0);
+    for (std::uint64_t r = 0; r < rows.size(); ++r) {
+        for (std::uint64_t j = 0; j < keys.size(); ++j) {
+            auto& to = ctx.diagonal_key(rows.begin + r, keys.begin + j) ? diagonal : past;
+            to[r * keys.size() + j] = p[r * keys.size() + j];
+        }
+    }
+    detail::tile_mma(mma, past.data(), v_past, acc.data(), acc.data(), rows.size(), dv, keys.size());
+    detail::tile_mma(mma, diagonal.data(), h.v + keys.begin * dv, acc.data(), acc.data(), rows.size(), dv, keys.size());
+}
+
+// The counts of one cast P value.
+void count_p(float p, std::uint32_t cast, const Format& f, ForwardCounts& c) {
+    if (p == 1.0f) ++c.p_bar_one;
+    if (!(p > 0.0f)) return;
+    ++c.p_nonzero;
+    const double value = decode(f, cast);
+    if (value == 0) ++c.p_underflow;
+    if (value >= decode(f, max_finite_bits(f))) ++c.p_saturated;
+}
+
+// S for one tile: [rows][keys] f32 bits.
+std::vector<std::uint32_t> score_tile(const detail::FlashContext& ctx, const PreparedMma& mma, const HeadView& h, Span rows,
+                                      Span keys) {
+    const std::uint64_t d = ctx.shape.d;
+    const std::vector<std::uint32_t> kt = detail::transposed(h.k + keys.begin * d, keys.size(), d, {0, d});  // [d][keys]
+    std::vector<std::uint32_t> s(rows.size() * keys.size(), 0);
+    detail::tile_mma(mma, h.q + rows.begin * d, kt.data(), s.data(), s.data(), rows.size(), keys.size(), d);
+    return s;
+}
+
+// One KV tile of the online softmax for a row block.
+void online_tile(const detail::FlashContext& ctx, const ForwardModels& models, const HeadView& h, RowBlock& b, Span keys) {
+    const AttentionRecipe& r = ctx.recipe;
+    const std::uint64_t n = keys.size(), dv = ctx.shape.d_v;
+    const std::vector<std::uint32_t> s = score_tile(ctx, models.score, h, b.rows, keys);
+    std::vector<std::uint32_t> p_cast(b.rows.size() * n);
+    std::vector<float> t(n);
+    for (std::uint64_t row = 0; row < b.rows.size(); ++row) {
+        const std::uint64_t visible = ctx.visible(b.rows.begin + row);
+        float block_max = steps::minus_infinity();
+        for (std::uint64_t j = 0; j < n; ++j) {
+            t[j] = keys.begin + j < visible ? a::mul(as_float(s[row * n + j]), ctx.scale_log2) : steps::minus_infinity();
+            block_max = a::max(block_max, t[j]);
+        }
+        int near_max = 0, at_max = 0;
+        for (std::uint64_t j = 0; j < n; ++j) {
+            if (t[j] != steps::minus_infinity() && a::sub(block_max, t[j]) <= steps::near_max_log2) ++near_max;
+            if (t[j] == block_max && block_max != steps::minus_infinity()) ++at_max;
+        }
+        if (block_max > b.true_max[row]) b.true_max[row] = block_max, b.true_max_count[row] = 0;
+        if (block_max == b.true_max[row]) b.true_max_count[row] += static_cast<std::uint64_t>(at_max);
+        if (r.max_adjust) block_max = steps::adjusted_block_max(block_max, near_max, r.max_adjust_beta);
+        const float m_new = a::max(b.m[row], block_max);
+        const float factor = steps::rescale(b.m[row], m_new, ctx.approx_exp2);
+        float sum = 0;
+        for (std::uint64_t j = 0; j < n; ++j) {
+            const float p = steps::p_bar(t[j], m_new, ctx.approx_exp2);
+            sum = a::add(sum, p);
+            p_cast[row * n + j] = steps::cast_p(p, r.p_scale, *r.p_format);
+            if (t[j] != steps::minus_infinity()) count_p(p, p_cast[row * n + j], *r.p_format, b.counts);
+        }
+        b.l[row] = a::add(a::mul(b.l[row], factor), sum);
+        b.m[row] = m_new;
+        for (std::uint64_t c = 0; c < dv; ++c) b.acc[row * dv + c] = bits_of(a::mul(as_float(b.acc[row * dv + c]), factor));
+    }
+    pv_product(ctx, models.pv, h, b.rows, keys, p_cast, b.acc);
+}
+
+// O, LSE and the counts of a finished row block into the result.
+void finish_block(const detail::FlashContext& ctx, const RowBlock& b, std::uint64_t head, ForwardResult& out) {
+    const AttentionRecipe& r = ctx.recipe;
+    const std::uint64_t dv = ctx.shape.d_v;
+    CastOptions o;
+    o.saturate = true;
+    for (std::uint64_t row = 0; row < b.rows.size(); ++row) {
+        const std::uint64_t i = head * ctx.shape.n_q + b.rows.begin + row;
+        const float factor = steps::output_factor(b.l[row], r.p_scale);
+        for (std::uint64_t c = 0; c < dv; ++c) {
+            const float o_value = a::mul(as_float(b.acc[row * dv + c]), factor);
+            out.o_f32[i * dv + c] = o_value;
+            out.o[i * dv + c] = static_cast<std::uint32_t>(cast_from_f32(o_value, *r.o_format, o));
+        }
+        out.lse_log2[i] = steps::lse_log2(b.m[row], b.l[row]);
+        out.lse[i] = a::mul(out.lse_log2[i], steps::ln2);
+    }
+}
+
+// The online softmax over one row block.
+void online_row_block(const detail::FlashContext& ctx, const ForwardModels& models, const HeadView& h, std::uint64_t head,
+                      Span rows, ForwardResult& out, ForwardCounts& counts) {
+    RowBlock b(rows, ctx.shape.d_v);
+    for (const Span keys : detail::blocks_of(ctx.shape.n_kv, ctx.recipe.block_n, ctx.recipe.kv_order)) {
+        if (ctx.tile_masked(rows, keys)) continue;
+        online_tile(ctx, models, h, b, keys);
+    }
+    finish_block(ctx, b, head, out);
+    counts = b.counts;
+    for (std::uint64_t row = 0; row < rows.size(); ++row) {
+        if (b.true_max_count[row] >= 2) ++counts.repeated_max_rows;
+    }
+}
+
+// The naive softmax over one row block: arithmetic in softmax_format (each operation exact in
+// double, then rounded once, which equals the format's own correctly rounded operation).
+void naive_row_block(const detail::FlashContext& ctx, const ForwardModels& models, const HeadView& h, std::uint64_t head,
+                     Span rows, ForwardResult& out, ForwardCounts& counts) {
+    const AttentionRecipe& r = ctx.recipe;
+    const Format& f = *r.softmax_format;
+    const std::uint64_t nk = ctx.shape.n_kv;
+    const CastOptions plain;
+    auto round = [&](double x) { return decode(f, cast_from_f64(x, f, plain)); };
+    std::vector<std::uint32_t> s(rows.size() * nk, 0);
+    for (const Span keys : detail::blocks_of(nk, r.block_n)) {
+        const std::vector<std::uint32_t> tile = score_tile(ctx, models.score, h, rows, keys);
+        for (std::uint64_t row = 0; row < rows.size(); ++row)
+            std::copy_n(tile.begin() + static_cast<std::ptrdiff_t>(row * keys.size()), keys.size(), s.begin() + static_cast<std::ptrdiff_t>(row * nk + keys.begin));
+    }
+    RowBlock b(rows, ctx.shape.d_v);
+    std::vector<std::uint32_t> p_cast(rows.size() * nk, 0);
+    std::vector<double> x(nk);
+    for (std::uint64_t row = 0; row < rows.size(); ++row) {
+        const std::uint64_t visible = ctx.visible(rows.begin + row);
+        double m = -std::numeric_limits<double>::infinity();
+        for (std::uint64_t j = 0; j < visible; ++j) {
+            x[j] = round(static_cast<double>(as_float(s[row * nk + j])) * ctx.shape.scale);
+            m = std::max(m, x[j]);
+        }
+        const double shift = r.softmax == SoftmaxKind::naive && visible > 0 ? m : 0.0;
+        double l = 0;
+        for (std::uint64_t j = 0; j < visible; ++j) {
+            const float y = static_cast<float>(round(x[j] - shift));
+            x[j] = round(steps::exp2(a::mul(y, steps::log2e), ctx.approx_exp2));  // e_j
+            l = round(l + x[j]);
+        }
+        for (std::uint64_t j = 0; j < visible; ++j) {
+            const auto p = static_cast<float>(round(x[j] / l));
+            p_cast[row * nk + j] = steps::cast_p(p, r.p_scale, *r.p_format);
+            count_p(p, p_cast[row * nk + j], *r.p_format, b.counts);
+        }
+        // LSE = ln l + shift, from log2 as the online softmax forms it.
+        const float lse2 = visible == 0 ? steps::minus_infinity()
+                                        : a::add(a::mul(static_cast<float>(shift), steps::log2e), soft_log2(static_cast<float>(l)));
+        const std::uint64_t i = head * ctx.shape.n_q + rows.begin + row;
+        out.lse_log2[i] = lse2;
+        out.lse[i] = a::mul(lse2, steps::ln2);
+    }
+    pv_product(ctx, models.pv, h, rows, {0, nk}, p_cast, b.acc);
+    const std::uint64_t dv = ctx.shape.d_v;
+    CastOptions o;
+    o.saturate = true;
+    for (std::uint64_t row = 0; row < rows.size(); ++row) {
+        const std::uint64_t i = head * ctx.shape.n_q + rows.begin + row;
+        const float factor = a::div(1.0f, r.p_scale);  // O = P V / S
+        for (std::uint64_t c = 0; c < dv; ++c) {
+            const float o_value = a::mul(as_float(b.acc[row * dv + c]), factor);
+            out.o_f32[i * dv + c] = o_value;
+            out.o[i * dv + c] = static_cast<std::uint32_t>(cast_from_f32(o_value, *r.o_format, o));
+        }
+    }
+    counts = b.counts;
+}
+
+void add_counts(ForwardCounts& to, const ForwardCounts& c) {
+    to.p_bar_one += c.p_bar_one, to.p_nonzero += c.p_nonzero, to.p_underflow += c.p_underflow;
+    to.p_saturated += c.p_saturated, to.repeated_max_rows += c.repeated_max_rows;
+}
+
+void check_sizes(const AttentionShape& s, const AttentionOperands& in, bool backward) {
+    auto check = [](const std::vector<std::uint32_t>& x, std::uint64_t want, const char* name) {
+        if (x.size() != want) throw Error(fmt::format("attention: tensor '{}' has {} elements, the shape needs {}", name, x.size(), want));
+    };
+    check(in.q, s.heads * s.n_q * s.d, "q");
+    check(in.k, s.heads * s.n_kv * s.d, "k");
+    check(in.v, s.heads * s.n_kv * s.d_v, "v");
+    if (backward) check(in.d_o, s.heads * s.n_q * s.d_v, "do");
+}
+
+}  // namespace
+
+ForwardResult flash_forward(const AttentionRecipe& recipe, const AttentionShape& shape, const AttentionOperands& in, int threads) {
+    const detail::FlashContext ctx = detail::flash_context(recipe, shape);
+    check_sizes(shape, in, false);
+    const ForwardModels models{PreparedMma(model_for(recipe, *recipe.input, *recipe.input)),
+                               PreparedMma(model_for(recipe, *recipe.p_format, *recipe.input))};
+    const std::vector<std::uint32_t> v_quantized = detail::quantized_v(ctx, in.v);
+
+    ForwardResult out;
+    out.o.assign(shape.heads * shape.n_q * shape.d_v, 0);
+    out.o_f32.assign(out.o.size(), 0);
+    out.lse.assign(shape.heads * shape.n_q, 0);
+    out.lse_log2.assign(out.lse.size(), 0);
+    const std::vector<Span> row_blocks = detail::blocks_of(shape.n_q, recipe.block_m);
+    std::vector<ForwardCounts> counts(shape.heads * row_blocks.size());
+    parallel_for(counts.size(), 1, threads, [&](std::size_t begin, std::size_t end) {
+        for (std::size_t task = begin; task < end; ++task) {
+            const std::uint64_t head = task / row_blocks.size();
+            const HeadView h{in.q.data() + head * shape.n_q * shape.d, in.k.data() + head * shape.n_kv * shape.d, in.v.data() + head * shape.n_kv * shape.d_v,
+                             v_quantized.empty() ? nullptr : v_quantized.data() + head * shape.n_kv * shape.d_v};
+            const Span rows = row_blocks[task % row_blocks.size()];
+            if (recipe.softmax == SoftmaxKind::online) online_row_block(ctx, models, h, head, rows, out, counts[task]);
+            else naive_row_block(ctx, models, h, head, rows, out, counts[task]);
+        }
+    });
+    for (const ForwardCounts& c : counts) add_counts(out.counts, c);
+    return out;
+}
+
+}  // namespace roundscope::emu

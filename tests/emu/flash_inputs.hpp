@@ -1,0 +1,39 @@
+#pragma once
+// Random attention operands for the flash-attention tests: Gaussian values rounded to the
+// recipe's input format, one seed per tensor.
+#include <cmath>
+#include <random>
+
+#include "emu/flash_attention.hpp"
+#include "emu/round.hpp"
+
+namespace roundscope::test {
+
+inline std::vector<std::uint32_t> gaussian_bits(std::uint64_t count, const emu::Format& f, std::uint64_t seed, double sd = 1,
+                                                double mean = 0) {
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<double> g(mean, sd);
+    std::vector<std::uint32_t> x(count);
+    for (auto& v : x) v = static_cast<std::uint32_t>(emu::cast_from_f64(g(rng), f, emu::CastOptions{}));
+    return x;
+}
+
+inline emu::AttentionShape attention_shape(std::uint64_t heads, std::uint64_t n_q, std::uint64_t n_kv, std::uint64_t d,
+                                           bool causal) {
+    emu::AttentionShape s;
+    s.heads = heads, s.n_q = n_q, s.n_kv = n_kv, s.d = d, s.d_v = d, s.causal = causal;
+    s.scale = static_cast<float>(1 / std::sqrt(static_cast<double>(d)));
+    return s;
+}
+
+inline emu::AttentionOperands random_operands(const emu::AttentionShape& s, const emu::Format& f, std::uint64_t seed,
+                                              double sd = 1) {
+    emu::AttentionOperands in;
+    in.q = gaussian_bits(s.heads * s.n_q * s.d, f, seed, sd);
+    in.k = gaussian_bits(s.heads * s.n_kv * s.d, f, seed + 1, sd);
+    in.v = gaussian_bits(s.heads * s.n_kv * s.d_v, f, seed + 2);
+    in.d_o = gaussian_bits(s.heads * s.n_q * s.d_v, f, seed + 3);
+    return in;
+}
+
+}  // namespace roundscope::test
