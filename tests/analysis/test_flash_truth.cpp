@@ -1,0 +1,68 @@
+// The flash-attention emulator against the ground truth: every output of every preset lies
+// within the error its recipe's roundings allow (BF16: O to 2^-8 relative, as its final cast
+// allows; FP8: to 2^-5, from E4M3 P), causal and not, forward and backward.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "analysis/truth/attention_truth.hpp"
+#include "emu/flash_attention.hpp"
+#include "emu/tensor_cast.hpp"
+#include "tests/emu/flash_inputs.hpp"
+
+using namespace roundscope;
+using namespace roundscope::emu;
+
+namespace {
+
+Tensor tensor_of(const char* name, const Format& f, Shape shape, const std::vector<std::uint32_t>& bits) {
+    Tensor t = Tensor::zeros(name, dtype_of(f), std::move(shape));
+    for (std::size_t i = 0; i < bits.size(); ++i) t.set_bits_at(i, bits[i]);
+    return t;
+}
+
+// sqrt(sum (x - truth)^2 / sum truth^2) over a tensor, x decoded from `f`.
+double relative_rms(const std::vector<std::uint32_t>& x, const Format& f, const std::vector<double>& truth) {
+    double error = 0, norm = 0;
+    for (std::size_t i = 0; i < x.size(); ++i) {
+        const double e = decode(f, x[i]) - truth[i];
+        error += e * e, norm += truth[i] * truth[i];
+    }
+    return std::sqrt(error / norm);
+}
+
+}  // namespace
+
+TEST_CASE("Emulated attention lies within its recipe's rounding error of the ground truth", "[flash][truth]") {
+    struct Expect {
+        const char* recipe;
+        double o, grads;  // relative rms error bounds
+        double lse;       // absolute: float32 (2^-21 of LSEs near 8), or the FP8 wgmma's 14-bit scores
+    };
+    const Expect e = GENERATE(Expect{"fa2-bf16", 0x1p-8, 0x1p-7, 0x1p-16}, Expect{"fa3-bf16", 0x1p-8, 0x1p-7, 0x1p-16},
+                              Expect{"fa3-fp8", 0x1p-5, 0x1p-7, 0x1p-10}, Expect{"fa2-bf16-max-adjust", 0x1p-8, 0x1p-7, 0x1p-16});
+    const bool causal = GENERATE(false, true);
+    const AttentionRecipe r = find_recipe(e.recipe);
+    const AttentionShape sh = test::attention_shape(2, 100, 120, 64, causal);
+    const AttentionOperands in = test::random_operands(sh, *r.input, 51);
+    const ForwardResult f = flash_forward(r, sh, in);
+    const BackwardResult b = flash_backward(r, sh, in, f);
+
+    AttentionInputs ai{tensor_of("q", *r.input, {2, 100, 64}, in.q), tensor_of("k", *r.input, {2, 120, 64}, in.k),
+                       tensor_of("v", *r.input, {2, 120, 64}, in.v)};
+    ai.d_o = tensor_of("do", *r.input, {2, 100, 64}, in.d_o);
+    ai.heads = 2, ai.n_q = 100, ai.n_kv = 120, ai.d = ai.d_v = 64;
+    analysis::TruthOptions o;
+    o.causal = causal;
+    o.scale = sh.scale;
+    o.backward = true;
+    const analysis::AttentionTruth t = analysis::attention_truth(ai, o);
+    INFO(e.recipe << " causal " << causal);
+    CHECK(relative_rms(f.o, *r.o_format, t.o) <= e.o);
+    double lse_error = 0;
+    for (std::size_t i = 0; i < t.lse.size(); ++i) lse_error = std::max(lse_error, std::fabs(f.lse[i] - t.lse[i]));
+    CHECK(lse_error <= e.lse);
+    CHECK(relative_rms(b.dq, *r.grad_format, t.dq) <= e.grads);
+    CHECK(relative_rms(b.dk, *r.grad_format, t.dk) <= e.grads);
+    CHECK(relative_rms(b.dv, *r.grad_format, t.dv) <= e.grads);
+}
