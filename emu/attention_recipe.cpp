@@ -58,8 +58,9 @@ AttentionRecipe naive(const Format& f) {
     r.name = std::string("naive-") + std::string(f.name);
     r.softmax = SoftmaxKind::naive;
     r.softmax_format = &f;
-    r.p_format = &f;
-    if (f == f16) r.input = &f16;  // an all-FP16 model
+    if (f == f16) r.input = r.p_format = r.o_format = &f16;  // an all-FP16 model
+    // naive-f32: the softmax in float32, P cast to BF16 for P V, as a BF16 model's separate
+    // softmax kernel followed by a BF16 matmul does
     return r;
 }
 
@@ -137,7 +138,7 @@ std::string number(double v) { return fmt::format("{}", v); }
 
 struct Setting {
     std::string_view key;
-    std::string_view accepts;
+    std::string accepts;
     std::string (*get)(const AttentionRecipe&);
     void (*set)(AttentionRecipe&, std::string_view key, std::string_view value);
 };
@@ -242,7 +243,7 @@ void validate(const AttentionRecipe& r) {
     };
     if (find_mma_model(r.arch, r.instruction, *r.input, *r.input, f32) == nullptr)
         fail("input", fmt::format("no {} {} model multiplies {} by {}", r.arch, r.instruction, r.input->name, r.input->name));
-    if (r.softmax == SoftmaxKind::online && find_mma_model(r.arch, r.instruction, *r.p_format, *r.input, f32) == nullptr)
+    if (find_mma_model(r.arch, r.instruction, *r.p_format, *r.input, f32) == nullptr)
         fail("p_format", fmt::format("no {} {} model multiplies P in {} by V in {}", r.arch, r.instruction, r.p_format->name, r.input->name));
     if (r.block_m % 16 != 0 || r.block_n % 16 != 0) fail("block_m/block_n", "tiles must be multiples of 16");
     if (r.v_quant != nullptr && r.diagonal_fix && r.block_n % r.v_block != 0)

@@ -18,5 +18,7 @@ void add_mx_command(CLI::App& app);
 void add_mma_command(CLI::App& app);
 void add_probe_command(CLI::App& app);
 void add_truth_command(CLI::App& app);
+void add_attention_command(CLI::App& app);
+void add_recipes_command(CLI::App& app);
 
 }  // namespace roundscope::cli

@@ -19,6 +19,8 @@ int main(int argc, char** argv) {
     roundscope::cli::add_mma_command(app);
     roundscope::cli::add_probe_command(app);
     roundscope::cli::add_truth_command(app);
+    roundscope::cli::add_attention_command(app);
+    roundscope::cli::add_recipes_command(app);
     if (argc > 1 && argv[1][0] != '-') {
         bool known = false;
         std::string names;

@@ -1,0 +1,66 @@
+#include "analysis/attention_run.hpp"
+
+#include <cmath>
+
+#include "analysis/truth/attention_truth.hpp"
+#include "emu/attention_operands.hpp"
+#include "emu/unpack.hpp"
+#include "lib/error.hpp"
+
+namespace roundscope::analysis {
+namespace {
+
+std::vector<double> decoded(const std::vector<std::uint32_t>& bits, const emu::Format& f) {
+    std::vector<double> x(bits.size());
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = emu::decode(f, bits[i]);
+    return x;
+}
+
+std::vector<double> widened(const std::vector<float>& x) { return {x.begin(), x.end()}; }
+
+}  // namespace
+
+ErrorStats error_stats(const std::vector<double>& x, const std::vector<double>& truth) {
+    ErrorStats s;
+    double squared = 0, norm = 0;
+    std::size_t finite = 0;
+    for (std::size_t i = 0; i < x.size(); ++i) {
+        if (std::isinf(truth[i]) && x[i] == truth[i]) continue;  // an empty row's LSE: -inf both ways
+        const double e = x[i] - truth[i];
+        s.max_abs = std::max(s.max_abs, std::fabs(e));
+        if (std::isnan(e)) s.max_abs = e;
+        squared += e * e, norm += truth[i] * truth[i];
+        ++finite;
+    }
+    if (finite > 0) s.rms = std::sqrt(squared / static_cast<double>(finite));
+    s.rel_rms = norm > 0 ? std::sqrt(squared / norm) : (squared > 0 ? INFINITY : 0.0);
+    return s;
+}
+
+AttentionRun run_attention(const AttentionInputs& in, const emu::AttentionRecipe& recipe, const AttentionRunOptions& options) {
+    if (in.bias) throw Error("tensor 'bias': the emulated kernels take no additive bias (the ground truth does: roundscope truth)");
+    AttentionRun run{recipe, emu::attention_shape_of(in, options.causal, options.scale), {}, std::nullopt, {}};
+    const emu::AttentionOperands operands = emu::attention_operands(in, *recipe.input, options.backward);
+    run.forward = emu::flash_forward(recipe, run.shape, operands, options.threads);
+    if (options.backward) run.backward = emu::flash_backward(recipe, run.shape, operands, run.forward, options.threads);
+    if (!options.truth) return run;
+
+    TruthOptions t;
+    t.causal = options.causal;
+    t.scale = run.shape.scale;  // the float32 scale the kernel used
+    t.backward = options.backward;
+    t.threads = options.threads;
+    const AttentionTruth truth = attention_truth(in, t);
+    run.errors["o"] = error_stats(decoded(run.forward.o, *recipe.o_format), truth.o);
+    run.errors["lse"] = error_stats(widened(run.forward.lse), truth.lse);
+    if (run.backward) {
+        const emu::BackwardResult& b = *run.backward;
+        run.errors["delta"] = error_stats(widened(b.delta), truth.delta);
+        run.errors["dq"] = error_stats(decoded(b.dq, *recipe.grad_format), truth.dq);
+        run.errors["dk"] = error_stats(decoded(b.dk, *recipe.grad_format), truth.dk);
+        run.errors["dv"] = error_stats(decoded(b.dv, *recipe.grad_format), truth.dv);
+    }
+    return run;
+}
+
+}  // namespace roundscope::analysis

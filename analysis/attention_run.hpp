@@ -1,0 +1,42 @@
+#pragma once
+// `roundscope attention`'s work: a recipe run by the emulator on a file's tensors, and, when
+// asked, each output's error against the ground truth (analysis/truth).
+#include <map>
+#include <optional>
+#include <string>
+
+#include "emu/flash_attention.hpp"
+#include "lib/attention_inputs.hpp"
+
+namespace roundscope::analysis {
+
+struct AttentionRunOptions {
+    bool causal = false;
+    double scale = 0;  // 0: 1/sqrt(D) (rounded to float32, as the kernels take it)
+    bool backward = false;
+    bool truth = false;
+    int threads = 0;
+};
+
+/// An output's error against the truth: max |x - t|, sqrt(mean (x - t)^2), and the rms error
+/// relative to the truth's rms.
+struct ErrorStats {
+    double max_abs = 0, rms = 0, rel_rms = 0;
+};
+
+struct AttentionRun {
+    emu::AttentionRecipe recipe;
+    emu::AttentionShape shape;
+    emu::ForwardResult forward;
+    std::optional<emu::BackwardResult> backward;
+    std::map<std::string, ErrorStats> errors;  // by output name ("o", "lse", "dq", ...), with truth
+};
+
+/// Errors (naming the tensor or recipe) for a bias tensor (the emulator takes none), NaN or
+/// Inf inputs, a missing dO, or a recipe the emulator cannot run.
+AttentionRun run_attention(const AttentionInputs& in, const emu::AttentionRecipe& recipe, const AttentionRunOptions& options);
+
+/// The statistics of x against truth (equal sizes).
+ErrorStats error_stats(const std::vector<double>& x, const std::vector<double>& truth);
+
+}  // namespace roundscope::analysis

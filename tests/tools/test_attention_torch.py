@@ -1,0 +1,90 @@
+"""`roundscope attention` and `roundscope recipes` beside PyTorch: the emulated fa2-bf16 and
+fa3-fp8 outputs lie within their recipes' rounding error of PyTorch's float64 SDPA and autograd,
+the --truth errors agree with those measured here, the files carry the recipe, the bits do not
+depend on --threads, and bad input gives one-line errors.
+
+Usage: test_attention_torch.py ROUNDSCOPE"""
+import json
+import os
+import sys
+import tempfile
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from cli_harness import check, finish, one_line_error, run
+
+BINARY = sys.argv[1]
+TMP = tempfile.mkdtemp(prefix="roundscope_attention_")
+torch.manual_seed(11)
+
+
+def path(name):
+    return os.path.join(TMP, name)
+
+
+rc, stdout, err = run(BINARY, "recipes", "--json")
+recipes = json.loads(stdout)["recipes"] if rc == 0 else []
+names = [r["name"] for r in recipes]
+check("recipes lists the presets", {"fa2-bf16", "fa3-bf16", "fa3-fp8", "fp8-forward-order", "mxfp4-v", "mxfp4-v-fixed",
+                                    "naive-f32", "naive-f16"} <= set(names), stdout)
+check("fa3-fp8 settings", any(r["name"] == "fa3-fp8" and r["settings"]["p_scale"] == "256" and r["settings"]["kv_order"] == "reverse"
+                              for r in recipes), stdout)
+
+q, k, v, do = (torch.randn(2, 96, 64).bfloat16() for _ in range(4))
+save_file({"q": q, "k": k, "v": v, "do": do}, path("in.safetensors"), metadata={"causal": "true"})
+q64, k64, v64 = (x.double().requires_grad_() for x in (q, k, v))
+o64 = torch.nn.functional.scaled_dot_product_attention(q64, k64, v64, is_causal=True)
+o64.backward(do.double())
+
+
+def rel_rms(x, ref):
+    return ((x.double() - ref.detach()) ** 2).sum().sqrt().item() / (ref.detach() ** 2).sum().sqrt().item()
+
+
+for recipe, o_bound in (("fa2-bf16", 2 ** -8), ("fa3-fp8", 2 ** -5)):
+    out = path(f"{recipe}.safetensors")
+    rc, stdout, err = run(BINARY, "attention", path("in.safetensors"), "--recipe", recipe, "--backward", "--truth", "-o", out, "--json")
+    check(f"{recipe} runs", rc == 0, err)
+    if rc != 0:
+        continue
+    info = json.loads(stdout)
+    t = load_file(out)
+    check(f"{recipe}: outputs", sorted(t) == ["delta", "dk", "dq", "dv", "lse", "o"], sorted(t))
+    check(f"{recipe}: O is bf16", t["o"].dtype == torch.bfloat16)
+    # fa3-fp8 rounds q, k, v to E4M3 first: its error includes that rounding
+    check(f"{recipe}: O within its bound of float64 SDPA", rel_rms(t["o"], o64) <= o_bound * (8 if recipe == "fa3-fp8" else 1),
+          f"{rel_rms(t['o'], o64):.3e}")
+    if recipe == "fa2-bf16":
+        for name, ref in (("dq", q64.grad), ("dk", k64.grad), ("dv", v64.grad)):
+            check(f"{recipe}: {name} within 2^-7 of autograd", rel_rms(t[name], ref) <= 2 ** -7, f"{rel_rms(t[name], ref):.3e}")
+        check("--truth's O error equals the one measured here", abs(info["errors"]["o"]["rel_rms"] - rel_rms(t["o"], o64)) <= 1e-9,
+              f"{info['errors']['o']} vs {rel_rms(t['o'], o64)}")
+    check(f"{recipe}: errors for every output", set(info["errors"]) == {"o", "lse", "delta", "dq", "dk", "dv"}, stdout)
+
+# The same bits on one thread and on two.
+rc1, _, _ = run(BINARY, "attention", path("in.safetensors"), "--recipe", "fa2-bf16", "--backward", "-o", path("t1.safetensors"), "--threads", "1")
+rc2, _, _ = run(BINARY, "attention", path("in.safetensors"), "--recipe", "fa2-bf16", "--backward", "-o", path("t2.safetensors"), "--threads", "2")
+check("--threads 1 and 2 write the same bytes", rc1 == rc2 == 0 and open(path("t1.safetensors"), "rb").read() == open(path("t2.safetensors"), "rb").read())
+meta = json.loads(open(path("t1.safetensors"), "rb").read()[8:8 + int.from_bytes(open(path("t1.safetensors"), "rb").read()[:8], "little")])["__metadata__"]
+check("the file records the recipe", meta["recipe"] == "fa2-bf16" and json.loads(meta["recipe_settings"])["kv_order"] == "forward", meta)
+rc, stdout, err = run(BINARY, "attention", path("in.safetensors"), "--recipe", "fa2-bf16", "--set", "kv_order=reverse", "-o", path("r.safetensors"), "--json")
+check("--set changes the recipe", rc == 0 and json.loads(stdout)["settings"]["kv_order"] == "reverse", err)
+
+# Bad input: one line, exit 2, naming what is wrong.
+rc, _, err = run(BINARY, "attention", path("in.safetensors"), "--recipe", "fa9", "-o", path("x.safetensors"))
+check("unknown recipe", one_line_error(rc, err, "fa9"), err)
+rc, _, err = run(BINARY, "attention", path("in.safetensors"), "--recipe", "fa2-bf16", "--set", "kv_order=sideways", "-o", path("x.safetensors"))
+check("bad --set value", one_line_error(rc, err, "kv_order", "sideways"), err)
+rc, _, err = run(BINARY, "attention", path("in.safetensors"), "--recipe", "fa2-bf16", "--set", "colour=red", "-o", path("x.safetensors"))
+check("unknown --set key", one_line_error(rc, err, "colour"), err)
+save_file({"q": torch.full((8, 16), float("nan")).bfloat16(), "k": torch.ones(8, 16).bfloat16(), "v": torch.ones(8, 16).bfloat16()}, path("nan.safetensors"))
+rc, _, err = run(BINARY, "attention", path("nan.safetensors"), "--recipe", "fa2-bf16", "-o", path("x.safetensors"))
+check("NaN-filled q", one_line_error(rc, err, "nan.safetensors", "'q'", "NaN"), err)
+save_file({"q": q[0], "k": k[0], "v": v[0]}, path("nodo.safetensors"))
+rc, _, err = run(BINARY, "attention", path("nodo.safetensors"), "--recipe", "fa2-bf16", "--backward", "-o", path("x.safetensors"))
+check("--backward without do", one_line_error(rc, err, "'do'"), err)
+save_file({"q": q[0], "k": k[0], "v": v[0], "bias": torch.zeros(96, 96)}, path("bias.safetensors"))
+rc, _, err = run(BINARY, "attention", path("bias.safetensors"), "--recipe", "fa2-bf16", "-o", path("x.safetensors"))
+check("a bias is refused", one_line_error(rc, err, "'bias'"), err)
+finish("test_attention_torch")

@@ -1,0 +1,126 @@
+// `roundscope attention IN --recipe NAME [--set KEY=VALUE]... [--backward] [--truth]
+// [--causal|--no-causal] [--softmax-scale X] -o OUT [--json] [--threads N]`: the emulated
+// flash attention of a recipe on a file's q, k, v (and do); with --truth, each output's error
+// against the ground truth (analysis/attention_run.hpp).
+#include <fmt/format.h>
+
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "analysis/attention_run.hpp"
+#include "emu/tensor_cast.hpp"
+#include "lib/error.hpp"
+#include "lib/tensor_io.hpp"
+#include "tools/cli/cli_output.hpp"
+#include "tools/cli/commands.hpp"
+
+namespace roundscope::cli {
+namespace {
+
+struct AttentionArgs {
+    std::string input, output, recipe;
+    std::vector<std::string> settings;
+    bool backward = false, truth = false, json = false, causal = false, no_causal = false;
+    double scale = 0;
+    int threads = 0;
+};
+
+// The leading [B, H] or [H] dimensions of q, followed by `tail`.
+Shape output_shape(const AttentionInputs& in, std::initializer_list<std::uint64_t> tail) {
+    Shape s(in.q.shape().begin(), in.q.shape().end() - 2);
+    s.insert(s.end(), tail);
+    return s;
+}
+
+template <class Bits>
+Tensor tensor_of(const std::string& name, const emu::Format& f, Shape shape, const std::vector<Bits>& x) {
+    Tensor t = Tensor::zeros(name, emu::dtype_of(f), std::move(shape));
+    for (std::size_t i = 0; i < x.size(); ++i) {
+        if constexpr (std::is_same_v<Bits, float>) t.set_bits_at(i, bits_of(x[i]));
+        else t.set_bits_at(i, x[i]);
+    }
+    return t;
+}
+
+nlohmann::json stats_json(const analysis::ErrorStats& s) {
+    return {{"max_abs", json_number(s.max_abs)}, {"rms", json_number(s.rms)}, {"rel_rms", json_number(s.rel_rms)}};
+}
+
+void run(const AttentionArgs& a) {
+    emu::AttentionRecipe recipe = emu::find_recipe(a.recipe);
+    for (const std::string& s : a.settings) emu::apply_setting(recipe, s);
+    const TensorFile file = read_tensor_file(a.input);
+    const AttentionInputs in = find_attention_inputs(file);
+    analysis::AttentionRunOptions o;
+    o.causal = a.causal ? true : a.no_causal ? false : in.causal.value_or(false);
+    o.scale = a.scale != 0 ? a.scale : in.softmax_scale.value_or(0);
+    o.backward = a.backward, o.truth = a.truth, o.threads = a.threads;
+    const analysis::AttentionRun r = [&] {
+        try {
+            return analysis::run_attention(in, recipe, o);
+        } catch (const Error& e) {
+            throw Error(fmt::format("{}: {}", a.input, e.what()));
+        }
+    }();
+
+    std::vector<Tensor> out;
+    out.push_back(tensor_of("o", *recipe.o_format, output_shape(in, {in.n_q, in.d_v}), r.forward.o));
+    out.push_back(tensor_of("lse", emu::f32, output_shape(in, {in.n_q}), r.forward.lse));
+    if (r.backward) {
+        out.push_back(tensor_of("dq", *recipe.grad_format, output_shape(in, {in.n_q, in.d}), r.backward->dq));
+        out.push_back(tensor_of("dk", *recipe.grad_format, output_shape(in, {in.n_kv, in.d}), r.backward->dk));
+        out.push_back(tensor_of("dv", *recipe.grad_format, output_shape(in, {in.n_kv, in.d_v}), r.backward->dv));
+        out.push_back(tensor_of("delta", emu::f32, output_shape(in, {in.n_q}), r.backward->delta));
+    }
+    const nlohmann::json settings(emu::recipe_settings(recipe));
+    write_tensor_file(a.output, out,
+                      {{"source", a.input},
+                       {"recipe", recipe.name},
+                       {"recipe_settings", settings.dump()},
+                       {"causal", o.causal ? "true" : "false"},
+                       {"softmax_scale", format_double(r.shape.scale)}});
+    if (a.json) {
+        nlohmann::json j{{"file", a.input}, {"output", a.output}, {"recipe", recipe.name}, {"settings", settings},
+                         {"heads", r.shape.heads}, {"n_q", r.shape.n_q}, {"n_kv", r.shape.n_kv}, {"causal", o.causal},
+                         {"softmax_scale", json_number(r.shape.scale)}};
+        if (a.truth) {
+            nlohmann::json errors = nlohmann::json::object();
+            for (const auto& [name, s] : r.errors) errors[name] = stats_json(s);
+            j["errors"] = errors;
+        }
+        fmt::print("{}\n", j.dump());
+        return;
+    }
+    fmt::print("{}: recipe {}, {} head(s), Nq {}, Nk {}, D {}, {}causal -> {}\n", a.input, recipe.name, r.shape.heads,
+               r.shape.n_q, r.shape.n_kv, r.shape.d, o.causal ? "" : "not ", a.output);
+    if (a.truth) {
+        std::vector<std::vector<std::string>> rows;
+        for (const auto& [name, s] : r.errors)
+            rows.push_back({name, fmt::format("{:.3e}", s.max_abs), fmt::format("{:.3e}", s.rms), fmt::format("{:.3e}", s.rel_rms)});
+        print_table({"output", "max |error|", "rms error", "relative rms"}, rows);
+    }
+}
+
+}  // namespace
+
+void add_attention_command(CLI::App& app) {
+    auto* cmd = app.add_subcommand("attention", "Emulated flash attention of a recipe, bit for bit as its kernel computes it");
+    auto a = std::make_shared<AttentionArgs>();
+    cmd->add_option("IN", a->input, "File with q, k, v (and do)")->required();
+    cmd->add_option("-o,--output", a->output, "Output .safetensors: o, lse (dq, dk, dv, delta with --backward)")->required();
+    cmd->add_option("--recipe", a->recipe, "A preset (roundscope recipes)")->required();
+    cmd->add_option("--set", a->settings, "KEY=VALUE: change one setting of the recipe (repeatable)");
+    cmd->add_flag("--backward", a->backward, "Also the backward pass (needs do)");
+    cmd->add_flag("--truth", a->truth, "Errors of every output against the ground truth");
+    auto* causal = cmd->add_flag("--causal", a->causal, "Causal mask (default: the file's metadata, else off)");
+    cmd->add_flag("--no-causal", a->no_causal, "No causal mask, whatever the file's metadata says")->excludes(causal);
+    cmd->add_option("--softmax-scale,--scale", a->scale, "Softmax scale (default: the file's metadata, else 1/sqrt(D))")
+        ->check(CLI::PositiveNumber);
+    cmd->add_flag("--json", a->json, "Print one JSON object");
+    cmd->add_option("--threads", a->threads, "Worker threads (default: all cores)")->check(CLI::NonNegativeNumber);
+    cmd->callback([a] { run(*a); });
+}
+
+}  // namespace roundscope::cli
