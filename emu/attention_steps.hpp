@@ -6,6 +6,7 @@
 
 #include "emu/f32_arith.hpp"
 #include "emu/round.hpp"
+#include "emu/unpack.hpp"
 #include "emu/soft_exp2.hpp"
 
 namespace roundscope::emu::steps {
@@ -85,6 +86,96 @@ ROUNDSCOPE_HD inline float p_from_lse(float t, float lse2, bool hardware_approx)
 /// dS = P (dP - delta).
 ROUNDSCOPE_HD inline float d_score(float p, float dp, float delta) {
     return f32_arith::mul(p, f32_arith::sub(dp, delta));
+}
+
+// ---- masks --------------------------------------------------------------------------------
+
+/// The keys [0, visible_keys(i)) that query row i sees: all, or under the causal mask those at
+/// or before its position i + n_kv - n_q (bottom-right alignment, FlashAttention 2.1+).
+ROUNDSCOPE_HD inline std::uint64_t visible_keys(std::uint64_t i, std::uint64_t n_q, std::uint64_t n_kv, bool causal) {
+    if (!causal) return n_kv;
+    const auto end = static_cast<std::int64_t>(i) + static_cast<std::int64_t>(n_kv) - static_cast<std::int64_t>(n_q) + 1;
+    if (end < 0) return 0;
+    return static_cast<std::uint64_t>(end) < n_kv ? static_cast<std::uint64_t>(end) : n_kv;
+}
+
+/// Under the diagonal fix of block-quantized V: key j lies in (or after) the V block of row i's
+/// own position, so row i multiplies it unquantized (Seed 002: only that block can hold
+/// tokens after the query).
+ROUNDSCOPE_HD inline bool diagonal_key(std::uint64_t i, std::uint64_t j, std::uint64_t n_q, std::uint64_t n_kv, int v_block) {
+    const std::int64_t p = static_cast<std::int64_t>(i) + static_cast<std::int64_t>(n_kv) - static_cast<std::int64_t>(n_q);
+    const std::int64_t own = (p < 0 ? p - v_block + 1 : p) / v_block;  // floor division
+    return static_cast<std::int64_t>(j) / v_block >= own;
+}
+
+// ---- one row of one KV tile of the online softmax ------------------------------------------
+
+/// The choices of the online softmax a recipe makes (attention_recipe.hpp), as a kernel takes them.
+struct OnlineSoftmax {
+    float scale_log2;
+    bool approx_exp2;
+    bool max_adjust;
+    float max_adjust_beta;
+    float p_scale;
+    Format p_format;
+};
+
+/// A row's running state: max m (log2 units, after any adjustment), sum l, and the largest
+/// unadjusted score with how many keys reached it (the analyses' repeated maxima).
+struct OnlineRowState {
+    float m = minus_infinity(), l = 0, true_max = minus_infinity();
+    std::uint64_t true_max_count = 0;
+};
+
+/// What the forward pass counts on the way (the analyses read them).
+struct ForwardCounts {
+    std::uint64_t p_bar_one = 0;          // P-bar entries (before any cast) exactly 1
+    std::uint64_t p_nonzero = 0;          // P-bar entries above zero, unmasked
+    std::uint64_t p_underflow = 0;        // ... that the P cast turned into zero
+    std::uint64_t p_saturated = 0;        // ... that the P cast clipped at (or overflowed past) the max
+    std::uint64_t repeated_max_rows = 0;  // rows whose final max is reached by two or more keys
+};
+
+/// Counts one unmasked P-bar value and its cast.
+ROUNDSCOPE_HD inline void count_p(float p, std::uint32_t cast, const Format& f, ForwardCounts& c) {
+    if (p == 1.0f) ++c.p_bar_one;
+    if (!(p > 0.0f)) return;
+    ++c.p_nonzero;
+    const double value = decode(f, cast);
+    if (value == 0) ++c.p_underflow;
+    if (value >= decode(f, max_finite_bits(f))) ++c.p_saturated;
+}
+
+/// One row of one tile: s holds the n scores (f32 bits) of the tile's keys, the first `visible`
+/// of them unmasked. Updates the state, writes the cast P (p_format bits) and returns the
+/// factor that carries the row's accumulated output to the new max. Counts when asked.
+ROUNDSCOPE_HD inline float online_row_step(const OnlineSoftmax& f, const std::uint32_t* s, int n, int visible,
+                                           OnlineRowState& st, std::uint32_t* p_out, ForwardCounts* counts) {
+    namespace a = f32_arith;
+    auto t_of = [&](int j) { return j < visible ? a::mul(float_from_bits(s[j]), f.scale_log2) : minus_infinity(); };
+    float block_max = minus_infinity();
+    for (int j = 0; j < n; ++j) block_max = a::max(block_max, t_of(j));
+    int near_max = 0, at_max = 0;
+    for (int j = 0; j < n; ++j) {
+        const float t = t_of(j);
+        if (t != minus_infinity() && a::sub(block_max, t) <= near_max_log2) ++near_max;
+        if (t == block_max && block_max != minus_infinity()) ++at_max;
+    }
+    if (block_max > st.true_max) st.true_max = block_max, st.true_max_count = 0;
+    if (block_max == st.true_max) st.true_max_count += static_cast<std::uint64_t>(at_max);
+    if (f.max_adjust) block_max = adjusted_block_max(block_max, near_max, f.max_adjust_beta);
+    const float m_new = a::max(st.m, block_max);
+    const float factor = rescale(st.m, m_new, f.approx_exp2);
+    float sum = 0;
+    for (int j = 0; j < n; ++j) {
+        const float p = p_bar(t_of(j), m_new, f.approx_exp2);
+        sum = a::add(sum, p);
+        p_out[j] = cast_p(p, f.p_scale, f.p_format);
+        if (counts != nullptr && j < visible) count_p(p, p_out[j], f.p_format, *counts);
+    }
+    st.l = a::add(a::mul(st.l, factor), sum);
+    st.m = m_new;
+    return factor;
 }
 
 }  // namespace roundscope::emu::steps

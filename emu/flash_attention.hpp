@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "emu/attention_recipe.hpp"
+#include "emu/attention_steps.hpp"
 
 namespace roundscope::emu {
 
@@ -37,14 +38,7 @@ struct AttentionOperands {
     std::vector<std::uint32_t> q, k, v, d_o;  // [h][n_q][d], [h][n_kv][d], [h][n_kv][d_v], [h][n_q][d_v]
 };
 
-/// What the forward pass counts on the way (the analyses read them).
-struct ForwardCounts {
-    std::uint64_t p_bar_one = 0;       // P-bar entries (before any cast) exactly 1
-    std::uint64_t p_nonzero = 0;       // P-bar entries above zero, unmasked
-    std::uint64_t p_underflow = 0;     // ... that the P cast turned into zero
-    std::uint64_t p_saturated = 0;     // ... that the P cast clipped at (or overflowed past) the max
-    std::uint64_t repeated_max_rows = 0;  // rows whose final max is reached by two or more keys
-};
+using steps::ForwardCounts;
 
 struct ForwardResult {
     std::vector<std::uint32_t> o;  // o_format bits, [h][n_q][d_v]

@@ -36,22 +36,12 @@ std::vector<std::uint32_t> transposed(const std::uint32_t* x, std::uint64_t rows
     return t;
 }
 
-std::uint64_t FlashContext::visible(std::uint64_t i) const {
-    if (!shape.causal) return shape.n_kv;
-    const std::int64_t end = position(i) + 1;
-    return end < 0 ? 0 : std::min<std::uint64_t>(static_cast<std::uint64_t>(end), shape.n_kv);
-}
-
-std::int64_t FlashContext::position(std::uint64_t i) const {
-    return static_cast<std::int64_t>(i) + static_cast<std::int64_t>(shape.n_kv) - static_cast<std::int64_t>(shape.n_q);
-}
+std::uint64_t FlashContext::visible(std::uint64_t i) const { return steps::visible_keys(i, shape.n_q, shape.n_kv, shape.causal); }
 
 bool FlashContext::tile_masked(Span rows, Span keys) const { return keys.begin >= visible(rows.end - 1); }
 
 bool FlashContext::diagonal_key(std::uint64_t i, std::uint64_t j) const {
-    const std::int64_t p = position(i), block = recipe.v_block;
-    const std::int64_t own = (p < 0 ? p - block + 1 : p) / block;  // floor division
-    return static_cast<std::int64_t>(j) / block >= own;
+    return steps::diagonal_key(i, j, shape.n_q, shape.n_kv, recipe.v_block);
 }
 
 FlashContext flash_context(const AttentionRecipe& recipe, const AttentionShape& shape) {
@@ -59,6 +49,7 @@ FlashContext flash_context(const AttentionRecipe& recipe, const AttentionShape& 
     FlashContext ctx{recipe, shape};
     ctx.scale_log2 = steps::scale_log2(shape.scale);
     ctx.approx_exp2 = recipe.exp2 == Exp2Kind::hardware_approx;
+    ctx.softmax = {ctx.scale_log2, ctx.approx_exp2, recipe.max_adjust, recipe.max_adjust_beta, recipe.p_scale, *recipe.p_format};
     return ctx;
 }
 

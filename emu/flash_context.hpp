@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "emu/attention_recipe.hpp"
+#include "emu/attention_steps.hpp"
 #include "emu/flash_attention.hpp"
 #include "emu/mma_gemm.hpp"
 
@@ -33,15 +34,13 @@ struct FlashContext {
     AttentionShape shape;
     float scale_log2 = 0;
     bool approx_exp2 = false;
+    steps::OnlineSoftmax softmax{};
 
     /// Keys [0, visible(i)) are seen by query row i (bottom-right causal alignment).
     std::uint64_t visible(std::uint64_t i) const;
-    /// A query row's position among the keys: i + n_kv - n_q.
-    std::int64_t position(std::uint64_t i) const;
     /// Whether no (row, key) of the tile is visible: such tiles are skipped.
     bool tile_masked(Span rows, Span keys) const;
-    /// Under the diagonal fix: key j lies in the V block of row i's own position (so the row
-    /// multiplies it unquantized).
+    /// Under the diagonal fix: row i multiplies key j's V unquantized (steps::diagonal_key).
     bool diagonal_key(std::uint64_t i, std::uint64_t j) const;
 };
 

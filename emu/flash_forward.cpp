@@ -36,13 +36,10 @@ struct HeadView {
 // A row block's running state and its counts.
 struct RowBlock {
     Span rows;
-    std::vector<float> m, l, true_max;
-    std::vector<std::uint64_t> true_max_count;
+    std::vector<steps::OnlineRowState> state;
     std::vector<std::uint32_t> acc;  // f32 bits [rows][d_v]
     ForwardCounts counts;
-    RowBlock(Span r, std::uint64_t d_v)
-        : rows(r), m(r.size(), steps::minus_infinity()), l(r.size(), 0), true_max(r.size(), steps::minus_infinity()),
-          true_max_count(r.size(), 0), acc(r.size() * d_v, 0) {}
+    RowBlock(Span r, std::uint64_t d_v) : rows(r), state(r.size()), acc(r.size() * d_v, 0) {}
 };
 
 // P times V for the keys of one tile, into acc: one product with V as quantized, or, under the
@@ -67,16 +64,6 @@ void pv_product(const detail::FlashContext& ctx, const PreparedMma& mma, const H
     detail::tile_mma(mma, diagonal.data(), h.v + keys.begin * dv, acc.data(), acc.data(), rows.size(), dv, keys.size());
 }
 
-// The counts of one cast P value.
-void count_p(float p, std::uint32_t cast, const Format& f, ForwardCounts& c) {
-    if (p == 1.0f) ++c.p_bar_one;
-    if (!(p > 0.0f)) return;
-    ++c.p_nonzero;
-    const double value = decode(f, cast);
-    if (value == 0) ++c.p_underflow;
-    if (value >= decode(f, max_finite_bits(f))) ++c.p_saturated;
-}
-
 // S for one tile: [rows][keys] f32 bits.
 std::vector<std::uint32_t> score_tile(const detail::FlashContext& ctx, const PreparedMma& mma, const HeadView& h, Span rows,
                                       Span keys) {
@@ -87,39 +74,16 @@ std::vector<std::uint32_t> score_tile(const detail::FlashContext& ctx, const Pre
     return s;
 }
 
-// One KV tile of the online softmax for a row block.
+// One KV tile of the online softmax for a row block (the row step is the kernels' own).
 void online_tile(const detail::FlashContext& ctx, const ForwardModels& models, const HeadView& h, RowBlock& b, Span keys) {
-    const AttentionRecipe& r = ctx.recipe;
     const std::uint64_t n = keys.size(), dv = ctx.shape.d_v;
     const std::vector<std::uint32_t> s = score_tile(ctx, models.score, h, b.rows, keys);
     std::vector<std::uint32_t> p_cast(b.rows.size() * n);
-    std::vector<float> t(n);
     for (std::uint64_t row = 0; row < b.rows.size(); ++row) {
         const std::uint64_t visible = ctx.visible(b.rows.begin + row);
-        float block_max = steps::minus_infinity();
-        for (std::uint64_t j = 0; j < n; ++j) {
-            t[j] = keys.begin + j < visible ? a::mul(as_float(s[row * n + j]), ctx.scale_log2) : steps::minus_infinity();
-            block_max = a::max(block_max, t[j]);
-        }
-        int near_max = 0, at_max = 0;
-        for (std::uint64_t j = 0; j < n; ++j) {
-            if (t[j] != steps::minus_infinity() && a::sub(block_max, t[j]) <= steps::near_max_log2) ++near_max;
-            if (t[j] == block_max && block_max != steps::minus_infinity()) ++at_max;
-        }
-        if (block_max > b.true_max[row]) b.true_max[row] = block_max, b.true_max_count[row] = 0;
-        if (block_max == b.true_max[row]) b.true_max_count[row] += static_cast<std::uint64_t>(at_max);
-        if (r.max_adjust) block_max = steps::adjusted_block_max(block_max, near_max, r.max_adjust_beta);
-        const float m_new = a::max(b.m[row], block_max);
-        const float factor = steps::rescale(b.m[row], m_new, ctx.approx_exp2);
-        float sum = 0;
-        for (std::uint64_t j = 0; j < n; ++j) {
-            const float p = steps::p_bar(t[j], m_new, ctx.approx_exp2);
-            sum = a::add(sum, p);
-            p_cast[row * n + j] = steps::cast_p(p, r.p_scale, *r.p_format);
-            if (t[j] != steps::minus_infinity()) count_p(p, p_cast[row * n + j], *r.p_format, b.counts);
-        }
-        b.l[row] = a::add(a::mul(b.l[row], factor), sum);
-        b.m[row] = m_new;
+        const int in_tile = visible <= keys.begin ? 0 : static_cast<int>(std::min(visible - keys.begin, n));
+        const float factor = steps::online_row_step(ctx.softmax, s.data() + row * n, static_cast<int>(n), in_tile, b.state[row],
+                                                    p_cast.data() + row * n, &b.counts);
         for (std::uint64_t c = 0; c < dv; ++c) b.acc[row * dv + c] = bits_of(a::mul(as_float(b.acc[row * dv + c]), factor));
     }
     pv_product(ctx, models.pv, h, b.rows, keys, p_cast, b.acc);
@@ -133,13 +97,13 @@ void finish_block(const detail::FlashContext& ctx, const RowBlock& b, std::uint6
     o.saturate = true;
     for (std::uint64_t row = 0; row < b.rows.size(); ++row) {
         const std::uint64_t i = head * ctx.shape.n_q + b.rows.begin + row;
-        const float factor = steps::output_factor(b.l[row], r.p_scale);
+        const float factor = steps::output_factor(b.state[row].l, r.p_scale);
         for (std::uint64_t c = 0; c < dv; ++c) {
             const float o_value = a::mul(as_float(b.acc[row * dv + c]), factor);
             out.o_f32[i * dv + c] = o_value;
             out.o[i * dv + c] = static_cast<std::uint32_t>(cast_from_f32(o_value, *r.o_format, o));
         }
-        out.lse_log2[i] = steps::lse_log2(b.m[row], b.l[row]);
+        out.lse_log2[i] = steps::lse_log2(b.state[row].m, b.state[row].l);
         out.lse[i] = a::mul(out.lse_log2[i], steps::ln2);
     }
 }
@@ -155,7 +119,7 @@ void online_row_block(const detail::FlashContext& ctx, const ForwardModels& mode
     finish_block(ctx, b, head, out);
     counts = b.counts;
     for (std::uint64_t row = 0; row < rows.size(); ++row) {
-        if (b.true_max_count[row] >= 2) ++counts.repeated_max_rows;
+        if (b.state[row].true_max_count >= 2) ++counts.repeated_max_rows;
     }
 }
 
@@ -194,7 +158,7 @@ void naive_row_block(const detail::FlashContext& ctx, const ForwardModels& model
         for (std::uint64_t j = 0; j < visible; ++j) {
             const auto p = static_cast<float>(round(x[j] / l));
             p_cast[row * nk + j] = steps::cast_p(p, r.p_scale, *r.p_format);
-            count_p(p, p_cast[row * nk + j], *r.p_format, b.counts);
+            steps::count_p(p, p_cast[row * nk + j], *r.p_format, b.counts);
         }
         // LSE = ln l + shift, from log2 as the online softmax forms it.
         const float lse2 = visible == 0 ? steps::minus_infinity()

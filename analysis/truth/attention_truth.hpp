@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "emu/attention_steps.hpp"
 #include "lib/attention_inputs.hpp"
 
 namespace roundscope::analysis {
@@ -58,9 +59,7 @@ AttentionTruth attention_truth(const AttentionInputs& in, const TruthOptions& op
 /// The keys [0, visible_keys(i)) that query i sees: all of them, or under the causal mask those
 /// with j <= i + (n_kv - n_q) (bottom-right alignment).
 inline std::uint64_t visible_keys(std::uint64_t i, std::uint64_t n_q, std::uint64_t n_kv, bool causal) {
-    if (!causal) return n_kv;
-    const auto end = static_cast<std::int64_t>(i) + static_cast<std::int64_t>(n_kv) - static_cast<std::int64_t>(n_q) + 1;
-    return end < 0 ? 0 : std::min<std::uint64_t>(static_cast<std::uint64_t>(end), n_kv);
+    return emu::steps::visible_keys(i, n_q, n_kv, causal);  // the kernels' rule
 }
 
 /// The additive bias decoded to doubles (empty without one). Throws Error naming the tensor for
