@@ -88,6 +88,35 @@ ROUNDSCOPE_HD inline float d_score(float p, float dp, float delta) {
     return f32_arith::mul(p, f32_arith::sub(dp, delta));
 }
 
+/// delta = rowsum(dO * O) in float32, in feature order: dO and O given as bits of their formats
+/// (O as stored, or its float32 value with o_format f32).
+ROUNDSCOPE_HD inline float delta_rowsum(const std::uint32_t* d_o, const Format& d_o_format, const std::uint32_t* o,
+                                        const Format& o_format, int n) {
+    float sum = 0;
+    for (int c = 0; c < n; ++c) {
+        const auto x = static_cast<float>(decode(d_o_format, d_o[c])), y = static_cast<float>(decode(o_format, o[c]));
+        sum = f32_arith::add(sum, f32_arith::mul(x, y));
+    }
+    return sum;
+}
+
+/// One element of a backward tile: P from the score and the row's LSE (0 where masked), P and
+/// dS = P (dP - delta) cast (saturating) to the gradient products' format.
+struct BackwardElement {
+    float p;
+    std::uint32_t p_cast, ds_cast;
+};
+
+ROUNDSCOPE_HD inline BackwardElement backward_element(std::uint32_t s, std::uint32_t dp, bool visible, float lse2, float delta,
+                                                      float scale_log2, bool approx_exp2, const Format& g) {
+    const float p = visible ? p_from_lse(f32_arith::mul(float_from_bits(s), scale_log2), lse2, approx_exp2) : 0.0f;
+    CastOptions o;
+    o.saturate = true;
+    const auto p_cast = static_cast<std::uint32_t>(cast_from_f32(p, g, o));
+    const auto ds_cast = static_cast<std::uint32_t>(cast_from_f32(d_score(p, float_from_bits(dp), delta), g, o));
+    return {p, p_cast, ds_cast};
+}
+
 // ---- masks --------------------------------------------------------------------------------
 
 /// The keys [0, visible_keys(i)) that query row i sees: all, or under the causal mask those at

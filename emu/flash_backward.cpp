@@ -49,20 +49,16 @@ TileGradients tile_gradients(const detail::FlashContext& ctx, const BackwardMode
     std::vector<std::uint32_t> s(br * n, 0), dp(br * n, 0);
     detail::tile_mma(models.score, h.q + rows.begin * sh.d, kt.data(), s.data(), s.data(), br, n, sh.d);
     detail::tile_mma(models.grad, h.dog + rows.begin * sh.d_v, vt.data(), dp.data(), dp.data(), br, n, sh.d_v);
-    CastOptions o;
-    o.saturate = true;
     TileGradients out{std::vector<std::uint32_t>(br * n), std::vector<std::uint32_t>(br * n)};
     for (std::uint64_t r = 0; r < br; ++r) {
         const std::uint64_t i = rows.begin + r, visible = ctx.visible(i);
+        const float delta = h.delta != nullptr ? h.delta[i] : 0.0f;
         for (std::uint64_t j = 0; j < n; ++j) {
             const std::uint64_t at = r * n + j;
-            const float p = keys.begin + j < visible
-                                ? steps::p_from_lse(a::mul(as_float(s[at]), ctx.scale_log2), h.lse2[i], ctx.approx_exp2)
-                                : 0.0f;
-            if (p_times_dp != nullptr) (*p_times_dp)[at] = a::mul(p, as_float(dp[at]));
-            out.p_cast[at] = static_cast<std::uint32_t>(cast_from_f32(p, g, o));
-            if (h.delta != nullptr)
-                out.ds_cast[at] = static_cast<std::uint32_t>(cast_from_f32(steps::d_score(p, as_float(dp[at]), h.delta[i]), g, o));
+            const steps::BackwardElement e =
+                steps::backward_element(s[at], dp[at], keys.begin + j < visible, h.lse2[i], delta, ctx.scale_log2, ctx.approx_exp2, g);
+            if (p_times_dp != nullptr) (*p_times_dp)[at] = a::mul(e.p, as_float(dp[at]));
+            out.p_cast[at] = e.p_cast, out.ds_cast[at] = e.ds_cast;
         }
     }
     return out;
@@ -76,15 +72,12 @@ std::vector<float> deltas(const detail::FlashContext& ctx, const BackwardModels&
     const AttentionRecipe& r = ctx.recipe;
     std::vector<float> delta(sh.n_q, 0);
     if (r.delta != DeltaKind::p_dp) {
+        const bool stored = r.delta == DeltaKind::stored_o;
+        std::vector<std::uint32_t> o(sh.d_v);
         for (std::uint64_t i = 0; i < sh.n_q; ++i) {
             const std::uint64_t row = (head * sh.n_q + i) * sh.d_v;
-            float sum = 0;
-            for (std::uint64_t c = 0; c < sh.d_v; ++c) {
-                const auto d_o = static_cast<float>(decode(*r.input, in.d_o[row + c]));
-                const float o = r.delta == DeltaKind::f32_o ? fwd.o_f32[row + c] : static_cast<float>(decode(*r.o_format, fwd.o[row + c]));
-                sum = a::add(sum, a::mul(d_o, o));
-            }
-            delta[i] = sum;
+            for (std::uint64_t c = 0; c < sh.d_v; ++c) o[c] = stored ? fwd.o[row + c] : bits_of(fwd.o_f32[row + c]);
+            delta[i] = steps::delta_rowsum(in.d_o.data() + row, *r.input, o.data(), stored ? *r.o_format : f32, static_cast<int>(sh.d_v));
         }
         return delta;
     }

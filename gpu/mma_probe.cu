@@ -14,24 +14,13 @@
 #include "emu/conversion_digest.hpp"
 #include "gpu/device_buffer.hpp"
 #include "gpu/mma_probe.hpp"
+#include "gpu/mma_sync.cuh"
 
 namespace roundscope::gpu {
 namespace {
 
 // nvcc cannot compile fmt's headers in C++20 mode: messages are built from strings here.
 std::string str(std::string_view s) { return std::string(s); }
-
-enum class Input : int { bf16, f16, e4m3, e5m2 };
-
-Input input_of(const emu::Format& f) {
-    if (f == emu::bf16) return Input::bf16;
-    if (f == emu::f16) return Input::f16;
-    if (f == emu::e4m3) return Input::e4m3;
-    if (f == emu::e5m2) return Input::e5m2;
-    throw Error("GPU probe: no MMA probe for " + str(f.name) + " inputs");
-}
-
-constexpr bool is_fp8(Input in) { return in == Input::e4m3 || in == Input::e5m2; }
 
 // Operand views of one tile (bit patterns, row-major).
 struct TileOperands {
@@ -41,76 +30,6 @@ struct TileOperands {
     __device__ std::uint32_t A(int r, int c) const { return a[r * k + c]; }
     __device__ std::uint32_t B(int r, int c) const { return b[r * 8 + c]; }
 };
-
-__device__ std::uint32_t pack2(std::uint32_t lo, std::uint32_t hi) { return (lo & 0xFFFF) | (hi << 16); }
-__device__ std::uint32_t pack4(std::uint32_t e0, std::uint32_t e1, std::uint32_t e2, std::uint32_t e3) {
-    return (e0 & 0xFF) | (e1 & 0xFF) << 8 | (e2 & 0xFF) << 16 | (e3 & 0xFF) << 24;
-}
-
-// The A fragment of rows [row0, row0 + 16) for one warp (mma.sync, and wgmma with A in
-// registers, whose per-warp slice has the same layout). g = lane / 4, t = lane % 4.
-template <Input in>
-__device__ void load_a_fragment(const TileOperands& op, int row0, int lane, std::uint32_t (&ra)[4]) {
-    const int g = lane >> 2, t = lane & 3;
-    if constexpr (is_fp8(in)) {
-        for (int i = 0; i < 4; ++i) {
-            const int r = row0 + g + (i & 1) * 8, c = t * 4 + (i >> 1) * 16;
-            ra[i] = pack4(op.A(r, c), op.A(r, c + 1), op.A(r, c + 2), op.A(r, c + 3));
-        }
-    } else {
-        for (int i = 0; i < 4; ++i) {
-            const int r = row0 + g + (i & 1) * 8, c = t * 2 + (i >> 1) * 8;
-            ra[i] = pack2(op.A(r, c), op.A(r, c + 1));
-        }
-    }
-}
-
-template <Input in>
-__device__ void load_b_fragment(const TileOperands& op, int lane, std::uint32_t (&rb)[2]) {
-    const int g = lane >> 2, t = lane & 3;
-    if constexpr (is_fp8(in)) {
-        for (int i = 0; i < 2; ++i) {
-            const int k = t * 4 + i * 16;
-            rb[i] = pack4(op.B(k, g), op.B(k + 1, g), op.B(k + 2, g), op.B(k + 3, g));
-        }
-    } else {
-        for (int i = 0; i < 2; ++i) {
-            const int k = t * 2 + i * 8;
-            rb[i] = pack2(op.B(k, g), op.B(k + 1, g));
-        }
-    }
-}
-
-// C/D fragment: d[0], d[1] at row g, columns 2t, 2t + 1; d[2], d[3] at row g + 8.
-__device__ int fragment_row(int lane, int i) { return (lane >> 2) + (i >> 1) * 8; }
-__device__ int fragment_col(int lane, int i) { return (lane & 3) * 2 + (i & 1); }
-
-template <Input in>
-__device__ void mma_sync(std::uint32_t (&d)[4], const std::uint32_t (&a)[4], const std::uint32_t (&b)[2]) {
-#define ROUNDSCOPE_MMA_OPERANDS                                                                    \
-    : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])                                               \
-    : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1])
-    if constexpr (in == Input::bf16) {
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-                     ROUNDSCOPE_MMA_OPERANDS);
-    } else if constexpr (in == Input::f16) {
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-                     ROUNDSCOPE_MMA_OPERANDS);
-    } else {
-#if __CUDA_ARCH__ >= 890
-        if constexpr (in == Input::e4m3) {
-            asm volatile("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-                         ROUNDSCOPE_MMA_OPERANDS);
-        } else {
-            asm volatile("mma.sync.aligned.m16n8k32.row.col.f32.e5m2.e5m2.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-                         ROUNDSCOPE_MMA_OPERANDS);
-        }
-#else
-        __trap();
-#endif
-    }
-#undef ROUNDSCOPE_MMA_OPERANDS
-}
 
 // One warp per 16 x 8 tile.
 template <Input in>
@@ -262,7 +181,7 @@ std::string probe_ptx(ProbeInstruction instruction, const emu::Format& input) {
 std::string model_arch(int cc) { return cc >= 100 ? "sm100" : cc >= 90 ? "sm90" : cc >= 89 ? "sm89" : "sm80"; }
 
 int probe_rows(ProbeInstruction instruction) { return instruction == ProbeInstruction::mma_sync ? 16 : 64; }
-int probe_depth(const emu::Format& input) { return is_fp8(input_of(input)) ? 32 : 16; }
+int probe_depth(const emu::Format& input) { return mma_depth(input_of(input)); }
 
 int compute_capability() {
     int count = 0, major = 0, minor = 0;

@@ -1,0 +1,24 @@
+#pragma once
+// The CUDA twin of the flash-attention emulator (emu/flash_attention.hpp): the same recipe, the
+// same tiles and order, the scalar steps from emu/attention_steps.hpp, and mma.sync for every
+// product, whose models emu/mma_model.hpp proves bit-exact on the hardware. The same bits as
+// the emulator run with the device's architecture (gpu::model_arch).
+#include <string>
+
+#include "emu/flash_attention.hpp"
+
+namespace roundscope::gpu {
+
+/// Why the kernels cannot run `recipe` (empty when they can): they issue mma.sync with one
+/// input format for both operands of each product (P in the input format), the online softmax.
+std::string flash_unsupported(const emu::AttentionRecipe& recipe);
+
+/// Throws Error when no GPU is usable or the recipe is unsupported.
+emu::ForwardResult flash_forward(const emu::AttentionRecipe& recipe, const emu::AttentionShape& shape,
+                                 const emu::AttentionOperands& in);
+
+/// The backward pass of the same recipe from the forward pass's LSE and O.
+emu::BackwardResult flash_backward(const emu::AttentionRecipe& recipe, const emu::AttentionShape& shape,
+                                   const emu::AttentionOperands& in, const emu::ForwardResult& forward);
+
+}  // namespace roundscope::gpu
