@@ -64,22 +64,16 @@ TileGradients tile_gradients(const detail::FlashContext& ctx, const BackwardMode
     return out;
 }
 
-// delta per row: rowsum(dO * O) with O as stored or in float32, in float32, in feature order;
-// or rowsum(P * dP) over the tiles in forward order.
+// delta of one head's rows: from O (detail::delta_from_o), or rowsum(P * dP) over the tiles in
+// forward order.
 std::vector<float> deltas(const detail::FlashContext& ctx, const BackwardModels& models, const HeadOperands& h,
                           const AttentionOperands& in, const ForwardResult& fwd, std::uint64_t head, int threads) {
     const AttentionShape& sh = ctx.shape;
     const AttentionRecipe& r = ctx.recipe;
     std::vector<float> delta(sh.n_q, 0);
     if (r.delta != DeltaKind::p_dp) {
-        const bool stored = r.delta == DeltaKind::stored_o;
-        std::vector<std::uint32_t> o(sh.d_v);
-        for (std::uint64_t i = 0; i < sh.n_q; ++i) {
-            const std::uint64_t row = (head * sh.n_q + i) * sh.d_v;
-            for (std::uint64_t c = 0; c < sh.d_v; ++c) o[c] = stored ? fwd.o[row + c] : bits_of(fwd.o_f32[row + c]);
-            delta[i] = steps::delta_rowsum(in.d_o.data() + row, *r.input, o.data(), stored ? *r.o_format : f32, static_cast<int>(sh.d_v));
-        }
-        return delta;
+        const std::vector<float> all = detail::delta_from_o(ctx, in, fwd);
+        return {all.begin() + static_cast<std::ptrdiff_t>(head * sh.n_q), all.begin() + static_cast<std::ptrdiff_t>((head + 1) * sh.n_q)};
     }
     const std::vector<Span> row_blocks = detail::blocks_of(sh.n_q, r.block_m);
     parallel_for(row_blocks.size(), 1, threads, [&](std::size_t begin, std::size_t end) {

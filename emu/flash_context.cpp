@@ -65,6 +65,19 @@ std::vector<std::uint32_t> exact_in(const std::vector<std::uint32_t>& x, const F
     return out;
 }
 
+std::vector<float> delta_from_o(const FlashContext& ctx, const AttentionOperands& in, const ForwardResult& forward) {
+    const AttentionShape& sh = ctx.shape;
+    const bool stored = ctx.recipe.delta == DeltaKind::stored_o;
+    std::vector<float> delta(sh.heads * sh.n_q);
+    std::vector<std::uint32_t> o(sh.d_v);
+    for (std::uint64_t i = 0; i < delta.size(); ++i) {
+        for (std::uint64_t c = 0; c < sh.d_v; ++c) o[c] = stored ? forward.o[i * sh.d_v + c] : bits_of(forward.o_f32[i * sh.d_v + c]);
+        delta[i] = steps::delta_rowsum(in.d_o.data() + i * sh.d_v, *ctx.recipe.input, o.data(), stored ? *ctx.recipe.o_format : f32,
+                                       static_cast<int>(sh.d_v));
+    }
+    return delta;
+}
+
 std::vector<std::uint32_t> quantized_v(const FlashContext& ctx, const std::vector<std::uint32_t>& v) {
     if (ctx.recipe.v_quant == nullptr) return {};
     const AttentionShape& s = ctx.shape;

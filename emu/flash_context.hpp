@@ -51,6 +51,10 @@ FlashContext flash_context(const AttentionRecipe& recipe, const AttentionShape& 
 /// exact there); empty without quantization.
 std::vector<std::uint32_t> quantized_v(const FlashContext& ctx, const std::vector<std::uint32_t>& v);
 
+/// delta = rowsum(dO * O) of every query (all heads), from O as stored or in float32 as the
+/// recipe says (steps::delta_rowsum).
+std::vector<float> delta_from_o(const FlashContext& ctx, const AttentionOperands& in, const ForwardResult& forward);
+
 /// The input-format bits `x` in format `to` (Error naming `what` unless every value is exact).
 std::vector<std::uint32_t> exact_in(const std::vector<std::uint32_t>& x, const Format& from, const Format& to,
                                     const char* what);

@@ -20,6 +20,8 @@ public:
     ~DeviceBuffer() { cudaFree(data_); }
     DeviceBuffer(const DeviceBuffer&) = delete;
     DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+    DeviceBuffer(DeviceBuffer&& other) noexcept : data_(other.data_), size_(other.size_) { other.data_ = nullptr; }
+    DeviceBuffer& operator=(DeviceBuffer&&) = delete;
     T* get() const { return data_; }
 
     void upload(const T* host) { check(cudaMemcpy(data_, host, size_ * sizeof(T), cudaMemcpyHostToDevice), "copy to device"); }

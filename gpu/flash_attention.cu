@@ -1,0 +1,335 @@
+// The flash-attention kernels: forward (online softmax over KV tiles in the recipe's order),
+// and backward (dK, dV per KV block over the row blocks in order; dQ per row block from the
+// stored dS). Each follows emu/flash_forward.cpp and emu/flash_backward.cpp step for step; the
+// scalar steps are the same functions (emu/attention_steps.hpp).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <string>
+
+#include "emu/attention_steps.hpp"
+#include "emu/flash_context.hpp"
+#include "gpu/device_buffer.hpp"
+#include "gpu/flash_attention.hpp"
+#include "gpu/flash_kernels.cuh"
+
+namespace roundscope::gpu {
+namespace {
+
+namespace a = emu::f32_arith;
+namespace steps = emu::steps;
+
+constexpr int threads_per_block = 128;
+
+// What the forward kernel reads; one head of one row block per thread block.
+struct ForwardParams {
+    const std::uint32_t *q, *k, *v, *v_quantized;  // v_quantized null without V quantization
+    std::uint32_t* acc;                            // float32 bits [h][n_q][d_v]: the running O, then O in f32
+    std::uint32_t* o;                              // o_format bits
+    float *lse, *lse2;
+    std::uint64_t n_q, n_kv, d, d_v;
+    bool causal, reverse, diagonal_fix;
+    int block_m, block_n, v_block;
+    steps::OnlineSoftmax softmax;
+    emu::Format o_format;
+};
+
+__device__ bool tile_masked(const ForwardParams& p, std::uint64_t row_end, std::uint64_t key0) {
+    return key0 >= steps::visible_keys(row_end - 1, p.n_q, p.n_kv, p.causal);
+}
+
+// P of a tile in shared memory as the A operand of P V, keeping only the keys of one pass of
+// the diagonal fix (all keys without the fix).
+struct PView {
+    const std::uint32_t* p;
+    std::uint64_t rows, keys, row0_global, key0_global, n_q, n_kv;
+    int v_block, pass;  // pass -1: every key; 0: keys of complete past V blocks; 1: diagonal keys
+    __device__ std::uint32_t at(std::uint64_t r, std::uint64_t c) const {
+        if (r >= rows || c >= keys) return 0u;
+        if (pass >= 0 && steps::diagonal_key(row0_global + r, key0_global + c, n_q, n_kv, v_block) != (pass == 1)) return 0u;
+        return p[r * keys + c];
+    }
+};
+
+template <Input in>
+__global__ void flash_forward_kernel(ForwardParams p) {
+    extern __shared__ std::uint32_t shared[];
+    const std::uint64_t head = blockIdx.y, row0 = static_cast<std::uint64_t>(blockIdx.x) * static_cast<std::uint64_t>(p.block_m);
+    const std::uint64_t rows = std::min<std::uint64_t>(static_cast<std::uint64_t>(p.block_m), p.n_q - row0);
+    const std::uint64_t bn = static_cast<std::uint64_t>(p.block_n);
+    std::uint32_t* tile = shared;                                                   // S, then P: [rows][keys]
+    auto* state = reinterpret_cast<steps::OnlineRowState*>(shared + p.block_m * p.block_n);  // [rows]
+    auto* factor = reinterpret_cast<float*>(state + p.block_m);                     // [rows]
+    const std::uint32_t* q = p.q + (head * p.n_q + row0) * p.d;
+    const std::uint32_t* k = p.k + head * p.n_kv * p.d;
+    std::uint32_t* acc = p.acc + (head * p.n_q + row0) * p.d_v;
+    for (std::uint64_t r = threadIdx.x; r < rows; r += blockDim.x) state[r] = steps::OnlineRowState{};
+    for (std::uint64_t x = threadIdx.x; x < rows * p.d_v; x += blockDim.x) acc[x] = 0;
+    __syncthreads();
+
+    const std::uint64_t tiles = (p.n_kv + bn - 1) / bn;
+    for (std::uint64_t step = 0; step < tiles; ++step) {
+        const std::uint64_t key0 = (p.reverse ? tiles - 1 - step : step) * bn;
+        const std::uint64_t keys = std::min(bn, p.n_kv - key0);
+        if (tile_masked(p, row0 + rows, key0)) continue;
+        // S = Q K^T
+        const MatrixView q_view{q, rows, p.d, p.d};
+        const TransposedView kt_view{MatrixView{k + key0 * p.d, keys, p.d, p.d}};
+        block_mma<in>(q_view, kt_view, rows, keys, p.d, [](std::uint64_t, std::uint64_t) { return 0u; },
+                      [&](std::uint64_t r, std::uint64_t c, std::uint32_t bits) { tile[r * keys + c] = bits; });
+        __syncthreads();
+        // the softmax row step, P cast in place
+        for (std::uint64_t r = threadIdx.x; r < rows; r += blockDim.x) {
+            const std::uint64_t visible = steps::visible_keys(row0 + r, p.n_q, p.n_kv, p.causal);
+            const int in_tile = visible <= key0 ? 0 : static_cast<int>(std::min(visible - key0, keys));
+            factor[r] = steps::online_row_step(p.softmax, tile + r * keys, static_cast<int>(keys), in_tile, state[r], tile + r * keys, nullptr);
+        }
+        __syncthreads();
+        for (std::uint64_t x = threadIdx.x; x < rows * p.d_v; x += blockDim.x)
+            acc[x] = __float_as_uint(a::mul(__uint_as_float(acc[x]), factor[x / p.d_v]));
+        __syncthreads();
+        // acc = P V + acc: one product, or under the diagonal fix the past keys with V quantized
+        // and then the diagonal keys with V as it is
+        const bool split = p.v_quantized != nullptr && p.diagonal_fix;
+        for (int pass = split ? 0 : -1; pass <= (split ? 1 : -1); ++pass) {
+            const std::uint32_t* v = (pass == 1 || p.v_quantized == nullptr ? p.v : p.v_quantized) + (head * p.n_kv + key0) * p.d_v;
+            const PView p_view{tile, rows, keys, row0, key0, p.n_q, p.n_kv, p.v_block, pass};
+            const MatrixView v_view{v, keys, p.d_v, p.d_v};
+            block_mma<in>(p_view, v_view, rows, p.d_v, keys, [&](std::uint64_t r, std::uint64_t c) { return acc[r * p.d_v + c]; },
+                          [&](std::uint64_t r, std::uint64_t c, std::uint32_t bits) { acc[r * p.d_v + c] = bits; });
+            __syncthreads();
+        }
+    }
+    emu::CastOptions saturate;
+    saturate.saturate = true;
+    for (std::uint64_t x = threadIdx.x; x < rows * p.d_v; x += blockDim.x) {
+        const float o = a::mul(__uint_as_float(acc[x]), steps::output_factor(state[x / p.d_v].l, p.softmax.p_scale));
+        acc[x] = __float_as_uint(o);
+        p.o[(head * p.n_q + row0) * p.d_v + x] = static_cast<std::uint32_t>(emu::cast_from_f32(o, p.o_format, saturate));
+    }
+    for (std::uint64_t r = threadIdx.x; r < rows; r += blockDim.x) {
+        const float l2 = steps::lse_log2(state[r].m, state[r].l);
+        p.lse2[head * p.n_q + row0 + r] = l2;
+        p.lse[head * p.n_q + row0 + r] = a::mul(l2, steps::ln2);
+    }
+}
+
+// ---- backward -------------------------------------------------------------------------------
+
+struct BackwardParams {
+    const std::uint32_t *q, *k;              // input format (for S)
+    const std::uint32_t *qg, *kg, *vg, *dog;  // ds_format
+    const float *lse2, *delta;
+    std::uint32_t* ds;                       // [h][n_q][n_kv]: dS cast, for the dQ pass
+    std::uint32_t *dk_acc, *dv_acc, *dq_acc;  // float32 bits
+    std::uint64_t n_q, n_kv, d, d_v;
+    bool causal, approx_exp2;
+    int block_m, block_n;
+    float scale_log2;
+    emu::Format g;
+};
+
+// dK and dV of one KV block (blockIdx.x) of one head (blockIdx.y), over the row blocks in order.
+template <Input in, Input grad>
+__global__ void flash_dk_dv_kernel(BackwardParams p) {
+    extern __shared__ std::uint32_t shared[];
+    const std::uint64_t head = blockIdx.y, bm = static_cast<std::uint64_t>(p.block_m);
+    const std::uint64_t key0 = static_cast<std::uint64_t>(blockIdx.x) * static_cast<std::uint64_t>(p.block_n);
+    const std::uint64_t keys = std::min<std::uint64_t>(static_cast<std::uint64_t>(p.block_n), p.n_kv - key0);
+    std::uint32_t* s = shared;                      // S, then P cast: [rows][keys]
+    std::uint32_t* dp = shared + p.block_m * p.block_n;  // dP, then dS cast
+    std::uint32_t* dv_acc = p.dv_acc + (head * p.n_kv + key0) * p.d_v;
+    std::uint32_t* dk_acc = p.dk_acc + (head * p.n_kv + key0) * p.d;
+    for (std::uint64_t row0 = 0; row0 < p.n_q; row0 += bm) {
+        const std::uint64_t rows = std::min(bm, p.n_q - row0);
+        if (key0 >= steps::visible_keys(row0 + rows - 1, p.n_q, p.n_kv, p.causal)) continue;
+        const MatrixView q_view{p.q + (head * p.n_q + row0) * p.d, rows, p.d, p.d};
+        const TransposedView kt_view{MatrixView{p.k + (head * p.n_kv + key0) * p.d, keys, p.d, p.d}};
+        block_mma<in>(q_view, kt_view, rows, keys, p.d, [](std::uint64_t, std::uint64_t) { return 0u; },
+                      [&](std::uint64_t r, std::uint64_t c, std::uint32_t bits) { s[r * keys + c] = bits; });
+        const MatrixView do_view{p.dog + (head * p.n_q + row0) * p.d_v, rows, p.d_v, p.d_v};
+        const TransposedView vt_view{MatrixView{p.vg + (head * p.n_kv + key0) * p.d_v, keys, p.d_v, p.d_v}};
+        block_mma<grad>(do_view, vt_view, rows, keys, p.d_v, [](std::uint64_t, std::uint64_t) { return 0u; },
+                        [&](std::uint64_t r, std::uint64_t c, std::uint32_t bits) { dp[r * keys + c] = bits; });
+        __syncthreads();
+        for (std::uint64_t x = threadIdx.x; x < rows * keys; x += blockDim.x) {
+            const std::uint64_t i = row0 + x / keys, j = key0 + x % keys;
+            const steps::BackwardElement e = steps::backward_element(
+                s[x], dp[x], j < steps::visible_keys(i, p.n_q, p.n_kv, p.causal), p.lse2[head * p.n_q + i],
+                p.delta[head * p.n_q + i], p.scale_log2, p.approx_exp2, p.g);
+            s[x] = e.p_cast, dp[x] = e.ds_cast;
+            p.ds[(head * p.n_q + i) * p.n_kv + j] = e.ds_cast;
+        }
+        __syncthreads();
+        const TransposedView pt_view{MatrixView{s, rows, keys, keys}}, dst_view{MatrixView{dp, rows, keys, keys}};
+        const MatrixView qg_view{p.qg + (head * p.n_q + row0) * p.d, rows, p.d, p.d};
+        block_mma<grad>(pt_view, do_view, keys, p.d_v, rows, [&](std::uint64_t r, std::uint64_t c) { return dv_acc[r * p.d_v + c]; },
+                        [&](std::uint64_t r, std::uint64_t c, std::uint32_t bits) { dv_acc[r * p.d_v + c] = bits; });
+        block_mma<grad>(dst_view, qg_view, keys, p.d, rows, [&](std::uint64_t r, std::uint64_t c) { return dk_acc[r * p.d + c]; },
+                        [&](std::uint64_t r, std::uint64_t c, std::uint32_t bits) { dk_acc[r * p.d + c] = bits; });
+        __syncthreads();
+    }
+}
+
+// dQ of one row block (blockIdx.x) of one head (blockIdx.y), over the KV blocks in order.
+template <Input grad>
+__global__ void flash_dq_kernel(BackwardParams p) {
+    const std::uint64_t head = blockIdx.y, bn = static_cast<std::uint64_t>(p.block_n);
+    const std::uint64_t row0 = static_cast<std::uint64_t>(blockIdx.x) * static_cast<std::uint64_t>(p.block_m);
+    const std::uint64_t rows = std::min<std::uint64_t>(static_cast<std::uint64_t>(p.block_m), p.n_q - row0);
+    std::uint32_t* dq_acc = p.dq_acc + (head * p.n_q + row0) * p.d;
+    for (std::uint64_t key0 = 0; key0 < p.n_kv; key0 += bn) {
+        const std::uint64_t keys = std::min(bn, p.n_kv - key0);
+        if (key0 >= steps::visible_keys(row0 + rows - 1, p.n_q, p.n_kv, p.causal)) continue;
+        const MatrixView ds_view{p.ds + (head * p.n_q + row0) * p.n_kv + key0, rows, keys, p.n_kv};
+        const MatrixView k_view{p.kg + (head * p.n_kv + key0) * p.d, keys, p.d, p.d};
+        block_mma<grad>(ds_view, k_view, rows, p.d, keys, [&](std::uint64_t r, std::uint64_t c) { return dq_acc[r * p.d + c]; },
+                        [&](std::uint64_t r, std::uint64_t c, std::uint32_t bits) { dq_acc[r * p.d + c] = bits; });
+        __syncthreads();
+    }
+}
+
+// ---- host -------------------------------------------------------------------------------------
+
+template <class T>
+DeviceBuffer<T> uploaded(const std::vector<T>& x) {
+    DeviceBuffer<T> b(x.size());
+    if (!x.empty()) b.upload(x.data());
+    return b;
+}
+
+template <class T>
+std::vector<T> downloaded(const DeviceBuffer<T>& b, std::size_t n) {
+    std::vector<T> x(n);
+    if (n > 0) b.download(x.data());
+    return x;
+}
+
+void require_supported(const emu::AttentionRecipe& r) {
+    const std::string why = flash_unsupported(r);
+    if (!why.empty()) throw Error("recipe '" + r.name + "': " + why);
+}
+
+void launched(const char* what) {
+    check(cudaGetLastError(), what);
+    check(cudaDeviceSynchronize(), what);
+}
+
+template <class Kernel>
+void allow_shared(Kernel kernel, std::size_t bytes) {
+    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)), "shared memory size");
+}
+
+template <Input in>
+void forward_launch(const ForwardParams& p, dim3 grid, std::size_t bytes) {
+    allow_shared(flash_forward_kernel<in>, bytes);
+    flash_forward_kernel<in><<<grid, threads_per_block, bytes>>>(p);
+    launched("flash forward kernel");
+}
+
+template <Input in, Input grad>
+void backward_launch(const BackwardParams& p, dim3 key_grid, dim3 row_grid, std::size_t bytes) {
+    allow_shared(flash_dk_dv_kernel<in, grad>, bytes);
+    flash_dk_dv_kernel<in, grad><<<key_grid, threads_per_block, bytes>>>(p);
+    launched("flash dK/dV kernel");
+    flash_dq_kernel<grad><<<row_grid, threads_per_block>>>(p);
+    launched("flash dQ kernel");
+}
+
+// The inputs (and gradient formats) the kernels are instantiated for.
+template <class F>
+void dispatch(Input in, F f) {
+    switch (in) {
+        case Input::bf16: f.template operator()<Input::bf16>(); break;
+        case Input::f16: f.template operator()<Input::f16>(); break;
+        case Input::e4m3: f.template operator()<Input::e4m3>(); break;
+        case Input::e5m2: f.template operator()<Input::e5m2>(); break;
+    }
+}
+
+}  // namespace
+
+std::string flash_unsupported(const emu::AttentionRecipe& r) {
+    if (r.softmax != emu::SoftmaxKind::online) return "the CUDA twins run the online softmax only";
+    if (r.instruction != "mma.sync") return "the CUDA twins issue mma.sync only (--set instruction=mma.sync)";
+    if (!(*r.p_format == *r.input)) return "the CUDA twins multiply P and V in one format (p_format = input)";
+    for (const emu::Format* f : {r.input, r.ds_format}) {
+        if (!(*f == emu::bf16 || *f == emu::f16 || *f == emu::e4m3 || *f == emu::e5m2))
+            return "no mma.sync for " + std::string(f->name);
+    }
+    if (r.delta == emu::DeltaKind::p_dp) return "the CUDA twins form delta from O (delta=o-stored or o-f32)";
+    return {};
+}
+
+emu::ForwardResult flash_forward(const emu::AttentionRecipe& recipe, const emu::AttentionShape& sh, const emu::AttentionOperands& in) {
+    require_supported(recipe);
+    const emu::detail::FlashContext ctx = emu::detail::flash_context(recipe, sh);
+    const std::vector<std::uint32_t> v_quantized = emu::detail::quantized_v(ctx, in.v);
+    DeviceBuffer<std::uint32_t> q = uploaded(in.q), k = uploaded(in.k), v = uploaded(in.v), vq = uploaded(v_quantized);
+    const std::size_t outputs = sh.heads * sh.n_q * sh.d_v;
+    DeviceBuffer<std::uint32_t> acc(outputs), o(outputs);
+    DeviceBuffer<float> lse(sh.heads * sh.n_q), lse2(sh.heads * sh.n_q);
+    const ForwardParams p{q.get(), k.get(), v.get(), v_quantized.empty() ? nullptr : vq.get(), acc.get(), o.get(), lse.get(),
+                          lse2.get(), sh.n_q, sh.n_kv, sh.d, sh.d_v, sh.causal, recipe.kv_order == emu::KvOrder::reverse,
+                          recipe.diagonal_fix, recipe.block_m, recipe.block_n, recipe.v_block, ctx.softmax, *recipe.o_format};
+    const dim3 grid(static_cast<unsigned>((sh.n_q + recipe.block_m - 1) / recipe.block_m), static_cast<unsigned>(sh.heads));
+    const std::size_t bytes = sizeof(std::uint32_t) * recipe.block_m * recipe.block_n +
+                              (sizeof(steps::OnlineRowState) + sizeof(float)) * recipe.block_m;
+    if (sh.n_q > 0 && sh.heads > 0) dispatch(input_of(*recipe.input), [&]<Input in>() { forward_launch<in>(p, grid, bytes); });
+    emu::ForwardResult out;
+    out.o = downloaded(o, outputs);
+    const std::vector<std::uint32_t> o_f32 = downloaded(acc, outputs);
+    out.o_f32.resize(outputs);
+    for (std::size_t x = 0; x < outputs; ++x) out.o_f32[x] = float_from_bits(o_f32[x]);
+    out.lse = downloaded(lse, sh.heads * sh.n_q);
+    out.lse_log2 = downloaded(lse2, sh.heads * sh.n_q);
+    return out;
+}
+
+emu::BackwardResult flash_backward(const emu::AttentionRecipe& recipe, const emu::AttentionShape& sh, const emu::AttentionOperands& in,
+                                   const emu::ForwardResult& forward) {
+    require_supported(recipe);
+    const emu::detail::FlashContext ctx = emu::detail::flash_context(recipe, sh);
+    const emu::Format& g = *recipe.ds_format;
+    const std::uint64_t heads = sh.heads, nq = sh.n_q, nk = sh.n_kv;
+    const std::vector<float> delta = emu::detail::delta_from_o(ctx, in, forward);  // a row sum per query, on the host
+    DeviceBuffer<std::uint32_t> q = uploaded(in.q), k = uploaded(in.k);
+    DeviceBuffer<std::uint32_t> qg = uploaded(emu::detail::exact_in(in.q, *recipe.input, g, "q (backward)"));
+    DeviceBuffer<std::uint32_t> kg = uploaded(emu::detail::exact_in(in.k, *recipe.input, g, "k (backward)"));
+    DeviceBuffer<std::uint32_t> vg = uploaded(emu::detail::exact_in(in.v, *recipe.input, g, "v (backward)"));
+    DeviceBuffer<std::uint32_t> dog = uploaded(emu::detail::exact_in(in.d_o, *recipe.input, g, "do (backward)"));
+    DeviceBuffer<float> lse2 = uploaded(forward.lse_log2), d_delta = uploaded(delta);
+    DeviceBuffer<std::uint32_t> ds = uploaded(std::vector<std::uint32_t>(heads * nq * nk, 0));
+    DeviceBuffer<std::uint32_t> dk_acc = uploaded(std::vector<std::uint32_t>(in.k.size(), 0));
+    DeviceBuffer<std::uint32_t> dv_acc = uploaded(std::vector<std::uint32_t>(in.v.size(), 0));
+    DeviceBuffer<std::uint32_t> dq_acc = uploaded(std::vector<std::uint32_t>(in.q.size(), 0));
+    const BackwardParams p{q.get(), k.get(), qg.get(), kg.get(), vg.get(), dog.get(), lse2.get(), d_delta.get(), ds.get(),
+                           dk_acc.get(), dv_acc.get(), dq_acc.get(), nq, nk, sh.d, sh.d_v, sh.causal, ctx.approx_exp2,
+                           recipe.block_m, recipe.block_n, ctx.scale_log2, g};
+    const dim3 key_grid(static_cast<unsigned>((nk + recipe.block_n - 1) / recipe.block_n), static_cast<unsigned>(heads));
+    const dim3 row_grid(static_cast<unsigned>((nq + recipe.block_m - 1) / recipe.block_m), static_cast<unsigned>(heads));
+    const std::size_t bytes = 2 * sizeof(std::uint32_t) * recipe.block_m * recipe.block_n;
+    if (nq > 0 && nk > 0 && heads > 0) {
+        if (!(g == emu::bf16 || g == emu::f16)) throw Error("recipe '" + recipe.name + "': the CUDA twins take ds_format bf16 or f16");
+        dispatch(input_of(*recipe.input), [&]<Input in>() {
+            if (g == emu::bf16) backward_launch<in, Input::bf16>(p, key_grid, row_grid, bytes);
+            else backward_launch<in, Input::f16>(p, key_grid, row_grid, bytes);
+        });
+    }
+    emu::BackwardResult out;
+    out.delta = delta;
+    emu::CastOptions saturate;
+    saturate.saturate = true;
+    auto finish = [&](const DeviceBuffer<std::uint32_t>& acc, std::size_t n, float scale) {
+        std::vector<std::uint32_t> bits = downloaded(acc, n);
+        for (auto& b : bits)
+            b = static_cast<std::uint32_t>(emu::cast_from_f32(a::mul(float_from_bits(b), scale), *recipe.grad_format, saturate));
+        return bits;
+    };
+    out.dq = finish(dq_acc, in.q.size(), sh.scale);
+    out.dk = finish(dk_acc, in.k.size(), sh.scale);
+    out.dv = finish(dv_acc, in.v.size(), 1.0f);
+    return out;
+}
+
+}  // namespace roundscope::gpu
