@@ -21,6 +21,7 @@ using namespace roundscope;
 using namespace roundscope::emu;
 using roundscope::test::attention_shape;
 using roundscope::test::random_operands;
+namespace test = roundscope::test;
 
 namespace {
 
@@ -176,4 +177,19 @@ TEST_CASE("One key: O is V and P-bar is 1", "[flash]") {
         for (std::uint64_t c = 0; c < 16; ++c) CHECK(f.o[i * 16 + c] == in.v[c]);
     }
     CHECK(f.counts.p_bar_one == 3);
+}
+
+TEST_CASE("The online row step may write P over its own scores (as the CUDA kernel does)", "[flash]") {
+    const std::vector<std::uint32_t> scores = test::gaussian_bits(64, f32, 9, 3.0);
+    steps::OnlineSoftmax f{steps::scale_log2(0.125f), false, true, 2.0f, 256.0f, e4m3};
+    for (const int visible : {0, 1, 40, 64}) {
+        steps::OnlineRowState a, b;
+        a.m = b.m = 1.5f, a.l = b.l = 3.0f;
+        std::vector<std::uint32_t> p(64), in_place = scores;
+        const float fa = steps::online_row_step(f, scores.data(), 64, visible, a, p.data(), nullptr);
+        const float fb = steps::online_row_step(f, in_place.data(), 64, visible, b, in_place.data(), nullptr);
+        CHECK(bits_of(fa) == bits_of(fb));
+        CHECK(p == in_place);
+        CHECK((bits_of(a.m) == bits_of(b.m) && bits_of(a.l) == bits_of(b.l)));
+    }
 }

@@ -87,4 +87,10 @@ check("--backward without do", one_line_error(rc, err, "'do'"), err)
 save_file({"q": q[0], "k": k[0], "v": v[0], "bias": torch.zeros(96, 96)}, path("bias.safetensors"))
 rc, _, err = run(BINARY, "attention", path("bias.safetensors"), "--recipe", "fa2-bf16", "-o", path("x.safetensors"))
 check("a bias is refused", one_line_error(rc, err, "'bias'"), err)
+# crosscheck: bit-for-bit on a GPU (exit 0), one line and exit 3 without one (CI).
+rc, stdout, err = run(BINARY, "crosscheck", "--recipe", "fa2-bf16", "--synthetic", "--scenario", "sink", "--n", "80", "--json")
+check("crosscheck: 0 with a GPU, 3 without", rc == 0 and json.loads(stdout)["matched"] == json.loads(stdout)["total"] or
+      rc == 3 and err.startswith("roundscope: error: ") and err.count("\n") == 1, f"{rc} {err}")
+rc, _, err = run(BINARY, "crosscheck", "--recipe", "fa2-bf16", "--synthetic", "--scenario", "nope")
+check("crosscheck: unknown scenario", one_line_error(rc, err, "--scenario", "nope"), err)
 finish("test_attention_torch")

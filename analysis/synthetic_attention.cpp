@@ -1,0 +1,69 @@
+#include "analysis/synthetic_attention.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <random>
+
+#include "emu/round.hpp"
+#include "lib/error.hpp"
+
+namespace roundscope::analysis {
+namespace {
+
+Tensor f32_tensor(const char* name, Shape shape, const std::vector<double>& x) {
+    Tensor t = Tensor::zeros(name, DType::f32, std::move(shape));
+    for (std::size_t i = 0; i < x.size(); ++i) t.set_bits_at(i, emu::cast_from_f64(x[i], emu::f32, emu::CastOptions{}));
+    return t;
+}
+
+}  // namespace
+
+AttentionInputs synthetic_attention(const SyntheticSpec& s) {
+    if (s.n == 0 || s.d < 2 || s.heads == 0) throw Error("synthetic inputs need --n >= 1, --d >= 2 and --heads >= 1");
+    std::mt19937_64 rng(s.seed);
+    std::normal_distribution<double> normal;
+    const std::uint64_t count = s.heads * s.n * s.d;
+    const double d = static_cast<double>(s.d), scale = 1 / std::sqrt(d);
+    // Scores q.k / sqrt(D) of N(0, sd^4) when q and k have standard deviation sd.
+    const double sd = s.scenario == Scenario::wide ? 6.0 : s.scenario == Scenario::random ? 1.0 : std::pow(d / (d - 1), 0.25);
+    auto draw = [&](double deviation, double mean = 0) {
+        std::vector<double> x(count);
+        for (auto& v : x) v = mean + deviation * normal(rng);
+        return x;
+    };
+    std::vector<double> q = draw(sd), k = draw(sd), v = draw(1.0, s.scenario == Scenario::repeated_max ? -0.5 : 0.0), d_o = draw(1.0);
+    for (std::uint64_t h = 0; h < s.heads; ++h) {
+        double* qh = q.data() + h * s.n * s.d;
+        double* kh = k.data() + h * s.n * s.d;
+        if (s.scenario == Scenario::sink) {
+            // feature 0 carries the sink: 4 in every query, Delta / (4 scale) in the sink keys
+            for (std::uint64_t i = 0; i < s.n; ++i) qh[i * s.d] = 4;
+            for (std::uint64_t j = 0; j < s.n; ++j)
+                kh[j * s.d] = static_cast<std::int64_t>(j) < s.k_sink ? s.sink_strength / (4 * scale) : 0.0;
+        } else if (s.scenario == Scenario::repeated_max && s.n >= 2) {
+            // keys 0 and 1 equal, and ahead of the rest by about 16 / sqrt(D) * 4
+            for (std::uint64_t i = 0; i < s.n; ++i) qh[i * s.d] = 4;
+            for (std::uint64_t c = 0; c < s.d; ++c) kh[s.d + c] = kh[c];
+            kh[0] = kh[s.d] = 2 * std::sqrt(d);  // their scores: 4 * 2 sqrt(D) / sqrt(D) = 8, plus noise
+            for (std::uint64_t j = 2; j < s.n; ++j) kh[j * s.d] = 0;
+        }
+    }
+    AttentionInputs in;
+    in.q = f32_tensor("q", {s.heads, s.n, s.d}, q);
+    in.k = f32_tensor("k", {s.heads, s.n, s.d}, k);
+    in.v = f32_tensor("v", {s.heads, s.n, s.d}, v);
+    in.d_o = f32_tensor("do", {s.heads, s.n, s.d}, d_o);
+    in.heads = s.heads, in.n_q = in.n_kv = s.n, in.d = in.d_v = s.d;
+    return in;
+}
+
+Scenario parse_scenario(std::string_view name, std::string_view option) {
+    if (name == "random") return Scenario::random;
+    if (name == "sink") return Scenario::sink;
+    if (name == "repeated-max") return Scenario::repeated_max;
+    if (name == "wide") return Scenario::wide;
+    throw Error(fmt::format("{}: unknown scenario '{}' (random, sink, repeated-max, wide)", option, name));
+}
+
+}  // namespace roundscope::analysis

@@ -1,0 +1,33 @@
+#pragma once
+// Synthetic attention inputs for the scenarios the research behind roundscope describes, as
+// float32 tensors q, k, v, do [H, N, D] (the recipe rounds them to its input format):
+//   random        q, k, v, dO standard normal (scores N(0, 1) after the 1/sqrt(D) scale)
+//   sink          the first k_sink keys score about sink_strength (Delta) above the rest, the
+//                 other scores N(0, 1) (Seed 003's attention sink)
+//   repeated_max  two identical keys dominate every row, and V is mostly negative (Seed 000's
+//                 BF16 bias: P-bar = 1 twice per row)
+//   wide          scores spread over hundreds (q and k with standard deviation 6)
+#include <cstdint>
+#include <string_view>
+
+#include "lib/attention_inputs.hpp"
+
+namespace roundscope::analysis {
+
+enum class Scenario : std::uint8_t { random, sink, repeated_max, wide };
+
+struct SyntheticSpec {
+    Scenario scenario = Scenario::random;
+    std::uint64_t heads = 1, n = 256, d = 64;
+    std::uint64_t seed = 0;
+    int k_sink = 4;
+    double sink_strength = 8;  // Delta
+};
+
+/// The inputs of `spec` (no causal flag or scale in them: callers choose).
+AttentionInputs synthetic_attention(const SyntheticSpec& spec);
+
+/// "random", "sink", "repeated-max", "wide"; Error naming `option` otherwise.
+Scenario parse_scenario(std::string_view name, std::string_view option);
+
+}  // namespace roundscope::analysis

@@ -1,0 +1,51 @@
+#include "gpu/flash_crosscheck.hpp"
+
+#include <algorithm>
+
+#include "emu/unpack.hpp"
+#include "gpu/device.hpp"
+#include "gpu/flash_attention.hpp"
+#include "gpu/mma_probe.hpp"
+#include "lib/error.hpp"
+
+namespace roundscope::gpu {
+namespace {
+
+void add(FlashCrosscheck& c, const std::string& name, const std::vector<std::uint32_t>& emulator, const std::vector<std::uint32_t>& gpu,
+         const emu::Format& f) {
+    const emu::BitComparison b = emu::compare_bits(emulator, gpu, f);
+    c.outputs[name] = b;
+    if (b.first_mismatch && *b.first_mismatch < std::min(emulator.size(), gpu.size()))
+        c.first_values[name] = {emu::decode(f, emulator[*b.first_mismatch]), emu::decode(f, gpu[*b.first_mismatch])};
+    c.total.matched += b.matched, c.total.total += b.total, c.total.max_ulp = std::max(c.total.max_ulp, b.max_ulp);
+}
+
+std::vector<std::uint32_t> bits(const std::vector<float>& x) {
+    std::vector<std::uint32_t> out(x.size());
+    std::transform(x.begin(), x.end(), out.begin(), [](float v) { return bits_of(v); });
+    return out;
+}
+
+}  // namespace
+
+FlashCrosscheck flash_crosscheck(emu::AttentionRecipe recipe, const emu::AttentionShape& shape, const emu::AttentionOperands& in,
+                                 bool backward) {
+    const int cc = compute_capability();
+    if (cc == 0) throw Error("crosscheck: no CUDA GPU is usable on this machine");
+    FlashCrosscheck c;
+    c.device = device_name();
+    c.arch = recipe.arch = model_arch(cc);
+    const emu::ForwardResult want = emu::flash_forward(recipe, shape, in), got = gpu::flash_forward(recipe, shape, in);
+    add(c, "o", want.o, got.o, *recipe.o_format);
+    add(c, "lse", bits(want.lse), bits(got.lse), emu::f32);
+    if (backward) {
+        const emu::BackwardResult bw = emu::flash_backward(recipe, shape, in, want), bg = gpu::flash_backward(recipe, shape, in, got);
+        add(c, "dq", bw.dq, bg.dq, *recipe.grad_format);
+        add(c, "dk", bw.dk, bg.dk, *recipe.grad_format);
+        add(c, "dv", bw.dv, bg.dv, *recipe.grad_format);
+        add(c, "delta", bits(bw.delta), bits(bg.delta), emu::f32);
+    }
+    return c;
+}
+
+}  // namespace roundscope::gpu

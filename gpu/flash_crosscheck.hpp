@@ -1,0 +1,24 @@
+#pragma once
+// Kernel against emulator on the same input: every output bit compared (`roundscope
+// crosscheck`, tests/gpu/test_gpu_flash.cpp). The emulator runs the recipe with the device's
+// tensor-core model (gpu::model_arch).
+#include <map>
+#include <string>
+
+#include "emu/bit_compare.hpp"
+#include "emu/flash_attention.hpp"
+
+namespace roundscope::gpu {
+
+struct FlashCrosscheck {
+    std::string device, arch;
+    std::map<std::string, emu::BitComparison> outputs;  // "o", "lse" (and "dq", "dk", "dv", "delta")
+    std::map<std::string, std::pair<double, double>> first_values;  // emulator and GPU value at the first mismatch
+    emu::BitComparison total;                           // all outputs together
+};
+
+/// Throws Error without a usable GPU or for a recipe the kernels do not run.
+FlashCrosscheck flash_crosscheck(emu::AttentionRecipe recipe, const emu::AttentionShape& shape, const emu::AttentionOperands& in,
+                                 bool backward);
+
+}  // namespace roundscope::gpu

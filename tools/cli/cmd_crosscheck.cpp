@@ -1,0 +1,110 @@
+// `roundscope crosscheck --recipe NAME [--set KEY=VALUE]... (IN | --synthetic [--scenario S]
+// [--n N] [--d D] [--heads H] [--seed S]) [--backward] [--causal] [--json]`: the CUDA kernel
+// and the emulator on the same input, every output bit compared (gpu/flash_crosscheck.hpp).
+// Exit 1 on any mismatch, 3 without a GPU.
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "analysis/synthetic_attention.hpp"
+#include "emu/attention_operands.hpp"
+#include "lib/error.hpp"
+#include "lib/tensor_io.hpp"
+#include "tools/cli/cli_output.hpp"
+#include "tools/cli/commands.hpp"
+#if ROUNDSCOPE_WITH_GPU
+#include "gpu/flash_crosscheck.hpp"
+#endif
+
+namespace roundscope::cli {
+namespace {
+
+struct CrosscheckArgs {
+    std::string input, recipe, scenario = "random";
+    std::vector<std::string> settings;
+    bool synthetic = false, backward = false, causal = false, json = false;
+    std::uint64_t n = 256, d = 64, heads = 2, seed = 0;
+};
+
+void run(const CrosscheckArgs& a) {
+    emu::AttentionRecipe recipe = emu::find_recipe(a.recipe);
+    for (const std::string& s : a.settings) emu::apply_setting(recipe, s);
+    if (a.synthetic == !a.input.empty()) throw Error("crosscheck: give an input file or --synthetic, not both");
+    AttentionInputs in;
+    if (a.synthetic) {
+        analysis::SyntheticSpec spec;
+        spec.scenario = analysis::parse_scenario(a.scenario, "--scenario");
+        spec.n = a.n, spec.d = a.d, spec.heads = a.heads, spec.seed = a.seed;
+        in = analysis::synthetic_attention(spec);
+    } else {
+        in = find_attention_inputs(read_tensor_file(a.input));
+    }
+    const bool causal = a.causal || in.causal.value_or(false);
+    const emu::AttentionShape shape = emu::attention_shape_of(in, causal, in.softmax_scale.value_or(0));
+    const emu::AttentionOperands operands = emu::attention_operands(in, *recipe.input, a.backward);
+#if ROUNDSCOPE_WITH_GPU
+    const gpu::FlashCrosscheck c = [&] {
+        try {
+            return gpu::flash_crosscheck(recipe, shape, operands, a.backward);
+        } catch (const Error& e) {
+            if (std::string(e.what()).find("no CUDA GPU") == std::string::npos) throw;
+            std::fprintf(stderr, "roundscope: error: %s\n", e.what());
+            throw ExitCode{3};
+        }
+    }();
+    if (a.json) {
+        nlohmann::json outputs = nlohmann::json::object();
+        for (const auto& [name, b] : c.outputs) {
+            outputs[name] = {{"matched", b.matched}, {"total", b.total}, {"max_ulp", b.max_ulp}};
+            if (b.first_mismatch) {
+                outputs[name]["first_mismatch"] = {{"index", *b.first_mismatch}, {"emulator", json_number(c.first_values.at(name).first)},
+                                                   {"gpu", json_number(c.first_values.at(name).second)}};
+            }
+        }
+        fmt::print("{}\n", nlohmann::json{{"recipe", recipe.name}, {"device", c.device}, {"arch", c.arch}, {"matched", c.total.matched},
+                                          {"total", c.total.total}, {"max_ulp", c.total.max_ulp}, {"outputs", outputs}}
+                               .dump());
+    } else {
+        fmt::print("crosscheck {} on {} (model {}): {} of {} output bits patterns match\n", recipe.name, c.device, c.arch,
+                   c.total.matched, c.total.total);
+        for (const auto& [name, b] : c.outputs) {
+            fmt::print("  {:6} {}/{} max {} ulp", name, b.matched, b.total, b.max_ulp);
+            if (b.first_mismatch)
+                fmt::print("; first at element {}: emulator {} GPU {}", *b.first_mismatch, format_double(c.first_values.at(name).first),
+                           format_double(c.first_values.at(name).second));
+            fmt::print("\n");
+        }
+    }
+    if (c.total.matched != c.total.total) throw ExitCode{1};
+#else
+    (void)shape, (void)operands;
+    std::fprintf(stderr, "roundscope: error: crosscheck: this roundscope was built without CUDA (ROUNDSCOPE_CUDA=OFF or no nvcc)\n");
+    throw ExitCode{3};
+#endif
+}
+
+}  // namespace
+
+void add_crosscheck_command(CLI::App& app) {
+    auto* cmd = app.add_subcommand("crosscheck", "The CUDA kernel and the emulator on the same input, bit for bit (needs a GPU)");
+    auto a = std::make_shared<CrosscheckArgs>();
+    cmd->add_option("IN", a->input, "File with q, k, v (and do)");
+    cmd->add_option("--recipe", a->recipe, "A preset (roundscope recipes)")->required();
+    cmd->add_option("--set", a->settings, "KEY=VALUE: change one setting of the recipe (repeatable)");
+    cmd->add_flag("--synthetic", a->synthetic, "Synthesize the input instead of reading a file");
+    cmd->add_option("--scenario", a->scenario, "random, sink, repeated-max or wide (with --synthetic)");
+    cmd->add_option("--n", a->n, "Tokens (with --synthetic)")->check(CLI::PositiveNumber);
+    cmd->add_option("--d", a->d, "Head dimension (with --synthetic)")->check(CLI::Range(2, 1024));
+    cmd->add_option("--heads", a->heads, "Heads (with --synthetic)")->check(CLI::PositiveNumber);
+    cmd->add_option("--seed", a->seed, "Seed of the synthetic input");
+    cmd->add_flag("--backward", a->backward, "Also compare the backward pass");
+    cmd->add_flag("--causal", a->causal, "Causal mask (default: the file's metadata, else off)");
+    cmd->add_flag("--json", a->json, "Print one JSON object");
+    cmd->callback([a] { run(*a); });
+}
+
+}  // namespace roundscope::cli
