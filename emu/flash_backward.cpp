@@ -15,12 +15,6 @@ namespace a = f32_arith;
 
 float as_float(std::uint32_t bits) { return float_from_bits(bits); }
 
-const MmaModel& model_for(const AttentionRecipe& r, const Format& x, const Format& y) {
-    const MmaModel* m = find_mma_model(r.arch, r.instruction, x, y, f32);
-    if (m == nullptr) throw Error(fmt::format("recipe '{}': no {} {} model for {} x {}", r.name, r.arch, r.instruction, x.name, y.name));
-    return *m;
-}
-
 // One head's operands: q and k in the input format for S (the forward pass's bits), and q, k,
 // v, dO in ds_format for the gradient products.
 struct HeadOperands {
@@ -113,7 +107,7 @@ BackwardResult flash_backward(const AttentionRecipe& recipe, const AttentionShap
     if (recipe.softmax != SoftmaxKind::online) throw Error(fmt::format("recipe '{}': the backward pass needs the online softmax", recipe.name));
     if (in.d_o.size() != shape.heads * shape.n_q * shape.d_v) throw Error("attention: the backward pass needs a tensor 'do' of shape [.., Nq, Dv]");
     const Format& g = *recipe.ds_format;
-    const BackwardModels models{PreparedMma(model_for(recipe, *recipe.input, *recipe.input)), PreparedMma(model_for(recipe, g, g))};
+    const BackwardModels models{PreparedMma(detail::model_for(recipe, *recipe.input, *recipe.input)), PreparedMma(detail::model_for(recipe, g, g))};
     const std::vector<std::uint32_t> qg = detail::exact_in(in.q, *recipe.input, g, "q (backward)");
     const std::vector<std::uint32_t> kg = detail::exact_in(in.k, *recipe.input, g, "k (backward)");
     const std::vector<std::uint32_t> vg = detail::exact_in(in.v, *recipe.input, g, "v (backward)");

@@ -65,6 +65,12 @@ std::vector<std::uint32_t> exact_in(const std::vector<std::uint32_t>& x, const F
     return out;
 }
 
+const MmaModel& model_for(const AttentionRecipe& r, const Format& x, const Format& y) {
+    const MmaModel* m = find_mma_model(r.arch, r.instruction, x, y, f32);
+    if (m == nullptr) throw Error(fmt::format("recipe '{}': no {} {} model for {} x {}", r.name, r.arch, r.instruction, x.name, y.name));
+    return *m;
+}
+
 std::vector<float> delta_from_o(const FlashContext& ctx, const AttentionOperands& in, const ForwardResult& forward) {
     const AttentionShape& sh = ctx.shape;
     const bool stored = ctx.recipe.delta == DeltaKind::stored_o;

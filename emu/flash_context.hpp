@@ -46,6 +46,10 @@ struct FlashContext {
 
 FlashContext flash_context(const AttentionRecipe& recipe, const AttentionShape& shape);
 
+/// The recipe's tensor-core model for x times y (float32 accumulators); Error naming the
+/// recipe where there is none.
+const MmaModel& model_for(const AttentionRecipe& recipe, const Format& x, const Format& y);
+
 /// V as the PV product multiplies it: every head's V quantized along tokens in the recipe's
 /// block format, dequantized and stored in the input format (Error where a value is not
 /// exact there); empty without quantization.

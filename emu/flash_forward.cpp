@@ -18,12 +18,6 @@ namespace a = f32_arith;
 
 float as_float(std::uint32_t bits) { return float_from_bits(bits); }
 
-const MmaModel& model_for(const AttentionRecipe& r, const Format& a_format, const Format& b_format) {
-    const MmaModel* m = find_mma_model(r.arch, r.instruction, a_format, b_format, f32);
-    if (m == nullptr) throw Error(fmt::format("recipe '{}': no {} {} model for {} x {}", r.name, r.arch, r.instruction, a_format.name, b_format.name));
-    return *m;
-}
-
 struct ForwardModels {
     PreparedMma score, pv;
 };
@@ -203,8 +197,8 @@ void check_sizes(const AttentionShape& s, const AttentionOperands& in, bool back
 ForwardResult flash_forward(const AttentionRecipe& recipe, const AttentionShape& shape, const AttentionOperands& in, int threads) {
     const detail::FlashContext ctx = detail::flash_context(recipe, shape);
     check_sizes(shape, in, false);
-    const ForwardModels models{PreparedMma(model_for(recipe, *recipe.input, *recipe.input)),
-                               PreparedMma(model_for(recipe, *recipe.p_format, *recipe.input))};
+    const ForwardModels models{PreparedMma(detail::model_for(recipe, *recipe.input, *recipe.input)),
+                               PreparedMma(detail::model_for(recipe, *recipe.p_format, *recipe.input))};
     const std::vector<std::uint32_t> v_quantized = detail::quantized_v(ctx, in.v);
 
     ForwardResult out;

@@ -97,4 +97,10 @@ AttentionInputs find_attention_inputs(const TensorFile& file) {
     return in;
 }
 
+Shape output_shape(const AttentionInputs& in, std::initializer_list<std::uint64_t> tail) {
+    Shape s(in.q.shape().begin(), in.q.shape().end() - 2);
+    s.insert(s.end(), tail);
+    return s;
+}
+
 }  // namespace roundscope

@@ -24,4 +24,7 @@ struct AttentionInputs {
 /// Every tensor must be floating; shapes must agree as above. Errors name the file and tensor.
 AttentionInputs find_attention_inputs(const TensorFile& file);
 
+/// The leading [B, H] or [H] dimensions of q followed by `tail`: the shape of an output.
+Shape output_shape(const AttentionInputs& in, std::initializer_list<std::uint64_t> tail);
+
 }  // namespace roundscope

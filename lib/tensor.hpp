@@ -3,12 +3,14 @@
 // storage unit per element (sub-byte formats take one byte each, value in the low bits). The
 // bytes are owned, or a zero-copy view into a memory-mapped file kept alive by the tensor.
 #include <cstddef>
+#include <bit>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <optional>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "lib/dtype.hpp"
@@ -29,6 +31,18 @@ public:
     Tensor(std::string name, DType dtype, Shape shape, std::vector<std::byte> bytes);
     /// All-zero bytes.
     static Tensor zeros(std::string name, DType dtype, Shape shape);
+    /// Element i holds values[i]'s bit pattern: integers as they are, float and double by
+    /// their IEEE encoding (for F32 / F64 tensors).
+    template <class T>
+    static Tensor of_bits(std::string name, DType dtype, Shape shape, const std::vector<T>& values) {
+        Tensor t = zeros(std::move(name), dtype, std::move(shape));
+        for (std::size_t i = 0; i < values.size(); ++i) {
+            if constexpr (std::is_same_v<T, float>) t.set_bits_at(i, std::bit_cast<std::uint32_t>(values[i]));
+            else if constexpr (std::is_same_v<T, double>) t.set_bits_at(i, std::bit_cast<std::uint64_t>(values[i]));
+            else t.set_bits_at(i, values[i]);
+        }
+        return t;
+    }
     /// Views `bytes`, which `owner` keeps alive (a mapped file, a buffer).
     static Tensor view(std::string name, DType dtype, Shape shape, std::span<const std::byte> bytes,
                        std::shared_ptr<const void> owner);

@@ -11,15 +11,12 @@
 #include "gpu/flash_attention.hpp"
 #include "gpu/flash_crosscheck.hpp"
 #include "gpu/mma_probe.hpp"
+#include "tests/gpu/gpu_or_skip.hpp"
 
 using namespace roundscope;
 
 int main() {
-    const int cc = gpu::compute_capability();
-    if (cc == 0) {
-        std::printf("no usable GPU: skipped\n");
-        return 77;
-    }
+    const int cc = test::compute_capability_or_skip();
     int failures = 0;
     for (emu::AttentionRecipe recipe : emu::recipe_presets()) {
         if (recipe.instruction == "wgmma") emu::apply_setting(recipe, "instruction=mma.sync");

@@ -11,15 +11,12 @@
 #include "emu/mma_gemm.hpp"
 #include "emu/mma_tiles.hpp"
 #include "gpu/mma_probe.hpp"
+#include "tests/gpu/gpu_or_skip.hpp"
 
 using namespace roundscope;
 
 int main() {
-    const int cc = gpu::compute_capability();
-    if (cc == 0) {
-        std::printf("no usable GPU: skipped\n");
-        return 77;
-    }
+    const int cc = test::compute_capability_or_skip();
     const std::string arch = gpu::model_arch(cc);
     int failures = 0;
     for (const emu::Format* f : {&emu::bf16, &emu::f16, &emu::e4m3, &emu::e5m2}) {

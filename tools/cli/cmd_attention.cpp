@@ -27,21 +27,9 @@ struct AttentionArgs {
     int threads = 0;
 };
 
-// The leading [B, H] or [H] dimensions of q, followed by `tail`.
-Shape output_shape(const AttentionInputs& in, std::initializer_list<std::uint64_t> tail) {
-    Shape s(in.q.shape().begin(), in.q.shape().end() - 2);
-    s.insert(s.end(), tail);
-    return s;
-}
-
 template <class Bits>
 Tensor tensor_of(const std::string& name, const emu::Format& f, Shape shape, const std::vector<Bits>& x) {
-    Tensor t = Tensor::zeros(name, emu::dtype_of(f), std::move(shape));
-    for (std::size_t i = 0; i < x.size(); ++i) {
-        if constexpr (std::is_same_v<Bits, float>) t.set_bits_at(i, bits_of(x[i]));
-        else t.set_bits_at(i, x[i]);
-    }
-    return t;
+    return Tensor::of_bits(name, emu::dtype_of(f), std::move(shape), x);
 }
 
 nlohmann::json stats_json(const analysis::ErrorStats& s) {

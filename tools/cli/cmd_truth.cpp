@@ -29,17 +29,8 @@ struct TruthArgs {
     int threads = 0;
 };
 
-// The leading [B, H] or [H] dimensions of q, followed by `tail`.
-Shape output_shape(const AttentionInputs& in, std::initializer_list<std::uint64_t> tail) {
-    Shape s(in.q.shape().begin(), in.q.shape().end() - 2);
-    s.insert(s.end(), tail);
-    return s;
-}
-
 Tensor f64_tensor(const std::string& name, Shape shape, const std::vector<double>& x) {
-    Tensor t = Tensor::zeros(name, DType::f64, std::move(shape));
-    for (std::size_t i = 0; i < x.size(); ++i) t.set_bits_at(i, std::bit_cast<std::uint64_t>(x[i]));
-    return t;
+    return Tensor::of_bits(name, DType::f64, std::move(shape), x);
 }
 
 void run_truth(const TruthArgs& a) {
