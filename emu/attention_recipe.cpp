@@ -64,9 +64,7 @@ AttentionRecipe naive(const Format& f) {
     return r;
 }
 
-// The paper's released implementation (Qiu & Yao, github.com/ucker/why-low-precision-training-
-// fails, attention.py): FlashAttention-2 written in PyTorch on BF16 tensors, so the running O
-// is BF16 too; here the nearest recipe: O, P and delta as FA2 in BF16.
+// FlashAttention-2 with Qiu & Yao's fix (arXiv:2510.04212): no P-bar entry exactly 1.
 AttentionRecipe fa2_bf16_fixed() {
     AttentionRecipe r = fa2_bf16();
     r.name = "fa2-bf16-max-adjust";
@@ -74,10 +72,20 @@ AttentionRecipe fa2_bf16_fixed() {
     return r;
 }
 
+// The paper's released implementation (github.com/ucker/why-low-precision-training-fails,
+// attention.py): FlashAttention-2 written in PyTorch on BF16 tensors, so each block's P-bar V
+// and the running O are rounded to BF16.
+AttentionRecipe fa2_bf16_torch() {
+    AttentionRecipe r = fa2_bf16();
+    r.name = "fa2-bf16-torch";
+    r.o_accumulator = &bf16;
+    return r;
+}
+
 const std::vector<AttentionRecipe>& presets() {
-    static const std::vector<AttentionRecipe> all{fa2_bf16(),        fa2_bf16_fixed(), fa3_bf16(),   fa3_fp8(),
-                                                  fp8_forward_order(), mxfp4_v(false),  mxfp4_v(true), naive(f32),
-                                                  naive(f16)};
+    static const std::vector<AttentionRecipe> all{fa2_bf16(),        fa2_bf16_fixed(), fa2_bf16_torch(), fa3_bf16(),
+                                                  fa3_fp8(),         fp8_forward_order(), mxfp4_v(false),   mxfp4_v(true),
+                                                  naive(f32),        naive(f16)};
     return all;
 }
 
@@ -186,6 +194,8 @@ const std::vector<Setting>& settings() {
          [](AttentionRecipe& r, std::string_view k, std::string_view v) { r.diagonal_fix = switch_names.parse(k, v); }},
         {"o_format", "a format", [](const AttentionRecipe& r) { return std::string(r.o_format->name); },
          [](AttentionRecipe& r, std::string_view k, std::string_view v) { r.o_format = parse_format(k, v); }},
+        {"o_accumulator", "a format (the running O)", [](const AttentionRecipe& r) { return std::string(r.o_accumulator->name); },
+         [](AttentionRecipe& r, std::string_view k, std::string_view v) { r.o_accumulator = parse_format(k, v); }},
         {"delta", delta_names.list(), [](const AttentionRecipe& r) { return std::string(delta_names.name(r.delta)); },
          [](AttentionRecipe& r, std::string_view k, std::string_view v) { r.delta = delta_names.parse(k, v); }},
         {"ds_format", "a format (dS, and P for dV)", [](const AttentionRecipe& r) { return std::string(r.ds_format->name); },

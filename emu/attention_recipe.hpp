@@ -57,6 +57,9 @@ struct AttentionRecipe {
     int v_block = 32;
     bool diagonal_fix = false;        // the diagonal tile of P multiplies unquantized V
     const Format* o_format = &bf16;
+    const Format* o_accumulator = &f32;  // the running O: f32 (kernels), or e.g. bf16 where each
+                                         // block's P V and the rescaled O are rounded to it
+                                         // (a flash attention written in PyTorch on BF16 tensors)
     DeltaKind delta = DeltaKind::stored_o;
     const Format* ds_format = &bf16;  // dS and P are cast to it before dK, dQ and dV
     const Format* grad_format = &bf16;  // dQ, dK, dV as written

@@ -163,6 +163,7 @@ struct ForwardCounts {
     std::uint64_t p_underflow = 0;        // ... that the P cast turned into zero
     std::uint64_t p_saturated = 0;        // ... that the P cast clipped at (or overflowed past) the max
     std::uint64_t repeated_max_rows = 0;  // rows whose final max is reached by two or more keys
+    std::uint64_t skip_keys = 0;          // keys [0, skip_keys) are not counted (an attention sink)
 };
 
 /// Counts one unmasked P-bar value and its cast.
@@ -177,9 +178,11 @@ ROUNDSCOPE_HD inline void count_p(float p, std::uint32_t cast, const Format& f, 
 
 /// One row of one tile: s holds the n scores (f32 bits) of the tile's keys, the first `visible`
 /// of them unmasked. Updates the state, writes the cast P (p_format bits) and returns the
-/// factor that carries the row's accumulated output to the new max. Counts when asked.
+/// factor that carries the row's accumulated output to the new max. Counts when asked (key0:
+/// the tile's first key, for counts.skip_keys).
 ROUNDSCOPE_HD inline float online_row_step(const OnlineSoftmax& f, const std::uint32_t* s, int n, int visible,
-                                           OnlineRowState& st, std::uint32_t* p_out, ForwardCounts* counts) {
+                                           OnlineRowState& st, std::uint32_t* p_out, ForwardCounts* counts,
+                                           std::uint64_t key0 = 0) {
     namespace a = f32_arith;
     auto t_of = [&](int j) { return j < visible ? a::mul(float_from_bits(s[j]), f.scale_log2) : minus_infinity(); };
     float block_max = minus_infinity();
@@ -200,7 +203,8 @@ ROUNDSCOPE_HD inline float online_row_step(const OnlineSoftmax& f, const std::ui
         const float p = p_bar(t_of(j), m_new, f.approx_exp2);
         sum = a::add(sum, p);
         p_out[j] = cast_p(p, f.p_scale, f.p_format);
-        if (counts != nullptr && j < visible) count_p(p, p_out[j], f.p_format, *counts);
+        if (counts != nullptr && j < visible && key0 + static_cast<std::uint64_t>(j) >= counts->skip_keys)
+            count_p(p, p_out[j], f.p_format, *counts);
     }
     st.l = a::add(a::mul(st.l, factor), sum);
     st.m = m_new;

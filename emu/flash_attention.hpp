@@ -53,10 +53,23 @@ struct BackwardResult {
     std::vector<float> delta;
 };
 
+struct ForwardOptions {
+    int threads = 0;
+    std::uint64_t uncounted_keys = 0;  // keys [0, n) left out of the counts (an attention sink)
+    std::uint64_t row_begin = 0, row_end = ~std::uint64_t{0};  // only the row blocks meeting these
+                                                               // query rows (others: zeros)
+};
+
 /// Throws Error for an invalid recipe (validate), operands whose sizes disagree with the shape,
 /// or V values that its quantization makes unrepresentable in the input format.
 ForwardResult flash_forward(const AttentionRecipe& recipe, const AttentionShape& shape, const AttentionOperands& in,
-                            int threads = 0);
+                            const ForwardOptions& options);
+inline ForwardResult flash_forward(const AttentionRecipe& recipe, const AttentionShape& shape, const AttentionOperands& in,
+                                   int threads = 0) {
+    ForwardOptions o;
+    o.threads = threads;
+    return flash_forward(recipe, shape, in, o);
+}
 
 /// Needs in.d_o and the forward pass of the same inputs; online softmax only.
 BackwardResult flash_backward(const AttentionRecipe& recipe, const AttentionShape& shape, const AttentionOperands& in,

@@ -77,10 +77,22 @@ void online_tile(const detail::FlashContext& ctx, const ForwardModels& models, c
         const std::uint64_t visible = ctx.visible(b.rows.begin + row);
         const int in_tile = visible <= keys.begin ? 0 : static_cast<int>(std::min(visible - keys.begin, n));
         const float factor = steps::online_row_step(ctx.softmax, s.data() + row * n, static_cast<int>(n), in_tile, b.state[row],
-                                                    p_cast.data() + row * n, &b.counts);
+                                                    p_cast.data() + row * n, &b.counts, keys.begin);
         for (std::uint64_t c = 0; c < dv; ++c) b.acc[row * dv + c] = bits_of(a::mul(as_float(b.acc[row * dv + c]), factor));
     }
-    pv_product(ctx, models.pv, h, b.rows, keys, p_cast, b.acc);
+    const Format& running = *ctx.recipe.o_accumulator;
+    if (running == f32) {
+        pv_product(ctx, models.pv, h, b.rows, keys, p_cast, b.acc);
+        return;
+    }
+    // O = round(round(O r) + round(P V)) in the running format (each operation exact in double,
+    // then rounded once: the format's own correctly rounded operation).
+    std::vector<std::uint32_t> pv(b.acc.size(), 0);
+    pv_product(ctx, models.pv, h, b.rows, keys, p_cast, pv);
+    const CastOptions plain;
+    auto round = [&](double x) { return decode(running, cast_from_f64(x, running, plain)); };
+    for (std::size_t x = 0; x < pv.size(); ++x)
+        b.acc[x] = bits_of(static_cast<float>(round(round(as_float(b.acc[x])) + round(as_float(pv[x])))));
 }
 
 // O, LSE and the counts of a finished row block into the result.
@@ -106,6 +118,7 @@ void finish_block(const detail::FlashContext& ctx, const RowBlock& b, std::uint6
 void online_row_block(const detail::FlashContext& ctx, const ForwardModels& models, const HeadView& h, std::uint64_t head,
                       Span rows, ForwardResult& out, ForwardCounts& counts) {
     RowBlock b(rows, ctx.shape.d_v);
+    b.counts.skip_keys = counts.skip_keys;
     for (const Span keys : detail::blocks_of(ctx.shape.n_kv, ctx.recipe.block_n, ctx.recipe.kv_order)) {
         if (ctx.tile_masked(rows, keys)) continue;
         online_tile(ctx, models, h, b, keys);
@@ -133,6 +146,7 @@ void naive_row_block(const detail::FlashContext& ctx, const ForwardModels& model
             std::copy_n(tile.begin() + static_cast<std::ptrdiff_t>(row * keys.size()), keys.size(), s.begin() + static_cast<std::ptrdiff_t>(row * nk + keys.begin));
     }
     RowBlock b(rows, ctx.shape.d_v);
+    b.counts.skip_keys = counts.skip_keys;
     std::vector<std::uint32_t> p_cast(rows.size() * nk, 0);
     std::vector<double> x(nk);
     for (std::uint64_t row = 0; row < rows.size(); ++row) {
@@ -152,7 +166,7 @@ void naive_row_block(const detail::FlashContext& ctx, const ForwardModels& model
         for (std::uint64_t j = 0; j < visible; ++j) {
             const auto p = static_cast<float>(round(x[j] / l));
             p_cast[row * nk + j] = steps::cast_p(p, r.p_scale, *r.p_format);
-            steps::count_p(p, p_cast[row * nk + j], *r.p_format, b.counts);
+            if (j >= b.counts.skip_keys) steps::count_p(p, p_cast[row * nk + j], *r.p_format, b.counts);
         }
         // LSE = ln l + shift, from log2 as the online softmax forms it.
         const float lse2 = visible == 0 ? steps::minus_infinity()
@@ -194,7 +208,8 @@ void check_sizes(const AttentionShape& s, const AttentionOperands& in, bool back
 
 }  // namespace
 
-ForwardResult flash_forward(const AttentionRecipe& recipe, const AttentionShape& shape, const AttentionOperands& in, int threads) {
+ForwardResult flash_forward(const AttentionRecipe& recipe, const AttentionShape& shape, const AttentionOperands& in,
+                            const ForwardOptions& options) {
     const detail::FlashContext ctx = detail::flash_context(recipe, shape);
     check_sizes(shape, in, false);
     const ForwardModels models{PreparedMma(detail::model_for(recipe, *recipe.input, *recipe.input)),
@@ -208,12 +223,14 @@ ForwardResult flash_forward(const AttentionRecipe& recipe, const AttentionShape&
     out.lse_log2.assign(out.lse.size(), 0);
     const std::vector<Span> row_blocks = detail::blocks_of(shape.n_q, recipe.block_m);
     std::vector<ForwardCounts> counts(shape.heads * row_blocks.size());
-    parallel_for(counts.size(), 1, threads, [&](std::size_t begin, std::size_t end) {
+    parallel_for(counts.size(), 1, options.threads, [&](std::size_t begin, std::size_t end) {
         for (std::size_t task = begin; task < end; ++task) {
             const std::uint64_t head = task / row_blocks.size();
+            const Span rows = row_blocks[task % row_blocks.size()];
+            if (rows.end <= options.row_begin || rows.begin >= options.row_end) continue;
+            counts[task].skip_keys = options.uncounted_keys;
             const HeadView h{in.q.data() + head * shape.n_q * shape.d, in.k.data() + head * shape.n_kv * shape.d, in.v.data() + head * shape.n_kv * shape.d_v,
                              v_quantized.empty() ? nullptr : v_quantized.data() + head * shape.n_kv * shape.d_v};
-            const Span rows = row_blocks[task % row_blocks.size()];
             if (recipe.softmax == SoftmaxKind::online) online_row_block(ctx, models, h, head, rows, out, counts[task]);
             else naive_row_block(ctx, models, h, head, rows, out, counts[task]);
         }

@@ -258,6 +258,7 @@ std::string flash_unsupported(const emu::AttentionRecipe& r) {
             return "no mma.sync for " + std::string(f->name);
     }
     if (r.delta == emu::DeltaKind::p_dp) return "the CUDA twins form delta from O (delta=o-stored or o-f32)";
+    if (!(*r.o_accumulator == emu::f32)) return "the CUDA twins keep the running O in float32";
     return {};
 }
 

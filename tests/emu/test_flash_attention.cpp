@@ -77,7 +77,13 @@ RowResult scalar_online_row(const AttentionRecipe& r, const AttentionShape& sh, 
         m = m_new;
         for (std::uint64_t c = 0; c < dv; ++c) {
             const std::uint32_t scaled = bits_of(a::mul(float_from_bits(acc[c]), factor));
-            acc[c] = mma_dot(pv, p.data(), v + c0 * dv + c, static_cast<long>(dv), static_cast<int>(c1 - c0), scaled);
+            if (*r.o_accumulator == f32) {
+                acc[c] = mma_dot(pv, p.data(), v + c0 * dv + c, static_cast<long>(dv), static_cast<int>(c1 - c0), scaled);
+            } else {  // the running O rounded to its format after each operation
+                const std::uint32_t product = mma_dot(pv, p.data(), v + c0 * dv + c, static_cast<long>(dv), static_cast<int>(c1 - c0), 0);
+                auto round = [&](double x) { return decode(*r.o_accumulator, cast_from_f64(x, *r.o_accumulator, CastOptions{})); };
+                acc[c] = bits_of(static_cast<float>(round(round(float_from_bits(scaled)) + round(float_from_bits(product)))));
+            }
         }
     }
     RowResult out{std::vector<std::uint32_t>(dv), steps::lse_log2(m, l)};
