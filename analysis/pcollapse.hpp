@@ -1,0 +1,65 @@
+#pragma once
+// P-collapse in FP8 attention (Seed 003, arXiv:2606.06521): P is scaled by a static S and cast
+// to E4M3 before P V; E4M3's smallest subnormal is 2^-9, so P S <= 2^-10 becomes zero, and with
+// forward KV order the attention sink sets the running max before the other blocks are cast:
+// to leading order a fraction Phi(Delta + delta_k - ln(1024) - ln S) of the non-sink P values
+// underflows. Reverse KV order (the sink block last) and S = 2^8 remove it.
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "emu/attention_recipe.hpp"
+#include "lib/attention_inputs.hpp"
+
+namespace roundscope::analysis {
+
+struct PCollapseOptions {
+    emu::AttentionRecipe recipe;  // default: fp8-forward-order; kv_order and p_scale are swept
+    std::vector<emu::KvOrder> orders{emu::KvOrder::forward, emu::KvOrder::reverse};
+    std::vector<float> scales{1, 256};
+    int k_sink = 4;                        // the first k_sink keys are the sink (not counted)
+    std::optional<double> sink_strength;   // Delta, when known (synthetic inputs): gives the prediction
+    bool causal = false;
+    double softmax_scale = 0;
+    int threads = 0;
+};
+
+struct PCollapseRun {
+    emu::KvOrder order;
+    float scale;
+    double underflow_fraction;                 // non-sink P with P S cast to zero
+    std::optional<double> predicted_fraction;  // Phi(Delta + delta_k - 6.93 - ln S): the closed form,
+                                               // the sink's maximum replaced by its mean delta_k
+    std::optional<double> predicted_fraction_averaged;  // E[Phi(Delta + M - 6.93 - ln S)] over the
+                                                        // distribution of M, the max of k_sink normals
+    double delta_c;                            // 6.93 + ln S - delta_k
+    double mse;                                // mean squared error of O against the truth
+    std::uint64_t saturated;                   // P S cast at (or past) E4M3's 448
+    std::uint64_t counted;                     // non-sink P values (the fraction's denominator)
+};
+
+struct PCollapseResult {
+    double delta_k;  // the expected maximum of k_sink standard normals
+    std::vector<PCollapseRun> runs;
+};
+
+PCollapseResult pcollapse(const AttentionInputs& in, const PCollapseOptions& options);
+
+/// E[max of k standard normals] (1.0294 for k = 4), by numerical integration.
+double expected_normal_maximum(int k);
+
+/// E[Phi(shift + M)] for M the max of k standard normals, by numerical integration.
+double expected_cdf_of_shifted_maximum(double shift, int k);
+
+/// What a static scale S means on the E4M3 grid (the --sweep-scale table): whether it scales
+/// exactly (a power of two), the octaves of P that land in E4M3's normal range below 448, and
+/// the worst relative rounding step of P S there.
+struct ScaleProperties {
+    float scale;
+    bool exact;
+    double normal_octaves;
+    double worst_relative_step;
+};
+ScaleProperties scale_properties(float s);
+
+}  // namespace roundscope::analysis

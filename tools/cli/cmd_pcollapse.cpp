@@ -1,0 +1,124 @@
+// `roundscope pcollapse (IN | --synthetic) [--scale S]... [--order forward|reverse|both]
+// [--sweep-scale] [--recipe NAME] [--set KEY=VALUE]... [--json]`; synthetic: --n, --d, --k-sink,
+// --sink-strength, --seed. FP8 P-cast underflow (analysis/pcollapse.hpp).
+#include <fmt/format.h>
+
+#include <cmath>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "analysis/pcollapse.hpp"
+#include "analysis/synthetic_attention.hpp"
+#include "lib/error.hpp"
+#include "lib/tensor_io.hpp"
+#include "tools/cli/cli_output.hpp"
+#include "tools/cli/commands.hpp"
+
+namespace roundscope::cli {
+namespace {
+
+struct PCollapseArgs {
+    std::string input, recipe = "fp8-forward-order", order = "both";
+    std::vector<std::string> settings;
+    std::vector<float> scales;
+    bool synthetic = false, sweep = false, json = false, causal = false;
+    std::uint64_t n = 1024, d = 64, seed = 0;
+    int k_sink = 4, threads = 0;
+    double sink_strength = 8;
+};
+
+std::vector<emu::KvOrder> orders_of(const std::string& s) {
+    if (s == "forward") return {emu::KvOrder::forward};
+    if (s == "reverse") return {emu::KvOrder::reverse};
+    if (s == "both") return {emu::KvOrder::forward, emu::KvOrder::reverse};
+    throw Error("--order: '" + s + "' is not forward, reverse or both");
+}
+
+void run(const PCollapseArgs& a) {
+    analysis::PCollapseOptions o;
+    o.recipe = emu::find_recipe(a.recipe);
+    for (const std::string& s : a.settings) emu::apply_setting(o.recipe, s);
+    o.orders = orders_of(a.order);
+    o.k_sink = a.k_sink;
+    o.threads = a.threads;
+    if (!a.scales.empty()) o.scales = a.scales;
+    if (a.sweep) o.scales = {1, 2, 4, 8, 16, 32, 64, 128, 256, 448, 512, 1024};
+    if (a.synthetic == !a.input.empty()) throw Error("pcollapse: give an input file or --synthetic, not both");
+    AttentionInputs in;
+    if (a.synthetic) {
+        analysis::SyntheticSpec spec;
+        spec.scenario = analysis::Scenario::sink;
+        spec.n = a.n, spec.d = a.d, spec.seed = a.seed, spec.k_sink = a.k_sink, spec.sink_strength = a.sink_strength;
+        in = analysis::synthetic_attention(spec);
+        o.sink_strength = a.sink_strength;
+        o.causal = a.causal;
+    } else {
+        in = find_attention_inputs(read_tensor_file(a.input));
+        o.causal = a.causal || in.causal.value_or(false);
+        o.softmax_scale = in.softmax_scale.value_or(0);
+    }
+    const analysis::PCollapseResult r = analysis::pcollapse(in, o);
+    auto order_name = [](emu::KvOrder k) { return k == emu::KvOrder::forward ? "forward" : "reverse"; };
+    if (a.json) {
+        nlohmann::json runs = nlohmann::json::array();
+        for (const auto& x : r.runs) {
+            nlohmann::json j{{"order", order_name(x.order)}, {"scale", x.scale}, {"underflow_fraction", x.underflow_fraction},
+                             {"predicted_fraction", x.predicted_fraction ? json_number(*x.predicted_fraction) : nlohmann::json()},
+                             {"predicted_fraction_averaged",
+                              x.predicted_fraction_averaged ? json_number(*x.predicted_fraction_averaged) : nlohmann::json()},
+                             {"delta_c", x.delta_c}, {"mse", json_number(x.mse)}, {"saturated", x.saturated}, {"counted", x.counted}};
+            if (a.sweep) {
+                const analysis::ScaleProperties p = analysis::scale_properties(x.scale);
+                j["exact_scaling"] = p.exact, j["normal_octaves"] = p.normal_octaves, j["worst_relative_step"] = p.worst_relative_step;
+            }
+            runs.push_back(j);
+        }
+        fmt::print("{}\n", nlohmann::json{{"recipe", o.recipe.name}, {"k_sink", a.k_sink}, {"delta_k", r.delta_k}, {"runs", runs}}.dump());
+        return;
+    }
+    fmt::print("P-collapse, recipe {} (k_sink {}, delta_k {:.4f}{})\n", o.recipe.name, a.k_sink, r.delta_k,
+               a.synthetic ? fmt::format(", Delta {}", a.sink_strength) : "");
+    std::vector<std::vector<std::string>> rows;
+    for (const auto& x : r.runs) {
+        std::vector<std::string> row{order_name(x.order), fmt::format("{}", x.scale), fmt::format("{:.4f}", x.underflow_fraction),
+                                     x.predicted_fraction ? fmt::format("{:.4f}", *x.predicted_fraction) : "-",
+                                     x.predicted_fraction_averaged ? fmt::format("{:.4f}", *x.predicted_fraction_averaged) : "-",
+                                     fmt::format("{:.2f}", x.delta_c), fmt::format("{:.3e}", x.mse), std::to_string(x.saturated)};
+        if (a.sweep) {
+            const analysis::ScaleProperties p = analysis::scale_properties(x.scale);
+            row.push_back(p.exact ? "yes" : "no");
+            row.push_back(fmt::format("{:.2f}", p.normal_octaves));
+        }
+        rows.push_back(row);
+    }
+    std::vector<std::string> headers{"order", "S", "underflow", "predicted", "averaged", "Delta_c", "MSE of O", "saturated"};
+    if (a.sweep) headers.insert(headers.end(), {"exact S", "normal octaves"});
+    print_table(headers, rows);
+}
+
+}  // namespace
+
+void add_pcollapse_command(CLI::App& app) {
+    auto* cmd = app.add_subcommand("pcollapse", "FP8 P-cast underflow behind an attention sink (P-collapse)");
+    auto a = std::make_shared<PCollapseArgs>();
+    cmd->add_option("IN", a->input, "File with q, k, v");
+    cmd->add_flag("--synthetic", a->synthetic, "A synthetic sink head instead of a file");
+    cmd->add_option("--scale", a->scales, "Static P scale S (repeatable; default 1 and 256)")->check(CLI::PositiveNumber);
+    cmd->add_option("--order", a->order, "forward, reverse or both");
+    cmd->add_flag("--sweep-scale", a->sweep, "S over powers of two and 448, with what each means on the E4M3 grid");
+    cmd->add_option("--recipe", a->recipe, "The FP8 recipe (default fp8-forward-order)");
+    cmd->add_option("--set", a->settings, "KEY=VALUE for the recipe (repeatable)");
+    cmd->add_option("--n", a->n, "Tokens (synthetic)")->check(CLI::PositiveNumber);
+    cmd->add_option("--d", a->d, "Head dimension (synthetic)")->check(CLI::Range(2, 1024));
+    cmd->add_option("--k-sink", a->k_sink, "Sink tokens")->check(CLI::Range(1, 1 << 20));
+    cmd->add_option("--sink-strength", a->sink_strength, "Delta: how far the sink scores stand above the rest (synthetic)");
+    cmd->add_option("--seed", a->seed, "Seed (synthetic)");
+    cmd->add_flag("--causal", a->causal, "Causal mask");
+    cmd->add_flag("--json", a->json, "Print one JSON object");
+    cmd->add_option("--threads", a->threads, "Worker threads (default: all cores)")->check(CLI::NonNegativeNumber);
+    cmd->callback([a] { run(*a); });
+}
+
+}  // namespace roundscope::cli
