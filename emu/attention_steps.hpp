@@ -159,20 +159,21 @@ struct OnlineRowState {
 /// What the forward pass counts on the way (the analyses read them).
 struct ForwardCounts {
     std::uint64_t p_bar_one = 0;          // P-bar entries (before any cast) exactly 1
-    std::uint64_t p_nonzero = 0;          // P-bar entries above zero, unmasked
+    std::uint64_t p_nonzero = 0;          // P-bar entries above zero, unmasked, not in the sink
     std::uint64_t p_underflow = 0;        // ... that the P cast turned into zero
-    std::uint64_t p_saturated = 0;        // ... whose P S exceeds the format's max (clipped, or Inf)
+    std::uint64_t p_saturated = 0;        // P-bar entries whose P S exceeds the format's max (clipped, or Inf)
     std::uint64_t repeated_max_rows = 0;  // rows whose final max is reached by two or more keys
     std::uint64_t skip_keys = 0;          // keys [0, skip_keys) are not counted (an attention sink)
 };
 
-/// Counts one unmasked P-bar value and its cast of P S.
-ROUNDSCOPE_HD inline void count_p(float p, float p_scale, std::uint32_t cast, const Format& f, ForwardCounts& c) {
+/// Counts one unmasked P-bar value and its cast of P S (of key `key`: the sink's keys count
+/// only towards p_bar_one and p_saturated).
+ROUNDSCOPE_HD inline void count_p(float p, float p_scale, std::uint32_t cast, const Format& f, std::uint64_t key, ForwardCounts& c) {
     if (p == 1.0f) ++c.p_bar_one;
-    if (!(p > 0.0f)) return;
+    if (f32_arith::mul(p, p_scale) > decode(f, max_finite_bits(f))) ++c.p_saturated;  // clipped (or Inf)
+    if (!(p > 0.0f) || key < c.skip_keys) return;
     ++c.p_nonzero;
     if (decode(f, cast) == 0) ++c.p_underflow;
-    if (f32_arith::mul(p, p_scale) > decode(f, max_finite_bits(f))) ++c.p_saturated;  // clipped (or Inf)
 }
 
 /// One row of one tile: s holds the n scores (f32 bits) of the tile's keys, the first `visible`
@@ -202,8 +203,7 @@ ROUNDSCOPE_HD inline float online_row_step(const OnlineSoftmax& f, const std::ui
         const float p = p_bar(t_of(j), m_new, f.approx_exp2);
         sum = a::add(sum, p);
         p_out[j] = cast_p(p, f.p_scale, f.p_format);
-        if (counts != nullptr && j < visible && key0 + static_cast<std::uint64_t>(j) >= counts->skip_keys)
-            count_p(p, f.p_scale, p_out[j], f.p_format, *counts);
+        if (counts != nullptr && j < visible) count_p(p, f.p_scale, p_out[j], f.p_format, key0 + static_cast<std::uint64_t>(j), *counts);
     }
     st.l = a::add(a::mul(st.l, factor), sum);
     st.m = m_new;

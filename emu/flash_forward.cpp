@@ -166,7 +166,7 @@ void naive_row_block(const detail::FlashContext& ctx, const ForwardModels& model
         for (std::uint64_t j = 0; j < visible; ++j) {
             const auto p = static_cast<float>(round(x[j] / l));
             p_cast[row * nk + j] = steps::cast_p(p, r.p_scale, *r.p_format);
-            if (j >= b.counts.skip_keys) steps::count_p(p, r.p_scale, p_cast[row * nk + j], *r.p_format, b.counts);
+            steps::count_p(p, r.p_scale, p_cast[row * nk + j], *r.p_format, j, b.counts);
         }
         // LSE = ln l + shift, from log2 as the online softmax forms it.
         const float lse2 = visible == 0 ? steps::minus_infinity()
