@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
     roundscope::cli::add_recipes_command(app);
     roundscope::cli::add_crosscheck_command(app);
     roundscope::cli::add_pcollapse_command(app);
+    roundscope::cli::add_leak_command(app);
     if (argc > 1 && argv[1][0] != '-') {
         bool known = false;
         std::string names;

@@ -1,0 +1,36 @@
+#pragma once
+// Future leakage of V block-quantized along tokens (Seed 002): with k tokens sharing a scale,
+// the stored V[j] depends on V[j'] for j' > j in the same block, so causal attention at
+// position i depends on tokens after i through the scale of its own (diagonal) block. The fix:
+// the diagonal block of P multiplies unquantized V (recipe setting diagonal_fix).
+#include <cstdint>
+
+#include "emu/attention_recipe.hpp"
+#include "lib/attention_inputs.hpp"
+
+namespace roundscope::analysis {
+
+struct LeakOptions {
+    emu::AttentionRecipe recipe;    // default mxfp4-v; v_quant, v_block and diagonal_fix from below
+    const emu::BlockFormat* format = &emu::mxfp4;
+    int block = 32;
+    bool fix = false;
+    double softmax_scale = 0;
+    std::uint64_t max_tokens = 512;  // the first tokens of a file (a causal prefix is a sequence)
+    int threads = 0;
+};
+
+struct LeakResult {
+    std::uint64_t tokens = 0;
+    std::uint64_t leaking_pairs = 0;       // (head, i, j), j > i in i's V block, where V[j] changes O[i]
+    double max_future_influence = 0;       // the largest |change of O[i]| that such a V[j] causes
+    double parallel_vs_autoregressive_max_abs_diff = 0;  // O[i] with all tokens vs with tokens 0..i
+    std::uint64_t masked_contribution_violations = 0;     // rows whose O changes when only masked
+                                                          // (future) keys and values change
+    std::uint64_t mixed_scale_blocks = 0;  // (head, query) whose quantized V block mixes its
+                                           // visible and masked positions
+};
+
+LeakResult leak(const AttentionInputs& in, const LeakOptions& options);
+
+}  // namespace roundscope::analysis
