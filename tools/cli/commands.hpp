@@ -23,5 +23,6 @@ void add_recipes_command(CLI::App& app);
 void add_crosscheck_command(CLI::App& app);
 void add_pcollapse_command(CLI::App& app);
 void add_leak_command(CLI::App& app);
+void add_headroom_command(CLI::App& app);
 
 }  // namespace roundscope::cli

@@ -1,0 +1,86 @@
+#include "analysis/headroom.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "emu/attention_operands.hpp"
+#include "emu/attention_recipe.hpp"
+#include "emu/flash_attention.hpp"
+#include "emu/tensor_decode.hpp"
+#include "emu/unpack.hpp"
+#include "lib/parallel.hpp"
+
+namespace roundscope::analysis {
+namespace {
+
+// The recipe whose softmax (and P, O, inputs where the format allows) is in `f`.
+emu::AttentionRecipe softmax_in(const emu::Format& f, emu::SoftmaxKind kind) {
+    emu::AttentionRecipe r = emu::find_recipe("fa2-bf16");
+    r.name = std::string("headroom-") + std::string(f.name);
+    r.softmax = kind;
+    r.softmax_format = &f;
+    if (f == emu::f16) r.input = r.p_format = r.o_format = &emu::f16;  // an FP16 model end to end
+    return r;
+}
+
+// Rows (over all heads) with a NaN or Inf in O.
+std::uint64_t nonfinite_rows(const emu::ForwardResult& f, const emu::Format& o_format, std::uint64_t d_v) {
+    std::uint64_t rows = 0;
+    for (std::size_t i = 0; i * d_v < f.o.size(); ++i) {
+        bool finite = true;
+        for (std::uint64_t c = 0; c < d_v; ++c) finite = finite && std::isfinite(emu::decode(o_format, f.o[i * d_v + c]));
+        rows += finite ? 0 : 1;
+    }
+    return rows;
+}
+
+}  // namespace
+
+HeadroomResult headroom(const AttentionInputs& in, const HeadroomOptions& o) {
+    const emu::AttentionShape sh = emu::attention_shape_of(in, o.causal, o.softmax_scale);
+    const std::vector<double> q = emu::decode_tensor<double>(in.q), k = emu::decode_tensor<double>(in.k);
+    HeadroomResult r;
+    r.rows.resize(sh.heads * sh.n_q);
+    parallel_for(r.rows.size(), 16, o.threads, [&](std::size_t begin, std::size_t end) {
+        std::vector<double> s(sh.n_kv);
+        for (std::size_t x = begin; x < end; ++x) {
+            const std::uint64_t head = x / sh.n_q, i = x % sh.n_q;
+            const std::uint64_t keys = emu::steps::visible_keys(i, sh.n_q, sh.n_kv, sh.causal);
+            double m = -std::numeric_limits<double>::infinity();
+            for (std::uint64_t j = 0; j < keys; ++j) {
+                double dot = 0;
+                for (std::uint64_t c = 0; c < sh.d; ++c) dot += q[(head * sh.n_q + i) * sh.d + c] * k[(head * sh.n_kv + j) * sh.d + c];
+                s[j] = dot * sh.scale;
+                m = std::max(m, s[j]);
+            }
+            double sum = 0;
+            for (std::uint64_t j = 0; j < keys; ++j) sum += std::exp(s[j] - m);
+            r.rows[x] = {head, i, m, keys == 0 ? m : m + std::log(sum)};
+        }
+    });
+    for (const emu::Format* f : {&emu::f32, &emu::f16, &emu::bf16}) {
+        FormatHeadroom h{std::string(f->name), std::log(emu::decode(*f, emu::max_finite_bits(*f))), 0, 0, 0,
+                         std::numeric_limits<double>::infinity(), 0, 0, 0};
+        for (const RowHeadroom& row : r.rows) {
+            if (row.max_score > h.ln_max) ++h.naive_exp_overflow_rows;
+            if (row.lse > h.ln_max) ++h.naive_sum_overflow_rows;
+            if (row.lse - row.max_score > h.ln_max) ++h.shifted_overflow_rows;
+            h.min_naive_margin = std::min(h.min_naive_margin, h.ln_max - row.lse);
+        }
+        emu::ForwardOptions fo;
+        fo.threads = o.threads;
+        for (const auto kind : {emu::SoftmaxKind::naive_unshifted, emu::SoftmaxKind::naive, emu::SoftmaxKind::online}) {
+            const emu::AttentionRecipe recipe = softmax_in(*f, kind);
+            const emu::ForwardResult out = emu::flash_forward(recipe, sh, emu::attention_operands(in, *recipe.input, false), fo);
+            const std::uint64_t bad = nonfinite_rows(out, *recipe.o_format, sh.d_v);
+            (kind == emu::SoftmaxKind::naive_unshifted ? h.emulated_naive_nonfinite_rows
+             : kind == emu::SoftmaxKind::naive     ? h.emulated_shifted_nonfinite_rows
+                                                     : h.emulated_online_nonfinite_rows) = bad;
+        }
+        r.formats.push_back(h);
+    }
+    return r;
+}
+
+}  // namespace roundscope::analysis

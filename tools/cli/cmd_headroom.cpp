@@ -1,0 +1,97 @@
+// `roundscope headroom (IN | --synthetic [--scenario S] [--n N] [--d D] [--seed S]) [--causal]
+// [--json]`: softmax overflow margins per head and row, naive and online, in f32, f16 and
+// bf16 (analysis/headroom.hpp).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "analysis/headroom.hpp"
+#include "analysis/synthetic_attention.hpp"
+#include "lib/error.hpp"
+#include "lib/tensor_io.hpp"
+#include "tools/cli/cli_output.hpp"
+#include "tools/cli/commands.hpp"
+
+namespace roundscope::cli {
+namespace {
+
+struct HeadroomArgs {
+    std::string input, scenario = "wide";
+    bool synthetic = false, causal = false, json = false;
+    std::uint64_t n = 256, d = 64, seed = 0;
+    int threads = 0;
+};
+
+void run(const HeadroomArgs& a) {
+    if (a.synthetic == !a.input.empty()) throw Error("headroom: give an input file or --synthetic, not both");
+    AttentionInputs in;
+    analysis::HeadroomOptions o;
+    o.threads = a.threads;
+    if (a.synthetic) {
+        analysis::SyntheticSpec spec;
+        spec.scenario = analysis::parse_scenario(a.scenario, "--scenario");
+        spec.n = a.n, spec.d = a.d, spec.seed = a.seed;
+        in = analysis::synthetic_attention(spec);
+        o.causal = a.causal;
+    } else {
+        in = find_attention_inputs(read_tensor_file(a.input));
+        o.causal = a.causal || in.causal.value_or(false);
+        o.softmax_scale = in.softmax_scale.value_or(0);
+    }
+    const analysis::HeadroomResult r = analysis::headroom(in, o);
+    if (a.json) {
+        nlohmann::json formats = nlohmann::json::array(), rows = nlohmann::json::array();
+        for (const auto& f : r.formats)
+            formats.push_back({{"format", f.format}, {"ln_max", f.ln_max}, {"naive_exp_overflow_rows", f.naive_exp_overflow_rows},
+                               {"naive_sum_overflow_rows", f.naive_sum_overflow_rows}, {"shifted_overflow_rows", f.shifted_overflow_rows},
+                               {"min_naive_margin", json_number(f.min_naive_margin)},
+                               {"emulated_naive_nonfinite_rows", f.emulated_naive_nonfinite_rows},
+                               {"emulated_shifted_nonfinite_rows", f.emulated_shifted_nonfinite_rows},
+                               {"emulated_online_nonfinite_rows", f.emulated_online_nonfinite_rows}});
+        for (const auto& x : r.rows)
+            rows.push_back({{"head", x.head}, {"row", x.row}, {"max_score", json_number(x.max_score)}, {"lse", json_number(x.lse)}});
+        fmt::print("{}\n", nlohmann::json{{"rows_total", r.rows.size()}, {"formats", formats}, {"rows", rows}}.dump());
+        return;
+    }
+    std::vector<std::vector<std::string>> table;
+    for (const auto& f : r.formats)
+        table.push_back({f.format, fmt::format("{:.2f}", f.ln_max), std::to_string(f.naive_exp_overflow_rows),
+                         std::to_string(f.naive_sum_overflow_rows), std::to_string(f.shifted_overflow_rows),
+                         fmt::format("{:.3f}", f.min_naive_margin), std::to_string(f.emulated_naive_nonfinite_rows),
+                         std::to_string(f.emulated_shifted_nonfinite_rows), std::to_string(f.emulated_online_nonfinite_rows)});
+    fmt::print("Softmax headroom over {} rows\n", r.rows.size());
+    print_table({"format", "ln max", "exp overflows", "sum overflows", "shifted overflows", "min margin", "naive NaN/Inf rows",
+                 "shifted NaN/Inf rows", "online NaN/Inf rows"},
+                table);
+    std::vector<analysis::RowHeadroom> top = r.rows;
+    std::sort(top.begin(), top.end(), [](const auto& x, const auto& y) { return x.lse > y.lse; });
+    top.resize(std::min<std::size_t>(top.size(), 5));
+    fmt::print("\nrows nearest overflow (by log-sum-exp):\n");
+    std::vector<std::vector<std::string>> near;
+    for (const auto& x : top)
+        near.push_back({std::to_string(x.head), std::to_string(x.row), fmt::format("{:.3f}", x.max_score), fmt::format("{:.3f}", x.lse)});
+    print_table({"head", "row", "max score", "log-sum-exp"}, near);
+}
+
+}  // namespace
+
+void add_headroom_command(CLI::App& app) {
+    auto* cmd = app.add_subcommand("headroom", "Softmax overflow margins per row: naive (with and without max subtraction) and online");
+    auto a = std::make_shared<HeadroomArgs>();
+    cmd->add_option("IN", a->input, "File with q, k, v");
+    cmd->add_flag("--synthetic", a->synthetic, "A synthetic head instead of a file");
+    cmd->add_option("--scenario", a->scenario, "random, sink, repeated-max or wide (synthetic; default wide)");
+    cmd->add_option("--n", a->n, "Tokens (synthetic)")->check(CLI::PositiveNumber);
+    cmd->add_option("--d", a->d, "Head dimension (synthetic)")->check(CLI::Range(2, 1024));
+    cmd->add_option("--seed", a->seed, "Seed (synthetic)");
+    cmd->add_flag("--causal", a->causal, "Causal mask");
+    cmd->add_flag("--json", a->json, "Print one JSON object");
+    cmd->add_option("--threads", a->threads, "Worker threads (default: all cores)")->check(CLI::NonNegativeNumber);
+    cmd->callback([a] { run(*a); });
+}
+
+}  // namespace roundscope::cli
