@@ -24,5 +24,6 @@ void add_crosscheck_command(CLI::App& app);
 void add_pcollapse_command(CLI::App& app);
 void add_leak_command(CLI::App& app);
 void add_headroom_command(CLI::App& app);
+void add_bias_command(CLI::App& app);
 
 }  // namespace roundscope::cli

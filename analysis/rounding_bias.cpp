@@ -1,0 +1,97 @@
+#include "analysis/rounding_bias.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "analysis/truth/attention_truth.hpp"
+#include "emu/attention_operands.hpp"
+#include "emu/attention_steps.hpp"
+#include "emu/flash_attention.hpp"
+#include "emu/tensor_cast.hpp"
+#include "emu/tensor_decode.hpp"
+#include "emu/unpack.hpp"
+#include "lib/error.hpp"
+
+namespace roundscope::analysis {
+
+BiasResult rounding_bias(const AttentionInputs& in, const BiasOptions& o) {
+    if (!in.d_o) throw Error("bias: the analysis needs a tensor 'do' (dO)");
+    const emu::AttentionRecipe& r = o.recipe;
+    const emu::AttentionShape sh = emu::attention_shape_of(in, o.causal, o.softmax_scale);
+    const emu::AttentionOperands x = emu::attention_operands(in, *r.input, true);
+    emu::ForwardOptions fo;
+    fo.threads = o.threads;
+    const emu::ForwardResult f = emu::flash_forward(r, sh, x, fo);
+    BiasResult b;
+    b.recipe = r.name;
+    b.p_bar_one_count = f.counts.p_bar_one;
+    b.repeated_max_rows = f.counts.repeated_max_rows;
+
+    // O_lp as the backward pass reads it: the file's o, else the emulated kernel's (in the
+    // format the recipe forms delta from).
+    const std::uint64_t rows = sh.heads * sh.n_q, dv = sh.d_v;
+    std::vector<std::uint32_t> o_bits;
+    const emu::Format* o_format = r.delta == emu::DeltaKind::f32_o ? &emu::f32 : r.o_format;
+    if (o.use_stored_o && in.o && r.delta == emu::DeltaKind::stored_o) {
+        o_format = &emu::format_of(in.o->dtype());
+        o_bits.resize(in.o->size());
+        for (std::uint64_t i = 0; i < o_bits.size(); ++i) o_bits[i] = static_cast<std::uint32_t>(in.o->bits_at(i));
+        b.o_from_file = true;
+    } else if (r.delta == emu::DeltaKind::f32_o) {
+        o_bits.resize(f.o_f32.size());
+        std::transform(f.o_f32.begin(), f.o_f32.end(), o_bits.begin(), [](float v) { return bits_of(v); });
+    } else {
+        o_bits = f.o;
+    }
+
+    TruthOptions t;
+    t.causal = o.causal, t.scale = sh.scale, t.backward = true, t.threads = o.threads;
+    const AttentionTruth truth = attention_truth(in, t);
+
+    // delta_lp as the kernel forms it (float32 row sums of dO O_lp, the kernels' function), or
+    // rowsum(P dP) from the emulated backward pass.
+    std::vector<double> diff(rows);
+    if (r.delta == emu::DeltaKind::p_dp) {
+        const emu::BackwardResult bw = emu::flash_backward(r, sh, x, f, o.threads);
+        for (std::uint64_t i = 0; i < rows; ++i) diff[i] = static_cast<double>(bw.delta[i]) - truth.delta[i];
+    } else {
+        for (std::uint64_t i = 0; i < rows; ++i)
+            diff[i] = static_cast<double>(emu::steps::delta_rowsum(x.d_o.data() + i * dv, *r.input, o_bits.data() + i * dv, *o_format,
+                                                                   static_cast<int>(dv))) - truth.delta[i];
+    }
+    b.rows = rows;
+    b.coefficient_sum = std::accumulate(diff.begin(), diff.end(), 0.0);
+    b.positive_rows = static_cast<std::uint64_t>(std::count_if(diff.begin(), diff.end(), [](double v) { return v > 0; }));
+    const double mean = b.coefficient_sum / static_cast<double>(rows);
+    double var = 0;
+    for (const double v : diff) var += (v - mean) * (v - mean);
+    var /= static_cast<double>(rows > 1 ? rows - 1 : 1);
+    b.t_statistic = var > 0 ? mean / std::sqrt(var / static_cast<double>(rows)) : 0;
+
+    // Per feature dimension: sum_T dO[T, j] (O_lp - O_hp)[T, j], over every head and row.
+    const std::vector<double> d_o = emu::decode_tensor<double>(*in.d_o), v = emu::decode_tensor<double>(in.v);
+    std::vector<DimContribution> dims(dv);
+    std::vector<double> o_lp(o_bits.size());
+    for (std::size_t i = 0; i < o_lp.size(); ++i) o_lp[i] = emu::decode(*o_format, o_bits[i]);
+    for (std::uint64_t j = 0; j < dv; ++j) {
+        DimContribution c{j, 0, 0, 0};
+        std::uint64_t negative_error = 0, negative_v = 0;
+        for (std::uint64_t i = 0; i < rows; ++i) {
+            const double e = o_lp[i * dv + j] - truth.o[i * dv + j];
+            c.contribution += d_o[i * dv + j] * e;
+            negative_error += e < 0;
+        }
+        const std::uint64_t keys = sh.heads * sh.n_kv;
+        for (std::uint64_t k = 0; k < keys; ++k) negative_v += v[k * dv + j] < 0;
+        c.o_error_negative_fraction = static_cast<double>(negative_error) / static_cast<double>(rows);
+        c.v_negative_fraction = static_cast<double>(negative_v) / static_cast<double>(keys);
+        dims[j] = c;
+    }
+    std::sort(dims.begin(), dims.end(), [](const auto& p, const auto& q) { return std::fabs(p.contribution) > std::fabs(q.contribution); });
+    dims.resize(std::min<std::size_t>(dims.size(), static_cast<std::size_t>(std::max(o.top, 0))));
+    b.top_dims = dims;
+    return b;
+}
+
+}  // namespace roundscope::analysis

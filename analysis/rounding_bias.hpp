@@ -1,0 +1,48 @@
+#pragma once
+// BF16 rounding bias in flash-attention backward (Seed 000, Qiu & Yao, arXiv:2510.04212):
+// delta = rowsum(dO * O) formed from the kernel's O_lp instead of the exact O carries an error
+// of one sign when P-bar = 1 for several keys and V is mostly negative, because the low-
+// precision sums of those V rows round the same way every time. The gradient error of W^Q is
+// a sum over rows of (delta_lp - delta_hp)[T] times nearly equal rank-1 matrices, so the sum of
+// the coefficients (coefficient_sum) is what accumulates across steps.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "emu/attention_recipe.hpp"
+#include "lib/attention_inputs.hpp"
+
+namespace roundscope::analysis {
+
+struct BiasOptions {
+    emu::AttentionRecipe recipe;  // default fa2-bf16
+    bool use_stored_o = true;     // take O_lp from the file's 'o' when it has one
+    bool causal = false;
+    double softmax_scale = 0;
+    int top = 5;                  // feature dimensions reported
+    int threads = 0;
+};
+
+struct DimContribution {
+    std::uint64_t dim;
+    double contribution;              // sum over rows of dO[T, j] (O_lp - O_hp)[T, j]
+    double o_error_negative_fraction;  // rows with (O_lp - O_hp)[T, j] < 0
+    double v_negative_fraction;        // keys with V[., j] < 0
+};
+
+struct BiasResult {
+    std::string recipe;
+    std::uint64_t rows = 0;
+    double coefficient_sum = 0;       // sum over rows of delta_lp - delta_hp
+    std::uint64_t positive_rows = 0;  // rows with delta_lp > delta_hp
+    double t_statistic = 0;           // mean / (sd / sqrt(rows)) of delta_lp - delta_hp
+    std::uint64_t p_bar_one_count = 0;
+    std::uint64_t repeated_max_rows = 0;
+    std::vector<DimContribution> top_dims;  // by |contribution|
+    bool o_from_file = false;
+};
+
+/// One input (one training step): q, k, v, do (and o, as the kernel stored it).
+BiasResult rounding_bias(const AttentionInputs& in, const BiasOptions& options);
+
+}  // namespace roundscope::analysis

@@ -1,0 +1,124 @@
+// `roundscope bias (IN... | --synthetic [--n N] [--d D] [--heads H] [--seed S] [--steps K])
+// [--recipe NAME] [--set KEY=VALUE]... [--fix] [--causal] [--json]`: the rounding bias of
+// delta = rowsum(dO * O) in flash-attention backward (analysis/rounding_bias.hpp). Several
+// inputs are training steps: their coefficients accumulate.
+#include <fmt/format.h>
+
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "analysis/rounding_bias.hpp"
+#include "analysis/synthetic_attention.hpp"
+#include "lib/error.hpp"
+#include "lib/tensor_io.hpp"
+#include "tools/cli/cli_output.hpp"
+#include "tools/cli/commands.hpp"
+
+namespace roundscope::cli {
+namespace {
+
+struct BiasArgs {
+    std::vector<std::string> inputs, settings;
+    std::string recipe = "fa2-bf16";
+    bool synthetic = false, fix = false, causal = false, json = false;
+    std::uint64_t n = 512, d = 64, heads = 2, seed = 0, steps = 1;
+    int threads = 0;
+};
+
+nlohmann::json to_json(const analysis::BiasResult& b) {
+    nlohmann::json dims = nlohmann::json::array();
+    for (const auto& d : b.top_dims)
+        dims.push_back({{"dim", d.dim}, {"contribution", json_number(d.contribution)},
+                        {"o_error_negative_fraction", d.o_error_negative_fraction}, {"v_negative_fraction", d.v_negative_fraction}});
+    return {{"recipe", b.recipe}, {"rows", b.rows}, {"coefficient_sum", json_number(b.coefficient_sum)},
+            {"positive_rows", b.positive_rows}, {"t_statistic", json_number(b.t_statistic)}, {"p_bar_one_count", b.p_bar_one_count},
+            {"repeated_max_rows", b.repeated_max_rows}, {"o_from_file", b.o_from_file}, {"top_dims", dims}};
+}
+
+void print(const analysis::BiasResult& b, const std::string& label) {
+    fmt::print("{}: recipe {}, {} rows: coefficient sum {:+.4e}, {} rows positive, t = {:.2f}; P-bar = 1 {} times, {} rows with a "
+               "repeated max\n",
+               label, b.recipe, b.rows, b.coefficient_sum, b.positive_rows, b.t_statistic, b.p_bar_one_count, b.repeated_max_rows);
+    std::vector<std::vector<std::string>> rows;
+    for (const auto& d : b.top_dims)
+        rows.push_back({std::to_string(d.dim), fmt::format("{:+.4e}", d.contribution), fmt::format("{:.2f}", d.o_error_negative_fraction),
+                        fmt::format("{:.2f}", d.v_negative_fraction)});
+    print_table({"dim", "sum dO (O_lp - O_hp)", "O error < 0", "V < 0"}, rows);
+}
+
+void run(const BiasArgs& a) {
+    analysis::BiasOptions o;
+    o.recipe = emu::find_recipe(a.recipe);
+    for (const std::string& s : a.settings) emu::apply_setting(o.recipe, s);
+    o.threads = a.threads;
+    if (a.synthetic == !a.inputs.empty()) throw Error("bias: give input files or --synthetic, not both");
+    std::vector<std::pair<std::string, AttentionInputs>> steps;
+    if (a.synthetic) {
+        for (std::uint64_t s = 0; s < a.steps; ++s) {
+            analysis::SyntheticSpec spec;
+            spec.scenario = analysis::Scenario::repeated_max;
+            spec.n = a.n, spec.d = a.d, spec.heads = a.heads, spec.seed = a.seed + s;
+            steps.emplace_back(fmt::format("synthetic step {}", s), analysis::synthetic_attention(spec));
+        }
+    } else {
+        for (const std::string& path : a.inputs) steps.emplace_back(path, find_attention_inputs(read_tensor_file(path)));
+    }
+    nlohmann::json out, per_step = nlohmann::json::array(), cumulative = nlohmann::json::array();
+    double running = 0;
+    for (std::size_t i = 0; i < steps.size(); ++i) {
+        const AttentionInputs& in = steps[i].second;
+        analysis::BiasOptions step = o;
+        step.causal = a.causal || in.causal.value_or(false);
+        step.softmax_scale = in.softmax_scale.value_or(0);
+        const analysis::BiasResult b = analysis::rounding_bias(in, step);
+        nlohmann::json j = to_json(b);
+        if (!a.json) print(b, steps[i].first);
+        if (a.fix) {
+            analysis::BiasOptions adjusted = step, f32_o = step;
+            emu::apply_setting(adjusted.recipe, "max_adjust=on");
+            emu::apply_setting(f32_o.recipe, "delta=o-f32");
+            f32_o.use_stored_o = false;
+            const analysis::BiasResult fa = analysis::rounding_bias(in, adjusted), fo = analysis::rounding_bias(in, f32_o);
+            j["fixes"] = {{"max_adjust", to_json(fa)}, {"delta_from_f32_o", to_json(fo)}};
+            if (!a.json) {
+                print(fa, "  fix: max adjustment");
+                print(fo, "  fix: delta from float32 O");
+            }
+        }
+        running += b.coefficient_sum;
+        cumulative.push_back(json_number(running));
+        per_step.push_back(j);
+        if (i == 0) out = j;
+    }
+    if (steps.size() > 1) {
+        out["steps"] = per_step;
+        out["cumulative_coefficient"] = cumulative;
+        if (!a.json) fmt::print("cumulative coefficient over {} steps: {:+.4e}\n", steps.size(), running);
+    }
+    if (a.json) fmt::print("{}\n", out.dump());
+}
+
+}  // namespace
+
+void add_bias_command(CLI::App& app) {
+    auto* cmd = app.add_subcommand("bias", "Rounding bias of delta = rowsum(dO * O) in flash-attention backward");
+    auto a = std::make_shared<BiasArgs>();
+    cmd->add_option("IN", a->inputs, "Files with q, k, v, do (and o), one per training step");
+    cmd->add_flag("--synthetic", a->synthetic, "Synthetic heads with repeated maxima and mostly negative V");
+    cmd->add_option("--recipe", a->recipe, "The recipe (default fa2-bf16)");
+    cmd->add_option("--set", a->settings, "KEY=VALUE for the recipe (repeatable)");
+    cmd->add_flag("--fix", a->fix, "Also under the max adjustment and with delta from float32 O");
+    cmd->add_flag("--causal", a->causal, "Causal mask");
+    cmd->add_option("--n", a->n, "Tokens (synthetic)")->check(CLI::Range(2, 1 << 20));
+    cmd->add_option("--d", a->d, "Head dimension (synthetic)")->check(CLI::Range(2, 1024));
+    cmd->add_option("--heads", a->heads, "Heads (synthetic)")->check(CLI::PositiveNumber);
+    cmd->add_option("--seed", a->seed, "Seed (synthetic)");
+    cmd->add_option("--steps", a->steps, "Synthetic steps (seeds seed, seed + 1, ...)")->check(CLI::PositiveNumber);
+    cmd->add_flag("--json", a->json, "Print one JSON object");
+    cmd->add_option("--threads", a->threads, "Worker threads (default: all cores)")->check(CLI::NonNegativeNumber);
+    cmd->callback([a] { run(*a); });
+}
+
+}  // namespace roundscope::cli
