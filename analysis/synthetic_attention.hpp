@@ -6,7 +6,7 @@
 //                 other scores N(0, 1) (Seed 003's attention sink)
 //   repeated_max  two identical keys dominate every row, and V is mostly negative (Seed 000's
 //                 BF16 bias: P-bar = 1 twice per row)
-//   wide          scores spread over hundreds (q and k with standard deviation 6)
+//   wide          scores spread over hundreds (q and k with standard deviation `spread`, 6)
 #include <cstdint>
 #include <string_view>
 
@@ -22,6 +22,7 @@ struct SyntheticSpec {
     std::uint64_t seed = 0;
     int k_sink = 4;
     double sink_strength = 8;  // Delta
+    double spread = 6;         // wide: the standard deviation of q and k (scores: spread^2)
 };
 
 /// The inputs of `spec` (no causal flag or scale in them: callers choose).

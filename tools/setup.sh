@@ -28,5 +28,6 @@ if [[ ! -x .venv/bin/python ]]; then
 fi
 # torch and safetensors are the peers of the tensor-file tests and run the dump helper's test
 # (tools/python/roundscope_dump.py); torchao's MX and NVFP4 quantizers are the peer of the
-# block formats. PyTorch runs on the CPU there.
-.venv/bin/python -m pip install --quiet --disable-pip-version-check numpy ml_dtypes safetensors torch torchao mmasim
+# block formats. PyTorch runs on the CPU there. matplotlib draws the plots of `roundscope demo`
+# (tools/python/roundscope_plot.py).
+.venv/bin/python -m pip install --quiet --disable-pip-version-check numpy ml_dtypes safetensors torch torchao mmasim matplotlib

@@ -13,6 +13,7 @@
 #include "analysis/synthetic_attention.hpp"
 #include "lib/error.hpp"
 #include "lib/tensor_io.hpp"
+#include "tools/cli/analysis_json.hpp"
 #include "tools/cli/cli_output.hpp"
 #include "tools/cli/commands.hpp"
 
@@ -26,16 +27,6 @@ struct BiasArgs {
     std::uint64_t n = 512, d = 64, heads = 2, seed = 0, steps = 1;
     int threads = 0;
 };
-
-nlohmann::json to_json(const analysis::BiasResult& b) {
-    nlohmann::json dims = nlohmann::json::array();
-    for (const auto& d : b.top_dims)
-        dims.push_back({{"dim", d.dim}, {"contribution", json_number(d.contribution)},
-                        {"o_error_negative_fraction", d.o_error_negative_fraction}, {"v_negative_fraction", d.v_negative_fraction}});
-    return {{"recipe", b.recipe}, {"rows", b.rows}, {"coefficient_sum", json_number(b.coefficient_sum)},
-            {"positive_rows", b.positive_rows}, {"t_statistic", json_number(b.t_statistic)}, {"p_bar_one_count", b.p_bar_one_count},
-            {"repeated_max_rows", b.repeated_max_rows}, {"o_from_file", b.o_from_file}, {"top_dims", dims}};
-}
 
 void print(const analysis::BiasResult& b, const std::string& label) {
     fmt::print("{}: recipe {}, {} rows: coefficient sum {:+.4e}, {} rows positive, t = {:.2f}; P-bar = 1 {} times, {} rows with a "
@@ -73,15 +64,15 @@ void run(const BiasArgs& a) {
         step.causal = a.causal || in.causal.value_or(false);
         step.softmax_scale = in.softmax_scale.value_or(0);
         const analysis::BiasResult b = analysis::rounding_bias(in, step);
-        nlohmann::json j = to_json(b);
+        nlohmann::json j = bias_json(b);
         if (!a.json) print(b, steps[i].first);
         if (a.fix) {
             analysis::BiasOptions adjusted = step, f32_o = step;
-            emu::apply_setting(adjusted.recipe, "max_adjust=on");
-            emu::apply_setting(f32_o.recipe, "delta=o-f32");
+            adjusted.recipe.max_adjust = true, adjusted.recipe.name += " with max adjustment";
+            f32_o.recipe.delta = emu::DeltaKind::f32_o, f32_o.recipe.name += " with delta from float32 O";
             f32_o.use_stored_o = false;
             const analysis::BiasResult fa = analysis::rounding_bias(in, adjusted), fo = analysis::rounding_bias(in, f32_o);
-            j["fixes"] = {{"max_adjust", to_json(fa)}, {"delta_from_f32_o", to_json(fo)}};
+            j["fixes"] = {{"max_adjust", bias_json(fa)}, {"delta_from_f32_o", bias_json(fo)}};
             if (!a.json) {
                 print(fa, "  fix: max adjustment");
                 print(fo, "  fix: delta from float32 O");

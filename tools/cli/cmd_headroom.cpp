@@ -13,6 +13,7 @@
 #include "analysis/synthetic_attention.hpp"
 #include "lib/error.hpp"
 #include "lib/tensor_io.hpp"
+#include "tools/cli/analysis_json.hpp"
 #include "tools/cli/cli_output.hpp"
 #include "tools/cli/commands.hpp"
 
@@ -44,17 +45,7 @@ void run(const HeadroomArgs& a) {
     }
     const analysis::HeadroomResult r = analysis::headroom(in, o);
     if (a.json) {
-        nlohmann::json formats = nlohmann::json::array(), rows = nlohmann::json::array();
-        for (const auto& f : r.formats)
-            formats.push_back({{"format", f.format}, {"ln_max", f.ln_max}, {"naive_exp_overflow_rows", f.naive_exp_overflow_rows},
-                               {"naive_sum_overflow_rows", f.naive_sum_overflow_rows}, {"shifted_overflow_rows", f.shifted_overflow_rows},
-                               {"min_naive_margin", json_number(f.min_naive_margin)},
-                               {"emulated_naive_nonfinite_rows", f.emulated_naive_nonfinite_rows},
-                               {"emulated_shifted_nonfinite_rows", f.emulated_shifted_nonfinite_rows},
-                               {"emulated_online_nonfinite_rows", f.emulated_online_nonfinite_rows}});
-        for (const auto& x : r.rows)
-            rows.push_back({{"head", x.head}, {"row", x.row}, {"max_score", json_number(x.max_score)}, {"lse", json_number(x.lse)}});
-        fmt::print("{}\n", nlohmann::json{{"rows_total", r.rows.size()}, {"formats", formats}, {"rows", rows}}.dump());
+        fmt::print("{}\n", headroom_json(r, true).dump());
         return;
     }
     std::vector<std::vector<std::string>> table;

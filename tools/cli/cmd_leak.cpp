@@ -12,6 +12,7 @@
 #include "analysis/synthetic_attention.hpp"
 #include "lib/error.hpp"
 #include "lib/tensor_io.hpp"
+#include "tools/cli/analysis_json.hpp"
 #include "tools/cli/cli_output.hpp"
 #include "tools/cli/commands.hpp"
 
@@ -45,12 +46,9 @@ void run(const LeakArgs& a) {
     }
     const analysis::LeakResult r = analysis::leak(in, o);
     if (a.json) {
-        fmt::print("{}\n", nlohmann::json{{"format", a.format}, {"block", a.block}, {"fix", a.fix}, {"tokens", r.tokens},
-                                          {"leaking_pairs", r.leaking_pairs}, {"max_future_influence", json_number(r.max_future_influence)},
-                                          {"parallel_vs_autoregressive_max_abs_diff", json_number(r.parallel_vs_autoregressive_max_abs_diff)},
-                                          {"masked_contribution_violations", r.masked_contribution_violations},
-                                          {"mixed_scale_blocks", r.mixed_scale_blocks}}
-                               .dump());
+        nlohmann::json j = leak_json(r);
+        j["format"] = a.format, j["block"] = a.block, j["fix"] = a.fix;
+        fmt::print("{}\n", j.dump());
         return;
     }
     fmt::print("Future leakage, V in {} blocks of {} tokens along the sequence, {} ({} tokens, causal)\n", a.format, a.block,

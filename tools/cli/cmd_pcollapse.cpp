@@ -13,6 +13,7 @@
 #include "analysis/synthetic_attention.hpp"
 #include "lib/error.hpp"
 #include "lib/tensor_io.hpp"
+#include "tools/cli/analysis_json.hpp"
 #include "tools/cli/cli_output.hpp"
 #include "tools/cli/commands.hpp"
 
@@ -62,20 +63,9 @@ void run(const PCollapseArgs& a) {
     const analysis::PCollapseResult r = analysis::pcollapse(in, o);
     auto order_name = [](emu::KvOrder k) { return k == emu::KvOrder::forward ? "forward" : "reverse"; };
     if (a.json) {
-        nlohmann::json runs = nlohmann::json::array();
-        for (const auto& x : r.runs) {
-            nlohmann::json j{{"order", order_name(x.order)}, {"scale", x.scale}, {"underflow_fraction", x.underflow_fraction},
-                             {"predicted_fraction", x.predicted_fraction ? json_number(*x.predicted_fraction) : nlohmann::json()},
-                             {"predicted_fraction_averaged",
-                              x.predicted_fraction_averaged ? json_number(*x.predicted_fraction_averaged) : nlohmann::json()},
-                             {"delta_c", x.delta_c}, {"mse", json_number(x.mse)}, {"saturated", x.saturated}, {"counted", x.counted}};
-            if (a.sweep) {
-                const analysis::ScaleProperties p = analysis::scale_properties(x.scale);
-                j["exact_scaling"] = p.exact, j["normal_octaves"] = p.normal_octaves, j["worst_relative_step"] = p.worst_relative_step;
-            }
-            runs.push_back(j);
-        }
-        fmt::print("{}\n", nlohmann::json{{"recipe", o.recipe.name}, {"k_sink", a.k_sink}, {"delta_k", r.delta_k}, {"runs", runs}}.dump());
+        nlohmann::json j = pcollapse_json(r, a.sweep);
+        j["recipe"] = o.recipe.name, j["k_sink"] = a.k_sink;
+        fmt::print("{}\n", j.dump());
         return;
     }
     fmt::print("P-collapse, recipe {} (k_sink {}, delta_k {:.4f}{})\n", o.recipe.name, a.k_sink, r.delta_k,

@@ -25,5 +25,6 @@ void add_pcollapse_command(CLI::App& app);
 void add_leak_command(CLI::App& app);
 void add_headroom_command(CLI::App& app);
 void add_bias_command(CLI::App& app);
+void add_demo_command(CLI::App& app);
 
 }  // namespace roundscope::cli

@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
     roundscope::cli::add_leak_command(app);
     roundscope::cli::add_headroom_command(app);
     roundscope::cli::add_bias_command(app);
+    roundscope::cli::add_demo_command(app);
     if (argc > 1 && argv[1][0] != '-') {
         bool known = false;
         std::string names;

@@ -1,0 +1,68 @@
+"""The analysis commands keep ../shared/CLI.md's JSON contract, refuse bad input with one line and
+exit 2, and `roundscope demo` (the README's first command) runs the whole report in time and
+writes its JSON (and its plots where matplotlib is installed).
+
+Usage: test_analyses_cli.py ROUNDSCOPE"""
+import json
+import os
+import sys
+import tempfile
+import time
+
+from cli_harness import check, finish, one_line_error, run
+
+BINARY = sys.argv[1]
+TMP = tempfile.mkdtemp(prefix="roundscope_analyses_")
+
+rc, out, err = run(BINARY, "pcollapse", "--synthetic", "--n", "256", "--json")
+check("pcollapse runs", rc == 0, err)
+if rc == 0:
+    runs = json.loads(out)["runs"]
+    check("pcollapse: both orders, S = 1 and 256", {(r["order"], r["scale"]) for r in runs} == {("forward", 1), ("forward", 256), ("reverse", 1), ("reverse", 256)}, out)
+    check("pcollapse: the keys of CLI.md", all({"order", "scale", "underflow_fraction", "predicted_fraction", "delta_c", "mse"} <= set(r) for r in runs), out)
+
+rc, out, err = run(BINARY, "leak", "--synthetic", "--n", "64", "--json")
+check("leak runs", rc == 0, err)
+if rc == 0:
+    j = json.loads(out)
+    check("leak: the keys of CLI.md", {"leaking_pairs", "max_future_influence", "parallel_vs_autoregressive_max_abs_diff"} <= set(j), out)
+    check("leak: MXFP4 V leaks without the fix", j["leaking_pairs"] > 0, out)
+rc, out, err = run(BINARY, "leak", "--synthetic", "--n", "64", "--fix", "--json")
+check("leak --fix: nothing leaks", rc == 0 and json.loads(out)["leaking_pairs"] == 0 and json.loads(out)["parallel_vs_autoregressive_max_abs_diff"] == 0, out + err)
+
+rc, out, err = run(BINARY, "bias", "--synthetic", "--n", "128", "--json")
+check("bias runs", rc == 0, err)
+if rc == 0:
+    j = json.loads(out)
+    check("bias: the keys of CLI.md", {"rows", "coefficient_sum", "positive_rows", "p_bar_one_count", "top_dims"} <= set(j), out)
+    check("bias: top_dims entries", all({"dim", "contribution"} <= set(d) for d in j["top_dims"]), out)
+rc, out, err = run(BINARY, "bias", "--synthetic", "--n", "64", "--steps", "3", "--fix", "--json")
+check("bias over 3 steps with --fix", rc == 0 and len(json.loads(out)["cumulative_coefficient"]) == 3 and "fixes" in json.loads(out), err)
+
+rc, out, err = run(BINARY, "headroom", "--synthetic", "--n", "64", "--json")
+check("headroom runs", rc == 0 and {f["format"] for f in json.loads(out)["formats"]} == {"f32", "f16", "bf16"} and len(json.loads(out)["rows"]) == 64, err)
+
+# bad input: one line, exit 2
+for args, phrase in ((("pcollapse", "--synthetic", "--order", "sideways"), "--order"),
+                     (("leak", "--synthetic", "--format", "mxfp9"), "mxfp9"),
+                     (("bias", "--synthetic", "--recipe", "fa9"), "fa9"),
+                     (("headroom", "--synthetic", "--scenario", "calm"), "calm"),
+                     (("pcollapse",), "input file or --synthetic"),
+                     (("bias", os.path.join(TMP, "missing.safetensors")), "missing.safetensors")):
+    rc, _, err = run(BINARY, *args)
+    check(f"bad input: {' '.join(args)}", one_line_error(rc, err, phrase), err)
+
+start = time.time()
+rc, out, err = run(BINARY, "demo", "--out", os.path.join(TMP, "demo"))
+seconds = time.time() - start
+check("demo runs", rc == 0, err)
+check("demo finishes in under two minutes", seconds < 120, f"{seconds:.1f} s")
+check("demo prints the four scenarios", all(s in out for s in ("P-collapse", "rounding bias", "leakage", "overflow")), out)
+report = json.load(open(os.path.join(TMP, "demo", "demo.json")))
+check("demo.json holds every pass", set(report) == {"pcollapse", "bias", "leak", "headroom"}, str(set(report)))
+check("demo: the fix stops the leak", report["leak"]["with_fix"]["leaking_pairs"] == 0 and report["leak"]["without_fix"]["leaking_pairs"] > 0)
+if "plots:" in out:
+    check("demo: four plots", all(os.path.getsize(os.path.join(TMP, "demo", f"{p}.png")) > 1000 for p in ("pcollapse", "bias", "leak", "headroom")))
+else:
+    check("demo: says why the plots were skipped", "plots skipped" in out, out)
+finish("test_analyses_cli")

@@ -1,0 +1,70 @@
+#include "tools/cli/analysis_json.hpp"
+
+#include "tools/cli/cli_output.hpp"
+
+namespace roundscope::cli {
+namespace {
+
+nlohmann::json optional_number(const std::optional<double>& x) { return x ? json_number(*x) : nlohmann::json(); }
+
+}  // namespace
+
+nlohmann::json pcollapse_json(const analysis::PCollapseResult& r, bool with_scale_properties) {
+    nlohmann::json runs = nlohmann::json::array();
+    for (const auto& x : r.runs) {
+        nlohmann::json j{{"order", x.order == emu::KvOrder::forward ? "forward" : "reverse"},
+                         {"scale", x.scale},
+                         {"underflow_fraction", x.underflow_fraction},
+                         {"predicted_fraction", optional_number(x.predicted_fraction)},
+                         {"predicted_fraction_averaged", optional_number(x.predicted_fraction_averaged)},
+                         {"delta_c", x.delta_c},
+                         {"mse", json_number(x.mse)},
+                         {"saturated", x.saturated},
+                         {"counted", x.counted}};
+        if (with_scale_properties) {
+            const analysis::ScaleProperties p = analysis::scale_properties(x.scale);
+            j["exact_scaling"] = p.exact, j["normal_octaves"] = p.normal_octaves, j["worst_relative_step"] = p.worst_relative_step;
+        }
+        runs.push_back(j);
+    }
+    return {{"delta_k", r.delta_k}, {"runs", runs}};
+}
+
+nlohmann::json bias_json(const analysis::BiasResult& b) {
+    nlohmann::json dims = nlohmann::json::array();
+    for (const auto& d : b.top_dims)
+        dims.push_back({{"dim", d.dim}, {"contribution", json_number(d.contribution)},
+                        {"o_error_negative_fraction", d.o_error_negative_fraction}, {"v_negative_fraction", d.v_negative_fraction}});
+    return {{"recipe", b.recipe}, {"rows", b.rows}, {"coefficient_sum", json_number(b.coefficient_sum)},
+            {"positive_rows", b.positive_rows}, {"t_statistic", json_number(b.t_statistic)}, {"p_bar_one_count", b.p_bar_one_count},
+            {"repeated_max_rows", b.repeated_max_rows}, {"o_from_file", b.o_from_file}, {"top_dims", dims}};
+}
+
+nlohmann::json leak_json(const analysis::LeakResult& r) {
+    return {{"tokens", r.tokens},
+            {"leaking_pairs", r.leaking_pairs},
+            {"max_future_influence", json_number(r.max_future_influence)},
+            {"parallel_vs_autoregressive_max_abs_diff", json_number(r.parallel_vs_autoregressive_max_abs_diff)},
+            {"masked_contribution_violations", r.masked_contribution_violations},
+            {"mixed_scale_blocks", r.mixed_scale_blocks}};
+}
+
+nlohmann::json headroom_json(const analysis::HeadroomResult& r, bool with_rows) {
+    nlohmann::json formats = nlohmann::json::array(), rows = nlohmann::json::array();
+    for (const auto& f : r.formats)
+        formats.push_back({{"format", f.format}, {"ln_max", f.ln_max}, {"naive_exp_overflow_rows", f.naive_exp_overflow_rows},
+                           {"naive_sum_overflow_rows", f.naive_sum_overflow_rows}, {"shifted_overflow_rows", f.shifted_overflow_rows},
+                           {"min_naive_margin", json_number(f.min_naive_margin)},
+                           {"emulated_naive_nonfinite_rows", f.emulated_naive_nonfinite_rows},
+                           {"emulated_shifted_nonfinite_rows", f.emulated_shifted_nonfinite_rows},
+                           {"emulated_online_nonfinite_rows", f.emulated_online_nonfinite_rows}});
+    nlohmann::json j{{"rows_total", r.rows.size()}, {"formats", formats}};
+    if (with_rows) {
+        for (const auto& x : r.rows)
+            rows.push_back({{"head", x.head}, {"row", x.row}, {"max_score", json_number(x.max_score)}, {"lse", json_number(x.lse)}});
+        j["rows"] = rows;
+    }
+    return j;
+}
+
+}  // namespace roundscope::cli

@@ -1,0 +1,18 @@
+#pragma once
+// The analyses' results as the JSON of ../shared/CLI.md: one function per pass, shared by its
+// command and by `roundscope demo`.
+#include <nlohmann/json.hpp>
+
+#include "analysis/headroom.hpp"
+#include "analysis/leak.hpp"
+#include "analysis/pcollapse.hpp"
+#include "analysis/rounding_bias.hpp"
+
+namespace roundscope::cli {
+
+nlohmann::json pcollapse_json(const analysis::PCollapseResult& r, bool with_scale_properties);
+nlohmann::json bias_json(const analysis::BiasResult& b);
+nlohmann::json leak_json(const analysis::LeakResult& r);
+nlohmann::json headroom_json(const analysis::HeadroomResult& r, bool with_rows);
+
+}  // namespace roundscope::cli
