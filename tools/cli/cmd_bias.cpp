@@ -13,6 +13,7 @@
 #include "analysis/synthetic_attention.hpp"
 #include "lib/error.hpp"
 #include "lib/tensor_io.hpp"
+#include "tools/cli/analysis_flags.hpp"
 #include "tools/cli/analysis_json.hpp"
 #include "tools/cli/cli_output.hpp"
 #include "tools/cli/commands.hpp"
@@ -97,18 +98,14 @@ void add_bias_command(CLI::App& app) {
     auto* cmd = app.add_subcommand("bias", "Rounding bias of delta = rowsum(dO * O) in flash-attention backward");
     auto a = std::make_shared<BiasArgs>();
     cmd->add_option("IN", a->inputs, "Files with q, k, v, do (and o), one per training step");
-    cmd->add_flag("--synthetic", a->synthetic, "Synthetic heads with repeated maxima and mostly negative V");
+    add_synthetic_flags(cmd, a->synthetic, a->n, a->d, a->seed);
     cmd->add_option("--recipe", a->recipe, "The recipe (default fa2-bf16)");
     cmd->add_option("--set", a->settings, "KEY=VALUE for the recipe (repeatable)");
     cmd->add_flag("--fix", a->fix, "Also under the max adjustment and with delta from float32 O");
     cmd->add_flag("--causal", a->causal, "Causal mask");
-    cmd->add_option("--n", a->n, "Tokens (synthetic)")->check(CLI::Range(2, 1 << 20));
-    cmd->add_option("--d", a->d, "Head dimension (synthetic)")->check(CLI::Range(2, 1024));
     cmd->add_option("--heads", a->heads, "Heads (synthetic)")->check(CLI::PositiveNumber);
-    cmd->add_option("--seed", a->seed, "Seed (synthetic)");
     cmd->add_option("--steps", a->steps, "Synthetic steps (seeds seed, seed + 1, ...)")->check(CLI::PositiveNumber);
-    cmd->add_flag("--json", a->json, "Print one JSON object");
-    cmd->add_option("--threads", a->threads, "Worker threads (default: all cores)")->check(CLI::NonNegativeNumber);
+    add_output_flags(cmd, a->json, a->threads);
     cmd->callback([a] { run(*a); });
 }
 

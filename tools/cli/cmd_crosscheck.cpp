@@ -14,6 +14,7 @@
 #include "emu/attention_operands.hpp"
 #include "lib/error.hpp"
 #include "lib/tensor_io.hpp"
+#include "tools/cli/analysis_flags.hpp"
 #include "tools/cli/cli_output.hpp"
 #include "tools/cli/commands.hpp"
 #if ROUNDSCOPE_WITH_GPU
@@ -95,12 +96,9 @@ void add_crosscheck_command(CLI::App& app) {
     cmd->add_option("IN", a->input, "File with q, k, v (and do)");
     cmd->add_option("--recipe", a->recipe, "A preset (roundscope recipes)")->required();
     cmd->add_option("--set", a->settings, "KEY=VALUE: change one setting of the recipe (repeatable)");
-    cmd->add_flag("--synthetic", a->synthetic, "Synthesize the input instead of reading a file");
+    add_synthetic_flags(cmd, a->synthetic, a->n, a->d, a->seed);
     cmd->add_option("--scenario", a->scenario, "random, sink, repeated-max or wide (with --synthetic)");
-    cmd->add_option("--n", a->n, "Tokens (with --synthetic)")->check(CLI::PositiveNumber);
-    cmd->add_option("--d", a->d, "Head dimension (with --synthetic)")->check(CLI::Range(2, 1024));
     cmd->add_option("--heads", a->heads, "Heads (with --synthetic)")->check(CLI::PositiveNumber);
-    cmd->add_option("--seed", a->seed, "Seed of the synthetic input");
     cmd->add_flag("--backward", a->backward, "Also compare the backward pass");
     cmd->add_flag("--causal", a->causal, "Causal mask (default: the file's metadata, else off)");
     cmd->add_flag("--json", a->json, "Print one JSON object");

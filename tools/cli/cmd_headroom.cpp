@@ -13,6 +13,7 @@
 #include "analysis/synthetic_attention.hpp"
 #include "lib/error.hpp"
 #include "lib/tensor_io.hpp"
+#include "tools/cli/analysis_flags.hpp"
 #include "tools/cli/analysis_json.hpp"
 #include "tools/cli/cli_output.hpp"
 #include "tools/cli/commands.hpp"
@@ -74,14 +75,10 @@ void add_headroom_command(CLI::App& app) {
     auto* cmd = app.add_subcommand("headroom", "Softmax overflow margins per row: naive (with and without max subtraction) and online");
     auto a = std::make_shared<HeadroomArgs>();
     cmd->add_option("IN", a->input, "File with q, k, v");
-    cmd->add_flag("--synthetic", a->synthetic, "A synthetic head instead of a file");
+    add_synthetic_flags(cmd, a->synthetic, a->n, a->d, a->seed);
     cmd->add_option("--scenario", a->scenario, "random, sink, repeated-max or wide (synthetic; default wide)");
-    cmd->add_option("--n", a->n, "Tokens (synthetic)")->check(CLI::PositiveNumber);
-    cmd->add_option("--d", a->d, "Head dimension (synthetic)")->check(CLI::Range(2, 1024));
-    cmd->add_option("--seed", a->seed, "Seed (synthetic)");
     cmd->add_flag("--causal", a->causal, "Causal mask");
-    cmd->add_flag("--json", a->json, "Print one JSON object");
-    cmd->add_option("--threads", a->threads, "Worker threads (default: all cores)")->check(CLI::NonNegativeNumber);
+    add_output_flags(cmd, a->json, a->threads);
     cmd->callback([a] { run(*a); });
 }
 

@@ -12,6 +12,7 @@
 #include "analysis/synthetic_attention.hpp"
 #include "lib/error.hpp"
 #include "lib/tensor_io.hpp"
+#include "tools/cli/analysis_flags.hpp"
 #include "tools/cli/analysis_json.hpp"
 #include "tools/cli/cli_output.hpp"
 #include "tools/cli/commands.hpp"
@@ -67,18 +68,14 @@ void add_leak_command(CLI::App& app) {
     auto* cmd = app.add_subcommand("leak", "Future leakage of V block-quantized along tokens (causal attention)");
     auto a = std::make_shared<LeakArgs>();
     cmd->add_option("IN", a->input, "File with q, k, v");
-    cmd->add_flag("--synthetic", a->synthetic, "A synthetic head instead of a file");
+    add_synthetic_flags(cmd, a->synthetic, a->n, a->d, a->seed);
     cmd->add_option("--format", a->format, "Block format of V (default mxfp4)");
     cmd->add_option("--block", a->block, "Tokens per scale (default 32)")->check(CLI::Range(1, 1024));
     cmd->add_flag("--fix", a->fix, "The diagonal block of P multiplies unquantized V");
     cmd->add_option("--recipe", a->recipe, "The recipe (default mxfp4-v)");
     cmd->add_option("--set", a->settings, "KEY=VALUE for the recipe (repeatable)");
     cmd->add_option("--max-tokens", a->max_tokens, "Tokens of a file to analyse (default 512)")->check(CLI::PositiveNumber);
-    cmd->add_option("--n", a->n, "Tokens (synthetic)")->check(CLI::PositiveNumber);
-    cmd->add_option("--d", a->d, "Head dimension (synthetic)")->check(CLI::Range(2, 1024));
-    cmd->add_option("--seed", a->seed, "Seed (synthetic)");
-    cmd->add_flag("--json", a->json, "Print one JSON object");
-    cmd->add_option("--threads", a->threads, "Worker threads (default: all cores)")->check(CLI::NonNegativeNumber);
+    add_output_flags(cmd, a->json, a->threads);
     cmd->callback([a] { run(*a); });
 }
 

@@ -13,6 +13,7 @@
 #include "analysis/synthetic_attention.hpp"
 #include "lib/error.hpp"
 #include "lib/tensor_io.hpp"
+#include "tools/cli/analysis_flags.hpp"
 #include "tools/cli/analysis_json.hpp"
 #include "tools/cli/cli_output.hpp"
 #include "tools/cli/commands.hpp"
@@ -94,20 +95,16 @@ void add_pcollapse_command(CLI::App& app) {
     auto* cmd = app.add_subcommand("pcollapse", "FP8 P-cast underflow behind an attention sink (P-collapse)");
     auto a = std::make_shared<PCollapseArgs>();
     cmd->add_option("IN", a->input, "File with q, k, v");
-    cmd->add_flag("--synthetic", a->synthetic, "A synthetic sink head instead of a file");
+    add_synthetic_flags(cmd, a->synthetic, a->n, a->d, a->seed);
     cmd->add_option("--scale", a->scales, "Static P scale S (repeatable; default 1 and 256)")->check(CLI::PositiveNumber);
     cmd->add_option("--order", a->order, "forward, reverse or both");
     cmd->add_flag("--sweep-scale", a->sweep, "S over powers of two and 448, with what each means on the E4M3 grid");
     cmd->add_option("--recipe", a->recipe, "The FP8 recipe (default fp8-forward-order)");
     cmd->add_option("--set", a->settings, "KEY=VALUE for the recipe (repeatable)");
-    cmd->add_option("--n", a->n, "Tokens (synthetic)")->check(CLI::PositiveNumber);
-    cmd->add_option("--d", a->d, "Head dimension (synthetic)")->check(CLI::Range(2, 1024));
     cmd->add_option("--k-sink", a->k_sink, "Sink tokens")->check(CLI::Range(1, 1 << 20));
     cmd->add_option("--sink-strength", a->sink_strength, "Delta: how far the sink scores stand above the rest (synthetic)");
-    cmd->add_option("--seed", a->seed, "Seed (synthetic)");
     cmd->add_flag("--causal", a->causal, "Causal mask");
-    cmd->add_flag("--json", a->json, "Print one JSON object");
-    cmd->add_option("--threads", a->threads, "Worker threads (default: all cores)")->check(CLI::NonNegativeNumber);
+    add_output_flags(cmd, a->json, a->threads);
     cmd->callback([a] { run(*a); });
 }
 
