@@ -118,6 +118,7 @@ constexpr Names<KvOrder, 2> order_names{{{{KvOrder::forward, "forward"}, {KvOrde
 constexpr Names<DeltaKind, 3> delta_names{
     {{{DeltaKind::stored_o, "o-stored"}, {DeltaKind::f32_o, "o-f32"}, {DeltaKind::p_dp, "p-dp"}}}};
 constexpr Names<bool, 2> switch_names{{{{false, "off"}, {true, "on"}}}};
+constexpr Names<Product, 2> product_names{{{{Product::model, "model"}, {Product::f64, "f64"}}}};
 
 const Format* parse_format(std::string_view key, std::string_view text) {
     const Format* f = find_format(text);
@@ -163,6 +164,10 @@ const std::vector<Setting>& settings() {
          [](AttentionRecipe& r, std::string_view k, std::string_view v) { r.block_m = static_cast<int>(parse_integer(k, v, 16, 1024)); }},
         {"block_n", "Bc, a multiple of 16", [](const AttentionRecipe& r) { return std::to_string(r.block_n); },
          [](AttentionRecipe& r, std::string_view k, std::string_view v) { r.block_n = static_cast<int>(parse_integer(k, v, 16, 1024)); }},
+        {"score_product", product_names.list(), [](const AttentionRecipe& r) { return std::string(product_names.name(r.score_product)); },
+         [](AttentionRecipe& r, std::string_view k, std::string_view v) { r.score_product = product_names.parse(k, v); }},
+        {"pv_product", product_names.list(), [](const AttentionRecipe& r) { return std::string(product_names.name(r.pv_product)); },
+         [](AttentionRecipe& r, std::string_view k, std::string_view v) { r.pv_product = product_names.parse(k, v); }},
         {"softmax", softmax_names.list(), [](const AttentionRecipe& r) { return std::string(softmax_names.name(r.softmax)); },
          [](AttentionRecipe& r, std::string_view k, std::string_view v) { r.softmax = softmax_names.parse(k, v); }},
         {"softmax_format", "a format (naive softmax)", [](const AttentionRecipe& r) { return std::string(r.softmax_format->name); },
@@ -251,9 +256,9 @@ void validate(const AttentionRecipe& r) {
     auto fail = [&](std::string_view key, const std::string& why) {
         throw Error(fmt::format("recipe '{}': {} ({})", r.name, why, key));
     };
-    if (find_mma_model(r.arch, r.instruction, *r.input, *r.input, f32) == nullptr)
+    if (r.score_product == Product::model && find_mma_model(r.arch, r.instruction, *r.input, *r.input, f32) == nullptr)
         fail("input", fmt::format("no {} {} model multiplies {} by {}", r.arch, r.instruction, r.input->name, r.input->name));
-    if (find_mma_model(r.arch, r.instruction, *r.p_format, *r.input, f32) == nullptr)
+    if (r.pv_product == Product::model && find_mma_model(r.arch, r.instruction, *r.p_format, *r.input, f32) == nullptr)
         fail("p_format", fmt::format("no {} {} model multiplies P in {} by V in {}", r.arch, r.instruction, r.p_format->name, r.input->name));
     if (r.block_m % 16 != 0 || r.block_n % 16 != 0) fail("block_m/block_n", "tiles must be multiples of 16");
     if (r.v_quant != nullptr && r.diagonal_fix && r.block_n % r.v_block != 0)

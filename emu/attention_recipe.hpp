@@ -32,6 +32,10 @@ enum class Exp2Kind : std::uint8_t {
 
 enum class KvOrder : std::uint8_t { forward, reverse };
 
+/// How a product is computed: by the recipe's tensor-core model, or in float64 (exact
+/// products, a double sum, one rounding to float32): the "exact" stage of the attribution.
+enum class Product : std::uint8_t { model, f64 };
+
 /// How the backward pass forms delta = rowsum(dO * O).
 enum class DeltaKind : std::uint8_t {
     stored_o,  // O as the forward pass stored it (o_format), as FlashAttention-2 does
@@ -45,6 +49,8 @@ struct AttentionRecipe {
     std::string arch = "sm90";        // the tensor-core model of every product (mma_model.hpp)
     std::string instruction = "mma.sync";
     int block_m = 128, block_n = 64;  // Br x Bc tiles of S
+    Product score_product = Product::model;  // S = Q K^T
+    Product pv_product = Product::model;     // P V
     SoftmaxKind softmax = SoftmaxKind::online;
     const Format* softmax_format = &f32;  // naive softmax: the format of exp, sum and division
     Exp2Kind exp2 = Exp2Kind::software;

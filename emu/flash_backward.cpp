@@ -24,7 +24,7 @@ struct HeadOperands {
 };
 
 struct BackwardModels {
-    PreparedMma score, grad;
+    detail::TileProduct score, grad;
 };
 
 // The backward pass's view of one tile: P (float) and dS cast, [rows][keys].
@@ -107,7 +107,8 @@ BackwardResult flash_backward(const AttentionRecipe& recipe, const AttentionShap
     if (recipe.softmax != SoftmaxKind::online) throw Error(fmt::format("recipe '{}': the backward pass needs the online softmax", recipe.name));
     if (in.d_o.size() != shape.heads * shape.n_q * shape.d_v) throw Error("attention: the backward pass needs a tensor 'do' of shape [.., Nq, Dv]");
     const Format& g = *recipe.ds_format;
-    const BackwardModels models{PreparedMma(detail::model_for(recipe, *recipe.input, *recipe.input)), PreparedMma(detail::model_for(recipe, g, g))};
+    const BackwardModels models{detail::TileProduct(recipe, *recipe.input, *recipe.input, recipe.score_product),
+                                detail::TileProduct(recipe, g, g, Product::model)};
     const std::vector<std::uint32_t> qg = detail::exact_in(in.q, *recipe.input, g, "q (backward)");
     const std::vector<std::uint32_t> kg = detail::exact_in(in.k, *recipe.input, g, "k (backward)");
     const std::vector<std::uint32_t> vg = detail::exact_in(in.v, *recipe.input, g, "v (backward)");

@@ -5,6 +5,7 @@
 #include "emu/attention_steps.hpp"
 #include "emu/block_quantize.hpp"
 #include "emu/round.hpp"
+#include "emu/unpack.hpp"
 #include "emu/tensor_cast.hpp"
 #include "lib/error.hpp"
 
@@ -18,14 +19,33 @@ std::vector<Span> blocks_of(std::uint64_t n, int block, KvOrder order) {
     return out;
 }
 
-void tile_mma(const PreparedMma& mma, const std::uint32_t* a, const std::uint32_t* b, const std::uint32_t* c,
-              std::uint32_t* d, std::uint64_t m, std::uint64_t n, std::uint64_t k) {
+TileProduct::TileProduct(const AttentionRecipe& recipe, const Format& a, const Format& b, Product kind) : a_(a), b_(b) {
+    if (kind == Product::model) mma_.emplace(model_for(recipe, a, b));
+}
+
+void TileProduct::run(const std::uint32_t* a, const std::uint32_t* b, const std::uint32_t* c, std::uint32_t* d, std::uint64_t m,
+                      std::uint64_t n, std::uint64_t k) const {
     std::vector<std::uint32_t> out(m * n);
-    GemmOperands g;
-    g.a = a, g.b = b, g.c = c, g.d = out.data();
-    g.m = static_cast<std::int64_t>(m), g.n = static_cast<std::int64_t>(n), g.k = static_cast<std::int64_t>(k);
-    mma.run(g, 1);
+    if (mma_) {
+        GemmOperands g;
+        g.a = a, g.b = b, g.c = c, g.d = out.data();
+        g.m = static_cast<std::int64_t>(m), g.n = static_cast<std::int64_t>(n), g.k = static_cast<std::int64_t>(k);
+        mma_->run(g, 1);
+    } else {
+        for (std::uint64_t i = 0; i < m; ++i) {
+            for (std::uint64_t j = 0; j < n; ++j) {
+                double sum = static_cast<double>(float_from_bits(c[i * n + j]));
+                for (std::uint64_t t = 0; t < k; ++t) sum += decode(a_, a[i * k + t]) * decode(b_, b[t * n + j]);
+                out[i * n + j] = bits_of(static_cast<float>(sum));
+            }
+        }
+    }
     std::copy(out.begin(), out.end(), d);
+}
+
+void tile_mma(const TileProduct& product, const std::uint32_t* a, const std::uint32_t* b, const std::uint32_t* c,
+              std::uint32_t* d, std::uint64_t m, std::uint64_t n, std::uint64_t k) {
+    product.run(a, b, c, d, m, n, k);
 }
 
 std::vector<std::uint32_t> transposed(const std::uint32_t* x, std::uint64_t rows, std::uint64_t stride, Span cols) {

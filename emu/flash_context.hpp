@@ -4,6 +4,7 @@
 // tile GEMM.
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "emu/attention_recipe.hpp"
@@ -22,8 +23,22 @@ struct Span {
 /// The blocks of `block` covering [0, n), in the given order.
 std::vector<Span> blocks_of(std::uint64_t n, int block, KvOrder order = KvOrder::forward);
 
-/// D = A B + C through a prepared model, A [m][k], B [k][n], C and D [m][n] (D may be C).
-void tile_mma(const PreparedMma& mma, const std::uint32_t* a, const std::uint32_t* b, const std::uint32_t* c,
+/// One product of a recipe: its tensor-core model, prepared once, or float64 (each element
+/// C + sum A B with exact products summed in double, rounded once to float32).
+class TileProduct {
+public:
+    TileProduct(const AttentionRecipe& recipe, const Format& a, const Format& b, Product kind);
+    /// D = A B + C, A [m][k], B [k][n], C and D float32 bits [m][n] (D may be C).
+    void run(const std::uint32_t* a, const std::uint32_t* b, const std::uint32_t* c, std::uint32_t* d, std::uint64_t m,
+             std::uint64_t n, std::uint64_t k) const;
+
+private:
+    std::optional<PreparedMma> mma_;
+    Format a_, b_;
+};
+
+/// D = A B + C through a recipe's product (TileProduct::run).
+void tile_mma(const TileProduct& product, const std::uint32_t* a, const std::uint32_t* b, const std::uint32_t* c,
               std::uint32_t* d, std::uint64_t m, std::uint64_t n, std::uint64_t k);
 
 /// [rows][cols] (row stride `stride`) to [cols][rows], the columns [c0, c1) only.

@@ -19,7 +19,7 @@ namespace a = f32_arith;
 float as_float(std::uint32_t bits) { return float_from_bits(bits); }
 
 struct ForwardModels {
-    PreparedMma score, pv;
+    detail::TileProduct score, pv;
 };
 
 // One head's operands and V as the PV product sees it.
@@ -39,7 +39,7 @@ struct RowBlock {
 // P times V for the keys of one tile, into acc: one product with V as quantized, or, under the
 // diagonal fix, two: the keys of complete past V blocks with quantized V, then the keys of the
 // row's own (diagonal) block with V unquantized.
-void pv_product(const detail::FlashContext& ctx, const PreparedMma& mma, const HeadView& h, Span rows, Span keys,
+void pv_product(const detail::FlashContext& ctx, const detail::TileProduct& mma, const HeadView& h, Span rows, Span keys,
                 const std::vector<std::uint32_t>& p, std::vector<std::uint32_t>& acc) {
     const std::uint64_t dv = ctx.shape.d_v;
     const std::uint32_t* v_past = (h.v_quantized != nullptr ? h.v_quantized : h.v) + keys.begin * dv;
@@ -59,7 +59,7 @@ void pv_product(const detail::FlashContext& ctx, const PreparedMma& mma, const H
 }
 
 // S for one tile: [rows][keys] f32 bits.
-std::vector<std::uint32_t> score_tile(const detail::FlashContext& ctx, const PreparedMma& mma, const HeadView& h, Span rows,
+std::vector<std::uint32_t> score_tile(const detail::FlashContext& ctx, const detail::TileProduct& mma, const HeadView& h, Span rows,
                                       Span keys) {
     const std::uint64_t d = ctx.shape.d;
     const std::vector<std::uint32_t> kt = detail::transposed(h.k + keys.begin * d, keys.size(), d, {0, d});  // [d][keys]
@@ -212,8 +212,8 @@ ForwardResult flash_forward(const AttentionRecipe& recipe, const AttentionShape&
                             const ForwardOptions& options) {
     const detail::FlashContext ctx = detail::flash_context(recipe, shape);
     check_sizes(shape, in, false);
-    const ForwardModels models{PreparedMma(detail::model_for(recipe, *recipe.input, *recipe.input)),
-                               PreparedMma(detail::model_for(recipe, *recipe.p_format, *recipe.input))};
+    const ForwardModels models{detail::TileProduct(recipe, *recipe.input, *recipe.input, recipe.score_product),
+                               detail::TileProduct(recipe, *recipe.p_format, *recipe.input, recipe.pv_product)};
     const std::vector<std::uint32_t> v_quantized = detail::quantized_v(ctx, in.v);
 
     ForwardResult out;

@@ -42,12 +42,20 @@ check("bias over 3 steps with --fix", rc == 0 and len(json.loads(out)["cumulativ
 rc, out, err = run(BINARY, "headroom", "--synthetic", "--n", "64", "--json")
 check("headroom runs", rc == 0 and {f["format"] for f in json.loads(out)["formats"]} == {"f32", "f16", "bf16"} and len(json.loads(out)["rows"]) == 64, err)
 
+rc, out, err = run(BINARY, "attribute", "--synthetic", "--n", "96", "--recipe", "fa3-fp8", "--json")
+check("attribute runs", rc == 0, err)
+if rc == 0:
+    j = json.loads(out)
+    check("attribute: four stages", [s["stage"] for s in j["stages"]] == ["score product", "P cast", "P V product", "O cast"], out)
+    check("attribute: the P cast dominates FP8", j["stages"][1]["only_this_low"] > 0.9 * j["all_low"], out)
+
 # bad input: one line, exit 2
 for args, phrase in ((("pcollapse", "--synthetic", "--order", "sideways"), "--order"),
                      (("leak", "--synthetic", "--format", "mxfp9"), "mxfp9"),
                      (("bias", "--synthetic", "--recipe", "fa9"), "fa9"),
                      (("headroom", "--synthetic", "--scenario", "calm"), "calm"),
                      (("pcollapse",), "input file or --synthetic"),
+                     (("attribute", "--synthetic", "--recipe", "fa2-bf16", "--set", "score_product=exactly"), "score_product"),
                      (("bias", os.path.join(TMP, "missing.safetensors")), "missing.safetensors")):
     rc, _, err = run(BINARY, *args)
     check(f"bad input: {' '.join(args)}", one_line_error(rc, err, phrase), err)

@@ -27,6 +27,7 @@ int main(int argc, char** argv) {
     roundscope::cli::add_headroom_command(app);
     roundscope::cli::add_bias_command(app);
     roundscope::cli::add_demo_command(app);
+    roundscope::cli::add_attribute_command(app);
     if (argc > 1 && argv[1][0] != '-') {
         bool known = false;
         std::string names;

@@ -1,0 +1,86 @@
+#include "analysis/attribute.hpp"
+
+#include <array>
+
+#include "analysis/attention_run.hpp"
+#include "analysis/truth/attention_truth.hpp"
+#include "emu/attention_operands.hpp"
+#include "emu/flash_attention.hpp"
+#include "emu/flash_context.hpp"
+#include "emu/tensor_cast.hpp"
+#include "emu/unpack.hpp"
+
+namespace roundscope::analysis {
+namespace {
+
+enum Stage { score_product, p_cast, pv_product, o_cast, stage_count };
+constexpr std::array<const char*, stage_count> stage_names{"score product", "P cast", "P V product", "O cast"};
+
+// The recipe with the stages in `exact` made exact; empty where the combination has no kernel.
+std::optional<emu::AttentionRecipe> with_exact(emu::AttentionRecipe r, const std::array<bool, stage_count>& exact) {
+    if (exact[score_product]) r.score_product = emu::Product::f64;
+    if (exact[p_cast]) {
+        if (!exact[pv_product]) return std::nullopt;  // no tensor core takes float32 P
+        r.p_format = &emu::f32, r.p_scale = 1;
+    }
+    if (exact[pv_product]) r.pv_product = emu::Product::f64;
+    if (exact[o_cast]) r.o_format = &emu::f32;
+    return r;
+}
+
+std::vector<double> decoded(const std::vector<std::uint32_t>& bits, const emu::Format& f) {
+    std::vector<double> x(bits.size());
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = emu::decode(f, bits[i]);
+    return x;
+}
+
+AttentionInputs as_held(const AttentionInputs& in, const emu::AttentionOperands& x, const emu::Format& f) {
+    AttentionInputs r = in;
+    r.q = Tensor::of_bits("q", emu::dtype_of(f), in.q.shape(), x.q);
+    r.k = Tensor::of_bits("k", emu::dtype_of(f), in.k.shape(), x.k);
+    r.v = Tensor::of_bits("v", emu::dtype_of(f), in.v.shape(), x.v);
+    if (in.d_o) r.d_o = Tensor::of_bits("do", emu::dtype_of(f), in.d_o->shape(), x.d_o);
+    return r;
+}
+
+}  // namespace
+
+AttributeResult attribute(const AttentionInputs& in, const AttributeOptions& o) {
+    const emu::AttentionRecipe& recipe = o.recipe;
+    const emu::AttentionShape sh = emu::attention_shape_of(in, o.causal, o.softmax_scale);
+    const emu::AttentionOperands x = emu::attention_operands(in, *recipe.input, in.d_o.has_value());
+    TruthOptions t;
+    t.causal = o.causal, t.scale = sh.scale, t.threads = o.threads, t.backward = in.d_o.has_value();
+    const AttentionTruth truth = attention_truth(as_held(in, x, *recipe.input), t);
+    emu::ForwardOptions fo;
+    fo.threads = o.threads;
+    auto error_of = [&](const std::optional<emu::AttentionRecipe>& r) -> std::optional<double> {
+        if (!r) return std::nullopt;
+        const emu::ForwardResult f = emu::flash_forward(*r, sh, x, fo);
+        return error_stats(decoded(f.o, *r->o_format), truth.o).rel_rms;
+    };
+    AttributeResult result;
+    result.recipe = recipe.name;
+    result.all_low = *error_of(recipe);
+    result.all_exact = *error_of(with_exact(recipe, {true, true, true, true}));
+    for (int s = 0; s < stage_count; ++s) {
+        std::array<bool, stage_count> only_low{true, true, true, true}, only_exact{};
+        only_low[static_cast<std::size_t>(s)] = false;
+        only_exact[static_cast<std::size_t>(s)] = true;
+        result.stages.push_back({stage_names[static_cast<std::size_t>(s)], error_of(with_exact(recipe, only_low)),
+                                 error_of(with_exact(recipe, only_exact))});
+    }
+    if (in.d_o) {
+        const emu::ForwardResult f = emu::flash_forward(recipe, sh, x, fo);
+        for (const emu::DeltaKind kind : {recipe.delta, emu::DeltaKind::f32_o}) {
+            emu::AttentionRecipe r = recipe;
+            r.delta = kind == emu::DeltaKind::p_dp ? emu::DeltaKind::stored_o : kind;
+            const std::vector<float> delta = emu::detail::delta_from_o(emu::detail::flash_context(r, sh), x, f);
+            const double e = error_stats(std::vector<double>(delta.begin(), delta.end()), truth.delta).rel_rms;
+            (kind == emu::DeltaKind::f32_o ? result.delta_from_f32_o : result.delta_recipe) = e;
+        }
+    }
+    return result;
+}
+
+}  // namespace roundscope::analysis

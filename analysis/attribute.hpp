@@ -1,0 +1,40 @@
+#pragma once
+// Where a recipe's error comes from: the output's error against the truth (of the inputs as
+// the kernel holds them) with one stage at a time in the recipe's low precision and the rest
+// exact, and with one stage exact and the rest as the recipe has them. Stages: the score
+// product, the P cast (P times S to the P format), the P V product, the O cast; and delta,
+// formed from the stored O against from float32 O. "Exact" is float64 arithmetic rounded once
+// to float32 for the products, float32 for P and O.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "emu/attention_recipe.hpp"
+#include "lib/attention_inputs.hpp"
+
+namespace roundscope::analysis {
+
+struct AttributeOptions {
+    emu::AttentionRecipe recipe;
+    bool causal = false;
+    double softmax_scale = 0;
+    int threads = 0;
+};
+
+struct StageAttribution {
+    std::string stage;
+    // relative rms error of O; empty where no kernel could run that combination (a tensor core
+    // takes no float32 P, so an exact P cast with the recipe's P V product has no meaning)
+    std::optional<double> only_this_low, only_this_exact;
+};
+
+struct AttributeResult {
+    std::string recipe;
+    double all_low = 0, all_exact = 0;  // relative rms error of O
+    std::vector<StageAttribution> stages;
+    std::optional<double> delta_recipe, delta_from_f32_o;  // relative rms error of delta (with dO)
+};
+
+AttributeResult attribute(const AttentionInputs& in, const AttributeOptions& options);
+
+}  // namespace roundscope::analysis

@@ -1,0 +1,86 @@
+// `roundscope attribute (IN | --synthetic [--scenario S] [--n N] [--d D] [--seed S]) --recipe
+// NAME [--set KEY=VALUE]... [--causal] [--json]`: which stage of a recipe its output error
+// comes from (analysis/attribute.hpp).
+#include <fmt/format.h>
+
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "analysis/attribute.hpp"
+#include "analysis/synthetic_attention.hpp"
+#include "lib/error.hpp"
+#include "lib/tensor_io.hpp"
+#include "tools/cli/analysis_flags.hpp"
+#include "tools/cli/cli_output.hpp"
+#include "tools/cli/commands.hpp"
+
+namespace roundscope::cli {
+namespace {
+
+struct AttributeArgs {
+    std::string input, recipe, scenario = "random";
+    std::vector<std::string> settings;
+    bool synthetic = false, causal = false, json = false;
+    std::uint64_t n = 256, d = 64, seed = 0;
+    int threads = 0;
+};
+
+nlohmann::json optional_json(const std::optional<double>& x) { return x ? json_number(*x) : nlohmann::json(); }
+std::string optional_text(const std::optional<double>& x) { return x ? fmt::format("{:.3e}", *x) : "n/a"; }
+
+void run(const AttributeArgs& a) {
+    analysis::AttributeOptions o;
+    o.recipe = emu::find_recipe(a.recipe);
+    for (const std::string& s : a.settings) emu::apply_setting(o.recipe, s);
+    o.threads = a.threads;
+    if (a.synthetic == !a.input.empty()) throw Error("attribute: give an input file or --synthetic, not both");
+    AttentionInputs in;
+    if (a.synthetic) {
+        analysis::SyntheticSpec spec;
+        spec.scenario = analysis::parse_scenario(a.scenario, "--scenario");
+        spec.n = a.n, spec.d = a.d, spec.seed = a.seed;
+        in = analysis::synthetic_attention(spec);
+        o.causal = a.causal;
+    } else {
+        in = find_attention_inputs(read_tensor_file(a.input));
+        o.causal = a.causal || in.causal.value_or(false);
+        o.softmax_scale = in.softmax_scale.value_or(0);
+    }
+    const analysis::AttributeResult r = analysis::attribute(in, o);
+    if (a.json) {
+        nlohmann::json stages = nlohmann::json::array();
+        for (const auto& s : r.stages)
+            stages.push_back({{"stage", s.stage}, {"only_this_low", optional_json(s.only_this_low)}, {"only_this_exact", optional_json(s.only_this_exact)}});
+        fmt::print("{}\n", nlohmann::json{{"recipe", r.recipe}, {"all_low", json_number(r.all_low)}, {"all_exact", json_number(r.all_exact)},
+                                          {"stages", stages}, {"delta_recipe", optional_json(r.delta_recipe)},
+                                          {"delta_from_f32_o", optional_json(r.delta_from_f32_o)}}
+                               .dump());
+        return;
+    }
+    fmt::print("Error attribution for {}: relative rms error of O against the truth of the inputs as held\n", r.recipe);
+    fmt::print("recipe as is: {:.3e}; every stage exact: {:.3e}\n", r.all_low, r.all_exact);
+    std::vector<std::vector<std::string>> rows;
+    for (const auto& s : r.stages) rows.push_back({s.stage, optional_text(s.only_this_low), optional_text(s.only_this_exact)});
+    print_table({"stage", "only this stage low", "only this stage exact"}, rows);
+    if (r.delta_recipe)
+        fmt::print("delta: as the recipe forms it {:.3e}, from float32 O {:.3e}\n", *r.delta_recipe, *r.delta_from_f32_o);
+}
+
+}  // namespace
+
+void add_attribute_command(CLI::App& app) {
+    auto* cmd = app.add_subcommand("attribute", "Which stage of a recipe the output error comes from");
+    auto a = std::make_shared<AttributeArgs>();
+    cmd->add_option("IN", a->input, "File with q, k, v (and do)");
+    cmd->add_option("--recipe", a->recipe, "A preset (roundscope recipes)")->required();
+    cmd->add_option("--set", a->settings, "KEY=VALUE for the recipe (repeatable)");
+    add_synthetic_flags(cmd, a->synthetic, a->n, a->d, a->seed);
+    cmd->add_option("--scenario", a->scenario, "random, sink, repeated-max or wide (synthetic)");
+    cmd->add_flag("--causal", a->causal, "Causal mask");
+    add_output_flags(cmd, a->json, a->threads);
+    cmd->callback([a] { run(*a); });
+}
+
+}  // namespace roundscope::cli
