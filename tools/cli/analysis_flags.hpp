@@ -4,6 +4,10 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdint>
+#include <string>
+
+#include "analysis/synthetic_attention.hpp"
+#include "lib/attention_inputs.hpp"
 
 namespace roundscope::cli {
 
@@ -20,5 +24,17 @@ inline void add_output_flags(CLI::App* cmd, bool& json, int& threads) {
     cmd->add_flag("--json", json, "Print one JSON object");
     cmd->add_option("--threads", threads, "Worker threads (default: all cores)")->check(CLI::NonNegativeNumber);
 }
+
+/// A command's inputs: the synthetic ones of `spec`, or the file's (whose metadata may turn on
+/// the causal mask and set the softmax scale).
+struct ChosenInputs {
+    AttentionInputs in;
+    bool causal = false;
+    double softmax_scale = 0;  // 0: 1/sqrt(D)
+};
+
+/// Error (naming `command`) unless exactly one of `input` and `synthetic` is given.
+ChosenInputs choose_inputs(const char* command, const std::string& input, bool synthetic,
+                           const analysis::SyntheticSpec& spec, bool causal);
 
 }  // namespace roundscope::cli

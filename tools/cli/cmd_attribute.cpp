@@ -35,20 +35,12 @@ void run(const AttributeArgs& a) {
     o.recipe = emu::find_recipe(a.recipe);
     for (const std::string& s : a.settings) emu::apply_setting(o.recipe, s);
     o.threads = a.threads;
-    if (a.synthetic == !a.input.empty()) throw Error("attribute: give an input file or --synthetic, not both");
-    AttentionInputs in;
-    if (a.synthetic) {
-        analysis::SyntheticSpec spec;
-        spec.scenario = analysis::parse_scenario(a.scenario, "--scenario");
-        spec.n = a.n, spec.d = a.d, spec.seed = a.seed;
-        in = analysis::synthetic_attention(spec);
-        o.causal = a.causal;
-    } else {
-        in = find_attention_inputs(read_tensor_file(a.input));
-        o.causal = a.causal || in.causal.value_or(false);
-        o.softmax_scale = in.softmax_scale.value_or(0);
-    }
-    const analysis::AttributeResult r = analysis::attribute(in, o);
+    analysis::SyntheticSpec spec;
+    spec.scenario = analysis::parse_scenario(a.scenario, "--scenario");
+    spec.n = a.n, spec.d = a.d, spec.seed = a.seed;
+    const ChosenInputs c = choose_inputs("attribute", a.input, a.synthetic, spec, a.causal);
+    o.causal = c.causal, o.softmax_scale = c.softmax_scale;
+    const analysis::AttributeResult r = analysis::attribute(c.in, o);
     if (a.json) {
         nlohmann::json stages = nlohmann::json::array();
         for (const auto& s : r.stages)

@@ -29,22 +29,13 @@ struct HeadroomArgs {
 };
 
 void run(const HeadroomArgs& a) {
-    if (a.synthetic == !a.input.empty()) throw Error("headroom: give an input file or --synthetic, not both");
-    AttentionInputs in;
+    analysis::SyntheticSpec spec;
+    spec.scenario = analysis::parse_scenario(a.scenario, "--scenario");
+    spec.n = a.n, spec.d = a.d, spec.seed = a.seed;
+    const ChosenInputs c = choose_inputs("headroom", a.input, a.synthetic, spec, a.causal);
     analysis::HeadroomOptions o;
-    o.threads = a.threads;
-    if (a.synthetic) {
-        analysis::SyntheticSpec spec;
-        spec.scenario = analysis::parse_scenario(a.scenario, "--scenario");
-        spec.n = a.n, spec.d = a.d, spec.seed = a.seed;
-        in = analysis::synthetic_attention(spec);
-        o.causal = a.causal;
-    } else {
-        in = find_attention_inputs(read_tensor_file(a.input));
-        o.causal = a.causal || in.causal.value_or(false);
-        o.softmax_scale = in.softmax_scale.value_or(0);
-    }
-    const analysis::HeadroomResult r = analysis::headroom(in, o);
+    o.threads = a.threads, o.causal = c.causal, o.softmax_scale = c.softmax_scale;
+    const analysis::HeadroomResult r = analysis::headroom(c.in, o);
     if (a.json) {
         fmt::print("{}\n", headroom_json(r, true).dump());
         return;

@@ -35,17 +35,11 @@ void run(const LeakArgs& a) {
     o.format = emu::find_block_format(a.format);
     if (o.format == nullptr) throw Error("--format: unknown block format '" + a.format + "'");
     o.block = a.block, o.fix = a.fix, o.max_tokens = a.max_tokens, o.threads = a.threads;
-    if (a.synthetic == !a.input.empty()) throw Error("leak: give an input file or --synthetic, not both");
-    AttentionInputs in;
-    if (a.synthetic) {
-        analysis::SyntheticSpec spec;
-        spec.n = a.n, spec.d = a.d, spec.seed = a.seed;
-        in = analysis::synthetic_attention(spec);
-    } else {
-        in = find_attention_inputs(read_tensor_file(a.input));
-        o.softmax_scale = in.softmax_scale.value_or(0);
-    }
-    const analysis::LeakResult r = analysis::leak(in, o);
+    analysis::SyntheticSpec spec;
+    spec.n = a.n, spec.d = a.d, spec.seed = a.seed;
+    const ChosenInputs c = choose_inputs("leak", a.input, a.synthetic, spec, true);
+    o.softmax_scale = c.softmax_scale;
+    const analysis::LeakResult r = analysis::leak(c.in, o);
     if (a.json) {
         nlohmann::json j = leak_json(r);
         j["format"] = a.format, j["block"] = a.block, j["fix"] = a.fix;

@@ -47,21 +47,13 @@ void run(const PCollapseArgs& a) {
     o.threads = a.threads;
     if (!a.scales.empty()) o.scales = a.scales;
     if (a.sweep) o.scales = {1, 2, 4, 8, 16, 32, 64, 128, 256, 448, 512, 1024};
-    if (a.synthetic == !a.input.empty()) throw Error("pcollapse: give an input file or --synthetic, not both");
-    AttentionInputs in;
-    if (a.synthetic) {
-        analysis::SyntheticSpec spec;
-        spec.scenario = analysis::Scenario::sink;
-        spec.n = a.n, spec.d = a.d, spec.seed = a.seed, spec.k_sink = a.k_sink, spec.sink_strength = a.sink_strength;
-        in = analysis::synthetic_attention(spec);
-        o.sink_strength = a.sink_strength;
-        o.causal = a.causal;
-    } else {
-        in = find_attention_inputs(read_tensor_file(a.input));
-        o.causal = a.causal || in.causal.value_or(false);
-        o.softmax_scale = in.softmax_scale.value_or(0);
-    }
-    const analysis::PCollapseResult r = analysis::pcollapse(in, o);
+    analysis::SyntheticSpec spec;
+    spec.scenario = analysis::Scenario::sink;
+    spec.n = a.n, spec.d = a.d, spec.seed = a.seed, spec.k_sink = a.k_sink, spec.sink_strength = a.sink_strength;
+    const ChosenInputs c = choose_inputs("pcollapse", a.input, a.synthetic, spec, a.causal);
+    if (a.synthetic) o.sink_strength = a.sink_strength;
+    o.causal = c.causal, o.softmax_scale = c.softmax_scale;
+    const analysis::PCollapseResult r = analysis::pcollapse(c.in, o);
     auto order_name = [](emu::KvOrder k) { return k == emu::KvOrder::forward ? "forward" : "reverse"; };
     if (a.json) {
         nlohmann::json j = pcollapse_json(r, a.sweep);
