@@ -4,11 +4,16 @@
 
 #include "analysis/truth/attention_truth.hpp"
 #include "emu/attention_operands.hpp"
+#include "emu/tensor_cast.hpp"
 #include "emu/unpack.hpp"
 #include "lib/error.hpp"
 
 namespace roundscope::analysis {
 namespace {
+
+std::vector<double> widened(const std::vector<float>& x) { return {x.begin(), x.end()}; }
+
+}  // namespace
 
 std::vector<double> decoded(const std::vector<std::uint32_t>& bits, const emu::Format& f) {
     std::vector<double> x(bits.size());
@@ -16,9 +21,14 @@ std::vector<double> decoded(const std::vector<std::uint32_t>& bits, const emu::F
     return x;
 }
 
-std::vector<double> widened(const std::vector<float>& x) { return {x.begin(), x.end()}; }
-
-}  // namespace
+AttentionInputs inputs_as_held(const AttentionInputs& in, const emu::AttentionOperands& x, const emu::Format& f) {
+    AttentionInputs r = in;
+    r.q = Tensor::of_bits("q", emu::dtype_of(f), in.q.shape(), x.q);
+    r.k = Tensor::of_bits("k", emu::dtype_of(f), in.k.shape(), x.k);
+    r.v = Tensor::of_bits("v", emu::dtype_of(f), in.v.shape(), x.v);
+    if (in.d_o && !x.d_o.empty()) r.d_o = Tensor::of_bits("do", emu::dtype_of(f), in.d_o->shape(), x.d_o);
+    return r;
+}
 
 ErrorStats error_stats(const std::vector<double>& x, const std::vector<double>& truth) {
     ErrorStats s;

@@ -16,13 +16,6 @@ double normal_cdf(double x) { return 0.5 * std::erfc(-x / std::sqrt(2.0)); }
 
 constexpr double ln_1024 = 6.931471805599453;  // E4M3: P S <= 2^-10 rounds to zero
 
-AttentionInputs rounded_inputs(const AttentionInputs& in, const emu::AttentionOperands& x, const emu::Format& f) {
-    AttentionInputs r = in;
-    r.q = Tensor::of_bits("q", emu::dtype_of(f), in.q.shape(), x.q);
-    r.k = Tensor::of_bits("k", emu::dtype_of(f), in.k.shape(), x.k);
-    r.v = Tensor::of_bits("v", emu::dtype_of(f), in.v.shape(), x.v);
-    return r;
-}
 
 // The integral of f(x) k phi(x) Phi(x)^(k-1) over x (the density of the max of k standard
 // normals), by the midpoint rule on [-10, 10].
@@ -67,7 +60,7 @@ PCollapseResult pcollapse(const AttentionInputs& in, const PCollapseOptions& o) 
     // measures what the kernel's arithmetic adds, not the inputs' rounding.
     TruthOptions t;
     t.causal = o.causal, t.scale = shape.scale, t.threads = o.threads;
-    const AttentionTruth truth = attention_truth(rounded_inputs(in, operands, *o.recipe.input), t);
+    const AttentionTruth truth = attention_truth(inputs_as_held(in, operands, *o.recipe.input), t);
     for (const emu::KvOrder order : o.orders) {
         for (const float s : o.scales) {
             emu::AttentionRecipe r = o.recipe;
@@ -93,9 +86,7 @@ PCollapseResult pcollapse(const AttentionInputs& in, const PCollapseOptions& o) 
                 run.predicted_fraction = normal_cdf(shift + result.delta_k);
                 run.predicted_fraction_averaged = expected_cdf_of_shifted_maximum(shift, o.k_sink);
             }
-            std::vector<double> o_lp(f.o.size());
-            for (std::size_t x = 0; x < o_lp.size(); ++x) o_lp[x] = emu::decode(*r.o_format, f.o[x]);
-            const ErrorStats e = error_stats(o_lp, truth.o);
+            const ErrorStats e = error_stats(decoded(f.o, *r.o_format), truth.o);
             run.mse = e.rms * e.rms;
             result.runs.push_back(run);
         }

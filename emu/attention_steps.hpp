@@ -58,11 +58,22 @@ ROUNDSCOPE_HD inline float rescale(float m_old, float m_new, bool hardware_appro
     return exp2(f32_arith::sub(m_old, usable_max(m_new)), hardware_approx);
 }
 
-/// P-bar times the static scale S, rounded to the P format (saturating, as cvt.rn.satfinite).
-ROUNDSCOPE_HD inline std::uint32_t cast_p(float p, float p_scale, const Format& f) {
+/// x rounded to f, nearest even, saturating (cvt.rn.satfinite): how every value the kernels
+/// store in a narrower format (P, dS, O, the gradients) is rounded.
+ROUNDSCOPE_HD inline std::uint32_t saturating_cast(float x, const Format& f) {
     CastOptions o;
     o.saturate = true;
-    return static_cast<std::uint32_t>(cast_from_f32(f32_arith::mul(p, p_scale), f, o));
+    return static_cast<std::uint32_t>(cast_from_f32(x, f, o));
+}
+
+/// P-bar times the static scale S, rounded to the P format.
+ROUNDSCOPE_HD inline std::uint32_t cast_p(float p, float p_scale, const Format& f) {
+    return saturating_cast(f32_arith::mul(p, p_scale), f);
+}
+
+/// An accumulated gradient (float32 bits) times the scale (1: none), in the gradient format.
+ROUNDSCOPE_HD inline std::uint32_t gradient_bits(std::uint32_t acc, float scale, const Format& f) {
+    return saturating_cast(f32_arith::mul(float_from_bits(acc), scale), f);
 }
 
 /// 1 / (l S): what the accumulated output is multiplied by; 1 for an empty row (l = 0).
@@ -110,11 +121,7 @@ struct BackwardElement {
 ROUNDSCOPE_HD inline BackwardElement backward_element(std::uint32_t s, std::uint32_t dp, bool visible, float lse2, float delta,
                                                       float scale_log2, bool approx_exp2, const Format& g) {
     const float p = visible ? p_from_lse(f32_arith::mul(float_from_bits(s), scale_log2), lse2, approx_exp2) : 0.0f;
-    CastOptions o;
-    o.saturate = true;
-    const auto p_cast = static_cast<std::uint32_t>(cast_from_f32(p, g, o));
-    const auto ds_cast = static_cast<std::uint32_t>(cast_from_f32(d_score(p, float_from_bits(dp), delta), g, o));
-    return {p, p_cast, ds_cast};
+    return {p, saturating_cast(p, g), saturating_cast(d_score(p, float_from_bits(dp), delta), g)};
 }
 
 // ---- masks --------------------------------------------------------------------------------

@@ -93,10 +93,7 @@ std::vector<std::uint32_t> transpose(const std::vector<std::uint32_t>& x, std::u
 
 // Accumulated f32 bits times the scale (1: none), cast to the gradient format.
 void write_gradient(const std::vector<std::uint32_t>& acc, float scale, const Format& f, std::uint32_t* out) {
-    CastOptions o;
-    o.saturate = true;
-    for (std::size_t i = 0; i < acc.size(); ++i)
-        out[i] = static_cast<std::uint32_t>(cast_from_f32(a::mul(as_float(acc[i]), scale), f, o));
+    for (std::size_t i = 0; i < acc.size(); ++i) out[i] = steps::gradient_bits(acc[i], scale, f);
 }
 
 }  // namespace

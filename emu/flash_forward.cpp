@@ -18,6 +18,10 @@ namespace a = f32_arith;
 
 float as_float(std::uint32_t bits) { return float_from_bits(bits); }
 
+// x rounded to f (nearest even): with the operands exact in double, the format's own correctly
+// rounded operation (double rounding is innocuous for f32 and narrower: 53 >= 2 * 24 + 2).
+double rounded(const Format& f, double x) { return decode(f, cast_from_f64(x, f, CastOptions{})); }
+
 struct ForwardModels {
     detail::TileProduct score, pv;
 };
@@ -89,26 +93,28 @@ void online_tile(const detail::FlashContext& ctx, const ForwardModels& models, c
     // then rounded once: the format's own correctly rounded operation).
     std::vector<std::uint32_t> pv(b.acc.size(), 0);
     pv_product(ctx, models.pv, h, b.rows, keys, p_cast, pv);
-    const CastOptions plain;
-    auto round = [&](double x) { return decode(running, cast_from_f64(x, running, plain)); };
-    for (std::size_t x = 0; x < pv.size(); ++x)
-        b.acc[x] = bits_of(static_cast<float>(round(round(as_float(b.acc[x])) + round(as_float(pv[x])))));
+    for (std::size_t x = 0; x < pv.size(); ++x) {
+        const double sum = rounded(running, as_float(b.acc[x])) + rounded(running, as_float(pv[x]));
+        b.acc[x] = bits_of(static_cast<float>(rounded(running, sum)));
+    }
+}
+
+// Row i of O: the accumulated row times `factor`, in float32 and cast to the O format.
+void write_output_row(const detail::FlashContext& ctx, const std::uint32_t* acc, float factor, std::uint64_t i, ForwardResult& out) {
+    const std::uint64_t dv = ctx.shape.d_v;
+    for (std::uint64_t c = 0; c < dv; ++c) {
+        const float o = a::mul(as_float(acc[c]), factor);
+        out.o_f32[i * dv + c] = o;
+        out.o[i * dv + c] = steps::saturating_cast(o, *ctx.recipe.o_format);
+    }
 }
 
 // O, LSE and the counts of a finished row block into the result.
 void finish_block(const detail::FlashContext& ctx, const RowBlock& b, std::uint64_t head, ForwardResult& out) {
     const AttentionRecipe& r = ctx.recipe;
-    const std::uint64_t dv = ctx.shape.d_v;
-    CastOptions o;
-    o.saturate = true;
     for (std::uint64_t row = 0; row < b.rows.size(); ++row) {
         const std::uint64_t i = head * ctx.shape.n_q + b.rows.begin + row;
-        const float factor = steps::output_factor(b.state[row].l, r.p_scale);
-        for (std::uint64_t c = 0; c < dv; ++c) {
-            const float o_value = a::mul(as_float(b.acc[row * dv + c]), factor);
-            out.o_f32[i * dv + c] = o_value;
-            out.o[i * dv + c] = static_cast<std::uint32_t>(cast_from_f32(o_value, *r.o_format, o));
-        }
+        write_output_row(ctx, b.acc.data() + row * ctx.shape.d_v, steps::output_factor(b.state[row].l, r.p_scale), i, out);
         out.lse_log2[i] = steps::lse_log2(b.state[row].m, b.state[row].l);
         out.lse[i] = a::mul(out.lse_log2[i], steps::ln2);
     }
@@ -137,8 +143,7 @@ void naive_row_block(const detail::FlashContext& ctx, const ForwardModels& model
     const AttentionRecipe& r = ctx.recipe;
     const Format& f = *r.softmax_format;
     const std::uint64_t nk = ctx.shape.n_kv;
-    const CastOptions plain;
-    auto round = [&](double x) { return decode(f, cast_from_f64(x, f, plain)); };
+    auto round = [&](double x) { return rounded(f, x); };
     std::vector<std::uint32_t> s(rows.size() * nk, 0);
     for (const Span keys : detail::blocks_of(nk, r.block_n)) {
         const std::vector<std::uint32_t> tile = score_tile(ctx, models.score, h, rows, keys);
@@ -176,18 +181,9 @@ void naive_row_block(const detail::FlashContext& ctx, const ForwardModels& model
         out.lse[i] = a::mul(lse2, steps::ln2);
     }
     pv_product(ctx, models.pv, h, rows, {0, nk}, p_cast, b.acc);
-    const std::uint64_t dv = ctx.shape.d_v;
-    CastOptions o;
-    o.saturate = true;
-    for (std::uint64_t row = 0; row < rows.size(); ++row) {
-        const std::uint64_t i = head * ctx.shape.n_q + rows.begin + row;
-        const float factor = a::div(1.0f, r.p_scale);  // O = P V / S
-        for (std::uint64_t c = 0; c < dv; ++c) {
-            const float o_value = a::mul(as_float(b.acc[row * dv + c]), factor);
-            out.o_f32[i * dv + c] = o_value;
-            out.o[i * dv + c] = static_cast<std::uint32_t>(cast_from_f32(o_value, *r.o_format, o));
-        }
-    }
+    const float factor = a::div(1.0f, r.p_scale);  // O = P V / S
+    for (std::uint64_t row = 0; row < rows.size(); ++row)
+        write_output_row(ctx, b.acc.data() + row * ctx.shape.d_v, factor, head * ctx.shape.n_q + rows.begin + row, out);
     counts = b.counts;
 }
 

@@ -100,12 +100,10 @@ __global__ void flash_forward_kernel(ForwardParams p) {
             __syncthreads();
         }
     }
-    emu::CastOptions saturate;
-    saturate.saturate = true;
     for (std::uint64_t x = threadIdx.x; x < rows * p.d_v; x += blockDim.x) {
         const float o = a::mul(__uint_as_float(acc[x]), steps::output_factor(state[x / p.d_v].l, p.softmax.p_scale));
         acc[x] = __float_as_uint(o);
-        p.o[(head * p.n_q + row0) * p.d_v + x] = static_cast<std::uint32_t>(emu::cast_from_f32(o, p.o_format, saturate));
+        p.o[(head * p.n_q + row0) * p.d_v + x] = steps::saturating_cast(o, p.o_format);
     }
     for (std::uint64_t r = threadIdx.x; r < rows; r += blockDim.x) {
         const float l2 = steps::lse_log2(state[r].m, state[r].l);
@@ -321,12 +319,9 @@ emu::BackwardResult flash_backward(const emu::AttentionRecipe& recipe, const emu
     }
     emu::BackwardResult out;
     out.delta = delta;
-    emu::CastOptions saturate;
-    saturate.saturate = true;
     auto finish = [&](const DeviceBuffer<std::uint32_t>& acc, std::size_t n, float scale) {
         std::vector<std::uint32_t> bits = downloaded(acc, n);
-        for (auto& b : bits)
-            b = static_cast<std::uint32_t>(emu::cast_from_f32(a::mul(float_from_bits(b), scale), *recipe.grad_format, saturate));
+        for (auto& b : bits) b = steps::gradient_bits(b, scale, *recipe.grad_format);
         return bits;
     };
     out.dq = finish(dq_acc, in.q.size(), sh.scale);
