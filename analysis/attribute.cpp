@@ -28,21 +28,6 @@ std::optional<emu::AttentionRecipe> with_exact(emu::AttentionRecipe r, const std
     return r;
 }
 
-std::vector<double> decoded(const std::vector<std::uint32_t>& bits, const emu::Format& f) {
-    std::vector<double> x(bits.size());
-    for (std::size_t i = 0; i < x.size(); ++i) x[i] = emu::decode(f, bits[i]);
-    return x;
-}
-
-AttentionInputs as_held(const AttentionInputs& in, const emu::AttentionOperands& x, const emu::Format& f) {
-    AttentionInputs r = in;
-    r.q = Tensor::of_bits("q", emu::dtype_of(f), in.q.shape(), x.q);
-    r.k = Tensor::of_bits("k", emu::dtype_of(f), in.k.shape(), x.k);
-    r.v = Tensor::of_bits("v", emu::dtype_of(f), in.v.shape(), x.v);
-    if (in.d_o) r.d_o = Tensor::of_bits("do", emu::dtype_of(f), in.d_o->shape(), x.d_o);
-    return r;
-}
-
 }  // namespace
 
 AttributeResult attribute(const AttentionInputs& in, const AttributeOptions& o) {
@@ -51,17 +36,20 @@ AttributeResult attribute(const AttentionInputs& in, const AttributeOptions& o) 
     const emu::AttentionOperands x = emu::attention_operands(in, *recipe.input, in.d_o.has_value());
     TruthOptions t;
     t.causal = o.causal, t.scale = sh.scale, t.threads = o.threads, t.backward = in.d_o.has_value();
-    const AttentionTruth truth = attention_truth(as_held(in, x, *recipe.input), t);
+    const AttentionTruth truth = attention_truth(inputs_as_held(in, x, *recipe.input), t);
     emu::ForwardOptions fo;
     fo.threads = o.threads;
+    auto error_of_result = [&](const emu::ForwardResult& f, const emu::AttentionRecipe& r) {
+        return error_stats(decoded(f.o, *r.o_format), truth.o).rel_rms;
+    };
     auto error_of = [&](const std::optional<emu::AttentionRecipe>& r) -> std::optional<double> {
         if (!r) return std::nullopt;
-        const emu::ForwardResult f = emu::flash_forward(*r, sh, x, fo);
-        return error_stats(decoded(f.o, *r->o_format), truth.o).rel_rms;
+        return error_of_result(emu::flash_forward(*r, sh, x, fo), *r);
     };
     AttributeResult result;
     result.recipe = recipe.name;
-    result.all_low = *error_of(recipe);
+    const emu::ForwardResult as_is = emu::flash_forward(recipe, sh, x, fo);
+    result.all_low = error_of_result(as_is, recipe);
     result.all_exact = *error_of(with_exact(recipe, {true, true, true, true}));
     for (int s = 0; s < stage_count; ++s) {
         std::array<bool, stage_count> only_low{true, true, true, true}, only_exact{};
@@ -71,14 +59,15 @@ AttributeResult attribute(const AttentionInputs& in, const AttributeOptions& o) 
                                  error_of(with_exact(recipe, only_exact))});
     }
     if (in.d_o) {
-        const emu::ForwardResult f = emu::flash_forward(recipe, sh, x, fo);
-        for (const emu::DeltaKind kind : {recipe.delta, emu::DeltaKind::f32_o}) {
+        // delta from the recipe's O (a p-dp recipe is taken as forming it from the stored O)
+        auto delta_error = [&](emu::DeltaKind kind) {
             emu::AttentionRecipe r = recipe;
             r.delta = kind == emu::DeltaKind::p_dp ? emu::DeltaKind::stored_o : kind;
-            const std::vector<float> delta = emu::detail::delta_from_o(emu::detail::flash_context(r, sh), x, f);
-            const double e = error_stats(std::vector<double>(delta.begin(), delta.end()), truth.delta).rel_rms;
-            (kind == emu::DeltaKind::f32_o ? result.delta_from_f32_o : result.delta_recipe) = e;
-        }
+            const std::vector<float> delta = emu::detail::delta_from_o(emu::detail::flash_context(r, sh), x, as_is);
+            return error_stats(std::vector<double>(delta.begin(), delta.end()), truth.delta).rel_rms;
+        };
+        result.delta_recipe = delta_error(recipe.delta);
+        result.delta_from_f32_o = delta_error(emu::DeltaKind::f32_o);
     }
     return result;
 }
