@@ -57,6 +57,7 @@ LeakResult leak(const AttentionInputs& in, const LeakOptions& o) {
     const emu::ForwardResult base = emu::flash_forward(r, sh, x, fo);
     LeakResult result;
     result.tokens = n;
+    result.future_influence_by_position.assign(n, 0.0), result.parallel_vs_autoregressive_by_position.assign(n, 0.0);
     const auto block = static_cast<std::uint64_t>(o.block);
 
     // Pairs (i, j), j > i in i's V block: enlarge V[j], recompute the rows of its block before j.
@@ -74,7 +75,9 @@ LeakResult leak(const AttentionInputs& in, const LeakOptions& o) {
                 if (!std::equal(base.o.begin() + static_cast<std::ptrdiff_t>(at), base.o.begin() + static_cast<std::ptrdiff_t>(at + dv),
                                 f.o.begin() + static_cast<std::ptrdiff_t>(at)))
                     ++result.leaking_pairs;
-                result.max_future_influence = std::max(result.max_future_influence, max_abs_difference(base.o, f.o, of, at, at + dv));
+                double& influence = result.future_influence_by_position[i];
+                influence = std::max(influence, max_abs_difference(base.o, f.o, of, at, at + dv));
+                result.max_future_influence = std::max(result.max_future_influence, influence);
             }
         }
     }
@@ -94,6 +97,8 @@ LeakResult leak(const AttentionInputs& in, const LeakOptions& o) {
         for (std::uint64_t h = 0; h < heads; ++h) {
             for (std::uint64_t c = 0; c < dv; ++c) {
                 const double diff = std::fabs(emu::decode(of, ar.o[h * dv + c]) - emu::decode(of, base.o[(h * n + i) * dv + c]));
+                double& at_i = result.parallel_vs_autoregressive_by_position[i];
+                at_i = std::max(at_i, diff);
                 result.parallel_vs_autoregressive_max_abs_diff = std::max(result.parallel_vs_autoregressive_max_abs_diff, diff);
             }
         }

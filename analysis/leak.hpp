@@ -4,6 +4,7 @@
 // position i depends on tokens after i through the scale of its own (diagonal) block. The fix:
 // the diagonal block of P multiplies unquantized V (recipe setting diagonal_fix).
 #include <cstdint>
+#include <vector>
 
 #include "emu/attention_recipe.hpp"
 #include "lib/attention_inputs.hpp"
@@ -29,6 +30,9 @@ struct LeakResult {
                                                           // (future) keys and values change
     std::uint64_t mixed_scale_blocks = 0;  // (head, query) whose quantized V block mixes its
                                            // visible and masked positions
+    // Per query position i (the largest over heads): how far a later V[j] moves O[i], and
+    // |O[i] parallel - O[i] autoregressive|. What the plot draws: a sawtooth over each V block.
+    std::vector<double> future_influence_by_position, parallel_vs_autoregressive_by_position;
 };
 
 LeakResult leak(const AttentionInputs& in, const LeakOptions& options);

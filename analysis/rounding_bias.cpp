@@ -68,6 +68,7 @@ BiasResult rounding_bias(const AttentionInputs& in, const BiasOptions& o) {
     for (const double v : diff) var += (v - mean) * (v - mean);
     var /= static_cast<double>(rows > 1 ? rows - 1 : 1);
     b.t_statistic = var > 0 ? mean / std::sqrt(var / static_cast<double>(rows)) : 0;
+    if (in.x) b.query_weight = query_weight_error(in, diff, truth, o.threads);
 
     // Per feature dimension: sum_T dO[T, j] (O_lp - O_hp)[T, j], over every head and row.
     const std::vector<double> d_o = emu::decode_tensor<double>(*in.d_o), v = emu::decode_tensor<double>(in.v);

@@ -6,9 +6,11 @@
 // a sum over rows of (delta_lp - delta_hp)[T] times nearly equal rank-1 matrices, so the sum of
 // the coefficients (coefficient_sum) is what accumulates across steps.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "analysis/query_weight_error.hpp"
 #include "emu/attention_recipe.hpp"
 #include "lib/attention_inputs.hpp"
 
@@ -40,9 +42,11 @@ struct BiasResult {
     std::uint64_t repeated_max_rows = 0;
     std::vector<DimContribution> top_dims;  // by |contribution|
     bool o_from_file = false;
+    std::optional<QueryWeightError> query_weight;  // with x in the inputs
 };
 
-/// One input (one training step): q, k, v, do (and o, as the kernel stored it).
+/// One input (one training step): q, k, v, do (and o, as the kernel stored it; x and wq for the
+/// query-weight error).
 BiasResult rounding_bias(const AttentionInputs& in, const BiasOptions& options);
 
 }  // namespace roundscope::analysis

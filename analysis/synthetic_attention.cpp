@@ -17,10 +17,38 @@ Tensor f32_tensor(const char* name, Shape shape, const std::vector<double>& x) {
     return t;
 }
 
+// x [N, M] and wq [H, M, D] with q = x wq of standard deviation `sd`; feature 0 of x is the
+// constant `massive`, which wq maps to q's feature 0 as `q0` (0: feature 0 is drawn like the
+// rest). Its own generator, so k, v and dO are the same with or without it.
+void project_queries(const SyntheticSpec& s, double sd, double q0, AttentionInputs& in) {
+    constexpr double massive = 32;
+    const std::uint64_t m = s.d_model;
+    std::mt19937_64 rng(s.seed ^ 0x9e3779b97f4a7c15u);
+    std::normal_distribution<double> normal;
+    std::vector<double> x(s.n * m), w(s.heads * m * s.d, 0.0), q(s.heads * s.n * s.d, 0.0);
+    for (std::uint64_t t = 0; t < s.n; ++t)
+        for (std::uint64_t a = 0; a < m; ++a) x[t * m + a] = a == 0 ? massive : normal(rng);
+    const double spread = sd / std::sqrt(static_cast<double>(m - 1));
+    for (std::uint64_t h = 0; h < s.heads; ++h) {
+        double* wh = w.data() + h * m * s.d;
+        for (std::uint64_t a = 1; a < m; ++a)
+            for (std::uint64_t c = q0 != 0 ? 1 : 0; c < s.d; ++c) wh[a * s.d + c] = spread * normal(rng);
+        if (q0 != 0) wh[0] = q0 / massive;
+        for (std::uint64_t t = 0; t < s.n; ++t)
+            for (std::uint64_t a = 0; a < m; ++a)
+                for (std::uint64_t c = 0; c < s.d; ++c) q[(h * s.n + t) * s.d + c] += x[t * m + a] * wh[a * s.d + c];
+    }
+    in.q = f32_tensor("q", {s.heads, s.n, s.d}, q);
+    in.x = f32_tensor("x", {s.n, m}, x);
+    in.w_q = f32_tensor("wq", {s.heads, m, s.d}, w);
+    in.w_q_per_head = true, in.d_model = m;
+}
+
 }  // namespace
 
 AttentionInputs synthetic_attention(const SyntheticSpec& s) {
     if (s.n == 0 || s.d < 2 || s.heads == 0) throw Error("synthetic inputs need --n >= 1, --d >= 2 and --heads >= 1");
+    if (s.d_model == 1) throw Error("--d-model: the layer input needs M >= 2 features (0: none)");
     std::mt19937_64 rng(s.seed);
     std::normal_distribution<double> normal;
     const std::uint64_t count = s.heads * s.n * s.d;
@@ -58,6 +86,8 @@ AttentionInputs synthetic_attention(const SyntheticSpec& s) {
     in.v = f32_tensor("v", {s.heads, s.n, s.d}, v);
     in.d_o = f32_tensor("do", {s.heads, s.n, s.d}, d_o);
     in.heads = s.heads, in.n_q = in.n_kv = s.n, in.d = in.d_v = s.d;
+    const bool constant_q0 = s.scenario == Scenario::sink || (s.scenario == Scenario::repeated_max && s.n >= 2);
+    if (s.d_model > 0) project_queries(s, sd, constant_q0 ? 4.0 : 0.0, in);
     return in;
 }
 

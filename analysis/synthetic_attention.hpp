@@ -7,6 +7,12 @@
 //   repeated_max  two identical keys dominate every row, and V is mostly negative (Seed 000's
 //                 BF16 bias: P-bar = 1 twice per row)
 //   wide          scores spread over hundreds (q and k with standard deviation `spread`, 6)
+// With d_model > 0 the inputs also hold the layer input x [N, M] and the query weight wq
+// [H, M, D], and q = x wq (rounded to float32) in place of the drawn q, with the same
+// distribution: x is standard normal but for one constant "massive" feature of 32 (the large
+// constant activations of trained LLMs' residual streams: Sun et al., "Massive Activations in
+// Large Language Models", arXiv:2402.17762), which wq turns into the scenario's constant q
+// feature where it has one. k, v and dO do not change.
 #include <cstdint>
 #include <string_view>
 
@@ -23,6 +29,7 @@ struct SyntheticSpec {
     int k_sink = 4;
     double sink_strength = 8;  // Delta
     double spread = 6;         // wide: the standard deviation of q and k (scores: spread^2)
+    std::uint64_t d_model = 0;  // M: with M >= 2, also x and wq (q = x wq); 0: neither
 };
 
 /// The inputs of `spec` (no causal flag or scale in them: callers choose).

@@ -54,6 +54,26 @@ std::optional<double> metadata_number(const TensorFile& f, const char* key) {
     return v;
 }
 
+// x [.., Nq, M] with the batch dimension of q (if any), and wq [M, H * D] or [H, M, D].
+void find_query_projection(const TensorFile& file, const ShapeCheck& check, AttentionInputs& in) {
+    if (file.find("wq") && !file.find("x"))
+        check.fail(check.tensor("wq"), "needs the layer input 'x' beside it (q = x wq)");
+    if (!file.find("x")) return;
+    in.x = check.tensor("x");
+    const Shape& xs = in.x->shape();
+    const Shape batch = in.q.shape().size() == 4 ? Shape{in.batch} : Shape{};
+    in.d_model = xs.empty() ? 0 : xs.back();
+    check.expect(*in.x, batch, {in.n_q, in.d_model}, "[Nq, M] or [B, Nq, M]");
+    if (in.d_model == 0) check.fail(*in.x, "has no features (M = 0)");
+    if (!file.find("wq")) return;
+    in.w_q = check.tensor("wq");
+    in.w_q_per_head = in.w_q->shape().size() == 3;
+    if (in.w_q_per_head)
+        check.expect(*in.w_q, {in.heads}, {in.d_model, in.d}, "[H, M, D]");
+    else
+        check.expect(*in.w_q, {}, {in.d_model, in.heads * in.d}, "[M, H * D] or [H, M, D]");
+}
+
 }  // namespace
 
 AttentionInputs find_attention_inputs(const TensorFile& file) {
@@ -92,6 +112,7 @@ AttentionInputs find_attention_inputs(const TensorFile& file) {
     }
     if (leading.size() == 2) in.batch = leading[0];
     if (!leading.empty()) in.heads = leading.back();
+    find_query_projection(file, check, in);
     in.causal = metadata_bool(file, "causal");
     in.softmax_scale = metadata_number(file, "softmax_scale");
     return in;

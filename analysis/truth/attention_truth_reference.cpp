@@ -86,7 +86,12 @@ void forward_row(const double* q, const double* k, const double* v, const double
     constexpr double minus_inf = -std::numeric_limits<double>::infinity();
     auto masked = [&](std::size_t j) { return bias != nullptr && bias[j] == minus_inf; };
     Interval sum(precision), term(precision);
-    double shift = minus_inf;  // any point works; near the max keeps exp in range
+    // The shift is any point (it cancels); the exact score of the key with the largest one keeps
+    // exp in range and makes that key's exp(S - shift) exactly 1. A row with one key then has
+    // P = 1, O = V and LSE = S exactly, so delta = rowsum(dO * V) is an exact sum that Ziv's test
+    // can round even where it is a tie between two doubles (an interval around a tie never is).
+    std::size_t largest = keys;
+    double largest_mid = minus_inf;
     for (std::size_t j = 0; j < keys; ++j) {
         if (masked(j)) {
             mpfi_set_d(S[j].get(), minus_inf);
@@ -97,22 +102,27 @@ void forward_row(const double* q, const double* k, const double* v, const double
         mpfr_t mid;
         mpfr_init2(mid, precision);
         mpfi_mid(mid, S[j].get());
-        shift = std::max(shift, mpfr_get_d(mid, MPFR_RNDN));
+        const double m = mpfr_get_d(mid, MPFR_RNDN);
+        if (largest == keys || m > largest_mid) largest = j, largest_mid = m;
         mpfr_clear(mid);
     }
-    if (shift == minus_inf) {  // no key, or every key masked
+    if (largest == keys) {  // no key, or every key masked
         mpfi_set_d(lse.get(), minus_inf);
         return;
     }
+    mpfr_t shift;
+    mpfr_init2(shift, precision);
+    mpfi_get_left(shift, S[largest].get());
     for (std::size_t j = 0; j < keys; ++j) {
         if (masked(j)) continue;
-        mpfi_sub_d(P[j].get(), S[j].get(), shift);
+        mpfi_sub_fr(P[j].get(), S[j].get(), shift);
         mpfi_exp(P[j].get(), P[j].get());
         mpfi_add(sum.get(), sum.get(), P[j].get());
     }
     for (std::size_t j = 0; j < keys; ++j) mpfi_div(P[j].get(), P[j].get(), sum.get());
     mpfi_log(lse.get(), sum.get());
-    mpfi_add_d(lse.get(), lse.get(), shift);
+    mpfi_add_fr(lse.get(), lse.get(), shift);
+    mpfr_clear(shift);
     for (std::size_t c = 0; c < dv; ++c) {
         for (std::size_t j = 0; j < keys; ++j) {
             mpfi_mul_d(term.get(), P[j].get(), v[j * dv + c]);

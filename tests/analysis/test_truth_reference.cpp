@@ -289,3 +289,28 @@ TEST_CASE("Truth with a bias: NaN or +inf in it is refused, naming the tensor", 
         CHECK_THROWS_WITH(attention_truth(in, TruthOptions{}), Catch::Contains("tensor 'bias'"));
     }
 }
+
+TEST_CASE("Truth: a row with one key has P = 1 exactly, so a tie in delta is rounded to even, not left undecided",
+          "[truth][reference]") {
+    // One query, one key (the first row of every causal head): delta = rowsum(dO * V) exactly.
+    // v = (1 + 2^-52, 2^-53), dO = (1, 1): delta = 1 + 3 * 2^-53, halfway between 1 + 2^-52 and
+    // 1 + 2^-51; ties-to-even gives 1 + 2^-51. v = (1, 2^-53): halfway between 1 and 1 + 2^-52,
+    // which gives 1.
+    for (const auto& [v0, want] : {std::pair{1 + 0x1p-52, 1 + 0x1p-51}, std::pair{1.0, 1.0}}) {
+        AttentionInputs in;
+        in.q = tensor_of("q", DType::f64, {1, 2}, {0.75, -0.5});
+        in.k = tensor_of("k", DType::f64, {1, 2}, {1.5, 2});
+        in.v = tensor_of("v", DType::f64, {1, 2}, {v0, 0x1p-53});
+        in.d_o = tensor_of("do", DType::f64, {1, 2}, {1, 1});
+        in.n_q = in.n_kv = 1, in.d = in.d_v = 2;
+        TruthOptions o;
+        o.backward = true;
+        const AttentionTruth t = attention_truth(in, o);
+        CHECK(t.delta[0] == want);
+        CHECK(t.o == std::vector<double>{v0, 0x1p-53});
+        CHECK(t.lse[0] == 0.125 * (1.0 / std::sqrt(2.0)));  // S = scale q.k, exact: 0.125 times the scale
+        CHECK(t.dq == std::vector<double>{0, 0});
+        CHECK(t.dk == std::vector<double>{0, 0});
+        CHECK(t.dv == std::vector<double>{1, 1});
+    }
+}

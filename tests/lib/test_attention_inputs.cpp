@@ -46,6 +46,28 @@ TEST_CASE("an additive bias is [.., Nq, Nk] per head or [Nq, Nk] for all heads",
     CHECK_THROWS_WITH(with_bias({6}), Catch::Contains("tensor 'bias' has shape [6]"));
 }
 
+TEST_CASE("the layer input x is [Nq, M] or [B, Nq, M]; the query weight wq [M, H * D] or [H, M, D]", "[attention_inputs]") {
+    // q [B=2, H=3, N=6, D=8]
+    auto with = [](std::vector<Tensor> extra) {
+        std::vector<Tensor> t{random_tensor("q", DType::bf16, {2, 3, 6, 8}, 1), random_tensor("k", DType::bf16, {2, 3, 5, 8}, 2),
+                              random_tensor("v", DType::bf16, {2, 3, 5, 4}, 3)};
+        for (Tensor& e : extra) t.push_back(std::move(e));
+        return find_attention_inputs(file_of(std::move(t)));
+    };
+    const AttentionInputs fused = with({random_tensor("x", DType::f32, {2, 6, 10}, 4), random_tensor("wq", DType::f32, {10, 24}, 5)});
+    CHECK((fused.x && fused.w_q && fused.d_model == 10 && !fused.w_q_per_head));
+    CHECK(with({random_tensor("x", DType::f32, {2, 6, 10}, 4), random_tensor("wq", DType::f32, {3, 10, 8}, 5)}).w_q_per_head);
+    CHECK_FALSE(with({random_tensor("x", DType::bf16, {2, 6, 10}, 4)}).w_q);
+    CHECK_THROWS_WITH(with({random_tensor("x", DType::f32, {6, 10}, 4)}), Catch::Contains("tensor 'x' has shape [6, 10]"));
+    CHECK_THROWS_WITH(with({random_tensor("x", DType::f32, {2, 5, 10}, 4)}), Catch::Contains("tensor 'x' has shape [2, 5, 10]"));
+    CHECK_THROWS_WITH(with({random_tensor("x", DType::f32, {2, 6, 10}, 4), random_tensor("wq", DType::f32, {10, 8}, 5)}),
+                      Catch::Contains("tensor 'wq' has shape [10, 8]"));
+    CHECK_THROWS_WITH(with({random_tensor("x", DType::f32, {2, 6, 10}, 4), random_tensor("wq", DType::f32, {3, 8, 10}, 5)}),
+                      Catch::Contains("tensor 'wq' has shape [3, 8, 10]"));
+    CHECK_THROWS_WITH(with({random_tensor("wq", DType::f32, {10, 24}, 5)}), Catch::Contains("tensor 'wq' needs the layer input 'x'"));
+    CHECK_THROWS_WITH(with({random_tensor("x", DType::i32, {2, 6, 10}, 4)}), Catch::Contains("tensor 'x' has dtype"));
+}
+
 TEST_CASE("attention inputs with missing or disagreeing tensors are errors naming the file and tensor", "[attention_inputs]") {
     CHECK_THROWS_WITH(find_attention_inputs(file_of({random_tensor("q", DType::bf16, {6, 8}, 1)})),
                       Catch::Contains("layer0.safetensors: no tensor 'k'"));

@@ -87,6 +87,43 @@ check("--backward without do", one_line_error(rc, err, "'do'"), err)
 save_file({"q": q[0], "k": k[0], "v": v[0], "bias": torch.zeros(96, 96)}, path("bias.safetensors"))
 rc, _, err = run(BINARY, "attention", path("bias.safetensors"), "--recipe", "fa2-bf16", "-o", path("x.safetensors"))
 check("a bias is refused", one_line_error(rc, err, "'bias'"), err)
+# `bias` with the layer input x and the query weight (q = x wq, fused [M, H * D]): dW^Q = x^T dQ
+# from float64 autograd, the mean cosine of the rank-1 matrices x[T]^T (PK)[T] from Gram matrices,
+# and the projection residual, each per head against the JSON.
+B, H, N, D, M = 2, 2, 48, 16, 24
+x = torch.randn(B, N, M)
+wq = torch.randn(M, H * D) / M ** 0.5
+qx = (x.double() @ wq.double()).float().view(B, N, H, D).transpose(1, 2).contiguous()
+kx, vx, dox = (torch.randn(B, H, N, D) for _ in range(3))
+save_file({"q": qx, "k": kx, "v": vx, "do": dox, "x": x, "wq": wq}, path("layer.safetensors"), metadata={"causal": "true"})
+rc, stdout, err = run(BINARY, "bias", path("layer.safetensors"), "--json")
+check("bias with x and wq runs", rc == 0 and "query_weight" in json.loads(stdout), err)
+if rc == 0:
+    heads = json.loads(stdout)["query_weight"]["heads"]
+    q64 = qx.double().requires_grad_()
+    o = torch.nn.functional.scaled_dot_product_attention(q64, kx.double(), vx.double(), is_causal=True)
+    o.backward(dox.double())
+    dwq = torch.einsum("bta,bhtj->ahj", x.double(), q64.grad)  # [M, H, D]
+    mask = torch.ones(N, N, dtype=torch.bool).tril()
+    p = torch.softmax((q64.detach() @ kx.double().transpose(-1, -2) / D ** 0.5).masked_fill(~mask, float("-inf")), dim=-1)
+    pk = p @ kx.double()  # [B, H, N, D]
+    for h in range(H):
+        xs = torch.nn.functional.normalize(x.double().reshape(B * N, M), dim=1)
+        ps = torch.nn.functional.normalize(pk[:, h].reshape(B * N, D), dim=1)
+        pairs = (xs @ xs.T) * (ps @ ps.T)
+        cosine = (pairs.sum() - pairs.diagonal().sum()).item() / (B * N * (B * N - 1))
+        residual = ((qx[:, h].double() - x.double() @ wq[:, h * D:(h + 1) * D].double()).norm() / qx[:, h].double().norm()).item()
+        got = heads[h]
+        check(f"bias: head {h} |dW^Q| equals autograd's", abs(got["dwq_norm"] / dwq[:, h].norm().item() - 1) < 1e-9,
+              f"{got['dwq_norm']} vs {dwq[:, h].norm().item()}")
+        check(f"bias: head {h} rank-1 cosine equals the Gram matrices'", abs(got["rank1_cosine_similarity"] - cosine) < 1e-9,
+              f"{got['rank1_cosine_similarity']} vs {cosine}")
+        check(f"bias: head {h} projection residual", abs(got["q_projection_residual"] - residual) < 1e-9 and residual < 1e-6,
+              f"{got['q_projection_residual']} vs {residual}")
+save_file({"q": qx, "k": kx, "v": vx, "do": dox, "x": x[:, :40].contiguous()}, path("short_x.safetensors"))
+rc, _, err = run(BINARY, "bias", path("short_x.safetensors"))
+check("bias: x of the wrong shape", one_line_error(rc, err, "short_x.safetensors", "'x'"), err)
+
 # crosscheck: bit-for-bit on a GPU (exit 0), one line and exit 3 without one (CI).
 rc, stdout, err = run(BINARY, "crosscheck", "--recipe", "fa2-bf16", "--synthetic", "--scenario", "sink", "--n", "80", "--json")
 check("crosscheck: 0 with a GPU, 3 without", rc == 0 and json.loads(stdout)["matched"] == json.loads(stdout)["total"] or

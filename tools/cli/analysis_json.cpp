@@ -30,14 +30,48 @@ nlohmann::json pcollapse_json(const analysis::PCollapseResult& r, bool with_scal
     return {{"delta_k", r.delta_k}, {"runs", runs}};
 }
 
+nlohmann::json query_weight_json(const analysis::QueryWeightError& q) {
+    nlohmann::json heads = nlohmann::json::array();
+    for (const auto& h : q.per_head)
+        heads.push_back({{"head", h.head},
+                         {"rows", h.rows},
+                         {"coefficient_sum", json_number(h.coefficient_sum)},
+                         {"rank1_cosine_similarity", json_number(h.rank1_mean_cosine)},
+                         {"error_structure_cosine", json_number(h.error_structure_cosine)},
+                         {"dwq_error_norm", json_number(h.dwq_error_norm)},
+                         {"dwq_norm", json_number(h.dwq_norm)},
+                         {"dwq_error_relative", json_number(h.dwq_error_norm / h.dwq_norm)},
+                         {"wq_norm", optional_number(h.wq_norm)},
+                         {"q_projection_residual", optional_number(h.q_projection_residual)}});
+    return {{"d_model", q.d_model},
+            {"rank1_cosine_similarity", json_number(q.rank1_mean_cosine)},
+            {"dwq_error_norm", json_number(q.dwq_error_norm)},
+            {"dwq_norm", json_number(q.dwq_norm)},
+            {"dwq_error_relative", json_number(q.dwq_error_norm / q.dwq_norm)},
+            {"wq_norm", optional_number(q.wq_norm)},
+            {"heads", heads}};
+}
+
 nlohmann::json bias_json(const analysis::BiasResult& b) {
     nlohmann::json dims = nlohmann::json::array();
     for (const auto& d : b.top_dims)
         dims.push_back({{"dim", d.dim}, {"contribution", json_number(d.contribution)},
                         {"o_error_negative_fraction", d.o_error_negative_fraction}, {"v_negative_fraction", d.v_negative_fraction}});
-    return {{"recipe", b.recipe}, {"rows", b.rows}, {"coefficient_sum", json_number(b.coefficient_sum)},
-            {"positive_rows", b.positive_rows}, {"t_statistic", json_number(b.t_statistic)}, {"p_bar_one_count", b.p_bar_one_count},
-            {"repeated_max_rows", b.repeated_max_rows}, {"o_from_file", b.o_from_file}, {"top_dims", dims}};
+    nlohmann::json j{{"recipe", b.recipe}, {"rows", b.rows}, {"coefficient_sum", json_number(b.coefficient_sum)},
+                     {"positive_rows", b.positive_rows}, {"t_statistic", json_number(b.t_statistic)}, {"p_bar_one_count", b.p_bar_one_count},
+                     {"repeated_max_rows", b.repeated_max_rows}, {"o_from_file", b.o_from_file}, {"top_dims", dims}};
+    if (b.query_weight) j["query_weight"] = query_weight_json(*b.query_weight);
+    return j;
+}
+
+nlohmann::json attribute_json(const analysis::AttributeResult& r) {
+    nlohmann::json stages = nlohmann::json::array();
+    for (const auto& s : r.stages)
+        stages.push_back({{"stage", s.stage}, {"only_this_low", optional_number(s.only_this_low)},
+                          {"only_this_exact", optional_number(s.only_this_exact)}});
+    return {{"recipe", r.recipe},   {"all_low", json_number(r.all_low)},
+            {"all_exact", json_number(r.all_exact)}, {"stages", stages},
+            {"delta_recipe", optional_number(r.delta_recipe)}, {"delta_from_f32_o", optional_number(r.delta_from_f32_o)}};
 }
 
 nlohmann::json leak_json(const analysis::LeakResult& r) {
@@ -46,7 +80,9 @@ nlohmann::json leak_json(const analysis::LeakResult& r) {
             {"max_future_influence", json_number(r.max_future_influence)},
             {"parallel_vs_autoregressive_max_abs_diff", json_number(r.parallel_vs_autoregressive_max_abs_diff)},
             {"masked_contribution_violations", r.masked_contribution_violations},
-            {"mixed_scale_blocks", r.mixed_scale_blocks}};
+            {"mixed_scale_blocks", r.mixed_scale_blocks},
+            {"by_position", {{"future_influence", r.future_influence_by_position},
+                             {"parallel_vs_autoregressive", r.parallel_vs_autoregressive_by_position}}}};
 }
 
 nlohmann::json headroom_json(const analysis::HeadroomResult& r, bool with_rows) {

@@ -3,6 +3,7 @@
 // command and by `roundscope demo`.
 #include <nlohmann/json.hpp>
 
+#include "analysis/attribute.hpp"
 #include "analysis/headroom.hpp"
 #include "analysis/leak.hpp"
 #include "analysis/pcollapse.hpp"
@@ -12,6 +13,8 @@ namespace roundscope::cli {
 
 nlohmann::json pcollapse_json(const analysis::PCollapseResult& r, bool with_scale_properties);
 nlohmann::json bias_json(const analysis::BiasResult& b);
+nlohmann::json query_weight_json(const analysis::QueryWeightError& q);
+nlohmann::json attribute_json(const analysis::AttributeResult& r);
 nlohmann::json leak_json(const analysis::LeakResult& r);
 nlohmann::json headroom_json(const analysis::HeadroomResult& r, bool with_rows);
 

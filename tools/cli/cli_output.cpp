@@ -14,6 +14,12 @@ nlohmann::json json_number(double x) {
     return x;
 }
 
+nlohmann::json json_numbers(const std::vector<double>& xs) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const double x : xs) out.push_back(json_number(x));
+    return out;
+}
+
 std::string format_double(double x) {
     if (std::isnan(x)) return "nan";
     if (std::isinf(x)) return x > 0 ? "inf" : "-inf";

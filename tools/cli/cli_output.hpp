@@ -11,6 +11,9 @@ namespace roundscope::cli {
 /// A double as JSON: a number, or "nan" / "inf" / "-inf" (JSON has no such numbers).
 nlohmann::json json_number(double x);
 
+/// Each of `xs` as json_number, in an array.
+nlohmann::json json_numbers(const std::vector<double>& xs);
+
 /// A double printed so that reading it back gives the same double (shortest round trip).
 std::string format_double(double x);
 

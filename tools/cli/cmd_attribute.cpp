@@ -13,22 +13,33 @@
 #include "lib/error.hpp"
 #include "lib/tensor_io.hpp"
 #include "tools/cli/analysis_flags.hpp"
+#include "tools/cli/analysis_json.hpp"
 #include "tools/cli/cli_output.hpp"
 #include "tools/cli/commands.hpp"
+#include "tools/cli/plot_output.hpp"
 
 namespace roundscope::cli {
 namespace {
 
 struct AttributeArgs {
-    std::string input, recipe, scenario = "random";
+    std::string input, recipe, scenario = "random", plot;
     std::vector<std::string> settings;
     bool synthetic = false, causal = false, json = false;
     std::uint64_t n = 256, d = 64, seed = 0;
     int threads = 0;
 };
 
-nlohmann::json optional_json(const std::optional<double>& x) { return x ? json_number(*x) : nlohmann::json(); }
 std::string optional_text(const std::optional<double>& x) { return x ? fmt::format("{:.3e}", *x) : "n/a"; }
+
+void print_report(const analysis::AttributeResult& r) {
+    fmt::print("Error attribution for {}: relative rms error of O against the truth of the inputs as held\n", r.recipe);
+    fmt::print("recipe as is: {:.3e}; every stage exact: {:.3e}\n", r.all_low, r.all_exact);
+    std::vector<std::vector<std::string>> rows;
+    for (const auto& s : r.stages) rows.push_back({s.stage, optional_text(s.only_this_low), optional_text(s.only_this_exact)});
+    print_table({"stage", "only this stage low", "only this stage exact"}, rows);
+    if (r.delta_recipe)
+        fmt::print("delta: as the recipe forms it {:.3e}, from float32 O {:.3e}\n", *r.delta_recipe, *r.delta_from_f32_o);
+}
 
 void run(const AttributeArgs& a) {
     analysis::AttributeOptions o;
@@ -41,23 +52,12 @@ void run(const AttributeArgs& a) {
     const ChosenInputs c = choose_inputs("attribute", a.input, a.synthetic, spec, a.causal);
     o.causal = c.causal, o.softmax_scale = c.softmax_scale;
     const analysis::AttributeResult r = analysis::attribute(c.in, o);
-    if (a.json) {
-        nlohmann::json stages = nlohmann::json::array();
-        for (const auto& s : r.stages)
-            stages.push_back({{"stage", s.stage}, {"only_this_low", optional_json(s.only_this_low)}, {"only_this_exact", optional_json(s.only_this_exact)}});
-        fmt::print("{}\n", nlohmann::json{{"recipe", r.recipe}, {"all_low", json_number(r.all_low)}, {"all_exact", json_number(r.all_exact)},
-                                          {"stages", stages}, {"delta_recipe", optional_json(r.delta_recipe)},
-                                          {"delta_from_f32_o", optional_json(r.delta_from_f32_o)}}
-                               .dump());
-        return;
-    }
-    fmt::print("Error attribution for {}: relative rms error of O against the truth of the inputs as held\n", r.recipe);
-    fmt::print("recipe as is: {:.3e}; every stage exact: {:.3e}\n", r.all_low, r.all_exact);
-    std::vector<std::vector<std::string>> rows;
-    for (const auto& s : r.stages) rows.push_back({s.stage, optional_text(s.only_this_low), optional_text(s.only_this_exact)});
-    print_table({"stage", "only this stage low", "only this stage exact"}, rows);
-    if (r.delta_recipe)
-        fmt::print("delta: as the recipe forms it {:.3e}, from float32 O {:.3e}\n", *r.delta_recipe, *r.delta_from_f32_o);
+    const nlohmann::json j = attribute_json(r);
+    if (a.json)
+        fmt::print("{}\n", j.dump());
+    else
+        print_report(r);
+    if (!a.plot.empty()) draw_plot("attribute", j, a.plot);
 }
 
 }  // namespace
@@ -72,6 +72,7 @@ void add_attribute_command(CLI::App& app) {
     cmd->add_option("--scenario", a->scenario, "random, sink, repeated-max or wide (synthetic)");
     cmd->add_flag("--causal", a->causal, "Causal mask");
     add_output_flags(cmd, a->json, a->threads);
+    add_plot_flag(cmd, a->plot);
     cmd->callback([a] { run(*a); });
 }
 

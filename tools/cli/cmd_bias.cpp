@@ -1,10 +1,14 @@
-// `roundscope bias (IN... | --synthetic [--n N] [--d D] [--heads H] [--seed S] [--steps K])
-// [--recipe NAME] [--set KEY=VALUE]... [--fix] [--causal] [--json]`: the rounding bias of
-// delta = rowsum(dO * O) in flash-attention backward (analysis/rounding_bias.hpp). Several
-// inputs are training steps: their coefficients accumulate.
+// `roundscope bias (IN... | --synthetic [--n N] [--d D] [--heads H] [--seed S] [--steps K]
+// [--d-model M]) [--recipe NAME] [--set KEY=VALUE]... [--fix] [--causal] [--json] [--plot PNG]`:
+// the rounding bias of delta = rowsum(dO * O) in flash-attention backward
+// (analysis/rounding_bias.hpp), and with x (and wq) in the inputs the error it makes in dW^Q
+// (analysis/query_weight_error.hpp). Several inputs are training steps: their coefficients and
+// their dW^Q errors accumulate.
 #include <fmt/format.h>
 
+#include <cmath>
 #include <memory>
+#include <numeric>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -17,17 +21,29 @@
 #include "tools/cli/analysis_json.hpp"
 #include "tools/cli/cli_output.hpp"
 #include "tools/cli/commands.hpp"
+#include "tools/cli/plot_output.hpp"
 
 namespace roundscope::cli {
 namespace {
 
 struct BiasArgs {
     std::vector<std::string> inputs, settings;
-    std::string recipe = "fa2-bf16";
+    std::string recipe = "fa2-bf16", plot;
     bool synthetic = false, fix = false, causal = false, json = false;
-    std::uint64_t n = 512, d = 64, heads = 2, seed = 0, steps = 1;
+    std::uint64_t n = 512, d = 64, heads = 2, seed = 0, steps = 1, d_model = 0;
     int threads = 0;
 };
+
+void print(const analysis::QueryWeightError& q) {
+    fmt::print("query weight (q = x W^Q, M = {}): the delta error's part of dW^Q, E = scale sum_T c[T] x[T]^T (PK)[T]\n", q.d_model);
+    std::vector<std::vector<std::string>> rows;
+    auto optional = [](const std::optional<double>& x, const char* f) { return x ? fmt::format(fmt::runtime(f), *x) : std::string("-"); };
+    for (const auto& h : q.per_head)
+        rows.push_back({std::to_string(h.head), fmt::format("{:+.4e}", h.coefficient_sum), fmt::format("{:.4f}", h.rank1_mean_cosine), fmt::format("{:+.4f}", h.error_structure_cosine),
+                        fmt::format("{:.4e}", h.dwq_error_norm), fmt::format("{:.3e}", h.dwq_error_norm / h.dwq_norm),
+                        optional(h.wq_norm, "{:.4e}"), optional(h.q_projection_residual, "{:.1e}")});
+    print_table({"head", "sum c[T]", "cos(R_T, R_T')", "cos(E, R)", "|E|", "|E| / |dW^Q|", "|W^Q|", "|q - x W^Q| / |q|"}, rows);
+}
 
 void print(const analysis::BiasResult& b, const std::string& label) {
     fmt::print("{}: recipe {}, {} rows: coefficient sum {:+.4e}, {} rows positive, t = {:.2f}; P-bar = 1 {} times, {} rows with a "
@@ -38,7 +54,29 @@ void print(const analysis::BiasResult& b, const std::string& label) {
         rows.push_back({std::to_string(d.dim), fmt::format("{:+.4e}", d.contribution), fmt::format("{:.2f}", d.o_error_negative_fraction),
                         fmt::format("{:.2f}", d.v_negative_fraction)});
     print_table({"dim", "sum dO (O_lp - O_hp)", "O error < 0", "V < 0"}, rows);
+    if (b.query_weight) print(*b.query_weight);
 }
+
+
+// Across steps: the running sum of every head's E, and how each step's common direction R
+// compares with the first step's.
+struct QueryWeightSteps {
+    std::vector<double> error_sum, first_structure;
+    std::vector<double> cumulative_norm, structure_cosine;
+    double norms_sum = 0;
+
+    void add(const analysis::QueryWeightError& q, const std::string& step) {
+        if (first_structure.empty()) {
+            first_structure = q.structure, error_sum.assign(q.error.size(), 0.0);
+        } else if (q.structure.size() != first_structure.size()) {
+            throw Error(step + ": x and q have other sizes than in the first step (the dW^Q errors cannot be summed)");
+        }
+        for (std::size_t i = 0; i < error_sum.size(); ++i) error_sum[i] += q.error[i];
+        norms_sum += q.dwq_error_norm;
+        cumulative_norm.push_back(std::sqrt(std::inner_product(error_sum.begin(), error_sum.end(), error_sum.begin(), 0.0)));
+        structure_cosine.push_back(analysis::frobenius_cosine(q.structure, first_structure));
+    }
+};
 
 void run(const BiasArgs& a) {
     analysis::BiasOptions o;
@@ -51,7 +89,7 @@ void run(const BiasArgs& a) {
         for (std::uint64_t s = 0; s < a.steps; ++s) {
             analysis::SyntheticSpec spec;
             spec.scenario = analysis::Scenario::repeated_max;
-            spec.n = a.n, spec.d = a.d, spec.heads = a.heads, spec.seed = a.seed + s;
+            spec.n = a.n, spec.d = a.d, spec.heads = a.heads, spec.seed = a.seed + s, spec.d_model = a.d_model;
             steps.emplace_back(fmt::format("synthetic step {}", s), analysis::synthetic_attention(spec));
         }
     } else {
@@ -59,6 +97,7 @@ void run(const BiasArgs& a) {
     }
     nlohmann::json out, per_step = nlohmann::json::array(), cumulative = nlohmann::json::array();
     double running = 0;
+    QueryWeightSteps query_weight;
     for (std::size_t i = 0; i < steps.size(); ++i) {
         const AttentionInputs& in = steps[i].second;
         analysis::BiasOptions step = o;
@@ -80,6 +119,9 @@ void run(const BiasArgs& a) {
             }
         }
         running += b.coefficient_sum;
+        if (i > 0 && b.query_weight.has_value() == query_weight.first_structure.empty())
+            throw Error(steps[i].first + ": " + (b.query_weight ? "has" : "lacks") + " the layer input 'x', unlike the first step");
+        if (b.query_weight) query_weight.add(*b.query_weight, steps[i].first);
         cumulative.push_back(json_number(running));
         per_step.push_back(j);
         if (i == 0) out = j;
@@ -88,8 +130,20 @@ void run(const BiasArgs& a) {
         out["steps"] = per_step;
         out["cumulative_coefficient"] = cumulative;
         if (!a.json) fmt::print("cumulative coefficient over {} steps: {:+.4e}\n", steps.size(), running);
+        if (!query_weight.first_structure.empty()) {
+            // |sum of E| / sum of |E|: 1 when every step pushes W^Q the same way, about
+            // 1 / sqrt(steps) when the errors point anywhere
+            const double coherence = query_weight.cumulative_norm.back() / query_weight.norms_sum;
+            out["cumulative_dwq_error_norm"] = json_numbers(query_weight.cumulative_norm);
+            out["structure_cosine_with_first_step"] = json_numbers(query_weight.structure_cosine);
+            out["dwq_error_coherence"] = json_number(coherence);
+            if (!a.json)
+                fmt::print("dW^Q error summed over the steps: |sum E| = {:.4e}, {:.3f} of sum |E| (1: every step the same way)\n",
+                           query_weight.cumulative_norm.back(), coherence);
+        }
     }
     if (a.json) fmt::print("{}\n", out.dump());
+    if (!a.plot.empty()) draw_plot("bias", out, a.plot);
 }
 
 }  // namespace
@@ -105,7 +159,10 @@ void add_bias_command(CLI::App& app) {
     cmd->add_flag("--causal", a->causal, "Causal mask");
     cmd->add_option("--heads", a->heads, "Heads (synthetic)")->check(CLI::PositiveNumber);
     cmd->add_option("--steps", a->steps, "Synthetic steps (seeds seed, seed + 1, ...)")->check(CLI::PositiveNumber);
+    cmd->add_option("--d-model", a->d_model, "Synthetic layer input x [N, M] and query weight (q = x W^Q): M >= 2 (default 0: none)")
+        ->check(CLI::Range(std::uint64_t{0}, std::uint64_t{1} << 16));
     add_output_flags(cmd, a->json, a->threads);
+    add_plot_flag(cmd, a->plot);
     cmd->callback([a] { run(*a); });
 }
 

@@ -17,29 +17,19 @@
 #include "tools/cli/analysis_json.hpp"
 #include "tools/cli/cli_output.hpp"
 #include "tools/cli/commands.hpp"
+#include "tools/cli/plot_output.hpp"
 
 namespace roundscope::cli {
 namespace {
 
 struct HeadroomArgs {
-    std::string input, scenario = "wide";
+    std::string input, scenario = "wide", plot;
     bool synthetic = false, causal = false, json = false;
     std::uint64_t n = 256, d = 64, seed = 0;
     int threads = 0;
 };
 
-void run(const HeadroomArgs& a) {
-    analysis::SyntheticSpec spec;
-    spec.scenario = analysis::parse_scenario(a.scenario, "--scenario");
-    spec.n = a.n, spec.d = a.d, spec.seed = a.seed;
-    const ChosenInputs c = choose_inputs("headroom", a.input, a.synthetic, spec, a.causal);
-    analysis::HeadroomOptions o;
-    o.threads = a.threads, o.causal = c.causal, o.softmax_scale = c.softmax_scale;
-    const analysis::HeadroomResult r = analysis::headroom(c.in, o);
-    if (a.json) {
-        fmt::print("{}\n", headroom_json(r, true).dump());
-        return;
-    }
+void print_report(const analysis::HeadroomResult& r) {
     std::vector<std::vector<std::string>> table;
     for (const auto& f : r.formats)
         table.push_back({f.format, fmt::format("{:.2f}", f.ln_max), std::to_string(f.naive_exp_overflow_rows),
@@ -60,6 +50,22 @@ void run(const HeadroomArgs& a) {
     print_table({"head", "row", "max score", "log-sum-exp"}, near);
 }
 
+void run(const HeadroomArgs& a) {
+    analysis::SyntheticSpec spec;
+    spec.scenario = analysis::parse_scenario(a.scenario, "--scenario");
+    spec.n = a.n, spec.d = a.d, spec.seed = a.seed;
+    const ChosenInputs c = choose_inputs("headroom", a.input, a.synthetic, spec, a.causal);
+    analysis::HeadroomOptions o;
+    o.threads = a.threads, o.causal = c.causal, o.softmax_scale = c.softmax_scale;
+    const analysis::HeadroomResult r = analysis::headroom(c.in, o);
+    const nlohmann::json j = headroom_json(r, true);
+    if (a.json)
+        fmt::print("{}\n", j.dump());
+    else
+        print_report(r);
+    if (!a.plot.empty()) draw_plot("headroom", j, a.plot);
+}
+
 }  // namespace
 
 void add_headroom_command(CLI::App& app) {
@@ -70,6 +76,7 @@ void add_headroom_command(CLI::App& app) {
     cmd->add_option("--scenario", a->scenario, "random, sink, repeated-max or wide (synthetic; default wide)");
     cmd->add_flag("--causal", a->causal, "Causal mask");
     add_output_flags(cmd, a->json, a->threads);
+    add_plot_flag(cmd, a->plot);
     cmd->callback([a] { run(*a); });
 }
 

@@ -16,17 +16,29 @@
 #include "tools/cli/analysis_json.hpp"
 #include "tools/cli/cli_output.hpp"
 #include "tools/cli/commands.hpp"
+#include "tools/cli/plot_output.hpp"
 
 namespace roundscope::cli {
 namespace {
 
 struct LeakArgs {
-    std::string input, format = "mxfp4", recipe = "mxfp4-v";
+    std::string input, format = "mxfp4", recipe = "mxfp4-v", plot;
     std::vector<std::string> settings;
     bool synthetic = false, fix = false, json = false;
     int block = 32, threads = 0;
     std::uint64_t n = 256, d = 64, seed = 0, max_tokens = 512;
 };
+
+void print_report(const LeakArgs& a, const analysis::LeakResult& r) {
+    fmt::print("Future leakage, V in {} blocks of {} tokens along the sequence, {} ({} tokens, causal)\n", a.format, a.block,
+               a.fix ? "diagonal block unquantized (fix)" : "no fix", r.tokens);
+    print_table({"measure", "value"},
+                {{"leaking pairs (j > i changes O[i])", std::to_string(r.leaking_pairs)},
+                 {"max future influence on O", fmt::format("{:.4e}", r.max_future_influence)},
+                 {"parallel vs autoregressive, max |diff|", fmt::format("{:.4e}", r.parallel_vs_autoregressive_max_abs_diff)},
+                 {"rows moved by masked keys only", std::to_string(r.masked_contribution_violations)},
+                 {"(query, block) scales mixing masked positions", std::to_string(r.mixed_scale_blocks)}});
+}
 
 void run(const LeakArgs& a) {
     analysis::LeakOptions o;
@@ -40,20 +52,13 @@ void run(const LeakArgs& a) {
     const ChosenInputs c = choose_inputs("leak", a.input, a.synthetic, spec, true);
     o.softmax_scale = c.softmax_scale;
     const analysis::LeakResult r = analysis::leak(c.in, o);
-    if (a.json) {
-        nlohmann::json j = leak_json(r);
-        j["format"] = a.format, j["block"] = a.block, j["fix"] = a.fix;
+    nlohmann::json j = leak_json(r);
+    j["format"] = a.format, j["block"] = a.block, j["fix"] = a.fix;
+    if (a.json)
         fmt::print("{}\n", j.dump());
-        return;
-    }
-    fmt::print("Future leakage, V in {} blocks of {} tokens along the sequence, {} ({} tokens, causal)\n", a.format, a.block,
-               a.fix ? "diagonal block unquantized (fix)" : "no fix", r.tokens);
-    print_table({"measure", "value"},
-                {{"leaking pairs (j > i changes O[i])", std::to_string(r.leaking_pairs)},
-                 {"max future influence on O", fmt::format("{:.4e}", r.max_future_influence)},
-                 {"parallel vs autoregressive, max |diff|", fmt::format("{:.4e}", r.parallel_vs_autoregressive_max_abs_diff)},
-                 {"rows moved by masked keys only", std::to_string(r.masked_contribution_violations)},
-                 {"(query, block) scales mixing masked positions", std::to_string(r.mixed_scale_blocks)}});
+    else
+        print_report(a, r);
+    if (!a.plot.empty()) draw_plot("leak", j, a.plot);
 }
 
 }  // namespace
@@ -70,6 +75,7 @@ void add_leak_command(CLI::App& app) {
     cmd->add_option("--set", a->settings, "KEY=VALUE for the recipe (repeatable)");
     cmd->add_option("--max-tokens", a->max_tokens, "Tokens of a file to analyse (default 512)")->check(CLI::PositiveNumber);
     add_output_flags(cmd, a->json, a->threads);
+    add_plot_flag(cmd, a->plot);
     cmd->callback([a] { run(*a); });
 }
 

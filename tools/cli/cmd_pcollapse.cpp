@@ -17,12 +17,13 @@
 #include "tools/cli/analysis_json.hpp"
 #include "tools/cli/cli_output.hpp"
 #include "tools/cli/commands.hpp"
+#include "tools/cli/plot_output.hpp"
 
 namespace roundscope::cli {
 namespace {
 
 struct PCollapseArgs {
-    std::string input, recipe = "fp8-forward-order", order = "both";
+    std::string input, recipe = "fp8-forward-order", order = "both", plot;
     std::vector<std::string> settings;
     std::vector<float> scales;
     bool synthetic = false, sweep = false, json = false, causal = false;
@@ -38,29 +39,8 @@ std::vector<emu::KvOrder> orders_of(const std::string& s) {
     throw Error("--order: '" + s + "' is not forward, reverse or both");
 }
 
-void run(const PCollapseArgs& a) {
-    analysis::PCollapseOptions o;
-    o.recipe = emu::find_recipe(a.recipe);
-    for (const std::string& s : a.settings) emu::apply_setting(o.recipe, s);
-    o.orders = orders_of(a.order);
-    o.k_sink = a.k_sink;
-    o.threads = a.threads;
-    if (!a.scales.empty()) o.scales = a.scales;
-    if (a.sweep) o.scales = {1, 2, 4, 8, 16, 32, 64, 128, 256, 448, 512, 1024};
-    analysis::SyntheticSpec spec;
-    spec.scenario = analysis::Scenario::sink;
-    spec.n = a.n, spec.d = a.d, spec.seed = a.seed, spec.k_sink = a.k_sink, spec.sink_strength = a.sink_strength;
-    const ChosenInputs c = choose_inputs("pcollapse", a.input, a.synthetic, spec, a.causal);
-    if (a.synthetic) o.sink_strength = a.sink_strength;
-    o.causal = c.causal, o.softmax_scale = c.softmax_scale;
-    const analysis::PCollapseResult r = analysis::pcollapse(c.in, o);
+void print_report(const PCollapseArgs& a, const analysis::PCollapseOptions& o, const analysis::PCollapseResult& r) {
     auto order_name = [](emu::KvOrder k) { return k == emu::KvOrder::forward ? "forward" : "reverse"; };
-    if (a.json) {
-        nlohmann::json j = pcollapse_json(r, a.sweep);
-        j["recipe"] = o.recipe.name, j["k_sink"] = a.k_sink;
-        fmt::print("{}\n", j.dump());
-        return;
-    }
     fmt::print("P-collapse, recipe {} (k_sink {}, delta_k {:.4f}{})\n", o.recipe.name, a.k_sink, r.delta_k,
                a.synthetic ? fmt::format(", Delta {}", a.sink_strength) : "");
     std::vector<std::vector<std::string>> rows;
@@ -81,6 +61,31 @@ void run(const PCollapseArgs& a) {
     print_table(headers, rows);
 }
 
+void run(const PCollapseArgs& a) {
+    analysis::PCollapseOptions o;
+    o.recipe = emu::find_recipe(a.recipe);
+    for (const std::string& s : a.settings) emu::apply_setting(o.recipe, s);
+    o.orders = orders_of(a.order);
+    o.k_sink = a.k_sink;
+    o.threads = a.threads;
+    if (!a.scales.empty()) o.scales = a.scales;
+    if (a.sweep) o.scales = {1, 2, 4, 8, 16, 32, 64, 128, 256, 448, 512, 1024};
+    analysis::SyntheticSpec spec;
+    spec.scenario = analysis::Scenario::sink;
+    spec.n = a.n, spec.d = a.d, spec.seed = a.seed, spec.k_sink = a.k_sink, spec.sink_strength = a.sink_strength;
+    const ChosenInputs c = choose_inputs("pcollapse", a.input, a.synthetic, spec, a.causal);
+    if (a.synthetic) o.sink_strength = a.sink_strength;
+    o.causal = c.causal, o.softmax_scale = c.softmax_scale;
+    const analysis::PCollapseResult r = analysis::pcollapse(c.in, o);
+    nlohmann::json j = pcollapse_json(r, a.sweep);
+    j["recipe"] = o.recipe.name, j["k_sink"] = a.k_sink;
+    if (a.json)
+        fmt::print("{}\n", j.dump());
+    else
+        print_report(a, o, r);
+    if (!a.plot.empty()) draw_plot("pcollapse", j, a.plot);
+}
+
 }  // namespace
 
 void add_pcollapse_command(CLI::App& app) {
@@ -97,6 +102,7 @@ void add_pcollapse_command(CLI::App& app) {
     cmd->add_option("--sink-strength", a->sink_strength, "Delta: how far the sink scores stand above the rest (synthetic)");
     cmd->add_flag("--causal", a->causal, "Causal mask");
     add_output_flags(cmd, a->json, a->threads);
+    add_plot_flag(cmd, a->plot);
     cmd->callback([a] { run(*a); });
 }
 

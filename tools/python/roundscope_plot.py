@@ -1,83 +1,164 @@
-"""Plots of `roundscope demo`'s report: reads DIR/demo.json and writes PNGs beside it.
+"""Plots of roundscope's analyses: reads a command's --json report on stdin, writes one PNG.
 
-    python roundscope_plot.py DIR
+    roundscope bias ... --json | python roundscope_plot.py bias OUT.png
 
-pcollapse.png  the underflow fraction of non-sink P by KV order and static scale, with the
-               closed-form prediction
-bias.png       the coefficient of delta's rounding error summed over training steps
-leak.png       leaking pairs and the parallel/autoregressive difference, without and with the fix
-headroom.png   each row's largest score against ln(max) of float16 and float32
+(`roundscope KIND ... --plot OUT.png` does this itself; `roundscope demo` draws all of them.)
+
+bias       the contribution of each feature dimension to delta's error; the coefficient summed
+           over training steps (with the fixes, and the query-weight error when x is given),
+           or the coefficient per recipe
+pcollapse  the underflow fraction of non-sink P by KV order and static scale, with the
+           prediction
+leak       per query position, how far later tokens move O, and parallel against
+           autoregressive O
+headroom   each row's largest score against ln(max) of float16 and float32
+attribute  the output error with one stage at a time low, and with one stage at a time exact
 """
 import json
 import os
 import sys
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+RED, BLUE, GREEN, GREY = "#c0392b", "#2980b9", "#27ae60", "#7f8c8d"
 
 
-def pcollapse(report, out):
-    runs = report["pcollapse"]["runs"]
-    fig, ax = plt.subplots(figsize=(6, 3.5))
+def finite(values):
+    """JSON numbers as floats; the report writes NaN and infinities as strings, and null."""
+    out = []
+    for v in values:
+        out.append(float("nan") if v is None else float(v))
+    return out
+
+
+def bias(report, fig):
+    from matplotlib.ticker import MaxNLocator
+
+    axes = fig.subplots(1, 2)
+    dims = report.get("top_dims") or report.get("recipes", [{}])[0].get("top_dims", [])
+    ax = axes[0]
+    ax.bar([str(d["dim"]) for d in dims], finite(d["contribution"] for d in dims),
+           color=[RED if float(d["contribution"]) > 0 else BLUE for d in dims])
+    ax.axhline(0, color=GREY, linewidth=0.8)
+    ax.set_xlabel("feature dimension j")
+    ax.set_ylabel("sum_T dO[T,j] (O_lp - O_hp)[T,j]")
+    ax.set_title("largest contributions to delta's error" + (" (step 1)" if "steps" in report else ""))
+
+    ax = axes[1]
+    if "cumulative_coefficient" in report:
+        cumulative = finite(report["cumulative_coefficient"])
+        steps = range(1, len(cumulative) + 1)
+        ax.plot(steps, cumulative, "o-", color=RED, label=report.get("recipe", report.get("cumulative_recipe", "recipe")))
+        for key, color, label in (("max_adjust", GREEN, "max adjustment"), ("delta_from_f32_o", BLUE, "delta from float32 O")):
+            per_step = [s.get("fixes", {}).get(key) for s in report.get("steps", [])]
+            if per_step and all(per_step):
+                running, total = [], 0.0
+                for s in per_step:
+                    total += float(s["coefficient_sum"])
+                    running.append(total)
+                ax.plot(steps, running, "o-", color=color, label=label)
+        ax.axhline(0, color=GREY, linewidth=0.8)
+        ax.set_xlabel("training step")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_ylabel("cumulative sum of delta_lp - delta_hp")
+        ax.set_title("delta's error over steps")
+        if "cumulative_dwq_error_norm" in report:
+            twin = ax.twinx()
+            twin.plot(steps, finite(report["cumulative_dwq_error_norm"]), "s--", color=GREY, label="|sum of dW^Q errors|")
+            twin.set_ylabel("|cumulative dW^Q error|_F", color=GREY)
+            twin.legend(loc="lower right", fontsize=8)
+        ax.legend(loc="upper left", fontsize=8)
+    else:
+        variants = report["recipes"] if "recipes" in report else [report] + list(report.get("fixes", {}).values())
+        ax.bar(range(len(variants)), finite(v["coefficient_sum"] for v in variants), color=GREY)
+        ax.set_xticks(range(len(variants)), [v["recipe"].replace(" with ", "\n+ ") for v in variants], fontsize=7)
+        ax.axhline(0, color=GREY, linewidth=0.8)
+        ax.set_ylabel("sum of delta_lp - delta_hp")
+        ax.set_title("delta's error by recipe")
+    fig.suptitle("BF16 rounding bias of delta = rowsum(dO * O)")
+
+
+def pcollapse(report, fig):
+    ax = fig.subplots()
+    runs = report["runs"]
     labels = [f"{r['order']}\nS = {r['scale']:g}" for r in runs]
-    ax.bar(range(len(runs)), [r["underflow_fraction"] for r in runs], color=["#c0392b" if r["order"] == "forward" else "#2980b9" for r in runs])
-    ax.plot(range(len(runs)), [r["predicted_fraction_averaged"] for r in runs], "k_", markersize=30, label="prediction (forward order)")
-    ax.set_xticks(range(len(runs)), labels)
+    ax.bar(range(len(runs)), finite(r["underflow_fraction"] for r in runs),
+           color=[RED if r["order"] == "forward" else BLUE for r in runs])
+    predicted = [(i, r["predicted_fraction_averaged"]) for i, r in enumerate(runs) if r.get("predicted_fraction_averaged") is not None]
+    if predicted:
+        ax.plot([i for i, _ in predicted], finite(p for _, p in predicted), "k_", markersize=24, label="prediction (forward order)")
+        ax.legend()
+    ax.set_xticks(range(len(runs)), labels, fontsize=7 if len(runs) > 8 else 9)
     ax.set_ylabel("non-sink P cast to zero")
-    ax.set_title("FP8 P-collapse behind an attention sink (Delta = 8)")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, "pcollapse.png"), dpi=120)
+    ax.set_title("FP8 P-collapse: P below the E4M3 grid after the sink set the max")
 
 
-def bias(report, out):
-    cumulative = report["bias"]["cumulative_coefficient"]
-    fig, ax = plt.subplots(figsize=(6, 3.5))
-    ax.plot(range(1, len(cumulative) + 1), cumulative, "o-")
-    ax.axhline(0, color="grey", linewidth=0.8)
-    ax.set_xlabel("training step (synthetic)")
-    ax.set_ylabel("sum of delta_lp - delta_hp")
-    ax.set_title("BF16 running O: delta's rounding error accumulates")
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, "bias.png"), dpi=120)
+def leak(report, fig):
+    runs = report["runs"] if "runs" in report else [report]
+    axes = fig.subplots(1, 2)
+    for r in runs:
+        label, color = ("diagonal fix", GREEN) if r.get("fix") else ("no fix", RED)
+        by_position = r["by_position"]
+        axes[0].plot(finite(by_position["future_influence"]), color=color, linewidth=0.8, label=label)
+        axes[1].plot(finite(by_position["parallel_vs_autoregressive"]), color=color, linewidth=0.8, label=label)
+    axes[0].set_title("max |change of O[i]| from a later V[j]", fontsize=9)
+    axes[1].set_title("|O[i] parallel - O[i] autoregressive|", fontsize=9)
+    for ax in axes:
+        ax.set_xlabel("query position i")
+        ax.legend(fontsize=8)
+    fig.suptitle("Future leakage of V quantized in blocks along tokens")
 
 
-def leak(report, out):
-    runs = [report["leak"]["without_fix"], report["leak"]["with_fix"]]
-    fig, axes = plt.subplots(1, 2, figsize=(7, 3.2))
-    axes[0].bar(["no fix", "diagonal fix"], [r["leaking_pairs"] for r in runs], color=["#c0392b", "#27ae60"])
-    axes[0].set_title("leaking (i, j > i) pairs")
-    axes[1].bar(["no fix", "diagonal fix"], [r["parallel_vs_autoregressive_max_abs_diff"] for r in runs], color=["#c0392b", "#27ae60"])
-    axes[1].set_title("parallel vs autoregressive |dO|")
-    fig.suptitle("MXFP4 V quantized along tokens")
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, "leak.png"), dpi=120)
-
-
-def headroom(report, out):
-    h = report["headroom"]
-    scores = [r["max_score"] for r in h["rows"]]
-    fig, ax = plt.subplots(figsize=(6, 3.5))
-    ax.hist(scores, bins=40, color="#7f8c8d")
-    for f in h["formats"]:
+def headroom(report, fig):
+    ax = fig.subplots()
+    ax.hist(finite(r["max_score"] for r in report["rows"]), bins=40, color=GREY)
+    for f in report["formats"]:
         if f["format"] in ("f16", "f32"):
-            ax.axvline(f["ln_max"], color="#c0392b" if f["format"] == "f16" else "#2980b9", label=f"ln max {f['format']} = {f['ln_max']:.2f}")
+            ax.axvline(float(f["ln_max"]), color=RED if f["format"] == "f16" else BLUE,
+                       label=f"ln max {f['format']} = {float(f['ln_max']):.2f}")
     ax.set_xlabel("largest score of a row")
     ax.set_ylabel("rows")
     ax.set_title("naive softmax overflows past ln(max)")
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, "headroom.png"), dpi=120)
+
+
+def attribute(report, fig):
+    ax = fig.subplots()
+    stages = report["stages"]
+    names = [s["stage"] for s in stages]
+    rows = range(len(stages))
+    low = finite(s["only_this_low"] for s in stages)
+    exact = finite(s["only_this_exact"] for s in stages)
+    ax.barh([r + 0.2 for r in rows], low, height=0.4, color=RED, label="only this stage low")
+    ax.barh([r - 0.2 for r in rows], exact, height=0.4, color=GREEN, label="only this stage exact")
+    ax.axvline(float(report["all_low"]), color="black", linewidth=0.8, linestyle="--", label="recipe as is")
+    ax.set_yticks(list(rows), names)
+    ax.set_xscale("log")
+    ax.set_xlabel("relative rms error of O")
+    ax.set_title(f"where the error of {report['recipe']} comes from")
+    ax.legend(fontsize=8)
+
+
+KINDS = {"bias": (bias, (9, 3.8)), "pcollapse": (pcollapse, (6.5, 3.8)), "leak": (leak, (9, 3.5)),
+         "headroom": (headroom, (6, 3.5)), "attribute": (attribute, (7, 3.8))}
 
 
 def main():
-    out = sys.argv[1]
-    with open(os.path.join(out, "demo.json")) as f:
-        report = json.load(f)
-    for plot in (pcollapse, bias, leak, headroom):
-        plot(report, out)
+    if len(sys.argv) != 3 or sys.argv[1] not in KINDS:
+        sys.exit(f"usage: roundscope_plot.py {'|'.join(KINDS)} OUT.png (the report's JSON on stdin)")
+    # Read the whole report before importing matplotlib, so a writer never sees a closed pipe.
+    report = json.load(sys.stdin)
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    draw, size = KINDS[sys.argv[1]]
+    fig = plt.figure(figsize=size)
+    draw(report, fig)
+    fig.tight_layout()
+    out = sys.argv[2]
+    if os.path.dirname(out) and not os.path.isdir(os.path.dirname(out)):
+        sys.exit(f"no folder '{os.path.dirname(out)}'")
+    fig.savefig(out, dpi=120)
 
 
 if __name__ == "__main__":
