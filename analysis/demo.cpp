@@ -16,7 +16,7 @@ DemoReport run_demo(int threads) {
     }
     {
         SyntheticSpec spec;
-        spec.scenario = Scenario::repeated_max, spec.n = 512, spec.d = 64, spec.heads = 2;
+        spec.scenario = Scenario::repeated_max, spec.n = 512, spec.d = 64, spec.heads = 2, spec.d_model = 256;
         const AttentionInputs in = synthetic_attention(spec);
         for (const char* name : {"fa2-bf16", "fa2-bf16-torch"}) {
             for (const bool adjust : {false, true}) {
@@ -33,8 +33,10 @@ DemoReport run_demo(int threads) {
             BiasOptions o;
             o.recipe = emu::find_recipe("fa2-bf16-torch");
             o.threads = threads;
-            running += rounding_bias(synthetic_attention(spec), o).coefficient_sum;
+            const BiasResult b = rounding_bias(synthetic_attention(spec), o);
+            running += b.coefficient_sum;
             r.bias_cumulative.push_back(running);
+            r.bias_query_weight.add(*b.query_weight, "demo step");
         }
     }
     {

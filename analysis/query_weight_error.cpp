@@ -101,6 +101,18 @@ double frobenius_cosine(std::span<const double> a, std::span<const double> b) {
     return std::inner_product(a.begin(), a.end(), b.begin(), 0.0) / (na * nb);
 }
 
+void QueryWeightSteps::add(const QueryWeightError& q, const std::string& step) {
+    if (first_structure_.empty()) {
+        first_structure_ = q.structure, error_sum_.assign(q.error.size(), 0.0);
+    } else if (q.structure.size() != first_structure_.size()) {
+        throw Error(step + ": x and q have other sizes than in the first step (the dW^Q errors cannot be summed)");
+    }
+    for (std::size_t i = 0; i < error_sum_.size(); ++i) error_sum_[i] += q.error[i];
+    norms_sum_ += q.dwq_error_norm;
+    cumulative_norm_.push_back(norm(error_sum_));
+    structure_cosine_.push_back(frobenius_cosine(q.structure, first_structure_));
+}
+
 QueryWeightError query_weight_error(const AttentionInputs& in, std::span<const double> delta_error, const AttentionTruth& truth,
                                     int threads) {
     if (!in.x) throw Error("bias: the query-weight error needs the layer input 'x'");

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "analysis/truth/attention_truth.hpp"
@@ -46,6 +47,23 @@ struct QueryWeightError {
 /// as the values. Deterministic on any thread count.
 QueryWeightError query_weight_error(const AttentionInputs& in, std::span<const double> delta_error, const AttentionTruth& truth,
                                     int threads);
+
+/// The errors of several training steps summed: |sum of E| after each step, how each step's
+/// common direction compares with the first's, and the coherence |sum E| / sum |E| (1 when every
+/// step pushes W^Q the same way, about 1 / sqrt(steps) when the errors point anywhere).
+class QueryWeightSteps {
+public:
+    /// Throws Error naming `step` when its sizes differ from the first step's.
+    void add(const QueryWeightError& q, const std::string& step);
+    bool empty() const { return cumulative_norm_.empty(); }
+    const std::vector<double>& cumulative_norm() const { return cumulative_norm_; }
+    const std::vector<double>& structure_cosine_with_first() const { return structure_cosine_; }
+    double coherence() const { return empty() ? 0 : cumulative_norm_.back() / norms_sum_; }
+
+private:
+    std::vector<double> error_sum_, first_structure_, cumulative_norm_, structure_cosine_;
+    double norms_sum_ = 0;
+};
 
 /// cos(a, b) of two matrices of the same size (Frobenius inner product); NaN if either is 0.
 double frobenius_cosine(std::span<const double> a, std::span<const double> b);

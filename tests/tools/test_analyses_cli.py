@@ -5,6 +5,7 @@ writes its JSON (and its plots where matplotlib is installed).
 Usage: test_analyses_cli.py ROUNDSCOPE"""
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -49,6 +50,34 @@ if rc == 0:
     check("attribute: four stages", [s["stage"] for s in j["stages"]] == ["score product", "P cast", "P V product", "O cast"], out)
     check("attribute: the P cast dominates FP8", j["stages"][1]["only_this_low"] > 0.9 * j["all_low"], out)
 
+# bias with the layer input: the query-weight error per step and summed over the steps
+rc, out, err = run(BINARY, "bias", "--synthetic", "--n", "64", "--d", "16", "--d-model", "32", "--steps", "3", "--json")
+check("bias --d-model runs", rc == 0, err)
+if rc == 0:
+    j = json.loads(out)
+    qw = j["query_weight"]
+    check("bias: query_weight keys", {"rank1_cosine_similarity", "dwq_error_norm", "dwq_norm", "dwq_error_relative", "wq_norm", "heads"} <= set(qw), out)
+    check("bias: a head's q is x W^Q", all(h["q_projection_residual"] < 1e-6 for h in qw["heads"]), out)
+    check("bias: |dW^Q error| summed over 3 steps", len(j["cumulative_dwq_error_norm"]) == 3 and abs(j["cumulative_dwq_error_norm"][0] / qw["dwq_error_norm"] - 1) < 1e-12, out)
+    check("bias: the first step's structure against itself", abs(j["structure_cosine_with_first_step"][0] - 1) < 1e-12, out)
+    check("bias: coherence in (0, 1]", 0 < j["dwq_error_coherence"] <= 1 + 1e-12, out)
+
+# --plot: a PNG from every analysis where the project's Python has matplotlib, else one line
+source = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+venv = os.path.join(source, ".venv", "bin", "python")
+has_matplotlib = os.path.exists(venv) and subprocess.run([venv, "-c", "import matplotlib"], capture_output=True).returncode == 0
+for command, *args in (("bias", "--synthetic", "--n", "64", "--steps", "2", "--fix"), ("pcollapse", "--synthetic", "--n", "128"),
+                       ("leak", "--synthetic", "--n", "64"), ("headroom", "--synthetic", "--n", "64"),
+                       ("attribute", "--synthetic", "--n", "64", "--recipe", "fa2-bf16")):
+    png = os.path.join(TMP, f"{command}.png")
+    rc, out, err = run(BINARY, command, *args, "--plot", png)
+    if has_matplotlib:
+        check(f"{command} --plot draws a PNG", rc == 0 and os.path.getsize(png) > 1000 and open(png, "rb").read(4) == b"\x89PNG", err)
+    else:
+        check(f"{command} --plot without matplotlib: one line", one_line_error(rc, err, "--plot"), err)
+rc, _, err = run(BINARY, "headroom", "--synthetic", "--n", "16", "--plot", os.path.join(TMP, "no", "such", "folder.png"))
+check("--plot into a missing folder", one_line_error(rc, err, "--plot", "folder.png"), err)
+
 # bad input: one line, exit 2
 for args, phrase in ((("pcollapse", "--synthetic", "--order", "sideways"), "--order"),
                      (("leak", "--synthetic", "--format", "mxfp9"), "mxfp9"),
@@ -56,7 +85,8 @@ for args, phrase in ((("pcollapse", "--synthetic", "--order", "sideways"), "--or
                      (("headroom", "--synthetic", "--scenario", "calm"), "calm"),
                      (("pcollapse",), "input file or --synthetic"),
                      (("attribute", "--synthetic", "--recipe", "fa2-bf16", "--set", "score_product=exactly"), "score_product"),
-                     (("bias", os.path.join(TMP, "missing.safetensors")), "missing.safetensors")):
+                     (("bias", os.path.join(TMP, "missing.safetensors")), "missing.safetensors"),
+                     (("bias", "--synthetic", "--d-model", "1"), "--d-model")):
     rc, _, err = run(BINARY, *args)
     check(f"bad input: {' '.join(args)}", one_line_error(rc, err, phrase), err)
 

@@ -6,9 +6,7 @@
 // their dW^Q errors accumulate.
 #include <fmt/format.h>
 
-#include <cmath>
 #include <memory>
-#include <numeric>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -58,25 +56,6 @@ void print(const analysis::BiasResult& b, const std::string& label) {
 }
 
 
-// Across steps: the running sum of every head's E, and how each step's common direction R
-// compares with the first step's.
-struct QueryWeightSteps {
-    std::vector<double> error_sum, first_structure;
-    std::vector<double> cumulative_norm, structure_cosine;
-    double norms_sum = 0;
-
-    void add(const analysis::QueryWeightError& q, const std::string& step) {
-        if (first_structure.empty()) {
-            first_structure = q.structure, error_sum.assign(q.error.size(), 0.0);
-        } else if (q.structure.size() != first_structure.size()) {
-            throw Error(step + ": x and q have other sizes than in the first step (the dW^Q errors cannot be summed)");
-        }
-        for (std::size_t i = 0; i < error_sum.size(); ++i) error_sum[i] += q.error[i];
-        norms_sum += q.dwq_error_norm;
-        cumulative_norm.push_back(std::sqrt(std::inner_product(error_sum.begin(), error_sum.end(), error_sum.begin(), 0.0)));
-        structure_cosine.push_back(analysis::frobenius_cosine(q.structure, first_structure));
-    }
-};
 
 void run(const BiasArgs& a) {
     analysis::BiasOptions o;
@@ -97,7 +76,7 @@ void run(const BiasArgs& a) {
     }
     nlohmann::json out, per_step = nlohmann::json::array(), cumulative = nlohmann::json::array();
     double running = 0;
-    QueryWeightSteps query_weight;
+    analysis::QueryWeightSteps query_weight;
     for (std::size_t i = 0; i < steps.size(); ++i) {
         const AttentionInputs& in = steps[i].second;
         analysis::BiasOptions step = o;
@@ -119,7 +98,7 @@ void run(const BiasArgs& a) {
             }
         }
         running += b.coefficient_sum;
-        if (i > 0 && b.query_weight.has_value() == query_weight.first_structure.empty())
+        if (i > 0 && b.query_weight.has_value() == query_weight.empty())
             throw Error(steps[i].first + ": " + (b.query_weight ? "has" : "lacks") + " the layer input 'x', unlike the first step");
         if (b.query_weight) query_weight.add(*b.query_weight, steps[i].first);
         cumulative.push_back(json_number(running));
@@ -130,16 +109,13 @@ void run(const BiasArgs& a) {
         out["steps"] = per_step;
         out["cumulative_coefficient"] = cumulative;
         if (!a.json) fmt::print("cumulative coefficient over {} steps: {:+.4e}\n", steps.size(), running);
-        if (!query_weight.first_structure.empty()) {
-            // |sum of E| / sum of |E|: 1 when every step pushes W^Q the same way, about
-            // 1 / sqrt(steps) when the errors point anywhere
-            const double coherence = query_weight.cumulative_norm.back() / query_weight.norms_sum;
-            out["cumulative_dwq_error_norm"] = json_numbers(query_weight.cumulative_norm);
-            out["structure_cosine_with_first_step"] = json_numbers(query_weight.structure_cosine);
-            out["dwq_error_coherence"] = json_number(coherence);
+        if (!query_weight.empty()) {
+            out["cumulative_dwq_error_norm"] = json_numbers(query_weight.cumulative_norm());
+            out["structure_cosine_with_first_step"] = json_numbers(query_weight.structure_cosine_with_first());
+            out["dwq_error_coherence"] = json_number(query_weight.coherence());
             if (!a.json)
                 fmt::print("dW^Q error summed over the steps: |sum E| = {:.4e}, {:.3f} of sum |E| (1: every step the same way)\n",
-                           query_weight.cumulative_norm.back(), coherence);
+                           query_weight.cumulative_norm().back(), query_weight.coherence());
         }
     }
     if (a.json) fmt::print("{}\n", out.dump());

@@ -1,10 +1,9 @@
 // `roundscope demo [--out DIR] [--no-plots] [--json] [--threads N]`: the main job on its
 // embedded default. One synthetic scenario per failure (analysis/demo.hpp), a one-screen
-// report, DIR/demo.json, and PNG plots drawn by tools/python/roundscope_plot.py (matplotlib,
-// installed in .venv by tools/setup.sh; without it the plots are skipped with a note).
+// report, DIR/demo.json, and each pass's PNG plot (tools/cli/plot_output.hpp; without
+// matplotlib the plots are skipped with a note).
 #include <fmt/format.h>
 
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -14,7 +13,9 @@
 #include "analysis/demo.hpp"
 #include "lib/error.hpp"
 #include "tools/cli/analysis_json.hpp"
+#include "tools/cli/cli_output.hpp"
 #include "tools/cli/commands.hpp"
+#include "tools/cli/plot_output.hpp"
 
 namespace roundscope::cli {
 namespace {
@@ -28,21 +29,29 @@ struct DemoArgs {
 nlohmann::json report_json(const analysis::DemoReport& r) {
     nlohmann::json bias = nlohmann::json::array();
     for (const auto& b : r.bias) bias.push_back(bias_json(b));
-    nlohmann::json bias_cumulative(r.bias_cumulative);
+    nlohmann::json without_fix = leak_json(r.leak), with_fix = leak_json(r.leak_fixed);
+    without_fix["fix"] = false, with_fix["fix"] = true;
     return {{"pcollapse", pcollapse_json(r.pcollapse, false)},
-            {"bias", {{"recipes", bias}, {"cumulative_recipe", "fa2-bf16-torch"}, {"cumulative_coefficient", bias_cumulative}}},
-            {"leak", {{"without_fix", leak_json(r.leak)}, {"with_fix", leak_json(r.leak_fixed)}}},
+            {"bias",
+             {{"recipes", bias},
+              {"cumulative_recipe", "fa2-bf16-torch"},
+              {"cumulative_coefficient", json_numbers(r.bias_cumulative)},
+              {"cumulative_dwq_error_norm", json_numbers(r.bias_query_weight.cumulative_norm())},
+              {"dwq_error_coherence", json_number(r.bias_query_weight.coherence())}}},
+            {"leak", {{"without_fix", without_fix}, {"with_fix", with_fix}}},
             {"headroom", headroom_json(r.headroom, true)}};
 }
 
-// Runs the plot script with the project's Python, else python3 from PATH; a note if it fails.
-std::string draw_plots(const std::string& out) {
-    const std::filesystem::path source(ROUNDSCOPE_SOURCE_DIR);
-    const std::filesystem::path venv = source / ".venv" / "bin" / "python";
-    const std::string python = std::filesystem::exists(venv) ? venv.string() : "python3";
-    const std::string command = fmt::format("\"{}\" \"{}\" \"{}\" > /dev/null 2>&1", python,
-                                            (source / "tools" / "python" / "roundscope_plot.py").string(), out);
-    if (std::system(command.c_str()) != 0) return "plots skipped: tools/python/roundscope_plot.py needs matplotlib (tools/setup.sh installs it)";
+// Each pass's plot into out/KIND.png; a note instead when they cannot be drawn.
+std::string draw_plots(const nlohmann::json& report, const std::string& out) {
+    try {
+        draw_plot("pcollapse", report["pcollapse"], out + "/pcollapse.png");
+        draw_plot("bias", report["bias"], out + "/bias.png");
+        draw_plot("leak", {{"runs", {report["leak"]["without_fix"], report["leak"]["with_fix"]}}}, out + "/leak.png");
+        draw_plot("headroom", report["headroom"], out + "/headroom.png");
+    } catch (const Error& e) {
+        return fmt::format("plots skipped ({})", e.what());
+    }
     return fmt::format("plots: {}/{{pcollapse,bias,leak,headroom}}.png", out);
 }
 
@@ -65,6 +74,9 @@ void print_report(const analysis::DemoReport& r) {
                    b.t_statistic, b.p_bar_one_count);
     if (!r.bias_cumulative.empty())
         fmt::print("   fa2-bf16-torch over {} steps: {:+.3e} accumulated\n", r.bias_cumulative.size(), r.bias_cumulative.back());
+    if (const auto& q = r.bias.front().query_weight)
+        fmt::print("   its dW^Q part (q = x W^Q): rank-1 terms x[T]^T (PK)[T] with mean cosine {:.2f}; over the steps |sum| = {:.2f} of the sum of norms\n",
+                   q->rank1_mean_cosine, r.bias_query_weight.coherence());
     fmt::print("\n3. Future leakage of MXFP4 V (32 tokens share a scale, causal, N = {})\n", r.leak.tokens);
     fmt::print("   no fix:       {} leaking pairs, parallel vs autoregressive max |diff| {:.3g}\n", r.leak.leaking_pairs,
                r.leak.parallel_vs_autoregressive_max_abs_diff);
@@ -88,7 +100,7 @@ void run(const DemoArgs& a) {
         if (!file) throw Error("--out: cannot write '" + a.out + "/demo.json'");
         file << j.dump(1) << "\n";
     }
-    const std::string plots = a.no_plots ? "plots skipped (--no-plots)" : draw_plots(a.out);
+    const std::string plots = a.no_plots ? "plots skipped (--no-plots)" : draw_plots(j, a.out);
     if (a.json) {
         fmt::print("{}\n", j.dump());
         return;

@@ -33,14 +33,15 @@ def bias(report, fig):
     from matplotlib.ticker import MaxNLocator
 
     axes = fig.subplots(1, 2)
-    dims = report.get("top_dims") or report.get("recipes", [{}])[0].get("top_dims", [])
+    source = report if "top_dims" in report else report["recipes"][0]
+    dims = source["top_dims"]
     ax = axes[0]
     ax.bar([str(d["dim"]) for d in dims], finite(d["contribution"] for d in dims),
            color=[RED if float(d["contribution"]) > 0 else BLUE for d in dims])
     ax.axhline(0, color=GREY, linewidth=0.8)
     ax.set_xlabel("feature dimension j")
     ax.set_ylabel("sum_T dO[T,j] (O_lp - O_hp)[T,j]")
-    ax.set_title("largest contributions to delta's error" + (" (step 1)" if "steps" in report else ""))
+    ax.set_title(f"largest contributions, {source['recipe']}" + (" (step 1)" if "steps" in report else ""), fontsize=10)
 
     ax = axes[1]
     if "cumulative_coefficient" in report:
@@ -77,18 +78,25 @@ def bias(report, fig):
 
 
 def pcollapse(report, fig):
-    ax = fig.subplots()
-    runs = report["runs"]
-    labels = [f"{r['order']}\nS = {r['scale']:g}" for r in runs]
-    ax.bar(range(len(runs)), finite(r["underflow_fraction"] for r in runs),
-           color=[RED if r["order"] == "forward" else BLUE for r in runs])
-    predicted = [(i, r["predicted_fraction_averaged"]) for i, r in enumerate(runs) if r.get("predicted_fraction_averaged") is not None]
-    if predicted:
-        ax.plot([i for i, _ in predicted], finite(p for _, p in predicted), "k_", markersize=24, label="prediction (forward order)")
-        ax.legend()
-    ax.set_xticks(range(len(runs)), labels, fontsize=7 if len(runs) > 8 else 9)
-    ax.set_ylabel("non-sink P cast to zero")
-    ax.set_title("FP8 P-collapse: P below the E4M3 grid after the sink set the max")
+    axes = fig.subplots(1, 2)
+    for order, color in (("forward", RED), ("reverse", BLUE)):
+        runs = sorted((r for r in report["runs"] if r["order"] == order), key=lambda r: r["scale"])
+        if not runs:
+            continue
+        scales = [r["scale"] for r in runs]
+        axes[0].plot(scales, finite(r["underflow_fraction"] for r in runs), "o-", color=color, label=f"{order} KV order")
+        axes[1].plot(scales, finite(r["mse"] for r in runs), "o-", color=color, label=f"{order} KV order")
+        predicted = [(r["scale"], r["predicted_fraction_averaged"]) for r in runs if r.get("predicted_fraction_averaged") is not None]
+        if order == "forward" and predicted:
+            axes[0].plot([s for s, _ in predicted], finite(p for _, p in predicted), "k--", linewidth=1, label="prediction")
+    for ax in axes:
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("static scale S of P before the E4M3 cast")
+        ax.legend(fontsize=8)
+    axes[0].set_ylabel("non-sink P cast to zero")
+    axes[1].set_ylabel("mean squared error of O")
+    axes[1].set_yscale("log")
+    fig.suptitle("FP8 P-collapse: P below the E4M3 grid once the sink set the max")
 
 
 def leak(report, fig):
@@ -130,15 +138,19 @@ def attribute(report, fig):
     ax.barh([r + 0.2 for r in rows], low, height=0.4, color=RED, label="only this stage low")
     ax.barh([r - 0.2 for r in rows], exact, height=0.4, color=GREEN, label="only this stage exact")
     ax.axvline(float(report["all_low"]), color="black", linewidth=0.8, linestyle="--", label="recipe as is")
+    smallest = min(x for x in low + exact + [float(report["all_low"])] if x == x and x > 0)
+    for r, value in zip(rows, low):
+        if value != value:  # no kernel runs this combination (e.g. float32 P on a tensor core)
+            ax.text(smallest, r + 0.2, " n/a", va="center", fontsize=8)
     ax.set_yticks(list(rows), names)
     ax.set_xscale("log")
     ax.set_xlabel("relative rms error of O")
     ax.set_title(f"where the error of {report['recipe']} comes from")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
 
 
-KINDS = {"bias": (bias, (9, 3.8)), "pcollapse": (pcollapse, (6.5, 3.8)), "leak": (leak, (9, 3.5)),
-         "headroom": (headroom, (6, 3.5)), "attribute": (attribute, (7, 3.8))}
+KINDS = {"bias": (bias, (9, 3.8)), "pcollapse": (pcollapse, (9, 3.6)), "leak": (leak, (9, 3.5)),
+         "headroom": (headroom, (6, 3.5)), "attribute": (attribute, (8.5, 3.6))}
 
 
 def main():
