@@ -1,5 +1,6 @@
 #include "analysis/query_weight_error.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -12,6 +13,14 @@ namespace roundscope::analysis {
 namespace {
 
 double norm(std::span<const double> a) { return std::sqrt(std::inner_product(a.begin(), a.end(), a.begin(), 0.0)); }
+
+// The values of x or wq; Error naming the tensor for NaN or Inf (no gradient has an exact value).
+std::vector<double> decode_finite(const Tensor& t) {
+    std::vector<double> x = emu::decode_tensor<double>(t);
+    if (!std::all_of(x.begin(), x.end(), [](double v) { return std::isfinite(v); }))
+        throw Error("bias: tensor '" + t.name() + "' holds NaN or Inf");
+    return x;
+}
 
 // (PK)[T]: attention with K as the values, exact like the truth it goes with.
 std::vector<double> attention_weighted_keys(const AttentionInputs& in, const AttentionTruth& truth, int threads) {
@@ -118,9 +127,9 @@ QueryWeightError query_weight_error(const AttentionInputs& in, std::span<const d
     if (!in.x) throw Error("bias: the query-weight error needs the layer input 'x'");
     const std::uint64_t m = in.d_model, d = in.d, rows = in.batch * in.heads * in.n_q;
     if (delta_error.size() != rows || truth.dq.size() != rows * d) throw Error("bias: internal: delta error or dQ of the wrong size");
-    const std::vector<double> x = emu::decode_tensor<double>(*in.x), pk = attention_weighted_keys(in, truth, threads);
+    const std::vector<double> x = decode_finite(*in.x), pk = attention_weighted_keys(in, truth, threads);
     std::vector<double> q, w;
-    if (in.w_q) q = emu::decode_tensor<double>(in.q), w = emu::decode_tensor<double>(*in.w_q);
+    if (in.w_q) q = emu::decode_tensor<double>(in.q), w = decode_finite(*in.w_q);
 
     QueryWeightError r;
     r.heads = in.heads, r.d_model = m, r.d = d;

@@ -5,6 +5,7 @@ writes its JSON (and its plots where matplotlib is installed).
 Usage: test_analyses_cli.py ROUNDSCOPE"""
 import json
 import os
+import struct
 import subprocess
 import sys
 import tempfile
@@ -77,6 +78,29 @@ for command, *args in (("bias", "--synthetic", "--n", "64", "--steps", "2", "--f
         check(f"{command} --plot without matplotlib: one line", one_line_error(rc, err, "--plot"), err)
 rc, _, err = run(BINARY, "headroom", "--synthetic", "--n", "16", "--plot", os.path.join(TMP, "no", "such", "folder.png"))
 check("--plot into a missing folder", one_line_error(rc, err, "--plot", "folder.png"), err)
+
+# NaN-filled tensors: every analysis names the file and the tensor
+def write_f32_safetensors(path, tensors):
+    header, data = {}, b""
+    for name, (shape, values) in tensors.items():
+        raw = struct.pack(f"<{len(values)}f", *values)
+        header[name] = {"dtype": "F32", "shape": shape, "data_offsets": [len(data), len(data) + len(raw)]}
+        data += raw
+    text = json.dumps(header).encode()
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + data)
+
+
+ramp = [((i * 37) % 17 - 8) / 8 for i in range(32)]
+nan_q = os.path.join(TMP, "nan_q.safetensors")
+write_f32_safetensors(nan_q, {"q": ([8, 4], [float("nan")] * 32), "k": ([8, 4], ramp), "v": ([8, 4], ramp), "do": ([8, 4], ramp)})
+for command in (("pcollapse",), ("leak",), ("headroom",), ("attribute", "--recipe", "fa2-bf16"), ("bias",)):
+    rc, _, err = run(BINARY, command[0], nan_q, *command[1:])
+    check(f"{command[0]}: a NaN-filled q", one_line_error(rc, err, "nan_q.safetensors", "'q'", "NaN"), err)
+nan_x = os.path.join(TMP, "nan_x.safetensors")
+write_f32_safetensors(nan_x, {"q": ([8, 4], ramp), "k": ([8, 4], ramp), "v": ([8, 4], ramp), "do": ([8, 4], ramp), "x": ([8, 6], [float("nan")] * 48)})
+rc, _, err = run(BINARY, "bias", nan_x)
+check("bias: a NaN-filled x", one_line_error(rc, err, "nan_x.safetensors", "'x'", "NaN"), err)
 
 # bad input: one line, exit 2
 for args, phrase in ((("pcollapse", "--synthetic", "--order", "sideways"), "--order"),

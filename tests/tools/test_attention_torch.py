@@ -123,6 +123,9 @@ if rc == 0:
 save_file({"q": qx, "k": kx, "v": vx, "do": dox, "x": x[:, :40].contiguous()}, path("short_x.safetensors"))
 rc, _, err = run(BINARY, "bias", path("short_x.safetensors"))
 check("bias: x of the wrong shape", one_line_error(rc, err, "short_x.safetensors", "'x'"), err)
+save_file({"q": qx, "k": kx, "v": vx, "do": dox, "x": x, "wq": torch.full_like(wq, float("nan"))}, path("nan_wq.safetensors"))
+rc, _, err = run(BINARY, "bias", path("nan_wq.safetensors"))
+check("bias: a NaN-filled wq", one_line_error(rc, err, "nan_wq.safetensors", "'wq'", "NaN"), err)
 
 # crosscheck: bit-for-bit on a GPU (exit 0), one line and exit 3 without one (CI).
 rc, stdout, err = run(BINARY, "crosscheck", "--recipe", "fa2-bf16", "--synthetic", "--scenario", "sink", "--n", "80", "--json")

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "analysis/synthetic_attention.hpp"
+#include "lib/error.hpp"
 #include "lib/attention_inputs.hpp"
 
 namespace roundscope::cli {
@@ -36,5 +37,17 @@ struct ChosenInputs {
 /// Error (naming `command`) unless exactly one of `input` and `synthetic` is given.
 ChosenInputs choose_inputs(const char* command, const std::string& input, bool synthetic,
                            const analysis::SyntheticSpec& spec, bool causal);
+
+/// f(), with an Error it throws prefixed by `input`, the file the analysis read (none: as is),
+/// so that a NaN found deep inside names its file as well as its tensor.
+template <class F>
+auto naming_input(const std::string& input, F&& f) -> decltype(f()) {
+    try {
+        return f();
+    } catch (const Error& e) {
+        if (input.empty()) throw;
+        throw Error(input + ": " + e.what());
+    }
+}
 
 }  // namespace roundscope::cli

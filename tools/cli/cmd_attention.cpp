@@ -14,6 +14,7 @@
 #include "lib/error.hpp"
 #include "lib/tensor_io.hpp"
 #include "tools/cli/cli_output.hpp"
+#include "tools/cli/analysis_flags.hpp"
 #include "tools/cli/commands.hpp"
 
 namespace roundscope::cli {
@@ -45,13 +46,7 @@ void run(const AttentionArgs& a) {
     o.causal = a.causal ? true : a.no_causal ? false : in.causal.value_or(false);
     o.scale = a.scale != 0 ? a.scale : in.softmax_scale.value_or(0);
     o.backward = a.backward, o.truth = a.truth, o.threads = a.threads;
-    const analysis::AttentionRun r = [&] {
-        try {
-            return analysis::run_attention(in, recipe, o);
-        } catch (const Error& e) {
-            throw Error(fmt::format("{}: {}", a.input, e.what()));
-        }
-    }();
+    const analysis::AttentionRun r = naming_input(a.input, [&] { return analysis::run_attention(in, recipe, o); });
 
     std::vector<Tensor> out;
     out.push_back(tensor_of("o", *recipe.o_format, output_shape(in, {in.n_q, in.d_v}), r.forward.o));

@@ -51,7 +51,7 @@ void run(const AttributeArgs& a) {
     spec.n = a.n, spec.d = a.d, spec.seed = a.seed;
     const ChosenInputs c = choose_inputs("attribute", a.input, a.synthetic, spec, a.causal);
     o.causal = c.causal, o.softmax_scale = c.softmax_scale;
-    const analysis::AttributeResult r = analysis::attribute(c.in, o);
+    const analysis::AttributeResult r = naming_input(a.input, [&] { return analysis::attribute(c.in, o); });
     const nlohmann::json j = attribute_json(r);
     if (a.json)
         fmt::print("{}\n", j.dump());

@@ -82,7 +82,8 @@ void run(const BiasArgs& a) {
         analysis::BiasOptions step = o;
         step.causal = a.causal || in.causal.value_or(false);
         step.softmax_scale = in.softmax_scale.value_or(0);
-        const analysis::BiasResult b = analysis::rounding_bias(in, step);
+        const std::string file = a.synthetic ? "" : steps[i].first;
+        const analysis::BiasResult b = naming_input(file, [&] { return analysis::rounding_bias(in, step); });
         nlohmann::json j = bias_json(b);
         if (!a.json) print(b, steps[i].first);
         if (a.fix) {
@@ -90,7 +91,8 @@ void run(const BiasArgs& a) {
             adjusted.recipe.max_adjust = true, adjusted.recipe.name += " with max adjustment";
             f32_o.recipe.delta = emu::DeltaKind::f32_o, f32_o.recipe.name += " with delta from float32 O";
             f32_o.use_stored_o = false;
-            const analysis::BiasResult fa = analysis::rounding_bias(in, adjusted), fo = analysis::rounding_bias(in, f32_o);
+            const analysis::BiasResult fa = naming_input(file, [&] { return analysis::rounding_bias(in, adjusted); });
+            const analysis::BiasResult fo = naming_input(file, [&] { return analysis::rounding_bias(in, f32_o); });
             j["fixes"] = {{"max_adjust", bias_json(fa)}, {"delta_from_f32_o", bias_json(fo)}};
             if (!a.json) {
                 print(fa, "  fix: max adjustment");

@@ -57,7 +57,7 @@ void run(const HeadroomArgs& a) {
     const ChosenInputs c = choose_inputs("headroom", a.input, a.synthetic, spec, a.causal);
     analysis::HeadroomOptions o;
     o.threads = a.threads, o.causal = c.causal, o.softmax_scale = c.softmax_scale;
-    const analysis::HeadroomResult r = analysis::headroom(c.in, o);
+    const analysis::HeadroomResult r = naming_input(a.input, [&] { return analysis::headroom(c.in, o); });
     const nlohmann::json j = headroom_json(r, true);
     if (a.json)
         fmt::print("{}\n", j.dump());

@@ -51,7 +51,7 @@ void run(const LeakArgs& a) {
     spec.n = a.n, spec.d = a.d, spec.seed = a.seed;
     const ChosenInputs c = choose_inputs("leak", a.input, a.synthetic, spec, true);
     o.softmax_scale = c.softmax_scale;
-    const analysis::LeakResult r = analysis::leak(c.in, o);
+    const analysis::LeakResult r = naming_input(a.input, [&] { return analysis::leak(c.in, o); });
     nlohmann::json j = leak_json(r);
     j["format"] = a.format, j["block"] = a.block, j["fix"] = a.fix;
     if (a.json)

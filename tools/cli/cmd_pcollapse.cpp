@@ -76,7 +76,7 @@ void run(const PCollapseArgs& a) {
     const ChosenInputs c = choose_inputs("pcollapse", a.input, a.synthetic, spec, a.causal);
     if (a.synthetic) o.sink_strength = a.sink_strength;
     o.causal = c.causal, o.softmax_scale = c.softmax_scale;
-    const analysis::PCollapseResult r = analysis::pcollapse(c.in, o);
+    const analysis::PCollapseResult r = naming_input(a.input, [&] { return analysis::pcollapse(c.in, o); });
     nlohmann::json j = pcollapse_json(r, a.sweep);
     j["recipe"] = o.recipe.name, j["k_sink"] = a.k_sink;
     if (a.json)

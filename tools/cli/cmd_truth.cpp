@@ -15,6 +15,7 @@
 #include "lib/error.hpp"
 #include "lib/tensor_io.hpp"
 #include "tools/cli/cli_output.hpp"
+#include "tools/cli/analysis_flags.hpp"
 #include "tools/cli/commands.hpp"
 
 namespace roundscope::cli {
@@ -45,13 +46,8 @@ void run_truth(const TruthArgs& a) {
     o.precision = a.bits;
     o.threads = a.threads;
     if (a.backward && !in.d_o) throw Error(fmt::format("{}: --backward needs a tensor 'do'", a.input));
-    const analysis::AttentionTruth t = [&] {
-        try {
-            return a.reference ? analysis::attention_truth_reference(in, o) : analysis::attention_truth(in, o);
-        } catch (const Error& e) {
-            throw Error(fmt::format("{}: {}", a.input, e.what()));  // name the file too
-        }
-    }();
+    const analysis::AttentionTruth t = naming_input(
+        a.input, [&] { return a.reference ? analysis::attention_truth_reference(in, o) : analysis::attention_truth(in, o); });
 
     std::vector<Tensor> out;
     out.push_back(f64_tensor("o", output_shape(in, {in.n_q, in.d_v}), t.o));
