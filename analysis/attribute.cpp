@@ -63,6 +63,7 @@ AttributeResult attribute(const AttentionInputs& in, const AttributeOptions& o) 
         auto delta_error = [&](emu::DeltaKind kind) {
             emu::AttentionRecipe r = recipe;
             r.delta = kind == emu::DeltaKind::p_dp ? emu::DeltaKind::stored_o : kind;
+            if (kind == emu::DeltaKind::f32_o) r.delta_format = &emu::f32;  // all of delta in float32
             const std::vector<float> delta = emu::detail::delta_from_o(emu::detail::flash_context(r, sh), x, as_is);
             return error_stats(std::vector<double>(delta.begin(), delta.end()), truth.delta).rel_rms;
         };

@@ -18,7 +18,7 @@ DemoReport run_demo(int threads) {
         SyntheticSpec spec;
         spec.scenario = Scenario::repeated_max, spec.n = 512, spec.d = 64, spec.heads = 2, spec.d_model = 256;
         const AttentionInputs in = synthetic_attention(spec);
-        for (const char* name : {"fa2-bf16", "fa2-bf16-torch"}) {
+        for (const char* name : {"fa2-bf16", "fa2-bf16-o-bf16", "fa2-bf16-torch"}) {
             for (const bool adjust : {false, true}) {
                 BiasOptions o;
                 o.recipe = emu::find_recipe(name);
@@ -31,7 +31,7 @@ DemoReport run_demo(int threads) {
         for (std::uint64_t step = 0; step < 8; ++step) {
             spec.seed = step;
             BiasOptions o;
-            o.recipe = emu::find_recipe("fa2-bf16-torch");
+            o.recipe = emu::find_recipe("fa2-bf16-o-bf16");
             o.threads = threads;
             const BiasResult b = rounding_bias(synthetic_attention(spec), o);
             running += b.coefficient_sum;

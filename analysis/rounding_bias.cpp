@@ -58,7 +58,7 @@ BiasResult rounding_bias(const AttentionInputs& in, const BiasOptions& o) {
     } else {
         for (std::uint64_t i = 0; i < rows; ++i)
             diff[i] = static_cast<double>(emu::steps::delta_rowsum(x.d_o.data() + i * dv, *r.input, o_bits.data() + i * dv, *o_format,
-                                                                   static_cast<int>(dv))) - truth.delta[i];
+                                                                   static_cast<int>(dv), *r.delta_format)) - truth.delta[i];
     }
     b.rows = rows;
     b.coefficient_sum = std::accumulate(diff.begin(), diff.end(), 0.0);

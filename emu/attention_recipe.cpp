@@ -72,20 +72,35 @@ AttentionRecipe fa2_bf16_fixed() {
     return r;
 }
 
-// The paper's released implementation (github.com/ucker/why-low-precision-training-fails,
-// attention.py): FlashAttention-2 written in PyTorch on BF16 tensors, so each block's P-bar V
-// and the running O are rounded to BF16.
-AttentionRecipe fa2_bf16_torch() {
+// FlashAttention-2's tiles with the running O in BF16 (a kernel with a BF16 accumulator for
+// O): each tile's P-bar V and the rescaled O rounded to BF16, 64 keys at a time.
+AttentionRecipe fa2_bf16_o_bf16() {
     AttentionRecipe r = fa2_bf16();
-    r.name = "fa2-bf16-torch";
+    r.name = "fa2-bf16-o-bf16";
     r.o_accumulator = &bf16;
     return r;
 }
 
+// The paper's released implementation (github.com/ucker/why-low-precision-training-fails,
+// attention.py, with the 512 x 512 buckets of its model.py, under train.py's BF16 autocast):
+// FlashAttention-2 written in PyTorch on BF16 tensors, so S, the row max and sum, each block's
+// P-bar V and the running O are rounded to BF16 (torch_softmax.hpp), and its backward forms
+// delta = (dO * O).sum() from BF16 products into BF16.
+AttentionRecipe fa2_bf16_torch() {
+    AttentionRecipe r = fa2_bf16();
+    r.name = "fa2-bf16-torch";
+    r.block_m = r.block_n = 512;
+    r.softmax = SoftmaxKind::online_torch;
+    r.softmax_format = &bf16;
+    r.o_accumulator = &bf16;
+    r.delta_format = &bf16;
+    return r;
+}
+
 const std::vector<AttentionRecipe>& presets() {
-    static const std::vector<AttentionRecipe> all{fa2_bf16(),        fa2_bf16_fixed(), fa2_bf16_torch(), fa3_bf16(),
-                                                  fa3_fp8(),         fp8_forward_order(), mxfp4_v(false),   mxfp4_v(true),
-                                                  naive(f32),        naive(f16)};
+    static const std::vector<AttentionRecipe> all{fa2_bf16(),  fa2_bf16_fixed(),    fa2_bf16_o_bf16(), fa2_bf16_torch(),
+                                                  fa3_bf16(),  fa3_fp8(),           fp8_forward_order(), mxfp4_v(false),
+                                                  mxfp4_v(true), naive(f32),        naive(f16)};
     return all;
 }
 
@@ -111,8 +126,10 @@ struct Names {
     }
 };
 
-constexpr Names<SoftmaxKind, 3> softmax_names{
-    {{{SoftmaxKind::online, "online"}, {SoftmaxKind::naive, "naive"}, {SoftmaxKind::naive_unshifted, "naive-unshifted"}}}};
+constexpr Names<SoftmaxKind, 4> softmax_names{{{{SoftmaxKind::online, "online"},
+                                                {SoftmaxKind::naive, "naive"},
+                                                {SoftmaxKind::naive_unshifted, "naive-unshifted"},
+                                                {SoftmaxKind::online_torch, "online-torch"}}}};
 constexpr Names<Exp2Kind, 2> exp2_names{{{{Exp2Kind::software, "software"}, {Exp2Kind::hardware_approx, "ex2.approx"}}}};
 constexpr Names<KvOrder, 2> order_names{{{{KvOrder::forward, "forward"}, {KvOrder::reverse, "reverse"}}}};
 constexpr Names<DeltaKind, 3> delta_names{
@@ -170,7 +187,7 @@ const std::vector<Setting>& settings() {
          [](AttentionRecipe& r, std::string_view k, std::string_view v) { r.pv_product = product_names.parse(k, v); }},
         {"softmax", softmax_names.list(), [](const AttentionRecipe& r) { return std::string(softmax_names.name(r.softmax)); },
          [](AttentionRecipe& r, std::string_view k, std::string_view v) { r.softmax = softmax_names.parse(k, v); }},
-        {"softmax_format", "a format (naive softmax)", [](const AttentionRecipe& r) { return std::string(r.softmax_format->name); },
+        {"softmax_format", "a format (naive and online-torch softmax)", [](const AttentionRecipe& r) { return std::string(r.softmax_format->name); },
          [](AttentionRecipe& r, std::string_view k, std::string_view v) { r.softmax_format = parse_format(k, v); }},
         {"exp2", exp2_names.list(), [](const AttentionRecipe& r) { return std::string(exp2_names.name(r.exp2)); },
          [](AttentionRecipe& r, std::string_view k, std::string_view v) { r.exp2 = exp2_names.parse(k, v); }},
@@ -203,6 +220,8 @@ const std::vector<Setting>& settings() {
          [](AttentionRecipe& r, std::string_view k, std::string_view v) { r.o_accumulator = parse_format(k, v); }},
         {"delta", delta_names.list(), [](const AttentionRecipe& r) { return std::string(delta_names.name(r.delta)); },
          [](AttentionRecipe& r, std::string_view k, std::string_view v) { r.delta = delta_names.parse(k, v); }},
+        {"delta_format", "a format (dO * O and delta, float32 sums)", [](const AttentionRecipe& r) { return std::string(r.delta_format->name); },
+         [](AttentionRecipe& r, std::string_view k, std::string_view v) { r.delta_format = parse_format(k, v); }},
         {"ds_format", "a format (dS, and P for dV)", [](const AttentionRecipe& r) { return std::string(r.ds_format->name); },
          [](AttentionRecipe& r, std::string_view k, std::string_view v) { r.ds_format = parse_format(k, v); }},
         {"grad_format", "a format (dQ, dK, dV)", [](const AttentionRecipe& r) { return std::string(r.grad_format->name); },
@@ -263,7 +282,7 @@ void validate(const AttentionRecipe& r) {
     if (r.block_m % 16 != 0 || r.block_n % 16 != 0) fail("block_m/block_n", "tiles must be multiples of 16");
     if (r.v_quant != nullptr && r.diagonal_fix && r.block_n % r.v_block != 0)
         fail("v_block", fmt::format("the diagonal fix needs V blocks ({}) that divide block_n ({})", r.v_block, r.block_n));
-    if (r.softmax != SoftmaxKind::online && r.kv_order == KvOrder::reverse)
+    if ((r.softmax == SoftmaxKind::naive || r.softmax == SoftmaxKind::naive_unshifted) && r.kv_order == KvOrder::reverse)
         fail("kv_order", "a naive softmax has no KV order");
 }
 

@@ -23,6 +23,9 @@ enum class SoftmaxKind : std::uint8_t {
     online,         // running max, rescale by exp2 of the max difference, final division
     naive,          // S, then exp(S - rowmax), row sum and division, in softmax_format
     naive_unshifted,  // the same without subtracting the row max (overflows first)
+    online_torch,     // online, as a flash attention in PyTorch tensor ops under autocast runs
+                      // it: S, the row max and sum stored in softmax_format, natural exp in
+                      // float32 (torch_softmax.hpp); the emulator's only
 };
 
 enum class Exp2Kind : std::uint8_t {
@@ -52,7 +55,8 @@ struct AttentionRecipe {
     Product score_product = Product::model;  // S = Q K^T
     Product pv_product = Product::model;     // P V
     SoftmaxKind softmax = SoftmaxKind::online;
-    const Format* softmax_format = &f32;  // naive softmax: the format of exp, sum and division
+    const Format* softmax_format = &f32;  // naive: the format of exp, sum and division;
+                                          // online-torch: the format of S, row max and row sum
     Exp2Kind exp2 = Exp2Kind::software;
     bool max_adjust = false;          // Qiu & Yao's fix: no P-bar entry exactly 1 (see below)
     float max_adjust_beta = 2;
@@ -67,6 +71,8 @@ struct AttentionRecipe {
                                          // block's P V and the rescaled O are rounded to it
                                          // (a flash attention written in PyTorch on BF16 tensors)
     DeltaKind delta = DeltaKind::stored_o;
+    const Format* delta_format = &f32;  // delta from O: each dO * O and the sum rounded to it
+                                        // (float32 accumulation), as PyTorch's BF16 ops do
     const Format* ds_format = &bf16;  // dS and P are cast to it before dK, dQ and dV
     const Format* grad_format = &bf16;  // dQ, dK, dV as written
 };

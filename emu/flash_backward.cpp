@@ -101,7 +101,8 @@ void write_gradient(const std::vector<std::uint32_t>& acc, float scale, const Fo
 BackwardResult flash_backward(const AttentionRecipe& recipe, const AttentionShape& shape, const AttentionOperands& in,
                               const ForwardResult& forward, int threads) {
     const detail::FlashContext ctx = detail::flash_context(recipe, shape);
-    if (recipe.softmax != SoftmaxKind::online) throw Error(fmt::format("recipe '{}': the backward pass needs the online softmax", recipe.name));
+    if (recipe.softmax != SoftmaxKind::online && recipe.softmax != SoftmaxKind::online_torch)
+        throw Error(fmt::format("recipe '{}': the backward pass needs an online softmax", recipe.name));
     if (in.d_o.size() != shape.heads * shape.n_q * shape.d_v) throw Error("attention: the backward pass needs a tensor 'do' of shape [.., Nq, Dv]");
     const Format& g = *recipe.ds_format;
     const BackwardModels models{detail::TileProduct(recipe, *recipe.input, *recipe.input, recipe.score_product),

@@ -70,6 +70,8 @@ FlashContext flash_context(const AttentionRecipe& recipe, const AttentionShape& 
     ctx.scale_log2 = steps::scale_log2(shape.scale);
     ctx.approx_exp2 = recipe.exp2 == Exp2Kind::hardware_approx;
     ctx.softmax = {ctx.scale_log2, ctx.approx_exp2, recipe.max_adjust, recipe.max_adjust_beta, recipe.p_scale, *recipe.p_format};
+    ctx.torch = {static_cast<float>(shape.scale), recipe.softmax_format, recipe.max_adjust, recipe.max_adjust_beta, recipe.p_scale,
+                 recipe.p_format};
     return ctx;
 }
 
@@ -99,7 +101,7 @@ std::vector<float> delta_from_o(const FlashContext& ctx, const AttentionOperands
     for (std::uint64_t i = 0; i < delta.size(); ++i) {
         for (std::uint64_t c = 0; c < sh.d_v; ++c) o[c] = stored ? forward.o[i * sh.d_v + c] : bits_of(forward.o_f32[i * sh.d_v + c]);
         delta[i] = steps::delta_rowsum(in.d_o.data() + i * sh.d_v, *ctx.recipe.input, o.data(), stored ? *ctx.recipe.o_format : f32,
-                                       static_cast<int>(sh.d_v));
+                                       static_cast<int>(sh.d_v), *ctx.recipe.delta_format);
     }
     return delta;
 }

@@ -11,6 +11,7 @@
 #include "emu/attention_steps.hpp"
 #include "emu/flash_attention.hpp"
 #include "emu/mma_gemm.hpp"
+#include "emu/torch_softmax.hpp"
 
 namespace roundscope::emu::detail {
 
@@ -50,6 +51,7 @@ struct FlashContext {
     float scale_log2 = 0;
     bool approx_exp2 = false;
     steps::OnlineSoftmax softmax{};
+    torch_eager::TorchSoftmax torch{};  // the online-torch softmax's choices
 
     /// Keys [0, visible(i)) are seen by query row i (bottom-right causal alignment).
     std::uint64_t visible(std::uint64_t i) const;

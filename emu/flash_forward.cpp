@@ -2,6 +2,7 @@
 // by tile, or the naive softmax over whole rows.
 #include <fmt/format.h>
 
+#include <cmath>
 #include <limits>
 
 #include "emu/attention_steps.hpp"
@@ -72,19 +73,33 @@ std::vector<std::uint32_t> score_tile(const detail::FlashContext& ctx, const det
     return s;
 }
 
-// One KV tile of the online softmax for a row block (the row step is the kernels' own).
+// One KV tile of the online softmax for a row block (the row step is the kernels' own, or
+// under online-torch that of PyTorch tensor ops, whose every result is stored in its format).
 void online_tile(const detail::FlashContext& ctx, const ForwardModels& models, const HeadView& h, RowBlock& b, Span keys) {
     const std::uint64_t n = keys.size(), dv = ctx.shape.d_v;
+    const bool torch = ctx.recipe.softmax == SoftmaxKind::online_torch;
+    const Format& running = *ctx.recipe.o_accumulator;
     const std::vector<std::uint32_t> s = score_tile(ctx, models.score, h, b.rows, keys);
     std::vector<std::uint32_t> p_cast(b.rows.size() * n);
     for (std::uint64_t row = 0; row < b.rows.size(); ++row) {
         const std::uint64_t visible = ctx.visible(b.rows.begin + row);
         const int in_tile = visible <= keys.begin ? 0 : static_cast<int>(std::min(visible - keys.begin, n));
-        const float factor = steps::online_row_step(ctx.softmax, s.data() + row * n, static_cast<int>(n), in_tile, b.state[row],
-                                                    p_cast.data() + row * n, &b.counts, keys.begin);
-        for (std::uint64_t c = 0; c < dv; ++c) b.acc[row * dv + c] = bits_of(a::mul(as_float(b.acc[row * dv + c]), factor));
+        const std::uint32_t* scores = s.data() + row * n;
+        std::uint32_t* p = p_cast.data() + row * n;
+        const float factor = torch ? torch_eager::row_step(ctx.torch, scores, static_cast<int>(n), in_tile, b.state[row], p, &b.counts, keys.begin)
+                                   : steps::online_row_step(ctx.softmax, scores, static_cast<int>(n), in_tile, b.state[row], p, &b.counts, keys.begin);
+        for (std::uint64_t c = 0; c < dv; ++c) {
+            const float rescaled = a::mul(as_float(b.acc[row * dv + c]), factor);
+            b.acc[row * dv + c] = bits_of(torch ? torch_eager::stored(rescaled, running) : rescaled);
+        }
     }
-    const Format& running = *ctx.recipe.o_accumulator;
+    if (torch) {  // O.mul_(factor).add_(P V): P V stored (einsum), the sum in float32, stored
+        std::vector<std::uint32_t> pv(b.acc.size(), 0);
+        pv_product(ctx, models.pv, h, b.rows, keys, p_cast, pv);
+        for (std::size_t x = 0; x < pv.size(); ++x)
+            b.acc[x] = bits_of(torch_eager::stored(a::add(as_float(b.acc[x]), torch_eager::stored(as_float(pv[x]), running)), running));
+        return;
+    }
     if (running == f32) {
         pv_product(ctx, models.pv, h, b.rows, keys, p_cast, b.acc);
         return;
@@ -109,11 +124,28 @@ void write_output_row(const detail::FlashContext& ctx, const std::uint32_t* acc,
     }
 }
 
+// Under online-torch: O.div_(l) in float32, stored in the O format; LSE = ln l + m (float32).
+void finish_torch_row(const detail::FlashContext& ctx, const std::uint32_t* acc, const steps::OnlineRowState& st, std::uint64_t i,
+                      ForwardResult& out) {
+    const std::uint64_t dv = ctx.shape.d_v;
+    for (std::uint64_t c = 0; c < dv; ++c) {
+        const float o = st.l == 0.0f ? 0.0f : a::div(as_float(acc[c]), st.l);
+        out.o_f32[i * dv + c] = o;
+        out.o[i * dv + c] = static_cast<std::uint32_t>(cast_from_f32(o, *ctx.recipe.o_format, CastOptions{}));
+    }
+    out.lse[i] = st.l == 0.0f ? steps::minus_infinity() : a::add(std::log(st.l), st.m);
+    out.lse_log2[i] = a::mul(out.lse[i], steps::log2e);
+}
+
 // O, LSE and the counts of a finished row block into the result.
 void finish_block(const detail::FlashContext& ctx, const RowBlock& b, std::uint64_t head, ForwardResult& out) {
     const AttentionRecipe& r = ctx.recipe;
     for (std::uint64_t row = 0; row < b.rows.size(); ++row) {
         const std::uint64_t i = head * ctx.shape.n_q + b.rows.begin + row;
+        if (r.softmax == SoftmaxKind::online_torch) {
+            finish_torch_row(ctx, b.acc.data() + row * ctx.shape.d_v, b.state[row], i, out);
+            continue;
+        }
         write_output_row(ctx, b.acc.data() + row * ctx.shape.d_v, steps::output_factor(b.state[row].l, r.p_scale), i, out);
         out.lse_log2[i] = steps::lse_log2(b.state[row].m, b.state[row].l);
         out.lse[i] = a::mul(out.lse_log2[i], steps::ln2);
@@ -125,8 +157,9 @@ void online_row_block(const detail::FlashContext& ctx, const ForwardModels& mode
                       Span rows, ForwardResult& out, ForwardCounts& counts) {
     RowBlock b(rows, ctx.shape.d_v);
     b.counts.skip_keys = counts.skip_keys;
+    const bool every_tile = ctx.recipe.softmax == SoftmaxKind::online_torch;  // as the released code does
     for (const Span keys : detail::blocks_of(ctx.shape.n_kv, ctx.recipe.block_n, ctx.recipe.kv_order)) {
-        if (ctx.tile_masked(rows, keys)) continue;
+        if (ctx.tile_masked(rows, keys) && !every_tile) continue;
         online_tile(ctx, models, h, b, keys);
     }
     finish_block(ctx, b, head, out);
@@ -227,8 +260,10 @@ ForwardResult flash_forward(const AttentionRecipe& recipe, const AttentionShape&
             counts[task].skip_keys = options.uncounted_keys;
             const HeadView h{in.q.data() + head * shape.n_q * shape.d, in.k.data() + head * shape.n_kv * shape.d, in.v.data() + head * shape.n_kv * shape.d_v,
                              v_quantized.empty() ? nullptr : v_quantized.data() + head * shape.n_kv * shape.d_v};
-            if (recipe.softmax == SoftmaxKind::online) online_row_block(ctx, models, h, head, rows, out, counts[task]);
-            else naive_row_block(ctx, models, h, head, rows, out, counts[task]);
+            if (recipe.softmax == SoftmaxKind::online || recipe.softmax == SoftmaxKind::online_torch)
+                online_row_block(ctx, models, h, head, rows, out, counts[task]);
+            else
+                naive_row_block(ctx, models, h, head, rows, out, counts[task]);
         }
     });
     for (const ForwardCounts& c : counts) add_counts(out.counts, c);

@@ -87,6 +87,73 @@ check("--backward without do", one_line_error(rc, err, "'do'"), err)
 save_file({"q": q[0], "k": k[0], "v": v[0], "bias": torch.zeros(96, 96)}, path("bias.safetensors"))
 rc, _, err = run(BINARY, "attention", path("bias.safetensors"), "--recipe", "fa2-bf16", "-o", path("x.safetensors"))
 check("a bias is refused", one_line_error(rc, err, "'bias'"), err)
+# fa2-bf16-torch is Seed 000's released flash attention (attention.py under BF16 autocast) step
+# for step: the same forward written here with every dtype autocast gives it, products in
+# float64 on both sides (--set score_product=f64 pv_product=f64, where only their rounding to
+# float32 and then BF16 is left), must give the same O bits, with and without the max
+# adjustment (the code's STABLE=1), causal and not, over several 64 x 64 blocks.
+def paper_forward(q, k, v, causal, block, stable):
+    bf, f32 = torch.bfloat16, torch.float32
+    neg = -torch.finfo(bf).max
+    n, d = q.shape[-2], q.shape[-1]
+    scale = torch.tensor(d ** -0.5, dtype=f32)
+    o = torch.zeros_like(q)
+    sums = torch.zeros(*q.shape[:-1], 1, dtype=bf)
+    maxes = torch.full((*q.shape[:-1], 1), neg, dtype=bf)
+    for r0 in range(0, n, block):
+        qc, rows = q[..., r0:r0 + block, :], slice(r0, r0 + block)
+        for c0 in range(0, n, block):
+            kc, vc = k[..., c0:c0 + block, :], v[..., c0:c0 + block, :]
+            s = (qc.double() @ kc.double().transpose(-1, -2)).float().to(bf)
+            s = (s.float() * scale).to(bf)
+            if causal:
+                i = torch.arange(r0, r0 + qc.shape[-2]).unsqueeze(-1)
+                j = torch.arange(c0, c0 + kc.shape[-2]).unsqueeze(0)
+                s = s.masked_fill(j > i, neg)
+            mb = s.amax(dim=-1, keepdim=True)
+            if stable:
+                near = (s >= (mb.float() - torch.tensor(1e-3, dtype=f32)).to(bf)).sum(dim=-1, keepdim=True) > 1
+                mb = torch.where(near & (mb > 0), (mb.float() * 2).to(bf), mb)
+                mb = torch.where(near & (mb < 0), torch.zeros_like(mb), mb)
+            m_old = maxes[..., rows, :]
+            m_new = torch.maximum(mb, m_old)
+            p = torch.exp((s.float() - m_new.float()).to(bf).double()).float()
+            block_sum = p.double().sum(dim=-1, keepdim=True).float().clamp(min=1e-10)
+            pv = (p.to(bf).double() @ vc.double()).float().to(bf)
+            factor = torch.exp((m_old.float() - m_new.float()).to(bf).double()).float()
+            sums[..., rows, :] = (factor * sums[..., rows, :].float() + block_sum).to(bf)
+            o[..., rows, :] = ((o[..., rows, :].float() * factor).to(bf).float() + pv.float()).to(bf)
+            maxes[..., rows, :] = m_new
+    return (o.float() / sums.float()).to(bf)
+
+
+qp, kp, vp = (torch.randn(2, 160, 32).bfloat16() for _ in range(3))
+kp[:, 7] = kp[:, 3]  # two keys tie for many rows' max: P-bar = 1 twice, what the max adjustment acts on
+qp[:, :, 0] = 3.0
+kp[:, 3, 0] = kp[:, 7, 0] = 4.0
+for causal in (False, True):
+    for stable in (False, True):
+        save_file({"q": qp, "k": kp, "v": vp}, path("paper.safetensors"), metadata={"causal": "true" if causal else "false"})
+        args = ["attention", path("paper.safetensors"), "--recipe", "fa2-bf16-torch", "--set", "score_product=f64", "--set", "pv_product=f64",
+                "--set", "block_m=64", "--set", "block_n=64", "--set", f"max_adjust={'on' if stable else 'off'}", "-o", path("paper_o.safetensors")]
+        rc, _, err = run(BINARY, *args)
+        ours = load_file(path("paper_o.safetensors"))["o"] if rc == 0 else None
+        theirs = paper_forward(qp, kp, vp, causal, 64, stable)
+        same = ours is not None and torch.equal(ours.view(torch.int16), theirs.view(torch.int16))
+        differing = -1 if ours is None else int((ours.view(torch.int16) != theirs.view(torch.int16)).sum())
+        check(f"fa2-bf16-torch = the released code's forward, causal {causal}, STABLE {stable}", same, f"{differing} of {theirs.numel()} differ {err}")
+# its backward's D = (dO * O).sum(-1) on BF16 tensors: BF16 products, the sum rounded to BF16
+dop = torch.randn(2, 160, 32).bfloat16()
+save_file({"q": qp, "k": kp, "v": vp, "do": dop}, path("paper.safetensors"))
+rc, _, err = run(BINARY, "attention", path("paper.safetensors"), "--recipe", "fa2-bf16-torch", "--backward", "-o", path("paper_b.safetensors"))
+if rc == 0:
+    out = load_file(path("paper_b.safetensors"))
+    d_theirs = (dop.float() * out["o"].float()).bfloat16().double().sum(dim=-1).float().bfloat16()
+    check("fa2-bf16-torch: delta = (dO * O).sum() in BF16", torch.equal(out["delta"].float(), d_theirs.float()),
+          f"{int((out['delta'].float() != d_theirs.float()).sum())} of {d_theirs.numel()} differ")
+else:
+    check("fa2-bf16-torch --backward runs", False, err)
+
 # `bias` with the layer input x and the query weight (q = x wq, fused [M, H * D]): dW^Q = x^T dQ
 # from float64 autograd, the mean cosine of the rank-1 matrices x[T]^T (PK)[T] from Gram matrices,
 # and the projection residual, each per head against the JSON.

@@ -89,7 +89,8 @@ void run(const BiasArgs& a) {
         if (a.fix) {
             analysis::BiasOptions adjusted = step, f32_o = step;
             adjusted.recipe.max_adjust = true, adjusted.recipe.name += " with max adjustment";
-            f32_o.recipe.delta = emu::DeltaKind::f32_o, f32_o.recipe.name += " with delta from float32 O";
+            f32_o.recipe.delta = emu::DeltaKind::f32_o, f32_o.recipe.delta_format = &emu::f32;
+            f32_o.recipe.name += " with delta from float32 O";
             f32_o.use_stored_o = false;
             const analysis::BiasResult fa = naming_input(file, [&] { return analysis::rounding_bias(in, adjusted); });
             const analysis::BiasResult fo = naming_input(file, [&] { return analysis::rounding_bias(in, f32_o); });

@@ -34,7 +34,7 @@ nlohmann::json report_json(const analysis::DemoReport& r) {
     return {{"pcollapse", pcollapse_json(r.pcollapse, false)},
             {"bias",
              {{"recipes", bias},
-              {"cumulative_recipe", "fa2-bf16-torch"},
+              {"cumulative_recipe", "fa2-bf16-o-bf16"},
               {"cumulative_coefficient", json_numbers(r.bias_cumulative)},
               {"cumulative_dwq_error_norm", json_numbers(r.bias_query_weight.cumulative_norm())},
               {"dwq_error_coherence", json_number(r.bias_query_weight.coherence())}}},
@@ -73,7 +73,7 @@ void print_report(const analysis::DemoReport& r) {
         fmt::print("   {:38} sum of delta errors {:+.3e}  t = {:+6.2f}  P-bar = 1: {} entries\n", b.recipe, b.coefficient_sum,
                    b.t_statistic, b.p_bar_one_count);
     if (!r.bias_cumulative.empty())
-        fmt::print("   fa2-bf16-torch over {} steps: {:+.3e} accumulated\n", r.bias_cumulative.size(), r.bias_cumulative.back());
+        fmt::print("   fa2-bf16-o-bf16 over {} steps: {:+.3e} accumulated\n", r.bias_cumulative.size(), r.bias_cumulative.back());
     if (const auto& q = r.bias.front().query_weight)
         fmt::print("   its dW^Q part (q = x W^Q): rank-1 terms x[T]^T (PK)[T] with mean cosine {:.2f}; over the steps |sum| = {:.2f} of the sum of norms\n",
                    q->rank1_mean_cosine, r.bias_query_weight.coherence());
