@@ -313,4 +313,29 @@ TEST_CASE("Truth: a row with one key has P = 1 exactly, so a tie in delta is rou
         CHECK(t.dk == std::vector<double>{0, 0});
         CHECK(t.dv == std::vector<double>{1, 1});
     }
+    // The same tie behind a score that is not a double (q.k = (1 + 2^-30)^2 needs 61 bits): the
+    // shift must be the exact score, not a double near it, for P to be exactly 1.
+    {
+        AttentionInputs in;
+        in.q = tensor_of("q", DType::f64, {1, 2}, {1 + 0x1p-30, 0});
+        in.k = tensor_of("k", DType::f64, {1, 2}, {1 + 0x1p-30, 0});
+        in.v = tensor_of("v", DType::f64, {1, 2}, {1 + 0x1p-52, 0x1p-53});
+        in.d_o = tensor_of("do", DType::f64, {1, 2}, {1, 1});
+        in.n_q = in.n_kv = 1, in.d = in.d_v = 2;
+        TruthOptions o;
+        o.backward = true;
+        const AttentionTruth t = attention_truth(in, o);
+        CHECK(t.delta[0] == 1 + 0x1p-51);
+        CHECK(t.dq == std::vector<double>{0, 0});
+    }
+    // Every key the same: P = 1/N and dQ = scale K^T (P * (dP - delta)) = 0 exactly. With the
+    // max's own score as the shift, exp(0) = 1 exactly and dQ's interval closes on 0.
+    AttentionInputs in = random_head(12, 4, 4, 5, 1, DType::f64);
+    std::vector<double> k(48);
+    for (std::size_t i = 0; i < k.size(); ++i) k[i] = 0.25 * static_cast<double>(i % 4) - 0.375;
+    in.k = tensor_of("k", DType::f64, {12, 4}, k);
+    TruthOptions o;
+    o.backward = true;
+    const AttentionTruth t = attention_truth(in, o);
+    CHECK(t.dq == std::vector<double>(48, 0.0));
 }
