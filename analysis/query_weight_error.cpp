@@ -14,14 +14,6 @@ namespace {
 
 double norm(std::span<const double> a) { return std::sqrt(std::inner_product(a.begin(), a.end(), a.begin(), 0.0)); }
 
-// The values of x or wq; Error naming the tensor for NaN or Inf (no gradient has an exact value).
-std::vector<double> decode_finite(const Tensor& t) {
-    std::vector<double> x = emu::decode_tensor<double>(t);
-    if (!std::all_of(x.begin(), x.end(), [](double v) { return std::isfinite(v); }))
-        throw Error("bias: tensor '" + t.name() + "' holds NaN or Inf");
-    return x;
-}
-
 // (PK)[T]: attention with K as the values, exact like the truth it goes with.
 std::vector<double> attention_weighted_keys(const AttentionInputs& in, const AttentionTruth& truth, int threads) {
     AttentionInputs keys = in;

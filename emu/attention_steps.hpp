@@ -105,17 +105,17 @@ ROUNDSCOPE_HD inline float d_score(float p, float dp, float delta) {
 /// (dO * O).sum() on BF16 tensors, whose float32 reduction order is unspecified.
 ROUNDSCOPE_HD inline float delta_rowsum(const std::uint32_t* d_o, const Format& d_o_format, const std::uint32_t* o,
                                         const Format& o_format, int n, const Format& delta_format = f32) {
-    float sum = 0;
-    double exact = 0;
-    for (int c = 0; c < n; ++c) {
-        const auto x = static_cast<float>(decode(d_o_format, d_o[c])), y = static_cast<float>(decode(o_format, o[c]));
-        const float product = f32_arith::mul(x, y);
-        sum = f32_arith::add(sum, product);
-        exact += decode(delta_format, static_cast<std::uint32_t>(cast_from_f32(product, delta_format, CastOptions{})));
+    auto product = [&](int c) {
+        return f32_arith::mul(static_cast<float>(decode(d_o_format, d_o[c])), static_cast<float>(decode(o_format, o[c])));
+    };
+    if (delta_format == f32) {
+        float sum = 0;
+        for (int c = 0; c < n; ++c) sum = f32_arith::add(sum, product(c));
+        return sum;
     }
-    if (delta_format == f32) return sum;
-    const float rounded = static_cast<float>(exact);
-    return static_cast<float>(decode(delta_format, static_cast<std::uint32_t>(cast_from_f32(rounded, delta_format, CastOptions{}))));
+    double exact = 0;
+    for (int c = 0; c < n; ++c) exact += rounded_value(product(c), delta_format);
+    return static_cast<float>(rounded_value(static_cast<float>(exact), delta_format));
 }
 
 /// One element of a backward tile: P from the score and the row's LSE (0 where masked), P and

@@ -19,10 +19,6 @@ namespace a = f32_arith;
 
 float as_float(std::uint32_t bits) { return float_from_bits(bits); }
 
-// x rounded to f (nearest even): with the operands exact in double, the format's own correctly
-// rounded operation (double rounding is innocuous for f32 and narrower: 53 >= 2 * 24 + 2).
-double rounded(const Format& f, double x) { return decode(f, cast_from_f64(x, f, CastOptions{})); }
-
 struct ForwardModels {
     detail::TileProduct score, pv;
 };
@@ -109,8 +105,8 @@ void online_tile(const detail::FlashContext& ctx, const ForwardModels& models, c
     std::vector<std::uint32_t> pv(b.acc.size(), 0);
     pv_product(ctx, models.pv, h, b.rows, keys, p_cast, pv);
     for (std::size_t x = 0; x < pv.size(); ++x) {
-        const double sum = rounded(running, as_float(b.acc[x])) + rounded(running, as_float(pv[x]));
-        b.acc[x] = bits_of(static_cast<float>(rounded(running, sum)));
+        const double sum = rounded_value(as_float(b.acc[x]), running) + rounded_value(as_float(pv[x]), running);
+        b.acc[x] = bits_of(static_cast<float>(rounded_value(sum, running)));
     }
 }
 
@@ -176,7 +172,7 @@ void naive_row_block(const detail::FlashContext& ctx, const ForwardModels& model
     const AttentionRecipe& r = ctx.recipe;
     const Format& f = *r.softmax_format;
     const std::uint64_t nk = ctx.shape.n_kv;
-    auto round = [&](double x) { return rounded(f, x); };
+    auto round = [&](double x) { return rounded_value(x, f); };
     std::vector<std::uint32_t> s(rows.size() * nk, 0);
     for (const Span keys : detail::blocks_of(nk, r.block_n)) {
         const std::vector<std::uint32_t> tile = score_tile(ctx, models.score, h, rows, keys);

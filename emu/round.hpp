@@ -156,4 +156,9 @@ ROUNDSCOPE_HD constexpr std::uint64_t cast_from_f64(double x, const Format& to, 
     return convert(source, bits_of(x), to, o, index);
 }
 
+/// x rounded to f (nearest even, overflow to Inf) as a value: what storing x in f keeps. With
+/// x the exact result of an operation on values of f (f32 or narrower), this is f's own
+/// correctly rounded operation (double rounding is innocuous: 53 >= 2 * 24 + 2).
+ROUNDSCOPE_HD inline double rounded_value(double x, const Format& f) { return decode(f, cast_from_f64(x, f, CastOptions{})); }
+
 }  // namespace roundscope::emu

@@ -14,15 +14,14 @@
 // Host only: no kernel runs this softmax; attention_recipe.hpp calls it "online-torch".
 #include <cmath>
 #include <cstdint>
+#include <vector>
 
 #include "emu/attention_steps.hpp"
 
 namespace roundscope::emu::torch_eager {
 
-/// x rounded to f (nearest even; overflow to Inf): a float32 result stored in a tensor of f.
-inline float stored(float x, const Format& f) {
-    return static_cast<float>(decode(f, static_cast<std::uint32_t>(cast_from_f32(x, f, CastOptions{}))));
-}
+/// A float32 result stored in a tensor of f (nearest even; overflow to Inf).
+inline float stored(float x, const Format& f) { return static_cast<float>(rounded_value(x, f)); }
 
 /// float32 exp.
 inline float exp_f32(float x) { return static_cast<float>(std::exp(static_cast<double>(x))); }
@@ -50,12 +49,15 @@ inline float row_step(const TorchSoftmax& f, const std::uint32_t* s, int n, int 
     namespace a = f32_arith;
     const Format& bf = *f.storage;
     const auto masked = static_cast<float>(-decode(bf, max_finite_bits(bf)));
-    auto score = [&](int j) { return j < visible ? stored(a::mul(stored(float_from_bits(s[j]), bf), f.scale), bf) : masked; };
+    std::vector<float> score(static_cast<std::size_t>(n), masked);
     float block_max = steps::minus_infinity();
-    for (int j = 0; j < n; ++j) block_max = a::max(block_max, score(j));
+    for (int j = 0; j < n; ++j) {
+        if (j < visible) score[j] = stored(a::mul(stored(float_from_bits(s[j]), bf), f.scale), bf);
+        block_max = a::max(block_max, score[j]);
+    }
     int at_max = 0, near_max = 0;
     const float near = stored(a::sub(block_max, 1e-3f), bf);
-    for (int j = 0; j < n; ++j) near_max += score(j) >= near, at_max += j < visible && score(j) == block_max;
+    for (int j = 0; j < n; ++j) near_max += score[j] >= near, at_max += j < visible && score[j] == block_max;
     if (visible > 0 && block_max > st.true_max) st.true_max = block_max, st.true_max_count = 0;
     if (visible > 0 && block_max == st.true_max) st.true_max_count += static_cast<std::uint64_t>(at_max);
     if (f.max_adjust && near_max > 1) block_max = block_max > 0 ? stored(a::mul(block_max, f.max_adjust_beta), bf) : block_max < 0 ? 0.0f : block_max;
@@ -65,7 +67,7 @@ inline float row_step(const TorchSoftmax& f, const std::uint32_t* s, int n, int 
     const float factor = exp_f32(stored(a::sub(m_old, m_new), bf));
     double sum = 0;  // float32 in any order (CUDA's reduction order is unspecified): the exact sum, rounded once
     for (int j = 0; j < n; ++j) {
-        const float p = exp_f32(stored(a::sub(score(j), m_new), bf));
+        const float p = exp_f32(stored(a::sub(score[j], m_new), bf));
         sum += p;
         p_out[j] = steps::cast_p(p, f.p_scale, *f.p_format);
         if (counts != nullptr && j < visible) steps::count_p(p, f.p_scale, p_out[j], *f.p_format, key0 + static_cast<std::uint64_t>(j), *counts);

@@ -62,6 +62,9 @@ inline std::uint64_t visible_keys(std::uint64_t i, std::uint64_t n_q, std::uint6
     return emu::steps::visible_keys(i, n_q, n_kv, causal);  // the kernels' rule
 }
 
+/// The tensor decoded to doubles (exact); Error naming it for a NaN or Inf element.
+std::vector<double> decode_finite(const Tensor& t);
+
 /// The additive bias decoded to doubles (empty without one). Throws Error naming the tensor for
 /// a NaN or +inf entry.
 std::vector<double> decode_bias(const AttentionInputs& in);

@@ -199,6 +199,8 @@ bool head_truth(const Head& h, const Shape& sh, int precision, const HeadOutput&
     return round_all(delta, out.delta) && round_all(dQ, out.dq) && round_all(dK, out.dk) && round_all(dV, out.dv);
 }
 
+}  // namespace
+
 std::vector<double> decode_finite(const Tensor& t) {
     std::vector<double> x = emu::decode_tensor<double>(t);
     for (const double v : x) {
@@ -206,8 +208,6 @@ std::vector<double> decode_finite(const Tensor& t) {
     }
     return x;
 }
-
-}  // namespace
 
 std::vector<double> decode_bias(const AttentionInputs& in) {
     if (!in.bias) return {};
