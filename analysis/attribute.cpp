@@ -4,11 +4,11 @@
 
 #include "analysis/attention_run.hpp"
 #include "analysis/truth/attention_truth.hpp"
-#include "emu/attention_operands.hpp"
-#include "emu/flash_attention.hpp"
-#include "emu/flash_context.hpp"
-#include "emu/tensor_cast.hpp"
-#include "emu/unpack.hpp"
+#include "emu/attention/attention_operands.hpp"
+#include "emu/attention/flash_attention.hpp"
+#include "emu/attention/flash_context.hpp"
+#include "emu/batch/tensor_cast.hpp"
+#include "emu/numbers/unpack.hpp"
 
 namespace roundscope::analysis {
 namespace {
@@ -30,7 +30,7 @@ std::optional<emu::AttentionRecipe> with_exact(emu::AttentionRecipe r, const std
 
 }  // namespace
 
-AttributeResult attribute(const AttentionInputs& in, const AttributeOptions& o) {
+AttributeResult attribute(const emu::AttentionInputs& in, const AttributeOptions& o) {
     const emu::AttentionRecipe& recipe = o.recipe;
     const emu::AttentionShape sh = emu::attention_shape_of(in, o.causal, o.softmax_scale);
     const emu::AttentionOperands x = emu::attention_operands(in, *recipe.input, in.d_o.has_value());
@@ -64,7 +64,7 @@ AttributeResult attribute(const AttentionInputs& in, const AttributeOptions& o) 
             emu::AttentionRecipe r = recipe;
             r.delta = kind == emu::DeltaKind::p_dp ? emu::DeltaKind::stored_o : kind;
             if (kind == emu::DeltaKind::f32_o) r.delta_format = &emu::f32;  // all of delta in float32
-            const std::vector<float> delta = emu::detail::delta_from_o(emu::detail::flash_context(r, sh), x, as_is);
+            const std::vector<float> delta = emu::delta_from_o(emu::flash_context(r, sh), x, as_is);
             return error_stats(std::vector<double>(delta.begin(), delta.end()), truth.delta).rel_rms;
         };
         result.delta_recipe = delta_error(recipe.delta);

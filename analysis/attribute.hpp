@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "emu/attention_recipe.hpp"
-#include "lib/attention_inputs.hpp"
+#include "emu/attention/attention_recipe.hpp"
+#include "emu/attention/attention_inputs.hpp"
 
 namespace roundscope::analysis {
 
@@ -35,6 +35,6 @@ struct AttributeResult {
     std::optional<double> delta_recipe, delta_from_f32_o;  // relative rms error of delta (with dO)
 };
 
-AttributeResult attribute(const AttentionInputs& in, const AttributeOptions& options);
+AttributeResult attribute(const emu::AttentionInputs& in, const AttributeOptions& options);
 
 }  // namespace roundscope::analysis

@@ -17,7 +17,7 @@ DemoReport run_demo(int threads) {
     {
         SyntheticSpec spec;
         spec.scenario = Scenario::repeated_max, spec.n = 512, spec.d = 64, spec.heads = 2, spec.d_model = 256;
-        const AttentionInputs in = synthetic_attention(spec);
+        const emu::AttentionInputs in = synthetic_attention(spec);
         for (const char* name : {"fa2-bf16", "fa2-bf16-o-bf16", "fa2-bf16-torch"}) {
             for (const bool adjust : {false, true}) {
                 BiasOptions o;
@@ -42,7 +42,7 @@ DemoReport run_demo(int threads) {
     {
         SyntheticSpec spec;
         spec.n = 128, spec.d = 64;
-        const AttentionInputs in = synthetic_attention(spec);
+        const emu::AttentionInputs in = synthetic_attention(spec);
         LeakOptions o;
         o.recipe = emu::find_recipe("mxfp4-v");
         o.threads = threads;

@@ -4,11 +4,11 @@
 #include <cmath>
 #include <limits>
 
-#include "emu/attention_operands.hpp"
-#include "emu/attention_recipe.hpp"
-#include "emu/flash_attention.hpp"
-#include "emu/tensor_decode.hpp"
-#include "emu/unpack.hpp"
+#include "emu/attention/attention_operands.hpp"
+#include "emu/attention/attention_recipe.hpp"
+#include "emu/attention/flash_attention.hpp"
+#include "emu/batch/tensor_decode.hpp"
+#include "emu/numbers/unpack.hpp"
 #include "lib/parallel.hpp"
 
 namespace roundscope::analysis {
@@ -37,7 +37,7 @@ std::uint64_t nonfinite_rows(const emu::ForwardResult& f, const emu::Format& o_f
 
 }  // namespace
 
-HeadroomResult headroom(const AttentionInputs& in, const HeadroomOptions& o) {
+HeadroomResult headroom(const emu::AttentionInputs& in, const HeadroomOptions& o) {
     const emu::AttentionShape sh = emu::attention_shape_of(in, o.causal, o.softmax_scale);
     const std::vector<double> q = emu::decode_tensor<double>(in.q), k = emu::decode_tensor<double>(in.k);
     HeadroomResult r;

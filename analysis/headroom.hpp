@@ -1,5 +1,5 @@
 #pragma once
-// Softmax overflow margins (Seed 001): exp overflows float32 and bfloat16 above ln(3.40e38) =
+// Softmax overflow margins (the "Flash Attention Fixed Everything" report): exp overflows float32 and bfloat16 above ln(3.40e38) =
 // 88.72 and float16 above ln(65504) = 11.09. A softmax without max subtraction overflows when a
 // row's largest score passes that, and its row sum when the row's log-sum-exp does; with max
 // subtraction (and in the online softmax of flash attention) exp only sees arguments <= 0 and
@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "lib/attention_inputs.hpp"
+#include "emu/attention/attention_inputs.hpp"
 
 namespace roundscope::analysis {
 
@@ -42,6 +42,6 @@ struct HeadroomResult {
     std::vector<FormatHeadroom> formats;
 };
 
-HeadroomResult headroom(const AttentionInputs& in, const HeadroomOptions& options);
+HeadroomResult headroom(const emu::AttentionInputs& in, const HeadroomOptions& options);
 
 }  // namespace roundscope::analysis

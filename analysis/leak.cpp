@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <cmath>
 
-#include "emu/attention_operands.hpp"
-#include "emu/flash_attention.hpp"
-#include "emu/unpack.hpp"
+#include "emu/attention/attention_operands.hpp"
+#include "emu/attention/flash_attention.hpp"
+#include "emu/numbers/unpack.hpp"
 
 namespace roundscope::analysis {
 namespace {
@@ -41,7 +41,7 @@ double max_abs_difference(const std::vector<std::uint32_t>& a, const std::vector
 
 }  // namespace
 
-LeakResult leak(const AttentionInputs& in, const LeakOptions& o) {
+LeakResult leak(const emu::AttentionInputs& in, const LeakOptions& o) {
     emu::AttentionRecipe r = o.recipe;
     r.v_quant = o.format, r.v_block = o.block, r.diagonal_fix = o.fix;
     emu::AttentionShape full = emu::attention_shape_of(in, true, o.softmax_scale);

@@ -1,13 +1,13 @@
 #pragma once
-// Future leakage of V block-quantized along tokens (Seed 002): with k tokens sharing a scale,
+// Future leakage of V block-quantized along tokens ("Future leakage in block-quantized attention"): with k tokens sharing a scale,
 // the stored V[j] depends on V[j'] for j' > j in the same block, so causal attention at
 // position i depends on tokens after i through the scale of its own (diagonal) block. The fix:
 // the diagonal block of P multiplies unquantized V (recipe setting diagonal_fix).
 #include <cstdint>
 #include <vector>
 
-#include "emu/attention_recipe.hpp"
-#include "lib/attention_inputs.hpp"
+#include "emu/attention/attention_recipe.hpp"
+#include "emu/attention/attention_inputs.hpp"
 
 namespace roundscope::analysis {
 
@@ -35,6 +35,6 @@ struct LeakResult {
     std::vector<double> future_influence_by_position, parallel_vs_autoregressive_by_position;
 };
 
-LeakResult leak(const AttentionInputs& in, const LeakOptions& options);
+LeakResult leak(const emu::AttentionInputs& in, const LeakOptions& options);
 
 }  // namespace roundscope::analysis

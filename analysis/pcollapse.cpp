@@ -4,10 +4,10 @@
 
 #include "analysis/attention_run.hpp"
 #include "analysis/truth/attention_truth.hpp"
-#include "emu/attention_operands.hpp"
-#include "emu/flash_attention.hpp"
-#include "emu/tensor_cast.hpp"
-#include "emu/unpack.hpp"
+#include "emu/attention/attention_operands.hpp"
+#include "emu/attention/flash_attention.hpp"
+#include "emu/batch/tensor_cast.hpp"
+#include "emu/numbers/unpack.hpp"
 
 namespace roundscope::analysis {
 namespace {
@@ -52,7 +52,7 @@ ScaleProperties scale_properties(float s) {
     return p;
 }
 
-PCollapseResult pcollapse(const AttentionInputs& in, const PCollapseOptions& o) {
+PCollapseResult pcollapse(const emu::AttentionInputs& in, const PCollapseOptions& o) {
     PCollapseResult result{expected_normal_maximum(o.k_sink), {}};
     const emu::AttentionShape shape = emu::attention_shape_of(in, o.causal, o.softmax_scale);
     const emu::AttentionOperands operands = emu::attention_operands(in, *o.recipe.input, false);

@@ -1,5 +1,5 @@
 #pragma once
-// P-collapse in FP8 attention (Seed 003, arXiv:2606.06521): P is scaled by a static S and cast
+// P-collapse in FP8 attention (arXiv:2606.06521): P is scaled by a static S and cast
 // to E4M3 before P V; E4M3's smallest subnormal is 2^-9, so P S <= 2^-10 becomes zero, and with
 // forward KV order the attention sink sets the running max before the other blocks are cast:
 // to leading order a fraction Phi(Delta + delta_k - ln(1024) - ln S) of the non-sink P values
@@ -8,8 +8,8 @@
 #include <optional>
 #include <vector>
 
-#include "emu/attention_recipe.hpp"
-#include "lib/attention_inputs.hpp"
+#include "emu/attention/attention_recipe.hpp"
+#include "emu/attention/attention_inputs.hpp"
 
 namespace roundscope::analysis {
 
@@ -43,7 +43,7 @@ struct PCollapseResult {
     std::vector<PCollapseRun> runs;
 };
 
-PCollapseResult pcollapse(const AttentionInputs& in, const PCollapseOptions& options);
+PCollapseResult pcollapse(const emu::AttentionInputs& in, const PCollapseOptions& options);
 
 /// E[max of k standard normals] (1.0294 for k = 4), by numerical integration.
 double expected_normal_maximum(int k);

@@ -5,7 +5,7 @@
 #include <limits>
 #include <numeric>
 
-#include "emu/tensor_decode.hpp"
+#include "emu/batch/tensor_decode.hpp"
 #include "lib/error.hpp"
 #include "lib/parallel.hpp"
 
@@ -15,8 +15,8 @@ namespace {
 double norm(std::span<const double> a) { return std::sqrt(std::inner_product(a.begin(), a.end(), a.begin(), 0.0)); }
 
 // (PK)[T]: attention with K as the values, exact like the truth it goes with.
-std::vector<double> attention_weighted_keys(const AttentionInputs& in, const AttentionTruth& truth, int threads) {
-    AttentionInputs keys = in;
+std::vector<double> attention_weighted_keys(const emu::AttentionInputs& in, const AttentionTruth& truth, int threads) {
+    emu::AttentionInputs keys = in;
     keys.v = in.k, keys.d_v = in.d;
     keys.o.reset(), keys.d_o.reset(), keys.lse.reset();
     TruthOptions t;
@@ -32,7 +32,7 @@ struct HeadSums {
     std::uint64_t rows = 0;
 };
 
-HeadSums head_sums(const AttentionInputs& in, std::uint64_t h, const std::vector<double>& x, const std::vector<double>& pk,
+HeadSums head_sums(const emu::AttentionInputs& in, std::uint64_t h, const std::vector<double>& x, const std::vector<double>& pk,
                    std::span<const double> c, const AttentionTruth& truth, int threads) {
     const std::uint64_t m = in.d_model, d = in.d, n = in.n_q;
     HeadSums s{std::vector<double>(m * d), std::vector<double>(m * d), std::vector<double>(m * d), 0};
@@ -67,7 +67,7 @@ HeadSums head_sums(const AttentionInputs& in, std::uint64_t h, const std::vector
 }
 
 // |q - x W^Q|_F / |q|_F over every batch of head h.
-double projection_residual(const AttentionInputs& in, std::uint64_t h, const std::vector<double>& x, const std::vector<double>& q,
+double projection_residual(const emu::AttentionInputs& in, std::uint64_t h, const std::vector<double>& x, const std::vector<double>& q,
                            const std::vector<double>& w) {
     const std::uint64_t m = in.d_model, d = in.d, n = in.n_q;
     // W^Q[a][j] of head h in either layout
@@ -85,7 +85,7 @@ double projection_residual(const AttentionInputs& in, std::uint64_t h, const std
     return total > 0 ? std::sqrt(residual / total) : std::sqrt(residual);
 }
 
-double head_wq_norm(const AttentionInputs& in, std::uint64_t h, const std::vector<double>& w) {
+double head_wq_norm(const emu::AttentionInputs& in, std::uint64_t h, const std::vector<double>& w) {
     const std::uint64_t m = in.d_model, d = in.d;
     if (in.w_q_per_head) return norm({w.data() + h * m * d, m * d});
     double sum = 0;
@@ -114,7 +114,7 @@ void QueryWeightSteps::add(const QueryWeightError& q, const std::string& step) {
     structure_cosine_.push_back(frobenius_cosine(q.structure, first_structure_));
 }
 
-QueryWeightError query_weight_error(const AttentionInputs& in, std::span<const double> delta_error, const AttentionTruth& truth,
+QueryWeightError query_weight_error(const emu::AttentionInputs& in, std::span<const double> delta_error, const AttentionTruth& truth,
                                     int threads) {
     if (!in.x) throw Error("bias: the query-weight error needs the layer input 'x'");
     const std::uint64_t m = in.d_model, d = in.d, rows = in.batch * in.heads * in.n_q;

@@ -1,5 +1,5 @@
 #pragma once
-// The error that delta's rounding makes in the query weight's gradient (Seed 000, Qiu & Yao,
+// The error that delta's rounding makes in the query weight's gradient (Qiu & Yao,
 // arXiv:2510.04212, "Cause 1"). With q = x W^Q and S = alpha q k^T, dQ = alpha dS K and
 // dS = P * (dP - delta), so an error c[T] = (delta_lp - delta_hp)[T] changes dW^Q = x^T dQ by
 //   E = dW^Q_hp - dW^Q_lp = alpha sum_T c[T] R_T,   R_T = x[T]^T (PK)[T]   ([M, D], rank 1).
@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "analysis/truth/attention_truth.hpp"
-#include "lib/attention_inputs.hpp"
+#include "emu/attention/attention_inputs.hpp"
 
 namespace roundscope::analysis {
 
@@ -45,7 +45,7 @@ struct QueryWeightError {
 /// For inputs with x (and optionally wq): `delta_error` is c, [B * H][Nq]; `truth` the backward
 /// ground truth of `in` (its dQ, scale and mask). (PK)[T] is the exact attention output with K
 /// as the values. Deterministic on any thread count.
-QueryWeightError query_weight_error(const AttentionInputs& in, std::span<const double> delta_error, const AttentionTruth& truth,
+QueryWeightError query_weight_error(const emu::AttentionInputs& in, std::span<const double> delta_error, const AttentionTruth& truth,
                                     int threads);
 
 /// The errors of several training steps summed: |sum of E| after each step, how each step's

@@ -5,17 +5,17 @@
 #include <numeric>
 
 #include "analysis/truth/attention_truth.hpp"
-#include "emu/attention_operands.hpp"
-#include "emu/attention_steps.hpp"
-#include "emu/flash_attention.hpp"
-#include "emu/tensor_cast.hpp"
-#include "emu/tensor_decode.hpp"
-#include "emu/unpack.hpp"
+#include "emu/attention/attention_operands.hpp"
+#include "emu/attention/attention_steps.hpp"
+#include "emu/attention/flash_attention.hpp"
+#include "emu/batch/tensor_cast.hpp"
+#include "emu/batch/tensor_decode.hpp"
+#include "emu/numbers/unpack.hpp"
 #include "lib/error.hpp"
 
 namespace roundscope::analysis {
 
-BiasResult rounding_bias(const AttentionInputs& in, const BiasOptions& o) {
+BiasResult rounding_bias(const emu::AttentionInputs& in, const BiasOptions& o) {
     if (!in.d_o) throw Error("bias: the analysis needs a tensor 'do' (dO)");
     const emu::AttentionRecipe& r = o.recipe;
     const emu::AttentionShape sh = emu::attention_shape_of(in, o.causal, o.softmax_scale);

@@ -1,5 +1,5 @@
 #pragma once
-// BF16 rounding bias in flash-attention backward (Seed 000, Qiu & Yao, arXiv:2510.04212):
+// BF16 rounding bias in flash-attention backward (Qiu & Yao, arXiv:2510.04212):
 // delta = rowsum(dO * O) formed from the kernel's O_lp instead of the exact O carries an error
 // of one sign when P-bar = 1 for several keys and V is mostly negative, because the low-
 // precision sums of those V rows round the same way every time. The gradient error of W^Q is
@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "analysis/query_weight_error.hpp"
-#include "emu/attention_recipe.hpp"
-#include "lib/attention_inputs.hpp"
+#include "emu/attention/attention_recipe.hpp"
+#include "emu/attention/attention_inputs.hpp"
 
 namespace roundscope::analysis {
 
@@ -47,6 +47,6 @@ struct BiasResult {
 
 /// One input (one training step): q, k, v, do (and o, as the kernel stored it; x and wq for the
 /// query-weight error).
-BiasResult rounding_bias(const AttentionInputs& in, const BiasOptions& options);
+BiasResult rounding_bias(const emu::AttentionInputs& in, const BiasOptions& options);
 
 }  // namespace roundscope::analysis

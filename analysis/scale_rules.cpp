@@ -3,8 +3,8 @@
 #include <cmath>
 #include <string>
 
-#include "emu/tensor_decode.hpp"
-#include "emu/unpack.hpp"
+#include "emu/batch/tensor_decode.hpp"
+#include "emu/numbers/unpack.hpp"
 #include "lib/error.hpp"
 
 namespace roundscope::analysis {

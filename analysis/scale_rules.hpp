@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "emu/block_quantize.hpp"
+#include "emu/block/block_quantize.hpp"
 #include "lib/tensor.hpp"
 
 namespace roundscope::analysis {

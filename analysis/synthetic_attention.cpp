@@ -5,7 +5,7 @@
 #include <cmath>
 #include <random>
 
-#include "emu/round.hpp"
+#include "emu/numbers/round.hpp"
 #include "lib/error.hpp"
 
 namespace roundscope::analysis {
@@ -20,7 +20,7 @@ Tensor f32_tensor(const char* name, Shape shape, const std::vector<double>& x) {
 // x [N, M] and wq [H, M, D] with q = x wq of standard deviation `sd`; feature 0 of x is the
 // constant `massive`, which wq maps to q's feature 0 as `q0` (0: feature 0 is drawn like the
 // rest). Its own generator, so k, v and dO are the same with or without it.
-void project_queries(const SyntheticSpec& s, double sd, double q0, AttentionInputs& in) {
+void project_queries(const SyntheticSpec& s, double sd, double q0, emu::AttentionInputs& in) {
     constexpr double massive = 32;
     const std::uint64_t m = s.d_model;
     std::mt19937_64 rng(s.seed ^ 0x9e3779b97f4a7c15u);
@@ -46,7 +46,7 @@ void project_queries(const SyntheticSpec& s, double sd, double q0, AttentionInpu
 
 }  // namespace
 
-AttentionInputs synthetic_attention(const SyntheticSpec& s) {
+emu::AttentionInputs synthetic_attention(const SyntheticSpec& s) {
     if (s.n == 0 || s.d < 2 || s.heads == 0) throw Error("synthetic inputs need --n >= 1, --d >= 2 and --heads >= 1");
     if (s.d_model == 1) throw Error("--d-model: the layer input needs M >= 2 features (0: none)");
     std::mt19937_64 rng(s.seed);
@@ -61,7 +61,7 @@ AttentionInputs synthetic_attention(const SyntheticSpec& s) {
         return x;
     };
     // repeated_max: V and dO mostly negative on every feature (their product makes a biased O
-    // error count in delta with one sign, Seed 000)
+    // error count in delta with one sign, Qiu & Yao, arXiv:2510.04212)
     const double negative = s.scenario == Scenario::repeated_max ? -0.5 : 0.0;
     std::vector<double> q = draw(sd), k = draw(sd), v = draw(1.0, negative), d_o = draw(1.0, negative);
     for (std::uint64_t h = 0; h < s.heads; ++h) {
@@ -80,7 +80,7 @@ AttentionInputs synthetic_attention(const SyntheticSpec& s) {
             for (std::uint64_t j = 2; j < s.n; ++j) kh[j * s.d] = 0;
         }
     }
-    AttentionInputs in;
+    emu::AttentionInputs in;
     in.q = f32_tensor("q", {s.heads, s.n, s.d}, q);
     in.k = f32_tensor("k", {s.heads, s.n, s.d}, k);
     in.v = f32_tensor("v", {s.heads, s.n, s.d}, v);

@@ -3,8 +3,8 @@
 // float32 tensors q, k, v, do [H, N, D] (the recipe rounds them to its input format):
 //   random        q, k, v, dO standard normal (scores N(0, 1) after the 1/sqrt(D) scale)
 //   sink          the first k_sink keys score about sink_strength (Delta) above the rest, the
-//                 other scores N(0, 1) (Seed 003's attention sink)
-//   repeated_max  two identical keys dominate every row, and V is mostly negative (Seed 000's
+//                 other scores N(0, 1) (arXiv:2606.06521's attention sink)
+//   repeated_max  two identical keys dominate every row, and V is mostly negative (Qiu & Yao's
 //                 BF16 bias: P-bar = 1 twice per row)
 //   wide          scores spread over hundreds (q and k with standard deviation `spread`, 6)
 // With d_model > 0 the inputs also hold the layer input x [N, M] and the query weight wq
@@ -16,7 +16,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "lib/attention_inputs.hpp"
+#include "emu/attention/attention_inputs.hpp"
 
 namespace roundscope::analysis {
 
@@ -33,7 +33,7 @@ struct SyntheticSpec {
 };
 
 /// The inputs of `spec` (no causal flag or scale in them: callers choose).
-AttentionInputs synthetic_attention(const SyntheticSpec& spec);
+emu::AttentionInputs synthetic_attention(const SyntheticSpec& spec);
 
 /// "random", "sink", "repeated-max", "wide"; Error naming `option` otherwise.
 Scenario parse_scenario(std::string_view name, std::string_view option);

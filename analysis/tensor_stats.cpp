@@ -6,9 +6,9 @@
 #include <vector>
 
 #include "analysis/mpfr_value.hpp"
-#include "emu/representable.hpp"
-#include "emu/tensor_decode.hpp"
-#include "emu/unpack.hpp"
+#include "emu/numbers/representable.hpp"
+#include "emu/batch/tensor_decode.hpp"
+#include "emu/numbers/unpack.hpp"
 #include "lib/parallel.hpp"
 #include "lib/prefetch.hpp"
 

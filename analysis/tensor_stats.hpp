@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <optional>
 
-#include "emu/format.hpp"
+#include "emu/numbers/format.hpp"
 #include "lib/tensor.hpp"
 
 namespace roundscope::analysis {

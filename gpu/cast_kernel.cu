@@ -1,10 +1,10 @@
 // Batch casts on the GPU: one thread per element, each calling the very round_to_format the
-// CPU emulator uses (emu/round.hpp is __host__ __device__).
+// CPU emulator uses (emu/numbers/round.hpp is __host__ __device__).
 #include <cuda_runtime.h>
 
 #include <string>
 
-#include "emu/round.hpp"
+#include "emu/numbers/round.hpp"
 #include "gpu/device.hpp"
 #include "gpu/device_buffer.hpp"
 #include "lib/error.hpp"

@@ -6,8 +6,8 @@
 #include <span>
 #include <string>
 
-#include "emu/cast_options.hpp"
-#include "emu/format.hpp"
+#include "emu/numbers/cast_options.hpp"
+#include "emu/numbers/format.hpp"
 
 namespace roundscope::gpu {
 

@@ -1,14 +1,14 @@
 // The flash-attention kernels: forward (online softmax over KV tiles in the recipe's order),
 // and backward (dK, dV per KV block over the row blocks in order; dQ per row block from the
-// stored dS). Each follows emu/flash_forward.cpp and emu/flash_backward.cpp step for step; the
-// scalar steps are the same functions (emu/attention_steps.hpp).
+// stored dS). Each follows emu/attention/flash_forward.cpp and emu/attention/flash_backward.cpp step for step; the
+// scalar steps are the same functions (emu/attention/attention_steps.hpp).
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <string>
 
-#include "emu/attention_steps.hpp"
-#include "emu/flash_context.hpp"
+#include "emu/attention/attention_steps.hpp"
+#include "emu/attention/flash_context.hpp"
 #include "gpu/device_buffer.hpp"
 #include "gpu/flash_attention.hpp"
 #include "gpu/flash_kernels.cuh"
@@ -265,8 +265,8 @@ std::string flash_unsupported(const emu::AttentionRecipe& r) {
 
 emu::ForwardResult flash_forward(const emu::AttentionRecipe& recipe, const emu::AttentionShape& sh, const emu::AttentionOperands& in) {
     require_supported(recipe);
-    const emu::detail::FlashContext ctx = emu::detail::flash_context(recipe, sh);
-    const std::vector<std::uint32_t> v_quantized = emu::detail::quantized_v(ctx, in.v);
+    const emu::FlashContext ctx = emu::flash_context(recipe, sh);
+    const std::vector<std::uint32_t> v_quantized = emu::quantized_v(ctx, in.v);
     DeviceBuffer<std::uint32_t> q = uploaded(in.q), k = uploaded(in.k), v = uploaded(in.v), vq = uploaded(v_quantized);
     const std::size_t outputs = sh.heads * sh.n_q * sh.d_v;
     DeviceBuffer<std::uint32_t> acc(outputs), o(outputs);
@@ -291,15 +291,15 @@ emu::ForwardResult flash_forward(const emu::AttentionRecipe& recipe, const emu::
 emu::BackwardResult flash_backward(const emu::AttentionRecipe& recipe, const emu::AttentionShape& sh, const emu::AttentionOperands& in,
                                    const emu::ForwardResult& forward) {
     require_supported(recipe);
-    const emu::detail::FlashContext ctx = emu::detail::flash_context(recipe, sh);
+    const emu::FlashContext ctx = emu::flash_context(recipe, sh);
     const emu::Format& g = *recipe.ds_format;
     const std::uint64_t heads = sh.heads, nq = sh.n_q, nk = sh.n_kv;
-    const std::vector<float> delta = emu::detail::delta_from_o(ctx, in, forward);  // a row sum per query, on the host
+    const std::vector<float> delta = emu::delta_from_o(ctx, in, forward);  // a row sum per query, on the host
     DeviceBuffer<std::uint32_t> q = uploaded(in.q), k = uploaded(in.k);
-    DeviceBuffer<std::uint32_t> qg = uploaded(emu::detail::exact_in(in.q, *recipe.input, g, "q (backward)"));
-    DeviceBuffer<std::uint32_t> kg = uploaded(emu::detail::exact_in(in.k, *recipe.input, g, "k (backward)"));
-    DeviceBuffer<std::uint32_t> vg = uploaded(emu::detail::exact_in(in.v, *recipe.input, g, "v (backward)"));
-    DeviceBuffer<std::uint32_t> dog = uploaded(emu::detail::exact_in(in.d_o, *recipe.input, g, "do (backward)"));
+    DeviceBuffer<std::uint32_t> qg = uploaded(emu::exact_in(in.q, *recipe.input, g, "q (backward)"));
+    DeviceBuffer<std::uint32_t> kg = uploaded(emu::exact_in(in.k, *recipe.input, g, "k (backward)"));
+    DeviceBuffer<std::uint32_t> vg = uploaded(emu::exact_in(in.v, *recipe.input, g, "v (backward)"));
+    DeviceBuffer<std::uint32_t> dog = uploaded(emu::exact_in(in.d_o, *recipe.input, g, "do (backward)"));
     DeviceBuffer<float> lse2 = uploaded(forward.lse_log2), d_delta = uploaded(delta);
     DeviceBuffer<std::uint32_t> ds = uploaded(std::vector<std::uint32_t>(heads * nq * nk, 0));
     DeviceBuffer<std::uint32_t> dk_acc = uploaded(std::vector<std::uint32_t>(in.k.size(), 0));

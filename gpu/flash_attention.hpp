@@ -1,11 +1,11 @@
 #pragma once
-// The CUDA twin of the flash-attention emulator (emu/flash_attention.hpp): the same recipe, the
-// same tiles and order, the scalar steps from emu/attention_steps.hpp, and mma.sync for every
-// product, whose models emu/mma_model.hpp proves bit-exact on the hardware. The same bits as
+// The CUDA twin of the flash-attention emulator (emu/attention/flash_attention.hpp): the same recipe, the
+// same tiles and order, the scalar steps from emu/attention/attention_steps.hpp, and mma.sync for every
+// product, whose models emu/mma/mma_model.hpp proves bit-exact on the hardware. The same bits as
 // the emulator run with the device's architecture (gpu::model_arch).
 #include <string>
 
-#include "emu/flash_attention.hpp"
+#include "emu/attention/flash_attention.hpp"
 
 namespace roundscope::gpu {
 

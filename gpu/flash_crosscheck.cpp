@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "emu/unpack.hpp"
+#include "emu/numbers/unpack.hpp"
 #include "gpu/device.hpp"
 #include "gpu/flash_attention.hpp"
 #include "gpu/mma_probe.hpp"

@@ -5,8 +5,8 @@
 #include <map>
 #include <string>
 
-#include "emu/bit_compare.hpp"
-#include "emu/flash_attention.hpp"
+#include "emu/numbers/bit_compare.hpp"
+#include "emu/attention/flash_attention.hpp"
 
 namespace roundscope::gpu {
 

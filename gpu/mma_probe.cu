@@ -11,7 +11,7 @@
 
 #include <string>
 
-#include "emu/conversion_digest.hpp"
+#include "emu/batch/conversion_digest.hpp"
 #include "gpu/device_buffer.hpp"
 #include "gpu/mma_probe.hpp"
 #include "gpu/mma_sync.cuh"

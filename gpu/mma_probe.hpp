@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "emu/format.hpp"
+#include "emu/numbers/format.hpp"
 
 namespace roundscope::gpu {
 
@@ -25,7 +25,7 @@ int probe_depth(const emu::Format& input);
 /// Compute capability of device 0 as 10 * major + minor (0 without a usable GPU).
 int compute_capability();
 
-/// The architecture whose models (emu/mma_model.hpp) describe a GPU of compute capability `cc`:
+/// The architecture whose models (emu/mma/mma_model.hpp) describe a GPU of compute capability `cc`:
 /// "sm80", "sm89", "sm90" or "sm100".
 std::string model_arch(int cc);
 

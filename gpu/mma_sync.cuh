@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "emu/format.hpp"
+#include "emu/numbers/format.hpp"
 #include "lib/error.hpp"
 
 namespace roundscope::gpu {

@@ -45,7 +45,7 @@ constexpr bool rows_in_enum_order() {
 }
 static_assert(rows_in_enum_order(), "info(DType) indexes the table by enum value");
 
-// The other spellings ../shared/CLI.md gives the float formats.
+// The other spellings docs/cli.md gives the float formats.
 struct Alias {
     std::string_view alias;
     DType dtype;

@@ -1,6 +1,6 @@
 #pragma once
 // Element types of tensors as files store them: the integer types and every number format of
-// emu/ (each float dtype carries the name of its emu::Format, so emu/tensor_decode.hpp maps
+// emu/ (each float dtype carries the name of its emu::Format, so emu/batch/tensor_decode.hpp maps
 // one to the other; tests/lib/test_dtype.cpp checks that the two lists agree).
 #include <cstdint>
 #include <optional>
@@ -37,11 +37,11 @@ inline std::string_view name(DType t) { return info(t).name; }
 inline bool is_floating(DType t) { return info(t).kind == DTypeKind::floating; }
 
 /// Another spelling of a dtype: its ml_dtypes / PyTorch name ("bfloat16", "float8_e4m3fn") or
-/// an alias of ../shared/CLI.md ("fp8_e4m3", "fp4"). The one list of such names: emu's
+/// an alias of docs/cli.md ("fp8_e4m3", "fp4"). The one list of such names: emu's
 /// find_format reads it too.
 std::optional<DType> find_dtype_alias(std::string_view name);
 /// By roundscope name ("bf16"), safetensors name ("BF16") or find_dtype_alias.
-/// Note "int8" is the MXINT8 element format of ../shared/CLI.md; the plain integer is "i8".
+/// Note "int8" is the MXINT8 element format of docs/cli.md; the plain integer is "i8".
 std::optional<DType> find_dtype(std::string_view name);
 /// The same, throwing an Error that names `what` (an option or file) and lists the names.
 DType parse_dtype(std::string_view name, std::string_view what);

@@ -1,6 +1,6 @@
 #pragma once
 // Tensor files by extension (.safetensors, .npy) and the `FILE:NAME` selection of
-// ../shared/CLI.md.
+// docs/cli.md.
 #include <optional>
 #include <span>
 #include <string>

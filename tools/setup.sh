@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what roundscope builds and tests with, on Debian 12, as root: the Debian packages
-# (compilers, CMake, the libraries of ../shared/DESIGN.md) and, in .venv at the repository
+# (compilers, CMake, the libraries of docs/design.md) and, in .venv at the repository
 # root, the Python test peers from the Python package registry (numpy, ml_dtypes, safetensors,
 # torch, torchao).
 set -euo pipefail

@@ -7,15 +7,15 @@
 // The inputs are exact values (any format the project reads); the scale is taken as the exact
 // value of a double. Causal masking keeps key j for query i when j <= i + (Nk - Nq): the
 // bottom-right alignment of FlashAttention 2.1 and later, which is the usual mask when Nq = Nk.
-// The optional additive bias (lib/attention_inputs.hpp) is exact too; a bias of -inf masks its
+// The optional additive bias (emu/attention/attention_inputs.hpp) is exact too; a bias of -inf masks its
 // key (S = -inf, P = 0); NaN and +inf are errors. A query with no key left gets O = 0,
 // LSE = -inf and zero gradients.
 #include <algorithm>
 #include <cstdint>
 #include <vector>
 
-#include "emu/attention_steps.hpp"
-#include "lib/attention_inputs.hpp"
+#include "emu/attention/attention_steps.hpp"
+#include "emu/attention/attention_inputs.hpp"
 
 namespace roundscope::analysis {
 
@@ -54,7 +54,7 @@ void reference_forward_row(const double* q, const double* k, const double* v, co
 /// (double_double.hpp), the reference path for any row where an output cannot be decided,
 /// for f64 inputs (whose products are not exact in double), and for now for the backward
 /// pass. The same bits as attention_truth_reference.
-AttentionTruth attention_truth(const AttentionInputs& in, const TruthOptions& options);
+AttentionTruth attention_truth(const emu::AttentionInputs& in, const TruthOptions& options);
 
 /// The keys [0, visible_keys(i)) that query i sees: all of them, or under the causal mask those
 /// with j <= i + (n_kv - n_q) (bottom-right alignment).
@@ -67,23 +67,23 @@ std::vector<double> decode_finite(const Tensor& t);
 
 /// The additive bias decoded to doubles (empty without one). Throws Error naming the tensor for
 /// a NaN or +inf entry.
-std::vector<double> decode_bias(const AttentionInputs& in);
+std::vector<double> decode_bias(const emu::AttentionInputs& in);
 
 /// Head `head`'s [n_q][n_kv] block of a decoded bias (shared by every head or one per head),
 /// or null without a bias.
-inline const double* bias_of_head(const std::vector<double>& bias, const AttentionInputs& in, std::uint64_t head) {
+inline const double* bias_of_head(const std::vector<double>& bias, const emu::AttentionInputs& in, std::uint64_t head) {
     if (bias.empty()) return nullptr;
     return bias.data() + (in.bias_per_head ? head * in.n_q * in.n_kv : 0);
 }
 
 /// The result's shape, scale (the option, else the double nearest 1 / sqrt(D)) and every tensor
 /// the options ask for, zero-filled: where both paths start.
-AttentionTruth empty_truth(const AttentionInputs& in, const TruthOptions& options);
+AttentionTruth empty_truth(const emu::AttentionInputs& in, const TruthOptions& options);
 
 /// The reference path: MPFI interval arithmetic, straightforward loops, each head redone at
 /// twice the precision until every output interval rounds to a single double. S and dP are
 /// exact sums of exact products, rounded once by mpfr_sum. Throws Error for NaN or Inf inputs,
 /// a missing dO with `backward`, or an element still undecided at max_precision.
-AttentionTruth attention_truth_reference(const AttentionInputs& in, const TruthOptions& options);
+AttentionTruth attention_truth_reference(const emu::AttentionInputs& in, const TruthOptions& options);
 
 }  // namespace roundscope::analysis

@@ -17,7 +17,7 @@
 #include "analysis/truth/attention_truth.hpp"
 #include "analysis/truth/double_double.hpp"
 #include "analysis/truth/truth_kernels.hpp"
-#include "emu/tensor_decode.hpp"
+#include "emu/batch/tensor_decode.hpp"
 #include "lib/error.hpp"
 #include "lib/parallel.hpp"
 
@@ -361,7 +361,7 @@ bool fast_backward(const HeadBackward& h, int threads) {
 
 }  // namespace
 
-AttentionTruth attention_truth(const AttentionInputs& in, const TruthOptions& options) {
+AttentionTruth attention_truth(const emu::AttentionInputs& in, const TruthOptions& options) {
     if (options.backward && !in.d_o) return attention_truth_reference(in, options);  // which names what is missing
     const std::vector<double> q = emu::decode_tensor<double>(in.q), k = emu::decode_tensor<double>(in.k),
                               v = emu::decode_tensor<double>(in.v);
@@ -407,7 +407,7 @@ AttentionTruth attention_truth(const AttentionInputs& in, const TruthOptions& op
                 continue;
             }
             // The whole head from the reference (rare: an output the balls cannot decide).
-            AttentionInputs one = in;
+            emu::AttentionInputs one = in;
             one.batch = 1, one.heads = 1;
             one.q = slice_head(in.q, head), one.k = slice_head(in.k, head), one.v = slice_head(in.v, head);
             one.d_o = slice_head(*in.d_o, head);

@@ -10,7 +10,7 @@
 
 #include "analysis/truth/attention_truth.hpp"
 #include "analysis/truth/interval.hpp"
-#include "emu/tensor_decode.hpp"
+#include "emu/batch/tensor_decode.hpp"
 #include "lib/error.hpp"
 #include "lib/parallel.hpp"
 
@@ -209,7 +209,7 @@ std::vector<double> decode_finite(const Tensor& t) {
     return x;
 }
 
-std::vector<double> decode_bias(const AttentionInputs& in) {
+std::vector<double> decode_bias(const emu::AttentionInputs& in) {
     if (!in.bias) return {};
     std::vector<double> x = emu::decode_tensor<double>(*in.bias);
     for (const double v : x) {
@@ -219,7 +219,7 @@ std::vector<double> decode_bias(const AttentionInputs& in) {
     return x;
 }
 
-AttentionTruth empty_truth(const AttentionInputs& in, const TruthOptions& options) {
+AttentionTruth empty_truth(const emu::AttentionInputs& in, const TruthOptions& options) {
     AttentionTruth t;
     t.heads = in.batch * in.heads;
     t.n_q = in.n_q, t.n_kv = in.n_kv, t.d = in.d, t.d_v = in.d_v;
@@ -241,7 +241,7 @@ AttentionTruth empty_truth(const AttentionInputs& in, const TruthOptions& option
     return t;
 }
 
-AttentionTruth attention_truth_reference(const AttentionInputs& in, const TruthOptions& options) {
+AttentionTruth attention_truth_reference(const emu::AttentionInputs& in, const TruthOptions& options) {
     if (options.backward && !in.d_o) throw Error("truth: --backward needs a tensor 'do' (dO)");
     AttentionTruth t = empty_truth(in, options);
     const std::vector<double> q = decode_finite(in.q), k = decode_finite(in.k), v = decode_finite(in.v);

@@ -13,7 +13,7 @@ using namespace roundscope::analysis;
 TEST_CASE("Attribution puts the error on the casts, and on the P cast for FP8", "[attribute]") {
     SyntheticSpec spec;
     spec.n = 192, spec.d = 64, spec.seed = 4;
-    const AttentionInputs in = synthetic_attention(spec);
+    const emu::AttentionInputs in = synthetic_attention(spec);
     AttributeOptions o;
     o.recipe = emu::find_recipe("fa3-fp8");
     const AttributeResult fp8 = attribute(in, o);

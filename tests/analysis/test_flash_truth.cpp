@@ -6,9 +6,9 @@
 #include <cmath>
 
 #include "analysis/truth/attention_truth.hpp"
-#include "emu/flash_attention.hpp"
-#include "emu/tensor_cast.hpp"
-#include "tests/emu/flash_inputs.hpp"
+#include "emu/attention/flash_attention.hpp"
+#include "emu/batch/tensor_cast.hpp"
+#include "emu/attention/random_operands.hpp"
 
 using namespace roundscope;
 using namespace roundscope::emu;
@@ -43,12 +43,12 @@ TEST_CASE("Emulated attention lies within its recipe's rounding error of the gro
                               Expect{"fa3-fp8", 0x1p-5, 0x1p-7, 0x1p-10}, Expect{"fa2-bf16-max-adjust", 0x1p-8, 0x1p-7, 0x1p-16});
     const bool causal = GENERATE(false, true);
     const AttentionRecipe r = find_recipe(e.recipe);
-    const AttentionShape sh = test::attention_shape(2, 100, 120, 64, causal);
-    const AttentionOperands in = test::random_operands(sh, *r.input, 51);
+    const AttentionShape sh = emu::attention_shape(2, 100, 120, 64, causal);
+    const AttentionOperands in = emu::random_operands(sh, *r.input, 51);
     const ForwardResult f = flash_forward(r, sh, in);
     const BackwardResult b = flash_backward(r, sh, in, f);
 
-    AttentionInputs ai{tensor_of("q", *r.input, {2, 100, 64}, in.q), tensor_of("k", *r.input, {2, 120, 64}, in.k),
+    emu::AttentionInputs ai{tensor_of("q", *r.input, {2, 100, 64}, in.q), tensor_of("k", *r.input, {2, 120, 64}, in.k),
                        tensor_of("v", *r.input, {2, 120, 64}, in.v)};
     ai.d_o = tensor_of("do", *r.input, {2, 100, 64}, in.d_o);
     ai.heads = 2, ai.n_q = 100, ai.n_kv = 120, ai.d = ai.d_v = 64;

@@ -1,4 +1,4 @@
-// Softmax headroom (analysis/headroom.hpp) reproduces Seed 001: a softmax without max
+// Softmax headroom (analysis/headroom.hpp) reproduces the "Flash Attention Fixed Everything" report: a softmax without max
 // subtraction overflows in FP16 exactly for rows whose largest score passes ln(65504) = 11.09,
 // in FP32 past 88.72, and the emulated naive kernels give NaN/Inf on exactly those rows, while
 // max subtraction and the online softmax give none.
@@ -7,7 +7,7 @@
 #include <cmath>
 
 #include "analysis/headroom.hpp"
-#include "emu/round.hpp"
+#include "emu/numbers/round.hpp"
 
 using namespace roundscope;
 using namespace roundscope::analysis;
@@ -24,7 +24,7 @@ TEST_CASE("The naive softmax overflows exactly past ln(max): 11.09 in FP16, 88.7
     for (std::uint64_t i = 0; i < rows; ++i) q[i * d] = top[i];
     k[0] = 1;
     for (std::uint64_t j = 1; j < keys; ++j) k[j * d] = -1;
-    AttentionInputs in{tensor("q", {rows, d}, q), tensor("k", {keys, d}, k), tensor("v", {keys, d}, v)};
+    emu::AttentionInputs in{tensor("q", {rows, d}, q), tensor("k", {keys, d}, k), tensor("v", {keys, d}, v)};
     in.n_q = rows, in.n_kv = keys, in.d = in.d_v = d;
     HeadroomOptions o;
     o.softmax_scale = 1;

@@ -1,4 +1,4 @@
-// Future leakage (analysis/leak.hpp) reproduces Seed 002 under the emulated kernel: V in MXFP4
+// Future leakage (analysis/leak.hpp) reproduces "Future leakage in block-quantized attention" under the emulated kernel: V in MXFP4
 // (and MXFP8) blocks along tokens lets later tokens change earlier outputs and makes the
 // parallel and autoregressive computations differ; with the diagonal block unquantized both
 // are exactly zero; masked keys never move an output.
@@ -13,7 +13,7 @@ using namespace roundscope::analysis;
 TEST_CASE("Block-quantized V leaks the future; the diagonal fix removes it exactly", "[leak]") {
     SyntheticSpec spec;
     spec.n = 96, spec.d = 32, spec.heads = 2, spec.seed = 5;
-    const AttentionInputs in = synthetic_attention(spec);
+    const emu::AttentionInputs in = synthetic_attention(spec);
     for (const emu::BlockFormat* format : {&emu::mxfp4, &emu::mxfp8_e4m3}) {
         for (const bool fix : {false, true}) {
             LeakOptions o;

@@ -1,4 +1,4 @@
-// P-collapse (analysis/pcollapse.hpp) reproduces Seed 003 under the emulated FP8 kernel: with
+// P-collapse (analysis/pcollapse.hpp) reproduces arXiv:2606.06521 under the emulated FP8 kernel: with
 // forward KV order the measured underflow fraction follows the prediction over a grid of Delta
 // and S, reverse order with S = 256 leaves no P underflowing at moderate Delta, and reverse
 // order lowers the output error.

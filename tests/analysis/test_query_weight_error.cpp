@@ -44,7 +44,7 @@ Layer random_layer(std::uint64_t seed, bool common_x = false, bool common_k = fa
 }
 
 // q = x W^Q rounded to float; the weight as [H, M, D] or fused [M, H * D].
-AttentionInputs inputs_of(const Layer& l, bool fused_weight) {
+emu::AttentionInputs inputs_of(const Layer& l, bool fused_weight) {
     std::vector<float> q(l.batch * l.heads * l.n * l.d), wf(l.w.size());
     for (std::uint64_t b = 0; b < l.batch; ++b)
         for (std::uint64_t h = 0; h < l.heads; ++h)
@@ -58,7 +58,7 @@ AttentionInputs inputs_of(const Layer& l, bool fused_weight) {
         for (std::uint64_t a = 0; a < l.m; ++a)
             for (std::uint64_t j = 0; j < l.d; ++j) wf[a * l.heads * l.d + h * l.d + j] = l.w[(h * l.m + a) * l.d + j];
     const Shape shape{l.batch, l.heads, l.n, l.d};
-    AttentionInputs in{Tensor::of_bits("q", DType::f32, shape, q), Tensor::of_bits("k", DType::f32, shape, l.k),
+    emu::AttentionInputs in{Tensor::of_bits("q", DType::f32, shape, q), Tensor::of_bits("k", DType::f32, shape, l.k),
                        Tensor::of_bits("v", DType::f32, shape, l.v)};
     in.d_o = Tensor::of_bits("do", DType::f32, shape, l.d_o);
     in.x = Tensor::of_bits("x", DType::f32, {l.batch, l.n, l.m}, l.x);
@@ -79,7 +79,7 @@ Real frobenius(const std::vector<Real>& a) {
 }
 
 // Head h by the definitions, with q as the inputs hold it (rounded x W^Q).
-Expected brute_force(const Layer& l, const AttentionInputs& in, std::uint64_t h, bool causal) {
+Expected brute_force(const Layer& l, const emu::AttentionInputs& in, std::uint64_t h, bool causal) {
     const std::vector<double> q = [&] {
         std::vector<double> out(in.q.size());
         for (std::size_t i = 0; i < out.size(); ++i) out[i] = std::bit_cast<float>(static_cast<std::uint32_t>(in.q.bits_at(i)));
@@ -147,7 +147,7 @@ TEST_CASE("The query-weight error equals its definition, over batches and heads,
     for (const bool causal : {false, true}) {
         for (const bool fused : {false, true}) {
             const Layer l = random_layer(causal ? 7 : 3);
-            const AttentionInputs in = inputs_of(l, fused);
+            const emu::AttentionInputs in = inputs_of(l, fused);
             TruthOptions t;
             t.causal = causal, t.backward = true;
             const AttentionTruth truth = attention_truth(in, t);
@@ -179,7 +179,7 @@ TEST_CASE("Identical rank-1 matrices have cosine 1 and the error lies along them
     // every x[T] the same and one key per head, the same in every batch: (PK)[T] = k for every T,
     // so R_T = x^T k for all T
     const Layer l = random_layer(11, true);
-    AttentionInputs in = inputs_of(l, false);
+    emu::AttentionInputs in = inputs_of(l, false);
     const Shape one_key{l.batch, l.heads, 1, l.d};
     std::vector<float> k(l.batch * l.heads * l.d), v(k.size());
     for (std::uint64_t bh = 0; bh < l.batch * l.heads; ++bh)
@@ -199,7 +199,7 @@ TEST_CASE("Identical rank-1 matrices have cosine 1 and the error lies along them
 TEST_CASE("The query-weight error has the same bits on 1 and 2 threads", "[bias][query_weight]") {
     SyntheticSpec spec;
     spec.scenario = Scenario::repeated_max, spec.n = 96, spec.d = 16, spec.heads = 2, spec.d_model = 40;
-    const AttentionInputs in = synthetic_attention(spec);
+    const emu::AttentionInputs in = synthetic_attention(spec);
     BiasOptions o;
     o.recipe = emu::find_recipe("fa2-bf16");
     o.threads = 1;

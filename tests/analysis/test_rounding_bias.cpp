@@ -1,4 +1,4 @@
-// The rounding-bias analysis (analysis/rounding_bias.hpp) on Seed 000's scenario (two equal
+// The rounding-bias analysis (analysis/rounding_bias.hpp) on Qiu & Yao's scenario (arXiv:2510.04212) (two equal
 // keys dominate every row, V and dO mostly negative), measured as it comes out of the emulated
 // kernels. What the paper claims, a positive coefficient that the max adjustment cuts
 // fivefold, is not what the emulation gives (README, "Findings"); the test pins the measured
@@ -22,7 +22,7 @@ using namespace roundscope::analysis;
 TEST_CASE("Rows with a repeated max give P-bar = 1 twice; a BF16 running O over many tiles makes delta's error one-signed", "[bias]") {
     SyntheticSpec spec;
     spec.scenario = Scenario::repeated_max, spec.n = 512, spec.d = 64, spec.heads = 2, spec.seed = 0;
-    const AttentionInputs in = synthetic_attention(spec);
+    const emu::AttentionInputs in = synthetic_attention(spec);
     BiasOptions o;
     o.recipe = emu::find_recipe("fa2-bf16");
     emu::apply_setting(o.recipe, "o_accumulator=bf16");

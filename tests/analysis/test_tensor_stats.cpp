@@ -6,8 +6,8 @@
 #include <cstring>
 
 #include "analysis/tensor_stats.hpp"
-#include "emu/representable.hpp"
-#include "emu/tensor_decode.hpp"
+#include "emu/numbers/representable.hpp"
+#include "emu/batch/tensor_decode.hpp"
 #include "tests/lib/tensor_samples.hpp"
 
 using namespace roundscope;

@@ -12,7 +12,7 @@
 
 #include "analysis/truth/attention_truth.hpp"
 #include "analysis/truth/double_double.hpp"
-#include "emu/round.hpp"
+#include "emu/numbers/round.hpp"
 
 using namespace roundscope;
 using namespace roundscope::analysis;
@@ -52,7 +52,7 @@ void check_same_bits(const AttentionTruth& fast, const AttentionTruth& reference
     CHECK(same_bits(fast.dv, reference.dv));
 }
 
-AttentionInputs make(const Case& c, std::uint64_t seed) {
+emu::AttentionInputs make(const Case& c, std::uint64_t seed) {
     std::mt19937_64 rng(seed);
     std::normal_distribution<double> g;
     auto draw = [&](std::uint64_t n, double sd) {
@@ -60,7 +60,7 @@ AttentionInputs make(const Case& c, std::uint64_t seed) {
         for (auto& v : x) v = sd * g(rng);
         return x;
     };
-    AttentionInputs in;
+    emu::AttentionInputs in;
     in.heads = c.heads;
     in.n_q = c.n_q, in.n_kv = c.n_kv, in.d = c.d, in.d_v = c.d_v;
     in.q = bf16_tensor("q", {c.heads, c.n_q, c.d}, draw(c.heads * c.n_q * c.d, c.spread * c.magnitude));
@@ -83,7 +83,7 @@ TEST_CASE("Fast truth equals the reference bit for bit and decides alone", "[tru
                             Case{1, 1, 5, 16, 8, 1, false}, Case{1, 128, 128, 128, 128, 1, false},
                             Case{1, 256, 256, 64, 64, 1, false});
     const bool causal = GENERATE(false, true);
-    const AttentionInputs in = make(c, 17 + c.n_q + c.d);
+    const emu::AttentionInputs in = make(c, 17 + c.n_q + c.d);
     TruthOptions o;
     o.causal = causal;
     o.intermediates = c.n_q <= 64;
@@ -99,7 +99,7 @@ TEST_CASE("Fast truth backward equals the reference bit for bit", "[truth][fast]
                             Case{1, 48, 48, 16, 16, 8, false}, Case{1, 32, 32, 16, 16, 1, true},
                             Case{1, 1, 5, 16, 8, 1, false}, Case{1, 96, 96, 128, 128, 1, false});
     const bool causal = GENERATE(false, true);
-    const AttentionInputs in = make(c, 5 + c.n_q + c.d);
+    const emu::AttentionInputs in = make(c, 5 + c.n_q + c.d);
     TruthOptions o;
     o.causal = causal;
     o.backward = true;
@@ -118,7 +118,7 @@ namespace {
 // An additive bias for `in`: ALiBi-like slopes times the distance (scores shifted by up to
 // `reach`), with -inf on a fraction of the keys and on every key of query 1 (a row with no key
 // left), one per head or one [Nq, Nk] for all.
-void add_bias(AttentionInputs& in, double reach, double masked_fraction, bool per_head, std::uint64_t seed) {
+void add_bias(emu::AttentionInputs& in, double reach, double masked_fraction, bool per_head, std::uint64_t seed) {
     std::mt19937_64 rng(seed);
     std::uniform_real_distribution<double> uniform;
     const std::uint64_t heads = per_head ? in.heads : 1;
@@ -146,7 +146,7 @@ TEST_CASE("Fast truth with an additive bias and -inf masks equals the reference 
     const bool causal = GENERATE(false, true);
     const bool per_head = GENERATE(false, true);
     const double reach = GENERATE(3.0, 700.0);  // 700: keys hundreds below the row's best
-    AttentionInputs in = make(c, 23 + c.n_q + c.d);
+    emu::AttentionInputs in = make(c, 23 + c.n_q + c.d);
     add_bias(in, reach, 0.2, per_head, c.n_kv + (per_head ? 1 : 0));
     TruthOptions o;
     o.causal = causal;

@@ -9,8 +9,8 @@
 #include <random>
 
 #include "analysis/truth/attention_truth.hpp"
-#include "emu/round.hpp"
-#include "emu/tensor_decode.hpp"
+#include "emu/numbers/round.hpp"
+#include "emu/batch/tensor_decode.hpp"
 #include "lib/error.hpp"
 
 using namespace roundscope;
@@ -28,7 +28,7 @@ Tensor tensor_of(const std::string& name, DType dtype, Shape shape, const std::v
 }
 
 // One head: q [n, d], k [n, d], v [n, dv], do [n, dv], random Gaussians in bf16 (or f64).
-AttentionInputs random_head(std::int64_t n, std::int64_t d, std::int64_t dv, std::uint64_t seed, double spread = 1,
+emu::AttentionInputs random_head(std::int64_t n, std::int64_t d, std::int64_t dv, std::uint64_t seed, double spread = 1,
                             DType dtype = DType::bf16) {
     std::mt19937_64 rng(seed);
     std::normal_distribution<double> g;
@@ -38,7 +38,7 @@ AttentionInputs random_head(std::int64_t n, std::int64_t d, std::int64_t dv, std
         return x;
     };
     const auto un = static_cast<std::uint64_t>(n), ud = static_cast<std::uint64_t>(d), udv = static_cast<std::uint64_t>(dv);
-    AttentionInputs in;
+    emu::AttentionInputs in;
     in.q = tensor_of("q", dtype, {un, ud}, draw(n * d, spread));
     in.k = tensor_of("k", dtype, {un, ud}, draw(n * d, spread));
     in.v = tensor_of("v", dtype, {un, udv}, draw(n * dv, 1));
@@ -69,7 +69,7 @@ TEST_CASE("Truth: rows of P sum to 1 and delta = rowsum(dO * O) = rowsum(P * dP)
           "[truth][reference]") {
     const bool causal = GENERATE(false, true);
     const double spread = GENERATE(1.0, 6.0);  // 6: scores spread over hundreds: one dominates by 100+
-    const AttentionInputs in = random_head(24, 16, 8, 3, spread);
+    const emu::AttentionInputs in = random_head(24, 16, 8, 3, spread);
     TruthOptions o;
     o.causal = causal;
     o.backward = o.intermediates = true;
@@ -101,11 +101,11 @@ TEST_CASE("Truth: rows of P sum to 1 and delta = rowsum(dO * O) = rowsum(P * dP)
 }
 
 TEST_CASE("Truth: dQ, dK and dV are the derivatives of sum(dO * O)", "[truth][reference]") {
-    const AttentionInputs base = random_head(6, 4, 3, 11, 1, DType::f64);
+    const emu::AttentionInputs base = random_head(6, 4, 3, 11, 1, DType::f64);
     TruthOptions o;
     o.backward = true;
     const AttentionTruth t = attention_truth_reference(base, o);
-    auto loss = [&](const AttentionInputs& in) {
+    auto loss = [&](const emu::AttentionInputs& in) {
         TruthOptions forward;
         forward.scale = t.scale;
         const AttentionTruth f = attention_truth_reference(in, forward);
@@ -115,15 +115,15 @@ TEST_CASE("Truth: dQ, dK and dV are the derivatives of sum(dO * O)", "[truth][re
         return static_cast<double>(l);
     };
     struct Case {
-        Tensor AttentionInputs::*tensor;
+        Tensor emu::AttentionInputs::*tensor;
         const std::vector<double>* gradient;
     };
-    for (const Case c : {Case{&AttentionInputs::q, &t.dq}, Case{&AttentionInputs::k, &t.dk}, Case{&AttentionInputs::v, &t.dv}}) {
+    for (const Case c : {Case{&emu::AttentionInputs::q, &t.dq}, Case{&emu::AttentionInputs::k, &t.dk}, Case{&emu::AttentionInputs::v, &t.dv}}) {
         const std::vector<double> x = values(base.*c.tensor);
         for (std::size_t e = 0; e < x.size(); ++e) {
             const double h = 0x1p-12;
             // Tensors share their bytes when copied: build new ones.
-            AttentionInputs up = base, down = base;
+            emu::AttentionInputs up = base, down = base;
             std::vector<double> moved = x;
             moved[e] = x[e] + h;
             up.*c.tensor = tensor_of((base.*c.tensor).name(), DType::f64, (base.*c.tensor).shape(), moved);
@@ -137,7 +137,7 @@ TEST_CASE("Truth: dQ, dK and dV are the derivatives of sum(dO * O)", "[truth][re
 }
 
 TEST_CASE("Truth: a float64 implementation lies within its error bound", "[truth][reference]") {
-    const AttentionInputs in = random_head(32, 16, 8, 5, 2);
+    const emu::AttentionInputs in = random_head(32, 16, 8, 5, 2);
     TruthOptions o;
     const AttentionTruth t = attention_truth_reference(in, o);
     const std::vector<double> q = values(in.q), k = values(in.k), v = values(in.v);
@@ -171,7 +171,7 @@ TEST_CASE("Truth: a float64 implementation lies within its error bound", "[truth
 }
 
 TEST_CASE("Truth: Ziv's escalation from 24 bits gives the bits of 256", "[truth][reference]") {
-    const AttentionInputs in = random_head(16, 8, 8, 9);
+    const emu::AttentionInputs in = random_head(16, 8, 8, 9);
     TruthOptions low, high;
     low.backward = high.backward = true;
     low.precision = 24;
@@ -181,7 +181,7 @@ TEST_CASE("Truth: Ziv's escalation from 24 bits gives the bits of 256", "[truth]
 }
 
 TEST_CASE("Truth: repeated maxima, and NaN inputs refused", "[truth][reference]") {
-    AttentionInputs in = random_head(8, 4, 4, 2);
+    emu::AttentionInputs in = random_head(8, 4, 4, 2);
     // Every key the same: every row of P is exactly 1/8, O the mean of V (exact in double).
     for (std::uint64_t j = 1; j < 8; ++j) {
         for (std::uint64_t c = 0; c < 4; ++c) in.k.set_bits_at(j * 4 + c, in.k.bits_at(c));
@@ -204,7 +204,7 @@ namespace {
 
 // A [n_q, n_kv] bias tensor (f64: every value exact, -inf included) from f(i, j).
 template <class F>
-void set_bias(AttentionInputs& in, F f) {
+void set_bias(emu::AttentionInputs& in, F f) {
     std::vector<double> b(in.n_q * in.n_kv);
     for (std::uint64_t i = 0; i < in.n_q; ++i) {
         for (std::uint64_t j = 0; j < in.n_kv; ++j) b[i * in.n_kv + j] = f(i, j);
@@ -213,13 +213,13 @@ void set_bias(AttentionInputs& in, F f) {
 }
 
 // The keys of `in` without key `drop` (k, v, and the bias's column when there is one).
-AttentionInputs without_key(const AttentionInputs& in, std::uint64_t drop) {
+emu::AttentionInputs without_key(const emu::AttentionInputs& in, std::uint64_t drop) {
     auto remove_row = [&](const Tensor& t, std::uint64_t width) {
         std::vector<double> x = values(t);
         x.erase(x.begin() + static_cast<std::ptrdiff_t>(drop * width), x.begin() + static_cast<std::ptrdiff_t>((drop + 1) * width));
         return tensor_of(t.name(), t.dtype(), {in.n_kv - 1, width}, x);
     };
-    AttentionInputs out = in;
+    emu::AttentionInputs out = in;
     out.k = remove_row(in.k, in.d), out.v = remove_row(in.v, in.d_v);
     out.n_kv = in.n_kv - 1;
     out.bias.reset();
@@ -231,17 +231,17 @@ constexpr double minus_inf = -std::numeric_limits<double>::infinity();
 }  // namespace
 
 TEST_CASE("Truth with a bias: a -inf mask is the causal mask, and a masked key is a missing key", "[truth][reference]") {
-    const AttentionInputs plain = random_head(12, 8, 4, 31);
+    const emu::AttentionInputs plain = random_head(12, 8, 4, 31);
     TruthOptions o;
     o.backward = true;
-    AttentionInputs masked = plain;
+    emu::AttentionInputs masked = plain;
     set_bias(masked, [](std::uint64_t i, std::uint64_t j) { return j > i ? minus_inf : 0.0; });
     TruthOptions causal = o;
     causal.causal = true;
     check_same_outputs(attention_truth_reference(masked, o), attention_truth_reference(plain, causal));
 
     // Key 5 masked for every query: the same bits as without key 5, which gets zero gradients.
-    AttentionInputs drop5 = plain;
+    emu::AttentionInputs drop5 = plain;
     set_bias(drop5, [](std::uint64_t, std::uint64_t j) { return j == 5 ? minus_inf : 0.0; });
     const AttentionTruth c = attention_truth_reference(drop5, o), d = attention_truth_reference(without_key(plain, 5), o);
     CHECK(c.o == d.o);
@@ -261,8 +261,8 @@ TEST_CASE("Truth with a bias: a -inf mask is the causal mask, and a masked key i
 }
 
 TEST_CASE("Truth with a bias: a constant per row leaves P, O and the gradients unchanged and shifts LSE", "[truth][reference]") {
-    const AttentionInputs plain = random_head(10, 8, 8, 37);
-    AttentionInputs shifted = plain;
+    const emu::AttentionInputs plain = random_head(10, 8, 8, 37);
+    emu::AttentionInputs shifted = plain;
     set_bias(shifted, [](std::uint64_t i, std::uint64_t) { return 37.3 * static_cast<double>(i) - 100.0; });
     TruthOptions o;
     o.backward = true;
@@ -282,7 +282,7 @@ TEST_CASE("Truth with a bias: a constant per row leaves P, O and the gradients u
 }
 
 TEST_CASE("Truth with a bias: NaN or +inf in it is refused, naming the tensor", "[truth][reference]") {
-    AttentionInputs in = random_head(4, 4, 4, 3);
+    emu::AttentionInputs in = random_head(4, 4, 4, 3);
     for (const double bad : {std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity()}) {
         set_bias(in, [bad](std::uint64_t i, std::uint64_t j) { return i == 2 && j == 1 ? bad : 0.0; });
         CHECK_THROWS_WITH(attention_truth_reference(in, TruthOptions{}), Catch::Contains("tensor 'bias'"));
@@ -297,7 +297,7 @@ TEST_CASE("Truth: a row with one key has P = 1 exactly, so a tie in delta is rou
     // 1 + 2^-51; ties-to-even gives 1 + 2^-51. v = (1, 2^-53): halfway between 1 and 1 + 2^-52,
     // which gives 1.
     for (const auto& [v0, want] : {std::pair{1 + 0x1p-52, 1 + 0x1p-51}, std::pair{1.0, 1.0}}) {
-        AttentionInputs in;
+        emu::AttentionInputs in;
         in.q = tensor_of("q", DType::f64, {1, 2}, {0.75, -0.5});
         in.k = tensor_of("k", DType::f64, {1, 2}, {1.5, 2});
         in.v = tensor_of("v", DType::f64, {1, 2}, {v0, 0x1p-53});
@@ -316,7 +316,7 @@ TEST_CASE("Truth: a row with one key has P = 1 exactly, so a tie in delta is rou
     // The same tie behind a score that is not a double (q.k = (1 + 2^-30)^2 needs 61 bits): the
     // shift must be the exact score, not a double near it, for P to be exactly 1.
     {
-        AttentionInputs in;
+        emu::AttentionInputs in;
         in.q = tensor_of("q", DType::f64, {1, 2}, {1 + 0x1p-30, 0});
         in.k = tensor_of("k", DType::f64, {1, 2}, {1 + 0x1p-30, 0});
         in.v = tensor_of("v", DType::f64, {1, 2}, {1 + 0x1p-52, 0x1p-53});
@@ -330,7 +330,7 @@ TEST_CASE("Truth: a row with one key has P = 1 exactly, so a tie in delta is rou
     }
     // Every key the same: P = 1/N and dQ = scale K^T (P * (dP - delta)) = 0 exactly. With the
     // max's own score as the shift, exp(0) = 1 exactly and dQ's interval closes on 0.
-    AttentionInputs in = random_head(12, 4, 4, 5, 1, DType::f64);
+    emu::AttentionInputs in = random_head(12, 4, 4, 5, 1, DType::f64);
     std::vector<double> k(48);
     for (std::size_t i = 0; i < k.size(); ++i) k[i] = 0.25 * static_cast<double>(i % 4) - 0.375;
     in.k = tensor_of("k", DType::f64, {12, 4}, k);

@@ -10,7 +10,7 @@
 
 #include <fmt/core.h>
 
-#include "emu/batch_cast.hpp"
+#include "emu/batch/batch_cast.hpp"
 #include "lib/bits.hpp"
 #include "lib/parallel.hpp"
 

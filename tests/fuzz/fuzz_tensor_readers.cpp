@@ -7,7 +7,7 @@
 #include <optional>
 #include <span>
 
-#include "emu/tensor_decode.hpp"
+#include "emu/batch/tensor_decode.hpp"
 #include "lib/error.hpp"
 #include "lib/npy.hpp"
 #include "lib/safetensors.hpp"

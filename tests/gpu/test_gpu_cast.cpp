@@ -4,8 +4,8 @@
 #include <cstdio>
 #include <vector>
 
-#include "emu/batch_cast.hpp"
-#include "emu/round.hpp"
+#include "emu/batch/batch_cast.hpp"
+#include "emu/numbers/round.hpp"
 #include "gpu/device.hpp"
 
 using namespace roundscope;

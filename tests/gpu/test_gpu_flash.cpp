@@ -7,7 +7,7 @@
 #include <cstdio>
 
 #include "analysis/synthetic_attention.hpp"
-#include "emu/attention_operands.hpp"
+#include "emu/attention/attention_operands.hpp"
 #include "gpu/flash_attention.hpp"
 #include "gpu/flash_crosscheck.hpp"
 #include "gpu/mma_probe.hpp"
@@ -30,7 +30,7 @@ int main() {
             for (const bool causal : {false, true}) {
                 analysis::SyntheticSpec spec;
                 spec.scenario = scenario, spec.heads = 2, spec.n = 300, spec.d = 64, spec.seed = 7;
-                const AttentionInputs in = analysis::synthetic_attention(spec);
+                const emu::AttentionInputs in = analysis::synthetic_attention(spec);
                 const emu::AttentionShape shape = emu::attention_shape_of(in, causal, 0);
                 const gpu::FlashCrosscheck c =
                     gpu::flash_crosscheck(recipe, shape, emu::attention_operands(in, *recipe.input, true), true);

@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "emu/conversion_digest.hpp"
-#include "emu/mma_gemm.hpp"
-#include "emu/mma_tiles.hpp"
+#include "emu/batch/conversion_digest.hpp"
+#include "emu/mma/mma_gemm.hpp"
+#include "emu/mma/mma_tiles.hpp"
 #include "gpu/mma_probe.hpp"
 #include "tests/gpu/gpu_or_skip.hpp"
 

@@ -2,7 +2,7 @@
 
 #include <random>
 
-#include "emu/tensor_decode.hpp"
+#include "emu/batch/tensor_decode.hpp"
 #include "lib/error.hpp"
 #include "lib/npy.hpp"
 #include "lib/safetensors.hpp"

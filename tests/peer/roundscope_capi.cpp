@@ -5,11 +5,11 @@
 #include <cstdint>
 #include <span>
 
-#include "emu/batch_cast.hpp"
-#include "emu/cast_options.hpp"
-#include "emu/format.hpp"
-#include "emu/mma_gemm.hpp"
-#include "emu/mma_model.hpp"
+#include "emu/batch/batch_cast.hpp"
+#include "emu/numbers/cast_options.hpp"
+#include "emu/numbers/format.hpp"
+#include "emu/mma/mma_gemm.hpp"
+#include "emu/mma/mma_model.hpp"
 
 extern "C" {
 

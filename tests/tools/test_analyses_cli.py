@@ -1,4 +1,4 @@
-"""The analysis commands keep ../shared/CLI.md's JSON contract, refuse bad input with one line and
+"""The analysis commands keep docs/cli.md's JSON contract, refuse bad input with one line and
 exit 2, and `roundscope demo` (the README's first command) runs the whole report in time and
 writes its JSON (and its plots where matplotlib is installed).
 

@@ -1,4 +1,4 @@
-"""The command-line contract of ../shared/CLI.md for `formats` and `cast`: JSON keys, exact
+"""The command-line contract of docs/cli.md for `formats` and `cast`: JSON keys, exact
 values, one-line errors with exit code 2.
 
 Usage: test_cli.py PATH/TO/roundscope

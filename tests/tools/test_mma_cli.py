@@ -1,4 +1,4 @@
-"""`roundscope mma` and `roundscope probe` per ../shared/CLI.md: --check on the H100 golden
+"""`roundscope mma` and `roundscope probe` per docs/cli.md: --check on the H100 golden
 vectors (exit 0, JSON keys), a flipped bit found and named (exit 1), -o writing D, --list, and
 one-line errors with exit 2 for bad files; probe exits 3 without a GPU. Standard library only.
 

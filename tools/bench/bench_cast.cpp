@@ -15,7 +15,7 @@
 
 #include <mpfr.h>
 
-#include "emu/batch_cast.hpp"
+#include "emu/batch/batch_cast.hpp"
 #include "lib/parallel.hpp"
 #include "tools/bench/best_rate.hpp"
 

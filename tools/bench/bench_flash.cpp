@@ -11,10 +11,10 @@
 #include <cstring>
 #include <string>
 
-#include "emu/flash_attention.hpp"
-#include "emu/round.hpp"
+#include "emu/attention/flash_attention.hpp"
+#include "emu/numbers/round.hpp"
 #include "tools/bench/best_rate.hpp"
-#include "tests/emu/flash_inputs.hpp"
+#include "emu/attention/random_operands.hpp"
 
 using namespace roundscope;
 
@@ -41,8 +41,8 @@ int main(int argc, char** argv) {
     }
     const std::uint64_t d = 128;
     const emu::AttentionRecipe recipe = emu::find_recipe(recipe_name);
-    const emu::AttentionShape shape = test::attention_shape(1, n, n, d, causal);
-    const emu::AttentionOperands in = test::random_operands(shape, *recipe.input, 1);
+    const emu::AttentionShape shape = emu::attention_shape(1, n, n, d, causal);
+    const emu::AttentionOperands in = emu::random_operands(shape, *recipe.input, 1);
 
     emu::ForwardResult forward;
     const double t_forward = seconds_of([&] { forward = emu::flash_forward(recipe, shape, in, threads); });

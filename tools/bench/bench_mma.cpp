@@ -1,4 +1,4 @@
-// Bit-exact emulated BF16 GEMM (the sm_90 mma.sync model, emu/mma_gemm.hpp) against Eigen's
+// Bit-exact emulated BF16 GEMM (the sm_90 mma.sync model, emu/mma/mma_gemm.hpp) against Eigen's
 // float32 GEMM and a plain double-precision triple loop, in the same run, on one thread and on
 // all. A score-matrix shape: Q [M, K] times K^T [K, N] with K = 128 (the head dimension).
 // Rates are M*N*K multiply-adds per second; the scalar engine (mma_gemm_reference) is shown too.
@@ -14,8 +14,8 @@
 #include <random>
 #include <vector>
 
-#include "emu/mma_gemm.hpp"
-#include "emu/round.hpp"
+#include "emu/mma/mma_gemm.hpp"
+#include "emu/numbers/round.hpp"
 #include "lib/parallel.hpp"
 #include "tools/bench/best_rate.hpp"
 

@@ -11,7 +11,7 @@
 #include <functional>
 #include <random>
 
-#include "emu/block_quantize.hpp"
+#include "emu/block/block_quantize.hpp"
 #include "lib/parallel.hpp"
 #include "tools/bench/best_rate.hpp"
 

@@ -11,14 +11,14 @@
 #include <string>
 
 #include "analysis/truth/attention_truth.hpp"
-#include "emu/round.hpp"
+#include "emu/numbers/round.hpp"
 
 using namespace roundscope;
 using namespace roundscope::analysis;
 
 namespace {
 
-AttentionInputs head(std::uint64_t n, std::uint64_t d, bool backward) {
+emu::AttentionInputs head(std::uint64_t n, std::uint64_t d, bool backward) {
     std::mt19937_64 rng(1);
     std::normal_distribution<double> g;
     auto tensor = [&](const char* name) {
@@ -26,14 +26,14 @@ AttentionInputs head(std::uint64_t n, std::uint64_t d, bool backward) {
         for (std::uint64_t i = 0; i < n * d; ++i) t.set_bits_at(i, emu::cast_from_f64(g(rng), emu::bf16, emu::CastOptions{}));
         return t;
     };
-    AttentionInputs in;
+    emu::AttentionInputs in;
     in.q = tensor("q"), in.k = tensor("k"), in.v = tensor("v");
     if (backward) in.d_o = tensor("do");
     in.n_q = in.n_kv = n, in.d = in.d_v = d;
     return in;
 }
 
-double seconds(const AttentionInputs& in, bool backward, bool reference) {
+double seconds(const emu::AttentionInputs& in, bool backward, bool reference) {
     TruthOptions o;
     o.backward = backward;
     const auto start = std::chrono::steady_clock::now();

@@ -8,7 +8,7 @@
 
 #include "analysis/synthetic_attention.hpp"
 #include "lib/error.hpp"
-#include "lib/attention_inputs.hpp"
+#include "emu/attention/attention_inputs.hpp"
 
 namespace roundscope::cli {
 
@@ -29,7 +29,7 @@ inline void add_output_flags(CLI::App* cmd, bool& json, int& threads) {
 /// A command's inputs: the synthetic ones of `spec`, or the file's (whose metadata may turn on
 /// the causal mask and set the softmax scale).
 struct ChosenInputs {
-    AttentionInputs in;
+    emu::AttentionInputs in;
     bool causal = false;
     double softmax_scale = 0;  // 0: 1/sqrt(D)
 };

@@ -12,7 +12,7 @@ nlohmann::json optional_number(const std::optional<double>& x) { return x ? json
 nlohmann::json pcollapse_json(const analysis::PCollapseResult& r, bool with_scale_properties) {
     nlohmann::json runs = nlohmann::json::array();
     for (const auto& x : r.runs) {
-        nlohmann::json j{{"order", x.order == emu::KvOrder::forward ? "forward" : "reverse"},
+        nlohmann::json j{{"order", emu::kv_order_name(x.order)},
                          {"scale", x.scale},
                          {"underflow_fraction", x.underflow_fraction},
                          {"predicted_fraction", optional_number(x.predicted_fraction)},

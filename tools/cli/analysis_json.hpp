@@ -1,5 +1,5 @@
 #pragma once
-// The analyses' results as the JSON of ../shared/CLI.md: one function per pass, shared by its
+// The analyses' results as the JSON of docs/cli.md: one function per pass, shared by its
 // command and by `roundscope demo`.
 #include <nlohmann/json.hpp>
 

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "analysis/attention_run.hpp"
-#include "emu/tensor_cast.hpp"
+#include "emu/batch/tensor_cast.hpp"
 #include "lib/error.hpp"
 #include "lib/tensor_io.hpp"
 #include "tools/cli/cli_output.hpp"
@@ -41,7 +41,7 @@ void run(const AttentionArgs& a) {
     emu::AttentionRecipe recipe = emu::find_recipe(a.recipe);
     for (const std::string& s : a.settings) emu::apply_setting(recipe, s);
     const TensorFile file = read_tensor_file(a.input);
-    const AttentionInputs in = find_attention_inputs(file);
+    const emu::AttentionInputs in = emu::find_attention_inputs(file);
     analysis::AttentionRunOptions o;
     o.causal = a.causal ? true : a.no_causal ? false : in.causal.value_or(false);
     o.scale = a.scale != 0 ? a.scale : in.softmax_scale.value_or(0);

@@ -63,7 +63,7 @@ void run(const BiasArgs& a) {
     for (const std::string& s : a.settings) emu::apply_setting(o.recipe, s);
     o.threads = a.threads;
     if (a.synthetic == !a.inputs.empty()) throw Error("bias: give input files or --synthetic, not both");
-    std::vector<std::pair<std::string, AttentionInputs>> steps;
+    std::vector<std::pair<std::string, emu::AttentionInputs>> steps;
     if (a.synthetic) {
         for (std::uint64_t s = 0; s < a.steps; ++s) {
             analysis::SyntheticSpec spec;
@@ -72,13 +72,13 @@ void run(const BiasArgs& a) {
             steps.emplace_back(fmt::format("synthetic step {}", s), analysis::synthetic_attention(spec));
         }
     } else {
-        for (const std::string& path : a.inputs) steps.emplace_back(path, find_attention_inputs(read_tensor_file(path)));
+        for (const std::string& path : a.inputs) steps.emplace_back(path, emu::find_attention_inputs(read_tensor_file(path)));
     }
     nlohmann::json out, per_step = nlohmann::json::array(), cumulative = nlohmann::json::array();
     double running = 0;
     analysis::QueryWeightSteps query_weight;
     for (std::size_t i = 0; i < steps.size(); ++i) {
-        const AttentionInputs& in = steps[i].second;
+        const emu::AttentionInputs& in = steps[i].second;
         analysis::BiasOptions step = o;
         step.causal = a.causal || in.causal.value_or(false);
         step.softmax_scale = in.softmax_scale.value_or(0);

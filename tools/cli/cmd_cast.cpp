@@ -7,10 +7,10 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
-#include "emu/cast_options.hpp"
-#include "emu/format.hpp"
-#include "emu/round.hpp"
-#include "emu/tensor_cast.hpp"
+#include "emu/numbers/cast_options.hpp"
+#include "emu/numbers/format.hpp"
+#include "emu/numbers/round.hpp"
+#include "emu/batch/tensor_cast.hpp"
 #include "lib/error.hpp"
 #include "lib/tensor_io.hpp"
 #include "tools/cli/cast_flags.hpp"

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "analysis/synthetic_attention.hpp"
-#include "emu/attention_operands.hpp"
+#include "emu/attention/attention_operands.hpp"
 #include "lib/error.hpp"
 #include "lib/tensor_io.hpp"
 #include "tools/cli/analysis_flags.hpp"
@@ -35,14 +35,14 @@ void run(const CrosscheckArgs& a) {
     emu::AttentionRecipe recipe = emu::find_recipe(a.recipe);
     for (const std::string& s : a.settings) emu::apply_setting(recipe, s);
     if (a.synthetic == !a.input.empty()) throw Error("crosscheck: give an input file or --synthetic, not both");
-    AttentionInputs in;
+    emu::AttentionInputs in;
     if (a.synthetic) {
         analysis::SyntheticSpec spec;
         spec.scenario = analysis::parse_scenario(a.scenario, "--scenario");
         spec.n = a.n, spec.d = a.d, spec.heads = a.heads, spec.seed = a.seed;
         in = analysis::synthetic_attention(spec);
     } else {
-        in = find_attention_inputs(read_tensor_file(a.input));
+        in = emu::find_attention_inputs(read_tensor_file(a.input));
     }
     const bool causal = a.causal || in.causal.value_or(false);
     const emu::AttentionShape shape = emu::attention_shape_of(in, causal, in.softmax_scale.value_or(0));

@@ -1,11 +1,11 @@
-// `roundscope formats [--json]`: one row per format descriptor of emu/format.hpp.
+// `roundscope formats [--json]`: one row per format descriptor of emu/numbers/format.hpp.
 #include <memory>
 #include <string>
 
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
-#include "emu/format_info.hpp"
+#include "emu/numbers/format_info.hpp"
 #include "tools/cli/cli_output.hpp"
 #include "tools/cli/commands.hpp"
 

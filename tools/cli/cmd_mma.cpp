@@ -1,5 +1,5 @@
 // `roundscope mma IN --arch ARCH [--instruction I] [--check] [-o OUT] [--json] [--threads N]`
-// and `roundscope mma --list`: D = A*B + C through a tensor-core model (emu/mma_model.hpp),
+// and `roundscope mma --list`: D = A*B + C through a tensor-core model (emu/mma/mma_model.hpp),
 // optionally checked bit for bit against the D a GPU wrote into IN.
 #include <map>
 #include <memory>
@@ -9,8 +9,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "emu/mma_tensors.hpp"
-#include "emu/tensor_cast.hpp"
+#include "emu/mma/mma_tensors.hpp"
+#include "emu/batch/tensor_cast.hpp"
 #include "lib/error.hpp"
 #include "lib/tensor_io.hpp"
 #include "tools/cli/cli_output.hpp"

@@ -1,6 +1,6 @@
 // `roundscope mx IN --format BLOCKFMT [--block K] [--axis A] [--offset O] [--scale-rule RULE]
 //  [--round MODE] [-t NAME]... (-o OUT [--dequant] | --compare-rules) [--json]`:
-// block quantization of the floating tensors of a file (../shared/CLI.md).
+// block quantization of the floating tensors of a file (docs/cli.md).
 #include <algorithm>
 #include <memory>
 #include <string>
@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "analysis/scale_rules.hpp"
-#include "emu/block_quantize.hpp"
+#include "emu/block/block_quantize.hpp"
 #include "lib/error.hpp"
 #include "lib/tensor_io.hpp"
 #include "tools/cli/cli_output.hpp"

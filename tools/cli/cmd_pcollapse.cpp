@@ -33,19 +33,16 @@ struct PCollapseArgs {
 };
 
 std::vector<emu::KvOrder> orders_of(const std::string& s) {
-    if (s == "forward") return {emu::KvOrder::forward};
-    if (s == "reverse") return {emu::KvOrder::reverse};
     if (s == "both") return {emu::KvOrder::forward, emu::KvOrder::reverse};
-    throw Error("--order: '" + s + "' is not forward, reverse or both");
+    return {emu::parse_kv_order(s, "--order (or both)")};
 }
 
 void print_report(const PCollapseArgs& a, const analysis::PCollapseOptions& o, const analysis::PCollapseResult& r) {
-    auto order_name = [](emu::KvOrder k) { return k == emu::KvOrder::forward ? "forward" : "reverse"; };
     fmt::print("P-collapse, recipe {} (k_sink {}, delta_k {:.4f}{})\n", o.recipe.name, a.k_sink, r.delta_k,
                a.synthetic ? fmt::format(", Delta {}", a.sink_strength) : "");
     std::vector<std::vector<std::string>> rows;
     for (const auto& x : r.runs) {
-        std::vector<std::string> row{order_name(x.order), fmt::format("{}", x.scale), fmt::format("{:.4f}", x.underflow_fraction),
+        std::vector<std::string> row{std::string(emu::kv_order_name(x.order)), fmt::format("{}", x.scale), fmt::format("{:.4f}", x.underflow_fraction),
                                      x.predicted_fraction ? fmt::format("{:.4f}", *x.predicted_fraction) : "-",
                                      x.predicted_fraction_averaged ? fmt::format("{:.4f}", *x.predicted_fraction_averaged) : "-",
                                      fmt::format("{:.2f}", x.delta_c), fmt::format("{:.3e}", x.mse), std::to_string(x.saturated)};

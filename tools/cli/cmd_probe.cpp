@@ -11,11 +11,11 @@
 
 #include <fmt/format.h>
 
-#include "emu/cast_options.hpp"
-#include "emu/conversion_digest.hpp"
-#include "emu/mma_gemm.hpp"
-#include "emu/mma_tiles.hpp"
-#include "emu/tensor_cast.hpp"
+#include "emu/numbers/cast_options.hpp"
+#include "emu/batch/conversion_digest.hpp"
+#include "emu/mma/mma_gemm.hpp"
+#include "emu/mma/mma_tiles.hpp"
+#include "emu/batch/tensor_cast.hpp"
 #include "lib/error.hpp"
 #include "lib/tensor_io.hpp"
 #include "tools/cli/commands.hpp"

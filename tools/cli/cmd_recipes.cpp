@@ -1,11 +1,11 @@
 // `roundscope recipes [--json]`: the flash-attention presets with every setting, and the keys
-// `--set` accepts (emu/attention_recipe.hpp).
+// `--set` accepts (emu/attention/attention_recipe.hpp).
 #include <fmt/format.h>
 
 #include <memory>
 #include <nlohmann/json.hpp>
 
-#include "emu/attention_recipe.hpp"
+#include "emu/attention/attention_recipe.hpp"
 #include "tools/cli/cli_output.hpp"
 #include "tools/cli/commands.hpp"
 

@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "analysis/truth/attention_truth.hpp"
-#include "lib/attention_inputs.hpp"
+#include "emu/attention/attention_inputs.hpp"
 #include "lib/error.hpp"
 #include "lib/tensor_io.hpp"
 #include "tools/cli/cli_output.hpp"
@@ -37,7 +37,7 @@ Tensor f64_tensor(const std::string& name, Shape shape, const std::vector<double
 void run_truth(const TruthArgs& a) {
     if (a.output.empty()) throw Error("truth: -o OUT is required");
     const TensorFile file = read_tensor_file(a.input);
-    const AttentionInputs in = find_attention_inputs(file);
+    const emu::AttentionInputs in = emu::find_attention_inputs(file);
     analysis::TruthOptions o;
     o.causal = a.causal ? true : a.no_causal ? false : in.causal.value_or(false);
     o.scale = a.scale != 0 ? a.scale : in.softmax_scale.value_or(0);

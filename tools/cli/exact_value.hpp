@@ -7,7 +7,7 @@
 // odd", IEEE TC 2008: round-to-odd at p + 2 bits is innocuous).
 #include <string>
 
-#include "emu/unpack.hpp"
+#include "emu/numbers/unpack.hpp"
 
 namespace roundscope::cli {
 

@@ -1,4 +1,4 @@
-// roundscope: the command-line front end (../shared/CLI.md is its contract).
+// roundscope: the command-line front end (docs/cli.md is its contract).
 #include <cstdio>
 #include <exception>
 #include <string>

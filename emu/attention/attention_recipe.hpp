@@ -1,0 +1,105 @@
+#pragma once
+// A recipe names every precision choice of a flash-attention kernel, forward and backward, so
+// that the emulator (flash_attention.hpp) and a CUDA kernel that take the same recipe round
+// in the same places. Plain data: printable as KEY=VALUE settings, parsed back from them,
+// recorded in every output file's metadata.
+//
+// Presets (recipe_presets in attention_recipe.cpp) follow the kernels they are named after:
+// FlashAttention-2 (Dao, arXiv:2307.08691) keeps S, the running O, m and l in float32 and
+// casts P to the input type before P V; FlashAttention-3 (Shah et al., arXiv:2407.08608)
+// walks the KV blocks in reverse and, in FP8, computes P = exp2(s - max + 8), i.e. P scaled by
+// S = 2^8 before the E4M3 cast (its max offset of 8).
+#include <map>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "emu/block/block_format.hpp"
+#include "emu/numbers/format.hpp"
+
+namespace roundscope::emu {
+
+enum class SoftmaxKind : std::uint8_t {
+    online,         // running max, rescale by exp2 of the max difference, final division
+    naive,          // S, then exp(S - rowmax), row sum and division, in softmax_format
+    naive_unshifted,  // the same without subtracting the row max (overflows first)
+    online_torch,     // online, as a flash attention in PyTorch tensor ops under autocast runs
+                      // it: S, the row max and sum stored in softmax_format, natural exp in
+                      // float32 (torch_softmax.hpp); the emulator's only
+};
+
+enum class Exp2Kind : std::uint8_t {
+    software,        // soft_exp2.hpp: the same function on CPU and GPU (bit-exact)
+    hardware_approx,  // the GPU's ex2.approx; the emulator uses std::exp2 (not bit-exact)
+};
+
+enum class KvOrder : std::uint8_t { forward, reverse };
+
+/// "forward" or "reverse": the one spelling of KV orders (recipes, the CLI, JSON).
+std::string_view kv_order_name(KvOrder order);
+/// The order named `text`; Error "WHAT: 'text' is not one of forward|reverse" otherwise.
+KvOrder parse_kv_order(std::string_view text, const std::string& what);
+
+/// How a product is computed: by the recipe's tensor-core model, or in float64 (exact
+/// products, a double sum, one rounding to float32): the "exact" stage of the attribution.
+enum class Product : std::uint8_t { model, f64 };
+
+/// How the backward pass forms delta = rowsum(dO * O).
+enum class DeltaKind : std::uint8_t {
+    stored_o,  // O as the forward pass stored it (o_format), as FlashAttention-2 does
+    f32_o,     // O in float32, before its cast
+    p_dp,      // rowsum(P * dP) from the backward pass's own P and dP
+};
+
+struct AttentionRecipe {
+    std::string name = "custom";
+    const Format* input = &bf16;      // q, k, v and dO are rounded to it (RNE) first
+    std::string arch = "sm90";        // the tensor-core model of every product (mma_model.hpp)
+    std::string instruction = "mma.sync";
+    int block_m = 128, block_n = 64;  // Br x Bc tiles of S
+    Product score_product = Product::model;  // S = Q K^T
+    Product pv_product = Product::model;     // P V
+    SoftmaxKind softmax = SoftmaxKind::online;
+    const Format* softmax_format = &f32;  // naive: the format of exp, sum and division;
+                                          // online-torch: the format of S, row max and row sum
+    Exp2Kind exp2 = Exp2Kind::software;
+    bool max_adjust = false;          // Qiu & Yao's fix: no P-bar entry exactly 1 (see below)
+    float max_adjust_beta = 2;
+    const Format* p_format = &bf16;   // P is cast to it (times p_scale) before P V
+    float p_scale = 1;                // S: a power of two or 448
+    KvOrder kv_order = KvOrder::forward;
+    const BlockFormat* v_quant = nullptr;  // V quantized along tokens in this block format
+    int v_block = 32;
+    bool diagonal_fix = false;        // the diagonal tile of P multiplies unquantized V
+    const Format* o_format = &bf16;
+    const Format* o_accumulator = &f32;  // the running O: f32 (kernels), or e.g. bf16 where each
+                                         // block's P V and the rescaled O are rounded to it
+                                         // (a flash attention written in PyTorch on BF16 tensors)
+    DeltaKind delta = DeltaKind::stored_o;
+    const Format* delta_format = &f32;  // delta from O: each dO * O and the sum rounded to it
+                                        // (float32 accumulation), as PyTorch's BF16 ops do
+    const Format* ds_format = &bf16;  // dS and P are cast to it before dK, dQ and dV
+    const Format* grad_format = &bf16;  // dQ, dK, dV as written
+};
+
+/// The named presets, in a fixed order.
+std::span<const AttentionRecipe> recipe_presets();
+
+/// The preset called `name`; throws Error listing the presets if there is none.
+AttentionRecipe find_recipe(std::string_view name);
+
+/// Applies one KEY=VALUE setting; throws Error naming the key (and what it accepts) otherwise.
+void apply_setting(AttentionRecipe& recipe, std::string_view key_value);
+
+/// Every setting as KEY -> VALUE, parseable by apply_setting.
+std::map<std::string, std::string> recipe_settings(const AttentionRecipe& recipe);
+
+/// One line per key with the values it accepts, for `roundscope recipes`.
+std::map<std::string, std::string> recipe_keys();
+
+/// Throws Error (naming the recipe and the key) for combinations the emulator cannot run: no
+/// tensor-core model for the inputs, tiles that are not multiples of 16, a V block that does
+/// not divide block_n under the diagonal fix, a P scale that is not positive.
+void validate(const AttentionRecipe& recipe);
+
+}  // namespace roundscope::emu

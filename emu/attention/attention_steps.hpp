@@ -1,0 +1,227 @@
+#pragma once
+// The scalar steps of flash attention's softmax and its backward pass, shared by the CPU
+// emulator (flash_attention.cpp) and the CUDA kernels (gpu/): one source, the same bits. All
+// arithmetic is float32 with each rounding spelled out (f32_arith.hpp).
+#include <cstdint>
+
+#include "emu/numbers/f32_arith.hpp"
+#include "emu/numbers/round.hpp"
+#include "emu/numbers/unpack.hpp"
+#include "emu/attention/soft_exp2.hpp"
+
+namespace roundscope::emu::steps {
+
+inline constexpr float log2e = 0x1.715476p+0f;  // log2(e) rounded to float32
+inline constexpr float ln2 = 0x1.62e430p-1f;    // ln(2) rounded to float32
+
+ROUNDSCOPE_HD constexpr float minus_infinity() { return -__builtin_huge_valf(); }
+
+/// exp2 as the recipe computes it: the shared software function, or the GPU's ex2.approx
+/// (on the CPU the library's exp2f: not the same function, hence not bit-exact).
+ROUNDSCOPE_HD inline float exp2(float x, bool hardware_approx) {
+    if (!hardware_approx) return soft_exp2(x);
+#if defined(__CUDA_ARCH__)
+    float y;
+    asm("ex2.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+#else
+    return __builtin_exp2f(x);
+#endif
+}
+
+/// The softmax scale in log2 units, as FlashAttention folds it into exp2's argument.
+ROUNDSCOPE_HD inline float scale_log2(float scale) { return f32_arith::mul(scale, log2e); }
+
+/// A row's running max as exp2's arguments use it: -inf (no key yet) counts as 0, so that
+/// exp2(t - m) of a masked t is exp2(-inf) = 0 rather than NaN.
+ROUNDSCOPE_HD inline float usable_max(float m) { return m == minus_infinity() ? 0.0f : m; }
+
+/// Qiu & Yao's max adjustment (arXiv:2510.04212, their attention.py): a block max reached by
+/// more than one score (within 1e-3 in natural units) is moved above every score, to beta m
+/// when positive and to 0 otherwise, so that no P-bar entry is exactly 1.
+ROUNDSCOPE_HD inline float adjusted_block_max(float block_max, int near_max_count, float beta) {
+    if (near_max_count <= 1) return block_max;
+    return block_max > 0 ? f32_arith::mul(block_max, beta) : 0.0f;
+}
+
+/// How close to the block max (in log2 units) a score counts as another maximum: 1e-3 nats.
+inline constexpr float near_max_log2 = 0x1.7a31a0p-10f;  // 1e-3 * log2(e), rounded to float32
+
+/// P-bar = exp2(t - m) for one score t (log2 units) and the row max m.
+ROUNDSCOPE_HD inline float p_bar(float t, float m, bool hardware_approx) {
+    return exp2(f32_arith::sub(t, usable_max(m)), hardware_approx);
+}
+
+/// The factor that carries the running sum and output from max m_old to m_new.
+ROUNDSCOPE_HD inline float rescale(float m_old, float m_new, bool hardware_approx) {
+    if (m_old == minus_infinity()) return 0.0f;  // nothing accumulated yet
+    return exp2(f32_arith::sub(m_old, usable_max(m_new)), hardware_approx);
+}
+
+/// x rounded to f, nearest even, saturating (cvt.rn.satfinite): how every value the kernels
+/// store in a narrower format (P, dS, O, the gradients) is rounded.
+ROUNDSCOPE_HD inline std::uint32_t saturating_cast(float x, const Format& f) {
+    CastOptions o;
+    o.saturate = true;
+    return static_cast<std::uint32_t>(cast_from_f32(x, f, o));
+}
+
+/// P-bar times the static scale S, rounded to the P format.
+ROUNDSCOPE_HD inline std::uint32_t cast_p(float p, float p_scale, const Format& f) {
+    return saturating_cast(f32_arith::mul(p, p_scale), f);
+}
+
+/// An accumulated gradient (float32 bits) times the scale (1: none), in the gradient format.
+ROUNDSCOPE_HD inline std::uint32_t gradient_bits(std::uint32_t acc, float scale, const Format& f) {
+    return saturating_cast(f32_arith::mul(float_from_bits(acc), scale), f);
+}
+
+/// 1 / (l S): what the accumulated output is multiplied by; 1 for an empty row (l = 0).
+ROUNDSCOPE_HD inline float output_factor(float l, float p_scale) {
+    if (l == 0.0f) return 1.0f;
+    return f32_arith::div(1.0f, f32_arith::mul(l, p_scale));
+}
+
+/// m + log2 l, the LSE in log2 units; -inf for an empty row.
+ROUNDSCOPE_HD inline float lse_log2(float m, float l) {
+    if (l == 0.0f) return minus_infinity();
+    return f32_arith::add(usable_max(m), soft_log2(l));
+}
+
+/// The backward pass's P from the stored LSE: exp2(t - LSE log2 e); 0 in an empty row.
+ROUNDSCOPE_HD inline float p_from_lse(float t, float lse2, bool hardware_approx) {
+    if (lse2 == minus_infinity()) return 0.0f;
+    return exp2(f32_arith::sub(t, lse2), hardware_approx);
+}
+
+/// dS = P (dP - delta).
+ROUNDSCOPE_HD inline float d_score(float p, float dp, float delta) {
+    return f32_arith::mul(p, f32_arith::sub(dp, delta));
+}
+
+/// delta = rowsum(dO * O) in float32, in feature order: dO and O given as bits of their formats
+/// (O as stored, or its float32 value with o_format f32). With a narrower delta_format (host
+/// only) each product is rounded to it, and so is their sum, taken exactly: PyTorch's
+/// (dO * O).sum() on BF16 tensors, whose float32 reduction order is unspecified.
+ROUNDSCOPE_HD inline float delta_rowsum(const std::uint32_t* d_o, const Format& d_o_format, const std::uint32_t* o,
+                                        const Format& o_format, int n, const Format& delta_format = f32) {
+    auto product = [&](int c) {
+        return f32_arith::mul(static_cast<float>(decode(d_o_format, d_o[c])), static_cast<float>(decode(o_format, o[c])));
+    };
+    if (delta_format == f32) {
+        float sum = 0;
+        for (int c = 0; c < n; ++c) sum = f32_arith::add(sum, product(c));
+        return sum;
+    }
+    double exact = 0;
+    for (int c = 0; c < n; ++c) exact += rounded_value(product(c), delta_format);
+    return static_cast<float>(rounded_value(static_cast<float>(exact), delta_format));
+}
+
+/// One element of a backward tile: P from the score and the row's LSE (0 where masked), P and
+/// dS = P (dP - delta) cast (saturating) to the gradient products' format.
+struct BackwardElement {
+    float p;
+    std::uint32_t p_cast, ds_cast;
+};
+
+ROUNDSCOPE_HD inline BackwardElement backward_element(std::uint32_t s, std::uint32_t dp, bool visible, float lse2, float delta,
+                                                      float scale_log2, bool approx_exp2, const Format& g) {
+    const float p = visible ? p_from_lse(f32_arith::mul(float_from_bits(s), scale_log2), lse2, approx_exp2) : 0.0f;
+    return {p, saturating_cast(p, g), saturating_cast(d_score(p, float_from_bits(dp), delta), g)};
+}
+
+// ---- masks --------------------------------------------------------------------------------
+
+/// The keys [0, visible_keys(i)) that query row i sees: all, or under the causal mask those at
+/// or before its position i + n_kv - n_q (bottom-right alignment, FlashAttention 2.1+).
+ROUNDSCOPE_HD inline std::uint64_t visible_keys(std::uint64_t i, std::uint64_t n_q, std::uint64_t n_kv, bool causal) {
+    if (!causal) return n_kv;
+    const auto end = static_cast<std::int64_t>(i) + static_cast<std::int64_t>(n_kv) - static_cast<std::int64_t>(n_q) + 1;
+    if (end < 0) return 0;
+    return static_cast<std::uint64_t>(end) < n_kv ? static_cast<std::uint64_t>(end) : n_kv;
+}
+
+/// Under the diagonal fix of block-quantized V: key j lies in (or after) the V block of row i's
+/// own position, so row i multiplies it unquantized ("Future leakage in block-quantized attention": only that block can hold
+/// tokens after the query).
+ROUNDSCOPE_HD inline bool diagonal_key(std::uint64_t i, std::uint64_t j, std::uint64_t n_q, std::uint64_t n_kv, int v_block) {
+    const std::int64_t p = static_cast<std::int64_t>(i) + static_cast<std::int64_t>(n_kv) - static_cast<std::int64_t>(n_q);
+    const std::int64_t own = (p < 0 ? p - v_block + 1 : p) / v_block;  // floor division
+    return static_cast<std::int64_t>(j) / v_block >= own;
+}
+
+// ---- one row of one KV tile of the online softmax ------------------------------------------
+
+/// The choices of the online softmax a recipe makes (attention_recipe.hpp), as a kernel takes them.
+struct OnlineSoftmax {
+    float scale_log2;
+    bool approx_exp2;
+    bool max_adjust;
+    float max_adjust_beta;
+    float p_scale;
+    Format p_format;
+};
+
+/// A row's running state: max m (log2 units, after any adjustment), sum l, and the largest
+/// unadjusted score with how many keys reached it (the analyses' repeated maxima).
+struct OnlineRowState {
+    float m = minus_infinity(), l = 0, true_max = minus_infinity();
+    std::uint64_t true_max_count = 0;
+};
+
+/// What the forward pass counts on the way (the analyses read them).
+struct ForwardCounts {
+    std::uint64_t p_bar_one = 0;          // P-bar entries (before any cast) exactly 1
+    std::uint64_t p_nonzero = 0;          // P-bar entries above zero, unmasked, not in the sink
+    std::uint64_t p_underflow = 0;        // ... that the P cast turned into zero
+    std::uint64_t p_saturated = 0;        // P-bar entries whose P S exceeds the format's max (clipped, or Inf)
+    std::uint64_t repeated_max_rows = 0;  // rows whose final max is reached by two or more keys
+    std::uint64_t skip_keys = 0;          // keys [0, skip_keys) are not counted (an attention sink)
+};
+
+/// Counts one unmasked P-bar value and its cast of P S (of key `key`: the sink's keys count
+/// only towards p_bar_one and p_saturated).
+ROUNDSCOPE_HD inline void count_p(float p, float p_scale, std::uint32_t cast, const Format& f, std::uint64_t key, ForwardCounts& c) {
+    if (p == 1.0f) ++c.p_bar_one;
+    if (f32_arith::mul(p, p_scale) > decode(f, max_finite_bits(f))) ++c.p_saturated;  // clipped (or Inf)
+    if (!(p > 0.0f) || key < c.skip_keys) return;
+    ++c.p_nonzero;
+    if (decode(f, cast) == 0) ++c.p_underflow;
+}
+
+/// One row of one tile: s holds the n scores (f32 bits) of the tile's keys, the first `visible`
+/// of them unmasked. Updates the state, writes the cast P (p_format bits) and returns the
+/// factor that carries the row's accumulated output to the new max. Counts when asked (key0:
+/// the tile's first key, for counts.skip_keys).
+ROUNDSCOPE_HD inline float online_row_step(const OnlineSoftmax& f, const std::uint32_t* s, int n, int visible,
+                                           OnlineRowState& st, std::uint32_t* p_out, ForwardCounts* counts,
+                                           std::uint64_t key0 = 0) {
+    namespace a = f32_arith;
+    auto t_of = [&](int j) { return j < visible ? a::mul(float_from_bits(s[j]), f.scale_log2) : minus_infinity(); };
+    float block_max = minus_infinity();
+    for (int j = 0; j < n; ++j) block_max = a::max(block_max, t_of(j));
+    int near_max = 0, at_max = 0;
+    for (int j = 0; j < n; ++j) {
+        const float t = t_of(j);
+        if (t != minus_infinity() && a::sub(block_max, t) <= near_max_log2) ++near_max;
+        if (t == block_max && block_max != minus_infinity()) ++at_max;
+    }
+    if (block_max > st.true_max) st.true_max = block_max, st.true_max_count = 0;
+    if (block_max == st.true_max) st.true_max_count += static_cast<std::uint64_t>(at_max);
+    if (f.max_adjust) block_max = adjusted_block_max(block_max, near_max, f.max_adjust_beta);
+    const float m_new = a::max(st.m, block_max);
+    const float factor = rescale(st.m, m_new, f.approx_exp2);
+    float sum = 0;
+    for (int j = 0; j < n; ++j) {
+        const float p = p_bar(t_of(j), m_new, f.approx_exp2);
+        sum = a::add(sum, p);
+        p_out[j] = cast_p(p, f.p_scale, f.p_format);
+        if (counts != nullptr && j < visible) count_p(p, f.p_scale, p_out[j], f.p_format, key0 + static_cast<std::uint64_t>(j), *counts);
+    }
+    st.l = a::add(a::mul(st.l, factor), sum);
+    st.m = m_new;
+    return factor;
+}
+
+}  // namespace roundscope::emu::steps

@@ -1,0 +1,78 @@
+#pragma once
+// The flash-attention emulator: a recipe (attention_recipe.hpp) executed on the CPU exactly as
+// the kernel executes it, tile by tile, every product through the tensor-core model, every
+// scalar step through the shared code of attention_steps.hpp. Forward: O and LSE; backward:
+// delta, dQ, dK, dV. Multi-threaded over heads and row (or column) blocks; the bits do not
+// depend on the thread count.
+//
+// Forward, online softmax, for each block of Br query rows, over the KV blocks of Bc keys in
+// the recipe's order (a block every one of whose scores is masked is skipped):
+//   S = Q K^T (tensor-core model, f32), t = S * (scale log2 e)   [f32]
+//   m' = max(m, rowmax t) (Qiu & Yao's adjustment of the block max when asked), p = exp2(t - m')
+//   r = exp2(m - m'), l = l r + sum p (in key order), acc = acc r, acc = P_cast V + acc (model)
+// with P_cast = round(p * S) to the P format. Finally O = acc * (1 / (l S)) cast to the O
+// format, LSE = (m + log2 l) ln 2. The naive softmax computes the whole row of S first.
+//
+// Backward (FlashAttention-2's, with dQ in its own pass so that no atomic add makes the order
+// depend on timing): delta per row as the recipe says; for each KV block, over the row blocks
+// in order, P = exp2(t - LSE log2 e), dV += P_cast^T dO, dP = dO V^T, dS = P (dP - delta),
+// dK += dS_cast^T Q; then for each row block, over the KV blocks in order, dQ += dS_cast K;
+// dQ and dK are multiplied by the scale at the end. Backward operands are taken in ds_format
+// (every input value must be exact in it).
+#include <cstdint>
+#include <vector>
+
+#include "emu/attention/attention_recipe.hpp"
+#include "emu/attention/attention_steps.hpp"
+
+namespace roundscope::emu {
+
+struct AttentionShape {
+    std::uint64_t heads = 1, n_q = 0, n_kv = 0, d = 0, d_v = 0;
+    bool causal = false;  // bottom-right aligned, as analysis/truth
+    float scale = 0;      // softmax scale (float32, as kernels take it)
+};
+
+/// Bit patterns in the recipe's input format, row-major, heads first.
+struct AttentionOperands {
+    std::vector<std::uint32_t> q, k, v, d_o;  // [h][n_q][d], [h][n_kv][d], [h][n_kv][d_v], [h][n_q][d_v]
+};
+
+using steps::ForwardCounts;
+
+struct ForwardResult {
+    std::vector<std::uint32_t> o;  // o_format bits, [h][n_q][d_v]
+    std::vector<float> o_f32;      // O before its cast
+    std::vector<float> lse;        // natural-log LSE, -inf for a row without keys
+    std::vector<float> lse_log2;   // m + log2 l, what the backward pass reads
+    ForwardCounts counts;
+};
+
+struct BackwardResult {
+    std::vector<std::uint32_t> dq, dk, dv;  // grad_format bits
+    std::vector<float> delta;
+};
+
+struct ForwardOptions {
+    int threads = 0;
+    std::uint64_t uncounted_keys = 0;  // keys [0, n) left out of the counts (an attention sink)
+    std::uint64_t row_begin = 0, row_end = ~std::uint64_t{0};  // only the row blocks meeting these
+                                                               // query rows (others: zeros)
+};
+
+/// Throws Error for an invalid recipe (validate), operands whose sizes disagree with the shape,
+/// or V values that its quantization makes unrepresentable in the input format.
+ForwardResult flash_forward(const AttentionRecipe& recipe, const AttentionShape& shape, const AttentionOperands& in,
+                            const ForwardOptions& options);
+inline ForwardResult flash_forward(const AttentionRecipe& recipe, const AttentionShape& shape, const AttentionOperands& in,
+                                   int threads = 0) {
+    ForwardOptions o;
+    o.threads = threads;
+    return flash_forward(recipe, shape, in, o);
+}
+
+/// Needs in.d_o and the forward pass of the same inputs; online softmax only.
+BackwardResult flash_backward(const AttentionRecipe& recipe, const AttentionShape& shape, const AttentionOperands& in,
+                              const ForwardResult& forward, int threads = 0);
+
+}  // namespace roundscope::emu

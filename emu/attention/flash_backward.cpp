@@ -1,0 +1,169 @@
+// The backward pass of the flash-attention emulator (flash_attention.hpp).
+#include <fmt/format.h>
+
+#include "emu/attention/attention_steps.hpp"
+#include "emu/attention/flash_attention.hpp"
+#include "emu/attention/flash_context.hpp"
+#include "emu/attention/tile_product.hpp"
+#include "lib/error.hpp"
+#include "lib/parallel.hpp"
+
+namespace roundscope::emu {
+namespace {
+
+namespace a = f32_arith;
+
+float as_float(std::uint32_t bits) { return float_from_bits(bits); }
+
+// One head's operands: q and k in the input format for S (the forward pass's bits), and q, k,
+// v, dO in ds_format for the gradient products.
+struct HeadOperands {
+    const std::uint32_t *q, *k;          // input format
+    const std::uint32_t *qg, *kg, *vg, *dog;  // ds_format
+    const float *lse2, *delta;
+};
+
+struct BackwardModels {
+    detail::TileProduct score, grad;
+};
+
+// The backward pass's view of one tile: P (float) and dS cast, [rows][keys].
+struct TileGradients {
+    std::vector<std::uint32_t> p_cast, ds_cast;
+};
+
+// S, P, dP and dS of one tile, as the recipe rounds them.
+TileGradients tile_gradients(const FlashContext& ctx, const BackwardModels& models, const HeadOperands& h,
+                             Span rows, Span keys, std::vector<float>* p_times_dp = nullptr) {
+    const AttentionShape& sh = ctx.shape;
+    const Format& g = *ctx.recipe.ds_format;
+    const std::uint64_t n = keys.size(), br = rows.size();
+    const std::vector<std::uint32_t> kt = detail::transposed(h.k + keys.begin * sh.d, n, sh.d, {0, sh.d});
+    const std::vector<std::uint32_t> vt = detail::transposed(h.vg + keys.begin * sh.d_v, n, sh.d_v, {0, sh.d_v});
+    std::vector<std::uint32_t> s(br * n, 0), dp(br * n, 0);
+    models.score.run(h.q + rows.begin * sh.d, kt.data(), s.data(), s.data(), br, n, sh.d);
+    models.grad.run(h.dog + rows.begin * sh.d_v, vt.data(), dp.data(), dp.data(), br, n, sh.d_v);
+    TileGradients out{std::vector<std::uint32_t>(br * n), std::vector<std::uint32_t>(br * n)};
+    for (std::uint64_t r = 0; r < br; ++r) {
+        const std::uint64_t i = rows.begin + r, visible = ctx.visible(i);
+        const float delta = h.delta != nullptr ? h.delta[i] : 0.0f;
+        for (std::uint64_t j = 0; j < n; ++j) {
+            const std::uint64_t at = r * n + j;
+            const steps::BackwardElement e =
+                steps::backward_element(s[at], dp[at], keys.begin + j < visible, h.lse2[i], delta, ctx.scale_log2, ctx.approx_exp2, g);
+            if (p_times_dp != nullptr) (*p_times_dp)[at] = a::mul(e.p, as_float(dp[at]));
+            out.p_cast[at] = e.p_cast, out.ds_cast[at] = e.ds_cast;
+        }
+    }
+    return out;
+}
+
+// delta of one head's rows: from O (delta_from_o), or rowsum(P * dP) over the tiles in
+// forward order.
+std::vector<float> deltas(const FlashContext& ctx, const BackwardModels& models, const HeadOperands& h,
+                          const AttentionOperands& in, const ForwardResult& fwd, std::uint64_t head, int threads) {
+    const AttentionShape& sh = ctx.shape;
+    const AttentionRecipe& r = ctx.recipe;
+    std::vector<float> delta(sh.n_q, 0);
+    if (r.delta != DeltaKind::p_dp) {
+        const std::vector<float> all = delta_from_o(ctx, in, fwd);
+        return {all.begin() + static_cast<std::ptrdiff_t>(head * sh.n_q), all.begin() + static_cast<std::ptrdiff_t>((head + 1) * sh.n_q)};
+    }
+    const std::vector<Span> row_blocks = blocks_of(sh.n_q, r.block_m);
+    parallel_for(row_blocks.size(), 1, threads, [&](std::size_t begin, std::size_t end) {
+        for (std::size_t b = begin; b < end; ++b) {
+            const Span rows = row_blocks[b];
+            for (const Span keys : blocks_of(sh.n_kv, r.block_n)) {
+                if (ctx.tile_masked(rows, keys)) continue;
+                std::vector<float> pdp(rows.size() * keys.size());
+                tile_gradients(ctx, models, h, rows, keys, &pdp);
+                for (std::uint64_t row = 0; row < rows.size(); ++row) {
+                    for (std::uint64_t j = 0; j < keys.size(); ++j) delta[rows.begin + row] = a::add(delta[rows.begin + row], pdp[row * keys.size() + j]);
+                }
+            }
+        }
+    });
+    return delta;
+}
+
+// x [rows][cols] as [cols][rows].
+std::vector<std::uint32_t> transpose(const std::vector<std::uint32_t>& x, std::uint64_t rows, std::uint64_t cols) {
+    return detail::transposed(x.data(), rows, cols, {0, cols});
+}
+
+// Accumulated f32 bits times the scale (1: none), cast to the gradient format.
+void write_gradient(const std::vector<std::uint32_t>& acc, float scale, const Format& f, std::uint32_t* out) {
+    for (std::size_t i = 0; i < acc.size(); ++i) out[i] = steps::gradient_bits(acc[i], scale, f);
+}
+
+}  // namespace
+
+BackwardResult flash_backward(const AttentionRecipe& recipe, const AttentionShape& shape, const AttentionOperands& in,
+                              const ForwardResult& forward, int threads) {
+    const FlashContext ctx = flash_context(recipe, shape);
+    if (recipe.softmax != SoftmaxKind::online && recipe.softmax != SoftmaxKind::online_torch)
+        throw Error(fmt::format("recipe '{}': the backward pass needs an online softmax", recipe.name));
+    if (in.d_o.size() != shape.heads * shape.n_q * shape.d_v) throw Error("attention: the backward pass needs a tensor 'do' of shape [.., Nq, Dv]");
+    const Format& g = *recipe.ds_format;
+    const BackwardModels models{detail::TileProduct(recipe, *recipe.input, *recipe.input, recipe.score_product),
+                                detail::TileProduct(recipe, g, g, Product::model)};
+    const std::vector<std::uint32_t> qg = exact_in(in.q, *recipe.input, g, "q (backward)");
+    const std::vector<std::uint32_t> kg = exact_in(in.k, *recipe.input, g, "k (backward)");
+    const std::vector<std::uint32_t> vg = exact_in(in.v, *recipe.input, g, "v (backward)");
+    const std::vector<std::uint32_t> dog = exact_in(in.d_o, *recipe.input, g, "do (backward)");
+
+    BackwardResult out;
+    out.dq.assign(in.q.size(), 0), out.dk.assign(in.k.size(), 0), out.dv.assign(in.v.size(), 0);
+    out.delta.assign(shape.heads * shape.n_q, 0);
+    const std::vector<Span> row_blocks = blocks_of(shape.n_q, recipe.block_m);
+    const std::vector<Span> key_blocks = blocks_of(shape.n_kv, recipe.block_n);
+    const std::uint64_t d = shape.d, dv = shape.d_v, nq = shape.n_q, nk = shape.n_kv;
+    for (std::uint64_t head = 0; head < shape.heads; ++head) {
+        HeadOperands h{in.q.data() + head * nq * d, in.k.data() + head * nk * d, qg.data() + head * nq * d,
+                       kg.data() + head * nk * d, vg.data() + head * nk * dv, dog.data() + head * nq * dv,
+                       forward.lse_log2.data() + head * nq, nullptr};
+        const std::vector<float> delta = deltas(ctx, models, h, in, forward, head, threads);
+        std::copy(delta.begin(), delta.end(), out.delta.begin() + static_cast<std::ptrdiff_t>(head * nq));
+        h.delta = delta.data();
+        std::vector<std::uint32_t> ds(nq * nk, 0);  // dS cast, kept for the dQ pass
+        // dK and dV: one KV block per task, over the row blocks in order.
+        parallel_for(key_blocks.size(), 1, threads, [&](std::size_t begin, std::size_t end) {
+            for (std::size_t kb = begin; kb < end; ++kb) {
+                const Span keys = key_blocks[kb];
+                std::vector<std::uint32_t> dv_acc(keys.size() * dv, 0), dk_acc(keys.size() * d, 0);
+                for (const Span rows : row_blocks) {
+                    if (ctx.tile_masked(rows, keys)) continue;
+                    const TileGradients t = tile_gradients(ctx, models, h, rows, keys);
+                    for (std::uint64_t r = 0; r < rows.size(); ++r)
+                        std::copy_n(t.ds_cast.begin() + static_cast<std::ptrdiff_t>(r * keys.size()), keys.size(),
+                                    ds.begin() + static_cast<std::ptrdiff_t>((rows.begin + r) * nk + keys.begin));
+                    const std::vector<std::uint32_t> pt = transpose(t.p_cast, rows.size(), keys.size());
+                    const std::vector<std::uint32_t> dst = transpose(t.ds_cast, rows.size(), keys.size());
+                    models.grad.run(pt.data(), h.dog + rows.begin * dv, dv_acc.data(), dv_acc.data(), keys.size(), dv, rows.size());
+                    models.grad.run(dst.data(), h.qg + rows.begin * d, dk_acc.data(), dk_acc.data(), keys.size(), d, rows.size());
+                }
+                write_gradient(dv_acc, 1.0f, *recipe.grad_format, out.dv.data() + (head * nk + keys.begin) * dv);
+                write_gradient(dk_acc, shape.scale, *recipe.grad_format, out.dk.data() + (head * nk + keys.begin) * d);
+            }
+        });
+        // dQ: one row block per task, over the KV blocks in order.
+        parallel_for(row_blocks.size(), 1, threads, [&](std::size_t begin, std::size_t end) {
+            for (std::size_t rb = begin; rb < end; ++rb) {
+                const Span rows = row_blocks[rb];
+                std::vector<std::uint32_t> dq_acc(rows.size() * d, 0);
+                for (const Span keys : key_blocks) {
+                    if (ctx.tile_masked(rows, keys)) continue;
+                    std::vector<std::uint32_t> tile(rows.size() * keys.size());
+                    for (std::uint64_t r = 0; r < rows.size(); ++r)
+                        std::copy_n(ds.begin() + static_cast<std::ptrdiff_t>((rows.begin + r) * nk + keys.begin), keys.size(),
+                                    tile.begin() + static_cast<std::ptrdiff_t>(r * keys.size()));
+                    models.grad.run(tile.data(), h.kg + keys.begin * d, dq_acc.data(), dq_acc.data(), rows.size(), d, keys.size());
+                }
+                write_gradient(dq_acc, shape.scale, *recipe.grad_format, out.dq.data() + (head * nq + rows.begin) * d);
+            }
+        });
+    }
+    return out;
+}
+
+}  // namespace roundscope::emu

@@ -1,0 +1,89 @@
+#include "emu/attention/flash_context.hpp"
+
+#include <fmt/format.h>
+
+#include "emu/attention/attention_steps.hpp"
+#include "emu/block/block_quantize.hpp"
+#include "emu/numbers/round.hpp"
+#include "emu/numbers/unpack.hpp"
+#include "emu/batch/tensor_cast.hpp"
+#include "lib/error.hpp"
+
+namespace roundscope::emu {
+
+std::vector<Span> blocks_of(std::uint64_t n, int block, KvOrder order) {
+    std::vector<Span> out;
+    const auto b = static_cast<std::uint64_t>(block);
+    for (std::uint64_t begin = 0; begin < n; begin += b) out.push_back({begin, std::min(n, begin + b)});
+    if (order == KvOrder::reverse) std::reverse(out.begin(), out.end());
+    return out;
+}
+
+std::uint64_t FlashContext::visible(std::uint64_t i) const { return steps::visible_keys(i, shape.n_q, shape.n_kv, shape.causal); }
+
+bool FlashContext::tile_masked(Span rows, Span keys) const { return keys.begin >= visible(rows.end - 1); }
+
+bool FlashContext::diagonal_key(std::uint64_t i, std::uint64_t j) const {
+    return steps::diagonal_key(i, j, shape.n_q, shape.n_kv, recipe.v_block);
+}
+
+FlashContext flash_context(const AttentionRecipe& recipe, const AttentionShape& shape) {
+    validate(recipe);
+    FlashContext ctx{recipe, shape};
+    ctx.scale_log2 = steps::scale_log2(shape.scale);
+    ctx.approx_exp2 = recipe.exp2 == Exp2Kind::hardware_approx;
+    ctx.softmax = {ctx.scale_log2, ctx.approx_exp2, recipe.max_adjust, recipe.max_adjust_beta, recipe.p_scale, *recipe.p_format};
+    ctx.torch = {static_cast<float>(shape.scale), recipe.softmax_format, recipe.max_adjust, recipe.max_adjust_beta, recipe.p_scale,
+                 recipe.p_format};
+    return ctx;
+}
+
+std::vector<std::uint32_t> exact_in(const std::vector<std::uint32_t>& x, const Format& from, const Format& to, const char* what) {
+    if (from == to) return x;
+    std::vector<std::uint32_t> out(x.size());
+    const CastOptions o;
+    for (std::size_t i = 0; i < x.size(); ++i) {
+        out[i] = static_cast<std::uint32_t>(convert(from, x[i], to, o));
+        if (decode(to, out[i]) != decode(from, x[i]) && !is_nan_bits(from, x[i]))
+            throw Error(fmt::format("{}: element {} ({}) is not exact in {}", what, i, decode(from, x[i]), to.name));
+    }
+    return out;
+}
+
+const MmaModel& model_for(const AttentionRecipe& r, const Format& x, const Format& y) {
+    const MmaModel* m = find_mma_model(r.arch, r.instruction, x, y, f32);
+    if (m == nullptr) throw Error(fmt::format("recipe '{}': no {} {} model for {} x {}", r.name, r.arch, r.instruction, x.name, y.name));
+    return *m;
+}
+
+std::vector<float> delta_from_o(const FlashContext& ctx, const AttentionOperands& in, const ForwardResult& forward) {
+    const AttentionShape& sh = ctx.shape;
+    const bool stored = ctx.recipe.delta == DeltaKind::stored_o;
+    std::vector<float> delta(sh.heads * sh.n_q);
+    std::vector<std::uint32_t> o(sh.d_v);
+    for (std::uint64_t i = 0; i < delta.size(); ++i) {
+        for (std::uint64_t c = 0; c < sh.d_v; ++c) o[c] = stored ? forward.o[i * sh.d_v + c] : bits_of(forward.o_f32[i * sh.d_v + c]);
+        delta[i] = steps::delta_rowsum(in.d_o.data() + i * sh.d_v, *ctx.recipe.input, o.data(), stored ? *ctx.recipe.o_format : f32,
+                                       static_cast<int>(sh.d_v), *ctx.recipe.delta_format);
+    }
+    return delta;
+}
+
+std::vector<std::uint32_t> quantized_v(const FlashContext& ctx, const std::vector<std::uint32_t>& v) {
+    if (ctx.recipe.v_quant == nullptr) return {};
+    const AttentionShape& s = ctx.shape;
+    const Format& input = *ctx.recipe.input;
+    Tensor t = Tensor::zeros("v", dtype_of(input), {s.heads, s.n_kv, s.d_v});
+    for (std::size_t i = 0; i < v.size(); ++i) t.set_bits_at(i, v[i]);
+    BlockSpec spec;
+    spec.format = ctx.recipe.v_quant;
+    spec.block = ctx.recipe.v_block;
+    spec.axis = -2;  // along tokens
+    spec.threads = 1;
+    const Tensor dequantized = block_dequantize(block_quantize(t, spec), spec);
+    std::vector<std::uint32_t> as_f32(v.size());
+    for (std::size_t i = 0; i < v.size(); ++i) as_f32[i] = static_cast<std::uint32_t>(dequantized.bits_at(i));
+    return exact_in(as_f32, f32, input, "quantized v");
+}
+
+}  // namespace roundscope::emu

@@ -1,0 +1,64 @@
+#pragma once
+// The contract between a recipe and a flash-attention kernel: what the emulator (flash_forward.cpp,
+// flash_backward.cpp) and its CUDA twins (gpu/flash_attention.cu) both derive from a recipe and a
+// shape before running a tile: the softmax's constants, the causal rule, the tiles' order, V as
+// the PV product sees it, the operands in the gradient format, and delta from O. Both sides call
+// these functions, so they cannot disagree on them.
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "emu/attention/attention_recipe.hpp"
+#include "emu/attention/attention_steps.hpp"
+#include "emu/attention/flash_attention.hpp"
+#include "emu/attention/torch_softmax.hpp"
+#include "emu/mma/mma_model.hpp"
+
+namespace roundscope::emu {
+
+/// A half-open range of rows or keys.
+struct Span {
+    std::uint64_t begin = 0, end = 0;
+    std::uint64_t size() const { return end - begin; }
+};
+
+/// The blocks of `block` covering [0, n), in the given order.
+std::vector<Span> blocks_of(std::uint64_t n, int block, KvOrder order = KvOrder::forward);
+
+struct FlashContext {
+    AttentionRecipe recipe;
+    AttentionShape shape;
+    float scale_log2 = 0;
+    bool approx_exp2 = false;
+    steps::OnlineSoftmax softmax{};
+    torch_eager::TorchSoftmax torch{};  // the online-torch softmax's choices
+
+    /// Keys [0, visible(i)) are seen by query row i (bottom-right causal alignment).
+    std::uint64_t visible(std::uint64_t i) const;
+    /// Whether no (row, key) of the tile is visible: such tiles are skipped.
+    bool tile_masked(Span rows, Span keys) const;
+    /// Under the diagonal fix: row i multiplies key j's V unquantized (steps::diagonal_key).
+    bool diagonal_key(std::uint64_t i, std::uint64_t j) const;
+};
+
+/// The recipe validated and its constants derived for `shape`.
+FlashContext flash_context(const AttentionRecipe& recipe, const AttentionShape& shape);
+
+/// The recipe's tensor-core model for x times y (float32 accumulators); Error naming the
+/// recipe where there is none.
+const MmaModel& model_for(const AttentionRecipe& recipe, const Format& x, const Format& y);
+
+/// V as the PV product multiplies it: every head's V quantized along tokens in the recipe's
+/// block format, dequantized and stored in the input format (Error where a value is not
+/// exact there); empty without quantization.
+std::vector<std::uint32_t> quantized_v(const FlashContext& ctx, const std::vector<std::uint32_t>& v);
+
+/// delta = rowsum(dO * O) of every query (all heads), from O as stored or in float32 as the
+/// recipe says (steps::delta_rowsum).
+std::vector<float> delta_from_o(const FlashContext& ctx, const AttentionOperands& in, const ForwardResult& forward);
+
+/// The bits `x` of format `from` in format `to` (Error naming `what` unless every value is exact).
+std::vector<std::uint32_t> exact_in(const std::vector<std::uint32_t>& x, const Format& from, const Format& to,
+                                    const char* what);
+
+}  // namespace roundscope::emu

@@ -1,0 +1,269 @@
+// The forward pass of the flash-attention emulator (flash_attention.hpp): online softmax tile
+// by tile, or the naive softmax over whole rows.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <limits>
+
+#include "emu/attention/attention_steps.hpp"
+#include "emu/attention/flash_attention.hpp"
+#include "emu/attention/flash_context.hpp"
+#include "emu/attention/tile_product.hpp"
+#include "lib/error.hpp"
+#include "lib/parallel.hpp"
+
+namespace roundscope::emu {
+namespace {
+
+namespace a = f32_arith;
+
+float as_float(std::uint32_t bits) { return float_from_bits(bits); }
+
+struct ForwardModels {
+    detail::TileProduct score, pv;
+};
+
+// One head's operands and V as the PV product sees it.
+struct HeadView {
+    const std::uint32_t *q, *k, *v, *v_quantized;
+};
+
+// A row block's running state and its counts.
+struct RowBlock {
+    Span rows;
+    std::vector<steps::OnlineRowState> state;
+    std::vector<std::uint32_t> acc;  // f32 bits [rows][d_v]
+    ForwardCounts counts;
+    RowBlock(Span r, std::uint64_t d_v) : rows(r), state(r.size()), acc(r.size() * d_v, 0) {}
+};
+
+// P times V for the keys of one tile, into acc: one product with V as quantized, or, under the
+// diagonal fix, two: the keys of complete past V blocks with quantized V, then the keys of the
+// row's own (diagonal) block with V unquantized.
+void pv_product(const FlashContext& ctx, const detail::TileProduct& mma, const HeadView& h, Span rows, Span keys,
+                const std::vector<std::uint32_t>& p, std::vector<std::uint32_t>& acc) {
+    const std::uint64_t dv = ctx.shape.d_v;
+    const std::uint32_t* v_past = (h.v_quantized != nullptr ? h.v_quantized : h.v) + keys.begin * dv;
+    if (h.v_quantized == nullptr || !ctx.recipe.diagonal_fix) {
+        mma.run(p.data(), v_past, acc.data(), acc.data(), rows.size(), dv, keys.size());
+        return;
+    }
+    std::vector<std::uint32_t> past(p.size(), 0), diagonal(p.size(), 0);
+    for (std::uint64_t r = 0; r < rows.size(); ++r) {
+        for (std::uint64_t j = 0; j < keys.size(); ++j) {
+            auto& to = ctx.diagonal_key(rows.begin + r, keys.begin + j) ? diagonal : past;
+            to[r * keys.size() + j] = p[r * keys.size() + j];
+        }
+    }
+    mma.run(past.data(), v_past, acc.data(), acc.data(), rows.size(), dv, keys.size());
+    mma.run(diagonal.data(), h.v + keys.begin * dv, acc.data(), acc.data(), rows.size(), dv, keys.size());
+}
+
+// S for one tile: [rows][keys] f32 bits.
+std::vector<std::uint32_t> score_tile(const FlashContext& ctx, const detail::TileProduct& mma, const HeadView& h, Span rows,
+                                      Span keys) {
+    const std::uint64_t d = ctx.shape.d;
+    const std::vector<std::uint32_t> kt = detail::transposed(h.k + keys.begin * d, keys.size(), d, {0, d});  // [d][keys]
+    std::vector<std::uint32_t> s(rows.size() * keys.size(), 0);
+    mma.run(h.q + rows.begin * d, kt.data(), s.data(), s.data(), rows.size(), keys.size(), d);
+    return s;
+}
+
+// One KV tile of the online softmax for a row block (the row step is the kernels' own, or
+// under online-torch that of PyTorch tensor ops, whose every result is stored in its format).
+void online_tile(const FlashContext& ctx, const ForwardModels& models, const HeadView& h, RowBlock& b, Span keys) {
+    const std::uint64_t n = keys.size(), dv = ctx.shape.d_v;
+    const bool torch = ctx.recipe.softmax == SoftmaxKind::online_torch;
+    const Format& running = *ctx.recipe.o_accumulator;
+    const std::vector<std::uint32_t> s = score_tile(ctx, models.score, h, b.rows, keys);
+    std::vector<std::uint32_t> p_cast(b.rows.size() * n);
+    for (std::uint64_t row = 0; row < b.rows.size(); ++row) {
+        const std::uint64_t visible = ctx.visible(b.rows.begin + row);
+        const int in_tile = visible <= keys.begin ? 0 : static_cast<int>(std::min(visible - keys.begin, n));
+        const std::uint32_t* scores = s.data() + row * n;
+        std::uint32_t* p = p_cast.data() + row * n;
+        const float factor = torch ? torch_eager::row_step(ctx.torch, scores, static_cast<int>(n), in_tile, b.state[row], p, &b.counts, keys.begin)
+                                   : steps::online_row_step(ctx.softmax, scores, static_cast<int>(n), in_tile, b.state[row], p, &b.counts, keys.begin);
+        for (std::uint64_t c = 0; c < dv; ++c) {
+            const float rescaled = a::mul(as_float(b.acc[row * dv + c]), factor);
+            b.acc[row * dv + c] = bits_of(torch ? torch_eager::stored(rescaled, running) : rescaled);
+        }
+    }
+    if (torch) {  // O.mul_(factor).add_(P V): P V stored (einsum), the sum in float32, stored
+        std::vector<std::uint32_t> pv(b.acc.size(), 0);
+        pv_product(ctx, models.pv, h, b.rows, keys, p_cast, pv);
+        for (std::size_t x = 0; x < pv.size(); ++x)
+            b.acc[x] = bits_of(torch_eager::stored(a::add(as_float(b.acc[x]), torch_eager::stored(as_float(pv[x]), running)), running));
+        return;
+    }
+    if (running == f32) {
+        pv_product(ctx, models.pv, h, b.rows, keys, p_cast, b.acc);
+        return;
+    }
+    // O = round(round(O r) + round(P V)) in the running format (each operation exact in double,
+    // then rounded once: the format's own correctly rounded operation).
+    std::vector<std::uint32_t> pv(b.acc.size(), 0);
+    pv_product(ctx, models.pv, h, b.rows, keys, p_cast, pv);
+    for (std::size_t x = 0; x < pv.size(); ++x) {
+        const double sum = rounded_value(as_float(b.acc[x]), running) + rounded_value(as_float(pv[x]), running);
+        b.acc[x] = bits_of(static_cast<float>(rounded_value(sum, running)));
+    }
+}
+
+// Row i of O: the accumulated row times `factor`, in float32 and cast to the O format.
+void write_output_row(const FlashContext& ctx, const std::uint32_t* acc, float factor, std::uint64_t i, ForwardResult& out) {
+    const std::uint64_t dv = ctx.shape.d_v;
+    for (std::uint64_t c = 0; c < dv; ++c) {
+        const float o = a::mul(as_float(acc[c]), factor);
+        out.o_f32[i * dv + c] = o;
+        out.o[i * dv + c] = steps::saturating_cast(o, *ctx.recipe.o_format);
+    }
+}
+
+// Under online-torch: O.div_(l) in float32, stored in the O format; LSE = ln l + m (float32).
+void finish_torch_row(const FlashContext& ctx, const std::uint32_t* acc, const steps::OnlineRowState& st, std::uint64_t i,
+                      ForwardResult& out) {
+    const std::uint64_t dv = ctx.shape.d_v;
+    for (std::uint64_t c = 0; c < dv; ++c) {
+        const float o = st.l == 0.0f ? 0.0f : a::div(as_float(acc[c]), st.l);
+        out.o_f32[i * dv + c] = o;
+        out.o[i * dv + c] = static_cast<std::uint32_t>(cast_from_f32(o, *ctx.recipe.o_format, CastOptions{}));
+    }
+    out.lse[i] = st.l == 0.0f ? steps::minus_infinity() : a::add(std::log(st.l), st.m);
+    out.lse_log2[i] = a::mul(out.lse[i], steps::log2e);
+}
+
+// O, LSE and the counts of a finished row block into the result.
+void finish_block(const FlashContext& ctx, const RowBlock& b, std::uint64_t head, ForwardResult& out) {
+    const AttentionRecipe& r = ctx.recipe;
+    for (std::uint64_t row = 0; row < b.rows.size(); ++row) {
+        const std::uint64_t i = head * ctx.shape.n_q + b.rows.begin + row;
+        if (r.softmax == SoftmaxKind::online_torch) {
+            finish_torch_row(ctx, b.acc.data() + row * ctx.shape.d_v, b.state[row], i, out);
+            continue;
+        }
+        write_output_row(ctx, b.acc.data() + row * ctx.shape.d_v, steps::output_factor(b.state[row].l, r.p_scale), i, out);
+        out.lse_log2[i] = steps::lse_log2(b.state[row].m, b.state[row].l);
+        out.lse[i] = a::mul(out.lse_log2[i], steps::ln2);
+    }
+}
+
+// The online softmax over one row block.
+void online_row_block(const FlashContext& ctx, const ForwardModels& models, const HeadView& h, std::uint64_t head,
+                      Span rows, ForwardResult& out, ForwardCounts& counts) {
+    RowBlock b(rows, ctx.shape.d_v);
+    b.counts.skip_keys = counts.skip_keys;
+    const bool every_tile = ctx.recipe.softmax == SoftmaxKind::online_torch;  // as the released code does
+    for (const Span keys : blocks_of(ctx.shape.n_kv, ctx.recipe.block_n, ctx.recipe.kv_order)) {
+        if (ctx.tile_masked(rows, keys) && !every_tile) continue;
+        online_tile(ctx, models, h, b, keys);
+    }
+    finish_block(ctx, b, head, out);
+    counts = b.counts;
+    for (std::uint64_t row = 0; row < rows.size(); ++row) {
+        if (b.state[row].true_max_count >= 2) ++counts.repeated_max_rows;
+    }
+}
+
+// The naive softmax over one row block: arithmetic in softmax_format (each operation exact in
+// double, then rounded once, which equals the format's own correctly rounded operation).
+void naive_row_block(const FlashContext& ctx, const ForwardModels& models, const HeadView& h, std::uint64_t head,
+                     Span rows, ForwardResult& out, ForwardCounts& counts) {
+    const AttentionRecipe& r = ctx.recipe;
+    const Format& f = *r.softmax_format;
+    const std::uint64_t nk = ctx.shape.n_kv;
+    auto round = [&](double x) { return rounded_value(x, f); };
+    std::vector<std::uint32_t> s(rows.size() * nk, 0);
+    for (const Span keys : blocks_of(nk, r.block_n)) {
+        const std::vector<std::uint32_t> tile = score_tile(ctx, models.score, h, rows, keys);
+        for (std::uint64_t row = 0; row < rows.size(); ++row)
+            std::copy_n(tile.begin() + static_cast<std::ptrdiff_t>(row * keys.size()), keys.size(), s.begin() + static_cast<std::ptrdiff_t>(row * nk + keys.begin));
+    }
+    RowBlock b(rows, ctx.shape.d_v);
+    b.counts.skip_keys = counts.skip_keys;
+    std::vector<std::uint32_t> p_cast(rows.size() * nk, 0);
+    std::vector<double> x(nk);
+    for (std::uint64_t row = 0; row < rows.size(); ++row) {
+        const std::uint64_t visible = ctx.visible(rows.begin + row);
+        double m = -std::numeric_limits<double>::infinity();
+        for (std::uint64_t j = 0; j < visible; ++j) {
+            x[j] = round(static_cast<double>(as_float(s[row * nk + j])) * ctx.shape.scale);
+            m = std::max(m, x[j]);
+        }
+        const double shift = r.softmax == SoftmaxKind::naive && visible > 0 ? m : 0.0;
+        double l = 0;
+        for (std::uint64_t j = 0; j < visible; ++j) {
+            const float y = static_cast<float>(round(x[j] - shift));
+            x[j] = round(steps::exp2(a::mul(y, steps::log2e), ctx.approx_exp2));  // e_j
+            l = round(l + x[j]);
+        }
+        for (std::uint64_t j = 0; j < visible; ++j) {
+            const auto p = static_cast<float>(round(x[j] / l));
+            p_cast[row * nk + j] = steps::cast_p(p, r.p_scale, *r.p_format);
+            steps::count_p(p, r.p_scale, p_cast[row * nk + j], *r.p_format, j, b.counts);
+        }
+        // LSE = ln l + shift, from log2 as the online softmax forms it.
+        const float lse2 = visible == 0 ? steps::minus_infinity()
+                                        : a::add(a::mul(static_cast<float>(shift), steps::log2e), soft_log2(static_cast<float>(l)));
+        const std::uint64_t i = head * ctx.shape.n_q + rows.begin + row;
+        out.lse_log2[i] = lse2;
+        out.lse[i] = a::mul(lse2, steps::ln2);
+    }
+    pv_product(ctx, models.pv, h, rows, {0, nk}, p_cast, b.acc);
+    const float factor = a::div(1.0f, r.p_scale);  // O = P V / S
+    for (std::uint64_t row = 0; row < rows.size(); ++row)
+        write_output_row(ctx, b.acc.data() + row * ctx.shape.d_v, factor, head * ctx.shape.n_q + rows.begin + row, out);
+    counts = b.counts;
+}
+
+void add_counts(ForwardCounts& to, const ForwardCounts& c) {
+    to.p_bar_one += c.p_bar_one, to.p_nonzero += c.p_nonzero, to.p_underflow += c.p_underflow;
+    to.p_saturated += c.p_saturated, to.repeated_max_rows += c.repeated_max_rows;
+}
+
+void check_sizes(const AttentionShape& s, const AttentionOperands& in, bool backward) {
+    auto check = [](const std::vector<std::uint32_t>& x, std::uint64_t want, const char* name) {
+        if (x.size() != want) throw Error(fmt::format("attention: tensor '{}' has {} elements, the shape needs {}", name, x.size(), want));
+    };
+    check(in.q, s.heads * s.n_q * s.d, "q");
+    check(in.k, s.heads * s.n_kv * s.d, "k");
+    check(in.v, s.heads * s.n_kv * s.d_v, "v");
+    if (backward) check(in.d_o, s.heads * s.n_q * s.d_v, "do");
+}
+
+}  // namespace
+
+ForwardResult flash_forward(const AttentionRecipe& recipe, const AttentionShape& shape, const AttentionOperands& in,
+                            const ForwardOptions& options) {
+    const FlashContext ctx = flash_context(recipe, shape);
+    check_sizes(shape, in, false);
+    const ForwardModels models{detail::TileProduct(recipe, *recipe.input, *recipe.input, recipe.score_product),
+                               detail::TileProduct(recipe, *recipe.p_format, *recipe.input, recipe.pv_product)};
+    const std::vector<std::uint32_t> v_quantized = quantized_v(ctx, in.v);
+
+    ForwardResult out;
+    out.o.assign(shape.heads * shape.n_q * shape.d_v, 0);
+    out.o_f32.assign(out.o.size(), 0);
+    out.lse.assign(shape.heads * shape.n_q, 0);
+    out.lse_log2.assign(out.lse.size(), 0);
+    const std::vector<Span> row_blocks = blocks_of(shape.n_q, recipe.block_m);
+    std::vector<ForwardCounts> counts(shape.heads * row_blocks.size());
+    parallel_for(counts.size(), 1, options.threads, [&](std::size_t begin, std::size_t end) {
+        for (std::size_t task = begin; task < end; ++task) {
+            const std::uint64_t head = task / row_blocks.size();
+            const Span rows = row_blocks[task % row_blocks.size()];
+            if (rows.end <= options.row_begin || rows.begin >= options.row_end) continue;
+            counts[task].skip_keys = options.uncounted_keys;
+            const HeadView h{in.q.data() + head * shape.n_q * shape.d, in.k.data() + head * shape.n_kv * shape.d, in.v.data() + head * shape.n_kv * shape.d_v,
+                             v_quantized.empty() ? nullptr : v_quantized.data() + head * shape.n_kv * shape.d_v};
+            if (recipe.softmax == SoftmaxKind::online || recipe.softmax == SoftmaxKind::online_torch)
+                online_row_block(ctx, models, h, head, rows, out, counts[task]);
+            else
+                naive_row_block(ctx, models, h, head, rows, out, counts[task]);
+        }
+    });
+    for (const ForwardCounts& c : counts) add_counts(out.counts, c);
+    return out;
+}
+
+}  // namespace roundscope::emu

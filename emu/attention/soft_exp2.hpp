@@ -1,0 +1,75 @@
+#pragma once
+// exp2 and log2 in float32 from additions, multiplications and fused multiply-adds only: the
+// same function on the CPU and in a CUDA kernel (f32_arith.hpp), so that an emulated softmax
+// and the kernel's give the same bits. Not correctly rounded (a few ulps; the tests measure
+// it against MPFR); what matters is that it is one deterministic function everywhere. The
+// GPU's ex2.approx is a different function and is only a labelled, non-bit-exact option.
+#include <cstdint>
+
+#include "emu/numbers/f32_arith.hpp"
+#include "lib/bits.hpp"
+
+namespace roundscope::emu {
+
+namespace detail {
+// 2^n for n in [-126, 127], exactly.
+ROUNDSCOPE_HD constexpr float power_of_two(int n) { return float_from_bits(static_cast<std::uint32_t>(n + 127) << 23); }
+}  // namespace detail
+
+/// 2^x. x = n + f with n = rint(x), |f| <= 1/2; 2^f is the degree-7 Taylor polynomial of
+/// e^(f ln 2) (remainder below 2^-27) by Horner's rule in fmas; 2^n is applied exactly, or
+/// with one rounding where the result is subnormal. -inf gives +0, NaN gives NaN.
+ROUNDSCOPE_HD inline float soft_exp2(float x) {
+    namespace a = f32_arith;
+    if (x != x) return x;
+    if (x >= 128.0f) return float_from_bits(0x7F800000u);
+    if (x < -151.0f) return 0.0f;
+    constexpr float round_shift = 0x1.8p23f;  // adding it rounds |x| < 2^22 to an integer
+    const float n = a::sub(a::add(x, round_shift), round_shift);
+    const float f = a::sub(x, n);  // exact
+    float p = 0x1.ffcbfcp-17f;     // ln2^k / k!, k = 7 .. 0, rounded to float32
+    p = a::fma(p, f, 0x1.430912p-13f);
+    p = a::fma(p, f, 0x1.5d87fep-10f);
+    p = a::fma(p, f, 0x1.3b2ab6p-7f);
+    p = a::fma(p, f, 0x1.c6b08ep-5f);
+    p = a::fma(p, f, 0x1.ebfbe0p-3f);
+    p = a::fma(p, f, 0x1.62e430p-1f);
+    p = a::fma(p, f, 1.0f);
+    const int e = static_cast<int>(n);
+    if (e < -126) return a::mul(a::mul(p, detail::power_of_two(e + 64)), detail::power_of_two(-64));
+    if (e > 127) return a::mul(a::mul(p, detail::power_of_two(e - 1)), 2.0f);
+    return a::mul(p, detail::power_of_two(e));
+}
+
+/// log2(x) for x > 0: x = 2^e m with m in [sqrt(1/2), sqrt(2)), log2 m = (2 / ln 2) atanh(t)
+/// with t = (m - 1) / (m + 1), |t| < 0.172, by its series to t^11. 0 gives -inf, a negative x
+/// or NaN gives NaN, +inf gives +inf.
+ROUNDSCOPE_HD inline float soft_log2(float x) {
+    namespace a = f32_arith;
+    if (!(x > 0.0f)) return x == 0.0f ? float_from_bits(0xFF800000u) : float_from_bits(0x7FC00000u);
+    if (x == float_from_bits(0x7F800000u)) return x;
+    int e = 0;
+    if (x < 0x1p-126f) {  // subnormal: normalize exactly
+        x = a::mul(x, 0x1p32f);
+        e = -32;
+    }
+    const std::uint32_t bits = bits_of(x);
+    e += static_cast<int>((bits >> 23) & 0xFF) - 127;
+    float m = float_from_bits((bits & 0x007FFFFFu) | 0x3F800000u);  // [1, 2)
+    if (m > 0x1.6a09e6p0f) {  // above sqrt(2): halve (exact)
+        m = a::mul(m, 0.5f);
+        ++e;
+    }
+    const float t = a::div(a::sub(m, 1.0f), a::add(m, 1.0f));
+    const float t2 = a::mul(t, t);
+    float s = 0x1.745d18p-4f;  // 1/(2k+1), k = 5 .. 0, rounded to float32
+    s = a::fma(s, t2, 0x1.c71c72p-4f);
+    s = a::fma(s, t2, 0x1.24924ap-3f);
+    s = a::fma(s, t2, 0x1.99999ap-3f);
+    s = a::fma(s, t2, 0x1.555556p-2f);
+    s = a::fma(s, t2, 1.0f);
+    const float log2_m = a::mul(a::mul(s, t), 0x1.715476p+1f);  // times 2 / ln 2
+    return a::add(static_cast<float>(e), log2_m);
+}
+
+}  // namespace roundscope::emu

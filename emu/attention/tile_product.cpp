@@ -1,0 +1,41 @@
+#include "emu/attention/tile_product.hpp"
+
+#include <algorithm>
+
+#include "emu/numbers/unpack.hpp"
+
+namespace roundscope::emu::detail {
+
+TileProduct::TileProduct(const AttentionRecipe& recipe, const Format& a, const Format& b, Product kind) : a_(a), b_(b) {
+    if (kind == Product::model) mma_.emplace(model_for(recipe, a, b));
+}
+
+void TileProduct::run(const std::uint32_t* a, const std::uint32_t* b, const std::uint32_t* c, std::uint32_t* d, std::uint64_t m,
+                      std::uint64_t n, std::uint64_t k) const {
+    std::vector<std::uint32_t> out(m * n);
+    if (mma_) {
+        GemmOperands g;
+        g.a = a, g.b = b, g.c = c, g.d = out.data();
+        g.m = static_cast<std::int64_t>(m), g.n = static_cast<std::int64_t>(n), g.k = static_cast<std::int64_t>(k);
+        mma_->run(g, 1);
+    } else {
+        for (std::uint64_t i = 0; i < m; ++i) {
+            for (std::uint64_t j = 0; j < n; ++j) {
+                double sum = static_cast<double>(float_from_bits(c[i * n + j]));
+                for (std::uint64_t t = 0; t < k; ++t) sum += decode(a_, a[i * k + t]) * decode(b_, b[t * n + j]);
+                out[i * n + j] = bits_of(static_cast<float>(sum));
+            }
+        }
+    }
+    std::copy(out.begin(), out.end(), d);
+}
+
+std::vector<std::uint32_t> transposed(const std::uint32_t* x, std::uint64_t rows, std::uint64_t stride, Span cols) {
+    std::vector<std::uint32_t> t(cols.size() * rows);
+    for (std::uint64_t r = 0; r < rows; ++r) {
+        for (std::uint64_t c = cols.begin; c < cols.end; ++c) t[(c - cols.begin) * rows + r] = x[r * stride + c];
+    }
+    return t;
+}
+
+}  // namespace roundscope::emu::detail

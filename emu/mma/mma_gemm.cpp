@@ -1,0 +1,208 @@
+// The GEMM driver of the tensor-core models: decoding, the block schedule, threads, and the
+// hand-off between the vector kernel and the scalar engine.
+#include "emu/mma/mma_gemm.hpp"
+
+#include <algorithm>
+#include <vector>
+
+#include "emu/mma/fused_dot_add.hpp"
+#include "emu/mma/mma_gemm_simd.hpp"
+#include "lib/parallel.hpp"
+
+namespace roundscope::emu {
+namespace {
+
+// The k offsets of one instruction in block order, and where each block starts.
+struct BlockSchedule {
+    std::vector<int> order, block_begin;
+};
+
+BlockSchedule block_schedule(const MmaModel& m) {
+    BlockSchedule s;
+    if (m.k_order == KOrder::pair_interleaved) {
+        for (int block = 0; block < 2; ++block) {
+            s.block_begin.push_back(static_cast<int>(s.order.size()));
+            for (int k = 0; k < m.k; ++k) {
+                if (interleaved_block(k) == block) s.order.push_back(k);
+            }
+        }
+    } else {
+        for (int k = 0; k < m.k; ++k) {
+            if (k % m.block_length == 0) s.block_begin.push_back(k);
+            s.order.push_back(k);
+        }
+    }
+    s.block_begin.push_back(static_cast<int>(s.order.size()));
+    return s;
+}
+
+// An input element as the vector kernel reads it.
+struct DecodedOperand {
+    double value = 0;
+    double exponent = zero_alignment_exponent;
+    bool finite = true;
+};
+
+DecodedOperand decode_operand(const Format& f, std::uint32_t bits, int dropped_bits) {
+    const Unpacked x = unpack(f, bits & ~((std::uint32_t{1} << dropped_bits) - 1));
+    DecodedOperand out;
+    if (x.cls == ValueClass::nan || x.cls == ValueClass::inf) {
+        out.finite = false;
+    } else if (x.cls == ValueClass::finite) {
+        out.value = exact_double(x.negative, x.m, x.e);
+        out.exponent = detail::alignment_exponent(f, x);
+    }
+    return out;
+}
+
+// Decodes through a table for formats of 16 bits or fewer.
+class OperandDecoder {
+public:
+    OperandDecoder(const Format& f, int dropped_bits) : format_(f), dropped_(dropped_bits) {
+        if (f.bits <= 16) {
+            table_.resize(std::size_t{1} << f.bits);
+            for (std::size_t bits = 0; bits < table_.size(); ++bits) {
+                table_[bits] = decode_operand(f, static_cast<std::uint32_t>(bits), dropped_bits);
+            }
+        }
+    }
+    DecodedOperand operator()(std::uint32_t bits) const {
+        return table_.empty() ? decode_operand(format_, bits, dropped_) : table_[bits & (table_.size() - 1)];
+    }
+
+private:
+    Format format_;
+    int dropped_;
+    std::vector<DecodedOperand> table_;
+};
+
+bool accumulator_finite(const Format& acc, std::uint32_t bits) {
+    const ValueClass cls = unpack(acc, bits).cls;
+    return cls != ValueClass::nan && cls != ValueClass::inf;
+}
+
+}  // namespace
+
+// What every GEMM of one model shares.
+struct detail::GemmPlan {
+    MmaModel model;
+    BlockSchedule schedule;
+    OperandDecoder decode_a, decode_b;
+    explicit GemmPlan(const MmaModel& m)
+        : model(m), schedule(block_schedule(m)), decode_a(m.a, m.dropped_input_bits), decode_b(m.b, m.dropped_input_bits) {}
+};
+
+namespace {
+
+struct GemmContext {
+    const MmaModel& model;
+    const GemmOperands& g;
+    const BlockSchedule& schedule;
+    const OperandDecoder &decode_a, &decode_b;
+    std::int64_t k_padded;
+};
+
+// One GEMM of the batch: the vector kernel for the columns it serves, then the scalar engine
+// for the rest and for every element whose inputs hold NaN or Inf.
+void gemm_one(const GemmContext& ctx, std::int64_t index, int threads) {
+    const MmaModel& m = ctx.model;
+    const GemmOperands& g = ctx.g;
+    const std::uint32_t* a = g.a + index * g.m * g.k;
+    const std::uint32_t* b = g.b + index * g.k * g.n;
+    const std::uint32_t* c = g.c + index * g.m * g.n;
+    std::uint32_t* d = g.d + index * g.m * g.n;
+    auto reference = [&](std::int64_t i, std::int64_t j) {
+        d[i * g.n + j] = mma_dot(m, a + i * g.k, b + j, static_cast<long>(g.n), static_cast<int>(g.k), c[i * g.n + j]);
+    };
+    const bool vector_model = m.accumulator == f32 && m.rounding != BlockRounding::rne_f16;
+    if (!vector_model) {
+        parallel_for(static_cast<std::size_t>(g.m), 16, threads, [&](std::size_t begin, std::size_t end) {
+            for (auto i = static_cast<std::int64_t>(begin); i < static_cast<std::int64_t>(end); ++i) {
+                for (std::int64_t j = 0; j < g.n; ++j) reference(i, j);
+            }
+        });
+        return;
+    }
+
+    const std::int64_t kp = ctx.k_padded;
+    std::vector<double> b_value(static_cast<std::size_t>(kp * g.n), 0.0);
+    std::vector<double> b_exponent(b_value.size(), zero_alignment_exponent);
+    std::vector<char> column_finite(static_cast<std::size_t>(g.n), 1);
+    for (std::int64_t k = 0; k < g.k; ++k) {
+        for (std::int64_t j = 0; j < g.n; ++j) {
+            const DecodedOperand x = ctx.decode_b(b[k * g.n + j]);
+            b_value[k * g.n + j] = x.value;
+            b_exponent[k * g.n + j] = x.exponent;
+            if (!x.finite) column_finite[j] = 0;
+        }
+    }
+    parallel_for(static_cast<std::size_t>(g.m), 16, threads, [&](std::size_t begin, std::size_t end) {
+        std::vector<double> a_value(static_cast<std::size_t>(kp), 0.0);
+        std::vector<double> a_exponent(a_value.size(), zero_alignment_exponent);
+        for (auto i = static_cast<std::int64_t>(begin); i < static_cast<std::int64_t>(end); ++i) {
+            bool row_finite = true;
+            for (std::int64_t k = 0; k < g.k; ++k) {
+                const DecodedOperand x = ctx.decode_a(a[i * g.k + k]);
+                a_value[k] = x.value;
+                a_exponent[k] = x.exponent;
+                row_finite = row_finite && x.finite;
+            }
+            std::int64_t served = 0;
+            if (row_finite) {
+                const MmaSimdJob job{a_value.data(), a_exponent.data(), b_value.data(), b_exponent.data(),
+                                     c + i * g.n, d + i * g.n, g.n, kp, m.k, ctx.schedule.order.data(),
+                                     ctx.schedule.block_begin.data(),
+                                     static_cast<int>(ctx.schedule.block_begin.size()) - 1, m.alignment_bits,
+                                     m.zero_exponent, m.rounding == BlockRounding::rz_e8m13,
+                                     m.c_entry == AccumulatorEntry::added_after};
+                served = mma_row_simd(job);
+            }
+            for (std::int64_t j = 0; j < g.n; ++j) {
+                if (j >= served || !column_finite[j] || !accumulator_finite(m.accumulator, c[i * g.n + j])) {
+                    reference(i, j);
+                }
+            }
+        }
+    });
+}
+
+}  // namespace
+
+void mma_gemm_reference(const MmaModel& model, const GemmOperands& g, int threads) {
+    const std::int64_t rows = g.batch * g.m;
+    parallel_for(static_cast<std::size_t>(rows), 16, threads, [&](std::size_t begin, std::size_t end) {
+        for (auto r = static_cast<std::int64_t>(begin); r < static_cast<std::int64_t>(end); ++r) {
+            const std::int64_t index = r / g.m, i = r % g.m;
+            const std::uint32_t* a = g.a + index * g.m * g.k + i * g.k;
+            const std::uint32_t* b = g.b + index * g.k * g.n;
+            for (std::int64_t j = 0; j < g.n; ++j) {
+                const std::int64_t at = index * g.m * g.n + i * g.n + j;
+                g.d[at] = mma_dot(model, a, b + j, static_cast<long>(g.n), static_cast<int>(g.k), g.c[at]);
+            }
+        }
+    });
+}
+
+PreparedMma::PreparedMma(const MmaModel& model) : plan_(std::make_unique<detail::GemmPlan>(model)) {}
+PreparedMma::~PreparedMma() = default;
+PreparedMma::PreparedMma(PreparedMma&&) noexcept = default;
+PreparedMma& PreparedMma::operator=(PreparedMma&&) noexcept = default;
+const MmaModel& PreparedMma::model() const { return plan_->model; }
+
+void PreparedMma::run(const GemmOperands& g, int threads) const {
+    threads = resolve_threads(threads);
+    const MmaModel& model = plan_->model;
+    const GemmContext ctx{model, g, plan_->schedule, plan_->decode_a, plan_->decode_b, (g.k + model.k - 1) / model.k * model.k};
+    if (g.batch >= 2 * threads) {
+        // Many small GEMMs (tiles): one thread per GEMM.
+        parallel_for(static_cast<std::size_t>(g.batch), 8, threads, [&](std::size_t begin, std::size_t end) {
+            for (std::size_t index = begin; index < end; ++index) gemm_one(ctx, static_cast<std::int64_t>(index), 1);
+        });
+    } else {
+        for (std::int64_t index = 0; index < g.batch; ++index) gemm_one(ctx, index, threads);
+    }
+}
+
+void mma_gemm(const MmaModel& model, const GemmOperands& g, int threads) { PreparedMma(model).run(g, threads); }
+
+}  // namespace roundscope::emu

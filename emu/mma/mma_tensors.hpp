@@ -1,0 +1,38 @@
+#pragma once
+// MMA operands from a tensor file (A [T,M,K], B [T,K,N], C [T,M,N], optional D and dist, as
+// in tests/data/golden): validated, with the model their dtypes and the architecture pick.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "emu/mma/mma_gemm.hpp"
+#include "emu/mma/mma_model.hpp"
+#include "lib/tensor.hpp"
+
+namespace roundscope::emu {
+
+struct MmaProblem {
+    const MmaModel* model = nullptr;
+    std::vector<std::uint32_t> a, b, c;
+    std::optional<std::vector<std::uint32_t>> d;  // the file's D, when it has one
+    std::vector<std::uint8_t> dist;               // the file's dist, when it has one
+    std::int64_t batch = 1, m = 0, n = 0, k = 0;
+    bool batched = false;  // A had a leading tile dimension
+
+    GemmOperands operands(std::uint32_t* d_out) const {
+        return {a.data(), b.data(), c.data(), d_out, batch, m, n, k};
+    }
+};
+
+/// Reads A, B and C (C absent: zeros of the accumulator `accumulator`, default f32) from
+/// `file` and finds the model of `arch` and `instruction` (empty: mma.sync where it exists).
+/// Throws Error naming the file and the tensor for a missing tensor, a wrong shape or dtype,
+/// or a combination no model covers.
+MmaProblem load_mma_problem(const TensorFile& file, std::string_view arch, std::string_view instruction);
+
+/// The architectures that have models ("sm80", "sm89", "sm90", "sm100").
+std::vector<std::string_view> mma_architectures();
+
+}  // namespace roundscope::emu

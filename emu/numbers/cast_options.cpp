@@ -1,0 +1,96 @@
+#include "emu/numbers/cast_options.hpp"
+
+#include <charconv>
+
+#include "lib/error.hpp"
+
+namespace roundscope::emu {
+namespace {
+
+constexpr std::string_view convention_names[] = {"cuda", "ocp", "ml_dtypes", "torch"};
+
+struct ModeName {
+    std::string_view name;
+    RoundingMode mode;
+};
+constexpr ModeName mode_names[] = {
+    {"rne", RoundingMode::nearest_even},     {"rna", RoundingMode::nearest_away},
+    {"rtz", RoundingMode::toward_zero},      {"up", RoundingMode::toward_positive},
+    {"down", RoundingMode::toward_negative}, {"odd", RoundingMode::to_odd},
+    {"sr", RoundingMode::stochastic_exact},
+};
+
+bool is_narrow_float(const Format& f) { return f.bits <= 8 && f.encoding != Encoding::int8; }
+
+}  // namespace
+
+CastOptions convention_options(Convention convention, const Format& to) {
+    CastOptions o;
+    switch (convention) {
+        case Convention::cuda:
+            // cuda_fp8.hpp / cuda_fp6.hpp / cuda_fp4.hpp and `cvt.rn.satfinite`: narrow formats
+            // saturate (Inf included); NaN becomes the positive all-ones NaN, or +max where the
+            // format has no NaN (cuda_fp6.hpp: "NaN converts to positive MAXNORM").
+            o.saturate = is_narrow_float(to);
+            break;
+        case Convention::ocp:
+            // OCP 8-bit FP v1.0 section 5: non-saturating, NaN keeps its sign. OCP MX v1.0
+            // section 6.3: conversions to FP6/FP4 clamp to the max normal.
+            o.nan_sign = NanSign::keep;
+            break;
+        case Convention::ml_dtypes:
+            // ml_dtypes 0.6: non-saturating; NaN becomes a quiet NaN with the input's sign; FP6/FP4
+            // (no NaN) clamp and map NaN to a zero of the opposite sign. Measured over all float32
+            // inputs (tests/peer/peer_ml_dtypes.py).
+            o.nan_sign = NanSign::keep;
+            o.nan_payload = NanPayload::quiet;
+            o.nan_to_finite = NanToFinite::negated_zero;
+            break;
+        case Convention::torch:
+            // c10/util: BFloat16 and Half give a quiet NaN (0x7FC0 / 0x7E00 with sign), Float8
+            // types keep the sign; casts do not saturate.
+            o.nan_sign = to == bf16 ? NanSign::positive : NanSign::keep;
+            o.nan_payload = NanPayload::quiet;
+            break;
+    }
+    return o;
+}
+
+std::optional<Convention> parse_convention(std::string_view name) {
+    for (std::size_t i = 0; i < std::size(convention_names); ++i)
+        if (convention_names[i] == name) return static_cast<Convention>(i);
+    return std::nullopt;
+}
+
+std::string_view convention_name(Convention c) { return convention_names[static_cast<int>(c)]; }
+
+void parse_rounding_mode(std::string_view text, CastOptions& options) {
+    for (const ModeName& m : mode_names) {
+        if (m.name == text) {
+            options.mode = m.mode;
+            options.sr_bits = 0;
+            return;
+        }
+    }
+    if (text.starts_with("sr:")) {
+        const std::string_view digits = text.substr(3);
+        int n = 0;
+        const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), n);
+        if (ec != std::errc{} || end != digits.data() + digits.size() || n < 1 || n > 23)
+            throw Error("--round " + std::string(text) + ": N of sr:N must be an integer in 1..23");
+        options.mode = RoundingMode::stochastic_bits;
+        options.sr_bits = n;
+        return;
+    }
+    throw Error("--round " + std::string(text) +
+                ": unknown rounding mode (expected rne, rna, rtz, up, down, odd, sr or sr:N)");
+}
+
+std::string rounding_mode_name(const CastOptions& options) {
+    if (options.mode == RoundingMode::stochastic_bits) return "sr:" + std::to_string(options.sr_bits);
+    for (const ModeName& m : mode_names)
+        if (m.mode == options.mode) return std::string(m.name);
+    return "?";
+}
+
+}  // namespace roundscope::emu

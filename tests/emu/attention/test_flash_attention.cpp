@@ -1,0 +1,198 @@
+// The flash-attention emulator (emu/attention/flash_attention.hpp) and its recipes: a second, scalar
+// implementation of the online forward pass (one row at a time, every product through the
+// scalar tensor-core engine) gives the same bits as the tiled emulator for every preset; the
+// bits do not depend on the thread count; the recipe switches do what they are named after
+// (reverse order and S = 256 remove FP8 P-collapse, the diagonal fix removes future leakage
+// of MXFP4 V, the max adjustment removes P-bar = 1, the naive FP16 softmax overflows where
+// the online one does not).
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+
+#include "emu/attention/attention_steps.hpp"
+#include "emu/attention/flash_attention.hpp"
+#include "emu/mma/fused_dot_add.hpp"
+#include "emu/mma/mma_model.hpp"
+#include "lib/error.hpp"
+#include "emu/attention/random_operands.hpp"
+
+using namespace roundscope;
+using namespace roundscope::emu;
+
+namespace {
+
+namespace a = f32_arith;
+
+// The online forward pass of one query row, written straight from the recipe's definition:
+// no tiles of rows, every S and P V element from mma_dot. O in o_format bits and lse_log2.
+struct RowResult {
+    std::vector<std::uint32_t> o;
+    float lse2;
+};
+
+RowResult scalar_online_row(const AttentionRecipe& r, const AttentionShape& sh, const AttentionOperands& in,
+                            std::uint64_t head, std::uint64_t i) {
+    const MmaModel& score = *find_mma_model(r.arch, r.instruction, *r.input, *r.input, f32);
+    const MmaModel& pv = *find_mma_model(r.arch, r.instruction, *r.p_format, *r.input, f32);
+    const std::uint64_t d = sh.d, dv = sh.d_v, nk = sh.n_kv;
+    const std::uint32_t* q = in.q.data() + (head * sh.n_q + i) * d;
+    const std::uint32_t* k = in.k.data() + head * nk * d;
+    const std::uint32_t* v = in.v.data() + head * nk * dv;
+    const std::int64_t position = static_cast<std::int64_t>(i + nk) - static_cast<std::int64_t>(sh.n_q);
+    const std::uint64_t visible = !sh.causal ? nk : static_cast<std::uint64_t>(std::clamp<std::int64_t>(position + 1, 0, static_cast<std::int64_t>(nk)));
+    const float scale_log2 = steps::scale_log2(sh.scale);
+    float m = steps::minus_infinity(), l = 0;
+    std::vector<std::uint32_t> acc(dv, 0);
+    std::vector<std::uint64_t> starts;
+    for (std::uint64_t c0 = 0; c0 < nk; c0 += static_cast<std::uint64_t>(r.block_n)) starts.push_back(c0);
+    if (r.kv_order == KvOrder::reverse) std::reverse(starts.begin(), starts.end());
+    // the tiles the emulator skips: masked for every row of the row block
+    const std::uint64_t block_last = std::min<std::uint64_t>((i / static_cast<std::uint64_t>(r.block_m) + 1) * static_cast<std::uint64_t>(r.block_m), sh.n_q) - 1;
+    const std::int64_t last_position = static_cast<std::int64_t>(block_last + nk) - static_cast<std::int64_t>(sh.n_q);
+    for (const std::uint64_t c0 : starts) {
+        const std::uint64_t c1 = std::min<std::uint64_t>(c0 + static_cast<std::uint64_t>(r.block_n), nk);
+        if (sh.causal && static_cast<std::int64_t>(c0) > last_position) continue;
+        std::vector<float> t(c1 - c0);
+        float block_max = steps::minus_infinity();
+        for (std::uint64_t j = c0; j < c1; ++j) {
+            std::vector<std::uint32_t> kj(k + j * d, k + (j + 1) * d);
+            const float s = float_from_bits(mma_dot(score, q, kj.data(), 1, static_cast<int>(d), 0));
+            t[j - c0] = j < visible ? a::mul(s, scale_log2) : steps::minus_infinity();
+            block_max = std::max(block_max, t[j - c0]);
+        }
+        const float m_new = std::max(m, block_max);
+        const float factor = steps::rescale(m, m_new, false);
+        float sum = 0;
+        std::vector<std::uint32_t> p(c1 - c0);
+        for (std::uint64_t j = 0; j < c1 - c0; ++j) {
+            const float pj = steps::p_bar(t[j], m_new, false);
+            sum = a::add(sum, pj);
+            p[j] = steps::cast_p(pj, r.p_scale, *r.p_format);
+        }
+        l = a::add(a::mul(l, factor), sum);
+        m = m_new;
+        for (std::uint64_t c = 0; c < dv; ++c) {
+            const std::uint32_t scaled = bits_of(a::mul(float_from_bits(acc[c]), factor));
+            if (*r.o_accumulator == f32) {
+                acc[c] = mma_dot(pv, p.data(), v + c0 * dv + c, static_cast<long>(dv), static_cast<int>(c1 - c0), scaled);
+            } else {  // the running O rounded to its format after each operation
+                const std::uint32_t product = mma_dot(pv, p.data(), v + c0 * dv + c, static_cast<long>(dv), static_cast<int>(c1 - c0), 0);
+                auto round = [&](double x) { return decode(*r.o_accumulator, cast_from_f64(x, *r.o_accumulator, CastOptions{})); };
+                acc[c] = bits_of(static_cast<float>(round(round(float_from_bits(scaled)) + round(float_from_bits(product)))));
+            }
+        }
+    }
+    RowResult out{std::vector<std::uint32_t>(dv), steps::lse_log2(m, l)};
+    CastOptions o;
+    o.saturate = true;
+    for (std::uint64_t c = 0; c < dv; ++c)
+        out.o[c] = static_cast<std::uint32_t>(cast_from_f32(a::mul(float_from_bits(acc[c]), steps::output_factor(l, r.p_scale)), *r.o_format, o));
+    return out;
+}
+
+bool same(const std::vector<std::uint32_t>& x, const std::vector<std::uint32_t>& y) { return x == y; }
+bool same(const std::vector<float>& x, const std::vector<float>& y) {
+    return x.size() == y.size() && std::equal(x.begin(), x.end(), y.begin(), [](float p, float q) { return bits_of(p) == bits_of(q); });
+}
+
+}  // namespace
+
+TEST_CASE("Every preset validates, prints its settings and parses them back", "[flash][recipe]") {
+    for (const AttentionRecipe& preset : recipe_presets()) {
+        INFO(preset.name);
+        CHECK_NOTHROW(validate(preset));
+        AttentionRecipe rebuilt;
+        for (const auto& [key, value] : recipe_settings(preset)) apply_setting(rebuilt, key + "=" + value);
+        CHECK(recipe_settings(rebuilt) == recipe_settings(preset));
+        CHECK(find_recipe(preset.name).name == preset.name);
+    }
+    AttentionRecipe r = find_recipe("fa3-fp8");
+    CHECK(r.p_scale == 256);
+    CHECK(r.kv_order == KvOrder::reverse);
+    apply_setting(r, "p_scale=16");
+    CHECK(r.p_scale == 16);
+    CHECK(r.name == "fa3-fp8+");
+    CHECK_THROWS_WITH(find_recipe("fa9"), Catch::Contains("unknown recipe 'fa9'"));
+    CHECK_THROWS_WITH(apply_setting(r, "colour=red"), Catch::Contains("unknown recipe key 'colour'"));
+    CHECK_THROWS_WITH(apply_setting(r, "kv_order=sideways"), Catch::Contains("'kv_order'") && Catch::Contains("forward|reverse"));
+    CHECK_THROWS_WITH(apply_setting(r, "p_format=e9m9"), Catch::Contains("'p_format'"));
+    CHECK_THROWS_WITH(apply_setting(r, "block_m=0"), Catch::Contains("'block_m'"));
+    CHECK_THROWS_WITH(apply_setting(r, "p_scale=-1"), Catch::Contains("'p_scale'"));
+    CHECK_THROWS_WITH(apply_setting(r, "nonsense"), Catch::Contains("KEY=VALUE"));
+    AttentionRecipe bad = find_recipe("fa2-bf16");
+    apply_setting(bad, "block_n=40");
+    CHECK_THROWS_WITH(validate(bad), Catch::Contains("multiples of 16"));
+    apply_setting(bad, "block_n=64");
+    apply_setting(bad, "input=e2m1");
+    CHECK_THROWS_WITH(validate(bad), Catch::Contains("no sm90 mma.sync model"));
+}
+
+TEST_CASE("The tiled emulator equals a row-at-a-time scalar implementation, bit for bit, for every online preset", "[flash]") {
+    for (const AttentionRecipe& preset : recipe_presets()) {
+        // online presets without V quantization (the MX ones: see the leakage test)
+        if (preset.softmax != SoftmaxKind::online || preset.v_quant != nullptr || preset.max_adjust) continue;
+        for (const bool causal : {false, true}) {
+            AttentionRecipe r = preset;
+            apply_setting(r, "block_m=32");  // several row blocks at these sizes
+            apply_setting(r, "block_n=32");
+            const AttentionShape sh = attention_shape(2, 70, 90, 32, causal);
+            const AttentionOperands in = random_operands(sh, *r.input, 11, 2.0);
+            const ForwardResult f = flash_forward(r, sh, in, 2);
+            INFO(r.name << " causal " << causal);
+            std::uint64_t mismatches = 0;
+            for (std::uint64_t head = 0; head < sh.heads; ++head) {
+                for (std::uint64_t i = 0; i < sh.n_q; ++i) {
+                    const RowResult row = scalar_online_row(r, sh, in, head, i);
+                    const std::uint64_t at = (head * sh.n_q + i) * sh.d_v;
+                    if (!std::equal(row.o.begin(), row.o.end(), f.o.begin() + static_cast<std::ptrdiff_t>(at))) ++mismatches;
+                    if (bits_of(row.lse2) != bits_of(f.lse_log2[head * sh.n_q + i])) ++mismatches;
+                }
+            }
+            CHECK(mismatches == 0);
+        }
+    }
+}
+
+TEST_CASE("The emulator's bits do not depend on the thread count, forward and backward", "[flash]") {
+    for (const char* name : {"fa2-bf16", "fa3-fp8", "mxfp4-v-fixed"}) {
+        const AttentionRecipe r = find_recipe(name);
+        const AttentionShape sh = attention_shape(2, 150, 130, 64, true);
+        const AttentionOperands in = random_operands(sh, *r.input, 5);
+        const ForwardResult one = flash_forward(r, sh, in, 1), two = flash_forward(r, sh, in, 2);
+        INFO(name);
+        CHECK(same(one.o, two.o));
+        CHECK(same(one.lse, two.lse));
+        const BackwardResult b1 = flash_backward(r, sh, in, one, 1), b2 = flash_backward(r, sh, in, two, 2);
+        CHECK(same(b1.dq, b2.dq));
+        CHECK(same(b1.dk, b2.dk));
+        CHECK(same(b1.dv, b2.dv));
+        CHECK(same(b1.delta, b2.delta));
+    }
+}
+
+TEST_CASE("One key: O is V and P-bar is 1", "[flash]") {
+    const AttentionRecipe r = find_recipe("fa2-bf16");
+    const AttentionShape sh = attention_shape(1, 3, 1, 16, false);
+    const AttentionOperands in = random_operands(sh, bf16, 3);
+    const ForwardResult f = flash_forward(r, sh, in);
+    for (std::uint64_t i = 0; i < 3; ++i) {
+        for (std::uint64_t c = 0; c < 16; ++c) CHECK(f.o[i * 16 + c] == in.v[c]);
+    }
+    CHECK(f.counts.p_bar_one == 3);
+}
+
+TEST_CASE("The online row step may write P over its own scores (as the CUDA kernel does)", "[flash]") {
+    const std::vector<std::uint32_t> scores = gaussian_bits(64, f32, 9, 3.0);
+    steps::OnlineSoftmax f{steps::scale_log2(0.125f), false, true, 2.0f, 256.0f, e4m3};
+    for (const int visible : {0, 1, 40, 64}) {
+        steps::OnlineRowState a, b;
+        a.m = b.m = 1.5f, a.l = b.l = 3.0f;
+        std::vector<std::uint32_t> p(64), in_place = scores;
+        const float fa = steps::online_row_step(f, scores.data(), 64, visible, a, p.data(), nullptr);
+        const float fb = steps::online_row_step(f, in_place.data(), 64, visible, b, in_place.data(), nullptr);
+        CHECK(bits_of(fa) == bits_of(fb));
+        CHECK(p == in_place);
+        CHECK((bits_of(a.m) == bits_of(b.m) && bits_of(a.l) == bits_of(b.l)));
+    }
+}
