@@ -21,7 +21,8 @@ std::vector<double> decoded(const std::vector<std::uint32_t>& bits, const emu::F
     return x;
 }
 
-emu::AttentionInputs inputs_as_held(const emu::AttentionInputs& in, const emu::AttentionOperands& x, const emu::Format& f) {
+emu::AttentionInputs inputs_as_held(const emu::AttentionInputs& in, const emu::AttentionOperands& x,
+                                    const emu::Format& f) {
     emu::AttentionInputs r = in;
     r.q = Tensor::of_bits("q", emu::dtype_of(f), in.q.shape(), x.q);
     r.k = Tensor::of_bits("k", emu::dtype_of(f), in.k.shape(), x.k);
@@ -47,8 +48,11 @@ ErrorStats error_stats(const std::vector<double>& x, const std::vector<double>& 
     return s;
 }
 
-AttentionRun run_attention(const emu::AttentionInputs& in, const emu::AttentionRecipe& recipe, const AttentionRunOptions& options) {
-    if (in.bias) throw Error("tensor 'bias': the emulated kernels take no additive bias (the ground truth does: roundscope truth)");
+AttentionRun run_attention(const emu::AttentionInputs& in, const emu::AttentionRecipe& recipe,
+                           const AttentionRunOptions& options) {
+    if (in.bias)
+        throw Error(
+            "tensor 'bias': the emulated kernels take no additive bias (the ground truth does: roundscope truth)");
     AttentionRun run{recipe, emu::attention_shape_of(in, options.causal, options.scale), {}, std::nullopt, {}};
     const emu::AttentionOperands operands = emu::attention_operands(in, *recipe.input, options.backward);
     run.forward = emu::flash_forward(recipe, run.shape, operands, options.threads);

@@ -5,8 +5,8 @@
 #include <optional>
 #include <string>
 
-#include "emu/attention/flash_attention.hpp"
 #include "emu/attention/attention_inputs.hpp"
+#include "emu/attention/flash_attention.hpp"
 
 namespace roundscope::analysis {
 
@@ -34,14 +34,16 @@ struct AttentionRun {
 
 /// Errors (naming the tensor or recipe) for a bias tensor (the emulator takes none), NaN or
 /// Inf inputs, a missing dO, or a recipe the emulator cannot run.
-AttentionRun run_attention(const emu::AttentionInputs& in, const emu::AttentionRecipe& recipe, const AttentionRunOptions& options);
+AttentionRun run_attention(const emu::AttentionInputs& in, const emu::AttentionRecipe& recipe,
+                           const AttentionRunOptions& options);
 
 /// Bit patterns of format f as doubles (exact).
 std::vector<double> decoded(const std::vector<std::uint32_t>& bits, const emu::Format& f);
 
 /// `in` with q, k, v (and do) replaced by the emulator's operands in format f: the inputs as a
 /// kernel holds them, whose truth measures only what the kernel's arithmetic adds.
-emu::AttentionInputs inputs_as_held(const emu::AttentionInputs& in, const emu::AttentionOperands& x, const emu::Format& f);
+emu::AttentionInputs inputs_as_held(const emu::AttentionInputs& in, const emu::AttentionOperands& x,
+                                    const emu::Format& f);
 
 /// The statistics of x against truth (equal sizes).
 ErrorStats error_stats(const std::vector<double>& x, const std::vector<double>& truth);

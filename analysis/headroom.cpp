@@ -29,7 +29,8 @@ std::uint64_t nonfinite_rows(const emu::ForwardResult& f, const emu::Format& o_f
     std::uint64_t rows = 0;
     for (std::size_t i = 0; i * d_v < f.o.size(); ++i) {
         bool finite = true;
-        for (std::uint64_t c = 0; c < d_v; ++c) finite = finite && std::isfinite(emu::decode(o_format, f.o[i * d_v + c]));
+        for (std::uint64_t c = 0; c < d_v; ++c)
+            finite = finite && std::isfinite(emu::decode(o_format, f.o[i * d_v + c]));
         rows += finite ? 0 : 1;
     }
     return rows;
@@ -50,7 +51,8 @@ HeadroomResult headroom(const emu::AttentionInputs& in, const HeadroomOptions& o
             double m = -std::numeric_limits<double>::infinity();
             for (std::uint64_t j = 0; j < keys; ++j) {
                 double dot = 0;
-                for (std::uint64_t c = 0; c < sh.d; ++c) dot += q[(head * sh.n_q + i) * sh.d + c] * k[(head * sh.n_kv + j) * sh.d + c];
+                for (std::uint64_t c = 0; c < sh.d; ++c)
+                    dot += q[(head * sh.n_q + i) * sh.d + c] * k[(head * sh.n_kv + j) * sh.d + c];
                 s[j] = dot * sh.scale;
                 m = std::max(m, s[j]);
             }
@@ -60,8 +62,15 @@ HeadroomResult headroom(const emu::AttentionInputs& in, const HeadroomOptions& o
         }
     });
     for (const emu::Format* f : {&emu::f32, &emu::f16, &emu::bf16}) {
-        FormatHeadroom h{std::string(f->name), std::log(emu::decode(*f, emu::max_finite_bits(*f))), 0, 0, 0,
-                         std::numeric_limits<double>::infinity(), 0, 0, 0};
+        FormatHeadroom h{std::string(f->name),
+                         std::log(emu::decode(*f, emu::max_finite_bits(*f))),
+                         0,
+                         0,
+                         0,
+                         std::numeric_limits<double>::infinity(),
+                         0,
+                         0,
+                         0};
         for (const RowHeadroom& row : r.rows) {
             if (row.max_score > h.ln_max) ++h.naive_exp_overflow_rows;
             if (row.lse > h.ln_max) ++h.naive_sum_overflow_rows;
@@ -72,11 +81,12 @@ HeadroomResult headroom(const emu::AttentionInputs& in, const HeadroomOptions& o
         fo.threads = o.threads;
         for (const auto kind : {emu::SoftmaxKind::naive_unshifted, emu::SoftmaxKind::naive, emu::SoftmaxKind::online}) {
             const emu::AttentionRecipe recipe = softmax_in(*f, kind);
-            const emu::ForwardResult out = emu::flash_forward(recipe, sh, emu::attention_operands(in, *recipe.input, false), fo);
+            const emu::ForwardResult out =
+                emu::flash_forward(recipe, sh, emu::attention_operands(in, *recipe.input, false), fo);
             const std::uint64_t bad = nonfinite_rows(out, *recipe.o_format, sh.d_v);
             (kind == emu::SoftmaxKind::naive_unshifted ? h.emulated_naive_nonfinite_rows
-             : kind == emu::SoftmaxKind::naive     ? h.emulated_shifted_nonfinite_rows
-                                                     : h.emulated_online_nonfinite_rows) = bad;
+             : kind == emu::SoftmaxKind::naive         ? h.emulated_shifted_nonfinite_rows
+                                                       : h.emulated_online_nonfinite_rows) = bad;
         }
         r.formats.push_back(h);
     }

@@ -1,10 +1,9 @@
 #pragma once
-// Softmax overflow margins (the "Flash Attention Fixed Everything" report): exp overflows float32 and bfloat16 above ln(3.40e38) =
-// 88.72 and float16 above ln(65504) = 11.09. A softmax without max subtraction overflows when a
-// row's largest score passes that, and its row sum when the row's log-sum-exp does; with max
-// subtraction (and in the online softmax of flash attention) exp only sees arguments <= 0 and
-// the sum is at most the number of keys. Margins are computed from the exact scores; the
-// emulated naive and online kernels run on the same rows to show what each gives.
+// Softmax overflow margins (the "Flash Attention Fixed Everything" report): exp overflows float32 and bfloat16 above
+// ln(3.40e38) = 88.72 and float16 above ln(65504) = 11.09. A softmax without max subtraction overflows when a row's
+// largest score passes that, and its row sum when the row's log-sum-exp does; with max subtraction (and in the online
+// softmax of flash attention) exp only sees arguments <= 0 and the sum is at most the number of keys. Margins are
+// computed from the exact scores; the emulated naive and online kernels run on the same rows to show what each gives.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -26,13 +25,13 @@ struct RowHeadroom {
 };
 
 struct FormatHeadroom {
-    std::string format;                       // f32, f16, bf16
-    double ln_max;                            // ln of the largest finite value
-    std::uint64_t naive_exp_overflow_rows;    // max score > ln_max
-    std::uint64_t naive_sum_overflow_rows;    // lse > ln_max (includes the above)
-    std::uint64_t shifted_overflow_rows;      // lse - max score > ln_max (more keys than the max value)
-    double min_naive_margin;                  // min over rows of ln_max - lse
-    std::uint64_t emulated_naive_nonfinite_rows;   // rows with a NaN or Inf output, naive without max subtraction
+    std::string format;                             // f32, f16, bf16
+    double ln_max;                                  // ln of the largest finite value
+    std::uint64_t naive_exp_overflow_rows;          // max score > ln_max
+    std::uint64_t naive_sum_overflow_rows;          // lse > ln_max (includes the above)
+    std::uint64_t shifted_overflow_rows;            // lse - max score > ln_max (more keys than the max value)
+    double min_naive_margin;                        // min over rows of ln_max - lse
+    std::uint64_t emulated_naive_nonfinite_rows;    // rows with a NaN or Inf output, naive without max subtraction
     std::uint64_t emulated_shifted_nonfinite_rows;  // ... naive with max subtraction
     std::uint64_t emulated_online_nonfinite_rows;   // ... the online softmax
 };

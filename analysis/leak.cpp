@@ -11,19 +11,20 @@ namespace roundscope::analysis {
 namespace {
 
 // The first `tokens` tokens of every head of an [h][n][width] tensor.
-std::vector<std::uint32_t> prefix(const std::vector<std::uint32_t>& x, std::uint64_t heads, std::uint64_t n, std::uint64_t width,
-                                  std::uint64_t tokens) {
+std::vector<std::uint32_t> prefix(const std::vector<std::uint32_t>& x, std::uint64_t heads, std::uint64_t n,
+                                  std::uint64_t width, std::uint64_t tokens) {
     std::vector<std::uint32_t> out;
     out.reserve(heads * tokens * width);
     for (std::uint64_t h = 0; h < heads; ++h)
-        out.insert(out.end(), x.begin() + static_cast<std::ptrdiff_t>(h * n * width), x.begin() + static_cast<std::ptrdiff_t>((h * n + tokens) * width));
+        out.insert(out.end(), x.begin() + static_cast<std::ptrdiff_t>(h * n * width),
+                   x.begin() + static_cast<std::ptrdiff_t>((h * n + tokens) * width));
     return out;
 }
 
 // Token j of every head scaled by 16 (exact in any binary format short of overflow): it then
 // holds its block's largest magnitude and moves the block's shared scale.
-void enlarge_token(std::vector<std::uint32_t>& x, const emu::Format& f, std::uint64_t heads, std::uint64_t n, std::uint64_t width,
-                   std::uint64_t j) {
+void enlarge_token(std::vector<std::uint32_t>& x, const emu::Format& f, std::uint64_t heads, std::uint64_t n,
+                   std::uint64_t width, std::uint64_t j) {
     for (std::uint64_t h = 0; h < heads; ++h) {
         for (std::uint64_t c = 0; c < width; ++c) {
             std::uint32_t& e = x[(h * n + j) * width + c];
@@ -32,8 +33,8 @@ void enlarge_token(std::vector<std::uint32_t>& x, const emu::Format& f, std::uin
     }
 }
 
-double max_abs_difference(const std::vector<std::uint32_t>& a, const std::vector<std::uint32_t>& b, const emu::Format& f,
-                          std::uint64_t begin, std::uint64_t end) {
+double max_abs_difference(const std::vector<std::uint32_t>& a, const std::vector<std::uint32_t>& b,
+                          const emu::Format& f, std::uint64_t begin, std::uint64_t end) {
     double m = 0;
     for (std::uint64_t x = begin; x < end; ++x) m = std::max(m, std::fabs(emu::decode(f, a[x]) - emu::decode(f, b[x])));
     return m;
@@ -46,11 +47,13 @@ LeakResult leak(const emu::AttentionInputs& in, const LeakOptions& o) {
     r.v_quant = o.format, r.v_block = o.block, r.diagonal_fix = o.fix;
     emu::AttentionShape full = emu::attention_shape_of(in, true, o.softmax_scale);
     const emu::AttentionOperands all = emu::attention_operands(in, *r.input, false);
-    const std::uint64_t n = std::min<std::uint64_t>({full.n_q, full.n_kv, o.max_tokens}), heads = full.heads, d = full.d, dv = full.d_v;
+    const std::uint64_t n = std::min<std::uint64_t>({full.n_q, full.n_kv, o.max_tokens}), heads = full.heads,
+                        d = full.d, dv = full.d_v;
     emu::AttentionShape sh = full;
     sh.n_q = sh.n_kv = n;
     emu::AttentionOperands x;
-    x.q = prefix(all.q, heads, full.n_q, d, n), x.k = prefix(all.k, heads, full.n_kv, d, n), x.v = prefix(all.v, heads, full.n_kv, dv, n);
+    x.q = prefix(all.q, heads, full.n_q, d, n), x.k = prefix(all.k, heads, full.n_kv, d, n),
+    x.v = prefix(all.v, heads, full.n_kv, dv, n);
     const emu::Format& of = *r.o_format;
     emu::ForwardOptions fo;
     fo.threads = o.threads;
@@ -72,7 +75,8 @@ LeakResult leak(const emu::AttentionInputs& in, const LeakOptions& o) {
         for (std::uint64_t h = 0; h < heads; ++h) {
             for (std::uint64_t i = first; i < j; ++i) {
                 const std::uint64_t at = (h * n + i) * dv;
-                if (!std::equal(base.o.begin() + static_cast<std::ptrdiff_t>(at), base.o.begin() + static_cast<std::ptrdiff_t>(at + dv),
+                if (!std::equal(base.o.begin() + static_cast<std::ptrdiff_t>(at),
+                                base.o.begin() + static_cast<std::ptrdiff_t>(at + dv),
                                 f.o.begin() + static_cast<std::ptrdiff_t>(at)))
                     ++result.leaking_pairs;
                 double& influence = result.future_influence_by_position[i];
@@ -89,17 +93,22 @@ LeakResult leak(const emu::AttentionInputs& in, const LeakOptions& o) {
         one.n_q = 1, one.n_kv = i + 1;
         emu::AttentionOperands p;
         for (std::uint64_t h = 0; h < heads; ++h) {
-            p.q.insert(p.q.end(), x.q.begin() + static_cast<std::ptrdiff_t>((h * n + i) * d), x.q.begin() + static_cast<std::ptrdiff_t>((h * n + i + 1) * d));
-            p.k.insert(p.k.end(), x.k.begin() + static_cast<std::ptrdiff_t>(h * n * d), x.k.begin() + static_cast<std::ptrdiff_t>((h * n + i + 1) * d));
-            p.v.insert(p.v.end(), x.v.begin() + static_cast<std::ptrdiff_t>(h * n * dv), x.v.begin() + static_cast<std::ptrdiff_t>((h * n + i + 1) * dv));
+            p.q.insert(p.q.end(), x.q.begin() + static_cast<std::ptrdiff_t>((h * n + i) * d),
+                       x.q.begin() + static_cast<std::ptrdiff_t>((h * n + i + 1) * d));
+            p.k.insert(p.k.end(), x.k.begin() + static_cast<std::ptrdiff_t>(h * n * d),
+                       x.k.begin() + static_cast<std::ptrdiff_t>((h * n + i + 1) * d));
+            p.v.insert(p.v.end(), x.v.begin() + static_cast<std::ptrdiff_t>(h * n * dv),
+                       x.v.begin() + static_cast<std::ptrdiff_t>((h * n + i + 1) * dv));
         }
         const emu::ForwardResult ar = emu::flash_forward(r, one, p, fo);
         for (std::uint64_t h = 0; h < heads; ++h) {
             for (std::uint64_t c = 0; c < dv; ++c) {
-                const double diff = std::fabs(emu::decode(of, ar.o[h * dv + c]) - emu::decode(of, base.o[(h * n + i) * dv + c]));
+                const double diff =
+                    std::fabs(emu::decode(of, ar.o[h * dv + c]) - emu::decode(of, base.o[(h * n + i) * dv + c]));
                 double& at_i = result.parallel_vs_autoregressive_by_position[i];
                 at_i = std::max(at_i, diff);
-                result.parallel_vs_autoregressive_max_abs_diff = std::max(result.parallel_vs_autoregressive_max_abs_diff, diff);
+                result.parallel_vs_autoregressive_max_abs_diff =
+                    std::max(result.parallel_vs_autoregressive_max_abs_diff, diff);
             }
         }
     }
@@ -118,7 +127,8 @@ LeakResult leak(const emu::AttentionInputs& in, const LeakOptions& o) {
         for (std::uint64_t h = 0; h < heads; ++h) {
             for (std::uint64_t i = 0; i < cut; ++i) {
                 const std::uint64_t at = (h * n + i) * dv;
-                if (!std::equal(base.o.begin() + static_cast<std::ptrdiff_t>(at), base.o.begin() + static_cast<std::ptrdiff_t>(at + dv),
+                if (!std::equal(base.o.begin() + static_cast<std::ptrdiff_t>(at),
+                                base.o.begin() + static_cast<std::ptrdiff_t>(at + dv),
                                 f.o.begin() + static_cast<std::ptrdiff_t>(at)))
                     ++result.masked_contribution_violations;
             }

@@ -16,7 +16,6 @@ double normal_cdf(double x) { return 0.5 * std::erfc(-x / std::sqrt(2.0)); }
 
 constexpr double ln_1024 = 6.931471805599453;  // E4M3: P S <= 2^-10 rounds to zero
 
-
 // The integral of f(x) k phi(x) Phi(x)^(k-1) over x (the density of the max of k standard
 // normals), by the midpoint rule on [-10, 10].
 template <class F>
@@ -76,11 +75,14 @@ PCollapseResult pcollapse(const emu::AttentionInputs& in, const PCollapseOptions
             std::uint64_t visible = 0;
             for (std::uint64_t i = 0; i < shape.n_q; ++i) {
                 const std::uint64_t keys = emu::steps::visible_keys(i, shape.n_q, shape.n_kv, shape.causal);
-                visible += keys > static_cast<std::uint64_t>(o.k_sink) ? keys - static_cast<std::uint64_t>(o.k_sink) : 0;
+                visible +=
+                    keys > static_cast<std::uint64_t>(o.k_sink) ? keys - static_cast<std::uint64_t>(o.k_sink) : 0;
             }
             run.counted = visible * shape.heads;
             const std::uint64_t zero_before_cast = run.counted - f.counts.p_nonzero;  // P-bar already 0 in float32
-            run.underflow_fraction = run.counted == 0 ? 0 : static_cast<double>(f.counts.p_underflow + zero_before_cast) / static_cast<double>(run.counted);
+            run.underflow_fraction = run.counted == 0 ? 0
+                                                      : static_cast<double>(f.counts.p_underflow + zero_before_cast) /
+                                                            static_cast<double>(run.counted);
             if (o.sink_strength) {
                 const double shift = *o.sink_strength - ln_1024 - std::log(s);
                 run.predicted_fraction = normal_cdf(shift + result.delta_k);

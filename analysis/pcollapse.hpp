@@ -8,8 +8,8 @@
 #include <optional>
 #include <vector>
 
-#include "emu/attention/attention_recipe.hpp"
 #include "emu/attention/attention_inputs.hpp"
+#include "emu/attention/attention_recipe.hpp"
 
 namespace roundscope::analysis {
 
@@ -17,8 +17,8 @@ struct PCollapseOptions {
     emu::AttentionRecipe recipe;  // default: fp8-forward-order; kv_order and p_scale are swept
     std::vector<emu::KvOrder> orders{emu::KvOrder::forward, emu::KvOrder::reverse};
     std::vector<float> scales{1, 256};
-    int k_sink = 4;                        // the first k_sink keys are the sink (not counted)
-    std::optional<double> sink_strength;   // Delta, when known (synthetic inputs): gives the prediction
+    int k_sink = 4;                       // the first k_sink keys are the sink (not counted)
+    std::optional<double> sink_strength;  // Delta, when known (synthetic inputs): gives the prediction
     bool causal = false;
     double softmax_scale = 0;
     int threads = 0;
@@ -27,15 +27,15 @@ struct PCollapseOptions {
 struct PCollapseRun {
     emu::KvOrder order;
     float scale;
-    double underflow_fraction;                 // non-sink P with P S cast to zero
-    std::optional<double> predicted_fraction;  // Phi(Delta + delta_k - 6.93 - ln S): the closed form,
-                                               // the sink's maximum replaced by its mean delta_k
+    double underflow_fraction;                          // non-sink P with P S cast to zero
+    std::optional<double> predicted_fraction;           // Phi(Delta + delta_k - 6.93 - ln S): the closed form,
+                                                        // the sink's maximum replaced by its mean delta_k
     std::optional<double> predicted_fraction_averaged;  // E[Phi(Delta + M - 6.93 - ln S)] over the
                                                         // distribution of M, the max of k_sink normals
-    double delta_c;                            // 6.93 + ln S - delta_k
-    double mse;                                // mean squared error of O against the truth
-    std::uint64_t saturated;                   // P S cast at (or past) E4M3's 448
-    std::uint64_t counted;                     // non-sink P values (the fraction's denominator)
+    double delta_c;                                     // 6.93 + ln S - delta_k
+    double mse;                                         // mean squared error of O against the truth
+    std::uint64_t saturated;                            // P S cast at (or past) E4M3's 448
+    std::uint64_t counted;                              // non-sink P values (the fraction's denominator)
 };
 
 struct PCollapseResult {

@@ -32,8 +32,8 @@ struct HeadSums {
     std::uint64_t rows = 0;
 };
 
-HeadSums head_sums(const emu::AttentionInputs& in, std::uint64_t h, const std::vector<double>& x, const std::vector<double>& pk,
-                   std::span<const double> c, const AttentionTruth& truth, int threads) {
+HeadSums head_sums(const emu::AttentionInputs& in, std::uint64_t h, const std::vector<double>& x,
+                   const std::vector<double>& pk, std::span<const double> c, const AttentionTruth& truth, int threads) {
     const std::uint64_t m = in.d_model, d = in.d, n = in.n_q;
     HeadSums s{std::vector<double>(m * d), std::vector<double>(m * d), std::vector<double>(m * d), 0};
     // Per row: the inverse norms of x[T] and pk[T] (0 where either is zero: no direction).
@@ -67,8 +67,8 @@ HeadSums head_sums(const emu::AttentionInputs& in, std::uint64_t h, const std::v
 }
 
 // |q - x W^Q|_F / |q|_F over every batch of head h.
-double projection_residual(const emu::AttentionInputs& in, std::uint64_t h, const std::vector<double>& x, const std::vector<double>& q,
-                           const std::vector<double>& w) {
+double projection_residual(const emu::AttentionInputs& in, std::uint64_t h, const std::vector<double>& x,
+                           const std::vector<double>& q, const std::vector<double>& w) {
     const std::uint64_t m = in.d_model, d = in.d, n = in.n_q;
     // W^Q[a][j] of head h in either layout
     const std::uint64_t row_stride = in.w_q_per_head ? d : in.heads * d, offset = in.w_q_per_head ? h * m * d : h * d;
@@ -78,9 +78,11 @@ double projection_residual(const emu::AttentionInputs& in, std::uint64_t h, cons
         for (std::uint64_t t = 0; t < n; ++t) {
             std::fill(projected.begin(), projected.end(), 0.0);
             for (std::uint64_t a = 0; a < m; ++a)
-                for (std::uint64_t j = 0; j < d; ++j) projected[j] += x[(b * n + t) * m + a] * w[offset + a * row_stride + j];
+                for (std::uint64_t j = 0; j < d; ++j)
+                    projected[j] += x[(b * n + t) * m + a] * w[offset + a * row_stride + j];
             const double* qt = q.data() + ((b * in.heads + h) * n + t) * d;
-            for (std::uint64_t j = 0; j < d; ++j) residual += (qt[j] - projected[j]) * (qt[j] - projected[j]), total += qt[j] * qt[j];
+            for (std::uint64_t j = 0; j < d; ++j)
+                residual += (qt[j] - projected[j]) * (qt[j] - projected[j]), total += qt[j] * qt[j];
         }
     return total > 0 ? std::sqrt(residual / total) : std::sqrt(residual);
 }
@@ -114,11 +116,12 @@ void QueryWeightSteps::add(const QueryWeightError& q, const std::string& step) {
     structure_cosine_.push_back(frobenius_cosine(q.structure, first_structure_));
 }
 
-QueryWeightError query_weight_error(const emu::AttentionInputs& in, std::span<const double> delta_error, const AttentionTruth& truth,
-                                    int threads) {
+QueryWeightError query_weight_error(const emu::AttentionInputs& in, std::span<const double> delta_error,
+                                    const AttentionTruth& truth, int threads) {
     if (!in.x) throw Error("bias: the query-weight error needs the layer input 'x'");
     const std::uint64_t m = in.d_model, d = in.d, rows = in.batch * in.heads * in.n_q;
-    if (delta_error.size() != rows || truth.dq.size() != rows * d) throw Error("bias: internal: delta error or dQ of the wrong size");
+    if (delta_error.size() != rows || truth.dq.size() != rows * d)
+        throw Error("bias: internal: delta error or dQ of the wrong size");
     const std::vector<double> x = decode_finite(*in.x), pk = attention_weighted_keys(in, truth, threads);
     std::vector<double> q, w;
     if (in.w_q) q = emu::decode_tensor<double>(in.q), w = decode_finite(*in.w_q);
@@ -131,13 +134,15 @@ QueryWeightError query_weight_error(const emu::AttentionInputs& in, std::span<co
         QueryWeightHead head;
         head.head = h, head.rows = s.rows;
         for (std::uint64_t b = 0; b < in.batch; ++b)
-            for (std::uint64_t t = 0; t < in.n_q; ++t) head.coefficient_sum += delta_error[(b * in.heads + h) * in.n_q + t];
+            for (std::uint64_t t = 0; t < in.n_q; ++t)
+                head.coefficient_sum += delta_error[(b * in.heads + h) * in.n_q + t];
         // sum over all pairs (T, T') of cos(R_T, R_T') is |U|_F^2, with the rows' own n ones in it
         const double n = static_cast<double>(s.rows), u = norm(s.structure);
         head.rank1_mean_cosine = s.rows >= 2 ? (u * u - n) / (n * (n - 1)) : std::numeric_limits<double>::quiet_NaN();
         head.error_structure_cosine = frobenius_cosine(s.error, s.structure);
         head.dwq_error_norm = norm(s.error), head.dwq_norm = norm(s.gradient);
-        if (in.w_q) head.wq_norm = head_wq_norm(in, h, w), head.q_projection_residual = projection_residual(in, h, x, q, w);
+        if (in.w_q)
+            head.wq_norm = head_wq_norm(in, h, w), head.q_projection_residual = projection_residual(in, h, x, q, w);
         r.per_head.push_back(head);
         r.error.insert(r.error.end(), s.error.begin(), s.error.end());
         r.structure.insert(r.structure.end(), s.structure.begin(), s.structure.end());

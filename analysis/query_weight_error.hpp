@@ -19,13 +19,13 @@ namespace roundscope::analysis {
 
 struct QueryWeightHead {
     std::uint64_t head = 0;
-    std::uint64_t rows = 0;              // rows T (over the batch) with x[T] != 0 and (PK)[T] != 0
-    double coefficient_sum = 0;          // sum_T c[T] over this head's rows
-    double rank1_mean_cosine = 0;        // mean over pairs T != T' of cos(R_T, R_T'); NaN below 2 rows
-    double error_structure_cosine = 0;   // cos(E, sum_T R_T / |R_T|): E along the common structure
-    double dwq_error_norm = 0;           // |E|_F
-    double dwq_norm = 0;                 // |dW^Q_hp|_F = |x^T dQ_hp|_F
-    std::optional<double> wq_norm;       // |W^Q|_F (with wq)
+    std::uint64_t rows = 0;             // rows T (over the batch) with x[T] != 0 and (PK)[T] != 0
+    double coefficient_sum = 0;         // sum_T c[T] over this head's rows
+    double rank1_mean_cosine = 0;       // mean over pairs T != T' of cos(R_T, R_T'); NaN below 2 rows
+    double error_structure_cosine = 0;  // cos(E, sum_T R_T / |R_T|): E along the common structure
+    double dwq_error_norm = 0;          // |E|_F
+    double dwq_norm = 0;                // |dW^Q_hp|_F = |x^T dQ_hp|_F
+    std::optional<double> wq_norm;      // |W^Q|_F (with wq)
     // |q - x W^Q|_F / |q|_F (with wq): far from 0 when q is not x W^Q, e.g. after a rotary
     // embedding, where E above is not the gradient error of W^Q.
     std::optional<double> q_projection_residual;
@@ -45,8 +45,8 @@ struct QueryWeightError {
 /// For inputs with x (and optionally wq): `delta_error` is c, [B * H][Nq]; `truth` the backward
 /// ground truth of `in` (its dQ, scale and mask). (PK)[T] is the exact attention output with K
 /// as the values. Deterministic on any thread count.
-QueryWeightError query_weight_error(const emu::AttentionInputs& in, std::span<const double> delta_error, const AttentionTruth& truth,
-                                    int threads);
+QueryWeightError query_weight_error(const emu::AttentionInputs& in, std::span<const double> delta_error,
+                                    const AttentionTruth& truth, int threads);
 
 /// The errors of several training steps summed: |sum of E| after each step, how each step's
 /// common direction compares with the first's, and the coherence |sum E| / sum |E| (1 when every

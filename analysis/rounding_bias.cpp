@@ -57,12 +57,15 @@ BiasResult rounding_bias(const emu::AttentionInputs& in, const BiasOptions& o) {
         for (std::uint64_t i = 0; i < rows; ++i) diff[i] = static_cast<double>(bw.delta[i]) - truth.delta[i];
     } else {
         for (std::uint64_t i = 0; i < rows; ++i)
-            diff[i] = static_cast<double>(emu::steps::delta_rowsum(x.d_o.data() + i * dv, *r.input, o_bits.data() + i * dv, *o_format,
-                                                                   static_cast<int>(dv), *r.delta_format)) - truth.delta[i];
+            diff[i] =
+                static_cast<double>(emu::steps::delta_rowsum(x.d_o.data() + i * dv, *r.input, o_bits.data() + i * dv,
+                                                             *o_format, static_cast<int>(dv), *r.delta_format)) -
+                truth.delta[i];
     }
     b.rows = rows;
     b.coefficient_sum = std::accumulate(diff.begin(), diff.end(), 0.0);
-    b.positive_rows = static_cast<std::uint64_t>(std::count_if(diff.begin(), diff.end(), [](double v) { return v > 0; }));
+    b.positive_rows =
+        static_cast<std::uint64_t>(std::count_if(diff.begin(), diff.end(), [](double v) { return v > 0; }));
     const double mean = b.coefficient_sum / static_cast<double>(rows);
     double var = 0;
     for (const double v : diff) var += (v - mean) * (v - mean);
@@ -89,7 +92,8 @@ BiasResult rounding_bias(const emu::AttentionInputs& in, const BiasOptions& o) {
         c.v_negative_fraction = static_cast<double>(negative_v) / static_cast<double>(keys);
         dims[j] = c;
     }
-    std::sort(dims.begin(), dims.end(), [](const auto& p, const auto& q) { return std::fabs(p.contribution) > std::fabs(q.contribution); });
+    std::sort(dims.begin(), dims.end(),
+              [](const auto& p, const auto& q) { return std::fabs(p.contribution) > std::fabs(q.contribution); });
     dims.resize(std::min<std::size_t>(dims.size(), static_cast<std::size_t>(std::max(o.top, 0))));
     b.top_dims = dims;
     return b;

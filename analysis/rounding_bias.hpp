@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "analysis/query_weight_error.hpp"
-#include "emu/attention/attention_recipe.hpp"
 #include "emu/attention/attention_inputs.hpp"
+#include "emu/attention/attention_recipe.hpp"
 
 namespace roundscope::analysis {
 
@@ -21,13 +21,13 @@ struct BiasOptions {
     bool use_stored_o = true;     // take O_lp from the file's 'o' when it has one
     bool causal = false;
     double softmax_scale = 0;
-    int top = 5;                  // feature dimensions reported
+    int top = 5;  // feature dimensions reported
     int threads = 0;
 };
 
 struct DimContribution {
     std::uint64_t dim;
-    double contribution;              // sum over rows of dO[T, j] (O_lp - O_hp)[T, j]
+    double contribution;               // sum over rows of dO[T, j] (O_lp - O_hp)[T, j]
     double o_error_negative_fraction;  // rows with (O_lp - O_hp)[T, j] < 0
     double v_negative_fraction;        // keys with V[., j] < 0
 };

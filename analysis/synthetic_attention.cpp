@@ -54,7 +54,9 @@ emu::AttentionInputs synthetic_attention(const SyntheticSpec& s) {
     const std::uint64_t count = s.heads * s.n * s.d;
     const double d = static_cast<double>(s.d), scale = 1 / std::sqrt(d);
     // Scores q.k / sqrt(D) of N(0, sd^4) when q and k have standard deviation sd.
-    const double sd = s.scenario == Scenario::wide ? s.spread : s.scenario == Scenario::random ? 1.0 : std::pow(d / (d - 1), 0.25);
+    const double sd = s.scenario == Scenario::wide     ? s.spread
+                      : s.scenario == Scenario::random ? 1.0
+                                                       : std::pow(d / (d - 1), 0.25);
     auto draw = [&](double deviation, double mean = 0) {
         std::vector<double> x(count);
         for (auto& v : x) v = mean + deviation * normal(rng);

@@ -27,8 +27,8 @@ struct SyntheticSpec {
     std::uint64_t heads = 1, n = 256, d = 64;
     std::uint64_t seed = 0;
     int k_sink = 4;
-    double sink_strength = 8;  // Delta
-    double spread = 6;         // wide: the standard deviation of q and k (scores: spread^2)
+    double sink_strength = 8;   // Delta
+    double spread = 6;          // wide: the standard deviation of q and k (scores: spread^2)
     std::uint64_t d_model = 0;  // M: with M >= 2, also x and wq (q = x wq); 0: neither
 };
 

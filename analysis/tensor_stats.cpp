@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "analysis/mpfr_value.hpp"
-#include "emu/numbers/representable.hpp"
 #include "emu/batch/tensor_decode.hpp"
+#include "emu/numbers/representable.hpp"
 #include "emu/numbers/unpack.hpp"
 #include "lib/parallel.hpp"
 #include "lib/prefetch.hpp"
@@ -64,10 +64,17 @@ struct Tally {
     void add(const Value& v, std::uint64_t n) {
         count += n;
         switch (v.cls) {
-            case emu::ValueClass::nan: nan += n; return;
-            case emu::ValueClass::inf: inf += n; return;
-            case emu::ValueClass::zero: zeros += n; break;
-            case emu::ValueClass::finite: break;
+            case emu::ValueClass::nan:
+                nan += n;
+                return;
+            case emu::ValueClass::inf:
+                inf += n;
+                return;
+            case emu::ValueClass::zero:
+                zeros += n;
+                break;
+            case emu::ValueClass::finite:
+                break;
         }
         finite += n;
         subnormals += v.subnormal ? n : 0;
@@ -131,11 +138,14 @@ std::vector<std::uint64_t> pattern_histogram(const Tensor& t, int threads) {
 
 double pattern_value(DType t, std::uint64_t bits) {
     switch (info(t).kind) {
-        case DTypeKind::boolean: return bits != 0 ? 1.0 : 0.0;
-        case DTypeKind::unsigned_integer: return static_cast<double>(bits);
+        case DTypeKind::boolean:
+            return bits != 0 ? 1.0 : 0.0;
+        case DTypeKind::unsigned_integer:
+            return static_cast<double>(bits);
         case DTypeKind::signed_integer:
             return info(t).storage_bytes == 1 ? static_cast<std::int8_t>(bits) : static_cast<std::int16_t>(bits);
-        case DTypeKind::floating: return emu::decode(emu::format_of(t), bits);
+        case DTypeKind::floating:
+            return emu::decode(emu::format_of(t), bits);
     }
     return 0;
 }

@@ -44,8 +44,11 @@ void cast_batch(std::span<const float> in, const emu::Format& to, const emu::Cas
     check(cudaMemcpy(out.data(), d_out.get(), out.size_bytes(), cudaMemcpyDeviceToHost), "copy to host");
 }
 
-template void cast_batch(std::span<const float>, const emu::Format&, const emu::CastOptions&, std::span<std::uint8_t>, std::uint64_t);
-template void cast_batch(std::span<const float>, const emu::Format&, const emu::CastOptions&, std::span<std::uint16_t>, std::uint64_t);
-template void cast_batch(std::span<const float>, const emu::Format&, const emu::CastOptions&, std::span<std::uint32_t>, std::uint64_t);
+template void cast_batch(std::span<const float>, const emu::Format&, const emu::CastOptions&, std::span<std::uint8_t>,
+                         std::uint64_t);
+template void cast_batch(std::span<const float>, const emu::Format&, const emu::CastOptions&, std::span<std::uint16_t>,
+                         std::uint64_t);
+template void cast_batch(std::span<const float>, const emu::Format&, const emu::CastOptions&, std::span<std::uint32_t>,
+                         std::uint64_t);
 
 }  // namespace roundscope::gpu

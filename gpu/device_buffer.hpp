@@ -24,8 +24,12 @@ public:
     DeviceBuffer& operator=(DeviceBuffer&&) = delete;
     T* get() const { return data_; }
 
-    void upload(const T* host) { check(cudaMemcpy(data_, host, size_ * sizeof(T), cudaMemcpyHostToDevice), "copy to device"); }
-    void download(T* host) const { check(cudaMemcpy(host, data_, size_ * sizeof(T), cudaMemcpyDeviceToHost), "copy to host"); }
+    void upload(const T* host) {
+        check(cudaMemcpy(data_, host, size_ * sizeof(T), cudaMemcpyHostToDevice), "copy to device");
+    }
+    void download(T* host) const {
+        check(cudaMemcpy(host, data_, size_ * sizeof(T), cudaMemcpyDeviceToHost), "copy to host");
+    }
 
 private:
     T* data_ = nullptr;

@@ -46,7 +46,8 @@ struct PView {
     int v_block, pass;  // pass -1: every key; 0: keys of complete past V blocks; 1: diagonal keys
     __device__ std::uint32_t at(std::uint64_t r, std::uint64_t c) const {
         if (r >= rows || c >= keys) return 0u;
-        if (pass >= 0 && steps::diagonal_key(row0_global + r, key0_global + c, n_q, n_kv, v_block) != (pass == 1)) return 0u;
+        if (pass >= 0 && steps::diagonal_key(row0_global + r, key0_global + c, n_q, n_kv, v_block) != (pass == 1))
+            return 0u;
         return p[r * keys + c];
     }
 };
@@ -54,12 +55,13 @@ struct PView {
 template <Input in>
 __global__ void flash_forward_kernel(ForwardParams p) {
     extern __shared__ std::uint32_t shared[];
-    const std::uint64_t head = blockIdx.y, row0 = static_cast<std::uint64_t>(blockIdx.x) * static_cast<std::uint64_t>(p.block_m);
+    const std::uint64_t head = blockIdx.y,
+                        row0 = static_cast<std::uint64_t>(blockIdx.x) * static_cast<std::uint64_t>(p.block_m);
     const std::uint64_t rows = std::min<std::uint64_t>(static_cast<std::uint64_t>(p.block_m), p.n_q - row0);
     const std::uint64_t bn = static_cast<std::uint64_t>(p.block_n);
-    std::uint32_t* tile = shared;                                                   // S, then P: [rows][keys]
+    std::uint32_t* tile = shared;                                                            // S, then P: [rows][keys]
     auto* state = reinterpret_cast<steps::OnlineRowState*>(shared + p.block_m * p.block_n);  // [rows]
-    auto* factor = reinterpret_cast<float*>(state + p.block_m);                     // [rows]
+    auto* factor = reinterpret_cast<float*>(state + p.block_m);                              // [rows]
     const std::uint32_t* q = p.q + (head * p.n_q + row0) * p.d;
     const std::uint32_t* k = p.k + head * p.n_kv * p.d;
     std::uint32_t* acc = p.acc + (head * p.n_q + row0) * p.d_v;
@@ -75,14 +77,16 @@ __global__ void flash_forward_kernel(ForwardParams p) {
         // S = Q K^T
         const MatrixView q_view{q, rows, p.d, p.d};
         const TransposedView kt_view{MatrixView{k + key0 * p.d, keys, p.d, p.d}};
-        block_mma<in>(q_view, kt_view, rows, keys, p.d, [](std::uint64_t, std::uint64_t) { return 0u; },
-                      [&](std::uint64_t r, std::uint64_t c, std::uint32_t bits) { tile[r * keys + c] = bits; });
+        block_mma<in>(
+            q_view, kt_view, rows, keys, p.d, [](std::uint64_t, std::uint64_t) { return 0u; },
+            [&](std::uint64_t r, std::uint64_t c, std::uint32_t bits) { tile[r * keys + c] = bits; });
         __syncthreads();
         // the softmax row step, P cast in place
         for (std::uint64_t r = threadIdx.x; r < rows; r += blockDim.x) {
             const std::uint64_t visible = steps::visible_keys(row0 + r, p.n_q, p.n_kv, p.causal);
             const int in_tile = visible <= key0 ? 0 : static_cast<int>(std::min(visible - key0, keys));
-            factor[r] = steps::online_row_step(p.softmax, tile + r * keys, static_cast<int>(keys), in_tile, state[r], tile + r * keys, nullptr);
+            factor[r] = steps::online_row_step(p.softmax, tile + r * keys, static_cast<int>(keys), in_tile, state[r],
+                                               tile + r * keys, nullptr);
         }
         __syncthreads();
         for (std::uint64_t x = threadIdx.x; x < rows * p.d_v; x += blockDim.x)
@@ -92,11 +96,13 @@ __global__ void flash_forward_kernel(ForwardParams p) {
         // and then the diagonal keys with V as it is
         const bool split = p.v_quantized != nullptr && p.diagonal_fix;
         for (int pass = split ? 0 : -1; pass <= (split ? 1 : -1); ++pass) {
-            const std::uint32_t* v = (pass == 1 || p.v_quantized == nullptr ? p.v : p.v_quantized) + (head * p.n_kv + key0) * p.d_v;
+            const std::uint32_t* v =
+                (pass == 1 || p.v_quantized == nullptr ? p.v : p.v_quantized) + (head * p.n_kv + key0) * p.d_v;
             const PView p_view{tile, rows, keys, row0, key0, p.n_q, p.n_kv, p.v_block, pass};
             const MatrixView v_view{v, keys, p.d_v, p.d_v};
-            block_mma<in>(p_view, v_view, rows, p.d_v, keys, [&](std::uint64_t r, std::uint64_t c) { return acc[r * p.d_v + c]; },
-                          [&](std::uint64_t r, std::uint64_t c, std::uint32_t bits) { acc[r * p.d_v + c] = bits; });
+            block_mma<in>(
+                p_view, v_view, rows, p.d_v, keys, [&](std::uint64_t r, std::uint64_t c) { return acc[r * p.d_v + c]; },
+                [&](std::uint64_t r, std::uint64_t c, std::uint32_t bits) { acc[r * p.d_v + c] = bits; });
             __syncthreads();
         }
     }
@@ -115,10 +121,10 @@ __global__ void flash_forward_kernel(ForwardParams p) {
 // ---- backward -------------------------------------------------------------------------------
 
 struct BackwardParams {
-    const std::uint32_t *q, *k;              // input format (for S)
+    const std::uint32_t *q, *k;               // input format (for S)
     const std::uint32_t *qg, *kg, *vg, *dog;  // ds_format
     const float *lse2, *delta;
-    std::uint32_t* ds;                       // [h][n_q][n_kv]: dS cast, for the dQ pass
+    std::uint32_t* ds;                        // [h][n_q][n_kv]: dS cast, for the dQ pass
     std::uint32_t *dk_acc, *dv_acc, *dq_acc;  // float32 bits
     std::uint64_t n_q, n_kv, d, d_v;
     bool causal, approx_exp2;
@@ -134,7 +140,7 @@ __global__ void flash_dk_dv_kernel(BackwardParams p) {
     const std::uint64_t head = blockIdx.y, bm = static_cast<std::uint64_t>(p.block_m);
     const std::uint64_t key0 = static_cast<std::uint64_t>(blockIdx.x) * static_cast<std::uint64_t>(p.block_n);
     const std::uint64_t keys = std::min<std::uint64_t>(static_cast<std::uint64_t>(p.block_n), p.n_kv - key0);
-    std::uint32_t* s = shared;                      // S, then P cast: [rows][keys]
+    std::uint32_t* s = shared;                           // S, then P cast: [rows][keys]
     std::uint32_t* dp = shared + p.block_m * p.block_n;  // dP, then dS cast
     std::uint32_t* dv_acc = p.dv_acc + (head * p.n_kv + key0) * p.d_v;
     std::uint32_t* dk_acc = p.dk_acc + (head * p.n_kv + key0) * p.d;
@@ -143,12 +149,14 @@ __global__ void flash_dk_dv_kernel(BackwardParams p) {
         if (key0 >= steps::visible_keys(row0 + rows - 1, p.n_q, p.n_kv, p.causal)) continue;
         const MatrixView q_view{p.q + (head * p.n_q + row0) * p.d, rows, p.d, p.d};
         const TransposedView kt_view{MatrixView{p.k + (head * p.n_kv + key0) * p.d, keys, p.d, p.d}};
-        block_mma<in>(q_view, kt_view, rows, keys, p.d, [](std::uint64_t, std::uint64_t) { return 0u; },
-                      [&](std::uint64_t r, std::uint64_t c, std::uint32_t bits) { s[r * keys + c] = bits; });
+        block_mma<in>(
+            q_view, kt_view, rows, keys, p.d, [](std::uint64_t, std::uint64_t) { return 0u; },
+            [&](std::uint64_t r, std::uint64_t c, std::uint32_t bits) { s[r * keys + c] = bits; });
         const MatrixView do_view{p.dog + (head * p.n_q + row0) * p.d_v, rows, p.d_v, p.d_v};
         const TransposedView vt_view{MatrixView{p.vg + (head * p.n_kv + key0) * p.d_v, keys, p.d_v, p.d_v}};
-        block_mma<grad>(do_view, vt_view, rows, keys, p.d_v, [](std::uint64_t, std::uint64_t) { return 0u; },
-                        [&](std::uint64_t r, std::uint64_t c, std::uint32_t bits) { dp[r * keys + c] = bits; });
+        block_mma<grad>(
+            do_view, vt_view, rows, keys, p.d_v, [](std::uint64_t, std::uint64_t) { return 0u; },
+            [&](std::uint64_t r, std::uint64_t c, std::uint32_t bits) { dp[r * keys + c] = bits; });
         __syncthreads();
         for (std::uint64_t x = threadIdx.x; x < rows * keys; x += blockDim.x) {
             const std::uint64_t i = row0 + x / keys, j = key0 + x % keys;
@@ -161,10 +169,13 @@ __global__ void flash_dk_dv_kernel(BackwardParams p) {
         __syncthreads();
         const TransposedView pt_view{MatrixView{s, rows, keys, keys}}, dst_view{MatrixView{dp, rows, keys, keys}};
         const MatrixView qg_view{p.qg + (head * p.n_q + row0) * p.d, rows, p.d, p.d};
-        block_mma<grad>(pt_view, do_view, keys, p.d_v, rows, [&](std::uint64_t r, std::uint64_t c) { return dv_acc[r * p.d_v + c]; },
-                        [&](std::uint64_t r, std::uint64_t c, std::uint32_t bits) { dv_acc[r * p.d_v + c] = bits; });
-        block_mma<grad>(dst_view, qg_view, keys, p.d, rows, [&](std::uint64_t r, std::uint64_t c) { return dk_acc[r * p.d + c]; },
-                        [&](std::uint64_t r, std::uint64_t c, std::uint32_t bits) { dk_acc[r * p.d + c] = bits; });
+        block_mma<grad>(
+            pt_view, do_view, keys, p.d_v, rows,
+            [&](std::uint64_t r, std::uint64_t c) { return dv_acc[r * p.d_v + c]; },
+            [&](std::uint64_t r, std::uint64_t c, std::uint32_t bits) { dv_acc[r * p.d_v + c] = bits; });
+        block_mma<grad>(
+            dst_view, qg_view, keys, p.d, rows, [&](std::uint64_t r, std::uint64_t c) { return dk_acc[r * p.d + c]; },
+            [&](std::uint64_t r, std::uint64_t c, std::uint32_t bits) { dk_acc[r * p.d + c] = bits; });
         __syncthreads();
     }
 }
@@ -181,8 +192,9 @@ __global__ void flash_dq_kernel(BackwardParams p) {
         if (key0 >= steps::visible_keys(row0 + rows - 1, p.n_q, p.n_kv, p.causal)) continue;
         const MatrixView ds_view{p.ds + (head * p.n_q + row0) * p.n_kv + key0, rows, keys, p.n_kv};
         const MatrixView k_view{p.kg + (head * p.n_kv + key0) * p.d, keys, p.d, p.d};
-        block_mma<grad>(ds_view, k_view, rows, p.d, keys, [&](std::uint64_t r, std::uint64_t c) { return dq_acc[r * p.d + c]; },
-                        [&](std::uint64_t r, std::uint64_t c, std::uint32_t bits) { dq_acc[r * p.d + c] = bits; });
+        block_mma<grad>(
+            ds_view, k_view, rows, p.d, keys, [&](std::uint64_t r, std::uint64_t c) { return dq_acc[r * p.d + c]; },
+            [&](std::uint64_t r, std::uint64_t c, std::uint32_t bits) { dq_acc[r * p.d + c] = bits; });
         __syncthreads();
     }
 }
@@ -215,7 +227,8 @@ void launched(const char* what) {
 
 template <class Kernel>
 void allow_shared(Kernel kernel, std::size_t bytes) {
-    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)), "shared memory size");
+    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)),
+          "shared memory size");
 }
 
 template <Input in>
@@ -238,10 +251,18 @@ void backward_launch(const BackwardParams& p, dim3 key_grid, dim3 row_grid, std:
 template <class F>
 void dispatch(Input in, F f) {
     switch (in) {
-        case Input::bf16: f.template operator()<Input::bf16>(); break;
-        case Input::f16: f.template operator()<Input::f16>(); break;
-        case Input::e4m3: f.template operator()<Input::e4m3>(); break;
-        case Input::e5m2: f.template operator()<Input::e5m2>(); break;
+        case Input::bf16:
+            f.template operator()<Input::bf16>();
+            break;
+        case Input::f16:
+            f.template operator()<Input::f16>();
+            break;
+        case Input::e4m3:
+            f.template operator()<Input::e4m3>();
+            break;
+        case Input::e5m2:
+            f.template operator()<Input::e5m2>();
+            break;
     }
 }
 
@@ -263,7 +284,8 @@ std::string flash_unsupported(const emu::AttentionRecipe& r) {
     return {};
 }
 
-emu::ForwardResult flash_forward(const emu::AttentionRecipe& recipe, const emu::AttentionShape& sh, const emu::AttentionOperands& in) {
+emu::ForwardResult flash_forward(const emu::AttentionRecipe& recipe, const emu::AttentionShape& sh,
+                                 const emu::AttentionOperands& in) {
     require_supported(recipe);
     const emu::FlashContext ctx = emu::flash_context(recipe, sh);
     const std::vector<std::uint32_t> v_quantized = emu::quantized_v(ctx, in.v);
@@ -271,13 +293,32 @@ emu::ForwardResult flash_forward(const emu::AttentionRecipe& recipe, const emu::
     const std::size_t outputs = sh.heads * sh.n_q * sh.d_v;
     DeviceBuffer<std::uint32_t> acc(outputs), o(outputs);
     DeviceBuffer<float> lse(sh.heads * sh.n_q), lse2(sh.heads * sh.n_q);
-    const ForwardParams p{q.get(), k.get(), v.get(), v_quantized.empty() ? nullptr : vq.get(), acc.get(), o.get(), lse.get(),
-                          lse2.get(), sh.n_q, sh.n_kv, sh.d, sh.d_v, sh.causal, recipe.kv_order == emu::KvOrder::reverse,
-                          recipe.diagonal_fix, recipe.block_m, recipe.block_n, recipe.v_block, ctx.softmax, *recipe.o_format};
-    const dim3 grid(static_cast<unsigned>((sh.n_q + recipe.block_m - 1) / recipe.block_m), static_cast<unsigned>(sh.heads));
+    const ForwardParams p{q.get(),
+                          k.get(),
+                          v.get(),
+                          v_quantized.empty() ? nullptr : vq.get(),
+                          acc.get(),
+                          o.get(),
+                          lse.get(),
+                          lse2.get(),
+                          sh.n_q,
+                          sh.n_kv,
+                          sh.d,
+                          sh.d_v,
+                          sh.causal,
+                          recipe.kv_order == emu::KvOrder::reverse,
+                          recipe.diagonal_fix,
+                          recipe.block_m,
+                          recipe.block_n,
+                          recipe.v_block,
+                          ctx.softmax,
+                          *recipe.o_format};
+    const dim3 grid(static_cast<unsigned>((sh.n_q + recipe.block_m - 1) / recipe.block_m),
+                    static_cast<unsigned>(sh.heads));
     const std::size_t bytes = sizeof(std::uint32_t) * recipe.block_m * recipe.block_n +
                               (sizeof(steps::OnlineRowState) + sizeof(float)) * recipe.block_m;
-    if (sh.n_q > 0 && sh.heads > 0) dispatch(input_of(*recipe.input), [&]<Input in>() { forward_launch<in>(p, grid, bytes); });
+    if (sh.n_q > 0 && sh.heads > 0)
+        dispatch(input_of(*recipe.input), [&]<Input in>() { forward_launch<in>(p, grid, bytes); });
     emu::ForwardResult out;
     out.o = downloaded(o, outputs);
     const std::vector<std::uint32_t> o_f32 = downloaded(acc, outputs);
@@ -288,8 +329,8 @@ emu::ForwardResult flash_forward(const emu::AttentionRecipe& recipe, const emu::
     return out;
 }
 
-emu::BackwardResult flash_backward(const emu::AttentionRecipe& recipe, const emu::AttentionShape& sh, const emu::AttentionOperands& in,
-                                   const emu::ForwardResult& forward) {
+emu::BackwardResult flash_backward(const emu::AttentionRecipe& recipe, const emu::AttentionShape& sh,
+                                   const emu::AttentionOperands& in, const emu::ForwardResult& forward) {
     require_supported(recipe);
     const emu::FlashContext ctx = emu::flash_context(recipe, sh);
     const emu::Format& g = *recipe.ds_format;
@@ -305,17 +346,41 @@ emu::BackwardResult flash_backward(const emu::AttentionRecipe& recipe, const emu
     DeviceBuffer<std::uint32_t> dk_acc = uploaded(std::vector<std::uint32_t>(in.k.size(), 0));
     DeviceBuffer<std::uint32_t> dv_acc = uploaded(std::vector<std::uint32_t>(in.v.size(), 0));
     DeviceBuffer<std::uint32_t> dq_acc = uploaded(std::vector<std::uint32_t>(in.q.size(), 0));
-    const BackwardParams p{q.get(), k.get(), qg.get(), kg.get(), vg.get(), dog.get(), lse2.get(), d_delta.get(), ds.get(),
-                           dk_acc.get(), dv_acc.get(), dq_acc.get(), nq, nk, sh.d, sh.d_v, sh.causal, ctx.approx_exp2,
-                           recipe.block_m, recipe.block_n, ctx.scale_log2, g};
-    const dim3 key_grid(static_cast<unsigned>((nk + recipe.block_n - 1) / recipe.block_n), static_cast<unsigned>(heads));
-    const dim3 row_grid(static_cast<unsigned>((nq + recipe.block_m - 1) / recipe.block_m), static_cast<unsigned>(heads));
+    const BackwardParams p{q.get(),
+                           k.get(),
+                           qg.get(),
+                           kg.get(),
+                           vg.get(),
+                           dog.get(),
+                           lse2.get(),
+                           d_delta.get(),
+                           ds.get(),
+                           dk_acc.get(),
+                           dv_acc.get(),
+                           dq_acc.get(),
+                           nq,
+                           nk,
+                           sh.d,
+                           sh.d_v,
+                           sh.causal,
+                           ctx.approx_exp2,
+                           recipe.block_m,
+                           recipe.block_n,
+                           ctx.scale_log2,
+                           g};
+    const dim3 key_grid(static_cast<unsigned>((nk + recipe.block_n - 1) / recipe.block_n),
+                        static_cast<unsigned>(heads));
+    const dim3 row_grid(static_cast<unsigned>((nq + recipe.block_m - 1) / recipe.block_m),
+                        static_cast<unsigned>(heads));
     const std::size_t bytes = 2 * sizeof(std::uint32_t) * recipe.block_m * recipe.block_n;
     if (nq > 0 && nk > 0 && heads > 0) {
-        if (!(g == emu::bf16 || g == emu::f16)) throw Error("recipe '" + recipe.name + "': the CUDA twins take ds_format bf16 or f16");
+        if (!(g == emu::bf16 || g == emu::f16))
+            throw Error("recipe '" + recipe.name + "': the CUDA twins take ds_format bf16 or f16");
         dispatch(input_of(*recipe.input), [&]<Input in>() {
-            if (g == emu::bf16) backward_launch<in, Input::bf16>(p, key_grid, row_grid, bytes);
-            else backward_launch<in, Input::f16>(p, key_grid, row_grid, bytes);
+            if (g == emu::bf16)
+                backward_launch<in, Input::bf16>(p, key_grid, row_grid, bytes);
+            else
+                backward_launch<in, Input::f16>(p, key_grid, row_grid, bytes);
         });
     }
     emu::BackwardResult out;

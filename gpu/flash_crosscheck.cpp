@@ -11,8 +11,8 @@
 namespace roundscope::gpu {
 namespace {
 
-void add(FlashCrosscheck& c, const std::string& name, const std::vector<std::uint32_t>& emulator, const std::vector<std::uint32_t>& gpu,
-         const emu::Format& f) {
+void add(FlashCrosscheck& c, const std::string& name, const std::vector<std::uint32_t>& emulator,
+         const std::vector<std::uint32_t>& gpu, const emu::Format& f) {
     const emu::BitComparison b = emu::compare_bits(emulator, gpu, f);
     c.outputs[name] = b;
     if (b.first_mismatch && *b.first_mismatch < std::min(emulator.size(), gpu.size()))
@@ -28,8 +28,8 @@ std::vector<std::uint32_t> bits(const std::vector<float>& x) {
 
 }  // namespace
 
-FlashCrosscheck flash_crosscheck(emu::AttentionRecipe recipe, const emu::AttentionShape& shape, const emu::AttentionOperands& in,
-                                 bool backward) {
+FlashCrosscheck flash_crosscheck(emu::AttentionRecipe recipe, const emu::AttentionShape& shape,
+                                 const emu::AttentionOperands& in, bool backward) {
     const int cc = compute_capability();
     if (cc == 0) throw Error("crosscheck: no CUDA GPU is usable on this machine");
     FlashCrosscheck c;
@@ -39,7 +39,8 @@ FlashCrosscheck flash_crosscheck(emu::AttentionRecipe recipe, const emu::Attenti
     add(c, "o", want.o, got.o, *recipe.o_format);
     add(c, "lse", bits(want.lse), bits(got.lse), emu::f32);
     if (backward) {
-        const emu::BackwardResult bw = emu::flash_backward(recipe, shape, in, want), bg = gpu::flash_backward(recipe, shape, in, got);
+        const emu::BackwardResult bw = emu::flash_backward(recipe, shape, in, want),
+                                  bg = gpu::flash_backward(recipe, shape, in, got);
         add(c, "dq", bw.dq, bg.dq, *recipe.grad_format);
         add(c, "dk", bw.dk, bg.dk, *recipe.grad_format);
         add(c, "dv", bw.dv, bg.dv, *recipe.grad_format);

@@ -5,20 +5,20 @@
 #include <map>
 #include <string>
 
-#include "emu/numbers/bit_compare.hpp"
 #include "emu/attention/flash_attention.hpp"
+#include "emu/numbers/bit_compare.hpp"
 
 namespace roundscope::gpu {
 
 struct FlashCrosscheck {
     std::string device, arch;
-    std::map<std::string, emu::BitComparison> outputs;  // "o", "lse" (and "dq", "dk", "dv", "delta")
+    std::map<std::string, emu::BitComparison> outputs;              // "o", "lse" (and "dq", "dk", "dv", "delta")
     std::map<std::string, std::pair<double, double>> first_values;  // emulator and GPU value at the first mismatch
-    emu::BitComparison total;                           // all outputs together
+    emu::BitComparison total;                                       // all outputs together
 };
 
 /// Throws Error without a usable GPU or for a recipe the kernels do not run.
-FlashCrosscheck flash_crosscheck(emu::AttentionRecipe recipe, const emu::AttentionShape& shape, const emu::AttentionOperands& in,
-                                 bool backward);
+FlashCrosscheck flash_crosscheck(emu::AttentionRecipe recipe, const emu::AttentionShape& shape,
+                                 const emu::AttentionOperands& in, bool backward);
 
 }  // namespace roundscope::gpu

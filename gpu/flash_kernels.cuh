@@ -36,20 +36,25 @@ struct InstructionOperands {
     AView a;
     BView b;
     std::uint64_t row0, k0, n0;
-    __device__ std::uint32_t A(int r, int c) const { return a.at(row0 + static_cast<std::uint64_t>(r), k0 + static_cast<std::uint64_t>(c)); }
-    __device__ std::uint32_t B(int k, int n) const { return b.at(k0 + static_cast<std::uint64_t>(k), n0 + static_cast<std::uint64_t>(n)); }
+    __device__ std::uint32_t A(int r, int c) const {
+        return a.at(row0 + static_cast<std::uint64_t>(r), k0 + static_cast<std::uint64_t>(c));
+    }
+    __device__ std::uint32_t B(int k, int n) const {
+        return b.at(k0 + static_cast<std::uint64_t>(k), n0 + static_cast<std::uint64_t>(n));
+    }
 };
 
 /// D = A B + C for A [m][depth], B [depth][n] and C, D float32 bits read and written through
 /// `c_at(r, c)` / `d_store(r, c, bits)` (only inside [m) x [n)). All warps of the block take
 /// part; the caller synchronizes before D is read.
 template <Input in, class AView, class BView, class CAt, class DStore>
-__device__ void block_mma(const AView& a, const BView& b, std::uint64_t m, std::uint64_t n, std::uint64_t depth, CAt c_at,
-                          DStore d_store) {
+__device__ void block_mma(const AView& a, const BView& b, std::uint64_t m, std::uint64_t n, std::uint64_t depth,
+                          CAt c_at, DStore d_store) {
     const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
     const int warps = static_cast<int>(blockDim.x / 32);
     const std::uint64_t tiles_m = (m + 15) / 16, tiles_n = (n + 7) / 8;
-    for (std::uint64_t tile = static_cast<std::uint64_t>(warp); tile < tiles_m * tiles_n; tile += static_cast<std::uint64_t>(warps)) {
+    for (std::uint64_t tile = static_cast<std::uint64_t>(warp); tile < tiles_m * tiles_n;
+         tile += static_cast<std::uint64_t>(warps)) {
         const std::uint64_t row0 = tile / tiles_n * 16, col0 = tile % tiles_n * 8;
         std::uint32_t acc[4];
         for (int i = 0; i < 4; ++i) {

@@ -33,8 +33,8 @@ struct TileOperands {
 
 // One warp per 16 x 8 tile.
 template <Input in>
-__global__ void mma_sync_kernel(const std::uint32_t* a, const std::uint32_t* b, const std::uint32_t* c, std::uint32_t* d,
-                                int k) {
+__global__ void mma_sync_kernel(const std::uint32_t* a, const std::uint32_t* b, const std::uint32_t* c,
+                                std::uint32_t* d, int k) {
     const int tile = blockIdx.x, lane = threadIdx.x;
     const TileOperands op{a + static_cast<std::size_t>(tile) * 16 * k, b + static_cast<std::size_t>(tile) * k * 8, k};
     std::uint32_t ra[4], rb[2], acc[4];
@@ -69,26 +69,27 @@ __device__ void wgmma(std::uint32_t (&d)[4], const std::uint32_t (&a)[4], std::u
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
     if constexpr (a_in_registers) {
-#define ROUNDSCOPE_WGMMA_RS(TYPE, SHAPE, TAIL)                                                               \
-    asm volatile("{ .reg .pred p; setp.ne.b32 p, 1, 0;\n"                                                   \
-                 "wgmma.mma_async.sync.aligned." SHAPE ".f32." TYPE "." TYPE                                \
-                 " {%0,%1,%2,%3}, {%4,%5,%6,%7}, %8, p, 1, 1" TAIL "; }"                                    \
-                 : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])                                           \
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b)                                  \
-                 : "memory")
+#define ROUNDSCOPE_WGMMA_RS(TYPE, SHAPE, TAIL)                                                                        \
+    asm volatile(                                                                                                     \
+        "{ .reg .pred p; setp.ne.b32 p, 1, 0;\n"                                                                      \
+        "wgmma.mma_async.sync.aligned." SHAPE ".f32." TYPE "." TYPE " {%0,%1,%2,%3}, {%4,%5,%6,%7}, %8, p, 1, 1" TAIL \
+        "; }"                                                                                                         \
+        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])                                                              \
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b)                                                     \
+        : "memory")
         if constexpr (in == Input::bf16) ROUNDSCOPE_WGMMA_RS("bf16", "m64n8k16", ", 0");
         if constexpr (in == Input::f16) ROUNDSCOPE_WGMMA_RS("f16", "m64n8k16", ", 0");
         if constexpr (in == Input::e4m3) ROUNDSCOPE_WGMMA_RS("e4m3", "m64n8k32", "");
         if constexpr (in == Input::e5m2) ROUNDSCOPE_WGMMA_RS("e5m2", "m64n8k32", "");
 #undef ROUNDSCOPE_WGMMA_RS
     } else {
-#define ROUNDSCOPE_WGMMA_SS(TYPE, SHAPE, TAIL)                                                               \
-    asm volatile("{ .reg .pred p; setp.ne.b32 p, 1, 0;\n"                                                   \
-                 "wgmma.mma_async.sync.aligned." SHAPE ".f32." TYPE "." TYPE                                \
-                 " {%0,%1,%2,%3}, %4, %5, p, 1, 1" TAIL "; }"                                               \
-                 : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])                                           \
-                 : "l"(desc_a), "l"(desc_b)                                                                 \
-                 : "memory")
+#define ROUNDSCOPE_WGMMA_SS(TYPE, SHAPE, TAIL)                                                                   \
+    asm volatile(                                                                                                \
+        "{ .reg .pred p; setp.ne.b32 p, 1, 0;\n"                                                                 \
+        "wgmma.mma_async.sync.aligned." SHAPE ".f32." TYPE "." TYPE " {%0,%1,%2,%3}, %4, %5, p, 1, 1" TAIL "; }" \
+        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])                                                         \
+        : "l"(desc_a), "l"(desc_b)                                                                               \
+        : "memory")
         if constexpr (in == Input::bf16) ROUNDSCOPE_WGMMA_SS("bf16", "m64n8k16", ", 0, 0");
         if constexpr (in == Input::f16) ROUNDSCOPE_WGMMA_SS("f16", "m64n8k16", ", 0, 0");
         if constexpr (in == Input::e4m3) ROUNDSCOPE_WGMMA_SS("e4m3", "m64n8k32", "");
@@ -116,9 +117,11 @@ __global__ void wgmma_kernel(const std::uint32_t* a, const std::uint32_t* b, con
         at[0] = static_cast<unsigned char>(bits);
         if (element_bytes == 2) at[1] = static_cast<unsigned char>(bits >> 8);
     };
-    for (int i = thread; i < 64 * k; i += blockDim.x) store(smem_a + core_matrix_offset(i / k, i % k, k, element_bytes), op.A(i / k, i % k));
+    for (int i = thread; i < 64 * k; i += blockDim.x)
+        store(smem_a + core_matrix_offset(i / k, i % k, k, element_bytes), op.A(i / k, i % k));
     // B is stored K-major: as B^T, 8 rows (n) of k elements.
-    for (int i = thread; i < 8 * k; i += blockDim.x) store(smem_b + core_matrix_offset(i / k, i % k, k, element_bytes), op.B(i % k, i / k));
+    for (int i = thread; i < 8 * k; i += blockDim.x)
+        store(smem_b + core_matrix_offset(i / k, i % k, k, element_bytes), op.B(i % k, i / k));
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // make the stores visible to wgmma
 #endif
@@ -128,7 +131,8 @@ __global__ void wgmma_kernel(const std::uint32_t* a, const std::uint32_t* b, con
     if (a_in_registers) load_a_fragment<in>(op, warp * 16, lane, ra);
     const std::size_t base = static_cast<std::size_t>(tile) * 64 * 8;
     for (int i = 0; i < 4; ++i) acc[i] = c[base + (warp * 16 + fragment_row(lane, i)) * 8 + fragment_col(lane, i)];
-    wgmma<in, a_in_registers>(acc, ra, matrix_descriptor(smem_a, k, element_bytes), matrix_descriptor(smem_b, k, element_bytes));
+    wgmma<in, a_in_registers>(acc, ra, matrix_descriptor(smem_a, k, element_bytes),
+                              matrix_descriptor(smem_b, k, element_bytes));
     for (int i = 0; i < 4; ++i) d[base + (warp * 16 + fragment_row(lane, i)) * 8 + fragment_col(lane, i)] = acc[i];
 }
 
@@ -136,9 +140,15 @@ template <Input in>
 void launch(ProbeInstruction instruction, const std::uint32_t* a, const std::uint32_t* b, const std::uint32_t* c,
             std::uint32_t* d, int tiles, int k) {
     switch (instruction) {
-        case ProbeInstruction::mma_sync: mma_sync_kernel<in><<<tiles, 32>>>(a, b, c, d, k); break;
-        case ProbeInstruction::wgmma_rs: wgmma_kernel<in, true><<<tiles, 128>>>(a, b, c, d, k); break;
-        case ProbeInstruction::wgmma_ss: wgmma_kernel<in, false><<<tiles, 128>>>(a, b, c, d, k); break;
+        case ProbeInstruction::mma_sync:
+            mma_sync_kernel<in><<<tiles, 32>>>(a, b, c, d, k);
+            break;
+        case ProbeInstruction::wgmma_rs:
+            wgmma_kernel<in, true><<<tiles, 128>>>(a, b, c, d, k);
+            break;
+        case ProbeInstruction::wgmma_ss:
+            wgmma_kernel<in, false><<<tiles, 128>>>(a, b, c, d, k);
+            break;
     }
 }
 
@@ -172,10 +182,12 @@ std::string probe_ptx(ProbeInstruction instruction, const emu::Format& input) {
     const bool fp8 = is_fp8(input_of(input));
     const std::string type = str(input.name);
     if (instruction == ProbeInstruction::mma_sync) {
-        return str(fp8 ? "mma.sync.aligned.m16n8k32" : "mma.sync.aligned.m16n8k16") + ".row.col.f32." + type + "." + type + ".f32";
+        return str(fp8 ? "mma.sync.aligned.m16n8k32" : "mma.sync.aligned.m16n8k16") + ".row.col.f32." + type + "." +
+               type + ".f32";
     }
-    return str(fp8 ? "wgmma.mma_async.sync.aligned.m64n8k32" : "wgmma.mma_async.sync.aligned.m64n8k16") + ".f32." + type +
-           "." + type + (instruction == ProbeInstruction::wgmma_rs ? " (A from registers)" : " (A from shared memory)");
+    return str(fp8 ? "wgmma.mma_async.sync.aligned.m64n8k32" : "wgmma.mma_async.sync.aligned.m64n8k16") + ".f32." +
+           type + "." + type +
+           (instruction == ProbeInstruction::wgmma_rs ? " (A from registers)" : " (A from shared memory)");
 }
 
 std::string model_arch(int cc) { return cc >= 100 ? "sm100" : cc >= 90 ? "sm90" : cc >= 89 ? "sm89" : "sm80"; }
@@ -197,7 +209,8 @@ std::vector<std::uint32_t> run_mma_probe(ProbeInstruction instruction, const emu
     const Input in = input_of(input);
     const int cc = compute_capability(), k = probe_depth(input), rows = probe_rows(instruction);
     if (cc == 0) throw Error("GPU probe: no usable CUDA device");
-    if (is_fp8(in) && cc < 89) throw Error("GPU probe: FP8 MMA needs sm_89 or newer (this GPU is sm_" + std::to_string(cc) + ")");
+    if (is_fp8(in) && cc < 89)
+        throw Error("GPU probe: FP8 MMA needs sm_89 or newer (this GPU is sm_" + std::to_string(cc) + ")");
     if (instruction != ProbeInstruction::mma_sync && cc != 90) {
         throw Error("GPU probe: wgmma needs sm_90 (this GPU is sm_" + std::to_string(cc) + ")");
     }
@@ -211,10 +224,18 @@ std::vector<std::uint32_t> run_mma_probe(ProbeInstruction instruction, const emu
     dc.upload(c.data());
     const auto t = static_cast<int>(tiles);
     switch (in) {
-        case Input::bf16: launch<Input::bf16>(instruction, da.get(), db.get(), dc.get(), dd.get(), t, k); break;
-        case Input::f16: launch<Input::f16>(instruction, da.get(), db.get(), dc.get(), dd.get(), t, k); break;
-        case Input::e4m3: launch<Input::e4m3>(instruction, da.get(), db.get(), dc.get(), dd.get(), t, k); break;
-        case Input::e5m2: launch<Input::e5m2>(instruction, da.get(), db.get(), dc.get(), dd.get(), t, k); break;
+        case Input::bf16:
+            launch<Input::bf16>(instruction, da.get(), db.get(), dc.get(), dd.get(), t, k);
+            break;
+        case Input::f16:
+            launch<Input::f16>(instruction, da.get(), db.get(), dc.get(), dd.get(), t, k);
+            break;
+        case Input::e4m3:
+            launch<Input::e4m3>(instruction, da.get(), db.get(), dc.get(), dd.get(), t, k);
+            break;
+        case Input::e5m2:
+            launch<Input::e5m2>(instruction, da.get(), db.get(), dc.get(), dd.get(), t, k);
+            break;
     }
     check(cudaGetLastError(), "MMA probe launch");
     check(cudaDeviceSynchronize(), "MMA probe");
@@ -230,10 +251,18 @@ std::vector<std::uint64_t> conversion_digests(const emu::Format& to) {
     check(cudaMemset(digests.get(), 0, emu::conversion_digest_chunks * sizeof(unsigned long long)), "cudaMemset");
     const unsigned threads = 256, blocks = static_cast<unsigned>((std::uint64_t{1} << 32) / 64 / threads);
     switch (in) {
-        case Input::bf16: conversion_digest_kernel<Input::bf16><<<blocks, threads>>>(digests.get()); break;
-        case Input::f16: conversion_digest_kernel<Input::f16><<<blocks, threads>>>(digests.get()); break;
-        case Input::e4m3: conversion_digest_kernel<Input::e4m3><<<blocks, threads>>>(digests.get()); break;
-        case Input::e5m2: conversion_digest_kernel<Input::e5m2><<<blocks, threads>>>(digests.get()); break;
+        case Input::bf16:
+            conversion_digest_kernel<Input::bf16><<<blocks, threads>>>(digests.get());
+            break;
+        case Input::f16:
+            conversion_digest_kernel<Input::f16><<<blocks, threads>>>(digests.get());
+            break;
+        case Input::e4m3:
+            conversion_digest_kernel<Input::e4m3><<<blocks, threads>>>(digests.get());
+            break;
+        case Input::e5m2:
+            conversion_digest_kernel<Input::e5m2><<<blocks, threads>>>(digests.get());
+            break;
     }
     check(cudaGetLastError(), "conversion digest launch");
     check(cudaDeviceSynchronize(), "conversion digest");

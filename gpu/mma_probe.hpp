@@ -11,9 +11,9 @@
 namespace roundscope::gpu {
 
 enum class ProbeInstruction : std::uint8_t {
-    mma_sync,   // mma.sync m16n8k16 (16-bit inputs) or m16n8k32 (FP8): tiles of 16 x 8
-    wgmma_rs,   // wgmma m64n8k16 / m64n8k32, A from registers (sm_90a): tiles of 64 x 8
-    wgmma_ss,   // the same, A from shared memory
+    mma_sync,  // mma.sync m16n8k16 (16-bit inputs) or m16n8k32 (FP8): tiles of 16 x 8
+    wgmma_rs,  // wgmma m64n8k16 / m64n8k32, A from registers (sm_90a): tiles of 64 x 8
+    wgmma_ss,  // the same, A from shared memory
 };
 
 /// "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" and the like: the PTX that runs.

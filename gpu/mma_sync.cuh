@@ -72,23 +72,27 @@ __device__ inline int fragment_col(int lane, int i) { return (lane & 3) * 2 + (i
 
 template <Input in>
 __device__ void mma_sync(std::uint32_t (&d)[4], const std::uint32_t (&a)[4], const std::uint32_t (&b)[2]) {
-#define ROUNDSCOPE_MMA_OPERANDS                                                                    \
+#define ROUNDSCOPE_MMA_OPERANDS                      \
     : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])                                               \
     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1])
     if constexpr (in == Input::bf16) {
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-                     ROUNDSCOPE_MMA_OPERANDS);
+        asm volatile(
+            "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+            "{%0,%1,%2,%3};" ROUNDSCOPE_MMA_OPERANDS);
     } else if constexpr (in == Input::f16) {
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-                     ROUNDSCOPE_MMA_OPERANDS);
+        asm volatile(
+            "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+            "{%0,%1,%2,%3};" ROUNDSCOPE_MMA_OPERANDS);
     } else {
 #if __CUDA_ARCH__ >= 890
         if constexpr (in == Input::e4m3) {
-            asm volatile("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-                         ROUNDSCOPE_MMA_OPERANDS);
+            asm volatile(
+                "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                "{%0,%1,%2,%3};" ROUNDSCOPE_MMA_OPERANDS);
         } else {
-            asm volatile("mma.sync.aligned.m16n8k32.row.col.f32.e5m2.e5m2.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-                         ROUNDSCOPE_MMA_OPERANDS);
+            asm volatile(
+                "mma.sync.aligned.m16n8k32.row.col.f32.e5m2.e5m2.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                "{%0,%1,%2,%3};" ROUNDSCOPE_MMA_OPERANDS);
         }
 #else
         __trap();

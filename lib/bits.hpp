@@ -1,7 +1,7 @@
 #pragma once
 // Bit manipulation shared by host and device code.
-#include <cstdint>
 #include <bit>
+#include <cstdint>
 
 #include "lib/host_device.hpp"
 

@@ -10,16 +10,36 @@
 namespace roundscope {
 
 enum class DType : std::uint8_t {
-    boolean, u8, i8, u16, i16, u32, i32, u64, i64,
-    f16, bf16, f32, f64,
-    e4m3, e5m2, e4m3fnuz, e5m2fnuz, e8m0, e2m3, e3m2, e2m1, ue4m3, mxint8,
+    boolean,
+    u8,
+    i8,
+    u16,
+    i16,
+    u32,
+    i32,
+    u64,
+    i64,
+    f16,
+    bf16,
+    f32,
+    f64,
+    e4m3,
+    e5m2,
+    e4m3fnuz,
+    e5m2fnuz,
+    e8m0,
+    e2m3,
+    e3m2,
+    e2m1,
+    ue4m3,
+    mxint8,
 };
 
 enum class DTypeKind : std::uint8_t { boolean, unsigned_integer, signed_integer, floating };
 
 struct DTypeInfo {
     DType dtype;
-    std::string_view name;         // roundscope's name; for floating kinds, the emu format's name
+    std::string_view name;  // roundscope's name; for floating kinds, the emu format's name
     DTypeKind kind;
     int value_bits;                // bits a value uses (6 for FP6, 4 for FP4)
     int storage_bytes;             // bytes per element in memory: sub-byte formats take one byte each

@@ -16,8 +16,8 @@ constexpr char magic[] = "\x93NUMPY";
 constexpr std::size_t magic_size = 6;
 
 struct Descr {
-    char byte_order;                // '<', '>', '|' or '='
-    std::optional<DType> dtype;     // nullopt for opaque (ml_dtypes) types
+    char byte_order;             // '<', '>', '|' or '='
+    std::optional<DType> dtype;  // nullopt for opaque (ml_dtypes) types
     int itemsize;
 };
 
@@ -83,7 +83,8 @@ Tensor parse_npy(std::span<const std::byte> file, const std::string& label, std:
     std::memcpy(&header_length, file.data() + 8, length_bytes);
     const std::size_t data_start = 8 + length_bytes + header_length;
     if (data_start > file.size())
-        throw Error(label + ": truncated: .npy header length " + std::to_string(header_length) + " runs past the end of the file");
+        throw Error(label + ": truncated: .npy header length " + std::to_string(header_length) +
+                    " runs past the end of the file");
     std::string_view text(reinterpret_cast<const char*>(file.data()) + 8 + length_bytes, header_length);
     if (text.empty() || text.back() != '\n') throw Error(label + ": bad .npy header: it does not end with a newline");
     const detail::NpyHeader header = detail::parse_npy_header(text, label);
@@ -102,14 +103,16 @@ Tensor parse_npy(std::span<const std::byte> file, const std::string& label, std:
                     "give the element type with --dtype (for example --dtype bf16 or --dtype e4m3)");
     } else {
         t = *descr.dtype;
-        if (info(t).storage_bytes != descr.itemsize) throw Error(label + ": unsupported descr '" + printable(header.descr) + "'");
+        if (info(t).storage_bytes != descr.itemsize)
+            throw Error(label + ": unsupported descr '" + printable(header.descr) + "'");
     }
 
     const auto count = element_count(header.shape);
     const std::uint64_t available = file.size() - data_start;
     if (!count || *count > available / descr.itemsize || *count * descr.itemsize != available)
         throw Error(label + ": shape " + shape_string(header.shape) + " of descr '" + printable(header.descr) +
-                    "' needs " + (count ? std::to_string(*count * descr.itemsize) + " bytes" : std::string("too many bytes")) +
+                    "' needs " +
+                    (count ? std::to_string(*count * descr.itemsize) + " bytes" : std::string("too many bytes")) +
                     " of data but the file has " + std::to_string(available));
     const std::span<const std::byte> data = file.subspan(data_start);
 
@@ -118,7 +121,8 @@ Tensor parse_npy(std::span<const std::byte> file, const std::string& label, std:
     if (!swap && (!header.fortran_order || header.shape.size() < 2)) {
         out = Tensor::view(std::move(tensor_name), t, header.shape, data, std::move(owner));
     } else {
-        std::vector<std::byte> bytes = swap ? swapped(data, descr.itemsize) : std::vector<std::byte>(data.begin(), data.end());
+        std::vector<std::byte> bytes =
+            swap ? swapped(data, descr.itemsize) : std::vector<std::byte>(data.begin(), data.end());
         if (header.fortran_order && header.shape.size() >= 2) bytes = to_c_order(bytes, header.shape, descr.itemsize);
         out = Tensor(std::move(tensor_name), t, header.shape, std::move(bytes));
     }
@@ -126,8 +130,8 @@ Tensor parse_npy(std::span<const std::byte> file, const std::string& label, std:
     if (bits < 8)
         for (std::uint64_t i = 0; i < out.size(); ++i)
             if (out.bits_at(i) >> bits)
-                throw Error(label + ": element " + std::to_string(i) + " has bits set above the " + std::to_string(bits) +
-                            "-bit format " + std::string(name(t)));
+                throw Error(label + ": element " + std::to_string(i) + " has bits set above the " +
+                            std::to_string(bits) + "-bit format " + std::string(name(t)));
     return out;
 }
 

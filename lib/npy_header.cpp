@@ -25,7 +25,8 @@ public:
             if (!seen.insert(key).second) fail("key '" + printable(key) + "' twice");
             if (key == "descr") {
                 skip_space();
-                if (peek() != '\'' && peek() != '"') fail("descr is not a string (structured dtypes are not supported)");
+                if (peek() != '\'' && peek() != '"')
+                    fail("descr is not a string (structured dtypes are not supported)");
                 h.descr = string();
             } else if (key == "fortran_order") {
                 h.fortran_order = boolean();
@@ -47,7 +48,8 @@ public:
 
 private:
     void skip_space() {
-        while (pos_ < s_.size() && (s_[pos_] == ' ' || s_[pos_] == '\t' || s_[pos_] == '\n' || s_[pos_] == '\r')) ++pos_;
+        while (pos_ < s_.size() && (s_[pos_] == ' ' || s_[pos_] == '\t' || s_[pos_] == '\n' || s_[pos_] == '\r'))
+            ++pos_;
     }
     char peek() const { return pos_ < s_.size() ? s_[pos_] : '\0'; }
     bool accept(char c) {
@@ -113,8 +115,6 @@ private:
 
 }  // namespace
 
-NpyHeader parse_npy_header(std::string_view text, const std::string& label) {
-    return DictParser(text, label).parse();
-}
+NpyHeader parse_npy_header(std::string_view text, const std::string& label) { return DictParser(text, label).parse(); }
 
 }  // namespace roundscope::detail

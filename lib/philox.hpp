@@ -36,9 +36,9 @@ struct RandomStream {
 
     ROUNDSCOPE_HD constexpr std::uint32_t word(std::uint32_t k) const {
         const std::uint64_t block = index >> 2;
-        const PhiloxBlock out = philox4x32_10(
-            {static_cast<std::uint32_t>(block), static_cast<std::uint32_t>(block >> 32), k, 0u},
-            static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32));
+        const PhiloxBlock out =
+            philox4x32_10({static_cast<std::uint32_t>(block), static_cast<std::uint32_t>(block >> 32), k, 0u},
+                          static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32));
         return out[index & 3];
     }
 };

@@ -39,13 +39,18 @@ public:
         auto callback = [&](int depth, json::parse_event_t event, json& parsed) {
             if (depth > 4) fail("header JSON nests deeper than a safetensors header can");
             switch (event) {
-                case json::parse_event_t::object_start: keys.emplace_back(); break;
-                case json::parse_event_t::object_end: keys.pop_back(); break;
+                case json::parse_event_t::object_start:
+                    keys.emplace_back();
+                    break;
+                case json::parse_event_t::object_end:
+                    keys.pop_back();
+                    break;
                 case json::parse_event_t::key:
                     if (!keys.back().insert(parsed.get<std::string>()).second)
                         fail("header has the key '" + printable(parsed.get<std::string>()) + "' twice");
                     break;
-                default: break;
+                default:
+                    break;
             }
             return true;
         };
@@ -90,31 +95,30 @@ public:
             fail_tensor(name, std::to_string(e.count) + " elements of " + std::string(info(*t).safetensors) +
                                   " do not fill whole bytes");
         if (e.count * bits / 8 != e.end - e.begin)
-            fail_tensor(name, "shape " + shape_string(e.shape) + " of " + std::string(info(*t).safetensors) + " needs " +
-                                  std::to_string(e.count * bits / 8) + " bytes but data_offsets give " +
+            fail_tensor(name, "shape " + shape_string(e.shape) + " of " + std::string(info(*t).safetensors) +
+                                  " needs " + std::to_string(e.count * bits / 8) + " bytes but data_offsets give " +
                                   std::to_string(e.end - e.begin));
         return e;
     }
 
     // The byte ranges must tile [0, buffer) exactly, as safetensors requires.
     void check_layout(std::vector<Entry>& entries, std::uint64_t buffer) const {
-        std::sort(entries.begin(), entries.end(),
-                  [](const Entry& a, const Entry& b) { return a.begin != b.begin ? a.begin < b.begin : a.end < b.end; });
+        std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+            return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+        });
         std::uint64_t at = 0;
         const Entry* previous = nullptr;
         for (const Entry& e : entries) {
             if (e.end > buffer)
                 fail_tensor(e.name, "data_offsets [" + std::to_string(e.begin) + ", " + std::to_string(e.end) +
                                         "] run past the byte buffer (" + std::to_string(buffer) + " bytes)");
-            if (e.begin < at)
-                fail_tensor(e.name, "data overlaps tensor '" + printable(previous->name) + "'");
+            if (e.begin < at) fail_tensor(e.name, "data overlaps tensor '" + printable(previous->name) + "'");
             if (e.begin > at)
                 fail_tensor(e.name, "a hole of " + std::to_string(e.begin - at) + " bytes precedes its data");
             at = e.end;
             previous = &e;
         }
-        if (at != buffer)
-            fail(std::to_string(buffer - at) + " bytes after the last tensor belong to no tensor");
+        if (at != buffer) fail(std::to_string(buffer - at) + " bytes after the last tensor belong to no tensor");
     }
 
     std::string label_;
@@ -137,8 +141,8 @@ void check_value_bits(const HeaderReader& r, const Tensor& t) {
     const auto bytes = t.bytes();
     for (std::uint64_t i = 0; i < bytes.size(); ++i)
         if (static_cast<unsigned>(bytes[i]) >> bits)
-            r.fail_tensor(t.name(), "element " + std::to_string(i) + " has bits set above the " +
-                                        std::to_string(bits) + "-bit format");
+            r.fail_tensor(t.name(), "element " + std::to_string(i) + " has bits set above the " + std::to_string(bits) +
+                                        "-bit format");
 }
 
 }  // namespace
@@ -146,11 +150,11 @@ void check_value_bits(const HeaderReader& r, const Tensor& t) {
 TensorFile parse_safetensors(std::span<const std::byte> file, const std::string& label,
                              std::shared_ptr<const void> owner) {
     HeaderReader r(label);
-    if (file.size() < 8) r.fail("truncated: " + std::to_string(file.size()) + " bytes, shorter than the 8-byte header length");
+    if (file.size() < 8)
+        r.fail("truncated: " + std::to_string(file.size()) + " bytes, shorter than the 8-byte header length");
     std::uint64_t n = 0;
     std::memcpy(&n, file.data(), 8);
-    if (n > safetensors_max_header)
-        r.fail("header length " + std::to_string(n) + " is over the 100 MB limit");
+    if (n > safetensors_max_header) r.fail("header length " + std::to_string(n) + " is over the 100 MB limit");
     if (n > file.size() - 8)
         r.fail("truncated: header length " + std::to_string(n) + " runs past the end of the file (" +
                std::to_string(file.size()) + " bytes)");

@@ -2,8 +2,8 @@
 // A tensor: a name, a dtype, a shape and its elements' bytes in C order, little-endian, one
 // storage unit per element (sub-byte formats take one byte each, value in the low bits). The
 // bytes are owned, or a zero-copy view into a memory-mapped file kept alive by the tensor.
-#include <cstddef>
 #include <bit>
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -37,9 +37,12 @@ public:
     static Tensor of_bits(std::string name, DType dtype, Shape shape, const std::vector<T>& values) {
         Tensor t = zeros(std::move(name), dtype, std::move(shape));
         for (std::size_t i = 0; i < values.size(); ++i) {
-            if constexpr (std::is_same_v<T, float>) t.set_bits_at(i, std::bit_cast<std::uint32_t>(values[i]));
-            else if constexpr (std::is_same_v<T, double>) t.set_bits_at(i, std::bit_cast<std::uint64_t>(values[i]));
-            else t.set_bits_at(i, values[i]);
+            if constexpr (std::is_same_v<T, float>)
+                t.set_bits_at(i, std::bit_cast<std::uint32_t>(values[i]));
+            else if constexpr (std::is_same_v<T, double>)
+                t.set_bits_at(i, std::bit_cast<std::uint64_t>(values[i]));
+            else
+                t.set_bits_at(i, values[i]);
         }
         return t;
     }

@@ -14,18 +14,18 @@
 #include <cstdint>
 #include <vector>
 
-#include "emu/attention/attention_steps.hpp"
 #include "emu/attention/attention_inputs.hpp"
+#include "emu/attention/attention_steps.hpp"
 
 namespace roundscope::analysis {
 
 struct TruthOptions {
     bool causal = false;
-    double scale = 0;          // 0: the double nearest 1 / sqrt(D)
-    bool backward = false;     // needs dO
+    double scale = 0;            // 0: the double nearest 1 / sqrt(D)
+    bool backward = false;       // needs dO
     bool intermediates = false;  // also return S and P
-    int precision = 256;       // bits of the first attempt; a head is redone at twice as many
-                               // until every output is decided (Ziv), up to max_precision
+    int precision = 256;         // bits of the first attempt; a head is redone at twice as many
+                                 // until every output is decided (Ziv), up to max_precision
     int max_precision = 1 << 14;
     int threads = 0;
 };
@@ -35,20 +35,20 @@ struct AttentionTruth {
     std::uint64_t heads = 0, n_q = 0, n_kv = 0, d = 0, d_v = 0;
     bool causal = false;
     double scale = 0;
-    std::vector<double> o, lse;               // [heads][n_q][d_v], [heads][n_q]
-    std::vector<double> delta, dq, dk, dv;    // backward: [heads][n_q], [.., n_q, d], [.., n_kv, d], [.., n_kv, d_v]
-    std::vector<double> s, p;                 // intermediates: [heads][n_q][n_kv]
-    int max_precision_used = 0;               // the most bits any head needed (reference path)
-    std::uint64_t fast_heads = 0;             // heads the fast path decided alone
-    std::uint64_t reference_rows = 0;         // rows the fast path handed to the reference
+    std::vector<double> o, lse;             // [heads][n_q][d_v], [heads][n_q]
+    std::vector<double> delta, dq, dk, dv;  // backward: [heads][n_q], [.., n_q, d], [.., n_kv, d], [.., n_kv, d_v]
+    std::vector<double> s, p;               // intermediates: [heads][n_q][n_kv]
+    int max_precision_used = 0;             // the most bits any head needed (reference path)
+    std::uint64_t fast_heads = 0;           // heads the fast path decided alone
+    std::uint64_t reference_rows = 0;       // rows the fast path handed to the reference
 };
 
 /// One query row of the forward pass by the reference path (keys: how many of the n_kv keys the
 /// row sees): O [d_v], LSE, and S, P [n_kv] when s and p are not null (entries past `keys` 0).
 /// q is [d], k [n_kv][d], v [n_kv][d_v], bias [n_kv] or null. The fast path's fallback for a row it cannot decide.
-void reference_forward_row(const double* q, const double* k, const double* v, const double* bias, std::size_t keys, std::size_t n_kv,
-                           std::size_t d, std::size_t d_v, double scale, const TruthOptions& options, double* o,
-                           double* lse, double* s, double* p);
+void reference_forward_row(const double* q, const double* k, const double* v, const double* bias, std::size_t keys,
+                           std::size_t n_kv, std::size_t d, std::size_t d_v, double scale, const TruthOptions& options,
+                           double* o, double* lse, double* s, double* p);
 
 /// The ground truth, fast: the forward pass in double-double balls with rigorous error bounds
 /// (double_double.hpp), the reference path for any row where an output cannot be decided,

@@ -99,8 +99,8 @@ struct RowExps {
     double shift = 0;
 };
 
-RowExps row_exps(const double* q, const double* kt, const double* bias, std::size_t n_kv, std::size_t keys, std::size_t d,
-                 double scale) {
+RowExps row_exps(const double* q, const double* kt, const double* bias, std::size_t n_kv, std::size_t keys,
+                 std::size_t d, double scale) {
     constexpr double minus_inf = -std::numeric_limits<double>::infinity();
     RowExps r;
     r.s.resize(keys), r.e.resize(keys), r.kind.assign(keys, Term::normal);
@@ -153,7 +153,8 @@ std::vector<Ball> ball_weighted_sums(const std::vector<Ball>& x, const double* w
         coefficient[j] = dd::up(x[j].r + dd::u * std::fabs(x_lo[j]) + level_error * magnitude);
     }
     std::vector<double> sum(dv), c1(dv), c2(dv), weighted(dv);
-    weighted_sums(x_hi.data(), x_lo.data(), coefficient.data(), w, n, dv, sum.data(), c1.data(), c2.data(), weighted.data());
+    weighted_sums(x_hi.data(), x_lo.data(), coefficient.data(), w, n, dv, sum.data(), c1.data(), c2.data(),
+                  weighted.data());
     const double underflow = 4 * nonzero * 0x1p-1074;
     std::vector<Ball> out(dv);
     for (std::size_t c = 0; c < dv; ++c) {
@@ -197,8 +198,8 @@ void empty_row(const RowExps& r, std::size_t n_kv, std::size_t dv, const RowOutp
 }
 
 // One query row; false if an output cannot be decided from its ball.
-bool fast_row(const double* q, const double* kt, const double* v, const double* bias, std::size_t n_kv, std::size_t keys,
-              std::size_t d, std::size_t dv, double scale, const RowOutput& out, RowState* state) {
+bool fast_row(const double* q, const double* kt, const double* v, const double* bias, std::size_t n_kv,
+              std::size_t keys, std::size_t d, std::size_t dv, double scale, const RowOutput& out, RowState* state) {
     const RowExps r = row_exps(q, kt, bias, n_kv, keys, d, scale);
     if (r.live == 0) {
         empty_row(r, n_kv, dv, out, state);
@@ -327,7 +328,8 @@ bool fast_backward(const HeadBackward& h, int threads) {
                 }
             }
             const std::vector<Ball> dq = ball_weighted_sums(std::vector<Ball>(row, row + keys), h.k, d);
-            for (std::size_t c = 0; c < d && ok; ++c) ok = dd::round_to_double(dd::mul(dq[c], h.scale), h.dq[i * d + c]);
+            for (std::size_t c = 0; c < d && ok; ++c)
+                ok = dd::round_to_double(dd::mul(dq[c], h.scale), h.dq[i * d + c]);
             if (!ok) decided[i] = 0;
         }
     });
@@ -345,14 +347,16 @@ bool fast_backward(const HeadBackward& h, int threads) {
         }
         for (std::size_t j = 0; j < width; ++j) {
             auto column = [&](const std::vector<Ball>& x) {
-                return std::vector<Ball>(x.begin() + static_cast<std::ptrdiff_t>(j * nq), x.begin() + static_cast<std::ptrdiff_t>((j + 1) * nq));
+                return std::vector<Ball>(x.begin() + static_cast<std::ptrdiff_t>(j * nq),
+                                         x.begin() + static_cast<std::ptrdiff_t>((j + 1) * nq));
             };
             const std::vector<Ball> dvj = ball_weighted_sums(column(p_columns), h.d_o, dv);
             const std::vector<Ball> dkj = ball_weighted_sums(column(ds_columns), h.q, d);
             const std::size_t key = begin + j;
             bool ok = true;
             for (std::size_t c = 0; c < dv && ok; ++c) ok = dd::round_to_double(dvj[c], h.dvv[key * dv + c]);
-            for (std::size_t c = 0; c < d && ok; ++c) ok = dd::round_to_double(dd::mul(dkj[c], h.scale), h.dk[key * d + c]);
+            for (std::size_t c = 0; c < d && ok; ++c)
+                ok = dd::round_to_double(dd::mul(dkj[c], h.scale), h.dk[key * d + c]);
             if (!ok) decided[key] = 0;
         }
     });
@@ -392,16 +396,30 @@ AttentionTruth attention_truth(const emu::AttentionInputs& in, const TruthOption
         };
         parallel_for(nq, 4, options.threads, [&](std::size_t begin, std::size_t end) {
             for (std::size_t i = begin; i < end; ++i) {
-                decided[i] = fast_row(q.data() + (head * nq + i) * d, kt.data(), v.data() + head * nk * dv, bias_row(i), nk,
-                                      keys_of(i), d, dv, t.scale, row_output(i), options.backward ? &states[i] : nullptr);
+                decided[i] =
+                    fast_row(q.data() + (head * nq + i) * d, kt.data(), v.data() + head * nk * dv, bias_row(i), nk,
+                             keys_of(i), d, dv, t.scale, row_output(i), options.backward ? &states[i] : nullptr);
             }
         });
         if (options.backward) {
             const std::vector<double> vt = transposed(v.data() + head * nk * dv, nk, dv);
             const bool forward_decided = std::find(decided.begin(), decided.end(), 0) == decided.end();
-            const HeadBackward hb{q.data() + head * nq * d, k.data() + head * nk * d, d_o.data() + head * nq * dv,
-                                  vt.data(), nq, nk, d, dv, t.scale, &states, &p, keys_of, t.delta.data() + head * nq, t.dq.data() + head * nq * d,
-                                  t.dk.data() + head * nk * d, t.dv.data() + head * nk * dv};
+            const HeadBackward hb{q.data() + head * nq * d,
+                                  k.data() + head * nk * d,
+                                  d_o.data() + head * nq * dv,
+                                  vt.data(),
+                                  nq,
+                                  nk,
+                                  d,
+                                  dv,
+                                  t.scale,
+                                  &states,
+                                  &p,
+                                  keys_of,
+                                  t.delta.data() + head * nq,
+                                  t.dq.data() + head * nq * d,
+                                  t.dk.data() + head * nk * d,
+                                  t.dv.data() + head * nk * dv};
             if (forward_decided && fast_backward(hb, options.threads)) {
                 ++t.fast_heads;
                 continue;
@@ -432,8 +450,9 @@ AttentionTruth attention_truth(const emu::AttentionInputs& in, const TruthOption
             for (std::size_t r = begin; r < end; ++r) {
                 const std::size_t i = undecided[r];
                 const RowOutput out = row_output(i);
-                reference_forward_row(q.data() + (head * nq + i) * d, k.data() + head * nk * d, v.data() + head * nk * dv,
-                                      bias_row(i), keys_of(i), nk, d, dv, t.scale, options, out.o, out.lse, out.s, out.p);
+                reference_forward_row(q.data() + (head * nq + i) * d, k.data() + head * nk * d,
+                                      v.data() + head * nk * dv, bias_row(i), keys_of(i), nk, d, dv, t.scale, options,
+                                      out.o, out.lse, out.s, out.p);
             }
         });
         t.reference_rows += undecided.size();

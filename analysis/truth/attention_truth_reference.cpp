@@ -19,10 +19,10 @@ namespace {
 
 // The decoded inputs of one head, row-major.
 struct Head {
-    const double* q;    // [n_q][d]
-    const double* k;    // [n_kv][d]
-    const double* v;    // [n_kv][d_v]
-    const double* d_o;  // [n_q][d_v] or nullptr
+    const double* q;     // [n_q][d]
+    const double* k;     // [n_kv][d]
+    const double* v;     // [n_kv][d_v]
+    const double* d_o;   // [n_q][d_v] or nullptr
     const double* bias;  // [n_q][n_kv] or nullptr
 };
 
@@ -79,8 +79,8 @@ bool round_all(const std::vector<Interval>& from, double* to) {
 // One query row of the forward pass: S, P (the first `keys` entries), O and LSE as intervals.
 // bias (null: none) adds to each score; a key whose bias is -inf is masked: S = -inf, P = 0.
 // A row without keys keeps O = 0 and gets LSE = -inf.
-void forward_row(const double* q, const double* k, const double* v, const double* bias, std::size_t keys, const Shape& sh,
-                 Interval* S, Interval* P, Interval* O, Interval& lse) {
+void forward_row(const double* q, const double* k, const double* v, const double* bias, std::size_t keys,
+                 const Shape& sh, Interval* S, Interval* P, Interval* O, Interval& lse) {
     const mpfr_prec_t precision = mpfi_get_prec(lse.get());
     const auto d = static_cast<std::size_t>(sh.d), dv = static_cast<std::size_t>(sh.d_v);
     constexpr double minus_inf = -std::numeric_limits<double>::infinity();
@@ -204,7 +204,9 @@ bool head_truth(const Head& h, const Shape& sh, int precision, const HeadOutput&
 std::vector<double> decode_finite(const Tensor& t) {
     std::vector<double> x = emu::decode_tensor<double>(t);
     for (const double v : x) {
-        if (!std::isfinite(v)) throw Error(fmt::format("truth: tensor '{}' holds NaN or Inf; attention of it has no exact value", t.name()));
+        if (!std::isfinite(v))
+            throw Error(
+                fmt::format("truth: tensor '{}' holds NaN or Inf; attention of it has no exact value", t.name()));
     }
     return x;
 }
@@ -214,7 +216,8 @@ std::vector<double> decode_bias(const emu::AttentionInputs& in) {
     std::vector<double> x = emu::decode_tensor<double>(*in.bias);
     for (const double v : x) {
         if (std::isnan(v) || v == std::numeric_limits<double>::infinity())
-            throw Error(fmt::format("truth: tensor '{}' holds NaN or +Inf; only -inf (a masked key) is allowed", in.bias->name()));
+            throw Error(fmt::format("truth: tensor '{}' holds NaN or +Inf; only -inf (a masked key) is allowed",
+                                    in.bias->name()));
     }
     return x;
 }
@@ -248,13 +251,19 @@ AttentionTruth attention_truth_reference(const emu::AttentionInputs& in, const T
     const std::vector<double> d_o = options.backward ? decode_finite(*in.d_o) : std::vector<double>();
     const std::vector<double> bias = decode_bias(in);
     const std::uint64_t nq = t.n_q, nk = t.n_kv, d = t.d, dv = t.d_v;
-    const Shape shape{static_cast<std::int64_t>(nq), static_cast<std::int64_t>(nk), static_cast<std::int64_t>(d),
-                      static_cast<std::int64_t>(dv), options.causal, t.scale};
+    const Shape shape{static_cast<std::int64_t>(nq),
+                      static_cast<std::int64_t>(nk),
+                      static_cast<std::int64_t>(d),
+                      static_cast<std::int64_t>(dv),
+                      options.causal,
+                      t.scale};
     for (std::uint64_t head = 0; head < t.heads; ++head) {
         const Head h{q.data() + head * nq * d, k.data() + head * nk * d, v.data() + head * nk * dv,
                      options.backward ? d_o.data() + head * nq * dv : nullptr, bias_of_head(bias, in, head)};
-        auto at = [&](std::vector<double>& x, std::uint64_t per_head) { return x.empty() ? nullptr : x.data() + head * per_head; };
-        const HeadOutput out{at(t.o, nq * dv), at(t.lse, nq), at(t.delta, nq), at(t.dq, nq * d),
+        auto at = [&](std::vector<double>& x, std::uint64_t per_head) {
+            return x.empty() ? nullptr : x.data() + head * per_head;
+        };
+        const HeadOutput out{at(t.o, nq * dv), at(t.lse, nq),     at(t.delta, nq),  at(t.dq, nq * d),
                              at(t.dk, nk * d), at(t.dv, nk * dv), at(t.s, nq * nk), at(t.p, nq * nk)};
         int precision = options.precision;
         while (!head_truth(h, shape, precision, out, options.threads)) {
@@ -268,13 +277,14 @@ AttentionTruth attention_truth_reference(const emu::AttentionInputs& in, const T
     return t;
 }
 
-void reference_forward_row(const double* q, const double* k, const double* v, const double* bias, std::size_t keys, std::size_t n_kv,
-                           std::size_t d, std::size_t d_v, double scale, const TruthOptions& options, double* o,
-                           double* lse, double* s, double* p) {
-    const Shape sh{1, static_cast<std::int64_t>(n_kv), static_cast<std::int64_t>(d), static_cast<std::int64_t>(d_v), false,
-                   scale};
+void reference_forward_row(const double* q, const double* k, const double* v, const double* bias, std::size_t keys,
+                           std::size_t n_kv, std::size_t d, std::size_t d_v, double scale, const TruthOptions& options,
+                           double* o, double* lse, double* s, double* p) {
+    const Shape sh{
+        1, static_cast<std::int64_t>(n_kv), static_cast<std::int64_t>(d), static_cast<std::int64_t>(d_v), false, scale};
     for (int precision = options.precision;; precision *= 2) {
-        std::vector<Interval> S = intervals(n_kv, precision), P = intervals(n_kv, precision), O = intervals(d_v, precision);
+        std::vector<Interval> S = intervals(n_kv, precision), P = intervals(n_kv, precision),
+                              O = intervals(d_v, precision);
         Interval l(precision);
         forward_row(q, k, v, bias, keys, sh, S.data(), P.data(), O.data(), l);
         bool ok = round_all(O, o);

@@ -24,7 +24,8 @@ public:
         Shape want = leading;
         want.insert(want.end(), tail.begin(), tail.end());
         if (t.shape() != want)
-            fail(t, "has shape " + shape_string(t.shape()) + " but q, k and v make it " + form + " = " + shape_string(want));
+            fail(t, "has shape " + shape_string(t.shape()) + " but q, k and v make it " + form + " = " +
+                        shape_string(want));
     }
 
     [[noreturn]] void fail(const Tensor& t, const std::string& what) const {

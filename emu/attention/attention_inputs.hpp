@@ -16,10 +16,10 @@ struct AttentionInputs {
     Tensor q, k, v;
     std::optional<Tensor> o, d_o, lse;
     std::optional<Tensor> bias;
-    bool bias_per_head = false;           // bias [.., Nq, Nk] rather than one [Nq, Nk] for all heads
-    std::optional<Tensor> x, w_q;         // the layer input and the query weight (w_q needs x)
-    bool w_q_per_head = false;            // w_q [H, M, D] rather than [M, H * D]
-    std::uint64_t d_model = 0;            // M: x's last dimension
+    bool bias_per_head = false;          // bias [.., Nq, Nk] rather than one [Nq, Nk] for all heads
+    std::optional<Tensor> x, w_q;        // the layer input and the query weight (w_q needs x)
+    bool w_q_per_head = false;           // w_q [H, M, D] rather than [M, H * D]
+    std::uint64_t d_model = 0;           // M: x's last dimension
     std::uint64_t batch = 1, heads = 1;  // [N, D] is one head of one batch
     std::uint64_t n_q = 0, n_kv = 0, d = 0, d_v = 0;
     std::optional<bool> causal;           // from the file's metadata "causal"

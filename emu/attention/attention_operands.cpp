@@ -16,7 +16,8 @@ std::vector<std::uint32_t> operand(const Tensor& t, const Format& input) {
     for (std::uint64_t i = 0; i < t.size(); ++i) {
         const Unpacked x = unpack(from, t.bits_at(i));
         if (x.cls == ValueClass::nan || x.cls == ValueClass::inf)
-            throw Error(fmt::format("tensor '{}' holds NaN or Inf (element {}); attention of it is meaningless", t.name(), i));
+            throw Error(
+                fmt::format("tensor '{}' holds NaN or Inf (element {}); attention of it is meaningless", t.name(), i));
     }
     const Tensor cast = cast_tensor(t, input, CastOptions{});
     std::vector<std::uint32_t> bits(cast.size());

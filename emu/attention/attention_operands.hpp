@@ -1,8 +1,8 @@
 #pragma once
 // From the tensors of a file (emu/attention/attention_inputs.hpp) to the emulator's operands: every
 // element rounded once (nearest even) into the recipe's input format, heads flattened.
-#include "emu/attention/flash_attention.hpp"
 #include "emu/attention/attention_inputs.hpp"
+#include "emu/attention/flash_attention.hpp"
 
 namespace roundscope::emu {
 

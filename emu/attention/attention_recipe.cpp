@@ -98,9 +98,9 @@ AttentionRecipe fa2_bf16_torch() {
 }
 
 const std::vector<AttentionRecipe>& presets() {
-    static const std::vector<AttentionRecipe> all{fa2_bf16(),  fa2_bf16_fixed(),    fa2_bf16_o_bf16(), fa2_bf16_torch(),
-                                                  fa3_bf16(),  fa3_fp8(),           fp8_forward_order(), mxfp4_v(false),
-                                                  mxfp4_v(true), naive(f32),        naive(f16)};
+    static const std::vector<AttentionRecipe> all{
+        fa2_bf16(),          fa2_bf16_fixed(), fa2_bf16_o_bf16(), fa2_bf16_torch(), fa3_bf16(), fa3_fp8(),
+        fp8_forward_order(), mxfp4_v(false),   mxfp4_v(true),     naive(f32),       naive(f16)};
     return all;
 }
 
@@ -134,7 +134,8 @@ constexpr Names<SoftmaxKind, 4> softmax_names{{{{SoftmaxKind::online, "online"},
                                                 {SoftmaxKind::naive, "naive"},
                                                 {SoftmaxKind::naive_unshifted, "naive-unshifted"},
                                                 {SoftmaxKind::online_torch, "online-torch"}}}};
-constexpr Names<Exp2Kind, 2> exp2_names{{{{Exp2Kind::software, "software"}, {Exp2Kind::hardware_approx, "ex2.approx"}}}};
+constexpr Names<Exp2Kind, 2> exp2_names{
+    {{{Exp2Kind::software, "software"}, {Exp2Kind::hardware_approx, "ex2.approx"}}}};
 constexpr Names<KvOrder, 2> order_names{{{{KvOrder::forward, "forward"}, {KvOrder::reverse, "reverse"}}}};
 constexpr Names<DeltaKind, 3> delta_names{
     {{{DeltaKind::stored_o, "o-stored"}, {DeltaKind::f32_o, "o-f32"}, {DeltaKind::p_dp, "p-dp"}}}};
@@ -175,27 +176,39 @@ struct Setting {
 
 const std::vector<Setting>& settings() {
     static const std::vector<Setting> table{
-        {"input", "a format (q, k, v, dO rounded to it)", [](const AttentionRecipe& r) { return std::string(r.input->name); },
+        {"input", "a format (q, k, v, dO rounded to it)",
+         [](const AttentionRecipe& r) { return std::string(r.input->name); },
          [](AttentionRecipe& r, std::string_view k, std::string_view v) { r.input = parse_format(k, v); }},
         {"arch", "sm80|sm89|sm90|sm100", [](const AttentionRecipe& r) { return r.arch; },
          [](AttentionRecipe& r, std::string_view, std::string_view v) { r.arch = std::string(v); }},
         {"instruction", "mma.sync|wgmma|tcgen05.mma", [](const AttentionRecipe& r) { return r.instruction; },
          [](AttentionRecipe& r, std::string_view, std::string_view v) { r.instruction = std::string(v); }},
         {"block_m", "Br, a multiple of 16", [](const AttentionRecipe& r) { return std::to_string(r.block_m); },
-         [](AttentionRecipe& r, std::string_view k, std::string_view v) { r.block_m = static_cast<int>(parse_integer(k, v, 16, 1024)); }},
+         [](AttentionRecipe& r, std::string_view k, std::string_view v) {
+             r.block_m = static_cast<int>(parse_integer(k, v, 16, 1024));
+         }},
         {"block_n", "Bc, a multiple of 16", [](const AttentionRecipe& r) { return std::to_string(r.block_n); },
-         [](AttentionRecipe& r, std::string_view k, std::string_view v) { r.block_n = static_cast<int>(parse_integer(k, v, 16, 1024)); }},
-        {"score_product", product_names.list(), [](const AttentionRecipe& r) { return std::string(product_names.name(r.score_product)); },
-         [](AttentionRecipe& r, std::string_view k, std::string_view v) { r.score_product = product_names.parse(k, v); }},
-        {"pv_product", product_names.list(), [](const AttentionRecipe& r) { return std::string(product_names.name(r.pv_product)); },
+         [](AttentionRecipe& r, std::string_view k, std::string_view v) {
+             r.block_n = static_cast<int>(parse_integer(k, v, 16, 1024));
+         }},
+        {"score_product", product_names.list(),
+         [](const AttentionRecipe& r) { return std::string(product_names.name(r.score_product)); },
+         [](AttentionRecipe& r, std::string_view k, std::string_view v) {
+             r.score_product = product_names.parse(k, v);
+         }},
+        {"pv_product", product_names.list(),
+         [](const AttentionRecipe& r) { return std::string(product_names.name(r.pv_product)); },
          [](AttentionRecipe& r, std::string_view k, std::string_view v) { r.pv_product = product_names.parse(k, v); }},
-        {"softmax", softmax_names.list(), [](const AttentionRecipe& r) { return std::string(softmax_names.name(r.softmax)); },
+        {"softmax", softmax_names.list(),
+         [](const AttentionRecipe& r) { return std::string(softmax_names.name(r.softmax)); },
          [](AttentionRecipe& r, std::string_view k, std::string_view v) { r.softmax = softmax_names.parse(k, v); }},
-        {"softmax_format", "a format (naive and online-torch softmax)", [](const AttentionRecipe& r) { return std::string(r.softmax_format->name); },
+        {"softmax_format", "a format (naive and online-torch softmax)",
+         [](const AttentionRecipe& r) { return std::string(r.softmax_format->name); },
          [](AttentionRecipe& r, std::string_view k, std::string_view v) { r.softmax_format = parse_format(k, v); }},
         {"exp2", exp2_names.list(), [](const AttentionRecipe& r) { return std::string(exp2_names.name(r.exp2)); },
          [](AttentionRecipe& r, std::string_view k, std::string_view v) { r.exp2 = exp2_names.parse(k, v); }},
-        {"max_adjust", switch_names.list(), [](const AttentionRecipe& r) { return std::string(switch_names.name(r.max_adjust)); },
+        {"max_adjust", switch_names.list(),
+         [](const AttentionRecipe& r) { return std::string(switch_names.name(r.max_adjust)); },
          [](AttentionRecipe& r, std::string_view k, std::string_view v) { r.max_adjust = switch_names.parse(k, v); }},
         {"max_adjust_beta", "a positive number", [](const AttentionRecipe& r) { return number(r.max_adjust_beta); },
          [](AttentionRecipe& r, std::string_view k, std::string_view v) { r.max_adjust_beta = parse_positive(k, v); }},
@@ -203,9 +216,11 @@ const std::vector<Setting>& settings() {
          [](AttentionRecipe& r, std::string_view k, std::string_view v) { r.p_format = parse_format(k, v); }},
         {"p_scale", "S > 0 (P * S is cast)", [](const AttentionRecipe& r) { return number(r.p_scale); },
          [](AttentionRecipe& r, std::string_view k, std::string_view v) { r.p_scale = parse_positive(k, v); }},
-        {"kv_order", order_names.list(), [](const AttentionRecipe& r) { return std::string(order_names.name(r.kv_order)); },
+        {"kv_order", order_names.list(),
+         [](const AttentionRecipe& r) { return std::string(order_names.name(r.kv_order)); },
          [](AttentionRecipe& r, std::string_view k, std::string_view v) { r.kv_order = order_names.parse(k, v); }},
-        {"v_quant", "none or a block format", [](const AttentionRecipe& r) { return std::string(r.v_quant ? r.v_quant->name : "none"); },
+        {"v_quant", "none or a block format",
+         [](const AttentionRecipe& r) { return std::string(r.v_quant ? r.v_quant->name : "none"); },
          [](AttentionRecipe& r, std::string_view k, std::string_view v) {
              if (v == "none") {
                  r.v_quant = nullptr;
@@ -215,20 +230,27 @@ const std::vector<Setting>& settings() {
              if (r.v_quant == nullptr) throw Error(fmt::format("recipe setting '{}': unknown block format '{}'", k, v));
          }},
         {"v_block", "tokens per V scale", [](const AttentionRecipe& r) { return std::to_string(r.v_block); },
-         [](AttentionRecipe& r, std::string_view k, std::string_view v) { r.v_block = static_cast<int>(parse_integer(k, v, 1, 1024)); }},
-        {"diagonal_fix", switch_names.list(), [](const AttentionRecipe& r) { return std::string(switch_names.name(r.diagonal_fix)); },
+         [](AttentionRecipe& r, std::string_view k, std::string_view v) {
+             r.v_block = static_cast<int>(parse_integer(k, v, 1, 1024));
+         }},
+        {"diagonal_fix", switch_names.list(),
+         [](const AttentionRecipe& r) { return std::string(switch_names.name(r.diagonal_fix)); },
          [](AttentionRecipe& r, std::string_view k, std::string_view v) { r.diagonal_fix = switch_names.parse(k, v); }},
         {"o_format", "a format", [](const AttentionRecipe& r) { return std::string(r.o_format->name); },
          [](AttentionRecipe& r, std::string_view k, std::string_view v) { r.o_format = parse_format(k, v); }},
-        {"o_accumulator", "a format (the running O)", [](const AttentionRecipe& r) { return std::string(r.o_accumulator->name); },
+        {"o_accumulator", "a format (the running O)",
+         [](const AttentionRecipe& r) { return std::string(r.o_accumulator->name); },
          [](AttentionRecipe& r, std::string_view k, std::string_view v) { r.o_accumulator = parse_format(k, v); }},
         {"delta", delta_names.list(), [](const AttentionRecipe& r) { return std::string(delta_names.name(r.delta)); },
          [](AttentionRecipe& r, std::string_view k, std::string_view v) { r.delta = delta_names.parse(k, v); }},
-        {"delta_format", "a format (dO * O and delta, float32 sums)", [](const AttentionRecipe& r) { return std::string(r.delta_format->name); },
+        {"delta_format", "a format (dO * O and delta, float32 sums)",
+         [](const AttentionRecipe& r) { return std::string(r.delta_format->name); },
          [](AttentionRecipe& r, std::string_view k, std::string_view v) { r.delta_format = parse_format(k, v); }},
-        {"ds_format", "a format (dS, and P for dV)", [](const AttentionRecipe& r) { return std::string(r.ds_format->name); },
+        {"ds_format", "a format (dS, and P for dV)",
+         [](const AttentionRecipe& r) { return std::string(r.ds_format->name); },
          [](AttentionRecipe& r, std::string_view k, std::string_view v) { r.ds_format = parse_format(k, v); }},
-        {"grad_format", "a format (dQ, dK, dV)", [](const AttentionRecipe& r) { return std::string(r.grad_format->name); },
+        {"grad_format", "a format (dQ, dK, dV)",
+         [](const AttentionRecipe& r) { return std::string(r.grad_format->name); },
          [](AttentionRecipe& r, std::string_view k, std::string_view v) { r.grad_format = parse_format(k, v); }},
     };
     return table;
@@ -280,13 +302,17 @@ void validate(const AttentionRecipe& r) {
         throw Error(fmt::format("recipe '{}': {} ({})", r.name, why, key));
     };
     if (r.score_product == Product::model && find_mma_model(r.arch, r.instruction, *r.input, *r.input, f32) == nullptr)
-        fail("input", fmt::format("no {} {} model multiplies {} by {}", r.arch, r.instruction, r.input->name, r.input->name));
+        fail("input",
+             fmt::format("no {} {} model multiplies {} by {}", r.arch, r.instruction, r.input->name, r.input->name));
     if (r.pv_product == Product::model && find_mma_model(r.arch, r.instruction, *r.p_format, *r.input, f32) == nullptr)
-        fail("p_format", fmt::format("no {} {} model multiplies P in {} by V in {}", r.arch, r.instruction, r.p_format->name, r.input->name));
+        fail("p_format", fmt::format("no {} {} model multiplies P in {} by V in {}", r.arch, r.instruction,
+                                     r.p_format->name, r.input->name));
     if (r.block_m % 16 != 0 || r.block_n % 16 != 0) fail("block_m/block_n", "tiles must be multiples of 16");
     if (r.v_quant != nullptr && r.diagonal_fix && r.block_n % r.v_block != 0)
-        fail("v_block", fmt::format("the diagonal fix needs V blocks ({}) that divide block_n ({})", r.v_block, r.block_n));
-    if ((r.softmax == SoftmaxKind::naive || r.softmax == SoftmaxKind::naive_unshifted) && r.kv_order == KvOrder::reverse)
+        fail("v_block",
+             fmt::format("the diagonal fix needs V blocks ({}) that divide block_n ({})", r.v_block, r.block_n));
+    if ((r.softmax == SoftmaxKind::naive || r.softmax == SoftmaxKind::naive_unshifted) &&
+        r.kv_order == KvOrder::reverse)
         fail("kv_order", "a naive softmax has no KV order");
 }
 

@@ -20,8 +20,8 @@
 namespace roundscope::emu {
 
 enum class SoftmaxKind : std::uint8_t {
-    online,         // running max, rescale by exp2 of the max difference, final division
-    naive,          // S, then exp(S - rowmax), row sum and division, in softmax_format
+    online,           // running max, rescale by exp2 of the max difference, final division
+    naive,            // S, then exp(S - rowmax), row sum and division, in softmax_format
     naive_unshifted,  // the same without subtracting the row max (overflows first)
     online_torch,     // online, as a flash attention in PyTorch tensor ops under autocast runs
                       // it: S, the row max and sum stored in softmax_format, natural exp in
@@ -29,7 +29,7 @@ enum class SoftmaxKind : std::uint8_t {
 };
 
 enum class Exp2Kind : std::uint8_t {
-    software,        // soft_exp2.hpp: the same function on CPU and GPU (bit-exact)
+    software,         // soft_exp2.hpp: the same function on CPU and GPU (bit-exact)
     hardware_approx,  // the GPU's ex2.approx; the emulator uses std::exp2 (not bit-exact)
 };
 
@@ -53,24 +53,24 @@ enum class DeltaKind : std::uint8_t {
 
 struct AttentionRecipe {
     std::string name = "custom";
-    const Format* input = &bf16;      // q, k, v and dO are rounded to it (RNE) first
-    std::string arch = "sm90";        // the tensor-core model of every product (mma_model.hpp)
+    const Format* input = &bf16;  // q, k, v and dO are rounded to it (RNE) first
+    std::string arch = "sm90";    // the tensor-core model of every product (mma_model.hpp)
     std::string instruction = "mma.sync";
-    int block_m = 128, block_n = 64;  // Br x Bc tiles of S
+    int block_m = 128, block_n = 64;         // Br x Bc tiles of S
     Product score_product = Product::model;  // S = Q K^T
     Product pv_product = Product::model;     // P V
     SoftmaxKind softmax = SoftmaxKind::online;
     const Format* softmax_format = &f32;  // naive: the format of exp, sum and division;
                                           // online-torch: the format of S, row max and row sum
     Exp2Kind exp2 = Exp2Kind::software;
-    bool max_adjust = false;          // Qiu & Yao's fix: no P-bar entry exactly 1 (see below)
+    bool max_adjust = false;  // Qiu & Yao's fix: no P-bar entry exactly 1 (see below)
     float max_adjust_beta = 2;
-    const Format* p_format = &bf16;   // P is cast to it (times p_scale) before P V
-    float p_scale = 1;                // S: a power of two or 448
+    const Format* p_format = &bf16;  // P is cast to it (times p_scale) before P V
+    float p_scale = 1;               // S: a power of two or 448
     KvOrder kv_order = KvOrder::forward;
     const BlockFormat* v_quant = nullptr;  // V quantized along tokens in this block format
     int v_block = 32;
-    bool diagonal_fix = false;        // the diagonal tile of P multiplies unquantized V
+    bool diagonal_fix = false;  // the diagonal tile of P multiplies unquantized V
     const Format* o_format = &bf16;
     const Format* o_accumulator = &f32;  // the running O: f32 (kernels), or e.g. bf16 where each
                                          // block's P V and the rescaled O are rounded to it
@@ -78,7 +78,7 @@ struct AttentionRecipe {
     DeltaKind delta = DeltaKind::stored_o;
     const Format* delta_format = &f32;  // delta from O: each dO * O and the sum rounded to it
                                         // (float32 accumulation), as PyTorch's BF16 ops do
-    const Format* ds_format = &bf16;  // dS and P are cast to it before dK, dQ and dV
+    const Format* ds_format = &bf16;    // dS and P are cast to it before dK, dQ and dV
     const Format* grad_format = &bf16;  // dQ, dK, dV as written
 };
 

@@ -4,10 +4,10 @@
 // arithmetic is float32 with each rounding spelled out (f32_arith.hpp).
 #include <cstdint>
 
+#include "emu/attention/soft_exp2.hpp"
 #include "emu/numbers/f32_arith.hpp"
 #include "emu/numbers/round.hpp"
 #include "emu/numbers/unpack.hpp"
-#include "emu/attention/soft_exp2.hpp"
 
 namespace roundscope::emu::steps {
 
@@ -106,7 +106,8 @@ ROUNDSCOPE_HD inline float d_score(float p, float dp, float delta) {
 ROUNDSCOPE_HD inline float delta_rowsum(const std::uint32_t* d_o, const Format& d_o_format, const std::uint32_t* o,
                                         const Format& o_format, int n, const Format& delta_format = f32) {
     auto product = [&](int c) {
-        return f32_arith::mul(static_cast<float>(decode(d_o_format, d_o[c])), static_cast<float>(decode(o_format, o[c])));
+        return f32_arith::mul(static_cast<float>(decode(d_o_format, d_o[c])),
+                              static_cast<float>(decode(o_format, o[c])));
     };
     if (delta_format == f32) {
         float sum = 0;
@@ -125,8 +126,9 @@ struct BackwardElement {
     std::uint32_t p_cast, ds_cast;
 };
 
-ROUNDSCOPE_HD inline BackwardElement backward_element(std::uint32_t s, std::uint32_t dp, bool visible, float lse2, float delta,
-                                                      float scale_log2, bool approx_exp2, const Format& g) {
+ROUNDSCOPE_HD inline BackwardElement backward_element(std::uint32_t s, std::uint32_t dp, bool visible, float lse2,
+                                                      float delta, float scale_log2, bool approx_exp2,
+                                                      const Format& g) {
     const float p = visible ? p_from_lse(f32_arith::mul(float_from_bits(s), scale_log2), lse2, approx_exp2) : 0.0f;
     return {p, saturating_cast(p, g), saturating_cast(d_score(p, float_from_bits(dp), delta), g)};
 }
@@ -137,16 +139,19 @@ ROUNDSCOPE_HD inline BackwardElement backward_element(std::uint32_t s, std::uint
 /// or before its position i + n_kv - n_q (bottom-right alignment, FlashAttention 2.1+).
 ROUNDSCOPE_HD inline std::uint64_t visible_keys(std::uint64_t i, std::uint64_t n_q, std::uint64_t n_kv, bool causal) {
     if (!causal) return n_kv;
-    const auto end = static_cast<std::int64_t>(i) + static_cast<std::int64_t>(n_kv) - static_cast<std::int64_t>(n_q) + 1;
+    const auto end =
+        static_cast<std::int64_t>(i) + static_cast<std::int64_t>(n_kv) - static_cast<std::int64_t>(n_q) + 1;
     if (end < 0) return 0;
     return static_cast<std::uint64_t>(end) < n_kv ? static_cast<std::uint64_t>(end) : n_kv;
 }
 
 /// Under the diagonal fix of block-quantized V: key j lies in (or after) the V block of row i's
-/// own position, so row i multiplies it unquantized ("Future leakage in block-quantized attention": only that block can hold
-/// tokens after the query).
-ROUNDSCOPE_HD inline bool diagonal_key(std::uint64_t i, std::uint64_t j, std::uint64_t n_q, std::uint64_t n_kv, int v_block) {
-    const std::int64_t p = static_cast<std::int64_t>(i) + static_cast<std::int64_t>(n_kv) - static_cast<std::int64_t>(n_q);
+/// own position, so row i multiplies it unquantized ("Future leakage in block-quantized attention": only that block can
+/// hold tokens after the query).
+ROUNDSCOPE_HD inline bool diagonal_key(std::uint64_t i, std::uint64_t j, std::uint64_t n_q, std::uint64_t n_kv,
+                                       int v_block) {
+    const std::int64_t p =
+        static_cast<std::int64_t>(i) + static_cast<std::int64_t>(n_kv) - static_cast<std::int64_t>(n_q);
     const std::int64_t own = (p < 0 ? p - v_block + 1 : p) / v_block;  // floor division
     return static_cast<std::int64_t>(j) / v_block >= own;
 }
@@ -182,7 +187,8 @@ struct ForwardCounts {
 
 /// Counts one unmasked P-bar value and its cast of P S (of key `key`: the sink's keys count
 /// only towards p_bar_one and p_saturated).
-ROUNDSCOPE_HD inline void count_p(float p, float p_scale, std::uint32_t cast, const Format& f, std::uint64_t key, ForwardCounts& c) {
+ROUNDSCOPE_HD inline void count_p(float p, float p_scale, std::uint32_t cast, const Format& f, std::uint64_t key,
+                                  ForwardCounts& c) {
     if (p == 1.0f) ++c.p_bar_one;
     if (f32_arith::mul(p, p_scale) > decode(f, max_finite_bits(f))) ++c.p_saturated;  // clipped (or Inf)
     if (!(p > 0.0f) || key < c.skip_keys) return;
@@ -217,7 +223,8 @@ ROUNDSCOPE_HD inline float online_row_step(const OnlineSoftmax& f, const std::ui
         const float p = p_bar(t_of(j), m_new, f.approx_exp2);
         sum = a::add(sum, p);
         p_out[j] = cast_p(p, f.p_scale, f.p_format);
-        if (counts != nullptr && j < visible) count_p(p, f.p_scale, p_out[j], f.p_format, key0 + static_cast<std::uint64_t>(j), *counts);
+        if (counts != nullptr && j < visible)
+            count_p(p, f.p_scale, p_out[j], f.p_format, key0 + static_cast<std::uint64_t>(j), *counts);
     }
     st.l = a::add(a::mul(st.l, factor), sum);
     st.m = m_new;

@@ -55,7 +55,7 @@ struct BackwardResult {
 
 struct ForwardOptions {
     int threads = 0;
-    std::uint64_t uncounted_keys = 0;  // keys [0, n) left out of the counts (an attention sink)
+    std::uint64_t uncounted_keys = 0;                          // keys [0, n) left out of the counts (an attention sink)
     std::uint64_t row_begin = 0, row_end = ~std::uint64_t{0};  // only the row blocks meeting these
                                                                // query rows (others: zeros)
 };
@@ -64,8 +64,8 @@ struct ForwardOptions {
 /// or V values that its quantization makes unrepresentable in the input format.
 ForwardResult flash_forward(const AttentionRecipe& recipe, const AttentionShape& shape, const AttentionOperands& in,
                             const ForwardOptions& options);
-inline ForwardResult flash_forward(const AttentionRecipe& recipe, const AttentionShape& shape, const AttentionOperands& in,
-                                   int threads = 0) {
+inline ForwardResult flash_forward(const AttentionRecipe& recipe, const AttentionShape& shape,
+                                   const AttentionOperands& in, int threads = 0) {
     ForwardOptions o;
     o.threads = threads;
     return flash_forward(recipe, shape, in, o);

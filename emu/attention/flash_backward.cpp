@@ -18,7 +18,7 @@ float as_float(std::uint32_t bits) { return float_from_bits(bits); }
 // One head's operands: q and k in the input format for S (the forward pass's bits), and q, k,
 // v, dO in ds_format for the gradient products.
 struct HeadOperands {
-    const std::uint32_t *q, *k;          // input format
+    const std::uint32_t *q, *k;               // input format
     const std::uint32_t *qg, *kg, *vg, *dog;  // ds_format
     const float *lse2, *delta;
 };
@@ -33,8 +33,8 @@ struct TileGradients {
 };
 
 // S, P, dP and dS of one tile, as the recipe rounds them.
-TileGradients tile_gradients(const FlashContext& ctx, const BackwardModels& models, const HeadOperands& h,
-                             Span rows, Span keys, std::vector<float>* p_times_dp = nullptr) {
+TileGradients tile_gradients(const FlashContext& ctx, const BackwardModels& models, const HeadOperands& h, Span rows,
+                             Span keys, std::vector<float>* p_times_dp = nullptr) {
     const AttentionShape& sh = ctx.shape;
     const Format& g = *ctx.recipe.ds_format;
     const std::uint64_t n = keys.size(), br = rows.size();
@@ -49,8 +49,8 @@ TileGradients tile_gradients(const FlashContext& ctx, const BackwardModels& mode
         const float delta = h.delta != nullptr ? h.delta[i] : 0.0f;
         for (std::uint64_t j = 0; j < n; ++j) {
             const std::uint64_t at = r * n + j;
-            const steps::BackwardElement e =
-                steps::backward_element(s[at], dp[at], keys.begin + j < visible, h.lse2[i], delta, ctx.scale_log2, ctx.approx_exp2, g);
+            const steps::BackwardElement e = steps::backward_element(s[at], dp[at], keys.begin + j < visible, h.lse2[i],
+                                                                     delta, ctx.scale_log2, ctx.approx_exp2, g);
             if (p_times_dp != nullptr) (*p_times_dp)[at] = a::mul(e.p, as_float(dp[at]));
             out.p_cast[at] = e.p_cast, out.ds_cast[at] = e.ds_cast;
         }
@@ -67,7 +67,8 @@ std::vector<float> deltas(const FlashContext& ctx, const BackwardModels& models,
     std::vector<float> delta(sh.n_q, 0);
     if (r.delta != DeltaKind::p_dp) {
         const std::vector<float> all = delta_from_o(ctx, in, fwd);
-        return {all.begin() + static_cast<std::ptrdiff_t>(head * sh.n_q), all.begin() + static_cast<std::ptrdiff_t>((head + 1) * sh.n_q)};
+        return {all.begin() + static_cast<std::ptrdiff_t>(head * sh.n_q),
+                all.begin() + static_cast<std::ptrdiff_t>((head + 1) * sh.n_q)};
     }
     const std::vector<Span> row_blocks = blocks_of(sh.n_q, r.block_m);
     parallel_for(row_blocks.size(), 1, threads, [&](std::size_t begin, std::size_t end) {
@@ -78,7 +79,8 @@ std::vector<float> deltas(const FlashContext& ctx, const BackwardModels& models,
                 std::vector<float> pdp(rows.size() * keys.size());
                 tile_gradients(ctx, models, h, rows, keys, &pdp);
                 for (std::uint64_t row = 0; row < rows.size(); ++row) {
-                    for (std::uint64_t j = 0; j < keys.size(); ++j) delta[rows.begin + row] = a::add(delta[rows.begin + row], pdp[row * keys.size() + j]);
+                    for (std::uint64_t j = 0; j < keys.size(); ++j)
+                        delta[rows.begin + row] = a::add(delta[rows.begin + row], pdp[row * keys.size() + j]);
                 }
             }
         }
@@ -103,7 +105,8 @@ BackwardResult flash_backward(const AttentionRecipe& recipe, const AttentionShap
     const FlashContext ctx = flash_context(recipe, shape);
     if (recipe.softmax != SoftmaxKind::online && recipe.softmax != SoftmaxKind::online_torch)
         throw Error(fmt::format("recipe '{}': the backward pass needs an online softmax", recipe.name));
-    if (in.d_o.size() != shape.heads * shape.n_q * shape.d_v) throw Error("attention: the backward pass needs a tensor 'do' of shape [.., Nq, Dv]");
+    if (in.d_o.size() != shape.heads * shape.n_q * shape.d_v)
+        throw Error("attention: the backward pass needs a tensor 'do' of shape [.., Nq, Dv]");
     const Format& g = *recipe.ds_format;
     const BackwardModels models{detail::TileProduct(recipe, *recipe.input, *recipe.input, recipe.score_product),
                                 detail::TileProduct(recipe, g, g, Product::model)};
@@ -119,8 +122,9 @@ BackwardResult flash_backward(const AttentionRecipe& recipe, const AttentionShap
     const std::vector<Span> key_blocks = blocks_of(shape.n_kv, recipe.block_n);
     const std::uint64_t d = shape.d, dv = shape.d_v, nq = shape.n_q, nk = shape.n_kv;
     for (std::uint64_t head = 0; head < shape.heads; ++head) {
-        HeadOperands h{in.q.data() + head * nq * d, in.k.data() + head * nk * d, qg.data() + head * nq * d,
-                       kg.data() + head * nk * d, vg.data() + head * nk * dv, dog.data() + head * nq * dv,
+        HeadOperands h{in.q.data() + head * nq * d,         in.k.data() + head * nk * d,
+                       qg.data() + head * nq * d,           kg.data() + head * nk * d,
+                       vg.data() + head * nk * dv,          dog.data() + head * nq * dv,
                        forward.lse_log2.data() + head * nq, nullptr};
         const std::vector<float> delta = deltas(ctx, models, h, in, forward, head, threads);
         std::copy(delta.begin(), delta.end(), out.delta.begin() + static_cast<std::ptrdiff_t>(head * nq));
@@ -139,8 +143,10 @@ BackwardResult flash_backward(const AttentionRecipe& recipe, const AttentionShap
                                     ds.begin() + static_cast<std::ptrdiff_t>((rows.begin + r) * nk + keys.begin));
                     const std::vector<std::uint32_t> pt = transpose(t.p_cast, rows.size(), keys.size());
                     const std::vector<std::uint32_t> dst = transpose(t.ds_cast, rows.size(), keys.size());
-                    models.grad.run(pt.data(), h.dog + rows.begin * dv, dv_acc.data(), dv_acc.data(), keys.size(), dv, rows.size());
-                    models.grad.run(dst.data(), h.qg + rows.begin * d, dk_acc.data(), dk_acc.data(), keys.size(), d, rows.size());
+                    models.grad.run(pt.data(), h.dog + rows.begin * dv, dv_acc.data(), dv_acc.data(), keys.size(), dv,
+                                    rows.size());
+                    models.grad.run(dst.data(), h.qg + rows.begin * d, dk_acc.data(), dk_acc.data(), keys.size(), d,
+                                    rows.size());
                 }
                 write_gradient(dv_acc, 1.0f, *recipe.grad_format, out.dv.data() + (head * nk + keys.begin) * dv);
                 write_gradient(dk_acc, shape.scale, *recipe.grad_format, out.dk.data() + (head * nk + keys.begin) * d);
@@ -155,9 +161,10 @@ BackwardResult flash_backward(const AttentionRecipe& recipe, const AttentionShap
                     if (ctx.tile_masked(rows, keys)) continue;
                     std::vector<std::uint32_t> tile(rows.size() * keys.size());
                     for (std::uint64_t r = 0; r < rows.size(); ++r)
-                        std::copy_n(ds.begin() + static_cast<std::ptrdiff_t>((rows.begin + r) * nk + keys.begin), keys.size(),
-                                    tile.begin() + static_cast<std::ptrdiff_t>(r * keys.size()));
-                    models.grad.run(tile.data(), h.kg + keys.begin * d, dq_acc.data(), dq_acc.data(), rows.size(), d, keys.size());
+                        std::copy_n(ds.begin() + static_cast<std::ptrdiff_t>((rows.begin + r) * nk + keys.begin),
+                                    keys.size(), tile.begin() + static_cast<std::ptrdiff_t>(r * keys.size()));
+                    models.grad.run(tile.data(), h.kg + keys.begin * d, dq_acc.data(), dq_acc.data(), rows.size(), d,
+                                    keys.size());
                 }
                 write_gradient(dq_acc, shape.scale, *recipe.grad_format, out.dq.data() + (head * nq + rows.begin) * d);
             }

@@ -3,10 +3,10 @@
 #include <fmt/format.h>
 
 #include "emu/attention/attention_steps.hpp"
+#include "emu/batch/tensor_cast.hpp"
 #include "emu/block/block_quantize.hpp"
 #include "emu/numbers/round.hpp"
 #include "emu/numbers/unpack.hpp"
-#include "emu/batch/tensor_cast.hpp"
 #include "lib/error.hpp"
 
 namespace roundscope::emu {
@@ -19,7 +19,9 @@ std::vector<Span> blocks_of(std::uint64_t n, int block, KvOrder order) {
     return out;
 }
 
-std::uint64_t FlashContext::visible(std::uint64_t i) const { return steps::visible_keys(i, shape.n_q, shape.n_kv, shape.causal); }
+std::uint64_t FlashContext::visible(std::uint64_t i) const {
+    return steps::visible_keys(i, shape.n_q, shape.n_kv, shape.causal);
+}
 
 bool FlashContext::tile_masked(Span rows, Span keys) const { return keys.begin >= visible(rows.end - 1); }
 
@@ -32,13 +34,15 @@ FlashContext flash_context(const AttentionRecipe& recipe, const AttentionShape& 
     FlashContext ctx{recipe, shape};
     ctx.scale_log2 = steps::scale_log2(shape.scale);
     ctx.approx_exp2 = recipe.exp2 == Exp2Kind::hardware_approx;
-    ctx.softmax = {ctx.scale_log2, ctx.approx_exp2, recipe.max_adjust, recipe.max_adjust_beta, recipe.p_scale, *recipe.p_format};
-    ctx.torch = {static_cast<float>(shape.scale), recipe.softmax_format, recipe.max_adjust, recipe.max_adjust_beta, recipe.p_scale,
-                 recipe.p_format};
+    ctx.softmax = {ctx.scale_log2,         ctx.approx_exp2, recipe.max_adjust,
+                   recipe.max_adjust_beta, recipe.p_scale,  *recipe.p_format};
+    ctx.torch = {static_cast<float>(shape.scale), recipe.softmax_format, recipe.max_adjust,
+                 recipe.max_adjust_beta,          recipe.p_scale,        recipe.p_format};
     return ctx;
 }
 
-std::vector<std::uint32_t> exact_in(const std::vector<std::uint32_t>& x, const Format& from, const Format& to, const char* what) {
+std::vector<std::uint32_t> exact_in(const std::vector<std::uint32_t>& x, const Format& from, const Format& to,
+                                    const char* what) {
     if (from == to) return x;
     std::vector<std::uint32_t> out(x.size());
     const CastOptions o;
@@ -52,7 +56,9 @@ std::vector<std::uint32_t> exact_in(const std::vector<std::uint32_t>& x, const F
 
 const MmaModel& model_for(const AttentionRecipe& r, const Format& x, const Format& y) {
     const MmaModel* m = find_mma_model(r.arch, r.instruction, x, y, f32);
-    if (m == nullptr) throw Error(fmt::format("recipe '{}': no {} {} model for {} x {}", r.name, r.arch, r.instruction, x.name, y.name));
+    if (m == nullptr)
+        throw Error(
+            fmt::format("recipe '{}': no {} {} model for {} x {}", r.name, r.arch, r.instruction, x.name, y.name));
     return *m;
 }
 
@@ -62,9 +68,11 @@ std::vector<float> delta_from_o(const FlashContext& ctx, const AttentionOperands
     std::vector<float> delta(sh.heads * sh.n_q);
     std::vector<std::uint32_t> o(sh.d_v);
     for (std::uint64_t i = 0; i < delta.size(); ++i) {
-        for (std::uint64_t c = 0; c < sh.d_v; ++c) o[c] = stored ? forward.o[i * sh.d_v + c] : bits_of(forward.o_f32[i * sh.d_v + c]);
-        delta[i] = steps::delta_rowsum(in.d_o.data() + i * sh.d_v, *ctx.recipe.input, o.data(), stored ? *ctx.recipe.o_format : f32,
-                                       static_cast<int>(sh.d_v), *ctx.recipe.delta_format);
+        for (std::uint64_t c = 0; c < sh.d_v; ++c)
+            o[c] = stored ? forward.o[i * sh.d_v + c] : bits_of(forward.o_f32[i * sh.d_v + c]);
+        delta[i] = steps::delta_rowsum(in.d_o.data() + i * sh.d_v, *ctx.recipe.input, o.data(),
+                                       stored ? *ctx.recipe.o_format : f32, static_cast<int>(sh.d_v),
+                                       *ctx.recipe.delta_format);
     }
     return delta;
 }

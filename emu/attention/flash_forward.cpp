@@ -60,10 +60,11 @@ void pv_product(const FlashContext& ctx, const detail::TileProduct& mma, const H
 }
 
 // S for one tile: [rows][keys] f32 bits.
-std::vector<std::uint32_t> score_tile(const FlashContext& ctx, const detail::TileProduct& mma, const HeadView& h, Span rows,
-                                      Span keys) {
+std::vector<std::uint32_t> score_tile(const FlashContext& ctx, const detail::TileProduct& mma, const HeadView& h,
+                                      Span rows, Span keys) {
     const std::uint64_t d = ctx.shape.d;
-    const std::vector<std::uint32_t> kt = detail::transposed(h.k + keys.begin * d, keys.size(), d, {0, d});  // [d][keys]
+    const std::vector<std::uint32_t> kt =
+        detail::transposed(h.k + keys.begin * d, keys.size(), d, {0, d});  // [d][keys]
     std::vector<std::uint32_t> s(rows.size() * keys.size(), 0);
     mma.run(h.q + rows.begin * d, kt.data(), s.data(), s.data(), rows.size(), keys.size(), d);
     return s;
@@ -82,8 +83,10 @@ void online_tile(const FlashContext& ctx, const ForwardModels& models, const Hea
         const int in_tile = visible <= keys.begin ? 0 : static_cast<int>(std::min(visible - keys.begin, n));
         const std::uint32_t* scores = s.data() + row * n;
         std::uint32_t* p = p_cast.data() + row * n;
-        const float factor = torch ? torch_eager::row_step(ctx.torch, scores, static_cast<int>(n), in_tile, b.state[row], p, &b.counts, keys.begin)
-                                   : steps::online_row_step(ctx.softmax, scores, static_cast<int>(n), in_tile, b.state[row], p, &b.counts, keys.begin);
+        const float factor = torch ? torch_eager::row_step(ctx.torch, scores, static_cast<int>(n), in_tile,
+                                                           b.state[row], p, &b.counts, keys.begin)
+                                   : steps::online_row_step(ctx.softmax, scores, static_cast<int>(n), in_tile,
+                                                            b.state[row], p, &b.counts, keys.begin);
         for (std::uint64_t c = 0; c < dv; ++c) {
             const float rescaled = a::mul(as_float(b.acc[row * dv + c]), factor);
             b.acc[row * dv + c] = bits_of(torch ? torch_eager::stored(rescaled, running) : rescaled);
@@ -93,7 +96,8 @@ void online_tile(const FlashContext& ctx, const ForwardModels& models, const Hea
         std::vector<std::uint32_t> pv(b.acc.size(), 0);
         pv_product(ctx, models.pv, h, b.rows, keys, p_cast, pv);
         for (std::size_t x = 0; x < pv.size(); ++x)
-            b.acc[x] = bits_of(torch_eager::stored(a::add(as_float(b.acc[x]), torch_eager::stored(as_float(pv[x]), running)), running));
+            b.acc[x] = bits_of(torch_eager::stored(
+                a::add(as_float(b.acc[x]), torch_eager::stored(as_float(pv[x]), running)), running));
         return;
     }
     if (running == f32) {
@@ -111,7 +115,8 @@ void online_tile(const FlashContext& ctx, const ForwardModels& models, const Hea
 }
 
 // Row i of O: the accumulated row times `factor`, in float32 and cast to the O format.
-void write_output_row(const FlashContext& ctx, const std::uint32_t* acc, float factor, std::uint64_t i, ForwardResult& out) {
+void write_output_row(const FlashContext& ctx, const std::uint32_t* acc, float factor, std::uint64_t i,
+                      ForwardResult& out) {
     const std::uint64_t dv = ctx.shape.d_v;
     for (std::uint64_t c = 0; c < dv; ++c) {
         const float o = a::mul(as_float(acc[c]), factor);
@@ -121,8 +126,8 @@ void write_output_row(const FlashContext& ctx, const std::uint32_t* acc, float f
 }
 
 // Under online-torch: O.div_(l) in float32, stored in the O format; LSE = ln l + m (float32).
-void finish_torch_row(const FlashContext& ctx, const std::uint32_t* acc, const steps::OnlineRowState& st, std::uint64_t i,
-                      ForwardResult& out) {
+void finish_torch_row(const FlashContext& ctx, const std::uint32_t* acc, const steps::OnlineRowState& st,
+                      std::uint64_t i, ForwardResult& out) {
     const std::uint64_t dv = ctx.shape.d_v;
     for (std::uint64_t c = 0; c < dv; ++c) {
         const float o = st.l == 0.0f ? 0.0f : a::div(as_float(acc[c]), st.l);
@@ -142,7 +147,8 @@ void finish_block(const FlashContext& ctx, const RowBlock& b, std::uint64_t head
             finish_torch_row(ctx, b.acc.data() + row * ctx.shape.d_v, b.state[row], i, out);
             continue;
         }
-        write_output_row(ctx, b.acc.data() + row * ctx.shape.d_v, steps::output_factor(b.state[row].l, r.p_scale), i, out);
+        write_output_row(ctx, b.acc.data() + row * ctx.shape.d_v, steps::output_factor(b.state[row].l, r.p_scale), i,
+                         out);
         out.lse_log2[i] = steps::lse_log2(b.state[row].m, b.state[row].l);
         out.lse[i] = a::mul(out.lse_log2[i], steps::ln2);
     }
@@ -177,7 +183,8 @@ void naive_row_block(const FlashContext& ctx, const ForwardModels& models, const
     for (const Span keys : blocks_of(nk, r.block_n)) {
         const std::vector<std::uint32_t> tile = score_tile(ctx, models.score, h, rows, keys);
         for (std::uint64_t row = 0; row < rows.size(); ++row)
-            std::copy_n(tile.begin() + static_cast<std::ptrdiff_t>(row * keys.size()), keys.size(), s.begin() + static_cast<std::ptrdiff_t>(row * nk + keys.begin));
+            std::copy_n(tile.begin() + static_cast<std::ptrdiff_t>(row * keys.size()), keys.size(),
+                        s.begin() + static_cast<std::ptrdiff_t>(row * nk + keys.begin));
     }
     RowBlock b(rows, ctx.shape.d_v);
     b.counts.skip_keys = counts.skip_keys;
@@ -203,8 +210,9 @@ void naive_row_block(const FlashContext& ctx, const ForwardModels& models, const
             steps::count_p(p, r.p_scale, p_cast[row * nk + j], *r.p_format, j, b.counts);
         }
         // LSE = ln l + shift, from log2 as the online softmax forms it.
-        const float lse2 = visible == 0 ? steps::minus_infinity()
-                                        : a::add(a::mul(static_cast<float>(shift), steps::log2e), soft_log2(static_cast<float>(l)));
+        const float lse2 =
+            visible == 0 ? steps::minus_infinity()
+                         : a::add(a::mul(static_cast<float>(shift), steps::log2e), soft_log2(static_cast<float>(l)));
         const std::uint64_t i = head * ctx.shape.n_q + rows.begin + row;
         out.lse_log2[i] = lse2;
         out.lse[i] = a::mul(lse2, steps::ln2);
@@ -223,7 +231,9 @@ void add_counts(ForwardCounts& to, const ForwardCounts& c) {
 
 void check_sizes(const AttentionShape& s, const AttentionOperands& in, bool backward) {
     auto check = [](const std::vector<std::uint32_t>& x, std::uint64_t want, const char* name) {
-        if (x.size() != want) throw Error(fmt::format("attention: tensor '{}' has {} elements, the shape needs {}", name, x.size(), want));
+        if (x.size() != want)
+            throw Error(
+                fmt::format("attention: tensor '{}' has {} elements, the shape needs {}", name, x.size(), want));
     };
     check(in.q, s.heads * s.n_q * s.d, "q");
     check(in.k, s.heads * s.n_kv * s.d, "k");
@@ -254,7 +264,8 @@ ForwardResult flash_forward(const AttentionRecipe& recipe, const AttentionShape&
             const Span rows = row_blocks[task % row_blocks.size()];
             if (rows.end <= options.row_begin || rows.begin >= options.row_end) continue;
             counts[task].skip_keys = options.uncounted_keys;
-            const HeadView h{in.q.data() + head * shape.n_q * shape.d, in.k.data() + head * shape.n_kv * shape.d, in.v.data() + head * shape.n_kv * shape.d_v,
+            const HeadView h{in.q.data() + head * shape.n_q * shape.d, in.k.data() + head * shape.n_kv * shape.d,
+                             in.v.data() + head * shape.n_kv * shape.d_v,
                              v_quantized.empty() ? nullptr : v_quantized.data() + head * shape.n_kv * shape.d_v};
             if (recipe.softmax == SoftmaxKind::online || recipe.softmax == SoftmaxKind::online_torch)
                 online_row_block(ctx, models, h, head, rows, out, counts[task]);

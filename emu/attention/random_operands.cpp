@@ -7,7 +7,8 @@
 
 namespace roundscope::emu {
 
-std::vector<std::uint32_t> gaussian_bits(std::uint64_t count, const Format& f, std::uint64_t seed, double sd, double mean) {
+std::vector<std::uint32_t> gaussian_bits(std::uint64_t count, const Format& f, std::uint64_t seed, double sd,
+                                         double mean) {
     std::mt19937_64 rng(seed);
     std::normal_distribution<double> g(mean, sd);
     std::vector<std::uint32_t> x(count);
@@ -15,7 +16,8 @@ std::vector<std::uint32_t> gaussian_bits(std::uint64_t count, const Format& f, s
     return x;
 }
 
-AttentionShape attention_shape(std::uint64_t heads, std::uint64_t n_q, std::uint64_t n_kv, std::uint64_t d, bool causal) {
+AttentionShape attention_shape(std::uint64_t heads, std::uint64_t n_q, std::uint64_t n_kv, std::uint64_t d,
+                               bool causal) {
     AttentionShape s;
     s.heads = heads, s.n_q = n_q, s.n_kv = n_kv, s.d = d, s.d_v = d, s.causal = causal;
     s.scale = static_cast<float>(1 / std::sqrt(static_cast<double>(d)));

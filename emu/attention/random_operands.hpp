@@ -14,7 +14,8 @@ std::vector<std::uint32_t> gaussian_bits(std::uint64_t count, const Format& f, s
                                          double mean = 0);
 
 /// `heads` heads of n_q queries and n_kv keys, D = Dv = d, scale 1/sqrt(d) in float32.
-AttentionShape attention_shape(std::uint64_t heads, std::uint64_t n_q, std::uint64_t n_kv, std::uint64_t d, bool causal);
+AttentionShape attention_shape(std::uint64_t heads, std::uint64_t n_q, std::uint64_t n_kv, std::uint64_t d,
+                               bool causal);
 
 /// q, k (standard deviation `sd`), v and dO (standard deviation 1) in `f`, seeds seed .. seed + 3.
 AttentionOperands random_operands(const AttentionShape& s, const Format& f, std::uint64_t seed, double sd = 1);

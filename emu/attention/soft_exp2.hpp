@@ -56,7 +56,7 @@ ROUNDSCOPE_HD inline float soft_log2(float x) {
     const std::uint32_t bits = bits_of(x);
     e += static_cast<int>((bits >> 23) & 0xFF) - 127;
     float m = float_from_bits((bits & 0x007FFFFFu) | 0x3F800000u);  // [1, 2)
-    if (m > 0x1.6a09e6p0f) {  // above sqrt(2): halve (exact)
+    if (m > 0x1.6a09e6p0f) {                                        // above sqrt(2): halve (exact)
         m = a::mul(m, 0.5f);
         ++e;
     }

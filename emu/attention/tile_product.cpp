@@ -10,8 +10,8 @@ TileProduct::TileProduct(const AttentionRecipe& recipe, const Format& a, const F
     if (kind == Product::model) mma_.emplace(model_for(recipe, a, b));
 }
 
-void TileProduct::run(const std::uint32_t* a, const std::uint32_t* b, const std::uint32_t* c, std::uint32_t* d, std::uint64_t m,
-                      std::uint64_t n, std::uint64_t k) const {
+void TileProduct::run(const std::uint32_t* a, const std::uint32_t* b, const std::uint32_t* c, std::uint32_t* d,
+                      std::uint64_t m, std::uint64_t n, std::uint64_t k) const {
     std::vector<std::uint32_t> out(m * n);
     if (mma_) {
         GemmOperands g;

@@ -60,7 +60,8 @@ inline float row_step(const TorchSoftmax& f, const std::uint32_t* s, int n, int 
     for (int j = 0; j < n; ++j) near_max += score[j] >= near, at_max += j < visible && score[j] == block_max;
     if (visible > 0 && block_max > st.true_max) st.true_max = block_max, st.true_max_count = 0;
     if (visible > 0 && block_max == st.true_max) st.true_max_count += static_cast<std::uint64_t>(at_max);
-    if (f.max_adjust && near_max > 1) block_max = block_max > 0 ? stored(a::mul(block_max, f.max_adjust_beta), bf) : block_max < 0 ? 0.0f : block_max;
+    if (f.max_adjust && near_max > 1)
+        block_max = block_max > 0 ? stored(a::mul(block_max, f.max_adjust_beta), bf) : block_max < 0 ? 0.0f : block_max;
     // the running max starts at the most negative finite value too (-inf here: the same P-bar)
     const float m_old = st.m == steps::minus_infinity() ? masked : st.m;
     const float m_new = a::max(m_old, block_max);
@@ -70,7 +71,8 @@ inline float row_step(const TorchSoftmax& f, const std::uint32_t* s, int n, int 
         const float p = exp_f32(stored(a::sub(score[j], m_new), bf));
         sum += p;
         p_out[j] = steps::cast_p(p, f.p_scale, *f.p_format);
-        if (counts != nullptr && j < visible) steps::count_p(p, f.p_scale, p_out[j], *f.p_format, key0 + static_cast<std::uint64_t>(j), *counts);
+        if (counts != nullptr && j < visible)
+            steps::count_p(p, f.p_scale, p_out[j], *f.p_format, key0 + static_cast<std::uint64_t>(j), *counts);
     }
     st.l = stored(a::add(a::mul(factor, st.l), a::max(static_cast<float>(sum), 1e-10f)), bf);
     st.m = m_new;

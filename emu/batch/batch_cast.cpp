@@ -37,7 +37,8 @@ void cast_impl(std::span<const Real> in, const Format& to, const CastOptions& o,
         const std::uint64_t first = b.first_index + begin;
         if (!simd) {
             for (std::size_t i = begin; i < end; ++i)
-                out[i] = static_cast<Bits>(convert(std::is_same_v<Real, float> ? f32 : f64, bits_of(in[i]), to, o, b.first_index + i));
+                out[i] = static_cast<Bits>(
+                    convert(std::is_same_v<Real, float> ? f32 : f64, bits_of(in[i]), to, o, b.first_index + i));
             return;
         }
         if constexpr (sizeof(Bits) <= 4) {
@@ -88,8 +89,10 @@ bool has_simd_cast(const Format& to) {
         case Encoding::ieee:
         case Encoding::fn:
         case Encoding::fnuz:
-        case Encoding::finite: return to.is_signed && to.bits <= 32 && emin(to) >= -126;
-        default: return false;
+        case Encoding::finite:
+            return to.is_signed && to.bits <= 32 && emin(to) >= -126;
+        default:
+            return false;
     }
 }
 
@@ -104,13 +107,20 @@ void decode_batch(const Format& from, std::span<const Bits> in, std::span<Real> 
 }
 
 template void cast_batch(std::span<const float>, const Format&, const CastOptions&, std::span<std::uint8_t>, BatchSpec);
-template void cast_batch(std::span<const float>, const Format&, const CastOptions&, std::span<std::uint16_t>, BatchSpec);
-template void cast_batch(std::span<const float>, const Format&, const CastOptions&, std::span<std::uint32_t>, BatchSpec);
-template void cast_batch(std::span<const float>, const Format&, const CastOptions&, std::span<std::uint64_t>, BatchSpec);
-template void cast_batch(std::span<const double>, const Format&, const CastOptions&, std::span<std::uint8_t>, BatchSpec);
-template void cast_batch(std::span<const double>, const Format&, const CastOptions&, std::span<std::uint16_t>, BatchSpec);
-template void cast_batch(std::span<const double>, const Format&, const CastOptions&, std::span<std::uint32_t>, BatchSpec);
-template void cast_batch(std::span<const double>, const Format&, const CastOptions&, std::span<std::uint64_t>, BatchSpec);
+template void cast_batch(std::span<const float>, const Format&, const CastOptions&, std::span<std::uint16_t>,
+                         BatchSpec);
+template void cast_batch(std::span<const float>, const Format&, const CastOptions&, std::span<std::uint32_t>,
+                         BatchSpec);
+template void cast_batch(std::span<const float>, const Format&, const CastOptions&, std::span<std::uint64_t>,
+                         BatchSpec);
+template void cast_batch(std::span<const double>, const Format&, const CastOptions&, std::span<std::uint8_t>,
+                         BatchSpec);
+template void cast_batch(std::span<const double>, const Format&, const CastOptions&, std::span<std::uint16_t>,
+                         BatchSpec);
+template void cast_batch(std::span<const double>, const Format&, const CastOptions&, std::span<std::uint32_t>,
+                         BatchSpec);
+template void cast_batch(std::span<const double>, const Format&, const CastOptions&, std::span<std::uint64_t>,
+                         BatchSpec);
 template void decode_batch(const Format&, std::span<const std::uint8_t>, std::span<float>, int);
 template void decode_batch(const Format&, std::span<const std::uint16_t>, std::span<float>, int);
 template void decode_batch(const Format&, std::span<const std::uint8_t>, std::span<double>, int);

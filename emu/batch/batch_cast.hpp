@@ -23,7 +23,8 @@ constexpr int storage_bytes(const Format& f) { return f.bits <= 8 ? 1 : f.bits <
 /// Bits is std::uint8_t, uint16_t, uint32_t or uint64_t and must hold storage_bytes(to); `out`
 /// has in.size() elements (an Error names the format otherwise).
 template <class Real, class Bits>
-void cast_batch(std::span<const Real> in, const Format& to, const CastOptions& o, std::span<Bits> out, BatchSpec b = {});
+void cast_batch(std::span<const Real> in, const Format& to, const CastOptions& o, std::span<Bits> out,
+                BatchSpec b = {});
 
 /// Bit patterns (storage_bytes(from) wide, 8 or 16 bits) -> float or double: exact, except
 /// that float output rounds to nearest-even where the format is wider than float.

@@ -14,11 +14,17 @@ struct SimdCastJob {
 };
 
 /// words[i] = RandomStream{seed, first + i}.word(0) (stochastic modes; may be null otherwise).
-void simd_cast(const SimdCastJob& job, const float* in, const std::uint32_t* words, std::uint8_t* out, std::size_t n, std::uint64_t first);
-void simd_cast(const SimdCastJob& job, const float* in, const std::uint32_t* words, std::uint16_t* out, std::size_t n, std::uint64_t first);
-void simd_cast(const SimdCastJob& job, const float* in, const std::uint32_t* words, std::uint32_t* out, std::size_t n, std::uint64_t first);
-void simd_cast(const SimdCastJob& job, const double* in, const std::uint32_t* words, std::uint8_t* out, std::size_t n, std::uint64_t first);
-void simd_cast(const SimdCastJob& job, const double* in, const std::uint32_t* words, std::uint16_t* out, std::size_t n, std::uint64_t first);
-void simd_cast(const SimdCastJob& job, const double* in, const std::uint32_t* words, std::uint32_t* out, std::size_t n, std::uint64_t first);
+void simd_cast(const SimdCastJob& job, const float* in, const std::uint32_t* words, std::uint8_t* out, std::size_t n,
+               std::uint64_t first);
+void simd_cast(const SimdCastJob& job, const float* in, const std::uint32_t* words, std::uint16_t* out, std::size_t n,
+               std::uint64_t first);
+void simd_cast(const SimdCastJob& job, const float* in, const std::uint32_t* words, std::uint32_t* out, std::size_t n,
+               std::uint64_t first);
+void simd_cast(const SimdCastJob& job, const double* in, const std::uint32_t* words, std::uint8_t* out, std::size_t n,
+               std::uint64_t first);
+void simd_cast(const SimdCastJob& job, const double* in, const std::uint32_t* words, std::uint16_t* out, std::size_t n,
+               std::uint64_t first);
+void simd_cast(const SimdCastJob& job, const double* in, const std::uint32_t* words, std::uint32_t* out, std::size_t n,
+               std::uint64_t first);
 
 }  // namespace roundscope::emu

@@ -18,9 +18,11 @@ std::vector<std::uint64_t> emulated_conversion_digests(const Format& to, const C
         for (std::size_t j = begin; j < end; ++j) {
             std::uint64_t sum = 0;
             for (std::uint64_t first = j * chunk; first < (j + 1) * chunk; first += piece) {
-                for (std::uint64_t i = 0; i < piece; ++i) in[i] = std::bit_cast<float>(static_cast<std::uint32_t>(first + i));
+                for (std::uint64_t i = 0; i < piece; ++i)
+                    in[i] = std::bit_cast<float>(static_cast<std::uint32_t>(first + i));
                 cast_batch(std::span<const float>(in), to, options, std::span<std::uint16_t>(out));
-                for (std::uint64_t i = 0; i < piece; ++i) sum += conversion_mix(static_cast<std::uint32_t>(first + i), out[i]);
+                for (std::uint64_t i = 0; i < piece; ++i)
+                    sum += conversion_mix(static_cast<std::uint32_t>(first + i), out[i]);
             }
             digests[j] = sum;
         }

@@ -5,9 +5,9 @@
 #include <string>
 
 #include "emu/batch/batch_cast.hpp"
+#include "emu/batch/tensor_decode.hpp"
 #include "emu/numbers/round.hpp"
 #include "emu/numbers/scaled_value.hpp"
-#include "emu/batch/tensor_decode.hpp"
 #include "lib/error.hpp"
 #include "lib/parallel.hpp"
 
@@ -54,10 +54,18 @@ Tensor cast_tensor(const Tensor& t, const Format& to, const CastOptions& options
                 std::memcpy(out.data() + begin * unit, bits.data(), bits.size() * unit);
             };
             switch (unit) {
-                case 1: cast_into(std::uint8_t{}); break;
-                case 2: cast_into(std::uint16_t{}); break;
-                case 4: cast_into(std::uint32_t{}); break;
-                default: cast_into(std::uint64_t{}); break;
+                case 1:
+                    cast_into(std::uint8_t{});
+                    break;
+                case 2:
+                    cast_into(std::uint16_t{});
+                    break;
+                case 4:
+                    cast_into(std::uint32_t{});
+                    break;
+                default:
+                    cast_into(std::uint64_t{});
+                    break;
             }
             return;
         }
@@ -65,10 +73,18 @@ Tensor cast_tensor(const Tensor& t, const Format& to, const CastOptions& options
             const Unpacked x = unscaled ? unpack_element(t, i) : scaled(unpack_element(t, i), s);
             const std::uint64_t bits = round_to_format(to, x, options, i);
             switch (unit) {
-                case 1: store<std::uint8_t>(out, i, bits); break;
-                case 2: store<std::uint16_t>(out, i, bits); break;
-                case 4: store<std::uint32_t>(out, i, bits); break;
-                default: store<std::uint64_t>(out, i, bits); break;
+                case 1:
+                    store<std::uint8_t>(out, i, bits);
+                    break;
+                case 2:
+                    store<std::uint16_t>(out, i, bits);
+                    break;
+                case 4:
+                    store<std::uint32_t>(out, i, bits);
+                    break;
+                default:
+                    store<std::uint64_t>(out, i, bits);
+                    break;
             }
         }
     });

@@ -40,18 +40,30 @@ void decode_block(const Format& f, const std::byte* src, std::span<Real> out) {
 template <class Real>
 void decode_one_block(const Tensor& t, const std::byte* src, std::span<Real> out) {
     switch (t.dtype()) {
-        case DType::boolean: return convert_bool_block(src, out);
-        case DType::u8: return convert_block<std::uint8_t>(src, out);
-        case DType::i8: return convert_block<std::int8_t>(src, out);
-        case DType::u16: return convert_block<std::uint16_t>(src, out);
-        case DType::i16: return convert_block<std::int16_t>(src, out);
-        case DType::u32: return convert_block<std::uint32_t>(src, out);
-        case DType::i32: return convert_block<std::int32_t>(src, out);
-        case DType::u64: return convert_block<std::uint64_t>(src, out);
-        case DType::i64: return convert_block<std::int64_t>(src, out);
-        case DType::f32: return convert_block<float>(src, out);
-        case DType::f64: return convert_block<double>(src, out);
-        default: break;
+        case DType::boolean:
+            return convert_bool_block(src, out);
+        case DType::u8:
+            return convert_block<std::uint8_t>(src, out);
+        case DType::i8:
+            return convert_block<std::int8_t>(src, out);
+        case DType::u16:
+            return convert_block<std::uint16_t>(src, out);
+        case DType::i16:
+            return convert_block<std::int16_t>(src, out);
+        case DType::u32:
+            return convert_block<std::uint32_t>(src, out);
+        case DType::i32:
+            return convert_block<std::int32_t>(src, out);
+        case DType::u64:
+            return convert_block<std::uint64_t>(src, out);
+        case DType::i64:
+            return convert_block<std::int64_t>(src, out);
+        case DType::f32:
+            return convert_block<float>(src, out);
+        case DType::f64:
+            return convert_block<double>(src, out);
+        default:
+            break;
     }
     const Format& f = format_of(t.dtype());
     if (storage_bytes(f) == 1) return decode_block<std::uint8_t>(f, src, out);

@@ -14,10 +14,14 @@ const BlockFormat* find_block_format(std::string_view name) {
 
 std::string_view scale_rule_name(ScaleRule r) {
     switch (r) {
-        case ScaleRule::floor: return "floor";
-        case ScaleRule::ceil: return "ceil";
-        case ScaleRule::even: return "even";
-        case ScaleRule::rceil: return "rceil";
+        case ScaleRule::floor:
+            return "floor";
+        case ScaleRule::ceil:
+            return "ceil";
+        case ScaleRule::even:
+            return "even";
+        case ScaleRule::rceil:
+            return "rceil";
     }
     return "?";
 }
@@ -25,7 +29,8 @@ std::string_view scale_rule_name(ScaleRule r) {
 ScaleRule parse_scale_rule(std::string_view name, std::string_view option) {
     for (ScaleRule r : all_scale_rules)
         if (scale_rule_name(r) == name) return r;
-    throw Error(std::string(option) + ": unknown scale rule '" + std::string(name) + "' (rules: floor ceil even rceil)");
+    throw Error(std::string(option) + ": unknown scale rule '" + std::string(name) +
+                "' (rules: floor ceil even rceil)");
 }
 
 }  // namespace roundscope::emu

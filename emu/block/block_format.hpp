@@ -3,8 +3,8 @@
 // descriptor each, like format.hpp's; the algorithms are mx_block.hpp and nvfp4_block.hpp.
 #include <string_view>
 
-#include "emu/numbers/format.hpp"
 #include "emu/block/mx_scale.hpp"
+#include "emu/numbers/format.hpp"
 
 namespace roundscope::emu {
 
@@ -26,7 +26,8 @@ inline constexpr BlockFormat mxint8{"mxint8", &int8, &e8m0, 32, false};
 /// NVIDIA NVFP4: 16 E2M1 elements, a UE4M3 block scale and a float32 per-tensor scale.
 inline constexpr BlockFormat nvfp4{"nvfp4", &e2m1, &ue4m3, 16, true};
 
-inline constexpr BlockFormat all_block_formats[] = {mxfp8_e4m3, mxfp8_e5m2, mxfp6_e2m3, mxfp6_e3m2, mxfp4, mxint8, nvfp4};
+inline constexpr BlockFormat all_block_formats[] = {mxfp8_e4m3, mxfp8_e5m2, mxfp6_e2m3, mxfp6_e3m2,
+                                                    mxfp4,      mxint8,     nvfp4};
 
 /// By name (docs/cli.md); nullptr if unknown.
 const BlockFormat* find_block_format(std::string_view name);

@@ -10,10 +10,10 @@
 #include <vector>
 
 #include "emu/batch/batch_cast.hpp"
-#include "emu/block/mx_block.hpp"
-#include "emu/block/nvfp4_block.hpp"
 #include "emu/batch/tensor_cast.hpp"
 #include "emu/batch/tensor_decode.hpp"
+#include "emu/block/mx_block.hpp"
+#include "emu/block/nvfp4_block.hpp"
 #include "lib/error.hpp"
 #include "lib/parallel.hpp"
 
@@ -25,10 +25,16 @@ struct BlockLayout {
     std::uint64_t outer = 1, length = 1, inner = 1, blocks = 0;
     int axis = 0, block = 0, offset = 0;
 
-    std::uint64_t first(std::uint64_t j) const { return j * block < static_cast<std::uint64_t>(offset) ? 0 : j * block - offset; }
+    std::uint64_t first(std::uint64_t j) const {
+        return j * block < static_cast<std::uint64_t>(offset) ? 0 : j * block - offset;
+    }
     std::uint64_t end(std::uint64_t j) const { return std::min<std::uint64_t>(length, (j + 1) * block - offset); }
-    std::uint64_t element(std::uint64_t o, std::uint64_t pos, std::uint64_t in) const { return (o * length + pos) * inner + in; }
-    std::uint64_t scale(std::uint64_t o, std::uint64_t j, std::uint64_t in) const { return (o * blocks + j) * inner + in; }
+    std::uint64_t element(std::uint64_t o, std::uint64_t pos, std::uint64_t in) const {
+        return (o * length + pos) * inner + in;
+    }
+    std::uint64_t scale(std::uint64_t o, std::uint64_t j, std::uint64_t in) const {
+        return (o * blocks + j) * inner + in;
+    }
 };
 
 BlockLayout layout_of(const Tensor& t, const BlockSpec& spec, const Shape& shape) {
@@ -40,7 +46,8 @@ BlockLayout layout_of(const Tensor& t, const BlockSpec& spec, const Shape& shape
     if (l.axis < 0 || l.axis >= rank)
         return fail("--axis " + std::to_string(spec.axis) + " is outside shape " + shape_string(shape));
     l.block = spec.block > 0 ? spec.block : spec.format->default_block;
-    if (spec.block < 0 || l.block > (1 << 20)) return fail("block size " + std::to_string(spec.block) + " is not in 1..2^20");
+    if (spec.block < 0 || l.block > (1 << 20))
+        return fail("block size " + std::to_string(spec.block) + " is not in 1..2^20");
     if (spec.format->nvfp4 && l.block != nvfp4_block_size) return fail("NVFP4 blocks hold 16 elements");
     if (spec.offset < 0 || spec.offset >= l.block)
         return fail("block offset " + std::to_string(spec.offset) + " is not in 0.." + std::to_string(l.block - 1));
@@ -72,9 +79,7 @@ float tensor_amax_f32(const Tensor& t, int threads) {
 
 // Can every element be decoded to double, and scaled by 2^-k for |k| <= 127, exactly? (Not
 // for f64 subnormals scaled further down, nor 64-bit integers above 2^53.)
-bool exact_in_double_after_scaling(DType t) {
-    return t != DType::f64 && t != DType::i64 && t != DType::u64;
-}
+bool exact_in_double_after_scaling(DType t) { return t != DType::f64 && t != DType::i64 && t != DType::u64; }
 
 // The batch MX path. Rows of blocks (outer index o, block j) in order cover one contiguous
 // range of the tensor, whichever the axis: decode the range, find each block's amax and shared
@@ -124,10 +129,14 @@ bool mx_quantize_rows(const Tensor& t, const BlockLayout& l, const BlockSpec& sp
                 high_bits = a > high_bits ? a : high_bits;
                 low_bits_minus_one = a - 1 < low_bits_minus_one ? a - 1 : low_bits_minus_one;
             }
-            const Real high = std::bit_cast<Real>(high_bits), low = std::bit_cast<Real>(static_cast<Bits>(low_bits_minus_one + 1));
+            const Real high = std::bit_cast<Real>(high_bits),
+                       low = std::bit_cast<Real>(static_cast<Bits>(low_bits_minus_one + 1));
             const bool not_finite = high_bits >= std::bit_cast<Bits>(std::numeric_limits<Real>::infinity());
-            const int k = not_finite ? 0 : mx_shared_exponent(unpack(f64, bits_of(static_cast<double>(high))), element, spec.rule);
-            scales[l.scale(oi, j, in)] = static_cast<std::byte>(not_finite ? e8m0_nan : static_cast<std::uint64_t>(k + 127));
+            const int k = not_finite
+                              ? 0
+                              : mx_shared_exponent(unpack(f64, bits_of(static_cast<double>(high))), element, spec.rule);
+            scales[l.scale(oi, j, in)] =
+                static_cast<std::byte>(not_finite ? e8m0_nan : static_cast<std::uint64_t>(k + 127));
             if (not_finite) nan_blocks.push_back({static_cast<std::uint64_t>(row_x - x.data()), in, n});
             const double factor = double_from_bits(static_cast<std::uint64_t>(1023 - k) << 52);  // 2^-k
             if (!not_finite && high != 0 && static_cast<double>(low) * factor < smallest_normal) exact = false;
@@ -164,7 +173,8 @@ BlockQuantized block_quantize(const Tensor& t, const BlockSpec& spec) {
     std::byte* elements = q.elements.mutable_bytes().data();
     std::byte* scales = q.scales.mutable_bytes().data();
     const std::uint64_t rows = l.outer * l.blocks;
-    const std::size_t grain = std::max<std::uint64_t>(1, (std::uint64_t{1} << 16) / (static_cast<std::uint64_t>(l.block) * l.inner));
+    const std::size_t grain =
+        std::max<std::uint64_t>(1, (std::uint64_t{1} << 16) / (static_cast<std::uint64_t>(l.block) * l.inner));
     const bool batch = !f.nvfp4 && exact_in_double_after_scaling(t.dtype()) && !spec.scalar_reference;
     // Every value of these is a float.
     const bool float_source = info(t.dtype()).storage_bytes <= 2 || t.dtype() == DType::f32;
@@ -189,10 +199,12 @@ BlockQuantized block_quantize(const Tensor& t, const BlockSpec& spec) {
                         const Unpacked u = unpack_element(t, index[i]);
                         v32[i] = static_cast<float>(exact_double(u.negative, u.cls == ValueClass::zero ? 0 : u.m, u.e));
                     }
-                    scale = nvfp4_quantize_block(v32.data(), n, per_tensor, spec.element_options, index.data(), out.data());
+                    scale =
+                        nvfp4_quantize_block(v32.data(), n, per_tensor, spec.element_options, index.data(), out.data());
                 } else {
                     for (int i = 0; i < n; ++i) v[i] = unpack_element(t, index[i]);
-                    scale = mx_quantize_block(v.data(), n, *f.element, spec.rule, spec.element_options, index.data(), out.data());
+                    scale = mx_quantize_block(v.data(), n, *f.element, spec.rule, spec.element_options, index.data(),
+                                              out.data());
                 }
                 for (int i = 0; i < n; ++i) elements[index[i]] = static_cast<std::byte>(out[i]);
                 scales[l.scale(o, j, in)] = static_cast<std::byte>(scale);
@@ -206,8 +218,8 @@ Tensor block_dequantize(const BlockQuantized& q, const BlockSpec& spec) {
     const Shape& shape = q.elements.shape();
     const BlockLayout l = layout_of(q.elements, spec, shape);
     if (q.scales.shape() != scales_shape(shape, l))
-        throw Error("tensor '" + q.scales.name() + "': shape " + shape_string(q.scales.shape()) + " does not match elements " +
-                    shape_string(shape) + " in blocks of " + std::to_string(l.block));
+        throw Error("tensor '" + q.scales.name() + "': shape " + shape_string(q.scales.shape()) +
+                    " does not match elements " + shape_string(shape) + " in blocks of " + std::to_string(l.block));
     const BlockFormat& f = *spec.format;
     const float per_tensor = q.per_tensor_scale.value_or(1.0f);
     std::string name = q.elements.name();
@@ -227,7 +239,8 @@ Tensor block_dequantize(const BlockQuantized& q, const BlockSpec& spec) {
     // MX, a row of blocks at a time (a contiguous range): decode the elements through the
     // value table, multiply by 2^(scale - 127) exactly in double, round once to float.
     const std::uint64_t rows = l.outer * l.blocks;
-    const std::size_t grain = std::max<std::uint64_t>(1, (std::uint64_t{1} << 16) / (static_cast<std::uint64_t>(l.block) * l.inner));
+    const std::size_t grain =
+        std::max<std::uint64_t>(1, (std::uint64_t{1} << 16) / (static_cast<std::uint64_t>(l.block) * l.inner));
     parallel_for(rows, grain, spec.threads, [&](std::size_t row_begin, std::size_t row_end) {
         std::vector<double> x;
         for (std::size_t row = row_begin; row < row_end; ++row) {
@@ -239,7 +252,8 @@ Tensor block_dequantize(const BlockQuantized& q, const BlockSpec& spec) {
                 const std::uint64_t scale = q.scales.bits_at(l.scale(oi, j, in));
                 const double factor = scale == e8m0_nan ? std::numeric_limits<double>::quiet_NaN()
                                                         : double_from_bits((scale - 127 + 1023) << 52);
-                for (std::uint64_t p = 0; p < n; ++p) values[first + p * l.inner + in] = static_cast<float>(x[p * l.inner + in] * factor);
+                for (std::uint64_t p = 0; p < n; ++p)
+                    values[first + p * l.inner + in] = static_cast<float>(x[p * l.inner + in] * factor);
             }
         }
     });

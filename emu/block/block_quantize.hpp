@@ -14,20 +14,20 @@ namespace roundscope::emu {
 
 struct BlockSpec {
     const BlockFormat* format = &mxfp8_e4m3;
-    int block = 0;      // elements per block; 0 = the format's default (32, NVFP4 16)
-    int axis = -1;      // the blocked axis; negative counts from the end
-    int offset = 0;     // blocks start at axis positions j * block - offset (0 <= offset < block):
-                        // the first block then holds block - offset elements
+    int block = 0;                      // elements per block; 0 = the format's default (32, NVFP4 16)
+    int axis = -1;                      // the blocked axis; negative counts from the end
+    int offset = 0;                     // blocks start at axis positions j * block - offset (0 <= offset < block):
+                                        // the first block then holds block - offset elements
     ScaleRule rule = ScaleRule::floor;  // MX formats
     CastOptions element_options;        // rounding of the elements (saturation is always on)
     bool per_tensor_scale = true;       // NVFP4: two-level scaling (false: single-level)
     int threads = 0;
-    bool scalar_reference = false;      // MX: the block-by-block reference path, not the batch one
+    bool scalar_reference = false;  // MX: the block-by-block reference path, not the batch one
 };
 
 struct BlockQuantized {
-    Tensor elements;  // the input's shape, in the element format
-    Tensor scales;    // the input's shape with the blocked axis cut to the number of blocks
+    Tensor elements;                        // the input's shape, in the element format
+    Tensor scales;                          // the input's shape with the blocked axis cut to the number of blocks
     std::optional<float> per_tensor_scale;  // NVFP4 two-level only
 };
 

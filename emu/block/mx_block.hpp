@@ -25,8 +25,9 @@ ROUNDSCOPE_HD constexpr std::uint64_t mx_quantize_block(const Unpacked* v, int n
         const int top_i = v[i].e + bit_width(v[i].m) - 1;
         const int top_a = amax.e + bit_width(amax.m) - 1;
         // Compare magnitudes: by top exponent, then by left-aligned significand.
-        const bool larger = amax.cls == ValueClass::zero || top_i > top_a ||
-                            (top_i == top_a && (v[i].m << (64 - bit_width(v[i].m))) > (amax.m << (64 - bit_width(amax.m))));
+        const bool larger =
+            amax.cls == ValueClass::zero || top_i > top_a ||
+            (top_i == top_a && (v[i].m << (64 - bit_width(v[i].m))) > (amax.m << (64 - bit_width(amax.m))));
         if (larger) amax = v[i];
     }
     if (special) {
@@ -49,7 +50,8 @@ ROUNDSCOPE_HD constexpr std::uint64_t mx_quantize_block(const Unpacked* v, int n
 ROUNDSCOPE_HD inline double mx_dequantize(const Format& element, std::uint64_t p, std::uint64_t scale) {
     const Unpacked x = unpack(element, p);
     if (scale == e8m0_nan || x.cls == ValueClass::nan) return std::numeric_limits<double>::quiet_NaN();
-    if (x.cls == ValueClass::inf) return x.negative ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
+    if (x.cls == ValueClass::inf)
+        return x.negative ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
     if (x.cls == ValueClass::zero) return x.negative ? -0.0 : 0.0;
     return exact_double(x.negative, x.m, x.e + static_cast<int>(scale) - 127);
 }

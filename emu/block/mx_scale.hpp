@@ -48,8 +48,12 @@ ROUNDSCOPE_HD constexpr int mx_shared_exponent(const Unpacked& amax, const Forma
     const bool power_of_two = (amax.m & (amax.m - 1)) == 0;
     int k = 0;
     switch (rule) {
-        case ScaleRule::floor: k = top - element_emax(element); break;
-        case ScaleRule::ceil: k = top + (power_of_two ? 0 : 1) - element_emax(element); break;
+        case ScaleRule::floor:
+            k = top - element_emax(element);
+            break;
+        case ScaleRule::ceil:
+            k = top + (power_of_two ? 0 : 1) - element_emax(element);
+            break;
         case ScaleRule::even: {
             const int keep = element.man_bits + 1;  // significant bits of the element
             const bool carries = width > keep && bit_width(amax.m + (std::uint64_t{1} << (width - keep - 1))) > width;

@@ -26,8 +26,9 @@ ROUNDSCOPE_HD constexpr float nvfp4_per_tensor_scale(float tensor_amax) {
 }
 
 /// Quantizes n <= 16 float32 values into out[0..n); returns the UE4M3 scale bits.
-ROUNDSCOPE_HD inline std::uint64_t nvfp4_quantize_block(const float* v, int n, float per_tensor, const CastOptions& options,
-                                                        const std::uint64_t* index, std::uint64_t* out) {
+ROUNDSCOPE_HD inline std::uint64_t nvfp4_quantize_block(const float* v, int n, float per_tensor,
+                                                        const CastOptions& options, const std::uint64_t* index,
+                                                        std::uint64_t* out) {
     float amax = 0.0f;
     for (int i = 0; i < n; ++i) amax = (v[i] < 0 ? -v[i] : v[i]) > amax ? (v[i] < 0 ? -v[i] : v[i]) : amax;
     const float block_scale = to_f32(static_cast<double>(amax) / 6.0);

@@ -89,7 +89,10 @@ struct detail::GemmPlan {
     BlockSchedule schedule;
     OperandDecoder decode_a, decode_b;
     explicit GemmPlan(const MmaModel& m)
-        : model(m), schedule(block_schedule(m)), decode_a(m.a, m.dropped_input_bits), decode_b(m.b, m.dropped_input_bits) {}
+        : model(m),
+          schedule(block_schedule(m)),
+          decode_a(m.a, m.dropped_input_bits),
+          decode_b(m.b, m.dropped_input_bits) {}
 };
 
 namespace {
@@ -149,11 +152,21 @@ void gemm_one(const GemmContext& ctx, std::int64_t index, int threads) {
             }
             std::int64_t served = 0;
             if (row_finite) {
-                const MmaSimdJob job{a_value.data(), a_exponent.data(), b_value.data(), b_exponent.data(),
-                                     c + i * g.n, d + i * g.n, g.n, kp, m.k, ctx.schedule.order.data(),
+                const MmaSimdJob job{a_value.data(),
+                                     a_exponent.data(),
+                                     b_value.data(),
+                                     b_exponent.data(),
+                                     c + i * g.n,
+                                     d + i * g.n,
+                                     g.n,
+                                     kp,
+                                     m.k,
+                                     ctx.schedule.order.data(),
                                      ctx.schedule.block_begin.data(),
-                                     static_cast<int>(ctx.schedule.block_begin.size()) - 1, m.alignment_bits,
-                                     m.zero_exponent, m.rounding == BlockRounding::rz_e8m13,
+                                     static_cast<int>(ctx.schedule.block_begin.size()) - 1,
+                                     m.alignment_bits,
+                                     m.zero_exponent,
+                                     m.rounding == BlockRounding::rz_e8m13,
                                      m.c_entry == AccumulatorEntry::added_after};
                 served = mma_row_simd(job);
             }
@@ -192,7 +205,8 @@ const MmaModel& PreparedMma::model() const { return plan_->model; }
 void PreparedMma::run(const GemmOperands& g, int threads) const {
     threads = resolve_threads(threads);
     const MmaModel& model = plan_->model;
-    const GemmContext ctx{model, g, plan_->schedule, plan_->decode_a, plan_->decode_b, (g.k + model.k - 1) / model.k * model.k};
+    const GemmContext ctx{
+        model, g, plan_->schedule, plan_->decode_a, plan_->decode_b, (g.k + model.k - 1) / model.k * model.k};
     if (g.batch >= 2 * threads) {
         // Many small GEMMs (tiles): one thread per GEMM.
         parallel_for(static_cast<std::size_t>(g.batch), 8, threads, [&](std::size_t begin, std::size_t end) {

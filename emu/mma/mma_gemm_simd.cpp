@@ -52,8 +52,7 @@ HWY_INLINE V truncate_to_f32_grid(V x, int fraction_bits) {
 
 // One truncated fused dot-product-add over a block, for G vectors of columns.
 template <int G>
-HWY_INLINE void fused_block(const MmaSimdJob& job, std::int64_t k0, int begin, int end, std::int64_t j0,
-                            V (&acc)[G]) {
+HWY_INLINE void fused_block(const MmaSimdJob& job, std::int64_t k0, int begin, int end, std::int64_t j0, V (&acc)[G]) {
     const D d;
     const V e_zero = hn::Set(d, job.zero_exponent);
     const std::int64_t lanes = static_cast<std::int64_t>(hn::Lanes(d));

@@ -30,7 +30,7 @@ struct MmaSimdJob {
     const int* block_begin;
     int blocks;
     int alignment_bits, zero_exponent;
-    bool e8m13;        // BlockRounding::rz_e8m13 (else rz_f32)
+    bool e8m13;          // BlockRounding::rz_e8m13 (else rz_f32)
     bool c_added_after;  // AccumulatorEntry::added_after
 };
 

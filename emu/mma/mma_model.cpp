@@ -71,8 +71,7 @@ constexpr Family families[] = {
     {"sm90", "wgmma", "m64nNk8", Inputs::tf32, 8, 8, 25, rz, -133, 0, first, seq, hopper_published},
     {"sm100", "mma.sync", "m16n8k16", Inputs::sixteen_bit, 16, 16, 25, rz, -133, -21, first, seq, mmasim_blackwell},
     {"sm100", "mma.sync", "m16n8k8", Inputs::tf32, 8, 8, 25, rz, -133, 0, first, seq, mmasim_blackwell},
-    {"sm100", "tcgen05.mma", "m128nNk16", Inputs::sixteen_bit, 16, 16, 25, rz, -133, -21, first, seq,
-     mmasim_blackwell},
+    {"sm100", "tcgen05.mma", "m128nNk16", Inputs::sixteen_bit, 16, 16, 25, rz, -133, -21, first, seq, mmasim_blackwell},
     {"sm100", "tcgen05.mma", "m128nNk32", Inputs::fp8, 32, 32, 25, rz, -133, -21, first, seq, mmasim_blackwell},
     {"sm100", "tcgen05.mma", "m128nNk8", Inputs::tf32, 8, 8, 25, rz, -133, 0, first, seq, mmasim_blackwell},
 };
@@ -93,7 +92,9 @@ std::vector<MmaModel> build_models() {
                 add(f16, f16, f32);
                 if (f.zero_exponent_f16 != 0) add(f16, f16, f16);
                 break;
-            case Inputs::tf32: add(f32, f32, f32); break;
+            case Inputs::tf32:
+                add(f32, f32, f32);
+                break;
             case Inputs::fp8:
                 for (const Format& a : {e4m3, e5m2}) {
                     for (const Format& b : {e4m3, e5m2}) {
@@ -124,8 +125,8 @@ std::string mma_model_name(const MmaModel& m) {
                        ptx_input_name(m, m.a), ptx_input_name(m, m.b), m.accumulator.name);
 }
 
-const MmaModel* find_mma_model(std::string_view arch, std::string_view instruction, const Format& a,
-                               const Format& b, const Format& accumulator) {
+const MmaModel* find_mma_model(std::string_view arch, std::string_view instruction, const Format& a, const Format& b,
+                               const Format& accumulator) {
     const MmaModel* found = nullptr;
     for (const MmaModel& m : all_mma_models()) {
         if (m.arch != arch || !(m.a == a) || !(m.b == b) || !(m.accumulator == accumulator)) continue;

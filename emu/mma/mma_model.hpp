@@ -33,9 +33,9 @@ enum class AccumulatorEntry : std::uint8_t {
 
 /// The order in which an instruction's K products are cut into blocks.
 enum class KOrder : std::uint8_t {
-    sequential,       // k = 0..L-1, then L..2L-1, ...
-    pair_interleaved, // within each group of 4 k: the first two go to the first block of 16,
-                      // the last two to the second (sm_90 FP8 mma.sync; see mma_model.cpp)
+    sequential,        // k = 0..L-1, then L..2L-1, ...
+    pair_interleaved,  // within each group of 4 k: the first two go to the first block of 16,
+                       // the last two to the second (sm_90 FP8 mma.sync; see mma_model.cpp)
 };
 
 struct MmaModel {
@@ -51,8 +51,8 @@ struct MmaModel {
     BlockRounding rounding;
     AccumulatorEntry c_entry = AccumulatorEntry::first_block;
     KOrder k_order = KOrder::sequential;
-    int dropped_input_bits = 0;    // low bits of each input ignored (TF32 keeps the top 19)
-    std::string_view evidence;     // where the parameters come from
+    int dropped_input_bits = 0;  // low bits of each input ignored (TF32 keeps the top 19)
+    std::string_view evidence;   // where the parameters come from
 };
 
 /// "sm90 mma.sync m16n8k16 f32.bf16.bf16.f32": the model's full name.
@@ -66,7 +66,7 @@ std::span<const MmaModel> all_mma_models();
 /// The model for `arch` and `instruction` with these input and accumulator formats; nullptr if
 /// there is none. `instruction` empty picks mma.sync where it exists, else the first listed.
 /// f32 inputs mean TF32.
-const MmaModel* find_mma_model(std::string_view arch, std::string_view instruction, const Format& a,
-                               const Format& b, const Format& accumulator);
+const MmaModel* find_mma_model(std::string_view arch, std::string_view instruction, const Format& a, const Format& b,
+                               const Format& accumulator);
 
 }  // namespace roundscope::emu

@@ -18,7 +18,8 @@ const Format& float_format(const TensorFile& file, const Tensor& t) {
     try {
         return format_of(t.dtype());
     } catch (const Error&) {
-        throw Error(fmt::format("{}: dtype {} is not a floating format", where(file, t.name()), roundscope::name(t.dtype())));
+        throw Error(
+            fmt::format("{}: dtype {} is not a floating format", where(file, t.name()), roundscope::name(t.dtype())));
     }
 }
 
@@ -26,9 +27,10 @@ const Format& float_format(const TensorFile& file, const Tensor& t) {
 std::array<std::int64_t, 3> matrix_shape(const TensorFile& file, const Tensor& t) {
     const Shape& s = t.shape();
     if (s.size() == 2) return {1, static_cast<std::int64_t>(s[0]), static_cast<std::int64_t>(s[1])};
-    if (s.size() == 3) return {static_cast<std::int64_t>(s[0]), static_cast<std::int64_t>(s[1]), static_cast<std::int64_t>(s[2])};
-    throw Error(fmt::format("{}: shape {} is not [tiles, rows, cols] or [rows, cols]", where(file, t.name()),
-                            shape_string(s)));
+    if (s.size() == 3)
+        return {static_cast<std::int64_t>(s[0]), static_cast<std::int64_t>(s[1]), static_cast<std::int64_t>(s[2])};
+    throw Error(
+        fmt::format("{}: shape {} is not [tiles, rows, cols] or [rows, cols]", where(file, t.name()), shape_string(s)));
 }
 
 std::vector<std::uint32_t> element_bits(const Tensor& t) {
@@ -50,10 +52,12 @@ std::vector<std::string_view> mma_architectures() {
 MmaProblem load_mma_problem(const TensorFile& file, std::string_view arch, std::string_view instruction) {
     const auto known = mma_architectures();
     if (std::find(known.begin(), known.end(), arch) == known.end()) {
-        throw Error(fmt::format("--arch: unknown architecture '{}' (known: {})", printable(arch), fmt::join(known, ", ")));
+        throw Error(
+            fmt::format("--arch: unknown architecture '{}' (known: {})", printable(arch), fmt::join(known, ", ")));
     }
     for (const char* name : {"A", "B"}) {
-        if (file.find(name) == nullptr) throw Error(fmt::format("{}: no tensor '{}' (an MMA file holds A, B and C)", file.path, name));
+        if (file.find(name) == nullptr)
+            throw Error(fmt::format("{}: no tensor '{}' (an MMA file holds A, B and C)", file.path, name));
     }
     const Tensor& ta = file.get("A");
     const Tensor& tb = file.get("B");
@@ -69,7 +73,8 @@ MmaProblem load_mma_problem(const TensorFile& file, std::string_view arch, std::
                                 shape_string(tb.shape()), shape_string(ta.shape()),
                                 ta.shape().size() == 3 ? fmt::format("{}, ", ta_n) : "", k));
     }
-    const Shape want_c = ta.shape().size() == 3 ? Shape{static_cast<std::uint64_t>(ta_n), static_cast<std::uint64_t>(m), static_cast<std::uint64_t>(n)}
+    const Shape want_c = ta.shape().size() == 3 ? Shape{static_cast<std::uint64_t>(ta_n), static_cast<std::uint64_t>(m),
+                                                        static_cast<std::uint64_t>(n)}
                                                 : Shape{static_cast<std::uint64_t>(m), static_cast<std::uint64_t>(n)};
     for (const char* name : {"C", "D"}) {
         const Tensor* t = file.find(name);
@@ -79,16 +84,17 @@ MmaProblem load_mma_problem(const TensorFile& file, std::string_view arch, std::
                                     shape_string(want_c)));
         }
         if (!(float_format(file, *t) == acc)) {
-            throw Error(fmt::format("{}: dtype {} differs from C's {}", where(file, name), roundscope::name(t->dtype()), acc.name));
+            throw Error(fmt::format("{}: dtype {} differs from C's {}", where(file, name), roundscope::name(t->dtype()),
+                                    acc.name));
         }
     }
 
     MmaProblem p;
     p.model = find_mma_model(arch, instruction, fa, fb, acc);
     if (p.model == nullptr) {
-        throw Error(fmt::format("{}: no {} {} tensor-core model for A {}, B {}, C {} (`roundscope mma --list` shows them)",
-                                file.path, arch, instruction.empty() ? "mma.sync" : instruction, fa.name, fb.name,
-                                acc.name));
+        throw Error(
+            fmt::format("{}: no {} {} tensor-core model for A {}, B {}, C {} (`roundscope mma --list` shows them)",
+                        file.path, arch, instruction.empty() ? "mma.sync" : instruction, fa.name, fb.name, acc.name));
     }
     p.batch = ta_n;
     p.m = m;
@@ -99,7 +105,8 @@ MmaProblem load_mma_problem(const TensorFile& file, std::string_view arch, std::
     p.b = element_bits(tb);
     p.c = tc != nullptr ? element_bits(*tc) : std::vector<std::uint32_t>(static_cast<std::size_t>(ta_n * m * n), 0);
     if (const Tensor* td = file.find("D")) p.d = element_bits(*td);
-    if (const Tensor* dist = file.find("dist"); dist != nullptr && dist->shape() == Shape{static_cast<std::uint64_t>(ta_n)}) {
+    if (const Tensor* dist = file.find("dist");
+        dist != nullptr && dist->shape() == Shape{static_cast<std::uint64_t>(ta_n)}) {
         for (std::uint64_t i = 0; i < dist->size(); ++i) p.dist.push_back(static_cast<std::uint8_t>(dist->bits_at(i)));
     }
     return p;

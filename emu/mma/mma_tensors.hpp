@@ -21,9 +21,7 @@ struct MmaProblem {
     std::int64_t batch = 1, m = 0, n = 0, k = 0;
     bool batched = false;  // A had a leading tile dimension
 
-    GemmOperands operands(std::uint32_t* d_out) const {
-        return {a.data(), b.data(), c.data(), d_out, batch, m, n, k};
-    }
+    GemmOperands operands(std::uint32_t* d_out) const { return {a.data(), b.data(), c.data(), d_out, batch, m, n, k}; }
 };
 
 /// Reads A, B and C (C absent: zeros of the accumulator `accumulator`, default f32) from

@@ -35,17 +35,24 @@ std::uint32_t encode(const Format& f, double x) {
 }
 
 // A value of magnitude (1 + u) 2^e with e uniform in [lo, hi].
-double binade_value(TileRandom& r, int lo, int hi) { return r.sign() * (1 + r.uniform(0, 1)) * std::ldexp(1.0, r.integer(lo, hi)); }
+double binade_value(TileRandom& r, int lo, int hi) {
+    return r.sign() * (1 + r.uniform(0, 1)) * std::ldexp(1.0, r.integer(lo, hi));
+}
 
 // One special or boundary pattern of f: Inf, NaN, signed zero, subnormal, largest finite.
 std::uint32_t special_pattern(TileRandom& r, const Format& f) {
     const std::uint32_t sign = r.chance(0.5) ? static_cast<std::uint32_t>(sign_mask(f)) : 0;
     switch (r.integer(0, 4)) {
-        case 0: return has_inf(f) ? sign | static_cast<std::uint32_t>(exponent_field_max(f) << f.man_bits) : sign | 0x1;
-        case 1: return static_cast<std::uint32_t>(canonical_nan_bits(f)) | sign;
-        case 2: return sign;
-        case 3: return sign | static_cast<std::uint32_t>(1 + r.bits() % fraction_mask(f));
-        default: return sign | static_cast<std::uint32_t>(max_finite_bits(f));
+        case 0:
+            return has_inf(f) ? sign | static_cast<std::uint32_t>(exponent_field_max(f) << f.man_bits) : sign | 0x1;
+        case 1:
+            return static_cast<std::uint32_t>(canonical_nan_bits(f)) | sign;
+        case 2:
+            return sign;
+        case 3:
+            return sign | static_cast<std::uint32_t>(1 + r.bits() % fraction_mask(f));
+        default:
+            return sign | static_cast<std::uint32_t>(max_finite_bits(f));
     }
 }
 
@@ -54,15 +61,22 @@ std::uint32_t special_pattern(TileRandom& r, const Format& f) {
 std::uint32_t element(TileRandom& r, const Format& f, int dist) {
     const int lo = emin(f), hi = element_emax(f);
     switch (dist) {
-        case 0: return encode(f, r.integer(-4, 4));
-        case 2: return encode(f, binade_value(r, std::max(lo, -20), std::min(hi, 20)));
-        case 4: return encode(f, binade_value(r, lo - f.man_bits, lo + 2));
-        case 5: return encode(f, binade_value(r, hi - 3, hi));
-        case 6: return r.chance(0.3) ? special_pattern(r, f) : encode(f, r.gauss());
-        case 9: return r.chance(0.5) ? static_cast<std::uint32_t>(r.bits() % (fraction_mask(f) + 1)) |
-                                           (r.chance(0.5) ? static_cast<std::uint32_t>(sign_mask(f)) : 0)
-                                     : encode(f, binade_value(r, lo, lo + 4));
-        default: return encode(f, r.gauss());
+        case 0:
+            return encode(f, r.integer(-4, 4));
+        case 2:
+            return encode(f, binade_value(r, std::max(lo, -20), std::min(hi, 20)));
+        case 4:
+            return encode(f, binade_value(r, lo - f.man_bits, lo + 2));
+        case 5:
+            return encode(f, binade_value(r, hi - 3, hi));
+        case 6:
+            return r.chance(0.3) ? special_pattern(r, f) : encode(f, r.gauss());
+        case 9:
+            return r.chance(0.5) ? static_cast<std::uint32_t>(r.bits() % (fraction_mask(f) + 1)) |
+                                       (r.chance(0.5) ? static_cast<std::uint32_t>(sign_mask(f)) : 0)
+                                 : encode(f, binade_value(r, lo, lo + 4));
+        default:
+            return encode(f, r.gauss());
     }
 }
 
@@ -120,7 +134,8 @@ MmaTiles generate_mma_tiles(const MmaModel& model, std::int64_t m, std::int64_t 
             } else if (dist == 8) {
                 // P in [0, 1] with some entries exactly 1 (a row's maximum), V mostly negative.
                 for (std::int64_t i = 0; i < m; ++i) {
-                    for (std::int64_t kk = 0; kk < k; ++kk) a[i * k + kk] = encode(fa, std::exp(-std::abs(3 * r.gauss())));
+                    for (std::int64_t kk = 0; kk < k; ++kk)
+                        a[i * k + kk] = encode(fa, std::exp(-std::abs(3 * r.gauss())));
                     a[i * k + r.integer(0, static_cast<int>(k) - 1)] = encode(fa, 1.0);
                 }
                 for (std::int64_t kk = 0; kk < k; ++kk) {

@@ -25,7 +25,8 @@ std::uint64_t ulp_distance(const Format& f, std::uint32_t a, std::uint32_t b) {
     return static_cast<std::uint64_t>(x > y ? x - y : y - x);
 }
 
-BitComparison compare_bits(const std::vector<std::uint32_t>& expected, const std::vector<std::uint32_t>& got, const Format& f) {
+BitComparison compare_bits(const std::vector<std::uint32_t>& expected, const std::vector<std::uint32_t>& got,
+                           const Format& f) {
     BitComparison c;
     c.total = std::max(expected.size(), got.size());
     for (std::size_t i = 0; i < c.total; ++i) {

@@ -19,7 +19,8 @@ struct BitComparison {
 };
 
 /// expected against got, element by element, both in format f.
-BitComparison compare_bits(const std::vector<std::uint32_t>& expected, const std::vector<std::uint32_t>& got, const Format& f);
+BitComparison compare_bits(const std::vector<std::uint32_t>& expected, const std::vector<std::uint32_t>& got,
+                           const Format& f);
 
 /// Float32 values compared by their bits.
 BitComparison compare_bits(const std::vector<float>& expected, const std::vector<float>& got);

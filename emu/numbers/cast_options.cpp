@@ -14,9 +14,8 @@ struct ModeName {
     RoundingMode mode;
 };
 constexpr ModeName mode_names[] = {
-    {"rne", RoundingMode::nearest_even},     {"rna", RoundingMode::nearest_away},
-    {"rtz", RoundingMode::toward_zero},      {"up", RoundingMode::toward_positive},
-    {"down", RoundingMode::toward_negative}, {"odd", RoundingMode::to_odd},
+    {"rne", RoundingMode::nearest_even},    {"rna", RoundingMode::nearest_away},     {"rtz", RoundingMode::toward_zero},
+    {"up", RoundingMode::toward_positive},  {"down", RoundingMode::toward_negative}, {"odd", RoundingMode::to_odd},
     {"sr", RoundingMode::stochastic_exact},
 };
 

@@ -38,7 +38,7 @@ struct CastOptions {
     NanSign nan_sign = NanSign::positive;
     NanPayload nan_payload = NanPayload::all_ones;
     NanToFinite nan_to_finite = NanToFinite::max_positive;
-    std::uint64_t seed = 0;     // stochastic modes: Philox key
+    std::uint64_t seed = 0;  // stochastic modes: Philox key
 };
 
 /// Named conventions: the choices a library makes together. `cuda` is the default.

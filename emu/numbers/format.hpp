@@ -22,10 +22,10 @@ enum class Encoding : std::uint8_t {
 
 struct Format {
     std::string_view name;
-    int bits;       // storage width
-    int exp_bits;   // exponent field width
-    int man_bits;   // stored fraction bits (for int8: the implicit scale 2^-man_bits)
-    int bias;       // exponent bias
+    int bits;      // storage width
+    int exp_bits;  // exponent field width
+    int man_bits;  // stored fraction bits (for int8: the implicit scale 2^-man_bits)
+    int bias;      // exponent bias
     Encoding encoding;
     bool is_signed;  // has a sign bit (the top bit of `bits`)
 
@@ -59,7 +59,7 @@ inline constexpr Format int8{"int8", 8, 0, 6, 0, Encoding::int8, true};
 inline constexpr Format e4m3fnuz{"e4m3fnuz", 8, 4, 3, 8, Encoding::fnuz, true};
 inline constexpr Format e5m2fnuz{"e5m2fnuz", 8, 5, 2, 16, Encoding::fnuz, true};
 
-inline constexpr Format all_formats[] = {f64,  f32,  f16,   bf16,  e4m3, e5m2,     e2m3,
+inline constexpr Format all_formats[] = {f64,  f32,  f16,  bf16,  e4m3, e5m2,     e2m3,
                                          e3m2, e2m1, e8m0, ue4m3, int8, e4m3fnuz, e5m2fnuz};
 
 // ---- Derived quantities -------------------------------------------------------------------
@@ -93,9 +93,12 @@ ROUNDSCOPE_HD constexpr std::uint64_t exponent_field_max(const Format& f) {
 /// int8 is modelled as a format whose every value is "subnormal" with quantum 2^-man_bits.
 ROUNDSCOPE_HD constexpr int emin(const Format& f) {
     switch (f.encoding) {
-        case Encoding::e8m0: return -f.bias;
-        case Encoding::int8: return 0;
-        default: return 1 - f.bias;
+        case Encoding::e8m0:
+            return -f.bias;
+        case Encoding::int8:
+            return 0;
+        default:
+            return 1 - f.bias;
     }
 }
 
@@ -103,12 +106,17 @@ ROUNDSCOPE_HD constexpr int emin(const Format& f) {
 ROUNDSCOPE_HD constexpr std::uint64_t max_finite_bits(const Format& f) {
     const std::uint64_t e_all = exponent_field_max(f), m_all = fraction_mask(f);
     switch (f.encoding) {
-        case Encoding::ieee: return ((e_all - 1) << f.man_bits) | m_all;
-        case Encoding::fn: return (e_all << f.man_bits) | (m_all - 1);
+        case Encoding::ieee:
+            return ((e_all - 1) << f.man_bits) | m_all;
+        case Encoding::fn:
+            return (e_all << f.man_bits) | (m_all - 1);
         case Encoding::fnuz:
-        case Encoding::finite: return (e_all << f.man_bits) | m_all;
-        case Encoding::e8m0: return 0xFE;
-        case Encoding::int8: return 0x7F;  // q = 127; -128 decodes but casts saturate symmetrically
+        case Encoding::finite:
+            return (e_all << f.man_bits) | m_all;
+        case Encoding::e8m0:
+            return 0xFE;
+        case Encoding::int8:
+            return 0x7F;  // q = 127; -128 decodes but casts saturate symmetrically
     }
     return 0;
 }
@@ -121,8 +129,10 @@ struct ScaledInt {
 ROUNDSCOPE_HD constexpr ScaledInt max_finite_scaled(const Format& f) {
     const std::uint64_t bits = max_finite_bits(f);
     switch (f.encoding) {
-        case Encoding::e8m0: return {1, static_cast<int>(bits) - f.bias};
-        case Encoding::int8: return {bits, -f.man_bits};
+        case Encoding::e8m0:
+            return {1, static_cast<int>(bits) - f.bias};
+        case Encoding::int8:
+            return {bits, -f.man_bits};
         default: {
             const int e = static_cast<int>(bits >> f.man_bits);
             return {(bits & fraction_mask(f)) | (std::uint64_t{1} << f.man_bits), e - f.bias - f.man_bits};
@@ -135,10 +145,14 @@ ROUNDSCOPE_HD constexpr ScaledInt max_finite_scaled(const Format& f) {
 ROUNDSCOPE_HD constexpr std::uint64_t canonical_nan_bits(const Format& f) {
     switch (f.encoding) {
         case Encoding::ieee:
-        case Encoding::fn: return magnitude_mask(f);
-        case Encoding::fnuz: return sign_mask(f);
-        case Encoding::e8m0: return 0xFF;
-        default: return 0;
+        case Encoding::fn:
+            return magnitude_mask(f);
+        case Encoding::fnuz:
+            return sign_mask(f);
+        case Encoding::e8m0:
+            return 0xFF;
+        default:
+            return 0;
     }
 }
 
@@ -146,11 +160,16 @@ ROUNDSCOPE_HD constexpr std::uint64_t canonical_nan_bits(const Format& f) {
 ROUNDSCOPE_HD constexpr bool is_nan_bits(const Format& f, std::uint64_t bits) {
     const std::uint64_t mag = bits & magnitude_mask(f);
     switch (f.encoding) {
-        case Encoding::ieee: return (mag >> f.man_bits) == exponent_field_max(f) && (mag & fraction_mask(f)) != 0;
-        case Encoding::fn: return mag == magnitude_mask(f) || (bits & unused_mask(f)) != 0;
-        case Encoding::fnuz: return bits == sign_mask(f);
-        case Encoding::e8m0: return bits == 0xFF;
-        default: return false;
+        case Encoding::ieee:
+            return (mag >> f.man_bits) == exponent_field_max(f) && (mag & fraction_mask(f)) != 0;
+        case Encoding::fn:
+            return mag == magnitude_mask(f) || (bits & unused_mask(f)) != 0;
+        case Encoding::fnuz:
+            return bits == sign_mask(f);
+        case Encoding::e8m0:
+            return bits == 0xFF;
+        default:
+            return false;
     }
 }
 ROUNDSCOPE_HD constexpr bool is_inf_bits(const Format& f, std::uint64_t bits) {

@@ -58,17 +58,23 @@ ROUNDSCOPE_HD constexpr std::uint64_t nan_value(const Format& f, const Unpacked&
                 o.nan_payload == NanPayload::all_ones ? fraction_mask(f) : std::uint64_t{1} << (f.man_bits - 1);
             return (exponent_field_max(f) << f.man_bits) | fraction | (negative ? sign_mask(f) : 0);
         }
-        case Encoding::fn: return magnitude_mask(f) | (negative ? sign_mask(f) : 0);
+        case Encoding::fn:
+            return magnitude_mask(f) | (negative ? sign_mask(f) : 0);
         case Encoding::fnuz:
-        case Encoding::e8m0: return canonical_nan_bits(f);
+        case Encoding::e8m0:
+            return canonical_nan_bits(f);
         case Encoding::finite:
             switch (o.nan_to_finite) {
-                case NanToFinite::max_positive: return max_finite_bits(f);
-                case NanToFinite::zero: return signed_zero(f, negative);
-                case NanToFinite::negated_zero: return signed_zero(f, !x.negative);
+                case NanToFinite::max_positive:
+                    return max_finite_bits(f);
+                case NanToFinite::zero:
+                    return signed_zero(f, negative);
+                case NanToFinite::negated_zero:
+                    return signed_zero(f, !x.negative);
             }
             return 0;
-        case Encoding::int8: return 0;
+        case Encoding::int8:
+            return 0;
     }
     return 0;
 }
@@ -109,16 +115,30 @@ ROUNDSCOPE_HD constexpr std::uint64_t round_to_format(const Format& to, const Un
     if (s > 0) {
         const std::uint64_t rem = low_bits(x.m, s);
         // Compare rem with half an ulp, 2^(s-1); for s > 64, rem < 2^53 is below it.
-        const int half_cmp = s > 64 ? -1 : (rem < (std::uint64_t{1} << (s - 1)) ? -1 : rem == (std::uint64_t{1} << (s - 1)) ? 0 : 1);
+        const int half_cmp = s > 64 ? -1
+                                    : (rem < (std::uint64_t{1} << (s - 1))    ? -1
+                                       : rem == (std::uint64_t{1} << (s - 1)) ? 0
+                                                                              : 1);
         const bool inexact = rem != 0;
         bool up = false;
         switch (o.mode) {
-            case RoundingMode::nearest_even: up = half_cmp > 0 || (half_cmp == 0 && (r & 1)); break;
-            case RoundingMode::nearest_away: up = half_cmp >= 0; break;
-            case RoundingMode::toward_zero: break;
-            case RoundingMode::toward_positive: up = inexact && !negative; break;
-            case RoundingMode::toward_negative: up = inexact && negative; break;
-            case RoundingMode::to_odd: r |= inexact ? 1 : 0; break;
+            case RoundingMode::nearest_even:
+                up = half_cmp > 0 || (half_cmp == 0 && (r & 1));
+                break;
+            case RoundingMode::nearest_away:
+                up = half_cmp >= 0;
+                break;
+            case RoundingMode::toward_zero:
+                break;
+            case RoundingMode::toward_positive:
+                up = inexact && !negative;
+                break;
+            case RoundingMode::toward_negative:
+                up = inexact && negative;
+                break;
+            case RoundingMode::to_odd:
+                r |= inexact ? 1 : 0;
+                break;
             case RoundingMode::stochastic_exact:
                 up = inexact && stochastic_exact_rounds_up(rem, s, RandomStream{o.seed, index});
                 break;
@@ -159,6 +179,8 @@ ROUNDSCOPE_HD constexpr std::uint64_t cast_from_f64(double x, const Format& to, 
 /// x rounded to f (nearest even, overflow to Inf) as a value: what storing x in f keeps. With
 /// x the exact result of an operation on values of f (f32 or narrower), this is f's own
 /// correctly rounded operation (double rounding is innocuous: 53 >= 2 * 24 + 2).
-ROUNDSCOPE_HD inline double rounded_value(double x, const Format& f) { return decode(f, cast_from_f64(x, f, CastOptions{})); }
+ROUNDSCOPE_HD inline double rounded_value(double x, const Format& f) {
+    return decode(f, cast_from_f64(x, f, CastOptions{}));
+}
 
 }  // namespace roundscope::emu

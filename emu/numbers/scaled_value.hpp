@@ -34,8 +34,8 @@ ROUNDSCOPE_HD constexpr Unpacked scaled(const Unpacked& x, const Unpacked& s) {
     r.subnormal = false;  // a product is a new value, not a subnormal input of any format
     unsigned __int128 p = static_cast<unsigned __int128>(x.m) * s.m;
     int e = x.e + s.e;
-    const int width = (p >> 64) != 0 ? 64 + bit_width(static_cast<std::uint64_t>(p >> 64))
-                                     : bit_width(static_cast<std::uint64_t>(p));
+    const int width =
+        (p >> 64) != 0 ? 64 + bit_width(static_cast<std::uint64_t>(p >> 64)) : bit_width(static_cast<std::uint64_t>(p));
     if (width > 64) {
         const int drop = width - 62;
         const bool sticky = (p & ((static_cast<unsigned __int128>(1) << drop) - 1)) != 0;

@@ -14,8 +14,8 @@ enum class ValueClass : std::uint8_t { zero, finite, inf, nan };
 struct Unpacked {
     ValueClass cls = ValueClass::zero;
     bool negative = false;
-    bool subnormal = false;     // a subnormal of the source format (what flush-on-input zeroes)
-    std::uint64_t m = 0;        // |x| = m * 2^e, m != 0 when cls == finite
+    bool subnormal = false;  // a subnormal of the source format (what flush-on-input zeroes)
+    std::uint64_t m = 0;     // |x| = m * 2^e, m != 0 when cls == finite
     int e = 0;
 };
 
@@ -74,12 +74,14 @@ ROUNDSCOPE_HD inline double decode(const Format& f, std::uint64_t bits) {
     if (f.encoding == Encoding::ieee && f.bits == 64) return double_from_bits(bits);
     const Unpacked x = unpack(f, bits);
     switch (x.cls) {
-        case ValueClass::nan: return x.negative ? -std::numeric_limits<double>::quiet_NaN()
-                                                : std::numeric_limits<double>::quiet_NaN();
-        case ValueClass::inf: return x.negative ? -std::numeric_limits<double>::infinity()
-                                                : std::numeric_limits<double>::infinity();
-        case ValueClass::zero: return exact_double(x.negative, 0, 0);
-        case ValueClass::finite: break;
+        case ValueClass::nan:
+            return x.negative ? -std::numeric_limits<double>::quiet_NaN() : std::numeric_limits<double>::quiet_NaN();
+        case ValueClass::inf:
+            return x.negative ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
+        case ValueClass::zero:
+            return exact_double(x.negative, 0, 0);
+        case ValueClass::finite:
+            break;
     }
     return exact_double(x.negative, x.m, x.e);
 }

@@ -7,8 +7,8 @@
 
 #include "analysis/truth/attention_truth.hpp"
 #include "emu/attention/flash_attention.hpp"
-#include "emu/batch/tensor_cast.hpp"
 #include "emu/attention/random_operands.hpp"
+#include "emu/batch/tensor_cast.hpp"
 
 using namespace roundscope;
 using namespace roundscope::emu;
@@ -39,8 +39,9 @@ TEST_CASE("Emulated attention lies within its recipe's rounding error of the gro
         double o, grads;  // relative rms error bounds
         double lse;       // absolute: float32 (2^-21 of LSEs near 8), or the FP8 wgmma's 14-bit scores
     };
-    const Expect e = GENERATE(Expect{"fa2-bf16", 0x1p-8, 0x1p-7, 0x1p-16}, Expect{"fa3-bf16", 0x1p-8, 0x1p-7, 0x1p-16},
-                              Expect{"fa3-fp8", 0x1p-5, 0x1p-7, 0x1p-10}, Expect{"fa2-bf16-max-adjust", 0x1p-8, 0x1p-7, 0x1p-16});
+    const Expect e =
+        GENERATE(Expect{"fa2-bf16", 0x1p-8, 0x1p-7, 0x1p-16}, Expect{"fa3-bf16", 0x1p-8, 0x1p-7, 0x1p-16},
+                 Expect{"fa3-fp8", 0x1p-5, 0x1p-7, 0x1p-10}, Expect{"fa2-bf16-max-adjust", 0x1p-8, 0x1p-7, 0x1p-16});
     const bool causal = GENERATE(false, true);
     const AttentionRecipe r = find_recipe(e.recipe);
     const AttentionShape sh = emu::attention_shape(2, 100, 120, 64, causal);
@@ -49,7 +50,7 @@ TEST_CASE("Emulated attention lies within its recipe's rounding error of the gro
     const BackwardResult b = flash_backward(r, sh, in, f);
 
     emu::AttentionInputs ai{tensor_of("q", *r.input, {2, 100, 64}, in.q), tensor_of("k", *r.input, {2, 120, 64}, in.k),
-                       tensor_of("v", *r.input, {2, 120, 64}, in.v)};
+                            tensor_of("v", *r.input, {2, 120, 64}, in.v)};
     ai.d_o = tensor_of("do", *r.input, {2, 100, 64}, in.d_o);
     ai.heads = 2, ai.n_q = 100, ai.n_kv = 120, ai.d = ai.d_v = 64;
     analysis::TruthOptions o;

@@ -1,7 +1,7 @@
-// Softmax headroom (analysis/headroom.hpp) reproduces the "Flash Attention Fixed Everything" report: a softmax without max
-// subtraction overflows in FP16 exactly for rows whose largest score passes ln(65504) = 11.09,
-// in FP32 past 88.72, and the emulated naive kernels give NaN/Inf on exactly those rows, while
-// max subtraction and the online softmax give none.
+// Softmax headroom (analysis/headroom.hpp) reproduces the "Flash Attention Fixed Everything" report: a softmax without
+// max subtraction overflows in FP16 exactly for rows whose largest score passes ln(65504) = 11.09, in FP32 past 88.72,
+// and the emulated naive kernels give NaN/Inf on exactly those rows, while max subtraction and the online softmax give
+// none.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -12,12 +12,14 @@
 using namespace roundscope;
 using namespace roundscope::analysis;
 
-TEST_CASE("The naive softmax overflows exactly past ln(max): 11.09 in FP16, 88.72 in FP32; the online one never", "[headroom]") {
+TEST_CASE("The naive softmax overflows exactly past ln(max): 11.09 in FP16, 88.72 in FP32; the online one never",
+          "[headroom]") {
     const std::vector<double> top{10.5, 11.0, 11.25, 12.0, 88.5, 89.0};  // each row's largest score (scale 1)
     const std::uint64_t rows = top.size(), keys = 4, d = 8;
     auto tensor = [](const char* name, Shape shape, const std::vector<double>& x) {
         Tensor t = Tensor::zeros(name, DType::f32, std::move(shape));
-        for (std::size_t i = 0; i < x.size(); ++i) t.set_bits_at(i, emu::cast_from_f64(x[i], emu::f32, emu::CastOptions{}));
+        for (std::size_t i = 0; i < x.size(); ++i)
+            t.set_bits_at(i, emu::cast_from_f64(x[i], emu::f32, emu::CastOptions{}));
         return t;
     };
     std::vector<double> q(rows * d, 0), k(keys * d, 0), v(keys * d, 0.5);
@@ -33,7 +35,9 @@ TEST_CASE("The naive softmax overflows exactly past ln(max): 11.09 in FP16, 88.7
     for (const FormatHeadroom& f : r.formats) {
         INFO(f.format);
         const std::uint64_t expected = f.format == "f16" ? 4 : 1;  // 11.25, 12, 88.5, 89 / only 89
-        const double max = f.format == "f16" ? 65504.0 : f.format == "bf16" ? 3.3895313892515355e38 : 3.4028234663852886e38;
+        const double max = f.format == "f16"    ? 65504.0
+                           : f.format == "bf16" ? 3.3895313892515355e38
+                                                : 3.4028234663852886e38;
         CHECK(f.ln_max == Approx(std::log(max)));
         CHECK(f.naive_exp_overflow_rows == expected);
         CHECK(f.naive_sum_overflow_rows == expected);

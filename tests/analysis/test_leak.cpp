@@ -1,7 +1,7 @@
-// Future leakage (analysis/leak.hpp) reproduces "Future leakage in block-quantized attention" under the emulated kernel: V in MXFP4
-// (and MXFP8) blocks along tokens lets later tokens change earlier outputs and makes the
-// parallel and autoregressive computations differ; with the diagonal block unquantized both
-// are exactly zero; masked keys never move an output.
+// Future leakage (analysis/leak.hpp) reproduces "Future leakage in block-quantized attention" under the emulated
+// kernel: V in MXFP4 (and MXFP8) blocks along tokens lets later tokens change earlier outputs and makes the parallel
+// and autoregressive computations differ; with the diagonal block unquantized both are exactly zero; masked keys never
+// move an output.
 #include <catch2/catch.hpp>
 
 #include "analysis/leak.hpp"

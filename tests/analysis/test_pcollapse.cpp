@@ -25,13 +25,15 @@ PCollapseResult run(double delta, std::vector<float> scales, std::vector<emu::Kv
 
 }  // namespace
 
-TEST_CASE("Forward-order underflow follows Phi over the sink's maximum, for Delta 2..14 and S 1, 16, 256, 448", "[pcollapse]") {
+TEST_CASE("Forward-order underflow follows Phi over the sink's maximum, for Delta 2..14 and S 1, 16, 256, 448",
+          "[pcollapse]") {
     CHECK(expected_normal_maximum(4) == Approx(1.0294).margin(1e-4));
     for (const double delta : {2.0, 5.0, 8.0, 11.0, 14.0}) {
         const PCollapseResult r = run(delta, {1, 16, 256, 448}, {emu::KvOrder::forward});
         for (const PCollapseRun& x : r.runs) {
-            INFO("Delta " << delta << " S " << x.scale << ": measured " << x.underflow_fraction << ", averaged prediction "
-                          << *x.predicted_fraction_averaged << ", closed form " << *x.predicted_fraction);
+            INFO("Delta " << delta << " S " << x.scale << ": measured " << x.underflow_fraction
+                          << ", averaged prediction " << *x.predicted_fraction_averaged << ", closed form "
+                          << *x.predicted_fraction);
             // 1024 rows, each with its own sink maximum: Monte-Carlo error below 0.009 (1 sd)
             CHECK(std::fabs(x.underflow_fraction - *x.predicted_fraction_averaged) <= 0.02);
             // the closed form replaces the maximum by its mean: a leading-order approximation

@@ -21,7 +21,7 @@ using Real = long double;
 struct Layer {
     std::uint64_t batch = 2, heads = 2, n = 12, d = 4, m = 6;
     std::vector<float> x, w, k, v, d_o;  // x [B][N][M], w [H][M][D], k, v, dO [B][H][N][D]
-    std::vector<double> c;                // [B][H][N]
+    std::vector<double> c;               // [B][H][N]
 };
 
 Layer random_layer(std::uint64_t seed, bool common_x = false, bool common_k = false) {
@@ -34,7 +34,8 @@ Layer random_layer(std::uint64_t seed, bool common_x = false, bool common_k = fa
         return out;
     };
     l.x = draw(l.batch * l.n * l.m), l.w = draw(l.heads * l.m * l.d);
-    l.k = draw(l.batch * l.heads * l.n * l.d), l.v = draw(l.batch * l.heads * l.n * l.d), l.d_o = draw(l.batch * l.heads * l.n * l.d);
+    l.k = draw(l.batch * l.heads * l.n * l.d), l.v = draw(l.batch * l.heads * l.n * l.d),
+    l.d_o = draw(l.batch * l.heads * l.n * l.d);
     for (std::size_t i = 0; i < l.x.size(); ++i)
         if (common_x) l.x[i] = l.x[i % l.m];
     for (std::size_t i = 0; i < l.k.size(); ++i)
@@ -51,7 +52,8 @@ emu::AttentionInputs inputs_of(const Layer& l, bool fused_weight) {
             for (std::uint64_t t = 0; t < l.n; ++t)
                 for (std::uint64_t j = 0; j < l.d; ++j) {
                     double sum = 0;
-                    for (std::uint64_t a = 0; a < l.m; ++a) sum += double(l.x[(b * l.n + t) * l.m + a]) * l.w[(h * l.m + a) * l.d + j];
+                    for (std::uint64_t a = 0; a < l.m; ++a)
+                        sum += double(l.x[(b * l.n + t) * l.m + a]) * l.w[(h * l.m + a) * l.d + j];
                     q[((b * l.heads + h) * l.n + t) * l.d + j] = static_cast<float>(sum);
                 }
     for (std::uint64_t h = 0; h < l.heads; ++h)
@@ -59,10 +61,11 @@ emu::AttentionInputs inputs_of(const Layer& l, bool fused_weight) {
             for (std::uint64_t j = 0; j < l.d; ++j) wf[a * l.heads * l.d + h * l.d + j] = l.w[(h * l.m + a) * l.d + j];
     const Shape shape{l.batch, l.heads, l.n, l.d};
     emu::AttentionInputs in{Tensor::of_bits("q", DType::f32, shape, q), Tensor::of_bits("k", DType::f32, shape, l.k),
-                       Tensor::of_bits("v", DType::f32, shape, l.v)};
+                            Tensor::of_bits("v", DType::f32, shape, l.v)};
     in.d_o = Tensor::of_bits("do", DType::f32, shape, l.d_o);
     in.x = Tensor::of_bits("x", DType::f32, {l.batch, l.n, l.m}, l.x);
-    in.w_q = fused_weight ? Tensor::of_bits("wq", DType::f32, {l.m, l.heads * l.d}, wf) : Tensor::of_bits("wq", DType::f32, {l.heads, l.m, l.d}, l.w);
+    in.w_q = fused_weight ? Tensor::of_bits("wq", DType::f32, {l.m, l.heads * l.d}, wf)
+                          : Tensor::of_bits("wq", DType::f32, {l.heads, l.m, l.d}, l.w);
     in.w_q_per_head = !fused_weight;
     in.batch = l.batch, in.heads = l.heads, in.n_q = in.n_kv = l.n, in.d = in.d_v = l.d, in.d_model = l.m;
     return in;
@@ -82,7 +85,8 @@ Real frobenius(const std::vector<Real>& a) {
 Expected brute_force(const Layer& l, const emu::AttentionInputs& in, std::uint64_t h, bool causal) {
     const std::vector<double> q = [&] {
         std::vector<double> out(in.q.size());
-        for (std::size_t i = 0; i < out.size(); ++i) out[i] = std::bit_cast<float>(static_cast<std::uint32_t>(in.q.bits_at(i)));
+        for (std::size_t i = 0; i < out.size(); ++i)
+            out[i] = std::bit_cast<float>(static_cast<std::uint32_t>(in.q.bits_at(i)));
         return out;
     }();
     const Real scale = 1 / std::sqrt(Real(l.d));
@@ -125,7 +129,8 @@ Expected brute_force(const Layer& l, const emu::AttentionInputs& in, std::uint64
             for (std::uint64_t i = 0; i < d; ++i) {
                 Real projected = 0;
                 for (std::uint64_t a = 0; a < m; ++a) projected += x[a] * Real(l.w[(h * m + a) * d + i]);
-                residual += (q[row * d + i] - projected) * (q[row * d + i] - projected), q_norm += Real(q[row * d + i]) * q[row * d + i];
+                residual += (q[row * d + i] - projected) * (q[row * d + i] - projected),
+                    q_norm += Real(q[row * d + i]) * q[row * d + i];
             }
         }
     // every pair (T, T'), T != T': cos(R_T, R_T') = cos(x_T, x_T') cos(pk_T, pk_T')
@@ -143,7 +148,8 @@ Expected brute_force(const Layer& l, const emu::AttentionInputs& in, std::uint64
 
 }  // namespace
 
-TEST_CASE("The query-weight error equals its definition, over batches and heads, with either weight layout", "[bias][query_weight]") {
+TEST_CASE("The query-weight error equals its definition, over batches and heads, with either weight layout",
+          "[bias][query_weight]") {
     for (const bool causal : {false, true}) {
         for (const bool fused : {false, true}) {
             const Layer l = random_layer(causal ? 7 : 3);
@@ -185,7 +191,8 @@ TEST_CASE("Identical rank-1 matrices have cosine 1 and the error lies along them
     for (std::uint64_t bh = 0; bh < l.batch * l.heads; ++bh)
         for (std::uint64_t i = 0; i < l.d; ++i)
             k[bh * l.d + i] = l.k[bh % l.heads * l.n * l.d + i], v[bh * l.d + i] = l.v[bh * l.n * l.d + i];
-    in.k = Tensor::of_bits("k", DType::f32, one_key, k), in.v = Tensor::of_bits("v", DType::f32, one_key, v), in.n_kv = 1;
+    in.k = Tensor::of_bits("k", DType::f32, one_key, k), in.v = Tensor::of_bits("v", DType::f32, one_key, v),
+    in.n_kv = 1;
     TruthOptions t;
     t.backward = true;
     const QueryWeightError r = query_weight_error(in, l.c, attention_truth(in, t), 1);

@@ -6,8 +6,8 @@
 #include <cstring>
 
 #include "analysis/tensor_stats.hpp"
-#include "emu/numbers/representable.hpp"
 #include "emu/batch/tensor_decode.hpp"
+#include "emu/numbers/representable.hpp"
 #include "tests/lib/tensor_samples.hpp"
 
 using namespace roundscope;
@@ -31,8 +31,14 @@ Reference reference(const Tensor& t) {
     mpfr_set_zero(sq, 1);
     const double tiny = is_floating(t.dtype()) ? std::ldexp(1.0, emu::emin(emu::format_of(t.dtype()))) : 0;
     for (double v : x) {
-        if (std::isnan(v)) { ++r.nan; continue; }
-        if (std::isinf(v)) { ++r.inf; continue; }
+        if (std::isnan(v)) {
+            ++r.nan;
+            continue;
+        }
+        if (std::isinf(v)) {
+            ++r.inf;
+            continue;
+        }
         ++r.finite;
         r.zeros += v == 0;
         r.subnormals += v != 0 && std::fabs(v) < tiny;
@@ -60,9 +66,11 @@ bool same_bits(const analysis::TensorStats& a, const analysis::TensorStats& b) {
         return x.has_value() == y.has_value() && (!x || std::memcmp(&*x, &*y, sizeof(double)) == 0);
     };
     bool exact = true;
-    for (std::size_t k = 0; k < a.exact_fraction.size(); ++k) exact = exact && eq(a.exact_fraction[k], b.exact_fraction[k]);
-    return a.count == b.count && a.nan == b.nan && a.inf == b.inf && a.zeros == b.zeros && a.subnormals == b.subnormals &&
-           eq(a.min, b.min) && eq(a.max, b.max) && eq(a.mean, b.mean) && eq(a.std, b.std) && exact;
+    for (std::size_t k = 0; k < a.exact_fraction.size(); ++k)
+        exact = exact && eq(a.exact_fraction[k], b.exact_fraction[k]);
+    return a.count == b.count && a.nan == b.nan && a.inf == b.inf && a.zeros == b.zeros &&
+           a.subnormals == b.subnormals && eq(a.min, b.min) && eq(a.max, b.max) && eq(a.mean, b.mean) &&
+           eq(a.std, b.std) && exact;
 }
 
 // The exact parts, the same for both paths.
@@ -79,7 +87,8 @@ void check_counts_and_extremes(const analysis::TensorStats& s, const Reference& 
 
 TEST_CASE("tensor_stats of 8/16-bit tensors: exact counts and extremes, correctly rounded mean, std within an ulp",
           "[tensor_stats]") {
-    for (DType d : {DType::bf16, DType::f16, DType::e4m3, DType::e5m2, DType::e2m1, DType::e8m0, DType::i16, DType::u8}) {
+    for (DType d :
+         {DType::bf16, DType::f16, DType::e4m3, DType::e5m2, DType::e2m1, DType::e8m0, DType::i16, DType::u8}) {
         const Tensor t = test::random_tensor("x", d, {3, 50001}, 5);
         const analysis::TensorStats s = tensor_stats(t, 2);
         const Reference r = reference(t);
@@ -101,7 +110,8 @@ TEST_CASE("tensor_stats of 32/64-bit tensors: exact counts, compensated moments,
             for (std::uint64_t i = 0; i < t.size(); ++i)
                 t.set_bits_at(i, std::bit_cast<std::uint32_t>(1000.0f + static_cast<float>(i % 1000) / 64.0f));
         if (d == DType::f64)
-            for (std::uint64_t i = 0; i < t.size(); i += 1000) t.set_bits_at(i, std::bit_cast<std::uint64_t>(std::nan("")));
+            for (std::uint64_t i = 0; i < t.size(); i += 1000)
+                t.set_bits_at(i, std::bit_cast<std::uint64_t>(std::nan("")));
         const analysis::TensorStats s = tensor_stats(t, 2);
         const Reference r = reference(t);
         INFO(name(d));

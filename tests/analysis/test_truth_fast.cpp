@@ -21,14 +21,15 @@ namespace {
 
 Tensor bf16_tensor(const std::string& name, Shape shape, const std::vector<double>& values) {
     Tensor t = Tensor::zeros(name, DType::bf16, std::move(shape));
-    for (std::size_t i = 0; i < values.size(); ++i) t.set_bits_at(i, emu::cast_from_f64(values[i], emu::bf16, emu::CastOptions{}));
+    for (std::size_t i = 0; i < values.size(); ++i)
+        t.set_bits_at(i, emu::cast_from_f64(values[i], emu::bf16, emu::CastOptions{}));
     return t;
 }
 
 struct Case {
     std::uint64_t heads, n_q, n_kv, d, d_v;
-    double spread;        // standard deviation of q and k
-    bool equal_keys;      // every key equal to the first: all scores of a row tie
+    double spread;         // standard deviation of q and k
+    bool equal_keys;       // every key equal to the first: all scores of a row tie
     double magnitude = 1;  // scale of q (2^-130: subnormal bf16 values)
 };
 
@@ -105,7 +106,8 @@ TEST_CASE("Fast truth backward equals the reference bit for bit", "[truth][fast]
     o.backward = true;
     const AttentionTruth fast = attention_truth(in, o), reference = attention_truth_reference(in, o);
     INFO("heads " << c.heads << " n_q " << c.n_q << " n_kv " << c.n_kv << " d " << c.d << " spread " << c.spread
-                  << " equal keys " << c.equal_keys << " causal " << causal << " reference rows " << fast.reference_rows);
+                  << " equal keys " << c.equal_keys << " causal " << causal << " reference rows "
+                  << fast.reference_rows);
     // Two adversarial kinds are the reference's by design: with all keys equal dQ is exactly 0
     // (a ball around a cancellation cannot prove a zero), and with scores 100s apart some keys
     // get only P below e^-600, whose bound alone enters the fast sums.
@@ -129,7 +131,8 @@ void add_bias(emu::AttentionInputs& in, double reach, double masked_fraction, bo
                 const double distance = std::fabs(static_cast<double>(i) - static_cast<double>(j));
                 const bool masked = uniform(rng) < masked_fraction || (i == 1 && in.n_q > 2);
                 b[(h * in.n_q + i) * in.n_kv + j] =
-                    masked ? -std::numeric_limits<double>::infinity() : -reach * distance / static_cast<double>(in.n_kv) * (1.0 + static_cast<double>(h));
+                    masked ? -std::numeric_limits<double>::infinity()
+                           : -reach * distance / static_cast<double>(in.n_kv) * (1.0 + static_cast<double>(h));
             }
         }
     }
@@ -142,7 +145,8 @@ void add_bias(emu::AttentionInputs& in, double reach, double masked_fraction, bo
 }  // namespace
 
 TEST_CASE("Fast truth with an additive bias and -inf masks equals the reference bit for bit", "[truth][fast]") {
-    const Case c = GENERATE(Case{2, 37, 37, 16, 16, 1, false}, Case{1, 48, 80, 64, 32, 1, false}, Case{2, 1, 5, 16, 8, 1, false});
+    const Case c =
+        GENERATE(Case{2, 37, 37, 16, 16, 1, false}, Case{1, 48, 80, 64, 32, 1, false}, Case{2, 1, 5, 16, 8, 1, false});
     const bool causal = GENERATE(false, true);
     const bool per_head = GENERATE(false, true);
     const double reach = GENERATE(3.0, 700.0);  // 700: keys hundreds below the row's best
@@ -153,8 +157,8 @@ TEST_CASE("Fast truth with an additive bias and -inf masks equals the reference 
     o.backward = true;
     o.intermediates = true;
     const AttentionTruth fast = attention_truth(in, o), reference = attention_truth_reference(in, o);
-    INFO("heads " << c.heads << " n_q " << c.n_q << " n_kv " << c.n_kv << " causal " << causal << " per head " << per_head
-                  << " reach " << reach << " reference rows " << fast.reference_rows);
+    INFO("heads " << c.heads << " n_q " << c.n_q << " n_kv " << c.n_kv << " causal " << causal << " per head "
+                  << per_head << " reach " << reach << " reference rows " << fast.reference_rows);
     if (reach < 100) CHECK(fast.fast_heads == c.heads);
     check_same_bits(fast, reference);
     if (c.n_q > 2) {  // query 1 sees no key

@@ -9,8 +9,8 @@
 #include <random>
 
 #include "analysis/truth/attention_truth.hpp"
-#include "emu/numbers/round.hpp"
 #include "emu/batch/tensor_decode.hpp"
+#include "emu/numbers/round.hpp"
 #include "lib/error.hpp"
 
 using namespace roundscope;
@@ -23,13 +23,14 @@ constexpr double u = 0x1p-53;  // unit roundoff of float64
 Tensor tensor_of(const std::string& name, DType dtype, Shape shape, const std::vector<double>& values) {
     Tensor t = Tensor::zeros(name, dtype, std::move(shape));
     const emu::Format& f = dtype == DType::f64 ? emu::f64 : emu::bf16;
-    for (std::size_t i = 0; i < values.size(); ++i) t.set_bits_at(i, emu::cast_from_f64(values[i], f, emu::CastOptions{}));
+    for (std::size_t i = 0; i < values.size(); ++i)
+        t.set_bits_at(i, emu::cast_from_f64(values[i], f, emu::CastOptions{}));
     return t;
 }
 
 // One head: q [n, d], k [n, d], v [n, dv], do [n, dv], random Gaussians in bf16 (or f64).
 emu::AttentionInputs random_head(std::int64_t n, std::int64_t d, std::int64_t dv, std::uint64_t seed, double spread = 1,
-                            DType dtype = DType::bf16) {
+                                 DType dtype = DType::bf16) {
     std::mt19937_64 rng(seed);
     std::normal_distribution<double> g;
     auto draw = [&](std::int64_t count, double sd) {
@@ -37,7 +38,8 @@ emu::AttentionInputs random_head(std::int64_t n, std::int64_t d, std::int64_t dv
         for (auto& v : x) v = sd * g(rng);
         return x;
     };
-    const auto un = static_cast<std::uint64_t>(n), ud = static_cast<std::uint64_t>(d), udv = static_cast<std::uint64_t>(dv);
+    const auto un = static_cast<std::uint64_t>(n), ud = static_cast<std::uint64_t>(d),
+               udv = static_cast<std::uint64_t>(dv);
     emu::AttentionInputs in;
     in.q = tensor_of("q", dtype, {un, ud}, draw(n * d, spread));
     in.k = tensor_of("k", dtype, {un, ud}, draw(n * d, spread));
@@ -118,7 +120,8 @@ TEST_CASE("Truth: dQ, dK and dV are the derivatives of sum(dO * O)", "[truth][re
         Tensor emu::AttentionInputs::*tensor;
         const std::vector<double>* gradient;
     };
-    for (const Case c : {Case{&emu::AttentionInputs::q, &t.dq}, Case{&emu::AttentionInputs::k, &t.dk}, Case{&emu::AttentionInputs::v, &t.dv}}) {
+    for (const Case c : {Case{&emu::AttentionInputs::q, &t.dq}, Case{&emu::AttentionInputs::k, &t.dk},
+                         Case{&emu::AttentionInputs::v, &t.dv}}) {
         const std::vector<double> x = values(base.*c.tensor);
         for (std::size_t e = 0; e < x.size(); ++e) {
             const double h = 0x1p-12;
@@ -216,7 +219,8 @@ void set_bias(emu::AttentionInputs& in, F f) {
 emu::AttentionInputs without_key(const emu::AttentionInputs& in, std::uint64_t drop) {
     auto remove_row = [&](const Tensor& t, std::uint64_t width) {
         std::vector<double> x = values(t);
-        x.erase(x.begin() + static_cast<std::ptrdiff_t>(drop * width), x.begin() + static_cast<std::ptrdiff_t>((drop + 1) * width));
+        x.erase(x.begin() + static_cast<std::ptrdiff_t>(drop * width),
+                x.begin() + static_cast<std::ptrdiff_t>((drop + 1) * width));
         return tensor_of(t.name(), t.dtype(), {in.n_kv - 1, width}, x);
     };
     emu::AttentionInputs out = in;
@@ -230,7 +234,8 @@ constexpr double minus_inf = -std::numeric_limits<double>::infinity();
 
 }  // namespace
 
-TEST_CASE("Truth with a bias: a -inf mask is the causal mask, and a masked key is a missing key", "[truth][reference]") {
+TEST_CASE("Truth with a bias: a -inf mask is the causal mask, and a masked key is a missing key",
+          "[truth][reference]") {
     const emu::AttentionInputs plain = random_head(12, 8, 4, 31);
     TruthOptions o;
     o.backward = true;
@@ -243,13 +248,16 @@ TEST_CASE("Truth with a bias: a -inf mask is the causal mask, and a masked key i
     // Key 5 masked for every query: the same bits as without key 5, which gets zero gradients.
     emu::AttentionInputs drop5 = plain;
     set_bias(drop5, [](std::uint64_t, std::uint64_t j) { return j == 5 ? minus_inf : 0.0; });
-    const AttentionTruth c = attention_truth_reference(drop5, o), d = attention_truth_reference(without_key(plain, 5), o);
+    const AttentionTruth c = attention_truth_reference(drop5, o),
+                         d = attention_truth_reference(without_key(plain, 5), o);
     CHECK(c.o == d.o);
     CHECK(c.lse == d.lse);
     CHECK(c.dq == d.dq);
     for (std::uint64_t j = 0, k = 0; j < plain.n_kv; ++j) {
-        for (std::uint64_t x = 0; x < plain.d; ++x) CHECK(c.dk[j * plain.d + x] == (j == 5 ? 0.0 : d.dk[k * plain.d + x]));
-        for (std::uint64_t x = 0; x < plain.d_v; ++x) CHECK(c.dv[j * plain.d_v + x] == (j == 5 ? 0.0 : d.dv[k * plain.d_v + x]));
+        for (std::uint64_t x = 0; x < plain.d; ++x)
+            CHECK(c.dk[j * plain.d + x] == (j == 5 ? 0.0 : d.dk[k * plain.d + x]));
+        for (std::uint64_t x = 0; x < plain.d_v; ++x)
+            CHECK(c.dv[j * plain.d_v + x] == (j == 5 ? 0.0 : d.dv[k * plain.d_v + x]));
         if (j != 5) ++k;
     }
     o.intermediates = true;
@@ -260,7 +268,8 @@ TEST_CASE("Truth with a bias: a -inf mask is the causal mask, and a masked key i
     }
 }
 
-TEST_CASE("Truth with a bias: a constant per row leaves P, O and the gradients unchanged and shifts LSE", "[truth][reference]") {
+TEST_CASE("Truth with a bias: a constant per row leaves P, O and the gradients unchanged and shifts LSE",
+          "[truth][reference]") {
     const emu::AttentionInputs plain = random_head(10, 8, 8, 37);
     emu::AttentionInputs shifted = plain;
     set_bias(shifted, [](std::uint64_t i, std::uint64_t) { return 37.3 * static_cast<double>(i) - 100.0; });

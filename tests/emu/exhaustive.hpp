@@ -4,8 +4,8 @@
 #include <cstdint>
 #include <mutex>
 #include <span>
-#include <type_traits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <fmt/core.h>
@@ -40,7 +40,8 @@ void for_all_float32(Chunk&& chunk, Mismatches& mismatches) {
     constexpr std::uint64_t chunk_size = 1 << 16;
     constexpr std::uint64_t total = std::uint64_t{1} << 32;
     parallel_for(total / chunk_size, 1, 0, [&](std::size_t begin, std::size_t end) {
-        for (std::size_t c = begin; c < end; ++c) chunk(static_cast<std::uint32_t>(c * chunk_size), chunk_size, mismatches);
+        for (std::size_t c = begin; c < end; ++c)
+            chunk(static_cast<std::uint32_t>(c * chunk_size), chunk_size, mismatches);
     });
 }
 
@@ -64,8 +65,8 @@ void check_all_float32(const emu::Format& f, OptionsFor options_for, Want want, 
                 std::uint64_t s = w;
                 if constexpr (!std::is_null_pointer_v<Scalar>) s = scalar(in[i], o, first + i);
                 if ((s != w || batch[i] != w) && ++bad <= 2)
-                    examples.push_back(fmt::format("x=0x{:08x} {}: expected 0x{:x} scalar 0x{:x} batch 0x{:x}", first + i,
-                                                   emu::rounding_mode_name(o), w, s, batch[i]));
+                    examples.push_back(fmt::format("x=0x{:08x} {}: expected 0x{:x} scalar 0x{:x} batch 0x{:x}",
+                                                   first + i, emu::rounding_mode_name(o), w, s, batch[i]));
             }
             if (bad) mm.add(bad, examples);
         },

@@ -22,11 +22,12 @@ int main() {
         if (recipe.instruction == "wgmma") emu::apply_setting(recipe, "instruction=mma.sync");
         if (recipe.input->bits == 8 && cc < 89) continue;
         if (!gpu::flash_unsupported(recipe).empty()) {
-            std::printf("%s: not run by the kernels (%s)\n", recipe.name.c_str(), gpu::flash_unsupported(recipe).c_str());
+            std::printf("%s: not run by the kernels (%s)\n", recipe.name.c_str(),
+                        gpu::flash_unsupported(recipe).c_str());
             continue;
         }
-        for (const auto scenario : {analysis::Scenario::random, analysis::Scenario::sink, analysis::Scenario::repeated_max,
-                                    analysis::Scenario::wide}) {
+        for (const auto scenario : {analysis::Scenario::random, analysis::Scenario::sink,
+                                    analysis::Scenario::repeated_max, analysis::Scenario::wide}) {
             for (const bool causal : {false, true}) {
                 analysis::SyntheticSpec spec;
                 spec.scenario = scenario, spec.heads = 2, spec.n = 300, spec.d = 64, spec.seed = 7;
@@ -34,9 +35,10 @@ int main() {
                 const emu::AttentionShape shape = emu::attention_shape_of(in, causal, 0);
                 const gpu::FlashCrosscheck c =
                     gpu::flash_crosscheck(recipe, shape, emu::attention_operands(in, *recipe.input, true), true);
-                std::printf("%s, scenario %d, %scausal: %llu of %llu outputs match (max %llu ulp)\n", recipe.name.c_str(),
-                            static_cast<int>(scenario), causal ? "" : "not ", static_cast<unsigned long long>(c.total.matched),
-                            static_cast<unsigned long long>(c.total.total), static_cast<unsigned long long>(c.total.max_ulp));
+                std::printf(
+                    "%s, scenario %d, %scausal: %llu of %llu outputs match (max %llu ulp)\n", recipe.name.c_str(),
+                    static_cast<int>(scenario), causal ? "" : "not ", static_cast<unsigned long long>(c.total.matched),
+                    static_cast<unsigned long long>(c.total.total), static_cast<unsigned long long>(c.total.max_ulp));
                 if (c.total.matched != c.total.total) ++failures;
             }
         }

@@ -21,8 +21,8 @@ int main() {
     int failures = 0;
     for (const emu::Format* f : {&emu::bf16, &emu::f16, &emu::e4m3, &emu::e5m2}) {
         if (f->bits == 8 && cc < 89) continue;
-        for (const auto instruction : {gpu::ProbeInstruction::mma_sync, gpu::ProbeInstruction::wgmma_rs,
-                                       gpu::ProbeInstruction::wgmma_ss}) {
+        for (const auto instruction :
+             {gpu::ProbeInstruction::mma_sync, gpu::ProbeInstruction::wgmma_rs, gpu::ProbeInstruction::wgmma_ss}) {
             if (instruction != gpu::ProbeInstruction::mma_sync && cc != 90) continue;
             const char* name = instruction == gpu::ProbeInstruction::mma_sync ? "mma.sync" : "wgmma";
             const emu::MmaModel* model = emu::find_mma_model(arch, name, *f, *f, emu::f32);
@@ -31,11 +31,12 @@ int main() {
             const emu::MmaTiles t = emu::generate_mma_tiles(*model, rows, 8, k, 256, 2);
             const std::vector<std::uint32_t> d = gpu::run_mma_probe(instruction, *f, t.a, t.b, t.c, t.tiles);
             std::vector<std::uint32_t> want(d.size());
-            emu::mma_gemm(*model, emu::GemmOperands{t.a.data(), t.b.data(), t.c.data(), want.data(), t.tiles, rows, 8, k});
+            emu::mma_gemm(*model,
+                          emu::GemmOperands{t.a.data(), t.b.data(), t.c.data(), want.data(), t.tiles, rows, 8, k});
             std::size_t bad = 0;
             for (std::size_t i = 0; i < d.size(); ++i) bad += d[i] != want[i];
-            std::printf("%s: %zu of %zu outputs differ from %s\n", gpu::probe_ptx(instruction, *f).c_str(), bad, d.size(),
-                        emu::mma_model_name(*model).c_str());
+            std::printf("%s: %zu of %zu outputs differ from %s\n", gpu::probe_ptx(instruction, *f).c_str(), bad,
+                        d.size(), emu::mma_model_name(*model).c_str());
             failures += bad != 0;
         }
         emu::CastOptions options = emu::convention_options(emu::Convention::cuda, *f);

@@ -23,7 +23,8 @@ std::vector<std::byte> st(const std::string& header, std::size_t buffer, std::ui
     return out;
 }
 
-std::string entry(const std::string& name, const std::string& dtype, const std::string& shape, const std::string& offsets) {
+std::string entry(const std::string& name, const std::string& dtype, const std::string& shape,
+                  const std::string& offsets) {
     return "\"" + name + "\":{\"dtype\":\"" + dtype + "\",\"shape\":" + shape + ",\"data_offsets\":" + offsets + "}";
 }
 
@@ -55,8 +56,10 @@ std::vector<HostileFile> hostile_corpus() {
         {"deep_nesting", K::safetensors, st("{\"a\":" + std::string(100000, '[') + std::string(100000, ']') + "}", 0),
          "nests deeper"},
         {"unknown_dtype", K::safetensors, st("{" + entry("a", "F7", "[2]", "[0,8]") + "}", 8), "unknown dtype 'F7'"},
-        {"negative_dim", K::safetensors, st("{" + entry("a", "F32", "[-2]", "[0,8]") + "}", 8), "non-negative integers"},
-        {"fractional_dim", K::safetensors, st("{" + entry("a", "F32", "[2.5]", "[0,8]") + "}", 8), "non-negative integers"},
+        {"negative_dim", K::safetensors, st("{" + entry("a", "F32", "[-2]", "[0,8]") + "}", 8),
+         "non-negative integers"},
+        {"fractional_dim", K::safetensors, st("{" + entry("a", "F32", "[2.5]", "[0,8]") + "}", 8),
+         "non-negative integers"},
         {"count_overflow", K::safetensors,
          st("{" + entry("a", "F32", "[4294967296,4294967296,4294967296]", "[0,8]") + "}", 8), "more elements than fit"},
         {"count_overflow_in_bytes", K::safetensors,
@@ -65,22 +68,30 @@ std::vector<HostileFile> hostile_corpus() {
          "needs 12 bytes but data_offsets give 8"},
         {"offsets_past_buffer", K::safetensors, st("{" + entry("a", "U8", "[1000]", "[0,1000]") + "}", 8),
          "run past the byte buffer"},
-        {"offsets_reversed", K::safetensors, st("{" + entry("a", "U8", "[0]", "[8,0]") + "}", 8), "begin after they end"},
-        {"offsets_not_a_pair", K::safetensors, st("{" + entry("a", "U8", "[8]", "[0,4,8]") + "}", 8), "not [begin, end]"},
+        {"offsets_reversed", K::safetensors, st("{" + entry("a", "U8", "[0]", "[8,0]") + "}", 8),
+         "begin after they end"},
+        {"offsets_not_a_pair", K::safetensors, st("{" + entry("a", "U8", "[8]", "[0,4,8]") + "}", 8),
+         "not [begin, end]"},
         {"overlap", K::safetensors,
          st("{" + entry("a", "U8", "[8]", "[0,8]") + "," + entry("b", "U8", "[8]", "[4,12]") + "}", 12), "overlaps"},
-        {"hole", K::safetensors, st("{" + entry("a", "U8", "[4]", "[0,4]") + "," + entry("b", "U8", "[4]", "[8,12]") + "}", 12),
+        {"hole", K::safetensors,
+         st("{" + entry("a", "U8", "[4]", "[0,4]") + "," + entry("b", "U8", "[4]", "[8,12]") + "}", 12),
          "hole of 4 bytes"},
         {"bytes_after_last_tensor", K::safetensors, st("{" + ok + "}", 12), "belong to no tensor"},
-        {"duplicate_name", K::safetensors, st("{" + ok + "," + entry("a", "F32", "[2]", "[8,16]") + "}", 16), "key 'a' twice"},
-        {"duplicate_field", K::safetensors, st("{\"a\":{\"dtype\":\"U8\",\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}", 1),
+        {"duplicate_name", K::safetensors, st("{" + ok + "," + entry("a", "F32", "[2]", "[8,16]") + "}", 16),
+         "key 'a' twice"},
+        {"duplicate_field", K::safetensors,
+         st("{\"a\":{\"dtype\":\"U8\",\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}", 1),
          "key 'dtype' twice"},
-        {"missing_field", K::safetensors, st("{\"a\":{\"dtype\":\"U8\",\"shape\":[1]}}", 1), "needs dtype, shape and data_offsets"},
+        {"missing_field", K::safetensors, st("{\"a\":{\"dtype\":\"U8\",\"shape\":[1]}}", 1),
+         "needs dtype, shape and data_offsets"},
         {"unknown_field", K::safetensors,
          st("{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1],\"x\":1}}", 1), "unknown header field 'x'"},
         {"empty_name", K::safetensors, st("{" + entry("", "U8", "[1]", "[0,1]") + "}", 1), "empty name"},
-        {"metadata_not_strings", K::safetensors, st("{\"__metadata__\":{\"step\":3}," + ok + "}", 8), "is not a string"},
-        {"f4_half_byte", K::safetensors, st("{" + entry("a", "F4", "[3]", "[0,2]") + "}", 2), "do not fill whole bytes"},
+        {"metadata_not_strings", K::safetensors, st("{\"__metadata__\":{\"step\":3}," + ok + "}", 8),
+         "is not a string"},
+        {"f4_half_byte", K::safetensors, st("{" + entry("a", "F4", "[3]", "[0,2]") + "}", 2),
+         "do not fill whole bytes"},
         {"format_for_missing_tensor", K::safetensors,
          st("{\"__metadata__\":{\"roundscope.format.zz\":\"e2m1\"}," + ok + "}", 8), "not a tensor of the file"},
         {"format_unknown", K::safetensors,
@@ -110,22 +121,28 @@ std::vector<HostileFile> hostile_corpus() {
         {"npy_count_overflow", K::npy,
          npy("{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296, 4294967296), }", 8),
          "too many bytes"},
-        {"npy_dim_overflow", K::npy, npy("{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999999,), }", 8),
+        {"npy_dim_overflow", K::npy,
+         npy("{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999999,), }", 8),
          "dimension too large"},
         {"npy_short_data", K::npy, npy("{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }", 8),
          "needs 12 bytes of data but the file has 8"},
         {"npy_extra_data", K::npy, npy("{'descr': '<f4', 'fortran_order': False, 'shape': (1,), }", 8),
          "needs 4 bytes of data but the file has 8"},
-        {"npy_bad_bool", K::npy, npy("{'descr': '<f4', 'fortran_order': maybe, 'shape': (2,), }", 8), "not True or False"},
+        {"npy_bad_bool", K::npy, npy("{'descr': '<f4', 'fortran_order': maybe, 'shape': (2,), }", 8),
+         "not True or False"},
         {"npy_unterminated_string", K::npy, npy("{'descr: '<f4", 0), "expected ':'"},
         {"npy_opaque_without_dtype", K::npy, npy("{'descr': '<V2', 'fortran_order': False, 'shape': (2,), }", 4),
          "--dtype"},
         {"npy_too_many_dims", K::npy,
-         npy("{'descr': '<f4', 'fortran_order': False, 'shape': (" + [] {
-             std::string s;
-             for (int i = 0; i < 65; ++i) s += "1, ";
-             return s;
-         }() + "), }", 4),
+         npy(
+             "{'descr': '<f4', 'fortran_order': False, 'shape': (" +
+                 [] {
+                     std::string s;
+                     for (int i = 0; i < 65; ++i) s += "1, ";
+                     return s;
+                 }() +
+                 "), }",
+             4),
          "more than 64 dimensions"},
         {"npy_non_ascii_header", K::npy, npy("{'descr': '<f4', 'fortran_order': False, 'sh\xc3\xa4pe': (2,), }", 8, 3),
          "unexpected key 'sh\\xc3\\xa4pe'"},
@@ -134,9 +151,10 @@ std::vector<HostileFile> hostile_corpus() {
 }
 
 std::vector<std::byte> valid_safetensors_image() {
-    const std::vector<Tensor> tensors{random_tensor("q", DType::bf16, {2, 4, 8}, 1), random_tensor("k", DType::e4m3, {2, 4, 8}, 2),
-                                      random_tensor("v", DType::e2m1, {2, 4, 8}, 3), random_tensor("s", DType::ue4m3, {5}, 4),
-                                      random_tensor("lse", DType::f32, {2, 4}, 5)};
+    const std::vector<Tensor> tensors{
+        random_tensor("q", DType::bf16, {2, 4, 8}, 1), random_tensor("k", DType::e4m3, {2, 4, 8}, 2),
+        random_tensor("v", DType::e2m1, {2, 4, 8}, 3), random_tensor("s", DType::ue4m3, {5}, 4),
+        random_tensor("lse", DType::f32, {2, 4}, 5)};
     return serialize_safetensors(tensors, {{"causal", "true"}});
 }
 

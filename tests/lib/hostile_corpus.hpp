@@ -11,7 +11,7 @@ namespace roundscope::test {
 enum class FileKind { safetensors, npy };
 
 struct HostileFile {
-    std::string name;      // what is wrong, as a file name ("header_length_past_end")
+    std::string name;  // what is wrong, as a file name ("header_length_past_end")
     FileKind kind;
     std::vector<std::byte> bytes;
     std::string expected;  // a phrase the error message must contain

@@ -1,8 +1,8 @@
 #include <catch2/catch.hpp>
 
 #include "emu/batch/batch_cast.hpp"
-#include "emu/numbers/format.hpp"
 #include "emu/batch/tensor_decode.hpp"
+#include "emu/numbers/format.hpp"
 #include "lib/dtype.hpp"
 #include "lib/error.hpp"
 

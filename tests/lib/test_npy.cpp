@@ -64,7 +64,8 @@ TEST_CASE(".npy: big-endian data is swapped and Fortran order is transposed into
                                "mem.npy", "x", nullptr);
     for (int i = 0; i < 2; ++i)
         for (int j = 0; j < 3; ++j)
-            for (int k = 0; k < 4; ++k) CHECK(u.bits_at(12 * i + 4 * j + k) == static_cast<std::uint64_t>(100 * i + 10 * j + k));
+            for (int k = 0; k < 4; ++k)
+                CHECK(u.bits_at(12 * i + 4 * j + k) == static_cast<std::uint64_t>(100 * i + 10 * j + k));
 }
 
 TEST_CASE(".npy: an opaque descr without a dtype says to pass --dtype", "[npy]") {
@@ -75,5 +76,6 @@ TEST_CASE(".npy: an opaque descr without a dtype says to pass --dtype", "[npy]")
     CHECK_THROWS_WITH(parse_npy(image, "q.npy", "q", nullptr, DType::e4m3), Catch::Contains("1 bytes per element"));
     const std::vector<std::uint8_t> fp4{0x03, 0x1F};
     const auto bad = npy_image("{'descr': '|V1', 'fortran_order': False, 'shape': (2,), }", bytes_of(fp4));
-    CHECK_THROWS_WITH(parse_npy(bad, "w.npy", "w", nullptr, DType::e2m1), Catch::Contains("element 1 has bits set above"));
+    CHECK_THROWS_WITH(parse_npy(bad, "w.npy", "w", nullptr, DType::e2m1),
+                      Catch::Contains("element 1 has bits set above"));
 }

@@ -23,13 +23,13 @@ TEST_CASE("parallel_for visits every index exactly once in fixed chunks, on any 
 }
 
 TEST_CASE("parallel_for rethrows a chunk's exception and nests without deadlock", "[parallel]") {
-    CHECK_THROWS_AS(parallel_for(10000, 10, 2, [](std::size_t b, std::size_t) {
-                        if (b == 500) throw std::runtime_error("chunk failed");
-                    }),
+    CHECK_THROWS_AS(parallel_for(10000, 10, 2,
+                                 [](std::size_t b, std::size_t) {
+                                     if (b == 500) throw std::runtime_error("chunk failed");
+                                 }),
                     std::runtime_error);
     std::atomic<int> total{0};
-    parallel_for(8, 1, 2, [&](std::size_t, std::size_t) {
-        parallel_for(10, 1, 2, [&](std::size_t, std::size_t) { ++total; });
-    });
+    parallel_for(8, 1, 2,
+                 [&](std::size_t, std::size_t) { parallel_for(10, 1, 2, [&](std::size_t, std::size_t) { ++total; }); });
     CHECK(total == 80);
 }

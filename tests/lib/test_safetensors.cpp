@@ -40,10 +40,12 @@ TEST_CASE("safetensors: every dtype round-trips bit for bit, in shapes of every 
     }
 }
 
-TEST_CASE("safetensors: native dtypes are written as such, others as U8 with their format in metadata", "[safetensors]") {
-    const std::vector<Tensor> tensors{random_tensor("p", DType::e2m1, {2, 4}, 1), random_tensor("odd", DType::e2m1, {3}, 2),
-                                      random_tensor("s", DType::ue4m3, {4}, 3), random_tensor("m", DType::mxint8, {4}, 4),
-                                      random_tensor("six", DType::e2m3, {8}, 5), random_tensor("b", DType::bf16, {3}, 6)};
+TEST_CASE("safetensors: native dtypes are written as such, others as U8 with their format in metadata",
+          "[safetensors]") {
+    const std::vector<Tensor> tensors{
+        random_tensor("p", DType::e2m1, {2, 4}, 1), random_tensor("odd", DType::e2m1, {3}, 2),
+        random_tensor("s", DType::ue4m3, {4}, 3),   random_tensor("m", DType::mxint8, {4}, 4),
+        random_tensor("six", DType::e2m3, {8}, 5),  random_tensor("b", DType::bf16, {3}, 6)};
     const auto image = serialize_safetensors(tensors);
     const nlohmann::json h = header_of(image);
     CHECK(h["p"]["dtype"] == "F4");
@@ -75,7 +77,8 @@ TEST_CASE("safetensors: F4 is packed low nibble first, as PyTorch's float4_e2m1f
 TEST_CASE("bit packing: unpack inverts pack for 4- and 6-bit elements", "[safetensors]") {
     for (int bits : {4, 6}) {
         std::vector<std::byte> values(24);
-        for (std::size_t i = 0; i < values.size(); ++i) values[i] = std::byte(static_cast<unsigned char>((i * 37 + 5) % (1u << bits)));
+        for (std::size_t i = 0; i < values.size(); ++i)
+            values[i] = std::byte(static_cast<unsigned char>((i * 37 + 5) % (1u << bits)));
         const auto packed = pack_bits(values, bits);
         CHECK(packed.size() == values.size() * bits / 8);
         CHECK(unpack_bits(packed, values.size(), bits) == values);

@@ -6,10 +6,10 @@
 #include <span>
 
 #include "emu/batch/batch_cast.hpp"
-#include "emu/numbers/cast_options.hpp"
-#include "emu/numbers/format.hpp"
 #include "emu/mma/mma_gemm.hpp"
 #include "emu/mma/mma_model.hpp"
+#include "emu/numbers/cast_options.hpp"
+#include "emu/numbers/format.hpp"
 
 extern "C" {
 
@@ -26,10 +26,18 @@ int roundscope_cast_f32(const float* in, std::size_t n, const char* format, cons
     if (saturate >= 0) o.saturate = saturate != 0;
     const std::span<const float> input(in, n);
     switch (storage_bytes(*f)) {
-        case 1: cast_batch(input, *f, o, std::span<std::uint8_t>(static_cast<std::uint8_t*>(out), n)); break;
-        case 2: cast_batch(input, *f, o, std::span<std::uint16_t>(static_cast<std::uint16_t*>(out), n)); break;
-        case 4: cast_batch(input, *f, o, std::span<std::uint32_t>(static_cast<std::uint32_t*>(out), n)); break;
-        default: cast_batch(input, *f, o, std::span<std::uint64_t>(static_cast<std::uint64_t*>(out), n)); break;
+        case 1:
+            cast_batch(input, *f, o, std::span<std::uint8_t>(static_cast<std::uint8_t*>(out), n));
+            break;
+        case 2:
+            cast_batch(input, *f, o, std::span<std::uint16_t>(static_cast<std::uint16_t*>(out), n));
+            break;
+        case 4:
+            cast_batch(input, *f, o, std::span<std::uint32_t>(static_cast<std::uint32_t*>(out), n));
+            break;
+        default:
+            cast_batch(input, *f, o, std::span<std::uint64_t>(static_cast<std::uint64_t*>(out), n));
+            break;
     }
     return 0;
 }

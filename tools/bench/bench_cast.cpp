@@ -98,17 +98,21 @@ int main(int argc, char** argv) {
                     auto copy = [&](int a) { std::memcpy(copy_out[a].data(), in[a].data(), n * sizeof(float)); };
                     double r_ours, r_copy;
                     if (cached) {
-                        r_ours = rate_threads(threads, [&](int a) { ours(a, 1); }, n, min_seconds);
+                        r_ours = rate_threads(
+                            threads, [&](int a) { ours(a, 1); }, n, min_seconds);
                         r_copy = rate_threads(threads, copy, n, min_seconds);
                     } else {
                         r_ours = rate([&] { ours(0, threads); }, n, min_seconds);
-                        r_copy = threads == 1 ? rate([&] { copy(0); }, n, min_seconds)
-                                              : rate([&] {
-                                                    parallel_for(n, 1 << 16, threads, [&](std::size_t b, std::size_t e) {
-                                                        std::memcpy(copy_out[0].data() + b, in[0].data() + b, (e - b) * sizeof(float));
-                                                    });
-                                                },
-                                                     n, min_seconds);
+                        r_copy = threads == 1
+                                     ? rate([&] { copy(0); }, n, min_seconds)
+                                     : rate(
+                                           [&] {
+                                               parallel_for(n, 1 << 16, threads, [&](std::size_t b, std::size_t e) {
+                                                   std::memcpy(copy_out[0].data() + b, in[0].data() + b,
+                                                               (e - b) * sizeof(float));
+                                               });
+                                           },
+                                           n, min_seconds);
                     }
                     double r_cuda = NAN;
 #if ROUNDSCOPE_BENCH_CUDA_HEADERS
@@ -116,11 +120,14 @@ int main(int argc, char** argv) {
                         auto cuda_loop = [&](int a) {
                             const float* src = in[a].data();
                             if (t.format == &emu::bf16) {
-                                for (std::size_t i = 0; i < n; ++i) out[a][i] = static_cast<__nv_bfloat16_raw>(__float2bfloat16_rn(src[i])).x;
+                                for (std::size_t i = 0; i < n; ++i)
+                                    out[a][i] = static_cast<__nv_bfloat16_raw>(__float2bfloat16_rn(src[i])).x;
                             } else if (t.format == &emu::e4m3) {
-                                for (std::size_t i = 0; i < n; ++i) out8[a][i] = __nv_cvt_float_to_fp8(src[i], __NV_SATFINITE, __NV_E4M3);
+                                for (std::size_t i = 0; i < n; ++i)
+                                    out8[a][i] = __nv_cvt_float_to_fp8(src[i], __NV_SATFINITE, __NV_E4M3);
                             } else {
-                                for (std::size_t i = 0; i < n; ++i) out8[a][i] = __nv_cvt_float_to_fp4(src[i], __NV_E2M1, cudaRoundNearest);
+                                for (std::size_t i = 0; i < n; ++i)
+                                    out8[a][i] = __nv_cvt_float_to_fp4(src[i], __NV_E2M1, cudaRoundNearest);
                             }
                         };
                         r_cuda = cached ? rate_threads(threads, cuda_loop, n, min_seconds)

@@ -12,9 +12,9 @@
 #include <string>
 
 #include "emu/attention/flash_attention.hpp"
+#include "emu/attention/random_operands.hpp"
 #include "emu/numbers/round.hpp"
 #include "tools/bench/best_rate.hpp"
-#include "emu/attention/random_operands.hpp"
 
 using namespace roundscope;
 
@@ -34,10 +34,14 @@ int main(int argc, char** argv) {
     int threads = 0;
     bool causal = false;
     for (int i = 1; i < argc; ++i) {
-        if (std::strcmp(argv[i], "--n") == 0 && i + 1 < argc) n = std::stoull(argv[++i]);
-        else if (std::strcmp(argv[i], "--recipe") == 0 && i + 1 < argc) recipe_name = argv[++i];
-        else if (std::strcmp(argv[i], "--threads") == 0 && i + 1 < argc) threads = std::stoi(argv[++i]);
-        else if (std::strcmp(argv[i], "--causal") == 0) causal = true;
+        if (std::strcmp(argv[i], "--n") == 0 && i + 1 < argc)
+            n = std::stoull(argv[++i]);
+        else if (std::strcmp(argv[i], "--recipe") == 0 && i + 1 < argc)
+            recipe_name = argv[++i];
+        else if (std::strcmp(argv[i], "--threads") == 0 && i + 1 < argc)
+            threads = std::stoi(argv[++i]);
+        else if (std::strcmp(argv[i], "--causal") == 0)
+            causal = true;
     }
     const std::uint64_t d = 128;
     const emu::AttentionRecipe recipe = emu::find_recipe(recipe_name);
@@ -59,12 +63,14 @@ int main(int argc, char** argv) {
     const double t_eigen_forward = 2 * fraction * macs / (eigen_rate * 1e9);
     const double t_eigen_total = 7 * fraction * macs / (eigen_rate * 1e9);
 
-    std::printf("bench_flash: recipe %s, one head, N = %llu, D = %llu, %scausal, threads %d (0 = all)\n", recipe.name.c_str(),
-                static_cast<unsigned long long>(n), static_cast<unsigned long long>(d), causal ? "" : "not ", threads);
+    std::printf("bench_flash: recipe %s, one head, N = %llu, D = %llu, %scausal, threads %d (0 = all)\n",
+                recipe.name.c_str(), static_cast<unsigned long long>(n), static_cast<unsigned long long>(d),
+                causal ? "" : "not ", threads);
     std::printf("%-28s %10s %14s %12s\n", "pass", "emulator", "Eigen f32 GEMMs", "emulator/Eigen");
     std::printf("%-28s %9.2fs %13.3fs %11.1fx\n", "forward", t_forward, t_eigen_forward, t_forward / t_eigen_forward);
     std::printf("%-28s %9.2fs %13.3fs %11.1fx\n", "forward + backward", t_forward + t_backward, t_eigen_total,
                 (t_forward + t_backward) / t_eigen_total);
-    std::printf("emulated products: %.2f G MAC/s (forward + backward)\n", 7 * fraction * macs / (t_forward + t_backward) / 1e9);
+    std::printf("emulated products: %.2f G MAC/s (forward + backward)\n",
+                7 * fraction * macs / (t_forward + t_backward) / 1e9);
     return 0;
 }

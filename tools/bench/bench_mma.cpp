@@ -74,7 +74,8 @@ int main(int argc, char** argv) {
     const Row rows[] = {
         {"emulated sm90 BF16 mma.sync (vector GEMM)", [&](int t) { mma_gemm(model, g, t); }},
         {"emulated sm90 BF16 mma.sync (scalar engine)", [&](int t) { mma_gemm_reference(model, g, t); }},
-        {"Eigen float32 GEMM", [&](int t) {
+        {"Eigen float32 GEMM",
+         [&](int t) {
              Eigen::setNbThreads(t);
              cf.noalias() = af * bf;
          }},
@@ -92,8 +93,10 @@ int main(int argc, char** argv) {
         if (r.name == rows[2].name) std::copy(per, per + 2, eigen);
         if (r.name == rows[3].name) std::copy(per, per + 2, plain);
     }
-    std::printf("emulated / Eigen float32: %.3f (1 thread) %.3f (all)\n", emulated[0] / eigen[0], emulated[1] / eigen[1]);
-    std::printf("emulated / plain double:  %.3f (1 thread) %.3f (all)\n", emulated[0] / plain[0], emulated[1] / plain[1]);
+    std::printf("emulated / Eigen float32: %.3f (1 thread) %.3f (all)\n", emulated[0] / eigen[0],
+                emulated[1] / eigen[1]);
+    std::printf("emulated / plain double:  %.3f (1 thread) %.3f (all)\n", emulated[0] / plain[0],
+                emulated[1] / plain[1]);
     std::printf("4096 x 4096 x 128 score matrix, emulated on all threads: %.2f s\n",
                 4096.0 * 4096.0 * 128.0 / (emulated[1] * 1e9));
     return 0;

@@ -27,7 +27,8 @@ Tensor gaussian_rows(std::uint64_t rows, std::uint64_t cols) {
     std::normal_distribution<float> gauss;
     for (std::uint64_t r = 0; r < rows; ++r) {
         const float scale = std::ldexp(1.0f, static_cast<int>(rng() % 20) - 10);
-        for (std::uint64_t c = 0; c < cols; ++c) t.set_bits_at(r * cols + c, std::bit_cast<std::uint32_t>(gauss(rng) * scale));
+        for (std::uint64_t c = 0; c < cols; ++c)
+            t.set_bits_at(r * cols + c, std::bit_cast<std::uint32_t>(gauss(rng) * scale));
     }
     return t;
 }
@@ -41,7 +42,8 @@ int main(int argc, char** argv) {
     std::printf("%-10s %-12s %-10s %8s %14s %14s %10s\n", "data", "format", "operation", "threads", "batch G/s",
                 "reference G/s", "speed-up");
     const std::uint64_t cols = 64;
-    for (const auto& [data, rows] : {std::pair{"in-cache", std::uint64_t{1} << 11}, {"streaming", quick ? 1 << 14 : 1 << 19}}) {
+    for (const auto& [data, rows] :
+         {std::pair{"in-cache", std::uint64_t{1} << 11}, {"streaming", quick ? 1 << 14 : 1 << 19}}) {
         const Tensor t = gaussian_rows(rows, cols);
         const double n = static_cast<double>(t.size());
         for (const emu::BlockFormat* f : {&emu::mxfp8_e4m3, &emu::mxfp4}) {
@@ -54,12 +56,12 @@ int main(int argc, char** argv) {
                 const double batch = rate([&] { q = emu::block_quantize(t, spec); }, n);
                 spec.scalar_reference = true;
                 const double reference = rate([&] { q = emu::block_quantize(t, spec); }, n);
-                std::printf("%-10s %-12s %-10s %8d %14.3f %14.3f %9.1fx\n", data, std::string(f->name).c_str(), "quantize",
-                            threads, batch, reference, batch / reference);
+                std::printf("%-10s %-12s %-10s %8d %14.3f %14.3f %9.1fx\n", data, std::string(f->name).c_str(),
+                            "quantize", threads, batch, reference, batch / reference);
                 spec.scalar_reference = false;
                 const double dequant = rate([&] { (void)emu::block_dequantize(q, spec); }, n);
-                std::printf("%-10s %-12s %-10s %8d %14.3f %14s %10s\n", data, std::string(f->name).c_str(), "dequantize",
-                            threads, dequant, "-", "-");
+                std::printf("%-10s %-12s %-10s %8d %14.3f %14s %10s\n", data, std::string(f->name).c_str(),
+                            "dequantize", threads, dequant, "-", "-");
             }
         }
     }

@@ -7,13 +7,14 @@
 #include <string>
 
 #include "analysis/synthetic_attention.hpp"
-#include "lib/error.hpp"
 #include "emu/attention/attention_inputs.hpp"
+#include "lib/error.hpp"
 
 namespace roundscope::cli {
 
 /// --synthetic, --n, --d and --seed (synthetic inputs).
-inline void add_synthetic_flags(CLI::App* cmd, bool& synthetic, std::uint64_t& n, std::uint64_t& d, std::uint64_t& seed) {
+inline void add_synthetic_flags(CLI::App* cmd, bool& synthetic, std::uint64_t& n, std::uint64_t& d,
+                                std::uint64_t& seed) {
     cmd->add_flag("--synthetic", synthetic, "Synthesize the input instead of reading a file");
     cmd->add_option("--n", n, "Tokens (synthetic)")->check(CLI::PositiveNumber);
     cmd->add_option("--d", d, "Head dimension (synthetic)")->check(CLI::Range(2, 1024));

@@ -23,7 +23,8 @@ nlohmann::json pcollapse_json(const analysis::PCollapseResult& r, bool with_scal
                          {"counted", x.counted}};
         if (with_scale_properties) {
             const analysis::ScaleProperties p = analysis::scale_properties(x.scale);
-            j["exact_scaling"] = p.exact, j["normal_octaves"] = p.normal_octaves, j["worst_relative_step"] = p.worst_relative_step;
+            j["exact_scaling"] = p.exact, j["normal_octaves"] = p.normal_octaves,
+            j["worst_relative_step"] = p.worst_relative_step;
         }
         runs.push_back(j);
     }
@@ -55,11 +56,19 @@ nlohmann::json query_weight_json(const analysis::QueryWeightError& q) {
 nlohmann::json bias_json(const analysis::BiasResult& b) {
     nlohmann::json dims = nlohmann::json::array();
     for (const auto& d : b.top_dims)
-        dims.push_back({{"dim", d.dim}, {"contribution", json_number(d.contribution)},
-                        {"o_error_negative_fraction", d.o_error_negative_fraction}, {"v_negative_fraction", d.v_negative_fraction}});
-    nlohmann::json j{{"recipe", b.recipe}, {"rows", b.rows}, {"coefficient_sum", json_number(b.coefficient_sum)},
-                     {"positive_rows", b.positive_rows}, {"t_statistic", json_number(b.t_statistic)}, {"p_bar_one_count", b.p_bar_one_count},
-                     {"repeated_max_rows", b.repeated_max_rows}, {"o_from_file", b.o_from_file}, {"top_dims", dims}};
+        dims.push_back({{"dim", d.dim},
+                        {"contribution", json_number(d.contribution)},
+                        {"o_error_negative_fraction", d.o_error_negative_fraction},
+                        {"v_negative_fraction", d.v_negative_fraction}});
+    nlohmann::json j{{"recipe", b.recipe},
+                     {"rows", b.rows},
+                     {"coefficient_sum", json_number(b.coefficient_sum)},
+                     {"positive_rows", b.positive_rows},
+                     {"t_statistic", json_number(b.t_statistic)},
+                     {"p_bar_one_count", b.p_bar_one_count},
+                     {"repeated_max_rows", b.repeated_max_rows},
+                     {"o_from_file", b.o_from_file},
+                     {"top_dims", dims}};
     if (b.query_weight) j["query_weight"] = query_weight_json(*b.query_weight);
     return j;
 }
@@ -67,11 +76,15 @@ nlohmann::json bias_json(const analysis::BiasResult& b) {
 nlohmann::json attribute_json(const analysis::AttributeResult& r) {
     nlohmann::json stages = nlohmann::json::array();
     for (const auto& s : r.stages)
-        stages.push_back({{"stage", s.stage}, {"only_this_low", optional_number(s.only_this_low)},
+        stages.push_back({{"stage", s.stage},
+                          {"only_this_low", optional_number(s.only_this_low)},
                           {"only_this_exact", optional_number(s.only_this_exact)}});
-    return {{"recipe", r.recipe},   {"all_low", json_number(r.all_low)},
-            {"all_exact", json_number(r.all_exact)}, {"stages", stages},
-            {"delta_recipe", optional_number(r.delta_recipe)}, {"delta_from_f32_o", optional_number(r.delta_from_f32_o)}};
+    return {{"recipe", r.recipe},
+            {"all_low", json_number(r.all_low)},
+            {"all_exact", json_number(r.all_exact)},
+            {"stages", stages},
+            {"delta_recipe", optional_number(r.delta_recipe)},
+            {"delta_from_f32_o", optional_number(r.delta_from_f32_o)}};
 }
 
 nlohmann::json leak_json(const analysis::LeakResult& r) {
@@ -81,15 +94,19 @@ nlohmann::json leak_json(const analysis::LeakResult& r) {
             {"parallel_vs_autoregressive_max_abs_diff", json_number(r.parallel_vs_autoregressive_max_abs_diff)},
             {"masked_contribution_violations", r.masked_contribution_violations},
             {"mixed_scale_blocks", r.mixed_scale_blocks},
-            {"by_position", {{"future_influence", r.future_influence_by_position},
-                             {"parallel_vs_autoregressive", r.parallel_vs_autoregressive_by_position}}}};
+            {"by_position",
+             {{"future_influence", r.future_influence_by_position},
+              {"parallel_vs_autoregressive", r.parallel_vs_autoregressive_by_position}}}};
 }
 
 nlohmann::json headroom_json(const analysis::HeadroomResult& r, bool with_rows) {
     nlohmann::json formats = nlohmann::json::array(), rows = nlohmann::json::array();
     for (const auto& f : r.formats)
-        formats.push_back({{"format", f.format}, {"ln_max", f.ln_max}, {"naive_exp_overflow_rows", f.naive_exp_overflow_rows},
-                           {"naive_sum_overflow_rows", f.naive_sum_overflow_rows}, {"shifted_overflow_rows", f.shifted_overflow_rows},
+        formats.push_back({{"format", f.format},
+                           {"ln_max", f.ln_max},
+                           {"naive_exp_overflow_rows", f.naive_exp_overflow_rows},
+                           {"naive_sum_overflow_rows", f.naive_sum_overflow_rows},
+                           {"shifted_overflow_rows", f.shifted_overflow_rows},
                            {"min_naive_margin", json_number(f.min_naive_margin)},
                            {"emulated_naive_nonfinite_rows", f.emulated_naive_nonfinite_rows},
                            {"emulated_shifted_nonfinite_rows", f.emulated_shifted_nonfinite_rows},
@@ -97,7 +114,10 @@ nlohmann::json headroom_json(const analysis::HeadroomResult& r, bool with_rows) 
     nlohmann::json j{{"rows_total", r.rows.size()}, {"formats", formats}};
     if (with_rows) {
         for (const auto& x : r.rows)
-            rows.push_back({{"head", x.head}, {"row", x.row}, {"max_score", json_number(x.max_score)}, {"lse", json_number(x.lse)}});
+            rows.push_back({{"head", x.head},
+                            {"row", x.row},
+                            {"max_score", json_number(x.max_score)},
+                            {"lse", json_number(x.lse)}});
         j["rows"] = rows;
     }
     return j;

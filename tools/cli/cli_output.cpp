@@ -32,7 +32,8 @@ void print_table(const std::vector<std::string>& headers, const std::vector<std:
     std::vector<std::size_t> widths(headers.size());
     for (std::size_t c = 0; c < headers.size(); ++c) widths[c] = headers[c].size();
     for (const auto& row : rows)
-        for (std::size_t c = 0; c < row.size() && c < widths.size(); ++c) widths[c] = std::max(widths[c], row[c].size());
+        for (std::size_t c = 0; c < row.size() && c < widths.size(); ++c)
+            widths[c] = std::max(widths[c], row[c].size());
     auto print_row = [&](const std::vector<std::string>& row) {
         std::string line;
         for (std::size_t c = 0; c < row.size(); ++c) {

@@ -13,8 +13,8 @@
 #include "emu/batch/tensor_cast.hpp"
 #include "lib/error.hpp"
 #include "lib/tensor_io.hpp"
-#include "tools/cli/cli_output.hpp"
 #include "tools/cli/analysis_flags.hpp"
+#include "tools/cli/cli_output.hpp"
 #include "tools/cli/commands.hpp"
 
 namespace roundscope::cli {
@@ -65,9 +65,10 @@ void run(const AttentionArgs& a) {
                        {"causal", o.causal ? "true" : "false"},
                        {"softmax_scale", format_double(r.shape.scale)}});
     if (a.json) {
-        nlohmann::json j{{"file", a.input}, {"output", a.output}, {"recipe", recipe.name}, {"settings", settings},
-                         {"heads", r.shape.heads}, {"n_q", r.shape.n_q}, {"n_kv", r.shape.n_kv}, {"causal", o.causal},
-                         {"softmax_scale", json_number(r.shape.scale)}};
+        nlohmann::json j{
+            {"file", a.input},      {"output", a.output},     {"recipe", recipe.name},
+            {"settings", settings}, {"heads", r.shape.heads}, {"n_q", r.shape.n_q},
+            {"n_kv", r.shape.n_kv}, {"causal", o.causal},     {"softmax_scale", json_number(r.shape.scale)}};
         if (a.truth) {
             nlohmann::json errors = nlohmann::json::object();
             for (const auto& [name, s] : r.errors) errors[name] = stats_json(s);
@@ -81,7 +82,8 @@ void run(const AttentionArgs& a) {
     if (a.truth) {
         std::vector<std::vector<std::string>> rows;
         for (const auto& [name, s] : r.errors)
-            rows.push_back({name, fmt::format("{:.3e}", s.max_abs), fmt::format("{:.3e}", s.rms), fmt::format("{:.3e}", s.rel_rms)});
+            rows.push_back({name, fmt::format("{:.3e}", s.max_abs), fmt::format("{:.3e}", s.rms),
+                            fmt::format("{:.3e}", s.rel_rms)});
         print_table({"output", "max |error|", "rms error", "relative rms"}, rows);
     }
 }
@@ -89,10 +91,12 @@ void run(const AttentionArgs& a) {
 }  // namespace
 
 void add_attention_command(CLI::App& app) {
-    auto* cmd = app.add_subcommand("attention", "Emulated flash attention of a recipe, bit for bit as its kernel computes it");
+    auto* cmd =
+        app.add_subcommand("attention", "Emulated flash attention of a recipe, bit for bit as its kernel computes it");
     auto a = std::make_shared<AttentionArgs>();
     cmd->add_option("IN", a->input, "File with q, k, v (and do)")->required();
-    cmd->add_option("-o,--output", a->output, "Output .safetensors: o, lse (dq, dk, dv, delta with --backward)")->required();
+    cmd->add_option("-o,--output", a->output, "Output .safetensors: o, lse (dq, dk, dv, delta with --backward)")
+        ->required();
     cmd->add_option("--recipe", a->recipe, "A preset (roundscope recipes)")->required();
     cmd->add_option("--set", a->settings, "KEY=VALUE: change one setting of the recipe (repeatable)");
     cmd->add_flag("--backward", a->backward, "Also the backward pass (needs do)");

@@ -35,10 +35,12 @@ void print_report(const analysis::AttributeResult& r) {
     fmt::print("Error attribution for {}: relative rms error of O against the truth of the inputs as held\n", r.recipe);
     fmt::print("recipe as is: {:.3e}; every stage exact: {:.3e}\n", r.all_low, r.all_exact);
     std::vector<std::vector<std::string>> rows;
-    for (const auto& s : r.stages) rows.push_back({s.stage, optional_text(s.only_this_low), optional_text(s.only_this_exact)});
+    for (const auto& s : r.stages)
+        rows.push_back({s.stage, optional_text(s.only_this_low), optional_text(s.only_this_exact)});
     print_table({"stage", "only this stage low", "only this stage exact"}, rows);
     if (r.delta_recipe)
-        fmt::print("delta: as the recipe forms it {:.3e}, from float32 O {:.3e}\n", *r.delta_recipe, *r.delta_from_f32_o);
+        fmt::print("delta: as the recipe forms it {:.3e}, from float32 O {:.3e}\n", *r.delta_recipe,
+                   *r.delta_from_f32_o);
 }
 
 void run(const AttributeArgs& a) {

@@ -33,29 +33,37 @@ struct BiasArgs {
 };
 
 void print(const analysis::QueryWeightError& q) {
-    fmt::print("query weight (q = x W^Q, M = {}): the delta error's part of dW^Q, E = scale sum_T c[T] x[T]^T (PK)[T]\n", q.d_model);
+    fmt::print(
+        "query weight (q = x W^Q, M = {}): the delta error's part of dW^Q, E = scale sum_T c[T] x[T]^T (PK)[T]\n",
+        q.d_model);
     std::vector<std::vector<std::string>> rows;
-    auto optional = [](const std::optional<double>& x, const char* f) { return x ? fmt::format(fmt::runtime(f), *x) : std::string("-"); };
+    auto optional = [](const std::optional<double>& x, const char* f) {
+        return x ? fmt::format(fmt::runtime(f), *x) : std::string("-");
+    };
     for (const auto& h : q.per_head)
-        rows.push_back({std::to_string(h.head), fmt::format("{:+.4e}", h.coefficient_sum), fmt::format("{:.4f}", h.rank1_mean_cosine), fmt::format("{:+.4f}", h.error_structure_cosine),
+        rows.push_back({std::to_string(h.head), fmt::format("{:+.4e}", h.coefficient_sum),
+                        fmt::format("{:.4f}", h.rank1_mean_cosine), fmt::format("{:+.4f}", h.error_structure_cosine),
                         fmt::format("{:.4e}", h.dwq_error_norm), fmt::format("{:.3e}", h.dwq_error_norm / h.dwq_norm),
                         optional(h.wq_norm, "{:.4e}"), optional(h.q_projection_residual, "{:.1e}")});
-    print_table({"head", "sum c[T]", "cos(R_T, R_T')", "cos(E, R)", "|E|", "|E| / |dW^Q|", "|W^Q|", "|q - x W^Q| / |q|"}, rows);
+    print_table(
+        {"head", "sum c[T]", "cos(R_T, R_T')", "cos(E, R)", "|E|", "|E| / |dW^Q|", "|W^Q|", "|q - x W^Q| / |q|"}, rows);
 }
 
 void print(const analysis::BiasResult& b, const std::string& label) {
-    fmt::print("{}: recipe {}, {} rows: coefficient sum {:+.4e}, {} rows positive, t = {:.2f}; P-bar = 1 {} times, {} rows with a "
-               "repeated max\n",
-               label, b.recipe, b.rows, b.coefficient_sum, b.positive_rows, b.t_statistic, b.p_bar_one_count, b.repeated_max_rows);
+    fmt::print(
+        "{}: recipe {}, {} rows: coefficient sum {:+.4e}, {} rows positive, t = {:.2f}; P-bar = 1 {} times, {} rows "
+        "with a "
+        "repeated max\n",
+        label, b.recipe, b.rows, b.coefficient_sum, b.positive_rows, b.t_statistic, b.p_bar_one_count,
+        b.repeated_max_rows);
     std::vector<std::vector<std::string>> rows;
     for (const auto& d : b.top_dims)
-        rows.push_back({std::to_string(d.dim), fmt::format("{:+.4e}", d.contribution), fmt::format("{:.2f}", d.o_error_negative_fraction),
+        rows.push_back({std::to_string(d.dim), fmt::format("{:+.4e}", d.contribution),
+                        fmt::format("{:.2f}", d.o_error_negative_fraction),
                         fmt::format("{:.2f}", d.v_negative_fraction)});
     print_table({"dim", "sum dO (O_lp - O_hp)", "O error < 0", "V < 0"}, rows);
     if (b.query_weight) print(*b.query_weight);
 }
-
-
 
 void run(const BiasArgs& a) {
     analysis::BiasOptions o;
@@ -72,7 +80,8 @@ void run(const BiasArgs& a) {
             steps.emplace_back(fmt::format("synthetic step {}", s), analysis::synthetic_attention(spec));
         }
     } else {
-        for (const std::string& path : a.inputs) steps.emplace_back(path, emu::find_attention_inputs(read_tensor_file(path)));
+        for (const std::string& path : a.inputs)
+            steps.emplace_back(path, emu::find_attention_inputs(read_tensor_file(path)));
     }
     nlohmann::json out, per_step = nlohmann::json::array(), cumulative = nlohmann::json::array();
     double running = 0;
@@ -102,7 +111,8 @@ void run(const BiasArgs& a) {
         }
         running += b.coefficient_sum;
         if (i > 0 && b.query_weight.has_value() == query_weight.empty())
-            throw Error(steps[i].first + ": " + (b.query_weight ? "has" : "lacks") + " the layer input 'x', unlike the first step");
+            throw Error(steps[i].first + ": " + (b.query_weight ? "has" : "lacks") +
+                        " the layer input 'x', unlike the first step");
         if (b.query_weight) query_weight.add(*b.query_weight, steps[i].first);
         cumulative.push_back(json_number(running));
         per_step.push_back(j);
@@ -117,8 +127,10 @@ void run(const BiasArgs& a) {
             out["structure_cosine_with_first_step"] = json_numbers(query_weight.structure_cosine_with_first());
             out["dwq_error_coherence"] = json_number(query_weight.coherence());
             if (!a.json)
-                fmt::print("dW^Q error summed over the steps: |sum E| = {:.4e}, {:.3f} of sum |E| (1: every step the same way)\n",
-                           query_weight.cumulative_norm().back(), query_weight.coherence());
+                fmt::print(
+                    "dW^Q error summed over the steps: |sum E| = {:.4e}, {:.3f} of sum |E| (1: every step the same "
+                    "way)\n",
+                    query_weight.cumulative_norm().back(), query_weight.coherence());
         }
     }
     if (a.json) fmt::print("{}\n", out.dump());
@@ -138,7 +150,8 @@ void add_bias_command(CLI::App& app) {
     cmd->add_flag("--causal", a->causal, "Causal mask");
     cmd->add_option("--heads", a->heads, "Heads (synthetic)")->check(CLI::PositiveNumber);
     cmd->add_option("--steps", a->steps, "Synthetic steps (seeds seed, seed + 1, ...)")->check(CLI::PositiveNumber);
-    cmd->add_option("--d-model", a->d_model, "Synthetic layer input x [N, M] and query weight (q = x W^Q): M >= 2 (default 0: none)")
+    cmd->add_option("--d-model", a->d_model,
+                    "Synthetic layer input x [N, M] and query weight (q = x W^Q): M >= 2 (default 0: none)")
         ->check(CLI::Range(std::uint64_t{0}, std::uint64_t{1} << 16));
     add_output_flags(cmd, a->json, a->threads);
     add_plot_flag(cmd, a->plot);

@@ -7,10 +7,10 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
+#include "emu/batch/tensor_cast.hpp"
 #include "emu/numbers/cast_options.hpp"
 #include "emu/numbers/format.hpp"
 #include "emu/numbers/round.hpp"
-#include "emu/batch/tensor_cast.hpp"
 #include "lib/error.hpp"
 #include "lib/tensor_io.hpp"
 #include "tools/cli/cast_flags.hpp"
@@ -122,8 +122,9 @@ void run_cast_file(const CastArgs& args) {
     std::vector<std::vector<std::string>> rows;
     for (std::size_t i = 0; i < in.tensors.size(); ++i) {
         const Tensor& t = in.tensors[i];
-        const bool chosen = args.names.empty() ? is_floating(t.dtype())
-                                               : std::find(args.names.begin(), args.names.end(), t.name()) != args.names.end();
+        const bool chosen = args.names.empty()
+                                ? is_floating(t.dtype())
+                                : std::find(args.names.begin(), args.names.end(), t.name()) != args.names.end();
         if (!chosen) {
             out.push_back(t);
             continue;
@@ -132,12 +133,14 @@ void run_cast_file(const CastArgs& args) {
         // Each tensor its own random streams: element j of tensor i is keyed by (seed', j).
         options.seed += 0x9E3779B97F4A7C15ull * i;
         out.push_back(emu::cast_tensor(t, to, options, args.scale, args.threads));
-        report.push_back({{"name", t.name()}, {"from", std::string(name(t.dtype()))}, {"to", to.name}, {"count", t.size()}});
+        report.push_back(
+            {{"name", t.name()}, {"from", std::string(name(t.dtype()))}, {"to", to.name}, {"count", t.size()}});
         rows.push_back({t.name(), std::string(name(t.dtype())), std::string(to.name), std::to_string(t.size())});
     }
     write_tensor_file(args.output, out, in.metadata);
     if (args.json) {
-        fmt::print("{}\n", nlohmann::json{{"input", args.values[0]}, {"output", args.output}, {"tensors", report}}.dump());
+        fmt::print("{}\n",
+                   nlohmann::json{{"input", args.values[0]}, {"output", args.output}, {"tensors", report}}.dump());
         return;
     }
     fmt::print("{} -> {} ({}, {})\n", args.values[0], args.output, emu::rounding_mode_name(args.flags.options(to)),
@@ -150,7 +153,8 @@ void run_cast_file(const CastArgs& args) {
 void add_cast_command(CLI::App& app) {
     auto* cmd = app.add_subcommand("cast", "Round values (or tensors) into a format");
     auto args = std::make_shared<CastArgs>();
-    cmd->add_option("VALUE", args->values, "Decimal or hex-float values; raw bits with --from; or IN with -o")->required();
+    cmd->add_option("VALUE", args->values, "Decimal or hex-float values; raw bits with --from; or IN with -o")
+        ->required();
     cmd->add_option("--from", args->from, "Read each VALUE as a raw bit pattern of this format");
     add_cast_flags(*cmd, args->flags);
     cmd->add_flag("--json", args->json, "Print one JSON object");

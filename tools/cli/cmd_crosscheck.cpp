@@ -62,28 +62,36 @@ void run(const CrosscheckArgs& a) {
         for (const auto& [name, b] : c.outputs) {
             outputs[name] = {{"matched", b.matched}, {"total", b.total}, {"max_ulp", b.max_ulp}};
             if (b.first_mismatch) {
-                outputs[name]["first_mismatch"] = {{"index", *b.first_mismatch}, {"emulator", json_number(c.first_values.at(name).first)},
+                outputs[name]["first_mismatch"] = {{"index", *b.first_mismatch},
+                                                   {"emulator", json_number(c.first_values.at(name).first)},
                                                    {"gpu", json_number(c.first_values.at(name).second)}};
             }
         }
-        fmt::print("{}\n", nlohmann::json{{"recipe", recipe.name}, {"device", c.device}, {"arch", c.arch}, {"matched", c.total.matched},
-                                          {"total", c.total.total}, {"max_ulp", c.total.max_ulp}, {"outputs", outputs}}
+        fmt::print("{}\n", nlohmann::json{{"recipe", recipe.name},
+                                          {"device", c.device},
+                                          {"arch", c.arch},
+                                          {"matched", c.total.matched},
+                                          {"total", c.total.total},
+                                          {"max_ulp", c.total.max_ulp},
+                                          {"outputs", outputs}}
                                .dump());
     } else {
-        fmt::print("crosscheck {} on {} (model {}): {} of {} output bits patterns match\n", recipe.name, c.device, c.arch,
-                   c.total.matched, c.total.total);
+        fmt::print("crosscheck {} on {} (model {}): {} of {} output bits patterns match\n", recipe.name, c.device,
+                   c.arch, c.total.matched, c.total.total);
         for (const auto& [name, b] : c.outputs) {
             fmt::print("  {:6} {}/{} max {} ulp", name, b.matched, b.total, b.max_ulp);
             if (b.first_mismatch)
-                fmt::print("; first at element {}: emulator {} GPU {}", *b.first_mismatch, format_double(c.first_values.at(name).first),
-                           format_double(c.first_values.at(name).second));
+                fmt::print("; first at element {}: emulator {} GPU {}", *b.first_mismatch,
+                           format_double(c.first_values.at(name).first), format_double(c.first_values.at(name).second));
             fmt::print("\n");
         }
     }
     if (c.total.matched != c.total.total) throw ExitCode{1};
 #else
     (void)shape, (void)operands;
-    std::fprintf(stderr, "roundscope: error: crosscheck: this roundscope was built without CUDA (ROUNDSCOPE_CUDA=OFF or no nvcc)\n");
+    std::fprintf(
+        stderr,
+        "roundscope: error: crosscheck: this roundscope was built without CUDA (ROUNDSCOPE_CUDA=OFF or no nvcc)\n");
     throw ExitCode{3};
 #endif
 }
@@ -91,7 +99,8 @@ void run(const CrosscheckArgs& a) {
 }  // namespace
 
 void add_crosscheck_command(CLI::App& app) {
-    auto* cmd = app.add_subcommand("crosscheck", "The CUDA kernel and the emulator on the same input, bit for bit (needs a GPU)");
+    auto* cmd = app.add_subcommand("crosscheck",
+                                   "The CUDA kernel and the emulator on the same input, bit for bit (needs a GPU)");
     auto a = std::make_shared<CrosscheckArgs>();
     cmd->add_option("IN", a->input, "File with q, k, v (and do)");
     cmd->add_option("--recipe", a->recipe, "A preset (roundscope recipes)")->required();

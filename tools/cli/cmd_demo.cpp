@@ -63,30 +63,39 @@ const analysis::PCollapseRun& run_of(const analysis::PCollapseResult& r, emu::Kv
 
 void print_report(const analysis::DemoReport& r) {
     fmt::print("roundscope demo: four failures of low-precision attention, each on a synthetic head\n\n");
-    const auto& f1 = run_of(r.pcollapse, emu::KvOrder::forward, 1), &r256 = run_of(r.pcollapse, emu::KvOrder::reverse, 256);
+    const auto &f1 = run_of(r.pcollapse, emu::KvOrder::forward, 1),
+               &r256 = run_of(r.pcollapse, emu::KvOrder::reverse, 256);
     fmt::print("1. FP8 P-collapse (E4M3 P behind an attention sink, Delta = 8, N = 1024)\n");
-    fmt::print("   forward KV order, S = 1:   {:6.2f}% of non-sink P cast to zero (predicted {:.2f}%; closed form {:.2f}%)\n",
-               100 * f1.underflow_fraction, 100 * f1.predicted_fraction_averaged.value_or(0), 100 * f1.predicted_fraction.value_or(0));
-    fmt::print("   reverse KV order, S = 256: {:6.2f}%   (MSE of O {:.2e} -> {:.2e})\n", 100 * r256.underflow_fraction, f1.mse, r256.mse);
-    fmt::print("\n2. BF16 rounding bias of delta = rowsum(dO * O) (two keys tie for the max, V and dO mostly negative)\n");
+    fmt::print(
+        "   forward KV order, S = 1:   {:6.2f}% of non-sink P cast to zero (predicted {:.2f}%; closed form {:.2f}%)\n",
+        100 * f1.underflow_fraction, 100 * f1.predicted_fraction_averaged.value_or(0),
+        100 * f1.predicted_fraction.value_or(0));
+    fmt::print("   reverse KV order, S = 256: {:6.2f}%   (MSE of O {:.2e} -> {:.2e})\n", 100 * r256.underflow_fraction,
+               f1.mse, r256.mse);
+    fmt::print(
+        "\n2. BF16 rounding bias of delta = rowsum(dO * O) (two keys tie for the max, V and dO mostly negative)\n");
     for (const auto& b : r.bias)
-        fmt::print("   {:38} sum of delta errors {:+.3e}  t = {:+6.2f}  P-bar = 1: {} entries\n", b.recipe, b.coefficient_sum,
-                   b.t_statistic, b.p_bar_one_count);
+        fmt::print("   {:38} sum of delta errors {:+.3e}  t = {:+6.2f}  P-bar = 1: {} entries\n", b.recipe,
+                   b.coefficient_sum, b.t_statistic, b.p_bar_one_count);
     if (!r.bias_cumulative.empty())
-        fmt::print("   fa2-bf16-o-bf16 over {} steps: {:+.3e} accumulated\n", r.bias_cumulative.size(), r.bias_cumulative.back());
+        fmt::print("   fa2-bf16-o-bf16 over {} steps: {:+.3e} accumulated\n", r.bias_cumulative.size(),
+                   r.bias_cumulative.back());
     if (const auto& q = r.bias.front().query_weight)
-        fmt::print("   its dW^Q part (q = x W^Q): rank-1 terms x[T]^T (PK)[T] with mean cosine {:.2f}; over the steps |sum| = {:.2f} of the sum of norms\n",
-                   q->rank1_mean_cosine, r.bias_query_weight.coherence());
+        fmt::print(
+            "   its dW^Q part (q = x W^Q): rank-1 terms x[T]^T (PK)[T] with mean cosine {:.2f}; over the steps |sum| = "
+            "{:.2f} of the sum of norms\n",
+            q->rank1_mean_cosine, r.bias_query_weight.coherence());
     fmt::print("\n3. Future leakage of MXFP4 V (32 tokens share a scale, causal, N = {})\n", r.leak.tokens);
-    fmt::print("   no fix:       {} leaking pairs, parallel vs autoregressive max |diff| {:.3g}\n", r.leak.leaking_pairs,
-               r.leak.parallel_vs_autoregressive_max_abs_diff);
-    fmt::print("   diagonal fix: {} leaking pairs, parallel vs autoregressive max |diff| {:.3g}\n", r.leak_fixed.leaking_pairs,
-               r.leak_fixed.parallel_vs_autoregressive_max_abs_diff);
+    fmt::print("   no fix:       {} leaking pairs, parallel vs autoregressive max |diff| {:.3g}\n",
+               r.leak.leaking_pairs, r.leak.parallel_vs_autoregressive_max_abs_diff);
+    fmt::print("   diagonal fix: {} leaking pairs, parallel vs autoregressive max |diff| {:.3g}\n",
+               r.leak_fixed.leaking_pairs, r.leak_fixed.parallel_vs_autoregressive_max_abs_diff);
     fmt::print("\n4. Softmax overflow ({} rows, scores with standard deviation 3.2)\n", r.headroom.rows.size());
     for (const auto& f : r.headroom.formats)
-        fmt::print("   {:4}: naive without max subtraction {} rows NaN/Inf (max score > {:.2f}: {}); with it {}; online {}\n", f.format,
-                   f.emulated_naive_nonfinite_rows, f.ln_max, f.naive_exp_overflow_rows, f.emulated_shifted_nonfinite_rows,
-                   f.emulated_online_nonfinite_rows);
+        fmt::print(
+            "   {:4}: naive without max subtraction {} rows NaN/Inf (max score > {:.2f}: {}); with it {}; online {}\n",
+            f.format, f.emulated_naive_nonfinite_rows, f.ln_max, f.naive_exp_overflow_rows,
+            f.emulated_shifted_nonfinite_rows, f.emulated_online_nonfinite_rows);
 }
 
 void run(const DemoArgs& a) {

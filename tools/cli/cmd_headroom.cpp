@@ -35,10 +35,11 @@ void print_report(const analysis::HeadroomResult& r) {
         table.push_back({f.format, fmt::format("{:.2f}", f.ln_max), std::to_string(f.naive_exp_overflow_rows),
                          std::to_string(f.naive_sum_overflow_rows), std::to_string(f.shifted_overflow_rows),
                          fmt::format("{:.3f}", f.min_naive_margin), std::to_string(f.emulated_naive_nonfinite_rows),
-                         std::to_string(f.emulated_shifted_nonfinite_rows), std::to_string(f.emulated_online_nonfinite_rows)});
+                         std::to_string(f.emulated_shifted_nonfinite_rows),
+                         std::to_string(f.emulated_online_nonfinite_rows)});
     fmt::print("Softmax headroom over {} rows\n", r.rows.size());
-    print_table({"format", "ln max", "exp overflows", "sum overflows", "shifted overflows", "min margin", "naive NaN/Inf rows",
-                 "shifted NaN/Inf rows", "online NaN/Inf rows"},
+    print_table({"format", "ln max", "exp overflows", "sum overflows", "shifted overflows", "min margin",
+                 "naive NaN/Inf rows", "shifted NaN/Inf rows", "online NaN/Inf rows"},
                 table);
     std::vector<analysis::RowHeadroom> top = r.rows;
     std::sort(top.begin(), top.end(), [](const auto& x, const auto& y) { return x.lse > y.lse; });
@@ -46,7 +47,8 @@ void print_report(const analysis::HeadroomResult& r) {
     fmt::print("\nrows nearest overflow (by log-sum-exp):\n");
     std::vector<std::vector<std::string>> near;
     for (const auto& x : top)
-        near.push_back({std::to_string(x.head), std::to_string(x.row), fmt::format("{:.3f}", x.max_score), fmt::format("{:.3f}", x.lse)});
+        near.push_back({std::to_string(x.head), std::to_string(x.row), fmt::format("{:.3f}", x.max_score),
+                        fmt::format("{:.3f}", x.lse)});
     print_table({"head", "row", "max score", "log-sum-exp"}, near);
 }
 
@@ -69,7 +71,8 @@ void run(const HeadroomArgs& a) {
 }  // namespace
 
 void add_headroom_command(CLI::App& app) {
-    auto* cmd = app.add_subcommand("headroom", "Softmax overflow margins per row: naive (with and without max subtraction) and online");
+    auto* cmd = app.add_subcommand(
+        "headroom", "Softmax overflow margins per row: naive (with and without max subtraction) and online");
     auto a = std::make_shared<HeadroomArgs>();
     cmd->add_option("IN", a->input, "File with q, k, v");
     add_synthetic_flags(cmd, a->synthetic, a->n, a->d, a->seed);

@@ -56,10 +56,17 @@ void inspect(const InspectOptions& o) {
                            {"zeros", s.zeros},
                            {"subnormals", s.subnormals},
                            {"exact_fraction", exact}};
-        std::vector<std::string> cells{t.name(), std::string(name(t.dtype())), shape_string(t.shape()),
-                                       optional_text(s.min), optional_text(s.max), optional_text(s.mean),
-                                       optional_text(s.std), std::to_string(s.nan), std::to_string(s.inf),
-                                       std::to_string(s.zeros), std::to_string(s.subnormals)};
+        std::vector<std::string> cells{t.name(),
+                                       std::string(name(t.dtype())),
+                                       shape_string(t.shape()),
+                                       optional_text(s.min),
+                                       optional_text(s.max),
+                                       optional_text(s.mean),
+                                       optional_text(s.std),
+                                       std::to_string(s.nan),
+                                       std::to_string(s.inf),
+                                       std::to_string(s.zeros),
+                                       std::to_string(s.subnormals)};
         cells.insert(cells.end(), exact_cells.begin(), exact_cells.end());
         if (o.checksum) {
             const std::uint32_t crc = crc32(t.bytes());
@@ -75,8 +82,8 @@ void inspect(const InspectOptions& o) {
         fmt::print("{}\n", out.dump());
         return;
     }
-    std::vector<std::string> headers{"name", "dtype", "shape", "min", "max", "mean", "std",
-                                     "nan", "inf", "zeros", "subnormals"};
+    std::vector<std::string> headers{"name", "dtype", "shape", "min",   "max",       "mean",
+                                     "std",  "nan",   "inf",   "zeros", "subnormals"};
     for (const emu::Format* f : analysis::representability_targets) headers.push_back("exact " + std::string(f->name));
     if (o.checksum) headers.push_back("crc32");
     fmt::print("{}\n", o.file);

@@ -30,14 +30,15 @@ struct LeakArgs {
 };
 
 void print_report(const LeakArgs& a, const analysis::LeakResult& r) {
-    fmt::print("Future leakage, V in {} blocks of {} tokens along the sequence, {} ({} tokens, causal)\n", a.format, a.block,
-               a.fix ? "diagonal block unquantized (fix)" : "no fix", r.tokens);
-    print_table({"measure", "value"},
-                {{"leaking pairs (j > i changes O[i])", std::to_string(r.leaking_pairs)},
-                 {"max future influence on O", fmt::format("{:.4e}", r.max_future_influence)},
-                 {"parallel vs autoregressive, max |diff|", fmt::format("{:.4e}", r.parallel_vs_autoregressive_max_abs_diff)},
-                 {"rows moved by masked keys only", std::to_string(r.masked_contribution_violations)},
-                 {"(query, block) scales mixing masked positions", std::to_string(r.mixed_scale_blocks)}});
+    fmt::print("Future leakage, V in {} blocks of {} tokens along the sequence, {} ({} tokens, causal)\n", a.format,
+               a.block, a.fix ? "diagonal block unquantized (fix)" : "no fix", r.tokens);
+    print_table(
+        {"measure", "value"},
+        {{"leaking pairs (j > i changes O[i])", std::to_string(r.leaking_pairs)},
+         {"max future influence on O", fmt::format("{:.4e}", r.max_future_influence)},
+         {"parallel vs autoregressive, max |diff|", fmt::format("{:.4e}", r.parallel_vs_autoregressive_max_abs_diff)},
+         {"rows moved by masked keys only", std::to_string(r.masked_contribution_violations)},
+         {"(query, block) scales mixing masked positions", std::to_string(r.mixed_scale_blocks)}});
 }
 
 void run(const LeakArgs& a) {
@@ -73,7 +74,8 @@ void add_leak_command(CLI::App& app) {
     cmd->add_flag("--fix", a->fix, "The diagonal block of P multiplies unquantized V");
     cmd->add_option("--recipe", a->recipe, "The recipe (default mxfp4-v)");
     cmd->add_option("--set", a->settings, "KEY=VALUE for the recipe (repeatable)");
-    cmd->add_option("--max-tokens", a->max_tokens, "Tokens of a file to analyse (default 512)")->check(CLI::PositiveNumber);
+    cmd->add_option("--max-tokens", a->max_tokens, "Tokens of a file to analyse (default 512)")
+        ->check(CLI::PositiveNumber);
     add_output_flags(cmd, a->json, a->threads);
     add_plot_flag(cmd, a->plot);
     cmd->callback([a] { run(*a); });

@@ -9,8 +9,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "emu/mma/mma_tensors.hpp"
 #include "emu/batch/tensor_cast.hpp"
+#include "emu/mma/mma_tensors.hpp"
 #include "lib/error.hpp"
 #include "lib/tensor_io.hpp"
 #include "tools/cli/cli_output.hpp"
@@ -27,9 +27,12 @@ struct MmaOptions {
 
 std::string_view rounding_name(emu::BlockRounding r) {
     switch (r) {
-        case emu::BlockRounding::rz_f32: return "rz-f32";
-        case emu::BlockRounding::rz_e8m13: return "rz-e8m13";
-        case emu::BlockRounding::rne_f16: return "rne-f16";
+        case emu::BlockRounding::rz_f32:
+            return "rz-f32";
+        case emu::BlockRounding::rz_e8m13:
+            return "rz-e8m13";
+        case emu::BlockRounding::rne_f16:
+            return "rne-f16";
     }
     return "?";
 }
@@ -76,7 +79,8 @@ void run_mma(const MmaOptions& o) {
     if (o.input.empty()) throw Error("mma: IN is required (or --list)");
     const TensorFile file = read_tensor_file(o.input);
     const emu::MmaProblem p = emu::load_mma_problem(file, o.arch, o.instruction);
-    if (o.check && !p.d.has_value()) throw Error(fmt::format("{}: --check needs a tensor 'D' (the GPU's result)", o.input));
+    if (o.check && !p.d.has_value())
+        throw Error(fmt::format("{}: --check needs a tensor 'D' (the GPU's result)", o.input));
 
     std::vector<std::uint32_t> d(p.c.size());
     emu::mma_gemm(*p.model, p.operands(d.data()), o.threads);
@@ -107,7 +111,8 @@ void run_mma(const MmaOptions& o) {
                 ++matched;
                 continue;
             }
-            const auto tile = static_cast<std::int64_t>(i) / per_tile, in_tile = static_cast<std::int64_t>(i) % per_tile;
+            const auto tile = static_cast<std::int64_t>(i) / per_tile,
+                       in_tile = static_cast<std::int64_t>(i) % per_tile;
             if (!p.dist.empty()) ++by_dist[p.dist[static_cast<std::size_t>(tile)]];
             if (first.size() < 10) {
                 first.push_back({{"tile", tile},
@@ -130,7 +135,8 @@ void run_mma(const MmaOptions& o) {
     if (o.json) {
         fmt::print("{}\n", result.dump());
     } else {
-        fmt::print("{}: {} on {} tile(s) of {}x{}x{}\n", o.input, emu::mma_model_name(*p.model), p.batch, p.m, p.n, p.k);
+        fmt::print("{}: {} on {} tile(s) of {}x{}x{}\n", o.input, emu::mma_model_name(*p.model), p.batch, p.m, p.n,
+                   p.k);
         if (o.check) {
             fmt::print("matched {} of {} outputs bit for bit ({:.6g}%)\n", matched, d.size(),
                        d.empty() ? 100.0 : 100.0 * static_cast<double>(matched) / static_cast<double>(d.size()));

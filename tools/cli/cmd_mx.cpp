@@ -32,7 +32,8 @@ emu::BlockSpec spec_of(const MxArgs& a) {
     s.format = emu::find_block_format(a.format);
     if (!s.format) {
         std::string names;
-        for (const emu::BlockFormat& f : emu::all_block_formats) names += (names.empty() ? "" : " ") + std::string(f.name);
+        for (const emu::BlockFormat& f : emu::all_block_formats)
+            names += (names.empty() ? "" : " ") + std::string(f.name);
         throw Error("--format: unknown block format '" + a.format + "' (block formats: " + names + ")");
     }
     s.block = a.block;
@@ -79,12 +80,14 @@ void compare_rules(const MxArgs& a, const emu::BlockSpec& spec, const TensorFile
         tensors.push_back({{"name", t->name()}, {"blocks", c.blocks}, {"rules", rules}});
     }
     if (a.json) {
-        fmt::print("{}\n", nlohmann::json{{"format", a.format}, {"block", spec.block > 0 ? spec.block : spec.format->default_block},
-                                          {"tensors", tensors}}.dump());
+        fmt::print("{}\n", nlohmann::json{{"format", a.format},
+                                          {"block", spec.block > 0 ? spec.block : spec.format->default_block},
+                                          {"tensors", tensors}}
+                               .dump());
         return;
     }
-    print_table({"tensor", "rule", "blocks != floor", "scale up", "scale down", "saturated", "max_abs_error", "rms_error",
-                 "rel_rms_error"},
+    print_table({"tensor", "rule", "blocks != floor", "scale up", "scale down", "saturated", "max_abs_error",
+                 "rms_error", "rel_rms_error"},
                 rows);
 }
 
@@ -96,9 +99,12 @@ void quantize(const MxArgs& a, const emu::BlockSpec& spec, const TensorFile& in)
     for (const Tensor* t : chosen(in, a.names)) {
         emu::BlockQuantized q = emu::block_quantize(*t, spec);
         std::uint64_t nan_blocks = 0;
-        for (std::uint64_t b = 0; b < q.scales.size(); ++b) nan_blocks += !spec.format->nvfp4 && q.scales.bits_at(b) == 0xFF;
-        tensors.push_back({{"name", t->name()}, {"shape", t->shape()}, {"blocks", q.scales.size()}, {"nan_blocks", nan_blocks}});
-        rows.push_back({t->name(), shape_string(t->shape()), std::to_string(q.scales.size()), std::to_string(nan_blocks)});
+        for (std::uint64_t b = 0; b < q.scales.size(); ++b)
+            nan_blocks += !spec.format->nvfp4 && q.scales.bits_at(b) == 0xFF;
+        tensors.push_back(
+            {{"name", t->name()}, {"shape", t->shape()}, {"blocks", q.scales.size()}, {"nan_blocks", nan_blocks}});
+        rows.push_back(
+            {t->name(), shape_string(t->shape()), std::to_string(q.scales.size()), std::to_string(nan_blocks)});
         if (a.dequant) out.push_back(emu::block_dequantize(q, spec));
         if (q.per_tensor_scale) {
             Tensor s = Tensor::zeros(t->name() + ".per_tensor_scale", DType::f32, {});
@@ -118,11 +124,18 @@ void quantize(const MxArgs& a, const emu::BlockSpec& spec, const TensorFile& in)
     metadata["roundscope.mx.scale_rule"] = rule;
     write_tensor_file(a.output, out, metadata);
     if (a.json) {
-        fmt::print("{}\n", nlohmann::json{{"format", a.format}, {"block", block}, {"axis", a.axis}, {"offset", a.offset},
-                                          {"scale_rule", rule}, {"output", a.output}, {"tensors", tensors}}.dump());
+        fmt::print("{}\n", nlohmann::json{{"format", a.format},
+                                          {"block", block},
+                                          {"axis", a.axis},
+                                          {"offset", a.offset},
+                                          {"scale_rule", rule},
+                                          {"output", a.output},
+                                          {"tensors", tensors}}
+                               .dump());
         return;
     }
-    fmt::print("{} -> {} ({}, blocks of {} along axis {}, scale rule {})\n", a.input, a.output, a.format, block, a.axis, rule);
+    fmt::print("{} -> {} ({}, blocks of {} along axis {}, scale rule {})\n", a.input, a.output, a.format, block, a.axis,
+               rule);
     print_table({"tensor", "shape", "blocks", "NaN blocks"}, rows);
 }
 
@@ -132,7 +145,8 @@ void add_mx_command(CLI::App& app) {
     auto* cmd = app.add_subcommand("mx", "Quantize tensors into an OCP MX or NVFP4 block format");
     auto a = std::make_shared<MxArgs>();
     cmd->add_option("IN", a->input, "Tensor file (.safetensors or .npy)")->required();
-    cmd->add_option("--format", a->format, "mxfp8_e4m3 mxfp8_e5m2 mxfp6_e2m3 mxfp6_e3m2 mxfp4 mxint8 nvfp4")->required();
+    cmd->add_option("--format", a->format, "mxfp8_e4m3 mxfp8_e5m2 mxfp6_e2m3 mxfp6_e3m2 mxfp4 mxint8 nvfp4")
+        ->required();
     cmd->add_option("--block", a->block, "Elements per block (default 32; NVFP4 16)")->check(CLI::NonNegativeNumber);
     cmd->add_option("--axis", a->axis, "The blocked axis (default -1, the last; -2 is the token axis of [.., N, D])");
     cmd->add_option("--offset", a->offset, "Blocks start at positions j * block - offset (default 0)");
@@ -143,7 +157,8 @@ void add_mx_command(CLI::App& app) {
     cmd->add_option("-o,--output", a->output, "Write <name>.elements, <name>.scales (and <name> with --dequant)");
     cmd->add_flag("--dequant", a->dequant, "Also write the dequantized values as F32");
     cmd->add_flag("--single-level", a->single_level, "NVFP4 without the per-tensor float32 scale");
-    cmd->add_flag("--compare-rules", a->compare, "Per tensor: blocks whose scale differs between rules, and each rule's error");
+    cmd->add_flag("--compare-rules", a->compare,
+                  "Per tensor: blocks whose scale differs between rules, and each rule's error");
     cmd->add_flag("--json", a->json, "Print one JSON object");
     cmd->add_option("--threads", a->threads, "Worker threads (default: all cores)")->check(CLI::NonNegativeNumber);
     cmd->callback([a] {

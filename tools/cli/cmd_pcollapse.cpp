@@ -42,10 +42,15 @@ void print_report(const PCollapseArgs& a, const analysis::PCollapseOptions& o, c
                a.synthetic ? fmt::format(", Delta {}", a.sink_strength) : "");
     std::vector<std::vector<std::string>> rows;
     for (const auto& x : r.runs) {
-        std::vector<std::string> row{std::string(emu::kv_order_name(x.order)), fmt::format("{}", x.scale), fmt::format("{:.4f}", x.underflow_fraction),
-                                     x.predicted_fraction ? fmt::format("{:.4f}", *x.predicted_fraction) : "-",
-                                     x.predicted_fraction_averaged ? fmt::format("{:.4f}", *x.predicted_fraction_averaged) : "-",
-                                     fmt::format("{:.2f}", x.delta_c), fmt::format("{:.3e}", x.mse), std::to_string(x.saturated)};
+        std::vector<std::string> row{
+            std::string(emu::kv_order_name(x.order)),
+            fmt::format("{}", x.scale),
+            fmt::format("{:.4f}", x.underflow_fraction),
+            x.predicted_fraction ? fmt::format("{:.4f}", *x.predicted_fraction) : "-",
+            x.predicted_fraction_averaged ? fmt::format("{:.4f}", *x.predicted_fraction_averaged) : "-",
+            fmt::format("{:.2f}", x.delta_c),
+            fmt::format("{:.3e}", x.mse),
+            std::to_string(x.saturated)};
         if (a.sweep) {
             const analysis::ScaleProperties p = analysis::scale_properties(x.scale);
             row.push_back(p.exact ? "yes" : "no");
@@ -53,7 +58,8 @@ void print_report(const PCollapseArgs& a, const analysis::PCollapseOptions& o, c
         }
         rows.push_back(row);
     }
-    std::vector<std::string> headers{"order", "S", "underflow", "predicted", "averaged", "Delta_c", "MSE of O", "saturated"};
+    std::vector<std::string> headers{"order",    "S",       "underflow", "predicted",
+                                     "averaged", "Delta_c", "MSE of O",  "saturated"};
     if (a.sweep) headers.insert(headers.end(), {"exact S", "normal octaves"});
     print_table(headers, rows);
 }
@@ -90,13 +96,15 @@ void add_pcollapse_command(CLI::App& app) {
     auto a = std::make_shared<PCollapseArgs>();
     cmd->add_option("IN", a->input, "File with q, k, v");
     add_synthetic_flags(cmd, a->synthetic, a->n, a->d, a->seed);
-    cmd->add_option("--scale", a->scales, "Static P scale S (repeatable; default 1 and 256)")->check(CLI::PositiveNumber);
+    cmd->add_option("--scale", a->scales, "Static P scale S (repeatable; default 1 and 256)")
+        ->check(CLI::PositiveNumber);
     cmd->add_option("--order", a->order, "forward, reverse or both");
     cmd->add_flag("--sweep-scale", a->sweep, "S over powers of two and 448, with what each means on the E4M3 grid");
     cmd->add_option("--recipe", a->recipe, "The FP8 recipe (default fp8-forward-order)");
     cmd->add_option("--set", a->settings, "KEY=VALUE for the recipe (repeatable)");
     cmd->add_option("--k-sink", a->k_sink, "Sink tokens")->check(CLI::Range(1, 1 << 20));
-    cmd->add_option("--sink-strength", a->sink_strength, "Delta: how far the sink scores stand above the rest (synthetic)");
+    cmd->add_option("--sink-strength", a->sink_strength,
+                    "Delta: how far the sink scores stand above the rest (synthetic)");
     cmd->add_flag("--causal", a->causal, "Causal mask");
     add_output_flags(cmd, a->json, a->threads);
     add_plot_flag(cmd, a->plot);

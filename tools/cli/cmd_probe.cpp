@@ -11,11 +11,11 @@
 
 #include <fmt/format.h>
 
-#include "emu/numbers/cast_options.hpp"
 #include "emu/batch/conversion_digest.hpp"
+#include "emu/batch/tensor_cast.hpp"
 #include "emu/mma/mma_gemm.hpp"
 #include "emu/mma/mma_tiles.hpp"
-#include "emu/batch/tensor_cast.hpp"
+#include "emu/numbers/cast_options.hpp"
 #include "lib/error.hpp"
 #include "lib/tensor_io.hpp"
 #include "tools/cli/commands.hpp"
@@ -47,12 +47,14 @@ void probe_mma(const ProbeOptions& o, const std::string& device, int cc, gpu::Pr
     const std::string_view model_instruction = instruction == gpu::ProbeInstruction::mma_sync ? "mma.sync" : "wgmma";
     const emu::MmaModel* model = emu::find_mma_model(arch, model_instruction, input, input, emu::f32);
     // The tiles need the formats only; a GPU without a model is still probed.
-    const emu::MmaModel* formats = model != nullptr ? model : emu::find_mma_model("sm90", model_instruction, input, input, emu::f32);
+    const emu::MmaModel* formats =
+        model != nullptr ? model : emu::find_mma_model("sm90", model_instruction, input, input, emu::f32);
     const int rows = gpu::probe_rows(instruction), k = gpu::probe_depth(input);
     const emu::MmaTiles t = emu::generate_mma_tiles(*formats, rows, 8, k, o.tiles, o.seed);
     const std::vector<std::uint32_t> d = gpu::run_mma_probe(instruction, input, t.a, t.b, t.c, t.tiles);
 
-    const auto T = static_cast<std::uint64_t>(t.tiles), M = static_cast<std::uint64_t>(rows), K = static_cast<std::uint64_t>(k);
+    const auto T = static_cast<std::uint64_t>(t.tiles), M = static_cast<std::uint64_t>(rows),
+               K = static_cast<std::uint64_t>(k);
     const DType in = emu::dtype_of(input);
     std::vector<Tensor> tensors;
     tensors.push_back(bits_tensor("A", in, {T, M, K}, t.a));
@@ -73,7 +75,8 @@ void probe_mma(const ProbeOptions& o, const std::string& device, int cc, gpu::Pr
     std::string verdict = "no roundscope model for " + arch;
     if (model != nullptr) {
         std::vector<std::uint32_t> emulated(d.size());
-        emu::mma_gemm(*model, emu::GemmOperands{t.a.data(), t.b.data(), t.c.data(), emulated.data(), t.tiles, rows, 8, k});
+        emu::mma_gemm(*model,
+                      emu::GemmOperands{t.a.data(), t.b.data(), t.c.data(), emulated.data(), t.tiles, rows, 8, k});
         std::size_t matched = 0;
         for (std::size_t i = 0; i < d.size(); ++i) matched += d[i] == emulated[i];
         verdict = fmt::format("{} model: {} of {} outputs match", emu::mma_model_name(*model), matched, d.size());
@@ -91,7 +94,8 @@ void probe_conversions(const ProbeOptions& o, const std::string& device, int cc)
         const std::vector<std::uint64_t> emulated = emu::emulated_conversion_digests(*f, options);
         int matched = 0;
         for (std::size_t j = 0; j < gpu_digests.size(); ++j) matched += gpu_digests[j] == emulated[j];
-        fmt::print("f32 -> {}: {} of {} chunks of 2^24 inputs match the emulator\n", f->name, matched, gpu_digests.size());
+        fmt::print("f32 -> {}: {} of {} chunks of 2^24 inputs match the emulator\n", f->name, matched,
+                   gpu_digests.size());
         Tensor g = Tensor::zeros(std::string(f->name) + "_gpu", DType::u64, {gpu_digests.size()});
         Tensor e = Tensor::zeros(std::string(f->name) + "_emulator", DType::u64, {emulated.size()});
         for (std::size_t j = 0; j < gpu_digests.size(); ++j) {
@@ -129,7 +133,8 @@ void probe(const ProbeOptions& o) {
 #else
 
 void probe(const ProbeOptions&) {
-    std::fprintf(stderr, "roundscope: error: probe: this roundscope was built without CUDA (ROUNDSCOPE_CUDA=OFF or no nvcc)\n");
+    std::fprintf(stderr,
+                 "roundscope: error: probe: this roundscope was built without CUDA (ROUNDSCOPE_CUDA=OFF or no nvcc)\n");
     throw ExitCode{3};
 }
 

@@ -14,8 +14,8 @@
 #include "emu/attention/attention_inputs.hpp"
 #include "lib/error.hpp"
 #include "lib/tensor_io.hpp"
-#include "tools/cli/cli_output.hpp"
 #include "tools/cli/analysis_flags.hpp"
+#include "tools/cli/cli_output.hpp"
 #include "tools/cli/commands.hpp"
 
 namespace roundscope::cli {
@@ -46,8 +46,9 @@ void run_truth(const TruthArgs& a) {
     o.precision = a.bits;
     o.threads = a.threads;
     if (a.backward && !in.d_o) throw Error(fmt::format("{}: --backward needs a tensor 'do'", a.input));
-    const analysis::AttentionTruth t = naming_input(
-        a.input, [&] { return a.reference ? analysis::attention_truth_reference(in, o) : analysis::attention_truth(in, o); });
+    const analysis::AttentionTruth t = naming_input(a.input, [&] {
+        return a.reference ? analysis::attention_truth_reference(in, o) : analysis::attention_truth(in, o);
+    });
 
     std::vector<Tensor> out;
     out.push_back(f64_tensor("o", output_shape(in, {in.n_q, in.d_v}), t.o));
@@ -94,9 +95,12 @@ void run_truth(const TruthArgs& a) {
 }  // namespace
 
 void add_truth_command(CLI::App& app) {
-    auto* cmd = app.add_subcommand("truth", "Exact attention (forward, and backward with --backward), rounded once to float64");
+    auto* cmd =
+        app.add_subcommand("truth", "Exact attention (forward, and backward with --backward), rounded once to float64");
     auto a = std::make_shared<TruthArgs>();
-    cmd->add_option("IN", a->input, "File with q, k, v (and do; an additive score bias 'bias' [.., Nq, Nk], -inf masking)")->required();
+    cmd->add_option("IN", a->input,
+                    "File with q, k, v (and do; an additive score bias 'bias' [.., Nq, Nk], -inf masking)")
+        ->required();
     cmd->add_option("-o,--output", a->output, "Output .safetensors (F64 tensors)")->required();
     cmd->add_option("--bits", a->bits, "Precision of the first attempt (doubled until every output is decided)")
         ->check(CLI::Range(16, 1 << 14));

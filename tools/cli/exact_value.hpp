@@ -12,8 +12,8 @@
 namespace roundscope::cli {
 
 struct ExactValue {
-    emu::Unpacked odd62;   // the value rounded to odd at 62 bits (exact when it fits)
-    std::string text;      // as the user wrote it
+    emu::Unpacked odd62;  // the value rounded to odd at 62 bits (exact when it fits)
+    std::string text;     // as the user wrote it
 };
 
 /// Parses decimal or hex-float text ("0.1", "-3e-5", "0x1.8p-3", "inf", "nan"); throws Error

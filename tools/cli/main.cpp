@@ -50,8 +50,9 @@ int main(int argc, char** argv) {
         // A VALUE such as -inf reads as an option; values after `--` are always positional.
         const bool negative_special = std::string_view(e.what()).find("-inf") != std::string_view::npos ||
                                       std::string_view(e.what()).find("-nan") != std::string_view::npos;
-        std::fprintf(stderr, "roundscope: error: %s%s\n", e.what(),
-                     negative_special ? " (put `--` before the values when one is like -inf: cast --to e4m3 -- -inf 1)" : "");
+        std::fprintf(
+            stderr, "roundscope: error: %s%s\n", e.what(),
+            negative_special ? " (put `--` before the values when one is like -inf: cast --to e4m3 -- -inf 1)" : "");
         return 2;
     } catch (const roundscope::cli::ExitCode& e) {
         return e.code;

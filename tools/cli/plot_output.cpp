@@ -41,13 +41,14 @@ void add_plot_flag(CLI::App* cmd, std::string& png) {
 }
 
 void draw_plot(std::string_view kind, const nlohmann::json& report, const std::string& png) {
-    const std::filesystem::path script = std::filesystem::path(ROUNDSCOPE_SOURCE_DIR) / "tools" / "python" / "roundscope_plot.py";
+    const std::filesystem::path script =
+        std::filesystem::path(ROUNDSCOPE_SOURCE_DIR) / "tools" / "python" / "roundscope_plot.py";
     char log[] = "/tmp/roundscope-plot-XXXXXX";
     const int fd = mkstemp(log);
     if (fd < 0) throw Error("--plot: cannot create a temporary file for the plot's messages");
     close(fd);
-    const std::string command = fmt::format("{} {} {} {} > /dev/null 2> {}", shell_quoted(python()), shell_quoted(script.string()),
-                                            std::string(kind), shell_quoted(png), log);
+    const std::string command = fmt::format("{} {} {} {} > /dev/null 2> {}", shell_quoted(python()),
+                                            shell_quoted(script.string()), std::string(kind), shell_quoted(png), log);
     FILE* pipe = popen(command.c_str(), "w");
     int status = -1;
     if (pipe != nullptr) {

@@ -12,10 +12,10 @@
 
 #include "emu/attention/attention_steps.hpp"
 #include "emu/attention/flash_attention.hpp"
+#include "emu/attention/random_operands.hpp"
 #include "emu/mma/fused_dot_add.hpp"
 #include "emu/mma/mma_model.hpp"
 #include "lib/error.hpp"
-#include "emu/attention/random_operands.hpp"
 
 using namespace roundscope;
 using namespace roundscope::emu;
@@ -40,7 +40,10 @@ RowResult scalar_online_row(const AttentionRecipe& r, const AttentionShape& sh, 
     const std::uint32_t* k = in.k.data() + head * nk * d;
     const std::uint32_t* v = in.v.data() + head * nk * dv;
     const std::int64_t position = static_cast<std::int64_t>(i + nk) - static_cast<std::int64_t>(sh.n_q);
-    const std::uint64_t visible = !sh.causal ? nk : static_cast<std::uint64_t>(std::clamp<std::int64_t>(position + 1, 0, static_cast<std::int64_t>(nk)));
+    const std::uint64_t visible =
+        !sh.causal
+            ? nk
+            : static_cast<std::uint64_t>(std::clamp<std::int64_t>(position + 1, 0, static_cast<std::int64_t>(nk)));
     const float scale_log2 = steps::scale_log2(sh.scale);
     float m = steps::minus_infinity(), l = 0;
     std::vector<std::uint32_t> acc(dv, 0);
@@ -48,7 +51,10 @@ RowResult scalar_online_row(const AttentionRecipe& r, const AttentionShape& sh, 
     for (std::uint64_t c0 = 0; c0 < nk; c0 += static_cast<std::uint64_t>(r.block_n)) starts.push_back(c0);
     if (r.kv_order == KvOrder::reverse) std::reverse(starts.begin(), starts.end());
     // the tiles the emulator skips: masked for every row of the row block
-    const std::uint64_t block_last = std::min<std::uint64_t>((i / static_cast<std::uint64_t>(r.block_m) + 1) * static_cast<std::uint64_t>(r.block_m), sh.n_q) - 1;
+    const std::uint64_t block_last =
+        std::min<std::uint64_t>((i / static_cast<std::uint64_t>(r.block_m) + 1) * static_cast<std::uint64_t>(r.block_m),
+                                sh.n_q) -
+        1;
     const std::int64_t last_position = static_cast<std::int64_t>(block_last + nk) - static_cast<std::int64_t>(sh.n_q);
     for (const std::uint64_t c0 : starts) {
         const std::uint64_t c1 = std::min<std::uint64_t>(c0 + static_cast<std::uint64_t>(r.block_n), nk);
@@ -75,11 +81,16 @@ RowResult scalar_online_row(const AttentionRecipe& r, const AttentionShape& sh, 
         for (std::uint64_t c = 0; c < dv; ++c) {
             const std::uint32_t scaled = bits_of(a::mul(float_from_bits(acc[c]), factor));
             if (*r.o_accumulator == f32) {
-                acc[c] = mma_dot(pv, p.data(), v + c0 * dv + c, static_cast<long>(dv), static_cast<int>(c1 - c0), scaled);
+                acc[c] =
+                    mma_dot(pv, p.data(), v + c0 * dv + c, static_cast<long>(dv), static_cast<int>(c1 - c0), scaled);
             } else {  // the running O rounded to its format after each operation
-                const std::uint32_t product = mma_dot(pv, p.data(), v + c0 * dv + c, static_cast<long>(dv), static_cast<int>(c1 - c0), 0);
-                auto round = [&](double x) { return decode(*r.o_accumulator, cast_from_f64(x, *r.o_accumulator, CastOptions{})); };
-                acc[c] = bits_of(static_cast<float>(round(round(float_from_bits(scaled)) + round(float_from_bits(product)))));
+                const std::uint32_t product =
+                    mma_dot(pv, p.data(), v + c0 * dv + c, static_cast<long>(dv), static_cast<int>(c1 - c0), 0);
+                auto round = [&](double x) {
+                    return decode(*r.o_accumulator, cast_from_f64(x, *r.o_accumulator, CastOptions{}));
+                };
+                acc[c] = bits_of(
+                    static_cast<float>(round(round(float_from_bits(scaled)) + round(float_from_bits(product)))));
             }
         }
     }
@@ -87,13 +98,15 @@ RowResult scalar_online_row(const AttentionRecipe& r, const AttentionShape& sh, 
     CastOptions o;
     o.saturate = true;
     for (std::uint64_t c = 0; c < dv; ++c)
-        out.o[c] = static_cast<std::uint32_t>(cast_from_f32(a::mul(float_from_bits(acc[c]), steps::output_factor(l, r.p_scale)), *r.o_format, o));
+        out.o[c] = static_cast<std::uint32_t>(
+            cast_from_f32(a::mul(float_from_bits(acc[c]), steps::output_factor(l, r.p_scale)), *r.o_format, o));
     return out;
 }
 
 bool same(const std::vector<std::uint32_t>& x, const std::vector<std::uint32_t>& y) { return x == y; }
 bool same(const std::vector<float>& x, const std::vector<float>& y) {
-    return x.size() == y.size() && std::equal(x.begin(), x.end(), y.begin(), [](float p, float q) { return bits_of(p) == bits_of(q); });
+    return x.size() == y.size() &&
+           std::equal(x.begin(), x.end(), y.begin(), [](float p, float q) { return bits_of(p) == bits_of(q); });
 }
 
 }  // namespace
@@ -115,7 +128,8 @@ TEST_CASE("Every preset validates, prints its settings and parses them back", "[
     CHECK(r.name == "fa3-fp8+");
     CHECK_THROWS_WITH(find_recipe("fa9"), Catch::Contains("unknown recipe 'fa9'"));
     CHECK_THROWS_WITH(apply_setting(r, "colour=red"), Catch::Contains("unknown recipe key 'colour'"));
-    CHECK_THROWS_WITH(apply_setting(r, "kv_order=sideways"), Catch::Contains("'kv_order'") && Catch::Contains("forward|reverse"));
+    CHECK_THROWS_WITH(apply_setting(r, "kv_order=sideways"),
+                      Catch::Contains("'kv_order'") && Catch::Contains("forward|reverse"));
     CHECK_THROWS_WITH(apply_setting(r, "p_format=e9m9"), Catch::Contains("'p_format'"));
     CHECK_THROWS_WITH(apply_setting(r, "block_m=0"), Catch::Contains("'block_m'"));
     CHECK_THROWS_WITH(apply_setting(r, "p_scale=-1"), Catch::Contains("'p_scale'"));
@@ -128,7 +142,8 @@ TEST_CASE("Every preset validates, prints its settings and parses them back", "[
     CHECK_THROWS_WITH(validate(bad), Catch::Contains("no sm90 mma.sync model"));
 }
 
-TEST_CASE("The tiled emulator equals a row-at-a-time scalar implementation, bit for bit, for every online preset", "[flash]") {
+TEST_CASE("The tiled emulator equals a row-at-a-time scalar implementation, bit for bit, for every online preset",
+          "[flash]") {
     for (const AttentionRecipe& preset : recipe_presets()) {
         // online presets without V quantization (the MX ones: see the leakage test)
         if (preset.softmax != SoftmaxKind::online || preset.v_quant != nullptr || preset.max_adjust) continue;
@@ -145,7 +160,8 @@ TEST_CASE("The tiled emulator equals a row-at-a-time scalar implementation, bit 
                 for (std::uint64_t i = 0; i < sh.n_q; ++i) {
                     const RowResult row = scalar_online_row(r, sh, in, head, i);
                     const std::uint64_t at = (head * sh.n_q + i) * sh.d_v;
-                    if (!std::equal(row.o.begin(), row.o.end(), f.o.begin() + static_cast<std::ptrdiff_t>(at))) ++mismatches;
+                    if (!std::equal(row.o.begin(), row.o.end(), f.o.begin() + static_cast<std::ptrdiff_t>(at)))
+                        ++mismatches;
                     if (bits_of(row.lse2) != bits_of(f.lse_log2[head * sh.n_q + i])) ++mismatches;
                 }
             }

@@ -15,13 +15,16 @@ using namespace roundscope::emu;
 
 namespace {
 
-std::uint32_t bits_in(const Format& f, double x) { return static_cast<std::uint32_t>(cast_from_f64(x, f, CastOptions{})); }
+std::uint32_t bits_in(const Format& f, double x) {
+    return static_cast<std::uint32_t>(cast_from_f64(x, f, CastOptions{}));
+}
 
 // One head whose first four keys are an attention sink: scores about `delta` above the rest
 // (through feature 0, where every query holds 4 and the sink keys delta / (4 scale)), the other
 // features N(0, 1) scores.
 AttentionOperands sink_head(const AttentionShape& sh, const Format& f, double delta) {
-    AttentionOperands in = random_operands(sh, f, 21, std::pow(static_cast<double>(sh.d), -0.25) * std::sqrt(static_cast<double>(sh.d) / (sh.d - 1)));
+    AttentionOperands in = random_operands(
+        sh, f, 21, std::pow(static_cast<double>(sh.d), -0.25) * std::sqrt(static_cast<double>(sh.d) / (sh.d - 1)));
     for (std::uint64_t i = 0; i < sh.n_q; ++i) in.q[i * sh.d] = bits_in(f, 4.0);
     for (std::uint64_t j = 0; j < sh.n_kv; ++j) in.k[j * sh.d] = bits_in(f, j < 4 ? delta / (4.0 * sh.scale) : 0.0);
     return in;
@@ -39,8 +42,8 @@ TEST_CASE("FP8 P-collapse behind a sink: forward order loses most small P, rever
     const AttentionOperands in = sink_head(sh, e4m3, 8.0);
     const ForwardResult forward = flash_forward(find_recipe("fp8-forward-order"), sh, in);
     const ForwardResult fixed = flash_forward(find_recipe("fa3-fp8"), sh, in);
-    INFO("forward order: " << forward.counts.p_underflow << " of " << forward.counts.p_nonzero << "; fa3-fp8: "
-                           << fixed.counts.p_underflow << " of " << fixed.counts.p_nonzero);
+    INFO("forward order: " << forward.counts.p_underflow << " of " << forward.counts.p_nonzero
+                           << "; fa3-fp8: " << fixed.counts.p_underflow << " of " << fixed.counts.p_nonzero);
     // Phi(8 + 1.03 - 6.93) = Phi(2.1) = 0.98 of the non-sink P underflow with forward order
     CHECK(underflow_fraction(forward.counts) > 0.9);
     CHECK(underflow_fraction(fixed.counts) < 0.001);
@@ -66,23 +69,29 @@ TEST_CASE("MXFP4 V leaks the future into causal attention; the diagonal fix stop
             }
         }
         INFO(r.name << ": " << rows_changed << " of the rows before token " << j << " changed");
-        if (fix) CHECK(rows_changed == 0);
-        else CHECK(rows_changed >= 4);  // rows 32..39 share V[40]'s block scale
+        if (fix)
+            CHECK(rows_changed == 0);
+        else
+            CHECK(rows_changed >= 4);  // rows 32..39 share V[40]'s block scale
         // Parallel against autoregressive: row i with only tokens 0..i present.
         std::uint64_t differing = 0;
         for (std::uint64_t i = 0; i < sh.n_q; i += 5) {
             AttentionShape one = sh;
             one.n_q = 1, one.n_kv = i + 1;
             AttentionOperands prefix;
-            prefix.q.assign(in.q.begin() + static_cast<std::ptrdiff_t>(i * sh.d), in.q.begin() + static_cast<std::ptrdiff_t>((i + 1) * sh.d));
+            prefix.q.assign(in.q.begin() + static_cast<std::ptrdiff_t>(i * sh.d),
+                            in.q.begin() + static_cast<std::ptrdiff_t>((i + 1) * sh.d));
             prefix.k.assign(in.k.begin(), in.k.begin() + static_cast<std::ptrdiff_t>((i + 1) * sh.d));
             prefix.v.assign(in.v.begin(), in.v.begin() + static_cast<std::ptrdiff_t>((i + 1) * sh.d_v));
             const ForwardResult ar = flash_forward(r, one, prefix);
-            if (!std::equal(ar.o.begin(), ar.o.end(), a.o.begin() + static_cast<std::ptrdiff_t>(i * sh.d_v))) ++differing;
+            if (!std::equal(ar.o.begin(), ar.o.end(), a.o.begin() + static_cast<std::ptrdiff_t>(i * sh.d_v)))
+                ++differing;
         }
         INFO(differing << " rows differ between the parallel and the autoregressive computation");
-        if (fix) CHECK(differing == 0);
-        else CHECK(differing > 0);
+        if (fix)
+            CHECK(differing == 0);
+        else
+            CHECK(differing > 0);
     }
 }
 
@@ -103,7 +112,8 @@ TEST_CASE("The max adjustment leaves no P-bar entry at exactly 1 in rows with a 
         CHECK(std::fabs(plain.o_f32[x] - adjusted.o_f32[x]) <= 0x1p-6 * (std::fabs(plain.o_f32[x]) + 0.05));
 }
 
-TEST_CASE("The naive FP16 softmax without max subtraction overflows once a score passes ln(65504) = 11.09", "[flash][recipes]") {
+TEST_CASE("The naive FP16 softmax without max subtraction overflows once a score passes ln(65504) = 11.09",
+          "[flash][recipes]") {
     AttentionShape sh = attention_shape(1, 1, 3, 16, false);
     sh.scale = 1;
     for (const double top : {11.0, 11.125}) {
@@ -115,7 +125,8 @@ TEST_CASE("The naive FP16 softmax without max subtraction overflows once a score
         in.v = gaussian_bits(3 * 16, f16, 2);
         AttentionRecipe unshifted = find_recipe("naive-f16");
         apply_setting(unshifted, "softmax=naive-unshifted");
-        const ForwardResult naive = flash_forward(unshifted, sh, in), shifted = flash_forward(find_recipe("naive-f16"), sh, in);
+        const ForwardResult naive = flash_forward(unshifted, sh, in),
+                            shifted = flash_forward(find_recipe("naive-f16"), sh, in);
         AttentionRecipe online = find_recipe("fa2-bf16");
         for (const char* setting : {"input=f16", "p_format=f16", "o_format=f16"}) apply_setting(online, setting);
         const ForwardResult fused = flash_forward(online, sh, in);

@@ -51,11 +51,12 @@ TEST_CASE("soft_exp2 is exact at integers, 1 at 0, and right at the edges", "[so
     const float below_128 = std::nextafter(128.0f, 0.0f);
     CHECK(std::isfinite(soft_exp2(below_128)));
     CHECK(ulps(soft_exp2(below_128), std::exp2(static_cast<double>(below_128))) <= 2.0);
-    CHECK(soft_exp2(-150.5f) == 0.0f);             // 0.35 times the least subnormal: rounds to zero
-    CHECK(soft_exp2(-149.5f) == 0x1p-149f);        // 0.71 times it: one rounding, up
+    CHECK(soft_exp2(-150.5f) == 0.0f);       // 0.35 times the least subnormal: rounds to zero
+    CHECK(soft_exp2(-149.5f) == 0x1p-149f);  // 0.71 times it: one rounding, up
 }
 
-TEST_CASE("soft_log2 is within 4 ulps (or 2^-23 absolute near 1) of log2 x for every positive float, sampled", "[soft_exp2]") {
+TEST_CASE("soft_log2 is within 4 ulps (or 2^-23 absolute near 1) of log2 x for every positive float, sampled",
+          "[soft_exp2]") {
     double worst = 0;
     for (std::uint32_t bits = 1; bits < 0x7F800000u; bits += 37) {
         const float x = float_from_bits(bits);

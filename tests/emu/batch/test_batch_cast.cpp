@@ -23,9 +23,12 @@ void check_batch_equals_scalar(const Format& f, const std::vector<Real>& in, con
     std::vector<Bits> out(in.size());
     cast_batch(std::span<const Real>(in), f, o, std::span<Bits>(out), {1000, 2});
     for (std::size_t i = 0; i < in.size(); ++i) {
-        const std::uint64_t want = std::is_same_v<Real, float> ? cast_from_f32(static_cast<float>(in[i]), f, o, 1000 + i)
-                                                               : cast_from_f64(static_cast<double>(in[i]), f, o, 1000 + i);
-        if (out[i] != want) FAIL(fmt::format("{} {} x={:a}: batch 0x{:x} scalar 0x{:x}", f.name, rounding_mode_name(o), static_cast<double>(in[i]), out[i], want));
+        const std::uint64_t want = std::is_same_v<Real, float>
+                                       ? cast_from_f32(static_cast<float>(in[i]), f, o, 1000 + i)
+                                       : cast_from_f64(static_cast<double>(in[i]), f, o, 1000 + i);
+        if (out[i] != want)
+            FAIL(fmt::format("{} {} x={:a}: batch 0x{:x} scalar 0x{:x}", f.name, rounding_mode_name(o),
+                             static_cast<double>(in[i]), out[i], want));
     }
 }
 
@@ -57,10 +60,18 @@ TEST_CASE("batch casts equal the scalar routine for every format, mode and optio
     for (const Format& f : all_formats) {
         DYNAMIC_SECTION(f.name) {
             switch (storage_bytes(f)) {
-                case 1: check_format<std::uint8_t>(f); break;
-                case 2: check_format<std::uint16_t>(f); break;
-                case 4: check_format<std::uint32_t>(f); break;
-                default: check_format<std::uint64_t>(f); break;
+                case 1:
+                    check_format<std::uint8_t>(f);
+                    break;
+                case 2:
+                    check_format<std::uint16_t>(f);
+                    break;
+                case 4:
+                    check_format<std::uint32_t>(f);
+                    break;
+                default:
+                    check_format<std::uint64_t>(f);
+                    break;
             }
         }
     }
@@ -86,8 +97,10 @@ TEST_CASE("batch decode equals scalar decode for every pattern of 8- and 16-bit 
                     REQUIRE((fl[i] == static_cast<float>(want) || (std::isnan(fl[i]) && std::isnan(want))));
                 }
             };
-            if (storage_bytes(f) == 1) check(std::uint8_t{});
-            else check(std::uint16_t{});
+            if (storage_bytes(f) == 1)
+                check(std::uint8_t{});
+            else
+                check(std::uint16_t{});
         }
     }
 }
@@ -95,6 +108,8 @@ TEST_CASE("batch decode equals scalar decode for every pattern of 8- and 16-bit 
 TEST_CASE("batch casts reject outputs too narrow or of the wrong length", "[batch]") {
     std::vector<float> in(4);
     std::vector<std::uint8_t> narrow(4), short_out(3);
-    CHECK_THROWS_AS(cast_batch(std::span<const float>(in), bf16, CastOptions{}, std::span<std::uint8_t>(narrow)), Error);
-    CHECK_THROWS_AS(cast_batch(std::span<const float>(in), e4m3, CastOptions{}, std::span<std::uint8_t>(short_out)), Error);
+    CHECK_THROWS_AS(cast_batch(std::span<const float>(in), bf16, CastOptions{}, std::span<std::uint8_t>(narrow)),
+                    Error);
+    CHECK_THROWS_AS(cast_batch(std::span<const float>(in), e4m3, CastOptions{}, std::span<std::uint8_t>(short_out)),
+                    Error);
 }

@@ -36,6 +36,12 @@ void check(const Format& f) {
 
 }  // namespace
 
-TEST_CASE("batch e4m3 equals scalar on all 2^32 inputs, modes rotating", "[exhaustive][batch]") { check<std::uint8_t>(e4m3); }
-TEST_CASE("batch bf16 equals scalar on all 2^32 inputs, modes rotating", "[exhaustive][batch]") { check<std::uint16_t>(bf16); }
-TEST_CASE("batch e2m1 equals scalar on all 2^32 inputs, modes rotating", "[exhaustive][batch]") { check<std::uint8_t>(e2m1); }
+TEST_CASE("batch e4m3 equals scalar on all 2^32 inputs, modes rotating", "[exhaustive][batch]") {
+    check<std::uint8_t>(e4m3);
+}
+TEST_CASE("batch bf16 equals scalar on all 2^32 inputs, modes rotating", "[exhaustive][batch]") {
+    check<std::uint16_t>(bf16);
+}
+TEST_CASE("batch e2m1 equals scalar on all 2^32 inputs, modes rotating", "[exhaustive][batch]") {
+    check<std::uint8_t>(e2m1);
+}

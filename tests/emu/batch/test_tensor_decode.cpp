@@ -15,13 +15,16 @@ double element_value(const Tensor& t, std::uint64_t i) {
     const std::uint64_t bits = t.bits_at(i);
     const DTypeInfo& d = info(t.dtype());
     switch (d.kind) {
-        case DTypeKind::boolean: return bits != 0;
-        case DTypeKind::unsigned_integer: return static_cast<double>(bits);
+        case DTypeKind::boolean:
+            return bits != 0;
+        case DTypeKind::unsigned_integer:
+            return static_cast<double>(bits);
         case DTypeKind::signed_integer: {
             const int shift = 64 - 8 * d.storage_bytes;
             return static_cast<double>(static_cast<std::int64_t>(bits << shift) >> shift);
         }
-        case DTypeKind::floating: return emu::decode(emu::format_of(t.dtype()), bits);
+        case DTypeKind::floating:
+            return emu::decode(emu::format_of(t.dtype()), bits);
     }
     return 0;
 }

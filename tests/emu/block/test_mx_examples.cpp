@@ -3,10 +3,10 @@
 #include <cmath>
 #include <vector>
 
+#include "emu/batch/tensor_decode.hpp"
 #include "emu/block/block_quantize.hpp"
 #include "emu/block/mx_block.hpp"
 #include "emu/block/nvfp4_block.hpp"
-#include "emu/batch/tensor_decode.hpp"
 #include "lib/error.hpp"
 #include "tests/lib/tensor_samples.hpp"
 
@@ -24,7 +24,8 @@ Block quantize(const std::vector<double>& v, const Format& f, ScaleRule rule) {
     std::vector<Unpacked> u;
     for (double x : v) u.push_back(unpack(f64, bits_of(x)));
     std::vector<std::uint64_t> index(v.size(), 0), out(v.size());
-    const std::uint64_t scale = mx_quantize_block(u.data(), static_cast<int>(v.size()), f, rule, CastOptions{}, index.data(), out.data());
+    const std::uint64_t scale =
+        mx_quantize_block(u.data(), static_cast<int>(v.size()), f, rule, CastOptions{}, index.data(), out.data());
     return {scale, out};
 }
 
@@ -109,7 +110,9 @@ TEST_CASE("block_quantize: blocks along any axis with an offset equal the block 
         Tensor x = Tensor::zeros("v", DType::f32, {3, 50, 4});
         std::mt19937_64 rng(5);
         for (std::uint64_t i = 0; i < x.size(); ++i)
-            x.set_bits_at(i, std::bit_cast<std::uint32_t>(std::ldexp(static_cast<float>(static_cast<std::int32_t>(rng() >> 40)), static_cast<int>(rng() % 30) - 40)));
+            x.set_bits_at(
+                i, std::bit_cast<std::uint32_t>(std::ldexp(static_cast<float>(static_cast<std::int32_t>(rng() >> 40)),
+                                                           static_cast<int>(rng() % 30) - 40)));
         return x;
     }();
     BlockSpec spec;
@@ -119,8 +122,16 @@ TEST_CASE("block_quantize: blocks along any axis with an offset equal the block 
     spec.offset = 10;
     spec.element_options.mode = RoundingMode::stochastic_exact;
     spec.element_options.seed = 9;
-    const BlockQuantized q1 = [&] { BlockSpec s = spec; s.threads = 1; return block_quantize(t, s); }();
-    const BlockQuantized q2 = [&] { BlockSpec s = spec; s.threads = 2; return block_quantize(t, s); }();
+    const BlockQuantized q1 = [&] {
+        BlockSpec s = spec;
+        s.threads = 1;
+        return block_quantize(t, s);
+    }();
+    const BlockQuantized q2 = [&] {
+        BlockSpec s = spec;
+        s.threads = 2;
+        return block_quantize(t, s);
+    }();
     CHECK(std::equal(q1.elements.bytes().begin(), q1.elements.bytes().end(), q2.elements.bytes().begin()));
     CHECK(q1.scales.shape() == Shape{3, 2, 4});  // 22 + 28 tokens: blocks [0, 22) and [22, 50)
     for (std::uint64_t h = 0; h < 3; ++h) {
@@ -133,8 +144,9 @@ TEST_CASE("block_quantize: blocks along any axis with an offset equal the block 
                     index.push_back((h * 50 + n) * 4 + d);
                     u.push_back(unpack_element(t, index.back()));
                 }
-                const std::uint64_t scale = mx_quantize_block(u.data(), static_cast<int>(u.size()), e2m1, ScaleRule::floor,
-                                                              spec.element_options, index.data(), out.data());
+                const std::uint64_t scale =
+                    mx_quantize_block(u.data(), static_cast<int>(u.size()), e2m1, ScaleRule::floor,
+                                      spec.element_options, index.data(), out.data());
                 CHECK(q1.scales.bits_at((h * 2 + j) * 4 + d) == scale);
                 for (std::size_t i = 0; i < index.size(); ++i) CHECK(q1.elements.bits_at(index[i]) == out[i]);
             }
@@ -166,8 +178,10 @@ TEST_CASE("block_quantize rejects bad axes, offsets and block sizes, and NVFP4 o
     CHECK_THROWS_WITH(block_quantize(t, spec), Catch::Contains("element 5 is not finite"));
 }
 
-TEST_CASE("block_quantize's batch path equals the block-by-block reference: every MX format, rule, mode, layout, "
-          "source dtype and thread count", "[mx]") {
+TEST_CASE(
+    "block_quantize's batch path equals the block-by-block reference: every MX format, rule, mode, layout, "
+    "source dtype and thread count",
+    "[mx]") {
     std::mt19937_64 rng(17);
     const Shape shape{3, 70, 5};
     std::uint64_t compared = 0;
@@ -175,8 +189,9 @@ TEST_CASE("block_quantize's batch path equals the block-by-block reference: ever
         Tensor t = test::random_tensor("x", dtype, shape, rng());
         if (dtype == DType::f32)  // values of moderate range (random patterns are mostly huge or tiny)
             for (std::uint64_t i = 0; i < t.size(); ++i)
-                t.set_bits_at(i, std::bit_cast<std::uint32_t>(std::ldexp(static_cast<float>(static_cast<std::int32_t>(rng() >> 40)),
-                                                                          static_cast<int>(rng() % 40) - 60)));
+                t.set_bits_at(i, std::bit_cast<std::uint32_t>(
+                                     std::ldexp(static_cast<float>(static_cast<std::int32_t>(rng() >> 40)),
+                                                static_cast<int>(rng() % 40) - 60)));
         for (const BlockFormat& f : all_block_formats) {
             if (f.nvfp4) continue;
             for (ScaleRule rule : all_scale_rules) {
@@ -195,7 +210,8 @@ TEST_CASE("block_quantize's batch path equals the block-by-block reference: ever
                         spec.threads = 1;
                         spec.scalar_reference = true;
                         const BlockQuantized reference = block_quantize(t, spec);
-                        INFO(name(dtype) << " " << f.name << " " << scale_rule_name(rule) << " " << mode << " axis " << axis);
+                        INFO(name(dtype) << " " << f.name << " " << scale_rule_name(rule) << " " << mode << " axis "
+                                         << axis);
                         REQUIRE(test::same_bits(batch.scales, reference.scales));
                         REQUIRE(test::same_bits(batch.elements, reference.elements));
                         ++compared;

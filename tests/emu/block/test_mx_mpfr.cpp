@@ -76,7 +76,7 @@ Reference reference_block(const std::vector<double>& v, const Format& f, ScaleRu
     mpfr_ptr amax = amax_value.get(), t = t_value.get(), q = q_value.get();
     double largest = 0;
     for (double x : v) largest = std::max(largest, std::fabs(x));
-    mpfr_set_d(amax, largest, MPFR_RNDN);  // exact
+    mpfr_set_d(amax, largest, MPFR_RNDN);                                  // exact
     const int emax_elem = static_cast<int>(std::floor(std::log2(g.max)));  // of the published max
     long k = -127;
     if (!mpfr_zero_p(amax)) {
@@ -84,8 +84,12 @@ Reference reference_block(const std::vector<double>& v, const Format& f, ScaleRu
         mpfr_set_ui_2exp(t, 1, floor_log2, MPFR_RNDN);
         const bool power_of_two = mpfr_equal_p(t, amax);
         switch (rule) {
-            case ScaleRule::floor: k = floor_log2 - emax_elem; break;
-            case ScaleRule::ceil: k = floor_log2 + (power_of_two ? 0 : 1) - emax_elem; break;
+            case ScaleRule::floor:
+                k = floor_log2 - emax_elem;
+                break;
+            case ScaleRule::ceil:
+                k = floor_log2 + (power_of_two ? 0 : 1) - emax_elem;
+                break;
             case ScaleRule::even:
                 mpfr_set_prec(q, f.man_bits + 1);
                 mpfr_round_nearest_away(mpfr_set, q, amax);  // to the element's precision, halves away from zero
@@ -103,7 +107,8 @@ Reference reference_block(const std::vector<double>& v, const Format& f, ScaleRu
     r.scale = static_cast<std::uint64_t>(k + 127);
     // V_i / X: exact in double here (|V_i| >= 2^-1074 and |k| <= 127 keep every quotient a
     // normal double for the inputs of random_block, whose exponents lie in [-400, 300]).
-    for (std::size_t i = 0; i < v.size(); ++i) r.elements[i] = nearest_even(f, g, std::ldexp(v[i], static_cast<int>(-k)));
+    for (std::size_t i = 0; i < v.size(); ++i)
+        r.elements[i] = nearest_even(f, g, std::ldexp(v[i], static_cast<int>(-k)));
     return r;
 }
 
@@ -116,11 +121,21 @@ std::vector<double> random_block(std::mt19937_64& rng, double element_max) {
     std::vector<double> v(n);
     for (double& x : v) {
         switch (kind) {
-            case 0: x = 0; break;                                                                         // all zero
-            case 1: x = std::bit_cast<float>(static_cast<std::uint32_t>(rng() % 0x800000)); break;        // f32 subnormals
-            case 2: x = std::bit_cast<float>(static_cast<std::uint32_t>(rng())); break;                   // any f32
-            case 3: x = std::ldexp(static_cast<double>(rng() >> 11), static_cast<int>(rng() % 600) - 350); break;  // beyond f32
-            default: x = std::ldexp(static_cast<double>(static_cast<std::int64_t>(rng()) >> 40), centre); break;   // one binade region
+            case 0:
+                x = 0;
+                break;  // all zero
+            case 1:
+                x = std::bit_cast<float>(static_cast<std::uint32_t>(rng() % 0x800000));
+                break;  // f32 subnormals
+            case 2:
+                x = std::bit_cast<float>(static_cast<std::uint32_t>(rng()));
+                break;  // any f32
+            case 3:
+                x = std::ldexp(static_cast<double>(rng() >> 11), static_cast<int>(rng() % 600) - 350);
+                break;  // beyond f32
+            default:
+                x = std::ldexp(static_cast<double>(static_cast<std::int64_t>(rng()) >> 40), centre);
+                break;  // one binade region
         }
         if (rng() % 4 == 0) x = 0;
         if (rng() % 2) x = -x;

@@ -38,8 +38,10 @@ RandomGemm random_gemm(const MmaModel& m, std::int64_t batch, std::int64_t rows,
                        double any_bits, std::uint64_t seed) {
     std::mt19937_64 rng(seed);
     RandomGemm g;
-    for (std::int64_t i = 0; i < batch * rows * k; ++i) g.a.push_back(random_element(rng, m.a, m.dropped_input_bits, any_bits));
-    for (std::int64_t i = 0; i < batch * k * n; ++i) g.b.push_back(random_element(rng, m.b, m.dropped_input_bits, any_bits));
+    for (std::int64_t i = 0; i < batch * rows * k; ++i)
+        g.a.push_back(random_element(rng, m.a, m.dropped_input_bits, any_bits));
+    for (std::int64_t i = 0; i < batch * k * n; ++i)
+        g.b.push_back(random_element(rng, m.b, m.dropped_input_bits, any_bits));
     for (std::int64_t i = 0; i < batch * rows * n; ++i) g.c.push_back(random_element(rng, m.accumulator, 0, any_bits));
     return g;
 }
@@ -54,9 +56,10 @@ TEST_CASE("The vector GEMM equals the scalar engine for every model", "[mma][gem
         for (const Shape s : {Shape{3, 16, 8, 0}, Shape{1, 9, 37, 0}, Shape{2, 5, 64, 3}}) {
             const std::int64_t k = s.k == 0 ? 2 * model.k : model.k + s.k;  // whole and partial instructions
             for (const double any_bits : {0.0, 0.02}) {
-                INFO(mma_model_name(model) << " batch " << s.batch << " m " << s.m << " n " << s.n << " k " << k
-                                           << " specials " << any_bits);
-                const RandomGemm g = random_gemm(model, s.batch, s.m, s.n, k, any_bits, 7 + static_cast<std::uint64_t>(k));
+                INFO(mma_model_name(model)
+                     << " batch " << s.batch << " m " << s.m << " n " << s.n << " k " << k << " specials " << any_bits);
+                const RandomGemm g =
+                    random_gemm(model, s.batch, s.m, s.n, k, any_bits, 7 + static_cast<std::uint64_t>(k));
                 std::vector<std::uint32_t> want(g.c.size()), fast(g.c.size()), fast_one_thread(g.c.size());
                 mma_gemm_reference(model, g.operands(want.data(), s.batch, s.m, s.n, k), 1);
                 mma_gemm(model, g.operands(fast.data(), s.batch, s.m, s.n, k), 2);

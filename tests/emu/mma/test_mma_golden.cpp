@@ -2,8 +2,8 @@
 // the project on real hardware): every output bit of every tile of every distribution, through
 // both the scalar engine and the vector GEMM driver. Also the evidence for the sm_90 FP8
 // mma.sync model: the alternatives it was chosen over fail on the same data.
-#include <catch2/catch.hpp>
 #include <fmt/format.h>
+#include <catch2/catch.hpp>
 
 #include <array>
 #include <string>
@@ -59,8 +59,8 @@ TEST_CASE("sm90 mma.sync models reproduce every H100 golden output", "[mma][gold
     INFO(name << ": " << mma_model_name(*p.model));
     for (const bool reference : {true, false}) {
         const Mismatches bad = run(*p.model, p, reference);
-        INFO((reference ? "scalar engine" : "vector GEMM") << " mismatches per distribution: "
-                                                           << fmt::format("{}", fmt::join(bad.per_dist, " ")));
+        INFO((reference ? "scalar engine" : "vector GEMM")
+             << " mismatches per distribution: " << fmt::format("{}", fmt::join(bad.per_dist, " ")));
         CHECK(bad.total == 0);
     }
 }

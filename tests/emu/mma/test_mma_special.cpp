@@ -67,13 +67,14 @@ TEST_CASE("Inf times zero, and Infs of both signs, give NaN; a lone Inf gives th
     CHECK(dot(m, {-infinity, -infinity}, {-1, -1}, 0) == 0x7F800000u);
     // sm90 FP8 mma.sync: the Inf travels through both blocks and the final add.
     CHECK(dot(model("sm90", e5m2), {infinity}, {2}, -3) == 0x7F800000u);
-    CHECK(dot(model("sm90", e5m2), {infinity, 0, 1}, {1, 0, -infinity}, 0) == 0x7FFFFFFFu);  // k = 0 and k = 2: two blocks
+    CHECK(dot(model("sm90", e5m2), {infinity, 0, 1}, {1, 0, -infinity}, 0) ==
+          0x7FFFFFFFu);  // k = 0 and k = 2: two blocks
 }
 
 TEST_CASE("Overflow gives Inf although the rounding is toward zero", "[mma][special]") {
     const MmaModel& m = model("sm90", bf16);
     const double big = 1.5 * std::ldexp(1.0, 127);
-    CHECK(dot(m, {big}, {2}, 0) == 0x7F800000u);              // 1.5 * 2^128
+    CHECK(dot(m, {big}, {2}, 0) == 0x7F800000u);  // 1.5 * 2^128
     CHECK(dot(m, {big}, {-2}, 0) == 0xFF800000u);
     const double max_f32 = std::numeric_limits<float>::max();  // below 2^128: stays finite
     CHECK(dot(m, {1}, {1}, max_f32) == 0x7F7FFFFFu);
@@ -89,7 +90,8 @@ TEST_CASE("A zero term takes the exponent e_zero", "[mma][special]") {
     // and -2^-160 truncates to 0: the result is 2^-140. Without it, Emax = -140 keeps
     // -2^-160 and RZ gives 2^-140 - 2^-149.
     const MmaModel& m = model("sm90", bf16);
-    const std::vector<double> a{std::ldexp(1.0, -70), -std::ldexp(1.0, -80)}, b{std::ldexp(1.0, -70), std::ldexp(1.0, -80)};
+    const std::vector<double> a{std::ldexp(1.0, -70), -std::ldexp(1.0, -80)},
+        b{std::ldexp(1.0, -70), std::ldexp(1.0, -80)};
     CHECK(dot(m, a, b, 0) == 0x200u);
     MmaModel no_zero_exponent = m;
     no_zero_exponent.zero_exponent = -1000;

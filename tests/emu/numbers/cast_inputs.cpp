@@ -55,8 +55,8 @@ std::vector<CastInput> cast_inputs(const emu::Format& f, std::size_t count, std:
         double previous = 0;
         for (double v : values) {
             const double mid = previous + (v - previous) / 2;  // exact: both are short dyadics
-            for (double w : {v, mid, mid * (1 + 0x1p-40), mid * (1 - 0x1p-40), std::nextafter(mid, 0.0),
-                             std::nextafter(mid, inf)})
+            for (double w :
+                 {v, mid, mid * (1 + 0x1p-40), mid * (1 - 0x1p-40), std::nextafter(mid, 0.0), std::nextafter(mid, inf)})
                 add_signed(out, w);
             previous = v;
         }
@@ -68,14 +68,17 @@ std::vector<CastInput> cast_inputs(const emu::Format& f, std::size_t count, std:
     while (out.size() < count) {
         const std::uint64_t r = rng();
         switch (out.size() % 3) {
-            case 0: out.push_back({double_from_bits(r), false}); break;
+            case 0:
+                out.push_back({double_from_bits(r), false});
+                break;
             case 1: {
                 const int e = e_lo + static_cast<int>(rng() % static_cast<std::uint64_t>(e_hi - e_lo + 1));
                 const double m = 1.0 + std::ldexp(static_cast<double>(r >> 12), -52);
                 out.push_back({std::ldexp((r & 1) ? -m : m, e), false});
                 break;
             }
-            default: out.push_back({static_cast<double>(float_from_bits(static_cast<std::uint32_t>(r))), true});
+            default:
+                out.push_back({static_cast<double>(float_from_bits(static_cast<std::uint32_t>(r))), true});
         }
     }
     return out;

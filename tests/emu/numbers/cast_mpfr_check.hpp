@@ -10,7 +10,7 @@
 namespace roundscope::test {
 
 struct MpfrCheckResult {
-    std::uint64_t checked = 0;     // (input, options) pairs
+    std::uint64_t checked = 0;  // (input, options) pairs
     std::uint64_t mismatches = 0;
     std::string first_mismatch;
 };

@@ -125,14 +125,18 @@ OracleResult oracle_cast(const emu::Format& f, double x, const Neighbours& n, do
         if (has_nan) return {true, nan};
         if (f.encoding == Encoding::int8) return finite(0);
         switch (o.nan_to_finite) {
-            case emu::NanToFinite::max_positive: return finite(s.max);
-            case emu::NanToFinite::zero: return zero(o.nan_sign == emu::NanSign::keep && std::signbit(x));
-            case emu::NanToFinite::negated_zero: return zero(!std::signbit(x));
+            case emu::NanToFinite::max_positive:
+                return finite(s.max);
+            case emu::NanToFinite::zero:
+                return zero(o.nan_sign == emu::NanSign::keep && std::signbit(x));
+            case emu::NanToFinite::negated_zero:
+                return zero(!std::signbit(x));
         }
     }
     const bool negative = std::signbit(x);
     if (x == 0 || (o.flush_input && std::fabs(x) < source_min_normal)) return zero(negative);
-    if (!f.is_signed && negative) return o.saturate && f.encoding != Encoding::e8m0 ? finite(0.0) : OracleResult{true, nan};
+    if (!f.is_signed && negative)
+        return o.saturate && f.encoding != Encoding::e8m0 ? finite(0.0) : OracleResult{true, nan};
     auto overflow = [&](bool toward_zero_mode) -> OracleResult {
         if (o.saturate || toward_zero_mode || !(has_inf || has_nan)) return finite(negative ? -s.max : s.max);
         return has_inf ? finite(negative ? -inf : inf) : OracleResult{true, nan};
@@ -142,13 +146,25 @@ OracleResult oracle_cast(const emu::Format& f, double x, const Neighbours& n, do
     double r = n.toward_zero;
     if (n.toward_zero != x) {
         switch (o.mode) {
-            case RoundingMode::nearest_even: r = n.nearest_even; break;
-            case RoundingMode::nearest_away: r = n.at_or_past_midpoint ? n.away : n.toward_zero; break;
-            case RoundingMode::toward_zero: break;
-            case RoundingMode::toward_positive: r = negative ? n.toward_zero : n.away; break;
-            case RoundingMode::toward_negative: r = negative ? n.away : n.toward_zero; break;
-            case RoundingMode::to_odd: r = n.toward_zero_is_odd ? n.toward_zero : n.away; break;
-            default: throw std::logic_error("oracle: stochastic modes are not deterministic");
+            case RoundingMode::nearest_even:
+                r = n.nearest_even;
+                break;
+            case RoundingMode::nearest_away:
+                r = n.at_or_past_midpoint ? n.away : n.toward_zero;
+                break;
+            case RoundingMode::toward_zero:
+                break;
+            case RoundingMode::toward_positive:
+                r = negative ? n.toward_zero : n.away;
+                break;
+            case RoundingMode::toward_negative:
+                r = negative ? n.away : n.toward_zero;
+                break;
+            case RoundingMode::to_odd:
+                r = n.toward_zero_is_odd ? n.toward_zero : n.away;
+                break;
+            default:
+                throw std::logic_error("oracle: stochastic modes are not deterministic");
         }
     }
     if (f.encoding == Encoding::e8m0 && r == 0) r = 0x1p-127;  // no zero: the smallest scale
@@ -183,8 +199,10 @@ OracleResult oracle_decode(const emu::Format& f, std::uint64_t bits) {
         const std::uint64_t e_all = (1u << ebits) - 1, m_all = (1u << mbits) - 1;
         const bool unused_bit_set = !f.is_signed && (bits >> (ebits + mbits)) != 0;
         if (f.encoding == Encoding::ieee && e == e_all) {
-            if (m != 0) r.is_nan = true;
-            else mpfr_set_inf(v, negative ? -1 : 1);
+            if (m != 0)
+                r.is_nan = true;
+            else
+                mpfr_set_inf(v, negative ? -1 : 1);
         } else if ((f.encoding == Encoding::fn && e == e_all && m == m_all) || unused_bit_set) {
             r.is_nan = true;
         } else if (f.encoding == Encoding::fnuz && negative && e == 0 && m == 0) {

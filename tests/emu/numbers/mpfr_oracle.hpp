@@ -12,9 +12,9 @@ namespace roundscope::test {
 
 /// Published limits of a format (OCP 8-bit FP v1.0 Table 1, OCP MX v1.0 Tables 2-4, IEEE 754).
 struct SpecLimits {
-    double max;          // largest finite
-    int emin;            // exponent of the smallest normal, 2^emin
-    int precision;       // significand bits including the hidden one
+    double max;     // largest finite
+    int emin;       // exponent of the smallest normal, 2^emin
+    int precision;  // significand bits including the hidden one
     bool has_subnormals;
 };
 SpecLimits spec_limits(const emu::Format& f);

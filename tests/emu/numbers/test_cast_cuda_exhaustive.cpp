@@ -41,18 +41,17 @@ CastOptions cuda_options(const Format& to, bool saturate, RoundingMode mode = Ro
 }  // namespace
 
 TEST_CASE("f32 -> bf16 (rne) equals __float2bfloat16_rn on all 2^32 inputs", "[exhaustive][cuda]") {
-    check_against_cuda<std::uint16_t, &bf16>(cuda_options(bf16, false), [](float x) {
-        return static_cast<__nv_bfloat16_raw>(__float2bfloat16_rn(x)).x;
-    });
+    check_against_cuda<std::uint16_t, &bf16>(
+        cuda_options(bf16, false), [](float x) { return static_cast<__nv_bfloat16_raw>(__float2bfloat16_rn(x)).x; });
 }
 
 TEST_CASE("f32 -> f16 (rne) equals __float2half_rn on all 2^32 inputs", "[exhaustive][cuda]") {
-    check_against_cuda<std::uint16_t, &f16>(cuda_options(f16, false), [](float x) {
-        return static_cast<__half_raw>(__float2half_rn(x)).x;
-    });
+    check_against_cuda<std::uint16_t, &f16>(cuda_options(f16, false),
+                                            [](float x) { return static_cast<__half_raw>(__float2half_rn(x)).x; });
 }
 
-TEST_CASE("f32 -> e4m3 (rne, satfinite and not) equals __nv_cvt_float_to_fp8 on all 2^32 inputs", "[exhaustive][cuda]") {
+TEST_CASE("f32 -> e4m3 (rne, satfinite and not) equals __nv_cvt_float_to_fp8 on all 2^32 inputs",
+          "[exhaustive][cuda]") {
     for (const bool sat : {true, false}) {
         DYNAMIC_SECTION("saturate " << sat) {
             check_against_cuda<std::uint8_t, &e4m3>(cuda_options(e4m3, sat), [sat](float x) {
@@ -62,7 +61,8 @@ TEST_CASE("f32 -> e4m3 (rne, satfinite and not) equals __nv_cvt_float_to_fp8 on 
     }
 }
 
-TEST_CASE("f32 -> e5m2 (rne, satfinite and not) equals __nv_cvt_float_to_fp8 on all 2^32 inputs", "[exhaustive][cuda]") {
+TEST_CASE("f32 -> e5m2 (rne, satfinite and not) equals __nv_cvt_float_to_fp8 on all 2^32 inputs",
+          "[exhaustive][cuda]") {
     for (const bool sat : {true, false}) {
         DYNAMIC_SECTION("saturate " << sat) {
             check_against_cuda<std::uint8_t, &e5m2>(cuda_options(e5m2, sat), [sat](float x) {

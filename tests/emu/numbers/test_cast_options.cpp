@@ -43,6 +43,7 @@ TEST_CASE("conventions set saturation and NaN handling together", "[options]") {
     CHECK(convention_options(Convention::ml_dtypes, e2m1).nan_to_finite == NanToFinite::negated_zero);
     CHECK(convention_options(Convention::torch, bf16).nan_payload == NanPayload::quiet);
     CHECK(convention_options(Convention::torch, bf16).nan_sign == NanSign::positive);
-    for (const char* name : {"cuda", "ocp", "ml_dtypes", "torch"}) CHECK(convention_name(*parse_convention(name)) == name);
+    for (const char* name : {"cuda", "ocp", "ml_dtypes", "torch"})
+        CHECK(convention_name(*parse_convention(name)) == name);
     CHECK(!parse_convention("numpy"));
 }

@@ -29,7 +29,8 @@ bool expected(double x, const Format& f) {
 
 }  // namespace
 
-TEST_CASE("is_representable equals the round-trip test on every value of every format up to 16 bits", "[representable]") {
+TEST_CASE("is_representable equals the round-trip test on every value of every format up to 16 bits",
+          "[representable]") {
     std::uint64_t checked = 0;
     for (const Format& from : all_formats) {
         if (from.bits > 16) continue;

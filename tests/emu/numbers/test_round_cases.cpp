@@ -45,11 +45,11 @@ TEST_CASE("E4M3 (OCP): max 448, ties to even at 464, NaN beyond without saturati
 
 TEST_CASE("E5M2: max 57344, overflow midpoint rounds to Inf", "[round]") {
     CHECK(cast_from_f64(57344, e5m2, rne) == 0x7B);
-    CHECK(cast_from_f64(61440, e5m2, rne) == 0x7C);       // tie: 1.11b is odd, rounds to 2^16 = Inf
+    CHECK(cast_from_f64(61440, e5m2, rne) == 0x7C);  // tie: 1.11b is odd, rounds to 2^16 = Inf
     CHECK(cast_from_f64(61439.99, e5m2, rne) == 0x7B);
     CHECK(cast_from_f64(61440, e5m2, rne_sat) == 0x7B);
     CHECK(cast_from_f64(61440, e5m2, with(RoundingMode::toward_zero)) == 0x7B);
-    CHECK(cast_from_f64(1e6, e5m2, with(RoundingMode::toward_negative)) == 0x7B);   // IEEE 7.4
+    CHECK(cast_from_f64(1e6, e5m2, with(RoundingMode::toward_negative)) == 0x7B);  // IEEE 7.4
     CHECK(cast_from_f64(-1e6, e5m2, with(RoundingMode::toward_negative)) == 0xFC);
 }
 
@@ -61,7 +61,7 @@ TEST_CASE("bf16 and f16: ties to even, round to odd, directed modes", "[round]")
     CHECK(cast_from_f64(1 + 0x3p-8, bf16, with(RoundingMode::to_odd)) == 0x3F81);
     CHECK(cast_from_f64(1 + 0x1p-30, bf16, with(RoundingMode::toward_positive)) == 0x3F81);
     CHECK(cast_from_f64(-1 - 0x1p-30, bf16, with(RoundingMode::toward_positive)) == 0xBF80);
-    CHECK(cast_from_f64(65520, f16, rne) == 0x7C00);      // 65504 + half ulp: tie, odd -> Inf
+    CHECK(cast_from_f64(65520, f16, rne) == 0x7C00);  // 65504 + half ulp: tie, odd -> Inf
     CHECK(cast_from_f64(65519.99, f16, rne) == 0x7BFF);
     CHECK(cast_from_f64(0x1p-25, f16, rne) == 0x0000);
     CHECK(cast_from_f64(0x1.000001p-25, f16, rne) == 0x0001);
@@ -87,7 +87,7 @@ TEST_CASE("FP4 E2M1 and FP6: the OCP MX grids, saturating always", "[round]") {
 
 TEST_CASE("E8M0: powers of two, ties up, no zero and no sign", "[round]") {
     CHECK(cast_from_f64(1.0, e8m0, rne) == 0x7F);
-    CHECK(cast_from_f64(1.5, e8m0, rne) == 0x80);      // tie: 1 is the odd significand
+    CHECK(cast_from_f64(1.5, e8m0, rne) == 0x80);  // tie: 1 is the odd significand
     CHECK(cast_from_f64(1.4, e8m0, rne) == 0x7F);
     CHECK(cast_from_f64(3.0, e8m0, with(RoundingMode::toward_zero)) == 0x80);
     CHECK(cast_from_f64(3.0, e8m0, with(RoundingMode::toward_positive)) == 0x81);
@@ -130,9 +130,9 @@ TEST_CASE("subnormal flushing: on input (DAZ) and on output (FTZ, after rounding
     CHECK(cast_from_f32(0x1p-130f, bf16, daz) == 0x0000);
     CHECK(cast_from_f32(-0x1p-130f, bf16, daz) == 0x8000);
     CHECK(cast_from_f32(0x1p-130f, bf16, rne) == 0x0008);  // 8 quanta of 2^-133
-    CHECK(cast_from_f64(0x1p-130, bf16, daz) == 0x0008);  // a normal double: not flushed
-    CHECK(cast_from_f64(0x1p-8, e4m3, ftz) == 0x00);      // subnormal e4m3 result
-    CHECK(cast_from_f64(0x1.fp-7, e4m3, ftz) == 0x08);    // rounds up to min normal: kept
+    CHECK(cast_from_f64(0x1p-130, bf16, daz) == 0x0008);   // a normal double: not flushed
+    CHECK(cast_from_f64(0x1p-8, e4m3, ftz) == 0x00);       // subnormal e4m3 result
+    CHECK(cast_from_f64(0x1.fp-7, e4m3, ftz) == 0x08);     // rounds up to min normal: kept
 }
 
 TEST_CASE("NaN conventions: NVIDIA canonical, sign kept, quiet NaN", "[round]") {

@@ -40,13 +40,13 @@ void check_frequency(const Case& c, const CastOptions& o, double p_up) {
 }
 
 const Case cases[] = {
-    {1 + 0x1p-9, &bf16, 0x3F80},                     // a quarter ulp
-    {1 + 0x1p-7 / 3, &bf16, 0x3F80},                 // a third (its binary64 value)
-    {-(1 + 0x1p-7 * 0.75), &bf16, 0xBF80},           // negative: the magnitude rounds up
-    {1.5 + 0.5 * (0.5 + 0x1p-45), &e2m1, 0x3},       // the fraction needs more than 32 random bits
-    {0x1p-9 * 0.1, &e4m3, 0x00},                     // below the smallest subnormal
-    {0.0078125 * 0.999, &int8, 0x00},                // fixed point
-    {1 + 0x1p-23 * 0.999, &f32, 0x3F800000},         // float64 -> float32
+    {1 + 0x1p-9, &bf16, 0x3F80},                // a quarter ulp
+    {1 + 0x1p-7 / 3, &bf16, 0x3F80},            // a third (its binary64 value)
+    {-(1 + 0x1p-7 * 0.75), &bf16, 0xBF80},      // negative: the magnitude rounds up
+    {1.5 + 0.5 * (0.5 + 0x1p-45), &e2m1, 0x3},  // the fraction needs more than 32 random bits
+    {0x1p-9 * 0.1, &e4m3, 0x00},                // below the smallest subnormal
+    {0.0078125 * 0.999, &int8, 0x00},           // fixed point
+    {1 + 0x1p-23 * 0.999, &f32, 0x3F800000},    // float64 -> float32
 };
 
 }  // namespace
@@ -64,7 +64,8 @@ TEST_CASE("stochastic rounding with N random bits rounds up with probability flo
     o.seed = 7;
     for (int n : {1, 3, 8, 23}) {
         o.sr_bits = n;
-        for (const Case& c : cases) check_frequency(c, o, std::floor(std::ldexp(exact_probability(c), n)) / std::ldexp(1.0, n));
+        for (const Case& c : cases)
+            check_frequency(c, o, std::floor(std::ldexp(exact_probability(c), n)) / std::ldexp(1.0, n));
     }
 }
 
@@ -80,7 +81,8 @@ TEST_CASE("stochastic batches give the same bits on 1 and N threads and when spl
         cast_batch(std::span<const float>(in), e4m3, o, std::span<std::uint8_t>(many), {0, 0});
         const std::size_t cut = 12345;
         cast_batch(std::span<const float>(in).first(cut), e4m3, o, std::span<std::uint8_t>(split).first(cut), {0, 2});
-        cast_batch(std::span<const float>(in).subspan(cut), e4m3, o, std::span<std::uint8_t>(split).subspan(cut), {cut, 2});
+        cast_batch(std::span<const float>(in).subspan(cut), e4m3, o, std::span<std::uint8_t>(split).subspan(cut),
+                   {cut, 2});
         CHECK(one == many);
         CHECK(one == split);
         for (std::size_t i = 0; i < in.size(); i += 997) REQUIRE(one[i] == cast_from_f32(in[i], e4m3, o, i));
