@@ -1,22 +1,35 @@
 #pragma once
 // `roundscope demo`: one synthetic scenario per failure the research describes, every pass run
-// on it. Sizes are chosen to finish in seconds on two cores.
+// on it. Sizes are chosen to finish in seconds on two cores; each scenario's parameters travel
+// with its result so that the report prints what was run.
+#include <cstdint>
+#include <string>
 #include <vector>
 
+#include "analysis/bias_steps.hpp"
 #include "analysis/headroom.hpp"
 #include "analysis/leak.hpp"
 #include "analysis/pcollapse.hpp"
 #include "analysis/rounding_bias.hpp"
+#include "analysis/synthetic_attention.hpp"
 
 namespace roundscope::analysis {
 
 struct DemoReport {
-    PCollapseResult pcollapse;     // sink head, Delta = 8, N = 1024: both orders, S = 1 and 256
-    std::vector<BiasResult> bias;  // fa2-bf16, fa2-bf16-o-bf16, fa2-bf16-torch, each also with the max adjustment
-    std::vector<double> bias_cumulative;  // fa2-bf16-o-bf16's coefficient summed over 8 synthetic steps
-    QueryWeightSteps bias_query_weight;   // and its dW^Q error (x with M = 256, q = x W^Q)
-    LeakResult leak, leak_fixed;          // MXFP4 V, causal, N = 128
-    HeadroomResult headroom;              // scores with standard deviation 3.2, N = 256
+    SyntheticSpec pcollapse_scenario;  // a sink head
+    PCollapseResult pcollapse;         // fp8-forward-order: both orders, S = 1 and 256
+
+    SyntheticSpec bias_scenario;   // two keys tie for the max; x and W^Q with it
+    std::vector<BiasResult> bias;  // the bias recipes, each also with the max adjustment
+    std::string bias_steps_recipe;
+    BiasSteps bias_steps;  // that recipe over independent synthetic steps
+
+    SyntheticSpec leak_scenario;   // random scores, causal
+    std::string leak_recipe;       // V block-quantized along tokens
+    LeakResult leak, leak_fixed;   // without and with the unquantized diagonal block
+
+    SyntheticSpec headroom_scenario;  // wide scores
+    HeadroomResult headroom;
 };
 
 DemoReport run_demo(int threads);

@@ -40,71 +40,82 @@ double max_abs_difference(const std::vector<std::uint32_t>& a, const std::vector
     return m;
 }
 
-}  // namespace
-
-LeakResult leak(const emu::AttentionInputs& in, const LeakOptions& o) {
-    emu::AttentionRecipe r = o.recipe;
-    r.v_quant = o.format, r.v_block = o.block, r.diagonal_fix = o.fix;
-    emu::AttentionShape full = emu::attention_shape_of(in, true, o.softmax_scale);
-    const emu::AttentionOperands all = emu::attention_operands(in, *r.input, false);
-    const std::uint64_t n = std::min<std::uint64_t>({full.n_q, full.n_kv, o.max_tokens}), heads = full.heads,
-                        d = full.d, dv = full.d_v;
-    emu::AttentionShape sh = full;
-    sh.n_q = sh.n_kv = n;
+// One leak run: the recipe with V quantized as asked, the first n tokens of every head, and the
+// forward pass every phase compares against.
+struct LeakCase {
+    emu::AttentionRecipe recipe;
+    emu::AttentionShape shape;
     emu::AttentionOperands x;
-    x.q = prefix(all.q, heads, full.n_q, d, n), x.k = prefix(all.k, heads, full.n_kv, d, n),
-    x.v = prefix(all.v, heads, full.n_kv, dv, n);
-    const emu::Format& of = *r.o_format;
-    emu::ForwardOptions fo;
-    fo.threads = o.threads;
-    const emu::ForwardResult base = emu::flash_forward(r, sh, x, fo);
-    LeakResult result;
-    result.tokens = n;
-    result.future_influence_by_position.assign(n, 0.0), result.parallel_vs_autoregressive_by_position.assign(n, 0.0);
-    const auto block = static_cast<std::uint64_t>(o.block);
+    emu::ForwardOptions forward;
+    emu::ForwardResult base;
+    std::uint64_t n = 0, heads = 0, d = 0, dv = 0, block = 0;
 
-    // Pairs (i, j), j > i in i's V block: enlarge V[j], recompute the rows of its block before j.
-    for (std::uint64_t j = 1; j < n; ++j) {
-        const std::uint64_t first = j / block * block;
+    const emu::Format& o_format() const { return *recipe.o_format; }
+    bool same_row(const emu::ForwardResult& f, std::uint64_t h, std::uint64_t i) const {
+        const auto at = static_cast<std::ptrdiff_t>((h * n + i) * dv);
+        return std::equal(base.o.begin() + at, base.o.begin() + at + static_cast<std::ptrdiff_t>(dv), f.o.begin() + at);
+    }
+};
+
+LeakCase leak_case(const emu::AttentionInputs& in, const LeakOptions& o) {
+    LeakCase c;
+    c.recipe = o.recipe;
+    c.recipe.v_quant = o.format, c.recipe.v_block = o.block, c.recipe.diagonal_fix = o.fix;
+    const emu::AttentionShape full = emu::attention_shape_of(in, true, o.softmax_scale);
+    const emu::AttentionOperands all = emu::attention_operands(in, *c.recipe.input, false);
+    c.n = std::min<std::uint64_t>({full.n_q, full.n_kv, o.max_tokens});
+    c.heads = full.heads, c.d = full.d, c.dv = full.d_v, c.block = static_cast<std::uint64_t>(o.block);
+    c.shape = full;
+    c.shape.n_q = c.shape.n_kv = c.n;
+    c.x.q = prefix(all.q, c.heads, full.n_q, c.d, c.n);
+    c.x.k = prefix(all.k, c.heads, full.n_kv, c.d, c.n);
+    c.x.v = prefix(all.v, c.heads, full.n_kv, c.dv, c.n);
+    c.forward.threads = o.threads;
+    c.base = emu::flash_forward(c.recipe, c.shape, c.x, c.forward);
+    return c;
+}
+
+// Pairs (i, j), j > i in i's V block: enlarge V[j], recompute the rows of its block before j.
+void measure_future_influence(const LeakCase& c, LeakResult& result) {
+    for (std::uint64_t j = 1; j < c.n; ++j) {
+        const std::uint64_t first = j / c.block * c.block;
         if (first == j) continue;
-        emu::AttentionOperands changed = x;
-        enlarge_token(changed.v, *r.input, heads, n, dv, j);
-        emu::ForwardOptions rows = fo;
+        emu::AttentionOperands changed = c.x;
+        enlarge_token(changed.v, *c.recipe.input, c.heads, c.n, c.dv, j);
+        emu::ForwardOptions rows = c.forward;
         rows.row_begin = first, rows.row_end = j;
-        const emu::ForwardResult f = emu::flash_forward(r, sh, changed, rows);
-        for (std::uint64_t h = 0; h < heads; ++h) {
+        const emu::ForwardResult f = emu::flash_forward(c.recipe, c.shape, changed, rows);
+        for (std::uint64_t h = 0; h < c.heads; ++h) {
             for (std::uint64_t i = first; i < j; ++i) {
-                const std::uint64_t at = (h * n + i) * dv;
-                if (!std::equal(base.o.begin() + static_cast<std::ptrdiff_t>(at),
-                                base.o.begin() + static_cast<std::ptrdiff_t>(at + dv),
-                                f.o.begin() + static_cast<std::ptrdiff_t>(at)))
-                    ++result.leaking_pairs;
+                if (!c.same_row(f, h, i)) ++result.leaking_pairs;
+                const std::uint64_t at = (h * c.n + i) * c.dv;
                 double& influence = result.future_influence_by_position[i];
-                influence = std::max(influence, max_abs_difference(base.o, f.o, of, at, at + dv));
+                influence = std::max(influence, max_abs_difference(c.base.o, f.o, c.o_format(), at, at + c.dv));
                 result.max_future_influence = std::max(result.max_future_influence, influence);
             }
         }
     }
+}
 
-    // Parallel against autoregressive: query i with tokens 0..i only (its partial V block then
-    // quantized zero-padded).
-    for (std::uint64_t i = 0; i < n; ++i) {
-        emu::AttentionShape one = sh;
+// Parallel against autoregressive: query i with tokens 0..i only (its partial V block then
+// quantized zero-padded).
+void compare_autoregressive(const LeakCase& c, LeakResult& result) {
+    const auto at = [](std::uint64_t row, std::uint64_t width) { return static_cast<std::ptrdiff_t>(row * width); };
+    for (std::uint64_t i = 0; i < c.n; ++i) {
+        emu::AttentionShape one = c.shape;
         one.n_q = 1, one.n_kv = i + 1;
         emu::AttentionOperands p;
-        for (std::uint64_t h = 0; h < heads; ++h) {
-            p.q.insert(p.q.end(), x.q.begin() + static_cast<std::ptrdiff_t>((h * n + i) * d),
-                       x.q.begin() + static_cast<std::ptrdiff_t>((h * n + i + 1) * d));
-            p.k.insert(p.k.end(), x.k.begin() + static_cast<std::ptrdiff_t>(h * n * d),
-                       x.k.begin() + static_cast<std::ptrdiff_t>((h * n + i + 1) * d));
-            p.v.insert(p.v.end(), x.v.begin() + static_cast<std::ptrdiff_t>(h * n * dv),
-                       x.v.begin() + static_cast<std::ptrdiff_t>((h * n + i + 1) * dv));
+        for (std::uint64_t h = 0; h < c.heads; ++h) {
+            const std::uint64_t head = h * c.n;
+            p.q.insert(p.q.end(), c.x.q.begin() + at(head + i, c.d), c.x.q.begin() + at(head + i + 1, c.d));
+            p.k.insert(p.k.end(), c.x.k.begin() + at(head, c.d), c.x.k.begin() + at(head + i + 1, c.d));
+            p.v.insert(p.v.end(), c.x.v.begin() + at(head, c.dv), c.x.v.begin() + at(head + i + 1, c.dv));
         }
-        const emu::ForwardResult ar = emu::flash_forward(r, one, p, fo);
-        for (std::uint64_t h = 0; h < heads; ++h) {
-            for (std::uint64_t c = 0; c < dv; ++c) {
-                const double diff =
-                    std::fabs(emu::decode(of, ar.o[h * dv + c]) - emu::decode(of, base.o[(h * n + i) * dv + c]));
+        const emu::ForwardResult ar = emu::flash_forward(c.recipe, one, p, c.forward);
+        for (std::uint64_t h = 0; h < c.heads; ++h) {
+            for (std::uint64_t col = 0; col < c.dv; ++col) {
+                const double diff = std::fabs(emu::decode(c.o_format(), ar.o[h * c.dv + col]) -
+                                              emu::decode(c.o_format(), c.base.o[(h * c.n + i) * c.dv + col]));
                 double& at_i = result.parallel_vs_autoregressive_by_position[i];
                 at_i = std::max(at_i, diff);
                 result.parallel_vs_autoregressive_max_abs_diff =
@@ -112,37 +123,50 @@ LeakResult leak(const emu::AttentionInputs& in, const LeakOptions& o) {
             }
         }
     }
+}
 
-    // Masking: every key and value from a block boundary on replaced; the rows before it must
-    // not move (their V blocks are untouched, so only a masked key leaking through the softmax
-    // or a cast could move them).
-    const std::uint64_t cut = n / 2 / block * block;
-    if (cut > 0) {
-        emu::AttentionOperands changed = x;
-        for (std::uint64_t j = cut; j < n; ++j) {
-            enlarge_token(changed.k, *r.input, heads, n, d, j);
-            enlarge_token(changed.v, *r.input, heads, n, dv, j);
-        }
-        const emu::ForwardResult f = emu::flash_forward(r, sh, changed, fo);
-        for (std::uint64_t h = 0; h < heads; ++h) {
-            for (std::uint64_t i = 0; i < cut; ++i) {
-                const std::uint64_t at = (h * n + i) * dv;
-                if (!std::equal(base.o.begin() + static_cast<std::ptrdiff_t>(at),
-                                base.o.begin() + static_cast<std::ptrdiff_t>(at + dv),
-                                f.o.begin() + static_cast<std::ptrdiff_t>(at)))
-                    ++result.masked_contribution_violations;
-            }
-        }
+// Masking: every key and value from a block boundary on replaced; the rows before it must not
+// move (their V blocks are untouched, so only a masked key leaking through the softmax or a
+// cast could move them).
+void check_masking(const LeakCase& c, LeakResult& result) {
+    const std::uint64_t cut = c.n / 2 / c.block * c.block;
+    if (cut == 0) return;
+    emu::AttentionOperands changed = c.x;
+    for (std::uint64_t j = cut; j < c.n; ++j) {
+        enlarge_token(changed.k, *c.recipe.input, c.heads, c.n, c.d, j);
+        enlarge_token(changed.v, *c.recipe.input, c.heads, c.n, c.dv, j);
     }
+    const emu::ForwardResult f = emu::flash_forward(c.recipe, c.shape, changed, c.forward);
+    for (std::uint64_t h = 0; h < c.heads; ++h)
+        for (std::uint64_t i = 0; i < cut; ++i)
+            if (!c.same_row(f, h, i)) ++result.masked_contribution_violations;
+}
 
-    // Quantization blocks that hold both a query's visible keys and its masked ones, used
-    // quantized by that query: its own block, unless it is the block's last token (or the fix).
-    if (!o.fix) {
-        for (std::uint64_t i = 0; i < n; ++i) {
-            const std::uint64_t block_end = std::min(n, i / block * block + block);
-            if (i + 1 < block_end) result.mixed_scale_blocks += heads;
-        }
+// Quantization blocks that hold both a query's visible keys and its masked ones, used quantized
+// by that query: its own block, unless it is the block's last token (or the fix).
+std::uint64_t mixed_scale_blocks(const LeakCase& c) {
+    if (c.recipe.diagonal_fix) return 0;
+    std::uint64_t count = 0;
+    for (std::uint64_t i = 0; i < c.n; ++i) {
+        const std::uint64_t block_end = std::min(c.n, i / c.block * c.block + c.block);
+        if (i + 1 < block_end) count += c.heads;
     }
+    return count;
+}
+
+}  // namespace
+
+LeakResult leak(const emu::AttentionInputs& in, const LeakOptions& o) {
+    const LeakCase c = leak_case(in, o);
+    LeakResult result;
+    result.format = o.format->name, result.block = o.block, result.fix = o.fix;
+    result.tokens = c.n;
+    result.future_influence_by_position.assign(c.n, 0.0);
+    result.parallel_vs_autoregressive_by_position.assign(c.n, 0.0);
+    measure_future_influence(c, result);
+    compare_autoregressive(c, result);
+    check_masking(c, result);
+    result.mixed_scale_blocks = mixed_scale_blocks(c);
     return result;
 }
 

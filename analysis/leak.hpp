@@ -4,6 +4,7 @@
 // depends on tokens after i through the scale of its own (diagonal) block. The fix: the diagonal block of P multiplies
 // unquantized V (recipe setting diagonal_fix).
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "emu/attention/attention_inputs.hpp"
@@ -22,6 +23,9 @@ struct LeakOptions {
 };
 
 struct LeakResult {
+    std::string format;  // the block format of V, its tokens per scale, and whether the fix was on
+    int block = 0;
+    bool fix = false;
     std::uint64_t tokens = 0;
     std::uint64_t leaking_pairs = 0;                     // (head, i, j), j > i in i's V block, where V[j] changes O[i]
     double max_future_influence = 0;                     // the largest |change of O[i]| that such a V[j] causes

@@ -7,6 +7,7 @@
 
 #include "emu/numbers/round.hpp"
 #include "lib/error.hpp"
+#include "lib/named_values.hpp"
 
 namespace roundscope::analysis {
 namespace {
@@ -93,12 +94,17 @@ emu::AttentionInputs synthetic_attention(const SyntheticSpec& s) {
     return in;
 }
 
+namespace {
+constexpr NamedValues<Scenario, 4> scenario_names{{{{Scenario::random, "random"},
+                                                   {Scenario::sink, "sink"},
+                                                   {Scenario::repeated_max, "repeated-max"},
+                                                   {Scenario::wide, "wide"}}}};
+}  // namespace
+
+std::string_view scenario_name(Scenario s) { return scenario_names.name(s); }
+
 Scenario parse_scenario(std::string_view name, std::string_view option) {
-    if (name == "random") return Scenario::random;
-    if (name == "sink") return Scenario::sink;
-    if (name == "repeated-max") return Scenario::repeated_max;
-    if (name == "wide") return Scenario::wide;
-    throw Error(fmt::format("{}: unknown scenario '{}' (random, sink, repeated-max, wide)", option, name));
+    return scenario_names.parse(std::string(option), name);
 }
 
 }  // namespace roundscope::analysis

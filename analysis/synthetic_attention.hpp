@@ -35,7 +35,10 @@ struct SyntheticSpec {
 /// The inputs of `spec` (no causal flag or scale in them: callers choose).
 emu::AttentionInputs synthetic_attention(const SyntheticSpec& spec);
 
-/// "random", "sink", "repeated-max", "wide"; Error naming `option` otherwise.
+/// "random", "sink", "repeated-max", "wide".
+std::string_view scenario_name(Scenario s);
+
+/// The scenario of that name; Error naming `option` otherwise.
 Scenario parse_scenario(std::string_view name, std::string_view option);
 
 }  // namespace roundscope::analysis

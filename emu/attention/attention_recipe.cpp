@@ -9,6 +9,7 @@
 
 #include "emu/mma/mma_model.hpp"
 #include "lib/error.hpp"
+#include "lib/named_values.hpp"
 
 namespace roundscope::emu {
 namespace {
@@ -106,41 +107,23 @@ const std::vector<AttentionRecipe>& presets() {
 
 // ---- one table of settings: key, accepted values, how to print and how to parse ----
 
+// A setting's value by name; errors name the setting's key.
 template <class Enum, std::size_t N>
-struct Names {
-    std::array<std::pair<Enum, std::string_view>, N> entries;
-    std::string_view name(Enum e) const {
-        for (const auto& [value, text] : entries)
-            if (value == e) return text;
-        return "?";
-    }
-    Enum parse(std::string_view key, std::string_view text) const {
-        return parse_named(fmt::format("recipe setting '{}'", key), text);
-    }
-    /// `text`'s value; Error "WHAT: 'text' is not one of a|b|c" otherwise.
-    Enum parse_named(const std::string& what, std::string_view text) const {
-        for (const auto& [value, t] : entries)
-            if (t == text) return value;
-        throw Error(fmt::format("{}: '{}' is not one of {}", what, text, list()));
-    }
-    std::string list() const {
-        std::string s;
-        for (const auto& [value, t] : entries) s += (s.empty() ? "" : "|") + std::string(t);
-        return s;
-    }
-};
+Enum parse_setting(const NamedValues<Enum, N>& names, std::string_view key, std::string_view text) {
+    return names.parse(fmt::format("recipe setting '{}'", key), text);
+}
 
-constexpr Names<SoftmaxKind, 4> softmax_names{{{{SoftmaxKind::online, "online"},
+constexpr NamedValues<SoftmaxKind, 4> softmax_names{{{{SoftmaxKind::online, "online"},
                                                 {SoftmaxKind::naive, "naive"},
                                                 {SoftmaxKind::naive_unshifted, "naive-unshifted"},
                                                 {SoftmaxKind::online_torch, "online-torch"}}}};
-constexpr Names<Exp2Kind, 2> exp2_names{
+constexpr NamedValues<Exp2Kind, 2> exp2_names{
     {{{Exp2Kind::software, "software"}, {Exp2Kind::hardware_approx, "ex2.approx"}}}};
-constexpr Names<KvOrder, 2> order_names{{{{KvOrder::forward, "forward"}, {KvOrder::reverse, "reverse"}}}};
-constexpr Names<DeltaKind, 3> delta_names{
+constexpr NamedValues<KvOrder, 2> order_names{{{{KvOrder::forward, "forward"}, {KvOrder::reverse, "reverse"}}}};
+constexpr NamedValues<DeltaKind, 3> delta_names{
     {{{DeltaKind::stored_o, "o-stored"}, {DeltaKind::f32_o, "o-f32"}, {DeltaKind::p_dp, "p-dp"}}}};
-constexpr Names<bool, 2> switch_names{{{{false, "off"}, {true, "on"}}}};
-constexpr Names<Product, 2> product_names{{{{Product::model, "model"}, {Product::f64, "f64"}}}};
+constexpr NamedValues<bool, 2> switch_names{{{{false, "off"}, {true, "on"}}}};
+constexpr NamedValues<Product, 2> product_names{{{{Product::model, "model"}, {Product::f64, "f64"}}}};
 
 const Format* parse_format(std::string_view key, std::string_view text) {
     const Format* f = find_format(text);
@@ -194,22 +177,22 @@ const std::vector<Setting>& settings() {
         {"score_product", product_names.list(),
          [](const AttentionRecipe& r) { return std::string(product_names.name(r.score_product)); },
          [](AttentionRecipe& r, std::string_view k, std::string_view v) {
-             r.score_product = product_names.parse(k, v);
+             r.score_product = parse_setting(product_names, k, v);
          }},
         {"pv_product", product_names.list(),
          [](const AttentionRecipe& r) { return std::string(product_names.name(r.pv_product)); },
-         [](AttentionRecipe& r, std::string_view k, std::string_view v) { r.pv_product = product_names.parse(k, v); }},
+         [](AttentionRecipe& r, std::string_view k, std::string_view v) { r.pv_product = parse_setting(product_names, k, v); }},
         {"softmax", softmax_names.list(),
          [](const AttentionRecipe& r) { return std::string(softmax_names.name(r.softmax)); },
-         [](AttentionRecipe& r, std::string_view k, std::string_view v) { r.softmax = softmax_names.parse(k, v); }},
+         [](AttentionRecipe& r, std::string_view k, std::string_view v) { r.softmax = parse_setting(softmax_names, k, v); }},
         {"softmax_format", "a format (naive and online-torch softmax)",
          [](const AttentionRecipe& r) { return std::string(r.softmax_format->name); },
          [](AttentionRecipe& r, std::string_view k, std::string_view v) { r.softmax_format = parse_format(k, v); }},
         {"exp2", exp2_names.list(), [](const AttentionRecipe& r) { return std::string(exp2_names.name(r.exp2)); },
-         [](AttentionRecipe& r, std::string_view k, std::string_view v) { r.exp2 = exp2_names.parse(k, v); }},
+         [](AttentionRecipe& r, std::string_view k, std::string_view v) { r.exp2 = parse_setting(exp2_names, k, v); }},
         {"max_adjust", switch_names.list(),
          [](const AttentionRecipe& r) { return std::string(switch_names.name(r.max_adjust)); },
-         [](AttentionRecipe& r, std::string_view k, std::string_view v) { r.max_adjust = switch_names.parse(k, v); }},
+         [](AttentionRecipe& r, std::string_view k, std::string_view v) { r.max_adjust = parse_setting(switch_names, k, v); }},
         {"max_adjust_beta", "a positive number", [](const AttentionRecipe& r) { return number(r.max_adjust_beta); },
          [](AttentionRecipe& r, std::string_view k, std::string_view v) { r.max_adjust_beta = parse_positive(k, v); }},
         {"p_format", "a format", [](const AttentionRecipe& r) { return std::string(r.p_format->name); },
@@ -218,7 +201,7 @@ const std::vector<Setting>& settings() {
          [](AttentionRecipe& r, std::string_view k, std::string_view v) { r.p_scale = parse_positive(k, v); }},
         {"kv_order", order_names.list(),
          [](const AttentionRecipe& r) { return std::string(order_names.name(r.kv_order)); },
-         [](AttentionRecipe& r, std::string_view k, std::string_view v) { r.kv_order = order_names.parse(k, v); }},
+         [](AttentionRecipe& r, std::string_view k, std::string_view v) { r.kv_order = parse_setting(order_names, k, v); }},
         {"v_quant", "none or a block format",
          [](const AttentionRecipe& r) { return std::string(r.v_quant ? r.v_quant->name : "none"); },
          [](AttentionRecipe& r, std::string_view k, std::string_view v) {
@@ -235,14 +218,14 @@ const std::vector<Setting>& settings() {
          }},
         {"diagonal_fix", switch_names.list(),
          [](const AttentionRecipe& r) { return std::string(switch_names.name(r.diagonal_fix)); },
-         [](AttentionRecipe& r, std::string_view k, std::string_view v) { r.diagonal_fix = switch_names.parse(k, v); }},
+         [](AttentionRecipe& r, std::string_view k, std::string_view v) { r.diagonal_fix = parse_setting(switch_names, k, v); }},
         {"o_format", "a format", [](const AttentionRecipe& r) { return std::string(r.o_format->name); },
          [](AttentionRecipe& r, std::string_view k, std::string_view v) { r.o_format = parse_format(k, v); }},
         {"o_accumulator", "a format (the running O)",
          [](const AttentionRecipe& r) { return std::string(r.o_accumulator->name); },
          [](AttentionRecipe& r, std::string_view k, std::string_view v) { r.o_accumulator = parse_format(k, v); }},
         {"delta", delta_names.list(), [](const AttentionRecipe& r) { return std::string(delta_names.name(r.delta)); },
-         [](AttentionRecipe& r, std::string_view k, std::string_view v) { r.delta = delta_names.parse(k, v); }},
+         [](AttentionRecipe& r, std::string_view k, std::string_view v) { r.delta = parse_setting(delta_names, k, v); }},
         {"delta_format", "a format (dO * O and delta, float32 sums)",
          [](const AttentionRecipe& r) { return std::string(r.delta_format->name); },
          [](AttentionRecipe& r, std::string_view k, std::string_view v) { r.delta_format = parse_format(k, v); }},
@@ -318,6 +301,6 @@ void validate(const AttentionRecipe& r) {
 
 std::string_view kv_order_name(KvOrder order) { return order_names.name(order); }
 
-KvOrder parse_kv_order(std::string_view text, const std::string& what) { return order_names.parse_named(what, text); }
+KvOrder parse_kv_order(std::string_view text, const std::string& what) { return order_names.parse(what, text); }
 
 }  // namespace roundscope::emu

@@ -1,6 +1,6 @@
 #pragma once
 // The scalar steps of flash attention's softmax and its backward pass, shared by the CPU
-// emulator (flash_attention.cpp) and the CUDA kernels (gpu/): one source, the same bits. All
+// emulator (flash_forward.cpp, flash_backward.cpp) and the CUDA kernels (gpu/): one source, the same bits. All
 // arithmetic is float32 with each rounding spelled out (f32_arith.hpp).
 #include <cstdint>
 

@@ -1,6 +1,6 @@
 #pragma once
 // Number formats: one descriptor each, plus the quantities every algorithm derives from it.
-// A format is data; the cast and decode algorithms (round.hpp, decode.hpp) are written once
+// A format is data; the cast and decode algorithms (round.hpp, unpack.hpp) are written once
 // for all of them. Adding a format means adding one descriptor to `all_formats` below.
 #include <cstdint>
 #include <span>

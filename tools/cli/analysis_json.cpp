@@ -73,6 +73,28 @@ nlohmann::json bias_json(const analysis::BiasResult& b) {
     return j;
 }
 
+nlohmann::json bias_steps_json(const analysis::BiasSteps& s) {
+    nlohmann::json steps = nlohmann::json::array();
+    for (const auto& step : s.steps) {
+        nlohmann::json j = bias_json(step.result);
+        if (step.fixes)
+            j["fixes"] = {{"max_adjust", bias_json(step.fixes->max_adjust)},
+                          {"delta_from_f32_o", bias_json(step.fixes->delta_from_f32_o)}};
+        steps.push_back(std::move(j));
+    }
+    nlohmann::json out = steps.empty() ? nlohmann::json::object() : steps.front();
+    if (s.steps.size() > 1) {
+        out["steps"] = steps;
+        out["cumulative_coefficient"] = json_numbers(s.cumulative_coefficient);
+        if (!s.query_weight.empty()) {
+            out["cumulative_dwq_error_norm"] = json_numbers(s.query_weight.cumulative_norm());
+            out["structure_cosine_with_first_step"] = json_numbers(s.query_weight.structure_cosine_with_first());
+            out["dwq_error_coherence"] = json_number(s.query_weight.coherence());
+        }
+    }
+    return out;
+}
+
 nlohmann::json attribute_json(const analysis::AttributeResult& r) {
     nlohmann::json stages = nlohmann::json::array();
     for (const auto& s : r.stages)
@@ -88,7 +110,10 @@ nlohmann::json attribute_json(const analysis::AttributeResult& r) {
 }
 
 nlohmann::json leak_json(const analysis::LeakResult& r) {
-    return {{"tokens", r.tokens},
+    return {{"format", r.format},
+            {"block", r.block},
+            {"fix", r.fix},
+            {"tokens", r.tokens},
             {"leaking_pairs", r.leaking_pairs},
             {"max_future_influence", json_number(r.max_future_influence)},
             {"parallel_vs_autoregressive_max_abs_diff", json_number(r.parallel_vs_autoregressive_max_abs_diff)},

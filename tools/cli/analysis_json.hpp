@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "analysis/attribute.hpp"
+#include "analysis/bias_steps.hpp"
 #include "analysis/headroom.hpp"
 #include "analysis/leak.hpp"
 #include "analysis/pcollapse.hpp"
@@ -13,6 +14,9 @@ namespace roundscope::cli {
 
 nlohmann::json pcollapse_json(const analysis::PCollapseResult& r, bool with_scale_properties);
 nlohmann::json bias_json(const analysis::BiasResult& b);
+/// The first step's bias (with its fixes), and with several steps each step and the sums over
+/// them.
+nlohmann::json bias_steps_json(const analysis::BiasSteps& s);
 nlohmann::json query_weight_json(const analysis::QueryWeightError& q);
 nlohmann::json attribute_json(const analysis::AttributeResult& r);
 nlohmann::json leak_json(const analysis::LeakResult& r);

@@ -16,13 +16,14 @@
 #include "tools/cli/analysis_flags.hpp"
 #include "tools/cli/cli_output.hpp"
 #include "tools/cli/commands.hpp"
+#include "tools/cli/recipe_flags.hpp"
 
 namespace roundscope::cli {
 namespace {
 
 struct AttentionArgs {
-    std::string input, output, recipe;
-    std::vector<std::string> settings;
+    std::string input, output;
+    RecipeFlags recipe;
     bool backward = false, truth = false, json = false, causal = false, no_causal = false;
     double scale = 0;
     int threads = 0;
@@ -38,8 +39,7 @@ nlohmann::json stats_json(const analysis::ErrorStats& s) {
 }
 
 void run(const AttentionArgs& a) {
-    emu::AttentionRecipe recipe = emu::find_recipe(a.recipe);
-    for (const std::string& s : a.settings) emu::apply_setting(recipe, s);
+    const emu::AttentionRecipe recipe = a.recipe.recipe();
     const TensorFile file = read_tensor_file(a.input);
     const emu::AttentionInputs in = emu::find_attention_inputs(file);
     analysis::AttentionRunOptions o;
@@ -97,8 +97,7 @@ void add_attention_command(CLI::App& app) {
     cmd->add_option("IN", a->input, "File with q, k, v (and do)")->required();
     cmd->add_option("-o,--output", a->output, "Output .safetensors: o, lse (dq, dk, dv, delta with --backward)")
         ->required();
-    cmd->add_option("--recipe", a->recipe, "A preset (roundscope recipes)")->required();
-    cmd->add_option("--set", a->settings, "KEY=VALUE: change one setting of the recipe (repeatable)");
+    a->recipe.add_to(cmd);
     cmd->add_flag("--backward", a->backward, "Also the backward pass (needs do)");
     cmd->add_flag("--truth", a->truth, "Errors of every output against the ground truth");
     auto* causal = cmd->add_flag("--causal", a->causal, "Causal mask (default: the file's metadata, else off)");

@@ -16,14 +16,15 @@
 #include "tools/cli/analysis_json.hpp"
 #include "tools/cli/cli_output.hpp"
 #include "tools/cli/commands.hpp"
+#include "tools/cli/recipe_flags.hpp"
 #include "tools/cli/plot_output.hpp"
 
 namespace roundscope::cli {
 namespace {
 
 struct AttributeArgs {
-    std::string input, recipe, scenario = "random", plot;
-    std::vector<std::string> settings;
+    std::string input, scenario = "random", plot;
+    RecipeFlags recipe;
     bool synthetic = false, causal = false, json = false;
     std::uint64_t n = 256, d = 64, seed = 0;
     int threads = 0;
@@ -45,8 +46,7 @@ void print_report(const analysis::AttributeResult& r) {
 
 void run(const AttributeArgs& a) {
     analysis::AttributeOptions o;
-    o.recipe = emu::find_recipe(a.recipe);
-    for (const std::string& s : a.settings) emu::apply_setting(o.recipe, s);
+    o.recipe = a.recipe.recipe();
     o.threads = a.threads;
     analysis::SyntheticSpec spec;
     spec.scenario = analysis::parse_scenario(a.scenario, "--scenario");
@@ -68,8 +68,7 @@ void add_attribute_command(CLI::App& app) {
     auto* cmd = app.add_subcommand("attribute", "Which stage of a recipe the output error comes from");
     auto a = std::make_shared<AttributeArgs>();
     cmd->add_option("IN", a->input, "File with q, k, v (and do)");
-    cmd->add_option("--recipe", a->recipe, "A preset (roundscope recipes)")->required();
-    cmd->add_option("--set", a->settings, "KEY=VALUE for the recipe (repeatable)");
+    a->recipe.add_to(cmd);
     add_synthetic_flags(cmd, a->synthetic, a->n, a->d, a->seed);
     cmd->add_option("--scenario", a->scenario, "random, sink, repeated-max or wide (synthetic)");
     cmd->add_flag("--causal", a->causal, "Causal mask");

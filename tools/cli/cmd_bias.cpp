@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "analysis/rounding_bias.hpp"
+#include "analysis/bias_steps.hpp"
 #include "analysis/synthetic_attention.hpp"
 #include "lib/error.hpp"
 #include "lib/tensor_io.hpp"
@@ -20,13 +20,15 @@
 #include "tools/cli/cli_output.hpp"
 #include "tools/cli/commands.hpp"
 #include "tools/cli/plot_output.hpp"
+#include "tools/cli/recipe_flags.hpp"
 
 namespace roundscope::cli {
 namespace {
 
 struct BiasArgs {
-    std::vector<std::string> inputs, settings;
-    std::string recipe = "fa2-bf16", plot;
+    std::vector<std::string> inputs;
+    RecipeFlags recipe{"fa2-bf16"};
+    std::string plot;
     bool synthetic = false, fix = false, causal = false, json = false;
     std::uint64_t n = 512, d = 64, heads = 2, seed = 0, steps = 1, d_model = 0;
     int threads = 0;
@@ -65,75 +67,44 @@ void print(const analysis::BiasResult& b, const std::string& label) {
     if (b.query_weight) print(*b.query_weight);
 }
 
+void print(const analysis::BiasSteps& s) {
+    for (const analysis::BiasStep& step : s.steps) {
+        print(step.result, step.label);
+        if (step.fixes) {
+            print(step.fixes->max_adjust, "  fix: max adjustment");
+            print(step.fixes->delta_from_f32_o, "  fix: delta from float32 O");
+        }
+    }
+    if (s.steps.size() < 2) return;
+    fmt::print("cumulative coefficient over {} steps: {:+.4e}\n", s.steps.size(), s.cumulative_coefficient.back());
+    if (!s.query_weight.empty())
+        fmt::print(
+            "dW^Q error summed over the steps: |sum E| = {:.4e}, {:.3f} of sum |E| (1: every step the same way)\n",
+            s.query_weight.cumulative_norm().back(), s.query_weight.coherence());
+}
+
 void run(const BiasArgs& a) {
-    analysis::BiasOptions o;
-    o.recipe = emu::find_recipe(a.recipe);
-    for (const std::string& s : a.settings) emu::apply_setting(o.recipe, s);
-    o.threads = a.threads;
     if (a.synthetic == !a.inputs.empty()) throw Error("bias: give input files or --synthetic, not both");
-    std::vector<std::pair<std::string, emu::AttentionInputs>> steps;
+    analysis::BiasOptions o;
+    o.recipe = a.recipe.recipe();
+    o.causal = a.causal, o.threads = a.threads;
+    std::size_t count = a.inputs.size();
+    analysis::BiasStepSource source = [&a](std::size_t i) {
+        const std::string& path = a.inputs[i];
+        return analysis::BiasStepInput{path, path, emu::find_attention_inputs(read_tensor_file(path))};
+    };
     if (a.synthetic) {
-        for (std::uint64_t s = 0; s < a.steps; ++s) {
-            analysis::SyntheticSpec spec;
-            spec.scenario = analysis::Scenario::repeated_max;
-            spec.n = a.n, spec.d = a.d, spec.heads = a.heads, spec.seed = a.seed + s, spec.d_model = a.d_model;
-            steps.emplace_back(fmt::format("synthetic step {}", s), analysis::synthetic_attention(spec));
-        }
-    } else {
-        for (const std::string& path : a.inputs)
-            steps.emplace_back(path, emu::find_attention_inputs(read_tensor_file(path)));
+        analysis::SyntheticSpec spec;
+        spec.scenario = analysis::Scenario::repeated_max;
+        spec.n = a.n, spec.d = a.d, spec.heads = a.heads, spec.seed = a.seed, spec.d_model = a.d_model;
+        count = a.steps, source = analysis::synthetic_bias_steps(spec);
     }
-    nlohmann::json out, per_step = nlohmann::json::array(), cumulative = nlohmann::json::array();
-    double running = 0;
-    analysis::QueryWeightSteps query_weight;
-    for (std::size_t i = 0; i < steps.size(); ++i) {
-        const emu::AttentionInputs& in = steps[i].second;
-        analysis::BiasOptions step = o;
-        step.causal = a.causal || in.causal.value_or(false);
-        step.softmax_scale = in.softmax_scale.value_or(0);
-        const std::string file = a.synthetic ? "" : steps[i].first;
-        const analysis::BiasResult b = naming_input(file, [&] { return analysis::rounding_bias(in, step); });
-        nlohmann::json j = bias_json(b);
-        if (!a.json) print(b, steps[i].first);
-        if (a.fix) {
-            analysis::BiasOptions adjusted = step, f32_o = step;
-            adjusted.recipe.max_adjust = true, adjusted.recipe.name += " with max adjustment";
-            f32_o.recipe.delta = emu::DeltaKind::f32_o, f32_o.recipe.delta_format = &emu::f32;
-            f32_o.recipe.name += " with delta from float32 O";
-            f32_o.use_stored_o = false;
-            const analysis::BiasResult fa = naming_input(file, [&] { return analysis::rounding_bias(in, adjusted); });
-            const analysis::BiasResult fo = naming_input(file, [&] { return analysis::rounding_bias(in, f32_o); });
-            j["fixes"] = {{"max_adjust", bias_json(fa)}, {"delta_from_f32_o", bias_json(fo)}};
-            if (!a.json) {
-                print(fa, "  fix: max adjustment");
-                print(fo, "  fix: delta from float32 O");
-            }
-        }
-        running += b.coefficient_sum;
-        if (i > 0 && b.query_weight.has_value() == query_weight.empty())
-            throw Error(steps[i].first + ": " + (b.query_weight ? "has" : "lacks") +
-                        " the layer input 'x', unlike the first step");
-        if (b.query_weight) query_weight.add(*b.query_weight, steps[i].first);
-        cumulative.push_back(json_number(running));
-        per_step.push_back(j);
-        if (i == 0) out = j;
-    }
-    if (steps.size() > 1) {
-        out["steps"] = per_step;
-        out["cumulative_coefficient"] = cumulative;
-        if (!a.json) fmt::print("cumulative coefficient over {} steps: {:+.4e}\n", steps.size(), running);
-        if (!query_weight.empty()) {
-            out["cumulative_dwq_error_norm"] = json_numbers(query_weight.cumulative_norm());
-            out["structure_cosine_with_first_step"] = json_numbers(query_weight.structure_cosine_with_first());
-            out["dwq_error_coherence"] = json_number(query_weight.coherence());
-            if (!a.json)
-                fmt::print(
-                    "dW^Q error summed over the steps: |sum E| = {:.4e}, {:.3f} of sum |E| (1: every step the same "
-                    "way)\n",
-                    query_weight.cumulative_norm().back(), query_weight.coherence());
-        }
-    }
-    if (a.json) fmt::print("{}\n", out.dump());
+    const analysis::BiasSteps s = analysis::bias_over_steps(count, source, o, a.fix);
+    const nlohmann::json out = bias_steps_json(s);
+    if (a.json)
+        fmt::print("{}\n", out.dump());
+    else
+        print(s);
     if (!a.plot.empty()) draw_plot("bias", out, a.plot);
 }
 
@@ -144,8 +115,7 @@ void add_bias_command(CLI::App& app) {
     auto a = std::make_shared<BiasArgs>();
     cmd->add_option("IN", a->inputs, "Files with q, k, v, do (and o), one per training step");
     add_synthetic_flags(cmd, a->synthetic, a->n, a->d, a->seed);
-    cmd->add_option("--recipe", a->recipe, "The recipe (default fa2-bf16)");
-    cmd->add_option("--set", a->settings, "KEY=VALUE for the recipe (repeatable)");
+    a->recipe.add_to(cmd);
     cmd->add_flag("--fix", a->fix, "Also under the max adjustment and with delta from float32 O");
     cmd->add_flag("--causal", a->causal, "Causal mask");
     cmd->add_option("--heads", a->heads, "Heads (synthetic)")->check(CLI::PositiveNumber);

@@ -17,6 +17,7 @@
 #include "tools/cli/analysis_flags.hpp"
 #include "tools/cli/cli_output.hpp"
 #include "tools/cli/commands.hpp"
+#include "tools/cli/recipe_flags.hpp"
 #if ROUNDSCOPE_WITH_GPU
 #include "gpu/flash_crosscheck.hpp"
 #endif
@@ -25,15 +26,14 @@ namespace roundscope::cli {
 namespace {
 
 struct CrosscheckArgs {
-    std::string input, recipe, scenario = "random";
-    std::vector<std::string> settings;
+    std::string input, scenario = "random";
+    RecipeFlags recipe;
     bool synthetic = false, backward = false, causal = false, json = false;
     std::uint64_t n = 256, d = 64, heads = 2, seed = 0;
 };
 
 void run(const CrosscheckArgs& a) {
-    emu::AttentionRecipe recipe = emu::find_recipe(a.recipe);
-    for (const std::string& s : a.settings) emu::apply_setting(recipe, s);
+    const emu::AttentionRecipe recipe = a.recipe.recipe();
     if (a.synthetic == !a.input.empty()) throw Error("crosscheck: give an input file or --synthetic, not both");
     emu::AttentionInputs in;
     if (a.synthetic) {
@@ -103,8 +103,7 @@ void add_crosscheck_command(CLI::App& app) {
                                    "The CUDA kernel and the emulator on the same input, bit for bit (needs a GPU)");
     auto a = std::make_shared<CrosscheckArgs>();
     cmd->add_option("IN", a->input, "File with q, k, v (and do)");
-    cmd->add_option("--recipe", a->recipe, "A preset (roundscope recipes)")->required();
-    cmd->add_option("--set", a->settings, "KEY=VALUE: change one setting of the recipe (repeatable)");
+    a->recipe.add_to(cmd);
     add_synthetic_flags(cmd, a->synthetic, a->n, a->d, a->seed);
     cmd->add_option("--scenario", a->scenario, "random, sink, repeated-max or wide (with --synthetic)");
     cmd->add_option("--heads", a->heads, "Heads (with --synthetic)")->check(CLI::PositiveNumber);

@@ -26,20 +26,36 @@ struct DemoArgs {
     int threads = 0;
 };
 
+nlohmann::json scenario_json(const analysis::SyntheticSpec& s) {
+    nlohmann::json j{{"scenario", analysis::scenario_name(s.scenario)}, {"heads", s.heads}, {"n", s.n}, {"d", s.d},
+                     {"seed", s.seed}};
+    if (s.scenario == analysis::Scenario::sink) j["k_sink"] = s.k_sink, j["sink_strength"] = s.sink_strength;
+    if (s.scenario == analysis::Scenario::wide) j["spread"] = s.spread;
+    if (s.d_model > 0) j["d_model"] = s.d_model;
+    return j;
+}
+
 nlohmann::json report_json(const analysis::DemoReport& r) {
     nlohmann::json bias = nlohmann::json::array();
     for (const auto& b : r.bias) bias.push_back(bias_json(b));
-    nlohmann::json without_fix = leak_json(r.leak), with_fix = leak_json(r.leak_fixed);
-    without_fix["fix"] = false, with_fix["fix"] = true;
-    return {{"pcollapse", pcollapse_json(r.pcollapse, false)},
+    const analysis::QueryWeightSteps& q = r.bias_steps.query_weight;
+    nlohmann::json pcollapse = pcollapse_json(r.pcollapse, false), headroom = headroom_json(r.headroom, true);
+    pcollapse["input"] = scenario_json(r.pcollapse_scenario);
+    headroom["input"] = scenario_json(r.headroom_scenario);
+    return {{"pcollapse", pcollapse},
             {"bias",
-             {{"recipes", bias},
-              {"cumulative_recipe", "fa2-bf16-o-bf16"},
-              {"cumulative_coefficient", json_numbers(r.bias_cumulative)},
-              {"cumulative_dwq_error_norm", json_numbers(r.bias_query_weight.cumulative_norm())},
-              {"dwq_error_coherence", json_number(r.bias_query_weight.coherence())}}},
-            {"leak", {{"without_fix", without_fix}, {"with_fix", with_fix}}},
-            {"headroom", headroom_json(r.headroom, true)}};
+             {{"input", scenario_json(r.bias_scenario)},
+              {"recipes", bias},
+              {"cumulative_recipe", r.bias_steps_recipe},
+              {"cumulative_coefficient", json_numbers(r.bias_steps.cumulative_coefficient)},
+              {"cumulative_dwq_error_norm", json_numbers(q.cumulative_norm())},
+              {"dwq_error_coherence", json_number(q.coherence())}}},
+            {"leak",
+             {{"input", scenario_json(r.leak_scenario)},
+              {"recipe", r.leak_recipe},
+              {"without_fix", leak_json(r.leak)},
+              {"with_fix", leak_json(r.leak_fixed)}}},
+            {"headroom", headroom}};
 }
 
 // Each pass's plot into out/KIND.png; a note instead when they cannot be drawn.
@@ -65,7 +81,8 @@ void print_report(const analysis::DemoReport& r) {
     fmt::print("roundscope demo: four failures of low-precision attention, each on a synthetic head\n\n");
     const auto &f1 = run_of(r.pcollapse, emu::KvOrder::forward, 1),
                &r256 = run_of(r.pcollapse, emu::KvOrder::reverse, 256);
-    fmt::print("1. FP8 P-collapse (E4M3 P behind an attention sink, Delta = 8, N = 1024)\n");
+    fmt::print("1. FP8 P-collapse (E4M3 P behind an attention sink, Delta = {:g}, N = {})\n",
+               r.pcollapse_scenario.sink_strength, r.pcollapse_scenario.n);
     fmt::print(
         "   forward KV order, S = 1:   {:6.2f}% of non-sink P cast to zero (predicted {:.2f}%; closed form {:.2f}%)\n",
         100 * f1.underflow_fraction, 100 * f1.predicted_fraction_averaged.value_or(0),
@@ -73,24 +90,31 @@ void print_report(const analysis::DemoReport& r) {
     fmt::print("   reverse KV order, S = 256: {:6.2f}%   (MSE of O {:.2e} -> {:.2e})\n", 100 * r256.underflow_fraction,
                f1.mse, r256.mse);
     fmt::print(
-        "\n2. BF16 rounding bias of delta = rowsum(dO * O) (two keys tie for the max, V and dO mostly negative)\n");
+        "\n2. BF16 rounding bias of delta = rowsum(dO * O) (two keys tie for the max, V and dO mostly negative; "
+        "N = {})\n",
+        r.bias_scenario.n);
     for (const auto& b : r.bias)
         fmt::print("   {:38} sum of delta errors {:+.3e}  t = {:+6.2f}  P-bar = 1: {} entries\n", b.recipe,
                    b.coefficient_sum, b.t_statistic, b.p_bar_one_count);
-    if (!r.bias_cumulative.empty())
-        fmt::print("   fa2-bf16-o-bf16 over {} steps: {:+.3e} accumulated\n", r.bias_cumulative.size(),
-                   r.bias_cumulative.back());
+    const analysis::BiasSteps& steps = r.bias_steps;
+    if (!steps.cumulative_coefficient.empty())
+        fmt::print("   {} over {} steps: {:+.3e} accumulated\n", r.bias_steps_recipe, steps.steps.size(),
+                   steps.cumulative_coefficient.back());
     if (const auto& q = r.bias.front().query_weight)
         fmt::print(
             "   its dW^Q part (q = x W^Q): rank-1 terms x[T]^T (PK)[T] with mean cosine {:.2f}; over the steps |sum| = "
             "{:.2f} of the sum of norms\n",
-            q->rank1_mean_cosine, r.bias_query_weight.coherence());
-    fmt::print("\n3. Future leakage of MXFP4 V (32 tokens share a scale, causal, N = {})\n", r.leak.tokens);
+            q->rank1_mean_cosine, steps.query_weight.coherence());
+    fmt::print("\n3. Future leakage of {} V ({} tokens share a scale, causal, N = {})\n", r.leak.format,
+               r.leak.block, r.leak.tokens);
     fmt::print("   no fix:       {} leaking pairs, parallel vs autoregressive max |diff| {:.3g}\n",
                r.leak.leaking_pairs, r.leak.parallel_vs_autoregressive_max_abs_diff);
     fmt::print("   diagonal fix: {} leaking pairs, parallel vs autoregressive max |diff| {:.3g}\n",
                r.leak_fixed.leaking_pairs, r.leak_fixed.parallel_vs_autoregressive_max_abs_diff);
-    fmt::print("\n4. Softmax overflow ({} rows, scores with standard deviation 3.2)\n", r.headroom.rows.size());
+    // q and k with standard deviation `spread` give scores q.k / sqrt(D) with deviation spread^2.
+    const double score_sd = r.headroom_scenario.spread * r.headroom_scenario.spread;
+    fmt::print("\n4. Softmax overflow ({} rows, scores with standard deviation {:.1f})\n", r.headroom.rows.size(),
+               score_sd);
     for (const auto& f : r.headroom.formats)
         fmt::print(
             "   {:4}: naive without max subtraction {} rows NaN/Inf (max score > {:.2f}: {}); with it {}; online {}\n",

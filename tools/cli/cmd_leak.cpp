@@ -16,22 +16,23 @@
 #include "tools/cli/analysis_json.hpp"
 #include "tools/cli/cli_output.hpp"
 #include "tools/cli/commands.hpp"
+#include "tools/cli/recipe_flags.hpp"
 #include "tools/cli/plot_output.hpp"
 
 namespace roundscope::cli {
 namespace {
 
 struct LeakArgs {
-    std::string input, format = "mxfp4", recipe = "mxfp4-v", plot;
-    std::vector<std::string> settings;
+    std::string input, format = "mxfp4", plot;
+    RecipeFlags recipe{"mxfp4-v"};
     bool synthetic = false, fix = false, json = false;
     int block = 32, threads = 0;
     std::uint64_t n = 256, d = 64, seed = 0, max_tokens = 512;
 };
 
-void print_report(const LeakArgs& a, const analysis::LeakResult& r) {
-    fmt::print("Future leakage, V in {} blocks of {} tokens along the sequence, {} ({} tokens, causal)\n", a.format,
-               a.block, a.fix ? "diagonal block unquantized (fix)" : "no fix", r.tokens);
+void print_report(const analysis::LeakResult& r) {
+    fmt::print("Future leakage, V in {} blocks of {} tokens along the sequence, {} ({} tokens, causal)\n", r.format,
+               r.block, r.fix ? "diagonal block unquantized (fix)" : "no fix", r.tokens);
     print_table(
         {"measure", "value"},
         {{"leaking pairs (j > i changes O[i])", std::to_string(r.leaking_pairs)},
@@ -43,8 +44,7 @@ void print_report(const LeakArgs& a, const analysis::LeakResult& r) {
 
 void run(const LeakArgs& a) {
     analysis::LeakOptions o;
-    o.recipe = emu::find_recipe(a.recipe);
-    for (const std::string& s : a.settings) emu::apply_setting(o.recipe, s);
+    o.recipe = a.recipe.recipe();
     o.format = emu::find_block_format(a.format);
     if (o.format == nullptr) throw Error("--format: unknown block format '" + a.format + "'");
     o.block = a.block, o.fix = a.fix, o.max_tokens = a.max_tokens, o.threads = a.threads;
@@ -53,12 +53,11 @@ void run(const LeakArgs& a) {
     const ChosenInputs c = choose_inputs("leak", a.input, a.synthetic, spec, true);
     o.softmax_scale = c.softmax_scale;
     const analysis::LeakResult r = naming_input(a.input, [&] { return analysis::leak(c.in, o); });
-    nlohmann::json j = leak_json(r);
-    j["format"] = a.format, j["block"] = a.block, j["fix"] = a.fix;
+    const nlohmann::json j = leak_json(r);
     if (a.json)
         fmt::print("{}\n", j.dump());
     else
-        print_report(a, r);
+        print_report(r);
     if (!a.plot.empty()) draw_plot("leak", j, a.plot);
 }
 
@@ -72,8 +71,7 @@ void add_leak_command(CLI::App& app) {
     cmd->add_option("--format", a->format, "Block format of V (default mxfp4)");
     cmd->add_option("--block", a->block, "Tokens per scale (default 32)")->check(CLI::Range(1, 1024));
     cmd->add_flag("--fix", a->fix, "The diagonal block of P multiplies unquantized V");
-    cmd->add_option("--recipe", a->recipe, "The recipe (default mxfp4-v)");
-    cmd->add_option("--set", a->settings, "KEY=VALUE for the recipe (repeatable)");
+    a->recipe.add_to(cmd);
     cmd->add_option("--max-tokens", a->max_tokens, "Tokens of a file to analyse (default 512)")
         ->check(CLI::PositiveNumber);
     add_output_flags(cmd, a->json, a->threads);

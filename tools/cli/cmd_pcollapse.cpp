@@ -17,14 +17,15 @@
 #include "tools/cli/analysis_json.hpp"
 #include "tools/cli/cli_output.hpp"
 #include "tools/cli/commands.hpp"
+#include "tools/cli/recipe_flags.hpp"
 #include "tools/cli/plot_output.hpp"
 
 namespace roundscope::cli {
 namespace {
 
 struct PCollapseArgs {
-    std::string input, recipe = "fp8-forward-order", order = "both", plot;
-    std::vector<std::string> settings;
+    std::string input, order = "both", plot;
+    RecipeFlags recipe{"fp8-forward-order"};
     std::vector<float> scales;
     bool synthetic = false, sweep = false, json = false, causal = false;
     std::uint64_t n = 1024, d = 64, seed = 0;
@@ -66,8 +67,7 @@ void print_report(const PCollapseArgs& a, const analysis::PCollapseOptions& o, c
 
 void run(const PCollapseArgs& a) {
     analysis::PCollapseOptions o;
-    o.recipe = emu::find_recipe(a.recipe);
-    for (const std::string& s : a.settings) emu::apply_setting(o.recipe, s);
+    o.recipe = a.recipe.recipe();
     o.orders = orders_of(a.order);
     o.k_sink = a.k_sink;
     o.threads = a.threads;
@@ -100,8 +100,7 @@ void add_pcollapse_command(CLI::App& app) {
         ->check(CLI::PositiveNumber);
     cmd->add_option("--order", a->order, "forward, reverse or both");
     cmd->add_flag("--sweep-scale", a->sweep, "S over powers of two and 448, with what each means on the E4M3 grid");
-    cmd->add_option("--recipe", a->recipe, "The FP8 recipe (default fp8-forward-order)");
-    cmd->add_option("--set", a->settings, "KEY=VALUE for the recipe (repeatable)");
+    a->recipe.add_to(cmd, "The FP8 recipe");
     cmd->add_option("--k-sink", a->k_sink, "Sink tokens")->check(CLI::Range(1, 1 << 20));
     cmd->add_option("--sink-strength", a->sink_strength,
                     "Delta: how far the sink scores stand above the rest (synthetic)");

@@ -1,0 +1,57 @@
+#pragma once
+// The BF16 rounding bias over training steps: rounding_bias on each step's inputs (optionally
+// also under the paper's two fixes), the coefficient accumulated step after step, and, where
+// the inputs hold the layer input x, the dW^Q errors summed. Shared by `roundscope bias` and
+// the demo. Steps are built and analysed one at a time, so memory does not grow with inputs.
+#include <cstddef>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "analysis/query_weight_error.hpp"
+#include "analysis/rounding_bias.hpp"
+#include "analysis/synthetic_attention.hpp"
+#include "emu/attention/attention_inputs.hpp"
+
+namespace roundscope::analysis {
+
+/// One step's inputs. `file` is the file they came from (empty for synthetic ones): errors
+/// found while analysing them are prefixed with it.
+struct BiasStepInput {
+    std::string label, file;
+    emu::AttentionInputs inputs;
+};
+
+/// Step i of `count` (called once per step, in order).
+using BiasStepSource = std::function<BiasStepInput(std::size_t i)>;
+
+/// Synthetic repeated-max steps: `spec` with seeds spec.seed, spec.seed + 1, ...
+BiasStepSource synthetic_bias_steps(const SyntheticSpec& spec);
+
+/// The two fixes of arXiv:2510.04212 applied to a recipe.
+BiasOptions with_max_adjustment(BiasOptions o);
+BiasOptions with_delta_from_f32_o(BiasOptions o);
+
+struct BiasFixResults {
+    BiasResult max_adjust, delta_from_f32_o;
+};
+
+struct BiasStep {
+    std::string label;
+    BiasResult result;
+    std::optional<BiasFixResults> fixes;
+};
+
+struct BiasSteps {
+    std::vector<BiasStep> steps;
+    std::vector<double> cumulative_coefficient;  // after each step
+    QueryWeightSteps query_weight;               // empty when the inputs have no x
+};
+
+/// `options.causal` turns the mask on for every step; a file's own causal flag and softmax
+/// scale apply to its step. Throws Error when a step has x and another lacks it.
+BiasSteps bias_over_steps(std::size_t count, const BiasStepSource& source, const BiasOptions& options,
+                          bool with_fixes);
+
+}  // namespace roundscope::analysis

@@ -1,0 +1,29 @@
+#pragma once
+// --recipe NAME and --set KEY=VALUE..., the same in every command that runs a recipe.
+#include <CLI/CLI.hpp>
+
+#include <string>
+#include <vector>
+
+#include "emu/attention/attention_recipe.hpp"
+
+namespace roundscope::cli {
+
+class RecipeFlags {
+public:
+    /// `default_name` empty: --recipe is required.
+    explicit RecipeFlags(std::string default_name = {}) : name_(std::move(default_name)) {}
+
+    /// Adds both options to `cmd`; an unknown recipe name is refused while the command line is
+    /// parsed. `what` says which recipes fit ("The FP8 recipe").
+    void add_to(CLI::App* cmd, const std::string& what = "A preset (roundscope recipes)");
+
+    /// The named preset with every --set applied in order; Error naming the setting otherwise.
+    emu::AttentionRecipe recipe() const;
+
+private:
+    std::string name_;
+    std::vector<std::string> settings_;
+};
+
+}  // namespace roundscope::cli
