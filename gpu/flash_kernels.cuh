@@ -6,7 +6,7 @@
 //
 // Every tile product is cut into 16 x 8 output sub-tiles shared round-robin by the block's
 // warps, and operands are read element by element from wherever they live: simple and slow,
-// deliberately, so that the kernel reads as the emulator does (see README, "CUDA twins").
+// deliberately, so that the kernel reads as the emulator does (docs/design.md, "CUDA twins").
 #include <cstdint>
 
 #include "gpu/mma_sync.cuh"

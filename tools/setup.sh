@@ -2,7 +2,7 @@
 # Installs what roundscope builds and tests with, on Debian 12, as root: the Debian packages
 # (compilers, CMake, the libraries of docs/design.md) and, in .venv at the repository
 # root, the Python test peers from the Python package registry (numpy, ml_dtypes, safetensors,
-# torch, torchao).
+# torch for the CPU, torchao, mmasim) and matplotlib for the plots.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -10,8 +10,8 @@
 //   2. each block is the sm_90 FP16 block (F = 25, e_zero = -133, RZ to float32), the first
 //      starting from +0, the second from the first's result;
 //   3. C is added last with an ordinary float32 add, round to nearest even.
-// tests/emu/test_mma_golden.cpp holds the evidence; the README's tensor-core section says how
-// the alternatives fail.
+// tests/emu/mma/test_mma_golden.cpp holds the evidence; docs/mma-fp8-sm90.md says how the
+// alternatives fail.
 #include "emu/mma/mma_model.hpp"
 
 #include <fmt/format.h>

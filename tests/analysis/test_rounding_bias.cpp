@@ -1,7 +1,7 @@
 // The rounding-bias analysis (analysis/rounding_bias.hpp) on Qiu & Yao's scenario (arXiv:2510.04212) (two equal
 // keys dominate every row, V and dO mostly negative), measured as it comes out of the emulated
 // kernels. What the paper claims, a positive coefficient that the max adjustment cuts
-// fivefold, is not what the emulation gives (README, "Findings"); the test pins the measured
+// fivefold, is not what the emulation gives (docs/findings.md); the test pins the measured
 // facts and their causes, not the claim:
 //  - a BF16 running O over many 64-key tiles (fa2-bf16 with o_accumulator=bf16) rounds away the
 //    small, mostly negative contributions of the keys far below the max, tile after tile, so

@@ -1,5 +1,5 @@
 // `roundscope probe --out DIR [--tiles N] [--seed S]`: captures golden vectors on the local GPU
-// in the format of tests/data/golden (README there): MMA tiles of the ten distributions for
+// in the format of tests/data/golden (docs/golden-vectors.md): MMA tiles of the ten distributions for
 // mma.sync and, on sm_90, wgmma with A from registers and from shared memory; and digests of
 // the float32 -> bf16 / f16 / e4m3 / e5m2 conversions over all 2^32 inputs. Each file is then
 // checked against roundscope's model of this architecture and the verdict printed; the files
