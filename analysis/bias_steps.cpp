@@ -48,7 +48,7 @@ BiasSteps bias_over_steps(std::size_t count, const BiasStepSource& source, const
         const BiasStepInput input = source(i);
         BiasOptions o = options;
         o.causal = options.causal || input.inputs.causal.value_or(false);
-        o.softmax_scale = input.inputs.softmax_scale.value_or(options.softmax_scale);
+        if (options.softmax_scale == 0) o.softmax_scale = input.inputs.softmax_scale.value_or(0);
         BiasStep step{input.label, bias_of(input, o), std::nullopt};
         if (with_fixes)
             step.fixes = BiasFixResults{bias_of(input, with_max_adjustment(o)), bias_of(input, with_delta_from_f32_o(o))};

@@ -49,8 +49,8 @@ struct BiasSteps {
     QueryWeightSteps query_weight;               // empty when the inputs have no x
 };
 
-/// `options.causal` turns the mask on for every step; a file's own causal flag and softmax
-/// scale apply to its step. Throws Error when a step has x and another lacks it.
+/// `options.causal` turns the mask on for every step, and a nonzero `options.softmax_scale`
+/// sets every step's; otherwise a step's own causal flag and softmax scale apply to it. Throws Error when a step has x and another lacks it.
 BiasSteps bias_over_steps(std::size_t count, const BiasStepSource& source, const BiasOptions& options,
                           bool with_fixes);
 

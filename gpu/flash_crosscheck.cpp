@@ -29,17 +29,17 @@ std::vector<std::uint32_t> bits(const std::vector<float>& x) {
 }  // namespace
 
 FlashCrosscheck flash_crosscheck(emu::AttentionRecipe recipe, const emu::AttentionShape& shape,
-                                 const emu::AttentionOperands& in, bool backward) {
+                                 const emu::AttentionOperands& in, bool backward, int threads) {
     const int cc = compute_capability();
     if (cc == 0) throw Error("crosscheck: no CUDA GPU is usable on this machine");
     FlashCrosscheck c;
     c.device = device_name();
     c.arch = recipe.arch = model_arch(cc);
-    const emu::ForwardResult want = emu::flash_forward(recipe, shape, in), got = gpu::flash_forward(recipe, shape, in);
+    const emu::ForwardResult want = emu::flash_forward(recipe, shape, in, threads), got = gpu::flash_forward(recipe, shape, in);
     add(c, "o", want.o, got.o, *recipe.o_format);
     add(c, "lse", bits(want.lse), bits(got.lse), emu::f32);
     if (backward) {
-        const emu::BackwardResult bw = emu::flash_backward(recipe, shape, in, want),
+        const emu::BackwardResult bw = emu::flash_backward(recipe, shape, in, want, threads),
                                   bg = gpu::flash_backward(recipe, shape, in, got);
         add(c, "dq", bw.dq, bg.dq, *recipe.grad_format);
         add(c, "dk", bw.dk, bg.dk, *recipe.grad_format);

@@ -17,8 +17,9 @@ struct FlashCrosscheck {
     emu::BitComparison total;                                       // all outputs together
 };
 
-/// Throws Error without a usable GPU or for a recipe the kernels do not run.
+/// Throws Error without a usable GPU or for a recipe the kernels do not run. `threads`: the
+/// emulator's.
 FlashCrosscheck flash_crosscheck(emu::AttentionRecipe recipe, const emu::AttentionShape& shape,
-                                 const emu::AttentionOperands& in, bool backward);
+                                 const emu::AttentionOperands& in, bool backward, int threads = 0);
 
 }  // namespace roundscope::gpu

@@ -1,33 +1,155 @@
 #include "lib/file_write.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <array>
+#include <atomic>
 #include <cerrno>
-#include <cstdio>
+#include <csignal>
 #include <cstring>
-#include <memory>
+#include <filesystem>
+#include <mutex>
 
 #include "lib/error.hpp"
 
 namespace roundscope {
+namespace {
 
-// The bytes go to PATH.partial, renamed over PATH when complete: a failed write leaves no
-// half-written file, and a file being read through a memory mapping may be overwritten.
-void write_file(const std::string& path, std::span<const std::span<const std::byte>> parts) {
-    const std::string partial = path + ".partial";
-    std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(partial.c_str(), "wb"), &std::fclose);
-    if (!f) throw Error(path + ": cannot write: " + std::strerror(errno));
-    auto fail = [&](const char* what) {
-        const int err = errno;
-        f.reset();
-        std::remove(partial.c_str());
-        throw Error(path + ": " + what + ": " + std::strerror(err));
-    };
-    for (const auto& part : parts)
-        if (!part.empty() && std::fwrite(part.data(), 1, part.size(), f.get()) != part.size()) fail("write failed");
-    if (std::fclose(f.release()) != 0) {
-        std::remove(partial.c_str());
-        throw Error(path + ": write failed: " + std::strerror(errno));
+// The temporary files being written, for the signal handler: fixed storage, because a handler
+// may neither allocate nor lock.
+constexpr int max_open_files = 32;
+constexpr std::size_t max_path = 4096;
+struct PendingFile {
+    std::atomic<bool> used{false};
+    char path[max_path] = {};
+};
+std::array<PendingFile, max_open_files> pending;
+
+extern "C" void remove_pending_and_reraise(int signal) {
+    remove_pending_files();
+    std::signal(signal, SIG_DFL);
+    std::raise(signal);
+}
+
+void install_cleanup_handlers() {
+    static std::once_flag once;
+    std::call_once(once, [] {
+        for (int s : {SIGINT, SIGTERM, SIGHUP}) {
+            struct sigaction old {};
+            ::sigaction(s, nullptr, &old);
+            if (old.sa_handler == SIG_IGN) continue;  // e.g. started with nohup
+            struct sigaction a {};
+            a.sa_handler = remove_pending_and_reraise;
+            sigemptyset(&a.sa_mask);
+            ::sigaction(s, &a, nullptr);
+        }
+    });
+}
+
+int remember(const std::string& path) {
+    if (path.size() >= max_path) return -1;
+    for (int i = 0; i < max_open_files; ++i) {
+        bool expected = false;
+        PendingFile& f = pending[static_cast<std::size_t>(i)];
+        if (f.used.load() || !f.used.compare_exchange_strong(expected, true)) continue;
+        std::memcpy(f.path, path.c_str(), path.size() + 1);
+        return i;
     }
-    if (std::rename(partial.c_str(), path.c_str()) != 0) fail("cannot rename the written file into place");
+    return -1;  // more at once than the table holds: still removed on errors, not on signals
+}
+
+void forget(int slot) {
+    if (slot >= 0) pending[static_cast<std::size_t>(slot)].used.store(false);
+}
+
+// What a new file gets without mkstemp's 0600: 0666 less the umask.
+mode_t default_mode() {
+    static const mode_t mode = [] {
+        const mode_t mask = ::umask(0);
+        ::umask(mask);
+        return static_cast<mode_t>(0666 & ~mask);
+    }();
+    return mode;
+}
+
+std::string message(const std::string& path, const char* what, int err) {
+    return path + ": " + what + ": " + std::strerror(err);
+}
+
+}  // namespace
+
+void remove_pending_files() noexcept {
+    for (PendingFile& f : pending)
+        if (f.used.load()) ::unlink(f.path);
+}
+
+AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
+    install_cleanup_handlers();
+    const std::filesystem::path target(path_);
+    const std::string extension = target.extension().string();
+    const std::filesystem::path folder = target.has_parent_path() ? target.parent_path() : ".";
+    std::string pattern = (folder / ("." + target.filename().string() + ".XXXXXX" + extension)).string();
+    fd_ = ::mkstemps(pattern.data(), static_cast<int>(extension.size()));
+    if (fd_ < 0) throw Error(message(path_, "cannot create a file in its folder", errno));
+    temporary_ = pattern;
+    slot_ = remember(temporary_);
+    ::fchmod(fd_, default_mode());
+}
+
+AtomicFile::~AtomicFile() {
+    if (fd_ >= 0) ::close(fd_);
+    if (!committed_ && !temporary_.empty()) ::unlink(temporary_.c_str());
+    forget(slot_);
+}
+
+void AtomicFile::write(std::span<const std::byte> bytes) {
+    while (!bytes.empty()) {
+        const ssize_t n = ::write(fd_, bytes.data(), bytes.size());
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) throw Error(message(path_, "write failed", n < 0 ? errno : EIO));
+        bytes = bytes.subspan(static_cast<std::size_t>(n));
+    }
+}
+
+void AtomicFile::commit() {
+    // fsync reports the write errors a network or full file system defers to it.
+    if (::fsync(fd_) != 0 && errno != EINVAL) throw Error(message(path_, "write failed", errno));
+    const int fd = fd_;
+    fd_ = -1;
+    if (::close(fd) != 0) throw Error(message(path_, "write failed", errno));
+    if (std::rename(temporary_.c_str(), path_.c_str()) != 0)
+        throw Error(message(path_, "cannot move the written file into place", errno));
+    committed_ = true;
+}
+
+void write_file(const std::string& path, std::span<const std::span<const std::byte>> parts) {
+    AtomicFile file(path);
+    for (const auto& part : parts) file.write(part);
+    file.commit();
+}
+
+void check_output_path(const std::string& option, const std::string& path, const std::vector<std::string>& inputs) {
+    const std::string named = option + ": '" + printable(path, 200) + "'";
+    if (path.empty()) throw Error(option + ": the output path is empty");
+    struct stat out {};
+    if (::stat(path.c_str(), &out) == 0) {
+        if (!S_ISREG(out.st_mode)) throw Error(named + " exists and is not a regular file");
+        for (const std::string& input : inputs) {
+            struct stat in {};
+            if (::stat(input.c_str(), &in) == 0 && in.st_dev == out.st_dev && in.st_ino == out.st_ino)
+                throw Error(named + " is the input file '" + printable(input, 200) +
+                            "': writing it would destroy the input");
+        }
+    }
+    const std::filesystem::path target(path);
+    const std::string folder = target.has_parent_path() ? target.parent_path().string() : ".";
+    struct stat dir {};
+    if (::stat(folder.c_str(), &dir) != 0 || !S_ISDIR(dir.st_mode))
+        throw Error(named + ": the folder '" + printable(folder, 200) + "' does not exist");
+    if (::access(folder.c_str(), W_OK) != 0)
+        throw Error(named + ": the folder '" + printable(folder, 200) + "' is not writable");
 }
 
 }  // namespace roundscope

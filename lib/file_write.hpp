@@ -1,11 +1,48 @@
 #pragma once
-// Writes a file image, naming the path in any Error.
+// Files written whole or not at all. The bytes go to a unique temporary file in the target's
+// folder (mkstemp, so no user file is ever overwritten by it), which is renamed over the target
+// only when complete; it is removed on any error, on destruction before commit, and on SIGINT
+// or SIGTERM. A reader of the old file (a memory mapping included) keeps its bytes.
 #include <cstddef>
 #include <span>
 #include <string>
+#include <vector>
 
 namespace roundscope {
 
+class AtomicFile {
+public:
+    /// Creates the temporary file beside `path`, with the same extension (a program that picks
+    /// its format by extension can write to it). Error naming `path` if it cannot.
+    explicit AtomicFile(std::string path);
+    ~AtomicFile();
+    AtomicFile(const AtomicFile&) = delete;
+    AtomicFile& operator=(const AtomicFile&) = delete;
+
+    /// Where the bytes go until commit; another process may write it instead of write().
+    const std::string& temporary_path() const { return temporary_; }
+    void write(std::span<const std::byte> bytes);
+    /// Flushes, closes and renames the temporary file over the target.
+    void commit();
+
+private:
+    std::string path_, temporary_;
+    int fd_ = -1;
+    int slot_ = -1;  // in the table the signal handler cleans up
+    bool committed_ = false;
+};
+
+/// Removes every temporary file an AtomicFile still holds; async-signal-safe, for handlers
+/// that end the process.
+void remove_pending_files() noexcept;
+
+/// The parts, concatenated, written to `path` through an AtomicFile.
 void write_file(const std::string& path, std::span<const std::span<const std::byte>> parts);
+
+/// Before any work: Error "OPTION: 'PATH' ..." when the output `path` is an existing file that
+/// is not a regular file (a device, a FIFO, a folder), is the same file as one of `inputs` (same
+/// device and inode, however it is spelled or linked), or lies in a folder that does not exist
+/// or cannot be written.
+void check_output_path(const std::string& option, const std::string& path, const std::vector<std::string>& inputs);
 
 }  // namespace roundscope

@@ -10,7 +10,9 @@ namespace roundscope {
 
 class MappedFile {
 public:
-    /// Maps `path`; an Error naming it if it cannot be opened or is not a regular file.
+    /// Maps `path`; an Error naming it if it cannot be opened or is not a regular file. Should
+    /// the file be truncated while mapped, a read of a lost page ends the process with a
+    /// one-line error naming it and exit code 2.
     static std::shared_ptr<const MappedFile> open(const std::string& path);
     ~MappedFile();
     MappedFile(const MappedFile&) = delete;
@@ -24,6 +26,7 @@ private:
     std::string path_;
     const std::byte* data_ = nullptr;
     std::size_t size_ = 0;
+    int slot_ = -1;  // in the table the SIGBUS handler reads
 };
 
 }  // namespace roundscope

@@ -1,5 +1,7 @@
 #include "lib/tensor_io.hpp"
 
+#include <cctype>
+
 #include "lib/error.hpp"
 #include "lib/npy.hpp"
 #include "lib/safetensors.hpp"
@@ -9,9 +11,17 @@ namespace {
 
 enum class FileKind { safetensors, npy };
 
+std::string lower(std::string_view s) {
+    std::string out(s);
+    for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return out;
+}
+
+// By extension, in any letter case (MODEL.SAFETENSORS, x.NPY).
 FileKind kind_of(const std::string& path) {
-    if (path.ends_with(".safetensors")) return FileKind::safetensors;
-    if (path.ends_with(".npy")) return FileKind::npy;
+    const std::string p = lower(path);
+    if (p.ends_with(".safetensors")) return FileKind::safetensors;
+    if (p.ends_with(".npy")) return FileKind::npy;
     throw Error(path + ": unknown tensor file type (expected .safetensors or .npy)");
 }
 
@@ -39,12 +49,22 @@ void write_tensor_file(const std::string& path, std::span<const Tensor> tensors,
 
 TensorSelection parse_tensor_selection(std::string_view argument) {
     const std::string_view ext = ".safetensors:";
-    const std::size_t at = argument.rfind(ext);
+    const std::size_t at = lower(argument).rfind(ext);
     if (at == std::string_view::npos) return {std::string(argument), std::nullopt};
     const std::size_t colon = at + ext.size() - 1;
     std::string name(argument.substr(colon + 1));
     if (name.empty()) throw Error(std::string(argument) + ": empty tensor name after ':'");
     return {std::string(argument.substr(0, colon)), std::move(name)};
+}
+
+TensorFile read_tensor_file_selection(std::string_view argument, const ReadOptions& options) {
+    const TensorSelection selection = parse_tensor_selection(argument);
+    TensorFile file = read_tensor_file(selection.path, options);
+    if (selection.name) {
+        Tensor t = file.get(*selection.name);
+        file.tensors = {std::move(t)};
+    }
+    return file;
 }
 
 Tensor read_selected_tensor(const TensorSelection& selection, const ReadOptions& options) {

@@ -14,7 +14,8 @@ struct ReadOptions {
     std::optional<DType> dtype;  // element type of an .npy with an opaque descr (ml_dtypes types)
 };
 
-/// A .safetensors file, or an .npy file as a one-tensor file named after its stem.
+/// A .safetensors file, or an .npy file as a one-tensor file named after its stem (extensions in
+/// any letter case).
 TensorFile read_tensor_file(const std::string& path, const ReadOptions& options = {});
 /// .safetensors: all tensors; .npy: exactly one (the metadata cannot be stored).
 void write_tensor_file(const std::string& path, std::span<const Tensor> tensors,
@@ -27,6 +28,9 @@ struct TensorSelection {
     std::optional<std::string> name;
 };
 TensorSelection parse_tensor_selection(std::string_view argument);
+
+/// `FILE` (every tensor) or `FILE:NAME` (that tensor alone; an Error naming it if missing).
+TensorFile read_tensor_file_selection(std::string_view argument, const ReadOptions& options = {});
 
 /// The selected tensor: NAME, or the only tensor of the file (an Error if it has several).
 Tensor read_selected_tensor(const TensorSelection& selection, const ReadOptions& options = {});

@@ -93,6 +93,12 @@ AttentionInputs find_attention_inputs(const TensorFile& file) {
     const Shape& vs = in.v.shape();
     in.d_v = vs.empty() ? 0 : vs.back();
     check.expect(in.v, leading, {in.n_kv, in.d_v}, "[.., Nk, Dv]");
+    // An empty axis would divide by zero in the block quantizer and give NaN or ln N elsewhere.
+    for (const Tensor* t : {&in.q, &in.k, &in.v})
+        for (const std::uint64_t extent : t->shape())
+            if (extent == 0)
+                check.fail(*t, "has shape " + shape_string(t->shape()) +
+                                   ": attention needs at least one batch, head, token and feature");
     if (file.find("o")) {
         in.o = check.tensor("o");
         check.expect(*in.o, leading, {in.n_q, in.d_v}, "[.., Nq, Dv]");

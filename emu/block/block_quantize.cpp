@@ -55,7 +55,7 @@ BlockLayout layout_of(const Tensor& t, const BlockSpec& spec, const Shape& shape
     for (int d = 0; d < l.axis; ++d) l.outer *= shape[d];
     l.length = shape[l.axis];
     for (int d = l.axis + 1; d < rank; ++d) l.inner *= shape[d];
-    l.blocks = (l.length + l.offset + l.block - 1) / l.block;
+    l.blocks = l.length == 0 ? 0 : (l.length + l.offset + l.block - 1) / l.block;
     return l;
 }
 
@@ -165,6 +165,7 @@ BlockQuantized block_quantize(const Tensor& t, const BlockSpec& spec) {
     const BlockFormat& f = *spec.format;
     BlockQuantized q{Tensor::zeros(t.name() + ".elements", dtype_of(*f.element), t.shape()),
                      Tensor::zeros(t.name() + ".scales", dtype_of(*f.scale), scales_shape(t.shape(), l)), std::nullopt};
+    if (t.size() == 0) return q;  // an empty axis: no blocks (and nothing to divide work by)
     float per_tensor = 1.0f;
     if (f.nvfp4) {  // NaN or Inf is an Error for NVFP4, single- or two-level
         const float amax = tensor_amax_f32(t, spec.threads);
@@ -225,6 +226,7 @@ Tensor block_dequantize(const BlockQuantized& q, const BlockSpec& spec) {
     std::string name = q.elements.name();
     if (name.ends_with(".elements")) name.resize(name.size() - 9);
     Tensor out = Tensor::zeros(name, DType::f32, shape);
+    if (out.size() == 0) return out;
     float* values = reinterpret_cast<float*>(out.mutable_bytes().data());
     if (f.nvfp4) {
         parallel_for(q.elements.size(), std::size_t{1} << 16, spec.threads, [&](std::size_t begin, std::size_t end) {

@@ -1,9 +1,11 @@
 #pragma once
-// Options every analysis command shares: the size and seed of a synthetic input, and the
-// output and threading flags.
+// The flags every attention command shares, checked while the command line is parsed: where
+// the input comes from (a file IN, or --synthetic with its sizes and seed), and --causal,
+// --no-causal, --softmax-scale, --threads, --json.
 #include <CLI/CLI.hpp>
 
 #include <cstdint>
+#include <span>
 #include <string>
 
 #include "analysis/synthetic_attention.hpp"
@@ -12,32 +14,58 @@
 
 namespace roundscope::cli {
 
-/// --synthetic, --n, --d and --seed (synthetic inputs).
-inline void add_synthetic_flags(CLI::App* cmd, bool& synthetic, std::uint64_t& n, std::uint64_t& d,
-                                std::uint64_t& seed) {
-    cmd->add_flag("--synthetic", synthetic, "Synthesize the input instead of reading a file");
-    cmd->add_option("--n", n, "Tokens (synthetic)")->check(CLI::PositiveNumber);
-    cmd->add_option("--d", d, "Head dimension (synthetic)")->check(CLI::Range(2, 1024));
-    cmd->add_option("--seed", seed, "Seed (synthetic)");
-}
+/// IN, or --synthetic with --n, --d, --seed (and --heads, --scenario where a command offers
+/// them). The command sets `spec`'s defaults before add_to; the help shows them.
+struct InputFlags {
+    std::string file;
+    bool synthetic = false;
+    analysis::SyntheticSpec spec;
+    std::string scenario;  // the name given to --scenario
 
-/// --json and --threads.
-inline void add_output_flags(CLI::App* cmd, bool& json, int& threads) {
-    cmd->add_flag("--json", json, "Print one JSON object");
-    cmd->add_option("--threads", threads, "Worker threads (default: all cores)")->check(CLI::NonNegativeNumber);
-}
+    void add_to(CLI::App* cmd, const std::string& file_help);
+    /// --synthetic, --n, --d and --seed without IN (a command with several input files).
+    void add_synthetic(CLI::App* cmd);
+    void add_heads(CLI::App* cmd);
+    void add_scenario(CLI::App* cmd);
+};
 
-/// A command's inputs: the synthetic ones of `spec`, or the file's (whose metadata may turn on
-/// the causal mask and set the softmax scale).
+/// --causal / --no-causal, --softmax-scale, --threads and --json.
+struct AttentionFlags {
+    bool causal = false, no_causal = false, json = false;
+    double softmax_scale = 0;  // 0: the file's metadata, else 1/sqrt(D)
+    int threads = 0;
+
+    /// `scale_names`: "--softmax-scale", or with an alias ("--softmax-scale,--scale").
+    void add_to(CLI::App* cmd, const std::string& scale_names = "--softmax-scale");
+};
+
+/// --json and --threads alone (commands that are not attention commands).
+void add_output_flags(CLI::App* cmd, bool& json, int& threads);
+
+/// A command's inputs, with the mask and scale the flags and the file's metadata choose.
 struct ChosenInputs {
     emu::AttentionInputs in;
     bool causal = false;
     double softmax_scale = 0;  // 0: 1/sqrt(D)
 };
 
-/// Error (naming `command`) unless exactly one of `input` and `synthetic` is given.
-ChosenInputs choose_inputs(const char* command, const std::string& input, bool synthetic,
-                           const analysis::SyntheticSpec& spec, bool causal);
+/// Error (naming `command`) unless exactly one of IN and --synthetic is given; the memory a
+/// synthetic input needs is checked before it is built.
+ChosenInputs choose_inputs(const char* command, const InputFlags& input, const AttentionFlags& flags);
+
+/// `in` with its causal flag and softmax scale as the flags and its metadata choose them.
+void apply_attention_flags(emu::AttentionInputs& in, const AttentionFlags& flags);
+
+/// The attention inputs of the file `path`.
+ChosenInputs file_inputs(const std::string& path, const AttentionFlags& flags);
+
+/// Memory that emulating (and with `truth`, the exact attention of) `in` takes beyond the
+/// inputs: operands and outputs per element, and the truth's 24 bytes per score of each head
+/// in flight.
+double attention_bytes(const emu::AttentionInputs& in, bool backward, bool truth, int threads);
+
+/// Memory that synthetic inputs of `spec` take, with the copies an analysis makes of them.
+double synthetic_bytes(const analysis::SyntheticSpec& spec);
 
 /// f(), with an Error it throws prefixed by `input`, the file the analysis read (none: as is),
 /// so that a NaN found deep inside names its file as well as its tensor.

@@ -1,6 +1,7 @@
 #include "tools/cli/cast_flags.hpp"
 
 #include "lib/error.hpp"
+#include "tools/cli/option_checks.hpp"
 
 namespace roundscope::cli {
 
@@ -23,11 +24,11 @@ void add_cast_flags(CLI::App& cmd, CastFlags& flags) {
     cmd.add_option("--round", flags.round, "Rounding mode: rne rna rtz up down odd sr sr:N (default rne)");
     auto* sat = cmd.add_flag("--sat", flags.sat, "Saturate overflow and Inf to the max finite value");
     cmd.add_flag("--nosat", flags.nosat, "Overflow gives Inf, or NaN where the format has no Inf")->excludes(sat);
-    cmd.add_option("--convention", flags.convention,
-                   "Special-value conventions: cuda (default), ocp, ml_dtypes, torch");
+    cmd.add_option("--convention", flags.convention, "Special-value conventions: cuda, ocp, ml_dtypes, torch")
+        ->capture_default_str();
     cmd.add_flag("--flush-input", flags.flush_input, "Read subnormal inputs as zero");
     cmd.add_flag("--flush-output", flags.flush_output, "Flush subnormal results to zero");
-    cmd.add_option("--seed", flags.seed, "Seed of the stochastic modes");
+    cmd.add_option("--seed", flags.seed, "Seed of the stochastic modes")->check(seed_value())->capture_default_str();
 }
 
 const emu::Format& require_format(const std::string& name, const std::string& option) {

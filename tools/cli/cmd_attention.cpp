@@ -12,6 +12,8 @@
 #include "analysis/attention_run.hpp"
 #include "emu/batch/tensor_cast.hpp"
 #include "lib/error.hpp"
+#include "lib/file_write.hpp"
+#include "lib/memory_budget.hpp"
 #include "lib/tensor_io.hpp"
 #include "tools/cli/analysis_flags.hpp"
 #include "tools/cli/cli_output.hpp"
@@ -23,10 +25,9 @@ namespace {
 
 struct AttentionArgs {
     std::string input, output;
+    AttentionFlags flags;
     RecipeFlags recipe;
-    bool backward = false, truth = false, json = false, causal = false, no_causal = false;
-    double scale = 0;
-    int threads = 0;
+    bool backward = false, truth = false;
 };
 
 template <class Bits>
@@ -40,12 +41,13 @@ nlohmann::json stats_json(const analysis::ErrorStats& s) {
 
 void run(const AttentionArgs& a) {
     const emu::AttentionRecipe recipe = a.recipe.recipe();
-    const TensorFile file = read_tensor_file(a.input);
-    const emu::AttentionInputs in = emu::find_attention_inputs(file);
+    check_output_path("-o", a.output, {a.input});
+    const ChosenInputs c = file_inputs(a.input, a.flags);
+    const emu::AttentionInputs& in = c.in;
+    check_memory(attention_bytes(in, a.backward, a.truth, a.flags.threads), a.input);
     analysis::AttentionRunOptions o;
-    o.causal = a.causal ? true : a.no_causal ? false : in.causal.value_or(false);
-    o.scale = a.scale != 0 ? a.scale : in.softmax_scale.value_or(0);
-    o.backward = a.backward, o.truth = a.truth, o.threads = a.threads;
+    o.causal = c.causal, o.scale = c.softmax_scale;
+    o.backward = a.backward, o.truth = a.truth, o.threads = a.flags.threads;
     const analysis::AttentionRun r = naming_input(a.input, [&] { return analysis::run_attention(in, recipe, o); });
 
     std::vector<Tensor> out;
@@ -64,7 +66,7 @@ void run(const AttentionArgs& a) {
                        {"recipe_settings", settings.dump()},
                        {"causal", o.causal ? "true" : "false"},
                        {"softmax_scale", format_double(r.shape.scale)}});
-    if (a.json) {
+    if (a.flags.json) {
         nlohmann::json j{
             {"file", a.input},      {"output", a.output},     {"recipe", recipe.name},
             {"settings", settings}, {"heads", r.shape.heads}, {"n_q", r.shape.n_q},
@@ -100,12 +102,8 @@ void add_attention_command(CLI::App& app) {
     a->recipe.add_to(cmd);
     cmd->add_flag("--backward", a->backward, "Also the backward pass (needs do)");
     cmd->add_flag("--truth", a->truth, "Errors of every output against the ground truth");
-    auto* causal = cmd->add_flag("--causal", a->causal, "Causal mask (default: the file's metadata, else off)");
-    cmd->add_flag("--no-causal", a->no_causal, "No causal mask, whatever the file's metadata says")->excludes(causal);
-    cmd->add_option("--softmax-scale,--scale", a->scale, "Softmax scale (default: the file's metadata, else 1/sqrt(D))")
-        ->check(CLI::PositiveNumber);
-    cmd->add_flag("--json", a->json, "Print one JSON object");
-    cmd->add_option("--threads", a->threads, "Worker threads (default: all cores)")->check(CLI::NonNegativeNumber);
+    a->flags.add_to(cmd, "--softmax-scale,--scale");
+    cmd->footer("Example: roundscope attention dump.safetensors --recipe fa3-fp8 --backward --truth -o out.safetensors\n");
     cmd->callback([a] { run(*a); });
 }
 

@@ -16,6 +16,7 @@
 #include "tools/cli/analysis_json.hpp"
 #include "tools/cli/cli_output.hpp"
 #include "tools/cli/commands.hpp"
+#include "tools/cli/option_checks.hpp"
 #include "tools/cli/recipe_flags.hpp"
 #include "tools/cli/plot_output.hpp"
 
@@ -23,11 +24,10 @@ namespace roundscope::cli {
 namespace {
 
 struct AttributeArgs {
-    std::string input, scenario = "random", plot;
+    InputFlags input;
+    AttentionFlags flags;
+    std::string plot;
     RecipeFlags recipe;
-    bool synthetic = false, causal = false, json = false;
-    std::uint64_t n = 256, d = 64, seed = 0;
-    int threads = 0;
 };
 
 std::string optional_text(const std::optional<double>& x) { return x ? fmt::format("{:.3e}", *x) : "n/a"; }
@@ -47,15 +47,13 @@ void print_report(const analysis::AttributeResult& r) {
 void run(const AttributeArgs& a) {
     analysis::AttributeOptions o;
     o.recipe = a.recipe.recipe();
-    o.threads = a.threads;
-    analysis::SyntheticSpec spec;
-    spec.scenario = analysis::parse_scenario(a.scenario, "--scenario");
-    spec.n = a.n, spec.d = a.d, spec.seed = a.seed;
-    const ChosenInputs c = choose_inputs("attribute", a.input, a.synthetic, spec, a.causal);
+    o.threads = a.flags.threads;
+    check_plot(a.plot, {a.input.file});
+    const ChosenInputs c = choose_inputs("attribute", a.input, a.flags);
     o.causal = c.causal, o.softmax_scale = c.softmax_scale;
-    const analysis::AttributeResult r = naming_input(a.input, [&] { return analysis::attribute(c.in, o); });
+    const analysis::AttributeResult r = naming_input(a.input.file, [&] { return analysis::attribute(c.in, o); });
     const nlohmann::json j = attribute_json(r);
-    if (a.json)
+    if (a.flags.json)
         fmt::print("{}\n", j.dump());
     else
         print_report(r);
@@ -67,13 +65,12 @@ void run(const AttributeArgs& a) {
 void add_attribute_command(CLI::App& app) {
     auto* cmd = app.add_subcommand("attribute", "Which stage of a recipe the output error comes from");
     auto a = std::make_shared<AttributeArgs>();
-    cmd->add_option("IN", a->input, "File with q, k, v (and do)");
+    a->input.add_to(cmd, "File with q, k, v (and do)");
+    a->input.add_scenario(cmd);
     a->recipe.add_to(cmd);
-    add_synthetic_flags(cmd, a->synthetic, a->n, a->d, a->seed);
-    cmd->add_option("--scenario", a->scenario, "random, sink, repeated-max or wide (synthetic)");
-    cmd->add_flag("--causal", a->causal, "Causal mask");
-    add_output_flags(cmd, a->json, a->threads);
+    a->flags.add_to(cmd);
     add_plot_flag(cmd, a->plot);
+    cmd->footer("Example: roundscope attribute --synthetic --recipe fa3-fp8 --n 256\n");
     cmd->callback([a] { run(*a); });
 }
 

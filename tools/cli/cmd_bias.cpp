@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <memory>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -14,11 +15,13 @@
 #include "analysis/bias_steps.hpp"
 #include "analysis/synthetic_attention.hpp"
 #include "lib/error.hpp"
+#include "lib/memory_budget.hpp"
 #include "lib/tensor_io.hpp"
 #include "tools/cli/analysis_flags.hpp"
 #include "tools/cli/analysis_json.hpp"
 #include "tools/cli/cli_output.hpp"
 #include "tools/cli/commands.hpp"
+#include "tools/cli/option_checks.hpp"
 #include "tools/cli/plot_output.hpp"
 #include "tools/cli/recipe_flags.hpp"
 
@@ -26,13 +29,32 @@ namespace roundscope::cli {
 namespace {
 
 struct BiasArgs {
-    std::vector<std::string> inputs;
+    std::vector<std::string> files;
+    InputFlags input;
+    AttentionFlags flags;
     RecipeFlags recipe{"fa2-bf16"};
     std::string plot;
-    bool synthetic = false, fix = false, causal = false, json = false;
-    std::uint64_t n = 512, d = 64, heads = 2, seed = 0, steps = 1, d_model = 0;
-    int threads = 0;
+    bool fix = false;
+    std::uint64_t steps = 1;
+
+    BiasArgs() {
+        input.spec.scenario = analysis::Scenario::repeated_max;
+        input.spec.n = 512, input.spec.heads = 2;
+    }
 };
+
+// Every file read and checked before the first step is analysed: a bad last file must not
+// cost the work on the others, nor print half a report.
+void check_step_files(const std::vector<std::string>& files) {
+    std::optional<bool> has_x;
+    for (const std::string& path : files) {
+        const emu::AttentionInputs in = emu::find_attention_inputs(read_tensor_file(path));
+        if (!in.d_o) throw Error(path + ": needs the tensor 'do' (the gradient of o)");
+        if (has_x && *has_x != in.x.has_value())
+            throw Error(path + ": " + (in.x ? "has" : "lacks") + " the layer input 'x', unlike " + files.front());
+        has_x = in.x.has_value();
+    }
+}
 
 void print(const analysis::QueryWeightError& q) {
     fmt::print(
@@ -84,24 +106,30 @@ void print(const analysis::BiasSteps& s) {
 }
 
 void run(const BiasArgs& a) {
-    if (a.synthetic == !a.inputs.empty()) throw Error("bias: give input files or --synthetic, not both");
+    if (a.input.synthetic == !a.files.empty()) throw Error("bias: give input files or --synthetic, not both");
     analysis::BiasOptions o;
     o.recipe = a.recipe.recipe();
-    o.causal = a.causal, o.threads = a.threads;
-    std::size_t count = a.inputs.size();
+    o.threads = a.flags.threads;
+    check_plot(a.plot, {a.files.empty() ? "" : a.files.front()});
+    std::size_t count = a.files.size();
     analysis::BiasStepSource source = [&a](std::size_t i) {
-        const std::string& path = a.inputs[i];
+        const std::string& path = a.files[i];
         return analysis::BiasStepInput{path, path, emu::find_attention_inputs(read_tensor_file(path))};
     };
-    if (a.synthetic) {
-        analysis::SyntheticSpec spec;
-        spec.scenario = analysis::Scenario::repeated_max;
-        spec.n = a.n, spec.d = a.d, spec.heads = a.heads, spec.seed = a.seed, spec.d_model = a.d_model;
-        count = a.steps, source = analysis::synthetic_bias_steps(spec);
+    if (a.input.synthetic) {
+        check_memory(synthetic_bytes(a.input.spec), "--synthetic with these sizes");
+        count = a.steps, source = analysis::synthetic_bias_steps(a.input.spec);
+    } else {
+        check_step_files(a.files);
     }
-    const analysis::BiasSteps s = analysis::bias_over_steps(count, source, o, a.fix);
+    const analysis::BiasStepSource flagged = [&](std::size_t i) {
+        analysis::BiasStepInput step = source(i);
+        apply_attention_flags(step.inputs, a.flags);
+        return step;
+    };
+    const analysis::BiasSteps s = analysis::bias_over_steps(count, flagged, o, a.fix);
     const nlohmann::json out = bias_steps_json(s);
-    if (a.json)
+    if (a.flags.json)
         fmt::print("{}\n", out.dump());
     else
         print(s);
@@ -113,18 +141,21 @@ void run(const BiasArgs& a) {
 void add_bias_command(CLI::App& app) {
     auto* cmd = app.add_subcommand("bias", "Rounding bias of delta = rowsum(dO * O) in flash-attention backward");
     auto a = std::make_shared<BiasArgs>();
-    cmd->add_option("IN", a->inputs, "Files with q, k, v, do (and o), one per training step");
-    add_synthetic_flags(cmd, a->synthetic, a->n, a->d, a->seed);
+    cmd->add_option("IN", a->files, "Files with q, k, v, do (and o), one per training step");
+    a->input.add_synthetic(cmd);
+    a->input.add_heads(cmd);
     a->recipe.add_to(cmd);
     cmd->add_flag("--fix", a->fix, "Also under the max adjustment and with delta from float32 O");
-    cmd->add_flag("--causal", a->causal, "Causal mask");
-    cmd->add_option("--heads", a->heads, "Heads (synthetic)")->check(CLI::PositiveNumber);
-    cmd->add_option("--steps", a->steps, "Synthetic steps (seeds seed, seed + 1, ...)")->check(CLI::PositiveNumber);
-    cmd->add_option("--d-model", a->d_model,
-                    "Synthetic layer input x [N, M] and query weight (q = x W^Q): M >= 2 (default 0: none)")
-        ->check(CLI::Range(std::uint64_t{0}, std::uint64_t{1} << 16));
-    add_output_flags(cmd, a->json, a->threads);
+    cmd->add_option("--steps", a->steps, "Synthetic steps (seeds seed, seed + 1, ...)")
+        ->check(integer_in(1, 100000))
+        ->capture_default_str();
+    cmd->add_option("--d-model", a->input.spec.d_model,
+                    "Synthetic layer input x [N, M] and query weight (q = x W^Q): M >= 2, 0 for none")
+        ->check(integer_in(0, 1 << 16))
+        ->capture_default_str();
+    a->flags.add_to(cmd);
     add_plot_flag(cmd, a->plot);
+    cmd->footer("Example: roundscope bias --synthetic --steps 8 --d-model 256 --fix\n");
     cmd->callback([a] { run(*a); });
 }
 

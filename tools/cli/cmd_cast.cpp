@@ -12,11 +12,13 @@
 #include "emu/numbers/format.hpp"
 #include "emu/numbers/round.hpp"
 #include "lib/error.hpp"
+#include "lib/file_write.hpp"
 #include "lib/tensor_io.hpp"
 #include "tools/cli/cast_flags.hpp"
 #include "tools/cli/cli_output.hpp"
 #include "tools/cli/commands.hpp"
 #include "tools/cli/exact_value.hpp"
+#include "tools/cli/option_checks.hpp"
 
 namespace roundscope::cli {
 namespace {
@@ -115,16 +117,19 @@ void run_cast_file(const CastArgs& args) {
         throw Error("cast -o OUT takes one input file, not " + std::to_string(args.values.size()) + " arguments");
     if (!args.from.empty()) throw Error("--from applies to VALUEs, not to tensor files");
     const emu::Format& to = require_format(args.flags.to, "--to");
-    const TensorFile in = read_tensor_file(args.values[0]);
-    for (const std::string& n : args.names) in.get(n);  // an Error naming the file for unknown names
+    const TensorSelection selection = parse_tensor_selection(args.values[0]);
+    check_output_path("-o", args.output, {selection.path});
+    const TensorFile in = read_tensor_file(selection.path);
+    std::vector<std::string> names = args.names;
+    if (selection.name) names.push_back(*selection.name);  // IN:NAME is -t NAME
+    for (const std::string& n : names) in.get(n);           // an Error naming the file for unknown names
     std::vector<Tensor> out;
     nlohmann::json report = nlohmann::json::array();
     std::vector<std::vector<std::string>> rows;
     for (std::size_t i = 0; i < in.tensors.size(); ++i) {
         const Tensor& t = in.tensors[i];
-        const bool chosen = args.names.empty()
-                                ? is_floating(t.dtype())
-                                : std::find(args.names.begin(), args.names.end(), t.name()) != args.names.end();
+        const bool chosen = names.empty() ? is_floating(t.dtype())
+                                          : std::find(names.begin(), names.end(), t.name()) != names.end();
         if (!chosen) {
             out.push_back(t);
             continue;
@@ -160,8 +165,16 @@ void add_cast_command(CLI::App& app) {
     cmd->add_flag("--json", args->json, "Print one JSON object");
     cmd->add_option("-o,--output", args->output, "Cast the tensors of file IN and write them to OUT");
     cmd->add_option("-t,--tensor", args->names, "With -o: cast only this tensor (repeatable)");
-    cmd->add_option("--scale", args->scale, "With -o: multiply by S before rounding (one rounding in all)");
-    cmd->add_option("--threads", args->threads, "Worker threads (default: all cores)")->check(CLI::NonNegativeNumber);
+    cmd->add_option("--scale", args->scale, "With -o: multiply by S before rounding (one rounding in all)")
+        ->check(finite_in(-1e300, 1e300))
+        ->capture_default_str();
+    cmd->add_option("--threads", args->threads, "Worker threads (0: all cores)")
+        ->check(thread_count())
+        ->capture_default_str();
+    cmd->footer(
+        "Examples: roundscope cast 0.1 448 465 --to e4m3\n"
+        "          roundscope cast -- -inf 1e-3 --to e5m2 --round sr --seed 7\n"
+        "          roundscope cast model.safetensors --to bf16 -o model-bf16.safetensors\n");
     cmd->callback([args] {
         if (!args->output.empty()) return run_cast_file(*args);
         if (!args->names.empty() || args->scale != 1.0) throw Error("-t and --scale apply with -o OUT (tensor files)");

@@ -26,38 +26,32 @@ namespace roundscope::cli {
 namespace {
 
 struct CrosscheckArgs {
-    std::string input, scenario = "random";
+    InputFlags input;
+    AttentionFlags flags;
     RecipeFlags recipe;
-    bool synthetic = false, backward = false, causal = false, json = false;
-    std::uint64_t n = 256, d = 64, heads = 2, seed = 0;
+    bool backward = false;
+
+    CrosscheckArgs() { input.spec.heads = 2; }
 };
 
 void run(const CrosscheckArgs& a) {
     const emu::AttentionRecipe recipe = a.recipe.recipe();
-    if (a.synthetic == !a.input.empty()) throw Error("crosscheck: give an input file or --synthetic, not both");
-    emu::AttentionInputs in;
-    if (a.synthetic) {
-        analysis::SyntheticSpec spec;
-        spec.scenario = analysis::parse_scenario(a.scenario, "--scenario");
-        spec.n = a.n, spec.d = a.d, spec.heads = a.heads, spec.seed = a.seed;
-        in = analysis::synthetic_attention(spec);
-    } else {
-        in = emu::find_attention_inputs(read_tensor_file(a.input));
-    }
-    const bool causal = a.causal || in.causal.value_or(false);
-    const emu::AttentionShape shape = emu::attention_shape_of(in, causal, in.softmax_scale.value_or(0));
-    const emu::AttentionOperands operands = emu::attention_operands(in, *recipe.input, a.backward);
+    const ChosenInputs chosen = choose_inputs("crosscheck", a.input, a.flags);
+    const emu::AttentionInputs& in = chosen.in;
+    const emu::AttentionShape shape = emu::attention_shape_of(in, chosen.causal, chosen.softmax_scale);
+    const emu::AttentionOperands operands =
+        naming_input(a.input.file, [&] { return emu::attention_operands(in, *recipe.input, a.backward); });
 #if ROUNDSCOPE_WITH_GPU
     const gpu::FlashCrosscheck c = [&] {
         try {
-            return gpu::flash_crosscheck(recipe, shape, operands, a.backward);
+            return gpu::flash_crosscheck(recipe, shape, operands, a.backward, a.flags.threads);
         } catch (const Error& e) {
             if (std::string(e.what()).find("no CUDA GPU") == std::string::npos) throw;
             std::fprintf(stderr, "roundscope: error: %s\n", e.what());
             throw ExitCode{3};
         }
     }();
-    if (a.json) {
+    if (a.flags.json) {
         nlohmann::json outputs = nlohmann::json::object();
         for (const auto& [name, b] : c.outputs) {
             outputs[name] = {{"matched", b.matched}, {"total", b.total}, {"max_ulp", b.max_ulp}};
@@ -102,14 +96,13 @@ void add_crosscheck_command(CLI::App& app) {
     auto* cmd = app.add_subcommand("crosscheck",
                                    "The CUDA kernel and the emulator on the same input, bit for bit (needs a GPU)");
     auto a = std::make_shared<CrosscheckArgs>();
-    cmd->add_option("IN", a->input, "File with q, k, v (and do)");
+    a->input.add_to(cmd, "File with q, k, v (and do)");
+    a->input.add_heads(cmd);
+    a->input.add_scenario(cmd);
     a->recipe.add_to(cmd);
-    add_synthetic_flags(cmd, a->synthetic, a->n, a->d, a->seed);
-    cmd->add_option("--scenario", a->scenario, "random, sink, repeated-max or wide (with --synthetic)");
-    cmd->add_option("--heads", a->heads, "Heads (with --synthetic)")->check(CLI::PositiveNumber);
     cmd->add_flag("--backward", a->backward, "Also compare the backward pass");
-    cmd->add_flag("--causal", a->causal, "Causal mask (default: the file's metadata, else off)");
-    cmd->add_flag("--json", a->json, "Print one JSON object");
+    a->flags.add_to(cmd);
+    cmd->footer("Example: roundscope crosscheck --recipe fa2-bf16 --synthetic --scenario sink --backward\n");
     cmd->callback([a] { run(*a); });
 }
 

@@ -5,16 +5,18 @@
 #include <fmt/format.h>
 
 #include <filesystem>
-#include <fstream>
+#include <span>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "analysis/demo.hpp"
 #include "lib/error.hpp"
+#include "lib/file_write.hpp"
 #include "tools/cli/analysis_json.hpp"
 #include "tools/cli/cli_output.hpp"
 #include "tools/cli/commands.hpp"
+#include "tools/cli/option_checks.hpp"
 #include "tools/cli/plot_output.hpp"
 
 namespace roundscope::cli {
@@ -58,16 +60,12 @@ nlohmann::json report_json(const analysis::DemoReport& r) {
             {"headroom", headroom}};
 }
 
-// Each pass's plot into out/KIND.png; a note instead when they cannot be drawn.
+// Each pass's plot into out/KIND.png.
 std::string draw_plots(const nlohmann::json& report, const std::string& out) {
-    try {
-        draw_plot("pcollapse", report["pcollapse"], out + "/pcollapse.png");
-        draw_plot("bias", report["bias"], out + "/bias.png");
-        draw_plot("leak", {{"runs", {report["leak"]["without_fix"], report["leak"]["with_fix"]}}}, out + "/leak.png");
-        draw_plot("headroom", report["headroom"], out + "/headroom.png");
-    } catch (const Error& e) {
-        return fmt::format("plots skipped ({})", e.what());
-    }
+    draw_plot("pcollapse", report["pcollapse"], out + "/pcollapse.png");
+    draw_plot("bias", report["bias"], out + "/bias.png");
+    draw_plot("leak", {{"runs", {report["leak"]["without_fix"], report["leak"]["with_fix"]}}}, out + "/leak.png");
+    draw_plot("headroom", report["headroom"], out + "/headroom.png");
     return fmt::format("plots: {}/{{pcollapse,bias,leak,headroom}}.png", out);
 }
 
@@ -122,18 +120,31 @@ void print_report(const analysis::DemoReport& r) {
             f.emulated_shifted_nonfinite_rows, f.emulated_online_nonfinite_rows);
 }
 
-void run(const DemoArgs& a) {
-    const analysis::DemoReport r = analysis::run_demo(a.threads);
+// The output folder made and proved writable before the work. Without matplotlib the plots
+// are skipped with a note (the report does not need them); returns that note, or empty.
+std::string prepare_output(const DemoArgs& a) {
     std::error_code ec;
     std::filesystem::create_directories(a.out, ec);
     if (ec) throw Error("--out: cannot create '" + a.out + "': " + ec.message());
-    const nlohmann::json j = report_json(r);
-    {
-        std::ofstream file(std::filesystem::path(a.out) / "demo.json");
-        if (!file) throw Error("--out: cannot write '" + a.out + "/demo.json'");
-        file << j.dump(1) << "\n";
+    const std::string json = (std::filesystem::path(a.out) / "demo.json").string();
+    check_output_path("--out", json, {});
+    if (a.no_plots) return "plots skipped (--no-plots)";
+    try {
+        check_plot((std::filesystem::path(a.out) / "bias.png").string(), {});
+    } catch (const Error& e) {
+        return fmt::format("plots skipped ({})", e.what());
     }
-    const std::string plots = a.no_plots ? "plots skipped (--no-plots)" : draw_plots(j, a.out);
+    return {};
+}
+
+void run(const DemoArgs& a) {
+    const std::string skipped = prepare_output(a);
+    const analysis::DemoReport r = analysis::run_demo(a.threads);
+    const nlohmann::json j = report_json(r);
+    const std::string text = j.dump(1) + "\n";
+    const std::span<const std::byte> bytes = std::as_bytes(std::span(text));
+    write_file((std::filesystem::path(a.out) / "demo.json").string(), std::span(&bytes, 1));
+    const std::string plots = skipped.empty() ? draw_plots(j, a.out) : skipped;
     if (a.json) {
         fmt::print("{}\n", j.dump());
         return;
@@ -147,10 +158,11 @@ void run(const DemoArgs& a) {
 void add_demo_command(CLI::App& app) {
     auto* cmd = app.add_subcommand("demo", "The four failures on synthetic heads: a report, JSON and plots");
     auto a = std::make_shared<DemoArgs>();
-    cmd->add_option("--out", a->out, "Output folder (default ./roundscope-demo)");
+    cmd->add_option("--out", a->out, "Output folder")->capture_default_str();
     cmd->add_flag("--no-plots", a->no_plots, "Do not draw the PNG plots");
     cmd->add_flag("--json", a->json, "Print the report as one JSON object");
-    cmd->add_option("--threads", a->threads, "Worker threads (default: all cores)")->check(CLI::NonNegativeNumber);
+    cmd->add_option("--threads", a->threads, "Worker threads (0: all cores)")->check(thread_count())->capture_default_str();
+    cmd->footer("Example: roundscope demo --out roundscope-demo\n");
     cmd->callback([a] { run(*a); });
 }
 

@@ -15,6 +15,7 @@ void add_formats_command(CLI::App& app) {
     auto* cmd = app.add_subcommand("formats", "List every number format with its parameters");
     auto json = std::make_shared<bool>(false);
     cmd->add_flag("--json", *json, "Print one JSON object");
+    cmd->footer("Example: roundscope formats --json\n");
     cmd->callback([json] {
         if (*json) {
             nlohmann::json list = nlohmann::json::array();

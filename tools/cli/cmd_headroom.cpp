@@ -17,16 +17,18 @@
 #include "tools/cli/analysis_json.hpp"
 #include "tools/cli/cli_output.hpp"
 #include "tools/cli/commands.hpp"
+#include "tools/cli/option_checks.hpp"
 #include "tools/cli/plot_output.hpp"
 
 namespace roundscope::cli {
 namespace {
 
 struct HeadroomArgs {
-    std::string input, scenario = "wide", plot;
-    bool synthetic = false, causal = false, json = false;
-    std::uint64_t n = 256, d = 64, seed = 0;
-    int threads = 0;
+    InputFlags input;
+    AttentionFlags flags;
+    std::string plot;
+
+    HeadroomArgs() { input.spec.scenario = analysis::Scenario::wide; }
 };
 
 void print_report(const analysis::HeadroomResult& r) {
@@ -53,15 +55,13 @@ void print_report(const analysis::HeadroomResult& r) {
 }
 
 void run(const HeadroomArgs& a) {
-    analysis::SyntheticSpec spec;
-    spec.scenario = analysis::parse_scenario(a.scenario, "--scenario");
-    spec.n = a.n, spec.d = a.d, spec.seed = a.seed;
-    const ChosenInputs c = choose_inputs("headroom", a.input, a.synthetic, spec, a.causal);
+    check_plot(a.plot, {a.input.file});
+    const ChosenInputs c = choose_inputs("headroom", a.input, a.flags);
     analysis::HeadroomOptions o;
-    o.threads = a.threads, o.causal = c.causal, o.softmax_scale = c.softmax_scale;
-    const analysis::HeadroomResult r = naming_input(a.input, [&] { return analysis::headroom(c.in, o); });
+    o.threads = a.flags.threads, o.causal = c.causal, o.softmax_scale = c.softmax_scale;
+    const analysis::HeadroomResult r = naming_input(a.input.file, [&] { return analysis::headroom(c.in, o); });
     const nlohmann::json j = headroom_json(r, true);
-    if (a.json)
+    if (a.flags.json)
         fmt::print("{}\n", j.dump());
     else
         print_report(r);
@@ -74,12 +74,11 @@ void add_headroom_command(CLI::App& app) {
     auto* cmd = app.add_subcommand(
         "headroom", "Softmax overflow margins per row: naive (with and without max subtraction) and online");
     auto a = std::make_shared<HeadroomArgs>();
-    cmd->add_option("IN", a->input, "File with q, k, v");
-    add_synthetic_flags(cmd, a->synthetic, a->n, a->d, a->seed);
-    cmd->add_option("--scenario", a->scenario, "random, sink, repeated-max or wide (synthetic; default wide)");
-    cmd->add_flag("--causal", a->causal, "Causal mask");
-    add_output_flags(cmd, a->json, a->threads);
+    a->input.add_to(cmd, "File with q, k, v");
+    a->input.add_scenario(cmd);
+    a->flags.add_to(cmd);
     add_plot_flag(cmd, a->plot);
+    cmd->footer("Example: roundscope headroom --synthetic --scenario wide --n 256\n");
     cmd->callback([a] { run(*a); });
 }
 

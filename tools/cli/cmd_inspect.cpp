@@ -12,6 +12,7 @@
 #include "lib/tensor_io.hpp"
 #include "tools/cli/cli_output.hpp"
 #include "tools/cli/commands.hpp"
+#include "tools/cli/option_checks.hpp"
 
 namespace roundscope::cli {
 namespace {
@@ -30,7 +31,7 @@ std::string optional_text(const std::optional<double>& x) { return x ? fmt::form
 void inspect(const InspectOptions& o) {
     ReadOptions read;
     if (!o.dtype.empty()) read.dtype = parse_dtype(o.dtype, "--dtype");
-    const TensorFile file = read_tensor_file(o.file, read);
+    const TensorFile file = read_tensor_file_selection(o.file, read);
 
     nlohmann::json tensors = nlohmann::json::array();
     std::vector<std::vector<std::string>> rows;
@@ -96,11 +97,12 @@ void inspect(const InspectOptions& o) {
 void add_inspect_command(CLI::App& app) {
     auto* cmd = app.add_subcommand("inspect", "Summarize every tensor of a .safetensors or .npy file");
     auto o = std::make_shared<InspectOptions>();
-    cmd->add_option("FILE", o->file, "Tensor file (.safetensors or .npy)")->required();
+    cmd->add_option("FILE", o->file, "Tensor file (.safetensors or .npy), or FILE:NAME for one tensor")->required();
     cmd->add_flag("--json", o->json, "Print one JSON object");
     cmd->add_option("--dtype", o->dtype, "Element type of an .npy saved from ml_dtypes (bf16, e4m3, ...)");
     cmd->add_flag("--checksum", o->checksum, "Add the CRC-32 of each tensor's element bytes (C order, little-endian)");
-    cmd->add_option("--threads", o->threads, "Worker threads (default: all cores)")->check(CLI::NonNegativeNumber);
+    cmd->add_option("--threads", o->threads, "Worker threads (0: all cores)")->check(thread_count())->capture_default_str();
+    cmd->footer("Examples: roundscope inspect dump.safetensors --checksum\n          roundscope inspect dump.safetensors:q --json\n");
     cmd->callback([o] { inspect(*o); });
 }
 

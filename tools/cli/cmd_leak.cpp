@@ -16,6 +16,7 @@
 #include "tools/cli/analysis_json.hpp"
 #include "tools/cli/cli_output.hpp"
 #include "tools/cli/commands.hpp"
+#include "tools/cli/option_checks.hpp"
 #include "tools/cli/recipe_flags.hpp"
 #include "tools/cli/plot_output.hpp"
 
@@ -23,11 +24,13 @@ namespace roundscope::cli {
 namespace {
 
 struct LeakArgs {
-    std::string input, format = "mxfp4", plot;
+    InputFlags input;
+    AttentionFlags flags;
+    std::string format = "mxfp4", plot;
     RecipeFlags recipe{"mxfp4-v"};
-    bool synthetic = false, fix = false, json = false;
-    int block = 32, threads = 0;
-    std::uint64_t n = 256, d = 64, seed = 0, max_tokens = 512;
+    bool fix = false;
+    int block = 32;
+    std::uint64_t max_tokens = 512;
 };
 
 void print_report(const analysis::LeakResult& r) {
@@ -47,14 +50,17 @@ void run(const LeakArgs& a) {
     o.recipe = a.recipe.recipe();
     o.format = emu::find_block_format(a.format);
     if (o.format == nullptr) throw Error("--format: unknown block format '" + a.format + "'");
-    o.block = a.block, o.fix = a.fix, o.max_tokens = a.max_tokens, o.threads = a.threads;
-    analysis::SyntheticSpec spec;
-    spec.n = a.n, spec.d = a.d, spec.seed = a.seed;
-    const ChosenInputs c = choose_inputs("leak", a.input, a.synthetic, spec, true);
+    o.block = a.block, o.fix = a.fix, o.max_tokens = a.max_tokens, o.threads = a.flags.threads;
+    check_plot(a.plot, {a.input.file});
+    // Leakage is a property of causal attention: the mask is always on.
+    if (a.flags.no_causal) throw Error("--no-causal: leakage is measured under the causal mask");
+    AttentionFlags causal = a.flags;
+    causal.causal = true, causal.no_causal = false;
+    const ChosenInputs c = choose_inputs("leak", a.input, causal);
     o.softmax_scale = c.softmax_scale;
-    const analysis::LeakResult r = naming_input(a.input, [&] { return analysis::leak(c.in, o); });
+    const analysis::LeakResult r = naming_input(a.input.file, [&] { return analysis::leak(c.in, o); });
     const nlohmann::json j = leak_json(r);
-    if (a.json)
+    if (a.flags.json)
         fmt::print("{}\n", j.dump());
     else
         print_report(r);
@@ -66,16 +72,17 @@ void run(const LeakArgs& a) {
 void add_leak_command(CLI::App& app) {
     auto* cmd = app.add_subcommand("leak", "Future leakage of V block-quantized along tokens (causal attention)");
     auto a = std::make_shared<LeakArgs>();
-    cmd->add_option("IN", a->input, "File with q, k, v");
-    add_synthetic_flags(cmd, a->synthetic, a->n, a->d, a->seed);
-    cmd->add_option("--format", a->format, "Block format of V (default mxfp4)");
-    cmd->add_option("--block", a->block, "Tokens per scale (default 32)")->check(CLI::Range(1, 1024));
+    a->input.add_to(cmd, "File with q, k, v");
+    cmd->add_option("--format", a->format, "Block format of V")->capture_default_str();
+    cmd->add_option("--block", a->block, "Tokens per scale")->check(integer_in(1, 1024))->capture_default_str();
     cmd->add_flag("--fix", a->fix, "The diagonal block of P multiplies unquantized V");
     a->recipe.add_to(cmd);
-    cmd->add_option("--max-tokens", a->max_tokens, "Tokens of a file to analyse (default 512)")
-        ->check(CLI::PositiveNumber);
-    add_output_flags(cmd, a->json, a->threads);
+    cmd->add_option("--max-tokens", a->max_tokens, "Tokens of a file to analyse")
+        ->check(integer_in(1, 1 << 16))
+        ->capture_default_str();
+    a->flags.add_to(cmd);
     add_plot_flag(cmd, a->plot);
+    cmd->footer("Example: roundscope leak --synthetic --n 128 --format mxfp4 --fix\n");
     cmd->callback([a] { run(*a); });
 }
 

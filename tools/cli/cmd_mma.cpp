@@ -12,8 +12,10 @@
 #include "emu/batch/tensor_cast.hpp"
 #include "emu/mma/mma_tensors.hpp"
 #include "lib/error.hpp"
+#include "lib/file_write.hpp"
 #include "lib/tensor_io.hpp"
 #include "tools/cli/cli_output.hpp"
+#include "tools/cli/analysis_flags.hpp"
 #include "tools/cli/commands.hpp"
 
 namespace roundscope::cli {
@@ -77,6 +79,7 @@ void run_mma(const MmaOptions& o) {
         return;
     }
     if (o.input.empty()) throw Error("mma: IN is required (or --list)");
+    if (!o.output.empty()) check_output_path("-o", o.output, {o.input});
     const TensorFile file = read_tensor_file(o.input);
     const emu::MmaProblem p = emu::load_mma_problem(file, o.arch, o.instruction);
     if (o.check && !p.d.has_value())
@@ -161,9 +164,11 @@ void add_mma_command(CLI::App& app) {
     cmd->add_option("--instruction", o->instruction, "mma.sync (default where it exists), wgmma, tcgen05.mma");
     cmd->add_flag("--check", o->check, "Compare with the D in IN; exit 1 on any differing bit");
     cmd->add_option("-o,--output", o->output, "Write D (the accumulator's dtype) to this file");
-    cmd->add_flag("--json", o->json, "Print one JSON object");
     cmd->add_flag("--list", o->list, "List every model with its parameters and sources");
-    cmd->add_option("--threads", o->threads, "Worker threads (default: all cores)")->check(CLI::NonNegativeNumber);
+    add_output_flags(cmd, o->json, o->threads);
+    cmd->footer(
+        "Examples: roundscope mma tests/data/golden/h100/mma_e4m3.safetensors --arch sm90 --check\n"
+        "          roundscope mma --list\n");
     cmd->callback([o] { run_mma(*o); });
 }
 

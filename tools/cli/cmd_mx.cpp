@@ -12,9 +12,12 @@
 #include "analysis/scale_rules.hpp"
 #include "emu/block/block_quantize.hpp"
 #include "lib/error.hpp"
+#include "lib/file_write.hpp"
 #include "lib/tensor_io.hpp"
 #include "tools/cli/cli_output.hpp"
+#include "tools/cli/analysis_flags.hpp"
 #include "tools/cli/commands.hpp"
+#include "tools/cli/option_checks.hpp"
 
 namespace roundscope::cli {
 namespace {
@@ -42,6 +45,8 @@ emu::BlockSpec spec_of(const MxArgs& a) {
     s.rule = emu::parse_scale_rule(a.rule, "--scale-rule");
     if (!a.round.empty()) emu::parse_rounding_mode(a.round, s.element_options);
     s.element_options.seed = a.seed;
+    if (a.single_level && !s.format->nvfp4)
+        throw Error("--single-level: applies to nvfp4 (two-level scales), not to " + a.format);
     s.per_tensor_scale = !a.single_level;
     s.threads = a.threads;
     return s;
@@ -144,28 +149,43 @@ void quantize(const MxArgs& a, const emu::BlockSpec& spec, const TensorFile& in)
 void add_mx_command(CLI::App& app) {
     auto* cmd = app.add_subcommand("mx", "Quantize tensors into an OCP MX or NVFP4 block format");
     auto a = std::make_shared<MxArgs>();
-    cmd->add_option("IN", a->input, "Tensor file (.safetensors or .npy)")->required();
+    cmd->add_option("IN", a->input, "Tensor file (.safetensors or .npy), or FILE:NAME for one tensor")->required();
     cmd->add_option("--format", a->format, "mxfp8_e4m3 mxfp8_e5m2 mxfp6_e2m3 mxfp6_e3m2 mxfp4 mxint8 nvfp4")
         ->required();
-    cmd->add_option("--block", a->block, "Elements per block (default 32; NVFP4 16)")->check(CLI::NonNegativeNumber);
-    cmd->add_option("--axis", a->axis, "The blocked axis (default -1, the last; -2 is the token axis of [.., N, D])");
-    cmd->add_option("--offset", a->offset, "Blocks start at positions j * block - offset (default 0)");
-    cmd->add_option("--scale-rule", a->rule, "MX shared-exponent rule: floor (OCP) ceil even rceil");
+    cmd->add_option("--block", a->block, "Elements per block (default 32; NVFP4 16)")->check(integer_in(1, 1 << 20));
+    cmd->add_option("--axis", a->axis, "The blocked axis (-1: the last; -2: the token axis of [.., N, D])")
+        ->check(integer_in(-64, 63))
+        ->capture_default_str();
+    cmd->add_option("--offset", a->offset, "Blocks start at positions j * block - offset")
+        ->check(integer_in(0, 1 << 20))
+        ->capture_default_str();
+    cmd->add_option("--scale-rule", a->rule, "MX shared-exponent rule: floor (OCP) ceil even rceil")
+        ->capture_default_str();
     cmd->add_option("--round", a->round, "Element rounding: rne rna rtz up down odd sr sr:N (default rne)");
-    cmd->add_option("--seed", a->seed, "Philox seed for stochastic rounding");
+    cmd->add_option("--seed", a->seed, "Philox seed for stochastic rounding")->check(seed_value())->capture_default_str();
     cmd->add_option("-t,--tensor", a->names, "Only this tensor (repeatable; default: every floating tensor)");
     cmd->add_option("-o,--output", a->output, "Write <name>.elements, <name>.scales (and <name> with --dequant)");
     cmd->add_flag("--dequant", a->dequant, "Also write the dequantized values as F32");
     cmd->add_flag("--single-level", a->single_level, "NVFP4 without the per-tensor float32 scale");
     cmd->add_flag("--compare-rules", a->compare,
                   "Per tensor: blocks whose scale differs between rules, and each rule's error");
-    cmd->add_flag("--json", a->json, "Print one JSON object");
-    cmd->add_option("--threads", a->threads, "Worker threads (default: all cores)")->check(CLI::NonNegativeNumber);
+    add_output_flags(cmd, a->json, a->threads);
+    cmd->footer(
+        "Examples: roundscope mx acts.safetensors --format mxfp8_e4m3 -o acts-mx.safetensors --dequant\n"
+        "          roundscope mx kv.safetensors:v --format mxfp4 --axis -2 --compare-rules\n");
     cmd->callback([a] {
         const emu::BlockSpec spec = spec_of(*a);
-        const TensorFile in = read_tensor_file(a->input);
-        if (a->compare) return compare_rules(*a, spec, in);
-        quantize(*a, spec, in);
+        const TensorSelection selection = parse_tensor_selection(a->input);
+        MxArgs args = *a;
+        args.input = selection.path;
+        if (selection.name) args.names.push_back(*selection.name);  // IN:NAME is -t NAME
+        if (!args.compare) {
+            if (args.output.empty()) throw Error("mx needs -o OUT (or --compare-rules)");
+            check_output_path("-o", args.output, {args.input});
+        }
+        const TensorFile in = read_tensor_file(args.input);
+        if (args.compare) return compare_rules(args, spec, in);
+        quantize(args, spec, in);
     });
 }
 

@@ -17,6 +17,7 @@
 #include "tools/cli/analysis_json.hpp"
 #include "tools/cli/cli_output.hpp"
 #include "tools/cli/commands.hpp"
+#include "tools/cli/option_checks.hpp"
 #include "tools/cli/recipe_flags.hpp"
 #include "tools/cli/plot_output.hpp"
 
@@ -24,13 +25,17 @@ namespace roundscope::cli {
 namespace {
 
 struct PCollapseArgs {
-    std::string input, order = "both", plot;
+    InputFlags input;
+    AttentionFlags flags;
+    std::string order = "both", plot;
     RecipeFlags recipe{"fp8-forward-order"};
     std::vector<float> scales;
-    bool synthetic = false, sweep = false, json = false, causal = false;
-    std::uint64_t n = 1024, d = 64, seed = 0;
-    int k_sink = 4, threads = 0;
-    double sink_strength = 8;
+    bool sweep = false;
+
+    PCollapseArgs() {
+        input.spec.scenario = analysis::Scenario::sink;
+        input.spec.n = 1024;
+    }
 };
 
 std::vector<emu::KvOrder> orders_of(const std::string& s) {
@@ -39,8 +44,8 @@ std::vector<emu::KvOrder> orders_of(const std::string& s) {
 }
 
 void print_report(const PCollapseArgs& a, const analysis::PCollapseOptions& o, const analysis::PCollapseResult& r) {
-    fmt::print("P-collapse, recipe {} (k_sink {}, delta_k {:.4f}{})\n", o.recipe.name, a.k_sink, r.delta_k,
-               a.synthetic ? fmt::format(", Delta {}", a.sink_strength) : "");
+    fmt::print("P-collapse, recipe {} (k_sink {}, delta_k {:.4f}{})\n", o.recipe.name, o.k_sink, r.delta_k,
+               o.sink_strength ? fmt::format(", Delta {}", *o.sink_strength) : "");
     std::vector<std::vector<std::string>> rows;
     for (const auto& x : r.runs) {
         std::vector<std::string> row{
@@ -69,20 +74,24 @@ void run(const PCollapseArgs& a) {
     analysis::PCollapseOptions o;
     o.recipe = a.recipe.recipe();
     o.orders = orders_of(a.order);
-    o.k_sink = a.k_sink;
-    o.threads = a.threads;
+    o.k_sink = a.input.spec.k_sink;
+    o.threads = a.flags.threads;
     if (!a.scales.empty()) o.scales = a.scales;
     if (a.sweep) o.scales = {1, 2, 4, 8, 16, 32, 64, 128, 256, 448, 512, 1024};
-    analysis::SyntheticSpec spec;
-    spec.scenario = analysis::Scenario::sink;
-    spec.n = a.n, spec.d = a.d, spec.seed = a.seed, spec.k_sink = a.k_sink, spec.sink_strength = a.sink_strength;
-    const ChosenInputs c = choose_inputs("pcollapse", a.input, a.synthetic, spec, a.causal);
-    if (a.synthetic) o.sink_strength = a.sink_strength;
+    if (a.input.synthetic && static_cast<std::uint64_t>(o.k_sink) >= a.input.spec.n)
+        throw Error(fmt::format("--k-sink: {} sink tokens leave none of the N = {} keys to measure", o.k_sink,
+                                a.input.spec.n));
+    check_plot(a.plot, {a.input.file});
+    const ChosenInputs c = choose_inputs("pcollapse", a.input, a.flags);
+    if (static_cast<std::uint64_t>(o.k_sink) >= c.in.n_kv)
+        throw Error(fmt::format("--k-sink: {} sink tokens leave none of the file's Nk = {} keys to measure", o.k_sink,
+                                c.in.n_kv));
+    if (a.input.synthetic) o.sink_strength = a.input.spec.sink_strength;
     o.causal = c.causal, o.softmax_scale = c.softmax_scale;
-    const analysis::PCollapseResult r = naming_input(a.input, [&] { return analysis::pcollapse(c.in, o); });
+    const analysis::PCollapseResult r = naming_input(a.input.file, [&] { return analysis::pcollapse(c.in, o); });
     nlohmann::json j = pcollapse_json(r, a.sweep);
-    j["recipe"] = o.recipe.name, j["k_sink"] = a.k_sink;
-    if (a.json)
+    j["recipe"] = o.recipe.name, j["k_sink"] = o.k_sink;
+    if (a.flags.json)
         fmt::print("{}\n", j.dump());
     else
         print_report(a, o, r);
@@ -94,19 +103,22 @@ void run(const PCollapseArgs& a) {
 void add_pcollapse_command(CLI::App& app) {
     auto* cmd = app.add_subcommand("pcollapse", "FP8 P-cast underflow behind an attention sink (P-collapse)");
     auto a = std::make_shared<PCollapseArgs>();
-    cmd->add_option("IN", a->input, "File with q, k, v");
-    add_synthetic_flags(cmd, a->synthetic, a->n, a->d, a->seed);
+    a->input.add_to(cmd, "File with q, k, v");
     cmd->add_option("--scale", a->scales, "Static P scale S (repeatable; default 1 and 256)")
-        ->check(CLI::PositiveNumber);
-    cmd->add_option("--order", a->order, "forward, reverse or both");
+        ->check(finite_in(0, 3.0e38, true));
+    cmd->add_option("--order", a->order, "forward, reverse or both")->capture_default_str();
     cmd->add_flag("--sweep-scale", a->sweep, "S over powers of two and 448, with what each means on the E4M3 grid");
     a->recipe.add_to(cmd, "The FP8 recipe");
-    cmd->add_option("--k-sink", a->k_sink, "Sink tokens")->check(CLI::Range(1, 1 << 20));
-    cmd->add_option("--sink-strength", a->sink_strength,
-                    "Delta: how far the sink scores stand above the rest (synthetic)");
-    cmd->add_flag("--causal", a->causal, "Causal mask");
-    add_output_flags(cmd, a->json, a->threads);
+    cmd->add_option("--k-sink", a->input.spec.k_sink, "Sink tokens (the first keys)")
+        ->check(integer_in(1, 1 << 20))
+        ->capture_default_str();
+    cmd->add_option("--sink-strength", a->input.spec.sink_strength,
+                    "Delta: how far the sink scores stand above the rest (synthetic)")
+        ->check(finite_in(-100, 100))
+        ->capture_default_str();
+    a->flags.add_to(cmd);
     add_plot_flag(cmd, a->plot);
+    cmd->footer("Example: roundscope pcollapse --synthetic --sink-strength 8 --n 1024\n");
     cmd->callback([a] { run(*a); });
 }
 

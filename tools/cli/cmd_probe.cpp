@@ -17,8 +17,10 @@
 #include "emu/mma/mma_tiles.hpp"
 #include "emu/numbers/cast_options.hpp"
 #include "lib/error.hpp"
+#include "lib/file_write.hpp"
 #include "lib/tensor_io.hpp"
 #include "tools/cli/commands.hpp"
+#include "tools/cli/option_checks.hpp"
 #if ROUNDSCOPE_WITH_GPU
 #include "gpu/device.hpp"
 #include "gpu/mma_probe.hpp"
@@ -117,7 +119,10 @@ void probe(const ProbeOptions& o) {
         std::fprintf(stderr, "roundscope: error: probe: no CUDA GPU is usable on this machine\n");
         throw ExitCode{3};
     }
-    std::filesystem::create_directories(o.out);
+    std::error_code ec;
+    std::filesystem::create_directories(o.out, ec);
+    if (ec) throw Error("--out: cannot create '" + o.out + "': " + ec.message());
+    check_output_path("--out", (std::filesystem::path(o.out) / "conversions.safetensors").string(), {});
     for (const emu::Format* f : {&emu::bf16, &emu::f16, &emu::e4m3, &emu::e5m2}) {
         if (f->bits == 8 && cc < 89) continue;
         const std::string type = f->name == "f16" ? "fp16" : std::string(f->name);
@@ -146,8 +151,9 @@ void add_probe_command(CLI::App& app) {
     auto* cmd = app.add_subcommand("probe", "Capture MMA and conversion golden vectors on the local GPU");
     auto o = std::make_shared<ProbeOptions>();
     cmd->add_option("--out", o->out, "Directory for the .safetensors files")->required();
-    cmd->add_option("--tiles", o->tiles, "Tiles per distribution (default 256)")->check(CLI::PositiveNumber);
-    cmd->add_option("--seed", o->seed, "Seed of the random tiles (default 1)");
+    cmd->add_option("--tiles", o->tiles, "Tiles per distribution")->check(integer_in(1, 1 << 16))->capture_default_str();
+    cmd->add_option("--seed", o->seed, "Seed of the random tiles")->check(seed_value())->capture_default_str();
+    cmd->footer("Example: roundscope probe --out h100-vectors && roundscope mma h100-vectors/mma_e4m3.safetensors --check\n");
     cmd->callback([o] { probe(*o); });
 }
 

@@ -15,6 +15,7 @@ void add_recipes_command(CLI::App& app) {
     auto* cmd = app.add_subcommand("recipes", "The flash-attention recipes (presets) and the keys of --set");
     auto json = std::make_shared<bool>(false);
     cmd->add_flag("--json", *json, "Print one JSON object");
+    cmd->footer("Example: roundscope recipes && roundscope attention dump.safetensors --recipe fa2-bf16 --set kv_order=reverse -o o.safetensors\n");
     cmd->callback([json] {
         if (*json) {
             nlohmann::json recipes = nlohmann::json::array();

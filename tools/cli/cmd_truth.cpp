@@ -13,21 +13,22 @@
 #include "analysis/truth/attention_truth.hpp"
 #include "emu/attention/attention_inputs.hpp"
 #include "lib/error.hpp"
+#include "lib/file_write.hpp"
+#include "lib/memory_budget.hpp"
 #include "lib/tensor_io.hpp"
 #include "tools/cli/analysis_flags.hpp"
 #include "tools/cli/cli_output.hpp"
 #include "tools/cli/commands.hpp"
+#include "tools/cli/option_checks.hpp"
 
 namespace roundscope::cli {
 namespace {
 
 struct TruthArgs {
     std::string input, output;
+    AttentionFlags flags;
     int bits = 256;
-    bool backward = false, intermediates = false, json = false, reference = false;
-    bool causal = false, no_causal = false;
-    double scale = 0;
-    int threads = 0;
+    bool backward = false, intermediates = false, reference = false;
 };
 
 Tensor f64_tensor(const std::string& name, Shape shape, const std::vector<double>& x) {
@@ -35,17 +36,19 @@ Tensor f64_tensor(const std::string& name, Shape shape, const std::vector<double
 }
 
 void run_truth(const TruthArgs& a) {
-    if (a.output.empty()) throw Error("truth: -o OUT is required");
-    const TensorFile file = read_tensor_file(a.input);
-    const emu::AttentionInputs in = emu::find_attention_inputs(file);
+    check_output_path("-o", a.output, {a.input});
+    const ChosenInputs c = file_inputs(a.input, a.flags);
+    const emu::AttentionInputs& in = c.in;
+    if (a.backward && !in.d_o) throw Error(fmt::format("{}: --backward needs a tensor 'do'", a.input));
+    double bytes = attention_bytes(in, a.backward, true, a.flags.threads);
+    if (a.intermediates) bytes += 2 * 8 * static_cast<double>(in.batch * in.heads * in.n_q * in.n_kv);
+    check_memory(bytes, a.input);
     analysis::TruthOptions o;
-    o.causal = a.causal ? true : a.no_causal ? false : in.causal.value_or(false);
-    o.scale = a.scale != 0 ? a.scale : in.softmax_scale.value_or(0);
+    o.causal = c.causal, o.scale = c.softmax_scale;
     o.backward = a.backward;
     o.intermediates = a.intermediates;
     o.precision = a.bits;
-    o.threads = a.threads;
-    if (a.backward && !in.d_o) throw Error(fmt::format("{}: --backward needs a tensor 'do'", a.input));
+    o.threads = a.flags.threads;
     const analysis::AttentionTruth t = naming_input(a.input, [&] {
         return a.reference ? analysis::attention_truth_reference(in, o) : analysis::attention_truth(in, o);
     });
@@ -70,7 +73,7 @@ void run_truth(const TruthArgs& a) {
                        {"softmax_scale", format_double(t.scale)},
                        {"truth", "every value the float64 nearest the exact result"},
                        {"precision_bits", std::to_string(t.max_precision_used)}});
-    if (a.json) {
+    if (a.flags.json) {
         nlohmann::json names = nlohmann::json::array();
         for (const Tensor& x : out) names.push_back(x.name());
         fmt::print("{}\n", nlohmann::json{{"file", a.input},
@@ -103,16 +106,13 @@ void add_truth_command(CLI::App& app) {
         ->required();
     cmd->add_option("-o,--output", a->output, "Output .safetensors (F64 tensors)")->required();
     cmd->add_option("--bits", a->bits, "Precision of the first attempt (doubled until every output is decided)")
-        ->check(CLI::Range(16, 1 << 14));
+        ->check(integer_in(16, 1 << 14))
+        ->capture_default_str();
     cmd->add_flag("--backward", a->backward, "Also dq, dk, dv and delta (needs do)");
     cmd->add_flag("--intermediates", a->intermediates, "Also s and p");
-    auto* causal = cmd->add_flag("--causal", a->causal, "Causal mask (default: the file's metadata, else off)");
-    cmd->add_flag("--no-causal", a->no_causal, "No causal mask, whatever the file's metadata says")->excludes(causal);
-    cmd->add_option("--softmax-scale,--scale", a->scale, "Softmax scale (default: the file's metadata, else 1/sqrt(D))")
-        ->check(CLI::PositiveNumber);
     cmd->add_flag("--reference", a->reference, "Use the MPFI reference path for everything (slow; the same bits)");
-    cmd->add_flag("--json", a->json, "Print one JSON object");
-    cmd->add_option("--threads", a->threads, "Worker threads (default: all cores)")->check(CLI::NonNegativeNumber);
+    a->flags.add_to(cmd, "--softmax-scale,--scale");
+    cmd->footer("Example: roundscope truth dump.safetensors --backward -o truth.safetensors\n");
     cmd->callback([a] { run_truth(*a); });
 }
 

@@ -11,6 +11,13 @@ struct ExitCode {
     int code;
 };
 
+/// The roundscope app with every command registered (what main and the option fuzzer parse).
+void add_all_commands(CLI::App& app);
+
+/// Parses argv and runs the command; returns the exit code of docs/cli.md, having printed any
+/// error as one line on stderr.
+int run_cli(int argc, char** argv);
+
 void add_formats_command(CLI::App& app);
 void add_cast_command(CLI::App& app);
 void add_inspect_command(CLI::App& app);

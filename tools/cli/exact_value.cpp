@@ -37,6 +37,13 @@ ExactValue parse_exact_value(const std::string& text) {
     } else if (mpfr_zero_p(x.get())) {
         u.cls = emu::ValueClass::zero;
     } else {
+        // |x| in [2^(exp - 1), 2^exp). Outside float64's range the value and its errors could
+        // not be reported (they would print as Inf or 0), and its exponent not held in an int.
+        const mpfr_exp_t exp = mpfr_get_exp(x.get());
+        if (exp > 1024 || exp < -1073)
+            throw Error("value '" + printable(text) +
+                        "' lies outside the float64 range (magnitudes 2^-1074 to 2^1024) in which roundscope "
+                        "reports values and errors");
         mpz_t m;
         mpz_init(m);
         const mpfr_exp_t e = mpfr_get_z_2exp(m, x.get());

@@ -4,11 +4,14 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <cstdlib>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <vector>
 
 #include "lib/error.hpp"
+#include "lib/file_write.hpp"
 
 namespace roundscope::cli {
 namespace {
@@ -40,6 +43,17 @@ void add_plot_flag(CLI::App* cmd, std::string& png) {
     cmd->add_option("--plot", png, "Also draw the result into this PNG file (needs matplotlib: tools/setup.sh)");
 }
 
+void check_plot(const std::string& png, std::initializer_list<std::string> inputs) {
+    if (png.empty()) return;
+    std::vector<std::string> files;
+    for (const std::string& f : inputs)
+        if (!f.empty()) files.push_back(f);
+    check_output_path("--plot", png, files);
+    const std::string probe = shell_quoted(python()) + " -c 'import matplotlib' > /dev/null 2>&1";
+    if (std::system(probe.c_str()) != 0)
+        throw Error("--plot: no Python with matplotlib found (tools/setup.sh installs one in .venv)");
+}
+
 void draw_plot(std::string_view kind, const nlohmann::json& report, const std::string& png) {
     const std::filesystem::path script =
         std::filesystem::path(ROUNDSCOPE_SOURCE_DIR) / "tools" / "python" / "roundscope_plot.py";
@@ -47,8 +61,10 @@ void draw_plot(std::string_view kind, const nlohmann::json& report, const std::s
     const int fd = mkstemp(log);
     if (fd < 0) throw Error("--plot: cannot create a temporary file for the plot's messages");
     close(fd);
-    const std::string command = fmt::format("{} {} {} {} > /dev/null 2> {}", shell_quoted(python()),
-                                            shell_quoted(script.string()), std::string(kind), shell_quoted(png), log);
+    AtomicFile file(png);
+    const std::string command =
+        fmt::format("{} {} {} {} > /dev/null 2> {}", shell_quoted(python()), shell_quoted(script.string()),
+                    std::string(kind), shell_quoted(file.temporary_path()), log);
     FILE* pipe = popen(command.c_str(), "w");
     int status = -1;
     if (pipe != nullptr) {
@@ -64,6 +80,7 @@ void draw_plot(std::string_view kind, const nlohmann::json& report, const std::s
     if (status != 0)
         throw Error(fmt::format("--plot: could not draw '{}': {}", png,
                                 why.empty() ? "no python3 (tools/setup.sh installs one with matplotlib)" : why));
+    file.commit();
 }
 
 }  // namespace roundscope::cli

@@ -1,0 +1,118 @@
+// The app: every command registered, the command line parsed, and every way out of a run
+// turned into the exit codes of docs/cli.md: 0, 1 (a check found a mismatch), 2 (one line
+// `roundscope: error: ...`), 3 (no GPU).
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <new>
+#include <string>
+#include <string_view>
+#include <system_error>
+
+#include <CLI/CLI.hpp>
+
+#include "lib/error.hpp"
+#include "tools/cli/commands.hpp"
+
+namespace roundscope::cli {
+namespace {
+
+// A VALUE such as -inf or -1.5 reads as an option unless it follows `--`.
+bool looks_negative_number(const char* arg) {
+    if (arg[0] != '-' || arg[1] == '-' || arg[1] == '\0') return false;
+    char* end = nullptr;
+    std::strtod(arg, &end);
+    return end != arg && *end == '\0';
+}
+
+int error(const std::string& message) {
+    std::fprintf(stderr, "roundscope: error: %s\n", message.c_str());
+    return 2;
+}
+
+// The first argument must name a command; CLI11 alone would call it a stray positional.
+int check_command_name(CLI::App& app, int argc, char** argv) {
+    if (argc < 2 || argv[1][0] == '-') return 0;
+    std::string names;
+    for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+        if (sub->get_name() == argv[1]) return 0;
+        names += (names.empty() ? "" : ", ") + sub->get_name();
+    }
+    return error("unknown command '" + printable(argv[1]) + "' (commands: " + names + ")");
+}
+
+int parse_error(const CLI::ParseError& e, int argc, char** argv) {
+    // An option's own value that fails its check is not such a VALUE.
+    const bool misread = dynamic_cast<const CLI::ValidationError*>(&e) == nullptr;
+    for (int i = 2; misread && i < argc; ++i) {
+        if (std::string_view(argv[i]) == "--") break;
+        if (looks_negative_number(argv[i]))
+            return error(std::string(e.what()) + " (put `--` before values that start with '-', as in: cast --to e4m3 -- " +
+                         printable(argv[i]) + ")");
+    }
+    return error(e.what());
+}
+
+// Output buffered for standard output is written at exit; a failed write (a full disk,
+// /dev/full, a closed pipe's EPIPE) must not pass for success.
+int flush_standard_output(int code) {
+    if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+        const int err = errno;
+        std::fprintf(stderr, "roundscope: error: standard output: write failed: %s\n",
+                     err != 0 ? std::strerror(err) : "I/O error");
+        return 2;
+    }
+    return code;
+}
+
+}  // namespace
+
+void add_all_commands(CLI::App& app) {
+    app.require_subcommand(1);
+    app.set_version_flag("--version", "roundscope " ROUNDSCOPE_VERSION);
+    add_formats_command(app);
+    add_cast_command(app);
+    add_inspect_command(app);
+    add_mx_command(app);
+    add_mma_command(app);
+    add_probe_command(app);
+    add_truth_command(app);
+    add_attention_command(app);
+    add_recipes_command(app);
+    add_crosscheck_command(app);
+    add_pcollapse_command(app);
+    add_leak_command(app);
+    add_headroom_command(app);
+    add_bias_command(app);
+    add_demo_command(app);
+    add_attribute_command(app);
+}
+
+int run_cli(int argc, char** argv) {
+    CLI::App app{"roundscope: what low-precision arithmetic does inside attention, bit for bit"};
+    add_all_commands(app);
+    if (const int code = check_command_name(app, argc, argv)) return code;
+    int code = 0;
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::Success& e) {  // --help, --version
+        code = app.exit(e);
+    } catch (const CLI::ParseError& e) {
+        code = parse_error(e, argc, argv);
+    } catch (const ExitCode& e) {
+        code = e.code;
+    } catch (const Error& e) {
+        code = error(e.what());
+    } catch (const std::bad_alloc&) {
+        code = error("out of memory (the run needs more memory than this machine has)");
+    } catch (const std::system_error& e) {  // fmt's failed writes to standard output
+        code = error(std::string("standard output: write failed: ") + e.code().message());
+    } catch (const std::exception& e) {
+        code = error(std::string("internal: ") + e.what());
+    }
+    return flush_standard_output(code);
+}
+
+}  // namespace roundscope::cli

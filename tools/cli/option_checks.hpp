@@ -1,0 +1,24 @@
+#pragma once
+// Validators for numeric options, run while the command line is parsed (before any work). Each
+// refuses what its type would silently accept (a NaN, an Inf, -1 wrapping into an unsigned
+// seed, 1e39 becoming a float32 Inf) and says what the option takes, e.g.
+// "--n: must be an integer from 1 to 1048576, not '0'".
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+
+namespace roundscope::cli {
+
+/// An integer in [lo, hi], written in decimal without a fraction or exponent.
+CLI::Validator integer_in(std::int64_t lo, std::int64_t hi);
+
+/// A seed: an integer from 0 to 2^64 - 1.
+CLI::Validator seed_value();
+
+/// A finite number in [lo, hi] (lo excluded when `above_lo`).
+CLI::Validator finite_in(double lo, double hi, bool above_lo = false);
+
+/// Worker threads: 0 (all cores) to 1024.
+CLI::Validator thread_count();
+
+}  // namespace roundscope::cli
