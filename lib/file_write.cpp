@@ -148,8 +148,14 @@ void check_output_path(const std::string& option, const std::string& path, const
     struct stat dir {};
     if (::stat(folder.c_str(), &dir) != 0 || !S_ISDIR(dir.st_mode))
         throw Error(named + ": the folder '" + printable(folder, 200) + "' does not exist");
-    if (::access(folder.c_str(), W_OK) != 0)
-        throw Error(named + ": the folder '" + printable(folder, 200) + "' is not writable");
+    // access(W_OK) says yes to root on a read-only mount: create and remove a file instead.
+    std::string probe = (std::filesystem::path(folder) / ".roundscope-probe.XXXXXX").string();
+    const int fd = ::mkstemp(probe.data());
+    if (fd < 0)
+        throw Error(named + ": cannot create a file in the folder '" + printable(folder, 200) +
+                    "': " + std::strerror(errno));
+    ::close(fd);
+    ::unlink(probe.c_str());
 }
 
 }  // namespace roundscope

@@ -43,7 +43,28 @@ int check_command_name(CLI::App& app, int argc, char** argv) {
     return error("unknown command '" + printable(argv[1]) + "' (commands: " + names + ")");
 }
 
-int parse_error(const CLI::ParseError& e, int argc, char** argv) {
+// CLI11 reports a missing required argument before an unknown option; the unknown option is
+// usually the cause (a misspelt --output), so it is named first.
+std::string unknown_option(CLI::App& app, int argc, char** argv) {
+    const CLI::App* command = nullptr;
+    for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; }))
+        if (argc > 1 && sub->get_name() == argv[1]) command = sub;
+    if (command == nullptr) return {};
+    for (int i = 2; i < argc; ++i) {
+        const std::string_view arg = argv[i];
+        if (arg == "--") break;
+        if (arg.size() < 2 || arg[0] != '-' || looks_negative_number(argv[i])) continue;
+        const std::string name(arg.substr(0, arg.find('=')));
+        if (command->get_option_no_throw(name) == nullptr && name != "-h" && name != "--help")
+            return "unknown option '" + printable(name) + "' for " + command->get_name() + " (roundscope " +
+                   command->get_name() + " --help lists them)";
+    }
+    return {};
+}
+
+int parse_error(CLI::App& app, const CLI::ParseError& e, int argc, char** argv) {
+    if (dynamic_cast<const CLI::RequiredError*>(&e) != nullptr || dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr)
+        if (const std::string unknown = unknown_option(app, argc, argv); !unknown.empty()) return error(unknown);
     // An option's own value that fails its check is not such a VALUE.
     const bool misread = dynamic_cast<const CLI::ValidationError*>(&e) == nullptr;
     for (int i = 2; misread && i < argc; ++i) {
@@ -59,6 +80,7 @@ int parse_error(const CLI::ParseError& e, int argc, char** argv) {
 // /dev/full, a closed pipe's EPIPE) must not pass for success.
 int flush_standard_output(int code) {
     if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+        if (code == 2) return code;  // already reported (fmt throws on a failed write)
         const int err = errno;
         std::fprintf(stderr, "roundscope: error: standard output: write failed: %s\n",
                      err != 0 ? std::strerror(err) : "I/O error");
@@ -100,7 +122,7 @@ int run_cli(int argc, char** argv) {
     } catch (const CLI::Success& e) {  // --help, --version
         code = app.exit(e);
     } catch (const CLI::ParseError& e) {
-        code = parse_error(e, argc, argv);
+        code = parse_error(app, e, argc, argv);
     } catch (const ExitCode& e) {
         code = e.code;
     } catch (const Error& e) {
