@@ -175,6 +175,9 @@ FILE_COMMANDS = {  # every command that reads an attention file, as it is called
 
 # ---------------------------------------------------------------- 1. unknown options and commands
 case("unknown command", ["frobnicate"], phrases=("unknown command 'frobnicate'",))
+# A newline or a terminal escape in an argument stays inside the one error line.
+case("argument with a newline", ["formats", "a\nb"], phrases=("a\\x0ab",))
+case("argument with an escape", ["cast", "--to", "bf16", "1", "\x1b[2J"], phrases=("\\x1b[2J",))
 case("no command", [], phrases=("subcommand",))
 for c in COMMANDS:
     case(f"{c}: unknown option", [c, "--no-such-option"], phrases=("--no-such-option",))

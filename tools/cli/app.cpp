@@ -12,6 +12,7 @@
 #include <system_error>
 
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 
 #include "lib/error.hpp"
 #include "tools/cli/commands.hpp"
@@ -27,20 +28,26 @@ bool looks_negative_number(const char* arg) {
     return end != arg && *end == '\0';
 }
 
-int error(const std::string& message) {
-    std::fprintf(stderr, "roundscope: error: %s\n", message.c_str());
+// An argument with a newline or a terminal escape in it stays inside the one line.
+int error(std::FILE* errors, const std::string& message) {
+    std::string line;
+    for (const char c : message) {
+        const auto byte = static_cast<unsigned char>(c);
+        line += byte < 0x20 || byte == 0x7f ? fmt::format("\\x{:02x}", byte) : std::string(1, c);
+    }
+    std::fprintf(errors, "roundscope: error: %s\n", line.c_str());
     return 2;
 }
 
 // The first argument must name a command; CLI11 alone would call it a stray positional.
-int check_command_name(CLI::App& app, int argc, char** argv) {
+int check_command_name(CLI::App& app, int argc, char** argv, std::FILE* errors) {
     if (argc < 2 || argv[1][0] == '-') return 0;
     std::string names;
     for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
         if (sub->get_name() == argv[1]) return 0;
         names += (names.empty() ? "" : ", ") + sub->get_name();
     }
-    return error("unknown command '" + printable(argv[1]) + "' (commands: " + names + ")");
+    return error(errors, "unknown command '" + printable(argv[1]) + "' (commands: " + names + ")");
 }
 
 // CLI11 reports a missing required argument before an unknown option; the unknown option is
@@ -62,29 +69,28 @@ std::string unknown_option(CLI::App& app, int argc, char** argv) {
     return {};
 }
 
-int parse_error(CLI::App& app, const CLI::ParseError& e, int argc, char** argv) {
+int parse_error(CLI::App& app, const CLI::ParseError& e, int argc, char** argv, std::FILE* errors) {
     if (dynamic_cast<const CLI::RequiredError*>(&e) != nullptr || dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr)
-        if (const std::string unknown = unknown_option(app, argc, argv); !unknown.empty()) return error(unknown);
+        if (const std::string unknown = unknown_option(app, argc, argv); !unknown.empty()) return error(errors, unknown);
     // An option's own value that fails its check is not such a VALUE.
     const bool misread = dynamic_cast<const CLI::ValidationError*>(&e) == nullptr;
     for (int i = 2; misread && i < argc; ++i) {
         if (std::string_view(argv[i]) == "--") break;
         if (looks_negative_number(argv[i]))
-            return error(std::string(e.what()) + " (put `--` before values that start with '-', as in: cast --to e4m3 -- " +
+            return error(errors, std::string(e.what()) + " (put `--` before values that start with '-', as in: cast --to e4m3 -- " +
                          printable(argv[i]) + ")");
     }
-    return error(e.what());
+    return error(errors, e.what());
 }
 
 // Output buffered for standard output is written at exit; a failed write (a full disk,
 // /dev/full, a closed pipe's EPIPE) must not pass for success.
-int flush_standard_output(int code) {
+int flush_standard_output(int code, std::FILE* errors) {
     if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
         if (code == 2) return code;  // already reported (fmt throws on a failed write)
         const int err = errno;
-        std::fprintf(stderr, "roundscope: error: standard output: write failed: %s\n",
-                     err != 0 ? std::strerror(err) : "I/O error");
-        return 2;
+        return error(errors, std::string("standard output: write failed: ") +
+                                 (err != 0 ? std::strerror(err) : "I/O error"));
     }
     return code;
 }
@@ -112,29 +118,33 @@ void add_all_commands(CLI::App& app) {
     add_attribute_command(app);
 }
 
-int run_cli(int argc, char** argv) {
-    CLI::App app{"roundscope: what low-precision arithmetic does inside attention, bit for bit"};
-    add_all_commands(app);
-    if (const int code = check_command_name(app, argc, argv)) return code;
+int run_app(CLI::App& app, int argc, char** argv, std::FILE* errors) {
+    if (const int code = check_command_name(app, argc, argv, errors)) return code;
     int code = 0;
     try {
         app.parse(argc, argv);
     } catch (const CLI::Success& e) {  // --help, --version
         code = app.exit(e);
     } catch (const CLI::ParseError& e) {
-        code = parse_error(app, e, argc, argv);
+        code = parse_error(app, e, argc, argv, errors);
     } catch (const ExitCode& e) {
         code = e.code;
     } catch (const Error& e) {
-        code = error(e.what());
+        code = error(errors, e.what());
     } catch (const std::bad_alloc&) {
-        code = error("out of memory (the run needs more memory than this machine has)");
+        code = error(errors, "out of memory (the run needs more memory than this machine has)");
     } catch (const std::system_error& e) {  // fmt's failed writes to standard output
-        code = error(std::string("standard output: write failed: ") + e.code().message());
+        code = error(errors, std::string("standard output: write failed: ") + e.code().message());
     } catch (const std::exception& e) {
-        code = error(std::string("internal: ") + e.what());
+        code = error(errors, std::string("internal: ") + e.what());
     }
-    return flush_standard_output(code);
+    return flush_standard_output(code, errors);
+}
+
+int run_cli(int argc, char** argv) {
+    CLI::App app{"roundscope: what low-precision arithmetic does inside attention, bit for bit"};
+    add_all_commands(app);
+    return run_app(app, argc, argv, stderr);
 }
 
 }  // namespace roundscope::cli

@@ -1,6 +1,8 @@
 #pragma once
 // Each subcommand registers itself on the CLI11 app; its callback does the work and may throw
 // roundscope::Error, which main() turns into `roundscope: error: ...` and exit code 2.
+#include <cstdio>
+
 #include <CLI/CLI.hpp>
 
 namespace roundscope::cli {
@@ -14,8 +16,11 @@ struct ExitCode {
 /// The roundscope app with every command registered (what main and the option fuzzer parse).
 void add_all_commands(CLI::App& app);
 
-/// Parses argv and runs the command; returns the exit code of docs/cli.md, having printed any
-/// error as one line on stderr.
+/// Parses argv into APP (made by add_all_commands) and runs the chosen command; returns the
+/// exit code of docs/cli.md, having written any error as one line to ERRORS.
+int run_app(CLI::App& app, int argc, char** argv, std::FILE* errors);
+
+/// run_app on the full app, errors to stderr: what main() does.
 int run_cli(int argc, char** argv);
 
 void add_formats_command(CLI::App& app);
