@@ -2,16 +2,14 @@
 // and backward (dK, dV per KV block over the row blocks in order; dQ per row block from the
 // stored dS). Each follows emu/attention/flash_forward.cpp and emu/attention/flash_backward.cpp step for step; the
 // scalar steps are the same functions (emu/attention/attention_steps.hpp).
-#include <cuda_runtime.h>
-
 #include <algorithm>
 #include <string>
 
 #include "emu/attention/attention_steps.hpp"
 #include "emu/attention/flash_context.hpp"
-#include "gpu/device_buffer.hpp"
 #include "gpu/flash_attention.hpp"
 #include "gpu/flash_kernels.cuh"
+#include "gpu/runtime.hpp"
 
 namespace roundscope::gpu {
 namespace {
@@ -34,7 +32,7 @@ struct ForwardParams {
     emu::Format o_format;
 };
 
-__device__ bool tile_masked(const ForwardParams& p, std::uint64_t row_end, std::uint64_t key0) {
+ROUNDSCOPE_DEVICE bool tile_masked(const ForwardParams& p, std::uint64_t row_end, std::uint64_t key0) {
     return key0 >= steps::visible_keys(row_end - 1, p.n_q, p.n_kv, p.causal);
 }
 
@@ -44,7 +42,7 @@ struct PView {
     const std::uint32_t* p;
     std::uint64_t rows, keys, row0_global, key0_global, n_q, n_kv;
     int v_block, pass;  // pass -1: every key; 0: keys of complete past V blocks; 1: diagonal keys
-    __device__ std::uint32_t at(std::uint64_t r, std::uint64_t c) const {
+    ROUNDSCOPE_DEVICE std::uint32_t at(std::uint64_t r, std::uint64_t c) const {
         if (r >= rows || c >= keys) return 0u;
         if (pass >= 0 && steps::diagonal_key(row0_global + r, key0_global + c, n_q, n_kv, v_block) != (pass == 1))
             return 0u;
@@ -53,8 +51,8 @@ struct PView {
 };
 
 template <Input in>
-__global__ void flash_forward_kernel(ForwardParams p) {
-    extern __shared__ std::uint32_t shared[];
+ROUNDSCOPE_KERNEL void flash_forward_kernel(ForwardParams p) {
+    std::uint32_t* shared = shared_memory<std::uint32_t>();
     const std::uint64_t head = blockIdx.y,
                         row0 = static_cast<std::uint64_t>(blockIdx.x) * static_cast<std::uint64_t>(p.block_m);
     const std::uint64_t rows = std::min<std::uint64_t>(static_cast<std::uint64_t>(p.block_m), p.n_q - row0);
@@ -67,7 +65,7 @@ __global__ void flash_forward_kernel(ForwardParams p) {
     std::uint32_t* acc = p.acc + (head * p.n_q + row0) * p.d_v;
     for (std::uint64_t r = threadIdx.x; r < rows; r += blockDim.x) state[r] = steps::OnlineRowState{};
     for (std::uint64_t x = threadIdx.x; x < rows * p.d_v; x += blockDim.x) acc[x] = 0;
-    __syncthreads();
+    sync_threads();
 
     const std::uint64_t tiles = (p.n_kv + bn - 1) / bn;
     for (std::uint64_t step = 0; step < tiles; ++step) {
@@ -80,7 +78,7 @@ __global__ void flash_forward_kernel(ForwardParams p) {
         block_mma<in>(
             q_view, kt_view, rows, keys, p.d, [](std::uint64_t, std::uint64_t) { return 0u; },
             [&](std::uint64_t r, std::uint64_t c, std::uint32_t bits) { tile[r * keys + c] = bits; });
-        __syncthreads();
+        sync_threads();
         // the softmax row step, P cast in place
         for (std::uint64_t r = threadIdx.x; r < rows; r += blockDim.x) {
             const std::uint64_t visible = steps::visible_keys(row0 + r, p.n_q, p.n_kv, p.causal);
@@ -88,10 +86,10 @@ __global__ void flash_forward_kernel(ForwardParams p) {
             factor[r] = steps::online_row_step(p.softmax, tile + r * keys, static_cast<int>(keys), in_tile, state[r],
                                                tile + r * keys, nullptr);
         }
-        __syncthreads();
+        sync_threads();
         for (std::uint64_t x = threadIdx.x; x < rows * p.d_v; x += blockDim.x)
-            acc[x] = __float_as_uint(a::mul(__uint_as_float(acc[x]), factor[x / p.d_v]));
-        __syncthreads();
+            acc[x] = bits_of(a::mul(float_from_bits(acc[x]), factor[x / p.d_v]));
+        sync_threads();
         // acc = P V + acc: one product, or under the diagonal fix the past keys with V quantized
         // and then the diagonal keys with V as it is
         const bool split = p.v_quantized != nullptr && p.diagonal_fix;
@@ -103,12 +101,12 @@ __global__ void flash_forward_kernel(ForwardParams p) {
             block_mma<in>(
                 p_view, v_view, rows, p.d_v, keys, [&](std::uint64_t r, std::uint64_t c) { return acc[r * p.d_v + c]; },
                 [&](std::uint64_t r, std::uint64_t c, std::uint32_t bits) { acc[r * p.d_v + c] = bits; });
-            __syncthreads();
+            sync_threads();
         }
     }
     for (std::uint64_t x = threadIdx.x; x < rows * p.d_v; x += blockDim.x) {
-        const float o = a::mul(__uint_as_float(acc[x]), steps::output_factor(state[x / p.d_v].l, p.softmax.p_scale));
-        acc[x] = __float_as_uint(o);
+        const float o = a::mul(float_from_bits(acc[x]), steps::output_factor(state[x / p.d_v].l, p.softmax.p_scale));
+        acc[x] = bits_of(o);
         p.o[(head * p.n_q + row0) * p.d_v + x] = steps::saturating_cast(o, p.o_format);
     }
     for (std::uint64_t r = threadIdx.x; r < rows; r += blockDim.x) {
@@ -135,8 +133,8 @@ struct BackwardParams {
 
 // dK and dV of one KV block (blockIdx.x) of one head (blockIdx.y), over the row blocks in order.
 template <Input in, Input grad>
-__global__ void flash_dk_dv_kernel(BackwardParams p) {
-    extern __shared__ std::uint32_t shared[];
+ROUNDSCOPE_KERNEL void flash_dk_dv_kernel(BackwardParams p) {
+    std::uint32_t* shared = shared_memory<std::uint32_t>();
     const std::uint64_t head = blockIdx.y, bm = static_cast<std::uint64_t>(p.block_m);
     const std::uint64_t key0 = static_cast<std::uint64_t>(blockIdx.x) * static_cast<std::uint64_t>(p.block_n);
     const std::uint64_t keys = std::min<std::uint64_t>(static_cast<std::uint64_t>(p.block_n), p.n_kv - key0);
@@ -157,7 +155,7 @@ __global__ void flash_dk_dv_kernel(BackwardParams p) {
         block_mma<grad>(
             do_view, vt_view, rows, keys, p.d_v, [](std::uint64_t, std::uint64_t) { return 0u; },
             [&](std::uint64_t r, std::uint64_t c, std::uint32_t bits) { dp[r * keys + c] = bits; });
-        __syncthreads();
+        sync_threads();
         for (std::uint64_t x = threadIdx.x; x < rows * keys; x += blockDim.x) {
             const std::uint64_t i = row0 + x / keys, j = key0 + x % keys;
             const steps::BackwardElement e = steps::backward_element(
@@ -166,7 +164,7 @@ __global__ void flash_dk_dv_kernel(BackwardParams p) {
             s[x] = e.p_cast, dp[x] = e.ds_cast;
             p.ds[(head * p.n_q + i) * p.n_kv + j] = e.ds_cast;
         }
-        __syncthreads();
+        sync_threads();
         const TransposedView pt_view{MatrixView{s, rows, keys, keys}}, dst_view{MatrixView{dp, rows, keys, keys}};
         const MatrixView qg_view{p.qg + (head * p.n_q + row0) * p.d, rows, p.d, p.d};
         block_mma<grad>(
@@ -176,13 +174,13 @@ __global__ void flash_dk_dv_kernel(BackwardParams p) {
         block_mma<grad>(
             dst_view, qg_view, keys, p.d, rows, [&](std::uint64_t r, std::uint64_t c) { return dk_acc[r * p.d + c]; },
             [&](std::uint64_t r, std::uint64_t c, std::uint32_t bits) { dk_acc[r * p.d + c] = bits; });
-        __syncthreads();
+        sync_threads();
     }
 }
 
 // dQ of one row block (blockIdx.x) of one head (blockIdx.y), over the KV blocks in order.
 template <Input grad>
-__global__ void flash_dq_kernel(BackwardParams p) {
+ROUNDSCOPE_KERNEL void flash_dq_kernel(BackwardParams p) {
     const std::uint64_t head = blockIdx.y, bn = static_cast<std::uint64_t>(p.block_n);
     const std::uint64_t row0 = static_cast<std::uint64_t>(blockIdx.x) * static_cast<std::uint64_t>(p.block_m);
     const std::uint64_t rows = std::min<std::uint64_t>(static_cast<std::uint64_t>(p.block_m), p.n_q - row0);
@@ -195,7 +193,7 @@ __global__ void flash_dq_kernel(BackwardParams p) {
         block_mma<grad>(
             ds_view, k_view, rows, p.d, keys, [&](std::uint64_t r, std::uint64_t c) { return dq_acc[r * p.d + c]; },
             [&](std::uint64_t r, std::uint64_t c, std::uint32_t bits) { dq_acc[r * p.d + c] = bits; });
-        __syncthreads();
+        sync_threads();
     }
 }
 
@@ -220,50 +218,15 @@ void require_supported(const emu::AttentionRecipe& r) {
     if (!why.empty()) throw Error("recipe '" + r.name + "': " + why);
 }
 
-void launched(const char* what) {
-    check(cudaGetLastError(), what);
-    check(cudaDeviceSynchronize(), what);
-}
-
-template <class Kernel>
-void allow_shared(Kernel kernel, std::size_t bytes) {
-    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)),
-          "shared memory size");
-}
-
 template <Input in>
 void forward_launch(const ForwardParams& p, dim3 grid, std::size_t bytes) {
-    allow_shared(flash_forward_kernel<in>, bytes);
-    flash_forward_kernel<in><<<grid, threads_per_block, bytes>>>(p);
-    launched("flash forward kernel");
+    launch("flash forward kernel", flash_forward_kernel<in>, grid, threads_per_block, bytes, p);
 }
 
 template <Input in, Input grad>
 void backward_launch(const BackwardParams& p, dim3 key_grid, dim3 row_grid, std::size_t bytes) {
-    allow_shared(flash_dk_dv_kernel<in, grad>, bytes);
-    flash_dk_dv_kernel<in, grad><<<key_grid, threads_per_block, bytes>>>(p);
-    launched("flash dK/dV kernel");
-    flash_dq_kernel<grad><<<row_grid, threads_per_block>>>(p);
-    launched("flash dQ kernel");
-}
-
-// The inputs (and gradient formats) the kernels are instantiated for.
-template <class F>
-void dispatch(Input in, F f) {
-    switch (in) {
-        case Input::bf16:
-            f.template operator()<Input::bf16>();
-            break;
-        case Input::f16:
-            f.template operator()<Input::f16>();
-            break;
-        case Input::e4m3:
-            f.template operator()<Input::e4m3>();
-            break;
-        case Input::e5m2:
-            f.template operator()<Input::e5m2>();
-            break;
-    }
+    launch("flash dK/dV kernel", flash_dk_dv_kernel<in, grad>, key_grid, threads_per_block, bytes, p);
+    launch("flash dQ kernel", flash_dq_kernel<grad>, row_grid, threads_per_block, 0, p);
 }
 
 }  // namespace
@@ -318,7 +281,7 @@ emu::ForwardResult flash_forward(const emu::AttentionRecipe& recipe, const emu::
     const std::size_t bytes = sizeof(std::uint32_t) * recipe.block_m * recipe.block_n +
                               (sizeof(steps::OnlineRowState) + sizeof(float)) * recipe.block_m;
     if (sh.n_q > 0 && sh.heads > 0)
-        dispatch(input_of(*recipe.input), [&]<Input in>() { forward_launch<in>(p, grid, bytes); });
+        with_input(input_of(*recipe.input), [&]<Input in>() { forward_launch<in>(p, grid, bytes); });
     emu::ForwardResult out;
     out.o = downloaded(o, outputs);
     const std::vector<std::uint32_t> o_f32 = downloaded(acc, outputs);
@@ -376,7 +339,7 @@ emu::BackwardResult flash_backward(const emu::AttentionRecipe& recipe, const emu
     if (nq > 0 && nk > 0 && heads > 0) {
         if (!(g == emu::bf16 || g == emu::f16))
             throw Error("recipe '" + recipe.name + "': the CUDA twins take ds_format bf16 or f16");
-        dispatch(input_of(*recipe.input), [&]<Input in>() {
+        with_input(input_of(*recipe.input), [&]<Input in>() {
             if (g == emu::bf16)
                 backward_launch<in, Input::bf16>(p, key_grid, row_grid, bytes);
             else

@@ -18,7 +18,7 @@ namespace roundscope::gpu {
 struct MatrixView {
     const std::uint32_t* data;
     std::uint64_t rows, cols, stride;
-    __device__ std::uint32_t at(std::uint64_t r, std::uint64_t c) const {
+    ROUNDSCOPE_DEVICE std::uint32_t at(std::uint64_t r, std::uint64_t c) const {
         return r < rows && c < cols ? data[r * stride + c] : 0u;
     }
 };
@@ -26,7 +26,7 @@ struct MatrixView {
 /// The transpose of a MatrixView: element (r, c) is the view's (c, r).
 struct TransposedView {
     MatrixView m;
-    __device__ std::uint32_t at(std::uint64_t r, std::uint64_t c) const { return m.at(c, r); }
+    ROUNDSCOPE_DEVICE std::uint32_t at(std::uint64_t r, std::uint64_t c) const { return m.at(c, r); }
 };
 
 /// A(r, c) and B(k, n) of one mma.sync: A's rows from row0 and columns from k0, B's rows from
@@ -36,10 +36,10 @@ struct InstructionOperands {
     AView a;
     BView b;
     std::uint64_t row0, k0, n0;
-    __device__ std::uint32_t A(int r, int c) const {
+    ROUNDSCOPE_DEVICE std::uint32_t A(int r, int c) const {
         return a.at(row0 + static_cast<std::uint64_t>(r), k0 + static_cast<std::uint64_t>(c));
     }
-    __device__ std::uint32_t B(int k, int n) const {
+    ROUNDSCOPE_DEVICE std::uint32_t B(int k, int n) const {
         return b.at(k0 + static_cast<std::uint64_t>(k), n0 + static_cast<std::uint64_t>(n));
     }
 };
@@ -48,7 +48,7 @@ struct InstructionOperands {
 /// `c_at(r, c)` / `d_store(r, c, bits)` (only inside [m) x [n)). All warps of the block take
 /// part; the caller synchronizes before D is read.
 template <Input in, class AView, class BView, class CAt, class DStore>
-__device__ void block_mma(const AView& a, const BView& b, std::uint64_t m, std::uint64_t n, std::uint64_t depth,
+ROUNDSCOPE_DEVICE void block_mma(const AView& a, const BView& b, std::uint64_t m, std::uint64_t n, std::uint64_t depth,
                           CAt c_at, DStore d_store) {
     const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
     const int warps = static_cast<int>(blockDim.x / 32);

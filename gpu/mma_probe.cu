@@ -15,36 +15,13 @@
 #include "gpu/device_buffer.hpp"
 #include "gpu/mma_probe.hpp"
 #include "gpu/mma_sync.cuh"
+#include "gpu/mma_sync_probe.cuh"
 
 namespace roundscope::gpu {
 namespace {
 
 // nvcc cannot compile fmt's headers in C++20 mode: messages are built from strings here.
 std::string str(std::string_view s) { return std::string(s); }
-
-// Operand views of one tile (bit patterns, row-major).
-struct TileOperands {
-    const std::uint32_t* a;  // [rows][k]
-    const std::uint32_t* b;  // [k][8]
-    int k;
-    __device__ std::uint32_t A(int r, int c) const { return a[r * k + c]; }
-    __device__ std::uint32_t B(int r, int c) const { return b[r * 8 + c]; }
-};
-
-// One warp per 16 x 8 tile.
-template <Input in>
-__global__ void mma_sync_kernel(const std::uint32_t* a, const std::uint32_t* b, const std::uint32_t* c,
-                                std::uint32_t* d, int k) {
-    const int tile = blockIdx.x, lane = threadIdx.x;
-    const TileOperands op{a + static_cast<std::size_t>(tile) * 16 * k, b + static_cast<std::size_t>(tile) * k * 8, k};
-    std::uint32_t ra[4], rb[2], acc[4];
-    load_a_fragment<in>(op, 0, lane, ra);
-    load_b_fragment<in>(op, lane, rb);
-    const std::size_t base = static_cast<std::size_t>(tile) * 16 * 8;
-    for (int i = 0; i < 4; ++i) acc[i] = c[base + fragment_row(lane, i) * 8 + fragment_col(lane, i)];
-    mma_sync<in>(acc, ra, rb);
-    for (int i = 0; i < 4; ++i) d[base + fragment_row(lane, i) * 8 + fragment_col(lane, i)] = acc[i];
-}
 
 // ---- wgmma (sm_90a) ---------------------------------------------------------------------
 
@@ -137,11 +114,10 @@ __global__ void wgmma_kernel(const std::uint32_t* a, const std::uint32_t* b, con
 }
 
 template <Input in>
-void launch(ProbeInstruction instruction, const std::uint32_t* a, const std::uint32_t* b, const std::uint32_t* c,
+void launch_probe(ProbeInstruction instruction, const std::uint32_t* a, const std::uint32_t* b, const std::uint32_t* c,
             std::uint32_t* d, int tiles, int k) {
     switch (instruction) {
-        case ProbeInstruction::mma_sync:
-            mma_sync_kernel<in><<<tiles, 32>>>(a, b, c, d, k);
+        case ProbeInstruction::mma_sync:  // run_mma_sync_tiles
             break;
         case ProbeInstruction::wgmma_rs:
             wgmma_kernel<in, true><<<tiles, 128>>>(a, b, c, d, k);
@@ -218,6 +194,7 @@ std::vector<std::uint32_t> run_mma_probe(ProbeInstruction instruction, const emu
         c.size() != static_cast<std::size_t>(tiles * rows * 8)) {
         throw Error("GPU probe: operand sizes do not match the tile count");
     }
+    if (instruction == ProbeInstruction::mma_sync) return run_mma_sync_tiles(in, a, b, c, tiles);
     DeviceBuffer<std::uint32_t> da(a.size()), db(b.size()), dc(c.size()), dd(c.size());
     da.upload(a.data());
     db.upload(b.data());
@@ -225,16 +202,16 @@ std::vector<std::uint32_t> run_mma_probe(ProbeInstruction instruction, const emu
     const auto t = static_cast<int>(tiles);
     switch (in) {
         case Input::bf16:
-            launch<Input::bf16>(instruction, da.get(), db.get(), dc.get(), dd.get(), t, k);
+            launch_probe<Input::bf16>(instruction, da.get(), db.get(), dc.get(), dd.get(), t, k);
             break;
         case Input::f16:
-            launch<Input::f16>(instruction, da.get(), db.get(), dc.get(), dd.get(), t, k);
+            launch_probe<Input::f16>(instruction, da.get(), db.get(), dc.get(), dd.get(), t, k);
             break;
         case Input::e4m3:
-            launch<Input::e4m3>(instruction, da.get(), db.get(), dc.get(), dd.get(), t, k);
+            launch_probe<Input::e4m3>(instruction, da.get(), db.get(), dc.get(), dd.get(), t, k);
             break;
         case Input::e5m2:
-            launch<Input::e5m2>(instruction, da.get(), db.get(), dc.get(), dd.get(), t, k);
+            launch_probe<Input::e5m2>(instruction, da.get(), db.get(), dc.get(), dd.get(), t, k);
             break;
     }
     check(cudaGetLastError(), "MMA probe launch");

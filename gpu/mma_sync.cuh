@@ -7,7 +7,11 @@
 #include <string>
 
 #include "emu/numbers/format.hpp"
+#include "gpu/simt.hpp"
 #include "lib/error.hpp"
+#if defined(ROUNDSCOPE_SIMT_HOST)
+#include "gpu/host/warp_mma.hpp"
+#endif
 
 namespace roundscope::gpu {
 
@@ -27,15 +31,21 @@ constexpr int mma_depth(Input in) { return in == Input::e4m3 || in == Input::e5m
 
 constexpr bool is_fp8(Input in) { return in == Input::e4m3 || in == Input::e5m2; }
 
-__device__ inline std::uint32_t pack2(std::uint32_t lo, std::uint32_t hi) { return (lo & 0xFFFF) | (hi << 16); }
-__device__ inline std::uint32_t pack4(std::uint32_t e0, std::uint32_t e1, std::uint32_t e2, std::uint32_t e3) {
+/// The format of an mma.sync input type.
+inline const emu::Format& format_of(Input in) {
+    constexpr const emu::Format* formats[] = {&emu::bf16, &emu::f16, &emu::e4m3, &emu::e5m2};
+    return *formats[static_cast<int>(in)];
+}
+
+ROUNDSCOPE_DEVICE inline std::uint32_t pack2(std::uint32_t lo, std::uint32_t hi) { return (lo & 0xFFFF) | (hi << 16); }
+ROUNDSCOPE_DEVICE inline std::uint32_t pack4(std::uint32_t e0, std::uint32_t e1, std::uint32_t e2, std::uint32_t e3) {
     return (e0 & 0xFF) | (e1 & 0xFF) << 8 | (e2 & 0xFF) << 16 | (e3 & 0xFF) << 24;
 }
 
 // The A fragment of rows [row0, row0 + 16) for one warp (mma.sync, and wgmma with A in
 // registers, whose per-warp slice has the same layout). g = lane / 4, t = lane % 4.
 template <Input in, class Operands>
-__device__ void load_a_fragment(const Operands& op, int row0, int lane, std::uint32_t (&ra)[4]) {
+ROUNDSCOPE_DEVICE void load_a_fragment(const Operands& op, int row0, int lane, std::uint32_t (&ra)[4]) {
     const int g = lane >> 2, t = lane & 3;
     if constexpr (is_fp8(in)) {
         for (int i = 0; i < 4; ++i) {
@@ -51,7 +61,7 @@ __device__ void load_a_fragment(const Operands& op, int row0, int lane, std::uin
 }
 
 template <Input in, class Operands>
-__device__ void load_b_fragment(const Operands& op, int lane, std::uint32_t (&rb)[2]) {
+ROUNDSCOPE_DEVICE void load_b_fragment(const Operands& op, int lane, std::uint32_t (&rb)[2]) {
     const int g = lane >> 2, t = lane & 3;
     if constexpr (is_fp8(in)) {
         for (int i = 0; i < 2; ++i) {
@@ -66,12 +76,35 @@ __device__ void load_b_fragment(const Operands& op, int lane, std::uint32_t (&rb
     }
 }
 
+/// Calls f.template operator()<in>() for the run-time input type `in`: the kernels are
+/// instantiated per input type.
+template <class F>
+void with_input(Input in, F f) {
+    switch (in) {
+        case Input::bf16:
+            f.template operator()<Input::bf16>();
+            break;
+        case Input::f16:
+            f.template operator()<Input::f16>();
+            break;
+        case Input::e4m3:
+            f.template operator()<Input::e4m3>();
+            break;
+        case Input::e5m2:
+            f.template operator()<Input::e5m2>();
+            break;
+    }
+}
+
 // C/D fragment: d[0], d[1] at row g, columns 2t, 2t + 1; d[2], d[3] at row g + 8.
-__device__ inline int fragment_row(int lane, int i) { return (lane >> 2) + (i >> 1) * 8; }
-__device__ inline int fragment_col(int lane, int i) { return (lane & 3) * 2 + (i & 1); }
+ROUNDSCOPE_DEVICE inline int fragment_row(int lane, int i) { return (lane >> 2) + (i >> 1) * 8; }
+ROUNDSCOPE_DEVICE inline int fragment_col(int lane, int i) { return (lane & 3) * 2 + (i & 1); }
 
 template <Input in>
-__device__ void mma_sync(std::uint32_t (&d)[4], const std::uint32_t (&a)[4], const std::uint32_t (&b)[2]) {
+ROUNDSCOPE_DEVICE void mma_sync(std::uint32_t (&d)[4], const std::uint32_t (&a)[4], const std::uint32_t (&b)[2]) {
+#if defined(ROUNDSCOPE_SIMT_HOST)
+    simt::warp_mma(format_of(in), d, a, b);
+#else
 #define ROUNDSCOPE_MMA_OPERANDS                      \
     : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])                                               \
     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1])
@@ -99,6 +132,7 @@ __device__ void mma_sync(std::uint32_t (&d)[4], const std::uint32_t (&a)[4], con
 #endif
     }
 #undef ROUNDSCOPE_MMA_OPERANDS
+#endif
 }
 
 }  // namespace roundscope::gpu

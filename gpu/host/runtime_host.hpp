@@ -1,0 +1,30 @@
+#pragma once
+// The simulated GPU's runtime: "device" memory is host memory, and launch() runs the kernel on
+// simulated threads (gpu/host/simt_host.hpp).
+#include <cstddef>
+#include <cstring>
+#include <vector>
+
+#include "gpu/host/simt_host.hpp"
+
+namespace roundscope::gpu {
+
+template <class T>
+class DeviceBuffer {
+public:
+    explicit DeviceBuffer(std::size_t n) : data_(n + 1) {}
+    T* get() const { return const_cast<T*>(data_.data()); }
+    void upload(const T* host) { std::memcpy(data_.data(), host, (data_.size() - 1) * sizeof(T)); }
+    void download(T* host) const { std::memcpy(host, data_.data(), (data_.size() - 1) * sizeof(T)); }
+
+private:
+    std::vector<T> data_;  // one element more, as the CUDA buffer allocates a byte more: never empty
+};
+
+template <class... Params, class... Args>
+void launch(const char*, void (*kernel)(Params...), dim3 grid, unsigned threads, std::size_t shared_bytes,
+            const Args&... args) {
+    simt::run_grid(grid, dim3(threads), shared_bytes, [&] { kernel(args...); });
+}
+
+}  // namespace roundscope::gpu

@@ -1,0 +1,170 @@
+#include "gpu/host/simt_host.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <memory>
+#include <new>
+#include <thread>
+#include <vector>
+
+#include "emu/mma/fused_dot_add.hpp"
+#include "emu/mma/mma_model.hpp"
+#include "gpu/host/warp_mma.hpp"
+
+namespace roundscope::gpu::simt {
+namespace {
+
+constexpr int warp_size = 32;
+// Blocks in flight at once: enough to let blocks overlap (as on a GPU), few enough that a
+// grid of hundreds of blocks does not start tens of thousands of threads.
+constexpr unsigned blocks_in_flight = 4;
+
+thread_local Block* this_block = nullptr;
+
+std::string& architecture() {
+    static std::string arch = "sm90";
+    return arch;
+}
+
+}  // namespace
+
+struct Block::Warp {
+    std::barrier<> barrier{warp_size};
+    std::uint32_t a[warp_size][4], b[warp_size][2], c[warp_size][4];
+};
+
+Block::Block(unsigned threads, std::size_t shared_bytes)
+    : barrier(static_cast<std::ptrdiff_t>(threads)),
+      arch(architecture()),
+      warps(nullptr),
+      shared_storage_(new(std::align_val_t{16}) std::byte[shared_bytes + 16]) {
+    shared = shared_storage_;
+    warps = new Warp[(threads + warp_size - 1) / warp_size];
+}
+
+Block::~Block() {
+    delete[] warps;
+    ::operator delete[](shared_storage_, std::align_val_t{16});
+}
+
+Block& current_block() { return *this_block; }
+
+void set_simulated_architecture(std::string arch) { architecture() = std::move(arch); }
+const std::string& simulated_architecture() { return architecture(); }
+
+void run_grid(dim3 grid, dim3 block, std::size_t shared_bytes, const std::function<void()>& body) {
+    const unsigned threads = block.x * block.y * block.z;
+    std::vector<dim3> blocks;
+    for (unsigned z = 0; z < grid.z; ++z)
+        for (unsigned y = 0; y < grid.y; ++y)
+            for (unsigned x = 0; x < grid.x; ++x) blocks.push_back(dim3(x, y, z));
+    for (std::size_t first = 0; first < blocks.size(); first += blocks_in_flight) {
+        const std::size_t last = std::min(blocks.size(), first + blocks_in_flight);
+        std::vector<std::unique_ptr<Block>> state;
+        std::vector<std::thread> workers;
+        for (std::size_t i = first; i < last; ++i) {
+            state.push_back(std::make_unique<Block>(threads, shared_bytes));
+            Block* shared = state.back().get();
+            for (unsigned t = 0; t < threads; ++t) {
+                const dim3 index(t % block.x, t / block.x % block.y, t / (block.x * block.y));
+                workers.emplace_back([=, &body] {
+                    this_block = shared;
+                    threadIdx = index, blockIdx = blocks[i], blockDim = block, gridDim = grid;
+                    try {
+                        body();
+                    } catch (const std::exception& e) {
+                        // Kernel code does not throw; a simulated thread that does is a bug, and the
+                        // block's other threads would wait for it at the next barrier forever.
+                        std::fprintf(stderr, "simulated GPU thread: %s\n", e.what());
+                        std::abort();
+                    }
+                });
+            }
+        }
+        for (std::thread& w : workers) w.join();
+    }
+}
+
+// ---- mma.sync ------------------------------------------------------------------------------
+// The fragment tables of the PTX ISA (8.x, "Matrix fragments for mma.m16n8k16" with
+// .bf16/.f16 and "mma.m16n8k32" with .e4m3/.e5m2), for groupID = lane / 4 and
+// threadID_in_group = lane % 4. Element i of a fragment sits in register i / 2 (16-bit
+// elements, low half first) or i / 4 (8-bit elements, low byte first).
+namespace {
+
+struct Position {
+    int row, col;
+};
+
+Position a_element(bool fp8, int lane, int i) {
+    const int group = lane >> 2, thread = lane & 3;
+    if (fp8)  // a0..a15
+        return {group + ((i >= 4 && i < 8) || i >= 12 ? 8 : 0), thread * 4 + (i & 3) + (i >= 8 ? 16 : 0)};
+    return {group + ((i >= 2 && i < 4) || i >= 6 ? 8 : 0), thread * 2 + (i & 1) + (i >= 4 ? 8 : 0)};  // a0..a7
+}
+
+Position b_element(bool fp8, int lane, int i) {  // (k, n)
+    const int group = lane >> 2, thread = lane & 3;
+    if (fp8) return {thread * 4 + (i & 3) + (i >= 4 ? 16 : 0), group};  // b0..b7
+    return {thread * 2 + (i & 1) + (i >= 2 ? 8 : 0), group};            // b0..b3
+}
+
+Position c_element(int lane, int i) {  // c0..c3, float32
+    return {(lane >> 2) + (i >= 2 ? 8 : 0), (lane & 3) * 2 + (i & 1)};
+}
+
+std::uint32_t element_bits(std::uint32_t reg, bool fp8, int i) {
+    return fp8 ? reg >> (8 * (i & 3)) & 0xFF : reg >> (16 * (i & 1)) & 0xFFFF;
+}
+
+}  // namespace
+
+void warp_mma(const emu::Format& input, std::uint32_t (&d)[4], const std::uint32_t (&a)[4],
+              const std::uint32_t (&b)[2]) {
+    Block& block = current_block();
+    const int lane = static_cast<int>(threadIdx.x % warp_size);
+    Block::Warp& warp = block.warps[threadIdx.x / warp_size];
+    std::copy(a, a + 4, warp.a[lane]);
+    std::copy(b, b + 2, warp.b[lane]);
+    std::copy(d, d + 4, warp.c[lane]);
+    warp.barrier.arrive_and_wait();
+    if (lane == 0) {
+        const emu::MmaModel* model = emu::find_mma_model(block.arch, "mma.sync", input, input, emu::f32);
+        if (model == nullptr) {
+            std::fprintf(stderr, "simulated GPU: no mma.sync model for %s inputs on %s\n",
+                         std::string(input.name).c_str(), block.arch.c_str());
+            std::abort();
+        }
+        const bool fp8 = input.bits == 8;
+        const int k = fp8 ? 32 : 16, per_register = fp8 ? 4 : 2;
+        std::uint32_t A[16][32] = {}, B[32][8] = {}, C[16][8] = {};
+        for (int l = 0; l < warp_size; ++l) {
+            for (int i = 0; i < 4 * per_register; ++i) {
+                const Position p = a_element(fp8, l, i);
+                A[p.row][p.col] = element_bits(warp.a[l][i / per_register], fp8, i);
+            }
+            for (int i = 0; i < 2 * per_register; ++i) {
+                const Position p = b_element(fp8, l, i);
+                B[p.row][p.col] = element_bits(warp.b[l][i / per_register], fp8, i);
+            }
+            for (int i = 0; i < 4; ++i) {
+                const Position p = c_element(l, i);
+                C[p.row][p.col] = warp.c[l][i];
+            }
+        }
+        std::uint32_t D[16][8];
+        for (int r = 0; r < 16; ++r)
+            for (int n = 0; n < 8; ++n) D[r][n] = emu::mma_dot(*model, A[r], &B[0][n], 8, k, C[r][n]);
+        for (int l = 0; l < warp_size; ++l)
+            for (int i = 0; i < 4; ++i) {
+                const Position p = c_element(l, i);
+                warp.c[l][i] = D[p.row][p.col];
+            }
+    }
+    warp.barrier.arrive_and_wait();
+    std::copy(warp.c[lane], warp.c[lane] + 4, d);
+}
+
+}  // namespace roundscope::gpu::simt

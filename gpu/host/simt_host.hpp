@@ -1,0 +1,67 @@
+#pragma once
+// The simulated GPU of the host build (ROUNDSCOPE_SIMT_HOST): a kernel launch runs every block
+// of the grid as a set of host threads, one per CUDA thread, so that the kernel source runs
+// unchanged. Within a block, sync_threads() is a real barrier and shared_memory() one buffer
+// per block; mma.sync is a warp-collective step (gpu/host/warp_mma.hpp) that gathers the 32
+// lanes' registers. Races between threads are therefore real races: ThreadSanitizer sees a
+// missing barrier as the GPU would suffer it.
+#include <barrier>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+namespace roundscope::gpu {
+
+struct dim3 {
+    unsigned x = 1, y = 1, z = 1;
+    constexpr dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
+};
+
+// CUDA's built-in variables, per simulated thread.
+inline thread_local dim3 threadIdx{0, 0, 0};
+inline thread_local dim3 blockIdx{0, 0, 0};
+inline thread_local dim3 blockDim{1, 1, 1};
+inline thread_local dim3 gridDim{1, 1, 1};
+
+namespace simt {
+
+/// What the threads of one block share.
+struct Block {
+    explicit Block(unsigned threads, std::size_t shared_bytes);
+    std::barrier<> barrier;
+    std::byte* shared;  // 16-byte aligned, shared_bytes long
+    std::string arch;   // the tensor-core model the block's mma.sync executes ("sm90", ...)
+    struct Warp;
+    Warp* warps;  // blockDim / 32 of them
+
+    ~Block();
+    Block(const Block&) = delete;
+    Block& operator=(const Block&) = delete;
+
+private:
+    std::byte* shared_storage_;
+};
+
+/// The block the calling simulated thread belongs to.
+Block& current_block();
+
+/// Runs `body` as a kernel over `grid` x `block` simulated threads with `shared_bytes` of
+/// dynamic shared memory per block; returns when every thread has finished. Blocks run a few
+/// at a time, each thread on its own host thread.
+void run_grid(dim3 grid, dim3 block, std::size_t shared_bytes, const std::function<void()>& body);
+
+/// The architecture whose tensor-core model the simulated mma.sync uses (default "sm90").
+void set_simulated_architecture(std::string arch);
+const std::string& simulated_architecture();
+
+}  // namespace simt
+
+inline void sync_threads() { simt::current_block().barrier.arrive_and_wait(); }
+
+template <class T>
+T* shared_memory() {
+    return reinterpret_cast<T*>(simt::current_block().shared);
+}
+
+}  // namespace roundscope::gpu

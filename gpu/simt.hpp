@@ -1,0 +1,32 @@
+#pragma once
+// What a kernel body uses of CUDA's execution model, for both builds of the same source: under
+// nvcc, CUDA's own built-ins; with ROUNDSCOPE_SIMT_HOST (gpu/host/), a simulated GPU whose
+// blocks are sets of host threads. Kernel code writes ROUNDSCOPE_KERNEL for __global__,
+// ROUNDSCOPE_DEVICE for __device__, sync_threads() for __syncthreads() and shared_memory<T>()
+// for the dynamic `extern __shared__` array; threadIdx, blockIdx, blockDim and dim3 keep their
+// CUDA names.
+#if defined(ROUNDSCOPE_SIMT_HOST)
+
+#include "gpu/host/simt_host.hpp"
+#define ROUNDSCOPE_KERNEL
+#define ROUNDSCOPE_DEVICE
+
+#else
+
+#include <cuda_runtime.h>
+#define ROUNDSCOPE_KERNEL __global__
+#define ROUNDSCOPE_DEVICE __device__
+
+namespace roundscope::gpu {
+
+__device__ inline void sync_threads() { __syncthreads(); }
+
+template <class T>
+__device__ T* shared_memory() {
+    extern __shared__ __align__(16) unsigned char dynamic_shared_memory[];
+    return reinterpret_cast<T*>(dynamic_shared_memory);
+}
+
+}  // namespace roundscope::gpu
+
+#endif

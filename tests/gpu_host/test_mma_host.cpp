@@ -1,0 +1,42 @@
+// Property: the mma.sync probe kernel of gpu/, on the simulated GPU, gives the tensor-core
+// model's bits on the probe's tiles of all ten distributions, for every input type and every
+// architecture with an mma.sync model for it. The simulated warp rebuilds A, B and C from the
+// 32 lanes' registers by the PTX ISA's fragment tables (gpu/host/simt_host.cpp), written apart
+// from the kernel's loaders (gpu/mma_sync.cuh): a loader that puts one element in the wrong
+// register or lane gives other bits.
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include "emu/mma/mma_gemm.hpp"
+#include "emu/mma/mma_model.hpp"
+#include "emu/mma/mma_tiles.hpp"
+#include "gpu/host/mma_probe_host.hpp"
+#include "gpu/host/simt_host.hpp"
+
+using namespace roundscope;
+
+TEST_CASE("simulated GPU mma.sync probe equals the models", "[gpu-host]") {
+    int models = 0;
+    for (const char* arch : {"sm80", "sm89", "sm90", "sm100"}) {
+        for (const emu::Format* f : {&emu::bf16, &emu::f16, &emu::e4m3, &emu::e5m2}) {
+            const emu::MmaModel* model = emu::find_mma_model(arch, "mma.sync", *f, *f, emu::f32);
+            if (model == nullptr || model->instruction != "mma.sync") continue;
+            gpu::simt::set_simulated_architecture(arch);
+            const int k = f->bits == 8 ? 32 : 16;
+            const emu::MmaTiles t = emu::generate_mma_tiles(*model, 16, 8, k, 8, 3);
+            const std::vector<std::uint32_t> d = gpu::simt::run_mma_sync_probe(*f, t.a, t.b, t.c, t.tiles);
+            std::vector<std::uint32_t> want(d.size());
+            emu::mma_gemm_reference(
+                *model, emu::GemmOperands{t.a.data(), t.b.data(), t.c.data(), want.data(), t.tiles, 16, 8, k});
+            std::size_t differ = 0;
+            for (std::size_t i = 0; i < d.size(); ++i) differ += d[i] != want[i];
+            INFO(emu::mma_model_name(*model) << ": " << differ << " of " << d.size() << " outputs differ");
+            CHECK(differ == 0);
+            ++models;
+        }
+    }
+    gpu::simt::set_simulated_architecture("sm90");
+    REQUIRE(models >= 8);
+}
