@@ -21,6 +21,25 @@ __global__ void cast_f32_kernel(const float* in, std::size_t n, emu::Format to, 
 
 }  // namespace
 
+std::string cuda_compiler() {
+    return "nvcc " + std::to_string(__CUDACC_VER_MAJOR__) + "." + std::to_string(__CUDACC_VER_MINOR__) + "." +
+           std::to_string(__CUDACC_VER_BUILD__);
+}
+
+namespace {
+std::string cuda_version(int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); }
+}  // namespace
+
+std::string cuda_runtime_version() {
+    int v = 0;
+    return cudaRuntimeGetVersion(&v) == cudaSuccess ? cuda_version(v) : "unknown";
+}
+
+std::string cuda_driver_version() {
+    int v = 0;
+    return cudaDriverGetVersion(&v) == cudaSuccess && v > 0 ? cuda_version(v) : "none";
+}
+
 std::string device_name() {
     int count = 0;
     if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) return {};

@@ -14,6 +14,13 @@ namespace roundscope::gpu {
 /// Name of the first CUDA device, or empty when none is usable (no driver, no device).
 std::string device_name();
 
+/// The CUDA compiler that built gpu/ ("nvcc 13.0.88"), and the runtime and driver versions
+/// in use ("13.0"), recorded in every file `roundscope probe` writes: the bits of a capture
+/// describe the code that compiler emitted (docs/mma-fp8-sm90.md).
+std::string cuda_compiler();
+std::string cuda_runtime_version();
+std::string cuda_driver_version();
+
 /// The GPU twin of emu::cast_batch for float32 input (element i uses random stream
 /// first_index + i). Throws roundscope::Error when no GPU is usable.
 template <class Bits>

@@ -213,8 +213,18 @@ std::vector<T> downloaded(const DeviceBuffer<T>& b, std::size_t n) {
     return x;
 }
 
-void require_supported(const emu::AttentionRecipe& r) {
-    const std::string why = flash_unsupported(r);
+// Shared memory per block: S/P of a tile, and the forward's row state and factors; the
+// backward's S/P and dP/dS.
+std::size_t forward_shared_bytes(const emu::AttentionRecipe& r) {
+    return sizeof(std::uint32_t) * r.block_m * r.block_n + (sizeof(steps::OnlineRowState) + sizeof(float)) * r.block_m;
+}
+std::size_t backward_shared_bytes(const emu::AttentionRecipe& r) {
+    return 2 * sizeof(std::uint32_t) * r.block_m * r.block_n;
+}
+
+void require_supported(const emu::AttentionRecipe& r, bool backward) {
+    std::string why = flash_unsupported(r);
+    if (why.empty()) why = flash_not_runnable_here(r, backward);
     if (!why.empty()) throw Error("recipe '" + r.name + "': " + why);
 }
 
@@ -247,9 +257,24 @@ std::string flash_unsupported(const emu::AttentionRecipe& r) {
     return {};
 }
 
+std::string flash_not_runnable_here(const emu::AttentionRecipe& r, bool backward) {
+    const DeviceLimits device = device_limits();
+    for (const emu::Format* f : {r.input, backward ? r.ds_format : r.input}) {
+        if (emu::find_mma_model(device.arch, "mma.sync", *f, *f, emu::f32) == nullptr)
+            return "no mma.sync model for " + std::string(f->name) + " inputs on " + device.arch + " (" + device.name + ")";
+    }
+    const std::size_t need = backward ? std::max(forward_shared_bytes(r), backward_shared_bytes(r)) : forward_shared_bytes(r);
+    if (need > device.shared_per_block) {
+        return "needs " + std::to_string(need / 1024) + " KiB of shared memory per block" +
+               (backward ? " (forward and backward)" : "") + "; " + device.name + " allows " +
+               std::to_string(device.shared_per_block / 1024) + " KiB";
+    }
+    return {};
+}
+
 emu::ForwardResult flash_forward(const emu::AttentionRecipe& recipe, const emu::AttentionShape& sh,
                                  const emu::AttentionOperands& in) {
-    require_supported(recipe);
+    require_supported(recipe, false);
     const emu::FlashContext ctx = emu::flash_context(recipe, sh);
     const std::vector<std::uint32_t> v_quantized = emu::quantized_v(ctx, in.v);
     DeviceBuffer<std::uint32_t> q = uploaded(in.q), k = uploaded(in.k), v = uploaded(in.v), vq = uploaded(v_quantized);
@@ -278,8 +303,7 @@ emu::ForwardResult flash_forward(const emu::AttentionRecipe& recipe, const emu::
                           *recipe.o_format};
     const dim3 grid(static_cast<unsigned>((sh.n_q + recipe.block_m - 1) / recipe.block_m),
                     static_cast<unsigned>(sh.heads));
-    const std::size_t bytes = sizeof(std::uint32_t) * recipe.block_m * recipe.block_n +
-                              (sizeof(steps::OnlineRowState) + sizeof(float)) * recipe.block_m;
+    const std::size_t bytes = forward_shared_bytes(recipe);
     if (sh.n_q > 0 && sh.heads > 0)
         with_input(input_of(*recipe.input), [&]<Input in>() { forward_launch<in>(p, grid, bytes); });
     emu::ForwardResult out;
@@ -294,7 +318,7 @@ emu::ForwardResult flash_forward(const emu::AttentionRecipe& recipe, const emu::
 
 emu::BackwardResult flash_backward(const emu::AttentionRecipe& recipe, const emu::AttentionShape& sh,
                                    const emu::AttentionOperands& in, const emu::ForwardResult& forward) {
-    require_supported(recipe);
+    require_supported(recipe, true);
     const emu::FlashContext ctx = emu::flash_context(recipe, sh);
     const emu::Format& g = *recipe.ds_format;
     const std::uint64_t heads = sh.heads, nq = sh.n_q, nk = sh.n_kv;
@@ -335,7 +359,7 @@ emu::BackwardResult flash_backward(const emu::AttentionRecipe& recipe, const emu
                         static_cast<unsigned>(heads));
     const dim3 row_grid(static_cast<unsigned>((nq + recipe.block_m - 1) / recipe.block_m),
                         static_cast<unsigned>(heads));
-    const std::size_t bytes = 2 * sizeof(std::uint32_t) * recipe.block_m * recipe.block_n;
+    const std::size_t bytes = backward_shared_bytes(recipe);
     if (nq > 0 && nk > 0 && heads > 0) {
         if (!(g == emu::bf16 || g == emu::f16))
             throw Error("recipe '" + recipe.name + "': the CUDA twins take ds_format bf16 or f16");

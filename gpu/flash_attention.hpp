@@ -11,7 +11,13 @@ namespace roundscope::gpu {
 
 /// Why the kernels cannot run `recipe` (empty when they can): they issue mma.sync with one
 /// input format for both operands of each product (P in the input format), the online softmax.
+/// Why the kernels do not implement `recipe` at all (empty: they do).
 std::string flash_unsupported(const emu::AttentionRecipe& recipe);
+
+/// Why the kernels cannot run `recipe` (its forward pass, and with `backward` its backward pass)
+/// on the device at hand: no mma.sync model of its inputs on this architecture (FP8 on sm_80),
+/// or more shared memory per block than the device allows. Empty: they can.
+std::string flash_not_runnable_here(const emu::AttentionRecipe& recipe, bool backward);
 
 /// Throws Error when no GPU is usable or the recipe is unsupported.
 emu::ForwardResult flash_forward(const emu::AttentionRecipe& recipe, const emu::AttentionShape& shape,

@@ -29,5 +29,7 @@ fi
 # torch and safetensors are the peers of the tensor-file tests and run the dump helper's test
 # (tools/python/roundscope_dump.py); torchao's MX and NVFP4 quantizers are the peer of the
 # block formats. PyTorch runs on the CPU there. matplotlib draws the plots of `roundscope demo`
-# (tools/python/roundscope_plot.py).
-.venv/bin/python -m pip install --quiet --disable-pip-version-check numpy ml_dtypes safetensors torch torchao mmasim matplotlib
+# (tools/python/roundscope_plot.py). NVIDIA's cuobjdump and nvdisasm disassemble the built
+# kernels for the FP8 mma.sync lowering canary (tests/gpu/check_fp8_lowering.py).
+.venv/bin/python -m pip install --quiet --disable-pip-version-check numpy ml_dtypes safetensors torch torchao mmasim \
+  matplotlib nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm

@@ -3,6 +3,8 @@
 // simulated threads (gpu/host/simt_host.hpp).
 #include <cstddef>
 #include <cstring>
+#include <limits>
+#include <string>
 #include <vector>
 
 #include "gpu/host/simt_host.hpp"
@@ -20,6 +22,18 @@ public:
 private:
     std::vector<T> data_;  // one element more, as the CUDA buffer allocates a byte more: never empty
 };
+
+struct DeviceLimits {
+    std::string name;
+    std::string arch;
+    std::size_t shared_per_block = 0;
+};
+
+/// The simulated GPU: the simulated architecture's models, shared memory without a limit.
+inline DeviceLimits device_limits() {
+    return {"simulated GPU (" + simt::simulated_architecture() + ")", simt::simulated_architecture(),
+            std::numeric_limits<std::size_t>::max()};
+}
 
 template <class... Params, class... Args>
 void launch(const char*, void (*kernel)(Params...), dim3 grid, unsigned threads, std::size_t shared_bytes,

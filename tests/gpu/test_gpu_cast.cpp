@@ -7,6 +7,7 @@
 #include "emu/batch/batch_cast.hpp"
 #include "emu/numbers/round.hpp"
 #include "gpu/device.hpp"
+#include "tests/gpu/gpu_or_skip.hpp"
 
 using namespace roundscope;
 
@@ -34,12 +35,8 @@ std::uint64_t mismatches(const emu::Format& f, const char* mode, std::uint64_t s
 }  // namespace
 
 int main() {
-    const std::string name = gpu::device_name();
-    if (name.empty()) {
-        std::puts("no usable GPU: skipped");
-        return 77;
-    }
-    std::printf("GPU: %s\n", name.c_str());
+    test::compute_capability_or_skip();
+    std::printf("GPU: %s\n", gpu::device_name().c_str());
     std::uint64_t bad = mismatches<std::uint8_t>(emu::e4m3, "rne", 1) + mismatches<std::uint16_t>(emu::bf16, "rne", 1) +
                         mismatches<std::uint8_t>(emu::e2m1, "rne", 1);
     for (const char* mode : {"rna", "rtz", "up", "down", "odd", "sr", "sr:5"})

@@ -17,7 +17,11 @@
 
 using namespace roundscope;
 
-TEST_CASE("simulated GPU mma.sync probe equals the models", "[gpu-host]") {
+namespace {
+
+// Every (architecture, input) with an mma.sync model, `per_distribution` tiles of each of the ten
+// distributions; returns the number of models checked.
+int check_models(int per_distribution) {
     int models = 0;
     for (const char* arch : {"sm80", "sm89", "sm90", "sm100"}) {
         for (const emu::Format* f : {&emu::bf16, &emu::f16, &emu::e4m3, &emu::e5m2}) {
@@ -25,7 +29,7 @@ TEST_CASE("simulated GPU mma.sync probe equals the models", "[gpu-host]") {
             if (model == nullptr || model->instruction != "mma.sync") continue;
             gpu::simt::set_simulated_architecture(arch);
             const int k = f->bits == 8 ? 32 : 16;
-            const emu::MmaTiles t = emu::generate_mma_tiles(*model, 16, 8, k, 8, 3);
+            const emu::MmaTiles t = emu::generate_mma_tiles(*model, 16, 8, k, per_distribution, 3);
             const std::vector<std::uint32_t> d = gpu::simt::run_mma_sync_probe(*f, t.a, t.b, t.c, t.tiles);
             std::vector<std::uint32_t> want(d.size());
             emu::mma_gemm_reference(
@@ -38,5 +42,14 @@ TEST_CASE("simulated GPU mma.sync probe equals the models", "[gpu-host]") {
         }
     }
     gpu::simt::set_simulated_architecture("sm90");
-    REQUIRE(models >= 8);
+    return models;
+}
+
+}  // namespace
+
+TEST_CASE("simulated GPU mma.sync probe equals the models", "[gpu-host]") { REQUIRE(check_models(8) >= 8); }
+
+// One tile per distribution: what the sanitizer builds run (each tile is a block of 32 threads).
+TEST_CASE("simulated GPU mma.sync probe, the sanitizers' set", "[gpu-host][sanitized]") {
+    REQUIRE(check_models(1) >= 8);
 }

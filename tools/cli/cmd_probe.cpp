@@ -69,6 +69,9 @@ void probe_mma(const ProbeOptions& o, const std::string& device, int cc, gpu::Pr
     const std::string path = (std::filesystem::path(o.out) / (file_name + ".safetensors")).string();
     write_tensor_file(path, tensors,
                       {{"device", fmt::format("{} (sm_{})", device, cc)},
+                       {"cuda_compiler", gpu::cuda_compiler()},
+                       {"cuda_runtime", gpu::cuda_runtime_version()},
+                       {"cuda_driver", gpu::cuda_driver_version()},
                        {"instruction", gpu::probe_ptx(instruction, input)},
                        {"layout", "A[t][m][k], B[t][k][n], C/D[t][m][n]; D = A*B + C by the tensor core"},
                        {"seed", std::to_string(o.seed)},
@@ -109,6 +112,9 @@ void probe_conversions(const ProbeOptions& o, const std::string& device, int cc)
     }
     write_tensor_file((std::filesystem::path(o.out) / "conversions.safetensors").string(), tensors,
                       {{"device", fmt::format("{} (sm_{})", device, cc)},
+                       {"cuda_compiler", gpu::cuda_compiler()},
+                       {"cuda_runtime", gpu::cuda_runtime_version()},
+                       {"cuda_driver", gpu::cuda_driver_version()},
                        {"digest", "chunk j: sum mod 2^64 of conversion_mix(x, out) over x in [j 2^24, (j+1) 2^24)"}});
 }
 
