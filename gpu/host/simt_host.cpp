@@ -19,7 +19,7 @@ namespace {
 constexpr int warp_size = 32;
 // Blocks in flight at once: enough to let blocks overlap (as on a GPU), few enough that a
 // grid of hundreds of blocks does not start tens of thousands of threads.
-constexpr unsigned blocks_in_flight = 4;
+constexpr unsigned blocks_in_flight = 2;
 
 thread_local Block* this_block = nullptr;
 
@@ -30,9 +30,16 @@ std::string& architecture() {
 
 }  // namespace
 
+// The A and B registers the lanes hand in (C stays with its lane: the C and D tables are the
+// same), double-buffered by the parity of the warp's mma count: a
+// lane writes one buffer while slower lanes may still read the other, so one barrier per
+// mma.sync suffices (no lane can be two instructions ahead of another).
 struct Block::Warp {
+    struct Registers {
+        std::uint32_t a[warp_size][4], b[warp_size][2];
+    };
     std::barrier<> barrier{warp_size};
-    std::uint32_t a[warp_size][4], b[warp_size][2], c[warp_size][4];
+    Registers buffers[2];
 };
 
 Block::Block(unsigned threads, std::size_t shared_bytes)
@@ -119,52 +126,83 @@ std::uint32_t element_bits(std::uint32_t reg, bool fp8, int i) {
     return fp8 ? reg >> (8 * (i & 3)) & 0xFF : reg >> (16 * (i & 1)) & 0xFFFF;
 }
 
+// The tables inverted once: which lane and fragment element holds A(r, c) and B(k, n).
+struct Holder {
+    std::uint8_t lane = 0, element = 0;
+};
+struct Holders {
+    Holder a[16][32], b[32][8];
+};
+
+Holders invert(bool fp8) {
+    Holders h;
+    const int per_register = fp8 ? 4 : 2;
+    for (int lane = 0; lane < warp_size; ++lane) {
+        for (int i = 0; i < 4 * per_register; ++i) {
+            const Position p = a_element(fp8, lane, i);
+            h.a[p.row][p.col] = {static_cast<std::uint8_t>(lane), static_cast<std::uint8_t>(i)};
+        }
+        for (int i = 0; i < 2 * per_register; ++i) {
+            const Position p = b_element(fp8, lane, i);
+            h.b[p.row][p.col] = {static_cast<std::uint8_t>(lane), static_cast<std::uint8_t>(i)};
+        }
+    }
+    return h;
+}
+
+const Holders& holders(bool fp8) {
+    static const Holders tables[2] = {invert(false), invert(true)};
+    return tables[fp8 ? 1 : 0];
+}
+
+// The model of the block's architecture for `input`, looked up once per thread and input.
+const emu::MmaModel& model_of(const Block& block, const emu::Format& input) {
+    thread_local const Block* cached_block = nullptr;
+    thread_local const emu::Format* cached_input = nullptr;
+    thread_local const emu::MmaModel* cached = nullptr;
+    if (cached_block != &block || cached_input != &input) {
+        cached = emu::find_mma_model(block.arch, "mma.sync", input, input, emu::f32);
+        if (cached == nullptr) {
+            std::fprintf(stderr, "simulated GPU: no mma.sync model for %s inputs on %s\n",
+                         std::string(input.name).c_str(), block.arch.c_str());
+            std::abort();
+        }
+        cached_block = &block, cached_input = &input;
+    }
+    return *cached;
+}
+
 }  // namespace
+
+// The lane's mma.sync count, for the buffer parity (each simulated thread is one host thread).
+thread_local unsigned mma_count = 0;
 
 void warp_mma(const emu::Format& input, std::uint32_t (&d)[4], const std::uint32_t (&a)[4],
               const std::uint32_t (&b)[2]) {
     Block& block = current_block();
     const int lane = static_cast<int>(threadIdx.x % warp_size);
     Block::Warp& warp = block.warps[threadIdx.x / warp_size];
-    std::copy(a, a + 4, warp.a[lane]);
-    std::copy(b, b + 2, warp.b[lane]);
-    std::copy(d, d + 4, warp.c[lane]);
+    Block::Warp::Registers& r = warp.buffers[mma_count++ & 1];
+    std::copy(a, a + 4, r.a[lane]);
+    std::copy(b, b + 2, r.b[lane]);
     warp.barrier.arrive_and_wait();
-    if (lane == 0) {
-        const emu::MmaModel* model = emu::find_mma_model(block.arch, "mma.sync", input, input, emu::f32);
-        if (model == nullptr) {
-            std::fprintf(stderr, "simulated GPU: no mma.sync model for %s inputs on %s\n",
-                         std::string(input.name).c_str(), block.arch.c_str());
-            std::abort();
+
+    // This lane's D elements, from rows of A and columns of B gathered from the lanes that hold
+    // them and C from its own registers.
+    const emu::MmaModel& model = model_of(block, input);
+    const bool fp8 = input.bits == 8;
+    const int k = fp8 ? 32 : 16, per_register = fp8 ? 4 : 2;
+    const Holders& h = holders(fp8);
+    for (int i = 0; i < 4; ++i) {
+        const Position p = c_element(lane, i);
+        std::uint32_t row[32], column[32];
+        for (int c = 0; c < k; ++c) {
+            const Holder x = h.a[p.row][c], y = h.b[c][p.col];
+            row[c] = element_bits(r.a[x.lane][x.element / per_register], fp8, x.element);
+            column[c] = element_bits(r.b[y.lane][y.element / per_register], fp8, y.element);
         }
-        const bool fp8 = input.bits == 8;
-        const int k = fp8 ? 32 : 16, per_register = fp8 ? 4 : 2;
-        std::uint32_t A[16][32] = {}, B[32][8] = {}, C[16][8] = {};
-        for (int l = 0; l < warp_size; ++l) {
-            for (int i = 0; i < 4 * per_register; ++i) {
-                const Position p = a_element(fp8, l, i);
-                A[p.row][p.col] = element_bits(warp.a[l][i / per_register], fp8, i);
-            }
-            for (int i = 0; i < 2 * per_register; ++i) {
-                const Position p = b_element(fp8, l, i);
-                B[p.row][p.col] = element_bits(warp.b[l][i / per_register], fp8, i);
-            }
-            for (int i = 0; i < 4; ++i) {
-                const Position p = c_element(l, i);
-                C[p.row][p.col] = warp.c[l][i];
-            }
-        }
-        std::uint32_t D[16][8];
-        for (int r = 0; r < 16; ++r)
-            for (int n = 0; n < 8; ++n) D[r][n] = emu::mma_dot(*model, A[r], &B[0][n], 8, k, C[r][n]);
-        for (int l = 0; l < warp_size; ++l)
-            for (int i = 0; i < 4; ++i) {
-                const Position p = c_element(l, i);
-                warp.c[l][i] = D[p.row][p.col];
-            }
+        d[i] = emu::mma_dot(model, row, column, 1, k, d[i]);
     }
-    warp.barrier.arrive_and_wait();
-    std::copy(warp.c[lane], warp.c[lane] + 4, d);
 }
 
 }  // namespace roundscope::gpu::simt

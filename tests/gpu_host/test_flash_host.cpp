@@ -56,7 +56,7 @@ int check_scenario(const std::vector<emu::AttentionRecipe>& recipes, analysis::S
         gpu::simt::set_simulated_architecture(recipe.arch);
         for (const bool causal : {false, true}) {
             analysis::SyntheticSpec spec;
-            spec.scenario = scenario, spec.heads = 2, spec.n = n, spec.d = 64, spec.seed = 7;
+            spec.scenario = scenario, spec.heads = 2, spec.n = n, spec.d = 32, spec.seed = 7;
             const emu::AttentionInputs inputs = analysis::synthetic_attention(spec);
             const emu::AttentionShape shape = emu::attention_shape_of(inputs, causal, 0);
             const emu::AttentionOperands in = emu::attention_operands(inputs, *recipe.input, true);
@@ -94,19 +94,19 @@ std::vector<emu::AttentionRecipe> sanitized_presets() {
 }  // namespace
 
 TEST_CASE("simulated GPU flash kernels: random inputs", "[gpu-host]") {
-    REQUIRE(check_scenario(kernel_presets(), analysis::Scenario::random, 150) >= 10);
+    REQUIRE(check_scenario(kernel_presets(), analysis::Scenario::random, 136) >= 10);
 }
 
 TEST_CASE("simulated GPU flash kernels: sink-dominated rows", "[gpu-host]") {
-    REQUIRE(check_scenario(kernel_presets(), analysis::Scenario::sink, 150) >= 10);
+    REQUIRE(check_scenario(kernel_presets(), analysis::Scenario::sink, 136) >= 10);
 }
 
 TEST_CASE("simulated GPU flash kernels: repeated maxima", "[gpu-host]") {
-    REQUIRE(check_scenario(kernel_presets(), analysis::Scenario::repeated_max, 150) >= 10);
+    REQUIRE(check_scenario(kernel_presets(), analysis::Scenario::repeated_max, 136) >= 10);
 }
 
 TEST_CASE("simulated GPU flash kernels: scores spread over hundreds", "[gpu-host]") {
-    REQUIRE(check_scenario(kernel_presets(), analysis::Scenario::wide, 150) >= 10);
+    REQUIRE(check_scenario(kernel_presets(), analysis::Scenario::wide, 136) >= 10);
 }
 
 // ThreadSanitizer and AddressSanitizer + UBSan builds run this one (tests/CMakeLists.txt): rows
