@@ -12,6 +12,13 @@ public:
     explicit Error(const std::string& message) : std::runtime_error(message) {}
 };
 
+/// An Error the operating system reported on a file (it cannot be opened, mapped, created or
+/// written); the Python package raises it as OSError, every other Error as ValueError.
+class FileError : public Error {
+public:
+    using Error::Error;
+};
+
 /// Text from an untrusted file made safe for a one-line message: bytes outside printable
 /// ASCII become \xNN, and anything past `max_chars` becomes "...".
 inline std::string printable(std::string_view s, std::size_t max_chars = 80) {

@@ -92,7 +92,7 @@ AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
     const std::filesystem::path folder = target.has_parent_path() ? target.parent_path() : ".";
     std::string pattern = (folder / ("." + target.filename().string() + ".XXXXXX" + extension)).string();
     fd_ = ::mkstemps(pattern.data(), static_cast<int>(extension.size()));
-    if (fd_ < 0) throw Error(message(path_, "cannot create a file in its folder", errno));
+    if (fd_ < 0) throw FileError(message(path_, "cannot create a file in its folder", errno));
     temporary_ = pattern;
     slot_ = remember(temporary_);
     ::fchmod(fd_, default_mode());
@@ -108,19 +108,19 @@ void AtomicFile::write(std::span<const std::byte> bytes) {
     while (!bytes.empty()) {
         const ssize_t n = ::write(fd_, bytes.data(), bytes.size());
         if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) throw Error(message(path_, "write failed", n < 0 ? errno : EIO));
+        if (n <= 0) throw FileError(message(path_, "write failed", n < 0 ? errno : EIO));
         bytes = bytes.subspan(static_cast<std::size_t>(n));
     }
 }
 
 void AtomicFile::commit() {
     // fsync reports the write errors a network or full file system defers to it.
-    if (::fsync(fd_) != 0 && errno != EINVAL) throw Error(message(path_, "write failed", errno));
+    if (::fsync(fd_) != 0 && errno != EINVAL) throw FileError(message(path_, "write failed", errno));
     const int fd = fd_;
     fd_ = -1;
-    if (::close(fd) != 0) throw Error(message(path_, "write failed", errno));
+    if (::close(fd) != 0) throw FileError(message(path_, "write failed", errno));
     if (std::rename(temporary_.c_str(), path_.c_str()) != 0)
-        throw Error(message(path_, "cannot move the written file into place", errno));
+        throw FileError(message(path_, "cannot move the written file into place", errno));
     committed_ = true;
 }
 
@@ -147,13 +147,13 @@ void check_output_path(const std::string& option, const std::string& path, const
     const std::string folder = target.has_parent_path() ? target.parent_path().string() : ".";
     struct stat dir {};
     if (::stat(folder.c_str(), &dir) != 0 || !S_ISDIR(dir.st_mode))
-        throw Error(named + ": the folder '" + printable(folder, 200) + "' does not exist");
+        throw FileError(named + ": the folder '" + printable(folder, 200) + "' does not exist");
     // access(W_OK) says yes to root on a read-only mount: create and remove a file instead.
     std::string probe = (std::filesystem::path(folder) / ".roundscope-probe.XXXXXX").string();
     const int fd = ::mkstemp(probe.data());
     if (fd < 0)
-        throw Error(named + ": cannot create a file in the folder '" + printable(folder, 200) +
-                    "': " + std::strerror(errno));
+        throw FileError(named + ": cannot create a file in the folder '" + printable(folder, 200) +
+                        "': " + std::strerror(errno));
     ::close(fd);
     ::unlink(probe.c_str());
 }

@@ -84,7 +84,7 @@ int remember(const std::byte* begin, std::size_t size, const std::string& path) 
 std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path) {
     // O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused below.
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0) throw Error(path + ": cannot open: " + std::strerror(errno));
+    if (fd < 0) throw FileError(path + ": cannot open: " + std::strerror(errno));
     struct stat st {};
     if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         ::close(fd);
@@ -98,7 +98,7 @@ std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path) {
         if (p == MAP_FAILED) {
             const int err = errno;
             ::close(fd);
-            throw Error(path + ": cannot map: " + std::strerror(err));
+            throw FileError(path + ": cannot map: " + std::strerror(err));
         }
         // Readers stream through tensors front to back.
         ::madvise(p, file->size_, MADV_SEQUENTIAL);

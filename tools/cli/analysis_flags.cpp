@@ -8,6 +8,7 @@
 #include "lib/error.hpp"
 #include "lib/memory_budget.hpp"
 #include "lib/tensor_io.hpp"
+#include "tools/cli/command_files.hpp"
 #include "tools/cli/option_checks.hpp"
 
 namespace roundscope::cli {
@@ -85,7 +86,7 @@ ChosenInputs chosen(emu::AttentionInputs in, const AttentionFlags& flags) {
 }  // namespace
 
 ChosenInputs file_inputs(const std::string& path, const AttentionFlags& flags) {
-    return chosen(emu::find_attention_inputs(read_tensor_file(path)), flags);
+    return chosen(emu::find_attention_inputs(read_input(path)), flags);
 }
 
 double attention_bytes(const emu::AttentionInputs& in, bool backward, bool truth, int threads) {

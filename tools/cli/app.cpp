@@ -40,14 +40,14 @@ int error(std::FILE* errors, const std::string& message) {
 }
 
 // The first argument must name a command; CLI11 alone would call it a stray positional.
-int check_command_name(CLI::App& app, int argc, char** argv, std::FILE* errors) {
-    if (argc < 2 || argv[1][0] == '-') return 0;
+std::string command_name_error(CLI::App& app, int argc, char** argv) {
+    if (argc < 2 || argv[1][0] == '-') return {};
     std::string names;
     for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
-        if (sub->get_name() == argv[1]) return 0;
+        if (sub->get_name() == argv[1]) return {};
         names += (names.empty() ? "" : ", ") + sub->get_name();
     }
-    return error(errors, "unknown command '" + printable(argv[1]) + "' (commands: " + names + ")");
+    return "unknown command '" + printable(argv[1]) + "' (commands: " + names + ")";
 }
 
 // CLI11 reports a missing required argument before an unknown option; the unknown option is
@@ -69,18 +69,18 @@ std::string unknown_option(CLI::App& app, int argc, char** argv) {
     return {};
 }
 
-int parse_error(CLI::App& app, const CLI::ParseError& e, int argc, char** argv, std::FILE* errors) {
+std::string parse_error_message(CLI::App& app, const CLI::ParseError& e, int argc, char** argv) {
     if (dynamic_cast<const CLI::RequiredError*>(&e) != nullptr || dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr)
-        if (const std::string unknown = unknown_option(app, argc, argv); !unknown.empty()) return error(errors, unknown);
+        if (std::string unknown = unknown_option(app, argc, argv); !unknown.empty()) return unknown;
     // An option's own value that fails its check is not such a VALUE.
     const bool misread = dynamic_cast<const CLI::ValidationError*>(&e) == nullptr;
     for (int i = 2; misread && i < argc; ++i) {
         if (std::string_view(argv[i]) == "--") break;
         if (looks_negative_number(argv[i]))
-            return error(errors, std::string(e.what()) + " (put `--` before values that start with '-', as in: cast --to e4m3 -- " +
-                         printable(argv[i]) + ")");
+            return std::string(e.what()) + " (put `--` before values that start with '-', as in: cast --to e4m3 -- " +
+                   printable(argv[i]) + ")";
     }
-    return error(errors, e.what());
+    return e.what();
 }
 
 // Output buffered for standard output is written at exit; a failed write (a full disk,
@@ -118,27 +118,34 @@ void add_all_commands(CLI::App& app) {
     add_attribute_command(app);
 }
 
-int run_app(CLI::App& app, int argc, char** argv, std::FILE* errors) {
-    if (const int code = check_command_name(app, argc, argv, errors)) return code;
-    int code = 0;
+RunOutcome run_app_outcome(CLI::App& app, int argc, char** argv) {
+    if (std::string m = command_name_error(app, argc, argv); !m.empty()) return {2, m};
     try {
         app.parse(argc, argv);
     } catch (const CLI::Success& e) {  // --help, --version
-        code = app.exit(e);
+        return {app.exit(e)};
     } catch (const CLI::ParseError& e) {
-        code = parse_error(app, e, argc, argv, errors);
+        return {2, parse_error_message(app, e, argc, argv)};
     } catch (const ExitCode& e) {
-        code = e.code;
+        return {e.code};
+    } catch (const FileError& e) {
+        return {2, e.what(), RunOutcome::Failure::file};
     } catch (const Error& e) {
-        code = error(errors, e.what());
+        return {2, e.what()};
     } catch (const std::bad_alloc&) {
-        code = error(errors, "out of memory (the run needs more memory than this machine has)");
+        return {2, "out of memory (the run needs more memory than this machine has)", RunOutcome::Failure::memory};
     } catch (const std::system_error& e) {  // fmt's failed writes to standard output
-        code = error(errors, std::string("standard output: write failed: ") + e.code().message());
+        return {2, std::string("standard output: write failed: ") + e.code().message(), RunOutcome::Failure::file};
     } catch (const std::exception& e) {
-        code = error(errors, std::string("internal: ") + e.what());
+        return {2, std::string("internal: ") + e.what()};
     }
-    return flush_standard_output(code, errors);
+    return {0};
+}
+
+int run_app(CLI::App& app, int argc, char** argv, std::FILE* errors) {
+    const RunOutcome outcome = run_app_outcome(app, argc, argv);
+    if (!outcome.message.empty()) error(errors, outcome.message);
+    return flush_standard_output(outcome.code, errors);
 }
 
 int run_cli(int argc, char** argv) {

@@ -17,6 +17,7 @@
 #include "lib/tensor_io.hpp"
 #include "tools/cli/analysis_flags.hpp"
 #include "tools/cli/cli_output.hpp"
+#include "tools/cli/command_files.hpp"
 #include "tools/cli/commands.hpp"
 #include "tools/cli/recipe_flags.hpp"
 
@@ -41,7 +42,7 @@ nlohmann::json stats_json(const analysis::ErrorStats& s) {
 
 void run(const AttentionArgs& a) {
     const emu::AttentionRecipe recipe = a.recipe.recipe();
-    check_output_path("-o", a.output, {a.input});
+    check_output("-o", a.output, {a.input});
     const ChosenInputs c = file_inputs(a.input, a.flags);
     const emu::AttentionInputs& in = c.in;
     check_memory(attention_bytes(in, a.backward, a.truth, a.flags.threads), a.input);
@@ -60,7 +61,7 @@ void run(const AttentionArgs& a) {
         out.push_back(tensor_of("delta", emu::f32, output_shape(in, {in.n_q}), r.backward->delta));
     }
     const nlohmann::json settings(emu::recipe_settings(recipe));
-    write_tensor_file(a.output, out,
+    write_output(a.output, out,
                       {{"source", a.input},
                        {"recipe", recipe.name},
                        {"recipe_settings", settings.dump()},
@@ -76,7 +77,7 @@ void run(const AttentionArgs& a) {
             for (const auto& [name, s] : r.errors) errors[name] = stats_json(s);
             j["errors"] = errors;
         }
-        fmt::print("{}\n", j.dump());
+        print_json(j);
         return;
     }
     fmt::print("{}: recipe {}, {} head(s), Nq {}, Nk {}, D {}, {}causal -> {}\n", a.input, recipe.name, r.shape.heads,

@@ -15,6 +15,7 @@
 #include "tools/cli/analysis_flags.hpp"
 #include "tools/cli/analysis_json.hpp"
 #include "tools/cli/cli_output.hpp"
+#include "tools/cli/command_files.hpp"
 #include "tools/cli/commands.hpp"
 #include "tools/cli/option_checks.hpp"
 #include "tools/cli/recipe_flags.hpp"
@@ -54,7 +55,7 @@ void run(const AttributeArgs& a) {
     const analysis::AttributeResult r = naming_input(a.input.file, [&] { return analysis::attribute(c.in, o); });
     const nlohmann::json j = attribute_json(r);
     if (a.flags.json)
-        fmt::print("{}\n", j.dump());
+        print_json(j);
     else
         print_report(r);
     if (!a.plot.empty()) draw_plot("attribute", j, a.plot);

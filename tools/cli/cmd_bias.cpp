@@ -20,6 +20,7 @@
 #include "tools/cli/analysis_flags.hpp"
 #include "tools/cli/analysis_json.hpp"
 #include "tools/cli/cli_output.hpp"
+#include "tools/cli/command_files.hpp"
 #include "tools/cli/commands.hpp"
 #include "tools/cli/option_checks.hpp"
 #include "tools/cli/plot_output.hpp"
@@ -48,7 +49,7 @@ struct BiasArgs {
 void check_step_files(const std::vector<std::string>& files) {
     std::optional<bool> has_x;
     for (const std::string& path : files) {
-        const emu::AttentionInputs in = emu::find_attention_inputs(read_tensor_file(path));
+        const emu::AttentionInputs in = emu::find_attention_inputs(read_input(path));
         if (!in.d_o) throw Error(path + ": needs the tensor 'do' (the gradient of o)");
         if (has_x && *has_x != in.x.has_value())
             throw Error(path + ": " + (in.x ? "has" : "lacks") + " the layer input 'x', unlike " + files.front());
@@ -114,7 +115,7 @@ void run(const BiasArgs& a) {
     std::size_t count = a.files.size();
     analysis::BiasStepSource source = [&a](std::size_t i) {
         const std::string& path = a.files[i];
-        return analysis::BiasStepInput{path, path, emu::find_attention_inputs(read_tensor_file(path))};
+        return analysis::BiasStepInput{path, path, emu::find_attention_inputs(read_input(path))};
     };
     if (a.input.synthetic) {
         check_memory(synthetic_bytes(a.input.spec), "--synthetic with these sizes");
@@ -130,7 +131,7 @@ void run(const BiasArgs& a) {
     const analysis::BiasSteps s = analysis::bias_over_steps(count, flagged, o, a.fix);
     const nlohmann::json out = bias_steps_json(s);
     if (a.flags.json)
-        fmt::print("{}\n", out.dump());
+        print_json(out);
     else
         print(s);
     if (!a.plot.empty()) draw_plot("bias", out, a.plot);

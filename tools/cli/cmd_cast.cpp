@@ -16,6 +16,7 @@
 #include "lib/tensor_io.hpp"
 #include "tools/cli/cast_flags.hpp"
 #include "tools/cli/cli_output.hpp"
+#include "tools/cli/command_files.hpp"
 #include "tools/cli/commands.hpp"
 #include "tools/cli/exact_value.hpp"
 #include "tools/cli/option_checks.hpp"
@@ -58,7 +59,7 @@ struct Input {
     std::string exact_text;
 };
 
-Input read_input(const CastArgs& args, const std::string& text) {
+Input read_value(const CastArgs& args, const std::string& text) {
     if (args.from.empty()) return {parse_exact_value(text).odd62, text};
     const emu::Format& from = require_format(args.from, "--from");
     std::uint64_t bits = 0;
@@ -81,7 +82,7 @@ void run_cast(const CastArgs& args) {
     std::vector<std::vector<std::string>> rows;
     for (std::size_t i = 0; i < args.values.size(); ++i) {
         const std::string& text = args.values[i];
-        const Input input = read_input(args, text);
+        const Input input = read_value(args, text);
         const std::uint64_t bits = emu::round_to_format(to, input.value, options, i);
         const double value = emu::decode(to, bits);
         const CastError error = cast_error(input.exact_text, value);
@@ -99,11 +100,10 @@ void run_cast(const CastArgs& args) {
                         fmt::format("{:.3e}", error.rel_error)});
     }
     if (args.json) {
-        fmt::print("{}\n", nlohmann::json{{"format", to.name},
+        print_json(nlohmann::json{{"format", to.name},
                                           {"round", emu::rounding_mode_name(options)},
                                           {"saturate", options.saturate},
-                                          {"results", results}}
-                               .dump());
+                                          {"results", results}});
         return;
     }
     fmt::print("{} <- {} ({}, {})\n", to.name, args.from.empty() ? "exact value" : args.from,
@@ -118,8 +118,8 @@ void run_cast_file(const CastArgs& args) {
     if (!args.from.empty()) throw Error("--from applies to VALUEs, not to tensor files");
     const emu::Format& to = require_format(args.flags.to, "--to");
     const TensorSelection selection = parse_tensor_selection(args.values[0]);
-    check_output_path("-o", args.output, {selection.path});
-    const TensorFile in = read_tensor_file(selection.path);
+    check_output("-o", args.output, {selection.path});
+    const TensorFile in = read_input(selection.path);
     std::vector<std::string> names = args.names;
     if (selection.name) names.push_back(*selection.name);  // IN:NAME is -t NAME
     for (const std::string& n : names) in.get(n);           // an Error naming the file for unknown names
@@ -142,10 +142,9 @@ void run_cast_file(const CastArgs& args) {
             {{"name", t.name()}, {"from", std::string(name(t.dtype()))}, {"to", to.name}, {"count", t.size()}});
         rows.push_back({t.name(), std::string(name(t.dtype())), std::string(to.name), std::to_string(t.size())});
     }
-    write_tensor_file(args.output, out, in.metadata);
+    write_output(args.output, out, in.metadata);
     if (args.json) {
-        fmt::print("{}\n",
-                   nlohmann::json{{"input", args.values[0]}, {"output", args.output}, {"tensors", report}}.dump());
+        print_json(nlohmann::json{{"input", args.values[0]}, {"output", args.output}, {"tensors", report}});
         return;
     }
     fmt::print("{} -> {} ({}, {})\n", args.values[0], args.output, emu::rounding_mode_name(args.flags.options(to)),

@@ -16,6 +16,7 @@
 #include "lib/tensor_io.hpp"
 #include "tools/cli/analysis_flags.hpp"
 #include "tools/cli/cli_output.hpp"
+#include "tools/cli/command_files.hpp"
 #include "tools/cli/commands.hpp"
 #include "tools/cli/recipe_flags.hpp"
 #if ROUNDSCOPE_WITH_GPU
@@ -61,14 +62,13 @@ void run(const CrosscheckArgs& a) {
                                                    {"gpu", json_number(c.first_values.at(name).second)}};
             }
         }
-        fmt::print("{}\n", nlohmann::json{{"recipe", recipe.name},
+        print_json(nlohmann::json{{"recipe", recipe.name},
                                           {"device", c.device},
                                           {"arch", c.arch},
                                           {"matched", c.total.matched},
                                           {"total", c.total.total},
                                           {"max_ulp", c.total.max_ulp},
-                                          {"outputs", outputs}}
-                               .dump());
+                                          {"outputs", outputs}});
     } else {
         fmt::print("crosscheck {} on {} (model {}): {} of {} output bits patterns match\n", recipe.name, c.device,
                    c.arch, c.total.matched, c.total.total);

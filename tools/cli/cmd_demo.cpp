@@ -15,6 +15,7 @@
 #include "lib/file_write.hpp"
 #include "tools/cli/analysis_json.hpp"
 #include "tools/cli/cli_output.hpp"
+#include "tools/cli/command_files.hpp"
 #include "tools/cli/commands.hpp"
 #include "tools/cli/option_checks.hpp"
 #include "tools/cli/plot_output.hpp"
@@ -127,7 +128,7 @@ std::string prepare_output(const DemoArgs& a) {
     std::filesystem::create_directories(a.out, ec);
     if (ec) throw Error("--out: cannot create '" + a.out + "': " + ec.message());
     const std::string json = (std::filesystem::path(a.out) / "demo.json").string();
-    check_output_path("--out", json, {});
+    check_output("--out", json, {});
     if (a.no_plots) return "plots skipped (--no-plots)";
     try {
         check_plot((std::filesystem::path(a.out) / "bias.png").string(), {});
@@ -146,7 +147,7 @@ void run(const DemoArgs& a) {
     write_file((std::filesystem::path(a.out) / "demo.json").string(), std::span(&bytes, 1));
     const std::string plots = skipped.empty() ? draw_plots(j, a.out) : skipped;
     if (a.json) {
-        fmt::print("{}\n", j.dump());
+        print_json(j);
         return;
     }
     print_report(r);

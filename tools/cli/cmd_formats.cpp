@@ -7,6 +7,7 @@
 
 #include "emu/numbers/format_info.hpp"
 #include "tools/cli/cli_output.hpp"
+#include "tools/cli/command_files.hpp"
 #include "tools/cli/commands.hpp"
 
 namespace roundscope::cli {
@@ -34,7 +35,7 @@ void add_formats_command(CLI::App& app) {
                                 {"signed", f.is_signed},
                                 {"inf", i.inf}});
             }
-            fmt::print("{}\n", nlohmann::json{{"formats", list}}.dump());
+            print_json(nlohmann::json{{"formats", list}});
             return;
         }
         std::vector<std::vector<std::string>> rows;

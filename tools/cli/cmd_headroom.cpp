@@ -16,6 +16,7 @@
 #include "tools/cli/analysis_flags.hpp"
 #include "tools/cli/analysis_json.hpp"
 #include "tools/cli/cli_output.hpp"
+#include "tools/cli/command_files.hpp"
 #include "tools/cli/commands.hpp"
 #include "tools/cli/option_checks.hpp"
 #include "tools/cli/plot_output.hpp"
@@ -62,7 +63,7 @@ void run(const HeadroomArgs& a) {
     const analysis::HeadroomResult r = naming_input(a.input.file, [&] { return analysis::headroom(c.in, o); });
     const nlohmann::json j = headroom_json(r, true);
     if (a.flags.json)
-        fmt::print("{}\n", j.dump());
+        print_json(j);
     else
         print_report(r);
     if (!a.plot.empty()) draw_plot("headroom", j, a.plot);

@@ -11,6 +11,7 @@
 #include "lib/crc32.hpp"
 #include "lib/tensor_io.hpp"
 #include "tools/cli/cli_output.hpp"
+#include "tools/cli/command_files.hpp"
 #include "tools/cli/commands.hpp"
 #include "tools/cli/option_checks.hpp"
 
@@ -31,7 +32,7 @@ std::string optional_text(const std::optional<double>& x) { return x ? fmt::form
 void inspect(const InspectOptions& o) {
     ReadOptions read;
     if (!o.dtype.empty()) read.dtype = parse_dtype(o.dtype, "--dtype");
-    const TensorFile file = read_tensor_file_selection(o.file, read);
+    const TensorFile file = read_input_selection(o.file, read);
 
     nlohmann::json tensors = nlohmann::json::array();
     std::vector<std::vector<std::string>> rows;
@@ -80,7 +81,7 @@ void inspect(const InspectOptions& o) {
     if (o.json) {
         nlohmann::json out{{"file", o.file}, {"tensors", tensors}};
         if (!file.metadata.empty()) out["metadata"] = file.metadata;
-        fmt::print("{}\n", out.dump());
+        print_json(out);
         return;
     }
     std::vector<std::string> headers{"name", "dtype", "shape", "min",   "max",       "mean",

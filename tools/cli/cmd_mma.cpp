@@ -15,6 +15,7 @@
 #include "lib/file_write.hpp"
 #include "lib/tensor_io.hpp"
 #include "tools/cli/cli_output.hpp"
+#include "tools/cli/command_files.hpp"
 #include "tools/cli/analysis_flags.hpp"
 #include "tools/cli/commands.hpp"
 
@@ -67,7 +68,7 @@ void list_models(bool json) {
                         m.k_order == emu::KOrder::sequential ? "sequential" : "pair-interleaved"});
     }
     if (json) {
-        fmt::print("{}\n", nlohmann::json{{"models", models}}.dump());
+        print_json(nlohmann::json{{"models", models}});
         return;
     }
     print_table({"model", "L", "F", "e_zero", "block rounding", "C enters", "K order"}, rows);
@@ -79,8 +80,8 @@ void run_mma(const MmaOptions& o) {
         return;
     }
     if (o.input.empty()) throw Error("mma: IN is required (or --list)");
-    if (!o.output.empty()) check_output_path("-o", o.output, {o.input});
-    const TensorFile file = read_tensor_file(o.input);
+    if (!o.output.empty()) check_output("-o", o.output, {o.input});
+    const TensorFile file = read_input(o.input);
     const emu::MmaProblem p = emu::load_mma_problem(file, o.arch, o.instruction);
     if (o.check && !p.d.has_value())
         throw Error(fmt::format("{}: --check needs a tensor 'D' (the GPU's result)", o.input));
@@ -94,7 +95,7 @@ void run_mma(const MmaOptions& o) {
     if (!o.output.empty()) {
         Tensor out = Tensor::zeros("D", emu::dtype_of(p.model->accumulator), shape);
         for (std::size_t i = 0; i < d.size(); ++i) out.set_bits_at(i, d[i]);
-        write_tensor_file(o.output, std::span<const Tensor>(&out, 1),
+        write_output(o.output, std::span<const Tensor>(&out, 1),
                           {{"roundscope.model", emu::mma_model_name(*p.model)}, {"roundscope.source", o.input}});
     }
 
@@ -136,7 +137,7 @@ void run_mma(const MmaOptions& o) {
         }
     }
     if (o.json) {
-        fmt::print("{}\n", result.dump());
+        print_json(result);
     } else {
         fmt::print("{}: {} on {} tile(s) of {}x{}x{}\n", o.input, emu::mma_model_name(*p.model), p.batch, p.m, p.n,
                    p.k);

@@ -15,6 +15,7 @@
 #include "lib/file_write.hpp"
 #include "lib/tensor_io.hpp"
 #include "tools/cli/cli_output.hpp"
+#include "tools/cli/command_files.hpp"
 #include "tools/cli/analysis_flags.hpp"
 #include "tools/cli/commands.hpp"
 #include "tools/cli/option_checks.hpp"
@@ -85,10 +86,9 @@ void compare_rules(const MxArgs& a, const emu::BlockSpec& spec, const TensorFile
         tensors.push_back({{"name", t->name()}, {"blocks", c.blocks}, {"rules", rules}});
     }
     if (a.json) {
-        fmt::print("{}\n", nlohmann::json{{"format", a.format},
+        print_json(nlohmann::json{{"format", a.format},
                                           {"block", spec.block > 0 ? spec.block : spec.format->default_block},
-                                          {"tensors", tensors}}
-                               .dump());
+                                          {"tensors", tensors}});
         return;
     }
     print_table({"tensor", "rule", "blocks != floor", "scale up", "scale down", "saturated", "max_abs_error",
@@ -127,16 +127,15 @@ void quantize(const MxArgs& a, const emu::BlockSpec& spec, const TensorFile& in)
     metadata["roundscope.mx.axis"] = std::to_string(a.axis);
     metadata["roundscope.mx.offset"] = std::to_string(a.offset);
     metadata["roundscope.mx.scale_rule"] = rule;
-    write_tensor_file(a.output, out, metadata);
+    write_output(a.output, out, metadata);
     if (a.json) {
-        fmt::print("{}\n", nlohmann::json{{"format", a.format},
+        print_json(nlohmann::json{{"format", a.format},
                                           {"block", block},
                                           {"axis", a.axis},
                                           {"offset", a.offset},
                                           {"scale_rule", rule},
                                           {"output", a.output},
-                                          {"tensors", tensors}}
-                               .dump());
+                                          {"tensors", tensors}});
         return;
     }
     fmt::print("{} -> {} ({}, blocks of {} along axis {}, scale rule {})\n", a.input, a.output, a.format, block, a.axis,
@@ -181,9 +180,9 @@ void add_mx_command(CLI::App& app) {
         if (selection.name) args.names.push_back(*selection.name);  // IN:NAME is -t NAME
         if (!args.compare) {
             if (args.output.empty()) throw Error("mx needs -o OUT (or --compare-rules)");
-            check_output_path("-o", args.output, {args.input});
+            check_output("-o", args.output, {args.input});
         }
-        const TensorFile in = read_tensor_file(args.input);
+        const TensorFile in = read_input(args.input);
         if (args.compare) return compare_rules(args, spec, in);
         quantize(args, spec, in);
     });

@@ -16,6 +16,7 @@
 #include "tools/cli/analysis_flags.hpp"
 #include "tools/cli/analysis_json.hpp"
 #include "tools/cli/cli_output.hpp"
+#include "tools/cli/command_files.hpp"
 #include "tools/cli/commands.hpp"
 #include "tools/cli/option_checks.hpp"
 #include "tools/cli/recipe_flags.hpp"
@@ -92,7 +93,7 @@ void run(const PCollapseArgs& a) {
     nlohmann::json j = pcollapse_json(r, a.sweep);
     j["recipe"] = o.recipe.name, j["k_sink"] = o.k_sink;
     if (a.flags.json)
-        fmt::print("{}\n", j.dump());
+        print_json(j);
     else
         print_report(a, o, r);
     if (!a.plot.empty()) draw_plot("pcollapse", j, a.plot);

@@ -19,6 +19,7 @@
 #include "lib/error.hpp"
 #include "lib/file_write.hpp"
 #include "lib/tensor_io.hpp"
+#include "tools/cli/command_files.hpp"
 #include "tools/cli/commands.hpp"
 #include "tools/cli/option_checks.hpp"
 #if ROUNDSCOPE_WITH_GPU
@@ -67,7 +68,7 @@ void probe_mma(const ProbeOptions& o, const std::string& device, int cc, gpu::Pr
     for (std::uint64_t i = 0; i < T; ++i) dist.set_bits_at(i, t.dist[i]);
     tensors.push_back(std::move(dist));
     const std::string path = (std::filesystem::path(o.out) / (file_name + ".safetensors")).string();
-    write_tensor_file(path, tensors,
+    write_output(path, tensors,
                       {{"device", fmt::format("{} (sm_{})", device, cc)},
                        {"cuda_compiler", gpu::cuda_compiler()},
                        {"cuda_runtime", gpu::cuda_runtime_version()},
@@ -110,7 +111,7 @@ void probe_conversions(const ProbeOptions& o, const std::string& device, int cc)
         tensors.push_back(std::move(g));
         tensors.push_back(std::move(e));
     }
-    write_tensor_file((std::filesystem::path(o.out) / "conversions.safetensors").string(), tensors,
+    write_output((std::filesystem::path(o.out) / "conversions.safetensors").string(), tensors,
                       {{"device", fmt::format("{} (sm_{})", device, cc)},
                        {"cuda_compiler", gpu::cuda_compiler()},
                        {"cuda_runtime", gpu::cuda_runtime_version()},
@@ -128,7 +129,7 @@ void probe(const ProbeOptions& o) {
     std::error_code ec;
     std::filesystem::create_directories(o.out, ec);
     if (ec) throw Error("--out: cannot create '" + o.out + "': " + ec.message());
-    check_output_path("--out", (std::filesystem::path(o.out) / "conversions.safetensors").string(), {});
+    check_output("--out", (std::filesystem::path(o.out) / "conversions.safetensors").string(), {});
     for (const emu::Format* f : {&emu::bf16, &emu::f16, &emu::e4m3, &emu::e5m2}) {
         if (f->bits == 8 && cc < 89) continue;
         const std::string type = f->name == "f16" ? "fp16" : std::string(f->name);

@@ -7,6 +7,7 @@
 
 #include "emu/attention/attention_recipe.hpp"
 #include "tools/cli/cli_output.hpp"
+#include "tools/cli/command_files.hpp"
 #include "tools/cli/commands.hpp"
 
 namespace roundscope::cli {
@@ -21,7 +22,7 @@ void add_recipes_command(CLI::App& app) {
             nlohmann::json recipes = nlohmann::json::array();
             for (const emu::AttentionRecipe& r : emu::recipe_presets())
                 recipes.push_back({{"name", r.name}, {"settings", emu::recipe_settings(r)}});
-            fmt::print("{}\n", nlohmann::json{{"recipes", recipes}, {"keys", emu::recipe_keys()}}.dump());
+            print_json(nlohmann::json{{"recipes", recipes}, {"keys", emu::recipe_keys()}});
             return;
         }
         const auto keys = emu::recipe_keys();

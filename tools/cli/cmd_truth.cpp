@@ -18,6 +18,7 @@
 #include "lib/tensor_io.hpp"
 #include "tools/cli/analysis_flags.hpp"
 #include "tools/cli/cli_output.hpp"
+#include "tools/cli/command_files.hpp"
 #include "tools/cli/commands.hpp"
 #include "tools/cli/option_checks.hpp"
 
@@ -36,7 +37,7 @@ Tensor f64_tensor(const std::string& name, Shape shape, const std::vector<double
 }
 
 void run_truth(const TruthArgs& a) {
-    check_output_path("-o", a.output, {a.input});
+    check_output("-o", a.output, {a.input});
     const ChosenInputs c = file_inputs(a.input, a.flags);
     const emu::AttentionInputs& in = c.in;
     if (a.backward && !in.d_o) throw Error(fmt::format("{}: --backward needs a tensor 'do'", a.input));
@@ -66,7 +67,7 @@ void run_truth(const TruthArgs& a) {
         out.push_back(f64_tensor("s", output_shape(in, {in.n_q, in.n_kv}), t.s));
         out.push_back(f64_tensor("p", output_shape(in, {in.n_q, in.n_kv}), t.p));
     }
-    write_tensor_file(a.output, out,
+    write_output(a.output, out,
                       {{"source", a.input},
                        {"causal", o.causal ? "true" : "false"},
                        {"bias", in.bias ? "additive, from the input's tensor 'bias'" : "none"},
@@ -76,7 +77,7 @@ void run_truth(const TruthArgs& a) {
     if (a.flags.json) {
         nlohmann::json names = nlohmann::json::array();
         for (const Tensor& x : out) names.push_back(x.name());
-        fmt::print("{}\n", nlohmann::json{{"file", a.input},
+        print_json(nlohmann::json{{"file", a.input},
                                           {"output", a.output},
                                           {"heads", t.heads},
                                           {"n_q", t.n_q},
@@ -86,8 +87,7 @@ void run_truth(const TruthArgs& a) {
                                           {"softmax_scale", json_number(t.scale)},
                                           {"precision_bits", t.max_precision_used},
                                           {"fast_heads", t.fast_heads},
-                                          {"tensors", names}}
-                               .dump());
+                                          {"tensors", names}});
     } else {
         fmt::print("{}: {} head(s), Nq {}, Nk {}, D {}, Dv {}, {}causal, scale {}; {} head(s) by the fast path -> {}\n",
                    a.input, t.heads, t.n_q, t.n_kv, t.d, t.d_v, o.causal ? "" : "not ", format_double(t.scale),

@@ -2,6 +2,7 @@
 // Each subcommand registers itself on the CLI11 app; its callback does the work and may throw
 // roundscope::Error, which main() turns into `roundscope: error: ...` and exit code 2.
 #include <cstdio>
+#include <string>
 
 #include <CLI/CLI.hpp>
 
@@ -15,6 +16,18 @@ struct ExitCode {
 
 /// The roundscope app with every command registered (what main and the option fuzzer parse).
 void add_all_commands(CLI::App& app);
+
+/// How a run ended: the exit code of docs/cli.md and, for 2, the one-line message and what failed.
+struct RunOutcome {
+    enum class Failure { usage, file, memory };
+    int code = 0;
+    std::string message;
+    Failure failure = Failure::usage;  // with a message: a bad argument or input, the OS on a file, memory
+};
+
+/// Parses argv into APP (made by add_all_commands) and runs the chosen command; prints nothing
+/// of its own failure (what run_app and run_in_process build on).
+RunOutcome run_app_outcome(CLI::App& app, int argc, char** argv);
 
 /// Parses argv into APP (made by add_all_commands) and runs the chosen command; returns the
 /// exit code of docs/cli.md, having written any error as one line to ERRORS.

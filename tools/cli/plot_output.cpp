@@ -12,6 +12,7 @@
 
 #include "lib/error.hpp"
 #include "lib/file_write.hpp"
+#include "tools/cli/command_files.hpp"
 
 namespace roundscope::cli {
 namespace {
@@ -48,7 +49,7 @@ void check_plot(const std::string& png, std::initializer_list<std::string> input
     std::vector<std::string> files;
     for (const std::string& f : inputs)
         if (!f.empty()) files.push_back(f);
-    check_output_path("--plot", png, files);
+    check_output("--plot", png, files);
     const std::string probe = shell_quoted(python()) + " -c 'import matplotlib' > /dev/null 2>&1";
     if (std::system(probe.c_str()) != 0)
         throw Error("--plot: no Python with matplotlib found (tools/setup.sh installs one in .venv)");

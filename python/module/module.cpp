@@ -1,0 +1,32 @@
+// roundscope._core: the C++ core for the Python package (python/roundscope). Errors arrive as
+// the exceptions Python users expect: FileError as OSError, every other Error as ValueError,
+// memory as MemoryError; each carries the command line's one-line message.
+#include <nanobind/nanobind.h>
+
+#include "lib/error.hpp"
+
+namespace nb = nanobind;
+
+namespace roundscope::python {
+void bind_numbers(nb::module_& m);
+void bind_files(nb::module_& m);
+void bind_commands(nb::module_& m);
+void bind_blocks(nb::module_& m);
+}  // namespace roundscope::python
+
+NB_MODULE(_core, m) {
+    m.doc() = "roundscope's C++ core (use the roundscope package, not this module).";
+    nb::register_exception_translator([](const std::exception_ptr& p, void*) {
+        try {
+            std::rethrow_exception(p);
+        } catch (const roundscope::FileError& e) {
+            PyErr_SetString(PyExc_OSError, e.what());
+        } catch (const roundscope::Error& e) {
+            PyErr_SetString(PyExc_ValueError, e.what());
+        }
+    });
+    roundscope::python::bind_numbers(m);
+    roundscope::python::bind_files(m);
+    roundscope::python::bind_commands(m);
+    roundscope::python::bind_blocks(m);
+}

@@ -1,0 +1,201 @@
+"""roundscope: what low-precision arithmetic does inside attention, bit for bit.
+
+Every function calls roundscope's C++ core; none re-implements any numerics. Functions that
+mirror a command (mma, attention, truth, the analyses, mx) run that command in this process,
+with the same checks, messages and bits as `roundscope COMMAND ... --json` (docs/cli.md), and
+take arrays (numpy, torch CPU tensors, ml_dtypes types) where the command takes files. Errors
+are ValueError, TypeError or OSError (MemoryError where memory runs out) carrying the command
+line's one-line message.
+"""
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from . import _arrays, _commands, _core
+from . import mx  # noqa: F401  (roundscope.mx)
+
+__all__ = [
+    "formats", "recipes", "cast", "decode", "read", "write", "mma", "attention", "truth",
+    "pcollapse", "leak", "headroom", "bias", "attribute", "mx",
+]
+
+Arrays = Mapping[str, object]
+
+
+def formats() -> dict:
+    """Every number format with its parameters: `roundscope formats --json`."""
+    return _commands.run(["formats", "--json"])[1]
+
+
+def recipes() -> dict:
+    """Every attention recipe preset and setting key: `roundscope recipes --json`."""
+    return _commands.run(["recipes", "--json"])[1]
+
+
+def _seed(seed) -> int:
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= int(seed) < 2**64:
+        raise ValueError(f"seed: must be an integer from 0 to 2^64 - 1, not {seed!r}")
+    return int(seed)
+
+
+def _threads(threads) -> int:
+    if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or not 0 <= int(threads) <= 1024:
+        raise ValueError(f"threads: must be an integer from 0 (all cores) to 1024, not {threads!r}")
+    return int(threads)
+
+
+def cast(x, to: str, rounding: str | None = None, saturate: bool | None = None, convention: str = "cuda",
+         flush_input: bool = False, flush_output: bool = False, seed: int = 0, scale: float = 1.0,
+         threads: int = 0, dtype: str | None = None) -> np.ndarray:
+    """Rounds every element of `x` once into the format `to` (`roundscope cast`).
+
+    rounding: rne (default), rna, rtz, up, down, odd, sr, sr:N. saturate: None keeps the
+    convention's choice (cuda, ocp, ml_dtypes, torch). scale multiplies before the one rounding.
+    `dtype` reads `x` as raw bit patterns of that format. Returns a numpy array of the ml_dtypes
+    type of `to` (bfloat16, float8_e4m3fn, ...), or uint8 bit patterns where ml_dtypes has none
+    (ue4m3, int8). Element i uses random stream i, so stochastic results do not depend on threads.
+    """
+    data, name, shape = _arrays.raw(x, "x", dtype)
+    bits, fmt = _core.cast(data, name, shape, to, rounding or "", convention, saturate, bool(flush_input),
+                           bool(flush_output), _seed(seed), float(scale), _threads(threads))
+    return _arrays.typed(bits, fmt)
+
+
+def decode(x, format: str | None = None, dtype=np.float64, threads: int = 0) -> np.ndarray:
+    """The values of `x` (an array of a roundscope format, or raw bit patterns of `format`),
+    exactly as float64, or as float32 (dtype=np.float32: exact for formats of 16 bits or fewer)."""
+    data, name, shape = _arrays.raw(x, "x", format)
+    to_double = np.dtype(dtype) == np.float64
+    if not to_double and np.dtype(dtype) != np.float32:
+        raise TypeError(f"dtype: decode gives float64 or float32, not {np.dtype(dtype)}")
+    return _core.decode(data, name, shape, to_double, _threads(threads))
+
+
+def read(path: str | os.PathLike, dtype: str | None = None) -> dict[str, np.ndarray]:
+    """The tensors of a .safetensors or .npy file by name (a file's arrays are read-only views
+    of the mapped file; .npy of an ml_dtypes type needs `dtype`). The metadata: read_metadata."""
+    tensors, _ = _core.read(os.fsdecode(path), dtype)
+    return _arrays.tensors_out(tensors)
+
+
+def read_metadata(path: str | os.PathLike) -> dict[str, str]:
+    """The string metadata of a .safetensors file."""
+    return _core.read(os.fsdecode(path), None)[1]
+
+
+def write(path: str | os.PathLike, tensors: Arrays, metadata: Mapping[str, str] | None = None) -> None:
+    """Writes {name: array} to a .safetensors file (or one array to .npy), atomically."""
+    _core.write(os.fsdecode(path), _arrays.tensors_in(tensors, "tensors"), dict(metadata or {}))
+
+
+def mma(a, b, c=None, arch: str = "sm90", instruction: str | None = None, threads: int = 0) -> np.ndarray:
+    """D = A B + C on a tensor core's model (`roundscope mma`): A [T,M,K] or [M,K], B [.., K, N],
+    C [.., M, N] (None: zeros). The input dtypes pick the model with `arch` and `instruction`."""
+    tensors = {"A": a, "B": b} if c is None else {"A": a, "B": b, "C": c}
+    args, files = _commands.input_arguments(tensors)
+    _, _, out = _commands.run(
+        ["mma", *args, *_commands.flags(arch=arch, instruction=instruction, threads=_threads(threads)),
+         "-o", _commands.OUTPUT], files, [_commands.OUTPUT])
+    return out[_commands.OUTPUT][0]["D"]
+
+
+def _attention_inputs(q, k, v, do=None, **more) -> dict:
+    tensors = {"q": q, "k": k, "v": v}
+    if do is not None:
+        tensors["do"] = do
+    tensors.update({n: t for n, t in more.items() if t is not None})
+    return tensors
+
+
+def attention(q, k, v, recipe: str = "fa2-bf16", settings: Mapping | None = None, causal: bool = False,
+              softmax_scale: float | None = None, backward: bool = False, do=None, truth: bool = False,
+              threads: int = 0) -> dict:
+    """A recipe's flash attention, bit for bit as its kernel computes it (`roundscope attention`).
+
+    q [.., Nq, D], k [.., Nk, D], v [.., Nk, Dv], with ".." nothing, [H] or [B, H]. settings
+    change the preset ({"p_scale": 256, ...}: `roundscope recipes`). Returns {"o", "lse"} and,
+    with backward=True (needs do), "dq", "dk", "dv", "delta"; with truth=True also "errors":
+    each output's max_abs, rms and rel_rms against the exact attention."""
+    args, files = _commands.input_arguments(_attention_inputs(q, k, v, do))
+    _, result, out = _commands.run(
+        ["attention", *args, *_commands.flags(recipe=recipe, settings=settings, causal=bool(causal),
+                                              softmax_scale=softmax_scale, backward=backward, truth=truth,
+                                              threads=_threads(threads)),
+         "-o", _commands.OUTPUT, "--json"], files, [_commands.OUTPUT])
+    tensors = dict(out[_commands.OUTPUT][0])
+    if truth:
+        tensors["errors"] = result["errors"]
+    return tensors
+
+
+def truth(q, k, v, do=None, causal: bool = False, softmax_scale: float | None = None, backward: bool = False,
+          intermediates: bool = False, bits: int = 256, reference: bool = False, bias=None,
+          threads: int = 0) -> dict[str, np.ndarray]:
+    """Exact attention rounded once to float64 (`roundscope truth`): {"o", "lse"}, with backward
+    "delta", "dq", "dk", "dv", with intermediates "s" and "p". bias: an additive score bias
+    [.., Nq, Nk] (-inf masks a key)."""
+    args, files = _commands.input_arguments(_attention_inputs(q, k, v, do, bias=bias))
+    _, _, out = _commands.run(
+        ["truth", *args, *_commands.flags(causal=bool(causal), softmax_scale=softmax_scale, backward=backward,
+                                          intermediates=intermediates, bits=bits, reference=reference,
+                                          threads=_threads(threads)),
+         "-o", _commands.OUTPUT], files, [_commands.OUTPUT])
+    return out[_commands.OUTPUT][0]
+
+
+def pcollapse(inputs: str | os.PathLike | Arrays | None = None, *, synthetic: bool = False, n: int | None = None,
+              d: int | None = None, seed: int | None = None, k_sink: int | None = None,
+              sink_strength: float | None = None, scale: Sequence[float] | None = None, order: str | None = None,
+              sweep_scale: bool = False, recipe: str | None = None, settings: Mapping | None = None,
+              causal: bool | None = None, softmax_scale: float | None = None, threads: int = 0) -> dict:
+    """FP8 P-cast underflow behind an attention sink (`roundscope pcollapse --json`). inputs: a
+    file, {"q", "k", "v"} arrays, or None for the synthetic scenario. None options keep the
+    command's defaults."""
+    return _commands.analysis("pcollapse", inputs, synthetic, n=n, d=d, seed=seed, k_sink=k_sink,
+                              sink_strength=sink_strength, scale=scale, order=order, sweep_scale=sweep_scale,
+                              recipe=recipe, settings=settings, causal=causal, softmax_scale=softmax_scale,
+                              threads=_threads(threads))
+
+
+def leak(inputs: str | os.PathLike | Arrays | None = None, *, synthetic: bool = False, n: int | None = None,
+         d: int | None = None, seed: int | None = None, format: str | None = None, block: int | None = None,
+         fix: bool = False, recipe: str | None = None, settings: Mapping | None = None,
+         max_tokens: int | None = None, causal: bool | None = None, softmax_scale: float | None = None,
+         threads: int = 0) -> dict:
+    """Future leakage through V block-quantized along tokens (`roundscope leak --json`)."""
+    return _commands.analysis("leak", inputs, synthetic, n=n, d=d, seed=seed, format=format, block=block, fix=fix,
+                              recipe=recipe, settings=settings, max_tokens=max_tokens, causal=causal,
+                              softmax_scale=softmax_scale, threads=_threads(threads))
+
+
+def headroom(inputs: str | os.PathLike | Arrays | None = None, *, synthetic: bool = False, n: int | None = None,
+             d: int | None = None, seed: int | None = None, scenario: str | None = None,
+             causal: bool | None = None, softmax_scale: float | None = None, threads: int = 0) -> dict:
+    """Softmax overflow headroom, fused against non-fused (`roundscope headroom --json`)."""
+    return _commands.analysis("headroom", inputs, synthetic, n=n, d=d, seed=seed, scenario=scenario, causal=causal,
+                              softmax_scale=softmax_scale, threads=_threads(threads))
+
+
+def bias(inputs: str | os.PathLike | Arrays | Sequence | None = None, *, synthetic: bool = False,
+         n: int | None = None, d: int | None = None, seed: int | None = None, heads: int | None = None,
+         recipe: str | None = None, settings: Mapping | None = None, fix: bool = False, steps: int | None = None,
+         d_model: int | None = None, causal: bool | None = None, softmax_scale: float | None = None,
+         threads: int = 0) -> dict:
+    """The rounding bias of delta = rowsum(dO * O) (`roundscope bias --json`); several inputs
+    (files or array mappings, one per training step) accumulate over steps."""
+    return _commands.analysis("bias", inputs, synthetic, n=n, d=d, seed=seed, heads=heads, recipe=recipe,
+                              settings=settings, fix=fix, steps=steps, d_model=d_model, causal=causal,
+                              softmax_scale=softmax_scale, threads=_threads(threads))
+
+
+def attribute(inputs: str | os.PathLike | Arrays | None = None, *, recipe: str, synthetic: bool = False,
+              n: int | None = None, d: int | None = None, seed: int | None = None, scenario: str | None = None,
+              settings: Mapping | None = None, causal: bool | None = None, softmax_scale: float | None = None,
+              threads: int = 0) -> dict:
+    """Each rounding step's share of a recipe's error (`roundscope attribute --json`)."""
+    return _commands.analysis("attribute", inputs, synthetic, n=n, d=d, seed=seed, scenario=scenario, recipe=recipe,
+                              settings=settings, causal=causal, softmax_scale=softmax_scale,
+                              threads=_threads(threads))

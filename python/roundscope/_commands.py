@@ -1,0 +1,83 @@
+"""Commands run in this process (tools/cli/run_in_process.hpp): a Python call becomes the
+command line it mirrors, so that it is checked, computed and reported exactly as
+`roundscope COMMAND ... --json` would be; arrays are handed over as in-memory files."""
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Mapping, Sequence
+
+from . import _arrays, _core
+
+# The names under which in-memory files appear in arguments and in error messages.
+INPUT = "<arrays>"
+OUTPUT = "<output>"
+
+
+def _value(key: str, v) -> str:
+    if isinstance(v, bool):
+        raise TypeError(f"{key}: expected a number, not a bool")
+    if isinstance(v, float):
+        return repr(v) if math.isfinite(v) else str(v)
+    return str(v)
+
+
+def flags(**options) -> list[str]:
+    """Keyword options as the command's flags: k_sink=4 -> --k-sink 4; True -> --flag; None
+    and False -> nothing; a sequence -> the option repeated; settings={k: v} -> --set k=v;
+    causal=True/False -> --causal/--no-causal (None: the file's metadata decides)."""
+    out: list[str] = []
+    for key, v in options.items():
+        name = "--" + key.replace("_", "-")
+        if key == "causal":
+            if v is not None:
+                out.append("--causal" if v else "--no-causal")
+        elif key == "settings":
+            if v is None:
+                continue
+            if not isinstance(v, Mapping):
+                raise TypeError("settings: expected a mapping of recipe keys to values")
+            for k, x in v.items():
+                out += ["--set", f"{k}={str(x).lower() if isinstance(x, bool) else x}"]
+        elif v is None or v is False:
+            continue
+        elif v is True:
+            out.append(name)
+        elif isinstance(v, (list, tuple)):
+            for x in v:
+                out += [name, _value(key, x)]
+        else:
+            out += [name, _value(key, v)]
+    return out
+
+
+def input_arguments(inputs, what: str = "inputs") -> tuple[list[str], dict]:
+    """A path stays a path; a mapping of arrays becomes an in-memory file (several: <arrays 1>, ...)."""
+    many = isinstance(inputs, Sequence) and not isinstance(inputs, (str, bytes))
+    items = list(inputs) if many else [inputs]
+    args, files = [], {}
+    for i, x in enumerate(items):
+        if _arrays.is_path(x):
+            args.append(os.fsdecode(x))
+        else:
+            name = INPUT if len(items) == 1 else f"<arrays {i + 1}>"
+            files[name] = _arrays.tensors_in(x, what)
+            args.append(name)
+    return args, files
+
+
+def run(args: list[str], files: dict | None = None, outputs: Sequence[str] = ()) -> tuple[int, dict | None, dict]:
+    """(exit code, parsed JSON, {output: ({tensor: array}, metadata)})."""
+    code, text, written = _core.run(args, files or {}, list(outputs))
+    result = json.loads(text) if text is not None else None
+    return code, result, {k: (_arrays.tensors_out(t), m) for k, (t, m) in written.items()}
+
+
+def analysis(command: str, inputs, synthetic: bool, **options) -> dict:
+    """An analysis command's --json result, on a file, arrays, or (inputs None) synthetic data."""
+    args, files = ([], {}) if inputs is None else input_arguments(inputs)
+    if inputs is None and not synthetic:
+        synthetic = True
+    _, result, _ = run([command, *args, *flags(synthetic=synthetic, **options), "--json"], files)
+    return result

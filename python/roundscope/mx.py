@@ -1,0 +1,65 @@
+"""Block-scaled formats: OCP MX (mxfp8_e4m3, mxfp8_e5m2, mxfp6_e2m3, mxfp6_e3m2, mxfp4, mxint8;
+E8M0 scales under the floor, ceil, even or rceil rule) and NVIDIA NVFP4 (format="nvfp4": 16
+E2M1 elements, a UE4M3 scale per block and a float32 per-tensor scale). Quantizing runs
+`roundscope mx` in this process."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import _arrays, _commands, _core
+
+
+@dataclass(frozen=True)
+class Quantized:
+    """A block-quantized tensor: elements in the input's shape, scales with the blocked axis cut
+    to the number of blocks (uint8 bit patterns for NVFP4's UE4M3), and how it was blocked."""
+    elements: np.ndarray
+    scales: np.ndarray
+    per_tensor_scale: float | None
+    format: str
+    block: int
+    axis: int
+    offset: int
+    scale_rule: str
+
+
+def _options(format, block, axis, offset, scale_rule, rounding, seed, single_level, threads) -> list[str]:
+    return _commands.flags(format=format, block=block, axis=axis, offset=offset, scale_rule=scale_rule,
+                           round=rounding, seed=seed, single_level=single_level, threads=threads)
+
+
+def quantize(x, format: str, block: int | None = None, axis: int = -1, offset: int = 0, scale_rule: str = "floor",
+             rounding: str | None = None, seed: int = 0, single_level: bool = False, threads: int = 0) -> Quantized:
+    """Blocks of `block` elements (default 32; NVFP4 16) along `axis` (-2: the token axis of
+    [.., N, D]), starting at positions j * block - offset, each quantized with one shared scale."""
+    _, files = _commands.input_arguments({"x": x}, "x")
+    _, result, out = _commands.run(
+        ["mx", _commands.INPUT, "-t", "x",
+         *_options(format, block, axis, offset, scale_rule, rounding, seed, single_level, threads),
+         "-o", _commands.OUTPUT, "--json"], files, [_commands.OUTPUT])
+    tensors = out[_commands.OUTPUT][0]
+    per_tensor = tensors.get("x.per_tensor_scale")
+    return Quantized(tensors["x.elements"], tensors["x.scales"],
+                     None if per_tensor is None else float(per_tensor), result["format"], result["block"],
+                     result["axis"], result["offset"], result["scale_rule"])
+
+
+def dequantize(q: Quantized, threads: int = 0) -> np.ndarray:
+    """The values a Quantized holds, as float32 (each element times its scale, rounded once)."""
+    elements = _arrays.raw(q.elements, "elements")
+    scales = _arrays.raw(q.scales, "scales", "ue4m3" if q.format == "nvfp4" else None)
+    bits = _core.mx_dequantize(*elements, *scales, q.per_tensor_scale, q.format, q.block, q.axis, q.offset, threads)
+    return bits.view(np.float32)
+
+
+def compare_rules(x, format: str, block: int | None = None, axis: int = -1, offset: int = 0,
+                  rounding: str | None = None, seed: int = 0, threads: int = 0) -> dict:
+    """Per scale rule: the blocks whose scale differs from floor's, scales moved up or down,
+    saturated elements and the errors (`roundscope mx --compare-rules --json`)."""
+    _, files = _commands.input_arguments({"x": x}, "x")
+    _, result, _ = _commands.run(
+        ["mx", _commands.INPUT, "-t", "x", *_options(format, block, axis, offset, None, rounding, seed, False, threads),
+         "--compare-rules", "--json"], files)
+    return result
