@@ -48,7 +48,8 @@ def quantize(x, format: str, block: int | None = None, axis: int = -1, offset: i
 
 def dequantize(q: Quantized, threads: int = 0) -> np.ndarray:
     """The values a Quantized holds, as float32 (each element times its scale, rounded once)."""
-    elements = _arrays.raw(q.elements, "elements")
+    # the formats ml_dtypes lacks (MXINT8's elements, NVFP4's UE4M3 scales) come as raw bits
+    elements = _arrays.raw(q.elements, "elements", "int8" if q.format == "mxint8" else None)
     scales = _arrays.raw(q.scales, "scales", "ue4m3" if q.format == "nvfp4" else None)
     bits = _core.mx_dequantize(*elements, *scales, q.per_tensor_scale, q.format, q.block, q.axis, q.offset, threads)
     return bits.view(np.float32)

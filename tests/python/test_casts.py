@@ -1,0 +1,111 @@
+"""cast and decode: the same bits as `roundscope cast IN -o OUT` for every format, rounding mode,
+saturation and convention; equal to ml_dtypes where the conventions agree."""
+import numpy as np
+import ml_dtypes
+import pytest
+
+import roundscope as rs
+from conftest import same_bits
+
+FORMATS = ["f64", "f32", "f16", "bf16", "e4m3", "e5m2", "e2m3", "e3m2", "e2m1", "e8m0", "ue4m3", "int8",
+           "e4m3fnuz", "e5m2fnuz"]
+MODES = [None, "rna", "rtz", "up", "down", "odd", "sr", "sr:5"]
+
+
+def special_inputs(rng):
+    """Random values over every binade that matters, with the special values and ties."""
+    x = np.concatenate([
+        rng.standard_normal(3000) * np.exp2(rng.integers(-140, 130, 3000)),
+        [0.0, -0.0, np.inf, -np.inf, np.nan, 448, 464, 465, 480, 57344, 61440, 6, 7, 0.25, 1.5, 2 ** -9, 2 ** -10],
+        np.float32(1) + np.arange(-8, 8) * np.float32(2 ** -8),
+    ])
+    return x.astype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory):
+    x = special_inputs(np.random.default_rng(1))
+    path = tmp_path_factory.mktemp("cast") / "x.safetensors"
+    rs.write(path, {"x": x})
+    return x, path
+
+
+@pytest.mark.parametrize("to", FORMATS)
+@pytest.mark.parametrize("mode", MODES)
+def test_cast_equals_cli(cli, source, tmp_path, to, mode):
+    x, path = source
+    flags = ["--round", mode] if mode else []
+    cli.run("cast", path, "--to", to, *flags, "--seed", 11, "-o", tmp_path / "y.safetensors")
+    want = rs.read(tmp_path / "y.safetensors")["x"]
+    got = rs.cast(x, to, rounding=mode, seed=11)
+    assert same_bits(got, want)
+
+
+@pytest.mark.parametrize("to", ["bf16", "e4m3", "e5m2", "e2m1", "e4m3fnuz"])
+@pytest.mark.parametrize("convention", ["cuda", "ocp", "ml_dtypes", "torch"])
+@pytest.mark.parametrize("saturate", [None, True, False])
+def test_conventions_and_saturation_equal_cli(cli, source, tmp_path, to, convention, saturate):
+    x, path = source
+    flags = {None: [], True: ["--sat"], False: ["--nosat"]}[saturate]
+    cli.run("cast", path, "--to", to, "--convention", convention, *flags, "--flush-output",
+            "-o", tmp_path / "y.safetensors")
+    got = rs.cast(x, to, convention=convention, saturate=saturate, flush_output=True)
+    assert same_bits(got, rs.read(tmp_path / "y.safetensors")["x"])
+
+
+def test_scale_flush_input_and_float64_sources_equal_cli(cli, tmp_path):
+    x = special_inputs(np.random.default_rng(2)).astype(np.float64) * 1.0000001
+    rs.write(tmp_path / "x.safetensors", {"x": x})
+    cli.run("cast", tmp_path / "x.safetensors", "--to", "e5m2", "--scale", 0.375, "--flush-input",
+            "-o", tmp_path / "y.safetensors")
+    got = rs.cast(x, "e5m2", scale=0.375, flush_input=True)
+    assert same_bits(got, rs.read(tmp_path / "y.safetensors")["x"])
+
+
+@pytest.mark.parametrize("to", ["bf16", "e4m3"])
+def test_cast_equals_ml_dtypes_on_a_large_sample(to):
+    # The whole float32 range in CI's fast set: 2^24 random patterns (every pattern: the
+    # exhaustive test below).
+    bits = np.random.default_rng(3).integers(0, 2 ** 32, 2 ** 24, dtype=np.uint64).astype(np.uint32)
+    x = bits.view(np.float32)
+    want = x.astype(rs._arrays.NUMPY[to])
+    got = rs.cast(x, to, convention="ml_dtypes")
+    assert same_bits(got, want)
+
+
+@pytest.mark.exhaustive
+@pytest.mark.parametrize("to", ["bf16", "e4m3"])
+def test_cast_equals_ml_dtypes_on_every_float32(to):
+    dtype = rs._arrays.NUMPY[to]
+    chunk = 2 ** 26
+    for start in range(0, 2 ** 32, chunk):
+        x = np.arange(start, start + chunk, dtype=np.uint64).astype(np.uint32).view(np.float32)
+        got = rs.cast(x, to, convention="ml_dtypes")
+        assert same_bits(got, x.astype(dtype)), f"patterns from {start:#x}"
+
+
+@pytest.mark.parametrize("name", ["bfloat16", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz",
+                                  "float6_e2m3fn", "float6_e3m2fn", "float4_e2m1fn", "float8_e8m0fnu", "float16"])
+def test_decode_equals_ml_dtypes_on_every_pattern(name):
+    dtype = np.dtype(getattr(ml_dtypes, name, None) or name)
+    bits = dtype.itemsize * 8 if not name.startswith(("float6", "float4")) else int(name[5])
+    patterns = np.arange(2 ** bits, dtype=np.uint32).astype(np.uint16 if dtype.itemsize == 2 else np.uint8)
+    x = patterns.view(dtype)
+    want = x.astype(np.float64)
+    got = rs.decode(x)
+    assert np.array_equal(got, want, equal_nan=True)
+    assert np.array_equal(rs.decode(patterns, format=rs._arrays.FROM_NUMPY[dtype]), want, equal_nan=True)
+
+
+def test_torch_tensors_cast_like_numpy_arrays():
+    import torch
+    t = torch.randn(3, 5, 7).to(torch.bfloat16)
+    assert same_bits(rs.cast(t, "e4m3"), rs.cast(t.float().numpy().astype(ml_dtypes.bfloat16), "e4m3"))
+    assert same_bits(rs.cast(t.transpose(0, 2), "e5m2"), rs.cast(t.transpose(0, 2).contiguous(), "e5m2"))
+
+
+def test_stochastic_rounding_does_not_depend_on_threads():
+    x = np.random.default_rng(4).standard_normal(1 << 20).astype(np.float32)
+    one = rs.cast(x, "e4m3", rounding="sr", seed=9, threads=1)
+    assert same_bits(one, rs.cast(x, "e4m3", rounding="sr", seed=9, threads=2))
+    assert not same_bits(one, rs.cast(x, "e4m3", rounding="sr", seed=10, threads=2))
