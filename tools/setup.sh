@@ -2,7 +2,8 @@
 # Installs what roundscope builds and tests with, on Debian 12, as root: the Debian packages
 # (compilers, CMake, the libraries of docs/design.md) and, in .venv at the repository
 # root, the Python test peers from the Python package registry (numpy, ml_dtypes, safetensors,
-# torch for the CPU, torchao, mmasim) and matplotlib for the plots.
+# torch for the CPU, torchao, mmasim), matplotlib for the plots, and the roundscope Python
+# package built from this checkout (pip install .).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -31,5 +32,9 @@ fi
 # block formats. PyTorch runs on the CPU there. matplotlib draws the plots of `roundscope demo`
 # (tools/python/roundscope_plot.py). NVIDIA's cuobjdump and nvdisasm disassemble the built
 # kernels for the FP8 mma.sync lowering canary (tests/gpu/check_fp8_lowering.py).
+# nanobind and scikit-build-core build the Python package; pytest runs its tests.
 .venv/bin/python -m pip install --quiet --disable-pip-version-check numpy ml_dtypes safetensors torch torchao mmasim \
-  matplotlib nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm
+  matplotlib nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm nanobind scikit-build-core pytest
+# The Python package roundscope itself (pyproject.toml), built from this checkout into .venv.
+CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) .venv/bin/python -m pip install --quiet --disable-pip-version-check \
+  --no-build-isolation .

@@ -31,7 +31,7 @@ nb::tuple cast(const RawBytes& bytes, const std::string& dtype, const std::vecto
     flags.to = to, flags.round = round, flags.convention = convention;
     flags.sat = saturate.value_or(false), flags.nosat = !saturate.value_or(true);
     flags.flush_input = flush_input, flags.flush_output = flush_output, flags.seed = seed;
-    const emu::Format& format = cli::require_format(to, "to");
+    const emu::Format& format = cli::require_format(to, "--to");
     const emu::CastOptions options = flags.options(format);
     const Tensor in = tensor_view("x", bytes, dtype, shape, nb::handle());
     Tensor out;

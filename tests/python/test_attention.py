@@ -82,9 +82,10 @@ def analyses(path):
          ["pcollapse", path, "--k-sink", 1, "--scale", 1, "--scale", 256, "--order", "both"]),
         (lambda i: rs.pcollapse(i, sweep_scale=True, recipe="fa3-fp8", settings={"p_scale": 1}, causal=True),
          ["pcollapse", path, "--sweep-scale", "--recipe", "fa3-fp8", "--set", "p_scale=1", "--causal"]),
-        (lambda i: rs.leak(i, format="mxfp4", block=16, max_tokens=64),
-         ["leak", path, "--format", "mxfp4", "--block", 16, "--max-tokens", 64]),
-        (lambda i: rs.leak(i, fix=True, recipe="mxfp4-v-fixed"), ["leak", path, "--fix", "--recipe", "mxfp4-v-fixed"]),
+        (lambda i: rs.leak(i, format="mxfp4", block=16, max_tokens=24),
+         ["leak", path, "--format", "mxfp4", "--block", 16, "--max-tokens", 24]),
+        (lambda i: rs.leak(i, fix=True, recipe="mxfp4-v-fixed", max_tokens=16),
+         ["leak", path, "--fix", "--recipe", "mxfp4-v-fixed", "--max-tokens", 16]),
         (lambda i: rs.headroom(i), ["headroom", path]),
         (lambda i: rs.bias(i, fix=True, recipe="fa2-bf16-torch"), ["bias", path, "--fix", "--recipe", "fa2-bf16-torch"]),
         (lambda i: rs.attribute(i, recipe="fa3-fp8", softmax_scale=0.25),
@@ -112,12 +113,12 @@ def replace_file(result, path, name):
 @pytest.mark.parametrize("command,call", [
     (["pcollapse", "--synthetic", "--n", 512, "--sink-strength", 6, "--seed", 3],
      lambda: rs.pcollapse(n=512, sink_strength=6.0, seed=3)),
-    (["leak", "--synthetic", "--n", 128, "--d", 32], lambda: rs.leak(synthetic=True, n=128, d=32)),
+    (["leak", "--synthetic", "--n", 64, "--d", 16], lambda: rs.leak(synthetic=True, n=64, d=16)),
     (["headroom", "--synthetic", "--scenario", "sink"], lambda: rs.headroom(scenario="sink")),
     (["bias", "--synthetic", "--steps", 3, "--heads", 1, "--n", 128, "--d-model", 64],
      lambda: rs.bias(steps=3, heads=1, n=128, d_model=64)),
-    (["attribute", "--synthetic", "--recipe", "mxfp4-v", "--scenario", "wide"],
-     lambda: rs.attribute(recipe="mxfp4-v", scenario="wide")),
+    (["attribute", "--synthetic", "--recipe", "mxfp4-v", "--scenario", "wide", "--n", 64, "--d", 16],
+     lambda: rs.attribute(recipe="mxfp4-v", scenario="wide", n=64, d=16)),
 ])
 def test_synthetic_analyses_equal_cli(cli, command, call):
     assert call() == cli.json(*command)

@@ -1,0 +1,93 @@
+"""Bad input raises the Python exception that fits (ValueError, TypeError, OSError) with the
+command line's own message; arrays cross without copies."""
+import resource
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import roundscope as rs
+
+
+def message(cli, *args):
+    return cli.error(*args)
+
+
+def test_cast_errors_carry_the_cli_message(cli):
+    with pytest.raises(ValueError) as e:
+        rs.cast([1.0], "e9m9")
+    assert str(e.value) == message(cli, "cast", "1", "--to", "e9m9")
+    with pytest.raises(ValueError) as e:
+        rs.cast([1.0], "e4m3", rounding="sr:99")
+    assert str(e.value) == message(cli, "cast", "1", "--to", "e4m3", "--round", "sr:99")
+    with pytest.raises(ValueError) as e:
+        rs.cast([1.0], "e4m3", convention="intel")
+    assert str(e.value) == message(cli, "cast", "1", "--to", "e4m3", "--convention", "intel")
+    with pytest.raises(ValueError, match="seed"):
+        rs.cast([1.0], "e4m3", seed=-1)
+    with pytest.raises(ValueError, match="seed"):
+        rs.cast([1.0], "e4m3", seed=2**64)
+    with pytest.raises(TypeError, match="complex"):
+        rs.cast(np.ones(3, np.complex64), "bf16")
+    with pytest.raises(TypeError, match="cpu|CPU"):
+        import torch
+        rs.cast(torch.ones(3, device="meta"), "bf16")
+
+
+def test_file_errors_are_oserrors_with_the_cli_message(cli, tmp_path):
+    missing = tmp_path / "missing.safetensors"
+    with pytest.raises(OSError) as e:
+        rs.read(missing)
+    assert str(e.value) == message(cli, "inspect", missing)
+    with pytest.raises(OSError):
+        rs.write(tmp_path / "no" / "such" / "folder.safetensors", {"x": np.ones(2, np.float32)})
+    corrupt = tmp_path / "corrupt.safetensors"
+    corrupt.write_bytes(b"\xff" * 64)
+    with pytest.raises(ValueError) as e:
+        rs.read(corrupt)
+    assert str(e.value) == message(cli, "inspect", corrupt)
+
+
+def test_attention_errors_name_the_tensor(cli, tmp_path):
+    rng = np.random.default_rng(9)
+    x = {n: rng.standard_normal((16, 8)).astype(np.float32) for n in "qkv"}
+    x["k"][3, 2] = np.nan
+    rs.write(tmp_path / "x.safetensors", x)
+    with pytest.raises(ValueError) as e:
+        rs.attention(x["q"], x["k"], x["v"])
+    want = message(cli, "attention", tmp_path / "x.safetensors", "--recipe", "fa2-bf16", "-o", tmp_path / "o.safetensors")
+    assert str(e.value) == want.replace(str(tmp_path / "x.safetensors"), "<arrays>")
+    with pytest.raises(ValueError, match="'v'"):
+        rs.attention(x["q"], x["q"], np.ones((15, 8), np.float32))
+    with pytest.raises(ValueError) as e:
+        rs.attention(x["q"], x["q"], x["q"], recipe="fa9")
+    assert str(e.value) == message(cli, "attention", tmp_path / "x.safetensors", "--recipe", "fa9", "-o", "o.safetensors")
+    with pytest.raises(ValueError) as e:
+        rs.pcollapse(k_sink=0)
+    assert str(e.value) == message(cli, "pcollapse", "--synthetic", "--k-sink", "0")
+    with pytest.raises(ValueError) as e:
+        rs.attention(x["q"], x["q"], x["q"], softmax_scale=float("nan"))
+    assert "--softmax-scale" in str(e.value)
+
+
+PEAK = """
+import resource, sys
+import numpy as np
+import roundscope as rs
+x = np.full(2**26, 1.1, np.float32)
+if sys.argv[1] == "torch":
+    import torch
+    x = torch.from_numpy(x)
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+y = rs.cast(x, "bf16")
+print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) * 1024)
+"""
+
+
+@pytest.mark.parametrize("kind", ["numpy", "torch"])
+def test_casting_a_large_array_does_not_copy_it(kind):
+    # 2^26 float32 (256 MiB) in, 2^26 bf16 (128 MiB) out: a copy of the input would add 256 MiB.
+    p = subprocess.run([sys.executable, "-c", PEAK, kind], capture_output=True, text=True, check=True)
+    grown = int(p.stdout.split()[-1])
+    assert grown < 128 * 2**20 + 32 * 2**20, f"peak memory grew by {grown / 2**20:.0f} MiB"
