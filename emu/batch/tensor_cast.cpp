@@ -22,6 +22,39 @@ void store(std::vector<std::byte>& out, std::uint64_t i, std::uint64_t bits) {
     std::memcpy(out.data() + i * sizeof(Bits), &b, sizeof(Bits));
 }
 
+/// Elements [begin, end) of a float32 or float64 tensor through the batch cast, from the tensor's
+/// bytes into `out`'s (a copy only where a file placed them misaligned).
+template <class Real, class Bits>
+void batch_cast_range(const Tensor& t, std::size_t begin, std::size_t end, const Format& to,
+                      const CastOptions& options, std::vector<std::byte>& out) {
+    const std::size_t n = end - begin;
+    const std::byte* source = t.bytes().data() + begin * sizeof(Real);
+    const std::span<Bits> bits(reinterpret_cast<Bits*>(out.data() + begin * sizeof(Bits)), n);
+    const BatchSpec spec{begin, 1};
+    if (reinterpret_cast<std::uintptr_t>(source) % alignof(Real) == 0) {
+        cast_batch<Real, Bits>({reinterpret_cast<const Real*>(source), n}, to, options, bits, spec);
+        return;
+    }
+    std::vector<Real> aligned(n);
+    std::memcpy(aligned.data(), source, n * sizeof(Real));
+    cast_batch<Real, Bits>(aligned, to, options, bits, spec);
+}
+
+template <class Real>
+void batch_cast_range(const Tensor& t, std::size_t begin, std::size_t end, const Format& to,
+                      const CastOptions& options, std::vector<std::byte>& out, int unit) {
+    switch (unit) {
+        case 1:
+            return batch_cast_range<Real, std::uint8_t>(t, begin, end, to, options, out);
+        case 2:
+            return batch_cast_range<Real, std::uint16_t>(t, begin, end, to, options, out);
+        case 4:
+            return batch_cast_range<Real, std::uint32_t>(t, begin, end, to, options, out);
+        default:
+            return batch_cast_range<Real, std::uint64_t>(t, begin, end, to, options, out);
+    }
+}
+
 }  // namespace
 
 DType dtype_of(const Format& f) {
@@ -38,37 +71,8 @@ Tensor cast_tensor(const Tensor& t, const Format& to, const CastOptions& options
     const bool unscaled = scale == 1.0;
     parallel_for(t.size(), grain, threads, [&](std::size_t begin, std::size_t end) {
         // float32 and float64 sources take the SIMD batch cast when no scale applies.
-        if (unscaled && (t.dtype() == DType::f32 || t.dtype() == DType::f64)) {
-            std::vector<double> x(end - begin);
-            decode_elements<double>(t, begin, x);
-            const BatchSpec spec{begin, 1};
-            auto cast_into = [&](auto bits_type) {
-                using Bits = decltype(bits_type);
-                std::vector<Bits> bits(x.size());
-                if (t.dtype() == DType::f32) {
-                    std::vector<float> f(x.begin(), x.end());  // exact: x came from float
-                    cast_batch<float, Bits>(f, to, options, bits, spec);
-                } else {
-                    cast_batch<double, Bits>(x, to, options, bits, spec);
-                }
-                std::memcpy(out.data() + begin * unit, bits.data(), bits.size() * unit);
-            };
-            switch (unit) {
-                case 1:
-                    cast_into(std::uint8_t{});
-                    break;
-                case 2:
-                    cast_into(std::uint16_t{});
-                    break;
-                case 4:
-                    cast_into(std::uint32_t{});
-                    break;
-                default:
-                    cast_into(std::uint64_t{});
-                    break;
-            }
-            return;
-        }
+        if (unscaled && t.dtype() == DType::f32) return batch_cast_range<float>(t, begin, end, to, options, out, unit);
+        if (unscaled && t.dtype() == DType::f64) return batch_cast_range<double>(t, begin, end, to, options, out, unit);
         for (std::size_t i = begin; i < end; ++i) {
             const Unpacked x = unscaled ? unpack_element(t, i) : scaled(unpack_element(t, i), s);
             const std::uint64_t bits = round_to_format(to, x, options, i);

@@ -23,23 +23,70 @@ nb::list dtypes() {
     return out;
 }
 
-nb::tuple cast(const RawBytes& bytes, const std::string& dtype, const std::vector<std::uint64_t>& shape,
-               const std::string& to, const std::string& round, const std::string& convention,
-               std::optional<bool> saturate, bool flush_input, bool flush_output, std::uint64_t seed, double scale,
-               int threads) {
+/// The options `cast` was given, as `roundscope cast`'s flags read them.
+struct CastRequest {
+    const emu::Format* format;
+    emu::CastOptions options;
+};
+
+CastRequest cast_request(const std::string& to, const std::string& round, const std::string& convention,
+                         std::optional<bool> saturate, bool flush_input, bool flush_output, std::uint64_t seed) {
     cli::CastFlags flags;
     flags.to = to, flags.round = round, flags.convention = convention;
     flags.sat = saturate.value_or(false), flags.nosat = !saturate.value_or(true);
     flags.flush_input = flush_input, flags.flush_output = flush_output, flags.seed = seed;
     const emu::Format& format = cli::require_format(to, "--to");
-    const emu::CastOptions options = flags.options(format);
-    const Tensor in = tensor_view("x", bytes, dtype, shape, nb::handle());
+    return {&format, flags.options(format)};
+}
+
+nb::tuple cast_tensor(const Tensor& in, const CastRequest& r, double scale, int threads) {
     Tensor out;
     {
-        nb::gil_scoped_release released;
-        out = emu::cast_tensor(in, format, options, scale, threads);
+        // Small casts are quicker than releasing and taking back the GIL.
+        std::optional<nb::gil_scoped_release> released;
+        if (in.size() > 4096) released.emplace();
+        out = emu::cast_tensor(in, *r.format, r.options, scale, threads);
     }
-    return nb::make_tuple(to_array(std::move(out)), std::string(format.name));
+    return nb::make_tuple(to_array(std::move(out)), std::string(r.format->name));
+}
+
+nb::tuple cast(const RawBytes& bytes, const std::string& dtype, const std::vector<std::uint64_t>& shape,
+               const std::string& to, const std::string& round, const std::string& convention,
+               std::optional<bool> saturate, bool flush_input, bool flush_output, std::uint64_t seed, double scale,
+               int threads) {
+    const CastRequest r = cast_request(to, round, convention, saturate, flush_input, flush_output, seed);
+    return cast_tensor(tensor_view("x", bytes, dtype, shape, nb::handle()), r, scale, threads);
+}
+
+/// The dtype of a numpy array nanobind could import (not the ml_dtypes types); nullopt if none.
+std::optional<DType> dtype_of(const nb::dlpack::dtype& t) {
+    using Code = nb::dlpack::dtype_code;
+    const auto code = static_cast<Code>(t.code);
+    if (t.lanes != 1) return std::nullopt;
+    if (code == Code::Float) return t.bits == 64 ? DType::f64 : t.bits == 32 ? DType::f32 : t.bits == 16 ? DType::f16 : std::optional<DType>();
+    if (code == Code::Bfloat && t.bits == 16) return DType::bf16;
+    if (code == Code::Bool) return DType::boolean;
+    if (code == Code::Int)
+        return t.bits == 8 ? DType::i8 : t.bits == 16 ? DType::i16 : t.bits == 32 ? DType::i32 : t.bits == 64 ? DType::i64 : std::optional<DType>();
+    if (code == Code::UInt)
+        return t.bits == 8 ? DType::u8 : t.bits == 16 ? DType::u16 : t.bits == 32 ? DType::u32 : t.bits == 64 ? DType::u64 : std::optional<DType>();
+    return std::nullopt;
+}
+
+using NativeArray = nb::ndarray<nb::ro, nb::c_contig, nb::device::cpu>;
+
+/// cast for an array of a numpy dtype, taken as it is: the call that costs least.
+nb::object cast_array(const NativeArray& x, const std::string& to, const std::string& round,
+                      const std::string& convention, std::optional<bool> saturate, bool flush_input,
+                      bool flush_output, std::uint64_t seed, double scale, int threads) {
+    const std::optional<DType> t = dtype_of(x.dtype());
+    if (!t) return nb::none();  // the caller takes the general path
+    const CastRequest r = cast_request(to, round, convention, saturate, flush_input, flush_output, seed);
+    Shape shape(x.ndim());
+    for (std::size_t i = 0; i < x.ndim(); ++i) shape[i] = x.shape(i);
+    const auto* data = static_cast<const std::byte*>(x.data());
+    const std::size_t bytes = x.size() * static_cast<std::size_t>(info(*t).storage_bytes);
+    return cast_tensor(Tensor::view("x", *t, std::move(shape), {data, bytes}, nullptr), r, scale, threads);
 }
 
 nb::object decode(const RawBytes& bytes, const std::string& dtype, const std::vector<std::uint64_t>& shape,
@@ -69,6 +116,10 @@ void bind_numbers(nb::module_& m) {
           nb::arg("convention"), nb::arg("saturate").none(), nb::arg("flush_input"), nb::arg("flush_output"),
           nb::arg("seed"), nb::arg("scale"), nb::arg("threads"),
           "Rounds every element once into `to`: (bit patterns, format name).");
+    m.def("cast_array", &cast_array, nb::arg("x").noconvert(), nb::arg("to"), nb::arg("round"), nb::arg("convention"),
+          nb::arg("saturate").none(), nb::arg("flush_input"), nb::arg("flush_output"), nb::arg("seed"),
+          nb::arg("scale"), nb::arg("threads"),
+          "cast for a C-contiguous array of a numpy dtype: (bit patterns, format name), or None for other arrays.");
     m.def("decode", &decode, nb::arg("bytes"), nb::arg("dtype"), nb::arg("shape"), nb::arg("to_double"),
           nb::arg("threads"), "The exact values (float64), or float32.");
 }

@@ -58,9 +58,20 @@ def cast(x, to: str, rounding: str | None = None, saturate: bool | None = None, 
     type of `to` (bfloat16, float8_e4m3fn, ...), or uint8 bit patterns where ml_dtypes has none
     (ue4m3, int8). Element i uses random stream i, so stochastic results do not depend on threads.
     """
+    if type(seed) is not int or not 0 <= seed < 2**64:
+        seed = _seed(seed)
+    if type(threads) is not int or not 0 <= threads <= 1024:
+        threads = _threads(threads)
+    rounding = rounding or ""
+    # A C-contiguous array of a numpy dtype goes to the core as it is (the cheapest call).
+    if dtype is None and type(x) is np.ndarray and x.dtype.kind in "fiub" and x.flags.c_contiguous:
+        done = _core.cast_array(x, to, rounding, convention, saturate, flush_input, flush_output, seed, scale,
+                                threads)
+        if done is not None:
+            return _arrays.typed(*done)
     data, name, shape = _arrays.raw(x, "x", dtype)
-    bits, fmt = _core.cast(data, name, shape, to, rounding or "", convention, saturate, bool(flush_input),
-                           bool(flush_output), _seed(seed), float(scale), _threads(threads))
+    bits, fmt = _core.cast(data, name, shape, to, rounding, convention, saturate, bool(flush_input),
+                           bool(flush_output), seed, float(scale), threads)
     return _arrays.typed(bits, fmt)
 
 
