@@ -17,7 +17,7 @@ namespace {
 constexpr std::size_t grain = std::size_t{1} << 16;
 
 template <class Bits>
-void store(std::vector<std::byte>& out, std::uint64_t i, std::uint64_t bits) {
+void store(std::span<std::byte> out, std::uint64_t i, std::uint64_t bits) {
     const Bits b = static_cast<Bits>(bits);
     std::memcpy(out.data() + i * sizeof(Bits), &b, sizeof(Bits));
 }
@@ -26,7 +26,7 @@ void store(std::vector<std::byte>& out, std::uint64_t i, std::uint64_t bits) {
 /// bytes into `out`'s (a copy only where a file placed them misaligned).
 template <class Real, class Bits>
 void batch_cast_range(const Tensor& t, std::size_t begin, std::size_t end, const Format& to,
-                      const CastOptions& options, std::vector<std::byte>& out) {
+                      const CastOptions& options, std::span<std::byte> out) {
     const std::size_t n = end - begin;
     const std::byte* source = t.bytes().data() + begin * sizeof(Real);
     const std::span<Bits> bits(reinterpret_cast<Bits*>(out.data() + begin * sizeof(Bits)), n);
@@ -42,7 +42,7 @@ void batch_cast_range(const Tensor& t, std::size_t begin, std::size_t end, const
 
 template <class Real>
 void batch_cast_range(const Tensor& t, std::size_t begin, std::size_t end, const Format& to,
-                      const CastOptions& options, std::vector<std::byte>& out, int unit) {
+                      const CastOptions& options, std::span<std::byte> out, int unit) {
     switch (unit) {
         case 1:
             return batch_cast_range<Real, std::uint8_t>(t, begin, end, to, options, out);
@@ -63,10 +63,20 @@ DType dtype_of(const Format& f) {
 }
 
 Tensor cast_tensor(const Tensor& t, const Format& to, const CastOptions& options, double scale, int threads) {
-    if (!std::isfinite(scale)) throw Error("--scale must be finite");
     const DType out_dtype = dtype_of(to);
-    const int unit = info(out_dtype).storage_bytes;
-    std::vector<std::byte> out(t.size() * unit);
+    std::vector<std::byte> out(t.size() * static_cast<std::size_t>(info(out_dtype).storage_bytes));
+    cast_tensor_into(t, to, options, out, scale, threads);
+    return Tensor(t.name(), out_dtype, t.shape(), std::move(out));
+}
+
+void cast_tensor_into(const Tensor& t, const Format& to, const CastOptions& options, std::span<std::byte> out,
+                      double scale, int threads) {
+    if (!std::isfinite(scale)) throw Error("--scale must be finite");
+    const int unit = info(dtype_of(to)).storage_bytes;
+    if (out.size() != t.size() * static_cast<std::size_t>(unit))
+        throw Error("tensor '" + t.name() + "': the output holds " + std::to_string(out.size()) + " bytes, not the " +
+                    std::to_string(t.size() * static_cast<std::size_t>(unit)) + " of " + std::to_string(t.size()) +
+                    " " + std::string(to.name) + " elements");
     const Unpacked s = unpack(f64, bits_of(scale));
     const bool unscaled = scale == 1.0;
     parallel_for(t.size(), grain, threads, [&](std::size_t begin, std::size_t end) {
@@ -92,7 +102,6 @@ Tensor cast_tensor(const Tensor& t, const Format& to, const CastOptions& options
             }
         }
     });
-    return Tensor(t.name(), out_dtype, t.shape(), std::move(out));
 }
 
 }  // namespace roundscope::emu

@@ -89,6 +89,21 @@ nb::object cast_array(const NativeArray& x, const std::string& to, const std::st
     return cast_tensor(Tensor::view("x", *t, std::move(shape), {data, bytes}, nullptr), r, scale, threads);
 }
 
+using OutputBytes = nb::ndarray<std::uint8_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+
+/// cast into the caller's array (its bytes, as a flat uint8 view): no allocation per call.
+void cast_into(const RawBytes& bytes, const std::string& dtype, const std::vector<std::uint64_t>& shape,
+               OutputBytes out, const std::string& to, const std::string& round, const std::string& convention,
+               std::optional<bool> saturate, bool flush_input, bool flush_output, std::uint64_t seed, double scale,
+               int threads) {
+    const CastRequest r = cast_request(to, round, convention, saturate, flush_input, flush_output, seed);
+    const Tensor in = tensor_view("x", bytes, dtype, shape, nb::handle());
+    const std::span<std::byte> target(reinterpret_cast<std::byte*>(out.data()), out.size());
+    std::optional<nb::gil_scoped_release> released;
+    if (in.size() > 4096) released.emplace();
+    emu::cast_tensor_into(in, *r.format, r.options, target, scale, threads);
+}
+
 nb::object decode(const RawBytes& bytes, const std::string& dtype, const std::vector<std::uint64_t>& shape,
                   bool to_double, int threads) {
     const Tensor in = tensor_view("x", bytes, dtype, shape, nb::handle());
@@ -120,6 +135,10 @@ void bind_numbers(nb::module_& m) {
           nb::arg("saturate").none(), nb::arg("flush_input"), nb::arg("flush_output"), nb::arg("seed"),
           nb::arg("scale"), nb::arg("threads"),
           "cast for a C-contiguous array of a numpy dtype: (bit patterns, format name), or None for other arrays.");
+    m.def("cast_into", &cast_into, nb::arg("bytes"), nb::arg("dtype"), nb::arg("shape"), nb::arg("out"), nb::arg("to"),
+          nb::arg("round"), nb::arg("convention"), nb::arg("saturate").none(), nb::arg("flush_input"),
+          nb::arg("flush_output"), nb::arg("seed"), nb::arg("scale"), nb::arg("threads"),
+          "cast into `out` (the bytes of an array holding x's element count in `to`).");
     m.def("decode", &decode, nb::arg("bytes"), nb::arg("dtype"), nb::arg("shape"), nb::arg("to_double"),
           nb::arg("threads"), "The exact values (float64), or float32.");
 }

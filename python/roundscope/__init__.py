@@ -9,6 +9,7 @@ line's one-line message.
 """
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Mapping, Sequence
 
@@ -49,7 +50,7 @@ def _threads(threads) -> int:
 
 def cast(x, to: str, rounding: str | None = None, saturate: bool | None = None, convention: str = "cuda",
          flush_input: bool = False, flush_output: bool = False, seed: int = 0, scale: float = 1.0,
-         threads: int = 0, dtype: str | None = None) -> np.ndarray:
+         threads: int = 0, dtype: str | None = None, out: np.ndarray | None = None) -> np.ndarray:
     """Rounds every element of `x` once into the format `to` (`roundscope cast`).
 
     rounding: rne (default), rna, rtz, up, down, odd, sr, sr:N. saturate: None keeps the
@@ -57,12 +58,25 @@ def cast(x, to: str, rounding: str | None = None, saturate: bool | None = None, 
     `dtype` reads `x` as raw bit patterns of that format. Returns a numpy array of the ml_dtypes
     type of `to` (bfloat16, float8_e4m3fn, ...), or uint8 bit patterns where ml_dtypes has none
     (ue4m3, int8). Element i uses random stream i, so stochastic results do not depend on threads.
+    out: a C-contiguous, writable array of x's size in that type (or its bit patterns), written in
+    place and returned: repeated casts then allocate nothing.
     """
     if type(seed) is not int or not 0 <= seed < 2**64:
         seed = _seed(seed)
     if type(threads) is not int or not 0 <= threads <= 1024:
         threads = _threads(threads)
     rounding = rounding or ""
+    if out is not None:
+        data, name, shape = _arrays.raw(x, "x", dtype)
+        if type(out) is not np.ndarray or not out.flags.c_contiguous or not out.flags.writeable:
+            raise TypeError("out: expected a C-contiguous, writable numpy array")
+        fmt = _format_name(to)
+        typed = _arrays.NUMPY.get(fmt)
+        if out.dtype != typed and not (out.dtype.kind == "u" and out.dtype.itemsize == _arrays.STORAGE_BYTES[fmt]):
+            raise TypeError(f"out: a {out.dtype} array cannot hold {fmt} (expected {typed or 'uint8 bit patterns'})")
+        _core.cast_into(data, name, shape, out.reshape(-1).view(np.uint8), to, rounding, convention, saturate,
+                        bool(flush_input), bool(flush_output), seed, float(scale), threads)
+        return out
     # A C-contiguous array of a numpy dtype goes to the core as it is (the cheapest call).
     if dtype is None and type(x) is np.ndarray and x.dtype.kind in "fiub" and x.flags.c_contiguous:
         done = _core.cast_array(x, to, rounding, convention, saturate, flush_input, flush_output, seed, scale,
@@ -73,6 +87,12 @@ def cast(x, to: str, rounding: str | None = None, saturate: bool | None = None, 
     bits, fmt = _core.cast(data, name, shape, to, rounding, convention, saturate, bool(flush_input),
                            bool(flush_output), seed, float(scale), threads)
     return _arrays.typed(bits, fmt)
+
+
+@functools.lru_cache(maxsize=64)
+def _format_name(to: str) -> str:
+    """The format's own name for `to` (an alias such as fp8_e4m3 included); errors as cast's."""
+    return _core.cast_array(np.empty(0, np.float32), to, "", "cuda", None, False, False, 0, 1.0, 1)[1]
 
 
 def decode(x, format: str | None = None, dtype=np.float64, threads: int = 0) -> np.ndarray:

@@ -109,3 +109,19 @@ def test_stochastic_rounding_does_not_depend_on_threads():
     one = rs.cast(x, "e4m3", rounding="sr", seed=9, threads=1)
     assert same_bits(one, rs.cast(x, "e4m3", rounding="sr", seed=9, threads=2))
     assert not same_bits(one, rs.cast(x, "e4m3", rounding="sr", seed=10, threads=2))
+
+
+def test_cast_into_an_array_writes_the_same_bits():
+    x = np.random.default_rng(5).standard_normal((3, 1000)).astype(np.float32)
+    out = np.empty((3, 1000), ml_dtypes.float8_e5m2)
+    assert rs.cast(x, "fp8_e5m2", rounding="sr", seed=2, out=out) is out
+    assert same_bits(out, rs.cast(x, "e5m2", rounding="sr", seed=2))
+    bits = np.empty(3000, np.uint8)
+    rs.cast(x, "ue4m3", out=bits)
+    assert same_bits(bits.reshape(3, 1000), rs.cast(x, "ue4m3"))
+    with pytest.raises(TypeError, match="cannot hold"):
+        rs.cast(x, "bf16", out=np.empty(1500, np.float32))
+    with pytest.raises(ValueError, match="bytes"):
+        rs.cast(x, "bf16", out=np.empty(2999, ml_dtypes.bfloat16))
+    with pytest.raises(TypeError, match="writable"):
+        rs.cast(x, "bf16", out=np.empty((3000, 2), ml_dtypes.bfloat16)[:, 0])
