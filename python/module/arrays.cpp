@@ -35,12 +35,13 @@ Tensor tensor_view(std::string name, const RawBytes& bytes, const std::string& d
         throw Error("tensor '" + name + "': " + std::to_string(bytes.size()) + " bytes do not hold " +
                     shape_string(shape) + " elements of " + dtype);
     // The array stays alive while any tensor made from it does; its reference is dropped
-    // under the GIL, whichever thread releases the last tensor.
-    auto* reference = new nb::object(nb::borrow(owner));
-    std::shared_ptr<const void> keep(reference, [](const void* p) {
-        nb::gil_scoped_acquire gil;
-        delete static_cast<const nb::object*>(p);
-    });
+    // under the GIL, whichever thread releases the last tensor. No owner: the caller keeps it.
+    std::shared_ptr<const void> keep;
+    if (owner.is_valid())
+        keep = std::shared_ptr<const void>(new nb::object(nb::borrow(owner)), [](const void* p) {
+            nb::gil_scoped_acquire gil;
+            delete static_cast<const nb::object*>(p);
+        });
     const auto* data = reinterpret_cast<const std::byte*>(bytes.data());
     return Tensor::view(std::move(name), t, shape, {data, bytes.size()}, std::move(keep));
 }

@@ -20,7 +20,8 @@ namespace nb = nanobind;
 /// The bytes of one array, C order, as Python passes them.
 using RawBytes = nb::ndarray<const std::uint8_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
 
-/// A tensor viewing `bytes` (which `owner`, the array, keeps alive as long as the tensor lives).
+/// A tensor viewing `bytes` (which `owner`, the array, keeps alive as long as the tensor lives;
+/// an invalid handle: the caller keeps the array alive for the tensor's whole life).
 /// Error naming the tensor when the byte count does not match the dtype and shape.
 Tensor tensor_view(std::string name, const RawBytes& bytes, const std::string& dtype,
                    const std::vector<std::uint64_t>& shape, nb::handle owner);

@@ -58,18 +58,20 @@ nb::tuple cast(const RawBytes& bytes, const std::string& dtype, const std::vecto
     return cast_tensor(tensor_view("x", bytes, dtype, shape, nb::handle()), r, scale, threads);
 }
 
-/// The dtype of a numpy array nanobind could import (not the ml_dtypes types); nullopt if none.
+/// The dtype of a numpy array nanobind could import (not the ml_dtypes types), found in lib's
+/// dtype table by kind and width; nullopt if none.
 std::optional<DType> dtype_of(const nb::dlpack::dtype& t) {
     using Code = nb::dlpack::dtype_code;
     const auto code = static_cast<Code>(t.code);
     if (t.lanes != 1) return std::nullopt;
-    if (code == Code::Float) return t.bits == 64 ? DType::f64 : t.bits == 32 ? DType::f32 : t.bits == 16 ? DType::f16 : std::optional<DType>();
-    if (code == Code::Bfloat && t.bits == 16) return DType::bf16;
+    if (code == Code::Bfloat) return t.bits == 16 ? std::optional(DType::bf16) : std::nullopt;
     if (code == Code::Bool) return DType::boolean;
-    if (code == Code::Int)
-        return t.bits == 8 ? DType::i8 : t.bits == 16 ? DType::i16 : t.bits == 32 ? DType::i32 : t.bits == 64 ? DType::i64 : std::optional<DType>();
-    if (code == Code::UInt)
-        return t.bits == 8 ? DType::u8 : t.bits == 16 ? DType::u16 : t.bits == 32 ? DType::u32 : t.bits == 64 ? DType::u64 : std::optional<DType>();
+    for (const DTypeInfo& d : all_dtypes()) {
+        const bool kind = (code == Code::Float && d.kind == DTypeKind::floating && !d.numpy.empty()) ||
+                          (code == Code::Int && d.kind == DTypeKind::signed_integer) ||
+                          (code == Code::UInt && d.kind == DTypeKind::unsigned_integer);
+        if (kind && d.storage_bytes * 8 == t.bits) return d.dtype;
+    }
     return std::nullopt;
 }
 
@@ -107,21 +109,18 @@ void cast_into(const RawBytes& bytes, const std::string& dtype, const std::vecto
 nb::object decode(const RawBytes& bytes, const std::string& dtype, const std::vector<std::uint64_t>& shape,
                   bool to_double, int threads) {
     const Tensor in = tensor_view("x", bytes, dtype, shape, nb::handle());
-    if (to_double) {
-        std::vector<double> x;
+    auto values = [&](auto real) {
+        std::vector<decltype(real)> x;
         {
             nb::gil_scoped_release released;
-            x = emu::decode_tensor<double>(in, threads);
+            x = emu::decode_tensor<decltype(real)>(in, threads);
         }
         return to_array(std::move(x), shape);
-    }
-    std::vector<float> x;
-    {
-        nb::gil_scoped_release released;
-        x = emu::decode_tensor<float>(in, threads);
-    }
-    return to_array(std::move(x), shape);
+    };
+    return to_double ? values(0.0) : values(0.0f);
 }
+
+std::string format_name(const std::string& name) { return std::string(cli::require_format(name, "--to").name); }
 
 }  // namespace
 
@@ -139,6 +138,8 @@ void bind_numbers(nb::module_& m) {
           nb::arg("round"), nb::arg("convention"), nb::arg("saturate").none(), nb::arg("flush_input"),
           nb::arg("flush_output"), nb::arg("seed"), nb::arg("scale"), nb::arg("threads"),
           "cast into `out` (the bytes of an array holding x's element count in `to`).");
+    m.def("format_name", &format_name, nb::arg("name"),
+          "The format's own name for a name or alias; ValueError as `cast --to` gives it otherwise.");
     m.def("decode", &decode, nb::arg("bytes"), nb::arg("dtype"), nb::arg("shape"), nb::arg("to_double"),
           nb::arg("threads"), "The exact values (float64), or float32.");
 }
