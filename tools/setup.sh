@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(
-  build-essential cmake pkg-config git
+  build-essential cmake pkg-config git ccache
   libeigen3-dev libboost-dev libmpfr-dev libmpfi-dev libgmp-dev libfmt-dev catch2 libcli11-dev
   nlohmann-json3-dev libhwy-dev
   python3 python3-venv

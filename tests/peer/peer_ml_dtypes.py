@@ -4,7 +4,7 @@ float4_e2m1fn and float8_e8m0fnu; and where ml_dtypes' convention differs from t
 (roundscope's `cuda` convention), the inputs that differ are exactly the ones the named
 differences predict.
 
-Usage: peer_ml_dtypes.py LIBRARY [--chunks K]  (K of the 256 chunks of 2^24 inputs; default all)
+Usage: peer_ml_dtypes.py LIBRARY [--chunks K]  (K of the 4096 chunks of 2^20 inputs; default all)
 """
 import argparse
 import ctypes
@@ -13,7 +13,9 @@ import sys
 import ml_dtypes
 import numpy as np
 
-CHUNK = 1 << 24
+# Chunks of 2^20 inputs: the temporary arrays stay in cache.
+CHUNK = 1 << 20
+CHUNKS = (1 << 32) // CHUNK
 
 
 def load(path):
@@ -39,21 +41,26 @@ def ml(x, dtype, width):
 # float32 input. Each is a named difference; the test requires the differing inputs to be exactly
 # their union.
 def is_nan(x):
-    return np.isnan(x)
+    return (x.view(np.uint32) & 0x7FFFFFFF) > 0x7F800000  # integer test: 4x faster than np.isnan here
+
+
+def is_negative(x):
+    return x.view(np.int32) < 0
 
 
 def predicted_cuda_differences(name, x):
-    a = np.abs(x)  # float32: 464 and 61440 are exact
+    # Magnitudes are compared as bit patterns |x| (ordered like the values, NaN above Inf).
     if name == "bfloat16":
         # NaN: CUDA returns the canonical 0x7FFF, ml_dtypes a quiet NaN with the input's sign.
         return is_nan(x)
     if name == "float8_e4m3fn":
         # ml_dtypes does not saturate: |x| > 464 (the overflow midpoint) and Inf give NaN,
         # where satfinite gives +-448. NaN: sign kept by ml_dtypes, 0x7F from CUDA.
-        return is_nan(x) & np.signbit(x) | (a > 464)
+        a = x.view(np.uint32) & 0x7FFFFFFF
+        return is_nan(x) & is_negative(x) | ((a > 0x43E80000) & (a <= 0x7F800000))  # 464 < |x| <= Inf
     if name == "float8_e5m2":
         # |x| >= 61440 and Inf give Inf in ml_dtypes, +-57344 under satfinite; NaN payloads differ.
-        return is_nan(x) | (a >= 61440)
+        return (x.view(np.uint32) & 0x7FFFFFFF) >= 0x47700000  # |x| >= 61440, Inf and NaN
     if name in ("float6_e2m3fn", "float6_e3m2fn", "float4_e2m1fn"):
         # No NaN in the format: CUDA gives +max, ml_dtypes a zero of the opposite sign.
         return is_nan(x)
@@ -70,7 +77,7 @@ def known_ml_dtypes_deviations(name, x):
         # 2^-127 (0x00). Measured: exactly the 2^21 - 1 patterns 0x00400001..0x005fffff.
         bits = x.view(np.uint32)
         return (bits > 0x00400000) & (bits < 0x00600000)
-    return np.zeros(x.shape, dtype=bool)
+    return None
 
 
 CASES = [  # ml_dtypes type, roundscope format, bytes
@@ -87,26 +94,28 @@ CASES = [  # ml_dtypes type, roundscope format, bytes
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("library")
-    parser.add_argument("--chunks", type=int, default=256)
+    parser.add_argument("--chunks", type=int, default=CHUNKS)
     args = parser.parse_args()
     lib = load(args.library)
-    step = max(1, 256 // args.chunks)
+    step = max(1, CHUNKS // args.chunks)
     failures = 0
     for name, fmt, width in CASES:
         dtype = getattr(ml_dtypes, name)
         bad = 0
         examples = []
         differ_bad = 0
-        for c in range(0, 256, step):
+        for c in range(0, CHUNKS, step):
             bits = np.arange(c * CHUNK, (c + 1) * CHUNK, dtype=np.uint32)
             x = bits.view(np.float32)
             want = ml(x, dtype, width)
             got = ours(lib, x, fmt, "ml_dtypes", -1, width)
             deviation = known_ml_dtypes_deviations(name, x)
-            if np.any(deviation):
+            differs = want != got
+            if deviation is not None and deviation.any():
                 # The deviating inputs must differ exactly as described: ml_dtypes 0x01, roundscope 0x00.
                 bad += int(np.count_nonzero((want[deviation] != 0x01) | (got[deviation] != 0x00)))
-            mismatch = np.nonzero((want != got) & ~deviation)[0]
+                differs &= ~deviation
+            mismatch = np.flatnonzero(differs)
             bad += mismatch.size
             for i in mismatch[:3]:
                 if len(examples) < 6:
@@ -114,8 +123,8 @@ def main():
             if name != "float8_e8m0fnu":
                 cuda = ours(lib, x, fmt, "cuda", -1, width)
                 differ = want != cuda
-                predicted = predicted_cuda_differences(name, x)
-                differ_bad += int(np.count_nonzero(differ != predicted))
+                differ ^= predicted_cuda_differences(name, x)
+                differ_bad += int(np.count_nonzero(differ))
         status = "ok" if bad == 0 and differ_bad == 0 else "FAIL"
         print(f"{status}: {name} vs roundscope {fmt} (ml_dtypes convention): {bad} mismatches"
               f"; inputs where cuda convention differs other than predicted: {differ_bad}")

@@ -3,20 +3,14 @@
 #include "tools/cli/cli_output.hpp"
 
 namespace roundscope::cli {
-namespace {
-
-nlohmann::json optional_number(const std::optional<double>& x) { return x ? json_number(*x) : nlohmann::json(); }
-
-}  // namespace
-
 nlohmann::json pcollapse_json(const analysis::PCollapseResult& r, bool with_scale_properties) {
     nlohmann::json runs = nlohmann::json::array();
     for (const auto& x : r.runs) {
         nlohmann::json j{{"order", emu::kv_order_name(x.order)},
                          {"scale", x.scale},
                          {"underflow_fraction", x.underflow_fraction},
-                         {"predicted_fraction", optional_number(x.predicted_fraction)},
-                         {"predicted_fraction_averaged", optional_number(x.predicted_fraction_averaged)},
+                         {"predicted_fraction", json_number(x.predicted_fraction)},
+                         {"predicted_fraction_averaged", json_number(x.predicted_fraction_averaged)},
                          {"delta_c", x.delta_c},
                          {"mse", json_number(x.mse)},
                          {"saturated", x.saturated},
@@ -42,14 +36,14 @@ nlohmann::json query_weight_json(const analysis::QueryWeightError& q) {
                          {"dwq_error_norm", json_number(h.dwq_error_norm)},
                          {"dwq_norm", json_number(h.dwq_norm)},
                          {"dwq_error_relative", json_number(h.dwq_error_norm / h.dwq_norm)},
-                         {"wq_norm", optional_number(h.wq_norm)},
-                         {"q_projection_residual", optional_number(h.q_projection_residual)}});
+                         {"wq_norm", json_number(h.wq_norm)},
+                         {"q_projection_residual", json_number(h.q_projection_residual)}});
     return {{"d_model", q.d_model},
             {"rank1_cosine_similarity", json_number(q.rank1_mean_cosine)},
             {"dwq_error_norm", json_number(q.dwq_error_norm)},
             {"dwq_norm", json_number(q.dwq_norm)},
             {"dwq_error_relative", json_number(q.dwq_error_norm / q.dwq_norm)},
-            {"wq_norm", optional_number(q.wq_norm)},
+            {"wq_norm", json_number(q.wq_norm)},
             {"heads", heads}};
 }
 
@@ -99,14 +93,14 @@ nlohmann::json attribute_json(const analysis::AttributeResult& r) {
     nlohmann::json stages = nlohmann::json::array();
     for (const auto& s : r.stages)
         stages.push_back({{"stage", s.stage},
-                          {"only_this_low", optional_number(s.only_this_low)},
-                          {"only_this_exact", optional_number(s.only_this_exact)}});
+                          {"only_this_low", json_number(s.only_this_low)},
+                          {"only_this_exact", json_number(s.only_this_exact)}});
     return {{"recipe", r.recipe},
             {"all_low", json_number(r.all_low)},
             {"all_exact", json_number(r.all_exact)},
             {"stages", stages},
-            {"delta_recipe", optional_number(r.delta_recipe)},
-            {"delta_from_f32_o", optional_number(r.delta_from_f32_o)}};
+            {"delta_recipe", json_number(r.delta_recipe)},
+            {"delta_from_f32_o", json_number(r.delta_from_f32_o)}};
 }
 
 nlohmann::json leak_json(const analysis::LeakResult& r) {

@@ -14,6 +14,8 @@ nlohmann::json json_number(double x) {
     return x;
 }
 
+nlohmann::json json_number(const std::optional<double>& x) { return x ? json_number(*x) : nlohmann::json(); }
+
 nlohmann::json json_numbers(const std::vector<double>& xs) {
     nlohmann::json out = nlohmann::json::array();
     for (const double x : xs) out.push_back(json_number(x));

@@ -1,6 +1,7 @@
 #pragma once
 // What every subcommand prints with: JSON values for doubles, hex bit strings, aligned tables.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,9 @@ namespace roundscope::cli {
 
 /// A double as JSON: a number, or "nan" / "inf" / "-inf" (JSON has no such numbers).
 nlohmann::json json_number(double x);
+
+/// json_number of the value, or null when there is none.
+nlohmann::json json_number(const std::optional<double>& x);
 
 /// Each of `xs` as json_number, in an array.
 nlohmann::json json_numbers(const std::vector<double>& xs);

@@ -31,14 +31,14 @@ struct AttributeArgs {
     RecipeFlags recipe;
 };
 
-std::string optional_text(const std::optional<double>& x) { return x ? fmt::format("{:.3e}", *x) : "n/a"; }
+std::string error_text(const std::optional<double>& x) { return x ? fmt::format("{:.3e}", *x) : "n/a"; }
 
 void print_report(const analysis::AttributeResult& r) {
     fmt::print("Error attribution for {}: relative rms error of O against the truth of the inputs as held\n", r.recipe);
     fmt::print("recipe as is: {:.3e}; every stage exact: {:.3e}\n", r.all_low, r.all_exact);
     std::vector<std::vector<std::string>> rows;
     for (const auto& s : r.stages)
-        rows.push_back({s.stage, optional_text(s.only_this_low), optional_text(s.only_this_exact)});
+        rows.push_back({s.stage, error_text(s.only_this_low), error_text(s.only_this_exact)});
     print_table({"stage", "only this stage low", "only this stage exact"}, rows);
     if (r.delta_recipe)
         fmt::print("delta: as the recipe forms it {:.3e}, from float32 O {:.3e}\n", *r.delta_recipe,

@@ -26,8 +26,7 @@ struct InspectOptions {
     int threads = 0;
 };
 
-nlohmann::json optional_number(const std::optional<double>& x) { return x ? json_number(*x) : nlohmann::json(); }
-std::string optional_text(const std::optional<double>& x) { return x ? fmt::format("{:.6g}", *x) : "-"; }
+std::string statistic_text(const std::optional<double>& x) { return x ? fmt::format("{:.6g}", *x) : "-"; }
 
 void inspect(const InspectOptions& o) {
     ReadOptions read;
@@ -41,7 +40,7 @@ void inspect(const InspectOptions& o) {
         nlohmann::json exact = nlohmann::json::object();
         std::vector<std::string> exact_cells;
         for (std::size_t k = 0; k < analysis::representability_targets.size(); ++k) {
-            exact[std::string(analysis::representability_targets[k]->name)] = optional_number(s.exact_fraction[k]);
+            exact[std::string(analysis::representability_targets[k]->name)] = json_number(s.exact_fraction[k]);
             exact_cells.push_back(s.exact_fraction[k] ? fmt::format("{:.4g}%", 100 * *s.exact_fraction[k]) : "-");
         }
         nlohmann::json row{{"name", t.name()},
@@ -49,10 +48,10 @@ void inspect(const InspectOptions& o) {
                            {"shape", t.shape()},
                            {"bytes", t.bytes().size()},
                            {"count", s.count},
-                           {"min", optional_number(s.min)},
-                           {"max", optional_number(s.max)},
-                           {"mean", optional_number(s.mean)},
-                           {"std", optional_number(s.std)},
+                           {"min", json_number(s.min)},
+                           {"max", json_number(s.max)},
+                           {"mean", json_number(s.mean)},
+                           {"std", json_number(s.std)},
                            {"nan", s.nan},
                            {"inf", s.inf},
                            {"zeros", s.zeros},
@@ -61,10 +60,10 @@ void inspect(const InspectOptions& o) {
         std::vector<std::string> cells{t.name(),
                                        std::string(name(t.dtype())),
                                        shape_string(t.shape()),
-                                       optional_text(s.min),
-                                       optional_text(s.max),
-                                       optional_text(s.mean),
-                                       optional_text(s.std),
+                                       statistic_text(s.min),
+                                       statistic_text(s.max),
+                                       statistic_text(s.mean),
+                                       statistic_text(s.std),
                                        std::to_string(s.nan),
                                        std::to_string(s.inf),
                                        std::to_string(s.zeros),
