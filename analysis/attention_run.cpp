@@ -64,7 +64,7 @@ AttentionRun run_attention(const emu::AttentionInputs& in, const emu::AttentionR
     t.scale = run.shape.scale;  // the float32 scale the kernel used
     t.backward = options.backward;
     t.threads = options.threads;
-    const AttentionTruth truth = attention_truth(in, t);
+    const AttentionTruth& truth = run.truth.emplace(attention_truth(in, t));
     run.errors["o"] = error_stats(decoded(run.forward.o, *recipe.o_format), truth.o);
     run.errors["lse"] = error_stats(widened(run.forward.lse), truth.lse);
     if (run.backward) {

@@ -36,5 +36,7 @@ fi
 .venv/bin/python -m pip install --quiet --disable-pip-version-check numpy ml_dtypes safetensors torch torchao mmasim \
   matplotlib nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm nanobind scikit-build-core pytest
 # The Python package roundscope itself (pyproject.toml), built from this checkout into .venv.
-CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) .venv/bin/python -m pip install --quiet --disable-pip-version-check \
+# With the compiler CMake picks for build/ (c++, unless CXX says otherwise; scikit-build-core
+# would pick g++), so that ccache hands build/ the objects compiled here.
+CXX="${CXX:-c++}" CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) .venv/bin/python -m pip install --quiet --disable-pip-version-check \
   --no-build-isolation .

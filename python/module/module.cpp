@@ -9,6 +9,7 @@ namespace nb = nanobind;
 
 namespace roundscope::python {
 void bind_numbers(nb::module_& m);
+void bind_numpy_cast(nb::module_& m);
 void bind_files(nb::module_& m);
 void bind_commands(nb::module_& m);
 void bind_blocks(nb::module_& m);
@@ -26,6 +27,7 @@ NB_MODULE(_core, m) {
         }
     });
     roundscope::python::bind_numbers(m);
+    roundscope::python::bind_numpy_cast(m);
     roundscope::python::bind_files(m);
     roundscope::python::bind_commands(m);
     roundscope::python::bind_blocks(m);

@@ -10,24 +10,10 @@
 #include "lib/dtype.hpp"
 #include "lib/error.hpp"
 #include "python/module/arrays.hpp"
+#include "python/module/cast_request.hpp"
 #include "tools/cli/cast_flags.hpp"
 
 namespace roundscope::python {
-namespace {
-
-nb::list dtypes() {
-    nb::list out;
-    for (const DTypeInfo& d : all_dtypes())
-        out.append(nb::make_tuple(std::string(d.name), std::string(d.numpy), std::string(d.ml_dtypes), d.storage_bytes,
-                                  d.kind == DTypeKind::floating));
-    return out;
-}
-
-/// The options `cast` was given, as `roundscope cast`'s flags read them.
-struct CastRequest {
-    const emu::Format* format;
-    emu::CastOptions options;
-};
 
 CastRequest cast_request(const std::string& to, const std::string& round, const std::string& convention,
                          std::optional<bool> saturate, bool flush_input, bool flush_output, std::uint64_t seed) {
@@ -37,6 +23,16 @@ CastRequest cast_request(const std::string& to, const std::string& round, const 
     flags.flush_input = flush_input, flags.flush_output = flush_output, flags.seed = seed;
     const emu::Format& format = cli::require_format(to, "--to");
     return {&format, flags.options(format)};
+}
+
+namespace {
+
+nb::list dtypes() {
+    nb::list out;
+    for (const DTypeInfo& d : all_dtypes())
+        out.append(nb::make_tuple(std::string(d.name), std::string(d.numpy), std::string(d.ml_dtypes), d.storage_bytes,
+                                  d.kind == DTypeKind::floating));
+    return out;
 }
 
 nb::tuple cast_tensor(const Tensor& in, const CastRequest& r, double scale, int threads) {
@@ -56,39 +52,6 @@ nb::tuple cast(const RawBytes& bytes, const std::string& dtype, const std::vecto
                int threads) {
     const CastRequest r = cast_request(to, round, convention, saturate, flush_input, flush_output, seed);
     return cast_tensor(tensor_view("x", bytes, dtype, shape, nb::handle()), r, scale, threads);
-}
-
-/// The dtype of a numpy array nanobind could import (not the ml_dtypes types), found in lib's
-/// dtype table by kind and width; nullopt if none.
-std::optional<DType> dtype_of(const nb::dlpack::dtype& t) {
-    using Code = nb::dlpack::dtype_code;
-    const auto code = static_cast<Code>(t.code);
-    if (t.lanes != 1) return std::nullopt;
-    if (code == Code::Bfloat) return t.bits == 16 ? std::optional(DType::bf16) : std::nullopt;
-    if (code == Code::Bool) return DType::boolean;
-    for (const DTypeInfo& d : all_dtypes()) {
-        const bool kind = (code == Code::Float && d.kind == DTypeKind::floating && !d.numpy.empty()) ||
-                          (code == Code::Int && d.kind == DTypeKind::signed_integer) ||
-                          (code == Code::UInt && d.kind == DTypeKind::unsigned_integer);
-        if (kind && d.storage_bytes * 8 == t.bits) return d.dtype;
-    }
-    return std::nullopt;
-}
-
-using NativeArray = nb::ndarray<nb::ro, nb::c_contig, nb::device::cpu>;
-
-/// cast for an array of a numpy dtype, taken as it is: the call that costs least.
-nb::object cast_array(const NativeArray& x, const std::string& to, const std::string& round,
-                      const std::string& convention, std::optional<bool> saturate, bool flush_input,
-                      bool flush_output, std::uint64_t seed, double scale, int threads) {
-    const std::optional<DType> t = dtype_of(x.dtype());
-    if (!t) return nb::none();  // the caller takes the general path
-    const CastRequest r = cast_request(to, round, convention, saturate, flush_input, flush_output, seed);
-    Shape shape(x.ndim());
-    for (std::size_t i = 0; i < x.ndim(); ++i) shape[i] = x.shape(i);
-    const auto* data = static_cast<const std::byte*>(x.data());
-    const std::size_t bytes = x.size() * static_cast<std::size_t>(info(*t).storage_bytes);
-    return cast_tensor(Tensor::view("x", *t, std::move(shape), {data, bytes}, nullptr), r, scale, threads);
 }
 
 using OutputBytes = nb::ndarray<std::uint8_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
@@ -130,10 +93,6 @@ void bind_numbers(nb::module_& m) {
           nb::arg("convention"), nb::arg("saturate").none(), nb::arg("flush_input"), nb::arg("flush_output"),
           nb::arg("seed"), nb::arg("scale"), nb::arg("threads"),
           "Rounds every element once into `to`: (bit patterns, format name).");
-    m.def("cast_array", &cast_array, nb::arg("x").noconvert(), nb::arg("to"), nb::arg("round"), nb::arg("convention"),
-          nb::arg("saturate").none(), nb::arg("flush_input"), nb::arg("flush_output"), nb::arg("seed"),
-          nb::arg("scale"), nb::arg("threads"),
-          "cast for a C-contiguous array of a numpy dtype: (bit patterns, format name), or None for other arrays.");
     m.def("cast_into", &cast_into, nb::arg("bytes"), nb::arg("dtype"), nb::arg("shape"), nb::arg("out"), nb::arg("to"),
           nb::arg("round"), nb::arg("convention"), nb::arg("saturate").none(), nb::arg("flush_input"),
           nb::arg("flush_output"), nb::arg("seed"), nb::arg("scale"), nb::arg("threads"),

@@ -61,6 +61,11 @@ def cast(x, to: str, rounding: str | None = None, saturate: bool | None = None, 
     out: a C-contiguous, writable array of x's size in that type (or its bit patterns), written in
     place and returned: repeated casts then allocate nothing.
     """
+    if out is None and dtype is None:
+        # A plain numpy array with arguments of the plain types: one call, numpy's C API.
+        y = _core.cast_numpy(x, to, rounding, saturate, convention, flush_input, flush_output, seed, scale, threads)
+        if y is not None:
+            return y
     if type(seed) is not int or not 0 <= seed < 2**64:
         seed = _seed(seed)
     if type(threads) is not int or not 0 <= threads <= 1024:
@@ -77,12 +82,6 @@ def cast(x, to: str, rounding: str | None = None, saturate: bool | None = None, 
         _core.cast_into(data, name, shape, out.reshape(-1).view(np.uint8), to, rounding, convention, saturate,
                         bool(flush_input), bool(flush_output), seed, float(scale), threads)
         return out
-    # A C-contiguous array of a numpy dtype goes to the core as it is (the cheapest call).
-    if dtype is None and type(x) is np.ndarray and x.dtype.kind in "fiub" and x.flags.c_contiguous:
-        done = _core.cast_array(x, to, rounding, convention, saturate, flush_input, flush_output, seed, scale,
-                                threads)
-        if done is not None:
-            return _arrays.typed(*done)
     data, name, shape = _arrays.raw(x, "x", dtype)
     bits, fmt = _core.cast(data, name, shape, to, rounding, convention, saturate, bool(flush_input),
                            bool(flush_output), seed, float(scale), threads)

@@ -30,6 +30,7 @@ for _name, _descr, _ml, _bytes, _floating in _core.dtypes():
         FLOATING.add(_name)
     if _dtype is not None and _dtype not in FROM_NUMPY:
         FROM_NUMPY[_dtype] = _name
+_core.register_numpy_dtypes(NUMPY)
 
 _TORCH_NAMES = {
     "float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16",

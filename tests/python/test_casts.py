@@ -125,3 +125,43 @@ def test_cast_into_an_array_writes_the_same_bits():
         rs.cast(x, "bf16", out=np.empty(2999, ml_dtypes.bfloat16))
     with pytest.raises(TypeError, match="writable"):
         rs.cast(x, "bf16", out=np.empty((3000, 2), ml_dtypes.bfloat16)[:, 0])
+
+
+SOURCE_TYPES = [np.float32, np.float64, np.float16, ml_dtypes.bfloat16, ml_dtypes.float8_e4m3fn, np.int8, np.uint16,
+                np.int64, np.bool_]
+
+
+@pytest.mark.parametrize("source_type", SOURCE_TYPES, ids=lambda t: np.dtype(t).name)
+@pytest.mark.parametrize("to", FORMATS)
+def test_the_numpy_path_gives_the_general_paths_bits(source_type, to):
+    """A C-contiguous numpy array takes the one-call path (numpy's C API); a strided view of the
+    same values takes the general one. Same bits, dtype and shape, for every source and format,
+    with a scale, stochastic rounding and saturation; 0-d and empty arrays too."""
+    x = (special_inputs(np.random.default_rng(6))[:1200].astype(np.float64) * 3).reshape(40, 30)
+    x = x.clip(-1e30, 1e30).astype(source_type) if source_type != np.bool_ else x > 0
+    strided = np.repeat(x, 2, axis=1)[:, ::2]
+    assert not strided.flags.c_contiguous and strided.tobytes() == x.tobytes()
+    for options in [{}, {"rounding": "sr:7", "seed": 3}, {"scale": 0.375, "saturate": True}, {"flush_output": True}]:
+        fast = rs.cast(x, to, **options)
+        assert same_bits(fast, rs.cast(strided, to, **options)), options
+    for shape in [(), (0,), (2, 0, 3)]:
+        small = np.zeros(shape, source_type)
+        assert same_bits(rs.cast(small, to), rs.cast(np.zeros(shape + (2,), source_type)[..., 0], to))
+
+
+def test_arguments_the_numpy_path_does_not_take_give_the_general_paths_answers():
+    x = np.array([1.0, 2.5, -3.25], np.float32)
+    want = rs.cast(x, "e4m3", rounding="rtz", seed=5, threads=1)
+    assert same_bits(rs.cast(x, np.str_("e4m3"), rounding="rtz", seed=np.int64(5), threads=np.int32(1)), want)
+    assert same_bits(rs.cast(x, "e4m3", rounding="rtz", seed=5, threads=1, flush_input=0, scale=np.float32(1)), want)
+    for seed in [-1, 5.0, 2**64, True]:
+        with pytest.raises(ValueError, match="seed"):
+            rs.cast(x, "e4m3", seed=seed)
+    with pytest.raises(ValueError, match="threads"):
+        rs.cast(x, "e4m3", threads=-2)
+    with pytest.raises(ValueError, match="--scale must be finite"):
+        rs.cast(x, "e4m3", scale=float("nan"))
+    with pytest.raises(ValueError, match="--to"):
+        rs.cast(x, "e9m9")
+    with pytest.raises(TypeError):
+        rs.cast(None, "e4m3")

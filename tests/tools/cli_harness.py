@@ -2,6 +2,8 @@
 
 A script calls check(name, condition, detail) for each property and finish() at the end,
 which prints the failures and exits 1 if there were any."""
+import json
+import struct
 import subprocess
 import sys
 
@@ -32,3 +34,30 @@ def finish(script):
         print("FAIL", f)
     print(f"{script}: {passed} checks passed, {len(failures)} failed")
     sys.exit(1 if failures else 0)
+
+
+def write_safetensors(path, tensors, metadata=None):
+    """{name: (dtype, shape, raw bytes)} written by hand (an 8-byte header length, the JSON
+    header, the data), so that the suite needs nothing but Python."""
+    header, data = {}, b""
+    for name, (dtype, shape, raw) in tensors.items():
+        header[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [len(data), len(data) + len(raw)]}
+        data += raw
+    if metadata:
+        header["__metadata__"] = metadata
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + data)
+
+
+def read_safetensors(path):
+    """An independent reader: {name: (dtype, shape, raw bytes)} and the metadata."""
+    with open(path, "rb") as f:
+        data = f.read()
+    n = struct.unpack("<Q", data[:8])[0]
+    header = json.loads(data[8 : 8 + n])
+    body = data[8 + n :]
+    tensors = {k: (v["dtype"], v["shape"], body[v["data_offsets"][0] : v["data_offsets"][1]])
+               for k, v in header.items() if k != "__metadata__"}
+    return tensors, header.get("__metadata__", {})

@@ -20,7 +20,7 @@ import torch.nn.functional as F
 HERE = os.path.dirname(__file__)
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tools", "python"))
-from cli_harness import check, finish, run  # noqa: E402
+from cli_harness import check, finish, read_safetensors, run  # noqa: E402
 from roundscope_dump import AttentionDump  # noqa: E402
 
 BINARY = sys.argv[1]
@@ -41,7 +41,8 @@ class Attention(nn.Module):
         b, n, d = x.shape
         q, k, v = self.qkv(x).view(b, n, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
         o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        o.retain_grad()
+        for t in (q, k, v, o):
+            t.retain_grad()
         self.kept[self.step] = (q, k, v, o)
         return self.proj(o.transpose(1, 2).reshape(b, n, d))
 
@@ -87,18 +88,6 @@ for step in range(3):
     optimizer.zero_grad()
 
 
-def read_safetensors(path):
-    """An independent reader: header JSON and raw bytes per tensor."""
-    with open(path, "rb") as f:
-        data = f.read()
-    n = struct.unpack("<Q", data[:8])[0]
-    header = json.loads(data[8 : 8 + n])
-    body = data[8 + n :]
-    tensors = {k: (v["dtype"], v["shape"], body[v["data_offsets"][0] : v["data_offsets"][1]])
-               for k, v in header.items() if k != "__metadata__"}
-    return tensors, header.get("__metadata__", {})
-
-
 def raw_bytes(t):
     return t.detach().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
 
@@ -109,8 +98,8 @@ check("one file per chosen layer and step", sorted(dump.written) == expected_fil
 for layer in (0, 1):
     path = os.path.join(OUT, f"step1_layer{layer}.safetensors")
     q, k, v, o = model.blocks[layer].attn.kept[1]
-    reference = {"q": q, "k": k, "v": v, "o": o, "do": o.grad}
-    check(f"layer {layer} do exists", o.grad is not None)
+    reference = {"q": q, "k": k, "v": v, "o": o, "do": o.grad, "dq": q.grad, "dk": k.grad, "dv": v.grad}
+    check(f"layer {layer} do, dq, dk, dv exist", all(t.grad is not None for t in (q, k, v, o)))
     tensors, metadata = read_safetensors(path)
     check(f"layer {layer} names", set(tensors) == set(reference), sorted(tensors))
     for name, t in reference.items():

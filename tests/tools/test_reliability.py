@@ -22,7 +22,7 @@ import sys
 import tempfile
 import time
 
-from cli_harness import check, finish
+from cli_harness import check, finish, write_safetensors
 
 BINARY = sys.argv[1]
 TMP = tempfile.mkdtemp(prefix="roundscope_reliability_")
@@ -34,17 +34,7 @@ cases = 0
 # nothing but Python.
 
 def safetensors(path, tensors, metadata=None):
-    header, data = {}, b""
-    for name, (dtype, shape, raw) in tensors.items():
-        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [len(data), len(data) + len(raw)]}
-        data += raw
-    if metadata:
-        header["__metadata__"] = metadata
-    import json
-    text = json.dumps(header).encode()
-    text += b" " * (-len(text) % 8)
-    with open(os.path.join(TMP, path), "wb") as f:
-        f.write(struct.pack("<Q", len(text)) + text + data)
+    write_safetensors(os.path.join(TMP, path), tensors, metadata)
 
 
 def f32(values):

@@ -86,7 +86,11 @@ ChosenInputs chosen(emu::AttentionInputs in, const AttentionFlags& flags) {
 }  // namespace
 
 ChosenInputs file_inputs(const std::string& path, const AttentionFlags& flags) {
-    return chosen(emu::find_attention_inputs(read_input(path)), flags);
+    return file_inputs(read_input(path), flags);
+}
+
+ChosenInputs file_inputs(const TensorFile& file, const AttentionFlags& flags) {
+    return chosen(emu::find_attention_inputs(file), flags);
 }
 
 double attention_bytes(const emu::AttentionInputs& in, bool backward, bool truth, int threads) {

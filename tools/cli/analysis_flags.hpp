@@ -58,6 +58,8 @@ void apply_attention_flags(emu::AttentionInputs& in, const AttentionFlags& flags
 
 /// The attention inputs of the file `path`.
 ChosenInputs file_inputs(const std::string& path, const AttentionFlags& flags);
+/// The attention inputs of a file already read.
+ChosenInputs file_inputs(const TensorFile& file, const AttentionFlags& flags);
 
 /// Memory that emulating (and with `truth`, the exact attention of) `in` takes beyond the
 /// inputs: operands and outputs per element, and the truth's 24 bytes per score of each head

@@ -142,4 +142,31 @@ nlohmann::json headroom_json(const analysis::HeadroomResult& r, bool with_rows) 
     return j;
 }
 
+nlohmann::json compare_json(const analysis::KernelComparison& r) {
+    auto ulp = [](std::uint64_t u) { return u == ~std::uint64_t{0} ? nlohmann::json() : nlohmann::json(u); };
+    nlohmann::json outputs = nlohmann::json::object();
+    for (const analysis::OutputComparison& x : r.outputs) {
+        nlohmann::json histogram = nlohmann::json::array();  // in order of distance
+        for (const auto& [label, count] : x.ulp_histogram.buckets) histogram.push_back({{"ulps", label}, {"count", count}});
+        nlohmann::json worst = nlohmann::json::array();
+        for (const analysis::WorstElement& w : x.worst)
+            worst.push_back({{"index", w.index},
+                             {"kernel", json_number(w.kernel)},
+                             {"truth", json_number(w.truth)},
+                             {"recipe", json_number(w.emulated)},
+                             {"ulp", ulp(w.ulp)}});
+        outputs[x.name] = {{"dtype", std::string(name(x.dtype))},
+                           {"max_abs", json_number(x.truth_error.max_abs)},
+                           {"rms", json_number(x.truth_error.rms)},
+                           {"rel_rms", json_number(x.truth_error.rel_rms)},
+                           {"ulp_histogram", histogram},
+                           {"worst", worst},
+                           {"matched", x.matched},
+                           {"total", x.total},
+                           {"max_ulp", ulp(x.max_ulp)}};
+    }
+    return {{"heads", r.shape.heads}, {"n_q", r.shape.n_q},  {"n_kv", r.shape.n_kv},
+            {"outputs", outputs},     {"matched", r.matched}, {"total", r.total}};
+}
+
 }  // namespace roundscope::cli

@@ -6,6 +6,7 @@
 #include "analysis/attribute.hpp"
 #include "analysis/bias_steps.hpp"
 #include "analysis/headroom.hpp"
+#include "analysis/kernel_compare.hpp"
 #include "analysis/leak.hpp"
 #include "analysis/pcollapse.hpp"
 #include "analysis/rounding_bias.hpp"
@@ -21,5 +22,7 @@ nlohmann::json query_weight_json(const analysis::QueryWeightError& q);
 nlohmann::json attribute_json(const analysis::AttributeResult& r);
 nlohmann::json leak_json(const analysis::LeakResult& r);
 nlohmann::json headroom_json(const analysis::HeadroomResult& r, bool with_rows);
+/// `compare`'s outputs, each against the truth and the emulation, and the bit totals.
+nlohmann::json compare_json(const analysis::KernelComparison& r);
 
 }  // namespace roundscope::cli

@@ -116,6 +116,7 @@ void add_all_commands(CLI::App& app) {
     add_bias_command(app);
     add_demo_command(app);
     add_attribute_command(app);
+    add_compare_command(app);
 }
 
 RunOutcome run_app_outcome(CLI::App& app, int argc, char** argv) {

@@ -172,8 +172,11 @@ class AttentionDump:
                 elif value is not None:
                     metadata[key] = repr(float(value))
         capture = _Capture(layer, tensors, metadata)
-        if out.requires_grad:
-            def keep_gradient(grad, capture=capture):
-                capture.tensors["do"] = grad.detach().clone()
-            out.register_hook(keep_gradient)
+        # The backward pass's do, and the kernel's own dq, dk, dv (what `roundscope compare`
+        # checks), as they arrive.
+        for name, tensor in (("do", out), ("dq", q), ("dk", k), ("dv", v)):
+            if tensor.requires_grad:
+                def keep_gradient(grad, capture=capture, name=name):
+                    capture.tensors[name] = grad.detach().clone()
+                tensor.register_hook(keep_gradient)
         self._captures.append(capture)

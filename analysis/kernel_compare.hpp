@@ -1,0 +1,56 @@
+#pragma once
+// `roundscope compare`'s work: what a real kernel wrote into a dump (o, and lse, dq, dk, dv when
+// present) against the exact truth of the dump's inputs and against the recipe's emulation of
+// the same inputs. The truth side says how far the kernel is from the mathematics; the emulation
+// side says whether the recipe is the kernel's arithmetic (every bit equal) or not.
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "analysis/attention_run.hpp"
+#include "emu/attention/attention_inputs.hpp"
+#include "lib/tensor.hpp"
+
+namespace roundscope::analysis {
+
+/// One element where the kernel is furthest from the truth.
+struct WorstElement {
+    Shape index;  // in the tensor's shape
+    double kernel = 0, truth = 0, emulated = 0;
+    std::uint64_t ulp = 0;  // kernel against the truth rounded to the output's dtype
+};
+
+/// Counts of elements by their distance from the correctly rounded truth, in ulps of the
+/// output's dtype: buckets 0, 1, 2-3, 4-7, ..., and "nan" (a NaN on one side only).
+struct UlpHistogram {
+    std::vector<std::pair<std::string, std::uint64_t>> buckets;  // label, count; empty ones left out
+};
+
+struct OutputComparison {
+    std::string name;  // "o", "lse", "dq", "dk", "dv"
+    DType dtype = DType::f32;
+    ErrorStats truth_error;
+    UlpHistogram ulp_histogram;
+    std::vector<WorstElement> worst;  // largest |kernel - truth| first
+    std::uint64_t matched = 0, total = 0, max_ulp = 0;  // against the emulation, bit for bit
+};
+
+struct KernelComparison {
+    emu::AttentionShape shape;
+    std::vector<OutputComparison> outputs;
+    std::uint64_t matched = 0, total = 0;
+};
+
+/// The file's kernel outputs against the truth and `recipe`'s emulation. Each output must have
+/// the dtype the recipe writes (o: o_format; dq, dk, dv: grad_format; lse: f32) and the shape
+/// the inputs imply; dq, dk and dv need do. Errors name the file and tensor; none when the file
+/// holds no kernel output at all.
+KernelComparison compare_kernel(const TensorFile& file, const emu::AttentionInputs& in,
+                                const emu::AttentionRecipe& recipe, const AttentionRunOptions& options,
+                                std::size_t worst_count = 8);
+
+/// The bucket label of a distance in ulps ("0", "1", "2-3", ..., "nan").
+std::string ulp_bucket(std::uint64_t ulp);
+
+}  // namespace roundscope::analysis
