@@ -8,6 +8,12 @@
 
 namespace roundscope::emu {
 
+CastOptions probed_conversion_options(const Format& to) {
+    CastOptions options = convention_options(Convention::cuda, to);
+    options.saturate = to.bits == 8;
+    return options;
+}
+
 std::vector<std::uint64_t> emulated_conversion_digests(const Format& to, const CastOptions& options, int threads) {
     constexpr std::uint64_t chunk = (std::uint64_t{1} << 32) / conversion_digest_chunks;
     constexpr std::uint64_t piece = 1 << 16;

@@ -22,6 +22,10 @@ ROUNDSCOPE_HD constexpr std::uint64_t conversion_mix(std::uint32_t x, std::uint3
     return z ^ (z >> 31);
 }
 
+/// The conversion `roundscope probe` digests on the GPU: CUDA's round to nearest even, with
+/// satfinite for the 8-bit formats (cvt.rn.satfinite).
+CastOptions probed_conversion_options(const Format& to);
+
 /// The digests of emu's float32 -> `to` cast (16 bits or fewer) under `options`, on `threads`
 /// threads: what gpu::conversion_digests must equal.
 std::vector<std::uint64_t> emulated_conversion_digests(const Format& to, const CastOptions& options, int threads = 0);

@@ -94,8 +94,7 @@ void probe_conversions(const ProbeOptions& o, const std::string& device, int cc)
     std::vector<Tensor> tensors;
     for (const emu::Format* f : {&emu::bf16, &emu::f16, &emu::e4m3, &emu::e5m2}) {
         if (f->bits == 8 && cc < 89) continue;
-        emu::CastOptions options = emu::convention_options(emu::Convention::cuda, *f);
-        options.saturate = f->bits == 8;  // cvt.rn.satfinite
+        const emu::CastOptions options = emu::probed_conversion_options(*f);
         const std::vector<std::uint64_t> gpu_digests = gpu::conversion_digests(*f);
         const std::vector<std::uint64_t> emulated = emu::emulated_conversion_digests(*f, options);
         int matched = 0;

@@ -53,5 +53,6 @@ void add_bias_command(CLI::App& app);
 void add_demo_command(CLI::App& app);
 void add_attribute_command(CLI::App& app);
 void add_compare_command(CLI::App& app);
+void add_check_command(CLI::App& app);
 
 }  // namespace roundscope::cli
