@@ -56,6 +56,15 @@ def attention_file(path, h=2, n=32, d=16, q=None, metadata=None, drop=(), extra=
         t.pop(name)
     t.update(extra or {})
     safetensors(path, t, metadata)
+    # The same with an o, as compare reads it (what a kernel wrote): with_o/PATH.
+    os.makedirs(os.path.join(TMP, "with_o"), exist_ok=True)
+    shape = list(t["q"][1]) if "q" in t else [h, n, d]
+    safetensors(os.path.join("with_o", path), {**t, "o": ("BF16", shape, bytes(2 * h * n * d))}, metadata)
+
+
+def with_o(path):
+    """A file with an o where attention_file wrote one (compare needs a kernel output), else path."""
+    return os.path.join("with_o", path) if os.path.exists(os.path.join(TMP, "with_o", path)) else path
 
 
 attention_file("att.safetensors", metadata={"causal": "true"})
@@ -144,7 +153,7 @@ def remove(*names):
 
 
 COMMANDS = ["formats", "cast", "inspect", "mx", "mma", "probe", "truth", "attention", "recipes", "crosscheck",
-            "pcollapse", "leak", "headroom", "bias", "demo", "attribute"]
+            "pcollapse", "leak", "headroom", "bias", "demo", "attribute", "compare", "check"]
 ATTENTION = {  # attention commands with the smallest synthetic run each takes
     "pcollapse": ["pcollapse", "--synthetic", "--n", "64", "--d", "16"],
     "leak": ["leak", "--synthetic", "--n", "32", "--d", "16"],
@@ -161,6 +170,7 @@ FILE_COMMANDS = {  # every command that reads an attention file, as it is called
     "headroom": lambda f: ["headroom", f],
     "bias": lambda f: ["bias", f],
     "attribute": lambda f: ["attribute", f, "--recipe", "fa2-bf16"],
+    "compare": lambda f: ["compare", with_o(f), "--recipe", "fa2-bf16"],
 }
 
 # ---------------------------------------------------------------- 1. unknown options and commands

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "analysis/synthetic_attention.hpp"
 #include "emu/attention/attention_inputs.hpp"
@@ -70,13 +71,14 @@ double attention_bytes(const emu::AttentionInputs& in, bool backward, bool truth
 double synthetic_bytes(const analysis::SyntheticSpec& spec);
 
 /// f(), with an Error it throws prefixed by `input`, the file the analysis read (none: as is),
-/// so that a NaN found deep inside names its file as well as its tensor.
+/// so that a NaN found deep inside names its file as well as its tensor (once: a message that
+/// names the file already stays as it is).
 template <class F>
 auto naming_input(const std::string& input, F&& f) -> decltype(f()) {
     try {
         return f();
     } catch (const Error& e) {
-        if (input.empty()) throw;
+        if (input.empty() || std::string_view(e.what()).find(input) != std::string_view::npos) throw;
         throw Error(input + ": " + e.what());
     }
 }
