@@ -4,7 +4,7 @@
 
 1. cast of 2^24 float32 (64 MiB, streaming) into bf16 and e4m3 from Python, against
    bench_cast's streaming rate of the same cast on the same threads.
-2. the cost of one call casting one element, against calling a no-op of the same module.
+2. the cost of one call casting one element, against the core's call alone (and np.empty(1) for scale).
 3. attention (forward, and forward + backward) of one BF16 head, N = 2048, D = 128, fa2-bf16,
    through roundscope.attention, against bench_flash's emulator time at the same size.
 Prints the Highway target, the CPU and a table of ratios (docs/python.md has it).
@@ -79,11 +79,12 @@ def main():
     one = np.array([1.1], np.float32)
     n = 100_000
     call = best(lambda: [rs.cast(one, "e4m3") for _ in range(n)]) / n
-    noop = best(lambda: [rs._core.dtypes for _ in range(n)]) / n
-    bare = best(lambda: [rs._core.cast_array(one, "e4m3", "", "cuda", None, False, False, 0, 1.0, 0)
+    bare = best(lambda: [rs._core.cast_numpy(one, "e4m3", None, None, "cuda", False, False, 0, 1.0, 0)
                          for _ in range(n)]) / n
+    empty = best(lambda: [np.empty(1, np.float32) for _ in range(n)]) / n
     rows.append(("cast of one element (rs.cast)", f"{call * 1e6:.2f} us", f"{bare * 1e6:.2f} us (the core's call)",
                  f"{call / bare:.2f}x"))
+    rows.append(("for scale: np.empty(1)", f"{empty * 1e6:.2f} us", "", ""))
 
     size = 2048
     forward, both, _ = bench_flash_seconds(size)
