@@ -3,7 +3,8 @@
 // to E4M3 before P V; E4M3's smallest subnormal is 2^-9, so P S <= 2^-10 becomes zero, and with
 // forward KV order the attention sink sets the running max before the other blocks are cast:
 // to leading order a fraction Phi(Delta + delta_k - ln(1024) - ln S) of the non-sink P values
-// underflows. Reverse KV order (the sink block last) and S = 2^8 remove it.
+// underflows. Reverse KV order (the sink block last) and S = 2^8 remove it. The prediction
+// comes from the scores the kernel sees (analysis/collapse_model.hpp), head by head.
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -18,7 +19,7 @@ struct PCollapseOptions {
     std::vector<emu::KvOrder> orders{emu::KvOrder::forward, emu::KvOrder::reverse};
     std::vector<float> scales{1, 256};
     int k_sink = 4;                       // the first k_sink keys are the sink (not counted)
-    std::optional<double> sink_strength;  // Delta, when known (synthetic inputs): gives the prediction
+    std::optional<double> sink_strength;  // the nominal Delta, when known (synthetic inputs): reported only
     bool causal = false;
     double softmax_scale = 0;
     int threads = 0;
@@ -28,19 +29,35 @@ struct PCollapseRun {
     emu::KvOrder order;
     float scale;
     double underflow_fraction;                          // non-sink P with P S cast to zero
-    std::optional<double> predicted_fraction;           // Phi(Delta + delta_k - 6.93 - ln S): the closed form,
-                                                        // the sink's maximum replaced by its mean delta_k
-    std::optional<double> predicted_fraction_averaged;  // E[Phi(Delta + M - 6.93 - ln S)] over the
-                                                        // distribution of M, the max of k_sink normals
+    double predicted_fraction;                          // the model of collapse_model.hpp
+    std::optional<double> closed_form_fraction;         // forward order: Phi((Delta - 6.93 - ln S) / sigma + delta_k)
+                                                        // with each head's effective Delta and spread sigma
+    std::optional<double> predicted_fraction_averaged;  // forward order: the closed form averaged over the
+                                                        // distribution of the max of k_sink normals
     double delta_c;                                     // 6.93 + ln S - delta_k
     double mse;                                         // mean squared error of O against the truth
     std::uint64_t saturated;                            // P S cast at (or past) E4M3's 448
     std::uint64_t counted;                              // non-sink P values (the fraction's denominator)
 };
 
+/// One head's measured sink and its runs (in the order of PCollapseResult::runs).
+struct PCollapseHead {
+    std::uint64_t head;  // flattened [B, H] index
+    double sink_strength, score_spread, sink_mass;  // collapse_model.hpp
+    struct Run {
+        double underflow_fraction, predicted_fraction;
+        std::uint64_t counted;
+    };
+    std::vector<Run> runs;
+};
+
 struct PCollapseResult {
-    double delta_k;  // the expected maximum of k_sink standard normals
+    double delta_k;        // the expected maximum of k_sink standard normals
+    double sink_strength;  // the effective Delta, mean over heads
+    double score_spread;   // mean over heads
+    double sink_mass;      // mean over heads
     std::vector<PCollapseRun> runs;
+    std::vector<PCollapseHead> heads;
 };
 
 PCollapseResult pcollapse(const emu::AttentionInputs& in, const PCollapseOptions& options);

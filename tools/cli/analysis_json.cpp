@@ -10,6 +10,7 @@ nlohmann::json pcollapse_json(const analysis::PCollapseResult& r, bool with_scal
                          {"scale", x.scale},
                          {"underflow_fraction", x.underflow_fraction},
                          {"predicted_fraction", json_number(x.predicted_fraction)},
+                         {"closed_form_fraction", json_number(x.closed_form_fraction)},
                          {"predicted_fraction_averaged", json_number(x.predicted_fraction_averaged)},
                          {"delta_c", x.delta_c},
                          {"mse", json_number(x.mse)},
@@ -22,7 +23,27 @@ nlohmann::json pcollapse_json(const analysis::PCollapseResult& r, bool with_scal
         }
         runs.push_back(j);
     }
-    return {{"delta_k", r.delta_k}, {"runs", runs}};
+    nlohmann::json heads = nlohmann::json::array();
+    for (const auto& h : r.heads) {
+        nlohmann::json head_runs = nlohmann::json::array();
+        for (std::size_t i = 0; i < h.runs.size(); ++i)
+            head_runs.push_back({{"order", emu::kv_order_name(r.runs[i].order)},
+                                 {"scale", r.runs[i].scale},
+                                 {"underflow_fraction", h.runs[i].underflow_fraction},
+                                 {"predicted_fraction", json_number(h.runs[i].predicted_fraction)},
+                                 {"counted", h.runs[i].counted}});
+        heads.push_back({{"head", h.head},
+                         {"effective_sink_strength", json_number(h.sink_strength)},
+                         {"score_spread", json_number(h.score_spread)},
+                         {"sink_mass", json_number(h.sink_mass)},
+                         {"runs", head_runs}});
+    }
+    return {{"delta_k", r.delta_k},
+            {"effective_sink_strength", json_number(r.sink_strength)},
+            {"score_spread", json_number(r.score_spread)},
+            {"sink_mass", json_number(r.sink_mass)},
+            {"runs", runs},
+            {"heads", heads}};
 }
 
 nlohmann::json query_weight_json(const analysis::QueryWeightError& q) {

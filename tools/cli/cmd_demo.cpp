@@ -84,8 +84,7 @@ void print_report(const analysis::DemoReport& r) {
                r.pcollapse_scenario.sink_strength, r.pcollapse_scenario.n);
     fmt::print(
         "   forward KV order, S = 1:   {:6.2f}% of non-sink P cast to zero (predicted {:.2f}%; closed form {:.2f}%)\n",
-        100 * f1.underflow_fraction, 100 * f1.predicted_fraction_averaged.value_or(0),
-        100 * f1.predicted_fraction.value_or(0));
+        100 * f1.underflow_fraction, 100 * f1.predicted_fraction, 100 * f1.closed_form_fraction.value_or(0));
     fmt::print("   reverse KV order, S = 256: {:6.2f}%   (MSE of O {:.2e} -> {:.2e})\n", 100 * r256.underflow_fraction,
                f1.mse, r256.mse);
     fmt::print(

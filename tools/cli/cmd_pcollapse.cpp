@@ -46,18 +46,25 @@ std::vector<emu::KvOrder> orders_of(const std::string& s) {
 
 void print_report(const PCollapseArgs& a, const analysis::PCollapseOptions& o, const analysis::PCollapseResult& r) {
     fmt::print("P-collapse, recipe {} (k_sink {}, delta_k {:.4f}{})\n", o.recipe.name, o.k_sink, r.delta_k,
-               o.sink_strength ? fmt::format(", Delta {}", *o.sink_strength) : "");
+               o.sink_strength ? fmt::format(", nominal Delta {}", *o.sink_strength) : "");
+    fmt::print(
+        "the scores as the kernel holds them: effective Delta {:.3f} (sink scores above the row mean, in units of "
+        "the score spread {:.3f}); mass on the sink {:.3f}\n",
+        r.sink_strength, r.score_spread, r.sink_mass);
+    const auto optional_fraction = [](const std::optional<double>& x) {
+        return x ? fmt::format("{:.4f}", *x) : std::string("-");
+    };
     std::vector<std::vector<std::string>> rows;
     for (const auto& x : r.runs) {
-        std::vector<std::string> row{
-            std::string(emu::kv_order_name(x.order)),
-            fmt::format("{}", x.scale),
-            fmt::format("{:.4f}", x.underflow_fraction),
-            x.predicted_fraction ? fmt::format("{:.4f}", *x.predicted_fraction) : "-",
-            x.predicted_fraction_averaged ? fmt::format("{:.4f}", *x.predicted_fraction_averaged) : "-",
-            fmt::format("{:.2f}", x.delta_c),
-            fmt::format("{:.3e}", x.mse),
-            std::to_string(x.saturated)};
+        std::vector<std::string> row{std::string(emu::kv_order_name(x.order)),
+                                     fmt::format("{}", x.scale),
+                                     fmt::format("{:.4f}", x.underflow_fraction),
+                                     fmt::format("{:.4f}", x.predicted_fraction),
+                                     optional_fraction(x.closed_form_fraction),
+                                     optional_fraction(x.predicted_fraction_averaged),
+                                     fmt::format("{:.2f}", x.delta_c),
+                                     fmt::format("{:.3e}", x.mse),
+                                     std::to_string(x.saturated)};
         if (a.sweep) {
             const analysis::ScaleProperties p = analysis::scale_properties(x.scale);
             row.push_back(p.exact ? "yes" : "no");
@@ -65,10 +72,24 @@ void print_report(const PCollapseArgs& a, const analysis::PCollapseOptions& o, c
         }
         rows.push_back(row);
     }
-    std::vector<std::string> headers{"order",    "S",       "underflow", "predicted",
+    std::vector<std::string> headers{"order",    "S",       "underflow", "predicted", "closed form",
                                      "averaged", "Delta_c", "MSE of O",  "saturated"};
     if (a.sweep) headers.insert(headers.end(), {"exact S", "normal octaves"});
     print_table(headers, rows);
+    if (r.heads.size() < 2) return;
+    // per head: the measured sink, then each run's underflow with its prediction
+    fmt::print("\nper head (underflow / predicted):\n");
+    std::vector<std::string> head_headers{"head", "Delta", "spread", "sink mass"};
+    for (const auto& x : r.runs) head_headers.push_back(fmt::format("{} S={}", emu::kv_order_name(x.order), x.scale));
+    std::vector<std::vector<std::string>> head_rows;
+    for (const auto& h : r.heads) {
+        std::vector<std::string> row{std::to_string(h.head), fmt::format("{:.3f}", h.sink_strength),
+                                     fmt::format("{:.3f}", h.score_spread), fmt::format("{:.3f}", h.sink_mass)};
+        for (const auto& x : h.runs)
+            row.push_back(fmt::format("{:.4f} / {:.4f}", x.underflow_fraction, x.predicted_fraction));
+        head_rows.push_back(row);
+    }
+    print_table(head_headers, head_rows);
 }
 
 void run(const PCollapseArgs& a) {
@@ -92,6 +113,7 @@ void run(const PCollapseArgs& a) {
     const analysis::PCollapseResult r = naming_input(a.input.file, [&] { return analysis::pcollapse(c.in, o); });
     nlohmann::json j = pcollapse_json(r, a.sweep);
     j["recipe"] = o.recipe.name, j["k_sink"] = o.k_sink;
+    if (o.sink_strength) j["sink_strength"] = *o.sink_strength;
     if (a.flags.json)
         print_json(j);
     else

@@ -86,9 +86,10 @@ def pcollapse(report, fig):
         scales = [r["scale"] for r in runs]
         axes[0].plot(scales, finite(r["underflow_fraction"] for r in runs), "o-", color=color, label=f"{order} KV order")
         axes[1].plot(scales, finite(r["mse"] for r in runs), "o-", color=color, label=f"{order} KV order")
-        predicted = [(r["scale"], r["predicted_fraction_averaged"]) for r in runs if r.get("predicted_fraction_averaged") is not None]
-        if order == "forward" and predicted:
-            axes[0].plot([s for s, _ in predicted], finite(p for _, p in predicted), "k--", linewidth=1, label="prediction")
+        predicted = [(r["scale"], r["predicted_fraction"]) for r in runs if r.get("predicted_fraction") is not None]
+        if predicted:
+            axes[0].plot([s for s, _ in predicted], finite(p for _, p in predicted), "--", color=color, linewidth=1,
+                         label=f"{order}: predicted")
     for ax in axes:
         ax.set_xscale("log", base=2)
         ax.set_xlabel("static scale S of P before the E4M3 cast")

@@ -1,0 +1,114 @@
+#include "analysis/collapse_model.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "emu/attention/attention_steps.hpp"
+#include "lib/parallel.hpp"
+
+namespace roundscope::analysis {
+namespace {
+
+constexpr double ln_1024 = 6.931471805599453;  // E4M3: P S <= 2^-10 rounds to zero
+
+double normal_cdf(double x) { return 0.5 * std::erfc(-x / std::sqrt(2.0)); }
+
+struct RowModel {
+    bool measured = false;  // has a sink key and a score spread
+    double sink_strength = 0, spread = 0, sink_mass = 0;
+    bool has_keys = false;
+    std::vector<double> predicted;  // [order][scale]
+};
+
+struct Moments {
+    double mean = 0, sd = 0;
+};
+
+Moments moments(const double* s, std::uint64_t n) {
+    Moments m;
+    for (std::uint64_t j = 0; j < n; ++j) m.mean += s[j];
+    m.mean /= static_cast<double>(n);
+    double squares = 0;
+    for (std::uint64_t j = 0; j < n; ++j) squares += (s[j] - m.mean) * (s[j] - m.mean);
+    m.sd = std::sqrt(squares / static_cast<double>(n));
+    return m;
+}
+
+// The fraction of a row's non-sink scores at or below `threshold` under the normal model.
+double below(const Moments& m, double threshold) {
+    if (m.sd > 0) return normal_cdf((threshold - m.mean) / m.sd);
+    return m.mean <= threshold ? 1.0 : 0.0;
+}
+
+RowModel row_model(const double* qi, const std::vector<double>& k, std::uint64_t visible, std::uint64_t d,
+                   const CollapseModelOptions& o, std::vector<double>& s) {
+    RowModel r;
+    const std::uint64_t sinks = std::min(o.k_sink, visible);
+    if (visible <= sinks) return r;
+    r.has_keys = true;
+    for (std::uint64_t j = 0; j < visible; ++j) {
+        double dot = 0;
+        for (std::uint64_t c = 0; c < d; ++c) dot += qi[c] * k[j * d + c];
+        s[j] = o.softmax_scale * dot;
+    }
+    const Moments rest = moments(s.data() + sinks, visible - sinks);
+    if (sinks > 0 && rest.sd > 0) {
+        r.measured = true, r.spread = rest.sd;
+        r.sink_strength = moments(s.data(), sinks).mean - rest.mean;
+        const double top = *std::max_element(s.begin(), s.begin() + static_cast<std::ptrdiff_t>(visible));
+        double total = 0, sink = 0;
+        for (std::uint64_t j = 0; j < visible; ++j) {
+            const double e = std::exp(s[j] - top);
+            total += e;
+            if (j < sinks) sink += e;
+        }
+        r.sink_mass = sink / total;
+    }
+    const std::uint64_t tiles = (visible + o.block_n - 1) / o.block_n;
+    for (const emu::KvOrder order : o.orders) {
+        std::vector<double> counts(o.scales.size(), 0.0);
+        double running = -std::numeric_limits<double>::infinity();
+        for (std::uint64_t step = 0; step < tiles; ++step) {
+            const std::uint64_t t = order == emu::KvOrder::forward ? step : tiles - 1 - step;
+            const std::uint64_t begin = t * o.block_n, end = std::min(visible, begin + o.block_n);
+            running = std::max(running, *std::max_element(s.begin() + static_cast<std::ptrdiff_t>(begin),
+                                                          s.begin() + static_cast<std::ptrdiff_t>(end)));
+            const std::uint64_t rest_in_tile = end - std::max(begin, std::min(end, sinks));
+            for (std::size_t i = 0; i < o.scales.size(); ++i)
+                counts[i] += static_cast<double>(rest_in_tile) *
+                             below(rest, running - ln_1024 - std::log(static_cast<double>(o.scales[i])));
+        }
+        r.predicted.insert(r.predicted.end(), counts.begin(), counts.end());
+    }
+    return r;
+}
+
+}  // namespace
+
+HeadCollapseModel collapse_model(const std::vector<double>& q, const std::vector<double>& k, std::uint64_t n_q,
+                                 std::uint64_t n_kv, std::uint64_t d, const CollapseModelOptions& o) {
+    std::vector<RowModel> rows(n_q);
+    parallel_for(n_q, 16, o.threads, [&](std::size_t begin, std::size_t end) {
+        std::vector<double> scores(n_kv);
+        for (std::size_t i = begin; i < end; ++i)
+            rows[i] = row_model(q.data() + i * d, k, emu::steps::visible_keys(i, n_q, n_kv, o.causal), d, o, scores);
+    });
+    // summed in row order: the same bits on any thread count
+    HeadCollapseModel m;
+    m.predicted_underflow.assign(o.orders.size() * o.scales.size(), 0.0);
+    for (const RowModel& r : rows) {
+        if (!r.has_keys) continue;
+        for (std::size_t i = 0; i < r.predicted.size(); ++i) m.predicted_underflow[i] += r.predicted[i];
+        if (!r.measured) continue;
+        ++m.rows;
+        m.sink_strength += r.sink_strength, m.score_spread += r.spread, m.sink_mass += r.sink_mass;
+    }
+    if (m.rows > 0) {
+        const auto rows_measured = static_cast<double>(m.rows);
+        m.sink_strength /= rows_measured, m.score_spread /= rows_measured, m.sink_mass /= rows_measured;
+    }
+    return m;
+}
+
+}  // namespace roundscope::analysis

@@ -1,0 +1,48 @@
+#pragma once
+// The P-collapse prediction from the scores a kernel actually sees: q and k as held in the
+// recipe's input format, multiplied exactly. The closed form of arXiv:2606.06521,
+// Phi(Delta + delta_k - ln 1024 - ln S), takes a nominal Delta; but an FP8 kernel rounds the sink
+// key's features first (Delta sqrt(D) / 4 = 16.97 becomes 16 in E4M3 at D = 128, Delta 6 becomes
+// 5.66), and a real head has no nominal Delta at all. So, per query row:
+//   - mu, sigma: the mean and standard deviation of the row's visible non-sink scores (the
+//     score spread), modelled as normal;
+//   - the running max m the kernel holds after each KV tile, in the recipe's order and tile
+//     width, taken from the held scores themselves;
+//   - each tile's non-sink keys are predicted to underflow with probability
+//     Phi((m - mu - ln 1024 - ln S) / sigma): P S = exp(s - m) S <= 2^-10 casts to zero in E4M3.
+// In forward order the sink's tile comes first and sets m for every later key; in reverse order
+// only the keys sharing the sink's tile see it. The effective Delta reported is the sink scores'
+// mean above mu (in score units, as Delta is where the other scores are N(0, 1)): what the closed
+// form should be given.
+#include <cstdint>
+#include <vector>
+
+#include "emu/attention/attention_recipe.hpp"
+
+namespace roundscope::analysis {
+
+struct CollapseModelOptions {
+    std::vector<emu::KvOrder> orders;
+    std::vector<float> scales;  // the static P scales S
+    std::uint64_t block_n = 128;  // the recipe's KV tile width Bc
+    std::uint64_t k_sink = 4;     // the first k_sink keys are the sink
+    bool causal = false;
+    double softmax_scale = 1;
+    int threads = 0;
+};
+
+/// One head's model. Rows without a visible non-sink key add nothing; rows whose non-sink
+/// scores are all equal predict with a step at mu.
+struct HeadCollapseModel {
+    double sink_strength = 0;  // effective Delta: mean over rows of mean sink score - mu
+    double score_spread = 0;   // mean over rows of sigma, in score units
+    double sink_mass = 0;      // mean over rows of the exact softmax's mass on the sink keys
+    std::uint64_t rows = 0;    // rows with a sink key and two distinct non-sink scores (the means above)
+    std::vector<double> predicted_underflow;  // expected non-sink P cast to zero, [order][scale]
+};
+
+/// q [n_q][d] and k [n_kv][d], one head, as held by the kernel (exact doubles).
+HeadCollapseModel collapse_model(const std::vector<double>& q, const std::vector<double>& k, std::uint64_t n_q,
+                                 std::uint64_t n_kv, std::uint64_t d, const CollapseModelOptions& options);
+
+}  // namespace roundscope::analysis
