@@ -3,6 +3,9 @@
 #include "emu/mma/mma_gemm.hpp"
 
 #include <algorithm>
+#include <memory>
+#include <mutex>
+#include <span>
 #include <vector>
 
 #include "emu/mma/fused_dot_add.hpp"
@@ -196,7 +199,25 @@ void mma_gemm_reference(const MmaModel& model, const GemmOperands& g, int thread
     });
 }
 
-PreparedMma::PreparedMma(const MmaModel& model) : plan_(std::make_unique<detail::GemmPlan>(model)) {}
+namespace {
+
+// The plan of one of all_mma_models(), built once per process: the decoding tables take longer
+// to build than a small tile takes to multiply, and an analysis (leak, attribute) runs the
+// emulator hundreds of times. Any other model (a copy, changed) gets a plan of its own.
+std::shared_ptr<const detail::GemmPlan> plan_for(const MmaModel& model) {
+    const std::span<const MmaModel> table = all_mma_models();
+    if (&model < table.data() || &model >= table.data() + table.size()) return std::make_shared<detail::GemmPlan>(model);
+    static std::mutex mutex;
+    static std::vector<std::shared_ptr<const detail::GemmPlan>> plans(table.size());
+    std::lock_guard<std::mutex> lock(mutex);
+    auto& plan = plans[static_cast<std::size_t>(&model - table.data())];
+    if (!plan) plan = std::make_shared<detail::GemmPlan>(model);
+    return plan;
+}
+
+}  // namespace
+
+PreparedMma::PreparedMma(const MmaModel& model) : plan_(plan_for(model)) {}
 PreparedMma::~PreparedMma() = default;
 PreparedMma::PreparedMma(PreparedMma&&) noexcept = default;
 PreparedMma& PreparedMma::operator=(PreparedMma&&) noexcept = default;

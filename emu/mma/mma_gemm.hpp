@@ -44,7 +44,7 @@ public:
     void run(const GemmOperands& g, int threads = 1) const;
 
 private:
-    std::unique_ptr<detail::GemmPlan> plan_;
+    std::shared_ptr<const detail::GemmPlan> plan_;  // shared by every PreparedMma of a listed model
 };
 
 }  // namespace roundscope::emu

@@ -16,11 +16,12 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from . import _arrays, _commands, _core
+from ._report import report
 from . import mx  # noqa: F401  (roundscope.mx)
 
 __all__ = [
     "formats", "recipes", "cast", "decode", "read", "write", "mma", "attention", "truth",
-    "pcollapse", "leak", "headroom", "bias", "attribute", "mx",
+    "pcollapse", "leak", "headroom", "bias", "attribute", "compare", "check", "report", "mx",
 ]
 
 Arrays = Mapping[str, object]
@@ -229,3 +230,20 @@ def attribute(inputs: str | os.PathLike | Arrays | None = None, *, recipe: str, 
     return _commands.analysis("attribute", inputs, synthetic, n=n, d=d, seed=seed, scenario=scenario, recipe=recipe,
                               settings=settings, causal=causal, softmax_scale=softmax_scale,
                               threads=_threads(threads))
+
+
+def compare(path: str | os.PathLike, recipe: str, *, settings: Mapping | None = None, causal: bool | None = None,
+            softmax_scale: float | None = None, threads: int = 0) -> dict:
+    """The outputs a kernel wrote into a dump against the truth and the recipe's emulation
+    (`roundscope compare --json`)."""
+    return _commands.run(["compare", os.fsdecode(path),
+                          *_commands.flags(recipe=recipe, settings=settings, causal=causal,
+                                           softmax_scale=softmax_scale, threads=_threads(threads)), "--json"])[1]
+
+
+def check(dir: str | os.PathLike, *, junit: str | os.PathLike | None = None, threads: int = 0) -> dict:
+    """Every golden file under dir checked bit for bit (`roundscope check --json`); "failed"
+    counts the differences (the command's exit code 1)."""
+    junit_args = [] if junit is None else ["--junit", os.fsdecode(junit)]
+    return _commands.run(["check", os.fsdecode(dir), *junit_args, *_commands.flags(threads=_threads(threads)),
+                          "--json"])[1]

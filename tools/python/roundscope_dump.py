@@ -14,6 +14,11 @@ factors. The three lines in a training loop:
             loss.backward()
         optimizer.step()
 
+To give `roundscope bias` the query-weight part of the gradient error (dW^Q), hand the layer
+input the query projection reads and its weight to the dump just before the attention call:
+`dump.layer_inputs(x=h, wq=w)` with q = h w ([B, N, M] and [M, H * D]); they join that call's
+file as x and wq (`dump.capturing` says whether this step is being captured).
+
 Inside `dump.step(step)`, every call of torch.nn.functional.scaled_dot_product_attention is
 one layer, counted from 0 in call order (calls during backward, as activation checkpointing
 makes, are not counted). Code that imported the function by name before the step began
@@ -96,6 +101,17 @@ class AttentionDump:
         self._layer = 0
         self._captures = []
         self._depth = 0  # > 0 inside a captured call: nested attention calls are not layers
+        self._layer_inputs = {}  # x and wq for the next attention call
+
+    @property
+    def capturing(self):
+        """True inside dump.step(step) for a step that is captured."""
+        return self._step is not None
+
+    def layer_inputs(self, **tensors):
+        """Tensors (x, wq) saved with the next attention call of this step."""
+        if self.capturing and not _in_backward():
+            self._layer_inputs = {name: t.detach().clone() for name, t in tensors.items()}
 
     # -- public -----------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -104,7 +120,7 @@ class AttentionDump:
         if self.steps is not None and step not in self.steps:
             yield self
             return
-        self._step, self._layer, self._captures = step, 0, []
+        self._step, self._layer, self._captures, self._layer_inputs = step, 0, [], {}
         original = F.scaled_dot_product_attention
         F.scaled_dot_product_attention = self.wrap(original, kind="sdpa")
         try:
@@ -133,8 +149,10 @@ class AttentionDump:
                 o = attention(q, k, v, *args, **kwargs)
             finally:
                 self._depth -= 1
+            extra, self._layer_inputs = self._layer_inputs, {}
             if self.layers is None or layer in self.layers:
                 self._capture(layer, kind, q, k, v, o, args, kwargs)
+                self._captures[-1].tensors.update(extra)
             return o
 
         return wrapped

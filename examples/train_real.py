@@ -1,0 +1,178 @@
+"""A small GPT trained on real text on the CPU under BF16 autocast, its attention dumped for
+`roundscope report`: the run docs/findings.md's "real run" section is measured on.
+
+    .venv/bin/python examples/train_real.py [--out DIR] [--steps 600] [--dump-every 100]
+    build/tools/roundscope report DIR -o DIR/report
+
+The corpus is the Python standard library's own sources (every .py file under
+sysconfig's stdlib path, sorted by path, read as bytes: 13 MB on Debian 12's Python 3.11; nothing
+is downloaded), split 95/5 into training and held-out text. Each sequence is a beginning-of-sequence token
+followed by 255 bytes from a random offset. The model: byte-level (257 tokens), 4 layers,
+d_model 256, 4 heads (D = 64), context 256, pre-LayerNorm, learned positions, AdamW (lr 2e-3,
+cosine decay, 50 warm-up steps), gradient clipping 1.0, batch 8. Attention is BF16: q, k, v are
+cast to BF16 and PyTorch's SDPA runs its BF16 kernel on them, forward and backward, as under
+autocast. The projections and MLP stay in float32 unless --autocast is given: on a CPU without
+native BF16 matrix units BF16 autocast is slow (measured on the 2-core AMD EPYC that CI uses,
+torch's CPU capability AVX2: a 2048x256x768 BF16 linear 81 ms against 12 ms in float32, 14 s a
+training step against 1.2 s), so only the rounding of q, k and v themselves differs from a full
+autocast run.
+
+At step 0 and every --dump-every steps (and the last), one fixed held-out sequence is run
+forward and backward under the same autocast with every layer's attention captured by
+tools/python/roundscope_dump.py (q, k, v, o, do, dq, dk, dv; and x, the layer input as the
+query projection reads it, with wq, the query weight): DIR/step{S}_layer{L}.safetensors, one
+[1, 4, 256, 64] BF16 head set per file. That probe's gradients are discarded. The attention on
+the first token (the sink) per layer and head is printed at each dump and written to
+DIR/sinks.json with the losses.
+"""
+import argparse
+import json
+import math
+import os
+import sys
+import sysconfig
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools", "python"))
+from roundscope_dump import AttentionDump  # noqa: E402
+
+CONTEXT, D_MODEL, HEADS, VOCAB = 256, 256, 4, 257
+BOS = 256  # every sequence starts with it, as a tokenizer's beginning-of-sequence token
+
+
+def corpus():
+    """The standard library's .py files, sorted by path, as one byte string."""
+    root = sysconfig.get_paths()["stdlib"]
+    paths = []
+    for directory, subdirs, files in os.walk(root):
+        subdirs[:] = sorted(d for d in subdirs if d not in ("site-packages", "dist-packages", "__pycache__"))
+        paths += [os.path.join(directory, f) for f in files if f.endswith(".py")]
+    data = b"".join(open(p, "rb").read() for p in sorted(paths))
+    return root, len(paths), torch.frombuffer(bytearray(data), dtype=torch.uint8).long()
+
+
+class Block(nn.Module):
+    def __init__(self, dump):
+        super().__init__()
+        self.dump = dump
+        self.norm1, self.norm2 = nn.LayerNorm(D_MODEL), nn.LayerNorm(D_MODEL)
+        self.qkv, self.proj = nn.Linear(D_MODEL, 3 * D_MODEL, bias=False), nn.Linear(D_MODEL, D_MODEL)
+        self.mlp = nn.Sequential(nn.Linear(D_MODEL, 4 * D_MODEL), nn.GELU(), nn.Linear(4 * D_MODEL, D_MODEL))
+
+    def forward(self, x):
+        b, n, d = x.shape
+        h = self.norm1(x)
+        if self.dump.capturing:  # the query projection's operands, as its matmul reads them
+            dtype = torch.get_autocast_dtype("cpu") if torch.is_autocast_enabled("cpu") else h.dtype
+            self.dump.layer_inputs(x=h.to(dtype), wq=self.qkv.weight[:d].t().to(dtype))
+        q, k, v = self.qkv(h).to(torch.bfloat16).view(b, n, 3, HEADS, d // HEADS).permute(2, 0, 3, 1, 4)
+        o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.proj(o.transpose(1, 2).reshape(b, n, d).to(x.dtype))
+        return x + self.mlp(self.norm2(x))
+
+
+class GPT(nn.Module):
+    def __init__(self, layers, dump):
+        super().__init__()
+        self.embed, self.position = nn.Embedding(VOCAB, D_MODEL), nn.Embedding(CONTEXT, D_MODEL)
+        self.blocks = nn.ModuleList(Block(dump) for _ in range(layers))
+        self.norm, self.head = nn.LayerNorm(D_MODEL), nn.Linear(D_MODEL, VOCAB)
+
+    def forward(self, tokens):
+        x = self.embed(tokens) + self.position(torch.arange(tokens.shape[1]))
+        for block in self.blocks:
+            x = block(x)
+        return self.head(self.norm(x))
+
+
+AUTOCAST = False  # --autocast: the whole model under BF16 autocast
+
+
+def sequences(text, offsets):
+    """[BOS, CONTEXT bytes from each offset]: CONTEXT inputs and CONTEXT targets per row."""
+    return torch.stack([torch.cat([torch.tensor([BOS]), text[o : o + CONTEXT]]) for o in offsets.tolist()])
+
+
+def loss_of(model, tokens):
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=AUTOCAST):
+        logits = model(tokens[:, :-1])
+    return F.cross_entropy(logits.float().reshape(-1, VOCAB), tokens[:, 1:].reshape(-1))
+
+
+def sink_mass(path):
+    """Attention on key 0 per head, averaged over query rows 1..N-1, from a dump's q and k."""
+    from safetensors.torch import load_file
+    t = load_file(path)
+    q, k = t["q"].double()[0], t["k"].double()[0]
+    scores = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
+    scores = scores.masked_fill(torch.ones_like(scores[0], dtype=torch.bool).triu(1), float("-inf"))
+    return scores.softmax(-1)[:, 1:, 0].mean(-1).tolist()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", default="real-run")
+    parser.add_argument("--steps", type=int, default=600)
+    parser.add_argument("--dump-every", type=int, default=100)
+    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: every core)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--autocast", action="store_true", help="the whole model under BF16 autocast (slow on CPUs "
+                        "without native BF16 matrix units)")
+    a = parser.parse_args()
+    global AUTOCAST
+    AUTOCAST = a.autocast
+    if a.threads:
+        torch.set_num_threads(a.threads)
+    torch.manual_seed(a.seed)
+    root, files, data = corpus()
+    split = int(len(data) * 0.95)
+    train, held_out = data[:split], data[split:]
+    print(f"corpus: {files} files under {root}, {len(data) / 1e6:.1f} MB ({split} bytes for training)")
+
+    dump_steps = sorted({0, a.steps - 1, *range(0, a.steps, a.dump_every)})
+    dump = AttentionDump(a.out, steps=dump_steps)
+    model = GPT(a.layers, dump)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=2e-3, betas=(0.9, 0.95), weight_decay=0.1)
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda s: min(1.0, (s + 1) / 50) * 0.5 * (1 + math.cos(math.pi * min(s, a.steps) / a.steps)))
+    probe = sequences(held_out, torch.tensor([0]))
+    generator = torch.Generator().manual_seed(a.seed)
+    log = {"corpus": {"root": root, "files": files, "bytes": len(data)}, "steps": [], "dumps": []}
+    start = time.time()
+    for step in range(a.steps):
+        if step in dump_steps:  # the probe: captured, its gradients thrown away
+            optimizer.zero_grad()
+            with dump.step(step):
+                loss_of(model, probe).backward()
+            optimizer.zero_grad()
+            masses = [sink_mass(os.path.join(a.out, f"step{step}_layer{layer}.safetensors")) for layer in range(a.layers)]
+            log["dumps"].append({"step": step, "sink_mass": masses})
+            print(f"step {step}: attention on the first token per layer and head: "
+                  + "; ".join(" ".join(f"{m:.2f}" for m in layer) for layer in masses))
+        batch = sequences(train, torch.randint(0, len(train) - CONTEXT, (a.batch,), generator=generator))
+        loss = loss_of(model, batch)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        schedule.step()
+        optimizer.zero_grad()
+        log["steps"].append(loss.item())
+        if step % 25 == 0 or step == a.steps - 1:
+            with torch.no_grad():
+                held = loss_of(model, sequences(held_out, torch.arange(1, 9) * CONTEXT))
+            print(f"step {step}: loss {loss.item():.4f}, held-out {held.item():.4f}, {time.time() - start:.0f} s",
+                  flush=True)
+    log["seconds"] = time.time() - start
+    with open(os.path.join(a.out, "sinks.json"), "w") as f:
+        json.dump(log, f)
+    print(f"{a.steps} steps in {log['seconds']:.0f} s; {len(dump.written)} dumps in {a.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,56 @@
+#pragma once
+// `roundscope report`'s units of work. A folder of attention dumps becomes a list of tasks: one
+// per head of each file (every analysis on that head) and one per file with a kernel output
+// (`compare` against each recipe). A task's result is a JSON object that depends only on the
+// file's bytes and the options, so it is cached under a key made of both, and can run anywhere
+// (a thread here, or a worker of a distributed engine) and be gathered later.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "emu/attention/attention_recipe.hpp"
+
+namespace roundscope::cli {
+
+struct ReportOptions {
+    std::vector<emu::AttentionRecipe> recipes;  // attribution and compare
+    int k_sink = 1;                             // the first k_sink keys are the sink (P-collapse)
+    std::uint64_t leak_tokens = 512;            // leakage on the first tokens of each file
+};
+
+/// One dump, read and validated.
+struct DumpFile {
+    std::string path;      // as found under the folder
+    std::string relative;  // to the folder
+    std::optional<std::int64_t> layer, step;  // from the metadata
+    std::uint64_t heads = 0, n_q = 0, n_kv = 0, d = 0;
+    bool causal = false, has_o = false, has_do = false, has_x = false;
+    std::string content_hash;  // 16 hex digits over the file's bytes
+};
+
+struct ReportTask {
+    std::size_t file = 0;               // index into the files
+    std::optional<std::uint64_t> head;  // none: the file's compare task
+    std::string key;                    // the cache key: content, options, version, head
+};
+
+/// The .safetensors files under `dir` (but not under `exclude`, the report's own folder), by
+/// path, each read and checked as attention inputs (finite q, k, v, do): an Error naming the
+/// file for the first that is not, before any work.
+std::vector<DumpFile> scan_dumps(const std::string& dir, const std::string& exclude);
+
+/// Every task of `files` under `options`, in a fixed order: files by path, heads in order,
+/// the compare task after its file's heads.
+std::vector<ReportTask> report_tasks(const std::vector<DumpFile>& files, const ReportOptions& options);
+
+/// Runs one task (its analyses on `threads` threads). The result names its file, layer, step
+/// and head.
+nlohmann::json run_task(const DumpFile& file, const ReportTask& task, const ReportOptions& options, int threads);
+
+/// The options as JSON (what the cache key covers, and report.json records).
+nlohmann::json options_json(const ReportOptions& options);
+
+}  // namespace roundscope::cli
