@@ -3,7 +3,8 @@
 # (compilers, CMake, the libraries of docs/design.md) and, in .venv at the repository
 # root, the Python test peers from the Python package registry (numpy, ml_dtypes, safetensors,
 # torch for the CPU, torchao, mmasim), matplotlib for the plots, and the roundscope Python
-# package built from this checkout (pip install .).
+# package built from this checkout (pip install .). Headless Chromium renders `roundscope
+# report`'s page in its test (a screenshot).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,6 +14,7 @@ packages=(
   nlohmann-json3-dev libhwy-dev
   python3 python3-venv
   clang libclang-rt-14-dev
+  chromium fonts-dejavu-core
 )
 missing=()
 for p in "${packages[@]}"; do

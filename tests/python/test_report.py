@@ -1,0 +1,77 @@
+"""roundscope.report, compare and check from Python: the same results as the command line, and
+the report's tasks run on a local Dask cluster of 2 worker processes give the report a local run
+gives, every task computed there (the gathering run finds them all in its cache)."""
+import json
+import os
+
+import numpy as np
+import pytest
+
+import roundscope
+
+H, N, D = 2, 64, 16
+
+
+@pytest.fixture(scope="module")
+def dumps(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("dumps")
+    rng = np.random.default_rng(5)
+    for step in (0, 10):
+        q, k = rng.normal(size=(2, H, N, D)).astype(np.float32)
+        q[..., 0], k[..., 0] = 3.0, 0.0
+        k[:, 0, 0] = 8.0  # key 0 is a sink
+        v, do = rng.normal(-0.3, 1, size=(2, H, N, D)).astype(np.float32)
+        o = roundscope.attention(q, k, v, recipe="fa2-bf16", causal=True)["o"]
+        roundscope.write(folder / f"step{step}_layer0.safetensors", {"q": q, "k": k, "v": v, "do": do, "o": o},
+                         metadata={"causal": "true", "layer": "0", "step": str(step)})
+    return folder
+
+
+def test_report_matches_the_command_line(dumps, tmp_path, cli):
+    summary = roundscope.report(dumps, tmp_path / "py", recipe=["fa2-bf16"])
+    assert summary["tasks"] == 2 * H + 2 and summary["cached"] == 0
+    cli.run("report", dumps, "-o", tmp_path / "cli", "--recipe", "fa2-bf16")
+    mine = json.loads((tmp_path / "py" / "report.json").read_text())
+    theirs = json.loads((tmp_path / "cli" / "report.json").read_text())
+    for key in ("files", "heads", "compare", "bias_over_steps"):
+        assert mine[key] == theirs[key], key
+
+
+def test_report_on_a_dask_cluster(dumps, tmp_path):
+    distributed = pytest.importorskip("distributed")  # tools/setup.sh installs it; missing, the check below fails
+    local = roundscope.report(dumps, tmp_path / "local", recipe=["fa2-bf16"])
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        workers = len(client.scheduler_info()["workers"])
+        summary = roundscope.report(dumps, tmp_path / "dask", recipe=["fa2-bf16"], client=client)
+    assert workers == 2
+    # every task ran on the cluster: the gathering run found them all in the cache
+    assert summary["cached"] == summary["tasks"] == local["tasks"]
+    a = json.loads((tmp_path / "local" / "report.json").read_text())
+    b = json.loads((tmp_path / "dask" / "report.json").read_text())
+    for key in ("files", "heads", "compare", "bias_over_steps"):
+        assert a[key] == b[key], key
+    assert (tmp_path / "dask" / "report.html").read_text().count("<svg") >= 3
+
+
+def test_distributed_is_installed():
+    """CI's environment has Dask (tools/setup.sh): the cluster test above must not skip there."""
+    import distributed  # noqa: F401
+
+
+def test_compare_and_check(dumps, tmp_path, cli):
+    path = dumps / "step0_layer0.safetensors"
+    r = roundscope.compare(path, "fa2-bf16")
+    assert r["outputs"]["o"]["matched"] == H * N * D
+    assert r == cli.json("compare", path, "--recipe", "fa2-bf16")
+    golden = os.path.join(os.path.dirname(__file__), "..", "data", "golden")
+    c = roundscope.check(golden, junit=tmp_path / "junit.xml")
+    assert c["failed"] == 0 and c["passed"] > 0
+    assert (tmp_path / "junit.xml").read_text().startswith("<?xml")
+
+
+def test_report_errors(dumps, tmp_path):
+    with pytest.raises(ValueError, match="no-such-recipe"):
+        roundscope.report(dumps, tmp_path / "x", recipe=["no-such-recipe"])
+    with pytest.raises(ValueError, match="-o"):
+        roundscope.report(dumps, dumps)
