@@ -308,6 +308,16 @@ bool fast_backward(const HeadBackward& h, int threads) {
     const std::vector<Ball>& p = *h.p;
     std::vector<Ball> ds(nq * nk, dd::exact(0));  // [query][key]
     std::vector<char> decided(std::max(nq, nk), 1);
+    // A row's dS sums to zero exactly (sum_j P (dP_j - delta) = delta - delta), so where every
+    // key a row sees has the same value in feature c, dQ[c] = scale k_c sum_j dS_j is exactly
+    // zero; its ball would straddle zero. same_until[c]: the keys [0, n) sharing key 0's value.
+    std::vector<std::size_t> same_until(d, nk);
+    for (std::size_t c = 0; c < d; ++c)
+        for (std::size_t j = 1; j < nk; ++j)
+            if (h.k[j * d + c] != h.k[c]) {
+                same_until[c] = j;
+                break;
+            }
     parallel_for(nq, 4, threads, [&](std::size_t begin, std::size_t end) {
         std::vector<double> sum(nk), c1(nk), c2(nk), magnitude(nk);
         for (std::size_t i = begin; i < end; ++i) {
@@ -328,8 +338,12 @@ bool fast_backward(const HeadBackward& h, int threads) {
                 }
             }
             const std::vector<Ball> dq = ball_weighted_sums(std::vector<Ball>(row, row + keys), h.k, d);
-            for (std::size_t c = 0; c < d && ok; ++c)
-                ok = dd::round_to_double(dd::mul(dq[c], h.scale), h.dq[i * d + c]);
+            for (std::size_t c = 0; c < d && ok; ++c) {
+                if (keys <= same_until[c])
+                    h.dq[i * d + c] = 0;
+                else
+                    ok = dd::round_to_double(dd::mul(dq[c], h.scale), h.dq[i * d + c]);
+            }
             if (!ok) decided[i] = 0;
         }
     });

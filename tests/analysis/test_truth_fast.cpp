@@ -108,11 +108,32 @@ TEST_CASE("Fast truth backward equals the reference bit for bit", "[truth][fast]
     INFO("heads " << c.heads << " n_q " << c.n_q << " n_kv " << c.n_kv << " d " << c.d << " spread " << c.spread
                   << " equal keys " << c.equal_keys << " causal " << causal << " reference rows "
                   << fast.reference_rows);
-    // Two adversarial kinds are the reference's by design: with all keys equal dQ is exactly 0
-    // (a ball around a cancellation cannot prove a zero), and with scores 100s apart some keys
-    // get only P below e^-600, whose bound alone enters the fast sums.
-    if (!c.equal_keys && c.spread <= 1) CHECK(fast.fast_heads == c.heads);
+    // With scores 100s apart some keys get only P below e^-600, whose bound alone enters the
+    // fast sums: the reference's by design. All keys equal make dQ exactly 0, which the fast
+    // path proves (a row's dS sums to zero).
+    if (c.spread <= 1) CHECK(fast.fast_heads == c.heads);
     check_same_bits(fast, reference);
+}
+
+TEST_CASE("Fast truth backward proves dQ = 0 where a causal row's keys share a feature's value", "[truth][fast]") {
+    // Real BF16 dumps: the first rows see two or three keys, and a feature equal in all of them
+    // (BF16 has 8 significant bits) makes that row's dQ there exactly zero.
+    Case c{2, 64, 64, 16, 16, 1, false};
+    emu::AttentionInputs in = make(c, 41);
+    for (std::uint64_t h = 0; h < c.heads; ++h)
+        for (std::uint64_t j = 1; j < 1 + 3 * (h + 1); ++j)          // keys 1.. of head h
+            for (std::uint64_t f = 0; f < c.d; f += 1 + h)            // share key 0's value in these features
+                in.k.set_bits_at((h * c.n_kv + j) * c.d + f, in.k.bits_at(h * c.n_kv * c.d + f));
+    TruthOptions o;
+    o.causal = GENERATE(true, false);
+    o.backward = true;
+    const AttentionTruth fast = attention_truth(in, o), reference = attention_truth_reference(in, o);
+    INFO("causal " << o.causal);
+    CHECK(fast.fast_heads == c.heads);
+    check_same_bits(fast, reference);
+    std::size_t zeros = 0;
+    for (const double x : fast.dq) zeros += x == 0;
+    if (o.causal) CHECK(zeros > 2 * c.d);  // row 0 of each head, and the shared features of rows 1..
 }
 
 namespace {
