@@ -107,6 +107,24 @@ for s in series:
           s["steps"] == [0, 10] and s["coefficient_sum"] == [by_step[0], by_step[10]]
           and s["cumulative"] == [by_step[0], by_step[0] + by_step[10]], s)
 
+# On a terminal: a progress bar on standard error, ending at every task.
+import pty  # noqa: E402
+master, slave = pty.openpty()
+p = subprocess.run([BINARY, "report", DUMPS, "-o", os.path.join(TMP, "report_tty"), "--recipe", "fa2-bf16"],
+                   stdout=subprocess.DEVNULL, stderr=slave, timeout=600)
+os.close(slave)
+seen = b""
+while True:
+    try:
+        chunk = os.read(master, 65536)
+    except OSError:
+        break
+    if not chunk:
+        break
+    seen += chunk
+os.close(master)
+check("a progress bar on a terminal", p.returncode == 0 and b"\r[" in seen and f"{4 * H + 4}/{4 * H + 4} tasks".encode() in seen, seen[-300:])
+
 # The cache: a re-run computes nothing and writes the same results.
 rc, again, err = report(OUT)
 check("a re-run takes every task from the cache", rc == 0 and again["cached"] == again["tasks"], again)
