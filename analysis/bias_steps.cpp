@@ -28,11 +28,13 @@ BiasStepSource synthetic_bias_steps(const SyntheticSpec& spec) {
 
 BiasOptions with_max_adjustment(BiasOptions o) {
     o.recipe.max_adjust = true;
+    o.use_stored_o = false;  // a fixed kernel's O: the file's O is the unfixed kernel's
     o.recipe.name += " with max adjustment";
     return o;
 }
 
 BiasOptions with_delta_from_f32_o(BiasOptions o) {
+    o.use_stored_o = false;
     o.recipe.delta = emu::DeltaKind::f32_o;
     o.recipe.delta_format = &emu::f32;
     o.recipe.name += " with delta from float32 O";

@@ -29,7 +29,8 @@ using BiasStepSource = std::function<BiasStepInput(std::size_t i)>;
 /// Synthetic repeated-max steps: `spec` with seeds spec.seed, spec.seed + 1, ...
 BiasStepSource synthetic_bias_steps(const SyntheticSpec& spec);
 
-/// The two fixes of arXiv:2510.04212 applied to a recipe.
+/// The two fixes of arXiv:2510.04212 applied to a recipe; O is then the emulated fixed
+/// kernel's, never a file's (which the unfixed kernel wrote).
 BiasOptions with_max_adjustment(BiasOptions o);
 BiasOptions with_delta_from_f32_o(BiasOptions o);
 

@@ -98,6 +98,14 @@ check("every head has leakage, headroom, bias and attribution",
 check("the kernel's o matches the fa2-bf16 emulation bit for bit",
       all(c["compare"]["fa2-bf16"]["outputs"]["o"]["matched"] == H * N * D for c in r["compare"]), r["compare"][:1])
 
+# The dumps' o is fa2-bf16's own: the kernel's delta error is the emulation's; the max
+# adjustment is a different kernel, emulated (the dump's O is not the fixed kernel's).
+for x in r["heads"]:
+    b = x["bias"]
+    check(f"{x['file']} head {x['head']}: stored o = emulated o, and the fix is emulated",
+          b["kernel"]["coefficient_sum"] == b["emulated"]["coefficient_sum"] and b["kernel"]["o_from_file"]
+          and not b["emulated"]["o_from_file"] and not b["max_adjust"]["o_from_file"], b)
+
 # The bias over steps: per layer and head, steps in order, running sums.
 series = r["bias_over_steps"]
 check("bias series per layer and head", sorted((s["layer"], s["head"]) for s in series) == [(l, h) for l in (0, 1) for h in range(H)], series)

@@ -82,14 +82,16 @@ nlohmann::json bias_over_steps(const nlohmann::json& heads) {
     nlohmann::json out = nlohmann::json::array();
     for (const auto& [key, steps] : series) {
         nlohmann::json s{{"layer", key.first}, {"head", key.second}};
-        double sum = 0, adjusted = 0;
+        double sum = 0, emulated = 0, adjusted = 0;
         for (const auto& [step, h] : steps) {
             const double c = (*h)["bias"]["kernel"].value("coefficient_sum", 0.0),
+                         e = (*h)["bias"]["emulated"].value("coefficient_sum", 0.0),
                          m = (*h)["bias"]["max_adjust"].value("coefficient_sum", 0.0);
-            sum += c, adjusted += m;
+            sum += c, emulated += e, adjusted += m;
             s["steps"].push_back(step);
             s["coefficient_sum"].push_back(c);
             s["cumulative"].push_back(sum);
+            s["emulated_cumulative"].push_back(emulated);
             s["max_adjust_cumulative"].push_back(adjusted);
         }
         s["positive_steps"] = std::count_if(s["coefficient_sum"].begin(), s["coefficient_sum"].end(),

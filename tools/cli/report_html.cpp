@@ -188,7 +188,8 @@ std::string report_html(const json& r) {
     if (!r["bias_over_steps"].empty()) {
         html += "<h2>delta = rowsum(dO * O): the error summed over rows, accumulated over steps</h2><p class=\"note\">"
                 "Solid: with the kernel's own O from the dump (the emulated fa2-bf16 where the dump has none); dashed: "
-                "fa2-bf16 with the max adjustment. One sign step after step is the bias that reaches the weights.</p>"
+                "the emulated fa2-bf16 with the max adjustment. One sign step after step is the bias that reaches the "
+                "weights.</p>"
                 "<div class=\"charts\">";
         std::map<std::int64_t, std::vector<Series>> layers;
         for (const json& s : r["bias_over_steps"]) {

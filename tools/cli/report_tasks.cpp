@@ -81,7 +81,11 @@ nlohmann::json head_analyses(const emu::AttentionInputs& in, const ReportOptions
         analysis::BiasOptions b;
         b.recipe = emu::find_recipe("fa2-bf16");
         b.causal = causal, b.softmax_scale = scale, b.threads = threads;
+        // the dump's own O (the kernel's), the recipe's emulated O, and the recipe with the fix
+        analysis::BiasOptions emulated = b;
+        emulated.use_stored_o = false;
         j["bias"] = {{"kernel", bias_json(analysis::rounding_bias(in, b))},
+                     {"emulated", bias_json(analysis::rounding_bias(in, emulated))},
                      {"max_adjust", bias_json(analysis::rounding_bias(in, analysis::with_max_adjustment(b)))}};
     }
 
