@@ -143,8 +143,13 @@ nlohmann::json options_json(const ReportOptions& o) {
     return {{"recipes", recipes}, {"k_sink", o.k_sink}, {"leak_tokens", o.leak_tokens}};
 }
 
+// What a task's result holds: raised whenever a task computes or stores anything differently,
+// so that a cache written before is not taken for today's results.
+constexpr int task_schema = 2;
+
 std::vector<ReportTask> report_tasks(const std::vector<DumpFile>& files, const ReportOptions& options) {
-    const std::string fingerprint = options_json(options).dump() + " roundscope " ROUNDSCOPE_VERSION;
+    const std::string fingerprint =
+        fmt::format("{} roundscope {} tasks {}", options_json(options).dump(), ROUNDSCOPE_VERSION, task_schema);
     std::uint64_t h = 0xcbf29ce484222325ULL;
     for (const char c : fingerprint) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ULL;
     std::vector<ReportTask> tasks;
