@@ -8,7 +8,7 @@ The corpus is the Python standard library's own sources (every .py file under
 sysconfig's stdlib path, sorted by path, read as bytes: 13 MB on Debian 12's Python 3.11; nothing
 is downloaded), split 95/5 into training and held-out text. Each sequence is a beginning-of-sequence token
 followed by 255 bytes from a random offset. The model: byte-level (257 tokens), 4 layers,
-d_model 256, 4 heads (D = 64), context 256, pre-LayerNorm, learned positions, AdamW (lr 2e-3,
+d_model 256, 4 heads (D = 64), context 256 (--context), pre-LayerNorm, learned positions, AdamW (lr 2e-3,
 cosine decay, 50 warm-up steps), gradient clipping 1.0, batch 8. Attention is BF16: q, k, v are
 cast to BF16 and PyTorch's SDPA runs its BF16 kernel on them, forward and backward, as under
 autocast. The projections and MLP stay in float32 unless --autocast is given: on a CPU without
@@ -40,7 +40,7 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools", "python"))
 from roundscope_dump import AttentionDump  # noqa: E402
 
-CONTEXT, D_MODEL, HEADS, VOCAB = 256, 256, 4, 257
+D_MODEL, HEADS, VOCAB = 256, 4, 257
 BOS = 256  # every sequence starts with it, as a tokenizer's beginning-of-sequence token
 
 
@@ -76,9 +76,9 @@ class Block(nn.Module):
 
 
 class GPT(nn.Module):
-    def __init__(self, layers, dump):
+    def __init__(self, layers, context, dump):
         super().__init__()
-        self.embed, self.position = nn.Embedding(VOCAB, D_MODEL), nn.Embedding(CONTEXT, D_MODEL)
+        self.embed, self.position = nn.Embedding(VOCAB, D_MODEL), nn.Embedding(context, D_MODEL)
         self.blocks = nn.ModuleList(Block(dump) for _ in range(layers))
         self.norm, self.head = nn.LayerNorm(D_MODEL), nn.Linear(D_MODEL, VOCAB)
 
@@ -92,9 +92,9 @@ class GPT(nn.Module):
 AUTOCAST = False  # --autocast: the whole model under BF16 autocast
 
 
-def sequences(text, offsets):
-    """[BOS, CONTEXT bytes from each offset]: CONTEXT inputs and CONTEXT targets per row."""
-    return torch.stack([torch.cat([torch.tensor([BOS]), text[o : o + CONTEXT]]) for o in offsets.tolist()])
+def sequences(text, offsets, context):
+    """[BOS, context bytes from each offset]: context inputs and context targets per row."""
+    return torch.stack([torch.cat([torch.tensor([BOS]), text[o : o + context]]) for o in offsets.tolist()])
 
 
 def loss_of(model, tokens):
@@ -120,6 +120,7 @@ def main():
     parser.add_argument("--dump-every", type=int, default=100)
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--context", type=int, default=256, help="tokens per sequence: N in the dumps")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: every core)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--autocast", action="store_true", help="the whole model under BF16 autocast (slow on CPUs "
@@ -137,11 +138,11 @@ def main():
 
     dump_steps = sorted({0, a.steps - 1, *range(0, a.steps, a.dump_every)})
     dump = AttentionDump(a.out, steps=dump_steps)
-    model = GPT(a.layers, dump)
+    model = GPT(a.layers, a.context, dump)
     optimizer = torch.optim.AdamW(model.parameters(), lr=2e-3, betas=(0.9, 0.95), weight_decay=0.1)
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda s: min(1.0, (s + 1) / 50) * 0.5 * (1 + math.cos(math.pi * min(s, a.steps) / a.steps)))
-    probe = sequences(held_out, torch.tensor([0]))
+    probe = sequences(held_out, torch.tensor([0]), a.context)
     generator = torch.Generator().manual_seed(a.seed)
     log = {"corpus": {"root": root, "files": files, "bytes": len(data)}, "steps": [], "dumps": []}
     start = time.time()
@@ -155,7 +156,7 @@ def main():
             log["dumps"].append({"step": step, "sink_mass": masses})
             print(f"step {step}: attention on the first token per layer and head: "
                   + "; ".join(" ".join(f"{m:.2f}" for m in layer) for layer in masses))
-        batch = sequences(train, torch.randint(0, len(train) - CONTEXT, (a.batch,), generator=generator))
+        batch = sequences(train, torch.randint(0, len(train) - a.context, (a.batch,), generator=generator), a.context)
         loss = loss_of(model, batch)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -165,7 +166,7 @@ def main():
         log["steps"].append(loss.item())
         if step % 25 == 0 or step == a.steps - 1:
             with torch.no_grad():
-                held = loss_of(model, sequences(held_out, torch.arange(1, 9) * CONTEXT))
+                held = loss_of(model, sequences(held_out, torch.arange(1, 9) * a.context, a.context))
             print(f"step {step}: loss {loss.item():.4f}, held-out {held.item():.4f}, {time.time() - start:.0f} s",
                   flush=True)
     log["seconds"] = time.time() - start

@@ -1,0 +1,17 @@
+#pragma once
+// Checks MX block quantization (mx_quantize_block) against an independent reference: MPFR for
+// log2(amax) and amax / max_elem, the element grid from the spec's decoding formula, nearest-even
+// chosen by search over that grid. Random blocks of every kind the scale rules must handle: all
+// zero, float32 subnormals, any float32, beyond float32, one binade, exact ties and powers of two
+// at the top, amax exactly max_elem * 2^k, NaN and infinity.
+#include <cstddef>
+
+#include "emu/block/block_format.hpp"
+#include "emu/numbers/format.hpp"
+
+namespace roundscope::test {
+
+// The number of `blocks` random blocks whose scale or elements differ from the reference.
+std::size_t mx_blocks_mismatching_mpfr(const emu::Format& f, emu::ScaleRule rule, std::size_t blocks);
+
+}  // namespace roundscope::test
