@@ -87,13 +87,20 @@ HWY_INLINE void fused_block(const MmaSimdJob& job, std::int64_t k0, int begin, i
     }
 }
 
+// float32 round-to-nearest-even of a double, overflow to Inf included: Highway's portable
+// targets saturate DemoteTo at the largest float instead, so the lanes from float32's
+// rounding boundary 2^128 - 2^103 up are set here on every target.
+HWY_INLINE hn::Vec<hn::Rebind<float, D>> to_f32_rn(V x) {
+    const hn::Rebind<float, D> df;
+    const auto y = hn::DemoteTo(df, x);
+    // Masks do not change lane width: carry the overflow lanes over as 1.0 in a float vector.
+    const V overflow = hn::IfThenElseZero(hn::Ge(hn::Abs(x), hn::Set(D(), 0x1.ffffffp127)), hn::Set(D(), 1.0));
+    return hn::IfThenElse(hn::Eq(hn::DemoteTo(df, overflow), hn::Set(df, 1.0f)), hn::CopySign(hn::Inf(df), y), y);
+}
+
 // float32 round-to-nearest-even of an exact double sum of two float32 (double rounding is
 // innocuous for addition: 53 >= 2 * 24 + 2).
-HWY_INLINE V add_f32_rn(V x, V y) {
-    const D d;
-    const hn::Rebind<float, D> df;
-    return hn::PromoteTo(d, hn::DemoteTo(df, hn::Add(x, y)));
-}
+HWY_INLINE V add_f32_rn(V x, V y) { return hn::PromoteTo(D(), to_f32_rn(hn::Add(x, y))); }
 
 template <int G>
 HWY_INLINE void row_columns(const MmaSimdJob& job, std::int64_t j0) {
@@ -114,8 +121,9 @@ HWY_INLINE void row_columns(const MmaSimdJob& job, std::int64_t j0) {
     }
     const auto canonical_nan = hn::Set(du32, 0x7FFFFFFFu);
     for (int g = 0; g < G; ++g) {
-        const auto bits = hn::BitCast(du32, hn::DemoteTo(df, c[g]));
-        const auto nan = hn::RebindMask(du32, hn::IsNaN(hn::DemoteTo(df, c[g])));
+        const auto value = to_f32_rn(c[g]);  // exact: c holds float32 values
+        const auto bits = hn::BitCast(du32, value);
+        const auto nan = hn::RebindMask(du32, hn::IsNaN(value));
         hn::StoreU(hn::IfThenElse(nan, canonical_nan, bits), du32, job.d + j0 + g * lanes);
     }
 }
