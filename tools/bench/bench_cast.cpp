@@ -2,7 +2,7 @@
 // host conversions, against MPFR, and against a plain copy of the same bytes (the memory
 // bandwidth limit), measured in the same run. Prints G elements/s and ratios.
 //
-//   bench_cast [--quick]
+//   bench_cast [--simd TARGET] [--quick]
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -18,6 +18,7 @@
 #include "emu/batch/batch_cast.hpp"
 #include "lib/parallel.hpp"
 #include "tools/bench/best_rate.hpp"
+#include "tools/bench/simd_option.hpp"
 
 #if ROUNDSCOPE_BENCH_CUDA_HEADERS
 #include <cuda_bf16.h>
@@ -65,6 +66,7 @@ struct Target {
 }  // namespace
 
 int main(int argc, char** argv) {
+    bench::apply_simd_option(argc, argv);
     const bool quick = argc > 1 && std::string(argv[1]) == "--quick";
     const double min_seconds = quick ? 0.05 : 0.3;
     const int all_threads = resolve_threads(0);

@@ -3,7 +3,7 @@
 // same process: the same matrix products (2 forward, 5 more backward, each N^2 D multiply-adds)
 // as plain float32 GEMMs in Eigen, i.e. what the arithmetic costs with nothing emulated.
 //
-//   bench_flash [--n N] [--recipe NAME] [--threads T] [--causal]
+//   bench_flash [--simd TARGET] [--n N] [--recipe NAME] [--threads T] [--causal]
 #include <Eigen/Dense>
 
 #include <chrono>
@@ -15,6 +15,7 @@
 #include "emu/attention/random_operands.hpp"
 #include "emu/numbers/round.hpp"
 #include "tools/bench/best_rate.hpp"
+#include "tools/bench/simd_option.hpp"
 
 using namespace roundscope;
 
@@ -29,6 +30,7 @@ double seconds_of(const std::function<void()>& f) {
 }  // namespace
 
 int main(int argc, char** argv) {
+    bench::apply_simd_option(argc, argv);
     std::uint64_t n = 4096;
     std::string recipe_name = "fa2-bf16";
     int threads = 0;

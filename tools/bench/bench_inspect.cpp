@@ -3,7 +3,7 @@
 // `inspect` is the memory-mapped, multi-threaded tensor_stats over every tensor. With
 // --cold, the page cache is dropped before each measurement (needs root), so both read disk.
 //
-//   bench_inspect FILE.safetensors [--cold] [--threads N]
+//   bench_inspect FILE.safetensors [--simd TARGET] [--cold] [--threads N]
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -17,6 +17,7 @@
 #include "analysis/tensor_stats.hpp"
 #include "lib/parallel.hpp"
 #include "lib/tensor_io.hpp"
+#include "tools/bench/simd_option.hpp"
 
 using namespace roundscope;
 using Clock = std::chrono::steady_clock;
@@ -53,6 +54,7 @@ double inspect_all(const std::string& path, int threads) {
 }  // namespace
 
 int main(int argc, char** argv) {
+    bench::apply_simd_option(argc, argv);
     if (argc < 2) {
         std::fprintf(stderr, "usage: bench_inspect FILE.safetensors [--cold] [--threads N]\n");
         return 2;

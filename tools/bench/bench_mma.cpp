@@ -3,7 +3,7 @@
 // all. A score-matrix shape: Q [M, K] times K^T [K, N] with K = 128 (the head dimension).
 // Rates are M*N*K multiply-adds per second; the scalar engine (mma_gemm_reference) is shown too.
 //
-//   bench_mma [--quick]
+//   bench_mma [--simd TARGET] [--quick]
 #include <Eigen/Core>
 
 #include <chrono>
@@ -18,6 +18,7 @@
 #include "emu/numbers/round.hpp"
 #include "lib/parallel.hpp"
 #include "tools/bench/best_rate.hpp"
+#include "tools/bench/simd_option.hpp"
 
 using namespace roundscope;
 using namespace roundscope::emu;
@@ -29,6 +30,7 @@ double rate(const std::function<void()>& pass, double macs) { return bench::best
 }  // namespace
 
 int main(int argc, char** argv) {
+    bench::apply_simd_option(argc, argv);
     const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
     const std::int64_t m = quick ? 256 : 1024, n = quick ? 256 : 1024, k = 128;
     const int all = resolve_threads(0);

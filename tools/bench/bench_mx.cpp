@@ -3,7 +3,7 @@
 // all, in cache (2^17 elements, 512 KB, quantized over and over) and streaming (2^25, 128 MB).
 // Input: float32 Gaussian values at per-row random scales, blocks of 32 along the last axis.
 //
-//   bench_mx [--quick]
+//   bench_mx [--simd TARGET] [--quick]
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -14,6 +14,7 @@
 #include "emu/block/block_quantize.hpp"
 #include "lib/parallel.hpp"
 #include "tools/bench/best_rate.hpp"
+#include "tools/bench/simd_option.hpp"
 
 using namespace roundscope;
 
@@ -36,6 +37,7 @@ Tensor gaussian_rows(std::uint64_t rows, std::uint64_t cols) {
 }  // namespace
 
 int main(int argc, char** argv) {
+    bench::apply_simd_option(argc, argv);
     const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
     const int all = resolve_threads(0);
     std::printf("blocks of 32 along the last axis of float32 data, scale rule floor, rne; %d threads available\n", all);

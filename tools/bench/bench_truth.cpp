@@ -2,7 +2,7 @@
 // head of BF16 inputs with D = 128 at N = 4096 (or --n N), against the MPFI reference path
 // measured in the same run at a smaller N (default 128) and scaled by its N^2 D cost.
 //
-//   bench_truth [--n N] [--reference-n M] [--backward]
+//   bench_truth [--simd TARGET] [--n N] [--reference-n M] [--backward]
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -12,6 +12,7 @@
 
 #include "analysis/truth/attention_truth.hpp"
 #include "emu/numbers/round.hpp"
+#include "tools/bench/simd_option.hpp"
 
 using namespace roundscope;
 using namespace roundscope::analysis;
@@ -49,6 +50,7 @@ double seconds(const emu::AttentionInputs& in, bool backward, bool reference) {
 }  // namespace
 
 int main(int argc, char** argv) {
+    bench::apply_simd_option(argc, argv);
     std::uint64_t n = 4096, reference_n = 128;
     bool backward = false;
     for (int i = 1; i < argc; ++i) {
