@@ -4,18 +4,13 @@
 #include <catch2/catch.hpp>
 
 #include "analysis/golden_check.hpp"
+#include "tests/analysis/digest_file.hpp"
 #include "lib/error.hpp"
 
 using namespace roundscope;
 using namespace roundscope::analysis;
 
-namespace {
-
-TensorFile digest_file(const std::vector<std::uint64_t>& digests) {
-    return {"conversions.safetensors", {}, {Tensor::of_bits("e4m3_gpu", DType::u64, {digests.size()}, digests)}};
-}
-
-}  // namespace
+using test::digest_file;
 
 TEST_CASE("files of no golden kind, and digests of the wrong size", "[golden]") {
     const TensorFile plain{"x.safetensors", {}, {Tensor::zeros("x", DType::f32, {4})}};

@@ -4,18 +4,13 @@
 #include <catch2/catch.hpp>
 
 #include "analysis/golden_check.hpp"
+#include "tests/analysis/digest_file.hpp"
 #include "emu/batch/conversion_digest.hpp"
 
 using namespace roundscope;
 using namespace roundscope::analysis;
 
-namespace {
-
-TensorFile digest_file(const std::vector<std::uint64_t>& digests) {
-    return {"conversions.safetensors", {}, {Tensor::of_bits("e4m3_gpu", DType::u64, {digests.size()}, digests)}};
-}
-
-}  // namespace
+using test::digest_file;
 
 TEST_CASE("conversion digests pass when they are the emulator's and fail chunk by chunk", "[golden]") {
     const std::vector<std::uint64_t> emulated =
