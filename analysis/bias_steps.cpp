@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
+
 #include "lib/error.hpp"
 
 namespace roundscope::analysis {
@@ -35,11 +38,31 @@ BiasOptions with_max_adjustment(BiasOptions o) {
 
 BiasOptions with_delta_from_f32_o(BiasOptions o) {
     o.use_stored_o = false;
-    o.recipe.delta = emu::DeltaKind::f32_o;
-    o.recipe.delta_format = &emu::f32;
-    o.recipe.name += " with delta from float32 O";
-    o.use_stored_o = false;
+    emu::AttentionRecipe& r = o.recipe;
+    r.score_product = r.pv_product = emu::Product::f64;
+    r.softmax_format = r.p_format = r.o_accumulator = r.o_format = &emu::f32;
+    r.p_scale = 1;
+    r.v_quant = nullptr;
+    r.delta = emu::DeltaKind::f32_o;
+    r.delta_format = &emu::f32;
+    r.name += " with delta from float32 O";
     return o;
+}
+
+StepSigns step_signs(const std::vector<double>& coefficient_sums) {
+    StepSigns s;
+    for (const double c : coefficient_sums) s.positive += c > 0, s.negative += c < 0;
+    const std::uint64_t n = s.positive + s.negative, k = std::min(s.positive, s.negative);
+    if (n == 0) return s;
+    // P(X <= k) for X ~ Binomial(n, 1/2), term by term in logs (n may be large), doubled.
+    const double dn = static_cast<double>(n), log_half_n = dn * std::log(0.5);
+    double tail = 0;
+    for (std::uint64_t i = 0; i <= k; ++i) {
+        const double di = static_cast<double>(i);
+        tail += std::exp(std::lgamma(dn + 1) - std::lgamma(di + 1) - std::lgamma(dn - di + 1) + log_half_n);
+    }
+    s.p_value = std::min(1.0, 2 * tail);
+    return s;
 }
 
 BiasSteps bias_over_steps(std::size_t count, const BiasStepSource& source, const BiasOptions& options,
@@ -65,6 +88,17 @@ BiasSteps bias_over_steps(std::size_t count, const BiasStepSource& source, const
         running += step.result.coefficient_sum;
         out.cumulative_coefficient.push_back(running);
         out.steps.push_back(std::move(step));
+    }
+    auto signs_of = [&](auto coefficient) {
+        std::vector<double> sums;
+        for (const BiasStep& step : out.steps) sums.push_back(coefficient(step));
+        return step_signs(sums);
+    };
+    out.signs = signs_of([](const BiasStep& s) { return s.result.coefficient_sum; });
+    if (with_fixes) {
+        out.max_adjust_signs = signs_of([](const BiasStep& s) { return s.fixes->max_adjust.coefficient_sum; });
+        out.delta_from_f32_o_signs =
+            signs_of([](const BiasStep& s) { return s.fixes->delta_from_f32_o.coefficient_sum; });
     }
     return out;
 }

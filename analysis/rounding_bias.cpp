@@ -27,6 +27,9 @@ BiasResult rounding_bias(const emu::AttentionInputs& in, const BiasOptions& o) {
     b.recipe = r.name;
     b.p_bar_one_count = f.counts.p_bar_one;
     b.repeated_max_rows = f.counts.repeated_max_rows;
+    b.tied_rows = f.counts.tied_rows;
+    b.tie_dominated_rows = f.counts.tie_dominated_rows;
+    b.tie_share_mean = b.tied_rows > 0 ? f.counts.tie_share_sum / static_cast<double>(b.tied_rows) : 0;
 
     // O_lp as the backward pass reads it: the file's o, else the emulated kernel's (in the
     // format the recipe forms delta from).

@@ -76,10 +76,10 @@ emu::AttentionInputs synthetic_attention(const SyntheticSpec& s) {
             for (std::uint64_t j = 0; j < s.n; ++j)
                 kh[j * s.d] = static_cast<std::int64_t>(j) < s.k_sink ? s.sink_strength / (4 * scale) : 0.0;
         } else if (s.scenario == Scenario::repeated_max && s.n >= 2) {
-            // keys 0 and 1 equal, and ahead of the rest by about 16 / sqrt(D) * 4
+            // keys 0 and 1 equal, and ahead of the rest by about G
             for (std::uint64_t i = 0; i < s.n; ++i) qh[i * s.d] = 4;
             for (std::uint64_t c = 0; c < s.d; ++c) kh[s.d + c] = kh[c];
-            kh[0] = kh[s.d] = 2 * std::sqrt(d);  // their scores: 4 * 2 sqrt(D) / sqrt(D) = 8, plus noise
+            kh[0] = kh[s.d] = s.tie_gap * std::sqrt(d) / 4;  // their scores: 4 G sqrt(D) / 4 / sqrt(D) = G, plus noise
             for (std::uint64_t j = 2; j < s.n; ++j) kh[j * s.d] = 0;
         }
     }

@@ -4,8 +4,10 @@
 //   random        q, k, v, dO standard normal (scores N(0, 1) after the 1/sqrt(D) scale)
 //   sink          the first k_sink keys score about sink_strength (Delta) above the rest, the
 //                 other scores N(0, 1) (arXiv:2606.06521's attention sink)
-//   repeated_max  two identical keys dominate every row, and V is mostly negative (Qiu & Yao's
-//                 BF16 bias: P-bar = 1 twice per row)
+//   repeated_max  two identical keys score tie_gap (G) above the rest in every row, and V is
+//                 mostly negative (Qiu & Yao's BF16 bias: P-bar = 1 twice per row); the pair holds
+//                 about 1 / (1 + (N - 2) e^(1/2 - G) / 2) of each row's P-bar mass
+//                 (more than 1 - 2^-9 from G = 12.3 at N = 512, for a row without score noise)
 //   wide          scores spread over hundreds (q and k with standard deviation `spread`, 6)
 // With d_model > 0 the inputs also hold the layer input x [N, M] and the query weight wq
 // [H, M, D], and q = x wq (rounded to float32) in place of the drawn q, with the same
@@ -28,6 +30,7 @@ struct SyntheticSpec {
     std::uint64_t seed = 0;
     int k_sink = 4;
     double sink_strength = 8;   // Delta
+    double tie_gap = 8;         // repeated_max: the tied pair's score above the rest (G)
     double spread = 6;          // wide: the standard deviation of q and k (scores: spread^2)
     std::uint64_t d_model = 0;  // M: with M >= 2, also x and wq (q = x wq); 0: neither
 };

@@ -50,10 +50,18 @@ void reference_forward_row(const double* q, const double* k, const double* v, co
                            std::size_t n_kv, std::size_t d, std::size_t d_v, double scale, const TruthOptions& options,
                            double* o, double* lse, double* s, double* p);
 
-/// The ground truth, fast: the forward pass in double-double balls with rigorous error bounds
-/// (double_double.hpp), the reference path for any row where an output cannot be decided,
-/// for f64 inputs (whose products are not exact in double), and for now for the backward
-/// pass. The same bits as attention_truth_reference.
+/// One query row of the backward pass by the reference path: its delta and dQ [d] (d_o: the
+/// row's [d_v]; the rest as reference_forward_row). The fast path's fallback for a row whose
+/// gradient it cannot decide.
+void reference_backward_row(const double* q, const double* k, const double* v, const double* d_o, const double* bias,
+                            std::size_t keys, std::size_t n_kv, std::size_t d, std::size_t d_v, double scale,
+                            const TruthOptions& options, double* delta, double* dq);
+
+/// The ground truth, fast: the forward and backward passes in double-double balls with rigorous
+/// error bounds (double_double.hpp); the reference path for a row whose O, LSE, delta or dQ the
+/// balls cannot decide, for a whole head where a dK or dV column is undecided (rare), and for
+/// f64 inputs (whose products are not exact in double). The same bits as
+/// attention_truth_reference.
 AttentionTruth attention_truth(const emu::AttentionInputs& in, const TruthOptions& options);
 
 /// The keys [0, visible_keys(i)) that query i sees: all of them, or under the causal mask those

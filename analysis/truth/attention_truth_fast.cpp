@@ -294,20 +294,23 @@ Tensor slice_head(const Tensor& t, std::size_t head) {
 // dS = P (dP - delta) with dP = dO V^T (exact products) and delta = rowsum(dO * O) from the
 // exact O's balls; dQ = scale dS K by rows, dK = scale dS^T Q and dV = P^T dO by columns.
 struct HeadBackward {
-    const double *q, *k, *d_o, *vt;
+    const double *q, *k, *v, *d_o, *vt;
     std::size_t nq, nk, d, dv;
     double scale;
     const std::vector<RowState>* states;
     const std::vector<Ball>* p;  // [nq][nk], from the forward pass
     std::function<std::size_t(std::size_t)> keys_of;
+    std::function<const double*(std::size_t)> bias_of;  // row i's bias, or null
+    const TruthOptions* options;
     double *delta, *dq, *dk, *dvv;
+    std::uint64_t* reference_rows;
 };
 
 bool fast_backward(const HeadBackward& h, int threads) {
     const std::size_t nq = h.nq, nk = h.nk, d = h.d, dv = h.dv;
     const std::vector<Ball>& p = *h.p;
     std::vector<Ball> ds(nq * nk, dd::exact(0));  // [query][key]
-    std::vector<char> decided(std::max(nq, nk), 1);
+    std::vector<char> decided(nk, 1), by_reference(nq, 0);
     // A row's dS sums to zero exactly (sum_j P (dP_j - delta) = delta - delta), so where every
     // key a row sees has the same value in feature c, dQ[c] = scale k_c sum_j dS_j is exactly
     // zero; its ball would straddle zero. same_until[c]: the keys [0, n) sharing key 0's value.
@@ -344,10 +347,17 @@ bool fast_backward(const HeadBackward& h, int threads) {
                 else
                     ok = dd::round_to_double(dd::mul(dq[c], h.scale), h.dq[i * d + c]);
             }
-            if (!ok) decided[i] = 0;
+            // A delta or dQ its ball leaves undecided (heavy cancellation in dS, as where two
+            // tied keys hold nearly all of the row): the row's gradient from the reference. Its
+            // dS balls stay valid for the columns.
+            if (!ok) {
+                reference_backward_row(h.q + i * d, h.k, h.v, d_o, h.bias_of(i), keys, nk, d, dv, h.scale, *h.options,
+                                       h.delta + i, h.dq + i * d);
+                by_reference[i] = 1;
+            }
         }
     });
-    if (std::find(decided.begin(), decided.end(), 0) != decided.end()) return false;
+
     // Columns in chunks of 8 keys, gathered row by row (8 neighbouring balls at a time).
     constexpr std::size_t chunk = 8;
     parallel_for(nk, chunk, threads, [&](std::size_t begin, std::size_t end) {
@@ -374,7 +384,9 @@ bool fast_backward(const HeadBackward& h, int threads) {
             if (!ok) decided[key] = 0;
         }
     });
-    return std::find(decided.begin(), decided.end(), 0) == decided.end();
+    if (std::find(decided.begin(), decided.end(), 0) != decided.end()) return false;
+    *h.reference_rows += static_cast<std::uint64_t>(std::count(by_reference.begin(), by_reference.end(), 1));
+    return true;
 }
 
 }  // namespace
@@ -420,6 +432,7 @@ AttentionTruth attention_truth(const emu::AttentionInputs& in, const TruthOption
             const bool forward_decided = std::find(decided.begin(), decided.end(), 0) == decided.end();
             const HeadBackward hb{q.data() + head * nq * d,
                                   k.data() + head * nk * d,
+                                  v.data() + head * nk * dv,
                                   d_o.data() + head * nq * dv,
                                   vt.data(),
                                   nq,
@@ -430,10 +443,13 @@ AttentionTruth attention_truth(const emu::AttentionInputs& in, const TruthOption
                                   &states,
                                   &p,
                                   keys_of,
+                                  bias_row,
+                                  &options,
                                   t.delta.data() + head * nq,
                                   t.dq.data() + head * nq * d,
                                   t.dk.data() + head * nk * d,
-                                  t.dv.data() + head * nk * dv};
+                                  t.dv.data() + head * nk * dv,
+                                  &t.reference_rows};
             if (forward_decided && fast_backward(hb, options.threads)) {
                 ++t.fast_heads;
                 continue;

@@ -131,6 +131,31 @@ void forward_row(const double* q, const double* k, const double* v, const double
     }
 }
 
+// One query row of the backward pass by rows, from its O and P: delta = rowsum(dO * O), dS =
+// P (dP - delta) for its `keys` keys and dQ = scale dS K.
+void backward_row(const double* d_o, const double* k, const double* v, std::size_t keys, const Shape& sh,
+                  const Interval* O, const Interval* P, Interval& delta, Interval* dS, Interval* dQ) {
+    const auto d = static_cast<std::size_t>(sh.d), dv = static_cast<std::size_t>(sh.d_v);
+    const mpfr_prec_t precision = mpfi_get_prec(delta.get());
+    Interval dp(precision), term(precision);
+    for (std::size_t c = 0; c < dv; ++c) {
+        mpfi_mul_d(term.get(), O[c].get(), d_o[c]);
+        mpfi_add(delta.get(), delta.get(), term.get());
+    }
+    for (std::size_t j = 0; j < keys; ++j) {
+        exact_dot(dp, 1.0, d_o, v + j * dv, 1, sh.d_v);
+        mpfi_sub(dp.get(), dp.get(), delta.get());
+        mpfi_mul(dS[j].get(), P[j].get(), dp.get());
+    }
+    for (std::size_t c = 0; c < d; ++c) {
+        for (std::size_t j = 0; j < keys; ++j) {
+            mpfi_mul_d(term.get(), dS[j].get(), k[j * d + c]);
+            mpfi_add(dQ[c].get(), dQ[c].get(), term.get());
+        }
+        mpfi_mul_d(dQ[c].get(), dQ[c].get(), sh.scale);
+    }
+}
+
 struct HeadOutput {
     double *o, *lse, *delta, *dq, *dk, *dv, *s, *p;  // null where not wanted
 };
@@ -158,26 +183,9 @@ bool head_truth(const Head& h, const Shape& sh, int precision, const HeadOutput&
     std::vector<Interval> dQ = intervals(nq * d, precision), dK = intervals(nk * d, precision);
     std::vector<Interval> dV = intervals(nk * dv, precision);
     parallel_for(nq, 1, threads, [&](std::size_t begin, std::size_t end) {
-        Interval dp(precision), term(precision);
-        for (std::size_t i = begin; i < end; ++i) {
-            for (std::size_t c = 0; c < dv; ++c) {
-                mpfi_mul_d(term.get(), O[i * dv + c].get(), h.d_o[i * dv + c]);
-                mpfi_add(delta[i].get(), delta[i].get(), term.get());
-            }
-            const auto keys = sh.key_end(i);
-            for (std::size_t j = 0; j < keys; ++j) {
-                exact_dot(dp, 1.0, h.d_o + i * dv, h.v + j * dv, 1, sh.d_v);
-                mpfi_sub(dp.get(), dp.get(), delta[i].get());
-                mpfi_mul(dS[i * nk + j].get(), P[i * nk + j].get(), dp.get());
-            }
-            for (std::size_t c = 0; c < d; ++c) {
-                for (std::size_t j = 0; j < keys; ++j) {
-                    mpfi_mul_d(term.get(), dS[i * nk + j].get(), h.k[j * d + c]);
-                    mpfi_add(dQ[i * d + c].get(), dQ[i * d + c].get(), term.get());
-                }
-                mpfi_mul_d(dQ[i * d + c].get(), dQ[i * d + c].get(), sh.scale);
-            }
-        }
+        for (std::size_t i = begin; i < end; ++i)
+            backward_row(h.d_o + i * dv, h.k, h.v, sh.key_end(i), sh, &O[i * dv], &P[i * nk], delta[i], &dS[i * nk],
+                         &dQ[i * d]);
     });
     parallel_for(nk, 1, threads, [&](std::size_t begin, std::size_t end) {
         Interval term(precision);
@@ -297,6 +305,29 @@ void reference_forward_row(const double* q, const double* k, const double* v, co
         if (ok) return;
         if (2 * precision > options.max_precision) {
             throw Error(fmt::format("truth: a row is still undecided at {} bits", precision));
+        }
+    }
+}
+
+void reference_backward_row(const double* q, const double* k, const double* v, const double* d_o, const double* bias,
+                            std::size_t keys, std::size_t n_kv, std::size_t d, std::size_t d_v, double scale,
+                            const TruthOptions& options, double* delta, double* dq) {
+    const Shape sh{
+        1, static_cast<std::int64_t>(n_kv), static_cast<std::int64_t>(d), static_cast<std::int64_t>(d_v), false, scale};
+    for (int precision = options.precision;; precision *= 2) {
+        std::vector<Interval> S = intervals(n_kv, precision), P = intervals(n_kv, precision),
+                              O = intervals(d_v, precision), dS = intervals(n_kv, precision),
+                              dQ = intervals(d, precision);
+        Interval l(precision), row_delta(precision);
+        forward_row(q, k, v, bias, keys, sh, S.data(), P.data(), O.data(), l);
+        backward_row(d_o, k, v, keys, sh, O.data(), P.data(), row_delta, dS.data(), dQ.data());
+        const std::optional<double> x = row_delta.rounded();
+        if (x && round_all(dQ, dq)) {
+            *delta = *x;
+            return;
+        }
+        if (2 * precision > options.max_precision) {
+            throw Error(fmt::format("truth: a row's gradient is still undecided at {} bits", precision));
         }
     }
 }

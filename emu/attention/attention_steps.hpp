@@ -177,19 +177,59 @@ struct OnlineRowState {
 
 /// What the forward pass counts on the way (the analyses read them).
 struct ForwardCounts {
-    std::uint64_t p_bar_one = 0;          // P-bar entries (before any cast) exactly 1
+    std::uint64_t p_bar_one = 0;          // P-bar entries that are 1 after the cast to P's format
     std::uint64_t p_nonzero = 0;          // P-bar entries above zero, unmasked, not in the sink
     std::uint64_t p_underflow = 0;        // ... that the P cast turned into zero
     std::uint64_t p_saturated = 0;        // P-bar entries whose P S exceeds the format's max (clipped, or Inf)
     std::uint64_t repeated_max_rows = 0;  // rows whose final max is reached by two or more keys
-    std::uint64_t skip_keys = 0;          // keys [0, skip_keys) are not counted (an attention sink)
+    std::uint64_t tied_rows = 0;          // rows ending with two or more keys whose cast P-bar is 1
+    std::uint64_t tie_dominated_rows = 0;  // ... whose tied keys hold more than 1 - 2^-9 of the row's P-bar mass
+    double tie_share_sum = 0;              // the tied keys' share of the P-bar mass, summed over tied rows
+    std::uint64_t skip_keys = 0;           // keys [0, skip_keys) are not counted (an attention sink)
 };
+
+/// A row's keys whose P-bar is 1 after the cast to P's format (ties at the running max) and the
+/// P-bar mass they and the whole row hold, in exact sums relative to the running max (Qiu &
+/// Yao's mechanism acts where the tied keys hold all but less than half a BF16 ulp of the row).
+struct RowTies {
+    std::uint64_t ones = 0;
+    double ones_mass = 0, mass = 0;
+
+    /// The running max moved: `factor` carries the row's mass to it, and keys counted before are
+    /// no longer at it unless the factor rounds to 1.
+    ROUNDSCOPE_HD void rescale(float factor) {
+        if (factor != 1.0f) ones = 0, ones_mass = 0;
+        mass *= static_cast<double>(factor);
+    }
+    ROUNDSCOPE_HD void add(float p, bool one) {
+        mass += static_cast<double>(p);
+        if (one) ++ones, ones_mass += static_cast<double>(p);
+    }
+};
+
+/// The share a tie must exceed for the row's other keys to sum to less than half a BF16 ulp.
+inline constexpr double tie_dominance = 1.0 - 0x1p-9;
+
+/// Counts a finished row's ties.
+ROUNDSCOPE_HD inline void count_ties(const RowTies& t, ForwardCounts& c) {
+    if (t.ones < 2 || !(t.mass > 0)) return;
+    const double share = t.ones_mass / t.mass;
+    ++c.tied_rows;
+    c.tie_share_sum += share;
+    if (share > tie_dominance) ++c.tie_dominated_rows;
+}
+
+/// Whether a cast P is the cast of P-bar = 1 (scores within about half an ulp of P's format
+/// below the max become 1 as well).
+ROUNDSCOPE_HD inline bool cast_is_one(std::uint32_t cast, float p_scale, const Format& f) {
+    return cast == saturating_cast(p_scale, f);
+}
 
 /// Counts one unmasked P-bar value and its cast of P S (of key `key`: the sink's keys count
 /// only towards p_bar_one and p_saturated).
 ROUNDSCOPE_HD inline void count_p(float p, float p_scale, std::uint32_t cast, const Format& f, std::uint64_t key,
                                   ForwardCounts& c) {
-    if (p == 1.0f) ++c.p_bar_one;
+    if (cast_is_one(cast, p_scale, f)) ++c.p_bar_one;
     if (f32_arith::mul(p, p_scale) > decode(f, max_finite_bits(f))) ++c.p_saturated;  // clipped (or Inf)
     if (!(p > 0.0f) || key < c.skip_keys) return;
     ++c.p_nonzero;
@@ -199,10 +239,10 @@ ROUNDSCOPE_HD inline void count_p(float p, float p_scale, std::uint32_t cast, co
 /// One row of one tile: s holds the n scores (f32 bits) of the tile's keys, the first `visible`
 /// of them unmasked. Updates the state, writes the cast P (p_format bits) and returns the
 /// factor that carries the row's accumulated output to the new max. Counts when asked (key0:
-/// the tile's first key, for counts.skip_keys).
+/// the tile's first key, for counts.skip_keys; ties: the row's, with the counts).
 ROUNDSCOPE_HD inline float online_row_step(const OnlineSoftmax& f, const std::uint32_t* s, int n, int visible,
                                            OnlineRowState& st, std::uint32_t* p_out, ForwardCounts* counts,
-                                           std::uint64_t key0 = 0) {
+                                           std::uint64_t key0 = 0, RowTies* ties = nullptr) {
     namespace a = f32_arith;
     auto t_of = [&](int j) { return j < visible ? a::mul(float_from_bits(s[j]), f.scale_log2) : minus_infinity(); };
     float block_max = minus_infinity();
@@ -218,6 +258,7 @@ ROUNDSCOPE_HD inline float online_row_step(const OnlineSoftmax& f, const std::ui
     if (f.max_adjust) block_max = adjusted_block_max(block_max, near_max, f.max_adjust_beta);
     const float m_new = a::max(st.m, block_max);
     const float factor = rescale(st.m, m_new, f.approx_exp2);
+    if (ties != nullptr) ties->rescale(factor);
     float sum = 0;
     for (int j = 0; j < n; ++j) {
         const float p = p_bar(t_of(j), m_new, f.approx_exp2);
@@ -225,6 +266,7 @@ ROUNDSCOPE_HD inline float online_row_step(const OnlineSoftmax& f, const std::ui
         p_out[j] = cast_p(p, f.p_scale, f.p_format);
         if (counts != nullptr && j < visible)
             count_p(p, f.p_scale, p_out[j], f.p_format, key0 + static_cast<std::uint64_t>(j), *counts);
+        if (ties != nullptr && j < visible) ties->add(p, cast_is_one(p_out[j], f.p_scale, f.p_format));
     }
     st.l = a::add(a::mul(st.l, factor), sum);
     st.m = m_new;

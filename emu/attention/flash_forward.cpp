@@ -32,9 +32,10 @@ struct HeadView {
 struct RowBlock {
     Span rows;
     std::vector<steps::OnlineRowState> state;
+    std::vector<steps::RowTies> ties;
     std::vector<std::uint32_t> acc;  // f32 bits [rows][d_v]
     ForwardCounts counts;
-    RowBlock(Span r, std::uint64_t d_v) : rows(r), state(r.size()), acc(r.size() * d_v, 0) {}
+    RowBlock(Span r, std::uint64_t d_v) : rows(r), state(r.size()), ties(r.size()), acc(r.size() * d_v, 0) {}
 };
 
 // P times V for the keys of one tile, into acc: one product with V as quantized, or, under the
@@ -84,9 +85,9 @@ void online_tile(const FlashContext& ctx, const ForwardModels& models, const Hea
         const std::uint32_t* scores = s.data() + row * n;
         std::uint32_t* p = p_cast.data() + row * n;
         const float factor = torch ? torch_eager::row_step(ctx.torch, scores, static_cast<int>(n), in_tile,
-                                                           b.state[row], p, &b.counts, keys.begin)
+                                                           b.state[row], p, &b.counts, keys.begin, &b.ties[row])
                                    : steps::online_row_step(ctx.softmax, scores, static_cast<int>(n), in_tile,
-                                                            b.state[row], p, &b.counts, keys.begin);
+                                                            b.state[row], p, &b.counts, keys.begin, &b.ties[row]);
         for (std::uint64_t c = 0; c < dv; ++c) {
             const float rescaled = a::mul(as_float(b.acc[row * dv + c]), factor);
             b.acc[row * dv + c] = bits_of(torch ? torch_eager::stored(rescaled, running) : rescaled);
@@ -168,6 +169,7 @@ void online_row_block(const FlashContext& ctx, const ForwardModels& models, cons
     counts = b.counts;
     for (std::uint64_t row = 0; row < rows.size(); ++row) {
         if (b.state[row].true_max_count >= 2) ++counts.repeated_max_rows;
+        steps::count_ties(b.ties[row], counts);
     }
 }
 
@@ -227,6 +229,7 @@ void naive_row_block(const FlashContext& ctx, const ForwardModels& models, const
 void add_counts(ForwardCounts& to, const ForwardCounts& c) {
     to.p_bar_one += c.p_bar_one, to.p_nonzero += c.p_nonzero, to.p_underflow += c.p_underflow;
     to.p_saturated += c.p_saturated, to.repeated_max_rows += c.repeated_max_rows;
+    to.tied_rows += c.tied_rows, to.tie_dominated_rows += c.tie_dominated_rows, to.tie_share_sum += c.tie_share_sum;
 }
 
 void check_sizes(const AttentionShape& s, const AttentionOperands& in, bool backward) {

@@ -45,7 +45,8 @@ struct TorchSoftmax {
 /// units (S), l as stored. Writes the cast P-bar and returns exp(m_old - m_new), which carries
 /// the row's output to the new max.
 inline float row_step(const TorchSoftmax& f, const std::uint32_t* s, int n, int visible, steps::OnlineRowState& st,
-                      std::uint32_t* p_out, steps::ForwardCounts* counts, std::uint64_t key0) {
+                      std::uint32_t* p_out, steps::ForwardCounts* counts, std::uint64_t key0,
+                      steps::RowTies* ties = nullptr) {
     namespace a = f32_arith;
     const Format& bf = *f.storage;
     const auto masked = static_cast<float>(-decode(bf, max_finite_bits(bf)));
@@ -66,6 +67,7 @@ inline float row_step(const TorchSoftmax& f, const std::uint32_t* s, int n, int 
     const float m_old = st.m == steps::minus_infinity() ? masked : st.m;
     const float m_new = a::max(m_old, block_max);
     const float factor = exp_f32(stored(a::sub(m_old, m_new), bf));
+    if (ties != nullptr) ties->rescale(factor);
     double sum = 0;  // float32 in any order (CUDA's reduction order is unspecified): the exact sum, rounded once
     for (int j = 0; j < n; ++j) {
         const float p = exp_f32(stored(a::sub(score[j], m_new), bf));
@@ -73,6 +75,7 @@ inline float row_step(const TorchSoftmax& f, const std::uint32_t* s, int n, int 
         p_out[j] = steps::cast_p(p, f.p_scale, *f.p_format);
         if (counts != nullptr && j < visible)
             steps::count_p(p, f.p_scale, p_out[j], *f.p_format, key0 + static_cast<std::uint64_t>(j), *counts);
+        if (ties != nullptr && j < visible) ties->add(p, steps::cast_is_one(p_out[j], f.p_scale, *f.p_format));
     }
     st.l = stored(a::add(a::mul(factor, st.l), a::max(static_cast<float>(sum), 1e-10f)), bf);
     st.m = m_new;

@@ -1,5 +1,6 @@
 #include "tools/cli/analysis_json.hpp"
 
+#include "emu/attention/attention_steps.hpp"
 #include "tools/cli/cli_output.hpp"
 
 namespace roundscope::cli {
@@ -82,6 +83,10 @@ nlohmann::json bias_json(const analysis::BiasResult& b) {
                      {"t_statistic", json_number(b.t_statistic)},
                      {"p_bar_one_count", b.p_bar_one_count},
                      {"repeated_max_rows", b.repeated_max_rows},
+                     {"tied_rows", b.tied_rows},
+                     {"tie_share_mean", json_number(b.tie_share_mean)},
+                     {"tie_dominated_rows", b.tie_dominated_rows},
+                     {"tie_dominance", emu::steps::tie_dominance},
                      {"o_from_file", b.o_from_file},
                      {"top_dims", dims}};
     if (b.query_weight) j["query_weight"] = query_weight_json(*b.query_weight);
@@ -98,9 +103,17 @@ nlohmann::json bias_steps_json(const analysis::BiasSteps& s) {
         steps.push_back(std::move(j));
     }
     nlohmann::json out = steps.empty() ? nlohmann::json::object() : steps.front();
+    auto signs = [](const analysis::StepSigns& g) {
+        return nlohmann::json{
+            {"positive_steps", g.positive}, {"negative_steps", g.negative}, {"sign_test_p", json_number(g.p_value)}};
+    };
     if (s.steps.size() > 1) {
         out["steps"] = steps;
         out["cumulative_coefficient"] = json_numbers(s.cumulative_coefficient);
+        out.update(signs(s.signs));
+        if (s.max_adjust_signs && s.delta_from_f32_o_signs)
+            out["fix_signs"] = {{"max_adjust", signs(*s.max_adjust_signs)},
+                                {"delta_from_f32_o", signs(*s.delta_from_f32_o_signs)}};
         if (!s.query_weight.empty()) {
             out["cumulative_dwq_error_norm"] = json_numbers(s.query_weight.cumulative_norm());
             out["structure_cosine_with_first_step"] = json_numbers(s.query_weight.structure_cosine_with_first());

@@ -75,12 +75,13 @@ void print(const analysis::QueryWeightError& q) {
 }
 
 void print(const analysis::BiasResult& b, const std::string& label) {
-    fmt::print(
-        "{}: recipe {}, {} rows: coefficient sum {:+.4e}, {} rows positive, t = {:.2f}; P-bar = 1 {} times, {} rows "
-        "with a "
-        "repeated max\n",
-        label, b.recipe, b.rows, b.coefficient_sum, b.positive_rows, b.t_statistic, b.p_bar_one_count,
-        b.repeated_max_rows);
+    fmt::print("{}: recipe {}, {} rows: coefficient sum {:+.4e}, {} rows positive; P-bar = 1 (after its cast) {} times\n",
+               label, b.recipe, b.rows, b.coefficient_sum, b.positive_rows, b.p_bar_one_count);
+    if (b.tied_rows > 0)
+        fmt::print(
+            "  ties: {} rows end with two or more keys at P-bar = 1, holding {:.5f} of their row's P-bar mass on "
+            "average; {} of them hold more than 1 - 2^-9 (where the tie decides the rounding of P-bar V)\n",
+            b.tied_rows, b.tie_share_mean, b.tie_dominated_rows);
     std::vector<std::vector<std::string>> rows;
     for (const auto& d : b.top_dims)
         rows.push_back({std::to_string(d.dim), fmt::format("{:+.4e}", d.contribution),
@@ -100,6 +101,13 @@ void print(const analysis::BiasSteps& s) {
     }
     if (s.steps.size() < 2) return;
     fmt::print("cumulative coefficient over {} steps: {:+.4e}\n", s.steps.size(), s.cumulative_coefficient.back());
+    auto signs = [](const char* what, const analysis::StepSigns& g) {
+        fmt::print("{}: {} steps positive, {} negative (sign test p = {:.3g})\n", what, g.positive, g.negative,
+                   g.p_value);
+    };
+    signs("signs across steps", s.signs);
+    if (s.max_adjust_signs) signs("  with the max adjustment", *s.max_adjust_signs);
+    if (s.delta_from_f32_o_signs) signs("  with delta from float32 O", *s.delta_from_f32_o_signs);
     if (!s.query_weight.empty())
         fmt::print(
             "dW^Q error summed over the steps: |sum E| = {:.4e}, {:.3f} of sum |E| (1: every step the same way)\n",
@@ -149,6 +157,10 @@ void add_bias_command(CLI::App& app) {
     cmd->add_flag("--fix", a->fix, "Also under the max adjustment and with delta from float32 O");
     cmd->add_option("--steps", a->steps, "Synthetic steps (seeds seed, seed + 1, ...)")
         ->check(integer_in(1, 100000))
+        ->capture_default_str();
+    cmd->add_option("--tie-gap", a->input.spec.tie_gap,
+                    "G: how far the tied pair scores above the rest (synthetic; the bias acts from about 12)")
+        ->check(finite_in(0, 100))
         ->capture_default_str();
     cmd->add_option("--d-model", a->input.spec.d_model,
                     "Synthetic layer input x [N, M] and query weight (q = x W^Q): M >= 2, 0 for none")
