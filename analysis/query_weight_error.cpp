@@ -117,14 +117,14 @@ void QueryWeightSteps::add(const QueryWeightError& q, const std::string& step) {
 }
 
 QueryWeightError query_weight_error(const emu::AttentionInputs& in, std::span<const double> delta_error,
-                                    const AttentionTruth& truth, int threads) {
+                                    const AttentionTruth& truth, int threads, const Tensor* written_q) {
     if (!in.x) throw Error("bias: the query-weight error needs the layer input 'x'");
     const std::uint64_t m = in.d_model, d = in.d, rows = in.batch * in.heads * in.n_q;
     if (delta_error.size() != rows || truth.dq.size() != rows * d)
         throw Error("bias: internal: delta error or dQ of the wrong size");
     const std::vector<double> x = decode_finite(*in.x), pk = attention_weighted_keys(in, truth, threads);
     std::vector<double> q, w;
-    if (in.w_q) q = emu::decode_tensor<double>(in.q), w = decode_finite(*in.w_q);
+    if (in.w_q) q = emu::decode_tensor<double>(written_q != nullptr ? *written_q : in.q), w = decode_finite(*in.w_q);
 
     QueryWeightError r;
     r.heads = in.heads, r.d_model = m, r.d = d;

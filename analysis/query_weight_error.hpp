@@ -44,9 +44,11 @@ struct QueryWeightError {
 
 /// For inputs with x (and optionally wq): `delta_error` is c, [B * H][Nq]; `truth` the backward
 /// ground truth of `in` (its dQ, scale and mask). (PK)[T] is the exact attention output with K
-/// as the values. Deterministic on any thread count.
+/// as the values. `written_q`: the q the file holds, whose distance from x W^Q the projection
+/// residual reports (null: in.q; `in` may hold q as a kernel rounds it). Deterministic on any
+/// thread count.
 QueryWeightError query_weight_error(const emu::AttentionInputs& in, std::span<const double> delta_error,
-                                    const AttentionTruth& truth, int threads);
+                                    const AttentionTruth& truth, int threads, const Tensor* written_q = nullptr);
 
 /// The errors of several training steps summed: |sum of E| after each step, how each step's
 /// common direction compares with the first's, and the coherence |sum E| / sum |E| (1 when every

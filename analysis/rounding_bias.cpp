@@ -4,6 +4,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "analysis/attention_run.hpp"
 #include "analysis/truth/attention_truth.hpp"
 #include "emu/attention/attention_operands.hpp"
 #include "emu/attention/attention_steps.hpp"
@@ -48,9 +49,12 @@ BiasResult rounding_bias(const emu::AttentionInputs& in, const BiasOptions& o) {
         o_bits = f.o;
     }
 
+    // delta_hp from the same inputs as the kernel holds them (the paper's O_hp): what the
+    // kernel's arithmetic adds, without the rounding of float32 inputs to its input format.
     TruthOptions t;
     t.causal = o.causal, t.scale = sh.scale, t.backward = true, t.threads = o.threads;
-    const AttentionTruth truth = attention_truth(in, t);
+    const emu::AttentionInputs held = inputs_as_held(in, x, *r.input);
+    const AttentionTruth truth = attention_truth(held, t);
 
     // delta_lp as the kernel forms it (float32 row sums of dO O_lp, the kernels' function), or
     // rowsum(P dP) from the emulated backward pass.
@@ -74,10 +78,10 @@ BiasResult rounding_bias(const emu::AttentionInputs& in, const BiasOptions& o) {
     for (const double v : diff) var += (v - mean) * (v - mean);
     var /= static_cast<double>(rows > 1 ? rows - 1 : 1);
     b.t_statistic = var > 0 ? mean / std::sqrt(var / static_cast<double>(rows)) : 0;
-    if (in.x) b.query_weight = query_weight_error(in, diff, truth, o.threads);
+    if (in.x) b.query_weight = query_weight_error(held, diff, truth, o.threads, &in.q);
 
     // Per feature dimension: sum_T dO[T, j] (O_lp - O_hp)[T, j], over every head and row.
-    const std::vector<double> d_o = emu::decode_tensor<double>(*in.d_o), v = emu::decode_tensor<double>(in.v);
+    const std::vector<double> d_o = emu::decode_tensor<double>(*held.d_o), v = emu::decode_tensor<double>(held.v);
     std::vector<DimContribution> dims(dv);
     std::vector<double> o_lp(o_bits.size());
     for (std::size_t i = 0; i < o_lp.size(); ++i) o_lp[i] = emu::decode(*o_format, o_bits[i]);

@@ -85,8 +85,13 @@ AttentionRecipe fa2_bf16_o_bf16() {
 // The paper's released implementation (github.com/ucker/why-low-precision-training-fails,
 // attention.py, with the 512 x 512 buckets of its model.py, under train.py's BF16 autocast):
 // FlashAttention-2 written in PyTorch on BF16 tensors, so S, the row max and sum, each block's
-// P-bar V and the running O are rounded to BF16 (torch_softmax.hpp), and its backward forms
-// delta = (dO * O).sum() from BF16 products into BF16.
+// P-bar V and the running O are rounded to BF16 (torch_softmax.hpp). Its backward forms delta =
+// (dO * O).sum() in float32 from exact products: an eager backward cannot run under autocast
+// (a custom Function's backward runs without it, and einsum of its float32 p with the BF16 dO
+// raises), so the run is train.py's default compile = True, whose backward AOTAutograd traces
+// under the forward's autocast (torch._functorch.config.backward_pass_autocast =
+// "same_as_forward", the default up to PyTorch 2.15 at least), where sum autocasts to float32
+// and Inductor keeps the BF16 product in float32 (docs/findings.md says how this was checked).
 AttentionRecipe fa2_bf16_torch() {
     AttentionRecipe r = fa2_bf16();
     r.name = "fa2-bf16-torch";
@@ -94,7 +99,7 @@ AttentionRecipe fa2_bf16_torch() {
     r.softmax = SoftmaxKind::online_torch;
     r.softmax_format = &bf16;
     r.o_accumulator = &bf16;
-    r.delta_format = &bf16;
+    r.delta_format = &f32;
     return r;
 }
 
