@@ -19,10 +19,15 @@ struct DemoReport {
     SyntheticSpec pcollapse_scenario;  // a sink head
     PCollapseResult pcollapse;         // fp8-forward-order: both orders, S = 1 and 256
 
-    SyntheticSpec bias_scenario;   // two keys tie for the max; x and W^Q with it
-    std::vector<BiasResult> bias;  // the bias recipes, each also with the max adjustment
-    std::string bias_steps_recipe;
-    BiasSteps bias_steps;  // that recipe over independent synthetic steps
+    // Two keys tie for the max, G above the rest, at a gap outside the regime where the bias
+    // acts and one inside it: each over independent steps, with the paper's two fixes.
+    SyntheticSpec bias_scenario;  // tie_gap: the first regime's
+    std::string bias_recipe;      // the paper's released code
+    struct BiasRegime {
+        double tie_gap;
+        BiasSteps steps;
+    };
+    std::vector<BiasRegime> bias;
 
     SyntheticSpec leak_scenario;   // random scores, causal
     std::string leak_recipe;       // V block-quantized along tokens

@@ -122,6 +122,12 @@ check("demo finishes in under two minutes", seconds < 120, f"{seconds:.1f} s")
 check("demo prints the four scenarios", all(s in out for s in ("P-collapse", "rounding bias", "leakage", "overflow")), out)
 report = json.load(open(os.path.join(TMP, "demo", "demo.json")))
 check("demo.json holds every pass", set(report) == {"pcollapse", "bias", "leak", "headroom"}, str(set(report)))
+regimes = report["bias"]["regimes"]
+dominated = [sum(s["tie_dominated_rows"] for s in r["steps"]) / sum(s["rows"] for s in r["steps"]) for r in regimes]
+check("demo: the bias outside and inside the tie regime", len(regimes) == 2 and regimes[0]["tie_gap"] < regimes[1]["tie_gap"]
+      and dominated[0] < 0.01 and dominated[1] > 0.5 and regimes[1]["positive_steps"] == len(regimes[1]["steps"])
+      and abs(regimes[1]["cumulative_coefficient"][-1]) > 10 * abs(regimes[0]["cumulative_coefficient"][-1]),
+      f"{dominated} " + json.dumps(regimes)[:600])
 check("demo: the fix stops the leak", report["leak"]["with_fix"]["leaking_pairs"] == 0 and report["leak"]["without_fix"]["leaking_pairs"] > 0)
 if "plots:" in out:
     check("demo: four plots", all(os.path.getsize(os.path.join(TMP, "demo", f"{p}.png")) > 1000 for p in ("pcollapse", "bias", "leak", "headroom")))

@@ -29,9 +29,43 @@ def finite(values):
     return out
 
 
-def bias(report, fig):
+def cumulative_by_fix(ax, report, label):
+    """The coefficient summed over steps, without and with each fix of the report's steps."""
     from matplotlib.ticker import MaxNLocator
 
+    cumulative = finite(report["cumulative_coefficient"])
+    steps = range(1, len(cumulative) + 1)
+    ax.plot(steps, cumulative, "o-", color=RED, label=label)
+    for key, color, name in (("max_adjust", GREEN, "max adjustment"), ("delta_from_f32_o", BLUE, "delta from float32 O")):
+        per_step = [s.get("fixes", {}).get(key) for s in report.get("steps", [])]
+        if per_step and all(per_step):
+            running, total = [], 0.0
+            for s in per_step:
+                total += float(s["coefficient_sum"])
+                running.append(total)
+            ax.plot(steps, running, "o-", color=color, label=name)
+    ax.axhline(0, color=GREY, linewidth=0.8)
+    ax.set_xlabel("training step")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_ylabel("cumulative sum of delta_lp - delta_hp")
+
+
+def bias_regimes(report, fig):
+    """The demo: one panel per tie gap, the coefficient over steps without and with the fixes."""
+    regimes = report["regimes"]
+    axes = fig.subplots(1, len(regimes), sharey=True)
+    for ax, r in zip(list(axes) if len(regimes) > 1 else [axes], regimes):
+        cumulative_by_fix(ax, r, report["recipe"])
+        share = sum(float(s["tie_share_mean"]) for s in r["steps"]) / len(r["steps"])
+        ax.set_title(f"tie gap {r['tie_gap']:g}: the pair holds {100 * share:.2f} % of P-bar; "
+                     f"{r['positive_steps']}/{len(r['steps'])} steps positive", fontsize=9)
+        ax.legend(loc="upper left", fontsize=8)
+    fig.suptitle("BF16 rounding bias of delta = rowsum(dO * O): where the tie decides the rounding, and where not")
+
+
+def bias(report, fig):
+    if "regimes" in report:
+        return bias_regimes(report, fig)
     axes = fig.subplots(1, 2)
     source = report if "top_dims" in report else report["recipes"][0]
     dims = source["top_dims"]
@@ -45,21 +79,8 @@ def bias(report, fig):
 
     ax = axes[1]
     if "cumulative_coefficient" in report:
-        cumulative = finite(report["cumulative_coefficient"])
-        steps = range(1, len(cumulative) + 1)
-        ax.plot(steps, cumulative, "o-", color=RED, label=report.get("recipe", report.get("cumulative_recipe", "recipe")))
-        for key, color, label in (("max_adjust", GREEN, "max adjustment"), ("delta_from_f32_o", BLUE, "delta from float32 O")):
-            per_step = [s.get("fixes", {}).get(key) for s in report.get("steps", [])]
-            if per_step and all(per_step):
-                running, total = [], 0.0
-                for s in per_step:
-                    total += float(s["coefficient_sum"])
-                    running.append(total)
-                ax.plot(steps, running, "o-", color=color, label=label)
-        ax.axhline(0, color=GREY, linewidth=0.8)
-        ax.set_xlabel("training step")
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.set_ylabel("cumulative sum of delta_lp - delta_hp")
+        cumulative_by_fix(ax, report, report.get("recipe", "recipe"))
+        steps = range(1, len(report["cumulative_coefficient"]) + 1)
         ax.set_title("delta's error over steps")
         if "cumulative_dwq_error_norm" in report:
             twin = ax.twinx()
