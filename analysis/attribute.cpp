@@ -1,6 +1,7 @@
 #include "analysis/attribute.hpp"
 
-#include <array>
+#include <string_view>
+#include <vector>
 
 #include "analysis/attention_run.hpp"
 #include "analysis/truth/attention_truth.hpp"
@@ -13,18 +14,41 @@
 namespace roundscope::analysis {
 namespace {
 
-enum Stage { score_product, p_cast, pv_product, o_cast, stage_count };
-constexpr std::array<const char*, stage_count> stage_names{"score product", "P cast", "P V product", "O cast"};
+// One stage of a recipe that can be made exact. A stage the recipe already runs exactly (a
+// float32 softmax, a float32 running O) is not listed.
+struct Stage {
+    const char* name;
+    bool (*applies)(const emu::AttentionRecipe&);
+    void (*make_exact)(emu::AttentionRecipe&);
+};
+constexpr Stage stages[] = {
+    {"score product", [](const emu::AttentionRecipe&) { return true; },
+     [](emu::AttentionRecipe& r) { r.score_product = emu::Product::f64; }},
+    // online-torch: S, the row max and sum stored in BF16; naive: exp, sum and division
+    {"softmax format", [](const emu::AttentionRecipe& r) { return *r.softmax_format != emu::f32; },
+     [](emu::AttentionRecipe& r) { r.softmax_format = &emu::f32; }},
+    {"P cast", [](const emu::AttentionRecipe&) { return true; },
+     [](emu::AttentionRecipe& r) { r.p_format = &emu::f32, r.p_scale = 1; }},
+    {"P V product", [](const emu::AttentionRecipe&) { return true; },
+     [](emu::AttentionRecipe& r) { r.pv_product = emu::Product::f64; }},
+    // each block's P-bar V and the rescaled O stored in the running format
+    {"running O", [](const emu::AttentionRecipe& r) { return *r.o_accumulator != emu::f32; },
+     [](emu::AttentionRecipe& r) { r.o_accumulator = &emu::f32; }},
+    {"O cast", [](const emu::AttentionRecipe&) { return true; }, [](emu::AttentionRecipe& r) { r.o_format = &emu::f32; }},
+};
 
-// The recipe with the stages in `exact` made exact; empty where the combination has no kernel.
-std::optional<emu::AttentionRecipe> with_exact(emu::AttentionRecipe r, const std::array<bool, stage_count>& exact) {
-    if (exact[score_product]) r.score_product = emu::Product::f64;
-    if (exact[p_cast]) {
-        if (!exact[pv_product]) return std::nullopt;  // no tensor core takes float32 P
-        r.p_format = &emu::f32, r.p_scale = 1;
+// The recipe with the listed stages made exact (exact[i]: listed[i]); empty where the
+// combination has no kernel (no tensor core takes float32 P).
+std::optional<emu::AttentionRecipe> with_exact(emu::AttentionRecipe r, const std::vector<const Stage*>& listed,
+                                               const std::vector<bool>& exact) {
+    bool exact_p_cast = false, exact_pv = false;
+    for (std::size_t i = 0; i < listed.size(); ++i) {
+        if (!exact[i]) continue;
+        listed[i]->make_exact(r);
+        exact_p_cast = exact_p_cast || std::string_view(listed[i]->name) == "P cast";
+        exact_pv = exact_pv || std::string_view(listed[i]->name) == "P V product";
     }
-    if (exact[pv_product]) r.pv_product = emu::Product::f64;
-    if (exact[o_cast]) r.o_format = &emu::f32;
+    if (exact_p_cast && !exact_pv) return std::nullopt;
     return r;
 }
 
@@ -50,13 +74,15 @@ AttributeResult attribute(const emu::AttentionInputs& in, const AttributeOptions
     result.recipe = recipe.name;
     const emu::ForwardResult as_is = emu::flash_forward(recipe, sh, x, fo);
     result.all_low = error_of_result(as_is, recipe);
-    result.all_exact = *error_of(with_exact(recipe, {true, true, true, true}));
-    for (int s = 0; s < stage_count; ++s) {
-        std::array<bool, stage_count> only_low{true, true, true, true}, only_exact{};
-        only_low[static_cast<std::size_t>(s)] = false;
-        only_exact[static_cast<std::size_t>(s)] = true;
-        result.stages.push_back({stage_names[static_cast<std::size_t>(s)], error_of(with_exact(recipe, only_low)),
-                                 error_of(with_exact(recipe, only_exact))});
+    std::vector<const Stage*> listed;
+    for (const Stage& stage : stages)
+        if (stage.applies(recipe)) listed.push_back(&stage);
+    result.all_exact = *error_of(with_exact(recipe, listed, std::vector<bool>(listed.size(), true)));
+    for (std::size_t s = 0; s < listed.size(); ++s) {
+        std::vector<bool> only_low(listed.size(), true), only_exact(listed.size(), false);
+        only_low[s] = false, only_exact[s] = true;
+        result.stages.push_back({listed[s]->name, error_of(with_exact(recipe, listed, only_low)),
+                                 error_of(with_exact(recipe, listed, only_exact))});
     }
     if (in.d_o) {
         // delta from the recipe's O (a p-dp recipe is taken as forming it from the stored O)

@@ -2,9 +2,12 @@
 // Where a recipe's error comes from: the output's error against the truth (of the inputs as
 // the kernel holds them) with one stage at a time in the recipe's low precision and the rest
 // exact, and with one stage exact and the rest as the recipe has them. Stages: the score
-// product, the P cast (P times S to the P format), the P V product, the O cast; and delta,
-// formed from the stored O against from float32 O. "Exact" is float64 arithmetic rounded once
-// to float32 for the products, float32 for P and O.
+// product, the softmax format (where the recipe keeps S, the row max and sum, or a naive
+// softmax's arithmetic, below float32), the P cast (P times S to the P format), the P V
+// product, the running O (where the recipe keeps it, and each block's P-bar V, below float32),
+// the O cast; and delta, formed from the stored O against from the O before its final cast
+// (float32; the running O keeps its format). "Exact" is float64
+// arithmetic rounded once to float32 for the products, float32 for the rest.
 #include <optional>
 #include <string>
 #include <vector>

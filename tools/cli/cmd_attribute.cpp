@@ -41,7 +41,7 @@ void print_report(const analysis::AttributeResult& r) {
         rows.push_back({s.stage, error_text(s.only_this_low), error_text(s.only_this_exact)});
     print_table({"stage", "only this stage low", "only this stage exact"}, rows);
     if (r.delta_recipe)
-        fmt::print("delta: as the recipe forms it {:.3e}, from float32 O {:.3e}\n", *r.delta_recipe,
+        fmt::print("delta: as the recipe forms it {:.3e}, from its O before the final cast {:.3e}\n", *r.delta_recipe,
                    *r.delta_from_f32_o);
 }
 
