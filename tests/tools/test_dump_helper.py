@@ -155,4 +155,20 @@ rc, out, err = run(BINARY, "inspect", path, "--json", "--checksum")
 got = {t["name"]: t for t in json.loads(out)["tensors"]} if rc == 0 else {}
 check("fp8 inspect", rc == 0 and got["q"]["dtype"] == "e4m3" and got["q"]["crc32"] == zlib.crc32(raw_bytes(inputs["q"])), err)
 
+# A custom Function taking its options positionally, as the BF16-bias paper's code calls it
+# (FlashAttentionFunction.apply(q, k, v, None, True, 512, 512)): named by `positional`, causal
+# is recorded; unnamed, it would be lost.
+def positional_attention(q, k, v, mask, causal, q_bucket, k_bucket):
+    return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+
+for names, want in ((("mask", "causal", "q_bucket_size", "k_bucket_size"), "true"), ((), "false")):
+    pos_dir = os.path.join(OUT, f"positional{len(names)}")
+    dump_p = AttentionDump(pos_dir)
+    attention_p = dump_p.wrap(positional_attention, positional=names)
+    with dump_p.step(0):
+        attention_p(x, x, x, None, True, 512, 512)
+    _, metadata = read_safetensors(os.path.join(pos_dir, "step0_layer0.safetensors"))
+    check(f"positional options {names or 'unnamed'}: causal {want}", metadata.get("causal") == want, metadata)
+
 finish("test_dump_helper")

@@ -24,7 +24,10 @@ one layer, counted from 0 in call order (calls during backward, as activation ch
 makes, are not counted). Code that imported the function by name before the step began
 (`from torch.nn.functional import scaled_dot_product_attention`) is not seen; wrap such
 functions, or any other attention kernel (an FP8 one taking descale_q/descale_k/descale_v, for
-instance), with `dump.wrap(fn)`.
+instance), with `dump.wrap(fn)`. A function that takes its options positionally names them:
+`dump.wrap(FlashAttentionFunction.apply, positional=("mask", "causal", "q_bucket_size",
+"k_bucket_size"))` records `FlashAttentionFunction.apply(q, k, v, None, True, 512, 512)` as
+causal.
 """
 import contextlib
 import json
@@ -134,10 +137,12 @@ class AttentionDump:
                 self.written.append(path)
             self._step, self._captures = None, []
 
-    def wrap(self, attention, kind="custom"):
+    def wrap(self, attention, kind="custom", positional=()):
         """attention(q, k, v, ...) -> o, captured like scaled_dot_product_attention. Keyword
         arguments ending in 'descale' (descale_q, q_descale, ...) are saved as FP8 descale
-        factors; 'is_causal'/'causal' and 'scale'/'softmax_scale' as metadata."""
+        factors; 'is_causal'/'causal' and 'scale'/'softmax_scale' as metadata. `positional`
+        names the arguments after q, k, v in order, for a function that takes them so."""
+        positional = tuple(positional)
 
         def wrapped(q, k, v, *args, **kwargs):
             if self._step is None or self._depth > 0 or _in_backward():
@@ -151,7 +156,8 @@ class AttentionDump:
                 self._depth -= 1
             extra, self._layer_inputs = self._layer_inputs, {}
             if self.layers is None or layer in self.layers:
-                self._capture(layer, kind, q, k, v, o, args, kwargs)
+                named = {**dict(zip(positional, args)), **kwargs}
+                self._capture(layer, kind, q, k, v, o, args[len(positional):], named)
                 self._captures[-1].tensors.update(extra)
             return o
 
