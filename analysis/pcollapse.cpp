@@ -48,8 +48,13 @@ ScaleProperties scale_properties(float s) {
     // P in (0, 1]: P S lies in E4M3's normal range [2^-6, 448] for P in [2^-6 / S, min(1, 448 / S)]
     const double top = std::min(1.0, 448.0 / s), bottom = std::ldexp(1.0, -6) / s;
     p.normal_octaves = top > bottom ? std::log2(top / bottom) : 0;
-    // relative half-step of the E4M3 grid (3 fraction bits) is 2^-4; an inexact S adds its own rounding
-    p.worst_relative_step = p.exact ? 0x1p-4 : 0x1p-4 + 0x1p-24;
+    // dp(S): the spacing of the positive E4M3 values (codes in increasing order) around the
+    // largest one below S, over S; above 448 the top binade's spacing.
+    const auto top_code = static_cast<std::uint32_t>(emu::max_finite_bits(emu::e4m3));
+    std::uint32_t below = 0;
+    while (below + 1 <= top_code && emu::decode(emu::e4m3, below + 1) < s) ++below;
+    const std::uint32_t upper = below < top_code ? below + 1 : below, lower = upper - 1;
+    p.dp = (emu::decode(emu::e4m3, upper) - emu::decode(emu::e4m3, lower)) / static_cast<double>(s);
     return p;
 }
 
@@ -157,6 +162,13 @@ PCollapseResult pcollapse(const emu::AttentionInputs& in, const PCollapseOptions
             result.runs.push_back(run);
             ++r;
         }
+    }
+    // Reverse order's gain: the forward run's MSE at the same S over its own.
+    for (PCollapseRun& reverse : result.runs) {
+        if (reverse.order != emu::KvOrder::reverse || !(reverse.mse > 0)) continue;
+        for (const PCollapseRun& forward : result.runs)
+            if (forward.order == emu::KvOrder::forward && forward.scale == reverse.scale)
+                reverse.mse_gain_over_forward = forward.mse / reverse.mse;
     }
     return result;
 }

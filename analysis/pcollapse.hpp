@@ -36,6 +36,7 @@ struct PCollapseRun {
                                                         // distribution of the max of k_sink normals
     double delta_c;                                     // 6.93 + ln S - delta_k
     double mse;                                         // mean squared error of O against the truth
+    std::optional<double> mse_gain_over_forward;        // reverse order: forward's MSE at this S over this one
     std::uint64_t saturated;                            // P S cast at (or past) E4M3's 448
     std::uint64_t counted;                              // non-sink P values (the fraction's denominator)
 };
@@ -70,12 +71,14 @@ double expected_cdf_of_shifted_maximum(double shift, int k);
 
 /// What a static scale S means on the E4M3 grid (the --sweep-scale table): whether it scales
 /// exactly (a power of two), the octaves of P that land in E4M3's normal range below 448, and
-/// the worst relative rounding step of P S there.
+/// arXiv:2606.06521's dp(S): the E4M3 grid's step just below S (where P near 1 lands) in units
+/// of P, a sawtooth between 2^-4 (S a power of two, its lower envelope) and 2^-3 (S just above
+/// one); 448 gives 32 / 448 = 1/14.
 struct ScaleProperties {
     float scale;
     bool exact;
     double normal_octaves;
-    double worst_relative_step;
+    double dp;
 };
 ScaleProperties scale_properties(float s);
 

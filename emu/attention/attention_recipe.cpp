@@ -46,6 +46,18 @@ AttentionRecipe fp8_forward_order() {
     return r;
 }
 
+// The setup of arXiv:2606.06521's kernel-faithful experiments: Q, K and V in float32, so that
+// only the cast of P to E4M3 rounds (products exact, rounded once to float32, O kept in
+// float32), forward order and S = 1 as the baseline its fixes are measured against.
+AttentionRecipe fp8_p_cast_only() {
+    AttentionRecipe r = fp8_forward_order();
+    r.name = "fp8-p-cast-only";
+    r.input = &f32;
+    r.score_product = r.pv_product = Product::f64;
+    r.o_format = &f32;
+    return r;
+}
+
 AttentionRecipe mxfp4_v(bool fixed) {
     AttentionRecipe r;
     r.name = fixed ? "mxfp4-v-fixed" : "mxfp4-v";
@@ -105,8 +117,8 @@ AttentionRecipe fa2_bf16_torch() {
 
 const std::vector<AttentionRecipe>& presets() {
     static const std::vector<AttentionRecipe> all{
-        fa2_bf16(),          fa2_bf16_fixed(), fa2_bf16_o_bf16(), fa2_bf16_torch(), fa3_bf16(), fa3_fp8(),
-        fp8_forward_order(), mxfp4_v(false),   mxfp4_v(true),     naive(f32),       naive(f16)};
+        fa2_bf16(),          fa2_bf16_fixed(),  fa2_bf16_o_bf16(), fa2_bf16_torch(), fa3_bf16(), fa3_fp8(),
+        fp8_forward_order(), fp8_p_cast_only(), mxfp4_v(false),    mxfp4_v(true),    naive(f32), naive(f16)};
     return all;
 }
 

@@ -104,3 +104,38 @@ TEST_CASE("Reverse order with S = 256 leaves no P underflowing at moderate Delta
         if (delta == 5.0) CHECK(forward1.mse > 1.5 * reverse1.mse);
     }
 }
+
+TEST_CASE("dp(S) is the E4M3 step just below S in units of P: a sawtooth with lower envelope 2^-4", "[pcollapse]") {
+    for (int k = -5; k <= 8; ++k) CHECK(scale_properties(std::ldexp(1.0f, k)).dp == 0x1p-4);
+    CHECK(scale_properties(0x1p-6f).dp == 0x1p-3);  // below 2^-6 the subnormals' even step of 2^-9
+    CHECK(scale_properties(448).dp == 32.0 / 448);
+    CHECK(scale_properties(257).dp == 32.0 / 257);  // just above a power of two: near 2^-3
+    CHECK(scale_properties(3).dp == 0.25 / 3);
+    CHECK(scale_properties(1024).dp == 32.0 / 1024);  // above 448: the top binade's step
+    // Over the normal range, S on a fine grid: between the envelope and twice it, and falling
+    // over each (2^m, 2^(m+1)] (a sawtooth), 2^(m-3) / S.
+    double previous = 1, previous_s = 0;
+    for (float s = 0x1p-5f; s <= 448; s *= 1.01f) {
+        const double dp = scale_properties(s).dp;
+        CHECK(dp >= 0x1p-4);
+        CHECK(dp <= 0x1p-3);
+        if (std::ceil(std::log2(s)) == std::ceil(std::log2(previous_s))) CHECK(dp < previous);
+        previous = dp, previous_s = s;
+    }
+}
+
+TEST_CASE("The paper's setup: float32 Q, K, V leave the sink as drawn, and reverse order's MSE gain is reported",
+          "[pcollapse]") {
+    // D = 128, Delta = 6: E4M3 inputs hold the sink key's 16.97 as 16 (effective Delta 5.66 +
+    // noise); float32 inputs keep it, so only the P cast rounds.
+    const PCollapseResult fp8 = run(6, {1}, {emu::KvOrder::forward, emu::KvOrder::reverse}, 128);
+    const PCollapseResult only_p = run(6, {1}, {emu::KvOrder::forward, emu::KvOrder::reverse}, 128, "fp8-p-cast-only");
+    CHECK(fp8.sink_strength < 5.8);
+    CHECK(std::fabs(only_p.sink_strength - 6) < 0.05);
+    for (const PCollapseResult* r : {&fp8, &only_p}) {
+        CHECK_FALSE(r->runs[0].mse_gain_over_forward.has_value());
+        REQUIRE(r->runs[1].mse_gain_over_forward.has_value());
+        CHECK(*r->runs[1].mse_gain_over_forward == r->runs[0].mse / r->runs[1].mse);
+        CHECK(std::fabs(r->runs[1].underflow_fraction - r->runs[1].predicted_fraction) <= 0.01);
+    }
+}

@@ -15,12 +15,13 @@ nlohmann::json pcollapse_json(const analysis::PCollapseResult& r, bool with_scal
                          {"predicted_fraction_averaged", json_number(x.predicted_fraction_averaged)},
                          {"delta_c", x.delta_c},
                          {"mse", json_number(x.mse)},
+                         {"mse_gain_over_forward", json_number(x.mse_gain_over_forward)},
                          {"saturated", x.saturated},
                          {"counted", x.counted}};
         if (with_scale_properties) {
             const analysis::ScaleProperties p = analysis::scale_properties(x.scale);
             j["exact_scaling"] = p.exact, j["normal_octaves"] = p.normal_octaves,
-            j["worst_relative_step"] = p.worst_relative_step;
+            j["dp"] = p.dp;
         }
         runs.push_back(j);
     }

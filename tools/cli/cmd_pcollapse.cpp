@@ -64,17 +64,19 @@ void print_report(const PCollapseArgs& a, const analysis::PCollapseOptions& o, c
                                      optional_fraction(x.predicted_fraction_averaged),
                                      fmt::format("{:.2f}", x.delta_c),
                                      fmt::format("{:.3e}", x.mse),
+                                     x.mse_gain_over_forward ? fmt::format("{:.2f}x", *x.mse_gain_over_forward) : "-",
                                      std::to_string(x.saturated)};
         if (a.sweep) {
             const analysis::ScaleProperties p = analysis::scale_properties(x.scale);
             row.push_back(p.exact ? "yes" : "no");
             row.push_back(fmt::format("{:.2f}", p.normal_octaves));
+            row.push_back(fmt::format("{:.4f}", p.dp));
         }
         rows.push_back(row);
     }
     std::vector<std::string> headers{"order",    "S",       "underflow", "predicted", "closed form",
-                                     "averaged", "Delta_c", "MSE of O",  "saturated"};
-    if (a.sweep) headers.insert(headers.end(), {"exact S", "normal octaves"});
+                                     "averaged", "Delta_c", "MSE of O",  "MSE gain", "saturated"};
+    if (a.sweep) headers.insert(headers.end(), {"exact S", "normal octaves", "dp(S)"});
     print_table(headers, rows);
     if (r.heads.size() < 2) return;
     // per head: the measured sink, then each run's underflow with its prediction
@@ -99,7 +101,7 @@ void run(const PCollapseArgs& a) {
     o.k_sink = a.input.spec.k_sink;
     o.threads = a.flags.threads;
     if (!a.scales.empty()) o.scales = a.scales;
-    if (a.sweep) o.scales = {1, 2, 4, 8, 16, 32, 64, 128, 256, 448, 512, 1024};
+    if (a.sweep) o.scales = {1, 2, 3, 4, 6, 8, 16, 32, 64, 96, 128, 192, 256, 320, 384, 448, 512, 1024};
     if (a.input.synthetic && static_cast<std::uint64_t>(o.k_sink) >= a.input.spec.n)
         throw Error(fmt::format("--k-sink: {} sink tokens leave none of the N = {} keys to measure", o.k_sink,
                                 a.input.spec.n));
@@ -130,7 +132,7 @@ void add_pcollapse_command(CLI::App& app) {
     cmd->add_option("--scale", a->scales, "Static P scale S (repeatable; default 1 and 256)")
         ->check(finite_in(0, 3.0e38, true));
     cmd->add_option("--order", a->order, "forward, reverse or both")->capture_default_str();
-    cmd->add_flag("--sweep-scale", a->sweep, "S over powers of two and 448, with what each means on the E4M3 grid");
+    cmd->add_flag("--sweep-scale", a->sweep, "S over powers of two, 448 and scales between them, with what each means on the E4M3 grid (dp(S))");
     a->recipe.add_to(cmd, "The FP8 recipe");
     cmd->add_option("--k-sink", a->input.spec.k_sink, "Sink tokens (the first keys)")
         ->check(integer_in(1, 1 << 20))
