@@ -28,9 +28,13 @@ BiasResult rounding_bias(const emu::AttentionInputs& in, const BiasOptions& o) {
     b.recipe = r.name;
     b.p_bar_one_count = f.counts.p_bar_one;
     b.repeated_max_rows = f.counts.repeated_max_rows;
-    b.tied_rows = f.counts.tied_rows;
-    b.tie_dominated_rows = f.counts.tie_dominated_rows;
-    b.tie_share_mean = b.tied_rows > 0 ? f.counts.tie_share_sum / static_cast<double>(b.tied_rows) : 0;
+    auto ties_of = [](const emu::ForwardCounts& c) {
+        return HeadTies{c.tied_rows, c.tie_dominated_rows,
+                        c.tied_rows > 0 ? c.tie_share_sum / static_cast<double>(c.tied_rows) : 0};
+    };
+    const HeadTies all = ties_of(f.counts);
+    b.tied_rows = all.tied_rows, b.tie_dominated_rows = all.tie_dominated_rows, b.tie_share_mean = all.tie_share_mean;
+    for (const emu::ForwardCounts& c : f.head_counts) b.head_ties.push_back(ties_of(c));
 
     // O_lp as the backward pass reads it: the file's o, else the emulated kernel's (in the
     // format the recipe forms delta from).

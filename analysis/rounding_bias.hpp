@@ -32,6 +32,12 @@ struct DimContribution {
     double v_negative_fraction;        // keys with V[., j] < 0
 };
 
+/// One head's rows whose tied keys hold their row (BiasResult's tie fields, head by head).
+struct HeadTies {
+    std::uint64_t tied_rows = 0, tie_dominated_rows = 0;
+    double tie_share_mean = 0;
+};
+
 struct BiasResult {
     std::string recipe;
     std::uint64_t rows = 0;
@@ -44,6 +50,7 @@ struct BiasResult {
     std::uint64_t tied_rows = 0;           // rows with two or more keys of cast P-bar 1 (online softmax)
     std::uint64_t tie_dominated_rows = 0;  // ... whose tied keys hold more than 1 - 2^-9 of the P-bar mass
     double tie_share_mean = 0;             // the tied keys' share of their row's P-bar mass, over tied rows
+    std::vector<HeadTies> head_ties;       // the same per head (flattened [B, H])
     std::vector<DimContribution> top_dims;  // by |contribution|
     bool o_from_file = false;
     std::optional<QueryWeightError> query_weight;  // with x in the inputs

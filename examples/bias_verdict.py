@@ -7,11 +7,11 @@ docs/findings.md applies:
 
     .venv/bin/python examples/bias_verdict.py bias-run [--roundscope build/tools/roundscope] [--json OUT]
 
-Ties dominate a layer where at least 1 % of its rows (over every dump and head of the run without
-a fix) end with tied keys holding more than 1 - 2^-9 of the row's P-bar. Confirmed: in such
-layers the coefficient drifts positive (sign test p < 0.01) without a fix and not with either
-fix; refuted: their heads show no consistent sign over at least 40 dumps; otherwise undecided
-(for instance, no layer where ties dominate: the regime the mechanism needs never forms).
+Ties dominate a head where at least 1 % of its rows (over every dump of the run without a fix)
+end with tied keys holding more than 1 - 2^-9 of the row's P-bar. Confirmed: in such heads the
+coefficient drifts positive (sign test p < 0.01) without a fix and not with either fix;
+refuted: those heads show no consistent sign over at least 40 dumps; otherwise undecided (for
+instance, no head where ties dominate: the regime the mechanism needs never forms).
 """
 import argparse
 import glob
@@ -66,12 +66,14 @@ def analyse(binary, run, run_dir):
                         "positive": positive, "negative": negative, "sign_test_p": sign_test(positive, negative),
                         "rank1_cosine": sum(cosines) / len(cosines) if cosines else float("nan")})
         kernel = report["steps"]  # the run's forward kernel (a fix of delta leaves it as it is)
-        tied = sum(s["tied_rows"] for s in kernel)  # every head of the layer
-        dominated = sum(s["tie_dominated_rows"] for s in kernel)
-        rows = sum(s["rows"] for s in kernel)
-        shares = [s["tie_share_mean"] for s in kernel if s["tied_rows"] > 0]
+        n_q = log["args"]["context"]
         for entry in out[-heads:]:
-            entry.update({"rows": rows, "tied_rows_fraction": tied / rows, "tie_dominated_rows": dominated,
+            h = entry["head"]
+            ties = [s["head_ties"][h] for s in kernel]
+            tied = sum(t["tied_rows"] for t in ties)
+            shares = [t["tie_share_mean"] for t in ties if t["tied_rows"] > 0]
+            entry.update({"rows": n_q * len(ties), "tied_rows_fraction": tied / (n_q * len(ties)),
+                          "tie_dominated_rows": sum(t["tie_dominated_rows"] for t in ties),
                           "tie_share_mean": sum(shares) / len(shares) if shares else 0.0,
                           "max_logit": max(d["max_logit"][layer] for d in log["dumps"]),
                           "final_loss": sum(log["steps"][-50:]) / len(log["steps"][-50:])})
@@ -82,9 +84,8 @@ def verdict(rows):
     unfixed = [r for r in rows if r["run"] == "none"]
     dominated = {(r["layer"], r["head"]) for r in unfixed if r["tie_dominated_rows"] >= 0.01 * r["rows"]}
     if not dominated:
-        rare = sum(r["tie_dominated_rows"] for r in unfixed if r["head"] == 0)
-        total = sum(r["rows"] for r in unfixed if r["head"] == 0)
-        return (f"undecided: tied keys dominate no layer (in {rare} of {total} rows they hold more than 1 - 2^-9 "
+        rare, total = sum(r["tie_dominated_rows"] for r in unfixed), sum(r["rows"] for r in unfixed)
+        return (f"undecided: tied keys dominate no head (in {rare} of {total} rows they hold more than 1 - 2^-9 "
                 "of the row's P-bar): the regime the mechanism needs never forms")
     by = {(r["run"], r["layer"], r["head"]): r for r in rows}
     drifts = [k for k in dominated if by[("none",) + k]["sign_test_p"] < 0.01 and by[("none",) + k]["cumulative"] > 0]
@@ -109,8 +110,6 @@ def main():
         if not os.path.isfile(os.path.join(run_dir, "log.json")):
             sys.exit(f"bias_verdict: {run_dir}: no finished run (log.json)")
         rows += analyse(a.roundscope, run, run_dir)
-    print("(tied rows, share and dominated are the layer's, every head's rows together, as `roundscope bias` "
-          "reports them)")
     print(f"{'run':10} {'layer':>5} {'head':>4} {'dumps':>5} {'cumulative':>11} {'+/-':>7} {'sign p':>8} "
           f"{'tied rows':>9} {'share':>7} {'dominated':>9} {'max logit':>9} {'rank-1 cos':>10} {'loss':>6}")
     for r in rows:

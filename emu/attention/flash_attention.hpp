@@ -46,6 +46,7 @@ struct ForwardResult {
     std::vector<float> lse;        // natural-log LSE, -inf for a row without keys
     std::vector<float> lse_log2;   // m + log2 l, what the backward pass reads
     ForwardCounts counts;
+    std::vector<ForwardCounts> head_counts;  // the same, head by head
 };
 
 struct BackwardResult {

@@ -276,7 +276,11 @@ ForwardResult flash_forward(const AttentionRecipe& recipe, const AttentionShape&
                 naive_row_block(ctx, models, h, head, rows, out, counts[task]);
         }
     });
-    for (const ForwardCounts& c : counts) add_counts(out.counts, c);
+    out.head_counts.assign(shape.heads, ForwardCounts{});
+    for (std::size_t task = 0; task < counts.size(); ++task) {
+        add_counts(out.counts, counts[task]);
+        add_counts(out.head_counts[task / row_blocks.size()], counts[task]);
+    }
     return out;
 }
 
