@@ -126,6 +126,11 @@ def main():
     parser.add_argument("--autocast", action="store_true", help="the whole model under BF16 autocast (slow on CPUs "
                         "without native BF16 matrix units)")
     a = parser.parse_args()
+    for name, value, low, high in (("--steps", a.steps, 1, 10**7), ("--dump-every", a.dump_every, 1, 10**7),
+                                   ("--layers", a.layers, 1, 64), ("--batch", a.batch, 1, 4096),
+                                   ("--context", a.context, 2, 4096), ("--threads", a.threads, 0, 1024)):
+        if not low <= value <= high:
+            parser.error(f"{name} must be from {low} to {high}, not {value}")
     global AUTOCAST
     AUTOCAST = a.autocast
     if a.threads:

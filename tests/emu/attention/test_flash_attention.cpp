@@ -25,16 +25,33 @@ namespace {
 namespace a = f32_arith;
 
 // The online forward pass of one query row, written straight from the recipe's definition:
-// no tiles of rows, every S and P V element from mma_dot. O in o_format bits and lse_log2.
+// no tiles of rows, every S and P V element from mma_dot (or float64 where the recipe says so).
+// O in o_format bits and lse_log2.
 struct RowResult {
     std::vector<std::uint32_t> o;
     float lse2;
 };
 
+// One product element as the recipe takes it: D = C + a . b (b with a stride) through the
+// tensor-core model, or in float64 (exact products summed in order from C, rounded once).
+struct ScalarProduct {
+    Product kind;
+    const MmaModel* model;
+    const Format *a_format, *b_format;
+    std::uint32_t operator()(const std::uint32_t* a, const std::uint32_t* b, long stride, int k, std::uint32_t c) const {
+        if (kind == Product::model) return mma_dot(*model, a, b, stride, k, c);
+        double sum = float_from_bits(c);
+        for (int t = 0; t < k; ++t) sum += decode(*a_format, a[t]) * decode(*b_format, b[t * stride]);
+        return bits_of(static_cast<float>(sum));
+    }
+};
+
 RowResult scalar_online_row(const AttentionRecipe& r, const AttentionShape& sh, const AttentionOperands& in,
                             std::uint64_t head, std::uint64_t i) {
-    const MmaModel& score = *find_mma_model(r.arch, r.instruction, *r.input, *r.input, f32);
-    const MmaModel& pv = *find_mma_model(r.arch, r.instruction, *r.p_format, *r.input, f32);
+    const ScalarProduct score{r.score_product, find_mma_model(r.arch, r.instruction, *r.input, *r.input, f32),
+                              r.input, r.input};
+    const ScalarProduct pv{r.pv_product, find_mma_model(r.arch, r.instruction, *r.p_format, *r.input, f32),
+                           r.p_format, r.input};
     const std::uint64_t d = sh.d, dv = sh.d_v, nk = sh.n_kv;
     const std::uint32_t* q = in.q.data() + (head * sh.n_q + i) * d;
     const std::uint32_t* k = in.k.data() + head * nk * d;
@@ -63,7 +80,7 @@ RowResult scalar_online_row(const AttentionRecipe& r, const AttentionShape& sh, 
         float block_max = steps::minus_infinity();
         for (std::uint64_t j = c0; j < c1; ++j) {
             std::vector<std::uint32_t> kj(k + j * d, k + (j + 1) * d);
-            const float s = float_from_bits(mma_dot(score, q, kj.data(), 1, static_cast<int>(d), 0));
+            const float s = float_from_bits(score(q, kj.data(), 1, static_cast<int>(d), 0));
             t[j - c0] = j < visible ? a::mul(s, scale_log2) : steps::minus_infinity();
             block_max = std::max(block_max, t[j - c0]);
         }
@@ -81,11 +98,10 @@ RowResult scalar_online_row(const AttentionRecipe& r, const AttentionShape& sh, 
         for (std::uint64_t c = 0; c < dv; ++c) {
             const std::uint32_t scaled = bits_of(a::mul(float_from_bits(acc[c]), factor));
             if (*r.o_accumulator == f32) {
-                acc[c] =
-                    mma_dot(pv, p.data(), v + c0 * dv + c, static_cast<long>(dv), static_cast<int>(c1 - c0), scaled);
+                acc[c] = pv(p.data(), v + c0 * dv + c, static_cast<long>(dv), static_cast<int>(c1 - c0), scaled);
             } else {  // the running O rounded to its format after each operation
                 const std::uint32_t product =
-                    mma_dot(pv, p.data(), v + c0 * dv + c, static_cast<long>(dv), static_cast<int>(c1 - c0), 0);
+                    pv(p.data(), v + c0 * dv + c, static_cast<long>(dv), static_cast<int>(c1 - c0), 0);
                 auto round = [&](double x) {
                     return decode(*r.o_accumulator, cast_from_f64(x, *r.o_accumulator, CastOptions{}));
                 };
