@@ -6,6 +6,7 @@
 #include <cmath>
 #include <map>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "analysis/mpfr_value.hpp"
@@ -173,6 +174,19 @@ std::size_t mx_blocks_mismatching_mpfr(const Format& f, ScaleRule rule, std::siz
     std::size_t total = 0;
     for (std::size_t m : mismatches) total += m;
     return total;
+}
+
+std::vector<std::string> mx_mismatches_every_format_and_rule(std::size_t blocks) {
+    std::vector<std::string> out;
+    for (const Format* f : {&e4m3, &e5m2, &e2m3, &e3m2, &e2m1, &int8}) {
+        for (const ScaleRule rule : all_scale_rules) {
+            const std::size_t n = mx_blocks_mismatching_mpfr(*f, rule, blocks);
+            if (n > 0)
+                out.push_back(std::string(f->name) + " " + std::string(scale_rule_name(rule)) + ": " +
+                              std::to_string(n) + " of " + std::to_string(blocks) + " blocks differ");
+        }
+    }
+    return out;
 }
 
 }  // namespace roundscope::test
