@@ -308,6 +308,13 @@ case("bias: a later missing file first", ["bias", "att.safetensors", "missing.sa
 case("bias: no do", ["bias", "no_do.safetensors"], phrases=("no_do.safetensors", "do"))
 case("file and --synthetic", ["pcollapse", "att.safetensors", "--synthetic"], phrases=("--synthetic",))
 case("neither file nor --synthetic", ["headroom"], phrases=("--synthetic",))
+# Options of the synthetic inputs given with a file are errors, not silently ignored.
+for c in ("pcollapse", "leak", "headroom", "bias", "attribute"):
+    case(f"{c} FILE --n", FILE_COMMANDS[c]("att.safetensors") + ["--n", "64"], phrases=("--n", "--synthetic"))
+for c, option, value in (("bias", "--tie-gap", "12"), ("bias", "--steps", "4"), ("bias", "--d-model", "32"),
+                         ("bias", "--heads", "2"), ("pcollapse", "--sink-strength", "6"), ("headroom", "--scenario", "wide"),
+                         ("crosscheck", "--seed", "3")):
+    case(f"{c} FILE {option}", FILE_COMMANDS[c]("att.safetensors") + [option, value], phrases=(option, "--synthetic"))
 
 # ---------------------------------------------------------------- 5. hostile attention files
 hostile = [("d0.safetensors", ("d0.safetensors", "'q'")), ("n0.safetensors", ("n0.safetensors", "'q'")),

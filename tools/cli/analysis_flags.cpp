@@ -19,14 +19,22 @@ void InputFlags::add_to(CLI::App* cmd, const std::string& file_help) {
 }
 
 void InputFlags::add_synthetic(CLI::App* cmd) {
-    cmd->add_flag("--synthetic", synthetic, "Synthesize the input instead of reading a file");
-    cmd->add_option("--n", spec.n, "Tokens (synthetic)")->check(integer_in(1, 1 << 20))->capture_default_str();
-    cmd->add_option("--d", spec.d, "Head dimension (synthetic)")->check(integer_in(2, 1024))->capture_default_str();
-    cmd->add_option("--seed", spec.seed, "Seed (synthetic)")->check(seed_value())->capture_default_str();
+    synthetic_flag = cmd->add_flag("--synthetic", synthetic, "Synthesize the input instead of reading a file");
+    synthetic_only(cmd->add_option("--n", spec.n, "Tokens (synthetic)"))
+        ->check(integer_in(1, 1 << 20))
+        ->capture_default_str();
+    synthetic_only(cmd->add_option("--d", spec.d, "Head dimension (synthetic)"))
+        ->check(integer_in(2, 1024))
+        ->capture_default_str();
+    synthetic_only(cmd->add_option("--seed", spec.seed, "Seed (synthetic)"))->check(seed_value())->capture_default_str();
 }
 
+CLI::Option* InputFlags::synthetic_only(CLI::Option* option) const { return option->needs(synthetic_flag); }
+
 void InputFlags::add_heads(CLI::App* cmd) {
-    cmd->add_option("--heads", spec.heads, "Heads (synthetic)")->check(integer_in(1, 4096))->capture_default_str();
+    synthetic_only(cmd->add_option("--heads", spec.heads, "Heads (synthetic)"))
+        ->check(integer_in(1, 4096))
+        ->capture_default_str();
 }
 
 void InputFlags::add_scenario(CLI::App* cmd) {
@@ -42,7 +50,7 @@ void InputFlags::add_scenario(CLI::App* cmd) {
             }
         },
         "SCENARIO");
-    cmd->add_option("--scenario", scenario, "random, sink, repeated-max or wide (synthetic)")
+    synthetic_only(cmd->add_option("--scenario", scenario, "random, sink, repeated-max or wide (synthetic)"))
         ->check(known)
         ->capture_default_str();
 }

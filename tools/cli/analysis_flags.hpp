@@ -20,6 +20,7 @@ namespace roundscope::cli {
 struct InputFlags {
     std::string file;
     bool synthetic = false;
+    CLI::Option* synthetic_flag = nullptr;  // what synthetic-only options need (`synthetic_only`)
     analysis::SyntheticSpec spec;
     std::string scenario;  // the name given to --scenario
 
@@ -28,6 +29,8 @@ struct InputFlags {
     void add_synthetic(CLI::App* cmd);
     void add_heads(CLI::App* cmd);
     void add_scenario(CLI::App* cmd);
+    /// `option` applies to synthetic inputs only: given with a file, it is an error, not ignored.
+    CLI::Option* synthetic_only(CLI::Option* option) const;
 };
 
 /// --causal / --no-causal, --softmax-scale, --threads and --json.

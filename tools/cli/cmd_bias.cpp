@@ -155,15 +155,17 @@ void add_bias_command(CLI::App& app) {
     a->input.add_heads(cmd);
     a->recipe.add_to(cmd);
     cmd->add_flag("--fix", a->fix, "Also under the max adjustment and with delta from float32 O");
-    cmd->add_option("--steps", a->steps, "Synthetic steps (seeds seed, seed + 1, ...)")
+    a->input.synthetic_only(cmd->add_option("--steps", a->steps, "Synthetic steps (seeds seed, seed + 1, ...)"))
         ->check(integer_in(1, 100000))
         ->capture_default_str();
-    cmd->add_option("--tie-gap", a->input.spec.tie_gap,
-                    "G: how far the tied pair scores above the rest (synthetic; the bias acts from about 12)")
+    a->input.synthetic_only(cmd->add_option("--tie-gap", a->input.spec.tie_gap,
+                                            "G: how far the tied pair scores above the rest (synthetic; the bias "
+                                            "acts from about 12)"))
         ->check(finite_in(0, 100))
         ->capture_default_str();
-    cmd->add_option("--d-model", a->input.spec.d_model,
-                    "Synthetic layer input x [N, M] and query weight (q = x W^Q): M >= 2, 0 for none")
+    a->input
+        .synthetic_only(cmd->add_option("--d-model", a->input.spec.d_model,
+                                        "Synthetic layer input x [N, M] and query weight (q = x W^Q): M >= 2, 0 for none"))
         ->check(integer_in(0, 1 << 16))
         ->capture_default_str();
     a->flags.add_to(cmd);

@@ -137,8 +137,8 @@ void add_pcollapse_command(CLI::App& app) {
     cmd->add_option("--k-sink", a->input.spec.k_sink, "Sink tokens (the first keys)")
         ->check(integer_in(1, 1 << 20))
         ->capture_default_str();
-    cmd->add_option("--sink-strength", a->input.spec.sink_strength,
-                    "Delta: how far the sink scores stand above the rest (synthetic)")
+    a->input.synthetic_only(cmd->add_option("--sink-strength", a->input.spec.sink_strength,
+                                            "Delta: how far the sink scores stand above the rest (synthetic)"))
         ->check(finite_in(-100, 100))
         ->capture_default_str();
     a->flags.add_to(cmd);
