@@ -114,6 +114,11 @@ for s in series:
     check(f"layer {s['layer']} head {s['head']}: cumulative sum of the steps' coefficients",
           s["steps"] == [0, 10] and s["coefficient_sum"] == [by_step[0], by_step[10]]
           and s["cumulative"] == [by_step[0], by_step[0] + by_step[10]], s)
+    pos, neg = sum(c > 0 for c in s["coefficient_sum"]), sum(c < 0 for c in s["coefficient_sum"])
+    # two steps: one sign both times gives p = 1/2, split signs p = 1 (the exact two-sided sign test)
+    want_p = 1.0 if pos + neg == 0 or min(pos, neg) == 1 else 2 * 0.5 ** (pos + neg)
+    check(f"layer {s['layer']} head {s['head']}: signs across steps and their sign test",
+          s["positive_steps"] == pos and s["negative_steps"] == neg and abs(s["sign_test_p"] - min(1.0, want_p)) < 1e-12, s)
 
 # On a terminal: a progress bar on standard error, ending at every task.
 import pty  # noqa: E402

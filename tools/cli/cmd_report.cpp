@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "analysis/bias_steps.hpp"
 #include "lib/error.hpp"
 #include "lib/file_write.hpp"
 #include "lib/parallel.hpp"
@@ -83,19 +84,23 @@ nlohmann::json bias_over_steps(const nlohmann::json& heads) {
     for (const auto& [key, steps] : series) {
         nlohmann::json s{{"layer", key.first}, {"head", key.second}};
         double sum = 0, emulated = 0, adjusted = 0;
+        std::vector<double> per_step;
         for (const auto& [step, h] : steps) {
             const double c = (*h)["bias"]["kernel"].value("coefficient_sum", 0.0),
                          e = (*h)["bias"]["emulated"].value("coefficient_sum", 0.0),
                          m = (*h)["bias"]["max_adjust"].value("coefficient_sum", 0.0);
             sum += c, emulated += e, adjusted += m;
+            per_step.push_back(c);
             s["steps"].push_back(step);
             s["coefficient_sum"].push_back(c);
             s["cumulative"].push_back(sum);
             s["emulated_cumulative"].push_back(emulated);
             s["max_adjust_cumulative"].push_back(adjusted);
         }
-        s["positive_steps"] = std::count_if(s["coefficient_sum"].begin(), s["coefficient_sum"].end(),
-                                            [](const nlohmann::json& c) { return c.get<double>() > 0; });
+        // The signs across steps (independent samples) and their exact sign test.
+        const analysis::StepSigns signs = analysis::step_signs(per_step);
+        s["positive_steps"] = signs.positive, s["negative_steps"] = signs.negative;
+        s["sign_test_p"] = signs.p_value;
         out.push_back(s);
     }
     return out;

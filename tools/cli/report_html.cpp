@@ -211,7 +211,7 @@ std::string report_html(const json& r) {
     html += "<h2>Every head at its last step</h2><table><tr><th class=\"l\">layer</th><th>head</th><th>step</th>"
             "<th>sink mass</th><th>effective Delta</th><th>spread</th><th>P-collapse fwd S=1 (pred.)</th>"
             "<th>rev S=1</th><th>fwd S=256</th><th>leak MXFP4 pairs</th><th>leak MXFP8 pairs</th>"
-            "<th>f16 naive margin</th><th>delta error</th><th>positive steps</th>";
+            "<th>f16 naive margin</th><th>delta error</th><th>positive steps (sign test)</th>";
     for (const json& recipe : r["options"]["recipes"])
         html += fmt::format("<th>rel. rms of O, {}</th>", escaped(recipe["name"].get<std::string>()));
     html += "</tr>";
@@ -240,8 +240,9 @@ std::string report_html(const json& r) {
                 f256 ? cell(number((*f256)["underflow_fraction"]), "{:.4f}") : "-", leak("mxfp4"), leak("mxfp8_e4m3"),
                 cell(margin), bias == bias_series.end() ? "-" : cell(number(bias->second->at("cumulative").back())),
                 bias == bias_series.end() ? "-"
-                                          : fmt::format("{}/{}", bias->second->at("positive_steps").get<int>(),
-                                                        bias->second->at("steps").size()));
+                                          : fmt::format("{}/{} (p {:.2g})", bias->second->at("positive_steps").get<int>(),
+                                                        bias->second->at("steps").size(),
+                                                        bias->second->at("sign_test_p").get<double>()));
             for (const json& recipe : r["options"]["recipes"]) {
                 const std::string name = recipe["name"];
                 html += "<td>" + (h["attribute"].contains(name) ? cell(number(h["attribute"][name]["all_low"])) : "-") + "</td>";
