@@ -35,18 +35,16 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools", "python"))
 from roundscope_dump import AttentionDump  # noqa: E402
-from train_real import BOS, VOCAB, corpus, sequences  # noqa: E402
+from train_real import (VOCAB, capture_probe, causal_mask, check_ranges, dump_scores, sequences,  # noqa: E402
+                        split_corpus, train_step)
 
 BF16, F32 = torch.bfloat16, torch.float32
 
 
 def scores(q, k, scale, causal, masked):
-    """S as the released code forms it: the BF16 product, times the scale in BF16, masked."""
+    """S as the released code forms it: the product in q's dtype, times the scale, masked."""
     s = torch.einsum("...id,...jd->...ij", q, k) * scale
-    if causal:
-        n = s.shape[-1]
-        s = s.masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), masked)
-    return s
+    return s.masked_fill(causal_mask(s.shape[-1]), masked) if causal else s
 
 
 class ReleasedFlashAttention(torch.autograd.Function):
@@ -81,10 +79,7 @@ class ReleasedFlashAttention(torch.autograd.Function):
         dv = torch.einsum("...ij,...id->...jd", p.to(BF16), d_o)
         dp = torch.einsum("...id,...jd->...ij", d_o, v)
         if ctx.fix == "f32-delta":  # the forward output recomputed in float32 from the same q, k, v
-            s32 = torch.einsum("...id,...jd->...ij", q.float(), k.float()) * scale
-            if ctx.causal:
-                n = s32.shape[-1]
-                s32 = s32.masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), float("-inf"))
+            s32 = scores(q.float(), k.float(), scale, ctx.causal, float("-inf"))
             o_delta = torch.einsum("...ij,...jd->...id", s32.softmax(dim=-1), v.float())
         else:
             o_delta = o.float()
@@ -131,11 +126,12 @@ class GPT(nn.Module):
 
 def max_logit(path):
     """The largest attention score (q.k scale) of a dump, over heads and rows."""
-    from safetensors.torch import load_file
-    t = load_file(path)
-    q, k = t["q"].double()[0], t["k"].double()[0]
-    s = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
-    return s.masked_fill(torch.ones_like(s[0], dtype=torch.bool).triu(1), float("-inf")).amax().item()
+    return dump_scores(path).amax().item()
+
+
+def loss_of(model, tokens):
+    """Next-byte cross entropy of a [B, N + 1] token batch (the model in float32, attention BF16)."""
+    return F.cross_entropy(model(tokens[:, :-1]).reshape(-1, VOCAB), tokens[:, 1:].reshape(-1))
 
 
 def main():
@@ -153,12 +149,10 @@ def main():
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: every core)")
     parser.add_argument("--seed", type=int, default=0)
     a = parser.parse_args()
-    for name, value, low, high in (("--steps", a.steps, 1, 10**7), ("--dump-every", a.dump_every, 1, 10**7),
-                                   ("--layers", a.layers, 1, 64), ("--width", a.width, 2, 8192),
-                                   ("--heads", a.heads, 1, 256), ("--context", a.context, 2, 512),
-                                   ("--batch", a.batch, 1, 4096), ("--threads", a.threads, 0, 1024)):
-        if not low <= value <= high:
-            parser.error(f"{name} must be from {low} to {high}, not {value}")
+    check_ranges(parser, (("--steps", a.steps, 1, 10**7), ("--dump-every", a.dump_every, 1, 10**7),
+                          ("--layers", a.layers, 1, 64), ("--width", a.width, 2, 8192),
+                          ("--heads", a.heads, 1, 256), ("--context", a.context, 2, 512),
+                          ("--batch", a.batch, 1, 4096), ("--threads", a.threads, 0, 1024)))
     if a.width % a.heads:
         parser.error(f"--width {a.width} is not a multiple of --heads {a.heads}")
     if not (math.isfinite(a.lr) and 0 < a.lr < 1):
@@ -166,9 +160,7 @@ def main():
     if a.threads:
         torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
-    root, files, data = corpus()
-    split = int(len(data) * 0.95)
-    train, held_out = data[:split], data[split:]
+    _, _, _, train, held_out = split_corpus()
     if len(train) <= a.context + 1 or len(held_out) <= 9 * a.context + 1:
         parser.error(f"--context {a.context} is longer than the corpus allows")
 
@@ -182,20 +174,13 @@ def main():
     log = {"fix": a.fix, "args": vars(a), "steps": [], "dumps": []}
     start = time.time()
     for step in range(a.steps):
-        if step in dump_steps:  # the probe: captured, its gradients thrown away
-            optimizer.zero_grad()
-            with dump.step(step):
-                F.cross_entropy(model(probe[:, :-1]).reshape(-1, VOCAB), probe[:, 1:].reshape(-1)).backward()
-            optimizer.zero_grad()
+        if step in dump_steps:
+            capture_probe(dump, step, optimizer, lambda: loss_of(model, probe))
             logits = [max_logit(os.path.join(a.out, f"step{step}_layer{layer}.safetensors")) for layer in range(a.layers)]
             log["dumps"].append({"step": step, "max_logit": logits})
         batch = sequences(train, torch.randint(0, len(train) - a.context, (a.batch,), generator=generator), a.context)
-        loss = F.cross_entropy(model(batch[:, :-1]).reshape(-1, VOCAB), batch[:, 1:].reshape(-1))
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        schedule.step()
-        optimizer.zero_grad()
+        loss = loss_of(model, batch)
+        train_step(model, optimizer, schedule, loss)
         log["steps"].append(loss.item())
         if step % 100 == 0 or step == a.steps - 1:
             print(f"{a.fix} step {step}: loss {loss.item():.4f}, {time.time() - start:.0f} s", flush=True)

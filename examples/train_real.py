@@ -103,14 +103,55 @@ def loss_of(model, tokens):
     return F.cross_entropy(logits.float().reshape(-1, VOCAB), tokens[:, 1:].reshape(-1))
 
 
-def sink_mass(path):
-    """Attention on key 0 per head, averaged over query rows 1..N-1, from a dump's q and k."""
+def causal_mask(n):
+    """[n, n], True above the diagonal: the keys a causal query may not see."""
+    return torch.ones(n, n, dtype=torch.bool).triu(1)
+
+
+def dump_scores(path):
+    """A dump's exact attention scores q.k / sqrt(D) per head, [H, N, N], -inf where causally masked."""
     from safetensors.torch import load_file
     t = load_file(path)
     q, k = t["q"].double()[0], t["k"].double()[0]
     scores = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
-    scores = scores.masked_fill(torch.ones_like(scores[0], dtype=torch.bool).triu(1), float("-inf"))
-    return scores.softmax(-1)[:, 1:, 0].mean(-1).tolist()
+    return scores.masked_fill(causal_mask(scores.shape[-1]), float("-inf"))
+
+
+def sink_mass(path):
+    """Attention on key 0 per head, averaged over query rows 1..N-1, from a dump's q and k."""
+    return dump_scores(path).softmax(-1)[:, 1:, 0].mean(-1).tolist()
+
+
+def check_ranges(parser, ranges):
+    """(option, value, low, high) each: an argparse error (exit 2) naming the first out of range."""
+    for name, value, low, high in ranges:
+        if not low <= value <= high:
+            parser.error(f"{name} must be from {low} to {high}, not {value}")
+
+
+def capture_probe(dump, step, optimizer, loss):
+    """Step `step`'s dump of the probe's forward and backward (loss() builds the loss); its
+    gradients are thrown away."""
+    optimizer.zero_grad()
+    with dump.step(step):
+        loss().backward()
+    optimizer.zero_grad()
+
+
+def train_step(model, optimizer, schedule, loss):
+    """One optimizer step on loss (a scalar tensor of model), gradients clipped to norm 1."""
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
+    schedule.step()
+    optimizer.zero_grad()
+
+
+def split_corpus():
+    """The corpus (root, file count, bytes) and its 95/5 split into training and held-out text."""
+    root, files, data = corpus()
+    split = int(len(data) * 0.95)
+    return root, files, data, data[:split], data[split:]
 
 
 def main():
@@ -126,20 +167,16 @@ def main():
     parser.add_argument("--autocast", action="store_true", help="the whole model under BF16 autocast (slow on CPUs "
                         "without native BF16 matrix units)")
     a = parser.parse_args()
-    for name, value, low, high in (("--steps", a.steps, 1, 10**7), ("--dump-every", a.dump_every, 1, 10**7),
-                                   ("--layers", a.layers, 1, 64), ("--batch", a.batch, 1, 4096),
-                                   ("--context", a.context, 2, 4096), ("--threads", a.threads, 0, 1024)):
-        if not low <= value <= high:
-            parser.error(f"{name} must be from {low} to {high}, not {value}")
+    check_ranges(parser, (("--steps", a.steps, 1, 10**7), ("--dump-every", a.dump_every, 1, 10**7),
+                          ("--layers", a.layers, 1, 64), ("--batch", a.batch, 1, 4096),
+                          ("--context", a.context, 2, 4096), ("--threads", a.threads, 0, 1024)))
     global AUTOCAST
     AUTOCAST = a.autocast
     if a.threads:
         torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
-    root, files, data = corpus()
-    split = int(len(data) * 0.95)
-    train, held_out = data[:split], data[split:]
-    print(f"corpus: {files} files under {root}, {len(data) / 1e6:.1f} MB ({split} bytes for training)")
+    root, files, data, train, held_out = split_corpus()
+    print(f"corpus: {files} files under {root}, {len(data) / 1e6:.1f} MB ({len(train)} bytes for training)")
 
     dump_steps = sorted({0, a.steps - 1, *range(0, a.steps, a.dump_every)})
     dump = AttentionDump(a.out, steps=dump_steps)
@@ -152,22 +189,15 @@ def main():
     log = {"corpus": {"root": root, "files": files, "bytes": len(data)}, "steps": [], "dumps": []}
     start = time.time()
     for step in range(a.steps):
-        if step in dump_steps:  # the probe: captured, its gradients thrown away
-            optimizer.zero_grad()
-            with dump.step(step):
-                loss_of(model, probe).backward()
-            optimizer.zero_grad()
+        if step in dump_steps:
+            capture_probe(dump, step, optimizer, lambda: loss_of(model, probe))
             masses = [sink_mass(os.path.join(a.out, f"step{step}_layer{layer}.safetensors")) for layer in range(a.layers)]
             log["dumps"].append({"step": step, "sink_mass": masses})
             print(f"step {step}: attention on the first token per layer and head: "
                   + "; ".join(" ".join(f"{m:.2f}" for m in layer) for layer in masses))
         batch = sequences(train, torch.randint(0, len(train) - a.context, (a.batch,), generator=generator), a.context)
         loss = loss_of(model, batch)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        schedule.step()
-        optimizer.zero_grad()
+        train_step(model, optimizer, schedule, loss)
         log["steps"].append(loss.item())
         if step % 25 == 0 or step == a.steps - 1:
             with torch.no_grad():
