@@ -1,6 +1,5 @@
 #include "analysis/attribute.hpp"
 
-#include <string_view>
 #include <vector>
 
 #include "analysis/attention_run.hpp"
@@ -38,17 +37,12 @@ constexpr Stage stages[] = {
 };
 
 // The recipe with the listed stages made exact (exact[i]: listed[i]); empty where the
-// combination has no kernel (no tensor core takes float32 P).
+// combination has no kernel: float32 P through a tensor-core P V product (no tensor core takes it).
 std::optional<emu::AttentionRecipe> with_exact(emu::AttentionRecipe r, const std::vector<const Stage*>& listed,
                                                const std::vector<bool>& exact) {
-    bool exact_p_cast = false, exact_pv = false;
-    for (std::size_t i = 0; i < listed.size(); ++i) {
-        if (!exact[i]) continue;
-        listed[i]->make_exact(r);
-        exact_p_cast = exact_p_cast || std::string_view(listed[i]->name) == "P cast";
-        exact_pv = exact_pv || std::string_view(listed[i]->name) == "P V product";
-    }
-    if (exact_p_cast && !exact_pv) return std::nullopt;
+    for (std::size_t i = 0; i < listed.size(); ++i)
+        if (exact[i]) listed[i]->make_exact(r);
+    if (*r.p_format == emu::f32 && r.pv_product == emu::Product::model) return std::nullopt;
     return r;
 }
 
