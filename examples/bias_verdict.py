@@ -98,7 +98,8 @@ def verdict(rows):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("runs", help="the folder holding none/, max-adjust/ and f32-delta/")
     parser.add_argument("--roundscope", default=os.path.join(os.path.dirname(__file__), "..", "build", "tools",
                                                              "roundscope"))

@@ -135,7 +135,8 @@ def loss_of(model, tokens):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--fix", choices=("none", "max-adjust", "f32-delta"), default="none")
     parser.add_argument("--out", default="bias-run/none")
     parser.add_argument("--steps", type=int, default=3000)

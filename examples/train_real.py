@@ -155,7 +155,8 @@ def split_corpus():
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--out", default="real-run")
     parser.add_argument("--steps", type=int, default=600)
     parser.add_argument("--dump-every", type=int, default=100)
