@@ -137,18 +137,18 @@ def loss_of(model, tokens):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    parser.add_argument("--fix", choices=("none", "max-adjust", "f32-delta"), default="none")
-    parser.add_argument("--out", default="bias-run/none")
-    parser.add_argument("--steps", type=int, default=3000)
-    parser.add_argument("--dump-every", type=int, default=50)
-    parser.add_argument("--layers", type=int, default=2)
-    parser.add_argument("--width", type=int, default=128)
+    parser.add_argument("--fix", choices=("none", "max-adjust", "f32-delta"), default="none", help="which fix the run trains with")
+    parser.add_argument("--out", default="bias-run/none", help="folder for the dumps and log.json")
+    parser.add_argument("--steps", type=int, default=3000, help="training steps")
+    parser.add_argument("--dump-every", type=int, default=50, help="dump every layer every this many steps")
+    parser.add_argument("--layers", type=int, default=2, help="transformer layers")
+    parser.add_argument("--width", type=int, default=128, help="model width")
     parser.add_argument("--heads", type=int, default=2, help="heads of width / heads features (D = 64 by default)")
     parser.add_argument("--context", type=int, default=256, help="tokens per sequence after BOS: N in the dumps")
-    parser.add_argument("--batch", type=int, default=8)
-    parser.add_argument("--lr", type=float, default=2e-3)
+    parser.add_argument("--batch", type=int, default=8, help="sequences per step")
+    parser.add_argument("--lr", type=float, default=2e-3, help="AdamW learning rate (after 100 warm-up steps)")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: every core)")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0, help="seed of the weights and the data order")
     a = parser.parse_args()
     check_ranges(parser, (("--steps", a.steps, 1, 10**7), ("--dump-every", a.dump_every, 1, 10**7),
                           ("--layers", a.layers, 1, 64), ("--width", a.width, 2, 8192),

@@ -157,14 +157,14 @@ def split_corpus():
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    parser.add_argument("--out", default="real-run")
-    parser.add_argument("--steps", type=int, default=600)
-    parser.add_argument("--dump-every", type=int, default=100)
-    parser.add_argument("--layers", type=int, default=4)
-    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--out", default="real-run", help="folder for the dumps and sinks.json")
+    parser.add_argument("--steps", type=int, default=600, help="training steps")
+    parser.add_argument("--dump-every", type=int, default=100, help="dump every layer every this many steps")
+    parser.add_argument("--layers", type=int, default=4, help="transformer layers")
+    parser.add_argument("--batch", type=int, default=8, help="sequences per step")
     parser.add_argument("--context", type=int, default=256, help="tokens per sequence: N in the dumps")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: every core)")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0, help="seed of the weights and the data order")
     parser.add_argument("--autocast", action="store_true", help="the whole model under BF16 autocast (slow on CPUs "
                         "without native BF16 matrix units)")
     a = parser.parse_args()
