@@ -56,9 +56,9 @@ def corpus():
 
 
 class Block(nn.Module):
-    def __init__(self, dump):
+    def __init__(self, dump, heads):
         super().__init__()
-        self.dump = dump
+        self.dump, self.heads = dump, heads
         self.norm1, self.norm2 = nn.LayerNorm(D_MODEL), nn.LayerNorm(D_MODEL)
         self.qkv, self.proj = nn.Linear(D_MODEL, 3 * D_MODEL, bias=False), nn.Linear(D_MODEL, D_MODEL)
         self.mlp = nn.Sequential(nn.Linear(D_MODEL, 4 * D_MODEL), nn.GELU(), nn.Linear(4 * D_MODEL, D_MODEL))
@@ -69,17 +69,17 @@ class Block(nn.Module):
         if self.dump.capturing:  # the query projection's operands, as its matmul reads them
             dtype = torch.get_autocast_dtype("cpu") if torch.is_autocast_enabled("cpu") else h.dtype
             self.dump.layer_inputs(x=h.to(dtype), wq=self.qkv.weight[:d].t().to(dtype))
-        q, k, v = self.qkv(h).to(torch.bfloat16).view(b, n, 3, HEADS, d // HEADS).permute(2, 0, 3, 1, 4)
+        q, k, v = self.qkv(h).to(torch.bfloat16).view(b, n, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
         o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         x = x + self.proj(o.transpose(1, 2).reshape(b, n, d).to(x.dtype))
         return x + self.mlp(self.norm2(x))
 
 
 class GPT(nn.Module):
-    def __init__(self, layers, context, dump):
+    def __init__(self, layers, context, dump, heads=HEADS):
         super().__init__()
         self.embed, self.position = nn.Embedding(VOCAB, D_MODEL), nn.Embedding(context, D_MODEL)
-        self.blocks = nn.ModuleList(Block(dump) for _ in range(layers))
+        self.blocks = nn.ModuleList(Block(dump, heads) for _ in range(layers))
         self.norm, self.head = nn.LayerNorm(D_MODEL), nn.Linear(D_MODEL, VOCAB)
 
     def forward(self, tokens):
@@ -161,6 +161,8 @@ def main():
     parser.add_argument("--steps", type=int, default=600, help="training steps")
     parser.add_argument("--dump-every", type=int, default=100, help="dump every layer every this many steps")
     parser.add_argument("--layers", type=int, default=4, help="transformer layers")
+    parser.add_argument("--heads", type=int, default=HEADS, help="attention heads per layer (D = 256 / heads)")
+    parser.add_argument("--lr", type=float, default=2e-3, help="peak learning rate of AdamW")
     parser.add_argument("--batch", type=int, default=8, help="sequences per step")
     parser.add_argument("--context", type=int, default=256, help="tokens per sequence: N in the dumps")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: every core)")
@@ -169,8 +171,10 @@ def main():
                         "without native BF16 matrix units)")
     a = parser.parse_args()
     check_ranges(parser, (("--steps", a.steps, 1, 10**7), ("--dump-every", a.dump_every, 1, 10**7),
-                          ("--layers", a.layers, 1, 64), ("--batch", a.batch, 1, 4096),
+                          ("--layers", a.layers, 1, 64), ("--heads", a.heads, 1, 64), ("--batch", a.batch, 1, 4096),
                           ("--context", a.context, 2, 4096), ("--threads", a.threads, 0, 1024)))
+    if D_MODEL % a.heads:
+        parser.error(f"--heads must divide d_model {D_MODEL}, not {a.heads}")
     global AUTOCAST
     AUTOCAST = a.autocast
     if a.threads:
@@ -181,8 +185,8 @@ def main():
 
     dump_steps = sorted({0, a.steps - 1, *range(0, a.steps, a.dump_every)})
     dump = AttentionDump(a.out, steps=dump_steps)
-    model = GPT(a.layers, a.context, dump)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=2e-3, betas=(0.9, 0.95), weight_decay=0.1)
+    model = GPT(a.layers, a.context, dump, a.heads)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.95), weight_decay=0.1)
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda s: min(1.0, (s + 1) / 50) * 0.5 * (1 + math.cos(math.pi * min(s, a.steps) / a.steps)))
     probe = sequences(held_out, torch.tensor([0]), a.context)

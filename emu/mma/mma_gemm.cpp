@@ -79,10 +79,8 @@ private:
     std::vector<DecodedOperand> table_;
 };
 
-bool accumulator_finite(const Format& acc, std::uint32_t bits) {
-    const ValueClass cls = unpack(acc, bits).cls;
-    return cls != ValueClass::nan && cls != ValueClass::inf;
-}
+// The vector kernel runs float32 accumulators only.
+bool f32_finite(std::uint32_t bits) { return (bits & 0x7F800000u) != 0x7F800000u; }
 
 }  // namespace
 
@@ -142,40 +140,49 @@ void gemm_one(const GemmContext& ctx, std::int64_t index, int threads) {
             if (!x.finite) column_finite[j] = 0;
         }
     }
+    // Rows go to the vector kernel a tile at a time, so that each strip of B is read from cache.
+    constexpr std::int64_t tile_rows = 8;
     parallel_for(static_cast<std::size_t>(g.m), 16, threads, [&](std::size_t begin, std::size_t end) {
-        std::vector<double> a_value(static_cast<std::size_t>(kp), 0.0);
+        std::vector<double> a_value(static_cast<std::size_t>(tile_rows * kp), 0.0);
         std::vector<double> a_exponent(a_value.size(), zero_alignment_exponent);
-        for (auto i = static_cast<std::int64_t>(begin); i < static_cast<std::int64_t>(end); ++i) {
-            bool row_finite = true;
-            for (std::int64_t k = 0; k < g.k; ++k) {
-                const DecodedOperand x = ctx.decode_a(a[i * g.k + k]);
-                a_value[k] = x.value;
-                a_exponent[k] = x.exponent;
-                row_finite = row_finite && x.finite;
+        bool row_finite[tile_rows];
+        for (auto i0 = static_cast<std::int64_t>(begin); i0 < static_cast<std::int64_t>(end); i0 += tile_rows) {
+            const std::int64_t rows = std::min(tile_rows, static_cast<std::int64_t>(end) - i0);
+            for (std::int64_t r = 0; r < rows; ++r) {
+                row_finite[r] = true;
+                for (std::int64_t k = 0; k < g.k; ++k) {
+                    const DecodedOperand x = ctx.decode_a(a[(i0 + r) * g.k + k]);
+                    a_value[r * kp + k] = x.value;
+                    a_exponent[r * kp + k] = x.exponent;
+                    row_finite[r] = row_finite[r] && x.finite;
+                }
             }
-            std::int64_t served = 0;
-            if (row_finite) {
-                const MmaSimdJob job{a_value.data(),
-                                     a_exponent.data(),
-                                     b_value.data(),
-                                     b_exponent.data(),
-                                     c + i * g.n,
-                                     d + i * g.n,
-                                     g.n,
-                                     kp,
-                                     m.k,
-                                     ctx.schedule.order.data(),
-                                     ctx.schedule.block_begin.data(),
-                                     static_cast<int>(ctx.schedule.block_begin.size()) - 1,
-                                     m.alignment_bits,
-                                     m.zero_exponent,
-                                     m.rounding == BlockRounding::rz_e8m13,
-                                     m.c_entry == AccumulatorEntry::added_after};
-                served = mma_row_simd(job);
-            }
-            for (std::int64_t j = 0; j < g.n; ++j) {
-                if (j >= served || !column_finite[j] || !accumulator_finite(m.accumulator, c[i * g.n + j])) {
-                    reference(i, j);
+            // A row holding NaN or Inf goes through the vector kernel harmlessly (those elements
+            // decode as zeros) and is then redone below by the scalar engine.
+            const MmaSimdJob job{a_value.data(),
+                                 a_exponent.data(),
+                                 b_value.data(),
+                                 b_exponent.data(),
+                                 c + i0 * g.n,
+                                 d + i0 * g.n,
+                                 rows,
+                                 g.n,
+                                 kp,
+                                 m.k,
+                                 ctx.schedule.order.data(),
+                                 ctx.schedule.block_begin.data(),
+                                 static_cast<int>(ctx.schedule.block_begin.size()) - 1,
+                                 m.alignment_bits,
+                                 m.zero_exponent,
+                                 m.rounding == BlockRounding::rz_e8m13,
+                                 m.c_entry == AccumulatorEntry::added_after};
+            const std::int64_t served = mma_row_simd(job);
+            for (std::int64_t r = 0; r < rows; ++r) {
+                const std::int64_t i = i0 + r;
+                for (std::int64_t j = 0; j < g.n; ++j) {
+                    if (j >= served || !row_finite[r] || !column_finite[j] || !f32_finite(c[i * g.n + j])) {
+                        reference(i, j);
+                    }
                 }
             }
         }

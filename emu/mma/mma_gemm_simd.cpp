@@ -17,19 +17,24 @@ using DI = hn::RebindToSigned<D>;
 using DU = hn::RebindToUnsigned<D>;
 using V = hn::Vec<D>;
 
-// 2^e for integer-valued e in the normal range of doubles.
+// 2^e for integer-valued e in the normal range of doubles. Adding 2^52 + 1023 puts the biased
+// exponent e + 1023 in the low mantissa bits, which the shift moves into the exponent field:
+// exact, and without a double-to-int64 conversion (AVX2 has none; Highway emulates it slowly).
 HWY_INLINE V exp2_int(V e) {
     const DI di;
-    const auto biased = hn::Add(hn::ConvertTo(di, e), hn::Set(di, 1023));
+    const auto biased = hn::BitCast(di, hn::Add(e, hn::Set(D(), 0x1p52 + 1023)));
     return hn::BitCast(D(), hn::ShiftLeft<52>(biased));
 }
 
 // The alignment exponent of an accumulator value (a float32 held exactly): floor(log2 |x|),
-// at least -126 (float32 subnormals); e_zero for zero.
+// at least -126 (float32 subnormals); e_zero for zero. The biased exponent becomes a double by
+// the mantissa of 2^52, again without an int64 conversion.
 HWY_INLINE V accumulator_exponent(V x, V e_zero) {
     const DI di;
+    const V two52 = hn::Set(D(), 0x1p52);
     const auto biased = hn::And(hn::ShiftRight<52>(hn::BitCast(di, x)), hn::Set(di, 0x7FF));
-    const V e = hn::Max(hn::ConvertTo(D(), hn::Sub(biased, hn::Set(di, 1023))), hn::Set(D(), -126.0));
+    const V biased_value = hn::Sub(hn::BitCast(D(), hn::Or(biased, hn::BitCast(di, two52))), two52);
+    const V e = hn::Max(hn::Sub(biased_value, hn::Set(D(), 1023.0)), hn::Set(D(), -126.0));
     return hn::IfThenElse(hn::Eq(x, hn::Zero(D())), e_zero, e);
 }
 
@@ -52,7 +57,8 @@ HWY_INLINE V truncate_to_f32_grid(V x, int fraction_bits) {
 
 // One truncated fused dot-product-add over a block, for G vectors of columns.
 template <int G>
-HWY_INLINE void fused_block(const MmaSimdJob& job, std::int64_t k0, int begin, int end, std::int64_t j0, V (&acc)[G]) {
+HWY_INLINE void fused_block(const MmaSimdJob& job, const double* a_value, const double* a_exponent, std::int64_t k0,
+                            int begin, int end, std::int64_t j0, V (&acc)[G]) {
     const D d;
     const V e_zero = hn::Set(d, job.zero_exponent);
     const std::int64_t lanes = static_cast<std::int64_t>(hn::Lanes(d));
@@ -60,7 +66,7 @@ HWY_INLINE void fused_block(const MmaSimdJob& job, std::int64_t k0, int begin, i
     for (int g = 0; g < G; ++g) e_max[g] = accumulator_exponent(acc[g], e_zero);
     for (int t = begin; t < end; ++t) {
         const std::int64_t k = k0 + job.order[t];
-        const V ea = hn::Set(d, job.a_exponent[k]);
+        const V ea = hn::Set(d, a_exponent[k]);
         const double* eb = job.b_exponent + k * job.n + j0;
         for (int g = 0; g < G; ++g) e_max[g] = hn::Max(e_max[g], hn::Add(ea, hn::LoadU(d, eb + g * lanes)));
     }
@@ -72,7 +78,7 @@ HWY_INLINE void fused_block(const MmaSimdJob& job, std::int64_t k0, int begin, i
     }
     for (int t = begin; t < end; ++t) {
         const std::int64_t k = k0 + job.order[t];
-        const V a = hn::Set(d, job.a_value[k]);
+        const V a = hn::Set(d, a_value[k]);
         const double* b = job.b_value + k * job.n + j0;
         for (int g = 0; g < G; ++g) {
             sum[g] = hn::Add(sum[g], hn::Trunc(hn::Mul(hn::Mul(a, hn::LoadU(d, b + g * lanes)), scale[g])));
@@ -102,20 +108,25 @@ HWY_INLINE hn::Vec<hn::Rebind<float, D>> to_f32_rn(V x) {
 // innocuous for addition: 53 >= 2 * 24 + 2).
 HWY_INLINE V add_f32_rn(V x, V y) { return hn::PromoteTo(D(), to_f32_rn(hn::Add(x, y))); }
 
+// Columns j0 .. j0 + G vectors of row r.
 template <int G>
-HWY_INLINE void row_columns(const MmaSimdJob& job, std::int64_t j0) {
+HWY_INLINE void row_columns(const MmaSimdJob& job, std::int64_t r, std::int64_t j0) {
     const D d;
     const hn::Rebind<float, D> df;
     const hn::Rebind<std::uint32_t, D> du32;
     const std::int64_t lanes = static_cast<std::int64_t>(hn::Lanes(d));
+    const double* a_value = job.a_value + r * job.k_padded;
+    const double* a_exponent = job.a_exponent + r * job.k_padded;
+    const std::uint32_t* c_row = job.c + r * job.n;
+    std::uint32_t* d_row = job.d + r * job.n;
     V c[G], acc[G];
     for (int g = 0; g < G; ++g) {
-        c[g] = hn::PromoteTo(d, hn::BitCast(df, hn::LoadU(du32, job.c + j0 + g * lanes)));
+        c[g] = hn::PromoteTo(d, hn::BitCast(df, hn::LoadU(du32, c_row + j0 + g * lanes)));
     }
     for (std::int64_t k0 = 0; k0 < job.k_padded; k0 += job.instruction_k) {
         for (int g = 0; g < G; ++g) acc[g] = job.c_added_after ? hn::Zero(d) : c[g];
         for (int block = 0; block < job.blocks; ++block) {
-            fused_block<G>(job, k0, job.block_begin[block], job.block_begin[block + 1], j0, acc);
+            fused_block<G>(job, a_value, a_exponent, k0, job.block_begin[block], job.block_begin[block + 1], j0, acc);
         }
         for (int g = 0; g < G; ++g) c[g] = job.c_added_after ? add_f32_rn(acc[g], c[g]) : acc[g];
     }
@@ -124,7 +135,7 @@ HWY_INLINE void row_columns(const MmaSimdJob& job, std::int64_t j0) {
         const auto value = to_f32_rn(c[g]);  // exact: c holds float32 values
         const auto bits = hn::BitCast(du32, value);
         const auto nan = hn::RebindMask(du32, hn::IsNaN(value));
-        hn::StoreU(hn::IfThenElse(nan, canonical_nan, bits), du32, job.d + j0 + g * lanes);
+        hn::StoreU(hn::IfThenElse(nan, canonical_nan, bits), du32, d_row + j0 + g * lanes);
     }
 }
 
@@ -132,8 +143,12 @@ std::int64_t MmaRow(const MmaSimdJob& job) {
     constexpr int wide = 4;  // four independent chains hide the latency of Max and Add
     const std::int64_t lanes = static_cast<std::int64_t>(hn::Lanes(D()));
     std::int64_t j = 0;
-    for (; j + wide * lanes <= job.n; j += wide * lanes) row_columns<wide>(job, j);
-    for (; j + lanes <= job.n; j += lanes) row_columns<1>(job, j);
+    for (; j + wide * lanes <= job.n; j += wide * lanes) {
+        for (std::int64_t r = 0; r < job.rows; ++r) row_columns<wide>(job, r, j);
+    }
+    for (; j + lanes <= job.n; j += lanes) {
+        for (std::int64_t r = 0; r < job.rows; ++r) row_columns<1>(job, r, j);
+    }
     return j;
 }
 

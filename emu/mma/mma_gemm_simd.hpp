@@ -1,6 +1,7 @@
 #pragma once
-// The vector kernel behind mma_gemm (mma_gemm.hpp): one row of D at a time, over the columns
-// that fill whole vectors. Its inputs are decoded to doubles, which hold every product and
+// The vector kernel behind mma_gemm (mma_gemm.hpp): a few rows of D at a time, over the columns
+// that fill whole vectors; each strip of B's columns is read for every row of the tile while it
+// is in cache. Its inputs are decoded to doubles, which hold every product and
 // every truncated block sum of the float32-accumulator models exactly:
 //   a product of two significands of at most 11 bits has at most 22 bits; a truncated term is
 //   an integer multiple of 2^(Emax - F) below 2^(F + 2) of them, and a block of 32 sums to less
@@ -15,14 +16,14 @@ namespace roundscope::emu {
 inline constexpr double zero_alignment_exponent = -8192.0;
 
 struct MmaSimdJob {
-    // Decoded A row ([k_padded]) and B ([k_padded][n]): values and alignment exponents.
+    // Decoded A rows ([rows][k_padded]) and B ([k_padded][n]): values and alignment exponents.
     const double* a_value;
     const double* a_exponent;
     const double* b_value;
     const double* b_exponent;
-    const std::uint32_t* c;  // float32 bits, [n]
-    std::uint32_t* d;        // float32 bits, [n]
-    std::int64_t n, k_padded;
+    const std::uint32_t* c;  // float32 bits, [rows][n]
+    std::uint32_t* d;        // float32 bits, [rows][n]
+    std::int64_t rows, n, k_padded;
     // The block schedule of one instruction: k offsets in block order; block b is
     // order[block_begin[b] .. block_begin[b + 1]).
     int instruction_k;
@@ -34,7 +35,8 @@ struct MmaSimdJob {
     bool c_added_after;  // AccumulatorEntry::added_after
 };
 
-/// Computes d[j] for j < the returned count (a multiple of the vector length, at most n).
+/// Computes d[r][j] for every row r and j < the returned count (a multiple of the vector
+/// length, at most n).
 std::int64_t mma_row_simd(const MmaSimdJob& job);
 
 }  // namespace roundscope::emu
