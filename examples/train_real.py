@@ -56,12 +56,12 @@ def corpus():
 
 
 class Block(nn.Module):
-    def __init__(self, dump, heads):
+    def __init__(self, dump, heads, width):
         super().__init__()
         self.dump, self.heads = dump, heads
-        self.norm1, self.norm2 = nn.LayerNorm(D_MODEL), nn.LayerNorm(D_MODEL)
-        self.qkv, self.proj = nn.Linear(D_MODEL, 3 * D_MODEL, bias=False), nn.Linear(D_MODEL, D_MODEL)
-        self.mlp = nn.Sequential(nn.Linear(D_MODEL, 4 * D_MODEL), nn.GELU(), nn.Linear(4 * D_MODEL, D_MODEL))
+        self.norm1, self.norm2 = nn.LayerNorm(width), nn.LayerNorm(width)
+        self.qkv, self.proj = nn.Linear(width, 3 * width, bias=False), nn.Linear(width, width)
+        self.mlp = nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(), nn.Linear(4 * width, width))
 
     def forward(self, x):
         b, n, d = x.shape
@@ -76,11 +76,11 @@ class Block(nn.Module):
 
 
 class GPT(nn.Module):
-    def __init__(self, layers, context, dump, heads=HEADS):
+    def __init__(self, layers, context, dump, heads=HEADS, width=D_MODEL):
         super().__init__()
-        self.embed, self.position = nn.Embedding(VOCAB, D_MODEL), nn.Embedding(context, D_MODEL)
-        self.blocks = nn.ModuleList(Block(dump, heads) for _ in range(layers))
-        self.norm, self.head = nn.LayerNorm(D_MODEL), nn.Linear(D_MODEL, VOCAB)
+        self.embed, self.position = nn.Embedding(VOCAB, width), nn.Embedding(context, width)
+        self.blocks = nn.ModuleList(Block(dump, heads, width) for _ in range(layers))
+        self.norm, self.head = nn.LayerNorm(width), nn.Linear(width, VOCAB)
 
     def forward(self, tokens):
         x = self.embed(tokens) + self.position(torch.arange(tokens.shape[1]))
@@ -161,7 +161,8 @@ def main():
     parser.add_argument("--steps", type=int, default=600, help="training steps")
     parser.add_argument("--dump-every", type=int, default=100, help="dump every layer every this many steps")
     parser.add_argument("--layers", type=int, default=4, help="transformer layers")
-    parser.add_argument("--heads", type=int, default=HEADS, help="attention heads per layer (D = 256 / heads)")
+    parser.add_argument("--d-model", type=int, default=D_MODEL, help="model width")
+    parser.add_argument("--heads", type=int, default=HEADS, help="attention heads per layer (D = d_model / heads)")
     parser.add_argument("--lr", type=float, default=2e-3, help="peak learning rate of AdamW")
     parser.add_argument("--batch", type=int, default=8, help="sequences per step")
     parser.add_argument("--context", type=int, default=256, help="tokens per sequence: N in the dumps")
@@ -171,10 +172,10 @@ def main():
                         "without native BF16 matrix units)")
     a = parser.parse_args()
     check_ranges(parser, (("--steps", a.steps, 1, 10**7), ("--dump-every", a.dump_every, 1, 10**7),
-                          ("--layers", a.layers, 1, 64), ("--heads", a.heads, 1, 64), ("--batch", a.batch, 1, 4096),
+                          ("--layers", a.layers, 1, 64), ("--d-model", a.d_model, 8, 4096), ("--heads", a.heads, 1, 64), ("--batch", a.batch, 1, 4096),
                           ("--context", a.context, 2, 4096), ("--threads", a.threads, 0, 1024)))
-    if D_MODEL % a.heads:
-        parser.error(f"--heads must divide d_model {D_MODEL}, not {a.heads}")
+    if a.d_model % a.heads:
+        parser.error(f"--heads must divide --d-model {a.d_model}, not {a.heads}")
     global AUTOCAST
     AUTOCAST = a.autocast
     if a.threads:
@@ -185,7 +186,7 @@ def main():
 
     dump_steps = sorted({0, a.steps - 1, *range(0, a.steps, a.dump_every)})
     dump = AttentionDump(a.out, steps=dump_steps)
-    model = GPT(a.layers, a.context, dump, a.heads)
+    model = GPT(a.layers, a.context, dump, a.heads, a.d_model)
     optimizer = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.95), weight_decay=0.1)
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda s: min(1.0, (s + 1) / 50) * 0.5 * (1 + math.cos(math.pi * min(s, a.steps) / a.steps)))

@@ -60,6 +60,8 @@ template <int G>
 HWY_INLINE void fused_block(const MmaSimdJob& job, const double* a_value, const double* a_exponent, std::int64_t k0,
                             int begin, int end, std::int64_t j0, V (&acc)[G]) {
     const D d;
+    const hn::Rebind<std::int32_t, D> di32;
+    const hn::Rebind<float, D> df;
     const V e_zero = hn::Set(d, job.zero_exponent);
     const std::int64_t lanes = static_cast<std::int64_t>(hn::Lanes(d));
     V e_max[G];
@@ -67,8 +69,10 @@ HWY_INLINE void fused_block(const MmaSimdJob& job, const double* a_value, const 
     for (int t = begin; t < end; ++t) {
         const std::int64_t k = k0 + job.order[t];
         const V ea = hn::Set(d, a_exponent[k]);
-        const double* eb = job.b_exponent + k * job.n + j0;
-        for (int g = 0; g < G; ++g) e_max[g] = hn::Max(e_max[g], hn::Add(ea, hn::LoadU(d, eb + g * lanes)));
+        const std::int32_t* eb = job.b_exponent + k * job.n + j0;
+        for (int g = 0; g < G; ++g) {
+            e_max[g] = hn::Max(e_max[g], hn::Add(ea, hn::PromoteTo(d, hn::LoadU(di32, eb + g * lanes))));
+        }
     }
     V scale[G], sum[G];
     for (int g = 0; g < G; ++g) {
@@ -79,9 +83,10 @@ HWY_INLINE void fused_block(const MmaSimdJob& job, const double* a_value, const 
     for (int t = begin; t < end; ++t) {
         const std::int64_t k = k0 + job.order[t];
         const V a = hn::Set(d, a_value[k]);
-        const double* b = job.b_value + k * job.n + j0;
+        const float* b = job.b_value + k * job.n + j0;
         for (int g = 0; g < G; ++g) {
-            sum[g] = hn::Add(sum[g], hn::Trunc(hn::Mul(hn::Mul(a, hn::LoadU(d, b + g * lanes)), scale[g])));
+            const V b_g = hn::PromoteTo(d, hn::LoadU(df, b + g * lanes));
+            sum[g] = hn::Add(sum[g], hn::Trunc(hn::Mul(hn::Mul(a, b_g), scale[g])));
         }
     }
     const int fraction_bits = job.e8m13 ? 13 : 23;

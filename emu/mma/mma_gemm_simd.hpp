@@ -19,8 +19,10 @@ struct MmaSimdJob {
     // Decoded A rows ([rows][k_padded]) and B ([k_padded][n]): values and alignment exponents.
     const double* a_value;
     const double* a_exponent;
-    const double* b_value;
-    const double* b_exponent;
+    // B is read once per row of A: held in 4 bytes an element, which every input format's values
+    // fit exactly (bf16, fp16, tf32 and fp8 are all float32 values).
+    const float* b_value;
+    const std::int32_t* b_exponent;
     const std::uint32_t* c;  // float32 bits, [rows][n]
     std::uint32_t* d;        // float32 bits, [rows][n]
     std::int64_t rows, n, k_padded;
