@@ -190,12 +190,12 @@ struct OnlineRowState {
 
 /// What the forward pass counts on the way (the analyses read them).
 struct ForwardCounts {
-    std::uint64_t p_bar_one = 0;          // P-bar entries that are 1 after the cast to P's format
-    std::uint64_t p_nonzero = 0;          // P-bar entries above zero, unmasked, not in the sink
-    std::uint64_t p_underflow = 0;        // ... that the P cast turned into zero
-    std::uint64_t p_saturated = 0;        // P-bar entries whose P S exceeds the format's max (clipped, or Inf)
-    std::uint64_t repeated_max_rows = 0;  // rows whose final max is reached by two or more keys
-    std::uint64_t tied_rows = 0;          // rows ending with two or more keys whose cast P-bar is 1
+    std::uint64_t p_bar_one = 0;           // P-bar entries that are 1 after the cast to P's format
+    std::uint64_t p_nonzero = 0;           // P-bar entries above zero, unmasked, not in the sink
+    std::uint64_t p_underflow = 0;         // ... that the P cast turned into zero
+    std::uint64_t p_saturated = 0;         // P-bar entries whose P S exceeds the format's max (clipped, or Inf)
+    std::uint64_t repeated_max_rows = 0;   // rows whose final max is reached by two or more keys
+    std::uint64_t tied_rows = 0;           // rows ending with two or more keys whose cast P-bar is 1
     std::uint64_t tie_dominated_rows = 0;  // ... whose tied keys hold more than 1 - 2^-9 of the row's P-bar mass
     double tie_share_sum = 0;              // the tied keys' share of the P-bar mass, summed over tied rows
     std::uint64_t skip_keys = 0;           // keys [0, skip_keys) are not counted (an attention sink)

@@ -135,9 +135,8 @@ void gemm_one(const GemmContext& ctx, std::int64_t index, int threads) {
     auto reference = [&](std::int64_t i, std::int64_t j) {
         d[i * g.n + j] = mma_dot(m, a + i * g.k, b + j, static_cast<long>(g.n), static_cast<int>(g.k), c[i * g.n + j]);
     };
-    const bool vector_model =
-        m.accumulator == f32 && m.rounding != BlockRounding::rne_f16 && values_are_float32(m.a) &&
-        values_are_float32(m.b);
+    const bool vector_model = m.accumulator == f32 && m.rounding != BlockRounding::rne_f16 && values_are_float32(m.a) &&
+                              values_are_float32(m.b);
     if (!vector_model) {
         parallel_for(static_cast<std::size_t>(g.m), 16, threads, [&](std::size_t begin, std::size_t end) {
             for (auto i = static_cast<std::int64_t>(begin); i < static_cast<std::int64_t>(end); ++i) {
@@ -232,7 +231,8 @@ namespace {
 // emulator hundreds of times. Any other model (a copy, changed) gets a plan of its own.
 std::shared_ptr<const detail::GemmPlan> plan_for(const MmaModel& model) {
     const std::span<const MmaModel> table = all_mma_models();
-    if (&model < table.data() || &model >= table.data() + table.size()) return std::make_shared<detail::GemmPlan>(model);
+    if (&model < table.data() || &model >= table.data() + table.size())
+        return std::make_shared<detail::GemmPlan>(model);
     static std::mutex mutex;
     static std::vector<std::shared_ptr<const detail::GemmPlan>> plans(table.size());
     std::lock_guard<std::mutex> lock(mutex);

@@ -40,7 +40,7 @@ HWY_INLINE V accumulator_exponent(V x, V e_zero) {
 
 // x (an exact double) truncated toward zero onto the float32 grid with `fraction_bits` (23, or
 // 13 for e8m13) below the leading bit, float32 subnormals kept, 2^128 and above to Inf.
-HWY_INLINE V truncate_to_f32_grid(V x, int fraction_bits) {
+HWY_INLINE V truncate_to_f32_grid_any(V x, int fraction_bits) {
     const DI di;
     const DU du;
     const auto bits = hn::BitCast(di, x);
@@ -53,6 +53,19 @@ HWY_INLINE V truncate_to_f32_grid(V x, int fraction_bits) {
     const V truncated = hn::BitCast(D(), hn::And(hn::BitCast(du, bits), keep));
     const auto overflow = hn::RebindMask(D(), hn::Gt(biased, hn::Set(di, 1023 + 127)));
     return hn::IfThenElse(overflow, hn::CopySign(hn::Inf(D()), x), truncated);
+}
+
+// The same, with one mask for every lane where all of them are zero or in float32's normal range
+// (the usual case), and the general rule otherwise.
+HWY_INLINE V truncate_to_f32_grid(V x, int fraction_bits) {
+    const D d;
+    const DU du;
+    const V magnitude = hn::Abs(x);
+    const auto normal_or_zero = hn::Or(hn::Ge(magnitude, hn::Set(d, 0x1p-126)), hn::Eq(x, hn::Zero(d)));
+    if (!hn::AllTrue(d, normal_or_zero)) return truncate_to_f32_grid_any(x, fraction_bits);
+    const auto keep = hn::Set(du, ~((std::uint64_t{1} << (52 - fraction_bits)) - 1));
+    const V truncated = hn::BitCast(d, hn::And(hn::BitCast(du, x), keep));
+    return hn::IfThenElse(hn::Ge(magnitude, hn::Set(d, 0x1p128)), hn::CopySign(hn::Inf(d), x), truncated);
 }
 
 // One truncated fused dot-product-add over a block, for G vectors of columns.

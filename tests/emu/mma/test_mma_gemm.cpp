@@ -4,6 +4,7 @@
 // same bits on one thread and on two.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <random>
 #include <vector>
 
@@ -80,4 +81,49 @@ TEST_CASE("The vector GEMM equals the scalar engine on a larger product", "[mma]
     mma_gemm_reference(model, g.operands(want.data(), 1, 64, 200, 136), 0);
     mma_gemm(model, g.operands(fast.data(), 1, 64, 200, 136), 0);
     CHECK(want == fast);
+}
+
+// Block sums in float32's subnormal range and past 2^128 are rare among random values: here
+// every column of B sits in one band of magnitudes (tiny, ordinary, huge), interleaved so that
+// one vector of columns mixes them, against rows of A that are small (products finer than
+// float32's subnormal quantum, which the truncation must clear) or large (sums past 2^128).
+TEST_CASE("The vector GEMM equals the scalar engine where block sums are subnormal or overflow", "[mma][gemm]") {
+    const std::int64_t m = 8, n = 48, k = 64;
+    std::mt19937_64 rng(5);
+    auto value = [&rng](int low, int high) {
+        const double significand = 1 + std::uniform_real_distribution<double>(0, 1)(rng);
+        const int e = std::uniform_int_distribution<int>(low, high)(rng);
+        return static_cast<float>((rng() & 1 ? -1 : 1) * std::ldexp(significand, e));
+    };
+    std::int64_t subnormal_sums = 0, infinite_sums = 0;  // in float32 outputs: the bands do their job
+    for (const MmaModel& model : all_mma_models()) {
+        auto bits = [&](const Format& f, float x) { return static_cast<std::uint32_t>(cast_from_f32(x, f, {})); };
+        RandomGemm g;
+        for (std::int64_t i = 0; i < m * k; ++i) g.a.push_back(bits(model.a, i / k % 2 ? value(2, 4) : value(-12, -8)));
+        for (std::int64_t t = 0; t < k; ++t) {
+            for (std::int64_t j = 0; j < n; ++j) {
+                const int band = static_cast<int>((j * 7 + j / 5) % 3);  // no period of a vector length
+                g.b.push_back(bits(model.b, band == 0   ? value(-128, -118)
+                                            : band == 1 ? value(-3, 3)
+                                                        : value(124, 127)));
+            }
+        }
+        for (std::int64_t i = 0; i < m * n; ++i)
+            g.c.push_back(rng() % 4 == 0 ? bits(model.accumulator, value(-149, -127)) : 0);
+        INFO(mma_model_name(model));
+        std::vector<std::uint32_t> want(g.c.size()), fast(g.c.size());
+        mma_gemm_reference(model, g.operands(want.data(), 1, m, n, k), 1);
+        mma_gemm(model, g.operands(fast.data(), 1, m, n, k), 1);
+        std::int64_t differ = 0;
+        for (std::size_t i = 0; i < want.size(); ++i) differ += want[i] != fast[i];
+        CHECK(differ == 0);
+        if (model.accumulator == f32) {
+            for (const std::uint32_t d : want) {
+                subnormal_sums += (d & 0x7F800000u) == 0 && (d & 0x7FFFFFu) != 0;
+                infinite_sums += (d & 0x7FFFFFFFu) == 0x7F800000u;
+            }
+        }
+    }
+    CHECK(subnormal_sums > 100);
+    CHECK(infinite_sums > 100);
 }
