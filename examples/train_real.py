@@ -55,10 +55,18 @@ def corpus():
     return root, len(paths), torch.frombuffer(bytearray(data), dtype=torch.uint8).long()
 
 
+def rotary(x):
+    """Rotary position embedding (RoFormer, Su et al. 2021) of [B, H, N, D] queries or keys."""
+    half = x.shape[-1] // 2
+    angle = torch.arange(x.shape[-2], dtype=torch.float32)[:, None] * 10000.0 ** (-torch.arange(half) / half)
+    x1, x2 = x[..., :half], x[..., half:]
+    return torch.cat([x1 * angle.cos() - x2 * angle.sin(), x1 * angle.sin() + x2 * angle.cos()], -1)
+
+
 class Block(nn.Module):
-    def __init__(self, dump, heads, width):
+    def __init__(self, dump, heads, width, rope=False):
         super().__init__()
-        self.dump, self.heads = dump, heads
+        self.dump, self.heads, self.rope = dump, heads, rope
         self.norm1, self.norm2 = nn.LayerNorm(width), nn.LayerNorm(width)
         self.qkv, self.proj = nn.Linear(width, 3 * width, bias=False), nn.Linear(width, width)
         self.mlp = nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(), nn.Linear(4 * width, width))
@@ -69,21 +77,27 @@ class Block(nn.Module):
         if self.dump.capturing:  # the query projection's operands, as its matmul reads them
             dtype = torch.get_autocast_dtype("cpu") if torch.is_autocast_enabled("cpu") else h.dtype
             self.dump.layer_inputs(x=h.to(dtype), wq=self.qkv.weight[:d].t().to(dtype))
-        q, k, v = self.qkv(h).to(torch.bfloat16).view(b, n, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        q, k, v = self.qkv(h).view(b, n, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        if self.rope:
+            q, k = rotary(q.float()), rotary(k.float())
+        q, k, v = q.to(torch.bfloat16), k.to(torch.bfloat16), v.to(torch.bfloat16)
         o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         x = x + self.proj(o.transpose(1, 2).reshape(b, n, d).to(x.dtype))
         return x + self.mlp(self.norm2(x))
 
 
 class GPT(nn.Module):
-    def __init__(self, layers, context, dump, heads=HEADS, width=D_MODEL):
+    def __init__(self, layers, context, dump, heads=HEADS, width=D_MODEL, rope=False):
         super().__init__()
-        self.embed, self.position = nn.Embedding(VOCAB, width), nn.Embedding(context, width)
-        self.blocks = nn.ModuleList(Block(dump, heads, width) for _ in range(layers))
+        self.embed = nn.Embedding(VOCAB, width)
+        self.position = None if rope else nn.Embedding(context, width)
+        self.blocks = nn.ModuleList(Block(dump, heads, width, rope) for _ in range(layers))
         self.norm, self.head = nn.LayerNorm(width), nn.Linear(width, VOCAB)
 
     def forward(self, tokens):
-        x = self.embed(tokens) + self.position(torch.arange(tokens.shape[1]))
+        x = self.embed(tokens)
+        if self.position is not None:
+            x = x + self.position(torch.arange(tokens.shape[1]))
         for block in self.blocks:
             x = block(x)
         return self.head(self.norm(x))
@@ -163,6 +177,7 @@ def main():
     parser.add_argument("--layers", type=int, default=4, help="transformer layers")
     parser.add_argument("--d-model", type=int, default=D_MODEL, help="model width")
     parser.add_argument("--heads", type=int, default=HEADS, help="attention heads per layer (D = d_model / heads)")
+    parser.add_argument("--rope", action="store_true", help="rotary positions on q and k instead of learned positions")
     parser.add_argument("--lr", type=float, default=2e-3, help="peak learning rate of AdamW")
     parser.add_argument("--batch", type=int, default=8, help="sequences per step")
     parser.add_argument("--context", type=int, default=256, help="tokens per sequence: N in the dumps")
@@ -186,7 +201,7 @@ def main():
 
     dump_steps = sorted({0, a.steps - 1, *range(0, a.steps, a.dump_every)})
     dump = AttentionDump(a.out, steps=dump_steps)
-    model = GPT(a.layers, a.context, dump, a.heads, a.d_model)
+    model = GPT(a.layers, a.context, dump, a.heads, a.d_model, a.rope)
     optimizer = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.95), weight_decay=0.1)
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda s: min(1.0, (s + 1) / 50) * 0.5 * (1 + math.cos(math.pi * min(s, a.steps) / a.steps)))

@@ -1,8 +1,9 @@
 #pragma once
 // The vector kernel behind mma_gemm (mma_gemm.hpp): a few rows of D at a time, over the columns
 // that fill whole vectors; each strip of B's columns is read for every row of the tile while it
-// is in cache. Its inputs are decoded to doubles, which hold every product and
-// every truncated block sum of the float32-accumulator models exactly:
+// is in cache. Its inputs are decoded (B to floats, which hold every value of the input
+// formats; A to doubles) and multiplied in doubles, which hold every product and every
+// truncated block sum of the float32-accumulator models exactly:
 //   a product of two significands of at most 11 bits has at most 22 bits; a truncated term is
 //   an integer multiple of 2^(Emax - F) below 2^(F + 2) of them, and a block of 32 sums to less
 //   than 2^33 of them, far inside the 53 bits of a double. Scaling by powers of two stays in
