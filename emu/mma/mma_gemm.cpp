@@ -66,8 +66,8 @@ bool values_are_float32(const Format& f) {
 }
 
 // Decodes through a table for formats of 16 bits or fewer whose values are float32 values. The
-// table keeps a value as a float and its exponent as an int16, 384 KiB for 16-bit formats:
-// small enough to stay in L2 cache.
+// table keeps a value as a float, its exponent as an int16 and whether it is finite, 448 KiB for
+// 16-bit formats: small enough to stay in L2 cache. NaN and Inf decode as zeros.
 class OperandDecoder {
 public:
     OperandDecoder(const Format& f, int dropped_bits) : format_(f), dropped_(dropped_bits) {
@@ -75,25 +75,27 @@ public:
             const std::size_t size = std::size_t{1} << f.bits;
             value_.resize(size);
             exponent_.resize(size);
+            finite_.resize(size);
             for (std::size_t bits = 0; bits < size; ++bits) {
                 const DecodedOperand x = decode_operand(f, static_cast<std::uint32_t>(bits), dropped_bits);
                 value_[bits] = static_cast<float>(x.value);
-                exponent_[bits] = x.finite ? static_cast<std::int16_t>(x.exponent) : not_finite;
+                exponent_[bits] = static_cast<std::int16_t>(x.exponent);
+                finite_[bits] = x.finite;
             }
         }
     }
     DecodedOperand operator()(std::uint32_t bits) const {
         if (value_.empty()) return decode_operand(format_, bits, dropped_);
         const std::size_t at = bits & (value_.size() - 1);
-        return {value_[at], static_cast<double>(exponent_[at]), exponent_[at] != not_finite};
+        return {value_[at], static_cast<double>(exponent_[at]), finite_[at] != 0};
     }
 
 private:
-    static constexpr std::int16_t not_finite = std::numeric_limits<std::int16_t>::max();
     Format format_;
     int dropped_;
     std::vector<float> value_;
     std::vector<std::int16_t> exponent_;
+    std::vector<char> finite_;
 };
 
 // The vector kernel runs float32 accumulators only.
