@@ -61,19 +61,6 @@ ROUNDSCOPE_HD inline float rescale(float m_old, float m_new, bool hardware_appro
 /// x rounded to f, nearest even, saturating (cvt.rn.satfinite): how every value the kernels
 /// store in a narrower format (P, dS, O, the gradients) is rounded.
 ROUNDSCOPE_HD inline std::uint32_t saturating_cast(float x, const Format& f) {
-    // A format that is float32's top bits (bf16) rounds a finite x on its bits alone: the fast
-    // path of the emulator's hottest cast, equal to round_to_format on every float32
-    // (tests/emu/attention/test_saturating_cast_exhaustive.cpp).
-    if (f.encoding == Encoding::ieee && f.exp_bits == 8 && f.bias == 127 && f.bits == 9 + f.man_bits &&
-        f.man_bits < 23) {
-        const std::uint32_t b = bits_of(x);
-        if ((b & 0x7F800000u) != 0x7F800000u) {
-            const int drop = 23 - f.man_bits;
-            const std::uint32_t r = b + ((std::uint32_t{1} << (drop - 1)) - 1) + ((b >> drop) & 1);
-            if ((r & 0x7F800000u) != 0x7F800000u) return r >> drop;
-            return ((b >> 31) << (f.bits - 1)) | ((std::uint32_t{0xFE} << f.man_bits) | ((1u << f.man_bits) - 1));
-        }
-    }
     CastOptions o;
     o.saturate = true;
     return static_cast<std::uint32_t>(cast_from_f32(x, f, o));

@@ -237,8 +237,8 @@ void cast_kernel(const SimdCastJob& job, const Real* HWY_RESTRICT in, const std:
     }
 }
 
-// bf16 (and f32) from float32 in nearest-even without saturation or flushing: the classic
-// add-half trick on the whole pattern (sign included; a carry out of the fraction lands in the
+// bf16 from float32 in nearest-even without saturation or flushing: detail::rne_on_f32_bits
+// (round.hpp) on lanes, the whole pattern (sign included; a carry out of the fraction lands in the
 // exponent, and overflow lands on Inf). Only NaN lanes need the scalar routine.
 template <class Bits>
 void cast_f32_rne_same_exponent(const SimdCastJob& job, const float* HWY_RESTRICT in, Bits* HWY_RESTRICT out,
@@ -305,7 +305,7 @@ void dispatch(const SimdCastJob& job, const Real* in, const std::uint32_t* words
     const CastOptions& o = *job.options;
     if constexpr (std::is_same_v<Real, float>) {
         if (to.encoding == Encoding::ieee && to.exp_bits == 8 && to.bias == 127) {
-            if (to.man_bits < 23 && o.mode == RoundingMode::nearest_even && !o.saturate && !o.flush_input &&
+            if (shares_f32_exponent(to) && o.mode == RoundingMode::nearest_even && !o.saturate && !o.flush_input &&
                 !o.flush_output)
                 return cast_f32_rne_same_exponent(job, in, out, n, first);
             return dispatch_mode<Real, true>(job, in, words, out, n, first);

@@ -1,6 +1,7 @@
 #pragma once
 // round_to_format: the one rounding routine of roundscope. Every cast — scalar, batch, CPU or
-// GPU, from float32, float64 or any other format — ends here.
+// GPU, from float32, float64 or any other format — ends here, but for nearest-even from float32
+// into float32's top bits (bf16), which rounds on the bits (cast_from_f32) and is proved equal.
 //
 // The value is m * 2^e exactly (unpack.hpp). Its quantum in the target is 2^Q with
 // Q = max(E, emin) - man_bits, E = floor(log2 |x|): the spacing of the target's numbers near x,
@@ -163,12 +164,39 @@ ROUNDSCOPE_HD constexpr std::uint64_t convert(const Format& from, std::uint64_t 
     return round_to_format(to, unpack(from, bits), o, index);
 }
 
+/// Whether f is float32's top bits (bf16): float32's exponent field and bias, fewer fraction
+/// bits. Nearest-even from float32 into it can round on the float32 bits alone.
+ROUNDSCOPE_HD constexpr bool shares_f32_exponent(const Format& f) {
+    return f.encoding == Encoding::ieee && f.exp_bits == 8 && f.bias == 127 && f.man_bits < 23;
+}
+
+namespace detail {
+
+/// Nearest-even of finite float32 bits into a format that shares float32's exponent: add half
+/// an ulp less one and the kept last bit, drop the low bits. A carry lands in the exponent, and
+/// overflow lands on Inf's pattern. (The batch cast's vector kernel states this rule on lanes.)
+ROUNDSCOPE_HD constexpr std::uint32_t rne_on_f32_bits(std::uint32_t bits, int man_bits) {
+    const int drop = 23 - man_bits;
+    return (bits + ((std::uint32_t{1} << (drop - 1)) - 1) + ((bits >> drop) & 1)) >> drop;
+}
+
+}  // namespace detail
+
 // The source descriptors are copied into constexpr locals: device code may not refer to the
-// host's namespace-scope objects.
+// host's namespace-scope objects. Nearest-even into float32's top bits, the emulator's most
+// frequent cast, takes the bit rule above; it equals round_to_format on all 2^32 inputs
+// (tests/emu/numbers/test_cast_f32_top_bits_exhaustive.cpp).
 ROUNDSCOPE_HD constexpr std::uint64_t cast_from_f32(float x, const Format& to, const CastOptions& o,
                                                     std::uint64_t index = 0) {
     constexpr Format source = f32;
-    return convert(source, bits_of(x), to, o, index);
+    const std::uint32_t bits = bits_of(x);
+    if (shares_f32_exponent(to) && o.mode == RoundingMode::nearest_even && !o.flush_input && !o.flush_output &&
+        (bits & 0x7F800000u) != 0x7F800000u) {
+        const std::uint32_t r = detail::rne_on_f32_bits(bits, to.man_bits);
+        const bool overflow = ((r >> to.man_bits) & 0xFF) == 0xFF;
+        return overflow && o.saturate ? detail::max_finite(to, (bits >> 31) != 0) : r;
+    }
+    return convert(source, bits, to, o, index);
 }
 ROUNDSCOPE_HD constexpr std::uint64_t cast_from_f64(double x, const Format& to, const CastOptions& o,
                                                     std::uint64_t index = 0) {
