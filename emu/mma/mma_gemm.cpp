@@ -98,6 +98,13 @@ private:
     std::vector<char> finite_;
 };
 
+// Whether the vector kernel runs the model: float32 accumulators truncated, inputs that are
+// float32 values (the rest goes to the scalar engine).
+bool runs_vector_kernel(const MmaModel& m) {
+    return m.accumulator == f32 && m.rounding != BlockRounding::rne_f16 && values_are_float32(m.a) &&
+           values_are_float32(m.b);
+}
+
 // The vector kernel runs float32 accumulators only.
 bool f32_finite(std::uint32_t bits) { return (bits & 0x7F800000u) != 0x7F800000u; }
 
@@ -108,11 +115,13 @@ struct detail::GemmPlan {
     MmaModel model;
     BlockSchedule schedule;
     OperandDecoder decode_a, decode_b;
+    bool vector_kernel;
     explicit GemmPlan(const MmaModel& m)
         : model(m),
           schedule(block_schedule(m)),
           decode_a(m.a, m.dropped_input_bits),
-          decode_b(m.b, m.dropped_input_bits) {}
+          decode_b(m.b, m.dropped_input_bits),
+          vector_kernel(runs_vector_kernel(m)) {}
 };
 
 namespace {
@@ -122,6 +131,7 @@ struct GemmContext {
     const GemmOperands& g;
     const BlockSchedule& schedule;
     const OperandDecoder &decode_a, &decode_b;
+    bool vector_kernel;
     std::int64_t k_padded;
 };
 
@@ -137,9 +147,7 @@ void gemm_one(const GemmContext& ctx, std::int64_t index, int threads) {
     auto reference = [&](std::int64_t i, std::int64_t j) {
         d[i * g.n + j] = mma_dot(m, a + i * g.k, b + j, static_cast<long>(g.n), static_cast<int>(g.k), c[i * g.n + j]);
     };
-    const bool vector_model = m.accumulator == f32 && m.rounding != BlockRounding::rne_f16 && values_are_float32(m.a) &&
-                              values_are_float32(m.b);
-    if (!vector_model) {
+    if (!ctx.vector_kernel) {
         parallel_for(static_cast<std::size_t>(g.m), 16, threads, [&](std::size_t begin, std::size_t end) {
             for (auto i = static_cast<std::int64_t>(begin); i < static_cast<std::int64_t>(end); ++i) {
                 for (std::int64_t j = 0; j < g.n; ++j) reference(i, j);
@@ -254,8 +262,13 @@ const MmaModel& PreparedMma::model() const { return plan_->model; }
 void PreparedMma::run(const GemmOperands& g, int threads) const {
     threads = resolve_threads(threads);
     const MmaModel& model = plan_->model;
-    const GemmContext ctx{
-        model, g, plan_->schedule, plan_->decode_a, plan_->decode_b, (g.k + model.k - 1) / model.k * model.k};
+    const GemmContext ctx{model,
+                          g,
+                          plan_->schedule,
+                          plan_->decode_a,
+                          plan_->decode_b,
+                          plan_->vector_kernel,
+                          (g.k + model.k - 1) / model.k * model.k};
     if (g.batch >= 2 * threads) {
         // Many small GEMMs (tiles): one thread per GEMM.
         parallel_for(static_cast<std::size_t>(g.batch), 8, threads, [&](std::size_t begin, std::size_t end) {
