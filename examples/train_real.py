@@ -8,7 +8,7 @@ The corpus is the Python standard library's own sources (every .py file under
 sysconfig's stdlib path, sorted by path, read as bytes: 13 MB on Debian 12's Python 3.11; nothing
 is downloaded), split 95/5 into training and held-out text. Each sequence is a beginning-of-sequence token
 followed by 255 bytes from a random offset. The model: byte-level (257 tokens), 4 layers,
-d_model 256, 4 heads (D = 64), context 256 (--context), pre-LayerNorm, learned positions, AdamW (lr 2e-3,
+d_model 256, 4 heads (D = 64), context 256 (--context), pre-LayerNorm, learned positions, AdamW (lr 2e-3, weight decay 0.1,
 cosine decay, 50 warm-up steps), gradient clipping 1.0, batch 8. Attention is BF16: q, k, v are
 cast to BF16 and PyTorch's SDPA runs its BF16 kernel on them, forward and backward, as under
 autocast. The projections and MLP stay in float32 unless --autocast is given: on a CPU without
@@ -179,6 +179,7 @@ def main():
     parser.add_argument("--heads", type=int, default=HEADS, help="attention heads per layer (D = d_model / heads)")
     parser.add_argument("--rope", action="store_true", help="rotary positions on q and k instead of learned positions")
     parser.add_argument("--lr", type=float, default=2e-3, help="peak learning rate of AdamW")
+    parser.add_argument("--weight-decay", type=float, default=0.1, help="AdamW's decoupled weight decay")
     parser.add_argument("--batch", type=int, default=8, help="sequences per step")
     parser.add_argument("--context", type=int, default=256, help="tokens per sequence: N in the dumps")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: every core)")
@@ -191,6 +192,8 @@ def main():
                           ("--context", a.context, 2, 4096), ("--threads", a.threads, 0, 1024)))
     if not (math.isfinite(a.lr) and 0 < a.lr < 1):
         parser.error(f"--lr must be a number above 0 and below 1, not {a.lr}")
+    if not (math.isfinite(a.weight_decay) and 0 <= a.weight_decay <= 10):
+        parser.error(f"--weight-decay must be a number from 0 to 10, not {a.weight_decay}")
     if a.d_model % a.heads:
         parser.error(f"--heads must divide --d-model {a.d_model}, not {a.heads}")
     global AUTOCAST
@@ -204,7 +207,7 @@ def main():
     dump_steps = sorted({0, a.steps - 1, *range(0, a.steps, a.dump_every)})
     dump = AttentionDump(a.out, steps=dump_steps)
     model = GPT(a.layers, a.context, dump, a.heads, a.d_model, a.rope)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.95), weight_decay=0.1)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.95), weight_decay=a.weight_decay)
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda s: min(1.0, (s + 1) / 50) * 0.5 * (1 + math.cos(math.pi * min(s, a.steps) / a.steps)))
     probe = sequences(held_out, torch.tensor([0]), a.context)

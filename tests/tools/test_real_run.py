@@ -47,7 +47,8 @@ check("the delta error over the 2 steps, per layer and head",
       len(r["bias_over_steps"]) == 8 and all(s["steps"] == [0, 5] for s in r["bias_over_steps"]), r["bias_over_steps"][:1])
 for args, phrase in ((["--context", "0"], "--context"), (["--context", "-5"], "--context"), (["--steps", "0"], "--steps"),
                      (["--lr", "nan"], "--lr"), (["--lr", "0"], "--lr"), (["--heads", "3"], "--heads"),
-                     (["--d-model", "-1"], "--d-model")):
+                     (["--d-model", "-1"], "--d-model"), (["--weight-decay", "inf"], "--weight-decay"),
+                     (["--weight-decay", "-0.1"], "--weight-decay")):
     p = subprocess.run([PYTHON, EXAMPLE, "--out", os.path.join(OUT, "bad"), *args], capture_output=True, text=True, timeout=120)
     check(f"train_real.py {' '.join(args)}: exit 2 naming the option", p.returncode == 2 and phrase in p.stderr, p.stderr[-300:])
 finish("test_real_run")
