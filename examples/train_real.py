@@ -168,6 +168,52 @@ def split_corpus():
     return root, files, data, data[:split], data[split:]
 
 
+# The options a checkpoint must share with the run that resumes it: everything that shapes the
+# model, the data order or the learning-rate schedule (not --out, --threads or --dump-every).
+RUN_OPTIONS = ("steps", "layers", "d_model", "heads", "rope", "lr", "weight_decay", "batch", "context", "seed", "autocast")
+
+
+def checkpoint_path(out):
+    return os.path.join(out, "checkpoint.pt")
+
+
+def write_log(out, log):
+    """DIR/sinks.json, rewritten at every dump so that a long run can be watched (and survives a stop)."""
+    with open(os.path.join(out, "sinks.json"), "w") as f:
+        json.dump(log, f)
+
+
+def save_checkpoint(a, step, model, optimizer, schedule, generator, log):
+    """The state before training step `step` (its dump already written), replaced atomically."""
+    path = checkpoint_path(a.out)
+    torch.save({"options": {k: getattr(a, k) for k in RUN_OPTIONS}, "step": step, "model": model.state_dict(),
+                "optimizer": optimizer.state_dict(), "schedule": schedule.state_dict(),
+                "generator": generator.get_state(), "log": log}, path + ".tmp")
+    os.replace(path + ".tmp", path)
+
+
+def resume(parser, a, model, optimizer, schedule, generator, log):
+    """Loads DIR/checkpoint.pt into the run; (the step to go on from, the seconds already spent).
+    An argparse error (exit 2) where there is none or its options differ from these."""
+    path = checkpoint_path(a.out)
+    if not os.path.isfile(path):
+        parser.error(f"--resume: no checkpoint at {path}")
+    try:
+        state = torch.load(path, weights_only=True)
+    except Exception as e:  # a truncated or foreign file: name it, stop before any work
+        parser.error(f"--resume: {path} is not a checkpoint of this example ({type(e).__name__})")
+    for key, value in state["options"].items():
+        if getattr(a, key) != value:
+            parser.error(f"--resume: {path} was made with --{key.replace('_', '-')} {value}, not {getattr(a, key)}")
+    model.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    schedule.load_state_dict(state["schedule"])
+    generator.set_state(state["generator"])
+    log.update(state["log"])
+    del log["steps"][state["step"]:]
+    return state["step"], state["log"].get("seconds", 0.0)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
@@ -184,6 +230,8 @@ def main():
     parser.add_argument("--context", type=int, default=256, help="tokens per sequence: N in the dumps")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: every core)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the weights and the data order")
+    parser.add_argument("--resume", action="store_true", help="go on from DIR/checkpoint.pt (written at every dump) "
+                        "with the same options")
     parser.add_argument("--autocast", action="store_true", help="the whole model under BF16 autocast (slow on CPUs "
                         "without native BF16 matrix units)")
     a = parser.parse_args()
@@ -213,14 +261,21 @@ def main():
     probe = sequences(held_out, torch.tensor([0]), a.context)
     generator = torch.Generator().manual_seed(a.seed)
     log = {"corpus": {"root": root, "files": files, "bytes": len(data)}, "steps": [], "dumps": []}
-    start = time.time()
-    for step in range(a.steps):
-        if step in dump_steps:
+    first, elapsed = 0, 0.0
+    if a.resume:
+        first, elapsed = resume(parser, a, model, optimizer, schedule, generator, log)
+        print(f"resumed at step {first} of {a.steps} from {checkpoint_path(a.out)}")
+    start = time.time() - elapsed
+    for step in range(first, a.steps):
+        if step in dump_steps and not (a.resume and step == first):
             capture_probe(dump, step, optimizer, lambda: loss_of(model, probe))
             masses = [sink_mass(os.path.join(a.out, f"step{step}_layer{layer}.safetensors")) for layer in range(a.layers)]
             log["dumps"].append({"step": step, "sink_mass": masses})
             print(f"step {step}: attention on the first token per layer and head: "
                   + "; ".join(" ".join(f"{m:.2f}" for m in layer) for layer in masses))
+            log["seconds"] = time.time() - start
+            save_checkpoint(a, step, model, optimizer, schedule, generator, log)
+            write_log(a.out, log)  # after the checkpoint: a dump listed here is in the checkpoint too
         batch = sequences(train, torch.randint(0, len(train) - a.context, (a.batch,), generator=generator), a.context)
         loss = loss_of(model, batch)
         train_step(model, optimizer, schedule, loss)
@@ -231,10 +286,8 @@ def main():
             print(f"step {step}: loss {loss.item():.4f}, held-out {held.item():.4f}, {time.time() - start:.0f} s",
                   flush=True)
     log["seconds"] = time.time() - start
-    with open(os.path.join(a.out, "sinks.json"), "w") as f:
-        json.dump(log, f)
+    write_log(a.out, log)
     print(f"{a.steps} steps in {log['seconds']:.0f} s; {len(dump.written)} dumps in {a.out}")
-
 
 if __name__ == "__main__":
     main()

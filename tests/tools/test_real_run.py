@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 
 from cli_harness import check, finish, run
 
@@ -51,4 +52,32 @@ for args, phrase in ((["--context", "0"], "--context"), (["--context", "-5"], "-
                      (["--weight-decay", "-0.1"], "--weight-decay")):
     p = subprocess.run([PYTHON, EXAMPLE, "--out", os.path.join(OUT, "bad"), *args], capture_output=True, text=True, timeout=120)
     check(f"train_real.py {' '.join(args)}: exit 2 naming the option", p.returncode == 2 and phrase in p.stderr, p.stderr[-300:])
+
+# A run stopped after a dump and resumed with --resume gives the bits of one that was never stopped.
+small = ["--steps", "40", "--dump-every", "4", "--layers", "2", "--context", "64", "--d-model", "64", "--threads", "1"]
+whole, stopped = os.path.join(OUT, "whole"), os.path.join(OUT, "stopped")
+p = subprocess.run([PYTHON, EXAMPLE, "--out", whole, *small], capture_output=True, text=True, timeout=600)
+check("the 40-step run trains", p.returncode == 0, p.stderr[-500:])
+first = subprocess.Popen([PYTHON, EXAMPLE, "--out", stopped, *small], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+deadline = time.time() + 300
+while time.time() < deadline and first.poll() is None:  # stop it once its checkpoint of step 4 or later is written
+    if os.path.exists(os.path.join(stopped, "checkpoint.pt")) and len(json.load(open(os.path.join(stopped, "sinks.json")))["dumps"]) >= 2:
+        break
+    time.sleep(0.02)
+first.kill()
+first.wait()
+p = subprocess.run([PYTHON, EXAMPLE, "--out", stopped, *small, "--resume"], capture_output=True, text=True, timeout=600)
+resumed_at = [int(line.split()[3]) for line in p.stdout.splitlines() if line.startswith("resumed at step")]
+check("--resume goes on from a step after the first and before the end",
+      p.returncode == 0 and resumed_at and 4 <= resumed_at[0] < 39, p.stdout[-500:] + p.stderr[-500:])
+logs = [json.load(open(os.path.join(d, "sinks.json"))) for d in (whole, stopped)] if p.returncode == 0 else [{}, {"x": 1}]
+check("the resumed run's losses and sink masses equal the whole run's", all(logs[0].get(k) == logs[1].get(k) for k in ("steps", "dumps")),
+      [len(l.get("steps", [])) for l in logs])
+last = [open(os.path.join(d, "step39_layer1.safetensors"), "rb").read() if os.path.exists(os.path.join(d, "step39_layer1.safetensors")) else d
+        for d in (whole, stopped)]
+check("the resumed run's last dump equals the whole run's bit for bit", last[0] == last[1])
+for args, phrase in (([], "no checkpoint"), (["--lr", "1e-3"], "--lr 0.002")):
+    p = subprocess.run([PYTHON, EXAMPLE, *small, "--resume", *args, "--out", os.path.join(OUT, "bad" if not args else "stopped")],
+                       capture_output=True, text=True, timeout=120)
+    check(f"--resume {' '.join(args)}: exit 2 saying why", p.returncode == 2 and phrase in p.stderr, p.stderr[-300:])
 finish("test_real_run")
