@@ -23,7 +23,9 @@ tools/python/roundscope_dump.py (q, k, v, o, do, dq, dk, dv; and x, the layer in
 query projection reads it, with wq, the query weight): DIR/step{S}_layer{L}.safetensors, one
 [1, 4, 256, 64] BF16 head set per file. That probe's gradients are discarded. The attention on
 the first token (the sink) per layer and head is printed at each dump and written to
-DIR/sinks.json with the losses.
+DIR/sinks.json with the losses (rewritten at every dump). At every dump the whole training
+state is also saved to DIR/checkpoint.pt: --resume goes on from it, giving the same bits as a
+run that was never stopped.
 """
 import argparse
 import json
@@ -173,6 +175,9 @@ def split_corpus():
 RUN_OPTIONS = ("steps", "layers", "d_model", "heads", "rope", "lr", "weight_decay", "batch", "context", "seed", "autocast")
 
 
+CHECKPOINT_KEYS = {"options", "step", "model", "optimizer", "schedule", "generator", "log"}
+
+
 def checkpoint_path(out):
     return os.path.join(out, "checkpoint.pt")
 
@@ -202,6 +207,8 @@ def resume(parser, a, model, optimizer, schedule, generator, log):
         state = torch.load(path, weights_only=True)
     except Exception as e:  # a truncated or foreign file: name it, stop before any work
         parser.error(f"--resume: {path} is not a checkpoint of this example ({type(e).__name__})")
+    if not isinstance(state, dict) or set(state) != CHECKPOINT_KEYS or set(state["options"]) != set(RUN_OPTIONS):
+        parser.error(f"--resume: {path} is not a checkpoint of this example (its keys differ)")
     for key, value in state["options"].items():
         if getattr(a, key) != value:
             parser.error(f"--resume: {path} was made with --{key.replace('_', '-')} {value}, not {getattr(a, key)}")
@@ -210,7 +217,6 @@ def resume(parser, a, model, optimizer, schedule, generator, log):
     schedule.load_state_dict(state["schedule"])
     generator.set_state(state["generator"])
     log.update(state["log"])
-    del log["steps"][state["step"]:]
     return state["step"], state["log"].get("seconds", 0.0)
 
 
