@@ -243,11 +243,10 @@ def main():
     a = parser.parse_args()
     check_ranges(parser, (("--steps", a.steps, 1, 10**7), ("--dump-every", a.dump_every, 1, 10**7),
                           ("--layers", a.layers, 1, 64), ("--d-model", a.d_model, 8, 4096), ("--heads", a.heads, 1, 64), ("--batch", a.batch, 1, 4096),
-                          ("--context", a.context, 2, 4096), ("--threads", a.threads, 0, 1024)))
+                          ("--context", a.context, 2, 4096), ("--threads", a.threads, 0, 1024),
+                          ("--weight-decay", a.weight_decay, 0, 10)))
     if not (math.isfinite(a.lr) and 0 < a.lr < 1):
         parser.error(f"--lr must be a number above 0 and below 1, not {a.lr}")
-    if not (math.isfinite(a.weight_decay) and 0 <= a.weight_decay <= 10):
-        parser.error(f"--weight-decay must be a number from 0 to 10, not {a.weight_decay}")
     if a.d_model % a.heads:
         parser.error(f"--heads must divide --d-model {a.d_model}, not {a.heads}")
     global AUTOCAST
