@@ -5,7 +5,7 @@ largest attention logit, and the mean cosine between the rank-1 terms x[T]^T (PK
 error (the paper's "nearly equal" matrices, measured on the model's own x), with the verdict
 docs/findings.md applies:
 
-    .venv/bin/python examples/bias_verdict.py bias-run [--roundscope build/tools/roundscope] [--json OUT]
+    .venv/bin/python examples/bias_verdict.py bias-run [--roundscope build/roundscope] [--json OUT]
 
 Ties dominate a head where at least 1 % of its rows (over every dump of the run without a fix)
 end with tied keys holding more than 1 - 2^-9 of the row's P-bar. Confirmed: in such heads the
@@ -101,8 +101,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("runs", help="the folder holding none/, max-adjust/ and f32-delta/")
-    parser.add_argument("--roundscope", default=os.path.join(os.path.dirname(__file__), "..", "build", "tools",
-                                                             "roundscope"), help="the roundscope binary")
+    parser.add_argument("--roundscope", default=os.path.join(os.path.dirname(__file__), "..", "build", "roundscope"), help="the roundscope binary")
     parser.add_argument("--json", help="also write the table as JSON here")
     a = parser.parse_args()
     rows = []

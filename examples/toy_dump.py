@@ -1,8 +1,8 @@
 """A two-layer toy transformer trained for four steps on the CPU in BF16, its attention captured
-with tools/python/roundscope_dump.py: the quickest way to a real dump to try roundscope on.
+with python/roundscope/dump.py: the quickest way to a real dump to try roundscope on.
 
     .venv/bin/python examples/toy_dump.py [DIR]        # writes DIR/step3_layer{0,1}.safetensors
-    build/tools/roundscope inspect dumps/step3_layer0.safetensors
+    build/roundscope inspect dumps/step3_layer0.safetensors
 
 The text it learns is its own source, read as bytes (nothing is downloaded). d_model 64, 4 heads
 (D = 16), context 128, batch 1: each file holds q, k, v, o, do as [1, 4, 128, 16] BF16.
@@ -14,8 +14,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools", "python"))
-from roundscope_dump import AttentionDump  # noqa: E402
+from roundscope.dump import AttentionDump
 
 CONTEXT, D_MODEL, HEADS, LAYERS, VOCAB = 128, 64, 4, 2, 256
 

@@ -3,7 +3,7 @@ byte-level GPT whose attention is the paper's released flash attention (attentio
 512-key bucket here) with the dtypes CUDA BF16 autocast gives it written out, trained three
 times from one seed and data order: with no fix, with the max adjustment (the code's STABLE=1),
 and with delta formed from an O recomputed in float32. Every --dump-every steps every layer's
-attention on a fixed held-out sequence is dumped (tools/python/roundscope_dump.py) for
+attention on a fixed held-out sequence is dumped (python/roundscope/dump.py) for
 `roundscope bias`:
 
     .venv/bin/python examples/train_bias.py --fix none --out bias-run/none
@@ -33,8 +33,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools", "python"))
-from roundscope_dump import AttentionDump  # noqa: E402
+from roundscope.dump import AttentionDump
 from train_real import (VOCAB, capture_probe, causal_mask, check_ranges, dump_scores, sequences,  # noqa: E402
                         split_corpus, train_step)
 

@@ -2,7 +2,7 @@
 `roundscope report`: the run docs/findings.md's "real run" section is measured on.
 
     .venv/bin/python examples/train_real.py [--out DIR] [--steps 600] [--dump-every 100]
-    build/tools/roundscope report DIR -o DIR/report
+    build/roundscope report DIR -o DIR/report
 
 The corpus is the Python standard library's own sources (every .py file under
 sysconfig's stdlib path, sorted by path, read as bytes: 13 MB on Debian 12's Python 3.11; nothing
@@ -19,7 +19,7 @@ autocast run.
 
 At step 0 and every --dump-every steps (and the last), one fixed held-out sequence is run
 forward and backward under the same autocast with every layer's attention captured by
-tools/python/roundscope_dump.py (q, k, v, o, do, dq, dk, dv; and x, the layer input as the
+python/roundscope/dump.py (q, k, v, o, do, dq, dk, dv; and x, the layer input as the
 query projection reads it, with wq, the query weight): DIR/step{S}_layer{L}.safetensors, one
 [1, 4, 256, 64] BF16 head set per file. That probe's gradients are discarded. The attention on
 the first token (the sink) per layer and head is printed at each dump and written to
@@ -39,8 +39,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools", "python"))
-from roundscope_dump import AttentionDump  # noqa: E402
+from roundscope.dump import AttentionDump
 
 D_MODEL, HEADS, VOCAB = 256, 4, 257
 BOS = 256  # every sequence starts with it, as a tokenizer's beginning-of-sequence token

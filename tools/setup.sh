@@ -30,9 +30,9 @@ if [[ ! -x .venv/bin/python ]]; then
   python3 -m venv .venv
 fi
 # torch and safetensors are the peers of the tensor-file tests and run the dump helper's test
-# (tools/python/roundscope_dump.py); torchao's MX and NVFP4 quantizers are the peer of the
+# (python/roundscope/dump.py); torchao's MX and NVFP4 quantizers are the peer of the
 # block formats. PyTorch runs on the CPU there. matplotlib draws the plots of `roundscope demo`
-# (tools/python/roundscope_plot.py). NVIDIA's cuobjdump and nvdisasm disassemble the built
+# (cli/roundscope_plot.py). NVIDIA's cuobjdump and nvdisasm disassemble the built
 # kernels for the FP8 mma.sync lowering canary (tests/gpu/check_fp8_lowering.py).
 # nanobind and scikit-build-core build the Python package; pytest runs its tests. Dask
 # (distributed) runs `roundscope report` on a cluster (python/roundscope/_report.py).

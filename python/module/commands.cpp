@@ -1,10 +1,10 @@
-// run: a roundscope command line run in this process (tools/cli/run_in_process.hpp), with the
+// run: a roundscope command line run in this process (cli/run_in_process.hpp), with the
 // caller's arrays as its input files and its output files kept in memory.
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
 #include "python/module/arrays.hpp"
-#include "tools/cli/run_in_process.hpp"
+#include "cli/run_in_process.hpp"
 
 namespace roundscope::python {
 namespace {

@@ -11,7 +11,7 @@
 #include "lib/error.hpp"
 #include "python/module/arrays.hpp"
 #include "python/module/cast_request.hpp"
-#include "tools/cli/cast_flags.hpp"
+#include "cli/cast_flags.hpp"
 
 namespace roundscope::python {
 

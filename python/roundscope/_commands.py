@@ -1,4 +1,4 @@
-"""Commands run in this process (tools/cli/run_in_process.hpp): a Python call becomes the
+"""Commands run in this process (cli/run_in_process.hpp): a Python call becomes the
 command line it mirrors, so that it is checked, computed and reported exactly as
 `roundscope COMMAND ... --json` would be; arrays are handed over as in-memory files."""
 from __future__ import annotations

@@ -15,7 +15,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "tools/cli/commands.hpp"
+#include "cli/commands.hpp"
 
 namespace {
 

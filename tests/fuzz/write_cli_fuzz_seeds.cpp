@@ -10,7 +10,7 @@
 #include <CLI/CLI.hpp>
 
 #include "lib/file_write.hpp"
-#include "tools/cli/commands.hpp"
+#include "cli/commands.hpp"
 
 namespace {
 

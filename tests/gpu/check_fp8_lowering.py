@@ -18,7 +18,7 @@ import sys
 
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cli"))
 from cli_harness import check, finish  # noqa: E402
 
 LIBRARY = sys.argv[1]

@@ -30,7 +30,7 @@ from torchao.prototype.mx_formats.kernels import unpack_uint4
 from torchao.prototype.mx_formats.mx_tensor import to_mx
 from torchao.prototype.mx_formats.nvfp4_tensor import nvfp4_quantize, per_tensor_amax_to_scale
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))  # cli_harness
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cli"))  # cli_harness
 from cli_harness import check, finish, run  # noqa: E402
 
 warnings.filterwarnings("ignore")

@@ -19,7 +19,7 @@ import safetensors.numpy
 import safetensors.torch
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))  # cli_harness
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cli"))  # cli_harness
 from cli_harness import check, finish, one_line_error, run as run_binary  # noqa: E402
 
 BINARY = sys.argv[1]

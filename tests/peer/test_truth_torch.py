@@ -13,7 +13,7 @@ import tempfile
 import torch
 from safetensors.torch import load_file, save_file
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))  # cli_harness
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cli"))  # cli_harness
 from cli_harness import check, finish, one_line_error, run
 
 BINARY = sys.argv[1]

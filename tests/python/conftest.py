@@ -1,5 +1,5 @@
 """Fixtures of the Python package's tests: the roundscope executable they compare against
-(ROUNDSCOPE_CLI, set by ctest; else build/tools/roundscope) and a runner for it."""
+(ROUNDSCOPE_CLI, set by ctest; else build/roundscope) and a runner for it."""
 import json
 import os
 import pathlib
@@ -34,7 +34,7 @@ class Cli:
 
 @pytest.fixture(scope="session")
 def cli():
-    path = os.environ.get("ROUNDSCOPE_CLI", str(ROOT / "build" / "tools" / "roundscope"))
+    path = os.environ.get("ROUNDSCOPE_CLI", str(ROOT / "build" / "roundscope"))
     if not os.access(path, os.X_OK):
         pytest.fail(f"no roundscope executable at {path} (build it, or set ROUNDSCOPE_CLI)")
     return Cli(path)

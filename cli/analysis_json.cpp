@@ -1,0 +1,213 @@
+#include "cli/analysis_json.hpp"
+
+#include "emu/attention/attention_steps.hpp"
+#include "cli/cli_output.hpp"
+
+namespace roundscope::cli {
+nlohmann::json pcollapse_json(const analysis::PCollapseResult& r, bool with_scale_properties) {
+    nlohmann::json runs = nlohmann::json::array();
+    for (const auto& x : r.runs) {
+        nlohmann::json j{{"order", emu::kv_order_name(x.order)},
+                         {"scale", x.scale},
+                         {"underflow_fraction", x.underflow_fraction},
+                         {"predicted_fraction", json_number(x.predicted_fraction)},
+                         {"closed_form_fraction", json_number(x.closed_form_fraction)},
+                         {"predicted_fraction_averaged", json_number(x.predicted_fraction_averaged)},
+                         {"delta_c", x.delta_c},
+                         {"mse", json_number(x.mse)},
+                         {"mse_gain_over_forward", json_number(x.mse_gain_over_forward)},
+                         {"saturated", x.saturated},
+                         {"counted", x.counted}};
+        if (with_scale_properties) {
+            const analysis::ScaleProperties p = analysis::scale_properties(x.scale);
+            j["exact_scaling"] = p.exact, j["normal_octaves"] = p.normal_octaves,
+            j["dp"] = p.dp;
+        }
+        runs.push_back(j);
+    }
+    nlohmann::json heads = nlohmann::json::array();
+    for (const auto& h : r.heads) {
+        nlohmann::json head_runs = nlohmann::json::array();
+        for (std::size_t i = 0; i < h.runs.size(); ++i)
+            head_runs.push_back({{"order", emu::kv_order_name(r.runs[i].order)},
+                                 {"scale", r.runs[i].scale},
+                                 {"underflow_fraction", h.runs[i].underflow_fraction},
+                                 {"predicted_fraction", json_number(h.runs[i].predicted_fraction)},
+                                 {"counted", h.runs[i].counted}});
+        heads.push_back({{"head", h.head},
+                         {"effective_sink_strength", json_number(h.sink_strength)},
+                         {"score_spread", json_number(h.score_spread)},
+                         {"sink_mass", json_number(h.sink_mass)},
+                         {"runs", head_runs}});
+    }
+    return {{"delta_k", r.delta_k},
+            {"effective_sink_strength", json_number(r.sink_strength)},
+            {"score_spread", json_number(r.score_spread)},
+            {"sink_mass", json_number(r.sink_mass)},
+            {"runs", runs},
+            {"heads", heads}};
+}
+
+nlohmann::json query_weight_json(const analysis::QueryWeightError& q) {
+    nlohmann::json heads = nlohmann::json::array();
+    for (const auto& h : q.per_head)
+        heads.push_back({{"head", h.head},
+                         {"rows", h.rows},
+                         {"coefficient_sum", json_number(h.coefficient_sum)},
+                         {"rank1_cosine_similarity", json_number(h.rank1_mean_cosine)},
+                         {"error_structure_cosine", json_number(h.error_structure_cosine)},
+                         {"dwq_error_norm", json_number(h.dwq_error_norm)},
+                         {"dwq_norm", json_number(h.dwq_norm)},
+                         {"dwq_error_relative", json_number(h.dwq_error_norm / h.dwq_norm)},
+                         {"wq_norm", json_number(h.wq_norm)},
+                         {"q_projection_residual", json_number(h.q_projection_residual)}});
+    return {{"d_model", q.d_model},
+            {"rank1_cosine_similarity", json_number(q.rank1_mean_cosine)},
+            {"dwq_error_norm", json_number(q.dwq_error_norm)},
+            {"dwq_norm", json_number(q.dwq_norm)},
+            {"dwq_error_relative", json_number(q.dwq_error_norm / q.dwq_norm)},
+            {"wq_norm", json_number(q.wq_norm)},
+            {"heads", heads}};
+}
+
+nlohmann::json bias_json(const analysis::BiasResult& b) {
+    nlohmann::json dims = nlohmann::json::array();
+    for (const auto& d : b.top_dims)
+        dims.push_back({{"dim", d.dim},
+                        {"contribution", json_number(d.contribution)},
+                        {"o_error_negative_fraction", d.o_error_negative_fraction},
+                        {"v_negative_fraction", d.v_negative_fraction}});
+    nlohmann::json j{{"recipe", b.recipe},
+                     {"rows", b.rows},
+                     {"coefficient_sum", json_number(b.coefficient_sum)},
+                     {"positive_rows", b.positive_rows},
+                     {"t_statistic", json_number(b.t_statistic)},
+                     {"p_bar_one_count", b.p_bar_one_count},
+                     {"repeated_max_rows", b.repeated_max_rows},
+                     {"tied_rows", b.tied_rows},
+                     {"tie_share_mean", json_number(b.tie_share_mean)},
+                     {"tie_dominated_rows", b.tie_dominated_rows},
+                     {"tie_dominance", emu::steps::tie_dominance},
+                     {"o_from_file", b.o_from_file},
+                     {"top_dims", dims}};
+    nlohmann::json head_ties = nlohmann::json::array();
+    for (const analysis::HeadTies& t : b.head_ties)
+        head_ties.push_back({{"tied_rows", t.tied_rows},
+                             {"tie_share_mean", json_number(t.tie_share_mean)},
+                             {"tie_dominated_rows", t.tie_dominated_rows}});
+    j["head_ties"] = head_ties;
+    if (b.query_weight) j["query_weight"] = query_weight_json(*b.query_weight);
+    return j;
+}
+
+nlohmann::json bias_steps_json(const analysis::BiasSteps& s) {
+    nlohmann::json steps = nlohmann::json::array();
+    for (const auto& step : s.steps) {
+        nlohmann::json j = bias_json(step.result);
+        if (step.fixes)
+            j["fixes"] = {{"max_adjust", bias_json(step.fixes->max_adjust)},
+                          {"delta_from_f32_o", bias_json(step.fixes->delta_from_f32_o)}};
+        steps.push_back(std::move(j));
+    }
+    nlohmann::json out = steps.empty() ? nlohmann::json::object() : steps.front();
+    auto signs = [](const analysis::StepSigns& g) {
+        return nlohmann::json{
+            {"positive_steps", g.positive}, {"negative_steps", g.negative}, {"sign_test_p", json_number(g.p_value)}};
+    };
+    if (s.steps.size() > 1) {
+        out["steps"] = steps;
+        out["cumulative_coefficient"] = json_numbers(s.cumulative_coefficient);
+        out.update(signs(s.signs));
+        if (s.max_adjust_signs && s.delta_from_f32_o_signs)
+            out["fix_signs"] = {{"max_adjust", signs(*s.max_adjust_signs)},
+                                {"delta_from_f32_o", signs(*s.delta_from_f32_o_signs)}};
+        if (!s.query_weight.empty()) {
+            out["cumulative_dwq_error_norm"] = json_numbers(s.query_weight.cumulative_norm());
+            out["structure_cosine_with_first_step"] = json_numbers(s.query_weight.structure_cosine_with_first());
+            out["dwq_error_coherence"] = json_number(s.query_weight.coherence());
+        }
+    }
+    return out;
+}
+
+nlohmann::json attribute_json(const analysis::AttributeResult& r) {
+    nlohmann::json stages = nlohmann::json::array();
+    for (const auto& s : r.stages)
+        stages.push_back({{"stage", s.stage},
+                          {"only_this_low", json_number(s.only_this_low)},
+                          {"only_this_exact", json_number(s.only_this_exact)}});
+    return {{"recipe", r.recipe},
+            {"all_low", json_number(r.all_low)},
+            {"all_exact", json_number(r.all_exact)},
+            {"stages", stages},
+            {"delta_recipe", json_number(r.delta_recipe)},
+            {"delta_from_f32_o", json_number(r.delta_from_f32_o)}};
+}
+
+nlohmann::json leak_json(const analysis::LeakResult& r) {
+    return {{"format", r.format},
+            {"block", r.block},
+            {"fix", r.fix},
+            {"tokens", r.tokens},
+            {"leaking_pairs", r.leaking_pairs},
+            {"max_future_influence", json_number(r.max_future_influence)},
+            {"parallel_vs_autoregressive_max_abs_diff", json_number(r.parallel_vs_autoregressive_max_abs_diff)},
+            {"masked_contribution_violations", r.masked_contribution_violations},
+            {"mixed_scale_blocks", r.mixed_scale_blocks},
+            {"by_position",
+             {{"future_influence", r.future_influence_by_position},
+              {"parallel_vs_autoregressive", r.parallel_vs_autoregressive_by_position}}}};
+}
+
+nlohmann::json headroom_json(const analysis::HeadroomResult& r, bool with_rows) {
+    nlohmann::json formats = nlohmann::json::array(), rows = nlohmann::json::array();
+    for (const auto& f : r.formats)
+        formats.push_back({{"format", f.format},
+                           {"ln_max", f.ln_max},
+                           {"naive_exp_overflow_rows", f.naive_exp_overflow_rows},
+                           {"naive_sum_overflow_rows", f.naive_sum_overflow_rows},
+                           {"shifted_overflow_rows", f.shifted_overflow_rows},
+                           {"min_naive_margin", json_number(f.min_naive_margin)},
+                           {"emulated_naive_nonfinite_rows", f.emulated_naive_nonfinite_rows},
+                           {"emulated_shifted_nonfinite_rows", f.emulated_shifted_nonfinite_rows},
+                           {"emulated_online_nonfinite_rows", f.emulated_online_nonfinite_rows}});
+    nlohmann::json j{{"rows_total", r.rows.size()}, {"formats", formats}};
+    if (with_rows) {
+        for (const auto& x : r.rows)
+            rows.push_back({{"head", x.head},
+                            {"row", x.row},
+                            {"max_score", json_number(x.max_score)},
+                            {"lse", json_number(x.lse)}});
+        j["rows"] = rows;
+    }
+    return j;
+}
+
+nlohmann::json compare_json(const analysis::KernelComparison& r) {
+    auto ulp = [](std::uint64_t u) { return u == ~std::uint64_t{0} ? nlohmann::json() : nlohmann::json(u); };
+    nlohmann::json outputs = nlohmann::json::object();
+    for (const analysis::OutputComparison& x : r.outputs) {
+        nlohmann::json histogram = nlohmann::json::array();  // in order of distance
+        for (const auto& [label, count] : x.ulp_histogram.buckets) histogram.push_back({{"ulps", label}, {"count", count}});
+        nlohmann::json worst = nlohmann::json::array();
+        for (const analysis::WorstElement& w : x.worst)
+            worst.push_back({{"index", w.index},
+                             {"kernel", json_number(w.kernel)},
+                             {"truth", json_number(w.truth)},
+                             {"recipe", json_number(w.emulated)},
+                             {"ulp", ulp(w.ulp)}});
+        outputs[x.name] = {{"dtype", std::string(name(x.dtype))},
+                           {"max_abs", json_number(x.truth_error.max_abs)},
+                           {"rms", json_number(x.truth_error.rms)},
+                           {"rel_rms", json_number(x.truth_error.rel_rms)},
+                           {"ulp_histogram", histogram},
+                           {"worst", worst},
+                           {"matched", x.matched},
+                           {"total", x.total},
+                           {"max_ulp", ulp(x.max_ulp)}};
+    }
+    return {{"heads", r.shape.heads}, {"n_q", r.shape.n_q},  {"n_kv", r.shape.n_kv},
+            {"outputs", outputs},     {"matched", r.matched}, {"total", r.total}};
+}
+
+}  // namespace roundscope::cli

@@ -1,0 +1,90 @@
+// `roundscope leak (IN | --synthetic [--n N] [--d D] [--seed S]) [--format BLOCKFMT]
+// [--block 32] [--fix] [--recipe NAME] [--set KEY=VALUE]... [--max-tokens N] [--json]`: future
+// leakage of V quantized along tokens (analysis/leak.hpp).
+#include <fmt/format.h>
+
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "analysis/leak.hpp"
+#include "analysis/synthetic_attention.hpp"
+#include "lib/error.hpp"
+#include "lib/tensor_io.hpp"
+#include "cli/analysis_flags.hpp"
+#include "cli/analysis_json.hpp"
+#include "cli/cli_output.hpp"
+#include "cli/command_files.hpp"
+#include "cli/commands.hpp"
+#include "cli/option_checks.hpp"
+#include "cli/recipe_flags.hpp"
+#include "cli/plot_output.hpp"
+
+namespace roundscope::cli {
+namespace {
+
+struct LeakArgs {
+    InputFlags input;
+    AttentionFlags flags;
+    std::string format = "mxfp4", plot;
+    RecipeFlags recipe{"mxfp4-v"};
+    bool fix = false;
+    int block = 32;
+    std::uint64_t max_tokens = 512;
+};
+
+void print_report(const analysis::LeakResult& r) {
+    fmt::print("Future leakage, V in {} blocks of {} tokens along the sequence, {} ({} tokens, causal)\n", r.format,
+               r.block, r.fix ? "diagonal block unquantized (fix)" : "no fix", r.tokens);
+    print_table(
+        {"measure", "value"},
+        {{"leaking pairs (j > i changes O[i])", std::to_string(r.leaking_pairs)},
+         {"max future influence on O", fmt::format("{:.4e}", r.max_future_influence)},
+         {"parallel vs autoregressive, max |diff|", fmt::format("{:.4e}", r.parallel_vs_autoregressive_max_abs_diff)},
+         {"rows moved by masked keys only", std::to_string(r.masked_contribution_violations)},
+         {"(query, block) scales mixing masked positions", std::to_string(r.mixed_scale_blocks)}});
+}
+
+void run(const LeakArgs& a) {
+    analysis::LeakOptions o;
+    o.recipe = a.recipe.recipe();
+    o.format = emu::find_block_format(a.format);
+    if (o.format == nullptr) throw Error("--format: unknown block format '" + a.format + "'");
+    o.block = a.block, o.fix = a.fix, o.max_tokens = a.max_tokens, o.threads = a.flags.threads;
+    check_plot(a.plot, {a.input.file});
+    // Leakage is a property of causal attention: the mask is always on.
+    if (a.flags.no_causal) throw Error("--no-causal: leakage is measured under the causal mask");
+    AttentionFlags causal = a.flags;
+    causal.causal = true, causal.no_causal = false;
+    const ChosenInputs c = choose_inputs("leak", a.input, causal);
+    o.softmax_scale = c.softmax_scale;
+    const analysis::LeakResult r = naming_input(a.input.file, [&] { return analysis::leak(c.in, o); });
+    const nlohmann::json j = leak_json(r);
+    if (a.flags.json)
+        print_json(j);
+    else
+        print_report(r);
+    if (!a.plot.empty()) draw_plot("leak", j, a.plot);
+}
+
+}  // namespace
+
+void add_leak_command(CLI::App& app) {
+    auto* cmd = app.add_subcommand("leak", "Future leakage of V block-quantized along tokens (causal attention)");
+    auto a = std::make_shared<LeakArgs>();
+    a->input.add_to(cmd, "File with q, k, v");
+    cmd->add_option("--format", a->format, "Block format of V")->capture_default_str();
+    cmd->add_option("--block", a->block, "Tokens per scale")->check(integer_in(1, 1024))->capture_default_str();
+    cmd->add_flag("--fix", a->fix, "The diagonal block of P multiplies unquantized V");
+    a->recipe.add_to(cmd);
+    cmd->add_option("--max-tokens", a->max_tokens, "Tokens of a file to analyse")
+        ->check(integer_in(1, 1 << 16))
+        ->capture_default_str();
+    a->flags.add_to(cmd);
+    add_plot_flag(cmd, a->plot);
+    cmd->footer("Example: roundscope leak --synthetic --n 128 --format mxfp4 --fix\n");
+    cmd->callback([a] { run(*a); });
+}
+
+}  // namespace roundscope::cli

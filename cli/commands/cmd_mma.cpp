@@ -1,0 +1,176 @@
+// `roundscope mma IN --arch ARCH [--instruction I] [--check] [-o OUT] [--json] [--threads N]`
+// and `roundscope mma --list`: D = A*B + C through a tensor-core model (emu/mma/mma_model.hpp),
+// optionally checked bit for bit against the D a GPU wrote into IN.
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "emu/batch/tensor_cast.hpp"
+#include "emu/mma/mma_tensors.hpp"
+#include "lib/error.hpp"
+#include "lib/file_write.hpp"
+#include "lib/tensor_io.hpp"
+#include "cli/cli_output.hpp"
+#include "cli/command_files.hpp"
+#include "cli/analysis_flags.hpp"
+#include "cli/commands.hpp"
+
+namespace roundscope::cli {
+namespace {
+
+struct MmaOptions {
+    std::string input, output, arch = "sm90", instruction;
+    bool check = false, json = false, list = false;
+    int threads = 0;
+};
+
+std::string_view rounding_name(emu::BlockRounding r) {
+    switch (r) {
+        case emu::BlockRounding::rz_f32:
+            return "rz-f32";
+        case emu::BlockRounding::rz_e8m13:
+            return "rz-e8m13";
+        case emu::BlockRounding::rne_f16:
+            return "rne-f16";
+    }
+    return "?";
+}
+
+nlohmann::json model_json(const emu::MmaModel& m) {
+    return {{"name", emu::mma_model_name(m)},
+            {"arch", m.arch},
+            {"instruction", m.instruction},
+            {"shape", m.shape},
+            {"a", emu::ptx_input_name(m, m.a)},
+            {"b", emu::ptx_input_name(m, m.b)},
+            {"accumulator", m.accumulator.name},
+            {"block_length", m.block_length},
+            {"alignment_bits", m.alignment_bits},
+            {"zero_exponent", m.zero_exponent},
+            {"rounding", rounding_name(m.rounding)},
+            {"c_entry", m.c_entry == emu::AccumulatorEntry::first_block ? "first-block" : "added-after"},
+            {"k_order", m.k_order == emu::KOrder::sequential ? "sequential" : "pair-interleaved"},
+            {"evidence", m.evidence}};
+}
+
+void list_models(bool json) {
+    nlohmann::json models = nlohmann::json::array();
+    std::vector<std::vector<std::string>> rows;
+    for (const emu::MmaModel& m : emu::all_mma_models()) {
+        models.push_back(model_json(m));
+        rows.push_back({emu::mma_model_name(m), std::to_string(m.block_length), std::to_string(m.alignment_bits),
+                        std::to_string(m.zero_exponent), std::string(rounding_name(m.rounding)),
+                        m.c_entry == emu::AccumulatorEntry::first_block ? "first block" : "added after (RN)",
+                        m.k_order == emu::KOrder::sequential ? "sequential" : "pair-interleaved"});
+    }
+    if (json) {
+        print_json(nlohmann::json{{"models", models}});
+        return;
+    }
+    print_table({"model", "L", "F", "e_zero", "block rounding", "C enters", "K order"}, rows);
+}
+
+void run_mma(const MmaOptions& o) {
+    if (o.list) {
+        list_models(o.json);
+        return;
+    }
+    if (o.input.empty()) throw Error("mma: IN is required (or --list)");
+    if (!o.output.empty()) check_output("-o", o.output, {o.input});
+    const TensorFile file = read_input(o.input);
+    const emu::MmaProblem p = emu::load_mma_problem(file, o.arch, o.instruction);
+    if (o.check && !p.d.has_value())
+        throw Error(fmt::format("{}: --check needs a tensor 'D' (the GPU's result)", o.input));
+
+    std::vector<std::uint32_t> d(p.c.size());
+    emu::mma_gemm(*p.model, p.operands(d.data()), o.threads);
+
+    const Shape shape = p.batched ? Shape{static_cast<std::uint64_t>(p.batch), static_cast<std::uint64_t>(p.m),
+                                          static_cast<std::uint64_t>(p.n)}
+                                  : Shape{static_cast<std::uint64_t>(p.m), static_cast<std::uint64_t>(p.n)};
+    if (!o.output.empty()) {
+        Tensor out = Tensor::zeros("D", emu::dtype_of(p.model->accumulator), shape);
+        for (std::size_t i = 0; i < d.size(); ++i) out.set_bits_at(i, d[i]);
+        write_output(o.output, std::span<const Tensor>(&out, 1),
+                          {{"roundscope.model", emu::mma_model_name(*p.model)}, {"roundscope.source", o.input}});
+    }
+
+    nlohmann::json result{{"file", o.input},
+                          {"arch", p.model->arch},
+                          {"instruction", p.model->instruction},
+                          {"model", emu::mma_model_name(*p.model)},
+                          {"shape", shape}};
+    std::int64_t matched = 0;
+    if (o.check) {
+        const int width = p.model->accumulator.bits;
+        nlohmann::json first = nlohmann::json::array();
+        std::map<int, std::int64_t> by_dist;
+        const std::int64_t per_tile = p.m * p.n;
+        for (std::size_t i = 0; i < d.size(); ++i) {
+            if (d[i] == (*p.d)[i]) {
+                ++matched;
+                continue;
+            }
+            const auto tile = static_cast<std::int64_t>(i) / per_tile,
+                       in_tile = static_cast<std::int64_t>(i) % per_tile;
+            if (!p.dist.empty()) ++by_dist[p.dist[static_cast<std::size_t>(tile)]];
+            if (first.size() < 10) {
+                first.push_back({{"tile", tile},
+                                 {"row", in_tile / p.n},
+                                 {"col", in_tile % p.n},
+                                 {"c", hex_bits(p.c[i], width)},
+                                 {"expected", hex_bits((*p.d)[i], width)},
+                                 {"model", hex_bits(d[i], width)}});
+            }
+        }
+        result["matched"] = matched;
+        result["total"] = d.size();
+        result["first_mismatches"] = first;
+        if (!p.dist.empty()) {
+            nlohmann::json per = nlohmann::json::object();
+            for (const auto& [dist, count] : by_dist) per[std::to_string(dist)] = count;
+            result["mismatches_by_dist"] = per;
+        }
+    }
+    if (o.json) {
+        print_json(result);
+    } else {
+        fmt::print("{}: {} on {} tile(s) of {}x{}x{}\n", o.input, emu::mma_model_name(*p.model), p.batch, p.m, p.n,
+                   p.k);
+        if (o.check) {
+            fmt::print("matched {} of {} outputs bit for bit ({:.6g}%)\n", matched, d.size(),
+                       d.empty() ? 100.0 : 100.0 * static_cast<double>(matched) / static_cast<double>(d.size()));
+            for (const auto& m : result["first_mismatches"]) {
+                fmt::print("  tile {} row {} col {}: C {} GPU {} model {}\n", m["tile"].get<std::int64_t>(),
+                           m["row"].get<std::int64_t>(), m["col"].get<std::int64_t>(), m["c"].get<std::string>(),
+                           m["expected"].get<std::string>(), m["model"].get<std::string>());
+            }
+        }
+        if (!o.output.empty()) fmt::print("wrote D to {}\n", o.output);
+    }
+    if (o.check && matched < static_cast<std::int64_t>(d.size())) throw ExitCode{1};
+}
+
+}  // namespace
+
+void add_mma_command(CLI::App& app) {
+    auto* cmd = app.add_subcommand("mma", "D = A*B + C through a tensor-core model; --check against a GPU's D");
+    auto o = std::make_shared<MmaOptions>();
+    cmd->add_option("IN", o->input, "File with A [T,M,K], B [T,K,N], C [T,M,N] (and D to --check)");
+    cmd->add_option("--arch", o->arch, "Architecture: sm80, sm89, sm90, sm100 (default sm90)");
+    cmd->add_option("--instruction", o->instruction, "mma.sync (default where it exists), wgmma, tcgen05.mma");
+    cmd->add_flag("--check", o->check, "Compare with the D in IN; exit 1 on any differing bit");
+    cmd->add_option("-o,--output", o->output, "Write D (the accumulator's dtype) to this file");
+    cmd->add_flag("--list", o->list, "List every model with its parameters and sources");
+    add_output_flags(cmd, o->json, o->threads);
+    cmd->footer(
+        "Examples: roundscope mma tests/data/golden/h100/mma_e4m3.safetensors --arch sm90 --check\n"
+        "          roundscope mma --list\n");
+    cmd->callback([o] { run_mma(*o); });
+}
+
+}  // namespace roundscope::cli

@@ -1,0 +1,150 @@
+// `roundscope pcollapse (IN | --synthetic) [--scale S]... [--order forward|reverse|both]
+// [--sweep-scale] [--recipe NAME] [--set KEY=VALUE]... [--json]`; synthetic: --n, --d, --k-sink,
+// --sink-strength, --seed. FP8 P-cast underflow (analysis/pcollapse.hpp).
+#include <fmt/format.h>
+
+#include <cmath>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "analysis/pcollapse.hpp"
+#include "analysis/synthetic_attention.hpp"
+#include "lib/error.hpp"
+#include "lib/tensor_io.hpp"
+#include "cli/analysis_flags.hpp"
+#include "cli/analysis_json.hpp"
+#include "cli/cli_output.hpp"
+#include "cli/command_files.hpp"
+#include "cli/commands.hpp"
+#include "cli/option_checks.hpp"
+#include "cli/recipe_flags.hpp"
+#include "cli/plot_output.hpp"
+
+namespace roundscope::cli {
+namespace {
+
+struct PCollapseArgs {
+    InputFlags input;
+    AttentionFlags flags;
+    std::string order = "both", plot;
+    RecipeFlags recipe{"fp8-forward-order"};
+    std::vector<float> scales;
+    bool sweep = false;
+
+    PCollapseArgs() {
+        input.spec.scenario = analysis::Scenario::sink;
+        input.spec.n = 1024;
+    }
+};
+
+std::vector<emu::KvOrder> orders_of(const std::string& s) {
+    if (s == "both") return {emu::KvOrder::forward, emu::KvOrder::reverse};
+    return {emu::parse_kv_order(s, "--order (or both)")};
+}
+
+void print_report(const PCollapseArgs& a, const analysis::PCollapseOptions& o, const analysis::PCollapseResult& r) {
+    fmt::print("P-collapse, recipe {} (k_sink {}, delta_k {:.4f}{})\n", o.recipe.name, o.k_sink, r.delta_k,
+               o.sink_strength ? fmt::format(", nominal Delta {}", *o.sink_strength) : "");
+    fmt::print(
+        "the scores as the kernel holds them: effective Delta {:.3f} (sink scores above the row mean, in units of "
+        "the score spread {:.3f}); mass on the sink {:.3f}\n",
+        r.sink_strength, r.score_spread, r.sink_mass);
+    const auto optional_fraction = [](const std::optional<double>& x) {
+        return x ? fmt::format("{:.4f}", *x) : std::string("-");
+    };
+    std::vector<std::vector<std::string>> rows;
+    for (const auto& x : r.runs) {
+        std::vector<std::string> row{std::string(emu::kv_order_name(x.order)),
+                                     fmt::format("{}", x.scale),
+                                     fmt::format("{:.4f}", x.underflow_fraction),
+                                     fmt::format("{:.4f}", x.predicted_fraction),
+                                     optional_fraction(x.closed_form_fraction),
+                                     optional_fraction(x.predicted_fraction_averaged),
+                                     fmt::format("{:.2f}", x.delta_c),
+                                     fmt::format("{:.3e}", x.mse),
+                                     x.mse_gain_over_forward ? fmt::format("{:.2f}x", *x.mse_gain_over_forward) : "-",
+                                     std::to_string(x.saturated)};
+        if (a.sweep) {
+            const analysis::ScaleProperties p = analysis::scale_properties(x.scale);
+            row.push_back(p.exact ? "yes" : "no");
+            row.push_back(fmt::format("{:.2f}", p.normal_octaves));
+            row.push_back(fmt::format("{:.4f}", p.dp));
+        }
+        rows.push_back(row);
+    }
+    std::vector<std::string> headers{"order",    "S",       "underflow", "predicted", "closed form",
+                                     "averaged", "Delta_c", "MSE of O",  "MSE gain", "saturated"};
+    if (a.sweep) headers.insert(headers.end(), {"exact S", "normal octaves", "dp(S)"});
+    print_table(headers, rows);
+    if (r.heads.size() < 2) return;
+    // per head: the measured sink, then each run's underflow with its prediction
+    fmt::print("\nper head (underflow / predicted):\n");
+    std::vector<std::string> head_headers{"head", "Delta", "spread", "sink mass"};
+    for (const auto& x : r.runs) head_headers.push_back(fmt::format("{} S={}", emu::kv_order_name(x.order), x.scale));
+    std::vector<std::vector<std::string>> head_rows;
+    for (const auto& h : r.heads) {
+        std::vector<std::string> row{std::to_string(h.head), fmt::format("{:.3f}", h.sink_strength),
+                                     fmt::format("{:.3f}", h.score_spread), fmt::format("{:.3f}", h.sink_mass)};
+        for (const auto& x : h.runs)
+            row.push_back(fmt::format("{:.4f} / {:.4f}", x.underflow_fraction, x.predicted_fraction));
+        head_rows.push_back(row);
+    }
+    print_table(head_headers, head_rows);
+}
+
+void run(const PCollapseArgs& a) {
+    analysis::PCollapseOptions o;
+    o.recipe = a.recipe.recipe();
+    o.orders = orders_of(a.order);
+    o.k_sink = a.input.spec.k_sink;
+    o.threads = a.flags.threads;
+    if (!a.scales.empty()) o.scales = a.scales;
+    if (a.sweep) o.scales = {1, 2, 3, 4, 6, 8, 16, 32, 64, 96, 128, 192, 256, 320, 384, 448, 512, 1024};
+    if (a.input.synthetic && static_cast<std::uint64_t>(o.k_sink) >= a.input.spec.n)
+        throw Error(fmt::format("--k-sink: {} sink tokens leave none of the N = {} keys to measure", o.k_sink,
+                                a.input.spec.n));
+    check_plot(a.plot, {a.input.file});
+    const ChosenInputs c = choose_inputs("pcollapse", a.input, a.flags);
+    if (static_cast<std::uint64_t>(o.k_sink) >= c.in.n_kv)
+        throw Error(fmt::format("--k-sink: {} sink tokens leave none of the file's Nk = {} keys to measure", o.k_sink,
+                                c.in.n_kv));
+    if (a.input.synthetic) o.sink_strength = a.input.spec.sink_strength;
+    o.causal = c.causal, o.softmax_scale = c.softmax_scale;
+    const analysis::PCollapseResult r = naming_input(a.input.file, [&] { return analysis::pcollapse(c.in, o); });
+    nlohmann::json j = pcollapse_json(r, a.sweep);
+    j["recipe"] = o.recipe.name, j["k_sink"] = o.k_sink;
+    if (o.sink_strength) j["sink_strength"] = *o.sink_strength;
+    if (a.flags.json)
+        print_json(j);
+    else
+        print_report(a, o, r);
+    if (!a.plot.empty()) draw_plot("pcollapse", j, a.plot);
+}
+
+}  // namespace
+
+void add_pcollapse_command(CLI::App& app) {
+    auto* cmd = app.add_subcommand("pcollapse", "FP8 P-cast underflow behind an attention sink (P-collapse)");
+    auto a = std::make_shared<PCollapseArgs>();
+    a->input.add_to(cmd, "File with q, k, v");
+    cmd->add_option("--scale", a->scales, "Static P scale S (repeatable; default 1 and 256)")
+        ->check(finite_in(0, 3.0e38, true));
+    cmd->add_option("--order", a->order, "forward, reverse or both")->capture_default_str();
+    cmd->add_flag("--sweep-scale", a->sweep, "S over powers of two, 448 and scales between them, with what each means on the E4M3 grid (dp(S))");
+    a->recipe.add_to(cmd, "The FP8 recipe");
+    cmd->add_option("--k-sink", a->input.spec.k_sink, "Sink tokens (the first keys)")
+        ->check(integer_in(1, 1 << 20))
+        ->capture_default_str();
+    a->input.synthetic_only(cmd->add_option("--sink-strength", a->input.spec.sink_strength,
+                                            "Delta: how far the sink scores stand above the rest (synthetic)"))
+        ->check(finite_in(-100, 100))
+        ->capture_default_str();
+    a->flags.add_to(cmd);
+    add_plot_flag(cmd, a->plot);
+    cmd->footer("Example: roundscope pcollapse --synthetic --sink-strength 8 --n 1024\n");
+    cmd->callback([a] { run(*a); });
+}
+
+}  // namespace roundscope::cli

@@ -1,0 +1,43 @@
+// `roundscope recipes [--json]`: the flash-attention presets with every setting, and the keys
+// `--set` accepts (emu/attention/attention_recipe.hpp).
+#include <fmt/format.h>
+
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "emu/attention/attention_recipe.hpp"
+#include "cli/cli_output.hpp"
+#include "cli/command_files.hpp"
+#include "cli/commands.hpp"
+
+namespace roundscope::cli {
+
+void add_recipes_command(CLI::App& app) {
+    auto* cmd = app.add_subcommand("recipes", "The flash-attention recipes (presets) and the keys of --set");
+    auto json = std::make_shared<bool>(false);
+    cmd->add_flag("--json", *json, "Print one JSON object");
+    cmd->footer("Example: roundscope recipes && roundscope attention dump.safetensors --recipe fa2-bf16 --set kv_order=reverse -o o.safetensors\n");
+    cmd->callback([json] {
+        if (*json) {
+            nlohmann::json recipes = nlohmann::json::array();
+            for (const emu::AttentionRecipe& r : emu::recipe_presets())
+                recipes.push_back({{"name", r.name}, {"settings", emu::recipe_settings(r)}});
+            print_json(nlohmann::json{{"recipes", recipes}, {"keys", emu::recipe_keys()}});
+            return;
+        }
+        const auto keys = emu::recipe_keys();
+        std::vector<std::string> headers{"setting"};
+        for (const emu::AttentionRecipe& r : emu::recipe_presets()) headers.push_back(r.name);
+        std::vector<std::vector<std::string>> rows;
+        for (const auto& [key, accepts] : keys) {
+            std::vector<std::string> row{key};
+            for (const emu::AttentionRecipe& r : emu::recipe_presets()) row.push_back(emu::recipe_settings(r).at(key));
+            rows.push_back(row);
+        }
+        print_table(headers, rows);
+        fmt::print("\n--set KEY=VALUE:\n");
+        for (const auto& [key, accepts] : keys) fmt::print("  {:16} {}\n", key, accepts);
+    });
+}
+
+}  // namespace roundscope::cli

@@ -1,0 +1,209 @@
+// `roundscope report DIR [-o OUT] [--recipe NAME]... [--k-sink K] [--threads N] [--json]`: every
+// analysis on every attention dump under DIR (cli/report/report_tasks.hpp), files and heads in
+// parallel, each task's result cached in OUT/cache by file content and options, gathered into
+// OUT/report.json and the self-contained OUT/report.html. `--list-tasks` and `--run-task KEY`
+// expose the tasks to a distributed engine (python/roundscope/report.py): the engine runs them
+// anywhere, writes their results into OUT/cache, and a final `report` gathers them.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "analysis/bias_steps.hpp"
+#include "lib/error.hpp"
+#include "lib/file_write.hpp"
+#include "lib/parallel.hpp"
+#include "cli/analysis_flags.hpp"
+#include "cli/command_files.hpp"
+#include "cli/commands.hpp"
+#include "cli/option_checks.hpp"
+#include "cli/recipe_flags.hpp"
+#include "cli/report/report_html.hpp"
+#include "cli/report/report_tasks.hpp"
+
+namespace roundscope::cli {
+namespace {
+
+struct ReportArgs {
+    std::string dir, out = "roundscope-report", run_task_key;
+    std::vector<std::string> recipes{"fa2-bf16", "fa3-fp8"};
+    int k_sink = 1, threads = 0;
+    bool json = false, list_tasks = false, no_cache = false;
+};
+
+void write_text(const std::string& path, const std::string& text) {
+    const std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(text.data()), text.size());
+    write_file(path, std::span(&bytes, 1));
+}
+
+// A cached result, or null when there is none (or it cannot be read: it is then recomputed).
+nlohmann::json cached(const std::filesystem::path& path) {
+    std::ifstream in(path);
+    if (!in) return nullptr;
+    nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+    return j.is_discarded() ? nlohmann::json() : j;
+}
+
+// One line redrawn in place on a terminal; nothing otherwise.
+class Progress {
+public:
+    Progress(std::size_t total, bool enabled) : total_(total), enabled_(enabled && total > 0) {}
+    void advance() {
+        std::lock_guard<std::mutex> lock(mutex_);
+        ++done_;
+        if (!enabled_) return;
+        const std::size_t width = 30, filled = width * done_ / total_;
+        std::fprintf(stderr, "\r[%s%s] %zu/%zu tasks", std::string(filled, '#').c_str(),
+                     std::string(width - filled, ' ').c_str(), done_, total_);
+        if (done_ == total_) std::fputc('\n', stderr);
+        std::fflush(stderr);
+    }
+
+private:
+    std::size_t total_, done_ = 0;
+    bool enabled_;
+    std::mutex mutex_;
+};
+
+// The delta error per layer and head over the steps, in step order, with its running sum.
+nlohmann::json bias_over_steps(const nlohmann::json& heads) {
+    std::map<std::pair<std::int64_t, std::int64_t>, std::map<std::int64_t, const nlohmann::json*>> series;
+    for (const nlohmann::json& h : heads)
+        if (h.contains("bias") && h["layer"].is_number() && h["step"].is_number())
+            series[{h["layer"].get<std::int64_t>(), h["head"].get<std::int64_t>()}][h["step"].get<std::int64_t>()] = &h;
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& [key, steps] : series) {
+        nlohmann::json s{{"layer", key.first}, {"head", key.second}};
+        double sum = 0, emulated = 0, adjusted = 0;
+        std::vector<double> per_step;
+        for (const auto& [step, h] : steps) {
+            const double c = (*h)["bias"]["kernel"].value("coefficient_sum", 0.0),
+                         e = (*h)["bias"]["emulated"].value("coefficient_sum", 0.0),
+                         m = (*h)["bias"]["max_adjust"].value("coefficient_sum", 0.0);
+            sum += c, emulated += e, adjusted += m;
+            per_step.push_back(c);
+            s["steps"].push_back(step);
+            s["coefficient_sum"].push_back(c);
+            s["cumulative"].push_back(sum);
+            s["emulated_cumulative"].push_back(emulated);
+            s["max_adjust_cumulative"].push_back(adjusted);
+        }
+        // The signs across steps (independent samples) and their exact sign test.
+        const analysis::StepSigns signs = analysis::step_signs(per_step);
+        s["positive_steps"] = signs.positive, s["negative_steps"] = signs.negative;
+        s["sign_test_p"] = signs.p_value;
+        out.push_back(s);
+    }
+    return out;
+}
+
+void report(const ReportArgs& a) {
+    ReportOptions options;
+    for (const std::string& name : a.recipes) options.recipes.push_back(emu::find_recipe(name));
+    options.k_sink = a.k_sink;
+    if (std::filesystem::exists(a.out) && !std::filesystem::is_directory(a.out))
+        throw Error("-o: " + a.out + " is a file, not a folder for the report");
+    if (std::filesystem::weakly_canonical(a.out) == std::filesystem::weakly_canonical(a.dir))
+        throw Error("-o: the report's folder cannot be " + a.dir + " itself (its dumps would be left out)");
+    const std::vector<DumpFile> files = scan_dumps(a.dir, a.out);
+    const std::vector<ReportTask> tasks = report_tasks(files, options);
+
+    if (a.list_tasks) {
+        nlohmann::json list = nlohmann::json::array();
+        for (const ReportTask& t : tasks)
+            list.push_back({{"key", t.key}, {"file", files[t.file].path}, {"head", t.head ? nlohmann::json(*t.head) : nlohmann::json()}});
+        print_json({{"dir", a.dir}, {"tasks", list}});
+        return;
+    }
+    if (!a.run_task_key.empty()) {
+        for (const ReportTask& t : tasks)
+            if (t.key == a.run_task_key) return print_json(run_task(files[t.file], t, options, a.threads));
+        throw Error("--run-task: no task " + a.run_task_key + " in " + a.dir + " (see --list-tasks)");
+    }
+
+    const auto start = std::chrono::steady_clock::now();
+    const std::filesystem::path cache = std::filesystem::path(a.out) / "cache";
+    std::error_code ec;
+    std::filesystem::create_directories(cache, ec);
+    if (ec) throw FileError(cache.string() + ": " + ec.message());
+    std::vector<nlohmann::json> results(tasks.size());
+    std::vector<std::size_t> pending;
+    for (std::size_t i = 0; i < tasks.size(); ++i) {
+        if (!a.no_cache) results[i] = cached(cache / (tasks[i].key + ".json"));
+        if (results[i].is_null()) pending.push_back(i);
+    }
+    // Many tasks: one per thread, each single-threaded; few: one at a time on every thread.
+    const int threads = resolve_threads(a.threads);
+    const bool task_parallel = pending.size() >= static_cast<std::size_t>(threads);
+    Progress progress(pending.size(), !a.json && isatty(STDERR_FILENO));
+    parallel_for(pending.size(), 1, task_parallel ? threads : 1, [&](std::size_t begin, std::size_t end) {
+        for (std::size_t p = begin; p < end; ++p) {
+            const std::size_t i = pending[p];
+            results[i] = run_task(files[tasks[i].file], tasks[i], options, task_parallel ? 1 : threads);
+            write_text((cache / (tasks[i].key + ".json")).string(), results[i].dump());
+            progress.advance();
+        }
+    });
+
+    nlohmann::json heads = nlohmann::json::array(), compare = nlohmann::json::array(), file_list = nlohmann::json::array();
+    for (std::size_t i = 0; i < tasks.size(); ++i) (tasks[i].head ? heads : compare).push_back(results[i]);
+    for (const DumpFile& f : files)
+        file_list.push_back({{"file", f.relative},
+                             {"layer", f.layer ? nlohmann::json(*f.layer) : nlohmann::json()},
+                             {"step", f.step ? nlohmann::json(*f.step) : nlohmann::json()},
+                             {"heads", f.heads}, {"n_q", f.n_q}, {"n_kv", f.n_kv}, {"d", f.d},
+                             {"causal", f.causal}, {"has_o", f.has_o}, {"has_do", f.has_do}, {"has_x", f.has_x},
+                             {"content_hash", f.content_hash}});
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    nlohmann::json r{{"dir", a.dir},
+                     {"options", options_json(options)},
+                     {"files", file_list},
+                     {"heads", heads},
+                     {"compare", compare},
+                     {"bias_over_steps", bias_over_steps(heads)},
+                     {"tasks", tasks.size()},
+                     {"cached", tasks.size() - pending.size()},
+                     {"seconds", seconds}};
+    const std::string json_path = (std::filesystem::path(a.out) / "report.json").string(),
+                      html_path = (std::filesystem::path(a.out) / "report.html").string();
+    write_text(json_path, r.dump(1));
+    write_text(html_path, report_html(r));
+    if (a.json)
+        print_json({{"report", json_path}, {"html", html_path}, {"files", files.size()}, {"tasks", tasks.size()},
+                    {"cached", tasks.size() - pending.size()}, {"seconds", seconds}});
+    else
+        fmt::print("report: {} file(s), {} task(s) ({} cached) in {:.1f} s; wrote {} and {}\n", files.size(),
+                   tasks.size(), tasks.size() - pending.size(), seconds, json_path, html_path);
+}
+
+}  // namespace
+
+void add_report_command(CLI::App& app) {
+    auto* cmd = app.add_subcommand("report", "Every analysis on every attention dump under DIR: report.json and report.html");
+    auto a = std::make_shared<ReportArgs>();
+    cmd->add_option("DIR", a->dir, "Folder of attention dumps (.safetensors, as python/roundscope/dump.py writes)")
+        ->required();
+    cmd->add_option("-o,--out", a->out, "Folder for report.json, report.html and the cache")->capture_default_str();
+    cmd->add_option("--recipe", a->recipes, "Recipes to attribute and compare against (repeatable)")
+        ->capture_default_str();
+    cmd->add_option("--k-sink", a->k_sink, "Sink tokens (the first keys) for P-collapse")
+        ->check(integer_in(1, 1 << 20))
+        ->capture_default_str();
+    cmd->add_flag("--no-cache", a->no_cache, "Recompute every task (the cache is still written)");
+    cmd->add_flag("--list-tasks", a->list_tasks, "Print the tasks (key, file, head) as JSON and stop");
+    cmd->add_option("--run-task", a->run_task_key, "Run one task and print its result as JSON (for a distributed engine)");
+    add_output_flags(cmd, a->json, a->threads);
+    cmd->footer("Example: roundscope report dumps -o dumps-report --recipe fa2-bf16 --recipe fa3-fp8\n");
+    cmd->callback([a] { report(*a); });
+}
+
+}  // namespace roundscope::cli

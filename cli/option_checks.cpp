@@ -1,0 +1,62 @@
+#include "cli/option_checks.hpp"
+
+#include <fmt/format.h>
+
+#include <charconv>
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "lib/error.hpp"
+
+namespace roundscope::cli {
+namespace {
+
+std::string shown(const std::string& s) { return "'" + printable(s, 40) + "'"; }
+
+// The whole of `text` as a T, or nothing.
+template <class T>
+bool parse_all(const std::string& text, T& value) {
+    const char* end = text.data() + text.size();
+    const auto [ptr, ec] = std::from_chars(text.data(), end, value);
+    return ec == std::errc() && ptr == end;
+}
+
+}  // namespace
+
+CLI::Validator integer_in(std::int64_t lo, std::int64_t hi) {
+    return CLI::Validator(
+        [lo, hi](std::string& text) -> std::string {
+            std::int64_t v = 0;
+            if (parse_all(text, v) && v >= lo && v <= hi) return {};
+            return fmt::format("must be an integer from {} to {}, not {}", lo, hi, shown(text));
+        },
+        fmt::format("INT in [{}, {}]", lo, hi));
+}
+
+CLI::Validator seed_value() {
+    return CLI::Validator(
+        [](std::string& text) -> std::string {
+            std::uint64_t v = 0;
+            if (!text.empty() && text[0] != '-' && text[0] != '+' && parse_all(text, v)) return {};
+            return fmt::format("must be an integer from 0 to {}, not {}", std::numeric_limits<std::uint64_t>::max(),
+                               shown(text));
+        },
+        "UINT64");
+}
+
+CLI::Validator finite_in(double lo, double hi, bool above_lo) {
+    return CLI::Validator(
+        [lo, hi, above_lo](std::string& text) -> std::string {
+            double v = 0;
+            // from_chars reads "nan" and "inf" too; they are refused with everything out of range.
+            if (parse_all(text, v) && std::isfinite(v) && (above_lo ? v > lo : v >= lo) && v <= hi) return {};
+            return fmt::format("must be a finite number {} {:g} and at most {:g}, not {}",
+                               above_lo ? "above" : "of at least", lo, hi, shown(text));
+        },
+        "NUMBER");
+}
+
+CLI::Validator thread_count() { return integer_in(0, 1024); }
+
+}  // namespace roundscope::cli

@@ -1,0 +1,206 @@
+"""roundscope.dump: capture the inputs of attention layers from a PyTorch training run.
+
+For the chosen layers and steps it saves q, k, v and the attention output o from the forward
+pass, and do (the gradient of o) from the backward pass, into one safetensors file per layer
+and step, keeping the original dtypes (BF16 and FP8 stay as they are), with metadata that
+`roundscope` reads: layer, step, causal, softmax_scale, and for FP8 kernels their descale
+factors. The three lines in a training loop:
+
+    from roundscope.dump import AttentionDump                         # 1
+    dump = AttentionDump("dumps", layers=[0, 11], steps=[1000])       # 2
+    for step, batch in enumerate(loader):
+        with dump.step(step):                                         # 3: around forward and backward
+            loss = model(batch).loss
+            loss.backward()
+        optimizer.step()
+
+To give `roundscope bias` the query-weight part of the gradient error (dW^Q), hand the layer
+input the query projection reads and its weight to the dump just before the attention call:
+`dump.layer_inputs(x=h, wq=w)` with q = h w ([B, N, M] and [M, H * D]); they join that call's
+file as x and wq (`dump.capturing` says whether this step is being captured).
+
+Inside `dump.step(step)`, every call of torch.nn.functional.scaled_dot_product_attention is
+one layer, counted from 0 in call order (calls during backward, as activation checkpointing
+makes, are not counted). Code that imported the function by name before the step began
+(`from torch.nn.functional import scaled_dot_product_attention`) is not seen; wrap such
+functions, or any other attention kernel (an FP8 one taking descale_q/descale_k/descale_v, for
+instance), with `dump.wrap(fn)`. A function that takes its options positionally names them:
+`dump.wrap(FlashAttentionFunction.apply, positional=("mask", "causal", "q_bucket_size",
+"k_bucket_size"))` records `FlashAttentionFunction.apply(q, k, v, None, True, 512, 512)` as
+causal.
+"""
+import contextlib
+import json
+import math
+import os
+import struct
+
+import torch
+import torch.nn.functional as F
+
+__all__ = ["AttentionDump", "write_safetensors"]
+
+# torch dtype -> safetensors dtype (huggingface/safetensors, src/tensor.rs `Dtype`).
+_SAFETENSORS_DTYPES = {
+    torch.bool: "BOOL", torch.uint8: "U8", torch.int8: "I8", torch.int16: "I16", torch.int32: "I32",
+    torch.int64: "I64", torch.float16: "F16", torch.bfloat16: "BF16", torch.float32: "F32", torch.float64: "F64",
+}
+for _name, _st in (("float8_e4m3fn", "F8_E4M3"), ("float8_e5m2", "F8_E5M2"), ("float8_e4m3fnuz", "F8_E4M3FNUZ"),
+                   ("float8_e5m2fnuz", "F8_E5M2FNUZ"), ("float8_e8m0fnu", "F8_E8M0"), ("float4_e2m1fn_x2", "F4"),
+                   ("uint16", "U16"), ("uint32", "U32"), ("uint64", "U64")):
+    if hasattr(torch, _name):
+        _SAFETENSORS_DTYPES[getattr(torch, _name)] = _st
+
+
+def write_safetensors(path, tensors, metadata=None):
+    """Writes {name: tensor} with string metadata, bit for bit, in the safetensors format."""
+    entries = []
+    for name, t in tensors.items():
+        if t.dtype not in _SAFETENSORS_DTYPES:
+            raise TypeError(f"roundscope.dump: {name}: dtype {t.dtype} has no safetensors dtype")
+        data = t.detach().contiguous().cpu().reshape(-1).view(torch.uint8).numpy().tobytes()
+        shape = list(t.shape)
+        if t.dtype == getattr(torch, "float4_e2m1fn_x2", None):
+            shape[-1] *= 2  # the header gives the logical shape: two values a byte
+        entries.append((t.element_size(), name, _SAFETENSORS_DTYPES[t.dtype], shape, data))
+    entries.sort(key=lambda e: (-e[0], e[1]))  # widest first: every tensor's data stays aligned
+    header, offset = {}, 0
+    for _, name, dtype, shape, data in entries:
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + len(data)]}
+        offset += len(data)
+    if metadata:
+        header["__metadata__"] = {str(k): str(v) for k, v in metadata.items()}
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    partial = path + ".partial"
+    with open(partial, "wb") as f:
+        f.write(struct.pack("<Q", len(text)))
+        f.write(text)
+        for *_, data in entries:
+            f.write(data)
+    os.replace(partial, path)
+
+
+def _in_backward():
+    task = getattr(torch._C, "_current_graph_task_id", None)
+    return task is not None and task() != -1
+
+
+class _Capture:
+    """What one layer's call left behind; written when the step ends."""
+
+    def __init__(self, layer, tensors, metadata):
+        self.layer, self.tensors, self.metadata = layer, tensors, metadata
+
+
+class AttentionDump:
+    def __init__(self, directory, layers=None, steps=None):
+        """layers, steps: iterables of indices to capture (None: all)."""
+        self.directory = directory
+        self.layers = None if layers is None else set(layers)
+        self.steps = None if steps is None else set(steps)
+        self.written = []
+        self._step = None
+        self._layer = 0
+        self._captures = []
+        self._depth = 0  # > 0 inside a captured call: nested attention calls are not layers
+        self._layer_inputs = {}  # x and wq for the next attention call
+
+    @property
+    def capturing(self):
+        """True inside dump.step(step) for a step that is captured."""
+        return self._step is not None
+
+    def layer_inputs(self, **tensors):
+        """Tensors (x, wq) saved with the next attention call of this step."""
+        if self.capturing and not _in_backward():
+            self._layer_inputs = {name: t.detach().clone() for name, t in tensors.items()}
+
+    # -- public -----------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def step(self, step):
+        """Counts the attention calls of one training step and writes what it captured."""
+        if self.steps is not None and step not in self.steps:
+            yield self
+            return
+        self._step, self._layer, self._captures, self._layer_inputs = step, 0, [], {}
+        original = F.scaled_dot_product_attention
+        F.scaled_dot_product_attention = self.wrap(original, kind="sdpa")
+        try:
+            yield self
+        finally:
+            F.scaled_dot_product_attention = original
+            os.makedirs(self.directory, exist_ok=True)
+            for c in self._captures:
+                path = os.path.join(self.directory, f"step{step}_layer{c.layer}.safetensors")
+                write_safetensors(path, c.tensors, c.metadata)
+                self.written.append(path)
+            self._step, self._captures = None, []
+
+    def wrap(self, attention, kind="custom", positional=()):
+        """attention(q, k, v, ...) -> o, captured like scaled_dot_product_attention. Keyword
+        arguments ending in 'descale' (descale_q, q_descale, ...) are saved as FP8 descale
+        factors; 'is_causal'/'causal' and 'scale'/'softmax_scale' as metadata. `positional`
+        names the arguments after q, k, v in order, for a function that takes them so."""
+        positional = tuple(positional)
+
+        def wrapped(q, k, v, *args, **kwargs):
+            if self._step is None or self._depth > 0 or _in_backward():
+                return attention(q, k, v, *args, **kwargs)
+            layer = self._layer
+            self._layer += 1
+            self._depth += 1
+            try:
+                o = attention(q, k, v, *args, **kwargs)
+            finally:
+                self._depth -= 1
+            extra, self._layer_inputs = self._layer_inputs, {}
+            if self.layers is None or layer in self.layers:
+                named = {**dict(zip(positional, args)), **kwargs}
+                self._capture(layer, kind, q, k, v, o, args[len(positional):], named)
+                self._captures[-1].tensors.update(extra)
+            return o
+
+        return wrapped
+
+    # -- internals -------------------------------------------------------------------------------
+    def _capture(self, layer, kind, q, k, v, o, args, kwargs):
+        if kind == "sdpa":  # scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, is_causal, scale)
+            names = ["attn_mask", "dropout_p", "is_causal", "scale"]
+            kwargs = {**dict(zip(names, args)), **kwargs}
+        causal = bool(kwargs.get("is_causal", kwargs.get("causal", False)))
+        scale = kwargs.get("scale", kwargs.get("softmax_scale"))
+        if scale is None:
+            scale = 1.0 / math.sqrt(q.shape[-1])
+        out = o[0] if isinstance(o, tuple) else o
+        tensors = {"q": q.detach().clone(), "k": k.detach().clone(), "v": v.detach().clone(), "o": out.detach().clone()}
+        metadata = {"layer": layer, "step": self._step, "causal": "true" if causal else "false",
+                    "softmax_scale": repr(float(scale)), "source": f"roundscope_dump ({kind})",
+                    "torch_version": torch.__version__}
+        if isinstance(o, tuple) and len(o) > 1 and torch.is_tensor(o[1]):
+            tensors["lse"] = o[1].detach().clone()  # flash-attention kernels return (out, lse)
+        mask = kwargs.get("attn_mask")
+        if mask is not None:
+            tensors["attn_mask"] = mask.detach().clone()
+        dropout = float(kwargs.get("dropout_p", 0.0) or 0.0)
+        if dropout:
+            metadata["dropout_p"] = repr(dropout)
+        if kwargs.get("enable_gqa"):
+            metadata["enable_gqa"] = "true"
+        for key, value in kwargs.items():
+            if key.endswith("descale") or key.startswith("descale"):
+                if torch.is_tensor(value):
+                    tensors[key] = value.detach().clone()
+                    if value.numel() == 1:
+                        metadata[key] = repr(float(value.float()))
+                elif value is not None:
+                    metadata[key] = repr(float(value))
+        capture = _Capture(layer, tensors, metadata)
+        # The backward pass's do, and the kernel's own dq, dk, dv (what `roundscope compare`
+        # checks), as they arrive.
+        for name, tensor in (("do", out), ("dq", q), ("dk", k), ("dv", v)):
+            if tensor.requires_grad:
+                def keep_gradient(grad, capture=capture, name=name):
+                    capture.tensors[name] = grad.detach().clone()
+                tensor.register_hook(keep_gradient)
+        self._captures.append(capture)

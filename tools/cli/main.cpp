@@ -1,4 +1,0 @@
-// roundscope: the command-line front end (docs/cli.md is its contract; tools/cli/app.cpp runs it).
-#include "tools/cli/commands.hpp"
-
-int main(int argc, char** argv) { return roundscope::cli::run_cli(argc, argv); }
