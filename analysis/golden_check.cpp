@@ -9,7 +9,6 @@
 #include "emu/batch/conversion_digest.hpp"
 #include "emu/mma/mma_gemm.hpp"
 #include "emu/mma/mma_tensors.hpp"
-#include "emu/numbers/bit_compare.hpp"
 #include "lib/error.hpp"
 
 namespace roundscope::analysis {
@@ -54,6 +53,11 @@ emu::MmaProblem load_mma(const TensorFile& file) {
     if (arch.empty())
         throw Error(file.path + ": no architecture in the metadata (\"arch\", or \"device\" with (sm_NN) as " +
                     "roundscope probe writes it)");
+    try {
+        emu::check_mma_architecture(arch);
+    } catch (const Error& e) {
+        throw Error(file.path + ": metadata: " + e.what());
+    }
     const std::string ptx = metadata(file, "instruction");
     const std::string instruction = ptx.starts_with("wgmma") ? "wgmma" : ptx.starts_with("mma.sync") ? "mma.sync" : "";
     emu::MmaProblem p = emu::load_mma_problem(file, arch, instruction);
@@ -61,18 +65,18 @@ emu::MmaProblem load_mma(const TensorFile& file) {
     return p;
 }
 
-GoldenCase check_mma(const TensorFile& file, int threads) {
+GoldenCase check_mma_file(const TensorFile& file, int threads) {
     const std::string arch = architecture(file), ptx = metadata(file, "instruction");
     GoldenCase c{fmt::format("{} {}", arch, ptx.empty() ? "mma" : ptx)};
     const emu::MmaProblem p = load_mma(file);
     std::vector<std::uint32_t> d(p.c.size());
     emu::mma_gemm(*p.model, p.operands(d.data()), threads);
-    const emu::BitComparison b = emu::compare_bits(*p.d, d, p.model->accumulator);
-    c.matched = b.matched, c.total = b.total, c.passed = b.matched == b.total;
-    if (b.first_mismatch) {
-        const std::uint64_t i = *b.first_mismatch, tile = i / static_cast<std::uint64_t>(p.m * p.n);
-        c.detail = fmt::format("first difference in tile {} at element {}: file 0x{:08x}, model {} 0x{:08x}", tile,
-                               i % static_cast<std::uint64_t>(p.m * p.n), (*p.d)[i], emu::mma_model_name(*p.model), d[i]);
+    const emu::MmaCheck check = emu::check_mma(p, d, 1);
+    c.matched = check.matched, c.total = check.total, c.passed = check.matched == check.total;
+    if (!check.first.empty()) {
+        const emu::MmaCheck::Mismatch& m = check.first[0];
+        c.detail = fmt::format("first difference in tile {} at element {}: file 0x{:08x}, model {} 0x{:08x}", m.tile,
+                               m.row * p.n + m.col, m.expected, emu::mma_model_name(*p.model), m.model);
     }
     return c;
 }
@@ -111,15 +115,19 @@ void check_digest_tensors(const TensorFile& file) {
 /// The recipe the dump names, with its settings ("recipe_settings": a JSON object, as
 /// `roundscope attention` writes it).
 emu::AttentionRecipe recipe_of(const TensorFile& file) {
-    emu::AttentionRecipe recipe = emu::find_recipe(metadata(file, "recipe"));
-    if (const std::string settings = metadata(file, "recipe_settings"); !settings.empty()) {
-        const nlohmann::json j = nlohmann::json::parse(settings, nullptr, false);
-        if (!j.is_object()) throw Error(file.path + ": metadata recipe_settings is not a JSON object");
-        for (const auto& [key, value] : j.items())
-            emu::apply_setting(recipe, key + "=" + (value.is_string() ? value.get<std::string>() : value.dump()));
+    try {
+        emu::AttentionRecipe recipe = emu::find_recipe(metadata(file, "recipe"));
+        if (const std::string settings = metadata(file, "recipe_settings"); !settings.empty()) {
+            const nlohmann::json j = nlohmann::json::parse(settings, nullptr, false);
+            if (!j.is_object()) throw Error("recipe_settings is not a JSON object");
+            for (const auto& [key, value] : j.items())
+                emu::apply_setting(recipe, key + "=" + (value.is_string() ? value.get<std::string>() : value.dump()));
+        }
+        emu::validate(recipe);
+        return recipe;
+    } catch (const Error& e) {
+        throw Error(file.path + ": metadata: " + e.what());
     }
-    emu::validate(recipe);
-    return recipe;
 }
 
 GoldenCase check_dump(const TensorFile& file, int threads) {
@@ -174,7 +182,7 @@ void validate_golden(const TensorFile& file, GoldenKind kind) {
 std::vector<GoldenCase> check_golden(const TensorFile& file, GoldenKind kind, int threads) {
     switch (kind) {
         case GoldenKind::mma_tiles:
-            return {check_mma(file, threads)};
+            return {check_mma_file(file, threads)};
         case GoldenKind::conversion_digests:
             return check_digests(file, threads);
         case GoldenKind::attention_dump:

@@ -49,7 +49,7 @@ void check_output(const TensorFile& file, const Tensor& t, const emu::Format& fo
     if (t.dtype() != emu::dtype_of(format))
         throw Error("tensor '" + t.name() + "' of " + file.path + " is " + std::string(name(t.dtype())) +
                     " but recipe " + recipe + " writes it in " + std::string(format.name) +
-                    ": compare it with the recipe whose formats are the kernel's (--set)");
+                    ": compare it with a recipe whose formats are the kernel's (its o_format and grad_format)");
 }
 
 OutputComparison compare_output(const OutputSides& s, std::size_t worst_count) {

@@ -10,7 +10,7 @@
 namespace roundscope::analysis {
 
 ScaleRuleComparison compare_scale_rules(const Tensor& t, const emu::BlockSpec& spec) {
-    if (spec.format->nvfp4) throw Error("--compare-rules applies to MX formats; NVFP4 has one scale rule");
+    if (spec.format->nvfp4) throw Error("comparing scale rules applies to MX formats; NVFP4 has one scale rule");
     const std::vector<double> input = emu::decode_tensor<double>(t, spec.threads);
     double sum_squares = 0;
     for (double x : input)

@@ -48,8 +48,8 @@ void project_queries(const SyntheticSpec& s, double sd, double q0, emu::Attentio
 }  // namespace
 
 emu::AttentionInputs synthetic_attention(const SyntheticSpec& s) {
-    if (s.n == 0 || s.d < 2 || s.heads == 0) throw Error("synthetic inputs need --n >= 1, --d >= 2 and --heads >= 1");
-    if (s.d_model == 1) throw Error("--d-model: the layer input needs M >= 2 features (0: none)");
+    if (s.n == 0 || s.d < 2 || s.heads == 0) throw Error("synthetic inputs need n >= 1, d >= 2 and heads >= 1");
+    if (s.d_model == 1) throw Error("the synthetic layer input needs d_model >= 2 features (0: none)");
     std::mt19937_64 rng(s.seed);
     std::normal_distribution<double> normal;
     const std::uint64_t count = s.heads * s.n * s.d;

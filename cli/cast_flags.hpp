@@ -1,6 +1,7 @@
 #pragma once
 // The rounding flags shared by every command that casts: --to, --round, --sat/--nosat,
-// --convention, --flush-input/--flush-output, --seed.
+// --convention, --flush-input/--flush-output, --seed. Each value is checked while the command
+// line is parsed; what they mean together is emu::CastPolicy's.
 #include <cstdint>
 #include <string>
 
@@ -25,7 +26,10 @@ struct CastFlags {
 
 void add_cast_flags(CLI::App& cmd, CastFlags& flags);
 
-/// The format called `name`; an Error names `option` and the known formats otherwise.
-const emu::Format& require_format(const std::string& name, const std::string& option);
+/// Checks an option's value names a format (--to, --from).
+CLI::Validator format_name();
+
+/// Checks an option's value is a rounding mode (--round).
+CLI::Validator rounding_mode();
 
 }  // namespace roundscope::cli

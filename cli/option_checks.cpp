@@ -59,4 +59,17 @@ CLI::Validator finite_in(double lo, double hi, bool above_lo) {
 
 CLI::Validator thread_count() { return integer_in(0, 1024); }
 
+CLI::Validator accepted_by(std::function<void(const std::string&)> accept, std::string description) {
+    return CLI::Validator(
+        [accept = std::move(accept)](std::string& text) -> std::string {
+            try {
+                accept(text);
+                return {};
+            } catch (const Error& e) {
+                return e.what();
+            }
+        },
+        std::move(description));
+}
+
 }  // namespace roundscope::cli

@@ -6,6 +6,8 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdint>
+#include <functional>
+#include <string>
 
 namespace roundscope::cli {
 
@@ -20,5 +22,10 @@ CLI::Validator finite_in(double lo, double hi, bool above_lo = false);
 
 /// Worker threads: 0 (all cores) to 1024.
 CLI::Validator thread_count();
+
+/// A value `accept` takes without an Error (a format, a rounding mode, a recipe): the layers below
+/// name the value in their message, and CLI11 puts the option in front ("--round: unknown
+/// rounding mode 'nearest' ...").
+CLI::Validator accepted_by(std::function<void(const std::string&)> accept, std::string description);
 
 }  // namespace roundscope::cli

@@ -1,28 +1,27 @@
 #include "cli/recipe_flags.hpp"
 
-#include "lib/error.hpp"
+#include "cli/option_checks.hpp"
 
 namespace roundscope::cli {
 
+CLI::Validator recipe_name() {
+    return accepted_by([](const std::string& name) { emu::find_recipe(name); }, "RECIPE");
+}
+
 void RecipeFlags::add_to(CLI::App* cmd, const std::string& what) {
-    const CLI::Validator known(
-        [](std::string& name) -> std::string {
-            try {
-                emu::find_recipe(name);
-                return {};
-            } catch (const Error& e) {
-                // CLI11 names the option itself.
-                const std::string message = e.what(), prefix = "--recipe: ";
-                return message.starts_with(prefix) ? message.substr(prefix.size()) : message;
-            }
-        },
-        "RECIPE");
-    auto* recipe = cmd->add_option("--recipe", name_, what)->check(known);
+    auto* recipe = cmd->add_option("--recipe", name_, what)->check(recipe_name());
     if (name_.empty())
         recipe->required();
     else
         recipe->default_str(name_);
-    cmd->add_option("--set", settings_, "KEY=VALUE: change one setting of the recipe (repeatable)");
+    // A setting's key and value are checked on their own here; the recipe they make, by validate.
+    cmd->add_option("--set", settings_, "KEY=VALUE: change one setting of the recipe (repeatable)")
+        ->check(accepted_by(
+            [](const std::string& key_value) {
+                emu::AttentionRecipe r;
+                emu::apply_setting(r, key_value);
+            },
+            "KEY=VALUE"));
 }
 
 emu::AttentionRecipe RecipeFlags::recipe() const {

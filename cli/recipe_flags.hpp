@@ -9,16 +9,19 @@
 
 namespace roundscope::cli {
 
+/// Checks an option's value names a preset (--recipe).
+CLI::Validator recipe_name();
+
 class RecipeFlags {
 public:
     /// `default_name` empty: --recipe is required.
     explicit RecipeFlags(std::string default_name = {}) : name_(std::move(default_name)) {}
 
-    /// Adds both options to `cmd`; an unknown recipe name is refused while the command line is
-    /// parsed. `what` says which recipes fit ("The FP8 recipe").
+    /// Adds both options to `cmd`; an unknown recipe name or setting is refused while the command
+    /// line is parsed. `what` says which recipes fit ("The FP8 recipe").
     void add_to(CLI::App* cmd, const std::string& what = "A preset (roundscope recipes)");
 
-    /// The named preset with every --set applied in order; Error naming the setting otherwise.
+    /// The named preset with every --set applied in order.
     emu::AttentionRecipe recipe() const;
 
 private:

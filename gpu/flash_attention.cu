@@ -243,7 +243,7 @@ void backward_launch(const BackwardParams& p, dim3 key_grid, dim3 row_grid, std:
 
 std::string flash_unsupported(const emu::AttentionRecipe& r) {
     if (r.softmax != emu::SoftmaxKind::online) return "the CUDA twins run the online softmax only";
-    if (r.instruction != "mma.sync") return "the CUDA twins issue mma.sync only (--set instruction=mma.sync)";
+    if (r.instruction != "mma.sync") return "the CUDA twins issue mma.sync only (recipe setting instruction=mma.sync)";
     if (!(*r.p_format == *r.input)) return "the CUDA twins multiply P and V in one format (p_format = input)";
     for (const emu::Format* f : {r.input, r.ds_format}) {
         if (!(*f == emu::bf16 || *f == emu::f16 || *f == emu::e4m3 || *f == emu::e5m2))

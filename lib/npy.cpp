@@ -71,7 +71,7 @@ std::vector<std::byte> to_c_order(std::span<const std::byte> data, const Shape& 
 }  // namespace
 
 Tensor parse_npy(std::span<const std::byte> file, const std::string& label, std::string tensor_name,
-                 std::shared_ptr<const void> owner, std::optional<DType> dtype) {
+                 std::shared_ptr<const void> owner, std::optional<DType> dtype, std::string_view dtype_option) {
     if (file.size() < magic_size + 4 || std::memcmp(file.data(), magic, magic_size) != 0)
         throw Error(label + ": not an .npy file (bad magic)");
     const auto major = static_cast<unsigned>(file[6]), minor = static_cast<unsigned>(file[7]);
@@ -93,14 +93,14 @@ Tensor parse_npy(std::span<const std::byte> file, const std::string& label, std:
     DType t;
     if (dtype) {
         if (info(*dtype).storage_bytes != descr.itemsize)
-            throw Error(label + ": --dtype " + std::string(name(*dtype)) + " takes " +
+            throw Error(label + ": " + std::string(dtype_option) + " " + std::string(name(*dtype)) + " takes " +
                         std::to_string(info(*dtype).storage_bytes) + " bytes per element but descr '" +
                         printable(header.descr) + "' has " + std::to_string(descr.itemsize));
         t = *dtype;
     } else if (!descr.dtype) {
         throw Error(label + ": descr '" + printable(header.descr) +
                     "' is opaque (numpy saves ml_dtypes types such as bfloat16 or float8_e4m3fn this way): "
-                    "give the element type with --dtype (for example --dtype bf16 or --dtype e4m3)");
+                    "give the element type with " + std::string(dtype_option) + " (for example bf16 or e4m3)");
     } else {
         t = *descr.dtype;
         if (info(t).storage_bytes != descr.itemsize)
@@ -135,9 +135,9 @@ Tensor parse_npy(std::span<const std::byte> file, const std::string& label, std:
     return out;
 }
 
-Tensor read_npy(const std::string& path, std::optional<DType> dtype) {
+Tensor read_npy(const std::string& path, std::optional<DType> dtype, std::string_view dtype_option) {
     const auto file = MappedFile::open(path);
-    return parse_npy(file->bytes(), path, std::filesystem::path(path).stem().string(), file, dtype);
+    return parse_npy(file->bytes(), path, std::filesystem::path(path).stem().string(), file, dtype, dtype_option);
 }
 
 namespace {

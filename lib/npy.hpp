@@ -13,16 +13,20 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "lib/tensor.hpp"
 
 namespace roundscope {
 
-/// The tensor is named after the file's stem ("q" for "dir/q.npy").
-Tensor read_npy(const std::string& path, std::optional<DType> dtype = std::nullopt);
+/// The tensor is named after the file's stem ("q" for "dir/q.npy"). `dtype_option` is how the
+/// caller gives `dtype` ("--dtype"), for the message that asks for it.
+Tensor read_npy(const std::string& path, std::optional<DType> dtype = std::nullopt,
+                std::string_view dtype_option = "a dtype");
 Tensor parse_npy(std::span<const std::byte> file, const std::string& label, std::string tensor_name,
-                 std::shared_ptr<const void> owner, std::optional<DType> dtype = std::nullopt);
+                 std::shared_ptr<const void> owner, std::optional<DType> dtype = std::nullopt,
+                 std::string_view dtype_option = "a dtype");
 
 std::vector<std::byte> serialize_npy(const Tensor& t);
 void write_npy(const std::string& path, const Tensor& t);

@@ -31,10 +31,11 @@ TensorFile read_tensor_file(const std::string& path, const ReadOptions& options)
     if (kind_of(path) == FileKind::npy) {
         TensorFile f;
         f.path = path;
-        f.tensors.push_back(read_npy(path, options.dtype));
+        f.tensors.push_back(read_npy(path, options.dtype, options.dtype_option));
         return f;
     }
-    if (options.dtype) throw Error(path + ": --dtype applies to .npy files; safetensors files name their dtypes");
+    if (options.dtype)
+        throw Error(path + ": " + options.dtype_option + " applies to .npy files; safetensors files name their dtypes");
     return read_safetensors(path);
 }
 
@@ -65,18 +66,6 @@ TensorFile read_tensor_file_selection(std::string_view argument, const ReadOptio
         file.tensors = {std::move(t)};
     }
     return file;
-}
-
-Tensor read_selected_tensor(const TensorSelection& selection, const ReadOptions& options) {
-    TensorFile file = read_tensor_file(selection.path, options);
-    if (selection.name) return file.get(*selection.name);
-    if (file.tensors.size() != 1) {
-        std::string names;
-        for (const Tensor& t : file.tensors) names += (names.empty() ? "" : ", ") + t.name();
-        throw Error(selection.path + ": holds " + std::to_string(file.tensors.size()) +
-                    " tensors; pick one as FILE:NAME (tensors: " + names + ")");
-    }
-    return file.tensors[0];
 }
 
 }  // namespace roundscope

@@ -12,6 +12,7 @@ namespace roundscope {
 
 struct ReadOptions {
     std::optional<DType> dtype;  // element type of an .npy with an opaque descr (ml_dtypes types)
+    std::string dtype_option = "a dtype";  // how the caller gives `dtype`, for messages ("--dtype")
 };
 
 /// A .safetensors file, or an .npy file as a one-tensor file named after its stem (extensions in
@@ -31,8 +32,5 @@ TensorSelection parse_tensor_selection(std::string_view argument);
 
 /// `FILE` (every tensor) or `FILE:NAME` (that tensor alone; an Error naming it if missing).
 TensorFile read_tensor_file_selection(std::string_view argument, const ReadOptions& options = {});
-
-/// The selected tensor: NAME, or the only tensor of the file (an Error if it has several).
-Tensor read_selected_tensor(const TensorSelection& selection, const ReadOptions& options = {});
 
 }  // namespace roundscope

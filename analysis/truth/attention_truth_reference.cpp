@@ -253,7 +253,7 @@ AttentionTruth empty_truth(const emu::AttentionInputs& in, const TruthOptions& o
 }
 
 AttentionTruth attention_truth_reference(const emu::AttentionInputs& in, const TruthOptions& options) {
-    if (options.backward && !in.d_o) throw Error("truth: --backward needs a tensor 'do' (dO)");
+    if (options.backward && !in.d_o) throw Error("the backward pass needs a tensor 'do' (dO)");
     AttentionTruth t = empty_truth(in, options);
     const std::vector<double> q = decode_finite(in.q), k = decode_finite(in.k), v = decode_finite(in.v);
     const std::vector<double> d_o = options.backward ? decode_finite(*in.d_o) : std::vector<double>();

@@ -116,6 +116,7 @@ void print(const analysis::BiasSteps& s) {
 
 void run(const BiasArgs& a) {
     if (a.input.synthetic == !a.files.empty()) throw Error("bias: give input files or --synthetic, not both");
+    if (a.input.spec.d_model == 1) throw Error("--d-model: the layer input needs M >= 2 features (0: none)");
     analysis::BiasOptions o;
     o.recipe = a.recipe.recipe();
     o.threads = a.flags.threads;

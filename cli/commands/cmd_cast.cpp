@@ -61,7 +61,7 @@ struct Input {
 
 Input read_value(const CastArgs& args, const std::string& text) {
     if (args.from.empty()) return {parse_exact_value(text).odd62, text};
-    const emu::Format& from = require_format(args.from, "--from");
+    const emu::Format& from = emu::format_named(args.from);
     std::uint64_t bits = 0;
     std::size_t used = 0;
     try {
@@ -76,7 +76,7 @@ Input read_value(const CastArgs& args, const std::string& text) {
 }
 
 void run_cast(const CastArgs& args) {
-    const emu::Format& to = require_format(args.flags.to, "--to");
+    const emu::Format& to = emu::format_named(args.flags.to);
     const emu::CastOptions options = args.flags.options(to);
     nlohmann::json results = nlohmann::json::array();
     std::vector<std::vector<std::string>> rows;
@@ -116,7 +116,7 @@ void run_cast_file(const CastArgs& args) {
     if (args.values.size() != 1)
         throw Error("cast -o OUT takes one input file, not " + std::to_string(args.values.size()) + " arguments");
     if (!args.from.empty()) throw Error("--from applies to VALUEs, not to tensor files");
-    const emu::Format& to = require_format(args.flags.to, "--to");
+    const emu::Format& to = emu::format_named(args.flags.to);
     const TensorSelection selection = parse_tensor_selection(args.values[0]);
     check_output("-o", args.output, {selection.path});
     const TensorFile in = read_input(selection.path);
@@ -159,7 +159,7 @@ void add_cast_command(CLI::App& app) {
     auto args = std::make_shared<CastArgs>();
     cmd->add_option("VALUE", args->values, "Decimal or hex-float values; raw bits with --from; or IN with -o")
         ->required();
-    cmd->add_option("--from", args->from, "Read each VALUE as a raw bit pattern of this format");
+    cmd->add_option("--from", args->from, "Read each VALUE as a raw bit pattern of this format")->check(format_name());
     add_cast_flags(*cmd, args->flags);
     cmd->add_flag("--json", args->json, "Print one JSON object");
     cmd->add_option("-o,--output", args->output, "Cast the tensors of file IN and write them to OUT");

@@ -30,6 +30,7 @@ std::string statistic_text(const std::optional<double>& x) { return x ? fmt::for
 
 void inspect(const InspectOptions& o) {
     ReadOptions read;
+    read.dtype_option = "--dtype";
     if (!o.dtype.empty()) read.dtype = parse_dtype(o.dtype, "--dtype");
     const TensorFile file = read_input_selection(o.file, read);
 

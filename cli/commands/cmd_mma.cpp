@@ -18,6 +18,7 @@
 #include "cli/command_files.hpp"
 #include "cli/analysis_flags.hpp"
 #include "cli/commands.hpp"
+#include "cli/option_checks.hpp"
 
 namespace roundscope::cli {
 namespace {
@@ -104,35 +105,25 @@ void run_mma(const MmaOptions& o) {
                           {"instruction", p.model->instruction},
                           {"model", emu::mma_model_name(*p.model)},
                           {"shape", shape}};
-    std::int64_t matched = 0;
+    std::uint64_t matched = 0;
     if (o.check) {
         const int width = p.model->accumulator.bits;
+        const emu::MmaCheck check = emu::check_mma(p, d);
+        matched = check.matched;
         nlohmann::json first = nlohmann::json::array();
-        std::map<int, std::int64_t> by_dist;
-        const std::int64_t per_tile = p.m * p.n;
-        for (std::size_t i = 0; i < d.size(); ++i) {
-            if (d[i] == (*p.d)[i]) {
-                ++matched;
-                continue;
-            }
-            const auto tile = static_cast<std::int64_t>(i) / per_tile,
-                       in_tile = static_cast<std::int64_t>(i) % per_tile;
-            if (!p.dist.empty()) ++by_dist[p.dist[static_cast<std::size_t>(tile)]];
-            if (first.size() < 10) {
-                first.push_back({{"tile", tile},
-                                 {"row", in_tile / p.n},
-                                 {"col", in_tile % p.n},
-                                 {"c", hex_bits(p.c[i], width)},
-                                 {"expected", hex_bits((*p.d)[i], width)},
-                                 {"model", hex_bits(d[i], width)}});
-            }
-        }
-        result["matched"] = matched;
-        result["total"] = d.size();
+        for (const emu::MmaCheck::Mismatch& m : check.first)
+            first.push_back({{"tile", m.tile},
+                             {"row", m.row},
+                             {"col", m.col},
+                             {"c", hex_bits(m.c, width)},
+                             {"expected", hex_bits(m.expected, width)},
+                             {"model", hex_bits(m.model, width)}});
+        result["matched"] = check.matched;
+        result["total"] = check.total;
         result["first_mismatches"] = first;
         if (!p.dist.empty()) {
             nlohmann::json per = nlohmann::json::object();
-            for (const auto& [dist, count] : by_dist) per[std::to_string(dist)] = count;
+            for (const auto& [dist, count] : check.by_dist) per[std::to_string(dist)] = count;
             result["mismatches_by_dist"] = per;
         }
     }
@@ -152,7 +143,7 @@ void run_mma(const MmaOptions& o) {
         }
         if (!o.output.empty()) fmt::print("wrote D to {}\n", o.output);
     }
-    if (o.check && matched < static_cast<std::int64_t>(d.size())) throw ExitCode{1};
+    if (o.check && matched < d.size()) throw ExitCode{1};
 }
 
 }  // namespace
@@ -161,7 +152,8 @@ void add_mma_command(CLI::App& app) {
     auto* cmd = app.add_subcommand("mma", "D = A*B + C through a tensor-core model; --check against a GPU's D");
     auto o = std::make_shared<MmaOptions>();
     cmd->add_option("IN", o->input, "File with A [T,M,K], B [T,K,N], C [T,M,N] (and D to --check)");
-    cmd->add_option("--arch", o->arch, "Architecture: sm80, sm89, sm90, sm100 (default sm90)");
+    cmd->add_option("--arch", o->arch, "Architecture: sm80, sm89, sm90, sm100 (default sm90)")
+        ->check(accepted_by([](const std::string& arch) { emu::check_mma_architecture(arch); }, "ARCH"));
     cmd->add_option("--instruction", o->instruction, "mma.sync (default where it exists), wgmma, tcgen05.mma");
     cmd->add_flag("--check", o->check, "Compare with the D in IN; exit 1 on any differing bit");
     cmd->add_option("-o,--output", o->output, "Write D (the accumulator's dtype) to this file");

@@ -17,6 +17,7 @@
 #include "cli/cli_output.hpp"
 #include "cli/command_files.hpp"
 #include "cli/analysis_flags.hpp"
+#include "cli/cast_flags.hpp"
 #include "cli/commands.hpp"
 #include "cli/option_checks.hpp"
 
@@ -48,6 +49,7 @@ emu::BlockSpec spec_of(const MxArgs& a) {
     s.element_options.seed = a.seed;
     if (a.single_level && !s.format->nvfp4)
         throw Error("--single-level: applies to nvfp4 (two-level scales), not to " + a.format);
+    if (a.compare && s.format->nvfp4) throw Error("--compare-rules: applies to MX formats; NVFP4 has one scale rule");
     s.per_tensor_scale = !a.single_level;
     s.threads = a.threads;
     return s;
@@ -160,7 +162,8 @@ void add_mx_command(CLI::App& app) {
         ->capture_default_str();
     cmd->add_option("--scale-rule", a->rule, "MX shared-exponent rule: floor (OCP) ceil even rceil")
         ->capture_default_str();
-    cmd->add_option("--round", a->round, "Element rounding: rne rna rtz up down odd sr sr:N (default rne)");
+    cmd->add_option("--round", a->round, "Element rounding: rne rna rtz up down odd sr sr:N (default rne)")
+        ->check(rounding_mode());
     cmd->add_option("--seed", a->seed, "Philox seed for stochastic rounding")->check(seed_value())->capture_default_str();
     cmd->add_option("-t,--tensor", a->names, "Only this tensor (repeatable; default: every floating tensor)");
     cmd->add_option("-o,--output", a->output, "Write <name>.elements, <name>.scales (and <name> with --dequant)");

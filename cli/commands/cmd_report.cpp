@@ -27,6 +27,7 @@
 #include "cli/commands.hpp"
 #include "cli/option_checks.hpp"
 #include "cli/recipe_flags.hpp"
+#include "cli/recipe_flags.hpp"
 #include "cli/report/report_html.hpp"
 #include "cli/report/report_tasks.hpp"
 
@@ -194,6 +195,7 @@ void add_report_command(CLI::App& app) {
         ->required();
     cmd->add_option("-o,--out", a->out, "Folder for report.json, report.html and the cache")->capture_default_str();
     cmd->add_option("--recipe", a->recipes, "Recipes to attribute and compare against (repeatable)")
+        ->check(recipe_name())
         ->capture_default_str();
     cmd->add_option("--k-sink", a->k_sink, "Sink tokens (the first keys) for P-collapse")
         ->check(integer_in(1, 1 << 20))

@@ -4,7 +4,7 @@
 // in the same places. Plain data: printable as KEY=VALUE settings, parsed back from them,
 // recorded in every output file's metadata.
 //
-// Presets (recipe_presets in attention_recipe.cpp) follow the kernels they are named after:
+// Presets (recipe_presets.cpp; the settings: recipe_settings.cpp) follow the kernels they are named after:
 // FlashAttention-2 (Dao, arXiv:2307.08691) keeps S, the running O, m and l in float32 and
 // casts P to the input type before P V; FlashAttention-3 (Shah et al., arXiv:2407.08608)
 // walks the KV blocks in reverse and, in FP8, computes P = exp2(s - max + 8), i.e. P scaled by
@@ -85,7 +85,7 @@ struct AttentionRecipe {
 /// The named presets, in a fixed order.
 std::span<const AttentionRecipe> recipe_presets();
 
-/// The preset called `name`; throws Error listing the presets if there is none.
+/// The preset called `name`; throws Error naming it and listing the presets if there is none.
 AttentionRecipe find_recipe(std::string_view name);
 
 /// Applies one KEY=VALUE setting; throws Error naming the key (and what it accepts) otherwise.

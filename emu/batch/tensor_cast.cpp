@@ -1,5 +1,7 @@
 #include "emu/batch/tensor_cast.hpp"
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -57,11 +59,6 @@ void batch_cast_range(const Tensor& t, std::size_t begin, std::size_t end, const
 
 }  // namespace
 
-DType dtype_of(const Format& f) {
-    if (const auto t = find_dtype(f.name)) return *t;
-    throw Error("format " + std::string(f.name) + " has no dtype");
-}
-
 Tensor cast_tensor(const Tensor& t, const Format& to, const CastOptions& options, double scale, int threads) {
     const DType out_dtype = dtype_of(to);
     std::vector<std::byte> out(t.size() * static_cast<std::size_t>(info(out_dtype).storage_bytes));
@@ -71,7 +68,7 @@ Tensor cast_tensor(const Tensor& t, const Format& to, const CastOptions& options
 
 void cast_tensor_into(const Tensor& t, const Format& to, const CastOptions& options, std::span<std::byte> out,
                       double scale, int threads) {
-    if (!std::isfinite(scale)) throw Error("--scale must be finite");
+    if (!std::isfinite(scale)) throw Error(fmt::format("scale must be finite, not {}", scale));
     const int unit = info(dtype_of(to)).storage_bytes;
     if (out.size() != t.size() * static_cast<std::size_t>(unit))
         throw Error("tensor '" + t.name() + "': the output holds " + std::to_string(out.size()) + " bytes, not the " +

@@ -4,14 +4,12 @@
 // do not depend on the thread count.
 #include <span>
 
+#include "emu/batch/format_dtype.hpp"
 #include "emu/numbers/cast_options.hpp"
 #include "emu/numbers/format.hpp"
 #include "lib/tensor.hpp"
 
 namespace roundscope::emu {
-
-/// The dtype that stores `f`.
-DType dtype_of(const Format& f);
 
 /// t cast into `to` (same name and shape). Integers and bool are read as their values.
 Tensor cast_tensor(const Tensor& t, const Format& to, const CastOptions& options, double scale = 1.0, int threads = 0);

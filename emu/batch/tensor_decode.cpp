@@ -72,12 +72,6 @@ void decode_one_block(const Tensor& t, const std::byte* src, std::span<Real> out
 
 }  // namespace
 
-const Format& format_of(DType t) {
-    if (is_floating(t))
-        if (const Format* f = find_format(name(t))) return *f;
-    throw Error("dtype " + std::string(name(t)) + " is not a floating-point format");
-}
-
 Unpacked unpack_element(const Tensor& t, std::uint64_t i) {
     const std::uint64_t bits = t.bits_at(i);
     const DTypeInfo& d = info(t.dtype());

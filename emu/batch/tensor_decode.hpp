@@ -1,18 +1,16 @@
 #pragma once
-// Tensors (lib/tensor.hpp) meet the number formats: the emu::Format of a floating dtype, and
-// elements decoded to float or double through the batch decoder.
+// Tensors (lib/tensor.hpp) decoded: elements as exact values, or to float or double through the
+// batch decoder.
 #include <cstdint>
 #include <span>
 #include <vector>
 
+#include "emu/batch/format_dtype.hpp"
 #include "emu/numbers/format.hpp"
 #include "emu/numbers/unpack.hpp"
 #include "lib/tensor.hpp"
 
 namespace roundscope::emu {
-
-/// The format of a floating dtype; an Error for bool and integer dtypes.
-const Format& format_of(DType t);
 
 /// Element i as its exact value (integers and bool by value).
 Unpacked unpack_element(const Tensor& t, std::uint64_t i);

@@ -44,7 +44,7 @@ BlockLayout layout_of(const Tensor& t, const BlockSpec& spec, const Shape& shape
     BlockLayout l;
     l.axis = spec.axis < 0 ? spec.axis + rank : spec.axis;
     if (l.axis < 0 || l.axis >= rank)
-        return fail("--axis " + std::to_string(spec.axis) + " is outside shape " + shape_string(shape));
+        return fail("axis " + std::to_string(spec.axis) + " is outside shape " + shape_string(shape));
     l.block = spec.block > 0 ? spec.block : spec.format->default_block;
     if (spec.block < 0 || l.block > (1 << 20))
         return fail("block size " + std::to_string(spec.block) + " is not in 1..2^20");

@@ -49,12 +49,30 @@ std::vector<std::string_view> mma_architectures() {
     return out;
 }
 
-MmaProblem load_mma_problem(const TensorFile& file, std::string_view arch, std::string_view instruction) {
+void check_mma_architecture(std::string_view arch) {
     const auto known = mma_architectures();
-    if (std::find(known.begin(), known.end(), arch) == known.end()) {
-        throw Error(
-            fmt::format("--arch: unknown architecture '{}' (known: {})", printable(arch), fmt::join(known, ", ")));
+    if (std::find(known.begin(), known.end(), arch) == known.end())
+        throw Error(fmt::format("unknown architecture '{}' (known: {})", printable(arch), fmt::join(known, ", ")));
+}
+
+MmaCheck check_mma(const MmaProblem& p, const std::vector<std::uint32_t>& d, std::size_t keep) {
+    MmaCheck out;
+    out.total = d.size();
+    const std::int64_t per_tile = p.m * p.n;
+    for (std::size_t i = 0; i < d.size(); ++i) {
+        if (d[i] == (*p.d)[i]) {
+            ++out.matched;
+            continue;
+        }
+        const auto tile = static_cast<std::int64_t>(i) / per_tile, in_tile = static_cast<std::int64_t>(i) % per_tile;
+        if (!p.dist.empty()) ++out.by_dist[p.dist[static_cast<std::size_t>(tile)]];
+        if (out.first.size() < keep) out.first.push_back({tile, in_tile / p.n, in_tile % p.n, p.c[i], (*p.d)[i], d[i]});
     }
+    return out;
+}
+
+MmaProblem load_mma_problem(const TensorFile& file, std::string_view arch, std::string_view instruction) {
+    check_mma_architecture(arch);
     for (const char* name : {"A", "B"}) {
         if (file.find(name) == nullptr)
             throw Error(fmt::format("{}: no tensor '{}' (an MMA file holds A, B and C)", file.path, name));
@@ -93,7 +111,7 @@ MmaProblem load_mma_problem(const TensorFile& file, std::string_view arch, std::
     p.model = find_mma_model(arch, instruction, fa, fb, acc);
     if (p.model == nullptr) {
         throw Error(
-            fmt::format("{}: no {} {} tensor-core model for A {}, B {}, C {} (`roundscope mma --list` shows them)",
+            fmt::format("{}: no {} {} tensor-core model for A {}, B {}, C {}",
                         file.path, arch, instruction.empty() ? "mma.sync" : instruction, fa.name, fb.name, acc.name));
     }
     p.batch = ta_n;

@@ -2,6 +2,7 @@
 // MMA operands from a tensor file (A [T,M,K], B [T,K,N], C [T,M,N], optional D and dist, as
 // in tests/data/golden): validated, with the model their dtypes and the architecture pick.
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -32,5 +33,22 @@ MmaProblem load_mma_problem(const TensorFile& file, std::string_view arch, std::
 
 /// The architectures that have models ("sm80", "sm89", "sm90", "sm100").
 std::vector<std::string_view> mma_architectures();
+
+/// Throws Error naming `arch` and the known architectures when no model has it.
+void check_mma_architecture(std::string_view arch);
+
+/// A model's D against the D a GPU wrote, bit for bit.
+struct MmaCheck {
+    struct Mismatch {
+        std::int64_t tile, row, col;
+        std::uint32_t c, expected, model;  // bits of the accumulator format
+    };
+    std::uint64_t matched = 0, total = 0;
+    std::vector<Mismatch> first;                   // the first mismatches, in element order
+    std::map<std::uint8_t, std::uint64_t> by_dist;  // mismatches by the tile's dist, where the file has one
+};
+
+/// `d` (the model's D) against `p.d`, keeping the first `keep` mismatches.
+MmaCheck check_mma(const MmaProblem& p, const std::vector<std::uint32_t>& d, std::size_t keep = 10);
 
 }  // namespace roundscope::emu

@@ -61,6 +61,11 @@ std::optional<Convention> parse_convention(std::string_view name) {
     return std::nullopt;
 }
 
+Convention convention_named(std::string_view name) {
+    if (const auto c = parse_convention(name)) return *c;
+    throw Error("unknown convention '" + printable(name) + "' (expected cuda, ocp, ml_dtypes or torch)");
+}
+
 std::string_view convention_name(Convention c) { return convention_names[static_cast<int>(c)]; }
 
 void parse_rounding_mode(std::string_view text, CastOptions& options) {
@@ -76,13 +81,22 @@ void parse_rounding_mode(std::string_view text, CastOptions& options) {
         int n = 0;
         const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), n);
         if (ec != std::errc{} || end != digits.data() + digits.size() || n < 1 || n > 23)
-            throw Error("--round " + std::string(text) + ": N of sr:N must be an integer in 1..23");
+            throw Error("rounding mode '" + printable(text) + "': N of sr:N must be an integer in 1..23");
         options.mode = RoundingMode::stochastic_bits;
         options.sr_bits = n;
         return;
     }
-    throw Error("--round " + std::string(text) +
-                ": unknown rounding mode (expected rne, rna, rtz, up, down, odd, sr or sr:N)");
+    throw Error("unknown rounding mode '" + printable(text) + "' (expected rne, rna, rtz, up, down, odd, sr or sr:N)");
+}
+
+CastOptions cast_options(const CastPolicy& policy, const Format& to) {
+    CastOptions o = convention_options(policy.convention, to);
+    if (!policy.rounding.empty()) parse_rounding_mode(policy.rounding, o);
+    if (policy.saturate) o.saturate = *policy.saturate;
+    o.flush_input = o.flush_input || policy.flush_input;
+    o.flush_output = o.flush_output || policy.flush_output;
+    o.seed = policy.seed;
+    return o;
 }
 
 std::string rounding_mode_name(const CastOptions& options) {

@@ -48,12 +48,27 @@ enum class Convention : std::uint8_t { cuda, ocp, ml_dtypes, torch };
 CastOptions convention_options(Convention convention, const Format& to);
 
 std::optional<Convention> parse_convention(std::string_view name);
+/// The convention called `name`; an Error naming it and the known ones otherwise.
+Convention convention_named(std::string_view name);
 std::string_view convention_name(Convention c);
 
 /// Parses `rne`, `rna`, `rtz`, `up`, `down`, `odd`, `sr`, `sr:N`; throws Error naming the
-/// option on anything else (N outside 1..23 included).
+/// mode on anything else (N outside 1..23 included).
 void parse_rounding_mode(std::string_view text, CastOptions& options);
 std::string rounding_mode_name(const CastOptions& options);
+
+/// What a caller asks of a cast: a convention's choices, then each choice given on top of it.
+/// The one policy of the command line's cast flags and the Python package's cast arguments.
+struct CastPolicy {
+    Convention convention = Convention::cuda;
+    std::string rounding;                            // parse_rounding_mode's names; empty: nearest even
+    std::optional<bool> saturate;                    // empty: the convention's
+    bool flush_input = false, flush_output = false;  // added to the convention's
+    std::uint64_t seed = 0;
+};
+
+/// The options of `policy` for casts into `to`; an Error for an unknown rounding mode.
+CastOptions cast_options(const CastPolicy& policy, const Format& to);
 
 /// Is the mode free of random bits?
 constexpr bool is_deterministic(RoundingMode m) {

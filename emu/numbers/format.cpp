@@ -1,6 +1,9 @@
 #include "emu/numbers/format.hpp"
 
+#include <string>
+
 #include "lib/dtype.hpp"
+#include "lib/error.hpp"
 
 namespace roundscope::emu {
 
@@ -13,6 +16,13 @@ const Format* find_format(std::string_view name) {
         for (const Format& f : all_formats)
             if (f.name == roundscope::name(*t)) return &f;
     return nullptr;
+}
+
+const Format& format_named(std::string_view name) {
+    if (const Format* f = find_format(name)) return *f;
+    std::string known;
+    for (const Format& f : all_formats) known += (known.empty() ? "" : ", ") + std::string(f.name);
+    throw Error("unknown format '" + printable(name) + "' (known: " + known + ")");
 }
 
 }  // namespace roundscope::emu

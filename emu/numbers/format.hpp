@@ -179,4 +179,7 @@ ROUNDSCOPE_HD constexpr bool is_inf_bits(const Format& f, std::uint64_t bits) {
 /// Look a format up by its name or one of the aliases of the CLI contract; nullptr if unknown.
 const Format* find_format(std::string_view name);
 
+/// The format called `name`; an Error naming it and the known formats otherwise.
+const Format& format_named(std::string_view name);
+
 }  // namespace roundscope::emu

@@ -14,6 +14,7 @@ namespace {
 
 nb::tuple read(const std::string& path, const std::optional<std::string>& dtype) {
     ReadOptions options;
+    options.dtype_option = "dtype";
     if (dtype) options.dtype = parse_dtype(*dtype, "dtype");
     TensorFile file;
     {

@@ -11,18 +11,32 @@
 #include "lib/error.hpp"
 #include "python/module/arrays.hpp"
 #include "python/module/cast_request.hpp"
-#include "cli/cast_flags.hpp"
 
 namespace roundscope::python {
 
+namespace {
+
+/// f(), an Error it throws named after the Python argument whose value it is ("rounding: ...").
+template <class F>
+decltype(auto) naming_argument(const char* argument, F&& f) {
+    try {
+        return f();
+    } catch (const Error& e) {
+        throw Error(std::string(argument) + ": " + e.what());
+    }
+}
+
+}  // namespace
+
 CastRequest cast_request(const std::string& to, const std::string& round, const std::string& convention,
                          std::optional<bool> saturate, bool flush_input, bool flush_output, std::uint64_t seed) {
-    cli::CastFlags flags;
-    flags.to = to, flags.round = round, flags.convention = convention;
-    flags.sat = saturate.value_or(false), flags.nosat = !saturate.value_or(true);
-    flags.flush_input = flush_input, flags.flush_output = flush_output, flags.seed = seed;
-    const emu::Format& format = cli::require_format(to, "--to");
-    return {&format, flags.options(format)};
+    const emu::Format& format = naming_argument("to", [&]() -> const emu::Format& { return emu::format_named(to); });
+    emu::CastPolicy policy;
+    policy.convention = naming_argument("convention", [&] { return emu::convention_named(convention); });
+    policy.rounding = round;
+    policy.saturate = saturate;
+    policy.flush_input = flush_input, policy.flush_output = flush_output, policy.seed = seed;
+    return {&format, naming_argument("rounding", [&] { return emu::cast_options(policy, format); })};
 }
 
 namespace {
@@ -83,7 +97,9 @@ nb::object decode(const RawBytes& bytes, const std::string& dtype, const std::ve
     return to_double ? values(0.0) : values(0.0f);
 }
 
-std::string format_name(const std::string& name) { return std::string(cli::require_format(name, "--to").name); }
+std::string format_name(const std::string& name) {
+    return std::string(naming_argument("to", [&]() -> const emu::Format& { return emu::format_named(name); }).name);
+}
 
 }  // namespace
 

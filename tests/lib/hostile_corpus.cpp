@@ -132,7 +132,7 @@ std::vector<HostileFile> hostile_corpus() {
          "not True or False"},
         {"npy_unterminated_string", K::npy, npy("{'descr: '<f4", 0), "expected ':'"},
         {"npy_opaque_without_dtype", K::npy, npy("{'descr': '<V2', 'fortran_order': False, 'shape': (2,), }", 4),
-         "--dtype"},
+         "give the element type"},
         {"npy_too_many_dims", K::npy,
          npy(
              "{'descr': '<f4', 'fortran_order': False, 'shape': (" +

@@ -68,10 +68,11 @@ TEST_CASE(".npy: big-endian data is swapped and Fortran order is transposed into
                 CHECK(u.bits_at(12 * i + 4 * j + k) == static_cast<std::uint64_t>(100 * i + 10 * j + k));
 }
 
-TEST_CASE(".npy: an opaque descr without a dtype says to pass --dtype", "[npy]") {
+TEST_CASE(".npy: an opaque descr without a dtype says how to give it, in the caller's words", "[npy]") {
     const std::vector<std::uint16_t> v{1, 2};
     const auto image = npy_image("{'descr': '<V2', 'fortran_order': False, 'shape': (2,), }", bytes_of(v));
-    CHECK_THROWS_WITH(parse_npy(image, "q.npy", "q", nullptr), Catch::Contains("q.npy") && Catch::Contains("--dtype"));
+    CHECK_THROWS_WITH(parse_npy(image, "q.npy", "q", nullptr, std::nullopt, "--dtype"),
+                      Catch::Contains("q.npy") && Catch::Contains("give the element type with --dtype"));
     CHECK(parse_npy(image, "q.npy", "q", nullptr, DType::bf16).dtype() == DType::bf16);
     CHECK_THROWS_WITH(parse_npy(image, "q.npy", "q", nullptr, DType::e4m3), Catch::Contains("1 bytes per element"));
     const std::vector<std::uint8_t> fp4{0x03, 0x1F};

@@ -182,7 +182,7 @@ check("mx --compare-rules JSON", rc == 0 and [r["rule"] for r in rules] == ["flo
       all({"max_abs_error", "rms_error", "relative_rms_error", "saturated"} <= set(r) for r in rules), stdout or err)
 for args, phrase in ((("--format", "mxfp9"), "unknown block format 'mxfp9'"),
                      (("--format", "mxfp4", "--scale-rule", "round"), "unknown scale rule 'round'"),
-                     (("--format", "mxfp4", "--axis", "3", "-o", out), "--axis 3"),
+                     (("--format", "mxfp4", "--axis", "3", "-o", out), "axis 3 is outside shape"),
                      (("--format", "mxfp4", "--offset", "32", "-o", out), "offset 32"),
                      (("--format", "nvfp4", "--block", "32", "-o", out), "NVFP4 blocks hold 16"),
                      (("--format", "mxfp4"), "-o OUT")):

@@ -1,0 +1,134 @@
+// The named recipes: the kernels each is named after, and the papers' set-ups.
+#include <fmt/format.h>
+
+#include <string>
+#include <vector>
+
+#include "emu/attention/attention_recipe.hpp"
+#include "lib/error.hpp"
+
+namespace roundscope::emu {
+namespace {
+
+AttentionRecipe fa2_bf16() {
+    AttentionRecipe r;
+    r.name = "fa2-bf16";
+    return r;
+}
+
+AttentionRecipe fa3_bf16() {
+    AttentionRecipe r;
+    r.name = "fa3-bf16";
+    r.block_n = 128;
+    r.kv_order = KvOrder::reverse;
+    return r;
+}
+
+AttentionRecipe fa3_fp8() {
+    AttentionRecipe r = fa3_bf16();
+    r.name = "fa3-fp8";
+    r.input = &e4m3;
+    r.instruction = "wgmma";
+    r.p_format = &e4m3;
+    r.p_scale = 256;  // FlashAttention-3's max offset of 8
+    return r;
+}
+
+AttentionRecipe fp8_forward_order() {
+    AttentionRecipe r = fa3_fp8();
+    r.name = "fp8-forward-order";
+    r.kv_order = KvOrder::forward;
+    r.p_scale = 1;
+    return r;
+}
+
+// The setup of arXiv:2606.06521's kernel-faithful experiments: Q, K and V in float32, so that
+// only the cast of P to E4M3 rounds (products exact, rounded once to float32, O kept in
+// float32), forward order and S = 1 as the baseline its fixes are measured against.
+AttentionRecipe fp8_p_cast_only() {
+    AttentionRecipe r = fp8_forward_order();
+    r.name = "fp8-p-cast-only";
+    r.input = &f32;
+    r.score_product = r.pv_product = Product::f64;
+    r.o_format = &f32;
+    return r;
+}
+
+AttentionRecipe mxfp4_v(bool fixed) {
+    AttentionRecipe r;
+    r.name = fixed ? "mxfp4-v-fixed" : "mxfp4-v";
+    r.v_quant = &mxfp4;
+    r.diagonal_fix = fixed;
+    return r;
+}
+
+AttentionRecipe naive(const Format& f) {
+    AttentionRecipe r;
+    r.name = std::string("naive-") + std::string(f.name);
+    r.softmax = SoftmaxKind::naive;
+    r.softmax_format = &f;
+    if (f == f16) r.input = r.p_format = r.o_format = &f16;  // an all-FP16 model
+    // naive-f32: the softmax in float32, P cast to BF16 for P V, as a BF16 model's separate
+    // softmax kernel followed by a BF16 matmul does
+    return r;
+}
+
+// FlashAttention-2 with Qiu & Yao's fix (arXiv:2510.04212): no P-bar entry exactly 1.
+AttentionRecipe fa2_bf16_fixed() {
+    AttentionRecipe r = fa2_bf16();
+    r.name = "fa2-bf16-max-adjust";
+    r.max_adjust = true;
+    return r;
+}
+
+// FlashAttention-2's tiles with the running O in BF16 (a kernel with a BF16 accumulator for
+// O): each tile's P-bar V and the rescaled O rounded to BF16, 64 keys at a time.
+AttentionRecipe fa2_bf16_o_bf16() {
+    AttentionRecipe r = fa2_bf16();
+    r.name = "fa2-bf16-o-bf16";
+    r.o_accumulator = &bf16;
+    return r;
+}
+
+// The paper's released implementation (github.com/ucker/why-low-precision-training-fails,
+// attention.py, with the 512 x 512 buckets of its model.py, under train.py's BF16 autocast):
+// FlashAttention-2 written in PyTorch on BF16 tensors, so S, the row max and sum, each block's
+// P-bar V and the running O are rounded to BF16 (torch_softmax.hpp). Its backward forms delta =
+// (dO * O).sum() in float32 from exact products: an eager backward cannot run under autocast
+// (a custom Function's backward runs without it, and einsum of its float32 p with the BF16 dO
+// raises), so the run is train.py's default compile = True, whose backward AOTAutograd traces
+// under the forward's autocast (torch._functorch.config.backward_pass_autocast =
+// "same_as_forward", the default up to PyTorch 2.15 at least), where sum autocasts to float32
+// and Inductor keeps the BF16 product in float32 (docs/findings.md says how this was checked).
+AttentionRecipe fa2_bf16_torch() {
+    AttentionRecipe r = fa2_bf16();
+    r.name = "fa2-bf16-torch";
+    r.block_m = r.block_n = 512;
+    r.softmax = SoftmaxKind::online_torch;
+    r.softmax_format = &bf16;
+    r.o_accumulator = &bf16;
+    r.delta_format = &f32;
+    return r;
+}
+
+const std::vector<AttentionRecipe>& presets() {
+    static const std::vector<AttentionRecipe> all{
+        fa2_bf16(),          fa2_bf16_fixed(),  fa2_bf16_o_bf16(), fa2_bf16_torch(), fa3_bf16(), fa3_fp8(),
+        fp8_forward_order(), fp8_p_cast_only(), mxfp4_v(false),    mxfp4_v(true),    naive(f32), naive(f16)};
+    return all;
+}
+
+}  // namespace
+
+std::span<const AttentionRecipe> recipe_presets() { return presets(); }
+
+AttentionRecipe find_recipe(std::string_view name) {
+    std::string names;
+    for (const AttentionRecipe& r : presets()) {
+        if (r.name == name) return r;
+        names += (names.empty() ? "" : ", ") + r.name;
+    }
+    throw Error(fmt::format("unknown recipe '{}' (presets: {})", printable(name), names));
+}
+
+}  // namespace roundscope::emu

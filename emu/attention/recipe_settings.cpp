@@ -1,0 +1,170 @@
+// The one table of a recipe's settings: each key, the values it accepts, how it prints and how
+// it parses. A setting is one line: its kind (a format, a named value, an integer, a positive
+// float32, a text) and the recipe field it holds.
+#include <fmt/format.h>
+
+#include <charconv>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "emu/attention/attention_recipe.hpp"
+#include "lib/error.hpp"
+#include "lib/named_values.hpp"
+
+namespace roundscope::emu {
+namespace {
+
+using R = AttentionRecipe;
+
+constexpr NamedValues<SoftmaxKind, 4> softmax_names{{{{SoftmaxKind::online, "online"},
+                                                       {SoftmaxKind::naive, "naive"},
+                                                       {SoftmaxKind::naive_unshifted, "naive-unshifted"},
+                                                       {SoftmaxKind::online_torch, "online-torch"}}}};
+constexpr NamedValues<Exp2Kind, 2> exp2_names{
+    {{{Exp2Kind::software, "software"}, {Exp2Kind::hardware_approx, "ex2.approx"}}}};
+constexpr NamedValues<KvOrder, 2> order_names{{{{KvOrder::forward, "forward"}, {KvOrder::reverse, "reverse"}}}};
+constexpr NamedValues<DeltaKind, 3> delta_names{
+    {{{DeltaKind::stored_o, "o-stored"}, {DeltaKind::f32_o, "o-f32"}, {DeltaKind::p_dp, "p-dp"}}}};
+constexpr NamedValues<bool, 2> switch_names{{{{false, "off"}, {true, "on"}}}};
+constexpr NamedValues<Product, 2> product_names{{{{Product::model, "model"}, {Product::f64, "f64"}}}};
+
+std::string what(std::string_view key) { return fmt::format("recipe setting '{}'", key); }
+
+const Format* parse_format(std::string_view key, std::string_view text) {
+    const Format* f = find_format(text);
+    if (f == nullptr) throw Error(fmt::format("{}: unknown format '{}'", what(key), printable(text)));
+    return f;
+}
+
+int parse_integer(std::string_view key, std::string_view text, int lo, int hi) {
+    int v = 0;
+    const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (ec != std::errc() || ptr != text.data() + text.size() || v < lo || v > hi)
+        throw Error(fmt::format("{}: '{}' is not an integer in [{}, {}]", what(key), printable(text), lo, hi));
+    return v;
+}
+
+float parse_positive(std::string_view key, std::string_view text) {
+    double v = 0;
+    const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (ec != std::errc() || ptr != text.data() + text.size() || !(v > 0) || !std::isfinite(v) ||
+        static_cast<double>(static_cast<float>(v)) != v)
+        throw Error(fmt::format("{}: '{}' is not a positive float32 value", what(key), printable(text)));
+    return static_cast<float>(v);
+}
+
+const BlockFormat* parse_block_format_or_none(std::string_view key, std::string_view text) {
+    if (text == "none") return nullptr;
+    const BlockFormat* f = find_block_format(text);
+    if (f == nullptr) throw Error(fmt::format("{}: unknown block format '{}'", what(key), printable(text)));
+    return f;
+}
+
+struct Setting {
+    std::string_view key;
+    std::string accepts;
+    std::string (*get)(const R&);
+    void (*set)(R&, std::string_view key, std::string_view value);
+};
+
+// One function per kind of setting; `Field` is the recipe member it holds.
+
+template <const Format* R::*Field>
+Setting format_setting(std::string_view key, std::string accepts) {
+    return {key, std::move(accepts), [](const R& r) { return std::string((r.*Field)->name); },
+            [](R& r, std::string_view k, std::string_view v) { r.*Field = parse_format(k, v); }};
+}
+
+template <auto Field, const auto& Names>
+Setting named_setting(std::string_view key) {
+    return {key, Names.list(), [](const R& r) { return std::string(Names.name(r.*Field)); },
+            [](R& r, std::string_view k, std::string_view v) { r.*Field = Names.parse(what(k), v); }};
+}
+
+template <int R::*Field, int Lo, int Hi>
+Setting integer_setting(std::string_view key, std::string accepts) {
+    return {key, std::move(accepts), [](const R& r) { return std::to_string(r.*Field); },
+            [](R& r, std::string_view k, std::string_view v) { r.*Field = parse_integer(k, v, Lo, Hi); }};
+}
+
+template <float R::*Field>
+Setting positive_setting(std::string_view key, std::string accepts) {
+    // Printed as the double it is, so that parse_positive reads back the same float32.
+    return {key, std::move(accepts), [](const R& r) { return fmt::format("{}", static_cast<double>(r.*Field)); },
+            [](R& r, std::string_view k, std::string_view v) { r.*Field = parse_positive(k, v); }};
+}
+
+template <std::string R::*Field>
+Setting text_setting(std::string_view key, std::string accepts) {
+    return {key, std::move(accepts), [](const R& r) { return r.*Field; },
+            [](R& r, std::string_view, std::string_view v) { r.*Field = std::string(v); }};
+}
+
+const std::vector<Setting>& settings() {
+    static const std::vector<Setting> table{
+        format_setting<&R::input>("input", "a format (q, k, v, dO rounded to it)"),
+        text_setting<&R::arch>("arch", "sm80|sm89|sm90|sm100"),
+        text_setting<&R::instruction>("instruction", "mma.sync|wgmma|tcgen05.mma"),
+        integer_setting<&R::block_m, 16, 1024>("block_m", "Br, a multiple of 16"),
+        integer_setting<&R::block_n, 16, 1024>("block_n", "Bc, a multiple of 16"),
+        named_setting<&R::score_product, product_names>("score_product"),
+        named_setting<&R::pv_product, product_names>("pv_product"),
+        named_setting<&R::softmax, softmax_names>("softmax"),
+        format_setting<&R::softmax_format>("softmax_format", "a format (naive and online-torch softmax)"),
+        named_setting<&R::exp2, exp2_names>("exp2"),
+        named_setting<&R::max_adjust, switch_names>("max_adjust"),
+        positive_setting<&R::max_adjust_beta>("max_adjust_beta", "a positive number"),
+        format_setting<&R::p_format>("p_format", "a format"),
+        positive_setting<&R::p_scale>("p_scale", "S > 0 (P * S is cast)"),
+        named_setting<&R::kv_order, order_names>("kv_order"),
+        {"v_quant", "none or a block format",
+         [](const R& r) { return std::string(r.v_quant ? r.v_quant->name : "none"); },
+         [](R& r, std::string_view k, std::string_view v) { r.v_quant = parse_block_format_or_none(k, v); }},
+        integer_setting<&R::v_block, 1, 1024>("v_block", "tokens per V scale"),
+        named_setting<&R::diagonal_fix, switch_names>("diagonal_fix"),
+        format_setting<&R::o_format>("o_format", "a format"),
+        format_setting<&R::o_accumulator>("o_accumulator", "a format (the running O)"),
+        named_setting<&R::delta, delta_names>("delta"),
+        format_setting<&R::delta_format>("delta_format", "a format (dO * O and delta, float32 sums)"),
+        format_setting<&R::ds_format>("ds_format", "a format (dS, and P for dV)"),
+        format_setting<&R::grad_format>("grad_format", "a format (dQ, dK, dV)"),
+    };
+    return table;
+}
+
+}  // namespace
+
+void apply_setting(AttentionRecipe& recipe, std::string_view key_value) {
+    const auto eq = key_value.find('=');
+    if (eq == std::string_view::npos) throw Error(fmt::format("'{}' is not KEY=VALUE", printable(key_value)));
+    const std::string_view key = key_value.substr(0, eq), value = key_value.substr(eq + 1);
+    for (const Setting& s : settings()) {
+        if (s.key == key) {
+            s.set(recipe, key, value);
+            if (recipe.name.find('+') == std::string::npos) recipe.name += "+";
+            return;
+        }
+    }
+    std::string keys;
+    for (const Setting& s : settings()) keys += (keys.empty() ? "" : ", ") + std::string(s.key);
+    throw Error(fmt::format("unknown recipe key '{}' (keys: {})", printable(key), keys));
+}
+
+std::map<std::string, std::string> recipe_settings(const AttentionRecipe& recipe) {
+    std::map<std::string, std::string> out;
+    for (const Setting& s : settings()) out[std::string(s.key)] = s.get(recipe);
+    return out;
+}
+
+std::map<std::string, std::string> recipe_keys() {
+    std::map<std::string, std::string> out;
+    for (const Setting& s : settings()) out[std::string(s.key)] = std::string(s.accepts);
+    return out;
+}
+
+std::string_view kv_order_name(KvOrder order) { return order_names.name(order); }
+
+KvOrder parse_kv_order(std::string_view text, const std::string& what) { return order_names.parse(what, text); }
+
+}  // namespace roundscope::emu
