@@ -53,7 +53,7 @@ AttentionRun run_attention(const emu::AttentionInputs& in, const emu::AttentionR
     if (in.bias)
         throw Error(
             "tensor 'bias': the emulated kernels take no additive bias (the ground truth does: roundscope truth)");
-    AttentionRun run{recipe, emu::attention_shape_of(in, options.causal, options.scale), {}, std::nullopt, {}};
+    AttentionRun run{.recipe = recipe, .shape = emu::attention_shape_of(in, options.causal, options.scale)};
     const emu::AttentionOperands operands = emu::attention_operands(in, *recipe.input, options.backward);
     run.forward = emu::flash_forward(recipe, run.shape, operands, options.threads);
     if (options.backward) run.backward = emu::flash_backward(recipe, run.shape, operands, run.forward, options.threads);

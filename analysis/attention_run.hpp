@@ -31,7 +31,7 @@ struct AttentionRun {
     emu::ForwardResult forward;
     std::optional<emu::BackwardResult> backward;
     std::map<std::string, ErrorStats> errors;  // by output name ("o", "lse", "dq", ...), with truth
-    std::optional<AttentionTruth> truth;      // with truth
+    std::optional<AttentionTruth> truth;       // with truth
 };
 
 /// Errors (naming the tensor or recipe) for a bias tensor (the emulator takes none), NaN or

@@ -33,7 +33,8 @@ constexpr Stage stages[] = {
     // each block's P-bar V and the rescaled O stored in the running format
     {"running O", [](const emu::AttentionRecipe& r) { return *r.o_accumulator != emu::f32; },
      [](emu::AttentionRecipe& r) { r.o_accumulator = &emu::f32; }},
-    {"O cast", [](const emu::AttentionRecipe&) { return true; }, [](emu::AttentionRecipe& r) { r.o_format = &emu::f32; }},
+    {"O cast", [](const emu::AttentionRecipe&) { return true; },
+     [](emu::AttentionRecipe& r) { r.o_format = &emu::f32; }},
 };
 
 // The recipe with the listed stages made exact (exact[i]: listed[i]); empty where the

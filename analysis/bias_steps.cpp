@@ -76,7 +76,8 @@ BiasSteps bias_over_steps(std::size_t count, const BiasStepSource& source, const
         if (options.softmax_scale == 0) o.softmax_scale = input.inputs.softmax_scale.value_or(0);
         BiasStep step{input.label, bias_of(input, o), std::nullopt};
         if (with_fixes)
-            step.fixes = BiasFixResults{bias_of(input, with_max_adjustment(o)), bias_of(input, with_delta_from_f32_o(o))};
+            step.fixes =
+                BiasFixResults{bias_of(input, with_max_adjustment(o)), bias_of(input, with_delta_from_f32_o(o))};
         if (i > 0 && step.result.query_weight.has_value() == out.query_weight.empty())
             throw Error(input.label + ": " + (step.result.query_weight ? "has" : "lacks") +
                         " the layer input 'x', unlike the first step");

@@ -62,12 +62,12 @@ struct BiasSteps {
     std::vector<double> cumulative_coefficient;  // after each step
     StepSigns signs;
     std::optional<StepSigns> max_adjust_signs, delta_from_f32_o_signs;  // with the fixes
-    QueryWeightSteps query_weight;               // empty when the inputs have no x
+    QueryWeightSteps query_weight;                                      // empty when the inputs have no x
 };
 
 /// `options.causal` turns the mask on for every step, and a nonzero `options.softmax_scale`
-/// sets every step's; otherwise a step's own causal flag and softmax scale apply to it. Throws Error when a step has x and another lacks it.
-BiasSteps bias_over_steps(std::size_t count, const BiasStepSource& source, const BiasOptions& options,
-                          bool with_fixes);
+/// sets every step's; otherwise a step's own causal flag and softmax scale apply to it. Throws Error when a step has x
+/// and another lacks it.
+BiasSteps bias_over_steps(std::size_t count, const BiasStepSource& source, const BiasOptions& options, bool with_fixes);
 
 }  // namespace roundscope::analysis

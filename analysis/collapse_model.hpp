@@ -23,7 +23,7 @@ namespace roundscope::analysis {
 
 struct CollapseModelOptions {
     std::vector<emu::KvOrder> orders;
-    std::vector<float> scales;  // the static P scales S
+    std::vector<float> scales;    // the static P scales S
     std::uint64_t block_n = 128;  // the recipe's KV tile width Bc
     std::uint64_t k_sink = 4;     // the first k_sink keys are the sink
     bool causal = false;
@@ -34,10 +34,10 @@ struct CollapseModelOptions {
 /// One head's model. Rows without a visible non-sink key add nothing; rows whose non-sink
 /// scores are all equal predict with a step at mu.
 struct HeadCollapseModel {
-    double sink_strength = 0;  // effective Delta: mean over rows of mean sink score - mu
-    double score_spread = 0;   // mean over rows of sigma, in score units
-    double sink_mass = 0;      // mean over rows of the exact softmax's mass on the sink keys
-    std::uint64_t rows = 0;    // rows with a sink key and two distinct non-sink scores (the means above)
+    double sink_strength = 0;                 // effective Delta: mean over rows of mean sink score - mu
+    double score_spread = 0;                  // mean over rows of sigma, in score units
+    double sink_mass = 0;                     // mean over rows of the exact softmax's mass on the sink keys
+    std::uint64_t rows = 0;                   // rows with a sink key and two distinct non-sink scores (the means above)
     std::vector<double> predicted_underflow;  // expected non-sink P cast to zero, [order][scale]
 };
 

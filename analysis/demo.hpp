@@ -29,9 +29,9 @@ struct DemoReport {
     };
     std::vector<BiasRegime> bias;
 
-    SyntheticSpec leak_scenario;   // random scores, causal
-    std::string leak_recipe;       // V block-quantized along tokens
-    LeakResult leak, leak_fixed;   // without and with the unquantized diagonal block
+    SyntheticSpec leak_scenario;  // random scores, causal
+    std::string leak_recipe;      // V block-quantized along tokens
+    LeakResult leak, leak_fixed;  // without and with the unquantized diagonal block
 
     SyntheticSpec headroom_scenario;  // wide scores
     HeadroomResult headroom;

@@ -67,7 +67,7 @@ emu::MmaProblem load_mma(const TensorFile& file) {
 
 GoldenCase check_mma_file(const TensorFile& file, int threads) {
     const std::string arch = architecture(file), ptx = metadata(file, "instruction");
-    GoldenCase c{fmt::format("{} {}", arch, ptx.empty() ? "mma" : ptx)};
+    GoldenCase c{.name = fmt::format("{} {}", arch, ptx.empty() ? "mma" : ptx)};
     const emu::MmaProblem p = load_mma(file);
     std::vector<std::uint32_t> d(p.c.size());
     emu::mma_gemm(*p.model, p.operands(d.data()), threads);
@@ -84,7 +84,7 @@ GoldenCase check_mma_file(const TensorFile& file, int threads) {
 std::vector<GoldenCase> check_digests(const TensorFile& file, int threads) {
     std::vector<GoldenCase> cases;
     for (const emu::Format* f : digest_formats(file)) {
-        GoldenCase c{"f32 -> " + std::string(f->name)};
+        GoldenCase c{.name = "f32 -> " + std::string(f->name)};
         const Tensor& gpu = file.get(std::string(f->name) + "_gpu");
         const std::vector<std::uint64_t> emulated =
             emu::emulated_conversion_digests(*f, emu::probed_conversion_options(*f), threads);
@@ -93,7 +93,8 @@ std::vector<GoldenCase> check_digests(const TensorFile& file, int threads) {
             if (gpu.bits_at(j) == emulated[j]) {
                 ++c.matched;
             } else if (c.detail.empty()) {
-                c.detail = fmt::format("first differing chunk: inputs 0x{:08x} to 0x{:08x}", j << 24, ((j + 1) << 24) - 1);
+                c.detail =
+                    fmt::format("first differing chunk: inputs 0x{:08x} to 0x{:08x}", j << 24, ((j + 1) << 24) - 1);
             }
         }
         c.passed = c.matched == c.total;
@@ -108,7 +109,9 @@ void check_digest_tensors(const TensorFile& file) {
         if (gpu.dtype() != DType::u64 || gpu.size() != emu::conversion_digest_chunks)
             throw Error(fmt::format("tensor '{}' of {}: expected {} u64 digests", gpu.name(), file.path,
                                     emu::conversion_digest_chunks));
-        if (f->bits > 16) throw Error(fmt::format("tensor '{}' of {}: digests cover formats of 16 bits or fewer", gpu.name(), file.path));
+        if (f->bits > 16)
+            throw Error(
+                fmt::format("tensor '{}' of {}: digests cover formats of 16 bits or fewer", gpu.name(), file.path));
     }
 }
 
@@ -131,7 +134,7 @@ emu::AttentionRecipe recipe_of(const TensorFile& file) {
 }
 
 GoldenCase check_dump(const TensorFile& file, int threads) {
-    GoldenCase c{"recipe " + metadata(file, "recipe")};
+    GoldenCase c{.name = "recipe " + metadata(file, "recipe")};
     const emu::AttentionRecipe recipe = recipe_of(file);
     const emu::AttentionInputs in = emu::find_attention_inputs(file);
     AttentionRunOptions options;

@@ -123,8 +123,12 @@ KernelComparison compare_kernel(const TensorFile& file, const emu::AttentionInpu
     if (!o && !lse && !backward)
         throw Error(file.path + " holds nothing a kernel wrote to compare (o, lse, dq, dk or dv)");
     if (backward && !in.d_o)
-        throw Error("tensor '" + (grads[0] ? grads[0] : grads[1] ? grads[1] : grads[2])->name() + "' of " +
-                    file.path + ": the gradients need 'do', the gradient of o, in the same file");
+        throw Error("tensor '" +
+                    (grads[0]   ? grads[0]
+                     : grads[1] ? grads[1]
+                                : grads[2])
+                        ->name() +
+                    "' of " + file.path + ": the gradients need 'do', the gradient of o, in the same file");
 
     if (o) check_output(file, *o, *recipe.o_format, output_shape(in, {in.n_q, in.d_v}), recipe.name);
     if (lse) check_output(file, *lse, emu::f32, output_shape(in, {in.n_q}), recipe.name);

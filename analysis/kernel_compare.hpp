@@ -32,7 +32,7 @@ struct OutputComparison {
     DType dtype = DType::f32;
     ErrorStats truth_error;
     UlpHistogram ulp_histogram;
-    std::vector<WorstElement> worst;  // largest |kernel - truth| first
+    std::vector<WorstElement> worst;                    // largest |kernel - truth| first
     std::uint64_t matched = 0, total = 0, max_ulp = 0;  // against the emulation, bit for bit
 };
 

@@ -95,8 +95,8 @@ PCollapseResult pcollapse(const emu::AttentionInputs& in, const PCollapseOptions
     const std::uint64_t q_size = shape.n_q * shape.d, k_size = shape.n_kv * shape.d, v_size = shape.n_kv * shape.d_v,
                         o_size = shape.n_q * shape.d_v;
     const std::vector<double> q = decoded(operands.q, input), k = decoded(operands.k, input);
-    CollapseModelOptions model{o.orders, o.scales, static_cast<std::uint64_t>(o.recipe.block_n), k_sink,
-                               shape.causal, shape.scale, o.threads};
+    CollapseModelOptions model{
+        o.orders, o.scales, static_cast<std::uint64_t>(o.recipe.block_n), k_sink, shape.causal, shape.scale, o.threads};
     emu::AttentionShape one_head = shape;
     one_head.heads = 1;
 

@@ -43,7 +43,7 @@ struct PCollapseRun {
 
 /// One head's measured sink and its runs (in the order of PCollapseResult::runs).
 struct PCollapseHead {
-    std::uint64_t head;  // flattened [B, H] index
+    std::uint64_t head;                             // flattened [B, H] index
     double sink_strength, score_spread, sink_mass;  // collapse_model.hpp
     struct Run {
         double underflow_fraction, predicted_fraction;

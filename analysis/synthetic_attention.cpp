@@ -96,9 +96,9 @@ emu::AttentionInputs synthetic_attention(const SyntheticSpec& s) {
 
 namespace {
 constexpr NamedValues<Scenario, 4> scenario_names{{{{Scenario::random, "random"},
-                                                   {Scenario::sink, "sink"},
-                                                   {Scenario::repeated_max, "repeated-max"},
-                                                   {Scenario::wide, "wide"}}}};
+                                                    {Scenario::sink, "sink"},
+                                                    {Scenario::repeated_max, "repeated-max"},
+                                                    {Scenario::wide, "wide"}}}};
 }  // namespace
 
 std::string_view scenario_name(Scenario s) { return scenario_names.name(s); }

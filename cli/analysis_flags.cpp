@@ -5,11 +5,11 @@
 #include <algorithm>
 #include <thread>
 
+#include "cli/command_files.hpp"
+#include "cli/option_checks.hpp"
 #include "lib/error.hpp"
 #include "lib/memory_budget.hpp"
 #include "lib/tensor_io.hpp"
-#include "cli/command_files.hpp"
-#include "cli/option_checks.hpp"
 
 namespace roundscope::cli {
 
@@ -26,7 +26,9 @@ void InputFlags::add_synthetic(CLI::App* cmd) {
     synthetic_only(cmd->add_option("--d", spec.d, "Head dimension (synthetic)"))
         ->check(integer_in(2, 1024))
         ->capture_default_str();
-    synthetic_only(cmd->add_option("--seed", spec.seed, "Seed (synthetic)"))->check(seed_value())->capture_default_str();
+    synthetic_only(cmd->add_option("--seed", spec.seed, "Seed (synthetic)"))
+        ->check(seed_value())
+        ->capture_default_str();
 }
 
 CLI::Option* InputFlags::synthetic_only(CLI::Option* option) const { return option->needs(synthetic_flag); }
@@ -65,7 +67,9 @@ void AttentionFlags::add_to(CLI::App* cmd, const std::string& scale_names) {
 
 void add_output_flags(CLI::App* cmd, bool& json, int& threads) {
     cmd->add_flag("--json", json, "Print one JSON object");
-    cmd->add_option("--threads", threads, "Worker threads (0: all cores)")->check(thread_count())->capture_default_str();
+    cmd->add_option("--threads", threads, "Worker threads (0: all cores)")
+        ->check(thread_count())
+        ->capture_default_str();
 }
 
 double synthetic_bytes(const analysis::SyntheticSpec& s) {

@@ -1,7 +1,7 @@
 #include "cli/analysis_json.hpp"
 
-#include "emu/attention/attention_steps.hpp"
 #include "cli/cli_output.hpp"
+#include "emu/attention/attention_steps.hpp"
 
 namespace roundscope::cli {
 nlohmann::json pcollapse_json(const analysis::PCollapseResult& r, bool with_scale_properties) {
@@ -20,8 +20,7 @@ nlohmann::json pcollapse_json(const analysis::PCollapseResult& r, bool with_scal
                          {"counted", x.counted}};
         if (with_scale_properties) {
             const analysis::ScaleProperties p = analysis::scale_properties(x.scale);
-            j["exact_scaling"] = p.exact, j["normal_octaves"] = p.normal_octaves,
-            j["dp"] = p.dp;
+            j["exact_scaling"] = p.exact, j["normal_octaves"] = p.normal_octaves, j["dp"] = p.dp;
         }
         runs.push_back(j);
     }
@@ -188,7 +187,8 @@ nlohmann::json compare_json(const analysis::KernelComparison& r) {
     nlohmann::json outputs = nlohmann::json::object();
     for (const analysis::OutputComparison& x : r.outputs) {
         nlohmann::json histogram = nlohmann::json::array();  // in order of distance
-        for (const auto& [label, count] : x.ulp_histogram.buckets) histogram.push_back({{"ulps", label}, {"count", count}});
+        for (const auto& [label, count] : x.ulp_histogram.buckets)
+            histogram.push_back({{"ulps", label}, {"count", count}});
         nlohmann::json worst = nlohmann::json::array();
         for (const analysis::WorstElement& w : x.worst)
             worst.push_back({{"index", w.index},
@@ -206,7 +206,7 @@ nlohmann::json compare_json(const analysis::KernelComparison& r) {
                            {"total", x.total},
                            {"max_ulp", ulp(x.max_ulp)}};
     }
-    return {{"heads", r.shape.heads}, {"n_q", r.shape.n_q},  {"n_kv", r.shape.n_kv},
+    return {{"heads", r.shape.heads}, {"n_q", r.shape.n_q},   {"n_kv", r.shape.n_kv},
             {"outputs", outputs},     {"matched", r.matched}, {"total", r.total}};
 }
 

@@ -11,11 +11,11 @@
 #include <string_view>
 #include <system_error>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
-#include "lib/error.hpp"
 #include "cli/commands.hpp"
+#include "lib/error.hpp"
 
 namespace roundscope::cli {
 namespace {
@@ -89,8 +89,8 @@ int flush_standard_output(int code, std::FILE* errors) {
     if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
         if (code == 2) return code;  // already reported (fmt throws on a failed write)
         const int err = errno;
-        return error(errors, std::string("standard output: write failed: ") +
-                                 (err != 0 ? std::strerror(err) : "I/O error"));
+        return error(errors,
+                     std::string("standard output: write failed: ") + (err != 0 ? std::strerror(err) : "I/O error"));
     }
     return code;
 }
@@ -122,15 +122,15 @@ void add_all_commands(CLI::App& app) {
 }
 
 RunOutcome run_app_outcome(CLI::App& app, int argc, char** argv) {
-    if (std::string m = command_name_error(app, argc, argv); !m.empty()) return {2, m};
+    if (std::string m = command_name_error(app, argc, argv); !m.empty()) return {.code = 2, .message = m};
     try {
         app.parse(argc, argv);
     } catch (const CLI::Success& e) {  // --help, --version
-        return {app.exit(e)};
+        return {.code = app.exit(e)};
     } catch (const CLI::ParseError& e) {
         return {2, parse_error_message(app, e, argc, argv)};
     } catch (const ExitCode& e) {
-        return {e.code};
+        return {.code = e.code};
     } catch (const FileError& e) {
         return {2, e.what(), RunOutcome::Failure::file};
     } catch (const Error& e) {
@@ -142,7 +142,7 @@ RunOutcome run_app_outcome(CLI::App& app, int argc, char** argv) {
     } catch (const std::exception& e) {
         return {2, std::string("internal: ") + e.what()};
     }
-    return {0};
+    return {};
 }
 
 int run_app(CLI::App& app, int argc, char** argv, std::FILE* errors) {

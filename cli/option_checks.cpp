@@ -7,6 +7,7 @@
 #include <limits>
 #include <string>
 
+#include "emu/block/block_format.hpp"
 #include "lib/error.hpp"
 
 namespace roundscope::cli {
@@ -70,6 +71,10 @@ CLI::Validator accepted_by(std::function<void(const std::string&)> accept, std::
             }
         },
         std::move(description));
+}
+
+CLI::Validator block_format_name() {
+    return accepted_by([](const std::string& name) { emu::block_format_named(name); }, "BLOCKFMT");
 }
 
 }  // namespace roundscope::cli

@@ -28,4 +28,7 @@ CLI::Validator thread_count();
 /// rounding mode 'nearest' ...").
 CLI::Validator accepted_by(std::function<void(const std::string&)> accept, std::string description);
 
+/// Checks an option's value names a block format (--format of mx and leak).
+CLI::Validator block_format_name();
+
 }  // namespace roundscope::cli

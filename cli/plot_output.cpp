@@ -4,15 +4,15 @@
 #include <unistd.h>
 
 #include <csignal>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <vector>
 
+#include "cli/command_files.hpp"
 #include "lib/error.hpp"
 #include "lib/file_write.hpp"
-#include "cli/command_files.hpp"
 
 namespace roundscope::cli {
 namespace {
@@ -56,8 +56,7 @@ void check_plot(const std::string& png, std::initializer_list<std::string> input
 }
 
 void draw_plot(std::string_view kind, const nlohmann::json& report, const std::string& png) {
-    const std::filesystem::path script =
-        std::filesystem::path(ROUNDSCOPE_SOURCE_DIR) / "cli" / "roundscope_plot.py";
+    const std::filesystem::path script = std::filesystem::path(ROUNDSCOPE_SOURCE_DIR) / "cli" / "roundscope_plot.py";
     char log[] = "/tmp/roundscope-plot-XXXXXX";
     const int fd = mkstemp(log);
     if (fd < 0) throw Error("--plot: cannot create a temporary file for the plot's messages");

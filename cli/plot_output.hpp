@@ -3,8 +3,8 @@
 // installed in .venv by tools/setup.sh), which draws one PNG.
 #include <CLI/CLI.hpp>
 
-#include <nlohmann/json.hpp>
 #include <initializer_list>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 

@@ -2,9 +2,9 @@
 
 #include <new>
 
-#include "lib/error.hpp"
 #include "cli/command_files.hpp"
 #include "cli/commands.hpp"
+#include "lib/error.hpp"
 
 namespace roundscope::cli {
 

@@ -133,7 +133,7 @@ def loss_of(model, tokens):
     return F.cross_entropy(model(tokens[:, :-1]).reshape(-1, VOCAB), tokens[:, 1:].reshape(-1))
 
 
-def main():
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--fix", choices=("none", "max-adjust", "f32-delta"), default="none", help="which fix the run trains with")
@@ -148,7 +148,7 @@ def main():
     parser.add_argument("--lr", type=float, default=2e-3, help="AdamW learning rate (after 100 warm-up steps)")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: every core)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the weights and the data order")
-    a = parser.parse_args()
+    a = parser.parse_args(argv)
     check_ranges(parser, (("--steps", a.steps, 1, 10**7), ("--dump-every", a.dump_every, 1, 10**7),
                           ("--layers", a.layers, 1, 64), ("--width", a.width, 2, 8192),
                           ("--heads", a.heads, 1, 256), ("--context", a.context, 2, 512),

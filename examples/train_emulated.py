@@ -18,8 +18,8 @@ import sys
 import time
 
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
+from toy_transformer import ToyTransformer
 
 import roundscope
 import roundscope.torch as rst
@@ -38,41 +38,20 @@ def corpus(limit=1 << 20):
     return torch.tensor(list(data[:limit]), dtype=torch.long)
 
 
-class Block(nn.Module):
-    def __init__(self, attention):
-        super().__init__()
-        self.attention = attention
-        self.norm1, self.norm2 = nn.LayerNorm(D_MODEL), nn.LayerNorm(D_MODEL)
-        self.qkv, self.proj = nn.Linear(D_MODEL, 3 * D_MODEL), nn.Linear(D_MODEL, D_MODEL)
-        self.mlp = nn.Sequential(nn.Linear(D_MODEL, 4 * D_MODEL), nn.GELU(), nn.Linear(4 * D_MODEL, D_MODEL))
-        self.last_qkv = None
+class Recorded:
+    """An attention function that keeps the q, k, v of its last call (for the P-collapse log)."""
 
-    def forward(self, x):
-        b, n, d = x.shape
-        q, k, v = self.qkv(self.norm1(x)).view(b, n, 3, HEADS, d // HEADS).permute(2, 0, 3, 1, 4)
+    def __init__(self, attention):
+        self.attention, self.last_qkv = attention, None
+
+    def __call__(self, q, k, v, is_causal):
         self.last_qkv = (q.detach(), k.detach(), v.detach())
-        o = self.attention(q, k, v, is_causal=True)
-        x = x + self.proj(o.transpose(1, 2).reshape(b, n, d))
-        return x + self.mlp(self.norm2(x))
-
-
-class Model(nn.Module):
-    def __init__(self, attention):
-        super().__init__()
-        self.embed = nn.Embedding(VOCAB, D_MODEL)
-        self.blocks = nn.ModuleList(Block(attention) for _ in range(LAYERS))
-        self.head = nn.Linear(D_MODEL, VOCAB)
-
-    def forward(self, tokens):
-        x = self.embed(tokens)
-        for block in self.blocks:
-            x = block(x)
-        return self.head(x)
+        return self.attention(q, k, v, is_causal=is_causal)
 
 
 def underflow(block):
     """P-collapse of the block's last q, k under FP8 (S = 1, forward order), one sink key."""
-    q, k, v = (t[0] for t in block.last_qkv)  # the batch's first sequence, both heads
+    q, k, v = (t[0] for t in block.attention.last_qkv)  # the batch's first sequence, both heads
     r = roundscope.pcollapse({"q": q, "k": k, "v": v}, k_sink=1, scale=[1.0], order="forward", causal=True)
     return r["runs"][0]["underflow_fraction"]
 
@@ -90,7 +69,9 @@ def main():
     models, optimizers = {}, {}
     for name, attention in runs.items():
         torch.manual_seed(0)
-        models[name] = Model(attention)
+        models[name] = ToyTransformer(VOCAB, D_MODEL, HEADS, LAYERS)
+        for block in models[name].blocks:
+            block.attention = Recorded(attention)  # one record a layer
         optimizers[name] = torch.optim.AdamW(models[name].parameters(), lr=3e-3)
     batches = torch.Generator().manual_seed(1)
 

@@ -219,7 +219,7 @@ def resume(parser, a, model, optimizer, schedule, generator, log):
     return state["step"], state["log"].get("seconds", 0.0)
 
 
-def main():
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--out", default="real-run", help="folder for the dumps and sinks.json")
@@ -239,7 +239,7 @@ def main():
                         "with the same options")
     parser.add_argument("--autocast", action="store_true", help="the whole model under BF16 autocast (slow on CPUs "
                         "without native BF16 matrix units)")
-    a = parser.parse_args()
+    a = parser.parse_args(argv)
     check_ranges(parser, (("--steps", a.steps, 1, 10**7), ("--dump-every", a.dump_every, 1, 10**7),
                           ("--layers", a.layers, 1, 64), ("--d-model", a.d_model, 8, 4096), ("--heads", a.heads, 1, 64), ("--batch", a.batch, 1, 4096),
                           ("--context", a.context, 2, 4096), ("--threads", a.threads, 0, 1024),

@@ -261,9 +261,11 @@ std::string flash_not_runnable_here(const emu::AttentionRecipe& r, bool backward
     const DeviceLimits device = device_limits();
     for (const emu::Format* f : {r.input, backward ? r.ds_format : r.input}) {
         if (emu::find_mma_model(device.arch, "mma.sync", *f, *f, emu::f32) == nullptr)
-            return "no mma.sync model for " + std::string(f->name) + " inputs on " + device.arch + " (" + device.name + ")";
+            return "no mma.sync model for " + std::string(f->name) + " inputs on " + device.arch + " (" + device.name +
+                   ")";
     }
-    const std::size_t need = backward ? std::max(forward_shared_bytes(r), backward_shared_bytes(r)) : forward_shared_bytes(r);
+    const std::size_t need =
+        backward ? std::max(forward_shared_bytes(r), backward_shared_bytes(r)) : forward_shared_bytes(r);
     if (need > device.shared_per_block) {
         return "needs " + std::to_string(need / 1024) + " KiB of shared memory per block" +
                (backward ? " (forward and backward)" : "") + "; " + device.name + " allows " +

@@ -35,9 +35,11 @@ FlashCrosscheck flash_crosscheck(emu::AttentionRecipe recipe, const emu::Attenti
     FlashCrosscheck c;
     c.device = device_name();
     c.arch = recipe.arch = model_arch(cc);
-    if (std::string why = flash_unsupported(recipe); !why.empty() || !(why = flash_not_runnable_here(recipe, backward)).empty())
+    if (std::string why = flash_unsupported(recipe);
+        !why.empty() || !(why = flash_not_runnable_here(recipe, backward)).empty())
         throw Error("crosscheck: recipe '" + recipe.name + "' cannot run on " + c.device + ": " + why);
-    const emu::ForwardResult want = emu::flash_forward(recipe, shape, in, threads), got = gpu::flash_forward(recipe, shape, in);
+    const emu::ForwardResult want = emu::flash_forward(recipe, shape, in, threads),
+                             got = gpu::flash_forward(recipe, shape, in);
     add(c, "o", want.o, got.o, *recipe.o_format);
     add(c, "lse", bits(want.lse), bits(got.lse), emu::f32);
     if (backward) {

@@ -49,7 +49,7 @@ struct InstructionOperands {
 /// part; the caller synchronizes before D is read.
 template <Input in, class AView, class BView, class CAt, class DStore>
 ROUNDSCOPE_DEVICE void block_mma(const AView& a, const BView& b, std::uint64_t m, std::uint64_t n, std::uint64_t depth,
-                          CAt c_at, DStore d_store) {
+                                 CAt c_at, DStore d_store) {
     const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
     const int warps = static_cast<int>(blockDim.x / 32);
     const std::uint64_t tiles_m = (m + 15) / 16, tiles_n = (n + 7) / 8;

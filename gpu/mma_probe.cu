@@ -115,7 +115,7 @@ __global__ void wgmma_kernel(const std::uint32_t* a, const std::uint32_t* b, con
 
 template <Input in>
 void launch_probe(ProbeInstruction instruction, const std::uint32_t* a, const std::uint32_t* b, const std::uint32_t* c,
-            std::uint32_t* d, int tiles, int k) {
+                  std::uint32_t* d, int tiles, int k) {
     switch (instruction) {
         case ProbeInstruction::mma_sync:  // run_mma_sync_tiles
             break;

@@ -45,8 +45,8 @@ inline std::vector<std::uint32_t> run_mma_sync_tiles(Input in, const std::vector
     dc.upload(c.data());
     const int k = mma_depth(in);
     with_input(in, [&]<Input input>() {
-        launch("mma.sync probe", mma_sync_kernel<input>, dim3(static_cast<unsigned>(tiles)), 32, 0, da.get(),
-               db.get(), dc.get(), dd.get(), k);
+        launch("mma.sync probe", mma_sync_kernel<input>, dim3(static_cast<unsigned>(tiles)), 32, 0, da.get(), db.get(),
+               dc.get(), dd.get(), k);
     });
     std::vector<std::uint32_t> d(c.size());
     dd.download(d.data());

@@ -24,7 +24,11 @@ inline DeviceLimits device_limits() {
     check(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device), "compute capability");
     check(cudaDeviceGetAttribute(&shared, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), "shared memory limit");
     const int cc = 10 * major + minor;
-    return {prop.name, cc >= 100 ? "sm100" : cc >= 90 ? "sm90" : cc >= 89 ? "sm89" : "sm80",
+    return {prop.name,
+            cc >= 100  ? "sm100"
+            : cc >= 90 ? "sm90"
+            : cc >= 89 ? "sm89"
+                       : "sm80",
             static_cast<std::size_t>(shared)};
 }
 

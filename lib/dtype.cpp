@@ -78,7 +78,10 @@ std::optional<DType> find_dtype(std::string_view n) {
 DType parse_dtype(std::string_view n, std::string_view what) {
     if (auto t = find_dtype(n)) return *t;
     std::string names;
-    for (const DTypeInfo& d : table) names += (names.empty() ? "" : " ") + std::string(d.name);
+    for (const DTypeInfo& d : table) {
+        if (!names.empty()) names += ' ';
+        names += d.name;
+    }
     throw Error(std::string(what) + ": unknown dtype '" + std::string(n) + "' (dtypes: " + names + ")");
 }
 

@@ -90,7 +90,11 @@ AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
     const std::filesystem::path target(path_);
     const std::string extension = target.extension().string();
     const std::filesystem::path folder = target.has_parent_path() ? target.parent_path() : ".";
-    std::string pattern = (folder / ("." + target.filename().string() + ".XXXXXX" + extension)).string();
+    std::string leaf = ".";  // in steps: GCC 12 takes "." + string for an overlapping copy (-Wrestrict)
+    leaf += target.filename().string();
+    leaf += ".XXXXXX";
+    leaf += extension;
+    std::string pattern = (folder / leaf).string();
     fd_ = ::mkstemps(pattern.data(), static_cast<int>(extension.size()));
     if (fd_ < 0) throw FileError(message(path_, "cannot create a file in its folder", errno));
     temporary_ = pattern;

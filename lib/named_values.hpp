@@ -31,7 +31,10 @@ struct NamedValues {
     /// "a|b|c".
     std::string list() const {
         std::string s;
-        for (const auto& [value, t] : entries) s += (s.empty() ? "" : "|") + std::string(t);
+        for (const auto& [value, t] : entries) {
+            if (!s.empty()) s += '|';
+            s += t;
+        }
         return s;
     }
 };

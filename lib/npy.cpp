@@ -100,7 +100,8 @@ Tensor parse_npy(std::span<const std::byte> file, const std::string& label, std:
     } else if (!descr.dtype) {
         throw Error(label + ": descr '" + printable(header.descr) +
                     "' is opaque (numpy saves ml_dtypes types such as bfloat16 or float8_e4m3fn this way): "
-                    "give the element type with " + std::string(dtype_option) + " (for example bf16 or e4m3)");
+                    "give the element type with " +
+                    std::string(dtype_option) + " (for example bf16 or e4m3)");
     } else {
         t = *descr.dtype;
         if (info(t).storage_bytes != descr.itemsize)

@@ -1,5 +1,5 @@
 #pragma once
-// safetensors files (huggingface/safetensors, docs/source/index.mdx "Format"): an 8-byte
+// safetensors files (the "Format" page of huggingface/safetensors' documentation): an 8-byte
 // little-endian header length N, N bytes of UTF-8 JSON mapping each tensor name to
 // {"dtype", "shape", "data_offsets": [begin, end]} (offsets into the byte buffer that follows
 // the header) plus an optional "__metadata__" string-to-string map, then the byte buffer.

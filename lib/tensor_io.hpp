@@ -11,7 +11,7 @@
 namespace roundscope {
 
 struct ReadOptions {
-    std::optional<DType> dtype;  // element type of an .npy with an opaque descr (ml_dtypes types)
+    std::optional<DType> dtype;            // element type of an .npy with an opaque descr (ml_dtypes types)
     std::string dtype_option = "a dtype";  // how the caller gives `dtype`, for messages ("--dtype")
 };
 

@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-60}
 mkdir -p build-fuzz
 log=build-fuzz/build.log
-cmake -S . -B build-fuzz -DROUNDSCOPE_FUZZ=ON -DROUNDSCOPE_CUDA=OFF -DCMAKE_CXX_COMPILER=clang++ \
+cmake -S . -B build-fuzz -DROUNDSCOPE_FUZZ=ON -DROUNDSCOPE_CUDA=OFF -DROUNDSCOPE_WERROR=ON -DCMAKE_CXX_COMPILER=clang++ \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo > "$log" 2>&1 || { cat "$log"; exit 1; }
 cmake --build build-fuzz -j "$(nproc)" >> "$log" 2>&1 || { cat "$log"; exit 1; }
 

@@ -13,7 +13,7 @@ packages=(
   libeigen3-dev libboost-dev libmpfr-dev libmpfi-dev libgmp-dev libfmt-dev catch2 libcli11-dev
   nlohmann-json3-dev libhwy-dev
   python3 python3-venv
-  clang libclang-rt-14-dev
+  clang libclang-rt-14-dev clang-format
   chromium fonts-dejavu-core
 )
 missing=()
@@ -33,7 +33,7 @@ fi
 # (python/roundscope/dump.py); torchao's MX and NVFP4 quantizers are the peer of the
 # block formats. PyTorch runs on the CPU there. matplotlib draws the plots of `roundscope demo`
 # (cli/roundscope_plot.py). NVIDIA's cuobjdump and nvdisasm disassemble the built
-# kernels for the FP8 mma.sync lowering canary (tests/gpu/check_fp8_lowering.py).
+# kernels for the FP8 mma.sync lowering canary (tests/gpu/test_fp8_lowering.py).
 # nanobind and scikit-build-core build the Python package; pytest runs its tests. Dask
 # (distributed) runs `roundscope report` on a cluster (python/roundscope/_report.py).
 .venv/bin/python -m pip install --quiet --disable-pip-version-check numpy ml_dtypes safetensors torch torchao mmasim \

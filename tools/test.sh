@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DROUNDSCOPE_WERROR=ON
 cmake --build build -j "$jobs"
 tools/fuzz.sh 60 > build/fuzz.log 2>&1 &
 fuzz=$!

@@ -10,16 +10,16 @@
 #include <vector>
 
 #include "analysis/attention_run.hpp"
-#include "emu/batch/tensor_cast.hpp"
-#include "lib/error.hpp"
-#include "lib/file_write.hpp"
-#include "lib/memory_budget.hpp"
-#include "lib/tensor_io.hpp"
 #include "cli/analysis_flags.hpp"
 #include "cli/cli_output.hpp"
 #include "cli/command_files.hpp"
 #include "cli/commands.hpp"
 #include "cli/recipe_flags.hpp"
+#include "emu/batch/tensor_cast.hpp"
+#include "lib/error.hpp"
+#include "lib/file_write.hpp"
+#include "lib/memory_budget.hpp"
+#include "lib/tensor_io.hpp"
 
 namespace roundscope::cli {
 namespace {
@@ -62,11 +62,11 @@ void run(const AttentionArgs& a) {
     }
     const nlohmann::json settings(emu::recipe_settings(recipe));
     write_output(a.output, out,
-                      {{"source", a.input},
-                       {"recipe", recipe.name},
-                       {"recipe_settings", settings.dump()},
-                       {"causal", o.causal ? "true" : "false"},
-                       {"softmax_scale", format_double(r.shape.scale)}});
+                 {{"source", a.input},
+                  {"recipe", recipe.name},
+                  {"recipe_settings", settings.dump()},
+                  {"causal", o.causal ? "true" : "false"},
+                  {"softmax_scale", format_double(r.shape.scale)}});
     if (a.flags.json) {
         nlohmann::json j{
             {"file", a.input},      {"output", a.output},     {"recipe", recipe.name},
@@ -104,7 +104,8 @@ void add_attention_command(CLI::App& app) {
     cmd->add_flag("--backward", a->backward, "Also the backward pass (needs do)");
     cmd->add_flag("--truth", a->truth, "Errors of every output against the ground truth");
     a->flags.add_to(cmd, "--softmax-scale,--scale");
-    cmd->footer("Example: roundscope attention dump.safetensors --recipe fa3-fp8 --backward --truth -o out.safetensors\n");
+    cmd->footer(
+        "Example: roundscope attention dump.safetensors --recipe fa3-fp8 --backward --truth -o out.safetensors\n");
     cmd->callback([a] { run(*a); });
 }
 

@@ -10,16 +10,16 @@
 
 #include "analysis/attribute.hpp"
 #include "analysis/synthetic_attention.hpp"
-#include "lib/error.hpp"
-#include "lib/tensor_io.hpp"
 #include "cli/analysis_flags.hpp"
 #include "cli/analysis_json.hpp"
 #include "cli/cli_output.hpp"
 #include "cli/command_files.hpp"
 #include "cli/commands.hpp"
 #include "cli/option_checks.hpp"
-#include "cli/recipe_flags.hpp"
 #include "cli/plot_output.hpp"
+#include "cli/recipe_flags.hpp"
+#include "lib/error.hpp"
+#include "lib/tensor_io.hpp"
 
 namespace roundscope::cli {
 namespace {

@@ -7,16 +7,13 @@
 #include <fmt/format.h>
 
 #include <memory>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "analysis/bias_steps.hpp"
 #include "analysis/synthetic_attention.hpp"
-#include "lib/error.hpp"
-#include "lib/memory_budget.hpp"
-#include "lib/tensor_io.hpp"
 #include "cli/analysis_flags.hpp"
 #include "cli/analysis_json.hpp"
 #include "cli/cli_output.hpp"
@@ -25,6 +22,9 @@
 #include "cli/option_checks.hpp"
 #include "cli/plot_output.hpp"
 #include "cli/recipe_flags.hpp"
+#include "lib/error.hpp"
+#include "lib/memory_budget.hpp"
+#include "lib/tensor_io.hpp"
 
 namespace roundscope::cli {
 namespace {
@@ -75,8 +75,9 @@ void print(const analysis::QueryWeightError& q) {
 }
 
 void print(const analysis::BiasResult& b, const std::string& label) {
-    fmt::print("{}: recipe {}, {} rows: coefficient sum {:+.4e}, {} rows positive; P-bar = 1 (after its cast) {} times\n",
-               label, b.recipe, b.rows, b.coefficient_sum, b.positive_rows, b.p_bar_one_count);
+    fmt::print(
+        "{}: recipe {}, {} rows: coefficient sum {:+.4e}, {} rows positive; P-bar = 1 (after its cast) {} times\n",
+        label, b.recipe, b.rows, b.coefficient_sum, b.positive_rows, b.p_bar_one_count);
     if (b.tied_rows > 0)
         fmt::print(
             "  ties: {} rows end with two or more keys at P-bar = 1, holding {:.5f} of their row's P-bar mass on "
@@ -159,14 +160,16 @@ void add_bias_command(CLI::App& app) {
     a->input.synthetic_only(cmd->add_option("--steps", a->steps, "Synthetic steps (seeds seed, seed + 1, ...)"))
         ->check(integer_in(1, 100000))
         ->capture_default_str();
-    a->input.synthetic_only(cmd->add_option("--tie-gap", a->input.spec.tie_gap,
-                                            "G: how far the tied pair scores above the rest (synthetic; the bias "
-                                            "acts from about 12)"))
+    a->input
+        .synthetic_only(cmd->add_option("--tie-gap", a->input.spec.tie_gap,
+                                        "G: how far the tied pair scores above the rest (synthetic; the bias "
+                                        "acts from about 12)"))
         ->check(finite_in(0, 100))
         ->capture_default_str();
     a->input
-        .synthetic_only(cmd->add_option("--d-model", a->input.spec.d_model,
-                                        "Synthetic layer input x [N, M] and query weight (q = x W^Q): M >= 2, 0 for none"))
+        .synthetic_only(
+            cmd->add_option("--d-model", a->input.spec.d_model,
+                            "Synthetic layer input x [N, M] and query weight (q = x W^Q): M >= 2, 0 for none"))
         ->check(integer_in(0, 1 << 16))
         ->capture_default_str();
     a->flags.add_to(cmd);

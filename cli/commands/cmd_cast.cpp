@@ -7,6 +7,12 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
+#include "cli/cast_flags.hpp"
+#include "cli/cli_output.hpp"
+#include "cli/command_files.hpp"
+#include "cli/commands.hpp"
+#include "cli/exact_value.hpp"
+#include "cli/option_checks.hpp"
 #include "emu/batch/tensor_cast.hpp"
 #include "emu/numbers/cast_options.hpp"
 #include "emu/numbers/format.hpp"
@@ -14,12 +20,6 @@
 #include "lib/error.hpp"
 #include "lib/file_write.hpp"
 #include "lib/tensor_io.hpp"
-#include "cli/cast_flags.hpp"
-#include "cli/cli_output.hpp"
-#include "cli/command_files.hpp"
-#include "cli/commands.hpp"
-#include "cli/exact_value.hpp"
-#include "cli/option_checks.hpp"
 
 namespace roundscope::cli {
 namespace {
@@ -101,9 +101,9 @@ void run_cast(const CastArgs& args) {
     }
     if (args.json) {
         print_json(nlohmann::json{{"format", to.name},
-                                          {"round", emu::rounding_mode_name(options)},
-                                          {"saturate", options.saturate},
-                                          {"results", results}});
+                                  {"round", emu::rounding_mode_name(options)},
+                                  {"saturate", options.saturate},
+                                  {"results", results}});
         return;
     }
     fmt::print("{} <- {} ({}, {})\n", to.name, args.from.empty() ? "exact value" : args.from,
@@ -122,14 +122,14 @@ void run_cast_file(const CastArgs& args) {
     const TensorFile in = read_input(selection.path);
     std::vector<std::string> names = args.names;
     if (selection.name) names.push_back(*selection.name);  // IN:NAME is -t NAME
-    for (const std::string& n : names) in.get(n);           // an Error naming the file for unknown names
+    for (const std::string& n : names) in.get(n);          // an Error naming the file for unknown names
     std::vector<Tensor> out;
     nlohmann::json report = nlohmann::json::array();
     std::vector<std::vector<std::string>> rows;
     for (std::size_t i = 0; i < in.tensors.size(); ++i) {
         const Tensor& t = in.tensors[i];
-        const bool chosen = names.empty() ? is_floating(t.dtype())
-                                          : std::find(names.begin(), names.end(), t.name()) != names.end();
+        const bool chosen =
+            names.empty() ? is_floating(t.dtype()) : std::find(names.begin(), names.end(), t.name()) != names.end();
         if (!chosen) {
             out.push_back(t);
             continue;

@@ -13,11 +13,11 @@
 #include <vector>
 
 #include "analysis/golden_check.hpp"
-#include "lib/error.hpp"
-#include "lib/file_write.hpp"
 #include "cli/analysis_flags.hpp"
 #include "cli/command_files.hpp"
 #include "cli/commands.hpp"
+#include "lib/error.hpp"
+#include "lib/file_write.hpp"
 
 namespace roundscope::cli {
 namespace {
@@ -53,7 +53,8 @@ std::vector<std::string> tensor_files(const std::string& dir) {
     if (!std::filesystem::is_directory(dir, error)) throw Error(dir + ": not a directory");
     std::vector<std::string> files;
     for (std::filesystem::recursive_directory_iterator it(dir, error), end; !error && it != end; it.increment(error))
-        if (it->is_regular_file(error) && it->path().extension() == ".safetensors") files.push_back(it->path().string());
+        if (it->is_regular_file(error) && it->path().extension() == ".safetensors")
+            files.push_back(it->path().string());
     if (error) throw FileError(dir + ": " + error.message());
     std::sort(files.begin(), files.end());
     return files;
@@ -63,12 +64,23 @@ std::string xml_escaped(const std::string& s) {
     std::string out;
     for (const char ch : s) {
         switch (ch) {
-            case '&': out += "&amp;"; break;
-            case '<': out += "&lt;"; break;
-            case '>': out += "&gt;"; break;
-            case '"': out += "&quot;"; break;
-            case '\'': out += "&apos;"; break;
-            default: out += ch;
+            case '&':
+                out += "&amp;";
+                break;
+            case '<':
+                out += "&lt;";
+                break;
+            case '>':
+                out += "&gt;";
+                break;
+            case '"':
+                out += "&quot;";
+                break;
+            case '\'':
+                out += "&apos;";
+                break;
+            default:
+                out += ch;
         }
     }
     return out;
@@ -76,12 +88,14 @@ std::string xml_escaped(const std::string& s) {
 
 /// JUnit XML, as CI systems read it: one test case per check, named by file and what it checked.
 std::string junit_xml(const std::vector<CheckedCase>& cases, const std::vector<std::string>& skipped) {
-    const auto failures = std::count_if(cases.begin(), cases.end(), [](const CheckedCase& c) { return !c.result.passed; });
+    const auto failures =
+        std::count_if(cases.begin(), cases.end(), [](const CheckedCase& c) { return !c.result.passed; });
     double seconds = 0;
     for (const CheckedCase& c : cases) seconds += c.seconds;
     std::string xml = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
-    xml += fmt::format("<testsuite name=\"roundscope check\" tests=\"{}\" failures=\"{}\" skipped=\"{}\" time=\"{:.3f}\">\n",
-                       cases.size() + skipped.size(), failures, skipped.size(), seconds);
+    xml += fmt::format(
+        "<testsuite name=\"roundscope check\" tests=\"{}\" failures=\"{}\" skipped=\"{}\" time=\"{:.3f}\">\n",
+        cases.size() + skipped.size(), failures, skipped.size(), seconds);
     for (const CheckedCase& c : cases) {
         xml += fmt::format("  <testcase classname=\"{}\" name=\"{}\" time=\"{:.3f}\"", xml_escaped(c.file),
                            xml_escaped(c.result.name), c.seconds);
@@ -118,15 +132,16 @@ void check(const CheckArgs& a) {
         golden.push_back({std::move(file), *kind});
     }
     if (golden.empty())
-        throw Error(a.dir + ": no golden files (MMA tiles, conversion digests, or attention dumps naming a recipe) in " +
+        throw Error(a.dir +
+                    ": no golden files (MMA tiles, conversion digests, or attention dumps naming a recipe) in " +
                     std::to_string(paths.size()) + " .safetensors file(s)");
 
     std::vector<CheckedCase> cases;
     for (const Golden& g : golden) {
         const auto start = std::chrono::steady_clock::now();
         std::vector<analysis::GoldenCase> results = analysis::check_golden(g.file, g.kind, a.threads);
-        const double seconds =
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / static_cast<double>(results.size());
+        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() /
+                               static_cast<double>(results.size());
         for (analysis::GoldenCase& r : results) {
             cases.push_back({g.file.path, g.kind, std::move(r), seconds});
             const CheckedCase& c = cases.back();
@@ -135,7 +150,8 @@ void check(const CheckArgs& a) {
                            c.result.matched, c.result.total, c.result.detail.empty() ? "" : ": " + c.result.detail);
         }
     }
-    const auto failed = std::count_if(cases.begin(), cases.end(), [](const CheckedCase& c) { return !c.result.passed; });
+    const auto failed =
+        std::count_if(cases.begin(), cases.end(), [](const CheckedCase& c) { return !c.result.passed; });
     if (!a.junit.empty()) {
         const std::string xml = junit_xml(cases, skipped);
         const std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(xml.data()), xml.size());
@@ -167,9 +183,11 @@ void check(const CheckArgs& a) {
 }  // namespace
 
 void add_check_command(CLI::App& app) {
-    auto* cmd = app.add_subcommand("check", "Every golden file under DIR checked bit for bit; exit 1 on any difference");
+    auto* cmd =
+        app.add_subcommand("check", "Every golden file under DIR checked bit for bit; exit 1 on any difference");
     auto a = std::make_shared<CheckArgs>();
-    cmd->add_option("DIR", a->dir, "Folder of golden files: MMA tiles, conversion digests, attention dumps naming a recipe")
+    cmd->add_option("DIR", a->dir,
+                    "Folder of golden files: MMA tiles, conversion digests, attention dumps naming a recipe")
         ->required();
     cmd->add_option("--junit", a->junit, "Also write the results as JUnit XML to this file");
     add_output_flags(cmd, a->json, a->threads);

@@ -10,13 +10,13 @@
 #include <vector>
 
 #include "analysis/kernel_compare.hpp"
-#include "lib/memory_budget.hpp"
 #include "cli/analysis_flags.hpp"
 #include "cli/analysis_json.hpp"
 #include "cli/cli_output.hpp"
 #include "cli/command_files.hpp"
 #include "cli/commands.hpp"
 #include "cli/recipe_flags.hpp"
+#include "lib/memory_budget.hpp"
 
 namespace roundscope::cli {
 namespace {

@@ -11,14 +11,14 @@
 #include <vector>
 
 #include "analysis/synthetic_attention.hpp"
-#include "emu/attention/attention_operands.hpp"
-#include "lib/error.hpp"
-#include "lib/tensor_io.hpp"
 #include "cli/analysis_flags.hpp"
 #include "cli/cli_output.hpp"
 #include "cli/command_files.hpp"
 #include "cli/commands.hpp"
 #include "cli/recipe_flags.hpp"
+#include "emu/attention/attention_operands.hpp"
+#include "lib/error.hpp"
+#include "lib/tensor_io.hpp"
 #if ROUNDSCOPE_WITH_GPU
 #include "gpu/flash_crosscheck.hpp"
 #endif
@@ -63,12 +63,12 @@ void run(const CrosscheckArgs& a) {
             }
         }
         print_json(nlohmann::json{{"recipe", recipe.name},
-                                          {"device", c.device},
-                                          {"arch", c.arch},
-                                          {"matched", c.total.matched},
-                                          {"total", c.total.total},
-                                          {"max_ulp", c.total.max_ulp},
-                                          {"outputs", outputs}});
+                                  {"device", c.device},
+                                  {"arch", c.arch},
+                                  {"matched", c.total.matched},
+                                  {"total", c.total.total},
+                                  {"max_ulp", c.total.max_ulp},
+                                  {"outputs", outputs}});
     } else {
         fmt::print("crosscheck {} on {} (model {}): {} of {} output bits patterns match\n", recipe.name, c.device,
                    c.arch, c.total.matched, c.total.total);

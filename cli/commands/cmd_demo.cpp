@@ -5,20 +5,20 @@
 #include <fmt/format.h>
 
 #include <filesystem>
-#include <span>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <span>
 #include <string>
 
 #include "analysis/demo.hpp"
-#include "lib/error.hpp"
-#include "lib/file_write.hpp"
 #include "cli/analysis_json.hpp"
 #include "cli/cli_output.hpp"
 #include "cli/command_files.hpp"
 #include "cli/commands.hpp"
 #include "cli/option_checks.hpp"
 #include "cli/plot_output.hpp"
+#include "lib/error.hpp"
+#include "lib/file_write.hpp"
 
 namespace roundscope::cli {
 namespace {
@@ -30,7 +30,10 @@ struct DemoArgs {
 };
 
 nlohmann::json scenario_json(const analysis::SyntheticSpec& s) {
-    nlohmann::json j{{"scenario", analysis::scenario_name(s.scenario)}, {"heads", s.heads}, {"n", s.n}, {"d", s.d},
+    nlohmann::json j{{"scenario", analysis::scenario_name(s.scenario)},
+                     {"heads", s.heads},
+                     {"n", s.n},
+                     {"d", s.d},
                      {"seed", s.seed}};
     if (s.scenario == analysis::Scenario::sink) j["k_sink"] = s.k_sink, j["sink_strength"] = s.sink_strength;
     if (s.scenario == analysis::Scenario::wide) j["spread"] = s.spread;
@@ -49,8 +52,7 @@ nlohmann::json report_json(const analysis::DemoReport& r) {
     pcollapse["input"] = scenario_json(r.pcollapse_scenario);
     headroom["input"] = scenario_json(r.headroom_scenario);
     return {{"pcollapse", pcollapse},
-            {"bias",
-             {{"input", scenario_json(r.bias_scenario)}, {"recipe", r.bias_recipe}, {"regimes", regimes}}},
+            {"bias", {{"input", scenario_json(r.bias_scenario)}, {"recipe", r.bias_recipe}, {"regimes", regimes}}},
             {"leak",
              {{"input", scenario_json(r.leak_scenario)},
               {"recipe", r.leak_recipe},
@@ -110,8 +112,8 @@ void print_report(const analysis::DemoReport& r) {
     }
     fmt::print(
         "   (the tie decides the rounding of P-bar V where the pair holds more than 1 - 2^-9 of its row's P-bar)\n");
-    fmt::print("\n3. Future leakage of {} V ({} tokens share a scale, causal, N = {})\n", r.leak.format,
-               r.leak.block, r.leak.tokens);
+    fmt::print("\n3. Future leakage of {} V ({} tokens share a scale, causal, N = {})\n", r.leak.format, r.leak.block,
+               r.leak.tokens);
     fmt::print("   no fix:       {} leaking pairs, parallel vs autoregressive max |diff| {:.3g}\n",
                r.leak.leaking_pairs, r.leak.parallel_vs_autoregressive_max_abs_diff);
     fmt::print("   diagonal fix: {} leaking pairs, parallel vs autoregressive max |diff| {:.3g}\n",
@@ -168,7 +170,9 @@ void add_demo_command(CLI::App& app) {
     cmd->add_option("--out", a->out, "Output folder")->capture_default_str();
     cmd->add_flag("--no-plots", a->no_plots, "Do not draw the PNG plots");
     cmd->add_flag("--json", a->json, "Print the report as one JSON object");
-    cmd->add_option("--threads", a->threads, "Worker threads (0: all cores)")->check(thread_count())->capture_default_str();
+    cmd->add_option("--threads", a->threads, "Worker threads (0: all cores)")
+        ->check(thread_count())
+        ->capture_default_str();
     cmd->footer("Example: roundscope demo --out roundscope-demo\n");
     cmd->callback([a] { run(*a); });
 }

@@ -5,10 +5,10 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
-#include "emu/numbers/format_info.hpp"
 #include "cli/cli_output.hpp"
 #include "cli/command_files.hpp"
 #include "cli/commands.hpp"
+#include "emu/numbers/format_info.hpp"
 
 namespace roundscope::cli {
 

@@ -11,8 +11,6 @@
 
 #include "analysis/headroom.hpp"
 #include "analysis/synthetic_attention.hpp"
-#include "lib/error.hpp"
-#include "lib/tensor_io.hpp"
 #include "cli/analysis_flags.hpp"
 #include "cli/analysis_json.hpp"
 #include "cli/cli_output.hpp"
@@ -20,6 +18,8 @@
 #include "cli/commands.hpp"
 #include "cli/option_checks.hpp"
 #include "cli/plot_output.hpp"
+#include "lib/error.hpp"
+#include "lib/tensor_io.hpp"
 
 namespace roundscope::cli {
 namespace {

@@ -8,12 +8,12 @@
 #include <nlohmann/json.hpp>
 
 #include "analysis/tensor_stats.hpp"
-#include "lib/crc32.hpp"
-#include "lib/tensor_io.hpp"
 #include "cli/cli_output.hpp"
 #include "cli/command_files.hpp"
 #include "cli/commands.hpp"
 #include "cli/option_checks.hpp"
+#include "lib/crc32.hpp"
+#include "lib/tensor_io.hpp"
 
 namespace roundscope::cli {
 namespace {
@@ -102,8 +102,12 @@ void add_inspect_command(CLI::App& app) {
     cmd->add_flag("--json", o->json, "Print one JSON object");
     cmd->add_option("--dtype", o->dtype, "Element type of an .npy saved from ml_dtypes (bf16, e4m3, ...)");
     cmd->add_flag("--checksum", o->checksum, "Add the CRC-32 of each tensor's element bytes (C order, little-endian)");
-    cmd->add_option("--threads", o->threads, "Worker threads (0: all cores)")->check(thread_count())->capture_default_str();
-    cmd->footer("Examples: roundscope inspect dump.safetensors --checksum\n          roundscope inspect dump.safetensors:q --json\n");
+    cmd->add_option("--threads", o->threads, "Worker threads (0: all cores)")
+        ->check(thread_count())
+        ->capture_default_str();
+    cmd->footer(
+        "Examples: roundscope inspect dump.safetensors --checksum\n          roundscope inspect dump.safetensors:q "
+        "--json\n");
     cmd->callback([o] { inspect(*o); });
 }
 

@@ -10,16 +10,16 @@
 
 #include "analysis/leak.hpp"
 #include "analysis/synthetic_attention.hpp"
-#include "lib/error.hpp"
-#include "lib/tensor_io.hpp"
 #include "cli/analysis_flags.hpp"
 #include "cli/analysis_json.hpp"
 #include "cli/cli_output.hpp"
 #include "cli/command_files.hpp"
 #include "cli/commands.hpp"
 #include "cli/option_checks.hpp"
-#include "cli/recipe_flags.hpp"
 #include "cli/plot_output.hpp"
+#include "cli/recipe_flags.hpp"
+#include "lib/error.hpp"
+#include "lib/tensor_io.hpp"
 
 namespace roundscope::cli {
 namespace {
@@ -49,8 +49,7 @@ void print_report(const analysis::LeakResult& r) {
 void run(const LeakArgs& a) {
     analysis::LeakOptions o;
     o.recipe = a.recipe.recipe();
-    o.format = emu::find_block_format(a.format);
-    if (o.format == nullptr) throw Error("--format: unknown block format '" + a.format + "'");
+    o.format = &emu::block_format_named(a.format);
     o.block = a.block, o.fix = a.fix, o.max_tokens = a.max_tokens, o.threads = a.flags.threads;
     check_plot(a.plot, {a.input.file});
     // Leakage is a property of causal attention: the mask is always on.
@@ -74,7 +73,7 @@ void add_leak_command(CLI::App& app) {
     auto* cmd = app.add_subcommand("leak", "Future leakage of V block-quantized along tokens (causal attention)");
     auto a = std::make_shared<LeakArgs>();
     a->input.add_to(cmd, "File with q, k, v");
-    cmd->add_option("--format", a->format, "Block format of V")->capture_default_str();
+    cmd->add_option("--format", a->format, "Block format of V")->check(block_format_name())->capture_default_str();
     cmd->add_option("--block", a->block, "Tokens per scale")->check(integer_in(1, 1024))->capture_default_str();
     cmd->add_flag("--fix", a->fix, "The diagonal block of P multiplies unquantized V");
     a->recipe.add_to(cmd);

@@ -9,16 +9,16 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "cli/analysis_flags.hpp"
+#include "cli/cli_output.hpp"
+#include "cli/command_files.hpp"
+#include "cli/commands.hpp"
+#include "cli/option_checks.hpp"
 #include "emu/batch/tensor_cast.hpp"
 #include "emu/mma/mma_tensors.hpp"
 #include "lib/error.hpp"
 #include "lib/file_write.hpp"
 #include "lib/tensor_io.hpp"
-#include "cli/cli_output.hpp"
-#include "cli/command_files.hpp"
-#include "cli/analysis_flags.hpp"
-#include "cli/commands.hpp"
-#include "cli/option_checks.hpp"
 
 namespace roundscope::cli {
 namespace {
@@ -97,7 +97,7 @@ void run_mma(const MmaOptions& o) {
         Tensor out = Tensor::zeros("D", emu::dtype_of(p.model->accumulator), shape);
         for (std::size_t i = 0; i < d.size(); ++i) out.set_bits_at(i, d[i]);
         write_output(o.output, std::span<const Tensor>(&out, 1),
-                          {{"roundscope.model", emu::mma_model_name(*p.model)}, {"roundscope.source", o.input}});
+                     {{"roundscope.model", emu::mma_model_name(*p.model)}, {"roundscope.source", o.input}});
     }
 
     nlohmann::json result{{"file", o.input},

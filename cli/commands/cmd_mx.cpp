@@ -10,16 +10,16 @@
 #include <nlohmann/json.hpp>
 
 #include "analysis/scale_rules.hpp"
+#include "cli/analysis_flags.hpp"
+#include "cli/cast_flags.hpp"
+#include "cli/cli_output.hpp"
+#include "cli/command_files.hpp"
+#include "cli/commands.hpp"
+#include "cli/option_checks.hpp"
 #include "emu/block/block_quantize.hpp"
 #include "lib/error.hpp"
 #include "lib/file_write.hpp"
 #include "lib/tensor_io.hpp"
-#include "cli/cli_output.hpp"
-#include "cli/command_files.hpp"
-#include "cli/analysis_flags.hpp"
-#include "cli/cast_flags.hpp"
-#include "cli/commands.hpp"
-#include "cli/option_checks.hpp"
 
 namespace roundscope::cli {
 namespace {
@@ -34,13 +34,7 @@ struct MxArgs {
 
 emu::BlockSpec spec_of(const MxArgs& a) {
     emu::BlockSpec s;
-    s.format = emu::find_block_format(a.format);
-    if (!s.format) {
-        std::string names;
-        for (const emu::BlockFormat& f : emu::all_block_formats)
-            names += (names.empty() ? "" : " ") + std::string(f.name);
-        throw Error("--format: unknown block format '" + a.format + "' (block formats: " + names + ")");
-    }
+    s.format = &emu::block_format_named(a.format);
     s.block = a.block;
     s.axis = a.axis;
     s.offset = a.offset;
@@ -89,8 +83,8 @@ void compare_rules(const MxArgs& a, const emu::BlockSpec& spec, const TensorFile
     }
     if (a.json) {
         print_json(nlohmann::json{{"format", a.format},
-                                          {"block", spec.block > 0 ? spec.block : spec.format->default_block},
-                                          {"tensors", tensors}});
+                                  {"block", spec.block > 0 ? spec.block : spec.format->default_block},
+                                  {"tensors", tensors}});
         return;
     }
     print_table({"tensor", "rule", "blocks != floor", "scale up", "scale down", "saturated", "max_abs_error",
@@ -132,12 +126,12 @@ void quantize(const MxArgs& a, const emu::BlockSpec& spec, const TensorFile& in)
     write_output(a.output, out, metadata);
     if (a.json) {
         print_json(nlohmann::json{{"format", a.format},
-                                          {"block", block},
-                                          {"axis", a.axis},
-                                          {"offset", a.offset},
-                                          {"scale_rule", rule},
-                                          {"output", a.output},
-                                          {"tensors", tensors}});
+                                  {"block", block},
+                                  {"axis", a.axis},
+                                  {"offset", a.offset},
+                                  {"scale_rule", rule},
+                                  {"output", a.output},
+                                  {"tensors", tensors}});
         return;
     }
     fmt::print("{} -> {} ({}, blocks of {} along axis {}, scale rule {})\n", a.input, a.output, a.format, block, a.axis,
@@ -152,6 +146,7 @@ void add_mx_command(CLI::App& app) {
     auto a = std::make_shared<MxArgs>();
     cmd->add_option("IN", a->input, "Tensor file (.safetensors or .npy), or FILE:NAME for one tensor")->required();
     cmd->add_option("--format", a->format, "mxfp8_e4m3 mxfp8_e5m2 mxfp6_e2m3 mxfp6_e3m2 mxfp4 mxint8 nvfp4")
+        ->check(block_format_name())
         ->required();
     cmd->add_option("--block", a->block, "Elements per block (default 32; NVFP4 16)")->check(integer_in(1, 1 << 20));
     cmd->add_option("--axis", a->axis, "The blocked axis (-1: the last; -2: the token axis of [.., N, D])")
@@ -164,7 +159,9 @@ void add_mx_command(CLI::App& app) {
         ->capture_default_str();
     cmd->add_option("--round", a->round, "Element rounding: rne rna rtz up down odd sr sr:N (default rne)")
         ->check(rounding_mode());
-    cmd->add_option("--seed", a->seed, "Philox seed for stochastic rounding")->check(seed_value())->capture_default_str();
+    cmd->add_option("--seed", a->seed, "Philox seed for stochastic rounding")
+        ->check(seed_value())
+        ->capture_default_str();
     cmd->add_option("-t,--tensor", a->names, "Only this tensor (repeatable; default: every floating tensor)");
     cmd->add_option("-o,--output", a->output, "Write <name>.elements, <name>.scales (and <name> with --dequant)");
     cmd->add_flag("--dequant", a->dequant, "Also write the dequantized values as F32");

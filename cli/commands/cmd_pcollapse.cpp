@@ -11,16 +11,16 @@
 
 #include "analysis/pcollapse.hpp"
 #include "analysis/synthetic_attention.hpp"
-#include "lib/error.hpp"
-#include "lib/tensor_io.hpp"
 #include "cli/analysis_flags.hpp"
 #include "cli/analysis_json.hpp"
 #include "cli/cli_output.hpp"
 #include "cli/command_files.hpp"
 #include "cli/commands.hpp"
 #include "cli/option_checks.hpp"
-#include "cli/recipe_flags.hpp"
 #include "cli/plot_output.hpp"
+#include "cli/recipe_flags.hpp"
+#include "lib/error.hpp"
+#include "lib/tensor_io.hpp"
 
 namespace roundscope::cli {
 namespace {
@@ -75,7 +75,7 @@ void print_report(const PCollapseArgs& a, const analysis::PCollapseOptions& o, c
         rows.push_back(row);
     }
     std::vector<std::string> headers{"order",    "S",       "underflow", "predicted", "closed form",
-                                     "averaged", "Delta_c", "MSE of O",  "MSE gain", "saturated"};
+                                     "averaged", "Delta_c", "MSE of O",  "MSE gain",  "saturated"};
     if (a.sweep) headers.insert(headers.end(), {"exact S", "normal octaves", "dp(S)"});
     print_table(headers, rows);
     if (r.heads.size() < 2) return;
@@ -103,8 +103,8 @@ void run(const PCollapseArgs& a) {
     if (!a.scales.empty()) o.scales = a.scales;
     if (a.sweep) o.scales = {1, 2, 3, 4, 6, 8, 16, 32, 64, 96, 128, 192, 256, 320, 384, 448, 512, 1024};
     if (a.input.synthetic && static_cast<std::uint64_t>(o.k_sink) >= a.input.spec.n)
-        throw Error(fmt::format("--k-sink: {} sink tokens leave none of the N = {} keys to measure", o.k_sink,
-                                a.input.spec.n));
+        throw Error(
+            fmt::format("--k-sink: {} sink tokens leave none of the N = {} keys to measure", o.k_sink, a.input.spec.n));
     check_plot(a.plot, {a.input.file});
     const ChosenInputs c = choose_inputs("pcollapse", a.input, a.flags);
     if (static_cast<std::uint64_t>(o.k_sink) >= c.in.n_kv)
@@ -132,13 +132,15 @@ void add_pcollapse_command(CLI::App& app) {
     cmd->add_option("--scale", a->scales, "Static P scale S (repeatable; default 1 and 256)")
         ->check(finite_in(0, 3.0e38, true));
     cmd->add_option("--order", a->order, "forward, reverse or both")->capture_default_str();
-    cmd->add_flag("--sweep-scale", a->sweep, "S over powers of two, 448 and scales between them, with what each means on the E4M3 grid (dp(S))");
+    cmd->add_flag("--sweep-scale", a->sweep,
+                  "S over powers of two, 448 and scales between them, with what each means on the E4M3 grid (dp(S))");
     a->recipe.add_to(cmd, "The FP8 recipe");
     cmd->add_option("--k-sink", a->input.spec.k_sink, "Sink tokens (the first keys)")
         ->check(integer_in(1, 1 << 20))
         ->capture_default_str();
-    a->input.synthetic_only(cmd->add_option("--sink-strength", a->input.spec.sink_strength,
-                                            "Delta: how far the sink scores stand above the rest (synthetic)"))
+    a->input
+        .synthetic_only(cmd->add_option("--sink-strength", a->input.spec.sink_strength,
+                                        "Delta: how far the sink scores stand above the rest (synthetic)"))
         ->check(finite_in(-100, 100))
         ->capture_default_str();
     a->flags.add_to(cmd);

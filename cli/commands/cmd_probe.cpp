@@ -11,6 +11,9 @@
 
 #include <fmt/format.h>
 
+#include "cli/command_files.hpp"
+#include "cli/commands.hpp"
+#include "cli/option_checks.hpp"
 #include "emu/batch/conversion_digest.hpp"
 #include "emu/batch/tensor_cast.hpp"
 #include "emu/mma/mma_gemm.hpp"
@@ -19,9 +22,6 @@
 #include "lib/error.hpp"
 #include "lib/file_write.hpp"
 #include "lib/tensor_io.hpp"
-#include "cli/command_files.hpp"
-#include "cli/commands.hpp"
-#include "cli/option_checks.hpp"
 #if ROUNDSCOPE_WITH_GPU
 #include "gpu/device.hpp"
 #include "gpu/mma_probe.hpp"
@@ -69,14 +69,14 @@ void probe_mma(const ProbeOptions& o, const std::string& device, int cc, gpu::Pr
     tensors.push_back(std::move(dist));
     const std::string path = (std::filesystem::path(o.out) / (file_name + ".safetensors")).string();
     write_output(path, tensors,
-                      {{"device", fmt::format("{} (sm_{})", device, cc)},
-                       {"cuda_compiler", gpu::cuda_compiler()},
-                       {"cuda_runtime", gpu::cuda_runtime_version()},
-                       {"cuda_driver", gpu::cuda_driver_version()},
-                       {"instruction", gpu::probe_ptx(instruction, input)},
-                       {"layout", "A[t][m][k], B[t][k][n], C/D[t][m][n]; D = A*B + C by the tensor core"},
-                       {"seed", std::to_string(o.seed)},
-                       {"dists", emu::tile_distribution_metadata()}});
+                 {{"device", fmt::format("{} (sm_{})", device, cc)},
+                  {"cuda_compiler", gpu::cuda_compiler()},
+                  {"cuda_runtime", gpu::cuda_runtime_version()},
+                  {"cuda_driver", gpu::cuda_driver_version()},
+                  {"instruction", gpu::probe_ptx(instruction, input)},
+                  {"layout", "A[t][m][k], B[t][k][n], C/D[t][m][n]; D = A*B + C by the tensor core"},
+                  {"seed", std::to_string(o.seed)},
+                  {"dists", emu::tile_distribution_metadata()}});
 
     std::string verdict = "no roundscope model for " + arch;
     if (model != nullptr) {
@@ -111,11 +111,11 @@ void probe_conversions(const ProbeOptions& o, const std::string& device, int cc)
         tensors.push_back(std::move(e));
     }
     write_output((std::filesystem::path(o.out) / "conversions.safetensors").string(), tensors,
-                      {{"device", fmt::format("{} (sm_{})", device, cc)},
-                       {"cuda_compiler", gpu::cuda_compiler()},
-                       {"cuda_runtime", gpu::cuda_runtime_version()},
-                       {"cuda_driver", gpu::cuda_driver_version()},
-                       {"digest", "chunk j: sum mod 2^64 of conversion_mix(x, out) over x in [j 2^24, (j+1) 2^24)"}});
+                 {{"device", fmt::format("{} (sm_{})", device, cc)},
+                  {"cuda_compiler", gpu::cuda_compiler()},
+                  {"cuda_runtime", gpu::cuda_runtime_version()},
+                  {"cuda_driver", gpu::cuda_driver_version()},
+                  {"digest", "chunk j: sum mod 2^64 of conversion_mix(x, out) over x in [j 2^24, (j+1) 2^24)"}});
 }
 
 void probe(const ProbeOptions& o) {
@@ -157,9 +157,12 @@ void add_probe_command(CLI::App& app) {
     auto* cmd = app.add_subcommand("probe", "Capture MMA and conversion golden vectors on the local GPU");
     auto o = std::make_shared<ProbeOptions>();
     cmd->add_option("--out", o->out, "Directory for the .safetensors files")->required();
-    cmd->add_option("--tiles", o->tiles, "Tiles per distribution")->check(integer_in(1, 1 << 16))->capture_default_str();
+    cmd->add_option("--tiles", o->tiles, "Tiles per distribution")
+        ->check(integer_in(1, 1 << 16))
+        ->capture_default_str();
     cmd->add_option("--seed", o->seed, "Seed of the random tiles")->check(seed_value())->capture_default_str();
-    cmd->footer("Example: roundscope probe --out h100-vectors && roundscope mma h100-vectors/mma_e4m3.safetensors --check\n");
+    cmd->footer(
+        "Example: roundscope probe --out h100-vectors && roundscope mma h100-vectors/mma_e4m3.safetensors --check\n");
     cmd->callback([o] { probe(*o); });
 }
 

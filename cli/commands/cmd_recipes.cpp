@@ -5,10 +5,10 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
-#include "emu/attention/attention_recipe.hpp"
 #include "cli/cli_output.hpp"
 #include "cli/command_files.hpp"
 #include "cli/commands.hpp"
+#include "emu/attention/attention_recipe.hpp"
 
 namespace roundscope::cli {
 
@@ -16,7 +16,9 @@ void add_recipes_command(CLI::App& app) {
     auto* cmd = app.add_subcommand("recipes", "The flash-attention recipes (presets) and the keys of --set");
     auto json = std::make_shared<bool>(false);
     cmd->add_flag("--json", *json, "Print one JSON object");
-    cmd->footer("Example: roundscope recipes && roundscope attention dump.safetensors --recipe fa2-bf16 --set kv_order=reverse -o o.safetensors\n");
+    cmd->footer(
+        "Example: roundscope recipes && roundscope attention dump.safetensors --recipe fa2-bf16 --set kv_order=reverse "
+        "-o o.safetensors\n");
     cmd->callback([json] {
         if (*json) {
             nlohmann::json recipes = nlohmann::json::array();

@@ -2,7 +2,7 @@
 // analysis on every attention dump under DIR (cli/report/report_tasks.hpp), files and heads in
 // parallel, each task's result cached in OUT/cache by file content and options, gathered into
 // OUT/report.json and the self-contained OUT/report.html. `--list-tasks` and `--run-task KEY`
-// expose the tasks to a distributed engine (python/roundscope/report.py): the engine runs them
+// expose the tasks to a distributed engine (python/roundscope/_report.py): the engine runs them
 // anywhere, writes their results into OUT/cache, and a final `report` gathers them.
 #include <fmt/format.h>
 #include <unistd.h>
@@ -19,17 +19,16 @@
 #include <vector>
 
 #include "analysis/bias_steps.hpp"
-#include "lib/error.hpp"
-#include "lib/file_write.hpp"
-#include "lib/parallel.hpp"
 #include "cli/analysis_flags.hpp"
 #include "cli/command_files.hpp"
 #include "cli/commands.hpp"
 #include "cli/option_checks.hpp"
 #include "cli/recipe_flags.hpp"
-#include "cli/recipe_flags.hpp"
 #include "cli/report/report_html.hpp"
 #include "cli/report/report_tasks.hpp"
+#include "lib/error.hpp"
+#include "lib/file_write.hpp"
+#include "lib/parallel.hpp"
 
 namespace roundscope::cli {
 namespace {
@@ -121,7 +120,9 @@ void report(const ReportArgs& a) {
     if (a.list_tasks) {
         nlohmann::json list = nlohmann::json::array();
         for (const ReportTask& t : tasks)
-            list.push_back({{"key", t.key}, {"file", files[t.file].path}, {"head", t.head ? nlohmann::json(*t.head) : nlohmann::json()}});
+            list.push_back({{"key", t.key},
+                            {"file", files[t.file].path},
+                            {"head", t.head ? nlohmann::json(*t.head) : nlohmann::json()}});
         print_json({{"dir", a.dir}, {"tasks", list}});
         return;
     }
@@ -155,32 +156,39 @@ void report(const ReportArgs& a) {
         }
     });
 
-    nlohmann::json heads = nlohmann::json::array(), compare = nlohmann::json::array(), file_list = nlohmann::json::array();
+    nlohmann::json heads = nlohmann::json::array(), compare = nlohmann::json::array(),
+                   file_list = nlohmann::json::array();
     for (std::size_t i = 0; i < tasks.size(); ++i) (tasks[i].head ? heads : compare).push_back(results[i]);
     for (const DumpFile& f : files)
         file_list.push_back({{"file", f.relative},
                              {"layer", f.layer ? nlohmann::json(*f.layer) : nlohmann::json()},
                              {"step", f.step ? nlohmann::json(*f.step) : nlohmann::json()},
-                             {"heads", f.heads}, {"n_q", f.n_q}, {"n_kv", f.n_kv}, {"d", f.d},
-                             {"causal", f.causal}, {"has_o", f.has_o}, {"has_do", f.has_do}, {"has_x", f.has_x},
+                             {"heads", f.heads},
+                             {"n_q", f.n_q},
+                             {"n_kv", f.n_kv},
+                             {"d", f.d},
+                             {"causal", f.causal},
+                             {"has_o", f.has_o},
+                             {"has_do", f.has_do},
+                             {"has_x", f.has_x},
                              {"content_hash", f.content_hash}});
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    nlohmann::json r{{"dir", a.dir},
-                     {"options", options_json(options)},
-                     {"files", file_list},
-                     {"heads", heads},
-                     {"compare", compare},
-                     {"bias_over_steps", bias_over_steps(heads)},
-                     {"tasks", tasks.size()},
-                     {"cached", tasks.size() - pending.size()},
+    nlohmann::json r{{"dir", a.dir},          {"options", options_json(options)},
+                     {"files", file_list},    {"heads", heads},
+                     {"compare", compare},    {"bias_over_steps", bias_over_steps(heads)},
+                     {"tasks", tasks.size()}, {"cached", tasks.size() - pending.size()},
                      {"seconds", seconds}};
     const std::string json_path = (std::filesystem::path(a.out) / "report.json").string(),
                       html_path = (std::filesystem::path(a.out) / "report.html").string();
     write_text(json_path, r.dump(1));
     write_text(html_path, report_html(r));
     if (a.json)
-        print_json({{"report", json_path}, {"html", html_path}, {"files", files.size()}, {"tasks", tasks.size()},
-                    {"cached", tasks.size() - pending.size()}, {"seconds", seconds}});
+        print_json({{"report", json_path},
+                    {"html", html_path},
+                    {"files", files.size()},
+                    {"tasks", tasks.size()},
+                    {"cached", tasks.size() - pending.size()},
+                    {"seconds", seconds}});
     else
         fmt::print("report: {} file(s), {} task(s) ({} cached) in {:.1f} s; wrote {} and {}\n", files.size(),
                    tasks.size(), tasks.size() - pending.size(), seconds, json_path, html_path);
@@ -189,7 +197,8 @@ void report(const ReportArgs& a) {
 }  // namespace
 
 void add_report_command(CLI::App& app) {
-    auto* cmd = app.add_subcommand("report", "Every analysis on every attention dump under DIR: report.json and report.html");
+    auto* cmd =
+        app.add_subcommand("report", "Every analysis on every attention dump under DIR: report.json and report.html");
     auto a = std::make_shared<ReportArgs>();
     cmd->add_option("DIR", a->dir, "Folder of attention dumps (.safetensors, as python/roundscope/dump.py writes)")
         ->required();
@@ -202,7 +211,8 @@ void add_report_command(CLI::App& app) {
         ->capture_default_str();
     cmd->add_flag("--no-cache", a->no_cache, "Recompute every task (the cache is still written)");
     cmd->add_flag("--list-tasks", a->list_tasks, "Print the tasks (key, file, head) as JSON and stop");
-    cmd->add_option("--run-task", a->run_task_key, "Run one task and print its result as JSON (for a distributed engine)");
+    cmd->add_option("--run-task", a->run_task_key,
+                    "Run one task and print its result as JSON (for a distributed engine)");
     add_output_flags(cmd, a->json, a->threads);
     cmd->footer("Example: roundscope report dumps -o dumps-report --recipe fa2-bf16 --recipe fa3-fp8\n");
     cmd->callback([a] { report(*a); });

@@ -11,16 +11,16 @@
 #include <nlohmann/json.hpp>
 
 #include "analysis/truth/attention_truth.hpp"
-#include "emu/attention/attention_inputs.hpp"
-#include "lib/error.hpp"
-#include "lib/file_write.hpp"
-#include "lib/memory_budget.hpp"
-#include "lib/tensor_io.hpp"
 #include "cli/analysis_flags.hpp"
 #include "cli/cli_output.hpp"
 #include "cli/command_files.hpp"
 #include "cli/commands.hpp"
 #include "cli/option_checks.hpp"
+#include "emu/attention/attention_inputs.hpp"
+#include "lib/error.hpp"
+#include "lib/file_write.hpp"
+#include "lib/memory_budget.hpp"
+#include "lib/tensor_io.hpp"
 
 namespace roundscope::cli {
 namespace {
@@ -68,26 +68,26 @@ void run_truth(const TruthArgs& a) {
         out.push_back(f64_tensor("p", output_shape(in, {in.n_q, in.n_kv}), t.p));
     }
     write_output(a.output, out,
-                      {{"source", a.input},
-                       {"causal", o.causal ? "true" : "false"},
-                       {"bias", in.bias ? "additive, from the input's tensor 'bias'" : "none"},
-                       {"softmax_scale", format_double(t.scale)},
-                       {"truth", "every value the float64 nearest the exact result"},
-                       {"precision_bits", std::to_string(t.max_precision_used)}});
+                 {{"source", a.input},
+                  {"causal", o.causal ? "true" : "false"},
+                  {"bias", in.bias ? "additive, from the input's tensor 'bias'" : "none"},
+                  {"softmax_scale", format_double(t.scale)},
+                  {"truth", "every value the float64 nearest the exact result"},
+                  {"precision_bits", std::to_string(t.max_precision_used)}});
     if (a.flags.json) {
         nlohmann::json names = nlohmann::json::array();
         for (const Tensor& x : out) names.push_back(x.name());
         print_json(nlohmann::json{{"file", a.input},
-                                          {"output", a.output},
-                                          {"heads", t.heads},
-                                          {"n_q", t.n_q},
-                                          {"n_kv", t.n_kv},
-                                          {"causal", o.causal},
-                                          {"bias", in.bias.has_value()},
-                                          {"softmax_scale", json_number(t.scale)},
-                                          {"precision_bits", t.max_precision_used},
-                                          {"fast_heads", t.fast_heads},
-                                          {"tensors", names}});
+                                  {"output", a.output},
+                                  {"heads", t.heads},
+                                  {"n_q", t.n_q},
+                                  {"n_kv", t.n_kv},
+                                  {"causal", o.causal},
+                                  {"bias", in.bias.has_value()},
+                                  {"softmax_scale", json_number(t.scale)},
+                                  {"precision_bits", t.max_precision_used},
+                                  {"fast_heads", t.fast_heads},
+                                  {"tensors", names}});
     } else {
         fmt::print("{}: {} head(s), Nq {}, Nk {}, D {}, Dv {}, {}causal, scale {}; {} head(s) by the fast path -> {}\n",
                    a.input, t.heads, t.n_q, t.n_kv, t.d, t.d_v, o.causal ? "" : "not ", format_double(t.scale),

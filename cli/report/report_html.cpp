@@ -19,11 +19,20 @@ std::string escaped(const std::string& s) {
     std::string out;
     for (const char c : s) {
         switch (c) {
-            case '&': out += "&amp;"; break;
-            case '<': out += "&lt;"; break;
-            case '>': out += "&gt;"; break;
-            case '"': out += "&quot;"; break;
-            default: out += c;
+            case '&':
+                out += "&amp;";
+                break;
+            case '<':
+                out += "&lt;";
+                break;
+            case '>':
+                out += "&gt;";
+                break;
+            case '"':
+                out += "&quot;";
+                break;
+            default:
+                out += c;
         }
     }
     return out;
@@ -31,7 +40,8 @@ std::string escaped(const std::string& s) {
 
 // Colour-blind-safe (Okabe-Ito) colours, one per head.
 const char* colour(std::size_t i) {
-    static const char* palette[] = {"#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442", "#000000"};
+    static const char* palette[] = {"#0072B2", "#D55E00", "#009E73", "#CC79A7",
+                                    "#E69F00", "#56B4E9", "#F0E442", "#000000"};
     return palette[i % 8];
 }
 
@@ -45,9 +55,13 @@ struct Series {
 // Round numbers for an axis: about five ticks covering [lo, hi].
 std::vector<double> ticks(double lo, double hi) {
     const double span = hi - lo, raw = span / 4, power = std::pow(10, std::floor(std::log10(raw)));
-    const double step = raw / power < 1.5 ? power : raw / power < 3.5 ? 2 * power : raw / power < 7.5 ? 5 * power : 10 * power;
+    const double step = raw / power < 1.5   ? power
+                        : raw / power < 3.5 ? 2 * power
+                        : raw / power < 7.5 ? 5 * power
+                                            : 10 * power;
     std::vector<double> t;
-    for (double x = std::ceil(lo / step) * step; x <= hi + step * 1e-9; x += step) t.push_back(std::fabs(x) < step * 1e-9 ? 0 : x);
+    for (double x = std::ceil(lo / step) * step; x <= hi + step * 1e-9; x += step)
+        t.push_back(std::fabs(x) < step * 1e-9 ? 0 : x);
     return t;
 }
 
@@ -58,20 +72,23 @@ std::string chart(const std::string& title, const std::string& x_label, const st
     double x0 = std::numeric_limits<double>::infinity(), x1 = -x0, y0 = x0, y1 = -x0;
     for (const Series& s : series)
         for (const auto& [x, y] : s.points)
-            if (std::isfinite(x) && std::isfinite(y)) x0 = std::min(x0, x), x1 = std::max(x1, x), y0 = std::min(y0, y), y1 = std::max(y1, y);
+            if (std::isfinite(x) && std::isfinite(y))
+                x0 = std::min(x0, x), x1 = std::max(x1, x), y0 = std::min(y0, y), y1 = std::max(y1, y);
     std::string svg = fmt::format(
         "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" viewBox=\"0 0 {} {}\" role=\"img\">"
         "<text x=\"{}\" y=\"16\" class=\"title\">{}</text>",
-        width, height + 22 * ((series.size() + 2) / 3), width, height + 22 * ((series.size() + 2) / 3), left, escaped(title));
+        width, height + 22 * ((series.size() + 2) / 3), width, height + 22 * ((series.size() + 2) / 3), left,
+        escaped(title));
     if (!std::isfinite(x0)) return svg + fmt::format("<text x=\"{}\" y=\"{}\">no data</text></svg>", left, height / 2);
     if (x1 == x0) x0 -= 1, x1 += 1;
     if (y1 == y0) y0 -= y0 == 0 ? 1 : std::fabs(y0) * 0.1, y1 += y1 == 0 ? 1 : std::fabs(y1) * 0.1;
     const auto px = [&](double x) { return left + (x - x0) / (x1 - x0) * (width - left - right); };
     const auto py = [&](double y) { return top + (y1 - y) / (y1 - y0) * (height - top - bottom); };
     for (const double t : ticks(y0, y1))
-        svg += fmt::format("<line x1=\"{0}\" x2=\"{1}\" y1=\"{2:.1f}\" y2=\"{2:.1f}\" class=\"grid\"/>"
-                           "<text x=\"{3}\" y=\"{4:.1f}\" class=\"tick\" text-anchor=\"end\">{5:.3g}</text>",
-                           left, width - right, py(t), left - 4, py(t) + 4, t);
+        svg += fmt::format(
+            "<line x1=\"{0}\" x2=\"{1}\" y1=\"{2:.1f}\" y2=\"{2:.1f}\" class=\"grid\"/>"
+            "<text x=\"{3}\" y=\"{4:.1f}\" class=\"tick\" text-anchor=\"end\">{5:.3g}</text>",
+            left, width - right, py(t), left - 4, py(t) + 4, t);
     for (const double t : ticks(x0, x1))
         svg += fmt::format("<text x=\"{:.1f}\" y=\"{}\" class=\"tick\" text-anchor=\"middle\">{:.4g}</text>", px(t),
                            height - bottom + 14, t);
@@ -79,23 +96,26 @@ std::string chart(const std::string& title, const std::string& x_label, const st
                        width - left - right, height - top - bottom);
     svg += fmt::format("<text x=\"{}\" y=\"{}\" class=\"label\" text-anchor=\"middle\">{}</text>",
                        (left + width - right) / 2, height - 8, escaped(x_label));
-    svg += fmt::format("<text transform=\"translate(12 {}) rotate(-90)\" class=\"label\" text-anchor=\"middle\">{}</text>",
-                       (top + height - bottom) / 2, escaped(y_label));
+    svg +=
+        fmt::format("<text transform=\"translate(12 {}) rotate(-90)\" class=\"label\" text-anchor=\"middle\">{}</text>",
+                    (top + height - bottom) / 2, escaped(y_label));
     for (std::size_t i = 0; i < series.size(); ++i) {
         const Series& s = series[i];
         std::string path;
         for (const auto& [x, y] : s.points)
-            if (std::isfinite(x) && std::isfinite(y)) path += fmt::format("{}{:.1f},{:.1f}", path.empty() ? "M" : " L", px(x), py(y));
+            if (std::isfinite(x) && std::isfinite(y))
+                path += fmt::format("{}{:.1f},{:.1f}", path.empty() ? "M" : " L", px(x), py(y));
         svg += fmt::format("<path d=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"1.6\"{}/>", path, s.colour,
                            s.dashed ? " stroke-dasharray=\"5 3\"" : "");
         for (const auto& [x, y] : s.points)
             if (std::isfinite(x) && std::isfinite(y) && !s.dashed)
-                svg += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"2.2\" fill=\"{}\"/>", px(x), py(y), s.colour);
+                svg +=
+                    fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"2.2\" fill=\"{}\"/>", px(x), py(y), s.colour);
         const double lx = 8 + static_cast<double>(i % 3) * 124, ly = height + 6 + 22 * static_cast<double>(i / 3);
-        svg += fmt::format("<line x1=\"{0}\" x2=\"{1}\" y1=\"{2}\" y2=\"{2}\" stroke=\"{3}\" stroke-width=\"2\"{4}/>"
-                           "<text x=\"{5}\" y=\"{6}\" class=\"tick\">{7}</text>",
-                           lx, lx + 18, ly, s.colour, s.dashed ? " stroke-dasharray=\"5 3\"" : "", lx + 22, ly + 4,
-                           escaped(s.label));
+        svg += fmt::format(
+            "<line x1=\"{0}\" x2=\"{1}\" y1=\"{2}\" y2=\"{2}\" stroke=\"{3}\" stroke-width=\"2\"{4}/>"
+            "<text x=\"{5}\" y=\"{6}\" class=\"tick\">{7}</text>",
+            lx, lx + 18, ly, s.colour, s.dashed ? " stroke-dasharray=\"5 3\"" : "", lx + 22, ly + 4, escaped(s.label));
     }
     return svg + "</svg>";
 }
@@ -160,37 +180,43 @@ std::string report_html(const json& r) {
         "svg{background:#fff;border:1px solid #eee}svg .title{font-size:12.5px;font-weight:600}"
         "svg .tick{font-size:10px;fill:#444}svg .label{font-size:11px;fill:#222}svg .grid{stroke:#eee}"
         "svg .frame{fill:none;stroke:#999}.note{color:#555;font-size:13px}</style></head><body>";
-    html += fmt::format("<h1>roundscope report: {}</h1><p class=\"note\">{} file(s), {} head(s) analysed, {} task(s) "
-                        "({} from the cache). Recipes:",
-                        escaped(r["dir"].get<std::string>()), r["files"].size(), r["heads"].size(),
-                        r["tasks"].get<std::size_t>(), r["cached"].get<std::size_t>());
+    html += fmt::format(
+        "<h1>roundscope report: {}</h1><p class=\"note\">{} file(s), {} head(s) analysed, {} task(s) "
+        "({} from the cache). Recipes:",
+        escaped(r["dir"].get<std::string>()), r["files"].size(), r["heads"].size(), r["tasks"].get<std::size_t>(),
+        r["cached"].get<std::size_t>());
     for (const json& recipe : r["options"]["recipes"]) html += " " + escaped(recipe["name"].get<std::string>());
     html += fmt::format("; sink: the first {} key(s).</p>", r["options"]["k_sink"].get<int>());
 
-    html += "<h2>Attention sinks</h2><p class=\"note\">The mean share of each query's exact softmax on the sink "
-            "key(s), per head, over the training steps.</p>";
-    html += layer_charts(data, "mass on the sink", "share of P", [](const json& h, double step, std::int64_t head, auto& s) {
-        add_point(s, fmt::format("head {}", head), colour(static_cast<std::size_t>(head)), false, step,
-                  number(h["pcollapse"]["sink_mass"]));
-    });
+    html +=
+        "<h2>Attention sinks</h2><p class=\"note\">The mean share of each query's exact softmax on the sink "
+        "key(s), per head, over the training steps.</p>";
+    html += layer_charts(data, "mass on the sink", "share of P",
+                         [](const json& h, double step, std::int64_t head, auto& s) {
+                             add_point(s, fmt::format("head {}", head), colour(static_cast<std::size_t>(head)), false,
+                                       step, number(h["pcollapse"]["sink_mass"]));
+                         });
 
-    html += "<h2>P-collapse under fa3-fp8 (E4M3 P, S = 1, forward KV order)</h2><p class=\"note\">Solid: the "
-            "fraction of non-sink P cast to zero, measured by the emulated kernel; dashed: the prediction from "
-            "the scores the kernel holds (running max per KV tile, each row's spread).</p>";
-    html += layer_charts(data, "P cast to zero", "fraction", [](const json& h, double step, std::int64_t head, auto& s) {
-        const json* run = run_of(h["pcollapse"], "forward", 1);
-        if (!run) return;
-        const char* c = colour(static_cast<std::size_t>(head));
-        add_point(s, fmt::format("head {}", head), c, false, step, number((*run)["underflow_fraction"]));
-        add_point(s, fmt::format("head {} predicted", head), c, true, step, number((*run)["predicted_fraction"]));
-    });
+    html +=
+        "<h2>P-collapse under fa3-fp8 (E4M3 P, S = 1, forward KV order)</h2><p class=\"note\">Solid: the "
+        "fraction of non-sink P cast to zero, measured by the emulated kernel; dashed: the prediction from "
+        "the scores the kernel holds (running max per KV tile, each row's spread).</p>";
+    html +=
+        layer_charts(data, "P cast to zero", "fraction", [](const json& h, double step, std::int64_t head, auto& s) {
+            const json* run = run_of(h["pcollapse"], "forward", 1);
+            if (!run) return;
+            const char* c = colour(static_cast<std::size_t>(head));
+            add_point(s, fmt::format("head {}", head), c, false, step, number((*run)["underflow_fraction"]));
+            add_point(s, fmt::format("head {} predicted", head), c, true, step, number((*run)["predicted_fraction"]));
+        });
 
     if (!r["bias_over_steps"].empty()) {
-        html += "<h2>delta = rowsum(dO * O): the error summed over rows, accumulated over steps</h2><p class=\"note\">"
-                "Solid: with the kernel's own O from the dump (the emulated fa2-bf16 where the dump has none); dashed: "
-                "the emulated fa2-bf16 with the max adjustment. One sign step after step is the bias that reaches the "
-                "weights.</p>"
-                "<div class=\"charts\">";
+        html +=
+            "<h2>delta = rowsum(dO * O): the error summed over rows, accumulated over steps</h2><p class=\"note\">"
+            "Solid: with the kernel's own O from the dump (the emulated fa2-bf16 where the dump has none); dashed: "
+            "the emulated fa2-bf16 with the max adjustment. One sign step after step is the bias that reaches the "
+            "weights.</p>"
+            "<div class=\"charts\">";
         std::map<std::int64_t, std::vector<Series>> layers;
         for (const json& s : r["bias_over_steps"]) {
             const auto head = s["head"].get<std::int64_t>();
@@ -204,26 +230,31 @@ std::string report_html(const json& r) {
             series.push_back(kernel), series.push_back(adjusted);
         }
         for (const auto& [layer, series] : layers)
-            html += chart(fmt::format("cumulative delta error, layer {}", layer), "step", "sum of coefficients", series);
+            html +=
+                chart(fmt::format("cumulative delta error, layer {}", layer), "step", "sum of coefficients", series);
         html += "</div>";
     }
 
-    html += "<h2>Every head at its last step</h2><table><tr><th class=\"l\">layer</th><th>head</th><th>step</th>"
-            "<th>sink mass</th><th>effective Delta</th><th>spread</th><th>P-collapse fwd S=1 (pred.)</th>"
-            "<th>rev S=1</th><th>fwd S=256</th><th>leak MXFP4 pairs</th><th>leak MXFP8 pairs</th>"
-            "<th>f16 naive margin</th><th>delta error</th><th>positive steps (sign test)</th>";
+    html +=
+        "<h2>Every head at its last step</h2><table><tr><th class=\"l\">layer</th><th>head</th><th>step</th>"
+        "<th>sink mass</th><th>effective Delta</th><th>spread</th><th>P-collapse fwd S=1 (pred.)</th>"
+        "<th>rev S=1</th><th>fwd S=256</th><th>leak MXFP4 pairs</th><th>leak MXFP8 pairs</th>"
+        "<th>f16 naive margin</th><th>delta error</th><th>positive steps (sign test)</th>";
     for (const json& recipe : r["options"]["recipes"])
         html += fmt::format("<th>rel. rms of O, {}</th>", escaped(recipe["name"].get<std::string>()));
     html += "</tr>";
     std::map<std::pair<std::int64_t, std::int64_t>, const json*> bias_series;
-    for (const json& s : r["bias_over_steps"]) bias_series[{s["layer"].get<std::int64_t>(), s["head"].get<std::int64_t>()}] = &s;
+    for (const json& s : r["bias_over_steps"])
+        bias_series[{s["layer"].get<std::int64_t>(), s["head"].get<std::int64_t>()}] = &s;
     for (const auto& [layer, heads] : data) {
         for (const auto& [head, steps] : heads) {
             const json& h = *steps.rbegin()->second;
             const json& p = h["pcollapse"];
             const json *f1 = run_of(p, "forward", 1), *r1 = run_of(p, "reverse", 1), *f256 = run_of(p, "forward", 256);
             const auto leak = [&](const char* f) {
-                return h.contains("leak") && h["leak"].contains(f) ? std::to_string(h["leak"][f]["leaking_pairs"].get<std::uint64_t>()) : "-";
+                return h.contains("leak") && h["leak"].contains(f)
+                           ? std::to_string(h["leak"][f]["leaking_pairs"].get<std::uint64_t>())
+                           : "-";
             };
             double margin = std::numeric_limits<double>::quiet_NaN();
             for (const json& f : h["headroom"]["formats"])
@@ -239,13 +270,14 @@ std::string report_html(const json& r) {
                 r1 ? cell(number((*r1)["underflow_fraction"]), "{:.4f}") : "-",
                 f256 ? cell(number((*f256)["underflow_fraction"]), "{:.4f}") : "-", leak("mxfp4"), leak("mxfp8_e4m3"),
                 cell(margin), bias == bias_series.end() ? "-" : cell(number(bias->second->at("cumulative").back())),
-                bias == bias_series.end() ? "-"
-                                          : fmt::format("{}/{} (p {:.2g})", bias->second->at("positive_steps").get<int>(),
-                                                        bias->second->at("steps").size(),
-                                                        bias->second->at("sign_test_p").get<double>()));
+                bias == bias_series.end()
+                    ? "-"
+                    : fmt::format("{}/{} (p {:.2g})", bias->second->at("positive_steps").get<int>(),
+                                  bias->second->at("steps").size(), bias->second->at("sign_test_p").get<double>()));
             for (const json& recipe : r["options"]["recipes"]) {
                 const std::string name = recipe["name"];
-                html += "<td>" + (h["attribute"].contains(name) ? cell(number(h["attribute"][name]["all_low"])) : "-") + "</td>";
+                html += "<td>" + (h["attribute"].contains(name) ? cell(number(h["attribute"][name]["all_low"])) : "-") +
+                        "</td>";
             }
             html += "</tr>";
         }
@@ -253,11 +285,13 @@ std::string report_html(const json& r) {
     html += "</table>";
 
     if (!r["compare"].empty()) {
-        html += "<h2>The kernel's outputs against the truth and each recipe</h2><p class=\"note\">Relative rms error "
-                "against the exact attention, and the bits equal to the recipe's emulation (matched / total over o, "
-                "lse, dq, dk, dv as the dump holds them).</p><table><tr><th class=\"l\">file</th>";
+        html +=
+            "<h2>The kernel's outputs against the truth and each recipe</h2><p class=\"note\">Relative rms error "
+            "against the exact attention, and the bits equal to the recipe's emulation (matched / total over o, "
+            "lse, dq, dk, dv as the dump holds them).</p><table><tr><th class=\"l\">file</th>";
         for (const json& recipe : r["options"]["recipes"])
-            html += fmt::format("<th>{0}: o rel. rms</th><th>{0}: bits equal</th>", escaped(recipe["name"].get<std::string>()));
+            html += fmt::format("<th>{0}: o rel. rms</th><th>{0}: bits equal</th>",
+                                escaped(recipe["name"].get<std::string>()));
         html += "</tr>";
         for (const json& c : r["compare"]) {
             html += "<tr><td class=\"l\">" + escaped(c["file"].get<std::string>()) + "</td>";
@@ -271,7 +305,9 @@ std::string report_html(const json& r) {
         }
         html += "</table>";
     }
-    return html + "<p class=\"note\">Written by roundscope report; every figure is in report.json beside this page.</p></body></html>\n";
+    return html +
+           "<p class=\"note\">Written by roundscope report; every figure is in report.json beside this "
+           "page.</p></body></html>\n";
 }
 
 }  // namespace roundscope::cli

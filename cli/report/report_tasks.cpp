@@ -13,15 +13,15 @@
 #include "analysis/leak.hpp"
 #include "analysis/pcollapse.hpp"
 #include "analysis/rounding_bias.hpp"
+#include "cli/analysis_flags.hpp"
+#include "cli/analysis_json.hpp"
+#include "cli/command_files.hpp"
 #include "emu/attention/attention_operands.hpp"
 #include "emu/attention/head_inputs.hpp"
 #include "emu/block/block_format.hpp"
 #include "emu/numbers/format.hpp"
 #include "lib/error.hpp"
 #include "lib/mapped_file.hpp"
-#include "cli/analysis_flags.hpp"
-#include "cli/analysis_json.hpp"
-#include "cli/command_files.hpp"
 
 namespace roundscope::cli {
 namespace {
@@ -110,7 +110,8 @@ std::vector<DumpFile> scan_dumps(const std::string& dir, const std::string& excl
             it.disable_recursion_pending();
             continue;
         }
-        if (it->is_regular_file(error) && it->path().extension() == ".safetensors") paths.push_back(it->path().string());
+        if (it->is_regular_file(error) && it->path().extension() == ".safetensors")
+            paths.push_back(it->path().string());
     }
     if (error) throw FileError(dir + ": " + error.message());
     std::sort(paths.begin(), paths.end());
@@ -130,7 +131,8 @@ std::vector<DumpFile> scan_dumps(const std::string& dir, const std::string& excl
         f.heads = emu::head_count(in), f.n_q = in.n_q, f.n_kv = in.n_kv, f.d = in.d;
         f.causal = in.causal.value_or(false);
         f.has_o = in.o.has_value(), f.has_do = in.d_o.has_value(), f.has_x = in.x.has_value();
-        if (in.n_kv <= 1) throw Error(path + ": P-collapse needs keys beyond the sink (Nk = " + std::to_string(in.n_kv) + ")");
+        if (in.n_kv <= 1)
+            throw Error(path + ": P-collapse needs keys beyond the sink (Nk = " + std::to_string(in.n_kv) + ")");
         f.content_hash = content_hash(path);
         files.push_back(std::move(f));
     }
@@ -139,7 +141,8 @@ std::vector<DumpFile> scan_dumps(const std::string& dir, const std::string& excl
 
 nlohmann::json options_json(const ReportOptions& o) {
     nlohmann::json recipes = nlohmann::json::array();
-    for (const emu::AttentionRecipe& r : o.recipes) recipes.push_back({{"name", r.name}, {"settings", emu::recipe_settings(r)}});
+    for (const emu::AttentionRecipe& r : o.recipes)
+        recipes.push_back({{"name", r.name}, {"settings", emu::recipe_settings(r)}});
     return {{"recipes", recipes}, {"k_sink", o.k_sink}, {"leak_tokens", o.leak_tokens}};
 }
 
@@ -170,14 +173,16 @@ nlohmann::json run_task(const DumpFile& file, const ReportTask& task, const Repo
                      {"step", file.step ? nlohmann::json(*file.step) : nlohmann::json()}};
     if (task.head) {
         j["head"] = *task.head;
-        j.update(naming_input(file.path, [&] { return head_analyses(emu::head_inputs(in, *task.head), options, threads); }));
+        j.update(
+            naming_input(file.path, [&] { return head_analyses(emu::head_inputs(in, *task.head), options, threads); }));
         return j;
     }
     analysis::AttentionRunOptions r;
     r.causal = in.causal.value_or(false), r.scale = in.softmax_scale.value_or(0), r.threads = threads;
     nlohmann::json compare;
     for (const emu::AttentionRecipe& recipe : options.recipes) {
-        nlohmann::json c = compare_json(naming_input(file.path, [&] { return analysis::compare_kernel(tensors, in, recipe, r, 4); }));
+        nlohmann::json c =
+            compare_json(naming_input(file.path, [&] { return analysis::compare_kernel(tensors, in, recipe, r, 4); }));
         compare[recipe.name] = c;
     }
     j["compare"] = compare;

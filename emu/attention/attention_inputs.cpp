@@ -79,7 +79,7 @@ void find_query_projection(const TensorFile& file, const ShapeCheck& check, Atte
 
 AttentionInputs find_attention_inputs(const TensorFile& file) {
     const ShapeCheck check(file);
-    AttentionInputs in{check.tensor("q"), check.tensor("k"), check.tensor("v")};
+    AttentionInputs in{.q = check.tensor("q"), .k = check.tensor("k"), .v = check.tensor("v")};
     const Shape& qs = in.q.shape();
     if (qs.size() < 2 || qs.size() > 4)
         check.fail(in.q, "has shape " + shape_string(qs) + "; expected [N, D], [H, N, D] or [B, H, N, D]");

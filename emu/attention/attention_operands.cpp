@@ -25,8 +25,9 @@ std::vector<std::uint32_t> operand(const Tensor& t, const Format& input) {
         bits[i] = static_cast<std::uint32_t>(cast.bits_at(i));
         const ValueClass c = unpack(input, bits[i]).cls;
         if (c == ValueClass::nan || c == ValueClass::inf)
-            throw Error(fmt::format("tensor '{}' element {} ({:g}) overflows the recipe's input format {} (largest {:g})",
-                                    t.name(), i, decode(from, t.bits_at(i)), input.name, decode(input, max_finite_bits(input))));
+            throw Error(fmt::format(
+                "tensor '{}' element {} ({:g}) overflows the recipe's input format {} (largest {:g})", t.name(), i,
+                decode(from, t.bits_at(i)), input.name, decode(input, max_finite_bits(input))));
     }
     return bits;
 }

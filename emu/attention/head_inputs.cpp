@@ -40,7 +40,8 @@ AttentionInputs head_inputs(const AttentionInputs& in, std::uint64_t head) {
     if (in.x) one.x = slice(*in.x, in.x->shape().size() == 3 ? head / in.heads : 0, {in.n_q, in.d_model});
     if (in.w_q) {
         const std::uint64_t h = head % in.heads;
-        one.w_q = in.w_q_per_head ? slice(*in.w_q, h, {in.d_model, in.d}) : query_weight_columns(*in.w_q, h, in.heads, in.d);
+        one.w_q =
+            in.w_q_per_head ? slice(*in.w_q, h, {in.d_model, in.d}) : query_weight_columns(*in.w_q, h, in.heads, in.d);
         one.w_q_per_head = false;
     }
     return one;

@@ -18,9 +18,9 @@ namespace {
 using R = AttentionRecipe;
 
 constexpr NamedValues<SoftmaxKind, 4> softmax_names{{{{SoftmaxKind::online, "online"},
-                                                       {SoftmaxKind::naive, "naive"},
-                                                       {SoftmaxKind::naive_unshifted, "naive-unshifted"},
-                                                       {SoftmaxKind::online_torch, "online-torch"}}}};
+                                                      {SoftmaxKind::naive, "naive"},
+                                                      {SoftmaxKind::naive_unshifted, "naive-unshifted"},
+                                                      {SoftmaxKind::online_torch, "online-torch"}}}};
 constexpr NamedValues<Exp2Kind, 2> exp2_names{
     {{{Exp2Kind::software, "software"}, {Exp2Kind::hardware_approx, "ex2.approx"}}}};
 constexpr NamedValues<KvOrder, 2> order_names{{{{KvOrder::forward, "forward"}, {KvOrder::reverse, "reverse"}}}};
@@ -56,9 +56,11 @@ float parse_positive(std::string_view key, std::string_view text) {
 
 const BlockFormat* parse_block_format_or_none(std::string_view key, std::string_view text) {
     if (text == "none") return nullptr;
-    const BlockFormat* f = find_block_format(text);
-    if (f == nullptr) throw Error(fmt::format("{}: unknown block format '{}'", what(key), printable(text)));
-    return f;
+    try {
+        return &block_format_named(text);
+    } catch (const Error& e) {
+        throw Error(fmt::format("{}: {}", what(key), e.what()));
+    }
 }
 
 struct Setting {

@@ -1,6 +1,6 @@
 #pragma once
 // Batch casts over spans: SIMD (Highway, runtime dispatch) and multi-threaded, giving exactly
-// the bits of the scalar round_to_format for every element (tests/emu/test_batch_exhaustive.cpp
+// the bits of the scalar round_to_format for every element (tests/emu/batch/test_batch_exhaustive.cpp
 // checks all 2^32 float32 inputs). Element i of a batch uses random stream first_index + i, so
 // a batch cut into pieces gives the same bits as one call.
 #include <cstdint>

@@ -2,7 +2,7 @@
 // or float64 bit patterns, for the targets whose exponent range lies inside float32's (f32, f16,
 // bf16, FP8, FP6, FP4). Lanes it does not serve — NaN, Inf, and exact stochastic rounding whose
 // fraction needs more than 32 random bits — are finished by the scalar routine itself, so every
-// lane's bits are the scalar routine's (tests/emu/test_batch_*.cpp).
+// lane's bits are the scalar routine's (tests/emu/batch/test_batch_*.cpp).
 #include "emu/batch/batch_cast_simd.hpp"
 
 #include <algorithm>
@@ -230,8 +230,8 @@ void cast_kernel(const SimdCastJob& job, const Real* HWY_RESTRICT in, const std:
             flagged[vectors++] = !hn::AllFalse(du, need_scalar);
         }
         for (; i < end; ++i) out[i] = static_cast<Bits>(scalar_cast(in[i], to, o, first_index + i));
-        const U inf_bits = ((U{1} << (lane_bits - 1 - S::man)) - 1) << S::man;
-        finish_flagged(flagged, vectors, lanes, in + start, out + start, job, first_index + start, [inf_bits](Real v) {
+        constexpr U inf_bits = ((U{1} << (lane_bits - 1 - S::man)) - 1) << S::man;
+        finish_flagged(flagged, vectors, lanes, in + start, out + start, job, first_index + start, [](Real v) {
             return (bits_of(v) & ~(U{1} << (lane_bits - 1))) >= inf_bits || Mode == RoundingMode::stochastic_exact;
         });
     }

@@ -27,8 +27,8 @@ void store(std::span<std::byte> out, std::uint64_t i, std::uint64_t bits) {
 /// Elements [begin, end) of a float32 or float64 tensor through the batch cast, from the tensor's
 /// bytes into `out`'s (a copy only where a file placed them misaligned).
 template <class Real, class Bits>
-void batch_cast_range(const Tensor& t, std::size_t begin, std::size_t end, const Format& to,
-                      const CastOptions& options, std::span<std::byte> out) {
+void batch_cast_range(const Tensor& t, std::size_t begin, std::size_t end, const Format& to, const CastOptions& options,
+                      std::span<std::byte> out) {
     const std::size_t n = end - begin;
     const std::byte* source = t.bytes().data() + begin * sizeof(Real);
     const std::span<Bits> bits(reinterpret_cast<Bits*>(out.data() + begin * sizeof(Bits)), n);
@@ -43,8 +43,8 @@ void batch_cast_range(const Tensor& t, std::size_t begin, std::size_t end, const
 }
 
 template <class Real>
-void batch_cast_range(const Tensor& t, std::size_t begin, std::size_t end, const Format& to,
-                      const CastOptions& options, std::span<std::byte> out, int unit) {
+void batch_cast_range(const Tensor& t, std::size_t begin, std::size_t end, const Format& to, const CastOptions& options,
+                      std::span<std::byte> out, int unit) {
     switch (unit) {
         case 1:
             return batch_cast_range<Real, std::uint8_t>(t, begin, end, to, options, out);

@@ -12,6 +12,16 @@ const BlockFormat* find_block_format(std::string_view name) {
     return nullptr;
 }
 
+const BlockFormat& block_format_named(std::string_view name) {
+    if (const BlockFormat* f = find_block_format(name)) return *f;
+    std::string names;
+    for (const BlockFormat& f : all_block_formats) {
+        if (!names.empty()) names += ' ';
+        names += f.name;
+    }
+    throw Error("unknown block format '" + printable(name) + "' (block formats: " + names + ")");
+}
+
 std::string_view scale_rule_name(ScaleRule r) {
     switch (r) {
         case ScaleRule::floor:

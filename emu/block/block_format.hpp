@@ -31,6 +31,8 @@ inline constexpr BlockFormat all_block_formats[] = {mxfp8_e4m3, mxfp8_e5m2, mxfp
 
 /// By name (docs/cli.md); nullptr if unknown.
 const BlockFormat* find_block_format(std::string_view name);
+/// The block format called `name`; an Error naming it and the block formats otherwise.
+const BlockFormat& block_format_named(std::string_view name);
 
 /// "floor", "ceil", "even", "rceil".
 std::string_view scale_rule_name(ScaleRule r);

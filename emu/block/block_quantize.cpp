@@ -85,7 +85,7 @@ bool exact_in_double_after_scaling(DType t) { return t != DType::f64 && t != DTy
 // range of the tensor, whichever the axis: decode the range, find each block's amax and shared
 // exponent (mx_shared_exponent, as the reference), scale by 2^-k exactly, and round the whole
 // range with one SIMD batch cast whose random streams are the elements' flat indices.
-// tests/emu/test_mx_examples.cpp checks it against mx_quantize_block.
+// tests/emu/block/test_mx_examples.cpp checks it against mx_quantize_block.
 //
 // Real = float serves sources of 16 bits or fewer (exact in float) when every scaled value
 // stays a normal float or zero, which is what returns true; otherwise the caller repeats the

@@ -18,7 +18,7 @@
 // gets the NaN scale (E8M0's one NaN encoding, 0xFF), and under the spec every element of a
 // block with a NaN scale decodes to NaN. E8M0 cannot express a block holding an Inf either;
 // roundscope gives such a block the NaN scale too (a choice: torchao's FLOOR rule instead
-// reads Inf's exponent field as 2^128, which tests/cli/test_mx_torchao.py names).
+// reads Inf's exponent field as 2^128, which tests/peer/test_mx_torchao.py names).
 #include <bit>
 #include <cstdint>
 

@@ -34,7 +34,7 @@ ROUNDSCOPE_HD constexpr std::uint32_t accumulator_inf(const Format& acc, bool ne
 
 /// Rounds the exact block sum (-1)^negative * magnitude * 2^q into the accumulator format.
 /// Every zero result is +0, also a negative sum that rounds to zero: MMA-Sim's hardware-validated
-/// model says so; the H100 golden vectors hold no such sum (tests/emu/test_mma_special.cpp).
+/// model says so; the H100 golden vectors hold no such sum (tests/emu/mma/test_mma_special.cpp).
 ROUNDSCOPE_HD constexpr std::uint32_t round_block_sum(const MmaModel& m, bool negative, std::uint64_t magnitude,
                                                       int q) {
     if (magnitude == 0) return 0;  // an exact zero sum is +0, whatever the signs of the terms

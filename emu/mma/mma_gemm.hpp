@@ -5,7 +5,7 @@
 //   mma_gemm            the same model on vectors of doubles (mma_gemm_simd.cpp), multi-threaded,
 //                       with the scalar engine for the elements the vectors do not serve
 //                       (NaN/Inf inputs, FP16 accumulators, the last columns of a row).
-// tests/emu/test_mma_gemm.cpp checks that the two agree bit for bit.
+// tests/emu/mma/test_mma_gemm.cpp checks that the two agree bit for bit.
 #include <cstdint>
 #include <memory>
 

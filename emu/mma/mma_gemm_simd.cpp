@@ -1,6 +1,6 @@
 // The vector kernel of mma_gemm: fused_dot_add (fused_dot_add.hpp) restated on lanes of
 // doubles, several vectors of columns at a time so that the Emax and sum chains overlap.
-// Every lane's bits equal the scalar engine's (tests/emu/test_mma_gemm.cpp).
+// Every lane's bits equal the scalar engine's (tests/emu/mma/test_mma_gemm.cpp).
 #include "emu/mma/mma_gemm_simd.hpp"
 
 #undef HWY_TARGET_INCLUDE

@@ -110,9 +110,8 @@ MmaProblem load_mma_problem(const TensorFile& file, std::string_view arch, std::
     MmaProblem p;
     p.model = find_mma_model(arch, instruction, fa, fb, acc);
     if (p.model == nullptr) {
-        throw Error(
-            fmt::format("{}: no {} {} tensor-core model for A {}, B {}, C {}",
-                        file.path, arch, instruction.empty() ? "mma.sync" : instruction, fa.name, fb.name, acc.name));
+        throw Error(fmt::format("{}: no {} {} tensor-core model for A {}, B {}, C {}", file.path, arch,
+                                instruction.empty() ? "mma.sync" : instruction, fa.name, fb.name, acc.name));
     }
     p.batch = ta_n;
     p.m = m;

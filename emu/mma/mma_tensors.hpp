@@ -44,7 +44,7 @@ struct MmaCheck {
         std::uint32_t c, expected, model;  // bits of the accumulator format
     };
     std::uint64_t matched = 0, total = 0;
-    std::vector<Mismatch> first;                   // the first mismatches, in element order
+    std::vector<Mismatch> first;                    // the first mismatches, in element order
     std::map<std::uint8_t, std::uint64_t> by_dist;  // mismatches by the tile's dist, where the file has one
 };
 

@@ -1,7 +1,7 @@
 #pragma once
-// Random MMA tiles in the ten input distributions of the golden vectors (docs/golden-vectors.md): what `roundscope probe` feeds the GPU, and what tests feed the models. Each
-// distribution aims at one part of the model: layout, rounding, alignment, cancellation, the
-// bottom and top of the range, special values.
+// Random MMA tiles in the ten input distributions of the golden vectors (docs/golden-vectors.md): what `roundscope
+// probe` feeds the GPU, and what tests feed the models. Each distribution aims at one part of the model: layout,
+// rounding, alignment, cancellation, the bottom and top of the range, special values.
 #include <array>
 #include <cstdint>
 #include <string_view>

@@ -40,7 +40,7 @@ CastOptions convention_options(Convention convention, const Format& to) {
         case Convention::ml_dtypes:
             // ml_dtypes 0.6: non-saturating; NaN becomes a quiet NaN with the input's sign; FP6/FP4
             // (no NaN) clamp and map NaN to a zero of the opposite sign. Measured over all float32
-            // inputs (tests/peer/peer_ml_dtypes.py).
+            // inputs (tests/peer/test_ml_dtypes_exhaustive.py).
             o.nan_sign = NanSign::keep;
             o.nan_payload = NanPayload::quiet;
             o.nan_to_finite = NanToFinite::negated_zero;

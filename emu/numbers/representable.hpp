@@ -2,7 +2,7 @@
 // Is a value exactly a value of a format? The question `inspect` asks of every element
 // ("what fraction of this tensor would survive a cast to e4m3 unchanged?"). Equivalent to
 // decode(f, cast(x)) == x under any round-to-nearest mode without saturation, which
-// tests/emu/test_representable.cpp checks on every value of every format of 16 bits or fewer.
+// tests/emu/numbers/test_representable.cpp checks on every value of every format of 16 bits or fewer.
 #include <bit>
 
 #include "emu/numbers/format.hpp"

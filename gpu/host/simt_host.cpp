@@ -46,7 +46,7 @@ Block::Block(unsigned threads, std::size_t shared_bytes)
     : barrier(static_cast<std::ptrdiff_t>(threads)),
       arch(architecture()),
       warps(nullptr),
-      shared_storage_(new(std::align_val_t{16}) std::byte[shared_bytes + 16]) {
+      shared_storage_(new (std::align_val_t{16}) std::byte[shared_bytes + 16]) {
     shared = shared_storage_;
     warps = new Warp[(threads + warp_size - 1) / warp_size];
 }

@@ -51,7 +51,8 @@ TensorFile tensor_file(const std::string& path, const nb::dict& tensors) {
     file.path = path;
     for (auto [key, value] : tensors) {
         const auto entry = nb::cast<nb::tuple>(value);
-        if (entry.size() != 3) throw Error("tensor '" + nb::cast<std::string>(key) + "': expected (bytes, dtype, shape)");
+        if (entry.size() != 3)
+            throw Error("tensor '" + nb::cast<std::string>(key) + "': expected (bytes, dtype, shape)");
         const auto bytes = nb::cast<RawBytes>(entry[0]);
         file.tensors.push_back(tensor_view(nb::cast<std::string>(key), bytes, nb::cast<std::string>(entry[1]),
                                            nb::cast<std::vector<std::uint64_t>>(entry[2]), entry[0]));

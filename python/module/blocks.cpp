@@ -9,6 +9,7 @@
 #include "emu/batch/tensor_cast.hpp"
 #include "emu/block/block_quantize.hpp"
 #include "lib/error.hpp"
+#include "python/module/arguments.hpp"
 #include "python/module/arrays.hpp"
 
 namespace roundscope::python {
@@ -26,15 +27,14 @@ nb::object mx_dequantize(const RawBytes& elements, const std::string& elements_d
                          std::optional<float> per_tensor_scale, const std::string& format, int block, int axis,
                          int offset, int threads) {
     emu::BlockSpec spec;
-    spec.format = emu::find_block_format(format);
-    if (spec.format == nullptr) throw Error("format: unknown block format '" + format + "'");
+    spec.format =
+        &naming_argument("format", [&]() -> const emu::BlockFormat& { return emu::block_format_named(format); });
     spec.block = block, spec.axis = axis, spec.offset = offset, spec.threads = threads;
     emu::BlockQuantized q{tensor_view("elements", elements, elements_dtype, elements_shape, nb::handle()),
                           tensor_view("scales", scales, scales_dtype, scales_shape, nb::handle()), per_tensor_scale};
     check_dtype(q.elements, *spec.format->element, format);
     check_dtype(q.scales, *spec.format->scale, format);
-    if (!spec.format->nvfp4 && per_tensor_scale)
-        throw Error("per_tensor_scale: applies to nvfp4, not to " + format);
+    if (!spec.format->nvfp4 && per_tensor_scale) throw Error("per_tensor_scale: applies to nvfp4, not to " + format);
     Tensor out;
     {
         nb::gil_scoped_release released;

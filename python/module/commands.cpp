@@ -3,8 +3,8 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
-#include "python/module/arrays.hpp"
 #include "cli/run_in_process.hpp"
+#include "python/module/arrays.hpp"
 
 namespace roundscope::python {
 namespace {

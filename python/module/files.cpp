@@ -33,8 +33,9 @@ void write(const std::string& path, const nb::dict& tensors, const std::map<std:
 }  // namespace
 
 void bind_files(nb::module_& m) {
-    m.def("read", &read, nb::arg("path"), nb::arg("dtype").none(),
-          "The tensors of a file ({name: (bits, dtype)}) and its metadata; a mapped file's arrays are read-only views.");
+    m.def(
+        "read", &read, nb::arg("path"), nb::arg("dtype").none(),
+        "The tensors of a file ({name: (bits, dtype)}) and its metadata; a mapped file's arrays are read-only views.");
     m.def("write", &write, nb::arg("path"), nb::arg("tensors"), nb::arg("metadata"),
           "Writes {name: (bytes, dtype, shape)} atomically (a .npy holds one tensor).");
 }

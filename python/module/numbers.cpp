@@ -9,24 +9,11 @@
 #include "emu/batch/tensor_decode.hpp"
 #include "lib/dtype.hpp"
 #include "lib/error.hpp"
+#include "python/module/arguments.hpp"
 #include "python/module/arrays.hpp"
 #include "python/module/cast_request.hpp"
 
 namespace roundscope::python {
-
-namespace {
-
-/// f(), an Error it throws named after the Python argument whose value it is ("rounding: ...").
-template <class F>
-decltype(auto) naming_argument(const char* argument, F&& f) {
-    try {
-        return f();
-    } catch (const Error& e) {
-        throw Error(std::string(argument) + ": " + e.what());
-    }
-}
-
-}  // namespace
 
 CastRequest cast_request(const std::string& to, const std::string& round, const std::string& convention,
                          std::optional<bool> saturate, bool flush_input, bool flush_output, std::uint64_t seed) {

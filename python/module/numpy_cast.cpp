@@ -128,8 +128,13 @@ const CastRequest& cached_request(const RequestKey<std::string_view>& key) {
                       last->key.flush_input == key.flush_input && last->key.flush_output == key.flush_output &&
                       last->key.seed == key.seed;
     if (!same) {
-        RequestKey<std::string> owned{std::string(key.to), std::string(key.round), std::string(key.convention),
-                                      key.saturate, key.flush_input, key.flush_output, key.seed};
+        RequestKey<std::string> owned{std::string(key.to),
+                                      std::string(key.round),
+                                      std::string(key.convention),
+                                      key.saturate,
+                                      key.flush_input,
+                                      key.flush_output,
+                                      key.seed};
         const CastRequest r = cast_request(owned.to, owned.round, owned.convention, owned.saturate, owned.flush_input,
                                            owned.flush_output, owned.seed);
         last.emplace(Last{std::move(owned), r});
@@ -145,14 +150,15 @@ nb::object cast_numpy(nb::handle x, nb::handle to, nb::handle rounding, nb::hand
     if (!PyArray_IS_C_CONTIGUOUS(array)) return nb::none();
     const std::optional<DType> dtype = dtype_of(PyArray_DESCR(array));
     const std::optional<std::string_view> to_name = text(to), convention_name = text(convention);
-    const std::optional<std::string_view> round = rounding.is_none() ? std::optional<std::string_view>("") : text(rounding);
+    const std::optional<std::string_view> round =
+        rounding.is_none() ? std::optional<std::string_view>("") : text(rounding);
     const std::optional<bool> sat = boolean(saturate), flush_in = boolean(flush_input),
                               flush_out = boolean(flush_output);
     const std::optional<std::uint64_t> seed_value = unsigned_int(seed, ~std::uint64_t{0});
     const std::optional<std::uint64_t> thread_count = unsigned_int(threads, 1024);
     const std::optional<double> scale_value = real(scale);
-    if (!dtype || !to_name || !convention_name || !round || (!sat && !saturate.is_none()) || !flush_in ||
-        !flush_out || !seed_value || !thread_count || !scale_value)
+    if (!dtype || !to_name || !convention_name || !round || (!sat && !saturate.is_none()) || !flush_in || !flush_out ||
+        !seed_value || !thread_count || !scale_value)
         return nb::none();
 
     const CastRequest r = cached_request({*to_name, *round, *convention_name, sat, *flush_in, *flush_out, *seed_value});
@@ -162,11 +168,11 @@ nb::object cast_numpy(nb::handle x, nb::handle to, nb::handle rounding, nb::hand
     const auto size = static_cast<std::size_t>(PyArray_SIZE(array));
     const auto* data = static_cast<const std::byte*>(PyArray_DATA(array));
     const Tensor in = Tensor::view("x", *dtype, std::move(shape),
-                                  {data, size * static_cast<std::size_t>(info(*dtype).storage_bytes)}, nullptr);
+                                   {data, size * static_cast<std::size_t>(info(*dtype).storage_bytes)}, nullptr);
 
     const DType out_dtype = emu::dtype_of(*r.format);
-    PyObject* made = PyArray_NewFromDescr(&PyArray_Type, result_type(out_dtype), ndim, dims, nullptr, nullptr, 0,
-                                          nullptr);
+    PyObject* made =
+        PyArray_NewFromDescr(&PyArray_Type, result_type(out_dtype), ndim, dims, nullptr, nullptr, 0, nullptr);
     if (made == nullptr) throw nb::python_error();
     nb::object out = nb::steal(made);
     auto* bytes = static_cast<std::byte*>(PyArray_DATA(reinterpret_cast<PyArrayObject*>(made)));

@@ -83,8 +83,8 @@ TEST_CASE("Step signs: counts and the exact two-sided sign test, zero steps left
 TEST_CASE("Bias over steps: the tie regime and the paper's fixes under the PyTorch recipe", "[bias]") {
     // Two tied keys G above 510 competitors (N = 512). At G = 8 the rest of the row holds about
     // 16 % of its P-bar mass, no row is dominated and the coefficient stays small; at G = 14
-    // most rows are, every step is positive and the sum is tens of times larger. The max adjustment removes every P-bar =
-    // 1; delta from an O recomputed in float32 leaves only float32 rounding in delta.
+    // most rows are, every step is positive and the sum is tens of times larger. The max adjustment removes every P-bar
+    // = 1; delta from an O recomputed in float32 leaves only float32 rounding in delta.
     SyntheticSpec spec;
     spec.scenario = Scenario::repeated_max, spec.n = 512, spec.d = 64, spec.heads = 2;
     BiasOptions o;

@@ -49,8 +49,9 @@ TEST_CASE("Emulated attention lies within its recipe's rounding error of the gro
     const ForwardResult f = flash_forward(r, sh, in);
     const BackwardResult b = flash_backward(r, sh, in, f);
 
-    emu::AttentionInputs ai{tensor_of("q", *r.input, {2, 100, 64}, in.q), tensor_of("k", *r.input, {2, 120, 64}, in.k),
-                            tensor_of("v", *r.input, {2, 120, 64}, in.v)};
+    emu::AttentionInputs ai{.q = tensor_of("q", *r.input, {2, 100, 64}, in.q),
+                            .k = tensor_of("k", *r.input, {2, 120, 64}, in.k),
+                            .v = tensor_of("v", *r.input, {2, 120, 64}, in.v)};
     ai.d_o = tensor_of("do", *r.input, {2, 100, 64}, in.d_o);
     ai.heads = 2, ai.n_q = 100, ai.n_kv = 120, ai.d = ai.d_v = 64;
     analysis::TruthOptions o;

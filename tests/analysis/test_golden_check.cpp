@@ -4,8 +4,8 @@
 #include <catch2/catch.hpp>
 
 #include "analysis/golden_check.hpp"
-#include "tests/analysis/digest_file.hpp"
 #include "lib/error.hpp"
+#include "tests/analysis/digest_file.hpp"
 
 using namespace roundscope;
 using namespace roundscope::analysis;
@@ -19,7 +19,8 @@ TEST_CASE("files of no golden kind, and digests of the wrong size", "[golden]") 
     REQUIRE(golden_kind(short_digests) == GoldenKind::conversion_digests);
     CHECK_THROWS_WITH(validate_golden(short_digests, GoldenKind::conversion_digests),
                       Catch::Contains("'e4m3_gpu'") && Catch::Contains("256 u64 digests"));
-    const TensorFile no_arch{"mma.safetensors", {{"instruction", "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32"}},
+    const TensorFile no_arch{"mma.safetensors",
+                             {{"instruction", "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32"}},
                              {Tensor::zeros("A", DType::e4m3, {1, 16, 32}), Tensor::zeros("B", DType::e4m3, {1, 32, 8}),
                               Tensor::zeros("D", DType::f32, {1, 16, 8})}};
     REQUIRE(golden_kind(no_arch) == GoldenKind::mma_tiles);

@@ -4,8 +4,8 @@
 #include <catch2/catch.hpp>
 
 #include "analysis/golden_check.hpp"
-#include "tests/analysis/digest_file.hpp"
 #include "emu/batch/conversion_digest.hpp"
+#include "tests/analysis/digest_file.hpp"
 
 using namespace roundscope;
 using namespace roundscope::analysis;

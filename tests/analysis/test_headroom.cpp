@@ -26,7 +26,8 @@ TEST_CASE("The naive softmax overflows exactly past ln(max): 11.09 in FP16, 88.7
     for (std::uint64_t i = 0; i < rows; ++i) q[i * d] = top[i];
     k[0] = 1;
     for (std::uint64_t j = 1; j < keys; ++j) k[j * d] = -1;
-    emu::AttentionInputs in{tensor("q", {rows, d}, q), tensor("k", {keys, d}, k), tensor("v", {keys, d}, v)};
+    emu::AttentionInputs in{
+        .q = tensor("q", {rows, d}, q), .k = tensor("k", {keys, d}, k), .v = tensor("v", {keys, d}, v)};
     in.n_q = rows, in.n_kv = keys, in.d = in.d_v = d;
     HeadroomOptions o;
     o.softmax_scale = 1;

@@ -33,8 +33,7 @@ TEST_CASE("The prediction from the held scores matches the measured underflow wi
     CHECK(expected_normal_maximum(4) == Approx(1.0294).margin(1e-4));
     for (const std::uint64_t d : {64u, 128u}) {
         for (const double delta : {2.0, 5.0, 6.0, 8.0, 11.0, 14.0}) {
-            const PCollapseResult r =
-                run(delta, {1, 16, 256, 448}, {emu::KvOrder::forward, emu::KvOrder::reverse}, d);
+            const PCollapseResult r = run(delta, {1, 16, 256, 448}, {emu::KvOrder::forward, emu::KvOrder::reverse}, d);
             for (const PCollapseRun& x : r.runs) {
                 INFO("D " << d << " Delta " << delta << " (effective " << r.sink_strength << ") "
                           << emu::kv_order_name(x.order) << " S " << x.scale << ": measured " << x.underflow_fraction

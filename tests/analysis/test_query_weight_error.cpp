@@ -60,8 +60,9 @@ emu::AttentionInputs inputs_of(const Layer& l, bool fused_weight) {
         for (std::uint64_t a = 0; a < l.m; ++a)
             for (std::uint64_t j = 0; j < l.d; ++j) wf[a * l.heads * l.d + h * l.d + j] = l.w[(h * l.m + a) * l.d + j];
     const Shape shape{l.batch, l.heads, l.n, l.d};
-    emu::AttentionInputs in{Tensor::of_bits("q", DType::f32, shape, q), Tensor::of_bits("k", DType::f32, shape, l.k),
-                            Tensor::of_bits("v", DType::f32, shape, l.v)};
+    emu::AttentionInputs in{.q = Tensor::of_bits("q", DType::f32, shape, q),
+                            .k = Tensor::of_bits("k", DType::f32, shape, l.k),
+                            .v = Tensor::of_bits("v", DType::f32, shape, l.v)};
     in.d_o = Tensor::of_bits("do", DType::f32, shape, l.d_o);
     in.x = Tensor::of_bits("x", DType::f32, {l.batch, l.n, l.m}, l.x);
     in.w_q = fused_weight ? Tensor::of_bits("wq", DType::f32, {l.m, l.heads * l.d}, wf)

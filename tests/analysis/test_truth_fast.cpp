@@ -123,8 +123,8 @@ TEST_CASE("Fast truth backward proves dQ = 0 where a causal row's keys share a f
     Case c{2, 64, 64, 16, 16, 1, false};
     emu::AttentionInputs in = make(c, 41);
     for (std::uint64_t h = 0; h < c.heads; ++h)
-        for (std::uint64_t j = 1; j < 1 + 3 * (h + 1); ++j)          // keys 1.. of head h
-            for (std::uint64_t f = 0; f < c.d; f += 1 + h)            // share key 0's value in these features
+        for (std::uint64_t j = 1; j < 1 + 3 * (h + 1); ++j)  // keys 1.. of head h
+            for (std::uint64_t f = 0; f < c.d; f += 1 + h)   // share key 0's value in these features
                 in.k.set_bits_at((h * c.n_kv + j) * c.d + f, in.k.bits_at(h * c.n_kv * c.d + f));
     TruthOptions o;
     o.causal = GENERATE(true, false);
@@ -214,8 +214,7 @@ TEST_CASE("The double-double exp's ball holds e^x", "[truth][fast]") {
     mpfr_clears(exact, lo, hi, static_cast<mpfr_ptr>(nullptr));
 }
 
-TEST_CASE("Fast truth backward takes an undecided row's gradient from the reference, the same bits",
-          "[truth][fast]") {
+TEST_CASE("Fast truth backward takes an undecided row's gradient from the reference, the same bits", "[truth][fast]") {
     // Two tied keys holding all but e^-G of every row (the repeated-max scenario at a large gap)
     // leave dS the small difference of nearly equal terms: now and then a dQ ball straddles a
     // rounding boundary. That row alone goes to the reference, not the head.

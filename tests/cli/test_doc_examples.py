@@ -1,39 +1,23 @@
 """Every example in README.md and docs/*.md that shows `$ roundscope ...` in a text block runs as
 written, from a folder that has the repository's tests/ and the dumps examples/toy_dump.py
-writes, and prints what the page shows, line for line.
+writes, and prints what the page shows, line for line (`roundscope demo`, the README's, is run
+and compared by test_demo.py, which checks its files too).
 
 Examples that read dumps/ are the exception: their numbers come from a few steps of BF16
 training, whose bits depend on the CPU's PyTorch kernels (its SIMD width included), so for them
 the exit code, the number of lines and each line's first word (the tensor names, headers and
-rules; a number as "a number") are compared.
-
-Usage: test_doc_examples.py ROUNDSCOPE PYTHON   (PYTHON with torch, for examples/toy_dump.py)"""
-import glob
-import os
+rules; a number as "a number") are compared."""
 import re
 import shlex
 import subprocess
 import sys
-import tempfile
 
-from cli_harness import check, finish
+import pytest
 
-BINARY, PYTHON = sys.argv[1], sys.argv[2]
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-WORK = tempfile.mkdtemp(prefix="roundscope-docs-")
-os.symlink(os.path.join(ROOT, "tests"), os.path.join(WORK, "tests"))
-made = subprocess.run([PYTHON, os.path.join(ROOT, "examples", "toy_dump.py"), "dumps"], cwd=WORK,
-                      capture_output=True, text=True)
-check("examples/toy_dump.py runs", made.returncode == 0, made.stderr[-600:])
+from conftest import ROOT
+from doc_pages import shown_examples
 
-
-def examples(path):
-    """(command, expected output) for each ```text block whose first line is `$ roundscope ...`."""
-    text = open(path).read()
-    for block in re.findall(r"```text\n(.*?)```", text, flags=re.S):
-        lines = block.rstrip("\n").split("\n")
-        if lines[0].startswith("$ roundscope "):
-            yield lines[0][2:], lines[1:]
+EXAMPLES = [e for e in shown_examples() if e[1] != "roundscope demo"]
 
 
 def lead(line):
@@ -42,23 +26,29 @@ def lead(line):
     return ["a number"] if words and re.fullmatch(r"[-+]?[0-9][0-9.e+-]*%?", words[0]) else words
 
 
-count = 0
-for page in [os.path.join(ROOT, "README.md"), *sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))]:
-    for command, expected in examples(page):
-        count += 1
-        name = f"{os.path.relpath(page, ROOT)}: {command}"
-        args = shlex.split(command)
-        p = subprocess.run([BINARY, *args[1:]], cwd=WORK, capture_output=True, text=True, timeout=600)
-        got = p.stdout.rstrip("\n").split("\n")
-        check(f"{name}: exit 0", p.returncode == 0, p.stderr.strip()[:400])
-        if any(a.startswith("dumps/") for a in args):
-            check(f"{name}: {len(expected)} lines", len(got) == len(expected), "\n".join(got))
-            for i, (e, g) in enumerate(zip(expected, got)):
-                check(f"{name}: line {i + 1} begins as shown", lead(e) == lead(g), f"{g!r} vs {e!r}")
-        else:
-            diff = [f"line {i + 1}: page {e!r}\n        got  {g!r}" for i, (e, g) in enumerate(zip(expected, got)) if e != g]
-            check(f"{name}: output as shown", got == expected and not diff,
-                  "\n".join(diff[:5]) or f"{len(got)} lines, page has {len(expected)}")
-check("the pages hold examples", count >= 5, f"{count} found")
-print(f"{count} examples")
-finish("test_doc_examples.py")
+@pytest.fixture(scope="module")
+def work(tmp_path_factory):
+    """A folder with the repository's tests/ and the dumps of examples/toy_dump.py."""
+    folder = tmp_path_factory.mktemp("docs")
+    (folder / "tests").symlink_to(ROOT / "tests")
+    made = subprocess.run([sys.executable, ROOT / "examples" / "toy_dump.py", "dumps"], cwd=folder,
+                          capture_output=True, text=True)
+    assert made.returncode == 0, made.stderr[-600:]
+    return folder
+
+
+def test_the_pages_hold_examples():
+    assert len(EXAMPLES) >= 5, EXAMPLES
+
+
+@pytest.mark.parametrize("page, command, expected", EXAMPLES, ids=[f"{p}: {c}" for p, c, _ in EXAMPLES])
+def test_an_example_prints_what_its_page_shows(cli, work, page, command, expected):
+    args = shlex.split(command)
+    p = cli.run(*args[1:], cwd=work, check=False, timeout=600)
+    assert p.returncode == 0, p.stderr.strip()[:400]
+    got = p.stdout.rstrip("\n").split("\n")
+    if any(a.startswith("dumps/") for a in args):
+        assert len(got) == len(expected), "\n".join(got)
+        assert [lead(g) for g in got] == [lead(e) for e in expected], "\n".join(got)
+    else:
+        assert got == expected

@@ -9,103 +9,106 @@ wrapping seeds; outputs that are inputs (same path, other spellings, hard and sy
 or not regular files; inputs that are FIFOs, folders, missing, truncated while read; hostile
 attention files (empty axes, NaN, overflow, wrong shapes, bad metadata); sizes that cannot fit;
 full disks (RLIMIT_FSIZE) and failed writes to standard output; concurrent writers; signals
-during a write; help, version and the contract's shared flags.
-
-Usage: test_reliability.py ROUNDSCOPE"""
+during a write; help, version and the contract's shared flags."""
 import hashlib
 import os
+import random
 import resource
 import signal
-import struct
 import subprocess
-import sys
-import tempfile
 import time
+from dataclasses import dataclass
+from typing import Callable, Optional
 
-from cli_harness import check, finish, write_safetensors
+import pytest
 
-BINARY = sys.argv[1]
-TMP = tempfile.mkdtemp(prefix="roundscope_reliability_")
-cases = 0
+from files_by_hand import f32_bytes as f32
+from files_by_hand import write_safetensors
 
-
-# ---------------------------------------------------------------- fixtures, written by hand
-# (safetensors: an 8-byte header length, the JSON header, the data), so that the suite needs
-# nothing but Python.
-
-def safetensors(path, tensors, metadata=None):
-    write_safetensors(os.path.join(TMP, path), tensors, metadata)
+SCRATCH = "{scratch}"  # stands for the scratch folder's path in an argument
+SCRATCH_NAME = "{scratch_name}"  # and for its name
+GPU = os.path.exists("/dev/nvidia0")
 
 
-def f32(values):
-    return struct.pack(f"<{len(values)}f", *values)
-
+# ---------------------------------------------------------------- the scratch folder
 
 def gaussian(n, seed):
-    import random
     r = random.Random(seed)
     return [r.gauss(0, 1) for _ in range(n)]
 
 
-def attention_file(path, h=2, n=32, d=16, q=None, metadata=None, drop=(), extra=None):
-    size = h * n * d
-    t = {name: ("F32", [h, n, d], f32(gaussian(size, i))) for i, name in enumerate(("q", "k", "v", "do"))}
-    if q is not None:
-        t["q"] = ("F32", [h, n, d], f32(q))
-    for name in drop:
-        t.pop(name)
-    t.update(extra or {})
-    safetensors(path, t, metadata)
-    # The same with an o, as compare reads it (what a kernel wrote): with_o/PATH.
-    os.makedirs(os.path.join(TMP, "with_o"), exist_ok=True)
-    shape = list(t["q"][1]) if "q" in t else [h, n, d]
-    safetensors(os.path.join("with_o", path), {**t, "o": ("BF16", shape, bytes(2 * h * n * d))}, metadata)
+def make_scratch(folder):
+    def safetensors(path, tensors, metadata=None):
+        write_safetensors(os.path.join(folder, path), tensors, metadata)
+
+    def attention_file(path, h=2, n=32, d=16, q=None, metadata=None, drop=(), extra=None):
+        size = h * n * d
+        t = {name: ("F32", [h, n, d], f32(gaussian(size, i))) for i, name in enumerate(("q", "k", "v", "do"))}
+        if q is not None:
+            t["q"] = ("F32", [h, n, d], f32(q))
+        for name in drop:
+            t.pop(name)
+        t.update(extra or {})
+        safetensors(path, t, metadata)
+        # The same with an o, as compare reads it (what a kernel wrote): with_o/PATH.
+        os.makedirs(os.path.join(folder, "with_o"), exist_ok=True)
+        shape = list(t["q"][1]) if "q" in t else [h, n, d]
+        safetensors(os.path.join("with_o", path), {**t, "o": ("BF16", shape, bytes(2 * h * n * d))}, metadata)
+
+    for name, options in ATTENTION_FILES.items():
+        attention_file(name, **options)
+    safetensors("vec.safetensors", {"x": ("F32", [4, 64], f32(gaussian(256, 3))), "y": ("F32", [64], f32(gaussian(64, 4)))})
+    safetensors("empty_axis.safetensors", {"x": ("F32", [4, 0], b"")})
+    vec = open(os.path.join(folder, "vec.safetensors"), "rb").read()
+    open(os.path.join(folder, "UPPER.SAFETENSORS"), "wb").write(vec)
+    att = open(os.path.join(folder, "att.safetensors"), "rb").read()
+    open(os.path.join(folder, "truncated.safetensors"), "wb").write(att[:100])
+    open(os.path.join(folder, "garbage.safetensors"), "wb").write(b"\xff" * 64)
+    open(os.path.join(folder, "notes.txt"), "w").write("not a tensor file\n")
+    os.mkfifo(os.path.join(folder, "fifo.safetensors"))
+    os.mkdir(os.path.join(folder, "folder.safetensors"))
+    os.link(os.path.join(folder, "att.safetensors"), os.path.join(folder, "hardlink.safetensors"))
+    os.symlink("att.safetensors", os.path.join(folder, "symlink.safetensors"))
+    open(os.path.join(folder, "old_output.safetensors"), "wb").write(OLD_OUTPUT)
+    open(os.path.join(folder, "out.safetensors.partial"), "wb").write(b"a user's file that happens to have this name")
+
+
+OLD_OUTPUT = b"an older output that must survive a failed run"
+ATTENTION_FILES = {  # q, k, v, do [2, 32, 16] but for what is named
+    "att.safetensors": dict(metadata={"causal": "true"}),
+    "d0.safetensors": dict(d=0),
+    "n0.safetensors": dict(n=0),
+    "nan.safetensors": dict(q=[float("nan")] * (2 * 32 * 16)),
+    "inf.safetensors": dict(q=[float("inf")] + [0.0] * (2 * 32 * 16 - 1)),
+    "huge_q.safetensors": dict(q=[1e18] + [0.5] * (2 * 32 * 16 - 1)),
+    "no_v.safetensors": dict(drop=("v",)),
+    "no_do.safetensors": dict(drop=("do",)),
+    "bad_k.safetensors": dict(extra={"k": ("F32", [2, 32, 8], f32([0.0] * (2 * 32 * 8)))}),
+    "int_q.safetensors": dict(extra={"q": ("I32", [2, 32, 16], b"\0" * (4 * 2 * 32 * 16))}),
+    "bad_causal.safetensors": dict(metadata={"causal": "maybe"}),
+    "bad_scale.safetensors": dict(metadata={"softmax_scale": "nan"}),
+    "with_x.safetensors": dict(extra={"x": ("F32", [32, 8], f32(gaussian(32 * 8, 9)))}),
+}
+
+
+@pytest.fixture(scope="module")
+def scratch(tmp_path_factory):
+    folder = str(tmp_path_factory.mktemp("reliability"))
+    make_scratch(folder)
+    return folder
 
 
 def with_o(path):
-    """A file with an o where attention_file wrote one (compare needs a kernel output), else path."""
-    return os.path.join("with_o", path) if os.path.exists(os.path.join(TMP, "with_o", path)) else path
-
-
-attention_file("att.safetensors", metadata={"causal": "true"})
-attention_file("d0.safetensors", d=0)
-attention_file("n0.safetensors", n=0)
-attention_file("nan.safetensors", q=[float("nan")] * (2 * 32 * 16))
-attention_file("inf.safetensors", q=[float("inf")] + [0.0] * (2 * 32 * 16 - 1))
-attention_file("huge_q.safetensors", q=[1e18] + [0.5] * (2 * 32 * 16 - 1))
-attention_file("no_v.safetensors", drop=("v",))
-attention_file("no_do.safetensors", drop=("do",))
-attention_file("bad_k.safetensors", extra={"k": ("F32", [2, 32, 8], f32([0.0] * (2 * 32 * 8)))})
-attention_file("int_q.safetensors", extra={"q": ("I32", [2, 32, 16], b"\0" * (4 * 2 * 32 * 16))})
-attention_file("bad_causal.safetensors", metadata={"causal": "maybe"})
-attention_file("bad_scale.safetensors", metadata={"softmax_scale": "nan"})
-attention_file("with_x.safetensors", extra={"x": ("F32", [32, 8], f32(gaussian(32 * 8, 9)))})
-safetensors("vec.safetensors", {"x": ("F32", [4, 64], f32(gaussian(256, 3))), "y": ("F32", [64], f32(gaussian(64, 4)))})
-safetensors("empty_axis.safetensors", {"x": ("F32", [4, 0], b"")})
-with open(os.path.join(TMP, "UPPER.SAFETENSORS"), "wb") as f:
-    f.write(open(os.path.join(TMP, "vec.safetensors"), "rb").read())
-with open(os.path.join(TMP, "truncated.safetensors"), "wb") as f:
-    f.write(open(os.path.join(TMP, "att.safetensors"), "rb").read()[:100])
-with open(os.path.join(TMP, "garbage.safetensors"), "wb") as f:
-    f.write(b"\xff" * 64)
-with open(os.path.join(TMP, "notes.txt"), "w") as f:
-    f.write("not a tensor file\n")
-os.mkfifo(os.path.join(TMP, "fifo.safetensors"))
-os.mkdir(os.path.join(TMP, "folder.safetensors"))
-os.link(os.path.join(TMP, "att.safetensors"), os.path.join(TMP, "hardlink.safetensors"))
-os.symlink("att.safetensors", os.path.join(TMP, "symlink.safetensors"))
-with open(os.path.join(TMP, "old_output.safetensors"), "wb") as f:
-    f.write(b"an older output that must survive a failed run")
-with open(os.path.join(TMP, "out.safetensors.partial"), "wb") as f:
-    f.write(b"a user's file that happens to have this name")
+    """The copy with an o of an attention file (compare needs a kernel output), else path."""
+    return os.path.join("with_o", path) if path in ATTENTION_FILES else path
 
 
 # ---------------------------------------------------------------- the case runner
 
-def snapshot():
+def snapshot(folder):
     out = {}
-    for name in os.listdir(TMP):
-        path = os.path.join(TMP, name)
+    for name in os.listdir(folder):
+        path = os.path.join(folder, name)
         if os.path.isfile(path) and not os.path.islink(path) and not name.startswith("fifo"):
             out[name] = hashlib.sha256(open(path, "rb").read()).hexdigest()
         else:
@@ -113,43 +116,59 @@ def snapshot():
     return out
 
 
-def case(name, args, rc=2, phrases=(), outputs=(), timeout=60, stdout=None, preexec=None):
-    """Runs roundscope ARGS in TMP and checks the exit code, the error line, the untouched
-    files and that nothing but OUTPUTS appeared. Returns (rc, stdout, stderr)."""
-    global cases
-    cases += 1
-    before = snapshot()
+@dataclass
+class Case:
+    name: str
+    args: list
+    rc: int = 2
+    phrases: tuple = ()
+    outputs: tuple = ()
+    timeout: int = 60
+    stdout_to_full: bool = False  # standard output is /dev/full
+    preexec: Optional[Callable] = None
+
+
+def run_case(cli, folder, c):
+    """Runs roundscope ARGS in FOLDER and asserts the exit code, the error line, the untouched
+    files and that nothing but OUTPUTS appeared. Returns (stdout, stderr)."""
+    args = [str(a).replace(SCRATCH, folder).replace(SCRATCH_NAME, os.path.basename(folder)) for a in c.args]
+    before = snapshot(folder)
+    stdout = open("/dev/full", "w") if c.stdout_to_full else subprocess.PIPE
     try:
-        p = subprocess.run([BINARY, *map(str, args)], cwd=TMP, stdout=subprocess.PIPE if stdout is None else stdout,
-                           stderr=subprocess.PIPE, text=True, timeout=timeout, preexec_fn=preexec)
-        got_rc, out, err = p.returncode, p.stdout or "", p.stderr or ""
-    except subprocess.TimeoutExpired:
-        check(name, False, f"hung for more than {timeout} s: {args}")
-        return None, "", ""
-    check(f"{name}: exit {rc}", got_rc == rc, f"got {got_rc}: {args}\n{err.strip()[:400]}")
-    if rc == 2:
-        one_line = err.count("\n") == 1 and err.startswith("roundscope: error: ")
-        check(f"{name}: one error line", one_line, repr(err[:400]))
-        missing = [p for p in phrases if p not in err]
-        check(f"{name}: the error names {phrases}", not missing, f"missing {missing} in {err.strip()[:300]}")
-    after = snapshot()
-    for file, digest in before.items():
-        check(f"{name}: '{file}' untouched", after.get(file, "gone") == digest or file in outputs,
-              f"{args} changed or removed {file}")
-    stray = set(after) - set(before) - set(outputs)
-    check(f"{name}: no stray files", not stray, f"{args} left {sorted(stray)}")
-    for f in stray | set(o for o in outputs if o not in before and rc != 0):
-        path = os.path.join(TMP, f)
-        if os.path.isfile(path):
-            os.remove(path)
-    return got_rc, out, err
+        try:
+            p = subprocess.run([cli.path, *args], cwd=folder, stdout=stdout, stderr=subprocess.PIPE, text=True,
+                               timeout=c.timeout, preexec_fn=c.preexec)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"hung for more than {c.timeout} s: {args}")
+        out, err = p.stdout or "", p.stderr or ""
+        after = snapshot(folder)
+        assert p.returncode == c.rc, f"got {p.returncode}: {args}\n{err.strip()[:400]}"
+        if c.rc == 2:
+            assert err.count("\n") == 1 and err.startswith("roundscope: error: "), repr(err[:400])
+            missing = [x for x in c.phrases if x not in err]
+            assert not missing, f"missing {missing} in {err.strip()[:300]}"
+        changed = [f for f, digest in before.items() if after.get(f, "gone") != digest and f not in c.outputs]
+        assert not changed, f"{args} changed or removed {changed}"
+        stray = set(after) - set(before) - set(c.outputs)
+        assert not stray, f"{args} left {sorted(stray)}"
+        return out, err
+    finally:
+        if c.stdout_to_full:
+            stdout.close()
+        after = snapshot(folder)
+        for f in (set(after) - set(before)):
+            path = os.path.join(folder, f)
+            if os.path.isfile(path):
+                os.remove(path)
+            elif os.path.isdir(path) and not os.listdir(path):
+                os.rmdir(path)
 
 
-def remove(*names):
-    for n in names:
-        path = os.path.join(TMP, n)
-        if os.path.exists(path):
-            os.remove(path)
+def file_size_limit(limit):
+    def apply():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the write then fails with EFBIG
+    return apply
 
 
 COMMANDS = ["formats", "cast", "inspect", "mx", "mma", "probe", "truth", "attention", "recipes", "crosscheck",
@@ -172,6 +191,12 @@ FILE_COMMANDS = {  # every command that reads an attention file, as it is called
     "attribute": lambda f: ["attribute", f, "--recipe", "fa2-bf16"],
     "compare": lambda f: ["compare", with_o(f), "--recipe", "fa2-bf16"],
 }
+CASES = []
+
+
+def case(name, args, **kwargs):
+    CASES.append(Case(name, args, **kwargs))
+
 
 # ---------------------------------------------------------------- 1. unknown options and commands
 case("unknown command", ["frobnicate"], phrases=("unknown command 'frobnicate'",))
@@ -261,8 +286,8 @@ case("cast --convention ieee", ["cast", "1", "--to", "bf16", "--convention", "ie
 case("cast --from raw too wide", ["cast", "0x1ff", "--from", "e4m3", "--to", "bf16"], phrases=("0x1ff",))
 
 # ---------------------------------------------------------------- 3. an output that is an input
-same_file = ["att.safetensors", "./att.safetensors", os.path.join(TMP, "att.safetensors"), "hardlink.safetensors",
-             "symlink.safetensors", "../" + os.path.basename(TMP) + "/att.safetensors"]
+same_file = ["att.safetensors", "./att.safetensors", SCRATCH + "/att.safetensors", "hardlink.safetensors",
+             "symlink.safetensors", "../" + SCRATCH_NAME + "/att.safetensors"]
 for target in same_file:
     case(f"attention -o {target}", ["attention", "att.safetensors", "--recipe", "fa2-bf16", "-o", target],
          phrases=("-o", "input"))
@@ -285,7 +310,6 @@ for target in ["missing/out.safetensors", "/sys/out.safetensors", "notes.txt/out
     case(f"leak --plot {target}", ATTENTION["leak"] + ["--plot", target], phrases=("--plot",))
 case("demo --out a file", ["demo", "--out", "notes.txt", "--no-plots"], phrases=("--out", "notes.txt"))
 case("demo --out unwritable", ["demo", "--out", "/sys/roundscope-demo", "--no-plots"], phrases=("--out",))
-GPU = os.path.exists("/dev/nvidia0")
 case("probe --out a file", ["probe", "--out", "notes.txt"], rc=2 if GPU else 3)  # the GPU is looked for first
 case("mx without -o", ["mx", "vec.safetensors", "--format", "mxfp4"], phrases=("-o",))
 
@@ -331,7 +355,6 @@ for c in ("pcollapse", "attribute"):
          phrases=("huge_q.safetensors", "'q'", "e4m3"))
 case("mx on an empty axis", ["mx", "empty_axis.safetensors", "--format", "mxfp4", "--axis", "-2", "-o",
                              "empty_mx.safetensors"], rc=0, outputs=("empty_mx.safetensors",))
-remove("empty_mx.safetensors")
 case("attention --backward without do", ["attention", "no_do.safetensors", "--recipe", "fa2-bf16", "--backward", "-o",
                                          "x.safetensors"], phrases=("do",))
 
@@ -344,107 +367,7 @@ case("bias --heads 4096 --n 100000", ["bias", "--synthetic", "--heads", "4096", 
 case("crosscheck --heads 4096 --n 1048576", ["crosscheck", "--recipe", "fa2-bf16", "--synthetic", "--heads", "4096",
                                              "--n", "1048576"], phrases=("needs about",), timeout=20)
 
-# ---------------------------------------------------------------- 7. full disks and failed standard output
-def file_size_limit(limit):
-    def apply():
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
-        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the write then fails with EFBIG
-    return apply
-
-
-full = file_size_limit(2000)
-case("cast onto a full disk", ["cast", "att.safetensors", "--to", "f32", "-o", "old_output.safetensors"],
-     phrases=("old_output.safetensors", "write failed"), preexec=full, outputs=("old_output.safetensors",))
-check("cast onto a full disk: the old output survives",
-      open(os.path.join(TMP, "old_output.safetensors"), "rb").read().startswith(b"an older output"))
-case("attention onto a full disk", ["attention", "att.safetensors", "--recipe", "fa2-bf16", "-o", "full.safetensors"],
-     phrases=("full.safetensors", "write failed"), preexec=full)
-case("truth onto a full disk", ["truth", "att.safetensors", "-o", "full.safetensors"],
-     phrases=("full.safetensors", "write failed"), preexec=full)
-case("mx onto a full disk", ["mx", "vec.safetensors", "--format", "mxfp8_e4m3", "--dequant", "-o", "full.safetensors"],
-     phrases=("full.safetensors", "write failed"), preexec=file_size_limit(600))
-case("demo onto a full disk", ["demo", "--out", "demo-full", "--no-plots"], phrases=("demo.json", "write failed"),
-     preexec=file_size_limit(1000), outputs=("demo-full",), timeout=120)
-if os.path.isdir(os.path.join(TMP, "demo-full")):
-    check("demo onto a full disk: no partial demo.json", os.listdir(os.path.join(TMP, "demo-full")) == [],
-          str(os.listdir(os.path.join(TMP, "demo-full"))))
-    os.rmdir(os.path.join(TMP, "demo-full"))
-with open("/dev/full", "w") as devfull:
-    for args in (["formats"], ["formats", "--json"], ["recipes"], ["cast", "0.1", "--to", "bf16", "--json"],
-                 ["inspect", "vec.safetensors"], ["mma", "--list"], ATTENTION["headroom"] + ["--json"]):
-        case(f"{' '.join(args[:2])} > /dev/full", args, stdout=devfull, phrases=("standard output",))
-p = subprocess.run([BINARY, "formats", "--json"], stdout=open("/dev/full", "w"), stderr=subprocess.PIPE, text=True)
-check("a failed standard output names it", "standard output" in p.stderr and p.returncode == 2, p.stderr)
-
-# ---------------------------------------------------------------- 8. concurrent writers and signals
-def run_to(args, target):
-    return subprocess.Popen([BINARY, *args, "-o", target], cwd=TMP, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
-
-
-for trial in range(3):
-    jobs = [run_to(["cast", "vec.safetensors", "--to", fmt], "shared.safetensors") for fmt in ("bf16", "e4m3")]
-    codes = [j.wait() for j in jobs]
-    cases_done = []
-    for fmt in ("bf16", "e4m3"):
-        subprocess.run([BINARY, "cast", "vec.safetensors", "--to", fmt, "-o", f"alone_{fmt}.safetensors"], cwd=TMP,
-                       capture_output=True)
-        cases_done.append(open(os.path.join(TMP, f"alone_{fmt}.safetensors"), "rb").read())
-    final = open(os.path.join(TMP, "shared.safetensors"), "rb").read()
-    cases += 1
-    check(f"two writers of one -o (trial {trial}): both exit 0 and the file is one of theirs",
-          codes == [0, 0] and final in cases_done, str(codes))
-    remove("shared.safetensors", "alone_bf16.safetensors", "alone_e4m3.safetensors")
-    check(f"two writers (trial {trial}): no temporary file left",
-          not [f for f in os.listdir(TMP) if f.startswith(".shared")], str(os.listdir(TMP)))
-
-big = [1.0 + i / 1024 for i in range(1 << 20)]
-safetensors("big.safetensors", {"x": ("F32", [len(big)], f32(big))})
-for trial, delay in enumerate((0.0, 0.02, 0.05, 0.1, 0.2)):
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        before = snapshot()
-        job = run_to(["cast", "big.safetensors", "--to", "f64"], "old_output.safetensors")
-        time.sleep(delay)
-        job.send_signal(sig)
-        code = job.wait()
-        cases += 1
-        leftovers = [f for f in os.listdir(TMP) if f.startswith(".old_output") or f.startswith(".roundscope")]
-        content = open(os.path.join(TMP, "old_output.safetensors"), "rb").read()
-        whole = content.startswith(b"an older output") or len(content) > 8 * len(big)
-        check(f"{signal.Signals(sig).name} after {delay} s: no temporary file, the target old or whole",
-              not leftovers and whole and code in (0, -sig), f"code {code}, left {leftovers}, {len(content)} bytes")
-        with open(os.path.join(TMP, "old_output.safetensors"), "wb") as f:
-            f.write(b"an older output that must survive a failed run")
-
-# a file truncated while it is read (memory-mapped): one line and exit 2, never SIGBUS
-huge = os.path.join(TMP, "victim.safetensors")
-for args in (["inspect", "victim.safetensors", "--checksum", "--threads", "1"],
-             ["cast", "victim.safetensors", "--to", "bf16", "-o", "v_out.safetensors", "--threads", "1"]):
-    safetensors("victim.safetensors", {"x": ("F32", [1 << 25], b"\x00\x00\x80\x3f" * (1 << 25))})
-    job = subprocess.Popen([BINARY, *args], cwd=TMP, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    time.sleep(0.05)
-    os.truncate(huge, 4096)
-    _, err = job.communicate()
-    cases += 1
-    check(f"{args[0]} of a file truncated while read: exit 2 or 0, never a signal",
-          job.returncode in (0, 2) and (job.returncode == 0 or "truncated" in err), f"{job.returncode}: {err}")
-    remove("victim.safetensors", "v_out.safetensors")
-
 # ---------------------------------------------------------------- 9. help, version, the shared flags
-for c in COMMANDS:
-    rc, out, err = case(f"{c} --help", [c, "--help"], rc=0)
-    check(f"{c} --help shows an example", "Example" in out, out[-300:])
-defaults = {"pcollapse": ["--n", "--d", "--seed", "--k-sink", "--sink-strength", "--order", "--threads"],
-            "bias": ["--n", "--heads", "--steps", "--seed", "--d-model"], "headroom": ["--scenario"],
-            "truth": ["--bits"], "crosscheck": ["--scenario", "--heads"], "leak": ["--block", "--max-tokens"],
-            "mx": ["--axis", "--offset", "--scale-rule"], "probe": ["--tiles", "--seed"]}
-for c, options in defaults.items():
-    out = subprocess.run([BINARY, c, "--help"], capture_output=True, text=True).stdout
-    for o in options:
-        line = next((l for l in out.splitlines() if l.strip().startswith(o + " ")), "")
-        check(f"{c} --help shows the default of {o}", "=" in line, line)
-rc, out, err = case("--version", ["--version"], rc=0)
-check("--version prints the version", out.startswith("roundscope "), out)
 for c, base in ATTENTION.items():
     case(f"{c} takes --softmax-scale, --threads, --no-causal", base + ["--softmax-scale", "0.3", "--threads", "1",
                                                                        "--no-causal"] if c != "leak" else
@@ -452,14 +375,159 @@ for c, base in ATTENTION.items():
 case("inspect FILE:NAME", ["inspect", "vec.safetensors:y"], rc=0)
 case("cast FILE:NAME", ["cast", "vec.safetensors:y", "--to", "bf16", "-o", "y.safetensors"], rc=0,
      outputs=("y.safetensors",))
-remove("y.safetensors")
 case("mx FILE:NAME", ["mx", "vec.safetensors:x", "--format", "mxfp4", "-o", "x_mx.safetensors"], rc=0,
      outputs=("x_mx.safetensors",))
-remove("x_mx.safetensors")
 case("an upper-case extension", ["inspect", "UPPER.SAFETENSORS"], rc=0)
 case("crosscheck (3 without a GPU)", ["crosscheck", "--recipe", "fa2-bf16", "--synthetic", "--n", "32"],
      rc=0 if GPU else 3)
 
-print(f"{cases} cases")
-check("at least 300 cases", cases >= 300, str(cases))
-finish("test_reliability.py")
+
+# ---------------------------------------------------------------- the cases above, each alone
+
+def test_the_suite_holds_at_least_300_cases():
+    assert len(CASES) >= 300, len(CASES)
+
+
+@pytest.mark.parametrize("c", CASES, ids=[c.name for c in CASES])
+def test_case(cli, scratch, c):
+    run_case(cli, scratch, c)
+
+
+# ---------------------------------------------------------------- 7. full disks and failed standard output
+
+FULL = file_size_limit(2000)
+
+
+def test_a_full_disk_keeps_the_old_output(cli, scratch):
+    run_case(cli, scratch, Case("cast onto a full disk", ["cast", "att.safetensors", "--to", "f32", "-o",
+                                                          "old_output.safetensors"],
+                                phrases=("old_output.safetensors", "write failed"), preexec=FULL,
+                                outputs=("old_output.safetensors",)))
+    assert open(os.path.join(scratch, "old_output.safetensors"), "rb").read() == OLD_OUTPUT
+
+
+@pytest.mark.parametrize("c", [
+    Case("attention onto a full disk", ["attention", "att.safetensors", "--recipe", "fa2-bf16", "-o", "full.safetensors"],
+         phrases=("full.safetensors", "write failed"), preexec=FULL),
+    Case("truth onto a full disk", ["truth", "att.safetensors", "-o", "full.safetensors"],
+         phrases=("full.safetensors", "write failed"), preexec=FULL),
+    Case("mx onto a full disk", ["mx", "vec.safetensors", "--format", "mxfp8_e4m3", "--dequant", "-o",
+                                 "full.safetensors"], phrases=("full.safetensors", "write failed"),
+         preexec=file_size_limit(600)),
+], ids=lambda c: c.name)
+def test_a_full_disk(cli, scratch, c):
+    run_case(cli, scratch, c)
+
+
+@pytest.mark.slow  # the whole demo runs before its first write fails
+def test_the_demo_onto_a_full_disk_leaves_no_partial_json(cli, scratch):
+    folder = os.path.join(scratch, "demo-full")
+    c = Case("demo onto a full disk", ["demo", "--out", "demo-full", "--no-plots"], phrases=("demo.json", "write failed"),
+             preexec=file_size_limit(1000), outputs=("demo-full",), timeout=120)
+    before = snapshot(scratch)
+    p = subprocess.run([cli.path, *c.args], cwd=scratch, capture_output=True, text=True, timeout=c.timeout,
+                       preexec_fn=c.preexec)
+    try:
+        assert p.returncode == 2 and all(x in p.stderr for x in c.phrases), p.stderr
+        assert not os.path.isdir(folder) or os.listdir(folder) == [], os.listdir(folder)
+        assert set(snapshot(scratch)) - set(before) <= {"demo-full"}
+    finally:
+        if os.path.isdir(folder):
+            for f in os.listdir(folder):
+                os.remove(os.path.join(folder, f))
+            os.rmdir(folder)
+
+
+@pytest.mark.parametrize("args", [["formats"], ["formats", "--json"], ["recipes"], ["cast", "0.1", "--to", "bf16", "--json"],
+                                  ["inspect", "vec.safetensors"], ["mma", "--list"], ATTENTION["headroom"] + ["--json"]],
+                         ids=lambda a: " ".join(a[:2]))
+def test_a_failed_standard_output_is_named(cli, scratch, args):
+    run_case(cli, scratch, Case(f"{' '.join(args[:2])} > /dev/full", args, stdout_to_full=True,
+                                phrases=("standard output",)))
+
+
+# ---------------------------------------------------------------- 8. concurrent writers and signals
+
+def run_to(cli, folder, args, target):
+    return subprocess.Popen([cli.path, *args, "-o", target], cwd=folder, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+
+
+@pytest.mark.parametrize("trial", range(3))
+def test_two_writers_of_one_output(cli, tmp_path, trial):
+    folder = str(tmp_path)
+    write_safetensors(os.path.join(folder, "vec.safetensors"), {"x": ("F32", [4, 64], f32(gaussian(256, 3)))})
+    jobs = [run_to(cli, folder, ["cast", "vec.safetensors", "--to", fmt], "shared.safetensors") for fmt in ("bf16", "e4m3")]
+    codes = [j.wait() for j in jobs]
+    alone = []
+    for fmt in ("bf16", "e4m3"):
+        cli.run("cast", "vec.safetensors", "--to", fmt, "-o", f"alone_{fmt}.safetensors", cwd=folder)
+        alone.append(open(os.path.join(folder, f"alone_{fmt}.safetensors"), "rb").read())
+    assert codes == [0, 0], "both exit 0"
+    assert open(os.path.join(folder, "shared.safetensors"), "rb").read() in alone, "the file is one of theirs"
+    assert not [f for f in os.listdir(folder) if f.startswith(".shared")], "no temporary file left"
+
+
+BIG = 1 << 20  # elements: a cast of a few tens of milliseconds
+
+
+@pytest.fixture(scope="module")
+def big(tmp_path_factory):
+    path = tmp_path_factory.mktemp("big") / "big.safetensors"
+    write_safetensors(path, {"x": ("F32", [BIG], f32([1.0 + i / 1024 for i in range(BIG)]))})
+    return path
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=lambda s: signal.Signals(s).name)
+@pytest.mark.parametrize("delay", [0.0, 0.02, 0.05, 0.1, 0.2])
+def test_a_signal_during_a_write_leaves_the_target_old_or_whole(cli, tmp_path, big, sig, delay):
+    folder = str(tmp_path)
+    os.symlink(big, os.path.join(folder, "big.safetensors"))
+    open(os.path.join(folder, "old_output.safetensors"), "wb").write(OLD_OUTPUT)
+    job = run_to(cli, folder, ["cast", "big.safetensors", "--to", "f64"], "old_output.safetensors")
+    time.sleep(delay)
+    job.send_signal(sig)
+    code = job.wait()
+    leftovers = [f for f in os.listdir(folder) if f.startswith(".old_output") or f.startswith(".roundscope")]
+    content = open(os.path.join(folder, "old_output.safetensors"), "rb").read()
+    assert not leftovers, leftovers
+    assert content == OLD_OUTPUT or len(content) > 8 * BIG, f"{len(content)} bytes"
+    assert code in (0, -sig), code
+
+
+@pytest.mark.parametrize("args", [["inspect", "victim.safetensors", "--checksum", "--threads", "1"],
+                                  ["cast", "victim.safetensors", "--to", "bf16", "-o", "v_out.safetensors", "--threads", "1"]],
+                         ids=lambda a: a[0])
+def test_a_file_truncated_while_read_is_one_line_never_a_signal(cli, tmp_path, args):
+    victim = tmp_path / "victim.safetensors"
+    write_safetensors(victim, {"x": ("F32", [1 << 25], b"\x00\x00\x80\x3f" * (1 << 25))})
+    job = subprocess.Popen([cli.path, *args], cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    time.sleep(0.05)
+    os.truncate(victim, 4096)
+    _, err = job.communicate()
+    assert job.returncode in (0, 2) and (job.returncode == 0 or "truncated" in err), f"{job.returncode}: {err}"
+
+
+# ---------------------------------------------------------------- 9. help, version, the shared flags
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_help_shows_an_example(cli, command):
+    assert "Example" in cli.run(command, "--help").stdout
+
+
+DEFAULTS = {"pcollapse": ["--n", "--d", "--seed", "--k-sink", "--sink-strength", "--order", "--threads"],
+            "bias": ["--n", "--heads", "--steps", "--seed", "--d-model"], "headroom": ["--scenario"],
+            "truth": ["--bits"], "crosscheck": ["--scenario", "--heads"], "leak": ["--block", "--max-tokens"],
+            "mx": ["--axis", "--offset", "--scale-rule"], "probe": ["--tiles", "--seed"]}
+
+
+@pytest.mark.parametrize("command, options", DEFAULTS.items(), ids=list(DEFAULTS))
+def test_help_shows_every_default(cli, command, options):
+    out = cli.run(command, "--help").stdout
+    for o in options:
+        line = next((li for li in out.splitlines() if li.strip().startswith(o + " ")), "")
+        assert "=" in line, (o, line)
+
+
+def test_version(cli):
+    assert cli.run("--version").stdout.startswith("roundscope ")

@@ -54,7 +54,7 @@ void check_all_float32(const emu::Format& f, OptionsFor options_for, Want want, 
     // flatten: the reference routine is inlined with the format and the element loop in view, so
     // the compiler specializes it as it would for a caller with a fixed format (2-3x faster).
     for_all_float32(
-        [&](std::uint32_t first, std::uint64_t n, Mismatches& mm) __attribute__((flatten)) {
+        [&](std::uint32_t first, std::uint64_t n, Mismatches & mm) __attribute__((flatten)) {
             const emu::CastOptions o = options_for(first);
             std::vector<float> in(n);
             std::vector<Bits> batch(n);

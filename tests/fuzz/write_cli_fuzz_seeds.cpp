@@ -9,8 +9,8 @@
 
 #include <CLI/CLI.hpp>
 
-#include "lib/file_write.hpp"
 #include "cli/commands.hpp"
+#include "lib/file_write.hpp"
 
 namespace {
 
@@ -59,8 +59,8 @@ int main(int argc, char** argv) {
                 if (!opt->get_default_str().empty()) words.insert(opt->get_default_str());
                 continue;
             }
-            const std::string flag = opt->get_lnames().empty() ? "-" + opt->get_snames().front()
-                                                               : "--" + opt->get_lnames().front();
+            const std::string flag =
+                opt->get_lnames().empty() ? "-" + opt->get_snames().front() : "--" + opt->get_lnames().front();
             if (flag == "--help") continue;
             words.insert(flag);
             if (opt->get_type_size() == 0) {

@@ -3,7 +3,8 @@
 // stochastic ones, saturation and flushing, from float32 and float64), the Philox words, the
 // tensor-core GEMM of every instruction model, the flash-attention emulator forward and
 // backward, and the ground truth's fast path. The portable target (SCALAR, or EMU128 in builds
-// whose baseline has it) is the kernels with SIMD disabled. CPUs with AVX-512 add AVX3 to the list; the test covers whatever is present.
+// whose baseline has it) is the kernels with SIMD disabled. CPUs with AVX-512 add AVX3 to the list; the test covers
+// whatever is present.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -145,7 +146,8 @@ std::vector<double> truth() {
     o.backward = true;
     const analysis::AttentionTruth t = analysis::attention_truth(in, o);
     std::vector<double> all;
-    for (const auto* part : {&t.o, &t.lse, &t.delta, &t.dq, &t.dk, &t.dv}) all.insert(all.end(), part->begin(), part->end());
+    for (const auto* part : {&t.o, &t.lse, &t.delta, &t.dq, &t.dk, &t.dv})
+        all.insert(all.end(), part->begin(), part->end());
     return all;
 }
 
@@ -175,8 +177,17 @@ TEST_CASE("Every SIMD target gives the best target's bits, in every vector kerne
         limit_simd_target(targets[i]);
         INFO("target " << targets[i]);
         REQUIRE(simd_target() == targets[i]);
-        { auto c2 = all_casts(); std::size_t diff = 0; for (std::size_t j = 0; j < c2.size(); ++j) diff += c2[j] != casts[j]; printf("%s %zu %zu\n", simd_target().c_str(), c2.size(), diff);
- std::vector<float> in(300000, 1.2345f); std::vector<std::uint32_t> out(in.size()); CastOptions o; cast_batch(std::span<const float>(in), e4m3, o, std::span<std::uint32_t>(out), {0,2}); printf("%u %u\n", out[2], out[3]); }
+        {
+            auto c2 = all_casts();
+            std::size_t diff = 0;
+            for (std::size_t j = 0; j < c2.size(); ++j) diff += c2[j] != casts[j];
+            printf("%s %zu %zu\n", simd_target().c_str(), c2.size(), diff);
+            std::vector<float> in(300000, 1.2345f);
+            std::vector<std::uint32_t> out(in.size());
+            CastOptions o;
+            cast_batch(std::span<const float>(in), e4m3, o, std::span<std::uint32_t>(out), {0, 2});
+            printf("%u %u\n", out[2], out[3]);
+        }
         CHECK(first_difference(all_casts(), casts) == -1);
         CHECK(first_difference(philox(), words) == -1);
         CHECK(first_difference(all_gemms(), gemms) == -1);

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import roundscope as rs
-from conftest import same_bits
+from files_by_hand import same_bits
 
 RECIPES = rs.recipes()["recipes"]
 

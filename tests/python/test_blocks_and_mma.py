@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 import roundscope as rs
-from conftest import GOLDEN, same_bits
+from conftest import GOLDEN
+from files_by_hand import same_bits
 
 BLOCK_FORMATS = ["mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e2m3", "mxfp6_e3m2", "mxfp4", "mxint8", "nvfp4"]
 

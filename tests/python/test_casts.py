@@ -5,7 +5,7 @@ import ml_dtypes
 import pytest
 
 import roundscope as rs
-from conftest import same_bits
+from files_by_hand import same_bits
 
 FORMATS = ["f64", "f32", "f16", "bf16", "e4m3", "e5m2", "e2m3", "e3m2", "e2m1", "e8m0", "ue4m3", "int8",
            "e4m3fnuz", "e5m2fnuz"]

@@ -6,7 +6,7 @@ import torch
 
 import roundscope as rs
 import roundscope.torch as rst
-from conftest import same_bits
+from files_by_hand import same_bits
 
 
 def as_format(t, like):

@@ -38,7 +38,8 @@ struct ScalarProduct {
     Product kind;
     const MmaModel* model;
     const Format *a_format, *b_format;
-    std::uint32_t operator()(const std::uint32_t* a, const std::uint32_t* b, long stride, int k, std::uint32_t c) const {
+    std::uint32_t operator()(const std::uint32_t* a, const std::uint32_t* b, long stride, int k,
+                             std::uint32_t c) const {
         if (kind == Product::model) return mma_dot(*model, a, b, stride, k, c);
         double sum = float_from_bits(c);
         for (int t = 0; t < k; ++t) sum += decode(*a_format, a[t]) * decode(*b_format, b[t * stride]);
@@ -48,10 +49,10 @@ struct ScalarProduct {
 
 RowResult scalar_online_row(const AttentionRecipe& r, const AttentionShape& sh, const AttentionOperands& in,
                             std::uint64_t head, std::uint64_t i) {
-    const ScalarProduct score{r.score_product, find_mma_model(r.arch, r.instruction, *r.input, *r.input, f32),
-                              r.input, r.input};
-    const ScalarProduct pv{r.pv_product, find_mma_model(r.arch, r.instruction, *r.p_format, *r.input, f32),
-                           r.p_format, r.input};
+    const ScalarProduct score{r.score_product, find_mma_model(r.arch, r.instruction, *r.input, *r.input, f32), r.input,
+                              r.input};
+    const ScalarProduct pv{r.pv_product, find_mma_model(r.arch, r.instruction, *r.p_format, *r.input, f32), r.p_format,
+                           r.input};
     const std::uint64_t d = sh.d, dv = sh.d_v, nk = sh.n_kv;
     const std::uint32_t* q = in.q.data() + (head * sh.n_q + i) * d;
     const std::uint32_t* k = in.k.data() + head * nk * d;

@@ -164,8 +164,8 @@ std::size_t mx_blocks_mismatching_mpfr(const Format& f, ScaleRule rule, std::siz
         for (std::size_t b = begin; b < end; ++b) {
             const std::vector<double> v = random_block(rng, g.max);
             for (std::size_t i = 0; i < v.size(); ++i) u[i] = unpack(f64, bits_of(v[i]));
-            const std::uint64_t scale =
-                mx_quantize_block(u.data(), static_cast<int>(v.size()), f, rule, CastOptions{}, index.data(), out.data());
+            const std::uint64_t scale = mx_quantize_block(u.data(), static_cast<int>(v.size()), f, rule, CastOptions{},
+                                                          index.data(), out.data());
             const Reference r = reference_block(v, f, rule, g);
             const bool same = scale == r.scale && std::equal(r.elements.begin(), r.elements.end(), out.begin());
             mismatches[begin / chunk] += same ? 0 : 1;

@@ -165,7 +165,8 @@ TEST_CASE("block_quantize rejects bad axes, offsets and block sizes, and NVFP4 o
     Tensor t = test::random_tensor("k", DType::bf16, {4, 32}, 3);
     BlockSpec spec;
     spec.axis = 2;
-    CHECK_THROWS_WITH(block_quantize(t, spec), Catch::Contains("tensor 'k'") && Catch::Contains("axis 2 is outside shape [4, 32]"));
+    CHECK_THROWS_WITH(block_quantize(t, spec),
+                      Catch::Contains("tensor 'k'") && Catch::Contains("axis 2 is outside shape [4, 32]"));
     spec.axis = -1;
     spec.offset = 32;
     CHECK_THROWS_WITH(block_quantize(t, spec), Catch::Contains("offset 32"));

@@ -10,6 +10,7 @@
 
 using namespace roundscope;
 
-TEST_CASE("MX blocks equal an MPFR reference bit for bit: every element format x scale rule, 2 * 10^5 blocks each", "[mx]") {
+TEST_CASE("MX blocks equal an MPFR reference bit for bit: every element format x scale rule, 2 * 10^5 blocks each",
+          "[mx]") {
     CHECK(test::mx_mismatches_every_format_and_rule(200'000) == std::vector<std::string>{});
 }

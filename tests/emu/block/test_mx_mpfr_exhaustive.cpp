@@ -9,6 +9,7 @@
 
 using namespace roundscope;
 
-TEST_CASE("MX blocks equal an MPFR reference bit for bit: every element format x scale rule, 10^6 blocks each", "[mx][exhaustive]") {
+TEST_CASE("MX blocks equal an MPFR reference bit for bit: every element format x scale rule, 10^6 blocks each",
+          "[mx][exhaustive]") {
     CHECK(test::mx_mismatches_every_format_and_rule(1'000'000) == std::vector<std::string>{});
 }

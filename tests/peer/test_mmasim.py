@@ -2,19 +2,20 @@
 package), a second, independent implementation: on random tiles of every instruction both
 cover, the output bits must be identical.
 
-Usage: peer_mmasim.py LIBROUNDSCOPE_CAPI [TILES]   (TILES per instruction, default 100000)
+The library under test is roundscope's C entry point (ROUNDSCOPE_CAPI, set by ctest);
+ROUNDSCOPE_MMASIM_TILES random tiles per instruction (default 100000).
 
 Inputs per tile, in equal shares: raw random bit patterns (NaN, Inf and subnormals included);
 random finite bit patterns (exponents over the whole format range); Gaussian values with a
 per-row scale of 2^-8..2^8 (cancellation and close exponents). C likewise, in the accumulator.
 Instructions MMA-Sim does not model: sm90 mma.sync FP8 (roundscope's model comes from the H100
-golden vectors, tests/emu/test_mma_golden.cpp).
+golden vectors, tests/emu/mma/test_mma_golden.cpp).
 """
 import ctypes
-import sys
-import time
+import os
 
 import numpy as np
+import pytest
 import torch
 
 torch.set_num_threads(2)
@@ -102,43 +103,37 @@ def theirs(op, a, b, c):
     return bits_of(op.dpa(av, bv, c)).reshape(-1)
 
 
-def main():
-    lib = ctypes.CDLL(sys.argv[1])
+@pytest.fixture(scope="module")
+def lib():
+    path = os.environ.get("ROUNDSCOPE_CAPI")
+    if not path:
+        pytest.fail("ROUNDSCOPE_CAPI names no library (ctest sets it)")
+    lib = ctypes.CDLL(path)
     lib.roundscope_mma.argtypes = [ctypes.c_char_p] * 5 + [ctypes.POINTER(ctypes.c_uint32)] * 4 + [ctypes.c_int64] * 4
-    tiles = int(sys.argv[2]) if len(sys.argv) > 2 else 100_000
+    return lib
+
+
+@pytest.mark.parametrize("case", CASES, ids=[f"{c[3]} {c[2]}" for c in CASES])
+def test_the_models_give_mmasims_bits(lib, case):
+    tiles = int(os.environ.get("ROUNDSCOPE_MMASIM_TILES", 100_000))
     rng = np.random.default_rng(20261123)
-    failed = []
-    for case in CASES:
-        kind, arch_name, shape_type = case[:3]
-        op = getattr(nv, kind)(arch_name, shape_type)
-        K = int(shape_type.split(".")[0].split("k")[1])
-        M, N = 16, 8
-        chunk = max(1, 4_000_000 // (M * N * K))
-        start, compared, differ, first = time.time(), 0, 0, None
-        done = 0
-        while done < tiles:
-            t = min(chunk, tiles - done)
-            share = (done // chunk) % 3
-            a = random_operand(rng, case[5], (t, M, K), share)
-            b = random_operand(rng, case[6], (t, K, N), share)
-            c = random_operand(rng, case[7], (t, M, N), share)
-            want, got = theirs(op, a, b, c), ours(lib, case, a, b, c)
-            bad = np.nonzero(want != got)[0]
-            if bad.size and first is None:
-                i = int(bad[0])
-                first = f"output {i}: MMA-Sim {want[i]:#x}, roundscope {got[i]:#x}"
-            differ += bad.size
-            compared += want.size
-            done += t
-        status = "same bits" if differ == 0 else f"{differ} differ; first {first}"
-        print(f"{arch_name:>12} {kind:<10} {shape_type:<38} {tiles} tiles, {compared} outputs: {status} "
-              f"({time.time() - start:.1f} s)", flush=True)
-        if differ:
-            failed.append(shape_type)
-    print("not modelled by MMA-Sim (checked against H100 hardware instead): sm90 mma.sync m16n8k32 FP8")
-    if failed:
-        raise SystemExit(f"MMA-Sim and roundscope disagree on: {', '.join(failed)}")
-
-
-if __name__ == "__main__":
-    main()
+    kind, arch_name, shape_type = case[:3]
+    op = getattr(nv, kind)(arch_name, shape_type)
+    K = int(shape_type.split(".")[0].split("k")[1])
+    M, N = 16, 8
+    chunk = max(1, 4_000_000 // (M * N * K))
+    differ, first, done = 0, None, 0
+    while done < tiles:
+        t = min(chunk, tiles - done)
+        share = (done // chunk) % 3
+        a = random_operand(rng, case[5], (t, M, K), share)
+        b = random_operand(rng, case[6], (t, K, N), share)
+        c = random_operand(rng, case[7], (t, M, N), share)
+        want, got = theirs(op, a, b, c), ours(lib, case, a, b, c)
+        bad = np.nonzero(want != got)[0]
+        if bad.size and first is None:
+            i = int(bad[0])
+            first = f"output {i}: MMA-Sim {want[i]:#x}, roundscope {got[i]:#x}"
+        differ += bad.size
+        done += t
+    assert differ == 0, f"{differ} differ; first {first}"

@@ -4,14 +4,17 @@ float4_e2m1fn and float8_e8m0fnu; and where ml_dtypes' convention differs from t
 (roundscope's `cuda` convention), the inputs that differ are exactly the ones the named
 differences predict.
 
-Usage: peer_ml_dtypes.py LIBRARY [--chunks K]  (K of the 4096 chunks of 2^20 inputs; default all)
+The library under test is roundscope's C entry point (ROUNDSCOPE_CAPI, set by ctest);
+ROUNDSCOPE_CHUNKS takes K of the 4096 chunks of 2^20 inputs (default all).
 """
-import argparse
 import ctypes
-import sys
+import os
 
 import ml_dtypes
 import numpy as np
+import pytest
+
+pytestmark = pytest.mark.exhaustive
 
 # Chunks of 2^20 inputs: the temporary arrays stay in cache.
 CHUNK = 1 << 20
@@ -91,49 +94,36 @@ CASES = [  # ml_dtypes type, roundscope format, bytes
 ]
 
 
-def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("library")
-    parser.add_argument("--chunks", type=int, default=CHUNKS)
-    args = parser.parse_args()
-    lib = load(args.library)
-    step = max(1, CHUNKS // args.chunks)
-    failures = 0
-    for name, fmt, width in CASES:
-        dtype = getattr(ml_dtypes, name)
-        bad = 0
-        examples = []
-        differ_bad = 0
-        for c in range(0, CHUNKS, step):
-            bits = np.arange(c * CHUNK, (c + 1) * CHUNK, dtype=np.uint32)
-            x = bits.view(np.float32)
-            want = ml(x, dtype, width)
-            got = ours(lib, x, fmt, "ml_dtypes", -1, width)
-            deviation = known_ml_dtypes_deviations(name, x)
-            differs = want != got
-            if deviation is not None and deviation.any():
-                # The deviating inputs must differ exactly as described: ml_dtypes 0x01, roundscope 0x00.
-                bad += int(np.count_nonzero((want[deviation] != 0x01) | (got[deviation] != 0x00)))
-                differs &= ~deviation
-            mismatch = np.flatnonzero(differs)
-            bad += mismatch.size
-            for i in mismatch[:3]:
-                if len(examples) < 6:
-                    examples.append(f"x=0x{int(bits[i]):08x}: ml_dtypes 0x{int(want[i]):x} roundscope 0x{int(got[i]):x}")
-            if name != "float8_e8m0fnu":
-                cuda = ours(lib, x, fmt, "cuda", -1, width)
-                differ = want != cuda
-                differ ^= predicted_cuda_differences(name, x)
-                differ_bad += int(np.count_nonzero(differ))
-        status = "ok" if bad == 0 and differ_bad == 0 else "FAIL"
-        print(f"{status}: {name} vs roundscope {fmt} (ml_dtypes convention): {bad} mismatches"
-              f"; inputs where cuda convention differs other than predicted: {differ_bad}")
-        for e in examples:
-            print("   ", e)
-        failures += status != "ok"
-    print(f"{len(CASES) - failures} passed, {failures} failed")
-    return 1 if failures else 0
+@pytest.fixture(scope="module")
+def lib():
+    path = os.environ.get("ROUNDSCOPE_CAPI")
+    if not path:
+        pytest.fail("ROUNDSCOPE_CAPI names no library (ctest sets it)")
+    return load(path)
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+@pytest.mark.parametrize("name, fmt, width", CASES, ids=[c[0] for c in CASES])
+def test_every_float32_casts_as_ml_dtypes_casts_it(lib, name, fmt, width):
+    step = max(1, CHUNKS // int(os.environ.get("ROUNDSCOPE_CHUNKS", CHUNKS)))
+    dtype = getattr(ml_dtypes, name)
+    bad, differ_bad, examples = 0, 0, []
+    for c in range(0, CHUNKS, step):
+        bits = np.arange(c * CHUNK, (c + 1) * CHUNK, dtype=np.uint32)
+        x = bits.view(np.float32)
+        want = ml(x, dtype, width)
+        got = ours(lib, x, fmt, "ml_dtypes", -1, width)
+        deviation = known_ml_dtypes_deviations(name, x)
+        differs = want != got
+        if deviation is not None and deviation.any():
+            # The deviating inputs must differ exactly as described: ml_dtypes 0x01, roundscope 0x00.
+            bad += int(np.count_nonzero((want[deviation] != 0x01) | (got[deviation] != 0x00)))
+            differs &= ~deviation
+        mismatch = np.flatnonzero(differs)
+        bad += mismatch.size
+        examples += [f"x=0x{int(bits[i]):08x}: ml_dtypes 0x{int(want[i]):x} roundscope 0x{int(got[i]):x}"
+                     for i in mismatch[:3]][: 6 - len(examples)]
+        if name != "float8_e8m0fnu":
+            cuda = ours(lib, x, fmt, "cuda", -1, width)
+            differ_bad += int(np.count_nonzero((want != cuda) ^ predicted_cuda_differences(name, x)))
+    assert bad == 0, f"{bad} mismatches under the ml_dtypes convention: {examples}"
+    assert differ_bad == 0, f"{differ_bad} inputs where the cuda convention differs other than predicted"

@@ -7,8 +7,9 @@ vectors revealed (docs/mma-fp8-sm90.md). This test disassembles the probe kernel
 library and fails if that lowering changes (a native QMMA, a different count, C entering the
 HMMAs), since the model would then no longer describe the compiled code.
 
-Usage: check_fp8_lowering.py LIBROUNDSCOPE_GPU.a   (cuobjdump and nvdisasm on PATH or in the
-nvidia-cuda-cuobjdump / nvidia-cuda-nvdisasm Python packages, which tools/setup.sh installs)"""
+The library is ROUNDSCOPE_GPU_LIBRARY (set by ctest); cuobjdump and nvdisasm come from PATH or
+from the nvidia-cuda-cuobjdump / nvidia-cuda-nvdisasm Python packages, which tools/setup.sh
+installs."""
 import glob
 import os
 import re
@@ -16,12 +17,8 @@ import shutil
 import subprocess
 import sys
 
-from pathlib import Path
+import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cli"))
-from cli_harness import check, finish  # noqa: E402
-
-LIBRARY = sys.argv[1]
 KERNELS = {"E4M3": "_ZN10roundscope3gpu15mma_sync_kernelILNS0_5InputE2EEEvPKjS4_S4_Pji",
            "E5M2": "_ZN10roundscope3gpu15mma_sync_kernelILNS0_5InputE3EEEvPKjS4_S4_Pji"}
 
@@ -32,19 +29,25 @@ def tool_dir():
     for d in glob.glob(os.path.join(sys.prefix, "lib", "python*", "site-packages", "nvidia", "cu*", "bin")):
         if os.path.exists(os.path.join(d, "cuobjdump")) and os.path.exists(os.path.join(d, "nvdisasm")):
             return d
-    sys.exit("check_fp8_lowering.py: cuobjdump and nvdisasm not found (tools/setup.sh installs them)")
+    pytest.fail("cuobjdump and nvdisasm not found (tools/setup.sh installs them)")
 
 
-extra = tool_dir()
-env = dict(os.environ, PATH=(extra + os.pathsep if extra else "") + os.environ.get("PATH", ""))
-sass = subprocess.run(["cuobjdump", "-sass", "-arch", "sm_90a", LIBRARY], capture_output=True, text=True, env=env)
-check("cuobjdump runs", sass.returncode == 0, sass.stderr[-400:])
+@pytest.fixture(scope="module")
+def sass():
+    library = os.environ.get("ROUNDSCOPE_GPU_LIBRARY")
+    if not library:
+        pytest.fail("ROUNDSCOPE_GPU_LIBRARY names no library (ctest sets it)")
+    extra = tool_dir()
+    env = dict(os.environ, PATH=(extra + os.pathsep if extra else "") + os.environ.get("PATH", ""))
+    p = subprocess.run(["cuobjdump", "-sass", "-arch", "sm_90a", library], capture_output=True, text=True, env=env)
+    assert p.returncode == 0, p.stderr[-400:]
+    return p.stdout
 
 
-def function(name):
+def function(sass, name):
     """The instructions of one kernel, without addresses and encodings."""
     out, inside = [], False
-    for line in sass.stdout.splitlines():
+    for line in sass.splitlines():
         if "Function : " in line:
             inside = line.split("Function : ")[1].strip() == name
         elif inside:
@@ -54,20 +57,18 @@ def function(name):
     return out
 
 
-for fmt, name in KERNELS.items():
-    code = function(name)
-    check(f"{fmt}: the probe kernel is in the library", len(code) > 0, name)
+@pytest.mark.parametrize("fmt", list(KERNELS))
+def test_fp8_mma_sync_lowers_to_two_hmma_on_unpacked_pairs(sass, fmt):
+    code = function(sass, KERNELS[fmt])
+    assert code, f"the probe kernel {KERNELS[fmt]} is in the library"
     unpacks = [i for i in code if i.startswith(f"F2FP.F16.{fmt}.UNPACK_B")]
     hmma = [i for i in code if i.startswith("HMMA.16816.F32 ")]
     fadds = [i for i in code if i.startswith("FADD ")]
     native = [i for i in code if "QMMA" in i or "HMMA.16832" in i or "OMMA" in i]
-    print(f"{fmt}: {len(unpacks)} x F2FP.F16.{fmt}.UNPACK_B, " + "; ".join(hmma) + f"; {len(fadds)} x FADD")
-    check(f"{fmt}: no native FP8 MMA", not native, native)
-    check(f"{fmt}: 12 unpacks of FP8 pairs into FP16", len(unpacks) == 12, len(unpacks))
-    check(f"{fmt}: two HMMA.16816.F32", len(hmma) == 2, hmma)
-    if len(hmma) == 2:
-        first, second = (re.split(r",\s*", h.split(" ", 1)[1]) for h in hmma)
-        check(f"{fmt}: the first HMMA starts from zero", first[3] == "RZ", hmma[0])
-        check(f"{fmt}: the second accumulates the first", second[3] == first[0], hmma)
-    check(f"{fmt}: C added by four FADDs", len(fadds) == 4, fadds)
-finish("check_fp8_lowering.py")
+    assert not native, f"a native FP8 MMA: {native}"
+    assert len(unpacks) == 12, f"{len(unpacks)} unpacks of FP8 pairs into FP16, not 12"
+    assert len(hmma) == 2, hmma
+    first, second = (re.split(r",\s*", h.split(" ", 1)[1]) for h in hmma)
+    assert first[3] == "RZ", f"the first HMMA starts from zero: {hmma[0]}"
+    assert second[3] == first[0], f"the second accumulates the first: {hmma}"
+    assert len(fadds) == 4, f"C added by four FADDs: {fadds}"

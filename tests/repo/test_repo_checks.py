@@ -1,0 +1,70 @@
+"""The repository's own gates, and that each can fail: every C++ and CUDA file is formatted as
+.clang-format says (tests/repo/check_format.sh), and every repository path a comment, a doc or a
+script names exists (tests/repo/check_paths.py). Each check also runs on a scratch repository
+holding one fault, which it must report."""
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+
+HERE = ROOT / "tests" / "repo"
+# Top-level folders of the scratch repositories, spelled so that this file names no path itself.
+EMU, LIB = "e" + "mu", "l" + "ib"
+
+
+def scratch_repository(folder, files):
+    """A git repository with the project's .clang-format, the top-level folders the path check
+    knows, and `files` ({path: text}) tracked."""
+    subprocess.run(["git", "init", "-q", folder], check=True)
+    shutil.copy(ROOT / ".clang-format", folder / ".clang-format")
+    for path, text in files.items():
+        (folder / path).parent.mkdir(parents=True, exist_ok=True)
+        (folder / path).write_text(text)
+    subprocess.run(["git", "add", "-A"], cwd=folder, check=True)
+    return folder
+
+
+def format_check(repo):
+    return subprocess.run([HERE / "check_format.sh", repo], capture_output=True, text=True, timeout=300)
+
+
+def path_check(repo):
+    return subprocess.run([sys.executable, HERE / "check_paths.py", repo], capture_output=True, text=True, timeout=300)
+
+
+def test_every_file_is_formatted():
+    p = format_check(ROOT)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+
+
+def test_a_misformatted_file_fails_the_format_check(tmp_path):
+    repo = scratch_repository(tmp_path, {f"{EMU}/good.cpp": "int x = 1;\n", f"{EMU}/bad.cpp": "int  y =2 ;\n"})
+    p = format_check(repo)
+    assert p.returncode == 1 and "bad.cpp" in p.stderr and "good.cpp" not in p.stderr, p.stdout + p.stderr
+
+
+def test_every_named_path_exists():
+    p = path_check(ROOT)
+    assert p.returncode == 0, p.stdout[-2000:]
+
+
+@pytest.mark.parametrize("mention, dead", [
+    ("// see {emu}/numbers/gone.hpp", True),
+    ("// see {emu}/numbers/round.hpp", False),
+    ("// see {emu}/numbers/round", False),           # a stem names the files it begins
+    ("// see {emu}/numbers/*.hpp", False),           # a glob that matches
+    ("// see {emu}/numbers/*.cu", True),             # one that does not
+    ("// see {emu}/numbers/{{round,gone}}.hpp", True),  # braces: every expansion must exist
+    ("// see {emu}/... for the rest", False),        # a placeholder
+    ("// github.com/x/{emu}/gone.hpp", False),       # not ours: part of another path
+])
+def test_a_dead_path_fails_the_path_check(tmp_path, mention, dead):
+    repo = scratch_repository(tmp_path, {f"{EMU}/numbers/round.hpp": "int r;\n",
+                                         f"{LIB}/a.cpp": mention.format(emu=EMU) + "\n"})
+    p = path_check(repo)
+    assert p.returncode == (1 if dead else 0), p.stdout
+    if dead:
+        assert f"{LIB}/a.cpp:1:" in p.stdout, p.stdout
