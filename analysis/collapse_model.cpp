@@ -5,14 +5,16 @@
 #include <limits>
 
 #include "emu/attention/attention_steps.hpp"
+#include "emu/numbers/format_info.hpp"
 #include "lib/parallel.hpp"
 
 namespace roundscope::analysis {
-namespace {
 
-constexpr double ln_1024 = 6.931471805599453;  // E4M3: P S <= 2^-10 rounds to zero
+double underflow_log(const emu::Format& p_format) { return -std::log(emu::format_info(p_format).min_subnormal / 2); }
 
 double normal_cdf(double x) { return 0.5 * std::erfc(-x / std::sqrt(2.0)); }
+
+namespace {
 
 struct RowModel {
     bool measured = false;  // has a sink key and a score spread
@@ -66,6 +68,7 @@ RowModel row_model(const double* qi, const std::vector<double>& k, std::uint64_t
         r.sink_mass = sink / total;
     }
     const std::uint64_t tiles = (visible + o.block_n - 1) / o.block_n;
+    const double threshold = underflow_log(*o.p_format);
     for (const emu::KvOrder order : o.orders) {
         std::vector<double> counts(o.scales.size(), 0.0);
         double running = -std::numeric_limits<double>::infinity();
@@ -77,7 +80,7 @@ RowModel row_model(const double* qi, const std::vector<double>& k, std::uint64_t
             const std::uint64_t rest_in_tile = end - std::max(begin, std::min(end, sinks));
             for (std::size_t i = 0; i < o.scales.size(); ++i)
                 counts[i] += static_cast<double>(rest_in_tile) *
-                             below(rest, running - ln_1024 - std::log(static_cast<double>(o.scales[i])));
+                             below(rest, running - threshold - std::log(static_cast<double>(o.scales[i])));
         }
         r.predicted.insert(r.predicted.end(), counts.begin(), counts.end());
     }

@@ -9,7 +9,8 @@
 //   - the running max m the kernel holds after each KV tile, in the recipe's order and tile
 //     width, taken from the held scores themselves;
 //   - each tile's non-sink keys are predicted to underflow with probability
-//     Phi((m - mu - ln 1024 - ln S) / sigma): P S = exp(s - m) S <= 2^-10 casts to zero in E4M3.
+//     Phi((m - mu - ln 1024 - ln S) / sigma): P S = exp(s - m) S <= 2^-10 casts to zero in E4M3
+//     (ln 1024 is underflow_log(e4m3)).
 // In forward order the sink's tile comes first and sets m for every later key; in reverse order
 // only the keys sharing the sink's tile see it. The effective Delta reported is the sink scores'
 // mean above mu (in score units, as Delta is where the other scores are N(0, 1)): what the closed
@@ -21,7 +22,16 @@
 
 namespace roundscope::analysis {
 
+/// -ln of the largest P S that the cast into `p_format` turns into zero: half the format's least
+/// subnormal, a tie rounded to the even zero (ln 1024 = 6.93 for E4M3, the constant of
+/// arXiv:2606.06521's closed form).
+double underflow_log(const emu::Format& p_format);
+
+/// The standard normal distribution function Phi.
+double normal_cdf(double x);
+
 struct CollapseModelOptions {
+    const emu::Format* p_format = &emu::e4m3;  // what P S is cast to
     std::vector<emu::KvOrder> orders;
     std::vector<float> scales;    // the static P scales S
     std::uint64_t block_n = 128;  // the recipe's KV tile width Bc

@@ -17,6 +17,18 @@ void run_pcollapse(DemoReport& r, int threads) {
     r.pcollapse = pcollapse(synthetic_attention(spec), o);
 }
 
+DemoReport::BiasRegime summarized(DemoReport::BiasRegime b) {
+    std::uint64_t dominated = 0, tied = 0;
+    for (const BiasStep& step : b.steps.steps) {
+        b.tie_share += step.result.tie_share_mean / static_cast<double>(b.steps.steps.size());
+        dominated += step.result.tie_dominated_rows, tied += step.result.tied_rows;
+        b.max_adjust_sum += step.fixes->max_adjust.coefficient_sum;
+        b.delta_from_f32_o_sum += step.fixes->delta_from_f32_o.coefficient_sum;
+    }
+    b.dominated_share = tied > 0 ? static_cast<double>(dominated) / static_cast<double>(tied) : 0.0;
+    return b;
+}
+
 void run_bias(DemoReport& r, int threads) {
     SyntheticSpec& spec = r.bias_scenario;
     spec.scenario = Scenario::repeated_max, spec.n = 512, spec.d = 64, spec.heads = 2;
@@ -27,7 +39,7 @@ void run_bias(DemoReport& r, int threads) {
     for (const double gap : bias_tie_gaps) {
         SyntheticSpec at = spec;
         at.tie_gap = gap;
-        r.bias.push_back({gap, bias_over_steps(bias_step_count, synthetic_bias_steps(at), o, true)});
+        r.bias.push_back(summarized({gap, bias_over_steps(bias_step_count, synthetic_bias_steps(at), o, true)}));
     }
     spec.tie_gap = bias_tie_gaps[0];
 }

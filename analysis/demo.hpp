@@ -26,6 +26,9 @@ struct DemoReport {
     struct BiasRegime {
         double tie_gap;
         BiasSteps steps;
+        // Over the steps: the tied pair's mean share of its rows' P-bar, the share of tied rows it
+        // holds more than 1 - 2^-9 of, and the delta errors summed under each fix.
+        double tie_share = 0, dominated_share = 0, max_adjust_sum = 0, delta_from_f32_o_sum = 0;
     };
     std::vector<BiasRegime> bias;
 

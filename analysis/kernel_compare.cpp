@@ -52,6 +52,14 @@ void check_output(const TensorFile& file, const Tensor& t, const emu::Format& fo
                     ": compare it with a recipe whose formats are the kernel's (its o_format and grad_format)");
 }
 
+/// The bucket label of a distance in ulps ("0", "1", "2-3", ..., "nan").
+std::string ulp_bucket(std::uint64_t ulp) {
+    if (ulp == no_distance) return "nan";
+    if (ulp <= 1) return std::to_string(ulp);
+    const int w = std::bit_width(ulp);  // [2^(w-1), 2^w)
+    return std::to_string(std::uint64_t{1} << (w - 1)) + "-" + std::to_string((std::uint64_t{1} << (w - 1)) * 2 - 1);
+}
+
 OutputComparison compare_output(const OutputSides& s, std::size_t worst_count) {
     const Tensor& t = *s.kernel;
     const emu::Format& f = *s.format;
@@ -105,13 +113,6 @@ OutputComparison compare_output(const OutputSides& s, std::size_t worst_count) {
 }
 
 }  // namespace
-
-std::string ulp_bucket(std::uint64_t ulp) {
-    if (ulp == no_distance) return "nan";
-    if (ulp <= 1) return std::to_string(ulp);
-    const int w = std::bit_width(ulp);  // [2^(w-1), 2^w)
-    return std::to_string(std::uint64_t{1} << (w - 1)) + "-" + std::to_string((std::uint64_t{1} << (w - 1)) * 2 - 1);
-}
 
 KernelComparison compare_kernel(const TensorFile& file, const emu::AttentionInputs& in,
                                 const emu::AttentionRecipe& recipe, const AttentionRunOptions& options,

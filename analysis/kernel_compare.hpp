@@ -50,7 +50,4 @@ KernelComparison compare_kernel(const TensorFile& file, const emu::AttentionInpu
                                 const emu::AttentionRecipe& recipe, const AttentionRunOptions& options,
                                 std::size_t worst_count = 8);
 
-/// The bucket label of a distance in ulps ("0", "1", "2-3", ..., "nan").
-std::string ulp_bucket(std::uint64_t ulp);
-
 }  // namespace roundscope::analysis

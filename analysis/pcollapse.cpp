@@ -14,10 +14,6 @@
 namespace roundscope::analysis {
 namespace {
 
-double normal_cdf(double x) { return 0.5 * std::erfc(-x / std::sqrt(2.0)); }
-
-constexpr double ln_1024 = 6.931471805599453;  // E4M3: P S <= 2^-10 rounds to zero
-
 // The integral of f(x) k phi(x) Phi(x)^(k-1) over x (the density of the max of k standard
 // normals), by the midpoint rule on [-10, 10].
 template <class F>
@@ -33,14 +29,15 @@ double over_normal_maximum(int k, F f) {
     return sum;
 }
 
+// E[Phi(shift + M)] for M the max of k standard normals, by numerical integration.
+double expected_cdf_of_shifted_maximum(double shift, int k) {
+    return over_normal_maximum(k, [shift](double x) { return normal_cdf(shift + x); });
+}
+
 }  // namespace
 
 double expected_normal_maximum(int k) {
     return over_normal_maximum(k, [](double x) { return x; });
-}
-
-double expected_cdf_of_shifted_maximum(double shift, int k) {
-    return over_normal_maximum(k, [shift](double x) { return normal_cdf(shift + x); });
 }
 
 ScaleProperties scale_properties(float s) {
@@ -77,99 +74,137 @@ std::uint64_t non_sink_keys(const emu::AttentionShape& shape, std::uint64_t k_si
     return visible;
 }
 
+// What one (order, S) run adds up over the heads.
+struct RunTally {
+    std::vector<std::uint32_t> o;  // every head's O, in the recipe's output format
+    std::uint64_t underflow = 0, saturated = 0;
+    double predicted = 0, closed_form = 0, averaged = 0;  // expected underflowing P, summed over heads
+};
+
+// The inputs of a P-collapse measurement as the kernel holds them, and what every head shares.
+struct Measurement {
+    emu::AttentionShape shape, one_head;
+    emu::AttentionOperands operands;
+    std::vector<double> q, k;  // decoded, [heads][rows][d]
+    std::uint64_t counted;     // a head's non-sink P values
+    double threshold;          // underflow_log of the recipe's P format
+};
+
+// Head h: the model's prediction, then each run's kernel, measured; adds to `tallies`.
+// `has_sink`: the model found rows with a sink key and a spread of other scores.
+PCollapseHead measure_head(const Measurement& m, std::uint64_t h, const PCollapseOptions& o, double delta_k,
+                           std::vector<RunTally>& tallies, bool& has_sink) {
+    const emu::AttentionShape& shape = m.shape;
+    const std::uint64_t q_size = shape.n_q * shape.d, k_size = shape.n_kv * shape.d, v_size = shape.n_kv * shape.d_v,
+                        o_size = shape.n_q * shape.d_v;
+    const auto k_sink = static_cast<std::uint64_t>(o.k_sink);
+    CollapseModelOptions model{
+        o.recipe.p_format, o.orders,    o.scales, static_cast<std::uint64_t>(o.recipe.block_n), k_sink,
+        shape.causal,      shape.scale, o.threads};
+    const HeadCollapseModel prediction =
+        collapse_model(head_slice(m.q, h, q_size), head_slice(m.k, h, k_size), shape.n_q, shape.n_kv, shape.d, model);
+    has_sink = prediction.rows > 0;
+    PCollapseHead head{h, prediction.sink_strength, prediction.score_spread, prediction.sink_mass, {}};
+    emu::AttentionOperands x;
+    x.q = head_slice(m.operands.q, h, q_size), x.k = head_slice(m.operands.k, h, k_size);
+    x.v = head_slice(m.operands.v, h, v_size);
+    std::size_t r = 0;
+    for (const emu::KvOrder order : o.orders) {
+        for (const float s : o.scales) {
+            emu::AttentionRecipe recipe = o.recipe;
+            recipe.kv_order = order, recipe.p_scale = s;
+            emu::ForwardOptions fo;
+            fo.threads = o.threads, fo.uncounted_keys = k_sink;
+            const emu::ForwardResult f = emu::flash_forward(recipe, m.one_head, x, fo);
+            RunTally& t = tallies[r];
+            std::copy(f.o.begin(), f.o.end(), t.o.begin() + static_cast<std::ptrdiff_t>(h * o_size));
+            // a P-bar already 0 in float32 counts as underflow too
+            const std::uint64_t zero = f.counts.p_underflow + (m.counted - f.counts.p_nonzero);
+            t.underflow += zero, t.saturated += f.counts.p_saturated;
+            t.predicted += prediction.predicted_underflow[r];
+            if (prediction.rows > 0 && prediction.score_spread > 0) {
+                const double shift = (prediction.sink_strength - m.threshold - std::log(s)) / prediction.score_spread;
+                t.closed_form += static_cast<double>(m.counted) * normal_cdf(shift + delta_k);
+                t.averaged += static_cast<double>(m.counted) * expected_cdf_of_shifted_maximum(shift, o.k_sink);
+            }
+            const double counted = static_cast<double>(m.counted);
+            head.runs.push_back({m.counted == 0 ? 0 : static_cast<double>(zero) / counted,
+                                 m.counted == 0 ? 0 : prediction.predicted_underflow[r] / counted, m.counted});
+            ++r;
+        }
+    }
+    return head;
+}
+
+// The runs over all heads: fractions of every head's non-sink P, and O's error against the truth.
+std::vector<PCollapseRun> summarize_runs(const std::vector<RunTally>& tallies, const Measurement& m,
+                                         const AttentionTruth& truth, bool every_head_has_a_sink, double delta_k,
+                                         const PCollapseOptions& o) {
+    const std::uint64_t total = m.counted * m.shape.heads;
+    const auto fraction = [total](double x) { return total == 0 ? 0 : x / static_cast<double>(total); };
+    std::vector<PCollapseRun> runs;
+    std::size_t r = 0;
+    for (const emu::KvOrder order : o.orders) {
+        for (const float s : o.scales) {
+            const RunTally& t = tallies[r++];
+            PCollapseRun run{};
+            run.order = order, run.scale = s, run.saturated = t.saturated, run.counted = total;
+            run.underflow_fraction = fraction(static_cast<double>(t.underflow));
+            run.predicted_fraction = fraction(t.predicted);
+            // the closed form assumes the sink tile comes first
+            if (order == emu::KvOrder::forward && every_head_has_a_sink) {
+                run.closed_form_fraction = fraction(t.closed_form);
+                run.predicted_fraction_averaged = fraction(t.averaged);
+            }
+            run.delta_c = m.threshold + std::log(s) - delta_k;
+            const ErrorStats e = error_stats(decoded(t.o, *o.recipe.o_format), truth.o);
+            run.mse = e.rms * e.rms;
+            runs.push_back(run);
+        }
+    }
+    // Reverse order's gain: the forward run's MSE at the same S over its own.
+    for (PCollapseRun& reverse : runs) {
+        if (reverse.order != emu::KvOrder::reverse || !(reverse.mse > 0)) continue;
+        for (const PCollapseRun& forward : runs)
+            if (forward.order == emu::KvOrder::forward && forward.scale == reverse.scale)
+                reverse.mse_gain_over_forward = forward.mse / reverse.mse;
+    }
+    return runs;
+}
+
 }  // namespace
 
 PCollapseResult pcollapse(const emu::AttentionInputs& in, const PCollapseOptions& o) {
     PCollapseResult result{expected_normal_maximum(o.k_sink), 0, 0, 0, {}, {}};
-    const emu::AttentionShape shape = emu::attention_shape_of(in, o.causal, o.softmax_scale);
     const emu::Format& input = *o.recipe.input;
-    const emu::AttentionOperands operands = emu::attention_operands(in, input, false);
+    Measurement m;
+    m.shape = emu::attention_shape_of(in, o.causal, o.softmax_scale);
+    m.one_head = m.shape;
+    m.one_head.heads = 1;
+    m.operands = emu::attention_operands(in, input, false);
+    m.q = decoded(m.operands.q, input), m.k = decoded(m.operands.k, input);
+    m.counted = non_sink_keys(m.shape, static_cast<std::uint64_t>(o.k_sink));
+    m.threshold = underflow_log(*o.recipe.p_format);
     // The truth of the inputs as the kernel holds them (rounded to its input format): the MSE
     // measures what the kernel's arithmetic adds, not the inputs' rounding.
     TruthOptions t;
-    t.causal = o.causal, t.scale = shape.scale, t.threads = o.threads;
-    const AttentionTruth truth = attention_truth(inputs_as_held(in, operands, input), t);
+    t.causal = o.causal, t.scale = m.shape.scale, t.threads = o.threads;
+    const AttentionTruth truth = attention_truth(inputs_as_held(in, m.operands, input), t);
 
-    const auto k_sink = static_cast<std::uint64_t>(o.k_sink);
-    const std::uint64_t counted = non_sink_keys(shape, k_sink);
-    const std::uint64_t q_size = shape.n_q * shape.d, k_size = shape.n_kv * shape.d, v_size = shape.n_kv * shape.d_v,
-                        o_size = shape.n_q * shape.d_v;
-    const std::vector<double> q = decoded(operands.q, input), k = decoded(operands.k, input);
-    CollapseModelOptions model{
-        o.orders, o.scales, static_cast<std::uint64_t>(o.recipe.block_n), k_sink, shape.causal, shape.scale, o.threads};
-    emu::AttentionShape one_head = shape;
-    one_head.heads = 1;
-
-    const std::size_t runs = o.orders.size() * o.scales.size();
-    std::vector<std::vector<std::uint32_t>> outputs(runs, std::vector<std::uint32_t>(shape.heads * o_size));
-    std::vector<std::uint64_t> underflow(runs, 0), saturated(runs, 0);
-    std::vector<double> predicted(runs, 0), closed_form(runs, 0), averaged(runs, 0);
+    std::vector<RunTally> tallies(o.orders.size() * o.scales.size());
+    for (RunTally& tally : tallies) tally.o.resize(m.shape.heads * m.shape.n_q * m.shape.d_v);
     bool every_head_has_a_sink = true;
-    for (std::uint64_t h = 0; h < shape.heads; ++h) {
-        const HeadCollapseModel m =
-            collapse_model(head_slice(q, h, q_size), head_slice(k, h, k_size), shape.n_q, shape.n_kv, shape.d, model);
-        every_head_has_a_sink = every_head_has_a_sink && m.rows > 0;
-        PCollapseHead head{h, m.sink_strength, m.score_spread, m.sink_mass, {}};
-        emu::AttentionOperands x;
-        x.q = head_slice(operands.q, h, q_size), x.k = head_slice(operands.k, h, k_size);
-        x.v = head_slice(operands.v, h, v_size);
-        std::size_t r = 0;
-        for (const emu::KvOrder order : o.orders) {
-            for (const float s : o.scales) {
-                emu::AttentionRecipe recipe = o.recipe;
-                recipe.kv_order = order, recipe.p_scale = s;
-                emu::ForwardOptions fo;
-                fo.threads = o.threads, fo.uncounted_keys = k_sink;
-                const emu::ForwardResult f = emu::flash_forward(recipe, one_head, x, fo);
-                std::copy(f.o.begin(), f.o.end(), outputs[r].begin() + static_cast<std::ptrdiff_t>(h * o_size));
-                // a P-bar already 0 in float32 counts as underflow too
-                const std::uint64_t zero = f.counts.p_underflow + (counted - f.counts.p_nonzero);
-                underflow[r] += zero, saturated[r] += f.counts.p_saturated, predicted[r] += m.predicted_underflow[r];
-                if (m.rows > 0 && m.score_spread > 0) {
-                    const double shift = (m.sink_strength - ln_1024 - std::log(s)) / m.score_spread;
-                    closed_form[r] += static_cast<double>(counted) * normal_cdf(shift + result.delta_k);
-                    averaged[r] += static_cast<double>(counted) * expected_cdf_of_shifted_maximum(shift, o.k_sink);
-                }
-                head.runs.push_back({counted == 0 ? 0 : static_cast<double>(zero) / static_cast<double>(counted),
-                                     counted == 0 ? 0 : m.predicted_underflow[r] / static_cast<double>(counted),
-                                     counted});
-                ++r;
-            }
-        }
-        result.sink_strength += m.sink_strength / static_cast<double>(shape.heads);
-        result.score_spread += m.score_spread / static_cast<double>(shape.heads);
-        result.sink_mass += m.sink_mass / static_cast<double>(shape.heads);
+    const auto heads = static_cast<double>(m.shape.heads);
+    for (std::uint64_t h = 0; h < m.shape.heads; ++h) {
+        bool has_sink = false;
+        PCollapseHead head = measure_head(m, h, o, result.delta_k, tallies, has_sink);
+        every_head_has_a_sink = every_head_has_a_sink && has_sink;
+        result.sink_strength += head.sink_strength / heads;
+        result.score_spread += head.score_spread / heads;
+        result.sink_mass += head.sink_mass / heads;
         result.heads.push_back(std::move(head));
     }
-
-    const std::uint64_t total = counted * shape.heads;
-    const auto fraction = [total](double x) { return total == 0 ? 0 : x / static_cast<double>(total); };
-    std::size_t r = 0;
-    for (const emu::KvOrder order : o.orders) {
-        for (const float s : o.scales) {
-            PCollapseRun run{};
-            run.order = order, run.scale = s, run.saturated = saturated[r], run.counted = total;
-            run.underflow_fraction = fraction(static_cast<double>(underflow[r]));
-            run.predicted_fraction = fraction(predicted[r]);
-            // the closed form assumes the sink tile comes first
-            if (order == emu::KvOrder::forward && every_head_has_a_sink) {
-                run.closed_form_fraction = fraction(closed_form[r]);
-                run.predicted_fraction_averaged = fraction(averaged[r]);
-            }
-            run.delta_c = ln_1024 + std::log(s) - result.delta_k;
-            const ErrorStats e = error_stats(decoded(outputs[r], *o.recipe.o_format), truth.o);
-            run.mse = e.rms * e.rms;
-            result.runs.push_back(run);
-            ++r;
-        }
-    }
-    // Reverse order's gain: the forward run's MSE at the same S over its own.
-    for (PCollapseRun& reverse : result.runs) {
-        if (reverse.order != emu::KvOrder::reverse || !(reverse.mse > 0)) continue;
-        for (const PCollapseRun& forward : result.runs)
-            if (forward.order == emu::KvOrder::forward && forward.scale == reverse.scale)
-                reverse.mse_gain_over_forward = forward.mse / reverse.mse;
-    }
+    result.runs = summarize_runs(tallies, m, truth, every_head_has_a_sink, result.delta_k, o);
     return result;
 }
 

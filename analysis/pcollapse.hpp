@@ -66,9 +66,6 @@ PCollapseResult pcollapse(const emu::AttentionInputs& in, const PCollapseOptions
 /// E[max of k standard normals] (1.0294 for k = 4), by numerical integration.
 double expected_normal_maximum(int k);
 
-/// E[Phi(shift + M)] for M the max of k standard normals, by numerical integration.
-double expected_cdf_of_shifted_maximum(double shift, int k);
-
 /// What a static scale S means on the E4M3 grid (the --sweep-scale table): whether it scales
 /// exactly (a power of two), the octaves of P that land in E4M3's normal range below 448, and
 /// arXiv:2606.06521's dp(S): the E4M3 grid's step just below S (where P near 1 lands) in units

@@ -96,13 +96,14 @@ double head_wq_norm(const emu::AttentionInputs& in, std::uint64_t h, const std::
     return std::sqrt(sum);
 }
 
-}  // namespace
-
+// cos(a, b) of two matrices of the same size (Frobenius inner product); NaN if either is 0.
 double frobenius_cosine(std::span<const double> a, std::span<const double> b) {
     const double na = norm(a), nb = norm(b);
     if (na == 0 || nb == 0) return std::numeric_limits<double>::quiet_NaN();
     return std::inner_product(a.begin(), a.end(), b.begin(), 0.0) / (na * nb);
 }
+
+}  // namespace
 
 void QueryWeightSteps::add(const QueryWeightError& q, const std::string& step) {
     if (first_structure_.empty()) {

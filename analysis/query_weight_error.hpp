@@ -67,7 +67,4 @@ private:
     double norms_sum_ = 0;
 };
 
-/// cos(a, b) of two matrices of the same size (Frobenius inner product); NaN if either is 0.
-double frobenius_cosine(std::span<const double> a, std::span<const double> b);
-
 }  // namespace roundscope::analysis

@@ -4,6 +4,31 @@
 #include "emu/attention/attention_steps.hpp"
 
 namespace roundscope::cli {
+namespace {
+
+nlohmann::json query_weight_json(const analysis::QueryWeightError& q) {
+    nlohmann::json heads = nlohmann::json::array();
+    for (const auto& h : q.per_head)
+        heads.push_back({{"head", h.head},
+                         {"rows", h.rows},
+                         {"coefficient_sum", json_number(h.coefficient_sum)},
+                         {"rank1_cosine_similarity", json_number(h.rank1_mean_cosine)},
+                         {"error_structure_cosine", json_number(h.error_structure_cosine)},
+                         {"dwq_error_norm", json_number(h.dwq_error_norm)},
+                         {"dwq_norm", json_number(h.dwq_norm)},
+                         {"dwq_error_relative", json_number(h.dwq_error_norm / h.dwq_norm)},
+                         {"wq_norm", json_number(h.wq_norm)},
+                         {"q_projection_residual", json_number(h.q_projection_residual)}});
+    return {{"d_model", q.d_model},
+            {"rank1_cosine_similarity", json_number(q.rank1_mean_cosine)},
+            {"dwq_error_norm", json_number(q.dwq_error_norm)},
+            {"dwq_norm", json_number(q.dwq_norm)},
+            {"dwq_error_relative", json_number(q.dwq_error_norm / q.dwq_norm)},
+            {"wq_norm", json_number(q.wq_norm)},
+            {"heads", heads}};
+}
+
+}  // namespace
 nlohmann::json pcollapse_json(const analysis::PCollapseResult& r, bool with_scale_properties) {
     nlohmann::json runs = nlohmann::json::array();
     for (const auto& x : r.runs) {
@@ -44,28 +69,6 @@ nlohmann::json pcollapse_json(const analysis::PCollapseResult& r, bool with_scal
             {"score_spread", json_number(r.score_spread)},
             {"sink_mass", json_number(r.sink_mass)},
             {"runs", runs},
-            {"heads", heads}};
-}
-
-nlohmann::json query_weight_json(const analysis::QueryWeightError& q) {
-    nlohmann::json heads = nlohmann::json::array();
-    for (const auto& h : q.per_head)
-        heads.push_back({{"head", h.head},
-                         {"rows", h.rows},
-                         {"coefficient_sum", json_number(h.coefficient_sum)},
-                         {"rank1_cosine_similarity", json_number(h.rank1_mean_cosine)},
-                         {"error_structure_cosine", json_number(h.error_structure_cosine)},
-                         {"dwq_error_norm", json_number(h.dwq_error_norm)},
-                         {"dwq_norm", json_number(h.dwq_norm)},
-                         {"dwq_error_relative", json_number(h.dwq_error_norm / h.dwq_norm)},
-                         {"wq_norm", json_number(h.wq_norm)},
-                         {"q_projection_residual", json_number(h.q_projection_residual)}});
-    return {{"d_model", q.d_model},
-            {"rank1_cosine_similarity", json_number(q.rank1_mean_cosine)},
-            {"dwq_error_norm", json_number(q.dwq_error_norm)},
-            {"dwq_norm", json_number(q.dwq_norm)},
-            {"dwq_error_relative", json_number(q.dwq_error_norm / q.dwq_norm)},
-            {"wq_norm", json_number(q.wq_norm)},
             {"heads", heads}};
 }
 

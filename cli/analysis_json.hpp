@@ -18,7 +18,6 @@ nlohmann::json bias_json(const analysis::BiasResult& b);
 /// The first step's bias (with its fixes), and with several steps each step and the sums over
 /// them.
 nlohmann::json bias_steps_json(const analysis::BiasSteps& s);
-nlohmann::json query_weight_json(const analysis::QueryWeightError& q);
 nlohmann::json attribute_json(const analysis::AttributeResult& r);
 nlohmann::json leak_json(const analysis::LeakResult& r);
 nlohmann::json headroom_json(const analysis::HeadroomResult& r, bool with_rows);

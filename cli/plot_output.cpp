@@ -55,6 +55,15 @@ void check_plot(const std::string& png, std::initializer_list<std::string> input
         throw Error("--plot: no Python with matplotlib found (tools/setup.sh installs one in .venv)");
 }
 
+void output_analysis(std::string_view kind, const nlohmann::json& result, bool json,
+                     const std::function<void()>& print_text, const std::string& png) {
+    if (json)
+        print_json(result);
+    else
+        print_text();
+    if (!png.empty()) draw_plot(kind, result, png);
+}
+
 void draw_plot(std::string_view kind, const nlohmann::json& report, const std::string& png) {
     const std::filesystem::path script = std::filesystem::path(ROUNDSCOPE_SOURCE_DIR) / "cli" / "roundscope_plot.py";
     char log[] = "/tmp/roundscope-plot-XXXXXX";

@@ -1,7 +1,10 @@
 #pragma once
 // Plots of the analyses: a command's JSON piped to cli/roundscope_plot.py (matplotlib,
-// installed in .venv by tools/setup.sh), which draws one PNG.
+// installed in .venv by tools/setup.sh), which draws one PNG; and an analysis's output as a
+// whole (JSON or text, then the plot).
 #include <CLI/CLI.hpp>
+
+#include <functional>
 
 #include <initializer_list>
 #include <nlohmann/json.hpp>
@@ -23,5 +26,10 @@ void check_plot(const std::string& png, std::initializer_list<std::string> input
 /// stays whole until the new one is complete). Throws Error naming --plot and the file when it
 /// cannot.
 void draw_plot(std::string_view kind, const nlohmann::json& report, const std::string& png);
+
+/// An analysis's result out, the same way in every analysis command: `result` on standard output
+/// with --json, else the text `print_text` prints; then, with --plot PNG, the plot of `kind`.
+void output_analysis(std::string_view kind, const nlohmann::json& result, bool json,
+                     const std::function<void()>& print_text, const std::string& png);
 
 }  // namespace roundscope::cli

@@ -33,7 +33,7 @@ struct ForwardParams {
 };
 
 ROUNDSCOPE_DEVICE bool tile_masked(const ForwardParams& p, std::uint64_t row_end, std::uint64_t key0) {
-    return key0 >= steps::visible_keys(row_end - 1, p.n_q, p.n_kv, p.causal);
+    return steps::tile_masked(row_end, key0, p.n_q, p.n_kv, p.causal);
 }
 
 // P of a tile in shared memory as the A operand of P V, keeping only the keys of one pass of
@@ -144,7 +144,7 @@ ROUNDSCOPE_KERNEL void flash_dk_dv_kernel(BackwardParams p) {
     std::uint32_t* dk_acc = p.dk_acc + (head * p.n_kv + key0) * p.d;
     for (std::uint64_t row0 = 0; row0 < p.n_q; row0 += bm) {
         const std::uint64_t rows = std::min(bm, p.n_q - row0);
-        if (key0 >= steps::visible_keys(row0 + rows - 1, p.n_q, p.n_kv, p.causal)) continue;
+        if (steps::tile_masked(row0 + rows, key0, p.n_q, p.n_kv, p.causal)) continue;
         const MatrixView q_view{p.q + (head * p.n_q + row0) * p.d, rows, p.d, p.d};
         const TransposedView kt_view{MatrixView{p.k + (head * p.n_kv + key0) * p.d, keys, p.d, p.d}};
         block_mma<in>(
@@ -187,7 +187,7 @@ ROUNDSCOPE_KERNEL void flash_dq_kernel(BackwardParams p) {
     std::uint32_t* dq_acc = p.dq_acc + (head * p.n_q + row0) * p.d;
     for (std::uint64_t key0 = 0; key0 < p.n_kv; key0 += bn) {
         const std::uint64_t keys = std::min(bn, p.n_kv - key0);
-        if (key0 >= steps::visible_keys(row0 + rows - 1, p.n_q, p.n_kv, p.causal)) continue;
+        if (steps::tile_masked(row0 + rows, key0, p.n_q, p.n_kv, p.causal)) continue;
         const MatrixView ds_view{p.ds + (head * p.n_q + row0) * p.n_kv + key0, rows, keys, p.n_kv};
         const MatrixView k_view{p.kg + (head * p.n_kv + key0) * p.d, keys, p.d, p.d};
         block_mma<grad>(

@@ -47,7 +47,8 @@ struct DTypeInfo {
     int safetensors_bits;          // bits per element inside a safetensors file (packed F4/F6)
     std::string_view numpy;        // numpy's descr without byte order ("f4"), empty where numpy
                                    // has no type of its own (ml_dtypes types: opaque "V<size>")
-    std::string_view ml_dtypes;    // the ml_dtypes / PyTorch type name, empty where none
+    std::string_view ml_dtypes;    // the ml_dtypes type name, empty where none
+    std::string_view torch;        // PyTorch's dtype name (torch.float8_e4m3fn), empty where none
 };
 
 /// One row per DType, in enum order.

@@ -9,7 +9,10 @@
 #include "lib/error.hpp"
 
 namespace roundscope {
+namespace {
 
+// Memory a new allocation can get now: MemAvailable of /proc/meminfo, else the physical
+// memory; in bytes.
 std::uint64_t available_memory() {
     std::ifstream meminfo("/proc/meminfo");
     std::string line;
@@ -22,6 +25,8 @@ std::uint64_t available_memory() {
     const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
     return pages > 0 && page > 0 ? static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page) : 0;
 }
+
+}  // namespace
 
 void check_memory(double bytes, const std::string& what) {
     const std::uint64_t available = available_memory();

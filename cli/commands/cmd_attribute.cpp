@@ -54,11 +54,8 @@ void run(const AttributeArgs& a) {
     o.causal = c.causal, o.softmax_scale = c.softmax_scale;
     const analysis::AttributeResult r = naming_input(a.input.file, [&] { return analysis::attribute(c.in, o); });
     const nlohmann::json j = attribute_json(r);
-    if (a.flags.json)
-        print_json(j);
-    else
-        print_report(r);
-    if (!a.plot.empty()) draw_plot("attribute", j, a.plot);
+    output_analysis(
+        "attribute", j, a.flags.json, [&] { print_report(r); }, a.plot);
 }
 
 }  // namespace

@@ -140,11 +140,8 @@ void run(const BiasArgs& a) {
     };
     const analysis::BiasSteps s = analysis::bias_over_steps(count, flagged, o, a.fix);
     const nlohmann::json out = bias_steps_json(s);
-    if (a.flags.json)
-        print_json(out);
-    else
-        print(s);
-    if (!a.plot.empty()) draw_plot("bias", out, a.plot);
+    output_analysis(
+        "bias", out, a.flags.json, [&] { print(s); }, a.plot);
 }
 
 }  // namespace

@@ -62,11 +62,8 @@ void run(const HeadroomArgs& a) {
     o.threads = a.flags.threads, o.causal = c.causal, o.softmax_scale = c.softmax_scale;
     const analysis::HeadroomResult r = naming_input(a.input.file, [&] { return analysis::headroom(c.in, o); });
     const nlohmann::json j = headroom_json(r, true);
-    if (a.flags.json)
-        print_json(j);
-    else
-        print_report(r);
-    if (!a.plot.empty()) draw_plot("headroom", j, a.plot);
+    output_analysis(
+        "headroom", j, a.flags.json, [&] { print_report(r); }, a.plot);
 }
 
 }  // namespace

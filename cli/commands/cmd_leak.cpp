@@ -60,11 +60,8 @@ void run(const LeakArgs& a) {
     o.softmax_scale = c.softmax_scale;
     const analysis::LeakResult r = naming_input(a.input.file, [&] { return analysis::leak(c.in, o); });
     const nlohmann::json j = leak_json(r);
-    if (a.flags.json)
-        print_json(j);
-    else
-        print_report(r);
-    if (!a.plot.empty()) draw_plot("leak", j, a.plot);
+    output_analysis(
+        "leak", j, a.flags.json, [&] { print_report(r); }, a.plot);
 }
 
 }  // namespace

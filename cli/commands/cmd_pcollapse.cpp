@@ -116,11 +116,8 @@ void run(const PCollapseArgs& a) {
     nlohmann::json j = pcollapse_json(r, a.sweep);
     j["recipe"] = o.recipe.name, j["k_sink"] = o.k_sink;
     if (o.sink_strength) j["sink_strength"] = *o.sink_strength;
-    if (a.flags.json)
-        print_json(j);
-    else
-        print_report(a, o, r);
-    if (!a.plot.empty()) draw_plot("pcollapse", j, a.plot);
+    output_analysis(
+        "pcollapse", j, a.flags.json, [&] { print_report(a, o, r); }, a.plot);
 }
 
 }  // namespace

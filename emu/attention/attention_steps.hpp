@@ -145,6 +145,13 @@ ROUNDSCOPE_HD inline std::uint64_t visible_keys(std::uint64_t i, std::uint64_t n
     return static_cast<std::uint64_t>(end) < n_kv ? static_cast<std::uint64_t>(end) : n_kv;
 }
 
+/// Does the causal mask hide the whole KV tile starting at key0 from query rows [.., row_end)?
+/// The last row sees the most keys: the tile is skipped when even that row sees none of it.
+ROUNDSCOPE_HD inline bool tile_masked(std::uint64_t row_end, std::uint64_t key0, std::uint64_t n_q, std::uint64_t n_kv,
+                                      bool causal) {
+    return key0 >= visible_keys(row_end - 1, n_q, n_kv, causal);
+}
+
 /// Under the diagonal fix of block-quantized V: key j lies in (or after) the V block of row i's
 /// own position, so row i multiplies it unquantized ("Future leakage in block-quantized attention": only that block can
 /// hold tokens after the query).

@@ -13,8 +13,6 @@ namespace {
 
 namespace a = f32_arith;
 
-float as_float(std::uint32_t bits) { return float_from_bits(bits); }
-
 // One head's operands: q and k in the input format for S (the forward pass's bits), and q, k,
 // v, dO in ds_format for the gradient products.
 struct HeadOperands {
@@ -51,7 +49,7 @@ TileGradients tile_gradients(const FlashContext& ctx, const BackwardModels& mode
             const std::uint64_t at = r * n + j;
             const steps::BackwardElement e = steps::backward_element(s[at], dp[at], keys.begin + j < visible, h.lse2[i],
                                                                      delta, ctx.scale_log2, ctx.approx_exp2, g);
-            if (p_times_dp != nullptr) (*p_times_dp)[at] = a::mul(e.p, as_float(dp[at]));
+            if (p_times_dp != nullptr) (*p_times_dp)[at] = a::mul(e.p, float_from_bits(dp[at]));
             out.p_cast[at] = e.p_cast, out.ds_cast[at] = e.ds_cast;
         }
     }

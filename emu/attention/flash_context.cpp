@@ -23,7 +23,9 @@ std::uint64_t FlashContext::visible(std::uint64_t i) const {
     return steps::visible_keys(i, shape.n_q, shape.n_kv, shape.causal);
 }
 
-bool FlashContext::tile_masked(Span rows, Span keys) const { return keys.begin >= visible(rows.end - 1); }
+bool FlashContext::tile_masked(Span rows, Span keys) const {
+    return steps::tile_masked(rows.end, keys.begin, shape.n_q, shape.n_kv, shape.causal);
+}
 
 bool FlashContext::diagonal_key(std::uint64_t i, std::uint64_t j) const {
     return steps::diagonal_key(i, j, shape.n_q, shape.n_kv, recipe.v_block);

@@ -17,8 +17,6 @@ namespace {
 
 namespace a = f32_arith;
 
-float as_float(std::uint32_t bits) { return float_from_bits(bits); }
-
 struct ForwardModels {
     detail::TileProduct score, pv;
 };
@@ -89,7 +87,7 @@ void online_tile(const FlashContext& ctx, const ForwardModels& models, const Hea
                                    : steps::online_row_step(ctx.softmax, scores, static_cast<int>(n), in_tile,
                                                             b.state[row], p, &b.counts, keys.begin, &b.ties[row]);
         for (std::uint64_t c = 0; c < dv; ++c) {
-            const float rescaled = a::mul(as_float(b.acc[row * dv + c]), factor);
+            const float rescaled = a::mul(float_from_bits(b.acc[row * dv + c]), factor);
             b.acc[row * dv + c] = bits_of(torch ? torch_eager::stored(rescaled, running) : rescaled);
         }
     }
@@ -98,7 +96,7 @@ void online_tile(const FlashContext& ctx, const ForwardModels& models, const Hea
         pv_product(ctx, models.pv, h, b.rows, keys, p_cast, pv);
         for (std::size_t x = 0; x < pv.size(); ++x)
             b.acc[x] = bits_of(torch_eager::stored(
-                a::add(as_float(b.acc[x]), torch_eager::stored(as_float(pv[x]), running)), running));
+                a::add(float_from_bits(b.acc[x]), torch_eager::stored(float_from_bits(pv[x]), running)), running));
         return;
     }
     if (running == f32) {
@@ -110,7 +108,8 @@ void online_tile(const FlashContext& ctx, const ForwardModels& models, const Hea
     std::vector<std::uint32_t> pv(b.acc.size(), 0);
     pv_product(ctx, models.pv, h, b.rows, keys, p_cast, pv);
     for (std::size_t x = 0; x < pv.size(); ++x) {
-        const double sum = rounded_value(as_float(b.acc[x]), running) + rounded_value(as_float(pv[x]), running);
+        const double sum =
+            rounded_value(float_from_bits(b.acc[x]), running) + rounded_value(float_from_bits(pv[x]), running);
         b.acc[x] = bits_of(static_cast<float>(rounded_value(sum, running)));
     }
 }
@@ -120,7 +119,7 @@ void write_output_row(const FlashContext& ctx, const std::uint32_t* acc, float f
                       ForwardResult& out) {
     const std::uint64_t dv = ctx.shape.d_v;
     for (std::uint64_t c = 0; c < dv; ++c) {
-        const float o = a::mul(as_float(acc[c]), factor);
+        const float o = a::mul(float_from_bits(acc[c]), factor);
         out.o_f32[i * dv + c] = o;
         out.o[i * dv + c] = steps::saturating_cast(o, *ctx.recipe.o_format);
     }
@@ -131,7 +130,7 @@ void finish_torch_row(const FlashContext& ctx, const std::uint32_t* acc, const s
                       std::uint64_t i, ForwardResult& out) {
     const std::uint64_t dv = ctx.shape.d_v;
     for (std::uint64_t c = 0; c < dv; ++c) {
-        const float o = st.l == 0.0f ? 0.0f : a::div(as_float(acc[c]), st.l);
+        const float o = st.l == 0.0f ? 0.0f : a::div(float_from_bits(acc[c]), st.l);
         out.o_f32[i * dv + c] = o;
         out.o[i * dv + c] = static_cast<std::uint32_t>(cast_from_f32(o, *ctx.recipe.o_format, CastOptions{}));
     }
@@ -196,7 +195,7 @@ void naive_row_block(const FlashContext& ctx, const ForwardModels& models, const
         const std::uint64_t visible = ctx.visible(rows.begin + row);
         double m = -std::numeric_limits<double>::infinity();
         for (std::uint64_t j = 0; j < visible; ++j) {
-            x[j] = round(static_cast<double>(as_float(s[row * nk + j])) * ctx.shape.scale);
+            x[j] = round(static_cast<double>(float_from_bits(s[row * nk + j])) * ctx.shape.scale);
             m = std::max(m, x[j]);
         }
         const double shift = r.softmax == SoftmaxKind::naive && visible > 0 ? m : 0.0;

@@ -15,6 +15,19 @@
 namespace roundscope::emu {
 namespace {
 
+// Does the SIMD kernel serve casts from float32 into `to`? (Otherwise a threaded scalar loop.)
+bool has_simd_cast(const Format& to) {
+    switch (to.encoding) {
+        case Encoding::ieee:
+        case Encoding::fn:
+        case Encoding::fnuz:
+        case Encoding::finite:
+            return to.is_signed && to.bits <= 32 && emin(to) >= -126;
+        default:
+            return false;
+    }
+}
+
 // Chunks of this many elements are the unit of threading; a chunk's random words fit in L1.
 constexpr std::size_t chunk_elements = 8192;
 
@@ -83,18 +96,6 @@ void decode_impl(const Format& from, std::span<const Bits> in, std::span<Real> o
 }
 
 }  // namespace
-
-bool has_simd_cast(const Format& to) {
-    switch (to.encoding) {
-        case Encoding::ieee:
-        case Encoding::fn:
-        case Encoding::fnuz:
-        case Encoding::finite:
-            return to.is_signed && to.bits <= 32 && emin(to) >= -126;
-        default:
-            return false;
-    }
-}
 
 template <class Real, class Bits>
 void cast_batch(std::span<const Real> in, const Format& to, const CastOptions& o, std::span<Bits> out, BatchSpec b) {

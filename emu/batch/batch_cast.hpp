@@ -31,7 +31,4 @@ void cast_batch(std::span<const Real> in, const Format& to, const CastOptions& o
 template <class Bits, class Real>
 void decode_batch(const Format& from, std::span<const Bits> in, std::span<Real> out, int threads = 0);
 
-/// Does the SIMD kernel serve casts from float32 into `to`? (Otherwise a threaded scalar loop.)
-bool has_simd_cast(const Format& to);
-
 }  // namespace roundscope::emu

@@ -5,12 +5,16 @@
 #include "lib/error.hpp"
 
 namespace roundscope::emu {
+namespace {
 
+// By name (docs/cli.md); nullptr if unknown.
 const BlockFormat* find_block_format(std::string_view name) {
     for (const BlockFormat& f : all_block_formats)
         if (f.name == name) return &f;
     return nullptr;
 }
+
+}  // namespace
 
 const BlockFormat& block_format_named(std::string_view name) {
     if (const BlockFormat* f = find_block_format(name)) return *f;

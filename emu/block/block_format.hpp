@@ -29,8 +29,6 @@ inline constexpr BlockFormat nvfp4{"nvfp4", &e2m1, &ue4m3, 16, true};
 inline constexpr BlockFormat all_block_formats[] = {mxfp8_e4m3, mxfp8_e5m2, mxfp6_e2m3, mxfp6_e3m2,
                                                     mxfp4,      mxint8,     nvfp4};
 
-/// By name (docs/cli.md); nullptr if unknown.
-const BlockFormat* find_block_format(std::string_view name);
 /// The block format called `name`; an Error naming it and the block formats otherwise.
 const BlockFormat& block_format_named(std::string_view name);
 

@@ -39,8 +39,7 @@ std::vector<std::uint32_t> element_bits(const Tensor& t) {
     return out;
 }
 
-}  // namespace
-
+// The architectures that have models ("sm80", "sm89", "sm90", "sm100").
 std::vector<std::string_view> mma_architectures() {
     std::vector<std::string_view> out;
     for (const MmaModel& m : all_mma_models()) {
@@ -48,6 +47,8 @@ std::vector<std::string_view> mma_architectures() {
     }
     return out;
 }
+
+}  // namespace
 
 void check_mma_architecture(std::string_view arch) {
     const auto known = mma_architectures();

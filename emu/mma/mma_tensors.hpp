@@ -31,9 +31,6 @@ struct MmaProblem {
 /// or a combination no model covers.
 MmaProblem load_mma_problem(const TensorFile& file, std::string_view arch, std::string_view instruction);
 
-/// The architectures that have models ("sm80", "sm89", "sm90", "sm100").
-std::vector<std::string_view> mma_architectures();
-
 /// Throws Error naming `arch` and the known architectures when no model has it.
 void check_mma_architecture(std::string_view arch);
 

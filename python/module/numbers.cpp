@@ -32,7 +32,7 @@ nb::list dtypes() {
     nb::list out;
     for (const DTypeInfo& d : all_dtypes())
         out.append(nb::make_tuple(std::string(d.name), std::string(d.numpy), std::string(d.ml_dtypes), d.storage_bytes,
-                                  d.kind == DTypeKind::floating));
+                                  d.kind == DTypeKind::floating, std::string(d.torch)));
     return out;
 }
 

@@ -18,7 +18,9 @@ NUMPY: dict[str, np.dtype | None] = {}
 FROM_NUMPY: dict[np.dtype, str] = {}
 STORAGE_BYTES: dict[str, int] = {}
 FLOATING: set[str] = set()
-for _name, _descr, _ml, _bytes, _floating in _core.dtypes():
+# torch dtype name ("float8_e4m3fn") -> roundscope dtype name
+_TORCH_NAMES: dict[str, str] = {}
+for _name, _descr, _ml, _bytes, _floating, _torch in _core.dtypes():
     _dtype = None
     if _descr:
         _dtype = np.dtype(_descr)
@@ -30,15 +32,10 @@ for _name, _descr, _ml, _bytes, _floating in _core.dtypes():
         FLOATING.add(_name)
     if _dtype is not None and _dtype not in FROM_NUMPY:
         FROM_NUMPY[_dtype] = _name
+    if _torch:
+        _TORCH_NAMES[_torch] = _name
 _core.register_numpy_dtypes(NUMPY)
 
-_TORCH_NAMES = {
-    "float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16",
-    "float8_e4m3fn": "e4m3", "float8_e5m2": "e5m2", "float8_e4m3fnuz": "e4m3fnuz",
-    "float8_e5m2fnuz": "e5m2fnuz", "float8_e8m0fnu": "e8m0", "bool": "bool", "uint8": "u8",
-    "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64", "uint16": "u16", "uint32": "u32",
-    "uint64": "u64",
-}
 
 
 def is_torch_tensor(x) -> bool:
