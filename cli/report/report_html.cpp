@@ -10,33 +10,12 @@
 #include <set>
 #include <vector>
 
+#include "cli/markup.hpp"
+
 namespace roundscope::cli {
 namespace {
 
 using nlohmann::json;
-
-std::string escaped(const std::string& s) {
-    std::string out;
-    for (const char c : s) {
-        switch (c) {
-            case '&':
-                out += "&amp;";
-                break;
-            case '<':
-                out += "&lt;";
-                break;
-            case '>':
-                out += "&gt;";
-                break;
-            case '"':
-                out += "&quot;";
-                break;
-            default:
-                out += c;
-        }
-    }
-    return out;
-}
 
 // Colour-blind-safe (Okabe-Ito) colours, one per head.
 const char* colour(std::size_t i) {
@@ -78,7 +57,7 @@ std::string chart(const std::string& title, const std::string& x_label, const st
         "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" viewBox=\"0 0 {} {}\" role=\"img\">"
         "<text x=\"{}\" y=\"16\" class=\"title\">{}</text>",
         width, height + 22 * ((series.size() + 2) / 3), width, height + 22 * ((series.size() + 2) / 3), left,
-        escaped(title));
+        markup_escaped(title));
     if (!std::isfinite(x0)) return svg + fmt::format("<text x=\"{}\" y=\"{}\">no data</text></svg>", left, height / 2);
     if (x1 == x0) x0 -= 1, x1 += 1;
     if (y1 == y0) y0 -= y0 == 0 ? 1 : std::fabs(y0) * 0.1, y1 += y1 == 0 ? 1 : std::fabs(y1) * 0.1;
@@ -95,10 +74,10 @@ std::string chart(const std::string& title, const std::string& x_label, const st
     svg += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" class=\"frame\"/>", left, top,
                        width - left - right, height - top - bottom);
     svg += fmt::format("<text x=\"{}\" y=\"{}\" class=\"label\" text-anchor=\"middle\">{}</text>",
-                       (left + width - right) / 2, height - 8, escaped(x_label));
+                       (left + width - right) / 2, height - 8, markup_escaped(x_label));
     svg +=
         fmt::format("<text transform=\"translate(12 {}) rotate(-90)\" class=\"label\" text-anchor=\"middle\">{}</text>",
-                    (top + height - bottom) / 2, escaped(y_label));
+                    (top + height - bottom) / 2, markup_escaped(y_label));
     for (std::size_t i = 0; i < series.size(); ++i) {
         const Series& s = series[i];
         std::string path;
@@ -115,7 +94,8 @@ std::string chart(const std::string& title, const std::string& x_label, const st
         svg += fmt::format(
             "<line x1=\"{0}\" x2=\"{1}\" y1=\"{2}\" y2=\"{2}\" stroke=\"{3}\" stroke-width=\"2\"{4}/>"
             "<text x=\"{5}\" y=\"{6}\" class=\"tick\">{7}</text>",
-            lx, lx + 18, ly, s.colour, s.dashed ? " stroke-dasharray=\"5 3\"" : "", lx + 22, ly + 4, escaped(s.label));
+            lx, lx + 18, ly, s.colour, s.dashed ? " stroke-dasharray=\"5 3\"" : "", lx + 22, ly + 4,
+            markup_escaped(s.label));
     }
     return svg + "</svg>";
 }
@@ -183,9 +163,9 @@ std::string report_html(const json& r) {
     html += fmt::format(
         "<h1>roundscope report: {}</h1><p class=\"note\">{} file(s), {} head(s) analysed, {} task(s) "
         "({} from the cache). Recipes:",
-        escaped(r["dir"].get<std::string>()), r["files"].size(), r["heads"].size(), r["tasks"].get<std::size_t>(),
-        r["cached"].get<std::size_t>());
-    for (const json& recipe : r["options"]["recipes"]) html += " " + escaped(recipe["name"].get<std::string>());
+        markup_escaped(r["dir"].get<std::string>()), r["files"].size(), r["heads"].size(),
+        r["tasks"].get<std::size_t>(), r["cached"].get<std::size_t>());
+    for (const json& recipe : r["options"]["recipes"]) html += " " + markup_escaped(recipe["name"].get<std::string>());
     html += fmt::format("; sink: the first {} key(s).</p>", r["options"]["k_sink"].get<int>());
 
     html +=
@@ -241,7 +221,7 @@ std::string report_html(const json& r) {
         "<th>rev S=1</th><th>fwd S=256</th><th>leak MXFP4 pairs</th><th>leak MXFP8 pairs</th>"
         "<th>f16 naive margin</th><th>delta error</th><th>positive steps (sign test)</th>";
     for (const json& recipe : r["options"]["recipes"])
-        html += fmt::format("<th>rel. rms of O, {}</th>", escaped(recipe["name"].get<std::string>()));
+        html += fmt::format("<th>rel. rms of O, {}</th>", markup_escaped(recipe["name"].get<std::string>()));
     html += "</tr>";
     std::map<std::pair<std::int64_t, std::int64_t>, const json*> bias_series;
     for (const json& s : r["bias_over_steps"])
@@ -291,10 +271,10 @@ std::string report_html(const json& r) {
             "lse, dq, dk, dv as the dump holds them).</p><table><tr><th class=\"l\">file</th>";
         for (const json& recipe : r["options"]["recipes"])
             html += fmt::format("<th>{0}: o rel. rms</th><th>{0}: bits equal</th>",
-                                escaped(recipe["name"].get<std::string>()));
+                                markup_escaped(recipe["name"].get<std::string>()));
         html += "</tr>";
         for (const json& c : r["compare"]) {
-            html += "<tr><td class=\"l\">" + escaped(c["file"].get<std::string>()) + "</td>";
+            html += "<tr><td class=\"l\">" + markup_escaped(c["file"].get<std::string>()) + "</td>";
             for (const json& recipe : r["options"]["recipes"]) {
                 const json& x = c["compare"][recipe["name"].get<std::string>()];
                 html += fmt::format("<td>{}</td><td>{}/{} ({:.1f}%)</td>", cell(number(x["outputs"]["o"]["rel_rms"])),

@@ -105,6 +105,7 @@ class AttentionDump:
         self._captures = []
         self._depth = 0  # > 0 inside a captured call: nested attention calls are not layers
         self._layer_inputs = {}  # x and wq for the next attention call
+        self._metadata = {}  # the step's own metadata
 
     @property
     def capturing(self):
@@ -118,12 +119,14 @@ class AttentionDump:
 
     # -- public -----------------------------------------------------------------------------
     @contextlib.contextmanager
-    def step(self, step):
-        """Counts the attention calls of one training step and writes what it captured."""
+    def step(self, step, metadata=None):
+        """Counts the attention calls of one training step and writes what it captured, with
+        `metadata` ({key: value}, e.g. the text and window a model read) in every file."""
         if self.steps is not None and step not in self.steps:
             yield self
             return
         self._step, self._layer, self._captures, self._layer_inputs = step, 0, [], {}
+        self._metadata = dict(metadata or {})
         original = F.scaled_dot_product_attention
         F.scaled_dot_product_attention = self.wrap(original, kind="sdpa")
         try:
@@ -174,7 +177,7 @@ class AttentionDump:
             scale = 1.0 / math.sqrt(q.shape[-1])
         out = o[0] if isinstance(o, tuple) else o
         tensors = {"q": q.detach().clone(), "k": k.detach().clone(), "v": v.detach().clone(), "o": out.detach().clone()}
-        metadata = {"layer": layer, "step": self._step, "causal": "true" if causal else "false",
+        metadata = {**self._metadata, "layer": layer, "step": self._step, "causal": "true" if causal else "false",
                     "softmax_scale": repr(float(scale)), "source": f"roundscope_dump ({kind})",
                     "torch_version": torch.__version__}
         if isinstance(o, tuple) and len(o) > 1 and torch.is_tensor(o[1]):

@@ -1,0 +1,12 @@
+#pragma once
+// Text in XML and HTML (the JUnit file of `check`, the report's page): the five special
+// characters as entities, and the control characters XML 1.0 cannot hold at all (even as
+// references) written out as \xNN, as every other one-line message writes them.
+#include <string>
+#include <string_view>
+
+namespace roundscope::cli {
+
+std::string markup_escaped(std::string_view text);
+
+}  // namespace roundscope::cli

