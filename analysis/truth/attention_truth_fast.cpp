@@ -140,6 +140,13 @@ RowExps row_exps(const double* q, const double* kt, const double* bias, std::siz
 // of the extra terms, at most u |x_hi w| (1 + u) + |x_lo w| (1 + u) <= 2u |x_hi w| (1 + u) per
 // term. So the radius is the weighted sum, rounded up, plus 4 times the least subnormal for each
 // nonzero term, whose products may underflow (an exact-product error, or x_lo w, below 2^-1022).
+// Whether sum_j x_j * w[j * dv + c] is a sum of exact zeros.
+bool exact_zero_column(const std::vector<Ball>& x, const double* w, std::size_t dv, std::size_t c) {
+    for (std::size_t j = 0; j < x.size(); ++j)
+        if (w[j * dv + c] != 0 && (x[j].v.hi != 0 || x[j].v.lo != 0 || x[j].r != 0)) return false;
+    return true;
+}
+
 std::vector<Ball> ball_weighted_sums(const std::vector<Ball>& x, const double* w, std::size_t dv) {
     const std::size_t n = x.size();
     const double terms = 3.0 * static_cast<double>(n), g = gamma(terms);
@@ -160,6 +167,10 @@ std::vector<Ball> ball_weighted_sums(const std::vector<Ball>& x, const double* w
     for (std::size_t c = 0; c < dv; ++c) {
         out[c] = dd::add(Ball{dd::two_sum(sum[c], c1[c]), 0}, dd::exact(c2[c]));
         out[c].r = dd::up(out[c].r + weighted[c] * (1 + 2 * gamma(static_cast<double>(n) + 1)) + underflow);
+        // A column whose every product is an exact zero (x_j an exact zero ball, or w_j = 0: the
+        // gradient of a row the loss does not reach) is exactly zero; its underflow allowance
+        // would leave the ball straddling zero.
+        if (out[c].v.hi == 0 && out[c].v.lo == 0 && weighted[c] == 0 && exact_zero_column(x, w, dv, c)) out[c].r = 0;
     }
     return out;
 }

@@ -138,6 +138,32 @@ TEST_CASE("Fast truth backward proves dQ = 0 where a causal row's keys share a f
     if (o.causal) CHECK(zeros > 2 * c.d);  // row 0 of each head, and the shared features of rows 1..
 }
 
+TEST_CASE("Fast truth backward proves the zero gradients of rows the loss does not reach", "[truth][fast]") {
+    // A language model's dumps: the last position has no next token, so its dO is exactly zero,
+    // and under the causal mask the last key is seen by that row alone: its dV and dK are sums of
+    // exact zeros. Rows padded out of a batch have zero dO too. None may send the head to the
+    // reference (it needed 2048 bits and minutes a head at N = 1024).
+    Case c{2, 64, 64, 16, 16, 1, false};
+    emu::AttentionInputs in = make(c, 43);
+    for (std::uint64_t h = 0; h < c.heads; ++h)
+        for (std::uint64_t i : {c.n_q - 1, c.n_q - 2 - 5 * h, std::uint64_t{3}})  // rows without a gradient
+            for (std::uint64_t f = 0; f < c.d_v; ++f) in.d_o->set_bits_at((h * c.n_q + i) * c.d_v + f, 0);
+    TruthOptions o;
+    o.causal = GENERATE(true, false);
+    o.backward = true;
+    const AttentionTruth fast = attention_truth(in, o), reference = attention_truth_reference(in, o);
+    INFO("causal " << o.causal);
+    CHECK(fast.fast_heads == c.heads);
+    CHECK(fast.reference_rows == 0);
+    check_same_bits(fast, reference);
+    if (o.causal)  // the last key's dV and dK: exactly zero
+        for (std::uint64_t h = 0; h < c.heads; ++h)
+            for (std::uint64_t f = 0; f < c.d; ++f) {
+                CHECK(fast.dv[(h * c.n_kv + c.n_kv - 1) * c.d_v + f] == 0);
+                CHECK(fast.dk[(h * c.n_kv + c.n_kv - 1) * c.d + f] == 0);
+            }
+}
+
 namespace {
 
 // An additive bias for `in`: ALiBi-like slopes times the distance (scores shifted by up to
