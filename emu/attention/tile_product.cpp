@@ -19,12 +19,19 @@ void TileProduct::run(const std::uint32_t* a, const std::uint32_t* b, const std:
         g.m = static_cast<std::int64_t>(m), g.n = static_cast<std::int64_t>(n), g.k = static_cast<std::int64_t>(k);
         mma_->run(g, 1);
     } else {
+        // Each element: C, then + A[i][t] B[t][j] for t in order, in double. The operands are
+        // decoded once and a row's elements advance together (the same operations per element).
+        std::vector<double> da(m * k), db(k * n), sum(n);
+        for (std::uint64_t x = 0; x < m * k; ++x) da[x] = decode(a_, a[x]);
+        for (std::uint64_t x = 0; x < k * n; ++x) db[x] = decode(b_, b[x]);
         for (std::uint64_t i = 0; i < m; ++i) {
-            for (std::uint64_t j = 0; j < n; ++j) {
-                double sum = static_cast<double>(float_from_bits(c[i * n + j]));
-                for (std::uint64_t t = 0; t < k; ++t) sum += decode(a_, a[i * k + t]) * decode(b_, b[t * n + j]);
-                out[i * n + j] = bits_of(static_cast<float>(sum));
+            for (std::uint64_t j = 0; j < n; ++j) sum[j] = static_cast<double>(float_from_bits(c[i * n + j]));
+            for (std::uint64_t t = 0; t < k; ++t) {
+                const double x = da[i * k + t];
+                const double* row = db.data() + t * n;
+                for (std::uint64_t j = 0; j < n; ++j) sum[j] += x * row[j];
             }
+            for (std::uint64_t j = 0; j < n; ++j) out[i * n + j] = bits_of(static_cast<float>(sum[j]));
         }
     }
     std::copy(out.begin(), out.end(), d);
