@@ -17,6 +17,9 @@ struct AttentionRunOptions {
     bool backward = false;
     bool truth = false;
     int threads = 0;
+    // The truth of the inputs themselves, when the caller has it (the report computes it once for
+    // every recipe it compares): used where it answers the run's mask, scale and passes.
+    const AttentionTruth* known_truth = nullptr;
 };
 
 /// An output's error against the truth: max |x - t|, sqrt(mean (x - t)^2), and the rms error

@@ -1,9 +1,12 @@
 #include "analysis/attribute.hpp"
 
+#include <map>
+#include <string>
 #include <vector>
 
 #include "analysis/attention_run.hpp"
 #include "analysis/truth/attention_truth.hpp"
+#include "analysis/truth_cache.hpp"
 #include "emu/attention/attention_operands.hpp"
 #include "emu/attention/flash_attention.hpp"
 #include "emu/attention/flash_context.hpp"
@@ -55,19 +58,32 @@ AttributeResult attribute(const emu::AttentionInputs& in, const AttributeOptions
     const emu::AttentionOperands x = emu::attention_operands(in, *recipe.input, in.d_o.has_value());
     TruthOptions t;
     t.causal = o.causal, t.scale = sh.scale, t.threads = o.threads, t.backward = in.d_o.has_value();
-    const AttentionTruth truth = attention_truth(inputs_as_held(in, x, *recipe.input), t);
+    const AttentionTruth truth = shared_truth(o.truths, in, x, *recipe.input, t);
     emu::ForwardOptions fo;
     fo.threads = o.threads;
     auto error_of_result = [&](const emu::ForwardResult& f, const emu::AttentionRecipe& r) {
+        // An exact O cast is the run's O before its cast (the cast is its last step).
+        if (*r.o_format == emu::f32)
+            return error_stats(std::vector<double>(f.o_f32.begin(), f.o_f32.end()), truth.o).rel_rms;
         return error_stats(decoded(f.o, *r.o_format), truth.o).rel_rms;
+    };
+    // One run serves both settings of the O cast: runs are kept by the recipe's other settings.
+    std::map<std::map<std::string, std::string>, emu::ForwardResult> runs;
+    auto run_of = [&](const emu::AttentionRecipe& r) -> const emu::ForwardResult& {
+        emu::AttentionRecipe low = r;
+        low.o_format = recipe.o_format;
+        const auto key = emu::recipe_settings(low);
+        auto it = runs.find(key);
+        if (it == runs.end()) it = runs.emplace(key, emu::flash_forward(low, sh, x, fo)).first;
+        return it->second;
     };
     auto error_of = [&](const std::optional<emu::AttentionRecipe>& r) -> std::optional<double> {
         if (!r) return std::nullopt;
-        return error_of_result(emu::flash_forward(*r, sh, x, fo), *r);
+        return error_of_result(run_of(*r), *r);
     };
     AttributeResult result;
     result.recipe = recipe.name;
-    const emu::ForwardResult as_is = emu::flash_forward(recipe, sh, x, fo);
+    const emu::ForwardResult& as_is = run_of(recipe);
     result.all_low = error_of_result(as_is, recipe);
     std::vector<const Stage*> listed;
     for (const Stage& stage : stages)

@@ -17,11 +17,14 @@
 
 namespace roundscope::analysis {
 
+class TruthCache;  // analysis/truth_cache.hpp
+
 struct AttributeOptions {
     emu::AttentionRecipe recipe;
     bool causal = false;
     double softmax_scale = 0;
     int threads = 0;
+    TruthCache* truths = nullptr;  // shared with the other analyses of these inputs (the report)
 };
 
 struct StageAttribution {

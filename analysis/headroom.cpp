@@ -40,6 +40,7 @@ std::uint64_t nonfinite_rows(const emu::ForwardResult& f, const emu::Format& o_f
 
 HeadroomResult headroom(const emu::AttentionInputs& in, const HeadroomOptions& o) {
     const emu::AttentionShape sh = emu::attention_shape_of(in, o.causal, o.softmax_scale);
+    emu::attention_operands(in, emu::f32, false);  // every input finite (an Error naming it), emulated or not
     const std::vector<double> q = emu::decode_tensor<double>(in.q), k = emu::decode_tensor<double>(in.k);
     HeadroomResult r;
     r.rows.resize(sh.heads * sh.n_q);
@@ -68,15 +69,17 @@ HeadroomResult headroom(const emu::AttentionInputs& in, const HeadroomOptions& o
                          0,
                          0,
                          std::numeric_limits<double>::infinity(),
-                         0,
-                         0,
-                         0};
+                         std::nullopt,
+                         std::nullopt,
+                         std::nullopt};
         for (const RowHeadroom& row : r.rows) {
             if (row.max_score > h.ln_max) ++h.naive_exp_overflow_rows;
             if (row.lse > h.ln_max) ++h.naive_sum_overflow_rows;
             if (row.lse - row.max_score > h.ln_max) ++h.shifted_overflow_rows;
             h.min_naive_margin = std::min(h.min_naive_margin, h.ln_max - row.lse);
         }
+        r.formats.push_back(h);
+        if (!(h.min_naive_margin < o.emulate_within)) continue;
         emu::ForwardOptions fo;
         fo.threads = o.threads;
         for (const auto kind : {emu::SoftmaxKind::naive_unshifted, emu::SoftmaxKind::naive, emu::SoftmaxKind::online}) {
@@ -84,11 +87,11 @@ HeadroomResult headroom(const emu::AttentionInputs& in, const HeadroomOptions& o
             const emu::ForwardResult out =
                 emu::flash_forward(recipe, sh, emu::attention_operands(in, *recipe.input, false), fo);
             const std::uint64_t bad = nonfinite_rows(out, *recipe.o_format, sh.d_v);
-            (kind == emu::SoftmaxKind::naive_unshifted ? h.emulated_naive_nonfinite_rows
-             : kind == emu::SoftmaxKind::naive         ? h.emulated_shifted_nonfinite_rows
-                                                       : h.emulated_online_nonfinite_rows) = bad;
+            FormatHeadroom& emulated = r.formats.back();
+            (kind == emu::SoftmaxKind::naive_unshifted ? emulated.emulated_naive_nonfinite_rows
+             : kind == emu::SoftmaxKind::naive         ? emulated.emulated_shifted_nonfinite_rows
+                                                       : emulated.emulated_online_nonfinite_rows) = bad;
         }
-        r.formats.push_back(h);
     }
     return r;
 }

@@ -5,6 +5,8 @@
 // softmax of flash attention) exp only sees arguments <= 0 and the sum is at most the number of keys. Margins are
 // computed from the exact scores; the emulated naive and online kernels run on the same rows to show what each gives.
 #include <cstdint>
+#include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,6 +18,10 @@ struct HeadroomOptions {
     bool causal = false;
     double softmax_scale = 0;
     int threads = 0;
+    // The emulated runs (three softmaxes a format, each a whole forward pass) only for a format
+    // whose smallest naive margin is below this many nats; the others' counts stay empty (not
+    // run). The report sets it (cli/report/report_tasks.cpp); every format by default.
+    double emulate_within = std::numeric_limits<double>::infinity();
 };
 
 struct RowHeadroom {
@@ -25,15 +31,16 @@ struct RowHeadroom {
 };
 
 struct FormatHeadroom {
-    std::string format;                             // f32, f16, bf16
-    double ln_max;                                  // ln of the largest finite value
-    std::uint64_t naive_exp_overflow_rows;          // max score > ln_max
-    std::uint64_t naive_sum_overflow_rows;          // lse > ln_max (includes the above)
-    std::uint64_t shifted_overflow_rows;            // lse - max score > ln_max (more keys than the max value)
-    double min_naive_margin;                        // min over rows of ln_max - lse
-    std::uint64_t emulated_naive_nonfinite_rows;    // rows with a NaN or Inf output, naive without max subtraction
-    std::uint64_t emulated_shifted_nonfinite_rows;  // ... naive with max subtraction
-    std::uint64_t emulated_online_nonfinite_rows;   // ... the online softmax
+    std::string format;                     // f32, f16, bf16
+    double ln_max;                          // ln of the largest finite value
+    std::uint64_t naive_exp_overflow_rows;  // max score > ln_max
+    std::uint64_t naive_sum_overflow_rows;  // lse > ln_max (includes the above)
+    std::uint64_t shifted_overflow_rows;    // lse - max score > ln_max (more keys than the max value)
+    double min_naive_margin;                // min over rows of ln_max - lse
+    // Rows with a NaN or Inf output, emulated (empty: not run, see HeadroomOptions::emulate_within):
+    std::optional<std::uint64_t> emulated_naive_nonfinite_rows;    // naive without max subtraction
+    std::optional<std::uint64_t> emulated_shifted_nonfinite_rows;  // naive with max subtraction
+    std::optional<std::uint64_t> emulated_online_nonfinite_rows;   // the online softmax
 };
 
 struct HeadroomResult {

@@ -6,6 +6,7 @@
 #include "analysis/attention_run.hpp"
 #include "analysis/collapse_model.hpp"
 #include "analysis/truth/attention_truth.hpp"
+#include "analysis/truth_cache.hpp"
 #include "emu/attention/attention_operands.hpp"
 #include "emu/attention/flash_attention.hpp"
 #include "emu/batch/tensor_cast.hpp"
@@ -189,7 +190,7 @@ PCollapseResult pcollapse(const emu::AttentionInputs& in, const PCollapseOptions
     // measures what the kernel's arithmetic adds, not the inputs' rounding.
     TruthOptions t;
     t.causal = o.causal, t.scale = m.shape.scale, t.threads = o.threads;
-    const AttentionTruth truth = attention_truth(inputs_as_held(in, m.operands, input), t);
+    const AttentionTruth truth = shared_truth(o.truths, in, m.operands, input, t);
 
     std::vector<RunTally> tallies(o.orders.size() * o.scales.size());
     for (RunTally& tally : tallies) tally.o.resize(m.shape.heads * m.shape.n_q * m.shape.d_v);

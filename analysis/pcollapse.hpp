@@ -14,6 +14,8 @@
 
 namespace roundscope::analysis {
 
+class TruthCache;  // analysis/truth_cache.hpp
+
 struct PCollapseOptions {
     emu::AttentionRecipe recipe;  // default: fp8-forward-order; kv_order and p_scale are swept
     std::vector<emu::KvOrder> orders{emu::KvOrder::forward, emu::KvOrder::reverse};
@@ -23,6 +25,7 @@ struct PCollapseOptions {
     bool causal = false;
     double softmax_scale = 0;
     int threads = 0;
+    TruthCache* truths = nullptr;  // shared with the other analyses of these inputs (the report)
 };
 
 struct PCollapseRun {

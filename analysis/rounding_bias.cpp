@@ -6,6 +6,7 @@
 
 #include "analysis/attention_run.hpp"
 #include "analysis/truth/attention_truth.hpp"
+#include "analysis/truth_cache.hpp"
 #include "emu/attention/attention_operands.hpp"
 #include "emu/attention/attention_steps.hpp"
 #include "emu/attention/flash_attention.hpp"
@@ -131,7 +132,7 @@ BiasResult rounding_bias(const emu::AttentionInputs& in, const BiasOptions& o) {
     TruthOptions t;
     t.causal = o.causal, t.scale = sh.scale, t.backward = true, t.threads = o.threads;
     const emu::AttentionInputs held = inputs_as_held(in, x, *r.input);
-    const AttentionTruth truth = attention_truth(held, t);
+    const AttentionTruth truth = shared_truth(o.truths, in, x, *r.input, t);
 
     const std::vector<double> diff = delta_errors(r, sh, x, f, o_lp, truth, o.threads);
     row_statistics(diff, b);

@@ -16,6 +16,8 @@
 
 namespace roundscope::analysis {
 
+class TruthCache;  // analysis/truth_cache.hpp
+
 struct BiasOptions {
     emu::AttentionRecipe recipe;  // default fa2-bf16
     bool use_stored_o = true;     // take O_lp from the file's 'o' when it has one
@@ -23,6 +25,7 @@ struct BiasOptions {
     double softmax_scale = 0;
     int top = 5;  // feature dimensions reported
     int threads = 0;
+    TruthCache* truths = nullptr;  // shared with the other analyses of these inputs (the report)
 };
 
 struct DimContribution {

@@ -16,6 +16,8 @@ nlohmann::json json_number(double x) {
 
 nlohmann::json json_number(const std::optional<double>& x) { return x ? json_number(*x) : nlohmann::json(); }
 
+nlohmann::json json_count(const std::optional<std::uint64_t>& x) { return x ? nlohmann::json(*x) : nlohmann::json(); }
+
 nlohmann::json json_numbers(const std::vector<double>& xs) {
     nlohmann::json out = nlohmann::json::array();
     for (const double x : xs) out.push_back(json_number(x));

@@ -15,6 +15,9 @@ nlohmann::json json_number(double x);
 /// json_number of the value, or null when there is none.
 nlohmann::json json_number(const std::optional<double>& x);
 
+/// The count, or null when there is none (not measured).
+nlohmann::json json_count(const std::optional<std::uint64_t>& x);
+
 /// Each of `xs` as json_number, in an array.
 nlohmann::json json_numbers(const std::vector<double>& xs);
 

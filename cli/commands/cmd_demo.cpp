@@ -118,8 +118,8 @@ void print_report(const analysis::DemoReport& r) {
     for (const auto& f : r.headroom.formats)
         fmt::print(
             "   {:4}: naive without max subtraction {} rows NaN/Inf (max score > {:.2f}: {}); with it {}; online {}\n",
-            f.format, f.emulated_naive_nonfinite_rows, f.ln_max, f.naive_exp_overflow_rows,
-            f.emulated_shifted_nonfinite_rows, f.emulated_online_nonfinite_rows);
+            f.format, *f.emulated_naive_nonfinite_rows, f.ln_max, f.naive_exp_overflow_rows,
+            *f.emulated_shifted_nonfinite_rows, *f.emulated_online_nonfinite_rows);
 }
 
 // The output folder made and proved writable before the work. Without matplotlib the plots

@@ -37,9 +37,9 @@ void print_report(const analysis::HeadroomResult& r) {
     for (const auto& f : r.formats)
         table.push_back({f.format, fmt::format("{:.2f}", f.ln_max), std::to_string(f.naive_exp_overflow_rows),
                          std::to_string(f.naive_sum_overflow_rows), std::to_string(f.shifted_overflow_rows),
-                         fmt::format("{:.3f}", f.min_naive_margin), std::to_string(f.emulated_naive_nonfinite_rows),
-                         std::to_string(f.emulated_shifted_nonfinite_rows),
-                         std::to_string(f.emulated_online_nonfinite_rows)});
+                         fmt::format("{:.3f}", f.min_naive_margin), std::to_string(*f.emulated_naive_nonfinite_rows),
+                         std::to_string(*f.emulated_shifted_nonfinite_rows),
+                         std::to_string(*f.emulated_online_nonfinite_rows)});
     fmt::print("Softmax headroom over {} rows\n", r.rows.size());
     print_table({"format", "ln max", "exp overflows", "sum overflows", "shifted overflows", "min margin",
                  "naive NaN/Inf rows", "shifted NaN/Inf rows", "online NaN/Inf rows"},

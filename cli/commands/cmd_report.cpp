@@ -34,9 +34,11 @@ namespace roundscope::cli {
 namespace {
 
 struct ReportArgs {
-    std::string dir, out = "roundscope-report", run_task_key;
+    std::string dir, out = "roundscope-report", run_task_key, task_file;
     std::vector<std::string> recipes{"fa2-bf16", "fa3-fp8"};
     int k_sink = 1, threads = 0;
+    std::uint64_t leak_tokens = ReportOptions{}.leak_tokens;
+    double headroom_within = ReportOptions{}.headroom_emulate_within;
     bool json = false, list_tasks = false, no_cache = false;
 };
 
@@ -45,12 +47,34 @@ void write_text(const std::string& path, const std::string& text) {
     write_file(path, std::span(&bytes, 1));
 }
 
-// A cached result, or null when there is none (or it cannot be read: it is then recomputed).
-nlohmann::json cached(const std::filesystem::path& path) {
+// What the cache holds for a task: nothing, this task's result, or an entry that is not (a
+// folder, FIFO or link in its place, unreadable or unparsable JSON, another task's result, a
+// part missing), which is recomputed and replaced.
+struct CacheEntry {
+    enum { missing, valid, invalid } state = missing;
+    nlohmann::json result;
+};
+
+CacheEntry cached(const std::filesystem::path& path, const ReportTask& task, const DumpFile& file) {
+    std::error_code ec;
+    const std::filesystem::file_status status = std::filesystem::symlink_status(path, ec);
+    if (ec || status.type() == std::filesystem::file_type::not_found) return {};
+    if (status.type() != std::filesystem::file_type::regular) return {CacheEntry::invalid, nullptr};  // never opened
     std::ifstream in(path);
-    if (!in) return nullptr;
     nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
-    return j.is_discarded() ? nlohmann::json() : j;
+    if (!in.good() && !in.eof()) return {CacheEntry::invalid, nullptr};
+    if (j.is_discarded() || !is_task_result(j, task, file)) return {CacheEntry::invalid, nullptr};
+    return {CacheEntry::valid, std::move(j)};
+}
+
+// Where an entry is written: whatever stands there (a FIFO, a folder) is removed first.
+void clear_entry(const std::filesystem::path& path) {
+    std::error_code ec;
+    const std::filesystem::file_status status = std::filesystem::symlink_status(path, ec);
+    if (!ec && status.type() != std::filesystem::file_type::not_found &&
+        status.type() != std::filesystem::file_type::regular)
+        std::filesystem::remove_all(path, ec);
+    if (ec) throw FileError(path.string() + ": " + ec.message());
 }
 
 // One line redrawn in place on a terminal; nothing otherwise.
@@ -110,11 +134,16 @@ void report(const ReportArgs& a) {
     ReportOptions options;
     for (const std::string& name : a.recipes) options.recipes.push_back(emu::find_recipe(name));
     options.k_sink = a.k_sink;
+    options.leak_tokens = a.leak_tokens, options.headroom_emulate_within = a.headroom_within;
     if (std::filesystem::exists(a.out) && !std::filesystem::is_directory(a.out))
         throw Error("-o: " + a.out + " is a file, not a folder for the report");
     if (std::filesystem::weakly_canonical(a.out) == std::filesystem::weakly_canonical(a.dir))
         throw Error("-o: the report's folder cannot be " + a.dir + " itself (its dumps would be left out)");
-    const std::vector<DumpFile> files = scan_dumps(a.dir, a.out);
+    if (!a.task_file.empty() && a.run_task_key.empty()) throw Error("--task-file: only with --run-task");
+    // A task run for an engine reads its own file only (as --list-tasks names it), not the folder.
+    const std::vector<DumpFile> files =
+        a.task_file.empty() ? scan_dumps(a.dir, a.out) : std::vector<DumpFile>{scan_dump(a.task_file, a.dir)};
+    check_dumps(files, options);
     const std::vector<ReportTask> tasks = report_tasks(files, options);
 
     if (a.list_tasks) {
@@ -129,7 +158,8 @@ void report(const ReportArgs& a) {
     if (!a.run_task_key.empty()) {
         for (const ReportTask& t : tasks)
             if (t.key == a.run_task_key) return print_json(run_task(files[t.file], t, options, a.threads));
-        throw Error("--run-task: no task " + a.run_task_key + " in " + a.dir + " (see --list-tasks)");
+        throw Error("--run-task: no task " + a.run_task_key + " in " +
+                    (a.task_file.empty() ? a.dir : a.task_file + " as it is now") + " (see --list-tasks)");
     }
 
     const auto start = std::chrono::steady_clock::now();
@@ -139,9 +169,15 @@ void report(const ReportArgs& a) {
     if (ec) throw FileError(cache.string() + ": " + ec.message());
     std::vector<nlohmann::json> results(tasks.size());
     std::vector<std::size_t> pending;
+    std::size_t recomputed = 0;  // entries there that were not this task's result
     for (std::size_t i = 0; i < tasks.size(); ++i) {
-        if (!a.no_cache) results[i] = cached(cache / (tasks[i].key + ".json"));
-        if (results[i].is_null()) pending.push_back(i);
+        const std::filesystem::path entry = cache / (tasks[i].key + ".json");
+        CacheEntry c = cached(entry, tasks[i], files[tasks[i].file]);
+        if (c.state == CacheEntry::invalid) ++recomputed, clear_entry(entry);
+        if (c.state == CacheEntry::valid && !a.no_cache)
+            results[i] = std::move(c.result);
+        else
+            pending.push_back(i);
     }
     // Many tasks: one per thread, each single-threaded; few: one at a time on every thread.
     const int threads = resolve_threads(a.threads);
@@ -173,10 +209,15 @@ void report(const ReportArgs& a) {
                              {"has_x", f.has_x},
                              {"content_hash", f.content_hash}});
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    nlohmann::json r{{"dir", a.dir},          {"options", options_json(options)},
-                     {"files", file_list},    {"heads", heads},
-                     {"compare", compare},    {"bias_over_steps", bias_over_steps(heads)},
-                     {"tasks", tasks.size()}, {"cached", tasks.size() - pending.size()},
+    nlohmann::json r{{"dir", a.dir},
+                     {"options", options_json(options)},
+                     {"files", file_list},
+                     {"heads", heads},
+                     {"compare", compare},
+                     {"bias_over_steps", bias_over_steps(heads)},
+                     {"tasks", tasks.size()},
+                     {"cached", tasks.size() - pending.size()},
+                     {"recomputed", recomputed},
                      {"seconds", seconds}};
     const std::string json_path = (std::filesystem::path(a.out) / "report.json").string(),
                       html_path = (std::filesystem::path(a.out) / "report.html").string();
@@ -188,10 +229,13 @@ void report(const ReportArgs& a) {
                     {"files", files.size()},
                     {"tasks", tasks.size()},
                     {"cached", tasks.size() - pending.size()},
+                    {"recomputed", recomputed},
                     {"seconds", seconds}});
     else
-        fmt::print("report: {} file(s), {} task(s) ({} cached) in {:.1f} s; wrote {} and {}\n", files.size(),
-                   tasks.size(), tasks.size() - pending.size(), seconds, json_path, html_path);
+        fmt::print("report: {} file(s), {} task(s) ({} cached{}) in {:.1f} s; wrote {} and {}\n", files.size(),
+                   tasks.size(), tasks.size() - pending.size(),
+                   recomputed > 0 ? fmt::format(", {} bad cache entries recomputed", recomputed) : "", seconds,
+                   json_path, html_path);
 }
 
 }  // namespace
@@ -209,10 +253,20 @@ void add_report_command(CLI::App& app) {
     cmd->add_option("--k-sink", a->k_sink, "Sink tokens (the first keys) for P-collapse")
         ->check(integer_in(1, 1 << 20))
         ->capture_default_str();
+    cmd->add_option("--leak-tokens", a->leak_tokens,
+                    "Future leakage on the first this many tokens of each head (its cost grows as their cube)")
+        ->check(integer_in(1, 1 << 20))
+        ->capture_default_str();
+    cmd->add_option("--headroom-within", a->headroom_within,
+                    "Emulate a format's softmax overflow only where its smallest margin is below this many nats")
+        ->check(finite_in(0, 1e6))
+        ->capture_default_str();
     cmd->add_flag("--no-cache", a->no_cache, "Recompute every task (the cache is still written)");
     cmd->add_flag("--list-tasks", a->list_tasks, "Print the tasks (key, file, head) as JSON and stop");
     cmd->add_option("--run-task", a->run_task_key,
                     "Run one task and print its result as JSON (for a distributed engine)");
+    cmd->add_option("--task-file", a->task_file,
+                    "With --run-task: the task's file, as --list-tasks names it (only it is read)");
     add_output_flags(cmd, a->json, a->threads);
     cmd->footer("Example: roundscope report dumps -o dumps-report --recipe fa2-bf16 --recipe fa3-fp8\n");
     cmd->callback([a] { report(*a); });

@@ -5,6 +5,9 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
+#include <span>
+#include <string_view>
 
 #include "analysis/attribute.hpp"
 #include "analysis/bias_steps.hpp"
@@ -13,6 +16,7 @@
 #include "analysis/leak.hpp"
 #include "analysis/pcollapse.hpp"
 #include "analysis/rounding_bias.hpp"
+#include "analysis/truth_cache.hpp"
 #include "cli/analysis_flags.hpp"
 #include "cli/analysis_json.hpp"
 #include "cli/command_files.hpp"
@@ -21,17 +25,43 @@
 #include "emu/block/block_format.hpp"
 #include "emu/numbers/format.hpp"
 #include "lib/error.hpp"
-#include "lib/mapped_file.hpp"
 
 namespace roundscope::cli {
 namespace {
 
 // FNV-1a, 64 bits: a content key, not a defence against a forged file.
-std::string content_hash(const std::string& path) {
-    const auto mapped = MappedFile::open(path);
+struct Fnv {
     std::uint64_t h = 0xcbf29ce484222325ULL;
-    for (const std::byte b : mapped->bytes()) h = (h ^ static_cast<std::uint64_t>(b)) * 0x100000001b3ULL;
-    return fmt::format("{:016x}", h);
+    void add(std::span<const std::byte> bytes) {
+        for (const std::byte b : bytes) h = (h ^ static_cast<std::uint64_t>(b)) * 0x100000001b3ULL;
+    }
+    void add(std::string_view s) {
+        add(std::as_bytes(std::span(s.data(), s.size())));
+        add(std::as_bytes(std::span("", 1)));  // a separator no name holds
+    }
+};
+
+// Over what the analyses read: the metadata and every tensor's name, dtype, shape and bytes
+// (not the file's bytes, read separately, which a rewrite between the two could make differ).
+std::string content_hash(const TensorFile& file) {
+    Fnv f;
+    for (const auto& [key, value] : file.metadata) f.add(key), f.add(value);
+    for (const Tensor& t : file.tensors) {
+        f.add(t.name()), f.add(name(t.dtype()));
+        for (const std::uint64_t n : t.shape()) f.add(std::to_string(n));
+        f.add(t.bytes());
+    }
+    return fmt::format("{:016x}", f.h);
+}
+
+// A result's digest: FNV-1a over its JSON text without the digest (keys sorted, numbers in their
+// shortest round-trip form, so a result read back gives the same text). It catches an entry
+// edited or corrupted in the cache; it is not a defence against a forged one.
+std::string result_digest(nlohmann::json j) {
+    j.erase("digest");
+    Fnv f;
+    f.add(j.dump());
+    return fmt::format("{:016x}", f.h);
 }
 
 std::optional<std::int64_t> metadata_integer(const TensorFile& file, const std::string& key) {
@@ -54,10 +84,21 @@ nlohmann::json head_analyses(const emu::AttentionInputs& in, const ReportOptions
     const bool causal = in.causal.value_or(false);
     const double scale = in.softmax_scale.value_or(0);
     nlohmann::json j;
+    // One truth for each way the recipes hold the inputs, shared: attribution asks first with the
+    // backward pass (when there is a dO), so the bias and P-collapse find theirs computed.
+    analysis::TruthCache cache;
+    analysis::TruthCache* truths = o.share_truth ? &cache : nullptr;
+    nlohmann::json attribution;
+    for (const emu::AttentionRecipe& r : o.recipes) {
+        analysis::AttributeOptions a;
+        a.recipe = r, a.causal = causal, a.softmax_scale = scale, a.threads = threads, a.truths = truths;
+        attribution[r.name] = attribute_json(analysis::attribute(in, a));
+    }
+    j["attribute"] = attribution;
 
     analysis::PCollapseOptions p;
     p.recipe = emu::find_recipe("fa3-fp8");
-    p.k_sink = o.k_sink, p.causal = causal, p.softmax_scale = scale, p.threads = threads;
+    p.k_sink = o.k_sink, p.causal = causal, p.softmax_scale = scale, p.threads = threads, p.truths = truths;
     j["pcollapse"] = pcollapse_json(analysis::pcollapse(in, p), false);
     j["pcollapse"].erase("heads");  // one head: the same as the whole
 
@@ -75,12 +116,13 @@ nlohmann::json head_analyses(const emu::AttentionInputs& in, const ReportOptions
 
     analysis::HeadroomOptions h;
     h.causal = causal, h.softmax_scale = scale, h.threads = threads;
+    h.emulate_within = o.headroom_emulate_within;
     j["headroom"] = headroom_json(analysis::headroom(in, h), false);
 
     if (in.d_o) {
         analysis::BiasOptions b;
         b.recipe = emu::find_recipe("fa2-bf16");
-        b.causal = causal, b.softmax_scale = scale, b.threads = threads;
+        b.causal = causal, b.softmax_scale = scale, b.threads = threads, b.truths = truths;
         // the dump's own O (the kernel's), the recipe's emulated O, and the recipe with the fix
         analysis::BiasOptions emulated = b;
         emulated.use_stored_o = false;
@@ -88,25 +130,40 @@ nlohmann::json head_analyses(const emu::AttentionInputs& in, const ReportOptions
                      {"emulated", bias_json(analysis::rounding_bias(in, emulated))},
                      {"max_adjust", bias_json(analysis::rounding_bias(in, analysis::with_max_adjustment(b)))}};
     }
-
-    nlohmann::json attribution;
-    for (const emu::AttentionRecipe& r : o.recipes) {
-        analysis::AttributeOptions a;
-        a.recipe = r, a.causal = causal, a.softmax_scale = scale, a.threads = threads;
-        attribution[r.name] = attribute_json(analysis::attribute(in, a));
-    }
-    j["attribute"] = attribution;
     return j;
 }
 
 }  // namespace
 
+DumpFile scan_dump(const std::string& path, const std::string& dir) {
+    const TensorFile file = read_input(path);
+    const emu::AttentionInputs in = naming_input(path, [&] {
+        emu::AttentionInputs x = emu::find_attention_inputs(file);
+        emu::attention_operands(x, emu::f32, x.d_o.has_value());  // every input finite
+        return x;
+    });
+    DumpFile f;
+    f.path = path;
+    f.relative = std::filesystem::path(path).lexically_relative(dir).string();
+    f.layer = metadata_integer(file, "layer"), f.step = metadata_integer(file, "step");
+    f.heads = emu::head_count(in), f.n_q = in.n_q, f.n_kv = in.n_kv, f.d = in.d;
+    f.causal = in.causal.value_or(false);
+    f.has_o = in.o.has_value(), f.has_do = in.d_o.has_value(), f.has_x = in.x.has_value();
+    if (in.n_kv <= 1)
+        throw Error(path + ": P-collapse needs keys beyond the sink (Nk = " + std::to_string(in.n_kv) + ")");
+    f.content_hash = content_hash(file);
+    return f;
+}
+
 std::vector<DumpFile> scan_dumps(const std::string& dir, const std::string& exclude) {
     std::error_code error;
     if (!std::filesystem::is_directory(dir, error)) throw Error(dir + ": not a directory");
+    // The report's folder is left out, unless the dumps are inside it (-o . over a subfolder).
+    const std::string skipped = under(dir, exclude) || std::filesystem::equivalent(dir, exclude, error) ? "" : exclude;
+    error.clear();
     std::vector<std::string> paths;
     for (std::filesystem::recursive_directory_iterator it(dir, error), end; !error && it != end; it.increment(error)) {
-        if (it->is_directory(error) && under(it->path(), exclude)) {
+        if (it->is_directory(error) && under(it->path(), skipped)) {
             it.disable_recursion_pending();
             continue;
         }
@@ -117,38 +174,39 @@ std::vector<DumpFile> scan_dumps(const std::string& dir, const std::string& excl
     std::sort(paths.begin(), paths.end());
     if (paths.empty()) throw Error(dir + ": no .safetensors attention dumps");
     std::vector<DumpFile> files;
-    for (const std::string& path : paths) {
-        const TensorFile file = read_input(path);
-        const emu::AttentionInputs in = naming_input(path, [&] {
-            emu::AttentionInputs x = emu::find_attention_inputs(file);
-            emu::attention_operands(x, emu::f32, x.d_o.has_value());  // every input finite
-            return x;
-        });
-        DumpFile f;
-        f.path = path;
-        f.relative = std::filesystem::path(path).lexically_relative(dir).string();
-        f.layer = metadata_integer(file, "layer"), f.step = metadata_integer(file, "step");
-        f.heads = emu::head_count(in), f.n_q = in.n_q, f.n_kv = in.n_kv, f.d = in.d;
-        f.causal = in.causal.value_or(false);
-        f.has_o = in.o.has_value(), f.has_do = in.d_o.has_value(), f.has_x = in.x.has_value();
-        if (in.n_kv <= 1)
-            throw Error(path + ": P-collapse needs keys beyond the sink (Nk = " + std::to_string(in.n_kv) + ")");
-        f.content_hash = content_hash(path);
-        files.push_back(std::move(f));
-    }
+    for (const std::string& path : paths) files.push_back(scan_dump(path, dir));
     return files;
+}
+
+void check_dumps(const std::vector<DumpFile>& files, const ReportOptions& options) {
+    std::map<std::pair<std::int64_t, std::int64_t>, const DumpFile*> seen;
+    for (const DumpFile& f : files) {
+        if (static_cast<std::uint64_t>(options.k_sink) >= f.n_kv)
+            throw Error(fmt::format("--k-sink: {} sink tokens leave none of {}'s Nk = {} keys to measure",
+                                    options.k_sink, f.path, f.n_kv));
+        if (!f.layer || !f.step) continue;
+        const auto [it, fresh] = seen.emplace(std::pair(*f.layer, *f.step), &f);
+        if (!fresh)
+            throw Error(
+                fmt::format("{} and {} are both layer {} at step {}: give each dump its own step (metadata "
+                            "\"step\") or report them apart",
+                            it->second->path, f.path, *f.layer, *f.step));
+    }
 }
 
 nlohmann::json options_json(const ReportOptions& o) {
     nlohmann::json recipes = nlohmann::json::array();
     for (const emu::AttentionRecipe& r : o.recipes)
         recipes.push_back({{"name", r.name}, {"settings", emu::recipe_settings(r)}});
-    return {{"recipes", recipes}, {"k_sink", o.k_sink}, {"leak_tokens", o.leak_tokens}};
+    return {{"recipes", recipes},
+            {"k_sink", o.k_sink},
+            {"leak_tokens", o.leak_tokens},
+            {"headroom_emulate_within", o.headroom_emulate_within}};
 }
 
 // What a task's result holds: raised whenever a task computes or stores anything differently,
 // so that a cache written before is not taken for today's results.
-constexpr int task_schema = 2;
+constexpr int task_schema = 3;
 
 std::vector<ReportTask> report_tasks(const std::vector<DumpFile>& files, const ReportOptions& options) {
     const std::string fingerprint =
@@ -167,18 +225,30 @@ std::vector<ReportTask> report_tasks(const std::vector<DumpFile>& files, const R
 
 nlohmann::json run_task(const DumpFile& file, const ReportTask& task, const ReportOptions& options, int threads) {
     const TensorFile tensors = read_input(file.path);
+    if (content_hash(tensors) != file.content_hash)
+        throw Error(file.path + ": changed since the report read it (rewritten during the run?); run the report again");
     const emu::AttentionInputs in = emu::find_attention_inputs(tensors);
-    nlohmann::json j{{"file", file.relative},
+    nlohmann::json j{{"task", task.key},
+                     {"file", file.relative},
                      {"layer", file.layer ? nlohmann::json(*file.layer) : nlohmann::json()},
                      {"step", file.step ? nlohmann::json(*file.step) : nlohmann::json()}};
     if (task.head) {
         j["head"] = *task.head;
         j.update(
             naming_input(file.path, [&] { return head_analyses(emu::head_inputs(in, *task.head), options, threads); }));
+        j["digest"] = result_digest(j);
         return j;
     }
     analysis::AttentionRunOptions r;
     r.causal = in.causal.value_or(false), r.scale = in.softmax_scale.value_or(0), r.threads = threads;
+    // The truth of the file's inputs, once for every recipe (with the backward pass where there
+    // is a dO: it serves a recipe compared forward only as well). Unshared: each its own.
+    analysis::TruthOptions t;
+    t.causal = r.causal, t.scale = emu::attention_shape_of(in, r.causal, r.scale).scale, t.threads = threads;
+    t.backward = in.d_o.has_value();
+    std::optional<analysis::AttentionTruth> truth;
+    if (options.share_truth)
+        r.known_truth = &truth.emplace(naming_input(file.path, [&] { return analysis::attention_truth(in, t); }));
     nlohmann::json compare;
     for (const emu::AttentionRecipe& recipe : options.recipes) {
         nlohmann::json c =
@@ -186,7 +256,26 @@ nlohmann::json run_task(const DumpFile& file, const ReportTask& task, const Repo
         compare[recipe.name] = c;
     }
     j["compare"] = compare;
+    j["digest"] = result_digest(j);
     return j;
+}
+
+bool is_task_result(const nlohmann::json& j, const ReportTask& task, const DumpFile& file) {
+    auto integer_or_null = [](const nlohmann::json& x, const std::optional<std::int64_t>& want) {
+        return want ? x.is_number_integer() && x.get<std::int64_t>() == *want : x.is_null();
+    };
+    if (!j.is_object() || j.value("task", "") != task.key || j.value("file", "") != file.relative) return false;
+    if (!j.contains("digest") || j["digest"] != result_digest(j)) return false;
+    if (!j.contains("layer") || !integer_or_null(j["layer"], file.layer)) return false;
+    if (!j.contains("step") || !integer_or_null(j["step"], file.step)) return false;
+    if (!task.head) return j.contains("compare") && j["compare"].is_object();
+    if (!j.contains("head") || !j["head"].is_number_unsigned() || j["head"].get<std::uint64_t>() != *task.head)
+        return false;
+    for (const char* part : {"attribute", "pcollapse", "headroom"})
+        if (!j.contains(part) || !j[part].is_object()) return false;
+    if (file.causal && (!j.contains("leak") || !j["leak"].is_object())) return false;
+    if (file.has_do && (!j.contains("bias") || !j["bias"].is_object())) return false;
+    return true;
 }
 
 }  // namespace roundscope::cli

@@ -18,7 +18,9 @@ namespace roundscope::cli {
 struct ReportOptions {
     std::vector<emu::AttentionRecipe> recipes;  // attribution and compare
     int k_sink = 1;                             // the first k_sink keys are the sink (P-collapse)
-    std::uint64_t leak_tokens = 512;            // leakage on the first tokens of each file
+    std::uint64_t leak_tokens = 128;            // leakage on the first tokens of each file (4 MX blocks)
+    bool share_truth = true;             // one truth for the analyses of a head (off: each its own; the same results)
+    double headroom_emulate_within = 8;  // nats: a format's softmax emulated only this near overflow
 };
 
 /// One dump, read and validated.
@@ -28,7 +30,7 @@ struct DumpFile {
     std::optional<std::int64_t> layer, step;  // from the metadata
     std::uint64_t heads = 0, n_q = 0, n_kv = 0, d = 0;
     bool causal = false, has_o = false, has_do = false, has_x = false;
-    std::string content_hash;  // 16 hex digits over the file's bytes
+    std::string content_hash;  // 16 hex digits over the tensors and metadata read (content_hash)
 };
 
 struct ReportTask {
@@ -37,18 +39,31 @@ struct ReportTask {
     std::string key;                    // the cache key: content, options, version, head
 };
 
-/// The .safetensors files under `dir` (but not under `exclude`, the report's own folder), by
-/// path, each read and checked as attention inputs (finite q, k, v, do): an Error naming the
-/// file for the first that is not, before any work.
+/// The .safetensors files under `dir` (but not under `exclude`, the report's own folder, unless
+/// `dir` itself is inside it), by path, each read and checked as attention inputs (finite q, k,
+/// v, do): an Error naming the file for the first that is not, before any work.
 std::vector<DumpFile> scan_dumps(const std::string& dir, const std::string& exclude);
+
+/// One dump at `path` (under `dir`), read and checked as scan_dumps checks each.
+DumpFile scan_dump(const std::string& path, const std::string& dir);
+
+/// Errors, before any work, for what the options cannot run on: a K sink that leaves a file no
+/// key to measure (as `pcollapse` refuses it), and two files with the same layer and step
+/// (their results would be merged), naming both.
+void check_dumps(const std::vector<DumpFile>& files, const ReportOptions& options);
 
 /// Every task of `files` under `options`, in a fixed order: files by path, heads in order,
 /// the compare task after its file's heads.
 std::vector<ReportTask> report_tasks(const std::vector<DumpFile>& files, const ReportOptions& options);
 
-/// Runs one task (its analyses on `threads` threads). The result names its file, layer, step
-/// and head.
+/// Runs one task (its analyses on `threads` threads). The result names its task (the key),
+/// file, layer, step and head. An Error if the file's content is no longer what the scan read
+/// (rewritten during the run): a result is never stored under another content's key.
 nlohmann::json run_task(const DumpFile& file, const ReportTask& task, const ReportOptions& options, int threads);
+
+/// Whether `j` is a result of this very task: an object naming its key, file, layer, step and
+/// head, with every part the task writes. A cache entry that is not is recomputed.
+bool is_task_result(const nlohmann::json& j, const ReportTask& task, const DumpFile& file);
 
 /// The options as JSON (what the cache key covers, and report.json records).
 nlohmann::json options_json(const ReportOptions& options);

@@ -22,9 +22,9 @@ def _arguments(dir, out, recipe, k_sink) -> list[str]:
     return ["report", os.fsdecode(dir), "-o", os.fsdecode(out), *_commands.flags(recipe=recipe, k_sink=k_sink)]
 
 
-def _run_task(arguments: list[str], key: str) -> dict:
-    """On a worker: one task's result."""
-    return _commands.run([*arguments, "--run-task", key, "--threads", "1", "--json"])[1]
+def _run_task(arguments: list[str], key: str, file: str) -> dict:
+    """On a worker: one task's result (reading only its own file)."""
+    return _commands.run([*arguments, "--run-task", key, "--task-file", file, "--threads", "1", "--json"])[1]
 
 
 def _write_atomically(path: str, text: str) -> None:
@@ -52,9 +52,10 @@ def report(dir: str | os.PathLike, out: str | os.PathLike = "roundscope-report",
         tasks = _commands.run([*arguments, "--list-tasks", "--json"])[1]["tasks"]
         cache = os.path.join(os.fsdecode(out), "cache")
         os.makedirs(cache, exist_ok=True)
-        todo = [t["key"] for t in tasks if not os.path.exists(os.path.join(cache, t["key"] + ".json"))]
-        futures = client.map(_run_task, [arguments] * len(todo), todo, key=[f"roundscope-{k}" for k in todo],
-                             pure=False)
-        for key, future in zip(todo, futures):
-            _write_atomically(os.path.join(cache, key + ".json"), json.dumps(future.result()))
+        # An entry that is there but not a valid result is recomputed by the last local run.
+        todo = [t for t in tasks if not os.path.isfile(os.path.join(cache, t["key"] + ".json"))]
+        futures = client.map(_run_task, [arguments] * len(todo), [t["key"] for t in todo], [t["file"] for t in todo],
+                             key=[f"roundscope-{t['key']}" for t in todo], pure=False)
+        for task, future in zip(todo, futures):
+            _write_atomically(os.path.join(cache, task["key"] + ".json"), json.dumps(future.result()))
     return _commands.run([*arguments, *_commands.flags(threads=threads), "--json"])[1]

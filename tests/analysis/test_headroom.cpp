@@ -32,6 +32,24 @@ TEST_CASE("The naive softmax overflows exactly past ln(max): 11.09 in FP16, 88.7
     HeadroomOptions o;
     o.softmax_scale = 1;
     const HeadroomResult r = headroom(in, o);
+    SECTION("the emulation only where a format is near overflow (the report's setting)") {
+        // Every format has rows past its limit (a negative margin): emulated within 1 nat; with a
+        // window below every margin none is, and the counts say "not run" rather than "none".
+        o.emulate_within = 1;
+        const HeadroomResult near = headroom(in, o);
+        for (std::size_t f = 0; f < 3; ++f) {
+            INFO(near.formats[f].format);
+            CHECK(near.formats[f].emulated_naive_nonfinite_rows == r.formats[f].emulated_naive_nonfinite_rows);
+            CHECK(near.formats[f].emulated_online_nonfinite_rows == r.formats[f].emulated_online_nonfinite_rows);
+        }
+        o.emulate_within = -1e9;
+        for (const FormatHeadroom& f : headroom(in, o).formats) {
+            INFO(f.format);
+            CHECK_FALSE(f.emulated_naive_nonfinite_rows.has_value());
+            CHECK_FALSE(f.emulated_shifted_nonfinite_rows.has_value());
+            CHECK_FALSE(f.emulated_online_nonfinite_rows.has_value());
+        }
+    }
     REQUIRE(r.formats.size() == 3);
     for (const FormatHeadroom& f : r.formats) {
         INFO(f.format);

@@ -56,8 +56,8 @@ def dumps(cli, tmp_path_factory):
     return folder
 
 
-def report(cli, dumps, out, *extra):
-    p = cli.run("report", dumps, "-o", out, "--recipe", "fa2-bf16", "--json", *extra)
+def report(cli, dumps, out, *extra, timeout=900):
+    p = cli.run("report", dumps, "-o", out, "--recipe", "fa2-bf16", "--json", *extra, timeout=timeout)
     return json.loads(p.stdout), p.stderr
 
 
@@ -162,6 +162,63 @@ def test_a_changed_file_is_recomputed_alone(cli, dumps, tmp_path):
     third, _ = report(cli, copy, tmp_path / "report")
     assert third["cached"] == third["tasks"] - (H + 1), third
     assert load(tmp_path / "report")["compare"][0]["compare"]["fa2-bf16"]["matched"] < H * N * D, "its o of zeros"
+
+
+def test_a_cache_that_cannot_lie(cli, dumps, first, tmp_path):
+    """Entries truncated, edited, swapped, emptied, and a FIFO and a folder in their place: each
+    is recomputed and counted, never believed (nor opened: a FIFO would hang the reader)."""
+    out = tmp_path / "report"
+    shutil.copytree(first[3], out)
+    heads = [p for p in sorted((out / "cache").glob("*.json")) if '"headroom"' in p.read_text()]
+    truncated, edited, swapped, emptied, fifo, folder = heads[:6]
+    truncated.write_text(truncated.read_text()[:100])
+    j = json.loads(edited.read_text())
+    j["headroom"]["rows_total"] += 1
+    edited.write_text(json.dumps(j))
+    swapped.write_text(heads[6].read_text())  # another head's result under this key
+    emptied.write_text("{}")
+    fifo.unlink()
+    os.mkfifo(fifo)
+    folder.unlink()
+    folder.mkdir()
+    summary, _ = report(cli, dumps, out, timeout=300)
+    assert summary["recomputed"] == 6 and summary["cached"] == summary["tasks"] - 6, summary
+    assert all(load(out)[k] == first[2][k] for k in KEYS)
+    assert fifo.is_file() and folder.is_file(), "replaced by their results"
+    again, _ = report(cli, dumps, out)
+    assert again["recomputed"] == 0 and again["cached"] == again["tasks"], again
+
+
+def test_what_would_be_merged_or_dropped_is_refused_or_found(cli, dumps, tmp_path):
+    """Two dumps of one layer and step are an error naming both; `-o .` over a subfolder of dumps
+    finds them all; a sink that leaves no key is refused as pcollapse refuses it."""
+    twin = tmp_path / "twin"
+    shutil.copytree(dumps, twin)
+    shutil.copy(twin / "step0_layer1.safetensors", twin / "copy_of_step0_layer1.safetensors")
+    message = cli.error("report", twin, "-o", tmp_path / "r1")
+    assert "copy_of_step0_layer1.safetensors" in message and "step0_layer1.safetensors and" in message, message
+    work = tmp_path / "work"
+    shutil.copytree(dumps, work / "dumps" / "sub")
+    p = cli.run("report", "dumps", "-o", ".", "--recipe", "fa2-bf16", "--json", cwd=work)
+    assert json.loads(p.stdout)["files"] == 4
+    assert "--k-sink" in cli.error("report", dumps, "-o", tmp_path / "r2", "--k-sink", "1000")
+
+
+def test_an_engines_task_reads_its_own_file_and_its_own_content(cli, dumps, tmp_path):
+    """--run-task with --task-file reads that file alone (a corrupt neighbour is not read), and a
+    file rewritten since --list-tasks has no such task."""
+    copy = tmp_path / "dumps"
+    shutil.copytree(dumps, copy)
+    tasks = cli.json("report", copy, "-o", tmp_path / "r", "--recipe", "fa2-bf16", "--list-tasks")["tasks"]
+    (copy / "corrupt.safetensors").write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json")
+    t = tasks[0]
+    ran = cli.json("report", copy, "-o", tmp_path / "r", "--recipe", "fa2-bf16", "--run-task", t["key"],
+                   "--task-file", t["file"])
+    assert ran["task"] == t["key"] and ran["head"] == 0
+    write_safetensors(t["file"], tensors(77), {"causal": "true", "layer": "0", "step": "0"})
+    message = cli.error("report", copy, "-o", tmp_path / "r", "--recipe", "fa2-bf16", "--run-task", t["key"],
+                        "--task-file", t["file"])
+    assert "no task" in message and "as it is now" in message, message
 
 
 def test_the_tasks_of_a_distributed_engine(cli, dumps, first):

@@ -1,0 +1,43 @@
+#pragma once
+// The ground truth shared by the analyses of one attention input (the report runs every
+// analysis on each head): each truth is computed once per distinct held inputs and options and
+// handed to every analysis that asks for it again. An entry is found only for the same source
+// inputs (by address: the cache lives no longer than they do), bit-identical held operands in the
+// same format (the inputs as the recipe's kernel holds them), the same causal mask and scale, and a backward pass
+// when one is asked for: a hit is the very truth a fresh computation would give.
+#include <list>
+#include <mutex>
+
+#include "analysis/truth/attention_truth.hpp"
+#include "emu/attention/attention_inputs.hpp"
+#include "emu/attention/flash_attention.hpp"
+
+namespace roundscope::analysis {
+
+class TruthCache {
+public:
+    /// The truth of `in` as held in format `f` (the operands `held`), computed on first use.
+    const AttentionTruth& truth(const emu::AttentionInputs& in, const emu::AttentionOperands& held,
+                                const emu::Format& f, const TruthOptions& options);
+    std::size_t computed() const { return entries_.size(); }  // truths computed
+    std::size_t reused() const { return reused_; }            // requests answered from the cache
+
+private:
+    struct Entry {
+        const emu::AttentionInputs* source;
+        emu::AttentionOperands held;
+        emu::Format format;
+        bool causal, backward;
+        double scale;
+        AttentionTruth truth;
+    };
+    std::list<Entry> entries_;  // stable addresses: the references handed out stay valid
+    std::size_t reused_ = 0;
+    std::mutex mutex_;
+};
+
+/// The truth through `cache` when there is one, else computed here.
+AttentionTruth shared_truth(TruthCache* cache, const emu::AttentionInputs& in, const emu::AttentionOperands& held,
+                            const emu::Format& f, const TruthOptions& options);
+
+}  // namespace roundscope::analysis

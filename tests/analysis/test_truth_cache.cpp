@@ -1,0 +1,139 @@
+// The truth shared by a head's analyses (analysis/truth_cache.hpp) is the truth a fresh
+// computation gives, bit for bit; it is reused only for the same source, held operands, format,
+// mask and scale (a backward truth serving a forward request); and P-collapse, the rounding
+// bias and attribution give the same numbers with it as without. Attribution's exact O cast,
+// read from the run before its cast, equals a run with a float32 O.
+#include <catch2/catch.hpp>
+
+#include <bit>
+
+#include "analysis/attention_run.hpp"
+#include "analysis/attribute.hpp"
+#include "analysis/pcollapse.hpp"
+#include "analysis/rounding_bias.hpp"
+#include "analysis/synthetic_attention.hpp"
+#include "analysis/truth_cache.hpp"
+#include "emu/attention/attention_operands.hpp"
+
+using namespace roundscope;
+using namespace roundscope::analysis;
+
+namespace {
+
+emu::AttentionInputs sink_head(std::uint64_t seed) {
+    SyntheticSpec spec;
+    spec.scenario = Scenario::sink, spec.n = 160, spec.d = 32, spec.seed = seed;
+    return synthetic_attention(spec);
+}
+
+bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
+    if (a.size() != b.size()) return false;
+    for (std::size_t i = 0; i < a.size(); ++i)
+        if (std::bit_cast<std::uint64_t>(a[i]) != std::bit_cast<std::uint64_t>(b[i])) return false;
+    return true;
+}
+
+}  // namespace
+
+TEST_CASE("The truth cache hands out the truth a fresh computation gives, and only for the same request",
+          "[truth][cache]") {
+    const emu::AttentionInputs in = sink_head(3), twin = sink_head(3);
+    const emu::AttentionOperands bf16 = emu::attention_operands(in, emu::bf16, true),
+                                 e4m3 = emu::attention_operands(in, emu::e4m3, true);
+    TruthOptions backward, forward;
+    backward.causal = forward.causal = true;
+    backward.backward = true;
+    TruthCache cache;
+    const AttentionTruth& first = cache.truth(in, bf16, emu::bf16, backward);
+    const AttentionTruth fresh = attention_truth(inputs_as_held(in, bf16, emu::bf16), backward);
+    CHECK(same_bits(first.o, fresh.o));
+    CHECK(same_bits(first.delta, fresh.delta));
+    CHECK(same_bits(first.dq, fresh.dq));
+    CHECK(same_bits(first.dk, fresh.dk));
+    CHECK(same_bits(first.dv, fresh.dv));
+    CHECK(&cache.truth(in, bf16, emu::bf16, forward) == &first);  // a backward truth serves a forward request
+    CHECK(cache.reused() == 1);
+    CHECK(&cache.truth(in, e4m3, emu::e4m3, backward) != &first);  // held in another format
+    TruthOptions no_mask = backward;
+    no_mask.causal = false;
+    CHECK(&cache.truth(in, bf16, emu::bf16, no_mask) != &first);
+    TruthOptions scaled = backward;
+    scaled.scale = 0.25;
+    CHECK(&cache.truth(in, bf16, emu::bf16, scaled) != &first);
+    CHECK(&cache.truth(twin, bf16, emu::bf16, backward) != &first);  // another source: not assumed equal
+    emu::AttentionOperands changed = bf16;
+    changed.v[7] ^= 1;
+    CHECK(&cache.truth(in, changed, emu::bf16, backward) != &first);  // one bit of V differs
+    CHECK(cache.computed() == 6);
+    CHECK(cache.reused() == 1);
+    const AttentionTruth& forward_first = TruthCache{}.truth(in, bf16, emu::bf16, forward);
+    CHECK(forward_first.dq.empty());  // and a forward truth never serves a backward request:
+    TruthCache c2;
+    c2.truth(in, bf16, emu::bf16, forward);
+    CHECK_FALSE(c2.truth(in, bf16, emu::bf16, backward).dq.empty());
+    CHECK(c2.computed() == 2);
+}
+
+TEST_CASE("P-collapse, the bias and attribution give the same numbers with the shared truth", "[truth][cache]") {
+    const emu::AttentionInputs in = sink_head(5);
+    TruthCache cache;
+    AttributeOptions a;
+    a.causal = true;
+    for (const char* name : {"fa2-bf16", "fa3-fp8"}) {
+        a.recipe = emu::find_recipe(name);
+        a.truths = nullptr;
+        const AttributeResult alone = attribute(in, a);
+        a.truths = &cache;
+        const AttributeResult shared = attribute(in, a);
+        INFO(name);
+        CHECK(shared.all_low == alone.all_low);
+        CHECK(shared.all_exact == alone.all_exact);
+        REQUIRE(shared.stages.size() == alone.stages.size());
+        for (std::size_t s = 0; s < alone.stages.size(); ++s) {
+            CHECK(shared.stages[s].only_this_low == alone.stages[s].only_this_low);
+            CHECK(shared.stages[s].only_this_exact == alone.stages[s].only_this_exact);
+        }
+        CHECK(shared.delta_recipe == alone.delta_recipe);
+        CHECK(shared.delta_from_f32_o == alone.delta_from_f32_o);
+    }
+    BiasOptions b;
+    b.recipe = emu::find_recipe("fa2-bf16"), b.causal = true;
+    const BiasResult bias_alone = rounding_bias(in, b);
+    b.truths = &cache;
+    const BiasResult bias_shared = rounding_bias(in, b);
+    CHECK(bias_shared.coefficient_sum == bias_alone.coefficient_sum);
+    CHECK(bias_shared.t_statistic == bias_alone.t_statistic);
+    PCollapseOptions p;
+    p.recipe = emu::find_recipe("fa3-fp8"), p.causal = true;
+    const PCollapseResult collapse_alone = pcollapse(in, p);
+    p.truths = &cache;
+    const PCollapseResult collapse_shared = pcollapse(in, p);
+    REQUIRE(collapse_shared.runs.size() == collapse_alone.runs.size());
+    for (std::size_t r = 0; r < collapse_alone.runs.size(); ++r)
+        CHECK(collapse_shared.runs[r].mse == collapse_alone.runs[r].mse);
+    CHECK(cache.computed() == 2);  // held in BF16 and in E4M3, each with its backward pass
+    CHECK(cache.reused() == 2);    // by the bias (BF16) and P-collapse (E4M3, forward)
+}
+
+TEST_CASE("Attribution's exact O cast equals a run whose O is float32", "[truth][cache][attribute]") {
+    const emu::AttentionInputs in = sink_head(9);
+    AttributeOptions a;
+    a.recipe = emu::find_recipe("fa2-bf16"), a.causal = true;
+    const emu::AttentionInputs in_without_do = [&] {
+        emu::AttentionInputs x = in;
+        x.d_o.reset();
+        return x;
+    }();
+    const AttributeResult r = attribute(in_without_do, a);
+    REQUIRE(r.stages.back().stage == "O cast");
+    emu::AttentionRecipe f32_o = a.recipe;
+    f32_o.o_format = &emu::f32;
+    const emu::AttentionShape shape = emu::attention_shape_of(in, true, 0);
+    const emu::AttentionOperands x = emu::attention_operands(in, emu::bf16, false);
+    TruthOptions t;
+    t.causal = true, t.scale = shape.scale;
+    const AttentionTruth truth = attention_truth(inputs_as_held(in, x, emu::bf16), t);
+    const emu::ForwardResult direct = emu::flash_forward(f32_o, shape, x, emu::ForwardOptions{});
+    REQUIRE(r.stages.back().only_this_exact.has_value());
+    CHECK(*r.stages.back().only_this_exact == error_stats(decoded(direct.o, emu::f32), truth.o).rel_rms);
+}

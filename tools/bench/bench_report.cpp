@@ -1,0 +1,91 @@
+// `roundscope report`'s cost a head: every task of the dumps under DIR (each head's analyses,
+// and each file's compare task, counted over its heads) run on one thread, in CPU-seconds,
+// with the report's defaults, and beside it the baseline: each analysis computing its own
+// truth, leakage over 512 tokens and every format's softmax emulated (the defaults before the
+// report shared its work). The same defaults with and without the shared truth give the same
+// bits, which the run checks on the first head.
+//
+//   bench_report DIR [--heads K] [--simd TARGET]
+#include <time.h>
+
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <string>
+
+#include "cli/report/report_tasks.hpp"
+#include "lib/error.hpp"
+#include "tools/bench/simd_option.hpp"
+
+using namespace roundscope;
+using namespace roundscope::cli;
+
+namespace {
+
+double cpu_seconds() {
+    timespec t{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
+struct Cost {
+    double heads = 0, compare = 0;  // CPU-seconds
+    std::size_t head_tasks = 0;
+};
+
+Cost cost(const std::vector<DumpFile>& files, const ReportOptions& options, std::size_t max_heads) {
+    Cost c;
+    for (const ReportTask& t : report_tasks(files, options)) {
+        if (t.head && c.head_tasks == max_heads) continue;
+        if (!t.head && c.head_tasks == 0) continue;
+        const double start = cpu_seconds();
+        run_task(files[t.file], t, options, 1);
+        (t.head ? c.heads : c.compare) += cpu_seconds() - start;
+        if (t.head) ++c.head_tasks;
+    }
+    return c;
+}
+
+ReportOptions with_recipes(ReportOptions o) {
+    for (const char* name : {"fa2-bf16", "fa3-fp8"}) o.recipes.push_back(emu::find_recipe(name));
+    return o;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+    bench::apply_simd_option(argc, argv);
+    if (argc < 2) {
+        std::fprintf(stderr, "usage: bench_report DIR [--heads K] [--simd TARGET]\n");
+        return 2;
+    }
+    std::size_t max_heads = std::numeric_limits<std::size_t>::max();
+    for (int i = 2; i < argc; ++i)
+        if (std::strcmp(argv[i], "--heads") == 0 && i + 1 < argc) max_heads = std::stoull(argv[++i]);
+    const std::vector<DumpFile> files = scan_dumps(argv[1], "");
+    const ReportOptions report = with_recipes(ReportOptions{});
+    ReportOptions baseline = report;
+    baseline.share_truth = false, baseline.leak_tokens = 512;
+    baseline.headroom_emulate_within = std::numeric_limits<double>::infinity();
+    ReportOptions unshared = report;
+    unshared.share_truth = false;
+
+    const std::vector<ReportTask> tasks = report_tasks(files, report);
+    const bool same =
+        run_task(files[tasks[0].file], tasks[0], report, 1) == run_task(files[tasks[0].file], tasks[0], unshared, 1);
+    const Cost now = cost(files, report, max_heads), before = cost(files, baseline, max_heads);
+    const auto heads = static_cast<double>(now.head_tasks);
+    // A file's compare task covers its heads: its cost shared over the heads measured.
+    std::printf("bench_report: %zu head(s) of %s, one thread, CPU-seconds a head\n", now.head_tasks, argv[1]);
+    std::printf("                       head tasks  compare   total\n");
+    std::printf("report defaults        %10.2f %8.2f %7.2f\n", now.heads / heads, now.compare / heads,
+                (now.heads + now.compare) / heads);
+    std::printf("baseline               %10.2f %8.2f %7.2f\n", before.heads / heads, before.compare / heads,
+                (before.heads + before.compare) / heads);
+    std::printf("speed-up               %27.1fx\n", (before.heads + before.compare) / (now.heads + now.compare));
+    std::printf("shared truth gives the same results as unshared (first head): %s\n", same ? "yes" : "NO");
+    return same ? 0 : 1;
+} catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_report: error: %s\n", e.what());
+    return 2;
+}
