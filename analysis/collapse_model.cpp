@@ -20,7 +20,7 @@ struct RowModel {
     bool measured = false;  // has a sink key and a score spread
     double sink_strength = 0, spread = 0, sink_mass = 0;
     bool has_keys = false;
-    std::vector<double> predicted;  // [order][scale]
+    std::vector<double> predicted, counted;  // [order][scale]: normal model, held scores
 };
 
 struct Moments {
@@ -70,7 +70,7 @@ RowModel row_model(const double* qi, const std::vector<double>& k, std::uint64_t
     const std::uint64_t tiles = (visible + o.block_n - 1) / o.block_n;
     const double threshold = underflow_log(*o.p_format);
     for (const emu::KvOrder order : o.orders) {
-        std::vector<double> counts(o.scales.size(), 0.0);
+        std::vector<double> counts(o.scales.size(), 0.0), below_threshold(o.scales.size(), 0.0);
         double running = -std::numeric_limits<double>::infinity();
         for (std::uint64_t step = 0; step < tiles; ++step) {
             const std::uint64_t t = order == emu::KvOrder::forward ? step : tiles - 1 - step;
@@ -78,11 +78,14 @@ RowModel row_model(const double* qi, const std::vector<double>& k, std::uint64_t
             running = std::max(running, *std::max_element(s.begin() + static_cast<std::ptrdiff_t>(begin),
                                                           s.begin() + static_cast<std::ptrdiff_t>(end)));
             const std::uint64_t rest_in_tile = end - std::max(begin, std::min(end, sinks));
-            for (std::size_t i = 0; i < o.scales.size(); ++i)
-                counts[i] += static_cast<double>(rest_in_tile) *
-                             below(rest, running - threshold - std::log(static_cast<double>(o.scales[i])));
+            for (std::size_t i = 0; i < o.scales.size(); ++i) {
+                const double limit = running - threshold - std::log(static_cast<double>(o.scales[i]));
+                counts[i] += static_cast<double>(rest_in_tile) * below(rest, limit);
+                for (std::uint64_t j = std::max(begin, sinks); j < end; ++j) below_threshold[i] += s[j] <= limit;
+            }
         }
         r.predicted.insert(r.predicted.end(), counts.begin(), counts.end());
+        r.counted.insert(r.counted.end(), below_threshold.begin(), below_threshold.end());
     }
     return r;
 }
@@ -100,9 +103,11 @@ HeadCollapseModel collapse_model(const std::vector<double>& q, const std::vector
     // summed in row order: the same bits on any thread count
     HeadCollapseModel m;
     m.predicted_underflow.assign(o.orders.size() * o.scales.size(), 0.0);
+    m.counted_underflow.assign(m.predicted_underflow.size(), 0.0);
     for (const RowModel& r : rows) {
         if (!r.has_keys) continue;
-        for (std::size_t i = 0; i < r.predicted.size(); ++i) m.predicted_underflow[i] += r.predicted[i];
+        for (std::size_t i = 0; i < r.predicted.size(); ++i)
+            m.predicted_underflow[i] += r.predicted[i], m.counted_underflow[i] += r.counted[i];
         if (!r.measured) continue;
         ++m.rows;
         m.sink_strength += r.sink_strength, m.score_spread += r.spread, m.sink_mass += r.sink_mass;

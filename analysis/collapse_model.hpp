@@ -12,7 +12,10 @@
 //     Phi((m - mu - ln 1024 - ln S) / sigma): P S = exp(s - m) S <= 2^-10 casts to zero in E4M3
 //     (ln 1024 is underflow_log(e4m3)).
 // In forward order the sink's tile comes first and sets m for every later key; in reverse order
-// only the keys sharing the sink's tile see it. The effective Delta reported is the sink scores'
+// only the keys sharing the sink's tile see it. Beside the normal model, the empirical
+// prediction counts the held scores themselves against the same threshold (the row's own
+// distribution, heavy tails included): what the scores imply, so that the measured fraction
+// minus it is what the kernel's rounding adds. The effective Delta reported is the sink scores'
 // mean above mu (in score units, as Delta is where the other scores are N(0, 1)): what the closed
 // form should be given.
 #include <cstdint>
@@ -49,6 +52,7 @@ struct HeadCollapseModel {
     double sink_mass = 0;                     // mean over rows of the exact softmax's mass on the sink keys
     std::uint64_t rows = 0;                   // rows with a sink key and two distinct non-sink scores (the means above)
     std::vector<double> predicted_underflow;  // expected non-sink P cast to zero, [order][scale]
+    std::vector<double> counted_underflow;    // non-sink scores at or below m - ln 1024 - ln S, [order][scale]
 };
 
 /// q [n_q][d] and k [n_kv][d], one head, as held by the kernel (exact doubles).

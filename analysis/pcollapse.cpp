@@ -78,8 +78,8 @@ std::uint64_t non_sink_keys(const emu::AttentionShape& shape, std::uint64_t k_si
 // What one (order, S) run adds up over the heads.
 struct RunTally {
     std::vector<std::uint32_t> o;  // every head's O, in the recipe's output format
-    std::uint64_t underflow = 0, saturated = 0;
-    double predicted = 0, closed_form = 0, averaged = 0;  // expected underflowing P, summed over heads
+    std::uint64_t underflow = 0, saturated = 0, underflow_without_sink = 0;
+    double predicted = 0, empirical = 0, closed_form = 0, averaged = 0;  // underflowing P, summed over heads
 };
 
 // The inputs of a P-collapse measurement as the kernel holds them, and what every head shares.
@@ -109,6 +109,12 @@ PCollapseHead measure_head(const Measurement& m, std::uint64_t h, const PCollaps
     emu::AttentionOperands x;
     x.q = head_slice(m.operands.q, h, q_size), x.k = head_slice(m.operands.k, h, k_size);
     x.v = head_slice(m.operands.v, h, v_size);
+    // The counterfactual head: every sink key's features those of the first key after the sink.
+    emu::AttentionOperands no_sink = x;
+    if (o.without_sink && k_sink < shape.n_kv)
+        for (std::uint64_t j = 0; j < k_sink; ++j)
+            std::copy_n(x.k.begin() + static_cast<std::ptrdiff_t>(k_sink * shape.d), shape.d,
+                        no_sink.k.begin() + static_cast<std::ptrdiff_t>(j * shape.d));
     std::size_t r = 0;
     for (const emu::KvOrder order : o.orders) {
         for (const float s : o.scales) {
@@ -122,15 +128,22 @@ PCollapseHead measure_head(const Measurement& m, std::uint64_t h, const PCollaps
             // a P-bar already 0 in float32 counts as underflow too
             const std::uint64_t zero = f.counts.p_underflow + (m.counted - f.counts.p_nonzero);
             t.underflow += zero, t.saturated += f.counts.p_saturated;
-            t.predicted += prediction.predicted_underflow[r];
+            t.predicted += prediction.predicted_underflow[r], t.empirical += prediction.counted_underflow[r];
             if (prediction.rows > 0 && prediction.score_spread > 0) {
                 const double shift = (prediction.sink_strength - m.threshold - std::log(s)) / prediction.score_spread;
                 t.closed_form += static_cast<double>(m.counted) * normal_cdf(shift + delta_k);
                 t.averaged += static_cast<double>(m.counted) * expected_cdf_of_shifted_maximum(shift, o.k_sink);
             }
             const double counted = static_cast<double>(m.counted);
-            head.runs.push_back({m.counted == 0 ? 0 : static_cast<double>(zero) / counted,
-                                 m.counted == 0 ? 0 : prediction.predicted_underflow[r] / counted, m.counted});
+            const auto share = [&](double x) { return m.counted == 0 ? 0 : x / counted; };
+            head.runs.push_back({share(static_cast<double>(zero)), share(prediction.predicted_underflow[r]),
+                                 share(prediction.counted_underflow[r]), m.counted, std::nullopt});
+            if (o.without_sink) {
+                const emu::ForwardResult g = emu::flash_forward(recipe, m.one_head, no_sink, fo);
+                const std::uint64_t g_zero = g.counts.p_underflow + (m.counted - g.counts.p_nonzero);
+                t.underflow_without_sink += g_zero;
+                head.runs.back().underflow_without_sink = share(static_cast<double>(g_zero));
+            }
             ++r;
         }
     }
@@ -151,7 +164,9 @@ std::vector<PCollapseRun> summarize_runs(const std::vector<RunTally>& tallies, c
             PCollapseRun run{};
             run.order = order, run.scale = s, run.saturated = t.saturated, run.counted = total;
             run.underflow_fraction = fraction(static_cast<double>(t.underflow));
+            if (o.without_sink) run.underflow_without_sink = fraction(static_cast<double>(t.underflow_without_sink));
             run.predicted_fraction = fraction(t.predicted);
+            run.predicted_fraction_empirical = fraction(t.empirical);
             // the closed form assumes the sink tile comes first
             if (order == emu::KvOrder::forward && every_head_has_a_sink) {
                 run.closed_form_fraction = fraction(t.closed_form);

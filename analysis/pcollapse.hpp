@@ -26,13 +26,18 @@ struct PCollapseOptions {
     double softmax_scale = 0;
     int threads = 0;
     TruthCache* truths = nullptr;  // shared with the other analyses of these inputs (the report)
+    // Also each run with every sink key replaced by its neighbour (key k_sink): the underflow the
+    // spread of the other scores causes alone; the rest of the measured underflow is the sink's.
+    bool without_sink = false;
 };
 
 struct PCollapseRun {
     emu::KvOrder order;
     float scale;
     double underflow_fraction;                          // non-sink P with P S cast to zero
-    double predicted_fraction;                          // the model of collapse_model.hpp
+    std::optional<double> underflow_without_sink;       // the same with the sink keys replaced (without_sink)
+    double predicted_fraction;                          // the normal model of collapse_model.hpp
+    double predicted_fraction_empirical;                // the held scores counted (collapse_model.hpp)
     std::optional<double> closed_form_fraction;         // forward order: Phi((Delta - 6.93 - ln S) / sigma + delta_k)
                                                         // with each head's effective Delta and spread sigma
     std::optional<double> predicted_fraction_averaged;  // forward order: the closed form averaged over the
@@ -49,8 +54,9 @@ struct PCollapseHead {
     std::uint64_t head;                             // flattened [B, H] index
     double sink_strength, score_spread, sink_mass;  // collapse_model.hpp
     struct Run {
-        double underflow_fraction, predicted_fraction;
+        double underflow_fraction, predicted_fraction, predicted_fraction_empirical;
         std::uint64_t counted;
+        std::optional<double> underflow_without_sink;
     };
     std::vector<Run> runs;
 };

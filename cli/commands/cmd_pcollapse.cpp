@@ -31,7 +31,7 @@ struct PCollapseArgs {
     std::string order = "both", plot;
     RecipeFlags recipe{"fp8-forward-order"};
     std::vector<float> scales;
-    bool sweep = false;
+    bool sweep = false, without_sink = false;
 
     PCollapseArgs() {
         input.spec.scenario = analysis::Scenario::sink;
@@ -59,7 +59,9 @@ void print_report(const PCollapseArgs& a, const analysis::PCollapseOptions& o, c
         std::vector<std::string> row{std::string(emu::kv_order_name(x.order)),
                                      fmt::format("{}", x.scale),
                                      fmt::format("{:.4f}", x.underflow_fraction),
+                                     optional_fraction(x.underflow_without_sink),
                                      fmt::format("{:.4f}", x.predicted_fraction),
+                                     fmt::format("{:.4f}", x.predicted_fraction_empirical),
                                      optional_fraction(x.closed_form_fraction),
                                      optional_fraction(x.predicted_fraction_averaged),
                                      fmt::format("{:.2f}", x.delta_c),
@@ -74,13 +76,13 @@ void print_report(const PCollapseArgs& a, const analysis::PCollapseOptions& o, c
         }
         rows.push_back(row);
     }
-    std::vector<std::string> headers{"order",    "S",       "underflow", "predicted", "closed form",
-                                     "averaged", "Delta_c", "MSE of O",  "MSE gain",  "saturated"};
+    std::vector<std::string> headers{"order",       "S",        "underflow", "without sink", "predicted", "from scores",
+                                     "closed form", "averaged", "Delta_c",   "MSE of O",     "MSE gain",  "saturated"};
     if (a.sweep) headers.insert(headers.end(), {"exact S", "normal octaves", "dp(S)"});
     print_table(headers, rows);
     if (r.heads.size() < 2) return;
     // per head: the measured sink, then each run's underflow with its prediction
-    fmt::print("\nper head (underflow / predicted):\n");
+    fmt::print("\nper head (underflow / predicted / from scores):\n");
     std::vector<std::string> head_headers{"head", "Delta", "spread", "sink mass"};
     for (const auto& x : r.runs) head_headers.push_back(fmt::format("{} S={}", emu::kv_order_name(x.order), x.scale));
     std::vector<std::vector<std::string>> head_rows;
@@ -88,7 +90,8 @@ void print_report(const PCollapseArgs& a, const analysis::PCollapseOptions& o, c
         std::vector<std::string> row{std::to_string(h.head), fmt::format("{:.3f}", h.sink_strength),
                                      fmt::format("{:.3f}", h.score_spread), fmt::format("{:.3f}", h.sink_mass)};
         for (const auto& x : h.runs)
-            row.push_back(fmt::format("{:.4f} / {:.4f}", x.underflow_fraction, x.predicted_fraction));
+            row.push_back(fmt::format("{:.4f} / {:.4f} / {:.4f}", x.underflow_fraction, x.predicted_fraction,
+                                      x.predicted_fraction_empirical));
         head_rows.push_back(row);
     }
     print_table(head_headers, head_rows);
@@ -101,6 +104,7 @@ void run(const PCollapseArgs& a) {
     o.k_sink = a.input.spec.k_sink;
     o.threads = a.flags.threads;
     if (!a.scales.empty()) o.scales = a.scales;
+    o.without_sink = a.without_sink;
     if (a.sweep) o.scales = {1, 2, 3, 4, 6, 8, 16, 32, 64, 96, 128, 192, 256, 320, 384, 448, 512, 1024};
     if (a.input.synthetic && static_cast<std::uint64_t>(o.k_sink) >= a.input.spec.n)
         throw Error(
@@ -129,6 +133,9 @@ void add_pcollapse_command(CLI::App& app) {
     cmd->add_option("--scale", a->scales, "Static P scale S (repeatable; default 1 and 256)")
         ->check(finite_in(0, 3.0e38, true));
     cmd->add_option("--order", a->order, "forward, reverse or both")->capture_default_str();
+    cmd->add_flag("--without-sink", a->without_sink,
+                  "Also each run with the sink keys replaced by their neighbour: the underflow the spread of "
+                  "scores causes alone");
     cmd->add_flag("--sweep-scale", a->sweep,
                   "S over powers of two, 448 and scales between them, with what each means on the E4M3 grid (dp(S))");
     a->recipe.add_to(cmd, "The FP8 recipe");

@@ -39,6 +39,8 @@ TEST_CASE("The prediction from the held scores matches the measured underflow wi
                           << emu::kv_order_name(x.order) << " S " << x.scale << ": measured " << x.underflow_fraction
                           << ", predicted " << x.predicted_fraction);
                 CHECK(std::fabs(x.underflow_fraction - x.predicted_fraction) <= 0.01);
+                // the held scores counted: only the kernel's own rounding between them and the measure
+                CHECK(std::fabs(x.underflow_fraction - x.predicted_fraction_empirical) <= 0.002);
                 CHECK(x.delta_c == Approx(std::log(1024.0) + std::log(x.scale) - r.delta_k));
                 CHECK(x.saturated == 0);
                 REQUIRE(x.closed_form_fraction.has_value() == (x.order == emu::KvOrder::forward));
@@ -54,6 +56,31 @@ TEST_CASE("The prediction from the held scores matches the measured underflow wi
             }
         }
     }
+}
+
+TEST_CASE("Without the sink only the spread of scores underflows: the sink's share is the rest", "[pcollapse]") {
+    SyntheticSpec spec;
+    spec.scenario = Scenario::sink, spec.n = 1024, spec.d = 64, spec.seed = 3, spec.sink_strength = 11;
+    PCollapseOptions o;
+    o.recipe = emu::find_recipe("fp8-forward-order");
+    o.scales = {1, 256}, o.orders = {emu::KvOrder::forward, emu::KvOrder::reverse};
+    const PCollapseResult alone = pcollapse(synthetic_attention(spec), o);
+    o.without_sink = true;
+    const PCollapseResult r = pcollapse(synthetic_attention(spec), o);
+    REQUIRE(r.runs.size() == 4);
+    for (std::size_t i = 0; i < r.runs.size(); ++i) {
+        const PCollapseRun& x = r.runs[i];
+        INFO(emu::kv_order_name(x.order) << " S " << x.scale << ": " << x.underflow_fraction << " without the sink "
+                                         << *x.underflow_without_sink);
+        CHECK(x.underflow_fraction == alone.runs[i].underflow_fraction);  // the measurement itself unchanged
+        REQUIRE(x.underflow_without_sink.has_value());
+        // unit-spread scores over 1024 keys: the row's own maximum is about 3.2 above the mean,
+        // so without the sink almost nothing falls 6.93 below it
+        CHECK(*x.underflow_without_sink < 0.01);
+        CHECK(*x.underflow_without_sink <= x.underflow_fraction);
+    }
+    CHECK(r.runs[0].underflow_fraction > 0.5);  // forward, S = 1: the sink sets the max for every key
+    CHECK_FALSE(alone.runs[0].underflow_without_sink.has_value());
 }
 
 TEST_CASE("The effective Delta is the sink as the input format holds it", "[pcollapse]") {
