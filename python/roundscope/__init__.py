@@ -181,12 +181,15 @@ def pcollapse(inputs: str | os.PathLike | Arrays | None = None, *, synthetic: bo
               d: int | None = None, seed: int | None = None, k_sink: int | None = None,
               sink_strength: float | None = None, scale: Sequence[float] | None = None, order: str | None = None,
               sweep_scale: bool = False, recipe: str | None = None, settings: Mapping | None = None,
-              causal: bool | None = None, softmax_scale: float | None = None, threads: int = 0) -> dict:
+              causal: bool | None = None, softmax_scale: float | None = None, without_sink: bool = False,
+              threads: int = 0) -> dict:
     """FP8 P-cast underflow behind an attention sink (`roundscope pcollapse --json`). inputs: a
     file, {"q", "k", "v"} arrays, or None for the synthetic scenario. None options keep the
-    command's defaults."""
+    command's defaults. without_sink: also each run with the sink keys replaced by their
+    neighbour (underflow_without_sink: what the spread of scores causes alone)."""
     return _commands.analysis("pcollapse", inputs, synthetic, n=n, d=d, seed=seed, k_sink=k_sink,
                               sink_strength=sink_strength, scale=scale, order=order, sweep_scale=sweep_scale,
+                              without_sink=without_sink,
                               recipe=recipe, settings=settings, causal=causal, softmax_scale=softmax_scale,
                               threads=_threads(threads))
 

@@ -4,11 +4,14 @@ from the file's weights (numpy: RMSNorm, rotary positions as complex rotations, 
 attention by index, SwiGLU), and python -m roundscope.llama_dumps dumps every chosen layer,
 forward and backward, goes on after a stop, and refuses bad options with one line and exit 2."""
 import json
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 import torch
 
+from conftest import ROOT
 from files_by_hand import read_safetensors
 from roundscope import llama, llama_dumps
 
@@ -149,6 +152,14 @@ def test_bf16_dumps_go_through_the_report(cli, tmp_path):
     assert j["tasks"] == 9 + 1
     report = json.loads((tmp_path / "report" / "report.json").read_text())
     assert [(f["layer"], f["step"]) for f in report["files"]] == [(29, 0)]
+    # examples/pretrained_pcollapse.py, the tables of docs/findings.md, on this one layer
+    example = subprocess.run([sys.executable, str(ROOT / "examples" / "pretrained_pcollapse.py"), str(tmp_path / "dumps"),
+                              "--threads", "1"], capture_output=True, text=True, timeout=600)
+    assert example.returncode == 0, example.stderr[-2000:]
+    lines = example.stdout.splitlines()
+    assert lines[0] == "9 heads in 1 dumps" and lines[-1].split()[0] == "29", example.stdout
+    for line in lines[1:5]:  # the held scores counted: within the kernel's rounding of the measure
+        assert float(line.rsplit("off by up to ", 1)[1]) < 0.002, line
 
 
 @pytest.mark.parametrize("args, phrase", [
