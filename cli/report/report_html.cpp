@@ -147,11 +147,12 @@ void add_point(std::vector<Series>& series, const std::string& label, const char
     series.push_back({label, c, dashed, {{x, y}}});
 }
 
-}  // namespace
+using Data = std::map<std::int64_t, std::map<std::int64_t, ByStep>>;
 
-std::string report_html(const json& r) {
-    const auto data = by_layer_head(r["heads"]);
-    std::string html =
+// The page's style, title and what was analysed.
+std::string page_head(const json& r) {
+    std::string html;
+    html =
         "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>roundscope report</title><style>"
         "body{font:14px/1.45 system-ui,sans-serif;margin:24px;color:#222;max-width:1250px}"
         "h1{font-size:22px}h2{font-size:17px;margin-top:28px;border-bottom:1px solid #ddd}"
@@ -167,7 +168,12 @@ std::string report_html(const json& r) {
         r["tasks"].get<std::size_t>(), r["cached"].get<std::size_t>());
     for (const json& recipe : r["options"]["recipes"]) html += " " + markup_escaped(recipe["name"].get<std::string>());
     html += fmt::format("; sink: the first {} key(s).</p>", r["options"]["k_sink"].get<int>());
+    return html;
+}
 
+// Each head's mass on the sink over the steps, a chart a layer.
+std::string sink_section(const Data& data) {
+    std::string html;
     html +=
         "<h2>Attention sinks</h2><p class=\"note\">The mean share of each query's exact softmax on the sink "
         "key(s), per head, over the training steps.</p>";
@@ -176,7 +182,12 @@ std::string report_html(const json& r) {
                              add_point(s, fmt::format("head {}", head), colour(static_cast<std::size_t>(head)), false,
                                        step, number(h["pcollapse"]["sink_mass"]));
                          });
+    return html;
+}
 
+// P-collapse measured and predicted over the steps, a chart a layer.
+std::string pcollapse_section(const Data& data) {
+    std::string html;
     html +=
         "<h2>P-collapse under fa3-fp8 (E4M3 P, S = 1, forward KV order)</h2><p class=\"note\">Solid: the "
         "fraction of non-sink P cast to zero, measured by the emulated kernel; dashed: the prediction from "
@@ -189,32 +200,40 @@ std::string report_html(const json& r) {
             add_point(s, fmt::format("head {}", head), c, false, step, number((*run)["underflow_fraction"]));
             add_point(s, fmt::format("head {} predicted", head), c, true, step, number((*run)["predicted_fraction"]));
         });
+    return html;
+}
 
-    if (!r["bias_over_steps"].empty()) {
-        html +=
-            "<h2>delta = rowsum(dO * O): the error summed over rows, accumulated over steps</h2><p class=\"note\">"
-            "Solid: with the kernel's own O from the dump (the emulated fa2-bf16 where the dump has none); dashed: "
-            "the emulated fa2-bf16 with the max adjustment. One sign step after step is the bias that reaches the "
-            "weights.</p>"
-            "<div class=\"charts\">";
-        std::map<std::int64_t, std::vector<Series>> layers;
-        for (const json& s : r["bias_over_steps"]) {
-            const auto head = s["head"].get<std::int64_t>();
-            std::vector<Series>& series = layers[s["layer"].get<std::int64_t>()];
-            Series kernel{fmt::format("head {}", head), colour(static_cast<std::size_t>(head)), false, {}},
-                adjusted{fmt::format("head {} adjusted", head), colour(static_cast<std::size_t>(head)), true, {}};
-            for (std::size_t i = 0; i < s["steps"].size(); ++i) {
-                kernel.points.push_back({number(s["steps"][i]), number(s["cumulative"][i])});
-                adjusted.points.push_back({number(s["steps"][i]), number(s["max_adjust_cumulative"][i])});
-            }
-            series.push_back(kernel), series.push_back(adjusted);
+// The delta error accumulated over the steps, a chart a layer (none without dO).
+std::string bias_section(const json& r) {
+    std::string html;
+    if (r["bias_over_steps"].empty()) return html;
+    html +=
+        "<h2>delta = rowsum(dO * O): the error summed over rows, accumulated over steps</h2><p class=\"note\">"
+        "Solid: with the kernel's own O from the dump (the emulated fa2-bf16 where the dump has none); dashed: "
+        "the emulated fa2-bf16 with the max adjustment. One sign step after step is the bias that reaches the "
+        "weights.</p>"
+        "<div class=\"charts\">";
+    std::map<std::int64_t, std::vector<Series>> layers;
+    for (const json& s : r["bias_over_steps"]) {
+        const auto head = s["head"].get<std::int64_t>();
+        std::vector<Series>& series = layers[s["layer"].get<std::int64_t>()];
+        Series kernel{fmt::format("head {}", head), colour(static_cast<std::size_t>(head)), false, {}},
+            adjusted{fmt::format("head {} adjusted", head), colour(static_cast<std::size_t>(head)), true, {}};
+        for (std::size_t i = 0; i < s["steps"].size(); ++i) {
+            kernel.points.push_back({number(s["steps"][i]), number(s["cumulative"][i])});
+            adjusted.points.push_back({number(s["steps"][i]), number(s["max_adjust_cumulative"][i])});
         }
-        for (const auto& [layer, series] : layers)
-            html +=
-                chart(fmt::format("cumulative delta error, layer {}", layer), "step", "sum of coefficients", series);
-        html += "</div>";
+        series.push_back(kernel), series.push_back(adjusted);
     }
+    for (const auto& [layer, series] : layers)
+        html += chart(fmt::format("cumulative delta error, layer {}", layer), "step", "sum of coefficients", series);
+    html += "</div>";
+    return html;
+}
 
+// Every head at its last step, a row each.
+std::string heads_table(const json& r, const Data& data) {
+    std::string html;
     html +=
         "<h2>Every head at its last step</h2><table><tr><th class=\"l\">layer</th><th>head</th><th>step</th>"
         "<th>sink mass</th><th>effective Delta</th><th>spread</th><th>P-collapse fwd S=1 (pred.)</th>"
@@ -263,29 +282,41 @@ std::string report_html(const json& r) {
         }
     }
     html += "</table>";
+    return html;
+}
 
-    if (!r["compare"].empty()) {
-        html +=
-            "<h2>The kernel's outputs against the truth and each recipe</h2><p class=\"note\">Relative rms error "
-            "against the exact attention, and the bits equal to the recipe's emulation (matched / total over o, "
-            "lse, dq, dk, dv as the dump holds them).</p><table><tr><th class=\"l\">file</th>";
-        for (const json& recipe : r["options"]["recipes"])
-            html += fmt::format("<th>{0}: o rel. rms</th><th>{0}: bits equal</th>",
-                                markup_escaped(recipe["name"].get<std::string>()));
-        html += "</tr>";
-        for (const json& c : r["compare"]) {
-            html += "<tr><td class=\"l\">" + markup_escaped(c["file"].get<std::string>()) + "</td>";
-            for (const json& recipe : r["options"]["recipes"]) {
-                const json& x = c["compare"][recipe["name"].get<std::string>()];
-                html += fmt::format("<td>{}</td><td>{}/{} ({:.1f}%)</td>", cell(number(x["outputs"]["o"]["rel_rms"])),
-                                    x["matched"].get<std::uint64_t>(), x["total"].get<std::uint64_t>(),
-                                    100.0 * number(x["matched"]) / std::max(1.0, number(x["total"])));
-            }
-            html += "</tr>";
+// The kernel's outputs against the truth and each recipe, a row a file.
+std::string compare_table(const json& r) {
+    std::string html;
+    if (r["compare"].empty()) return html;
+    html +=
+        "<h2>The kernel's outputs against the truth and each recipe</h2><p class=\"note\">Relative rms error "
+        "against the exact attention, and the bits equal to the recipe's emulation (matched / total over o, "
+        "lse, dq, dk, dv as the dump holds them).</p><table><tr><th class=\"l\">file</th>";
+    for (const json& recipe : r["options"]["recipes"])
+        html += fmt::format("<th>{0}: o rel. rms</th><th>{0}: bits equal</th>",
+                            markup_escaped(recipe["name"].get<std::string>()));
+    html += "</tr>";
+    for (const json& c : r["compare"]) {
+        html += "<tr><td class=\"l\">" + markup_escaped(c["file"].get<std::string>()) + "</td>";
+        for (const json& recipe : r["options"]["recipes"]) {
+            const json& x = c["compare"][recipe["name"].get<std::string>()];
+            html += fmt::format("<td>{}</td><td>{}/{} ({:.1f}%)</td>", cell(number(x["outputs"]["o"]["rel_rms"])),
+                                x["matched"].get<std::uint64_t>(), x["total"].get<std::uint64_t>(),
+                                100.0 * number(x["matched"]) / std::max(1.0, number(x["total"])));
         }
-        html += "</table>";
+        html += "</tr>";
     }
-    return html +
+    html += "</table>";
+    return html;
+}
+
+}  // namespace
+
+std::string report_html(const json& r) {
+    const Data data = by_layer_head(r["heads"]);
+    return page_head(r) + sink_section(data) + pcollapse_section(data) + bias_section(r) + heads_table(r, data) +
+           compare_table(r) +
            "<p class=\"note\">Written by roundscope report; every figure is in report.json beside this "
            "page.</p></body></html>\n";
 }
