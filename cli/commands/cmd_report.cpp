@@ -77,24 +77,44 @@ void clear_entry(const std::filesystem::path& path) {
     if (ec) throw FileError(path.string() + ": " + ec.message());
 }
 
-// One line redrawn in place on a terminal; nothing otherwise.
+// Progress on standard error: on a terminal one line redrawn in place with the rate and the time
+// left; otherwise (a log, a batch job) a line every 10 seconds and one at the end.
 class Progress {
 public:
-    Progress(std::size_t total, bool enabled) : total_(total), enabled_(enabled && total > 0) {}
+    Progress(std::size_t total, bool terminal, bool quiet)
+        : total_(total), terminal_(terminal), quiet_(quiet || total == 0), start_(Clock::now()), last_(start_) {}
     void advance() {
         std::lock_guard<std::mutex> lock(mutex_);
         ++done_;
-        if (!enabled_) return;
-        const std::size_t width = 30, filled = width * done_ / total_;
-        std::fprintf(stderr, "\r[%s%s] %zu/%zu tasks", std::string(filled, '#').c_str(),
-                     std::string(width - filled, ' ').c_str(), done_, total_);
-        if (done_ == total_) std::fputc('\n', stderr);
+        if (quiet_) return;
+        const auto now = Clock::now();
+        if (!terminal_ && done_ < total_ && now - last_ < std::chrono::seconds(10)) return;
+        last_ = now;
+        const double seconds = std::chrono::duration<double>(now - start_).count();
+        const double rate = seconds > 0 ? static_cast<double>(done_) / seconds : 0;
+        const std::string left = rate > 0 ? duration(static_cast<double>(total_ - done_) / rate) : std::string("?");
+        const std::string counts = fmt::format("{}/{} tasks, {:.2f} tasks/s, {} left", done_, total_, rate, left);
+        if (terminal_) {
+            const std::size_t width = 30, filled = width * done_ / total_;
+            std::fprintf(stderr, "\r[%s%s] %s   ", std::string(filled, '#').c_str(),
+                         std::string(width - filled, ' ').c_str(), counts.c_str());
+            if (done_ == total_) std::fputc('\n', stderr);
+        } else {
+            std::fprintf(stderr, "report: %s\n", counts.c_str());
+        }
         std::fflush(stderr);
     }
 
 private:
+    using Clock = std::chrono::steady_clock;
+    static std::string duration(double s) {
+        if (s < 60) return fmt::format("{:.0f} s", s);
+        if (s < 3600) return fmt::format("{}m{:02}s", static_cast<int>(s / 60), static_cast<int>(s) % 60);
+        return fmt::format("{}h{:02}m", static_cast<int>(s / 3600), static_cast<int>(s / 60) % 60);
+    }
     std::size_t total_, done_ = 0;
-    bool enabled_;
+    bool terminal_, quiet_;
+    Clock::time_point start_, last_;
     std::mutex mutex_;
 };
 
@@ -182,7 +202,7 @@ void report(const ReportArgs& a) {
     // Many tasks: one per thread, each single-threaded; few: one at a time on every thread.
     const int threads = resolve_threads(a.threads);
     const bool task_parallel = pending.size() >= static_cast<std::size_t>(threads);
-    Progress progress(pending.size(), !a.json && isatty(STDERR_FILENO));
+    Progress progress(pending.size(), !a.json && isatty(STDERR_FILENO), false);
     parallel_for(pending.size(), 1, task_parallel ? threads : 1, [&](std::size_t begin, std::size_t end) {
         for (std::size_t p = begin; p < end; ++p) {
             const std::size_t i = pending[p];

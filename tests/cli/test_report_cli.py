@@ -76,7 +76,10 @@ def first(cli, dumps, tmp_path_factory):
 def test_the_report_covers_every_file_and_head(first):
     summary, err, r, _ = first
     assert summary["tasks"] == TASKS and summary["cached"] == 0, summary
-    assert err == "", "no progress bar when standard error is not a terminal"
+    # off a terminal no bar: a line every 10 seconds (none in a run this short) and one at the end
+    lines = err.splitlines()
+    assert "\r" not in err and lines[-1].startswith(f"report: {TASKS}/{TASKS} tasks, "), err
+    assert lines[-1].endswith(" left") and " tasks/s, " in lines[-1], err
     assert len(r["files"]) == 4 and len(r["heads"]) == 4 * H and len(r["compare"]) == 4
 
 
@@ -137,7 +140,8 @@ def test_a_progress_bar_on_a_terminal(cli, dumps, tmp_path):
             break
         seen += chunk
     os.close(master)
-    assert p.returncode == 0 and b"\r[" in seen and f"{TASKS}/{TASKS} tasks".encode() in seen, seen[-300:]
+    assert p.returncode == 0 and b"\r[" in seen and f"{TASKS}/{TASKS} tasks, ".encode() in seen, seen[-300:]
+    assert b" tasks/s, " in seen and b" left" in seen, "the rate and the time left"
 
 
 def test_a_rerun_takes_every_task_from_the_cache(cli, dumps, first):
