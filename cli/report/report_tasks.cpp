@@ -211,8 +211,9 @@ constexpr int task_schema = 4;
 std::vector<ReportTask> report_tasks(const std::vector<DumpFile>& files, const ReportOptions& options) {
     const std::string fingerprint =
         fmt::format("{} roundscope {} tasks {}", options_json(options).dump(), ROUNDSCOPE_VERSION, task_schema);
-    std::uint64_t h = 0xcbf29ce484222325ULL;
-    for (const char c : fingerprint) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ULL;
+    Fnv fnv;
+    fnv.add(std::as_bytes(std::span(fingerprint.data(), fingerprint.size())));  // no separator: the same keys
+    const std::uint64_t h = fnv.h;
     std::vector<ReportTask> tasks;
     for (std::size_t i = 0; i < files.size(); ++i) {
         const std::string base = fmt::format("{}-{:016x}", files[i].content_hash, h);
