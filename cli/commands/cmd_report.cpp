@@ -81,12 +81,12 @@ void clear_entry(const std::filesystem::path& path) {
 // left; otherwise (a log, a batch job) a line every 10 seconds and one at the end.
 class Progress {
 public:
-    Progress(std::size_t total, bool terminal, bool quiet)
-        : total_(total), terminal_(terminal), quiet_(quiet || total == 0), start_(Clock::now()), last_(start_) {}
+    Progress(std::size_t total, bool terminal)
+        : total_(total), terminal_(terminal), start_(Clock::now()), last_(start_) {}
     void advance() {
         std::lock_guard<std::mutex> lock(mutex_);
         ++done_;
-        if (quiet_) return;
+        if (total_ == 0) return;
         const auto now = Clock::now();
         if (!terminal_ && done_ < total_ && now - last_ < std::chrono::seconds(10)) return;
         last_ = now;
@@ -113,7 +113,7 @@ private:
         return fmt::format("{}h{:02}m", static_cast<int>(s / 3600), static_cast<int>(s / 60) % 60);
     }
     std::size_t total_, done_ = 0;
-    bool terminal_, quiet_;
+    bool terminal_;
     Clock::time_point start_, last_;
     std::mutex mutex_;
 };
@@ -202,7 +202,7 @@ void report(const ReportArgs& a) {
     // Many tasks: one per thread, each single-threaded; few: one at a time on every thread.
     const int threads = resolve_threads(a.threads);
     const bool task_parallel = pending.size() >= static_cast<std::size_t>(threads);
-    Progress progress(pending.size(), !a.json && isatty(STDERR_FILENO), false);
+    Progress progress(pending.size(), !a.json && isatty(STDERR_FILENO));
     parallel_for(pending.size(), 1, task_parallel ? threads : 1, [&](std::size_t begin, std::size_t end) {
         for (std::size_t p = begin; p < end; ++p) {
             const std::size_t i = pending[p];
