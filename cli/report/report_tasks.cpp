@@ -147,6 +147,7 @@ DumpFile scan_dump(const std::string& path, const std::string& dir) {
     f.relative = std::filesystem::path(path).lexically_relative(dir).string();
     f.layer = metadata_integer(file, "layer"), f.step = metadata_integer(file, "step");
     f.heads = emu::head_count(in), f.n_q = in.n_q, f.n_kv = in.n_kv, f.d = in.d;
+    f.batch = in.batch, f.heads_per_batch = in.heads;
     f.causal = in.causal.value_or(false);
     f.has_o = in.o.has_value(), f.has_do = in.d_o.has_value(), f.has_x = in.x.has_value();
     if (in.n_kv <= 1)

@@ -25,10 +25,11 @@ struct ReportOptions {
 
 /// One dump, read and validated.
 struct DumpFile {
-    std::string path;                         // as found under the folder
-    std::string relative;                     // to the folder
-    std::optional<std::int64_t> layer, step;  // from the metadata
-    std::uint64_t heads = 0, n_q = 0, n_kv = 0, d = 0;
+    std::string path;                                   // as found under the folder
+    std::string relative;                               // to the folder
+    std::optional<std::int64_t> layer, step;            // from the metadata
+    std::uint64_t heads = 0, n_q = 0, n_kv = 0, d = 0;  // heads: over the batch, flattened
+    std::uint64_t batch = 1, heads_per_batch = 1;
     bool causal = false, has_o = false, has_do = false, has_x = false;
     std::string content_hash;  // 16 hex digits over the tensors and metadata read (content_hash)
 };

@@ -2,18 +2,22 @@
 
 Locally it is the command itself. With `client` (a dask.distributed Client) every task of the
 report, one per head of each dump and one per dump with a kernel output, runs as a Dask task
-on the cluster's workers (`roundscope report DIR --run-task KEY`, in process on the worker);
-the results come back to this process, which writes them into OUT/cache under their keys, and
-a last local `roundscope report` gathers them into report.json and report.html without
-recomputing anything. The workers read the dumps by the paths this process sees, so DIR must
-be on a file system they share (or hold the same files at the same paths); OUT is written here
-only. A task already in OUT/cache is not sent again.
+on the cluster's workers (`run_task`: `roundscope report DIR --run-task KEY`, in process on the
+worker); the results come back to this process as they finish, which writes them into
+OUT/cache under their keys and shows progress, and a last local `roundscope report` gathers
+them into report.json and report.html without recomputing anything. The workers read the dumps
+by the paths this process sees, so DIR must be on a file system they share (or hold the same
+files at the same paths); OUT is written here only. A task already in OUT/cache is not sent
+again.
 """
 from __future__ import annotations
 
+import json
 import os
+import sys
 import tempfile
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 
 from . import _commands
 
@@ -22,9 +26,26 @@ def _arguments(dir, out, recipe, k_sink) -> list[str]:
     return ["report", os.fsdecode(dir), "-o", os.fsdecode(out), *_commands.flags(recipe=recipe, k_sink=k_sink)]
 
 
-def _run_task(arguments: list[str], key: str, file: str) -> dict:
-    """On a worker: one task's result (reading only its own file)."""
-    return _commands.run([*arguments, "--run-task", key, "--task-file", file, "--threads", "1", "--json"])[1]
+def list_tasks(dir: str | os.PathLike, out: str | os.PathLike = "roundscope-report", *,
+               recipe: Sequence[str] | None = None, k_sink: int | None = None) -> list[dict]:
+    """The report's tasks (`roundscope report --list-tasks`): [{"key", "file", "head"}], head
+    None for a file's compare task, in the order --shard counts them."""
+    return _commands.run([*_arguments(dir, out, recipe, k_sink), "--list-tasks", "--json"])[1]["tasks"]
+
+
+def run_task(dir: str | os.PathLike, key: str, file: str | os.PathLike | None = None, *,
+             recipe: Sequence[str] | None = None, k_sink: int | None = None, threads: int = 1) -> dict:
+    """One task's result (`roundscope report --run-task KEY`), what OUT/cache/KEY.json holds:
+    for an engine of your own. With `file` (the task's, as list_tasks names it) only that file
+    is read; a ValueError if it changed since (no such task)."""
+    arguments = [*_arguments(dir, "roundscope-report", recipe, k_sink), "--run-task", key]
+    if file is not None:
+        arguments += ["--task-file", os.fsdecode(file)]
+    return _commands.run([*arguments, *_commands.flags(threads=threads), "--json"])[1]
+
+
+def _run_on_worker(dir, key: str, file: str, recipe, k_sink) -> dict:
+    return run_task(dir, key, file, recipe=recipe, k_sink=k_sink, threads=1)
 
 
 def _write_atomically(path: str, text: str) -> None:
@@ -38,24 +59,63 @@ def _write_atomically(path: str, text: str) -> None:
         raise
 
 
+def print_progress(done: int, total: int, seconds: float) -> None:
+    """The command's progress line, on standard error."""
+    rate = done / seconds if seconds > 0 else 0.0
+    left = f"{(total - done) / rate:.0f} s" if rate > 0 else "?"
+    print(f"report: {done}/{total} tasks, {rate:.2f} tasks/s, {left} left", file=sys.stderr, flush=True)
+
+
+def _gather(client, arguments, dir, out, recipe, k_sink, progress, every: float) -> int:
+    """Runs every task not in OUT/cache on the cluster, writing each result as it comes back;
+    returns how many ran there."""
+    from distributed import as_completed
+
+    tasks = _commands.run([*arguments, "--list-tasks", "--json"])[1]["tasks"]
+    cache = os.path.join(os.fsdecode(out), "cache")
+    os.makedirs(cache, exist_ok=True)
+    # An entry that is there but not a valid result is recomputed by the last local run.
+    todo = [t for t in tasks if not os.path.isfile(os.path.join(cache, t["key"] + ".json"))]
+    futures = client.map(_run_on_worker, [os.fsdecode(dir)] * len(todo), [t["key"] for t in todo],
+                         [t["file"] for t in todo], recipe=recipe, k_sink=k_sink,
+                         key=[f"roundscope-{t['key']}" for t in todo], pure=False)
+    task_of = {f.key: t for f, t in zip(futures, todo)}
+    start = last = time.monotonic()
+    for done, future in enumerate(as_completed(futures), 1):
+        task = task_of[future.key]
+        _write_atomically(os.path.join(cache, task["key"] + ".json"), json.dumps(future.result()))
+        now = time.monotonic()
+        if progress is not None and (done == len(todo) or now - last >= every):
+            progress(done, len(todo), now - start)
+            last = now
+    return len(todo)
+
+
 def report(dir: str | os.PathLike, out: str | os.PathLike = "roundscope-report", *,
            recipe: Sequence[str] | None = None, k_sink: int | None = None, client=None,
-           threads: int = 0) -> dict:
+           threads: int = 0, shard: str | None = None, tensorboard: str | os.PathLike | None = None,
+           html: bool = True, progress: Callable[[int, int, float], None] | None = print_progress,
+           progress_every: float = 10.0) -> dict:
     """Every analysis on every attention dump under dir (`roundscope report --json`): writes
-    out/report.json and out/report.html and returns the command's summary (report, html, files,
-    tasks, cached, seconds). client: a dask.distributed Client to run the tasks on (None: every
-    core of this machine)."""
-    import json
+    out/report.json and out/report.html (html=False: report.json alone) and returns the
+    command's summary (report, html, tensorboard, files, tasks, cached, recomputed, seconds).
 
+    client: a dask.distributed Client to run the tasks on (None: every core of this machine);
+    then the summary's `cluster_tasks` says how many tasks ran on the cluster, and
+    progress(done, total, seconds) is called as they finish (every progress_every seconds and
+    at the end; default: the command's line on standard error; None: quiet). Locally the
+    command prints its own progress. shard "I/N": run that share of the tasks into out's cache
+    and return the shard's summary (a call without it gathers). tensorboard: a folder for
+    TensorBoard's event files of the figures."""
     arguments = _arguments(dir, out, recipe, k_sink)
+    flags = _commands.flags(shard=shard, tensorboard=None if tensorboard is None else os.fsdecode(tensorboard),
+                            no_html=not html and shard is None)
+    if client is not None and shard is not None:
+        raise ValueError("shard: the cluster runs every task; give shard or client, not both")
+    cluster_tasks = None
     if client is not None:
-        tasks = _commands.run([*arguments, "--list-tasks", "--json"])[1]["tasks"]
-        cache = os.path.join(os.fsdecode(out), "cache")
-        os.makedirs(cache, exist_ok=True)
-        # An entry that is there but not a valid result is recomputed by the last local run.
-        todo = [t for t in tasks if not os.path.isfile(os.path.join(cache, t["key"] + ".json"))]
-        futures = client.map(_run_task, [arguments] * len(todo), [t["key"] for t in todo], [t["file"] for t in todo],
-                             key=[f"roundscope-{t['key']}" for t in todo], pure=False)
-        for task, future in zip(todo, futures):
-            _write_atomically(os.path.join(cache, task["key"] + ".json"), json.dumps(future.result()))
-    return _commands.run([*arguments, *_commands.flags(threads=threads), "--json"])[1]
+        cluster_tasks = _gather(client, arguments, dir, out, recipe, k_sink, progress, progress_every)
+    summary = _commands.run([*arguments, *flags, *_commands.flags(threads=threads), "--json"])[1]
+    if cluster_tasks is not None:
+        summary["cluster_tasks"] = cluster_tasks
+    return summary

@@ -1,6 +1,7 @@
-"""roundscope.report, compare and check from Python: the same results as the command line, and
-the report's tasks run on a local Dask cluster of 2 worker processes give the report a local run
-gives, every task computed there (the gathering run finds them all in its cache)."""
+"""roundscope.report, compare and check from Python: the same results as the command line; the
+report's tasks run on a local Dask cluster of 2 worker processes give the report a local run
+gives, every task computed there (the gathering run finds them all in its cache) with progress
+as they finish; run_task gives what the cache holds; shards and TensorBoard from Python."""
 import json
 import os
 
@@ -40,18 +41,39 @@ def test_report_matches_the_command_line(dumps, tmp_path, cli):
 def test_report_on_a_dask_cluster(dumps, tmp_path):
     distributed = pytest.importorskip("distributed")  # tools/setup.sh installs it; missing, the check below fails
     local = roundscope.report(dumps, tmp_path / "local", recipe=["fa2-bf16"])
+    seen = []
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
             distributed.Client(cluster) as client:
         workers = len(client.scheduler_info()["workers"])
-        summary = roundscope.report(dumps, tmp_path / "dask", recipe=["fa2-bf16"], client=client)
+        summary = roundscope.report(dumps, tmp_path / "dask", recipe=["fa2-bf16"], client=client,
+                                    progress=lambda *p: seen.append(p), progress_every=0)
     assert workers == 2
-    # every task ran on the cluster: the gathering run found them all in the cache
-    assert summary["cached"] == summary["tasks"] == local["tasks"]
-    a = json.loads((tmp_path / "local" / "report.json").read_text())
-    b = json.loads((tmp_path / "dask" / "report.json").read_text())
-    for key in ("files", "heads", "compare", "bias_over_steps"):
-        assert a[key] == b[key], key
-    assert (tmp_path / "dask" / "report.html").read_text().count("<svg") >= 3
+    # every task ran on the cluster (and says so): the gathering run found them all in the cache
+    assert summary["cluster_tasks"] == summary["cached"] == summary["tasks"] == local["tasks"]
+    assert [p[:2] for p in seen] == [(i, local["tasks"]) for i in range(1, local["tasks"] + 1)], "each as it came"
+    a = (tmp_path / "local" / "report.json").read_bytes()
+    assert a == (tmp_path / "dask" / "report.json").read_bytes()
+    assert "Plotly.newPlot" in (tmp_path / "dask" / "report.html").read_text()
+
+
+def test_run_task_shards_and_tensorboard_from_python(dumps, tmp_path):
+    tasks = roundscope.list_tasks(dumps, recipe=["fa2-bf16"])
+    assert len(tasks) == 2 * H + 2 and tasks[-1]["head"] is None
+    local = roundscope.report(dumps, tmp_path / "local", recipe=["fa2-bf16"], html=False)
+    assert local["html"] is None and not (tmp_path / "local" / "report.html").exists()
+    t = tasks[1]
+    assert roundscope.run_task(dumps, t["key"], t["file"], recipe=["fa2-bf16"]) == json.loads(
+        (tmp_path / "local" / "cache" / (t["key"] + ".json")).read_text())
+    for i in (1, 2):
+        assert roundscope.report(dumps, tmp_path / "sharded", recipe=["fa2-bf16"], shard=f"{i}/2")["shard"] == f"{i}/2"
+    gathered = roundscope.report(dumps, tmp_path / "sharded", recipe=["fa2-bf16"], html=False,
+                                 tensorboard=tmp_path / "tb")
+    assert gathered["cached"] == gathered["tasks"] and os.listdir(tmp_path / "tb")
+    assert (tmp_path / "sharded" / "report.json").read_bytes() == (tmp_path / "local" / "report.json").read_bytes()
+    with pytest.raises(ValueError, match="--shard"):
+        roundscope.report(dumps, tmp_path / "x", shard="3/2")
+    with pytest.raises(ValueError, match="no task"):
+        roundscope.run_task(dumps, "nonsense")
 
 
 def test_distributed_is_installed():

@@ -1,0 +1,154 @@
+"""The figures of `roundscope report`'s report.json, one table of them, for the pages and exports
+that read it (report_page.py: the HTML page; report_tensorboard.py: TensorBoard's event files).
+
+A head's figure is a Metric: its name (a TensorBoard tag, an HTML id), what it is in words, how
+to read it from one head's result, and when a value is bad enough to be pointed at (the page
+highlights it and names the worst heads first). The report writes NaN and infinities as
+strings and a figure it did not compute as null: both read as None here.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+
+def number(x):
+    """A JSON number as a float; None for null, strings ("nan", "inf") and anything else."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return None
+    return float(x) if math.isfinite(x) else None
+
+
+def pcollapse_run(head, order, scale):
+    for run in head.get("pcollapse", {}).get("runs", []):
+        if run.get("order") == order and number(run.get("scale")) == scale:
+            return run
+    return None
+
+
+def _run_figure(order, scale, key):
+    def get(head):
+        run = pcollapse_run(head, order, scale)
+        return number(run.get(key)) if run else None
+    return get
+
+
+def _headroom(fmt, key):
+    def get(head):
+        for f in head.get("headroom", {}).get("formats", []):
+            if f.get("format") == fmt:
+                return number(f.get(key))
+        return None
+    return get
+
+
+def _leak(fmt, key):
+    return lambda head: number(head.get("leak", {}).get(fmt, {}).get(key))
+
+
+def _bias(key):
+    return lambda head: number(head.get("bias", {}).get("kernel", {}).get(key))
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str                      # a tag and an id: letters, digits, '_'
+    section: str                   # the analysis it belongs to
+    label: str                     # what it is, for a person
+    get: Callable[[dict], float | None]
+    threshold: tuple[str, float] | None  # (">=", ">" or "<", t): a value worth pointing at
+    worst: str = "max"                   # which end is worst: "max", "min" or "abs"
+
+    def bad(self, x: float) -> bool:
+        if self.threshold is None:
+            return False
+        op, t = self.threshold
+        return x >= t if op == ">=" else x > t if op == ">" else x < t
+
+    def threshold_text(self) -> str:
+        return "" if self.threshold is None else f"{self.threshold[0]} {self.threshold[1]:g}"
+
+
+SECTIONS = {
+    "sink": "Attention sinks",
+    "pcollapse": "P-collapse (fa3-fp8: E4M3 P, 128-key tiles)",
+    "leak": "Future leakage (block-quantized V)",
+    "headroom": "Softmax headroom",
+    "bias": "delta = rowsum(dO * O): the BF16 rounding bias",
+}
+
+HEAD_METRICS = [
+    Metric("sink_mass", "sink", "mass on the sink (exact softmax)", lambda h: number(h.get("pcollapse", {}).get("sink_mass")),
+           (">=", 0.5)),
+    Metric("score_spread", "sink", "spread of the non-sink scores (nats)",
+           lambda h: number(h.get("pcollapse", {}).get("score_spread")), (">=", 4)),
+    Metric("pcollapse_fwd_s1", "pcollapse", "P cast to zero, forward, S = 1", _run_figure("forward", 1, "underflow_fraction"),
+           (">=", 0.5)),
+    Metric("pcollapse_fwd_s1_predicted", "pcollapse", "predicted from the held scores, forward, S = 1",
+           _run_figure("forward", 1, "predicted_fraction_empirical"), None),
+    Metric("pcollapse_rev_s1", "pcollapse", "P cast to zero, reverse, S = 1", _run_figure("reverse", 1, "underflow_fraction"),
+           (">=", 0.5)),
+    Metric("pcollapse_fwd_s256", "pcollapse", "P cast to zero, forward, S = 256",
+           _run_figure("forward", 256, "underflow_fraction"), (">=", 0.1)),
+    Metric("pcollapse_rev_s256", "pcollapse", "P cast to zero, reverse, S = 256",
+           _run_figure("reverse", 256, "underflow_fraction"), (">=", 0.1)),
+    Metric("leak_mxfp4_pairs", "leak", "leaking (query, later key) pairs, MXFP4 V", _leak("mxfp4", "leaking_pairs"),
+           (">", 0)),
+    Metric("leak_mxfp4_influence", "leak", "largest move of O by a later token, MXFP4 V",
+           _leak("mxfp4", "max_future_influence"), (">", 0)),
+    Metric("leak_mxfp8_pairs", "leak", "leaking pairs, MXFP8 (E4M3) V", _leak("mxfp8_e4m3", "leaking_pairs"),
+           (">", 0)),
+    Metric("headroom_f16_margin", "headroom", "smallest margin to f16 overflow, naive softmax (nats)",
+           _headroom("f16", "min_naive_margin"), ("<", 0), worst="min"),
+    Metric("headroom_f16_overflow_rows", "headroom", "rows whose naive f16 sum overflows",
+           _headroom("f16", "naive_sum_overflow_rows"), (">", 0)),
+    Metric("bias_coefficient", "bias", "delta's error summed over rows (the kernel's O)", _bias("coefficient_sum"),
+           None, worst="abs"),
+    Metric("bias_tied_rows", "bias", "rows with two keys at P-bar = 1", _bias("tied_rows"), (">", 0)),
+    Metric("bias_tie_dominated_rows", "bias", "... holding more than 1 - 2^-9 of their row", _bias("tie_dominated_rows"),
+           (">", 0)),
+]
+
+
+def attribute_metric(recipe):
+    """The relative rms error of O with every stage of `recipe` low (attribution)."""
+    return Metric(f"attribute_{''.join(c if c.isalnum() else '_' for c in recipe)}", "attribute",
+                  f"relative rms error of O, {recipe}",
+                  lambda h: number(h.get("attribute", {}).get(recipe, {}).get("all_low")), (">=", 0.05))
+
+
+def metrics(report):
+    """Every head metric the report has data for, with one attribution metric per recipe."""
+    recipes = [r["name"] for r in report.get("options", {}).get("recipes", [])]
+    every = HEAD_METRICS + [attribute_metric(r) for r in recipes]
+    return [m for m in every if any(m.get(h) is not None for h in report.get("heads", []))]
+
+
+def compare_figures(report):
+    """(file entry, recipe, output, its comparison) for each kernel output the report compared."""
+    files = {f["file"]: f for f in report.get("files", [])}
+    for c in report.get("compare", []):
+        for recipe, x in c.get("compare", {}).items():
+            for output, o in x.get("outputs", {}).items():
+                yield files.get(c["file"], {"file": c["file"]}), recipe, output, o
+
+
+def head_labels(report):
+    """A function naming a head: 'head H', or 'batch B head H' where its file has a batch (the
+    report's flat head index split)."""
+    files = {f["file"]: f for f in report.get("files", [])}
+
+    def label(head):
+        f = files.get(head["file"], {})
+        per_batch, batch = f.get("heads_per_batch"), f.get("batch", 1)
+        if per_batch and batch > 1:
+            return f"batch {head['head'] // per_batch} head {head['head'] % per_batch}"
+        return f"head {head['head']}"
+    return label
+
+
+def steps(report):
+    """A function giving a head its step: from the dump's metadata, else its file's position."""
+    position = {f["file"]: i for i, f in enumerate(report.get("files", []))}
+    return lambda head: head["step"] if isinstance(head.get("step"), int) else position.get(head["file"], 0)

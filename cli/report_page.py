@@ -1,0 +1,314 @@
+"""`roundscope report`'s page: report.json as one self-contained HTML file that opens offline.
+
+    python report_page.py OUT/report.json OUT/report.html
+
+(`roundscope report` runs it.) The charts are Plotly's, its JavaScript embedded from the plotly
+Python package (hover for a value, click a legend entry to hide a series, a button for a log
+axis); the tables sort on a click (numbers as numbers, names with their numbers in order). The
+page opens with the heads where each failure is worst, then a section per analysis (a chart
+by layer, and over steps where there are several) and one per layer.
+"""
+from __future__ import annotations
+
+import html
+import json
+import sys
+from collections import defaultdict
+from statistics import mean
+
+import report_metrics as rm
+
+# Colour-blind-safe (Okabe-Ito), one per series.
+COLOURS = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442", "#000000"]
+BAD = ' class="bad"'
+TABLE_ROWS = 5000  # the every-head table stops here (report.json has them all)
+
+STYLE = """
+body{font:14px/1.45 system-ui,sans-serif;margin:24px;color:#222;max-width:1280px}
+h1{font-size:22px}h2{font-size:17px;margin-top:30px;border-bottom:1px solid #ddd}h3{font-size:15px}
+table{border-collapse:collapse;font-size:12.5px;margin:8px 0}td,th{border:1px solid #ddd;padding:3px 7px;text-align:right}
+th{background:#f4f4f4;cursor:pointer;user-select:none}th.sorted-up:after{content:" \\25B2"}th.sorted-down:after{content:" \\25BC"}
+td.l,th.l{text-align:left}td.bad{background:#fde2dd;color:#8b1a00;font-weight:600}
+.chart{width:100%;height:400px;border:1px solid #eee;margin:6px 0}
+.note{color:#555;font-size:13px}nav ul{columns:3}li.bad{color:#8b1a00}details{margin:6px 0}
+"""
+
+# Sorting the tables, and telling a test what drew: data-charts on <body> is the number of
+# charts, data-drawn how many Plotly finished, data-errors any error the page met.
+SCRIPT = """
+(function(){
+  var errors=[];
+  function fail(m){errors.push(String(m));document.body.dataset.errors=errors.join(' | ');}
+  window.addEventListener('error',function(e){fail(e.message);});
+  function key(td){var v=td.getAttribute('data-v');return v===null?td.textContent:v;}
+  function sortBy(th){
+    var table=th.closest('table'),body=table.tBodies[0],col=th.cellIndex;
+    var up=!th.classList.contains('sorted-up');
+    table.querySelectorAll('th').forEach(function(h){h.classList.remove('sorted-up','sorted-down');});
+    th.classList.add(up?'sorted-up':'sorted-down');
+    var rows=Array.prototype.slice.call(body.rows);
+    rows.sort(function(a,b){
+      var x=key(a.cells[col]),y=key(b.cells[col]),nx=parseFloat(x),ny=parseFloat(y);
+      var c=(!isNaN(nx)&&!isNaN(ny)&&String(nx)===x.trim()&&String(ny)===y.trim())?nx-ny
+            :x.localeCompare(y,undefined,{numeric:true});
+      return up?c:-c;});
+    rows.forEach(function(r){body.appendChild(r);});
+  }
+  document.addEventListener('click',function(e){var th=e.target.closest('th');if(th)sortBy(th);});
+  var charts=JSON.parse(document.getElementById('charts').textContent);
+  document.body.dataset.charts=charts.length;document.body.dataset.drawn=0;
+  var logButtons=[{type:'buttons',direction:'left',x:1,y:1.18,xanchor:'right',showactive:true,
+    buttons:[{label:'linear',method:'relayout',args:[{'yaxis.type':'linear'}]},
+             {label:'log',method:'relayout',args:[{'yaxis.type':'log'}]}]}];
+  charts.forEach(function(c){
+    var layout=Object.assign({margin:{l:60,r:10,t:60,b:50},hovermode:'closest',
+      legend:{font:{size:10}},updatemenus:logButtons},c.layout);
+    try{
+      Plotly.newPlot(c.id,c.data,layout,{displaylogo:false,responsive:true}).then(function(){
+        document.body.dataset.drawn=Number(document.body.dataset.drawn)+1;},fail);
+    }catch(e){fail(e);}
+  });
+})();
+"""
+
+
+def esc(x) -> str:
+    return html.escape(str(x), quote=True)
+
+
+def fmt(x, digits=3) -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, float) and not x.is_integer():
+        return f"{x:.{digits}g}"
+    return str(int(x)) if float(x).is_integer() and abs(x) < 1e15 else f"{x:.{digits}g}"
+
+
+class Page:
+    def __init__(self, report):
+        self.r = report
+        self.metrics = rm.metrics(report)
+        self.label = rm.head_labels(report)
+        self.step = rm.steps(report)
+        self.charts = []
+        self.heads = sorted(report.get("heads", []),
+                            key=lambda h: (h.get("layer") if isinstance(h.get("layer"), int) else -1, h["head"],
+                                           self.step(h)))
+        self.layers = sorted({h.get("layer") if isinstance(h.get("layer"), int) else -1 for h in self.heads})
+        self.steps = sorted({self.step(h) for h in self.heads})
+
+    def layer(self, h):
+        return h.get("layer") if isinstance(h.get("layer"), int) else -1
+
+    def anchor(self, h):
+        return f"h-{self.layer(h)}-{h['head']}-{self.step(h)}"
+
+    def chart(self, title, data, x_title, y_title, **layout) -> str:
+        cid = f"chart{len(self.charts)}"
+        self.charts.append({"id": cid, "data": data, "layout": {
+            "title": {"text": title, "font": {"size": 13}}, "xaxis": {"title": {"text": x_title}},
+            "yaxis": {"title": {"text": y_title}}, **layout}})
+        return f'<div class="chart" id="{cid}"></div>'
+
+    # -- what to look at first -------------------------------------------------------------
+    def worst_first(self) -> str:
+        items = []
+        for m in self.metrics:
+            valued = [(m.get(h), h) for h in self.heads if m.get(h) is not None]
+            bad = [(v, h) for v, h in valued if m.bad(v)]
+            if not bad:
+                continue
+            order = {"max": lambda p: -p[0], "min": lambda p: p[0], "abs": lambda p: -abs(p[0])}[m.worst]
+            top = sorted(bad, key=order)[:3]
+            names = ", ".join(f'<a href="#{self.anchor(h)}">layer {self.layer(h)} {esc(self.label(h))} step '
+                              f'{self.step(h)}</a> ({fmt(v, 4)})' for v, h in top)
+            items.append(f'<li class="bad">{esc(m.label)} ({esc(m.threshold_text())}): {len(bad)} of {len(valued)} '
+                         f'head-steps; worst {names}</li>')
+        bias = [s for s in self.r.get("bias_over_steps", []) if len(s.get("steps", [])) >= 5
+                and rm.number(s.get("sign_test_p")) is not None and s["sign_test_p"] < 0.05]
+        if bias:
+            items.append(f'<li class="bad">delta\'s error with one sign over steps (sign test p &lt; 0.05): '
+                         f'{len(bias)} head(s), e.g. layer {bias[0]["layer"]} head {bias[0]["head"]}</li>')
+        if not items:
+            return "<h2 id=\"first\">What to look at first</h2><p>No figure crossed its threshold.</p>"
+        return ("<h2 id=\"first\">What to look at first</h2><p class=\"note\">The heads where each failure is "
+                "worst: those past the threshold in brackets, the worst three named.</p><ul>"
+                + "".join(items) + "</ul>")
+
+    # -- one section per analysis ------------------------------------------------------------
+    def by_layer_chart(self, section_metrics, title) -> str:
+        data = []
+        for i, m in enumerate(section_metrics):
+            colour = COLOURS[i % len(COLOURS)]
+            points = [(self.layer(h), m.get(h), f"layer {self.layer(h)} {self.label(h)} step {self.step(h)}")
+                      for h in self.heads if m.get(h) is not None]
+            if not points:
+                continue
+            data.append({"type": "scatter", "mode": "markers", "name": m.label + " (heads)", "legendgroup": m.name,
+                         "x": [p[0] for p in points], "y": [p[1] for p in points], "text": [p[2] for p in points],
+                         "marker": {"color": colour, "size": 5, "opacity": 0.45}, "hovertemplate": "%{text}: %{y}"})
+            per_layer = defaultdict(list)
+            for x, y, _ in points:
+                per_layer[x].append(y)
+            xs = sorted(per_layer)
+            data.append({"type": "scatter", "mode": "lines+markers", "name": m.label + " (mean)",
+                         "legendgroup": m.name, "x": xs, "y": [mean(per_layer[x]) for x in xs],
+                         "line": {"color": colour, "width": 2}})
+        return self.chart(title + ", by layer", data, "layer", "value") if data else ""
+
+    def over_steps_chart(self, m) -> str:
+        if len(self.steps) < 2:
+            return ""
+        data = []
+        for i, layer in enumerate(self.layers):
+            per_step = defaultdict(list)
+            for h in self.heads:
+                if self.layer(h) == layer and m.get(h) is not None:
+                    per_step[self.step(h)].append(m.get(h))
+            xs = sorted(per_step)
+            if xs:
+                data.append({"type": "scatter", "mode": "lines+markers", "name": f"layer {layer}", "x": xs,
+                             "y": [mean(per_step[x]) for x in xs], "line": {"color": COLOURS[i % len(COLOURS)]}})
+        return self.chart(m.label + ", over steps (mean over heads)", data, "step", "value") if data else ""
+
+    def sections(self) -> str:
+        out = []
+        for section, title in rm.SECTIONS.items():
+            ms = [m for m in self.metrics if m.section == section]
+            if not ms:
+                continue
+            charts = self.by_layer_chart([m for m in ms if "rows" not in m.name and "pairs" not in m.name] or ms,
+                                         title)
+            charts += "".join(self.over_steps_chart(m) for m in ms[:2])
+            out.append(f'<h2 id="{section}">{esc(title)}</h2>{self.explain(ms)}{charts}')
+        out.append(self.bias_over_steps())
+        attribute = [m for m in self.metrics if m.section == "attribute"]
+        if attribute:
+            out.append('<h2 id="attribute">Attribution: the error of O each recipe makes</h2>'
+                       + self.explain(attribute) + self.by_layer_chart(attribute, "relative rms error of O"))
+        return "".join(out)
+
+    def explain(self, ms) -> str:
+        return ("<p class=\"note\">" + "; ".join(f"<b>{esc(m.label)}</b> ({m.name})" for m in ms) + ".</p>")
+
+    def bias_over_steps(self) -> str:
+        series = self.r.get("bias_over_steps", [])
+        if not series or max(len(s.get("steps", [])) for s in series) < 2:
+            return ""
+        data = []
+        for i, s in enumerate(series[:64]):
+            data.append({"type": "scatter", "mode": "lines+markers", "name": f"layer {s['layer']} head {s['head']}",
+                         "x": s["steps"], "y": [rm.number(v) for v in s["cumulative"]],
+                         "line": {"color": COLOURS[i % len(COLOURS)]}})
+        return ('<h2 id="bias_steps">delta\'s error accumulated over steps</h2><p class="note">The error of '
+                'delta = rowsum(dO * O), summed over rows, with the kernel\'s O, step after step: one sign '
+                'over many steps is the bias that reaches the weights' + (" (the first 64 heads)" if len(series) > 64
+                                                                          else "") + '.</p>'
+                + self.chart("cumulative error of delta", data, "step", "sum of coefficients"))
+
+    # -- tables -------------------------------------------------------------------------
+    def cell(self, m, h) -> str:
+        v = m.get(h)
+        if v is None:
+            return "<td>-</td>"
+        return f'<td data-v="{v!r}"{BAD if m.bad(v) else ""}>{fmt(v, 4)}</td>'
+
+    def head_rows(self, heads) -> str:
+        head = ("<table><thead><tr><th class=\"l\">file</th><th>layer</th><th class=\"l\">head</th><th>step</th>"
+                + "".join(f'<th title="{esc(m.label)}">{esc(m.name)}</th>' for m in self.metrics) + "</tr></thead><tbody>")
+        rows = []
+        for h in heads:
+            rows.append(f'<tr id="{self.anchor(h)}"><td class="l">{esc(h["file"])}</td><td>{self.layer(h)}</td>'
+                        f'<td class="l">{esc(self.label(h))}</td><td>{self.step(h)}</td>'
+                        + "".join(self.cell(m, h) for m in self.metrics) + "</tr>")
+        return head + "".join(rows) + "</tbody></table>"
+
+    def heads_table(self) -> str:
+        shown = self.heads[:TABLE_ROWS]
+        more = (f" The first {TABLE_ROWS} of {len(self.heads)} are shown; report.json has every one."
+                if len(self.heads) > TABLE_ROWS else "")
+        legend = "".join(f"<li><b>{esc(m.name)}</b>: {esc(m.label)}"
+                         + (f" (red: {esc(m.threshold_text())})" if m.threshold else "") + "</li>" for m in self.metrics)
+        return ('<h2 id="heads">Every head and step</h2><p class="note">Click a column to sort it; red cells are '
+                f'worth a look.{more}</p><details><summary>the columns</summary><ul>{legend}</ul></details>'
+                + self.head_rows(shown))
+
+    def layer_sections(self) -> str:
+        if len(self.heads) > TABLE_ROWS:
+            return ""
+        out = ['<h2 id="layers">Layer by layer</h2>']
+        for layer in self.layers:
+            heads = [h for h in self.heads if self.layer(h) == layer]
+            out.append(f'<details id="layer-{layer}"><summary>layer {layer}: {len(heads)} head-steps</summary>'
+                       + self.head_rows(heads) + "</details>")
+        return "".join(out)
+
+    def compare_section(self) -> str:
+        rows, histogram = [], defaultdict(lambda: defaultdict(int))
+        for f, recipe, output, o in rm.compare_figures(self.r):
+            matched, total = o.get("matched", 0), max(1, o.get("total", 0))
+            rel = rm.number(o.get("rel_rms"))
+            rows.append(f'<tr><td class="l">{esc(f["file"])}</td><td>{fmt(f.get("layer"))}</td>'
+                        f'<td>{fmt(f.get("step"))}</td><td class="l">{esc(recipe)}</td><td class="l">{output}</td>'
+                        f'<td data-v="{rel!r}">{fmt(rel, 4)}</td>'
+                        f'<td data-v="{matched / total!r}"{BAD if matched < total else ""}>'
+                        f'{matched}/{total} ({100 * matched / total:.1f}%)</td><td>{fmt(o.get("max_ulp"))}</td></tr>')
+            for b in o.get("ulp_histogram", []):
+                histogram[(recipe, output)][b["ulps"]] += b["count"]
+        if not rows:
+            return ""
+        data = []
+        for i, ((recipe, output), bins) in enumerate(sorted(histogram.items())):
+            data.append({"type": "bar", "name": f"{recipe}: {output}", "x": list(bins), "y": list(bins.values()),
+                         "marker": {"color": COLOURS[i % len(COLOURS)]}})
+        return ('<h2 id="compare">The kernel\'s outputs against each recipe</h2><p class="note">Relative rms error '
+                'against the exact attention, and the bits equal to the recipe\'s emulation. The chart: how far '
+                'the kernel\'s values are from the emulation\'s, in units in the last place, over every file.</p>'
+                + self.chart("distance from the emulation (all files)", data, "ulps", "values", barmode="group")
+                + '<table><thead><tr><th class="l">file</th><th>layer</th><th>step</th><th class="l">recipe</th>'
+                '<th class="l">output</th><th>rel. rms</th><th>bits equal</th><th>max ulp</th></tr></thead><tbody>'
+                + "".join(rows) + "</tbody></table>")
+
+    def render(self, plotly_js: str) -> str:
+        r = self.r
+        recipes = ", ".join(esc(x["name"]) for x in r.get("options", {}).get("recipes", []))
+        body = (self.worst_first() + self.sections() + self.heads_table() + self.layer_sections()
+                + self.compare_section())
+        toc = "".join(f'<li><a href="#{i}">{esc(t)}</a></li>' for i, t in _headings(body))
+        charts = json.dumps(self.charts, allow_nan=False).replace("</", "<\\/")
+        batched = any(f.get("batch", 1) > 1 for f in r.get("files", []))
+        return (
+            "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>roundscope report</title>"
+            f"<style>{STYLE}</style><script>{plotly_js}</script></head><body>"
+            f"<h1>roundscope report: {esc(r.get('dir', ''))}</h1><p class=\"note\">{len(r.get('files', []))} "
+            f"file(s), {len(self.heads)} head-step(s) over {len(self.layers)} layer(s) and {len(self.steps)} step(s). "
+            f"Recipes: {recipes}; sink: the first {r.get('options', {}).get('k_sink', 1)} key(s). "
+            + ("Heads of a batched dump are named by batch and head. " if batched else "")
+            + "Every figure is in report.json beside this page.</p>"
+            f"<nav><h2>Contents</h2><ul>{toc}</ul></nav>{body}"
+            f"<script type=\"application/json\" id=\"charts\">{charts}</script><script>{SCRIPT}</script>"
+            "</body></html>\n")
+
+
+def _headings(body):
+    import re
+    for m in re.finditer(r'<h2 id="([^"]+)">(.*?)</h2>', body):
+        yield m.group(1), html.unescape(re.sub("<[^>]+>", "", m.group(2)))
+
+
+def main(argv):
+    if len(argv) != 3:
+        sys.exit("usage: report_page.py REPORT.json OUT.html")
+    try:
+        from plotly.offline import get_plotlyjs
+    except ImportError:
+        sys.exit("no plotly in this Python (tools/setup.sh installs it in .venv)")
+    with open(argv[1], encoding="utf-8") as f:
+        report = json.load(f)
+    text = Page(report).render(get_plotlyjs())
+    with open(argv[2], "w", encoding="utf-8") as f:
+        f.write(text)
+
+
+if __name__ == "__main__":
+    main(sys.argv)
