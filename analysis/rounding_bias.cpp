@@ -104,7 +104,7 @@ std::vector<DimContribution> top_dimensions(const emu::AttentionShape& sh, const
 
 HeadTies ties_of(const emu::ForwardCounts& c) {
     return HeadTies{c.tied_rows, c.tie_dominated_rows,
-                    c.tied_rows > 0 ? c.tie_share_sum / static_cast<double>(c.tied_rows) : 0};
+                    c.tied_rows > 0 ? c.tie_share_sum / static_cast<double>(c.tied_rows) : 0, c.one_key_rows};
 }
 
 }  // namespace
@@ -123,6 +123,7 @@ BiasResult rounding_bias(const emu::AttentionInputs& in, const BiasOptions& o) {
     b.repeated_max_rows = f.counts.repeated_max_rows;
     const HeadTies all = ties_of(f.counts);
     b.tied_rows = all.tied_rows, b.tie_dominated_rows = all.tie_dominated_rows, b.tie_share_mean = all.tie_share_mean;
+    b.one_key_rows = all.one_key_rows;
     for (const emu::ForwardCounts& c : f.head_counts) b.head_ties.push_back(ties_of(c));
 
     const LowPrecisionO o_lp = o_as_read(in, r, f, o.use_stored_o);

@@ -39,6 +39,7 @@ struct DimContribution {
 struct HeadTies {
     std::uint64_t tied_rows = 0, tie_dominated_rows = 0;
     double tie_share_mean = 0;
+    std::uint64_t one_key_rows = 0;
 };
 
 struct BiasResult {
@@ -53,6 +54,7 @@ struct BiasResult {
     std::uint64_t tied_rows = 0;            // rows with two or more keys of cast P-bar 1 (online softmax)
     std::uint64_t tie_dominated_rows = 0;   // ... whose tied keys hold more than 1 - 2^-9 of the P-bar mass
     double tie_share_mean = 0;              // the tied keys' share of their row's P-bar mass, over tied rows
+    std::uint64_t one_key_rows = 0;         // rows one key of P-bar 1 holds past 1 - 2^-9 (l = 1 + e rounds to 1)
     std::vector<HeadTies> head_ties;        // the same per head (flattened [B, H])
     std::vector<DimContribution> top_dims;  // by |contribution|
     bool o_from_file = false;

@@ -94,13 +94,15 @@ nlohmann::json bias_json(const analysis::BiasResult& b) {
                      {"tie_share_mean", json_number(b.tie_share_mean)},
                      {"tie_dominated_rows", b.tie_dominated_rows},
                      {"tie_dominance", emu::steps::tie_dominance},
+                     {"one_key_rows", b.one_key_rows},
                      {"o_from_file", b.o_from_file},
                      {"top_dims", dims}};
     nlohmann::json head_ties = nlohmann::json::array();
     for (const analysis::HeadTies& t : b.head_ties)
         head_ties.push_back({{"tied_rows", t.tied_rows},
                              {"tie_share_mean", json_number(t.tie_share_mean)},
-                             {"tie_dominated_rows", t.tie_dominated_rows}});
+                             {"tie_dominated_rows", t.tie_dominated_rows},
+                             {"one_key_rows", t.one_key_rows}});
     j["head_ties"] = head_ties;
     if (b.query_weight) j["query_weight"] = query_weight_json(*b.query_weight);
     return j;

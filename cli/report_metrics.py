@@ -106,7 +106,9 @@ HEAD_METRICS = [
     Metric("bias_coefficient", "bias", "delta's error summed over rows (the kernel's O)", _bias("coefficient_sum"),
            None, worst="abs"),
     Metric("bias_tied_rows", "bias", "rows with two keys at P-bar = 1", _bias("tied_rows"), (">", 0)),
-    Metric("bias_tie_dominated_rows", "bias", "... holding more than 1 - 2^-9 of their row", _bias("tie_dominated_rows"),
+    Metric("bias_one_key_rows", "bias", "rows one key at P-bar = 1 holds past 1 - 2^-9 (l rounds to 1)",
+           _bias("one_key_rows"), (">", 0)),
+    Metric("bias_tie_dominated_rows", "bias", "rows two keys at P-bar = 1 hold past 1 - 2^-9", _bias("tie_dominated_rows"),
            (">", 0)),
 ]
 

@@ -83,6 +83,9 @@ void print(const analysis::BiasResult& b, const std::string& label) {
             "  ties: {} rows end with two or more keys at P-bar = 1, holding {:.5f} of their row's P-bar mass on "
             "average; {} of them hold more than 1 - 2^-9 (where the tie decides the rounding of P-bar V)\n",
             b.tied_rows, b.tie_share_mean, b.tie_dominated_rows);
+    if (b.one_key_rows > 0)
+        fmt::print("  {} rows have one key at P-bar = 1 holding more than 1 - 2^-9 of their row (l rounds to 1)\n",
+                   b.one_key_rows);
     std::vector<std::vector<std::string>> rows;
     for (const auto& d : b.top_dims)
         rows.push_back({std::to_string(d.dim), fmt::format("{:+.4e}", d.contribution),

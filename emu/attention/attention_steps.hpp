@@ -192,6 +192,8 @@ struct ForwardCounts {
     std::uint64_t tied_rows = 0;           // rows ending with two or more keys whose cast P-bar is 1
     std::uint64_t tie_dominated_rows = 0;  // ... whose tied keys hold more than 1 - 2^-9 of the row's P-bar mass
     double tie_share_sum = 0;              // the tied keys' share of the P-bar mass, summed over tied rows
+    std::uint64_t one_key_rows = 0;        // rows whose one key of cast P-bar 1 holds more than 1 - 2^-9 of
+                                           // the mass: l = 1 + e rounds to 1 in BF16
     std::uint64_t skip_keys = 0;           // keys [0, skip_keys) are not counted (an attention sink)
 };
 
@@ -217,10 +219,14 @@ struct RowTies {
 /// The share a tie must exceed for the row's other keys to sum to less than half a BF16 ulp.
 inline constexpr double tie_dominance = 1.0 - 0x1p-9;
 
-/// Counts a finished row's ties.
+/// Counts a finished row's ties, and a row one key holds as a tie would.
 ROUNDSCOPE_HD inline void count_ties(const RowTies& t, ForwardCounts& c) {
-    if (t.ones < 2 || !(t.mass > 0)) return;
+    if (t.ones == 0 || !(t.mass > 0)) return;
     const double share = t.ones_mass / t.mass;
+    if (t.ones == 1) {
+        if (share > tie_dominance) ++c.one_key_rows;
+        return;
+    }
     ++c.tied_rows;
     c.tie_share_sum += share;
     if (share > tie_dominance) ++c.tie_dominated_rows;

@@ -229,6 +229,7 @@ void add_counts(ForwardCounts& to, const ForwardCounts& c) {
     to.p_bar_one += c.p_bar_one, to.p_nonzero += c.p_nonzero, to.p_underflow += c.p_underflow;
     to.p_saturated += c.p_saturated, to.repeated_max_rows += c.repeated_max_rows;
     to.tied_rows += c.tied_rows, to.tie_dominated_rows += c.tie_dominated_rows, to.tie_share_sum += c.tie_share_sum;
+    to.one_key_rows += c.one_key_rows;
 }
 
 void check_sizes(const AttentionShape& s, const AttentionOperands& in, bool backward) {

@@ -13,6 +13,7 @@
 
 #include <cmath>
 
+#include "analysis/bias_steps.hpp"
 #include "analysis/rounding_bias.hpp"
 #include "analysis/synthetic_attention.hpp"
 
@@ -56,4 +57,30 @@ TEST_CASE(
         CHECK(adjusted.p_bar_one_count == 0);
         CHECK(adjusted.repeated_max_rows == 1024);
     }
+}
+
+TEST_CASE("One key at P-bar = 1 holding more than 1 - 2^-9 of its row (l rounds to 1) is counted apart from ties",
+          "[bias]") {
+    // A sink key Delta above 255 others: at Delta = 20 they hold about 255 e^-20 of the row, far
+    // below 2^-9, so every row is held by the one key; at Delta = 4 they hold most of it.
+    // (Counted in the forward pass the CUDA twin shares: emu/attention/attention_steps.hpp.)
+    SyntheticSpec spec;
+    spec.scenario = Scenario::sink, spec.n = 256, spec.d = 64, spec.k_sink = 1, spec.seed = 3;
+    BiasOptions o;
+    o.recipe = emu::find_recipe("fa2-bf16");
+    spec.sink_strength = 20;
+    const BiasResult held = rounding_bias(synthetic_attention(spec), o);
+    CHECK(held.one_key_rows == held.rows);
+    CHECK(held.tied_rows == 0);
+    REQUIRE(held.head_ties.size() == 1);
+    CHECK(held.head_ties[0].one_key_rows == held.rows);
+    spec.sink_strength = 4;
+    const BiasResult spread = rounding_bias(synthetic_attention(spec), o);
+    CHECK(spread.one_key_rows == 0);
+    CHECK(spread.p_bar_one_count >= spread.rows);  // the max key still casts to 1
+    spec.sink_strength = 20;
+    // Qiu & Yao's max adjustment moves only a max that two or more scores reach: a row one key
+    // holds keeps its P-bar = 1.
+    const BiasResult adjusted = rounding_bias(synthetic_attention(spec), with_max_adjustment(o));
+    CHECK(adjusted.one_key_rows == held.rows);
 }
