@@ -1,5 +1,6 @@
-"""The figures of `roundscope report`'s report.json, one table of them, for the pages and exports
-that read it (report_page.py: the HTML page; report_tensorboard.py: TensorBoard's event files).
+"""The figures of `roundscope report`'s output, one table of them, for the pages and exports that
+read it (report_page.py: the HTML page; report_tensorboard.py: TensorBoard's event files), and
+the reading of that output: report.json and its layer files, one layer at a time.
 
 A head's figure is a Metric: its name (a TensorBoard tag, an HTML id), what it is in words, how
 to read it from one head's result, and when a value is bad enough to be pointed at (the page
@@ -8,7 +9,9 @@ strings and a figure it did not compute as null: both read as None here.
 """
 from __future__ import annotations
 
+import json
 import math
+import os
 from dataclasses import dataclass
 from typing import Callable
 
@@ -66,6 +69,10 @@ class Metric:
         op, t = self.threshold
         return x >= t if op == ">=" else x > t if op == ">" else x < t
 
+    def value(self, head: dict) -> float | None:
+        """The figure of a head as read_report gives it."""
+        return head["values"].get(self.name)
+
     def threshold_text(self) -> str:
         return "" if self.threshold is None else f"{self.threshold[0]} {self.threshold[1]:g}"
 
@@ -120,17 +127,47 @@ def attribute_metric(recipe):
                   lambda h: number(h.get("attribute", {}).get(recipe, {}).get("all_low")), (">=", 0.05))
 
 
-def metrics(report):
-    """Every head metric the report has data for, with one attribution metric per recipe."""
+def candidate_metrics(report):
+    """Every head metric, with one attribution metric per recipe of the report."""
     recipes = [r["name"] for r in report.get("options", {}).get("recipes", [])]
-    every = HEAD_METRICS + [attribute_metric(r) for r in recipes]
-    return [m for m in every if any(m.get(h) is not None for h in report.get("heads", []))]
+    return HEAD_METRICS + [attribute_metric(r) for r in recipes]
 
 
-def compare_figures(report):
+def metrics(report, heads):
+    """The metrics that some head of read_report's has a value for."""
+    return [m for m in candidate_metrics(report) if any(m.value(h) is not None for h in heads)]
+
+
+def _slim_compare(c):
+    keep = ("rel_rms", "matched", "total", "max_ulp", "ulp_histogram")
+    return {"file": c["file"], "layer": c.get("layer"), "step": c.get("step"),
+            "compare": {recipe: {"outputs": {name: {k: o.get(k) for k in keep} for name, o in x["outputs"].items()}}
+                        for recipe, x in c.get("compare", {}).items()}}
+
+
+def read_report(path):
+    """(report, heads, compare): report.json at `path` and the results its layer files hold, read
+    one layer at a time and cut down to the figures, so that memory holds one layer's results and
+    not the model's. A head is {file, layer, step, head, values: {metric name: value}}; a compare
+    keeps each output's rel_rms, matched, total, max_ulp and ulp_histogram."""
+    with open(path, encoding="utf-8") as f:
+        report = json.load(f)
+    candidates = candidate_metrics(report)
+    heads, compare = [], []
+    for layer in report.get("layers", []):
+        with open(os.path.join(os.path.dirname(path), layer["file"]), encoding="utf-8") as f:
+            content = json.load(f)
+        for h in content["heads"]:
+            heads.append({"file": h["file"], "layer": h.get("layer"), "step": h.get("step"), "head": h["head"],
+                          "values": {m.name: m.get(h) for m in candidates}})
+        compare += [_slim_compare(c) for c in content["compare"]]
+    return report, heads, compare
+
+
+def compare_figures(report, compare):
     """(file entry, recipe, output, its comparison) for each kernel output the report compared."""
     files = {f["file"]: f for f in report.get("files", [])}
-    for c in report.get("compare", []):
+    for c in compare:
         for recipe, x in c.get("compare", {}).items():
             for output, o in x.get("outputs", {}).items():
                 yield files.get(c["file"], {"file": c["file"]}), recipe, output, o

@@ -85,13 +85,13 @@ def fmt(x, digits=3) -> str:
 
 
 class Page:
-    def __init__(self, report):
-        self.r = report
-        self.metrics = rm.metrics(report)
+    def __init__(self, report, heads, compare):
+        self.r, self.compare = report, compare
+        self.metrics = rm.metrics(report, heads)
         self.label = rm.head_labels(report)
         self.step = rm.steps(report)
         self.charts = []
-        self.heads = sorted(report.get("heads", []),
+        self.heads = sorted(heads,
                             key=lambda h: (h.get("layer") if isinstance(h.get("layer"), int) else -1, h["head"],
                                            self.step(h)))
         self.layers = sorted({h.get("layer") if isinstance(h.get("layer"), int) else -1 for h in self.heads})
@@ -114,7 +114,7 @@ class Page:
     def worst_first(self) -> str:
         items = []
         for m in self.metrics:
-            valued = [(m.get(h), h) for h in self.heads if m.get(h) is not None]
+            valued = [(m.value(h), h) for h in self.heads if m.value(h) is not None]
             bad = [(v, h) for v, h in valued if m.bad(v)]
             if not bad:
                 continue
@@ -140,11 +140,13 @@ class Page:
         data = []
         for i, m in enumerate(section_metrics):
             colour = COLOURS[i % len(COLOURS)]
-            points = [(self.layer(h), m.get(h), f"layer {self.layer(h)} {self.label(h)} step {self.step(h)}")
-                      for h in self.heads if m.get(h) is not None]
+            points = [(self.layer(h), m.value(h), f"layer {self.layer(h)} {self.label(h)} step {self.step(h)}")
+                      for h in self.heads if m.value(h) is not None]
             if not points:
                 continue
-            data.append({"type": "scatter", "mode": "markers", "name": m.label + " (heads)", "legendgroup": m.name,
+            # WebGL past a few thousand points: a model's every head stays responsive.
+            data.append({"type": "scattergl" if len(points) > 5000 else "scatter", "mode": "markers",
+                         "name": m.label + " (heads)", "legendgroup": m.name,
                          "x": [p[0] for p in points], "y": [p[1] for p in points], "text": [p[2] for p in points],
                          "marker": {"color": colour, "size": 5, "opacity": 0.45}, "hovertemplate": "%{text}: %{y}"})
             per_layer = defaultdict(list)
@@ -163,8 +165,8 @@ class Page:
         for i, layer in enumerate(self.layers):
             per_step = defaultdict(list)
             for h in self.heads:
-                if self.layer(h) == layer and m.get(h) is not None:
-                    per_step[self.step(h)].append(m.get(h))
+                if self.layer(h) == layer and m.value(h) is not None:
+                    per_step[self.step(h)].append(m.value(h))
             xs = sorted(per_step)
             if xs:
                 data.append({"type": "scatter", "mode": "lines+markers", "name": f"layer {layer}", "x": xs,
@@ -208,7 +210,7 @@ class Page:
 
     # -- tables -------------------------------------------------------------------------
     def cell(self, m, h) -> str:
-        v = m.get(h)
+        v = m.value(h)
         if v is None:
             return "<td>-</td>"
         return f'<td data-v="{v!r}"{BAD if m.bad(v) else ""}>{fmt(v, 4)}</td>'
@@ -245,7 +247,7 @@ class Page:
 
     def compare_section(self) -> str:
         rows, histogram = [], defaultdict(lambda: defaultdict(int))
-        for f, recipe, output, o in rm.compare_figures(self.r):
+        for f, recipe, output, o in rm.compare_figures(self.r, self.compare):
             matched, total = o.get("matched", 0), max(1, o.get("total", 0))
             rel = rm.number(o.get("rel_rms"))
             rows.append(f'<tr><td class="l">{esc(f["file"])}</td><td>{fmt(f.get("layer"))}</td>'
@@ -303,9 +305,7 @@ def main(argv):
         from plotly.offline import get_plotlyjs
     except ImportError:
         sys.exit("no plotly in this Python (tools/setup.sh installs it in .venv)")
-    with open(argv[1], encoding="utf-8") as f:
-        report = json.load(f)
-    text = Page(report).render(get_plotlyjs())
+    text = Page(*rm.read_report(argv[1])).render(get_plotlyjs())
     with open(argv[2], "w", encoding="utf-8") as f:
         f.write(text)
 

@@ -13,7 +13,6 @@ files' positions.
 """
 from __future__ import annotations
 
-import json
 import re
 import sys
 import time
@@ -70,14 +69,14 @@ class Events:
         self.writer.close()
 
 
-def export(report: dict, logdir: str) -> int:
-    """Writes the report's figures under logdir; returns how many values it wrote."""
+def export(report: dict, heads: list, compare: list, logdir: str) -> int:
+    """Writes the figures of read_report's output under logdir; returns how many values it wrote."""
     events = Events(logdir)
     label, step = rm.head_labels(report), rm.steps(report)
-    for m in rm.metrics(report):
+    for m in rm.metrics(report, heads):
         per_layer = defaultdict(lambda: defaultdict(list))
-        for h in report.get("heads", []):
-            x = m.get(h)
+        for h in heads:
+            x = m.value(h)
             events.scalar(f"{m.name}/{_layer(h.get('layer'))}/{label(h)}", step(h), x)
             if x is not None:
                 per_layer[_layer(h.get("layer"))][step(h)].append(x)
@@ -85,7 +84,7 @@ def export(report: dict, logdir: str) -> int:
             for s in sorted(by_step):
                 events.scalar(f"{m.name}/{layer}/mean", s, mean(by_step[s]))
     position = {f["file"]: i for i, f in enumerate(report.get("files", []))}
-    for f, recipe, output, o in rm.compare_figures(report):
+    for f, recipe, output, o in rm.compare_figures(report, compare):
         s = f.get("step") if isinstance(f.get("step"), int) else position.get(f["file"], 0)
         base = f"compare/{recipe}/{output}"
         events.scalar(f"{base}/rel_rms/{_layer(f.get('layer'))}", s, rm.number(o.get("rel_rms")))
@@ -105,9 +104,7 @@ def main(argv):
         import tensorboard  # noqa: F401
     except ImportError:
         sys.exit("no tensorboard in this Python (tools/setup.sh installs it in .venv)")
-    with open(argv[1], encoding="utf-8") as f:
-        report = json.load(f)
-    print(export(report, argv[2]))
+    print(export(*rm.read_report(argv[1]), argv[2]))
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 // `roundscope report DIR [-o OUT] [--recipe NAME]... [--k-sink K] [--threads N] [--json]`: every
 // analysis on every attention dump under DIR (cli/report/report_tasks.hpp), files and heads in
-// parallel, each task's result cached in OUT/cache by file content and options, gathered into
-// OUT/report.json and the self-contained OUT/report.html (cli/report_page.py), and with
+// parallel, each task's result cached in OUT/cache by file content and options, gathered a layer
+// at a time into OUT/layers/ and OUT/report.json (cli/report/report_output.hpp), the
+// self-contained OUT/report.html (cli/report_page.py), and with
 // --tensorboard LOGDIR into TensorBoard's event files (cli/report_tensorboard.py). `--shard I/N`
 // runs every N-th task into the cache; `--list-tasks` and `--run-task KEY` expose the tasks to
 // a distributed engine (python/roundscope/_report.py). Either way a final `report` gathers them.
@@ -19,13 +20,14 @@
 #include <string>
 #include <vector>
 
-#include "analysis/bias_steps.hpp"
 #include "cli/analysis_flags.hpp"
 #include "cli/command_files.hpp"
 #include "cli/commands.hpp"
 #include "cli/option_checks.hpp"
 #include "cli/python_script.hpp"
 #include "cli/recipe_flags.hpp"
+#include "cli/report/report_cache.hpp"
+#include "cli/report/report_output.hpp"
 #include "cli/report/report_tasks.hpp"
 #include "lib/error.hpp"
 #include "lib/file_write.hpp"
@@ -72,41 +74,6 @@ void check_report_args(const ReportArgs& a) {
     if (!a.no_html && !engine && a.shard.empty()) check_python_module("report.html (or --no-html)", "plotly");
 }
 
-void write_text(const std::string& path, const std::string& text) {
-    const std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(text.data()), text.size());
-    write_file(path, std::span(&bytes, 1));
-}
-
-// What the cache holds for a task: nothing, this task's result, or an entry that is not (a
-// folder, FIFO or link in its place, unreadable or unparsable JSON, another task's result, a
-// part missing), which is recomputed and replaced.
-struct CacheEntry {
-    enum { missing, valid, invalid } state = missing;
-    nlohmann::json result;
-};
-
-CacheEntry cached(const std::filesystem::path& path, const ReportTask& task, const DumpFile& file) {
-    std::error_code ec;
-    const std::filesystem::file_status status = std::filesystem::symlink_status(path, ec);
-    if (ec || status.type() == std::filesystem::file_type::not_found) return {};
-    if (status.type() != std::filesystem::file_type::regular) return {CacheEntry::invalid, nullptr};  // never opened
-    std::ifstream in(path);
-    nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
-    if (!in.good() && !in.eof()) return {CacheEntry::invalid, nullptr};
-    if (j.is_discarded() || !is_task_result(j, task, file)) return {CacheEntry::invalid, nullptr};
-    return {CacheEntry::valid, std::move(j)};
-}
-
-// Where an entry is written: whatever stands there (a FIFO, a folder) is removed first.
-void clear_entry(const std::filesystem::path& path) {
-    std::error_code ec;
-    const std::filesystem::file_status status = std::filesystem::symlink_status(path, ec);
-    if (!ec && status.type() != std::filesystem::file_type::not_found &&
-        status.type() != std::filesystem::file_type::regular)
-        std::filesystem::remove_all(path, ec);
-    if (ec) throw FileError(path.string() + ": " + ec.message());
-}
-
 // Progress on standard error: on a terminal one line redrawn in place with the rate and the time
 // left; otherwise (a log, a batch job) a line every 10 seconds and one at the end.
 class Progress {
@@ -148,38 +115,6 @@ private:
     std::mutex mutex_;
 };
 
-// The delta error per layer and head over the steps, in step order, with its running sum.
-nlohmann::json bias_over_steps(const nlohmann::json& heads) {
-    std::map<std::pair<std::int64_t, std::int64_t>, std::map<std::int64_t, const nlohmann::json*>> series;
-    for (const nlohmann::json& h : heads)
-        if (h.contains("bias") && h["layer"].is_number() && h["step"].is_number())
-            series[{h["layer"].get<std::int64_t>(), h["head"].get<std::int64_t>()}][h["step"].get<std::int64_t>()] = &h;
-    nlohmann::json out = nlohmann::json::array();
-    for (const auto& [key, steps] : series) {
-        nlohmann::json s{{"layer", key.first}, {"head", key.second}};
-        double sum = 0, emulated = 0, adjusted = 0;
-        std::vector<double> per_step;
-        for (const auto& [step, h] : steps) {
-            const double c = (*h)["bias"]["kernel"].value("coefficient_sum", 0.0),
-                         e = (*h)["bias"]["emulated"].value("coefficient_sum", 0.0),
-                         m = (*h)["bias"]["max_adjust"].value("coefficient_sum", 0.0);
-            sum += c, emulated += e, adjusted += m;
-            per_step.push_back(c);
-            s["steps"].push_back(step);
-            s["coefficient_sum"].push_back(c);
-            s["cumulative"].push_back(sum);
-            s["emulated_cumulative"].push_back(emulated);
-            s["max_adjust_cumulative"].push_back(adjusted);
-        }
-        // The signs across steps (independent samples) and their exact sign test.
-        const analysis::StepSigns signs = analysis::step_signs(per_step);
-        s["positive_steps"] = signs.positive, s["negative_steps"] = signs.negative;
-        s["sign_test_p"] = signs.p_value;
-        out.push_back(s);
-    }
-    return out;
-}
-
 void report(const ReportArgs& a) {
     ReportOptions options;
     for (const std::string& name : a.recipes) options.recipes.push_back(emu::find_recipe(name));
@@ -218,19 +153,16 @@ void report(const ReportArgs& a) {
     std::error_code ec;
     std::filesystem::create_directories(cache, ec);
     if (ec) throw FileError(cache.string() + ": " + ec.message());
-    std::vector<nlohmann::json> results(tasks.size());
+    // Results go to the cache as they are computed and are read back a layer at a time when the
+    // report is written: memory holds one layer's results, not the model's.
     std::vector<std::size_t> pending;
     std::size_t recomputed = 0, mine = 0;  // entries there that were not this task's result; this shard's tasks
     for (std::size_t i = 0; i < tasks.size(); ++i) {
         if (i % shard.count != shard.index) continue;
         ++mine;
-        const std::filesystem::path entry = cache / (tasks[i].key + ".json");
-        CacheEntry c = cached(entry, tasks[i], files[tasks[i].file]);
-        if (c.state == CacheEntry::invalid) ++recomputed, clear_entry(entry);
-        if (c.state == CacheEntry::valid && !a.no_cache)
-            results[i] = std::move(c.result);
-        else
-            pending.push_back(i);
+        const CacheEntry c = read_cache_entry(cache_entry_path(cache, tasks[i]), tasks[i], files[tasks[i].file]);
+        if (c.state == CacheEntry::invalid) ++recomputed;
+        if (c.state != CacheEntry::valid || a.no_cache) pending.push_back(i);
     }
     // Many tasks: one per thread, each single-threaded; few: one at a time on every thread.
     const int threads = resolve_threads(a.threads);
@@ -238,9 +170,9 @@ void report(const ReportArgs& a) {
     Progress progress(pending.size(), !a.json && isatty(STDERR_FILENO));
     parallel_for(pending.size(), 1, task_parallel ? threads : 1, [&](std::size_t begin, std::size_t end) {
         for (std::size_t p = begin; p < end; ++p) {
-            const std::size_t i = pending[p];
-            results[i] = run_task(files[tasks[i].file], tasks[i], options, task_parallel ? 1 : threads);
-            write_text((cache / (tasks[i].key + ".json")).string(), results[i].dump());
+            const ReportTask& t = tasks[pending[p]];
+            write_cache_entry(cache_entry_path(cache, t),
+                              run_task(files[t.file], t, options, task_parallel ? 1 : threads));
             progress.advance();
         }
     });
@@ -262,32 +194,16 @@ void report(const ReportArgs& a) {
                 a.shard, mine, tasks.size(), cached_tasks, seconds, cache.string());
         return;
     }
-    nlohmann::json heads = nlohmann::json::array(), compare = nlohmann::json::array(),
-                   file_list = nlohmann::json::array();
-    for (std::size_t i = 0; i < tasks.size(); ++i) (tasks[i].head ? heads : compare).push_back(results[i]);
-    for (const DumpFile& f : files)
-        file_list.push_back({{"file", f.relative},
-                             {"layer", f.layer ? nlohmann::json(*f.layer) : nlohmann::json()},
-                             {"step", f.step ? nlohmann::json(*f.step) : nlohmann::json()},
-                             {"heads", f.heads},
-                             {"batch", f.batch},
-                             {"heads_per_batch", f.heads_per_batch},
-                             {"n_q", f.n_q},
-                             {"n_kv", f.n_kv},
-                             {"d", f.d},
-                             {"causal", f.causal},
-                             {"has_o", f.has_o},
-                             {"has_do", f.has_do},
-                             {"has_x", f.has_x},
-                             {"content_hash", f.content_hash}});
-    // What the dumps and options give, and nothing about this run (how much came from the cache,
-    // how long it took: those are printed): a sharded or distributed run gathers the same file.
-    const nlohmann::json r{
-        {"dir", a.dir},       {"options", options_json(options)},          {"files", file_list},   {"heads", heads},
-        {"compare", compare}, {"bias_over_steps", bias_over_steps(heads)}, {"tasks", tasks.size()}};
-    const std::string json_path = (std::filesystem::path(a.out) / "report.json").string(),
-                      html_path = (std::filesystem::path(a.out) / "report.html").string();
-    write_text(json_path, r.dump(1));
+    // An entry changed since it was checked or written (another run sharing OUT) is recomputed.
+    const std::string json_path = write_report(a.dir, a.out, files, tasks, options, [&](const ReportTask& t) {
+        const std::filesystem::path entry = cache_entry_path(cache, t);
+        CacheEntry c = read_cache_entry(entry, t, files[t.file]);
+        if (c.state == CacheEntry::valid) return std::move(c.result);
+        nlohmann::json result = run_task(files[t.file], t, options, threads);
+        write_cache_entry(entry, result);
+        return result;
+    });
+    const std::string html_path = (std::filesystem::path(a.out) / "report.html").string();
     if (!a.no_html) {
         AtomicFile page(html_path);
         run_python_script("report.html", "report_page.py", {json_path, page.temporary_path()});

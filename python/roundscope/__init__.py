@@ -16,12 +16,12 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from . import _arrays, _commands, _core
-from ._report import list_tasks, report, run_task
+from ._report import list_tasks, load_report, report, run_task
 from . import mx  # noqa: F401  (roundscope.mx)
 
 __all__ = [
     "formats", "recipes", "cast", "decode", "read", "write", "mma", "attention", "truth",
-    "pcollapse", "leak", "headroom", "bias", "attribute", "compare", "check", "report", "list_tasks",
+    "pcollapse", "leak", "headroom", "bias", "attribute", "compare", "check", "report", "load_report", "list_tasks",
     "run_task", "mx",
 ]
 

@@ -26,6 +26,22 @@ def _arguments(dir, out, recipe, k_sink) -> list[str]:
     return ["report", os.fsdecode(dir), "-o", os.fsdecode(out), *_commands.flags(recipe=recipe, k_sink=k_sink)]
 
 
+def load_report(out: str | os.PathLike = "roundscope-report") -> dict:
+    """out/report.json with the results of its layer files joined in: "heads" and "compare",
+    every task's result in full (for a report that fits in memory; a model's is read a layer at
+    a time from out/layers/ instead)."""
+    folder = os.fsdecode(out)
+    with open(os.path.join(folder, "report.json"), encoding="utf-8") as f:
+        report = json.load(f)
+    report["heads"], report["compare"] = [], []
+    for layer in report["layers"]:
+        with open(os.path.join(folder, layer["file"]), encoding="utf-8") as f:
+            content = json.load(f)
+        report["heads"] += content["heads"]
+        report["compare"] += content["compare"]
+    return report
+
+
 def list_tasks(dir: str | os.PathLike, out: str | os.PathLike = "roundscope-report", *,
                recipe: Sequence[str] | None = None, k_sink: int | None = None) -> list[dict]:
     """The report's tasks (`roundscope report --list-tasks`): [{"key", "file", "head"}], head

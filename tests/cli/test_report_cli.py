@@ -64,7 +64,20 @@ def report(cli, dumps, out, *extra, timeout=900):
 
 
 def load(out):
-    return json.loads((out / "report.json").read_text())
+    """report.json with its layer files' results joined in (heads, compare)."""
+    r = json.loads((out / "report.json").read_text())
+    r["heads"], r["compare"] = [], []
+    for layer in r["layers"]:
+        content = json.loads((out / layer["file"]).read_text())
+        assert content["layer"] == layer["layer"] and len(content["heads"]) == layer["heads"]
+        r["heads"] += content["heads"]
+        r["compare"] += content["compare"]
+    return r
+
+
+def output_bytes(out):
+    """report.json and every layer file, as bytes."""
+    return {p.relative_to(out): p.read_bytes() for p in [out / "report.json", *sorted((out / "layers").glob("*"))]}
 
 
 @pytest.fixture(scope="module")
@@ -83,6 +96,23 @@ def test_the_report_covers_every_file_and_head(first):
     assert "\r" not in err and lines[-1].startswith(f"report: {TASKS}/{TASKS} tasks, "), err
     assert lines[-1].endswith(" left") and " tasks/s, " in lines[-1], err
     assert len(r["files"]) == 4 and len(r["heads"]) == 4 * H and len(r["compare"]) == 4
+
+
+def test_a_layer_a_file_and_a_summary(first, cli, dumps, tmp_path):
+    """report.json is the summary (no head's results: at a model's scale it stays small); each
+    layer's results are in layers/layerL.json; a layer an earlier report had is removed."""
+    out = first[3]
+    summary = json.loads((out / "report.json").read_text())
+    assert "heads" not in summary and "compare" not in summary
+    assert [(x["layer"], x["file"], x["heads"], x["compare"]) for x in summary["layers"]] == [
+        (0, "layers/layer0.json", 2 * H, 2), (1, "layers/layer1.json", 2 * H, 2)]
+    one = tmp_path / "one_layer"
+    one.mkdir()
+    shutil.copy(dumps / "step0_layer1.safetensors", one)
+    copy = tmp_path / "report"
+    shutil.copytree(out, copy)
+    report(cli, one, copy)
+    assert sorted(p.name for p in (copy / "layers").iterdir()) == ["layer1.json"]
 
 
 def test_each_heads_pcollapse_is_pcollapses_on_the_file(cli, dumps, first):
@@ -245,7 +275,7 @@ def test_shards_gathered_give_the_same_report_byte_for_byte(cli, dumps, first, t
     assert again["cached"] == again["tasks"] == done[1]["tasks"], again
     gathered, _ = report(cli, dumps, out, "--threads", "1")
     assert gathered["cached"] == TASKS, "the gathering run computes nothing"
-    assert (out / "report.json").read_bytes() == (first[3] / "report.json").read_bytes()
+    assert output_bytes(out) == output_bytes(first[3])
 
 
 def chromium(*arguments, timeout=180):

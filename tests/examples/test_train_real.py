@@ -11,6 +11,8 @@ import time
 
 import pytest
 
+import roundscope
+
 from conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "examples"))
@@ -45,7 +47,7 @@ def test_the_run_logs_corpus_loss_and_sink_mass(short_run):
 
 def test_the_report_covers_every_layer_head_and_step(cli, short_run):
     cli.run("report", short_run, "-o", short_run / "report", "--recipe", "fa2-bf16", "--json")
-    r = json.loads((short_run / "report" / "report.json").read_text())
+    r = roundscope.load_report(short_run / "report")
     assert sorted((f["layer"], f["step"]) for f in r["files"]) == [(layer, s) for layer in (0, 1) for s in (0, 5)]
     assert len(r["heads"]) == 16, "4 heads a file"
     assert all(f["has_x"] for f in r["files"]), "the dumps carry x and wq (the dW^Q part)"

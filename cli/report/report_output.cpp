@@ -1,0 +1,122 @@
+#include "cli/report/report_output.hpp"
+
+#include <fmt/format.h>
+
+#include <map>
+#include <optional>
+#include <set>
+
+#include "analysis/bias_steps.hpp"
+#include "cli/report/report_cache.hpp"
+#include "lib/error.hpp"
+
+namespace roundscope::cli {
+namespace {
+
+// What the delta error over steps needs of a head's result.
+struct BiasPoint {
+    double kernel = 0, emulated = 0, max_adjust = 0;
+};
+using BiasSeries = std::map<std::pair<std::int64_t, std::int64_t>, std::map<std::int64_t, BiasPoint>>;
+
+void add_bias_point(const nlohmann::json& h, BiasSeries& series) {
+    if (!h.contains("bias") || !h["layer"].is_number() || !h["step"].is_number()) return;
+    const nlohmann::json& b = h["bias"];
+    series[{h["layer"].get<std::int64_t>(), h["head"].get<std::int64_t>()}][h["step"].get<std::int64_t>()] = {
+        b["kernel"].value("coefficient_sum", 0.0), b["emulated"].value("coefficient_sum", 0.0),
+        b["max_adjust"].value("coefficient_sum", 0.0)};
+}
+
+// The delta error per layer and head over the steps, in step order, with its running sums and
+// the exact sign test across steps (independent samples).
+nlohmann::json bias_over_steps(const BiasSeries& series) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& [key, steps] : series) {
+        nlohmann::json s{{"layer", key.first}, {"head", key.second}};
+        double sum = 0, emulated = 0, adjusted = 0;
+        std::vector<double> per_step;
+        for (const auto& [step, p] : steps) {
+            sum += p.kernel, emulated += p.emulated, adjusted += p.max_adjust;
+            per_step.push_back(p.kernel);
+            s["steps"].push_back(step);
+            s["coefficient_sum"].push_back(p.kernel);
+            s["cumulative"].push_back(sum);
+            s["emulated_cumulative"].push_back(emulated);
+            s["max_adjust_cumulative"].push_back(adjusted);
+        }
+        const analysis::StepSigns signs = analysis::step_signs(per_step);
+        s["positive_steps"] = signs.positive, s["negative_steps"] = signs.negative;
+        s["sign_test_p"] = signs.p_value;
+        out.push_back(s);
+    }
+    return out;
+}
+
+nlohmann::json file_entry(const DumpFile& f) {
+    return {{"file", f.relative},
+            {"layer", f.layer ? nlohmann::json(*f.layer) : nlohmann::json()},
+            {"step", f.step ? nlohmann::json(*f.step) : nlohmann::json()},
+            {"heads", f.heads},
+            {"batch", f.batch},
+            {"heads_per_batch", f.heads_per_batch},
+            {"n_q", f.n_q},
+            {"n_kv", f.n_kv},
+            {"d", f.d},
+            {"causal", f.causal},
+            {"has_o", f.has_o},
+            {"has_do", f.has_do},
+            {"has_x", f.has_x},
+            {"content_hash", f.content_hash}};
+}
+
+}  // namespace
+
+std::string layer_file_name(const std::optional<std::int64_t>& layer) {
+    return layer ? fmt::format("layers/layer{}.json", *layer) : std::string("layers/layer-none.json");
+}
+
+std::string write_report(const std::string& dir, const std::filesystem::path& out, const std::vector<DumpFile>& files,
+                         const std::vector<ReportTask>& tasks, const ReportOptions& options,
+                         const std::function<nlohmann::json(const ReportTask&)>& result_of) {
+    std::map<std::optional<std::int64_t>, std::vector<const ReportTask*>> by_layer;  // each in the tasks' order
+    for (const ReportTask& t : tasks) by_layer[files[t.file].layer].push_back(&t);
+    std::error_code ec;
+    std::filesystem::create_directories(out / "layers", ec);
+    if (ec) throw FileError((out / "layers").string() + ": " + ec.message());
+
+    BiasSeries bias;
+    nlohmann::json layers = nlohmann::json::array();
+    std::set<std::string> written;
+    for (const auto& [layer, layer_tasks] : by_layer) {
+        nlohmann::json heads = nlohmann::json::array(), compare = nlohmann::json::array();
+        for (const ReportTask* t : layer_tasks) {
+            nlohmann::json r = result_of(*t);
+            if (t->head) add_bias_point(r, bias);
+            (t->head ? heads : compare).push_back(std::move(r));
+        }
+        const std::string name = layer_file_name(layer);
+        layers.push_back({{"layer", layer ? nlohmann::json(*layer) : nlohmann::json()},
+                          {"file", name},
+                          {"heads", heads.size()},
+                          {"compare", compare.size()}});
+        const nlohmann::json content{{"layer", layers.back()["layer"]}, {"heads", heads}, {"compare", compare}};
+        write_text((out / name).string(), content.dump(1));
+        written.insert(std::filesystem::path(name).filename().string());
+    }
+    // An earlier report's layer that this one does not have would be taken for part of it.
+    for (const auto& entry : std::filesystem::directory_iterator(out / "layers", ec)) {
+        const std::string f = entry.path().filename().string();
+        if (f.starts_with("layer") && f.ends_with(".json") && !written.count(f) && entry.is_regular_file())
+            std::filesystem::remove(entry.path(), ec);
+    }
+
+    nlohmann::json file_list = nlohmann::json::array();
+    for (const DumpFile& f : files) file_list.push_back(file_entry(f));
+    const nlohmann::json r{{"dir", dir},       {"options", options_json(options)},         {"files", file_list},
+                           {"layers", layers}, {"bias_over_steps", bias_over_steps(bias)}, {"tasks", tasks.size()}};
+    const std::string path = (out / "report.json").string();
+    write_text(path, r.dump(1));
+    return path;
+}
+
+}  // namespace roundscope::cli
