@@ -58,6 +58,7 @@ AttributeResult attribute(const emu::AttentionInputs& in, const AttributeOptions
     const emu::AttentionOperands x = emu::attention_operands(in, *recipe.input, in.d_o.has_value());
     TruthOptions t;
     t.causal = o.causal, t.scale = sh.scale, t.threads = o.threads, t.backward = in.d_o.has_value();
+    t.gradients = false;  // delta alone
     const AttentionTruth truth = shared_truth(o.truths, in, x, *recipe.input, t);
     emu::ForwardOptions fo;
     fo.threads = o.threads;
@@ -89,7 +90,7 @@ AttributeResult attribute(const emu::AttentionInputs& in, const AttributeOptions
     for (const Stage& stage : stages)
         if (stage.applies(recipe)) listed.push_back(&stage);
     result.all_exact = *error_of(with_exact(recipe, listed, std::vector<bool>(listed.size(), true)));
-    for (std::size_t s = 0; s < listed.size(); ++s) {
+    for (std::size_t s = 0; s < (o.stages ? listed.size() : 0); ++s) {
         std::vector<bool> only_low(listed.size(), true), only_exact(listed.size(), false);
         only_low[s] = false, only_exact[s] = true;
         result.stages.push_back({listed[s]->name, error_of(with_exact(recipe, listed, only_low)),

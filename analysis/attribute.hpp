@@ -25,6 +25,7 @@ struct AttributeOptions {
     double softmax_scale = 0;
     int threads = 0;
     TruthCache* truths = nullptr;  // shared with the other analyses of these inputs (the report)
+    bool stages = true;            // false: all_low, all_exact and delta only (two runs, not up to ten)
 };
 
 struct StageAttribution {

@@ -20,16 +20,16 @@ const AttentionTruth& TruthCache::truth(const emu::AttentionInputs& in, const em
         // The intermediates (S, P) are not kept: a request for them is computed afresh.
         if (e.source == &in && e.format == f && e.causal == options.causal &&
             std::bit_cast<std::uint64_t>(e.scale) == std::bit_cast<std::uint64_t>(options.scale) &&
-            (e.backward || !options.backward) && !options.intermediates &&
-            same_operands(e.held, held, options.backward)) {
+            (e.backward || !options.backward) && (e.gradients || !options.backward || !options.gradients) &&
+            !options.intermediates && same_operands(e.held, held, options.backward)) {
             ++reused_;
             return e.truth;
         }
     }
     TruthOptions o = options;
     o.intermediates = false;
-    entries_.push_back({&in, held, f, options.causal, options.backward, options.scale,
-                        attention_truth(inputs_as_held(in, held, f), o)});
+    entries_.push_back({&in, held, f, options.causal, options.backward, options.backward && options.gradients,
+                        options.scale, attention_truth(inputs_as_held(in, held, f), o)});
     return entries_.back().truth;
 }
 

@@ -4,7 +4,7 @@
 // handed to every analysis that asks for it again. An entry is found only for the same source
 // inputs (by address: the cache lives no longer than they do), bit-identical held operands in the
 // same format (the inputs as the recipe's kernel holds them), the same causal mask and scale, and a backward pass
-// when one is asked for: a hit is the very truth a fresh computation would give.
+// (with the gradients) when one is asked for: a hit is the very truth a fresh computation would give.
 #include <list>
 #include <mutex>
 
@@ -27,7 +27,7 @@ private:
         const emu::AttentionInputs* source;
         emu::AttentionOperands held;
         emu::Format format;
-        bool causal, backward;
+        bool causal, backward, gradients;
         double scale;
         AttentionTruth truth;
     };

@@ -23,6 +23,8 @@ struct TruthOptions {
     bool causal = false;
     double scale = 0;            // 0: the double nearest 1 / sqrt(D)
     bool backward = false;       // needs dO
+    bool gradients = true;       // with backward: dQ, dK and dV as well as delta (false: delta alone,
+                                 // which needs only the forward pass's O; dq, dk, dv left empty)
     bool intermediates = false;  // also return S and P
     int precision = 256;         // bits of the first attempt; a head is redone at twice as many
                                  // until every output is decided (Ziv), up to max_precision

@@ -317,6 +317,26 @@ struct HeadBackward {
     std::uint64_t* reference_rows;
 };
 
+// delta = rowsum(dO * O) alone, from the exact O's balls (a row they leave undecided from the
+// reference, which also gives its dQ, unused here).
+void fast_delta(const HeadBackward& h, int threads) {
+    std::vector<char> by_reference(h.nq, 0);
+    parallel_for(h.nq, 4, threads, [&](std::size_t begin, std::size_t end) {
+        std::vector<double> dq(h.d);
+        for (std::size_t i = begin; i < end; ++i) {
+            const RowState& st = (*h.states)[i];
+            const double* d_o = h.d_o + i * h.dv;
+            Ball delta = dd::exact(0);
+            for (std::size_t c = 0; c < h.dv; ++c) delta = dd::add(delta, dd::mul(st.o[c], d_o[c]));
+            if (dd::round_to_double(delta, h.delta[i])) continue;
+            reference_backward_row(h.q + i * h.d, h.k, h.v, d_o, h.bias_of(i), h.keys_of(i), h.nk, h.d, h.dv, h.scale,
+                                   *h.options, h.delta + i, dq.data());
+            by_reference[i] = 1;
+        }
+    });
+    *h.reference_rows += static_cast<std::uint64_t>(std::count(by_reference.begin(), by_reference.end(), 1));
+}
+
 bool fast_backward(const HeadBackward& h, int threads) {
     const std::size_t nq = h.nq, nk = h.nk, d = h.d, dv = h.dv;
     const std::vector<Ball>& p = *h.p;
@@ -461,6 +481,11 @@ AttentionTruth attention_truth(const emu::AttentionInputs& in, const TruthOption
                                   t.dk.data() + head * nk * d,
                                   t.dv.data() + head * nk * dv,
                                   &t.reference_rows};
+            if (forward_decided && !options.gradients) {
+                fast_delta(hb, options.threads);
+                ++t.fast_heads;
+                continue;
+            }
             if (forward_decided && fast_backward(hb, options.threads)) {
                 ++t.fast_heads;
                 continue;
@@ -499,6 +524,7 @@ AttentionTruth attention_truth(const emu::AttentionInputs& in, const TruthOption
         t.reference_rows += undecided.size();
         if (undecided.empty()) ++t.fast_heads;
     }
+    if (options.backward && !options.gradients) t.dq.clear(), t.dk.clear(), t.dv.clear();  // delta alone
     return t;
 }
 

@@ -42,7 +42,7 @@ struct ReportArgs {
     int k_sink = 1, threads = 0;
     std::uint64_t leak_tokens = ReportOptions{}.leak_tokens;
     double headroom_within = ReportOptions{}.headroom_emulate_within;
-    bool json = false, list_tasks = false, no_cache = false, no_html = false;
+    bool json = false, list_tasks = false, no_cache = false, no_html = false, attribute_stages = false;
 };
 
 // --shard I/N: the tasks this run does are those whose index is I - 1 modulo N.
@@ -120,6 +120,7 @@ void report(const ReportArgs& a) {
     for (const std::string& name : a.recipes) options.recipes.push_back(emu::find_recipe(name));
     options.k_sink = a.k_sink;
     options.leak_tokens = a.leak_tokens, options.headroom_emulate_within = a.headroom_within;
+    options.attribute_stages = a.attribute_stages;
     if (std::filesystem::exists(a.out) && !std::filesystem::is_directory(a.out))
         throw Error("-o: " + a.out + " is a file, not a folder for the report");
     if (std::filesystem::weakly_canonical(a.out) == std::filesystem::weakly_canonical(a.dir))
@@ -249,6 +250,8 @@ void add_report_command(CLI::App& app) {
                     "Emulate a format's softmax overflow only where its smallest margin is below this many nats")
         ->check(finite_in(0, 1e6))
         ->capture_default_str();
+    cmd->add_flag("--attribute-stages", a->attribute_stages,
+                  "Attribute each recipe's error stage by stage (default: with every stage low and every stage exact)");
     cmd->add_flag("--no-cache", a->no_cache, "Recompute every task (the cache is still written)");
     cmd->add_flag("--list-tasks", a->list_tasks, "Print the tasks (key, file, head) as JSON and stop");
     cmd->add_option("--run-task", a->run_task_key,

@@ -92,6 +92,7 @@ nlohmann::json head_analyses(const emu::AttentionInputs& in, const ReportOptions
     for (const emu::AttentionRecipe& r : o.recipes) {
         analysis::AttributeOptions a;
         a.recipe = r, a.causal = causal, a.softmax_scale = scale, a.threads = threads, a.truths = truths;
+        a.stages = o.attribute_stages;
         attribution[r.name] = attribute_json(analysis::attribute(in, a));
     }
     j["attribute"] = attribution;
@@ -202,7 +203,8 @@ nlohmann::json options_json(const ReportOptions& o) {
     return {{"recipes", recipes},
             {"k_sink", o.k_sink},
             {"leak_tokens", o.leak_tokens},
-            {"headroom_emulate_within", o.headroom_emulate_within}};
+            {"headroom_emulate_within", o.headroom_emulate_within},
+            {"attribute_stages", o.attribute_stages}};
 }
 
 // What a task's result holds: raised whenever a task computes or stores anything differently,

@@ -21,6 +21,7 @@ struct ReportOptions {
     std::uint64_t leak_tokens = 128;            // leakage on the first tokens of each file (4 MX blocks)
     bool share_truth = true;             // one truth for the analyses of a head (off: each its own; the same results)
     double headroom_emulate_within = 8;  // nats: a format's softmax emulated only this near overflow
+    bool attribute_stages = false;       // attribution stage by stage (off: all low, all exact and delta)
 };
 
 /// One dump, read and validated.

@@ -74,6 +74,29 @@ TEST_CASE("The truth cache hands out the truth a fresh computation gives, and on
     CHECK(c2.computed() == 2);
 }
 
+TEST_CASE("A truth of delta alone has delta's bits and no gradients, and serves no request for them",
+          "[truth][cache]") {
+    const emu::AttentionInputs in = sink_head(4);
+    const emu::AttentionOperands bf16 = emu::attention_operands(in, emu::bf16, true);
+    TruthOptions full, delta_only;
+    full.causal = delta_only.causal = true;
+    full.backward = delta_only.backward = true;
+    delta_only.gradients = false;
+    const AttentionTruth all = attention_truth(inputs_as_held(in, bf16, emu::bf16), full);
+    const AttentionTruth delta = attention_truth(inputs_as_held(in, bf16, emu::bf16), delta_only);
+    CHECK(same_bits(delta.delta, all.delta));
+    CHECK(same_bits(delta.o, all.o));
+    CHECK(same_bits(delta.lse, all.lse));
+    CHECK((delta.dq.empty() && delta.dk.empty() && delta.dv.empty()));
+    TruthCache cache;
+    const AttentionTruth& first = cache.truth(in, bf16, emu::bf16, delta_only);
+    CHECK(same_bits(first.delta, all.delta));
+    CHECK(&cache.truth(in, bf16, emu::bf16, full) != &first);        // gradients asked: computed
+    CHECK(&cache.truth(in, bf16, emu::bf16, delta_only) == &first);  // and delta alone is served
+    CHECK(cache.computed() == 2);
+    CHECK(cache.reused() == 1);
+}
+
 TEST_CASE("P-collapse, the bias and attribution give the same numbers with the shared truth", "[truth][cache]") {
     const emu::AttentionInputs in = sink_head(5);
     TruthCache cache;

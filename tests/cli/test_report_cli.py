@@ -141,6 +141,23 @@ def test_every_head_has_every_analysis(first):
         assert b["kernel"]["o_from_file"] and not b["emulated"]["o_from_file"] and not b["max_adjust"]["o_from_file"]
 
 
+def test_attribution_stage_by_stage_on_request(cli, dumps, first, tmp_path):
+    """By default each recipe's error with every stage low and every stage exact (two runs);
+    --attribute-stages adds each stage alone, the same two figures beside them."""
+    one = tmp_path / "one"
+    one.mkdir()
+    shutil.copy(dumps / "step0_layer0.safetensors", one)
+    report(cli, one, tmp_path / "staged", "--attribute-stages", "--no-html")
+    staged = load(tmp_path / "staged")
+    assert staged["options"]["attribute_stages"] is True and first[2]["options"]["attribute_stages"] is False
+    for h in staged["heads"]:
+        a = h["attribute"]["fa2-bf16"]
+        b = next(x for x in first[2]["heads"] if x["file"] == h["file"] and x["head"] == h["head"])["attribute"]["fa2-bf16"]
+        assert [s["stage"] for s in a["stages"]] == ["score product", "P cast", "P V product", "O cast"], a
+        assert b["stages"] == [] and (a["all_low"], a["all_exact"], a["delta_recipe"]) == \
+            (b["all_low"], b["all_exact"], b["delta_recipe"])
+
+
 def test_the_bias_over_steps_per_layer_and_head(first):
     r = first[2]
     series = r["bias_over_steps"]

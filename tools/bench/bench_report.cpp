@@ -65,7 +65,7 @@ int main(int argc, char** argv) try {
     const std::vector<DumpFile> files = scan_dumps(argv[1], "");
     const ReportOptions report = with_recipes(ReportOptions{});
     ReportOptions baseline = report;
-    baseline.share_truth = false, baseline.leak_tokens = 512;
+    baseline.share_truth = false, baseline.leak_tokens = 512, baseline.attribute_stages = true;
     baseline.headroom_emulate_within = std::numeric_limits<double>::infinity();
     ReportOptions unshared = report;
     unshared.share_truth = false;
