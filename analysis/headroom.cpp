@@ -24,16 +24,36 @@ emu::AttentionRecipe softmax_in(const emu::Format& f, emu::SoftmaxKind kind) {
     return r;
 }
 
-// Rows (over all heads) with a NaN or Inf in O.
-std::uint64_t nonfinite_rows(const emu::ForwardResult& f, const emu::Format& o_format, std::uint64_t d_v) {
-    std::uint64_t rows = 0;
+// Rows (over all heads) with a NaN or Inf in O, and rows of zeros that should not be: their
+// first_nonzero_v[head] (the first key with a non-zero V row) is among the keys they see.
+struct BadRows {
+    std::uint64_t nonfinite = 0, zero = 0;
+};
+BadRows bad_rows(const emu::ForwardResult& f, const emu::Format& o_format, const emu::AttentionShape& sh,
+                 const std::vector<std::uint64_t>& first_nonzero_v) {
+    BadRows bad;
+    const std::uint64_t d_v = sh.d_v;
     for (std::size_t i = 0; i * d_v < f.o.size(); ++i) {
-        bool finite = true;
-        for (std::uint64_t c = 0; c < d_v; ++c)
-            finite = finite && std::isfinite(emu::decode(o_format, f.o[i * d_v + c]));
-        rows += finite ? 0 : 1;
+        bool finite = true, zero = true;
+        for (std::uint64_t c = 0; c < d_v; ++c) {
+            const double x = emu::decode(o_format, f.o[i * d_v + c]);
+            finite = finite && std::isfinite(x), zero = zero && x == 0;
+        }
+        const std::uint64_t head = i / sh.n_q, row = i % sh.n_q;
+        bad.nonfinite += finite ? 0 : 1;
+        bad.zero += zero && emu::steps::visible_keys(row, sh.n_q, sh.n_kv, sh.causal) > first_nonzero_v[head] ? 1 : 0;
     }
-    return rows;
+    return bad;
+}
+
+std::vector<std::uint64_t> first_nonzero_v(const emu::AttentionInputs& in, const emu::AttentionShape& sh) {
+    const std::vector<double> v = emu::decode_tensor<double>(in.v);
+    std::vector<std::uint64_t> first(sh.heads, sh.n_kv);
+    for (std::uint64_t h = 0; h < sh.heads; ++h)
+        for (std::uint64_t j = 0; j < sh.n_kv && first[h] == sh.n_kv; ++j)
+            for (std::uint64_t c = 0; c < sh.d_v; ++c)
+                if (v[(h * sh.n_kv + j) * sh.d_v + c] != 0) first[h] = j;
+    return first;
 }
 
 }  // namespace
@@ -62,6 +82,7 @@ HeadroomResult headroom(const emu::AttentionInputs& in, const HeadroomOptions& o
             r.rows[x] = {head, i, m, keys == 0 ? m : m + std::log(sum)};
         }
     });
+    std::vector<std::uint64_t> nonzero_v;  // decoded once, where a format is emulated
     for (const emu::Format* f : {&emu::f32, &emu::f16, &emu::bf16}) {
         FormatHeadroom h{std::string(f->name),
                          std::log(emu::decode(*f, emu::max_finite_bits(*f))),
@@ -69,6 +90,9 @@ HeadroomResult headroom(const emu::AttentionInputs& in, const HeadroomOptions& o
                          0,
                          0,
                          std::numeric_limits<double>::infinity(),
+                         std::nullopt,
+                         std::nullopt,
+                         std::nullopt,
                          std::nullopt,
                          std::nullopt,
                          std::nullopt};
@@ -86,11 +110,16 @@ HeadroomResult headroom(const emu::AttentionInputs& in, const HeadroomOptions& o
             const emu::AttentionRecipe recipe = softmax_in(*f, kind);
             const emu::ForwardResult out =
                 emu::flash_forward(recipe, sh, emu::attention_operands(in, *recipe.input, false), fo);
-            const std::uint64_t bad = nonfinite_rows(out, *recipe.o_format, sh.d_v);
-            FormatHeadroom& emulated = r.formats.back();
-            (kind == emu::SoftmaxKind::naive_unshifted ? emulated.emulated_naive_nonfinite_rows
-             : kind == emu::SoftmaxKind::naive         ? emulated.emulated_shifted_nonfinite_rows
-                                                       : emulated.emulated_online_nonfinite_rows) = bad;
+            if (nonzero_v.empty()) nonzero_v = first_nonzero_v(in, sh);
+            const BadRows bad = bad_rows(out, *recipe.o_format, sh, nonzero_v);
+            FormatHeadroom& e = r.formats.back();
+            const bool naive = kind == emu::SoftmaxKind::naive_unshifted, shifted = kind == emu::SoftmaxKind::naive;
+            (naive     ? e.emulated_naive_nonfinite_rows
+             : shifted ? e.emulated_shifted_nonfinite_rows
+                       : e.emulated_online_nonfinite_rows) = bad.nonfinite;
+            (naive     ? e.emulated_naive_zero_rows
+             : shifted ? e.emulated_shifted_zero_rows
+                       : e.emulated_online_zero_rows) = bad.zero;
         }
     }
     return r;

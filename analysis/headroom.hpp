@@ -41,6 +41,9 @@ struct FormatHeadroom {
     std::optional<std::uint64_t> emulated_naive_nonfinite_rows;    // naive without max subtraction
     std::optional<std::uint64_t> emulated_shifted_nonfinite_rows;  // naive with max subtraction
     std::optional<std::uint64_t> emulated_online_nonfinite_rows;   // the online softmax
+    // Rows whose output came out all zero, finite, though a key they see has a non-zero V: a
+    // sum that overflowed to Inf divides every exp to zero (silently wrong, not NaN):
+    std::optional<std::uint64_t> emulated_naive_zero_rows, emulated_shifted_zero_rows, emulated_online_zero_rows;
 };
 
 struct HeadroomResult {

@@ -178,7 +178,10 @@ nlohmann::json headroom_json(const analysis::HeadroomResult& r, bool with_rows) 
                            {"min_naive_margin", json_number(f.min_naive_margin)},
                            {"emulated_naive_nonfinite_rows", json_count(f.emulated_naive_nonfinite_rows)},
                            {"emulated_shifted_nonfinite_rows", json_count(f.emulated_shifted_nonfinite_rows)},
-                           {"emulated_online_nonfinite_rows", json_count(f.emulated_online_nonfinite_rows)}});
+                           {"emulated_online_nonfinite_rows", json_count(f.emulated_online_nonfinite_rows)},
+                           {"emulated_naive_zero_rows", json_count(f.emulated_naive_zero_rows)},
+                           {"emulated_shifted_zero_rows", json_count(f.emulated_shifted_zero_rows)},
+                           {"emulated_online_zero_rows", json_count(f.emulated_online_zero_rows)}});
     nlohmann::json j{{"rows_total", r.rows.size()}, {"formats", formats}};
     if (with_rows) {
         for (const auto& x : r.rows)

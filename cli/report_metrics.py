@@ -50,6 +50,10 @@ def _leak(fmt, key):
     return lambda head: number(head.get("leak", {}).get(fmt, {}).get(key))
 
 
+def _sum(*xs):
+    return None if any(x is None for x in xs) else sum(xs)
+
+
 def _bias(key):
     return lambda head: number(head.get("bias", {}).get("kernel", {}).get(key))
 
@@ -110,6 +114,9 @@ HEAD_METRICS = [
            _headroom("f16", "min_naive_margin"), ("<", 0), worst="min"),
     Metric("headroom_f16_overflow_rows", "headroom", "rows whose naive f16 sum overflows",
            _headroom("f16", "naive_sum_overflow_rows"), (">", 0)),
+    Metric("headroom_f16_lost_rows", "headroom", "rows of O an emulated naive f16 softmax loses (NaN, Inf or zeros)",
+           lambda h: _sum(_headroom("f16", "emulated_naive_nonfinite_rows")(h),
+                          _headroom("f16", "emulated_naive_zero_rows")(h)), (">", 0)),
     Metric("bias_coefficient", "bias", "delta's error summed over rows (the kernel's O)", _bias("coefficient_sum"),
            None, worst="abs"),
     Metric("bias_tied_rows", "bias", "rows with two keys at P-bar = 1", _bias("tied_rows"), (">", 0)),

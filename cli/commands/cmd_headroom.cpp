@@ -37,12 +37,13 @@ void print_report(const analysis::HeadroomResult& r) {
     for (const auto& f : r.formats)
         table.push_back({f.format, fmt::format("{:.2f}", f.ln_max), std::to_string(f.naive_exp_overflow_rows),
                          std::to_string(f.naive_sum_overflow_rows), std::to_string(f.shifted_overflow_rows),
-                         fmt::format("{:.3f}", f.min_naive_margin), std::to_string(*f.emulated_naive_nonfinite_rows),
-                         std::to_string(*f.emulated_shifted_nonfinite_rows),
-                         std::to_string(*f.emulated_online_nonfinite_rows)});
+                         fmt::format("{:.3f}", f.min_naive_margin),
+                         fmt::format("{} / {}", *f.emulated_naive_nonfinite_rows, *f.emulated_naive_zero_rows),
+                         fmt::format("{} / {}", *f.emulated_shifted_nonfinite_rows, *f.emulated_shifted_zero_rows),
+                         fmt::format("{} / {}", *f.emulated_online_nonfinite_rows, *f.emulated_online_zero_rows)});
     fmt::print("Softmax headroom over {} rows\n", r.rows.size());
     print_table({"format", "ln max", "exp overflows", "sum overflows", "shifted overflows", "min margin",
-                 "naive NaN/Inf rows", "shifted NaN/Inf rows", "online NaN/Inf rows"},
+                 "naive NaN/Inf / zero rows", "shifted NaN/Inf / zero rows", "online NaN/Inf / zero rows"},
                 table);
     std::vector<analysis::RowHeadroom> top = r.rows;
     std::sort(top.begin(), top.end(), [](const auto& x, const auto& y) { return x.lse > y.lse; });

@@ -67,3 +67,35 @@ TEST_CASE("The naive softmax overflows exactly past ln(max): 11.09 in FP16, 88.7
     }
     CHECK(r.rows[3].max_score == 12.0);
 }
+
+TEST_CASE("A naive FP16 sum that overflows with no exp overflowing gives a row of zeros, counted as lost",
+          "[headroom]") {
+    // Two keys at 10.5: each e^10.5 = 36316 fits FP16, their sum 72631 does not; every P is then
+    // e / Inf = 0 and the row's O is all zero, finite: no NaN to see, a wrong answer all the same.
+    const std::uint64_t keys = 4, d = 8;
+    auto tensor = [](const char* name, Shape shape, const std::vector<double>& x) {
+        Tensor t = Tensor::zeros(name, DType::f32, std::move(shape));
+        for (std::size_t i = 0; i < x.size(); ++i)
+            t.set_bits_at(i, emu::cast_from_f64(x[i], emu::f32, emu::CastOptions{}));
+        return t;
+    };
+    std::vector<double> q(2 * d, 0), k(keys * d, 0), v(keys * d, 0.5);
+    q[0] = 10.5, q[d] = 5;  // row 0 overflows the sum, row 1 does not
+    k[0] = k[d] = 1, k[2 * d] = k[3 * d] = -1;
+    emu::AttentionInputs in{
+        .q = tensor("q", {2, d}, q), .k = tensor("k", {keys, d}, k), .v = tensor("v", {keys, d}, v)};
+    in.n_q = 2, in.n_kv = keys, in.d = in.d_v = d;
+    HeadroomOptions o;
+    o.softmax_scale = 1;
+    const FormatHeadroom f16 = headroom(in, o).formats[1];
+    REQUIRE(f16.format == "f16");
+    CHECK(f16.naive_exp_overflow_rows == 0);
+    CHECK(f16.naive_sum_overflow_rows == 1);
+    CHECK(f16.emulated_naive_nonfinite_rows == 0);
+    CHECK(f16.emulated_naive_zero_rows == 1);
+    CHECK(f16.emulated_shifted_zero_rows == 0);
+    CHECK(f16.emulated_online_zero_rows == 0);
+    // V all zero: a row of zeros is then the right answer, not a lost one.
+    in.v = tensor("v", {keys, d}, std::vector<double>(keys * d, 0));
+    CHECK(headroom(in, o).formats[1].emulated_naive_zero_rows == 0);
+}
