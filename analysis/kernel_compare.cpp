@@ -114,9 +114,7 @@ OutputComparison compare_output(const OutputSides& s, std::size_t worst_count) {
 
 }  // namespace
 
-KernelComparison compare_kernel(const TensorFile& file, const emu::AttentionInputs& in,
-                                const emu::AttentionRecipe& recipe, const AttentionRunOptions& options,
-                                std::size_t worst_count) {
+void check_kernel_outputs(const TensorFile& file, const emu::AttentionInputs& in, const emu::AttentionRecipe& recipe) {
     const Tensor* o = file.find("o");
     const Tensor* lse = file.find("lse");
     const Tensor* grads[] = {file.find("dq"), file.find("dk"), file.find("dv")};
@@ -137,7 +135,16 @@ KernelComparison compare_kernel(const TensorFile& file, const emu::AttentionInpu
                                  output_shape(in, {in.n_kv, in.d_v})};
     for (int g = 0; g < 3; ++g)
         if (grads[g]) check_output(file, *grads[g], *recipe.grad_format, grad_shapes[g], recipe.name);
+}
 
+KernelComparison compare_kernel(const TensorFile& file, const emu::AttentionInputs& in,
+                                const emu::AttentionRecipe& recipe, const AttentionRunOptions& options,
+                                std::size_t worst_count) {
+    check_kernel_outputs(file, in, recipe);
+    const Tensor* o = file.find("o");
+    const Tensor* lse = file.find("lse");
+    const Tensor* grads[] = {file.find("dq"), file.find("dk"), file.find("dv")};
+    const bool backward = grads[0] || grads[1] || grads[2];
     AttentionRunOptions run_options = options;
     run_options.backward = backward;
     run_options.truth = true;

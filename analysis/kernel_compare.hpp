@@ -50,4 +50,8 @@ KernelComparison compare_kernel(const TensorFile& file, const emu::AttentionInpu
                                 const emu::AttentionRecipe& recipe, const AttentionRunOptions& options,
                                 std::size_t worst_count = 8);
 
+/// compare_kernel's checks of the file's outputs alone (an Error as it would give), before any
+/// work: for a caller that runs the comparison later (the report checks every file first).
+void check_kernel_outputs(const TensorFile& file, const emu::AttentionInputs& in, const emu::AttentionRecipe& recipe);
+
 }  // namespace roundscope::analysis

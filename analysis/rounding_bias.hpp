@@ -45,17 +45,17 @@ struct HeadTies {
 struct BiasResult {
     std::string recipe;
     std::uint64_t rows = 0;
-    double coefficient_sum = 0;             // sum over rows of delta_lp - delta_hp
-    std::uint64_t positive_rows = 0;        // rows with delta_lp > delta_hp
-    double t_statistic = 0;                 // mean / (sd / sqrt(rows)) of delta_lp - delta_hp: the rows
-                                            // share their keys, so they are not independent samples
-    std::uint64_t p_bar_one_count = 0;      // P-bar entries that are 1 after the cast to P's format
-    std::uint64_t repeated_max_rows = 0;    // rows whose largest score two or more keys reach
-    std::uint64_t tied_rows = 0;            // rows with two or more keys of cast P-bar 1 (online softmax)
-    std::uint64_t tie_dominated_rows = 0;   // ... whose tied keys hold more than 1 - 2^-9 of the P-bar mass
-    double tie_share_mean = 0;              // the tied keys' share of their row's P-bar mass, over tied rows
-    std::uint64_t one_key_rows = 0;         // rows one key of P-bar 1 holds past 1 - 2^-9 (l = 1 + e rounds to 1)
-    std::vector<HeadTies> head_ties;        // the same per head (flattened [B, H])
+    double coefficient_sum = 0;            // sum over rows of delta_lp - delta_hp
+    std::uint64_t positive_rows = 0;       // rows with delta_lp > delta_hp
+    double t_statistic = 0;                // mean / (sd / sqrt(rows)) of delta_lp - delta_hp: the rows
+                                           // share their keys, so they are not independent samples
+    std::uint64_t p_bar_one_count = 0;     // P-bar entries that are 1 after the cast to P's format
+    std::uint64_t repeated_max_rows = 0;   // rows whose largest score two or more keys reach
+    std::uint64_t tied_rows = 0;           // rows with two or more keys of cast P-bar 1 (online softmax)
+    std::uint64_t tie_dominated_rows = 0;  // ... whose tied keys hold more than 1 - 2^-9 of the P-bar mass
+    double tie_share_mean = 0;             // the tied keys' share of their row's P-bar mass, over tied rows
+    std::uint64_t one_key_rows = 0;   // rows one key of P-bar 1 holds past 1 - 2^-9, not all (l = 1 + e rounds to 1)
+    std::vector<HeadTies> head_ties;  // the same per head (flattened [B, H])
     std::vector<DimContribution> top_dims;  // by |contribution|
     bool o_from_file = false;
     std::optional<QueryWeightError> query_weight;  // with x in the inputs

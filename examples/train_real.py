@@ -196,6 +196,59 @@ def save_checkpoint(a, step, model, optimizer, schedule, generator, log):
     os.replace(path + ".tmp", path)
 
 
+def load_checkpoint_fields(parser, path, state, a, model, optimizer, schedule, generator):
+    """Each field checked (its type, shapes, range) and loaded; a bad one is one line naming it
+    and exit 2, before any training: never a traceback, a negative step or a run that trains
+    nothing and exits 0."""
+    def bad(field, why):
+        parser.error(f"--resume: {path}: {field} {why}")
+
+    step, log = state["step"], state["log"]
+    if isinstance(step, bool) or not isinstance(step, int) or not 0 <= step <= a.steps:
+        bad("step", f"is {step!r}, not a step from 0 to --steps {a.steps}")
+    if not isinstance(log, dict):
+        bad("log", f"is a {type(log).__name__}, not a dict")
+    for key in ("steps", "dumps"):
+        if not isinstance(log.get(key, []), list):
+            bad(f"log.{key}", f"is a {type(log[key]).__name__}, not a list")
+    if len(log.get("steps", [])) != step:
+        bad("log.steps", f"holds {len(log.get('steps', []))} losses, not one for each of the {step} steps done")
+    seconds = log.get("seconds", 0.0)
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not math.isfinite(seconds) or seconds < 0:
+        bad("log.seconds", f"is {seconds!r}, not a time in seconds")
+    try:
+        model.load_state_dict(state["model"])
+    except (RuntimeError, TypeError, AttributeError, KeyError, ValueError) as e:
+        bad("model", str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__)
+    o = state["optimizer"]
+    if not isinstance(o, dict) or not isinstance(o.get("state"), dict) or not isinstance(o.get("param_groups"), list):
+        bad("optimizer", "is not an optimizer's state (state, param_groups)")
+    parameters = [p for g in optimizer.param_groups for p in g["params"]]
+    if step > 0 and len(o["state"]) != len(parameters):
+        bad("optimizer", f"holds AdamW's moments for {len(o['state'])} of {len(parameters)} parameters after {step} steps")
+    for i, s in o["state"].items():
+        if not isinstance(i, int) or not 0 <= i < len(parameters) or not isinstance(s, dict):
+            bad("optimizer", f"has state for parameter {i!r}, which the model lacks")
+        for key in ("exp_avg", "exp_avg_sq"):
+            if not isinstance(s.get(key), torch.Tensor) or s[key].shape != parameters[i].shape:
+                bad("optimizer", f"{key} of parameter {i} is not a tensor of its shape {tuple(parameters[i].shape)}")
+    try:
+        optimizer.load_state_dict(o)
+    except (RuntimeError, TypeError, KeyError, ValueError) as e:
+        bad("optimizer", str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__)
+    try:
+        schedule.load_state_dict(state["schedule"])
+    except (RuntimeError, TypeError, KeyError, ValueError, AttributeError) as e:
+        bad("schedule", str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__)
+    g = state["generator"]
+    if not isinstance(g, torch.Tensor) or g.dtype != torch.uint8 or g.dim() != 1:
+        bad("generator", "is not a random generator's state (a 1-D uint8 tensor)")
+    try:
+        generator.set_state(g)
+    except (RuntimeError, TypeError, ValueError) as e:
+        bad("generator", str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__)
+
+
 def resume(parser, a, model, optimizer, schedule, generator, log):
     """Loads DIR/checkpoint.pt into the run; (the step to go on from, the seconds already spent).
     An argparse error (exit 2) where there is none or its options differ from these."""
@@ -206,15 +259,13 @@ def resume(parser, a, model, optimizer, schedule, generator, log):
         state = torch.load(path, weights_only=True)
     except Exception as e:  # a truncated or foreign file: name it, stop before any work
         parser.error(f"--resume: {path} is not a checkpoint of this example ({type(e).__name__})")
-    if not isinstance(state, dict) or set(state) != CHECKPOINT_KEYS or set(state["options"]) != set(RUN_OPTIONS):
+    if not isinstance(state, dict) or set(state) != CHECKPOINT_KEYS or not isinstance(state["options"], dict) or \
+            set(state["options"]) != set(RUN_OPTIONS):
         parser.error(f"--resume: {path} is not a checkpoint of this example (its keys differ)")
     for key, value in state["options"].items():
         if getattr(a, key) != value:
             parser.error(f"--resume: {path} was made with --{key.replace('_', '-')} {value}, not {getattr(a, key)}")
-    model.load_state_dict(state["model"])
-    optimizer.load_state_dict(state["optimizer"])
-    schedule.load_state_dict(state["schedule"])
-    generator.set_state(state["generator"])
+    load_checkpoint_fields(parser, path, state, a, model, optimizer, schedule, generator)
     log.update(state["log"])
     return state["step"], state["log"].get("seconds", 0.0)
 

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <array>
@@ -27,7 +28,22 @@ struct PendingFile {
 };
 std::array<PendingFile, max_open_files> pending;
 
+// The child processes to end before the files are removed (0: a free slot).
+constexpr int max_children = 16;
+std::array<std::atomic<int>, max_children> children{};
+
+void end_children() noexcept {
+    for (std::atomic<int>& c : children) {
+        const int pid = c.load();
+        if (pid <= 0) continue;
+        ::kill(pid, SIGKILL);
+        while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+        }
+    }
+}
+
 extern "C" void remove_pending_and_reraise(int signal) {
+    end_children();
     remove_pending_files();
     std::signal(signal, SIG_DFL);
     std::raise(signal);
@@ -79,6 +95,26 @@ std::string message(const std::string& path, const char* what, int err) {
 }
 
 }  // namespace
+
+void cleanup_signals(sigset_t& set) {
+    sigemptyset(&set);
+    for (int s : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&set, s);
+}
+
+ChildProcessGuard::ChildProcessGuard(int pid) {
+    install_cleanup_handlers();
+    for (int i = 0; i < max_children; ++i) {
+        int expected = 0;
+        if (children[static_cast<std::size_t>(i)].compare_exchange_strong(expected, pid)) {
+            slot_ = i;
+            return;
+        }
+    }
+}
+
+ChildProcessGuard::~ChildProcessGuard() {
+    if (slot_ >= 0) children[static_cast<std::size_t>(slot_)].store(0);
+}
 
 void remove_pending_files() noexcept {
     for (PendingFile& f : pending)

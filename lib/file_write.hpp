@@ -3,6 +3,7 @@
 // folder (mkstemp, so no user file is ever overwritten by it), which is renamed over the target
 // only when complete; it is removed on any error, on destruction before commit, and on SIGINT
 // or SIGTERM. A reader of the old file (a memory mapping included) keeps its bytes.
+#include <csignal>
 #include <cstddef>
 #include <span>
 #include <string>
@@ -35,6 +36,24 @@ private:
 /// Removes every temporary file an AtomicFile still holds; async-signal-safe, for handlers
 /// that end the process.
 void remove_pending_files() noexcept;
+
+/// A child process (a script writing an AtomicFile's temporary file, say) that the cleanup on
+/// SIGINT, SIGTERM or SIGHUP kills and waits for before it removes the temporary files: one
+/// left running would write its file after the cleanup. Register it while those signals are
+/// blocked around the fork, so that no signal falls between the two.
+class ChildProcessGuard {
+public:
+    explicit ChildProcessGuard(int pid);
+    ~ChildProcessGuard();
+    ChildProcessGuard(const ChildProcessGuard&) = delete;
+    ChildProcessGuard& operator=(const ChildProcessGuard&) = delete;
+
+private:
+    int slot_ = -1;
+};
+
+/// The signals the cleanup handles (SIGINT, SIGTERM, SIGHUP), for blocking them around a fork.
+void cleanup_signals(sigset_t& set);
 
 /// The parts, concatenated, written to `path` through an AtomicFile.
 void write_file(const std::string& path, std::span<const std::span<const std::byte>> parts);

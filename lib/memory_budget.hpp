@@ -7,7 +7,8 @@
 namespace roundscope {
 
 /// Error "WHAT needs about X GiB of memory; this machine has Y GiB available" when `bytes`
-/// exceeds what is available.
+/// exceeds what is available: the least of the machine's available memory, what the process's
+/// address-space limit (ulimit -v) leaves and what its cgroup's memory.max leaves (each named).
 void check_memory(double bytes, const std::string& what);
 
 }  // namespace roundscope

@@ -125,11 +125,24 @@ void report(const ReportArgs& a) {
         throw Error("-o: " + a.out + " is a file, not a folder for the report");
     if (std::filesystem::weakly_canonical(a.out) == std::filesystem::weakly_canonical(a.dir))
         throw Error("-o: the report's folder cannot be " + a.dir + " itself (its dumps would be left out)");
+    // What the report writes into OUT, checked before any work: a folder where a file goes, or
+    // the other way round, would stop it after every task ran.
+    for (const char* name : {"report.json", "report.html"}) {
+        const std::filesystem::path p = std::filesystem::path(a.out) / name;
+        if (std::filesystem::exists(p) && !std::filesystem::is_regular_file(p))
+            throw Error("-o: " + p.string() + " is there and not a file; move it away");
+    }
+    for (const char* name : {"cache", "layers"}) {
+        const std::filesystem::path p = std::filesystem::path(a.out) / name;
+        if (std::filesystem::exists(p) && !std::filesystem::is_directory(p))
+            throw Error("-o: " + p.string() + " is there and not a folder; move it away");
+    }
     check_report_args(a);
     const Shard shard = a.shard.empty() ? Shard{} : parse_shard(a.shard);
     // A task run for an engine reads its own file only (as --list-tasks names it), not the folder.
-    const std::vector<DumpFile> files =
-        a.task_file.empty() ? scan_dumps(a.dir, a.out) : std::vector<DumpFile>{scan_dump(a.task_file, a.dir)};
+    const std::vector<DumpFile> files = a.task_file.empty()
+                                            ? scan_dumps(a.dir, a.out, options.recipes)
+                                            : std::vector<DumpFile>{scan_dump(a.task_file, a.dir, options.recipes)};
     check_dumps(files, options);
     const std::vector<ReportTask> tasks = report_tasks(files, options);
 

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
@@ -68,7 +69,10 @@ std::optional<std::int64_t> metadata_integer(const TensorFile& file, const std::
     const auto it = file.metadata.find(key);
     if (it == file.metadata.end()) return std::nullopt;
     char* end = nullptr;
+    errno = 0;
     const long long v = std::strtoll(it->second.c_str(), &end, 10);
+    if (errno == ERANGE)
+        throw Error(fmt::format("{}: metadata \"{}\" is \"{}\", beyond a 64-bit integer", file.path, key, it->second));
     if (end == it->second.c_str() || *end != '\0')
         throw Error(fmt::format("{}: metadata \"{}\" is \"{}\", not an integer", file.path, key, it->second));
     return v;
@@ -136,13 +140,16 @@ nlohmann::json head_analyses(const emu::AttentionInputs& in, const ReportOptions
 
 }  // namespace
 
-DumpFile scan_dump(const std::string& path, const std::string& dir) {
+DumpFile scan_dump(const std::string& path, const std::string& dir, const std::vector<emu::AttentionRecipe>& recipes) {
     const TensorFile file = read_input(path);
     const emu::AttentionInputs in = naming_input(path, [&] {
         emu::AttentionInputs x = emu::find_attention_inputs(file);
         emu::attention_operands(x, emu::f32, x.d_o.has_value());  // every input finite
         return x;
     });
+    // The kernel's outputs the compare task will read: dtypes and shapes each recipe can compare.
+    if (in.o)
+        for (const emu::AttentionRecipe& r : recipes) analysis::check_kernel_outputs(file, in, r);
     DumpFile f;
     f.path = path;
     f.relative = std::filesystem::path(path).lexically_relative(dir).string();
@@ -157,14 +164,17 @@ DumpFile scan_dump(const std::string& path, const std::string& dir) {
     return f;
 }
 
-std::vector<DumpFile> scan_dumps(const std::string& dir, const std::string& exclude) {
+std::vector<DumpFile> scan_dumps(const std::string& dir, const std::string& exclude,
+                                 const std::vector<emu::AttentionRecipe>& recipes) {
     std::error_code error;
     if (!std::filesystem::is_directory(dir, error)) throw Error(dir + ": not a directory");
     // The report's folder is left out, unless the dumps are inside it (-o . over a subfolder).
     const std::string skipped = under(dir, exclude) || std::filesystem::equivalent(dir, exclude, error) ? "" : exclude;
     error.clear();
     std::vector<std::string> paths;
+    std::string where = dir;  // the entry the walk stands on: an unreadable subfolder is named
     for (std::filesystem::recursive_directory_iterator it(dir, error), end; !error && it != end; it.increment(error)) {
+        where = it->path().string();
         if (it->is_directory(error) && under(it->path(), skipped)) {
             it.disable_recursion_pending();
             continue;
@@ -172,11 +182,11 @@ std::vector<DumpFile> scan_dumps(const std::string& dir, const std::string& excl
         if (it->is_regular_file(error) && it->path().extension() == ".safetensors")
             paths.push_back(it->path().string());
     }
-    if (error) throw FileError(dir + ": " + error.message());
+    if (error) throw FileError(where + ": " + error.message());
     std::sort(paths.begin(), paths.end());
     if (paths.empty()) throw Error(dir + ": no .safetensors attention dumps");
     std::vector<DumpFile> files;
-    for (const std::string& path : paths) files.push_back(scan_dump(path, dir));
+    for (const std::string& path : paths) files.push_back(scan_dump(path, dir, recipes));
     return files;
 }
 
@@ -209,7 +219,7 @@ nlohmann::json options_json(const ReportOptions& o) {
 
 // What a task's result holds: raised whenever a task computes or stores anything differently,
 // so that a cache written before is not taken for today's results.
-constexpr int task_schema = 6;
+constexpr int task_schema = 7;
 
 std::vector<ReportTask> report_tasks(const std::vector<DumpFile>& files, const ReportOptions& options) {
     const std::string fingerprint =

@@ -43,11 +43,14 @@ struct ReportTask {
 
 /// The .safetensors files under `dir` (but not under `exclude`, the report's own folder, unless
 /// `dir` itself is inside it), by path, each read and checked as attention inputs (finite q, k,
-/// v, do): an Error naming the file for the first that is not, before any work.
-std::vector<DumpFile> scan_dumps(const std::string& dir, const std::string& exclude);
+/// v, do; integer metadata layer and step) and its kernel outputs as each of `recipes` would
+/// compare them (dtypes, shapes): an Error naming the file for the first that is not, before
+/// any work.
+std::vector<DumpFile> scan_dumps(const std::string& dir, const std::string& exclude,
+                                 const std::vector<emu::AttentionRecipe>& recipes);
 
 /// One dump at `path` (under `dir`), read and checked as scan_dumps checks each.
-DumpFile scan_dump(const std::string& path, const std::string& dir);
+DumpFile scan_dump(const std::string& path, const std::string& dir, const std::vector<emu::AttentionRecipe>& recipes);
 
 /// Errors, before any work, for what the options cannot run on: a K sink that leaves a file no
 /// key to measure (as `pcollapse` refuses it), and two files with the same layer and step

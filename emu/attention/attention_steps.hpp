@@ -193,7 +193,7 @@ struct ForwardCounts {
     std::uint64_t tie_dominated_rows = 0;  // ... whose tied keys hold more than 1 - 2^-9 of the row's P-bar mass
     double tie_share_sum = 0;              // the tied keys' share of the P-bar mass, summed over tied rows
     std::uint64_t one_key_rows = 0;        // rows whose one key of cast P-bar 1 holds more than 1 - 2^-9 of
-                                           // the mass: l = 1 + e rounds to 1 in BF16
+                                           // the mass, but not all: l = 1 + e, e > 0, rounds to 1 in BF16
     std::uint64_t skip_keys = 0;           // keys [0, skip_keys) are not counted (an attention sink)
 };
 
@@ -224,7 +224,9 @@ ROUNDSCOPE_HD inline void count_ties(const RowTies& t, ForwardCounts& c) {
     if (t.ones == 0 || !(t.mass > 0)) return;
     const double share = t.ones_mass / t.mass;
     if (t.ones == 1) {
-        if (share > tie_dominance) ++c.one_key_rows;
+        // Not a row the key holds entirely (its only visible key, or the rest exactly zero):
+        // there l = 1 exactly, and nothing rounds.
+        if (share > tie_dominance && share < 1) ++c.one_key_rows;
         return;
     }
     ++c.tied_rows;

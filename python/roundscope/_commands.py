@@ -23,13 +23,21 @@ def _value(key: str, v) -> str:
     return str(v)
 
 
+# The options that are switches (True: the flag alone); any other takes a value, and a bool given
+# for it is an error naming the argument (n=True must not become "--n" and swallow the next flag).
+SWITCHES = frozenset({"synthetic", "sweep_scale", "without_sink", "fix", "backward", "intermediates", "reference",
+                      "single_level", "no_html", "truth"})
+
+
 def flags(**options) -> list[str]:
-    """Keyword options as the command's flags: k_sink=4 -> --k-sink 4; True -> --flag; None
-    and False -> nothing; a sequence -> the option repeated; settings={k: v} -> --set k=v;
-    causal=True/False -> --causal/--no-causal (None: the file's metadata decides)."""
+    """Keyword options as the command's flags: k_sink=4 -> --k-sink 4; a switch True -> --flag;
+    None and a switch False -> nothing; a sequence -> the option repeated; settings={k: v} ->
+    --set k=v; causal=True/False -> --causal/--no-causal (None: the file's metadata decides)."""
     out: list[str] = []
     for key, v in options.items():
         name = "--" + key.replace("_", "-")
+        if isinstance(v, bool) and key not in SWITCHES and key != "causal":
+            raise TypeError(f"{key}: expected a number or a name, not {v}")
         if key == "causal":
             if v is not None:
                 out.append("--causal" if v else "--no-causal")

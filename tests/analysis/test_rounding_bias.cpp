@@ -83,4 +83,8 @@ TEST_CASE("One key at P-bar = 1 holding more than 1 - 2^-9 of its row (l rounds 
     // holds keeps its P-bar = 1.
     const BiasResult adjusted = rounding_bias(synthetic_attention(spec), with_max_adjustment(o));
     CHECK(adjusted.one_key_rows == held.rows);
+    // Causal: row 0 sees its one key alone, l = 1 exactly, nothing to round: not counted.
+    o.causal = true;
+    const BiasResult causal = rounding_bias(synthetic_attention(spec), o);
+    CHECK(causal.one_key_rows == held.rows - 1);
 }

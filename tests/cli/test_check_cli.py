@@ -3,6 +3,7 @@ fails that file alone (exit 1, JUnit failure); attention dumps naming a recipe p
 outputs are the recipe's and fail when the recipe's settings differ; unusable input stops the
 run with one line and exit 2 before any check."""
 import json
+import os
 import random
 import shutil
 import struct
@@ -112,3 +113,17 @@ def test_unusable_input_stops_the_run_before_any_check(cli, dumps, tmp_path):
     (tmp_path / "empty").mkdir()
     assert "no golden files" in cli.error("check", tmp_path / "empty")
     assert "not a directory" in cli.error("check", tmp_path / "missing")
+
+
+def test_the_junit_file_is_well_formed_whatever_the_file_names(cli, tmp_path):
+    """A file name may hold control characters and bytes that are not UTF-8 (XML can hold
+    neither): written as \\xNN, the XML parses; UTF-8 in a name stays as it is."""
+    folder = tmp_path / "golden"
+    shutil.copytree(GOLDEN, folder)
+    odd = os.fsdecode(b"odd\x01\xff\xc3\xa9.safetensors")
+    write_safetensors(folder / odd, {"x": ("F32", [1], b"\0\0\0\0")})  # a tensor file, not a golden one
+    xml = tmp_path / "golden.xml"
+    cli.run("check", folder, "--junit", xml)
+    root, cases = junit(xml)
+    names = [c for c, n in cases if n == "not a golden file"]
+    assert any(c.endswith("odd\\x01\\xff\u00e9.safetensors") for c in names), names

@@ -495,6 +495,57 @@ def test_a_signal_during_a_write_leaves_the_target_old_or_whole(cli, tmp_path, b
     assert code in (0, -sig), code
 
 
+def test_the_size_guard_heeds_the_address_space_limit(cli):
+    """Under `ulimit -v` the guard counts what the limit leaves, not the machine's free memory:
+    a run of about 4.6 GiB under a 2 GiB limit is refused at once, naming the limit."""
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+
+    start = time.monotonic()
+    p = subprocess.run([cli.path, "headroom", "--synthetic", "--n", "100000", "--d", "1024"], capture_output=True,
+                       text=True, timeout=120, preexec_fn=limit)
+    assert p.returncode == 2 and "ulimit -v" in p.stderr and "GiB" in p.stderr, p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1 and time.monotonic() - start < 30, p.stderr
+
+
+def children_of(pid):
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return [int(x) for x in f.read().split()]
+    except OSError:
+        return []
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=lambda s: signal.Signals(s).name)
+def test_a_signal_to_roundscope_alone_while_its_plot_draws_leaves_nothing(cli, tmp_path, sig):
+    """The plotting script is roundscope's child: a signal to roundscope alone (not its process
+    group) ends and waits for the child before the temporary file is removed, so that the child
+    cannot write it afterwards; nothing is left in the folder."""
+    job = subprocess.Popen([cli.path, "pcollapse", "--synthetic", "--n", "128", "--plot", str(tmp_path / "p.png")],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    def plotting(pid):
+        try:
+            return b"roundscope_plot.py" in open(f"/proc/{pid}/cmdline", "rb").read()
+        except OSError:
+            return False
+
+    deadline, child = time.monotonic() + 60, None
+    while child is None and time.monotonic() < deadline and job.poll() is None:
+        child = next((k for k in children_of(job.pid) if plotting(k)), None)
+        time.sleep(0.005)
+    assert child is not None, "the plot ran in a child process"
+    time.sleep(0.2)  # the script under way (importing matplotlib)
+    job.send_signal(sig)
+    assert job.wait(timeout=60) == -sig
+    for _ in range(100):  # the child is gone (killed and reaped by roundscope)
+        if not os.path.exists(f"/proc/{child}"):
+            break
+        time.sleep(0.05)
+    assert not os.path.exists(f"/proc/{child}"), "the script outlived roundscope"
+    time.sleep(1)
+    assert os.listdir(tmp_path) == [], os.listdir(tmp_path)
+
+
 @pytest.mark.parametrize("args", [["inspect", "victim.safetensors", "--checksum", "--threads", "1"],
                                   ["cast", "victim.safetensors", "--to", "bf16", "-o", "v_out.safetensors", "--threads", "1"]],
                          ids=lambda a: a[0])

@@ -373,3 +373,30 @@ def test_bad_input_gets_one_line_before_anything_is_written(cli, dumps, tmp_path
     assert "--tensorboard" in cli.error("report", dumps, "-o", tmp_path / "t", "--tensorboard", tmp_path / "tb",
                                         "--shard", "1/2")
     assert not any((tmp_path / d).exists() for d in ("s", "t", "tb")), "before any work"
+
+
+def test_what_would_stop_the_report_late_stops_it_first(cli, dumps, tmp_path):
+    """A kernel output no recipe can compare (its dtype), a step beyond 64 bits, and a folder
+    where report.json goes are errors before the first task."""
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    t = tensors(5)
+    t["o"] = ("F32", [H, N, D], b"\0" * (4 * H * N * D))  # fa2-bf16 writes o in bf16
+    write_safetensors(bad / "f32_o.safetensors", t, {"causal": "true", "layer": "0", "step": "0"})
+    message = cli.error("report", bad, "-o", tmp_path / "r1", "--recipe", "fa2-bf16")
+    assert "f32_o.safetensors" in message and "'o'" in message and "bf16" in message, message
+    assert not (tmp_path / "r1" / "cache").exists(), "before the first task"
+    huge = tmp_path / "huge"
+    huge.mkdir()
+    write_safetensors(huge / "a.safetensors", tensors(6), {"causal": "true", "layer": "0",
+                                                            "step": "99999999999999999999"})
+    message = cli.error("report", huge, "-o", tmp_path / "r2")
+    assert "99999999999999999999" in message and "step" in message, message
+    out = tmp_path / "r3"
+    (out / "report.json").mkdir(parents=True)
+    assert "report.json" in cli.error("report", dumps, "-o", out)
+    assert not (out / "cache").exists(), "before the first task"
+    (out / "report.json").rmdir()
+    (out / "layers").write_text("a file where the layers go")
+    assert "layers" in cli.error("report", dumps, "-o", out)
+

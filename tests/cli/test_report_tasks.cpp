@@ -43,7 +43,7 @@ TEST_CASE("A dump rewritten after the scan stops its task; a result is checked a
     std::filesystem::create_directories(dir);
     const std::string path = (dir / "a.safetensors").string();
     write_dump(path, 1);
-    const std::vector<DumpFile> files = scan_dumps(dir.string(), "");
+    const std::vector<DumpFile> files = scan_dumps(dir.string(), "", options().recipes);
     const std::vector<ReportTask> tasks = report_tasks(files, options());
     REQUIRE(tasks.size() == 1);
     const nlohmann::json result = run_task(files[0], tasks[0], options(), 1);

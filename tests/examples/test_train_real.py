@@ -98,6 +98,59 @@ def test_a_resumed_run_gives_the_bits_of_one_never_stopped(tmp_path):
     assert p.returncode == 2 and "--lr 0.002" in p.stderr, p.stderr[-300:]
 
 
+def _set(path, value):
+    def change(state):
+        *parents, last = path.split(".")
+        x = state
+        for p in parents:
+            x = x[p]
+        x[last] = value(x[last]) if callable(value) else value
+    return change
+
+
+def _optimizer_without_state(state):
+    state["optimizer"]["state"] = {}
+
+
+def _moment_of_another_shape(state):
+    s = state["optimizer"]["state"][0]
+    s["exp_avg"] = s["exp_avg"].flatten()[:3].clone()
+
+
+def _model_tensor_of_another_shape(state):
+    name = next(iter(state["model"]))
+    state["model"][name] = state["model"][name].flatten()[:5].clone()
+
+
+@pytest.mark.parametrize("change, field", [
+    (_set("step", -5), "step"), (_set("step", 10**9), "step"), (_set("step", "five"), "step"),
+    (_set("step", True), "step"), (_set("log", "a log"), "log"), (_set("log.steps", lambda x: x[:-1]), "log.steps"),
+    (_set("log.seconds", float("nan")), "log.seconds"), (_model_tensor_of_another_shape, "model"),
+    (_optimizer_without_state, "optimizer"), (_moment_of_another_shape, "optimizer"),
+    (_set("optimizer", [1, 2]), "optimizer"), (_set("schedule", "x"), "schedule"),
+    (_set("generator", lambda g: g[:10].clone()), "generator"), (_set("generator", "seed"), "generator"),
+    (_set("options", 7), "not a checkpoint"),
+], ids=lambda x: x if isinstance(x, str) else "")
+def test_a_checkpoint_with_a_wrong_field_is_one_line_naming_it(short_run, tmp_path, capsys, change, field):
+    """A checkpoint this example could have written, but for one field: the run stops with exit 2
+    and one line naming the field, before any training (never a traceback, a step of -5 or a run
+    that trains nothing with exit 0)."""
+    import torch
+
+    state = torch.load(short_run / "checkpoint.pt", weights_only=True)
+    change(state)
+    out = tmp_path / "run"
+    out.mkdir()
+    torch.save(state, out / "checkpoint.pt")
+    with pytest.raises(SystemExit) as exit:
+        train_real.main(["--out", str(out), "--steps", "6", "--dump-every", "5", "--layers", "2", "--context", "128",
+                         "--resume"])
+    err = capsys.readouterr().err
+    assert exit.value.code == 2 and field in err.splitlines()[-1], err
+    assert err.count("\n") <= 2 and "Traceback" not in err, err
+    assert not list(out.glob("*.safetensors")), "before any training"
+
+
 def test_resume_without_a_checkpoint(tmp_path):
     p = train(*SMALL, "--resume", "--out", tmp_path / "run", timeout=120)
     assert p.returncode == 2 and "no checkpoint" in p.stderr, p.stderr[-300:]

@@ -58,6 +58,15 @@ def test_file_errors_are_oserrors_with_the_cli_message(cli, tmp_path):
     assert str(e.value) == message(cli, "inspect", corrupt)
 
 
+@pytest.mark.parametrize("call", [lambda: rs.leak(synthetic=True, n=True), lambda: rs.pcollapse(synthetic=True, k_sink=False),
+                                  lambda: rs.headroom(synthetic=True, seed=True)], ids=["n", "k_sink", "seed"])
+def test_a_bool_where_a_number_goes_names_the_argument(call):
+    """n=True must not become a bare --n that swallows the next flag ("--n: ... not '--threads'")."""
+    with pytest.raises(TypeError) as e:
+        call()
+    assert str(e.value).split(":")[0] in ("n", "k_sink", "seed") and "--" not in str(e.value), str(e.value)
+
+
 def test_attention_errors_name_the_tensor(cli, tmp_path):
     rng = np.random.default_rng(9)
     x = {n: rng.standard_normal((16, 8)).astype(np.float32) for n in "qkv"}

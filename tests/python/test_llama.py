@@ -160,6 +160,15 @@ def test_bf16_dumps_go_through_the_report(cli, tmp_path):
     assert lines[0] == "9 heads in 1 dumps" and lines[-1].split()[0] == "29", example.stdout
     for line in lines[1:5]:  # the held scores counted: within the kernel's rounding of the measure
         assert float(line.rsplit("off by up to ", 1)[1]) < 0.002, line
+    # examples/pretrained_report.py, the report's tables of docs/findings.md
+    summary = subprocess.run([sys.executable, str(ROOT / "examples" / "pretrained_report.py"), str(tmp_path / "report")],
+                             capture_output=True, text=True, timeout=120)
+    assert summary.returncode == 0, summary.stderr[-2000:]
+    table = summary.stdout.splitlines()
+    assert table[0] == "9 head-steps in 1 layers, 1 dumps", summary.stdout
+    assert any(x.startswith("leakage, MXFP4 V, first 64 tokens") for x in table), summary.stdout
+    assert any(x.startswith("bias regime (fa2-bf16, the kernel's O) over 9 head-steps, 576 rows") for x in table)
+    assert table[-1].split()[0] == "29", summary.stdout
 
 
 @pytest.mark.parametrize("args, phrase", [

@@ -62,8 +62,8 @@ int main(int argc, char** argv) try {
     std::size_t max_heads = std::numeric_limits<std::size_t>::max();
     for (int i = 2; i < argc; ++i)
         if (std::strcmp(argv[i], "--heads") == 0 && i + 1 < argc) max_heads = std::stoull(argv[++i]);
-    const std::vector<DumpFile> files = scan_dumps(argv[1], "");
     const ReportOptions report = with_recipes(ReportOptions{});
+    const std::vector<DumpFile> files = scan_dumps(argv[1], "", report.recipes);
     ReportOptions baseline = report;
     baseline.share_truth = false, baseline.leak_tokens = 512, baseline.attribute_stages = true;
     baseline.headroom_emulate_within = std::numeric_limits<double>::infinity();
