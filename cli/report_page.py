@@ -155,7 +155,8 @@ class Page:
             xs = sorted(per_layer)
             data.append({"type": "scatter", "mode": "lines+markers", "name": m.label + " (mean)",
                          "legendgroup": m.name, "x": xs, "y": [mean(per_layer[x]) for x in xs],
-                         "line": {"color": colour, "width": 2}})
+                         # a prediction dotted: drawn over its measure it leaves that visible
+                         "line": {"color": colour, "width": 2, "dash": "dot" if "predicted" in m.name else "solid"}})
         return self.chart(title + ", by layer", data, "layer", "value") if data else ""
 
     def over_steps_chart(self, m) -> str:
