@@ -219,7 +219,9 @@ def load_checkpoint_fields(parser, path, state, a, model, optimizer, schedule, g
     try:
         model.load_state_dict(state["model"])
     except (RuntimeError, TypeError, AttributeError, KeyError, ValueError) as e:
-        bad("model", str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__)
+        # PyTorch's first line says only "Error(s) in loading state_dict"; the next says which
+        lines = [line.strip() for line in str(e).splitlines() if line.strip()] or [type(e).__name__]
+        bad("model", lines[1] if len(lines) > 1 else lines[0])
     o = state["optimizer"]
     if not isinstance(o, dict) or not isinstance(o.get("state"), dict) or not isinstance(o.get("param_groups"), list):
         bad("optimizer", "is not an optimizer's state (state, param_groups)")
