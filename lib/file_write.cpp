@@ -116,6 +116,11 @@ ChildProcessGuard::~ChildProcessGuard() {
     if (slot_ >= 0) children[static_cast<std::size_t>(slot_)].store(0);
 }
 
+void write_text(const std::string& path, std::string_view text) {
+    const std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(text.data()), text.size());
+    write_file(path, std::span(&bytes, 1));
+}
+
 void remove_pending_files() noexcept {
     for (PendingFile& f : pending)
         if (f.used.load()) ::unlink(f.path);

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace roundscope {
@@ -57,6 +58,9 @@ void cleanup_signals(sigset_t& set);
 
 /// The parts, concatenated, written to `path` through an AtomicFile.
 void write_file(const std::string& path, std::span<const std::span<const std::byte>> parts);
+
+/// `text` written to `path` through an AtomicFile.
+void write_text(const std::string& path, std::string_view text);
 
 /// Before any work: Error "OPTION: 'PATH' ..." when the output `path` is an existing file that
 /// is not a regular file (a device, a FIFO, a folder), is the same file as one of `inputs` (same

@@ -317,6 +317,13 @@ struct HeadBackward {
     std::uint64_t* reference_rows;
 };
 
+// delta = rowsum(dO * O) of one row, from its exact O's balls.
+Ball delta_ball(const RowState& st, const double* d_o, std::size_t dv) {
+    Ball delta = dd::exact(0);
+    for (std::size_t c = 0; c < dv; ++c) delta = dd::add(delta, dd::mul(st.o[c], d_o[c]));
+    return delta;
+}
+
 // delta = rowsum(dO * O) alone, from the exact O's balls (a row they leave undecided from the
 // reference, which also gives its dQ, unused here).
 void fast_delta(const HeadBackward& h, int threads) {
@@ -326,9 +333,7 @@ void fast_delta(const HeadBackward& h, int threads) {
         for (std::size_t i = begin; i < end; ++i) {
             const RowState& st = (*h.states)[i];
             const double* d_o = h.d_o + i * h.dv;
-            Ball delta = dd::exact(0);
-            for (std::size_t c = 0; c < h.dv; ++c) delta = dd::add(delta, dd::mul(st.o[c], d_o[c]));
-            if (dd::round_to_double(delta, h.delta[i])) continue;
+            if (dd::round_to_double(delta_ball(st, d_o, h.dv), h.delta[i])) continue;
             reference_backward_row(h.q + i * h.d, h.k, h.v, d_o, h.bias_of(i), h.keys_of(i), h.nk, h.d, h.dv, h.scale,
                                    *h.options, h.delta + i, dq.data());
             by_reference[i] = 1;
@@ -357,8 +362,7 @@ bool fast_backward(const HeadBackward& h, int threads) {
         for (std::size_t i = begin; i < end; ++i) {
             const RowState& st = (*h.states)[i];
             const double* d_o = h.d_o + i * dv;
-            Ball delta = dd::exact(0);
-            for (std::size_t c = 0; c < dv; ++c) delta = dd::add(delta, dd::mul(st.o[c], d_o[c]));
+            const Ball delta = delta_ball(st, d_o, dv);
             bool ok = dd::round_to_double(delta, h.delta[i]);
             const std::size_t keys = h.keys_of(i);
             Ball* row = ds.data() + i * nk;

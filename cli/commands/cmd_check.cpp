@@ -129,8 +129,7 @@ void check(const CheckArgs& a) {
         std::count_if(cases.begin(), cases.end(), [](const CheckedCase& c) { return !c.result.passed; });
     if (!a.junit.empty()) {
         const std::string xml = junit_xml(cases, skipped);
-        const std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(xml.data()), xml.size());
-        write_file(a.junit, std::span(&bytes, 1));
+        write_text(a.junit, xml);
     }
     if (a.json) {
         nlohmann::json checks = nlohmann::json::array();

@@ -24,11 +24,6 @@ CacheEntry read_cache_entry(const std::filesystem::path& path, const ReportTask&
     return {CacheEntry::valid, std::move(j)};
 }
 
-void write_text(const std::string& path, const std::string& text) {
-    const std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(text.data()), text.size());
-    write_file(path, std::span(&bytes, 1));
-}
-
 void write_cache_entry(const std::filesystem::path& path, const nlohmann::json& result) {
     std::error_code ec;
     const std::filesystem::file_status status = std::filesystem::symlink_status(path, ec);

@@ -25,7 +25,4 @@ CacheEntry read_cache_entry(const std::filesystem::path& path, const ReportTask&
 /// Writes `result` under `path` atomically, removing whatever else stands there (a FIFO, a folder).
 void write_cache_entry(const std::filesystem::path& path, const nlohmann::json& result);
 
-/// Writes `text` to `path` atomically (lib/file_write.hpp).
-void write_text(const std::string& path, const std::string& text);
-
 }  // namespace roundscope::cli

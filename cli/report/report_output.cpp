@@ -9,6 +9,7 @@
 #include "analysis/bias_steps.hpp"
 #include "cli/report/report_cache.hpp"
 #include "lib/error.hpp"
+#include "lib/file_write.hpp"
 
 namespace roundscope::cli {
 namespace {
