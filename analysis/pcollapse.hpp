@@ -12,6 +12,10 @@
 #include "emu/attention/attention_inputs.hpp"
 #include "emu/attention/attention_recipe.hpp"
 
+namespace roundscope::emu {
+class ScoreCache;  // emu/attention/score_cache.hpp
+}
+
 namespace roundscope::analysis {
 
 class TruthCache;  // analysis/truth_cache.hpp
@@ -25,7 +29,8 @@ struct PCollapseOptions {
     bool causal = false;
     double softmax_scale = 0;
     int threads = 0;
-    TruthCache* truths = nullptr;  // shared with the other analyses of these inputs (the report)
+    TruthCache* truths = nullptr;       // shared with the other analyses of these inputs (the report)
+    emu::ScoreCache* scores = nullptr;  // S shared the same way
     // Also each run with every sink key replaced by its neighbour (key k_sink): the underflow the
     // spread of the other scores causes alone; the rest of the measured underflow is the sink's.
     bool without_sink = false;

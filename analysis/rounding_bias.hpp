@@ -14,6 +14,10 @@
 #include "emu/attention/attention_inputs.hpp"
 #include "emu/attention/attention_recipe.hpp"
 
+namespace roundscope::emu {
+class ScoreCache;  // emu/attention/score_cache.hpp
+}
+
 namespace roundscope::analysis {
 
 class TruthCache;  // analysis/truth_cache.hpp
@@ -25,7 +29,8 @@ struct BiasOptions {
     double softmax_scale = 0;
     int top = 5;  // feature dimensions reported
     int threads = 0;
-    TruthCache* truths = nullptr;  // shared with the other analyses of these inputs (the report)
+    TruthCache* truths = nullptr;       // shared with the other analyses of these inputs (the report)
+    emu::ScoreCache* scores = nullptr;  // S shared the same way
 };
 
 struct DimContribution {

@@ -23,6 +23,7 @@
 #include "cli/command_files.hpp"
 #include "emu/attention/attention_operands.hpp"
 #include "emu/attention/head_inputs.hpp"
+#include "emu/attention/score_cache.hpp"
 #include "emu/block/block_format.hpp"
 #include "emu/numbers/format.hpp"
 #include "lib/error.hpp"
@@ -89,13 +90,17 @@ nlohmann::json head_analyses(const emu::AttentionInputs& in, const ReportOptions
     const double scale = in.softmax_scale.value_or(0);
     nlohmann::json j;
     // One truth for each way the recipes hold the inputs, shared: attribution asks first with the
-    // backward pass (when there is a dO), so the bias and P-collapse find theirs computed.
+    // backward pass (when there is a dO), so the bias and P-collapse find theirs computed. The
+    // score products S are shared the same way, by the runs over the same Q and K.
     analysis::TruthCache cache;
     analysis::TruthCache* truths = o.share_truth ? &cache : nullptr;
+    emu::ScoreCache score_cache;
+    emu::ScoreCache* scores = o.share_truth ? &score_cache : nullptr;
     nlohmann::json attribution;
     for (const emu::AttentionRecipe& r : o.recipes) {
         analysis::AttributeOptions a;
-        a.recipe = r, a.causal = causal, a.softmax_scale = scale, a.threads = threads, a.truths = truths;
+        a.recipe = r, a.causal = causal, a.softmax_scale = scale, a.threads = threads, a.truths = truths,
+        a.scores = scores;
         a.stages = o.attribute_stages;
         attribution[r.name] = attribute_json(analysis::attribute(in, a));
     }
@@ -103,7 +108,8 @@ nlohmann::json head_analyses(const emu::AttentionInputs& in, const ReportOptions
 
     analysis::PCollapseOptions p;
     p.recipe = emu::find_recipe("fa3-fp8");
-    p.k_sink = o.k_sink, p.causal = causal, p.softmax_scale = scale, p.threads = threads, p.truths = truths;
+    p.k_sink = o.k_sink, p.causal = causal, p.softmax_scale = scale, p.threads = threads, p.truths = truths,
+    p.scores = scores;
     j["pcollapse"] = pcollapse_json(analysis::pcollapse(in, p), false);
     j["pcollapse"].erase("heads");  // one head: the same as the whole
 
@@ -120,14 +126,14 @@ nlohmann::json head_analyses(const emu::AttentionInputs& in, const ReportOptions
     }
 
     analysis::HeadroomOptions h;
-    h.causal = causal, h.softmax_scale = scale, h.threads = threads;
+    h.causal = causal, h.softmax_scale = scale, h.threads = threads, h.scores = scores;
     h.emulate_within = o.headroom_emulate_within;
     j["headroom"] = headroom_json(analysis::headroom(in, h), false);
 
     if (in.d_o) {
         analysis::BiasOptions b;
         b.recipe = emu::find_recipe("fa2-bf16");
-        b.causal = causal, b.softmax_scale = scale, b.threads = threads, b.truths = truths;
+        b.causal = causal, b.softmax_scale = scale, b.threads = threads, b.truths = truths, b.scores = scores;
         // the dump's own O (the kernel's), the recipe's emulated O, and the recipe with the fix
         analysis::BiasOptions emulated = b;
         emulated.use_stored_o = false;

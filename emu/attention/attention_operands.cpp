@@ -2,34 +2,63 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "emu/batch/tensor_cast.hpp"
 #include "emu/batch/tensor_decode.hpp"
+#include "lib/dtype.hpp"
 #include "lib/error.hpp"
 
 namespace roundscope::emu {
 namespace {
 
-std::vector<std::uint32_t> operand(const Tensor& t, const Format& input) {
-    const Format& from = format_of(t.dtype());
-    for (std::uint64_t i = 0; i < t.size(); ++i) {
-        const Unpacked x = unpack(from, t.bits_at(i));
-        if (x.cls == ValueClass::nan || x.cls == ValueClass::inf)
-            throw Error(
-                fmt::format("tensor '{}' holds NaN or Inf (element {}); attention of it is meaningless", t.name(), i));
-    }
-    const Tensor cast = cast_tensor(t, input, CastOptions{});
-    std::vector<std::uint32_t> bits(cast.size());
-    for (std::uint64_t i = 0; i < bits.size(); ++i) {
-        bits[i] = static_cast<std::uint32_t>(cast.bits_at(i));
-        const ValueClass c = unpack(input, bits[i]).cls;
-        if (c == ValueClass::nan || c == ValueClass::inf)
-            throw Error(fmt::format(
-                "tensor '{}' element {} ({:g}) overflows the recipe's input format {} (largest {:g})", t.name(), i,
-                decode(from, t.bits_at(i)), input.name, decode(input, max_finite_bits(input))));
+// The first element of t that is NaN or Inf, or t.size() (through the batch decoder: exact).
+std::uint64_t first_nonfinite(const Tensor& t) {
+    const std::vector<double> values = decode_tensor<double>(t);
+    return static_cast<std::uint64_t>(
+        std::find_if(values.begin(), values.end(), [](double x) { return !std::isfinite(x); }) - values.begin());
+}
+
+// The elements' storage units as bits (one unit of 1, 2 or 4 bytes an element here).
+std::vector<std::uint32_t> storage_bits(const Tensor& t) {
+    std::vector<std::uint32_t> bits(t.size());
+    const std::byte* at = t.bytes().data();
+    auto widen = [&]<class Unit>(Unit) {
+        for (std::uint64_t i = 0; i < bits.size(); ++i) {
+            Unit u;
+            std::memcpy(&u, at + i * sizeof(Unit), sizeof(Unit));
+            bits[i] = u;
+        }
+    };
+    switch (info(t.dtype()).storage_bytes) {
+        case 1:
+            widen(std::uint8_t{});
+            break;
+        case 2:
+            widen(std::uint16_t{});
+            break;
+        case 4:
+            widen(std::uint32_t{});
+            break;
+        default:
+            for (std::uint64_t i = 0; i < bits.size(); ++i) bits[i] = static_cast<std::uint32_t>(t.bits_at(i));
     }
     return bits;
+}
+
+std::vector<std::uint32_t> operand(const Tensor& t, const Format& input) {
+    const Format& from = format_of(t.dtype());
+    if (const std::uint64_t i = first_nonfinite(t); i < t.size())
+        throw Error(
+            fmt::format("tensor '{}' holds NaN or Inf (element {}); attention of it is meaningless", t.name(), i));
+    const Tensor cast = cast_tensor(t, input, CastOptions{});
+    if (const std::uint64_t i = first_nonfinite(cast); i < cast.size())
+        throw Error(fmt::format("tensor '{}' element {} ({:g}) overflows the recipe's input format {} (largest {:g})",
+                                t.name(), i, decode(from, t.bits_at(i)), input.name,
+                                decode(input, max_finite_bits(input))));
+    return storage_bits(cast);
 }
 
 }  // namespace

@@ -234,21 +234,29 @@ ROUNDSCOPE_HD inline void count_ties(const RowTies& t, ForwardCounts& c) {
     if (share > tie_dominance) ++c.tie_dominated_rows;
 }
 
-/// Whether a cast P is the cast of P-bar = 1 (scores within about half an ulp of P's format
-/// below the max become 1 as well).
-ROUNDSCOPE_HD inline bool cast_is_one(std::uint32_t cast, float p_scale, const Format& f) {
-    return cast == saturating_cast(p_scale, f);
-}
+/// What counting a row's P needs of its format, found once a row step rather than once a key:
+/// the cast of P-bar = 1 (a cast P equal to it is P-bar = 1: scores within about half an ulp of
+/// P's format below the max become 1 as well) and the largest finite P.
+struct PCastConstants {
+    std::uint32_t one;
+    double largest;
+    ROUNDSCOPE_HD PCastConstants(float p_scale, const Format& f)
+        : one(saturating_cast(p_scale, f)), largest(decode(f, max_finite_bits(f))) {}
+};
 
 /// Counts one unmasked P-bar value and its cast of P S (of key `key`: the sink's keys count
 /// only towards p_bar_one and p_saturated).
 ROUNDSCOPE_HD inline void count_p(float p, float p_scale, std::uint32_t cast, const Format& f, std::uint64_t key,
-                                  ForwardCounts& c) {
-    if (cast_is_one(cast, p_scale, f)) ++c.p_bar_one;
-    if (f32_arith::mul(p, p_scale) > decode(f, max_finite_bits(f))) ++c.p_saturated;  // clipped (or Inf)
+                                  ForwardCounts& c, const PCastConstants& k) {
+    if (cast == k.one) ++c.p_bar_one;
+    if (f32_arith::mul(p, p_scale) > k.largest) ++c.p_saturated;  // clipped (or Inf)
     if (!(p > 0.0f) || key < c.skip_keys) return;
     ++c.p_nonzero;
     if (decode(f, cast) == 0) ++c.p_underflow;
+}
+ROUNDSCOPE_HD inline void count_p(float p, float p_scale, std::uint32_t cast, const Format& f, std::uint64_t key,
+                                  ForwardCounts& c) {
+    count_p(p, p_scale, cast, f, key, c, PCastConstants(p_scale, f));
 }
 
 /// One row of one tile: s holds the n scores (f32 bits) of the tile's keys, the first `visible`
@@ -275,13 +283,14 @@ ROUNDSCOPE_HD inline float online_row_step(const OnlineSoftmax& f, const std::ui
     const float factor = rescale(st.m, m_new, f.approx_exp2);
     if (ties != nullptr) ties->rescale(factor);
     float sum = 0;
+    const PCastConstants k(f.p_scale, f.p_format);
     for (int j = 0; j < n; ++j) {
         const float p = p_bar(t_of(j), m_new, f.approx_exp2);
         sum = a::add(sum, p);
         p_out[j] = cast_p(p, f.p_scale, f.p_format);
         if (counts != nullptr && j < visible)
-            count_p(p, f.p_scale, p_out[j], f.p_format, key0 + static_cast<std::uint64_t>(j), *counts);
-        if (ties != nullptr && j < visible) ties->add(p, cast_is_one(p_out[j], f.p_scale, f.p_format));
+            count_p(p, f.p_scale, p_out[j], f.p_format, key0 + static_cast<std::uint64_t>(j), *counts, k);
+        if (ties != nullptr && j < visible) ties->add(p, p_out[j] == k.one);
     }
     st.l = a::add(a::mul(st.l, factor), sum);
     st.m = m_new;

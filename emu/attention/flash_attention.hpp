@@ -54,11 +54,15 @@ struct BackwardResult {
     std::vector<float> delta;
 };
 
+class ScoreCache;  // score_cache.hpp
+
 struct ForwardOptions {
     int threads = 0;
-    std::uint64_t uncounted_keys = 0;                          // keys [0, n) left out of the counts (an attention sink)
-    std::uint64_t row_begin = 0, row_end = ~std::uint64_t{0};  // only the row blocks meeting these
-                                                               // query rows (others: zeros)
+    ScoreCache* scores = nullptr;      // S shared with other runs over the same Q and K
+    std::uint64_t uncounted_keys = 0;  // keys [0, n) left out of the counts (an attention sink)
+    // Only query rows [row_begin, row_end) (the others: zeros, uncounted). A row's results do
+    // not depend on the other rows of its block: every product element is its own row's.
+    std::uint64_t row_begin = 0, row_end = ~std::uint64_t{0};
 };
 
 /// Throws Error for an invalid recipe (validate), operands whose sizes disagree with the shape,
@@ -72,8 +76,9 @@ inline ForwardResult flash_forward(const AttentionRecipe& recipe, const Attentio
     return flash_forward(recipe, shape, in, o);
 }
 
-/// Needs in.d_o and the forward pass of the same inputs; online softmax only.
+/// Needs in.d_o and the forward pass of the same inputs; online softmax only. `scores`: S
+/// shared with other runs over the same Q and K (or null).
 BackwardResult flash_backward(const AttentionRecipe& recipe, const AttentionShape& shape, const AttentionOperands& in,
-                              const ForwardResult& forward, int threads = 0);
+                              const ForwardResult& forward, int threads = 0, ScoreCache* scores = nullptr);
 
 }  // namespace roundscope::emu

@@ -4,6 +4,7 @@
 #include "emu/attention/attention_steps.hpp"
 #include "emu/attention/flash_attention.hpp"
 #include "emu/attention/flash_context.hpp"
+#include "emu/attention/score_cache.hpp"
 #include "emu/attention/tile_product.hpp"
 #include "lib/error.hpp"
 #include "lib/parallel.hpp"
@@ -19,6 +20,7 @@ struct HeadOperands {
     const std::uint32_t *q, *k;               // input format
     const std::uint32_t *qg, *kg, *vg, *dog;  // ds_format
     const float *lse2, *delta;
+    const std::uint32_t* s;  // the head's S [n_q][n_kv] from a ScoreCache, or null
 };
 
 struct BackwardModels {
@@ -36,10 +38,16 @@ TileGradients tile_gradients(const FlashContext& ctx, const BackwardModels& mode
     const AttentionShape& sh = ctx.shape;
     const Format& g = *ctx.recipe.ds_format;
     const std::uint64_t n = keys.size(), br = rows.size();
-    const std::vector<std::uint32_t> kt = detail::transposed(h.k + keys.begin * sh.d, n, sh.d, {0, sh.d});
     const std::vector<std::uint32_t> vt = detail::transposed(h.vg + keys.begin * sh.d_v, n, sh.d_v, {0, sh.d_v});
     std::vector<std::uint32_t> s(br * n, 0), dp(br * n, 0);
-    models.score.run(h.q + rows.begin * sh.d, kt.data(), s.data(), s.data(), br, n, sh.d);
+    if (h.s != nullptr) {
+        for (std::uint64_t r = 0; r < br; ++r)
+            std::copy_n(h.s + (rows.begin + r) * sh.n_kv + keys.begin, n,
+                        s.begin() + static_cast<std::ptrdiff_t>(r * n));
+    } else {
+        const std::vector<std::uint32_t> kt = detail::transposed(h.k + keys.begin * sh.d, n, sh.d, {0, sh.d});
+        models.score.run(h.q + rows.begin * sh.d, kt.data(), s.data(), s.data(), br, n, sh.d);
+    }
     models.grad.run(h.dog + rows.begin * sh.d_v, vt.data(), dp.data(), dp.data(), br, n, sh.d_v);
     TileGradients out{std::vector<std::uint32_t>(br * n), std::vector<std::uint32_t>(br * n)};
     for (std::uint64_t r = 0; r < br; ++r) {
@@ -99,7 +107,7 @@ void write_gradient(const std::vector<std::uint32_t>& acc, float scale, const Fo
 }  // namespace
 
 BackwardResult flash_backward(const AttentionRecipe& recipe, const AttentionShape& shape, const AttentionOperands& in,
-                              const ForwardResult& forward, int threads) {
+                              const ForwardResult& forward, int threads, ScoreCache* scores) {
     const FlashContext ctx = flash_context(recipe, shape);
     if (recipe.softmax != SoftmaxKind::online && recipe.softmax != SoftmaxKind::online_torch)
         throw Error(fmt::format("recipe '{}': the backward pass needs an online softmax", recipe.name));
@@ -112,6 +120,8 @@ BackwardResult flash_backward(const AttentionRecipe& recipe, const AttentionShap
     const std::vector<std::uint32_t> kg = exact_in(in.k, *recipe.input, g, "k (backward)");
     const std::vector<std::uint32_t> vg = exact_in(in.v, *recipe.input, g, "v (backward)");
     const std::vector<std::uint32_t> dog = exact_in(in.d_o, *recipe.input, g, "do (backward)");
+    const std::shared_ptr<const std::vector<std::uint32_t>> s =
+        scores != nullptr ? scores->scores(recipe, shape, in, threads) : nullptr;
 
     BackwardResult out;
     out.dq.assign(in.q.size(), 0), out.dk.assign(in.k.size(), 0), out.dv.assign(in.v.size(), 0);
@@ -120,10 +130,15 @@ BackwardResult flash_backward(const AttentionRecipe& recipe, const AttentionShap
     const std::vector<Span> key_blocks = blocks_of(shape.n_kv, recipe.block_n);
     const std::uint64_t d = shape.d, dv = shape.d_v, nq = shape.n_q, nk = shape.n_kv;
     for (std::uint64_t head = 0; head < shape.heads; ++head) {
-        HeadOperands h{in.q.data() + head * nq * d,         in.k.data() + head * nk * d,
-                       qg.data() + head * nq * d,           kg.data() + head * nk * d,
-                       vg.data() + head * nk * dv,          dog.data() + head * nq * dv,
-                       forward.lse_log2.data() + head * nq, nullptr};
+        HeadOperands h{in.q.data() + head * nq * d,
+                       in.k.data() + head * nk * d,
+                       qg.data() + head * nq * d,
+                       kg.data() + head * nk * d,
+                       vg.data() + head * nk * dv,
+                       dog.data() + head * nq * dv,
+                       forward.lse_log2.data() + head * nq,
+                       nullptr,
+                       s ? s->data() + head * nq * nk : nullptr};
         const std::vector<float> delta = deltas(ctx, models, h, in, forward, head, threads);
         std::copy(delta.begin(), delta.end(), out.delta.begin() + static_cast<std::ptrdiff_t>(head * nq));
         h.delta = delta.data();

@@ -2,11 +2,14 @@
 
 #include <fmt/format.h>
 
+#include <cstring>
+
 #include "emu/attention/attention_steps.hpp"
 #include "emu/batch/tensor_cast.hpp"
 #include "emu/block/block_quantize.hpp"
 #include "emu/numbers/round.hpp"
 #include "emu/numbers/unpack.hpp"
+#include "lib/dtype.hpp"
 #include "lib/error.hpp"
 
 namespace roundscope::emu {
@@ -48,8 +51,21 @@ std::vector<std::uint32_t> exact_in(const std::vector<std::uint32_t>& x, const F
     if (from == to) return x;
     std::vector<std::uint32_t> out(x.size());
     const CastOptions o;
+    const bool from_f32 = from == f32;  // the usual case
+    if (from_f32 && shares_f32_exponent(to)) {
+        // exact in float32's top bits: the dropped bits are zero, and those bits are the value's
+        const int drop = 23 - to.man_bits;
+        for (std::size_t i = 0; i < x.size(); ++i) {
+            if ((x[i] & ((1u << drop) - 1)) != 0 && !is_nan_bits(from, x[i]))
+                throw Error(
+                    fmt::format("{}: element {} ({}) is not exact in {}", what, i, decode(from, x[i]), to.name));
+            out[i] = static_cast<std::uint32_t>(cast_from_f32(float_from_bits(x[i]), to, o));
+        }
+        return out;
+    }
     for (std::size_t i = 0; i < x.size(); ++i) {
-        out[i] = static_cast<std::uint32_t>(convert(from, x[i], to, o));
+        out[i] = static_cast<std::uint32_t>(from_f32 ? cast_from_f32(float_from_bits(x[i]), to, o)
+                                                     : convert(from, x[i], to, o));
         if (decode(to, out[i]) != decode(from, x[i]) && !is_nan_bits(from, x[i]))
             throw Error(fmt::format("{}: element {} ({}) is not exact in {}", what, i, decode(from, x[i]), to.name));
     }
@@ -84,7 +100,9 @@ std::vector<std::uint32_t> quantized_v(const FlashContext& ctx, const std::vecto
     const AttentionShape& s = ctx.shape;
     const Format& input = *ctx.recipe.input;
     Tensor t = Tensor::zeros("v", dtype_of(input), {s.heads, s.n_kv, s.d_v});
-    for (std::size_t i = 0; i < v.size(); ++i) t.set_bits_at(i, v[i]);
+    const int unit = info(t.dtype()).storage_bytes;  // the low bytes of each element's bits
+    std::byte* to = t.mutable_bytes().data();
+    for (std::size_t i = 0; i < v.size(); ++i) std::memcpy(to + i * unit, &v[i], static_cast<std::size_t>(unit));
     BlockSpec spec;
     spec.format = ctx.recipe.v_quant;
     spec.block = ctx.recipe.v_block;
@@ -92,7 +110,7 @@ std::vector<std::uint32_t> quantized_v(const FlashContext& ctx, const std::vecto
     spec.threads = 1;
     const Tensor dequantized = block_dequantize(block_quantize(t, spec), spec);
     std::vector<std::uint32_t> as_f32(v.size());
-    for (std::size_t i = 0; i < v.size(); ++i) as_f32[i] = static_cast<std::uint32_t>(dequantized.bits_at(i));
+    std::memcpy(as_f32.data(), dequantized.bytes().data(), 4 * as_f32.size());  // float32: 4 bytes each
     return exact_in(as_f32, f32, input, "quantized v");
 }
 

@@ -8,6 +8,7 @@
 #include "emu/attention/attention_steps.hpp"
 #include "emu/attention/flash_attention.hpp"
 #include "emu/attention/flash_context.hpp"
+#include "emu/attention/score_cache.hpp"
 #include "emu/attention/tile_product.hpp"
 #include "lib/error.hpp"
 #include "lib/parallel.hpp"
@@ -24,6 +25,7 @@ struct ForwardModels {
 // One head's operands and V as the PV product sees it.
 struct HeadView {
     const std::uint32_t *q, *k, *v, *v_quantized;
+    const std::uint32_t* s;  // the head's S [n_q][n_kv] from a ScoreCache, or null
 };
 
 // A row block's running state and its counts.
@@ -62,6 +64,13 @@ void pv_product(const FlashContext& ctx, const detail::TileProduct& mma, const H
 std::vector<std::uint32_t> score_tile(const FlashContext& ctx, const detail::TileProduct& mma, const HeadView& h,
                                       Span rows, Span keys) {
     const std::uint64_t d = ctx.shape.d;
+    if (h.s != nullptr) {
+        std::vector<std::uint32_t> s(rows.size() * keys.size());
+        for (std::uint64_t r = 0; r < rows.size(); ++r)
+            std::copy_n(h.s + (rows.begin + r) * ctx.shape.n_kv + keys.begin, keys.size(),
+                        s.begin() + static_cast<std::ptrdiff_t>(r * keys.size()));
+        return s;
+    }
     const std::vector<std::uint32_t> kt =
         detail::transposed(h.k + keys.begin * d, keys.size(), d, {0, d});  // [d][keys]
     std::vector<std::uint32_t> s(rows.size() * keys.size(), 0);
@@ -154,14 +163,16 @@ void finish_block(const FlashContext& ctx, const RowBlock& b, std::uint64_t head
     }
 }
 
-// The online softmax over one row block.
+// The online softmax over `rows` of one row block. Which tiles run is the whole block's choice
+// (a tile a row does not see still passes through its state when another row of the block
+// sees it), so a subset of the rows gets the bits the whole block gives them.
 void online_row_block(const FlashContext& ctx, const ForwardModels& models, const HeadView& h, std::uint64_t head,
-                      Span rows, ForwardResult& out, ForwardCounts& counts) {
+                      Span block, Span rows, ForwardResult& out, ForwardCounts& counts) {
     RowBlock b(rows, ctx.shape.d_v);
     b.counts.skip_keys = counts.skip_keys;
     const bool every_tile = ctx.recipe.softmax == SoftmaxKind::online_torch;  // as the released code does
     for (const Span keys : blocks_of(ctx.shape.n_kv, ctx.recipe.block_n, ctx.recipe.kv_order)) {
-        if (ctx.tile_masked(rows, keys) && !every_tile) continue;
+        if (ctx.tile_masked(block, keys) && !every_tile) continue;
         online_tile(ctx, models, h, b, keys);
     }
     finish_block(ctx, b, head, out);
@@ -182,6 +193,7 @@ void naive_row_block(const FlashContext& ctx, const ForwardModels& models, const
     auto round = [&](double x) { return rounded_value(x, f); };
     std::vector<std::uint32_t> s(rows.size() * nk, 0);
     for (const Span keys : blocks_of(nk, r.block_n)) {
+        if (ctx.tile_masked(rows, keys)) continue;  // scores no row reads
         const std::vector<std::uint32_t> tile = score_tile(ctx, models.score, h, rows, keys);
         for (std::uint64_t row = 0; row < rows.size(); ++row)
             std::copy_n(tile.begin() + static_cast<std::ptrdiff_t>(row * keys.size()), keys.size(),
@@ -191,6 +203,7 @@ void naive_row_block(const FlashContext& ctx, const ForwardModels& models, const
     b.counts.skip_keys = counts.skip_keys;
     std::vector<std::uint32_t> p_cast(rows.size() * nk, 0);
     std::vector<double> x(nk);
+    const steps::PCastConstants k(r.p_scale, *r.p_format);
     for (std::uint64_t row = 0; row < rows.size(); ++row) {
         const std::uint64_t visible = ctx.visible(rows.begin + row);
         double m = -std::numeric_limits<double>::infinity();
@@ -208,7 +221,7 @@ void naive_row_block(const FlashContext& ctx, const ForwardModels& models, const
         for (std::uint64_t j = 0; j < visible; ++j) {
             const auto p = static_cast<float>(round(x[j] / l));
             p_cast[row * nk + j] = steps::cast_p(p, r.p_scale, *r.p_format);
-            steps::count_p(p, r.p_scale, p_cast[row * nk + j], *r.p_format, j, b.counts);
+            steps::count_p(p, r.p_scale, p_cast[row * nk + j], *r.p_format, j, b.counts, k);
         }
         // LSE = ln l + shift, from log2 as the online softmax forms it.
         const float lse2 =
@@ -253,6 +266,8 @@ ForwardResult flash_forward(const AttentionRecipe& recipe, const AttentionShape&
     const ForwardModels models{detail::TileProduct(recipe, *recipe.input, *recipe.input, recipe.score_product),
                                detail::TileProduct(recipe, *recipe.p_format, *recipe.input, recipe.pv_product)};
     const std::vector<std::uint32_t> v_quantized = quantized_v(ctx, in.v);
+    const std::shared_ptr<const std::vector<std::uint32_t>> scores =
+        options.scores != nullptr ? options.scores->scores(recipe, shape, in, options.threads) : nullptr;
 
     ForwardResult out;
     out.o.assign(shape.heads * shape.n_q * shape.d_v, 0);
@@ -264,14 +279,16 @@ ForwardResult flash_forward(const AttentionRecipe& recipe, const AttentionShape&
     parallel_for(counts.size(), 1, options.threads, [&](std::size_t begin, std::size_t end) {
         for (std::size_t task = begin; task < end; ++task) {
             const std::uint64_t head = task / row_blocks.size();
-            const Span rows = row_blocks[task % row_blocks.size()];
-            if (rows.end <= options.row_begin || rows.begin >= options.row_end) continue;
+            const Span block = row_blocks[task % row_blocks.size()];
+            const Span rows{std::max(block.begin, options.row_begin), std::min(block.end, options.row_end)};
+            if (rows.begin >= rows.end) continue;
             counts[task].skip_keys = options.uncounted_keys;
             const HeadView h{in.q.data() + head * shape.n_q * shape.d, in.k.data() + head * shape.n_kv * shape.d,
                              in.v.data() + head * shape.n_kv * shape.d_v,
-                             v_quantized.empty() ? nullptr : v_quantized.data() + head * shape.n_kv * shape.d_v};
+                             v_quantized.empty() ? nullptr : v_quantized.data() + head * shape.n_kv * shape.d_v,
+                             scores ? scores->data() + head * shape.n_q * shape.n_kv : nullptr};
             if (recipe.softmax == SoftmaxKind::online || recipe.softmax == SoftmaxKind::online_torch)
-                online_row_block(ctx, models, h, head, rows, out, counts[task]);
+                online_row_block(ctx, models, h, head, block, rows, out, counts[task]);
             else
                 naive_row_block(ctx, models, h, head, rows, out, counts[task]);
         }

@@ -68,14 +68,15 @@ inline float row_step(const TorchSoftmax& f, const std::uint32_t* s, int n, int 
     const float m_new = a::max(m_old, block_max);
     const float factor = exp_f32(stored(a::sub(m_old, m_new), bf));
     if (ties != nullptr) ties->rescale(factor);
+    const steps::PCastConstants k(f.p_scale, *f.p_format);
     double sum = 0;  // float32 in any order (CUDA's reduction order is unspecified): the exact sum, rounded once
     for (int j = 0; j < n; ++j) {
         const float p = exp_f32(stored(a::sub(score[j], m_new), bf));
         sum += p;
         p_out[j] = steps::cast_p(p, f.p_scale, *f.p_format);
         if (counts != nullptr && j < visible)
-            steps::count_p(p, f.p_scale, p_out[j], *f.p_format, key0 + static_cast<std::uint64_t>(j), *counts);
-        if (ties != nullptr && j < visible) ties->add(p, steps::cast_is_one(p_out[j], f.p_scale, *f.p_format));
+            steps::count_p(p, f.p_scale, p_out[j], *f.p_format, key0 + static_cast<std::uint64_t>(j), *counts, k);
+        if (ties != nullptr && j < visible) ties->add(p, p_out[j] == k.one);
     }
     st.l = stored(a::add(a::mul(factor, st.l), a::max(static_cast<float>(sum), 1e-10f)), bf);
     st.m = m_new;

@@ -204,10 +204,43 @@ ROUNDSCOPE_HD constexpr std::uint64_t cast_from_f64(double x, const Format& to, 
     return convert(source, bits_of(x), to, o, index);
 }
 
+namespace detail {
+
+/// Whether rounded_value may take the rule below: an IEEE format with Inf and at most 24
+/// significant bits, and x of magnitude in [2^-1000, 2^900) (no zero, subnormal, Inf or NaN; C
+/// below stays finite).
+ROUNDSCOPE_HD inline bool spacing_rule_applies(double x, const Format& f) {
+    const int biased = static_cast<int>((bits_of(x) >> 52) & 0x7FF);
+    return f.encoding == Encoding::ieee && f.man_bits <= 23 && biased >= 1023 - 1000 && biased < 1023 + 900;
+}
+
+/// Nearest-even of x onto the target's spacing 2^Q (Q as above) in double's own arithmetic:
+/// C = 3 * 2^(Q + 51) is an even multiple of 2^Q and x + C lies in [2^(Q + 52), 2^(Q + 53)),
+/// where doubles are spaced 2^Q, so x + C rounds x to a multiple of 2^Q, ties to the even one,
+/// and subtracting C is exact (|x| < 2^(Q + 24)). A zero result keeps x's sign; a result
+/// beyond the largest finite number is Inf, judged with an unbounded exponent as above.
+ROUNDSCOPE_HD inline double spacing_rounded_value(double x, const Format& f) {
+    const int e = static_cast<int>((bits_of(x) >> 52) & 0x7FF) - 1023;
+    const int q = (e > emin(f) ? e : emin(f)) - f.man_bits;
+    const double c = 3 * double_from_bits(static_cast<std::uint64_t>(q + 51 + 1023) << 52);
+    const double r = (x + c) - c;
+    if (r == 0) return x < 0 ? -0.0 : 0.0;
+    const double largest = decode(f, max_finite_bits(f));
+    const double inf = double_from_bits(0x7FF0000000000000);
+    if (r > largest || r < -largest) return x < 0 ? -inf : inf;
+    return r;
+}
+
+}  // namespace detail
+
 /// x rounded to f (nearest even, overflow to Inf) as a value: what storing x in f keeps. With
 /// x the exact result of an operation on values of f (f32 or narrower), this is f's own
-/// correctly rounded operation (double rounding is innocuous: 53 >= 2 * 24 + 2).
+/// correctly rounded operation (double rounding is innocuous: 53 >= 2 * 24 + 2). For float32
+/// and narrower IEEE formats, the spacing rule above (tests/emu/numbers/test_rounded_value.cpp
+/// holds it to the cast on every value of f16, bf16 and e5m2, the midpoints and their
+/// neighbours, and random doubles).
 ROUNDSCOPE_HD inline double rounded_value(double x, const Format& f) {
+    if (detail::spacing_rule_applies(x, f)) return detail::spacing_rounded_value(x, f);
     return decode(f, cast_from_f64(x, f, CastOptions{}));
 }
 
