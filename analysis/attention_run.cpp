@@ -56,8 +56,11 @@ AttentionRun run_attention(const emu::AttentionInputs& in, const emu::AttentionR
             "tensor 'bias': the emulated kernels take no additive bias (the ground truth does: roundscope truth)");
     AttentionRun run{.recipe = recipe, .shape = emu::attention_shape_of(in, options.causal, options.scale)};
     const emu::AttentionOperands operands = emu::attention_operands(in, *recipe.input, options.backward);
-    run.forward = emu::flash_forward(recipe, run.shape, operands, options.threads);
-    if (options.backward) run.backward = emu::flash_backward(recipe, run.shape, operands, run.forward, options.threads);
+    emu::ForwardOptions fo;
+    fo.threads = options.threads, fo.runs = options.runs;
+    run.forward = emu::flash_forward(recipe, run.shape, operands, fo);
+    if (options.backward)
+        run.backward = emu::flash_backward(recipe, run.shape, operands, run.forward, options.threads, options.runs);
     if (!options.truth) return run;
 
     TruthOptions t;

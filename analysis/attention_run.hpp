@@ -9,6 +9,10 @@
 #include "emu/attention/attention_inputs.hpp"
 #include "emu/attention/flash_attention.hpp"
 
+namespace roundscope::emu {
+class RunCache;  // emu/attention/run_cache.hpp
+}
+
 namespace roundscope::analysis {
 
 struct AttentionRunOptions {
@@ -20,6 +24,7 @@ struct AttentionRunOptions {
     // The truth of the inputs themselves, when the caller has it (the report computes it once for
     // every recipe it compares): used where it answers the run's mask, scale and passes.
     const AttentionTruth* known_truth = nullptr;
+    emu::RunCache* runs = nullptr;  // S and forward passes shared with other runs (the report)
 };
 
 /// An output's error against the truth: max |x - t|, sqrt(mean (x - t)^2), and the rms error

@@ -61,7 +61,7 @@ AttributeResult attribute(const emu::AttentionInputs& in, const AttributeOptions
     t.gradients = false;  // delta alone
     const AttentionTruth truth = shared_truth(o.truths, in, x, *recipe.input, t);
     emu::ForwardOptions fo;
-    fo.threads = o.threads, fo.scores = o.scores;
+    fo.threads = o.threads, fo.runs = o.runs;
     auto error_of_result = [&](const emu::ForwardResult& f, const emu::AttentionRecipe& r) {
         // An exact O cast is the run's O before its cast (the cast is its last step).
         if (*r.o_format == emu::f32)

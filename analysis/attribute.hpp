@@ -16,7 +16,7 @@
 #include "emu/attention/attention_recipe.hpp"
 
 namespace roundscope::emu {
-class ScoreCache;  // emu/attention/score_cache.hpp
+class RunCache;  // emu/attention/run_cache.hpp
 }
 
 namespace roundscope::analysis {
@@ -28,9 +28,9 @@ struct AttributeOptions {
     bool causal = false;
     double softmax_scale = 0;
     int threads = 0;
-    TruthCache* truths = nullptr;       // shared with the other analyses of these inputs (the report)
-    emu::ScoreCache* scores = nullptr;  // S shared the same way
-    bool stages = true;                 // false: all_low, all_exact and delta only (two runs, not up to ten)
+    TruthCache* truths = nullptr;   // shared with the other analyses of these inputs (the report)
+    emu::RunCache* runs = nullptr;  // S shared the same way
+    bool stages = true;             // false: all_low, all_exact and delta only (two runs, not up to ten)
 };
 
 struct StageAttribution {

@@ -105,7 +105,7 @@ HeadroomResult headroom(const emu::AttentionInputs& in, const HeadroomOptions& o
         r.formats.push_back(h);
         if (!(h.min_naive_margin < o.emulate_within)) continue;
         emu::ForwardOptions fo;
-        fo.threads = o.threads, fo.scores = o.scores;
+        fo.threads = o.threads, fo.runs = o.runs;
         for (const auto kind : {emu::SoftmaxKind::naive_unshifted, emu::SoftmaxKind::naive, emu::SoftmaxKind::online}) {
             const emu::AttentionRecipe recipe = softmax_in(*f, kind);
             const emu::ForwardResult out =

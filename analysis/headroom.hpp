@@ -13,7 +13,7 @@
 #include "emu/attention/attention_inputs.hpp"
 
 namespace roundscope::emu {
-class ScoreCache;  // emu/attention/score_cache.hpp
+class RunCache;  // emu/attention/run_cache.hpp
 }
 
 namespace roundscope::analysis {
@@ -22,7 +22,7 @@ struct HeadroomOptions {
     bool causal = false;
     double softmax_scale = 0;
     int threads = 0;
-    emu::ScoreCache* scores = nullptr;  // S shared with the other analyses of these inputs (the report)
+    emu::RunCache* runs = nullptr;  // S shared with the other analyses of these inputs (the report)
     // The emulated runs (three softmaxes a format, each a whole forward pass) only for a format
     // whose smallest naive margin is below this many nats; the others' counts stay empty (not
     // run). The report sets it (cli/report/report_tasks.cpp); every format by default.

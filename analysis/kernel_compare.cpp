@@ -6,6 +6,8 @@
 #include <limits>
 #include <string>
 
+#include "emu/attention/attention_operands.hpp"
+#include "emu/attention/head_inputs.hpp"
 #include "emu/batch/tensor_cast.hpp"
 #include "emu/batch/tensor_decode.hpp"
 #include "emu/numbers/bit_compare.hpp"
@@ -17,9 +19,11 @@ namespace {
 
 constexpr std::uint64_t no_distance = std::numeric_limits<std::uint64_t>::max();
 
-/// An output the kernel wrote, with what the emulation and the truth give in its place.
+/// An output the kernel wrote, for one head, with what the emulation and the truth give in its
+/// place: the head's elements start at `first` in the file's tensor.
 struct OutputSides {
     const Tensor* kernel;
+    std::uint64_t first;
     const emu::Format* format;
     std::vector<std::uint32_t> emulated;
     const std::vector<double>* truth;
@@ -40,6 +44,45 @@ Shape unravel(std::uint64_t i, const Shape& shape) {
     return index;
 }
 
+// How far an element is from the truth, for ordering the worst: NaN furthest, an empty row's
+// LSE (-inf both ways) not at all.
+double distance(double kernel, double truth) {
+    if (std::isinf(truth) && kernel == truth) return 0.0;
+    const double e = std::fabs(kernel - truth);
+    return std::isnan(e) ? std::numeric_limits<double>::infinity() : e;
+}
+
+// error_stats's loop, its sums kept.
+ErrorSums error_sums(const std::vector<double>& x, const std::vector<double>& truth) {
+    ErrorSums s;
+    for (std::size_t i = 0; i < x.size(); ++i) {
+        if (std::isinf(truth[i]) && x[i] == truth[i]) continue;  // an empty row's LSE: -inf both ways
+        const double e = x[i] - truth[i];
+        s.max_abs = std::max(s.max_abs, std::fabs(e));
+        if (std::isnan(e)) s.max_abs = e;
+        s.squared += e * e, s.norm += truth[i] * truth[i];
+        ++s.finite;
+    }
+    return s;
+}
+
+/// The bucket label of a distance in ulps ("0", "1", "2-3", ..., "nan").
+std::string ulp_bucket_label(std::uint64_t ulp) {
+    if (ulp == no_distance) return "nan";
+    if (ulp <= 1) return std::to_string(ulp);
+    const int w = std::bit_width(ulp);  // [2^(w-1), 2^w)
+    return std::to_string(std::uint64_t{1} << (w - 1)) + "-" + std::to_string((std::uint64_t{1} << (w - 1)) * 2 - 1);
+}
+
+UlpHistogram histogram_of(const std::vector<std::uint64_t>& counts) {
+    UlpHistogram h;
+    for (std::size_t b = 0; b < counts.size(); ++b)
+        if (counts[b] > 0)
+            h.buckets.emplace_back(b == 65 ? "nan" : ulp_bucket_label(b == 0 ? 0 : std::uint64_t{1} << (b - 1)),
+                                   counts[b]);
+    return h;
+}
+
 /// Checks a kernel output's dtype and shape against what the recipe and the inputs imply.
 void check_output(const TensorFile& file, const Tensor& t, const emu::Format& format, const Shape& shape,
                   const std::string& recipe) {
@@ -52,63 +95,74 @@ void check_output(const TensorFile& file, const Tensor& t, const emu::Format& fo
                     ": compare it with a recipe whose formats are the kernel's (its o_format and grad_format)");
 }
 
-/// The bucket label of a distance in ulps ("0", "1", "2-3", ..., "nan").
-std::string ulp_bucket(std::uint64_t ulp) {
-    if (ulp == no_distance) return "nan";
-    if (ulp <= 1) return std::to_string(ulp);
-    const int w = std::bit_width(ulp);  // [2^(w-1), 2^w)
-    return std::to_string(std::uint64_t{1} << (w - 1)) + "-" + std::to_string((std::uint64_t{1} << (w - 1)) * 2 - 1);
-}
-
 OutputComparison compare_output(const OutputSides& s, std::size_t worst_count) {
     const Tensor& t = *s.kernel;
     const emu::Format& f = *s.format;
+    const std::vector<double>& truth = *s.truth;
+    const std::uint64_t n = truth.size();
     OutputComparison c;
     c.name = t.name();
     c.dtype = t.dtype();
-    const std::vector<double>& truth = *s.truth;
-    std::vector<std::uint32_t> kernel(t.size());
-    std::vector<double> values(t.size());
-    for (std::uint64_t i = 0; i < t.size(); ++i) {
-        kernel[i] = static_cast<std::uint32_t>(t.bits_at(i));
+    std::vector<std::uint32_t> kernel(n);
+    std::vector<double> values(n);
+    for (std::uint64_t i = 0; i < n; ++i) {
+        kernel[i] = static_cast<std::uint32_t>(t.bits_at(s.first + i));
         values[i] = emu::decode(f, kernel[i]);
     }
-    c.truth_error = error_stats(values, truth);
+    c.sums = error_sums(values, truth);
+    c.truth_error = error_stats_of(c.sums);
 
     // Distances from the truth rounded once into the output's dtype (nearest even).
-    std::vector<std::uint64_t> ulps(t.size());
-    std::vector<std::uint64_t> counts(66, 0);  // 0, 1, 2-3, ..., 2^63-, then "nan"
-    for (std::uint64_t i = 0; i < t.size(); ++i) {
+    std::vector<std::uint64_t> ulps(n);
+    c.bucket_counts.assign(ulp_buckets, 0);
+    for (std::uint64_t i = 0; i < n; ++i) {
         const auto rounded = static_cast<std::uint32_t>(emu::cast_from_f64(truth[i], f, emu::CastOptions{}));
         ulps[i] = emu::ulp_distance(f, kernel[i], rounded);
-        ++counts[ulps[i] == no_distance ? 65 : static_cast<std::size_t>(std::bit_width(ulps[i]))];
+        ++c.bucket_counts[ulps[i] == no_distance ? 65 : static_cast<std::size_t>(std::bit_width(ulps[i]))];
     }
-    for (std::size_t b = 0; b < counts.size(); ++b)
-        if (counts[b] > 0)
-            c.ulp_histogram.buckets.emplace_back(b == 65 ? "nan" : ulp_bucket(b == 0 ? 0 : std::uint64_t{1} << (b - 1)),
-                                                 counts[b]);
+    c.ulp_histogram = histogram_of(c.bucket_counts);
 
     // The largest errors (NaN first), ties by position.
-    std::vector<std::uint64_t> order(t.size());
-    for (std::uint64_t i = 0; i < order.size(); ++i) order[i] = i;
-    auto error_of = [&](std::uint64_t i) {
-        const double e = std::fabs(values[i] - truth[i]);
-        if (std::isinf(truth[i]) && values[i] == truth[i]) return 0.0;
-        return std::isnan(e) ? std::numeric_limits<double>::infinity() : e;
-    };
+    std::vector<std::uint64_t> order(n);
+    for (std::uint64_t i = 0; i < n; ++i) order[i] = i;
     const std::size_t k = std::min<std::size_t>(worst_count, order.size());
     std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k), order.end(),
                       [&](std::uint64_t a, std::uint64_t b) {
-                          const double ea = error_of(a), eb = error_of(b);
+                          const double ea = distance(values[a], truth[a]), eb = distance(values[b], truth[b]);
                           return ea != eb ? ea > eb : a < b;
                       });
     for (std::size_t j = 0; j < k; ++j) {
         const std::uint64_t i = order[j];
-        c.worst.push_back({unravel(i, t.shape()), values[i], truth[i], emu::decode(f, s.emulated[i]), ulps[i]});
+        c.worst.push_back(
+            {unravel(s.first + i, t.shape()), values[i], truth[i], emu::decode(f, s.emulated[i]), ulps[i]});
     }
 
     const emu::BitComparison b = emu::compare_bits(s.emulated, kernel, f);
     c.matched = b.matched, c.total = b.total, c.max_ulp = b.max_ulp;
+    return c;
+}
+
+OutputComparison merge_output(const std::vector<const OutputComparison*>& parts, std::size_t worst_count) {
+    OutputComparison c;
+    c.name = parts.front()->name, c.dtype = parts.front()->dtype;
+    c.bucket_counts.assign(ulp_buckets, 0);
+    for (const OutputComparison* p : parts) {
+        const ErrorSums& x = p->sums;
+        c.sums.max_abs = std::isnan(c.sums.max_abs) || std::isnan(x.max_abs) ? std::numeric_limits<double>::quiet_NaN()
+                                                                             : std::max(c.sums.max_abs, x.max_abs);
+        c.sums.squared += x.squared, c.sums.norm += x.norm, c.sums.finite += x.finite;
+        for (std::size_t b = 0; b < ulp_buckets; ++b) c.bucket_counts[b] += p->bucket_counts.at(b);
+        c.worst.insert(c.worst.end(), p->worst.begin(), p->worst.end());
+        c.matched += p->matched, c.total += p->total, c.max_ulp = std::max(c.max_ulp, p->max_ulp);
+    }
+    c.truth_error = error_stats_of(c.sums);
+    c.ulp_histogram = histogram_of(c.bucket_counts);
+    // Each head kept its worst, so the file's worst are among them. Indices order as positions.
+    std::stable_sort(c.worst.begin(), c.worst.end(), [](const WorstElement& a, const WorstElement& b) {
+        const double ea = distance(a.kernel, a.truth), eb = distance(b.kernel, b.truth);
+        return ea != eb ? ea > eb : a.index < b.index;
+    });
+    if (c.worst.size() > worst_count) c.worst.resize(worst_count);
     return c;
 }
 
@@ -137,9 +191,17 @@ void check_kernel_outputs(const TensorFile& file, const emu::AttentionInputs& in
         if (grads[g]) check_output(file, *grads[g], *recipe.grad_format, grad_shapes[g], recipe.name);
 }
 
-KernelComparison compare_kernel(const TensorFile& file, const emu::AttentionInputs& in,
-                                const emu::AttentionRecipe& recipe, const AttentionRunOptions& options,
-                                std::size_t worst_count) {
+ErrorStats error_stats_of(const ErrorSums& s) {
+    ErrorStats e;
+    e.max_abs = s.max_abs;
+    if (s.finite > 0) e.rms = std::sqrt(s.squared / static_cast<double>(s.finite));
+    e.rel_rms = s.norm > 0 ? std::sqrt(s.squared / s.norm) : (s.squared > 0 ? INFINITY : 0.0);
+    return e;
+}
+
+KernelComparison compare_kernel_head(const TensorFile& file, const emu::AttentionInputs& in, std::uint64_t head,
+                                     const emu::AttentionRecipe& recipe, const AttentionRunOptions& options,
+                                     std::size_t worst_count) {
     check_kernel_outputs(file, in, recipe);
     const Tensor* o = file.find("o");
     const Tensor* lse = file.find("lse");
@@ -148,17 +210,19 @@ KernelComparison compare_kernel(const TensorFile& file, const emu::AttentionInpu
     AttentionRunOptions run_options = options;
     run_options.backward = backward;
     run_options.truth = true;
-    const AttentionRun run = run_attention(in, recipe, run_options);
+    const AttentionRun run = run_attention(emu::head_inputs(in, head), recipe, run_options);
     const AttentionTruth& truth = *run.truth;
 
+    const std::uint64_t nq = in.n_q, nk = in.n_kv;
     std::vector<OutputSides> sides;
-    if (o) sides.push_back({o, recipe.o_format, run.forward.o, &truth.o});
-    if (lse) sides.push_back({lse, &emu::f32, float_bits(run.forward.lse), &truth.lse});
+    if (o) sides.push_back({o, head * nq * in.d_v, recipe.o_format, run.forward.o, &truth.o});
+    if (lse) sides.push_back({lse, head * nq, &emu::f32, float_bits(run.forward.lse), &truth.lse});
     if (backward) {
         const std::vector<std::uint32_t>* emulated[] = {&run.backward->dq, &run.backward->dk, &run.backward->dv};
         const std::vector<double>* truths[] = {&truth.dq, &truth.dk, &truth.dv};
+        const std::uint64_t first[] = {head * nq * in.d, head * nk * in.d, head * nk * in.d_v};
         for (int g = 0; g < 3; ++g)
-            if (grads[g]) sides.push_back({grads[g], recipe.grad_format, *emulated[g], truths[g]});
+            if (grads[g]) sides.push_back({grads[g], first[g], recipe.grad_format, *emulated[g], truths[g]});
     }
 
     KernelComparison r{run.shape, {}, 0, 0};
@@ -168,6 +232,36 @@ KernelComparison compare_kernel(const TensorFile& file, const emu::AttentionInpu
         r.total += r.outputs.back().total;
     }
     return r;
+}
+
+KernelComparison merge_heads(const std::vector<KernelComparison>& heads, const emu::AttentionShape& shape,
+                             std::size_t worst_count) {
+    KernelComparison r{shape, {}, 0, 0};
+    if (heads.empty()) return r;
+    for (std::size_t x = 0; x < heads.front().outputs.size(); ++x) {
+        std::vector<const OutputComparison*> parts;
+        for (const KernelComparison& h : heads) {
+            if (h.outputs.size() != heads.front().outputs.size() || h.outputs[x].name != heads.front().outputs[x].name)
+                throw Error("compare: the heads' comparisons hold different outputs");
+            parts.push_back(&h.outputs[x]);
+        }
+        r.outputs.push_back(merge_output(parts, worst_count));
+        r.matched += r.outputs.back().matched;
+        r.total += r.outputs.back().total;
+    }
+    return r;
+}
+
+KernelComparison compare_kernel(const TensorFile& file, const emu::AttentionInputs& in,
+                                const emu::AttentionRecipe& recipe, const AttentionRunOptions& options,
+                                std::size_t worst_count) {
+    check_kernel_outputs(file, in, recipe);
+    AttentionRunOptions per_head = options;
+    per_head.known_truth = nullptr;  // each head's own
+    std::vector<KernelComparison> heads;
+    for (std::uint64_t h = 0; h < emu::head_count(in); ++h)
+        heads.push_back(compare_kernel_head(file, in, h, recipe, per_head, worst_count));
+    return merge_heads(heads, emu::attention_shape_of(in, options.causal, options.scale), worst_count);
 }
 
 }  // namespace roundscope::analysis

@@ -27,10 +27,23 @@ struct UlpHistogram {
     std::vector<std::pair<std::string, std::uint64_t>> buckets;  // label, count; empty ones left out
 };
 
+/// What ErrorStats is made of, kept so that heads compared apart merge into the file's figures:
+/// the largest |error| (NaN once any is), the sums of squared errors and squared truths, each
+/// summed in element order within a head and then over the heads in order, and the count.
+struct ErrorSums {
+    double max_abs = 0, squared = 0, norm = 0;
+    std::uint64_t finite = 0;
+};
+
+/// Bucket b of the ulp histogram: distance 0 (b = 0), [2^(b-1), 2^b) (b = 1 .. 64), NaN (65).
+inline constexpr std::size_t ulp_buckets = 66;
+
 struct OutputComparison {
     std::string name;  // "o", "lse", "dq", "dk", "dv"
     DType dtype = DType::f32;
     ErrorStats truth_error;
+    ErrorSums sums;                            // truth_error's makings
+    std::vector<std::uint64_t> bucket_counts;  // ulp_histogram's, ulp_buckets of them
     UlpHistogram ulp_histogram;
     std::vector<WorstElement> worst;                    // largest |kernel - truth| first
     std::uint64_t matched = 0, total = 0, max_ulp = 0;  // against the emulation, bit for bit
@@ -49,6 +62,22 @@ struct KernelComparison {
 KernelComparison compare_kernel(const TensorFile& file, const emu::AttentionInputs& in,
                                 const emu::AttentionRecipe& recipe, const AttentionRunOptions& options,
                                 std::size_t worst_count = 8);
+
+/// The comparison of one head (counted over the batch, as emu::head_inputs counts them), with
+/// indices into the file's tensors: compare_kernel is the merge of every head's. The report
+/// compares each head in the task that analyses it, sharing its truth (options.known_truth:
+/// the head's).
+KernelComparison compare_kernel_head(const TensorFile& file, const emu::AttentionInputs& in, std::uint64_t head,
+                                     const emu::AttentionRecipe& recipe, const AttentionRunOptions& options,
+                                     std::size_t worst_count = 8);
+
+/// The heads' comparisons, in head order, as the whole file's: sums and counts added, the worst
+/// elements of all (largest error first, ties by position). `shape`: the file's.
+KernelComparison merge_heads(const std::vector<KernelComparison>& heads, const emu::AttentionShape& shape,
+                             std::size_t worst_count = 8);
+
+/// ErrorStats from its makings.
+ErrorStats error_stats_of(const ErrorSums& s);
 
 /// compare_kernel's checks of the file's outputs alone (an Error as it would give), before any
 /// work: for a caller that runs the comparison later (the report checks every file first).

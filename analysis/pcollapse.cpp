@@ -121,7 +121,7 @@ PCollapseHead measure_head(const Measurement& m, std::uint64_t h, const PCollaps
             emu::AttentionRecipe recipe = o.recipe;
             recipe.kv_order = order, recipe.p_scale = s;
             emu::ForwardOptions fo;
-            fo.threads = o.threads, fo.uncounted_keys = k_sink, fo.scores = o.scores;
+            fo.threads = o.threads, fo.uncounted_keys = k_sink, fo.runs = o.runs;
             const emu::ForwardResult f = emu::flash_forward(recipe, m.one_head, x, fo);
             RunTally& t = tallies[r];
             std::copy(f.o.begin(), f.o.end(), t.o.begin() + static_cast<std::ptrdiff_t>(h * o_size));

@@ -13,7 +13,7 @@
 #include "emu/attention/attention_recipe.hpp"
 
 namespace roundscope::emu {
-class ScoreCache;  // emu/attention/score_cache.hpp
+class RunCache;  // emu/attention/run_cache.hpp
 }
 
 namespace roundscope::analysis {
@@ -29,8 +29,8 @@ struct PCollapseOptions {
     bool causal = false;
     double softmax_scale = 0;
     int threads = 0;
-    TruthCache* truths = nullptr;       // shared with the other analyses of these inputs (the report)
-    emu::ScoreCache* scores = nullptr;  // S shared the same way
+    TruthCache* truths = nullptr;   // shared with the other analyses of these inputs (the report)
+    emu::RunCache* runs = nullptr;  // S shared the same way
     // Also each run with every sink key replaced by its neighbour (key k_sink): the underflow the
     // spread of the other scores causes alone; the rest of the measured underflow is the sink's.
     bool without_sink = false;

@@ -45,11 +45,11 @@ LowPrecisionO o_as_read(const emu::AttentionInputs& in, const emu::AttentionReci
 // kernels' function), or rowsum(P dP) from the emulated backward pass.
 std::vector<double> delta_errors(const emu::AttentionRecipe& r, const emu::AttentionShape& sh,
                                  const emu::AttentionOperands& x, const emu::ForwardResult& f, const LowPrecisionO& o,
-                                 const AttentionTruth& truth, int threads, emu::ScoreCache* scores) {
+                                 const AttentionTruth& truth, int threads, emu::RunCache* runs) {
     const std::uint64_t rows = sh.heads * sh.n_q, dv = sh.d_v;
     std::vector<double> diff(rows);
     if (r.delta == emu::DeltaKind::p_dp) {
-        const emu::BackwardResult bw = emu::flash_backward(r, sh, x, f, threads, scores);
+        const emu::BackwardResult bw = emu::flash_backward(r, sh, x, f, threads, runs);
         for (std::uint64_t i = 0; i < rows; ++i) diff[i] = static_cast<double>(bw.delta[i]) - truth.delta[i];
         return diff;
     }
@@ -115,7 +115,7 @@ BiasResult rounding_bias(const emu::AttentionInputs& in, const BiasOptions& o) {
     const emu::AttentionShape sh = emu::attention_shape_of(in, o.causal, o.softmax_scale);
     const emu::AttentionOperands x = emu::attention_operands(in, *r.input, true);
     emu::ForwardOptions fo;
-    fo.threads = o.threads, fo.scores = o.scores;
+    fo.threads = o.threads, fo.runs = o.runs;
     const emu::ForwardResult f = emu::flash_forward(r, sh, x, fo);
     BiasResult b;
     b.recipe = r.name;
@@ -136,7 +136,7 @@ BiasResult rounding_bias(const emu::AttentionInputs& in, const BiasOptions& o) {
     const emu::AttentionInputs held = inputs_as_held(in, x, *r.input);
     const AttentionTruth truth = shared_truth(o.truths, in, x, *r.input, t);
 
-    const std::vector<double> diff = delta_errors(r, sh, x, f, o_lp, truth, o.threads, o.scores);
+    const std::vector<double> diff = delta_errors(r, sh, x, f, o_lp, truth, o.threads, o.runs);
     row_statistics(diff, b);
     if (in.x) b.query_weight = query_weight_error(held, diff, truth, o.threads, &in.q);
     b.top_dims = top_dimensions(sh, held, o_lp, truth, o.top);

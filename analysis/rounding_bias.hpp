@@ -15,7 +15,7 @@
 #include "emu/attention/attention_recipe.hpp"
 
 namespace roundscope::emu {
-class ScoreCache;  // emu/attention/score_cache.hpp
+class RunCache;  // emu/attention/run_cache.hpp
 }
 
 namespace roundscope::analysis {
@@ -29,8 +29,8 @@ struct BiasOptions {
     double softmax_scale = 0;
     int top = 5;  // feature dimensions reported
     int threads = 0;
-    TruthCache* truths = nullptr;       // shared with the other analyses of these inputs (the report)
-    emu::ScoreCache* scores = nullptr;  // S shared the same way
+    TruthCache* truths = nullptr;   // shared with the other analyses of these inputs (the report)
+    emu::RunCache* runs = nullptr;  // S shared the same way
 };
 
 struct DimContribution {

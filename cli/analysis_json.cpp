@@ -1,7 +1,10 @@
 #include "cli/analysis_json.hpp"
 
+#include <limits>
+
 #include "cli/cli_output.hpp"
 #include "emu/attention/attention_steps.hpp"
+#include "lib/error.hpp"
 
 namespace roundscope::cli {
 namespace {
@@ -220,6 +223,68 @@ nlohmann::json compare_json(const analysis::KernelComparison& r) {
     }
     return {{"heads", r.shape.heads}, {"n_q", r.shape.n_q},   {"n_kv", r.shape.n_kv},
             {"outputs", outputs},     {"matched", r.matched}, {"total", r.total}};
+}
+
+nlohmann::json compare_part_json(const analysis::KernelComparison& r) {
+    nlohmann::json j = compare_json(r);
+    for (const analysis::OutputComparison& x : r.outputs) {
+        nlohmann::json& o = j["outputs"][x.name];
+        o["sums"] = {{"max_abs", json_number(x.sums.max_abs)},
+                     {"squared", json_number(x.sums.squared)},
+                     {"norm", json_number(x.sums.norm)},
+                     {"finite", x.sums.finite}};
+        o["ulp_buckets"] = x.bucket_counts;
+    }
+    return j;
+}
+
+namespace {
+
+// json_number's value back: a number, or "nan", "inf", "-inf".
+double number_of(const nlohmann::json& j) {
+    if (j.is_number()) return j.get<double>();
+    if (j == "nan") return std::numeric_limits<double>::quiet_NaN();
+    if (j == "inf") return std::numeric_limits<double>::infinity();
+    if (j == "-inf") return -std::numeric_limits<double>::infinity();
+    throw Error("a compare part holds " + j.dump() + " where a number belongs");
+}
+
+std::uint64_t ulp_of(const nlohmann::json& j) { return j.is_null() ? ~std::uint64_t{0} : j.get<std::uint64_t>(); }
+
+}  // namespace
+
+analysis::KernelComparison compare_part_from_json(const nlohmann::json& j) try {
+    analysis::KernelComparison r;
+    r.shape.heads = j.at("heads").get<std::uint64_t>();
+    r.shape.n_q = j.at("n_q").get<std::uint64_t>(), r.shape.n_kv = j.at("n_kv").get<std::uint64_t>();
+    r.matched = j.at("matched").get<std::uint64_t>(), r.total = j.at("total").get<std::uint64_t>();
+    // compare_json writes the outputs as an object, in key order; the comparison lists them in
+    // the kernel's order: o, lse, dq, dk, dv.
+    for (const char* name : {"o", "lse", "dq", "dk", "dv"}) {
+        if (!j.at("outputs").contains(name)) continue;
+        const nlohmann::json& o = j["outputs"][name];
+        analysis::OutputComparison c;
+        c.name = name;
+        c.dtype = parse_dtype(o.at("dtype").get<std::string>(), "a compare part's dtype");
+        const nlohmann::json& s = o.at("sums");
+        c.sums = {number_of(s.at("max_abs")), number_of(s.at("squared")), number_of(s.at("norm")),
+                  s.at("finite").get<std::uint64_t>()};
+        c.truth_error = analysis::error_stats_of(c.sums);
+        c.bucket_counts = o.at("ulp_buckets").get<std::vector<std::uint64_t>>();
+        if (c.bucket_counts.size() != analysis::ulp_buckets) throw Error("a compare part's ulp buckets are cut");
+        for (const nlohmann::json& h : o.at("ulp_histogram"))
+            c.ulp_histogram.buckets.emplace_back(h.at("ulps").get<std::string>(), h.at("count").get<std::uint64_t>());
+        for (const nlohmann::json& w : o.at("worst"))
+            c.worst.push_back({w.at("index").get<Shape>(), number_of(w.at("kernel")), number_of(w.at("truth")),
+                               number_of(w.at("recipe")), ulp_of(w.at("ulp"))});
+        c.matched = o.at("matched").get<std::uint64_t>(), c.total = o.at("total").get<std::uint64_t>();
+        c.max_ulp = ulp_of(o.at("max_ulp"));
+        r.outputs.push_back(std::move(c));
+    }
+    if (r.outputs.size() != j["outputs"].size()) throw Error("a compare part holds an output it should not");
+    return r;
+} catch (const nlohmann::json::exception& e) {
+    throw Error(std::string("a compare part is malformed: ") + e.what());
 }
 
 }  // namespace roundscope::cli

@@ -24,4 +24,9 @@ nlohmann::json headroom_json(const analysis::HeadroomResult& r, bool with_rows);
 /// `compare`'s outputs, each against the truth and the emulation, and the bit totals.
 nlohmann::json compare_json(const analysis::KernelComparison& r);
 
+/// compare_json of one head's comparison with what merging needs besides (each output's sums
+/// and ulp bucket counts), and back: an Error for anything that is not such a part.
+nlohmann::json compare_part_json(const analysis::KernelComparison& r);
+analysis::KernelComparison compare_part_from_json(const nlohmann::json& j);
+
 }  // namespace roundscope::cli

@@ -149,9 +149,7 @@ void report(const ReportArgs& a) {
     if (a.list_tasks) {
         nlohmann::json list = nlohmann::json::array();
         for (const ReportTask& t : tasks)
-            list.push_back({{"key", t.key},
-                            {"file", files[t.file].path},
-                            {"head", t.head ? nlohmann::json(*t.head) : nlohmann::json()}});
+            list.push_back({{"key", t.key}, {"file", files[t.file].path}, {"head", t.head}});
         print_json({{"dir", a.dir}, {"tasks", list}});
         return;
     }

@@ -7,6 +7,8 @@
 #include <set>
 
 #include "analysis/bias_steps.hpp"
+#include "analysis/kernel_compare.hpp"
+#include "cli/analysis_json.hpp"
 #include "cli/report/report_cache.hpp"
 #include "lib/error.hpp"
 #include "lib/file_write.hpp"
@@ -70,6 +72,32 @@ nlohmann::json file_entry(const DumpFile& f) {
             {"content_hash", f.content_hash}};
 }
 
+// A file's compare, gathered from its heads' parts (in head order) and merged: the layer file
+// holds it once for the file, as `roundscope compare` gives it, and not the heads' parts.
+struct FileComparison {
+    std::optional<std::size_t> file;
+    std::map<std::string, std::vector<analysis::KernelComparison>> parts;  // by recipe
+
+    void add(std::size_t f, const nlohmann::json& compare) {
+        file = f;
+        for (const auto& [recipe, part] : compare.items()) parts[recipe].push_back(compare_part_from_json(part));
+    }
+    nlohmann::json merged(const std::vector<DumpFile>& files) {
+        const DumpFile& f = files[*file];
+        emu::AttentionShape shape;
+        shape.heads = f.heads, shape.n_q = f.n_q, shape.n_kv = f.n_kv, shape.d = shape.d_v = f.d;
+        nlohmann::json by_recipe = nlohmann::json::object();
+        for (const auto& [recipe, heads] : parts)
+            by_recipe[recipe] = compare_json(analysis::merge_heads(heads, shape, report_compare_worst));
+        nlohmann::json out{{"file", f.relative},
+                           {"layer", f.layer ? nlohmann::json(*f.layer) : nlohmann::json()},
+                           {"step", f.step ? nlohmann::json(*f.step) : nlohmann::json()},
+                           {"compare", by_recipe}};
+        file.reset(), parts.clear();
+        return out;
+    }
+};
+
 }  // namespace
 
 std::string layer_file_name(const std::optional<std::int64_t>& layer) {
@@ -90,11 +118,15 @@ std::string write_report(const std::string& dir, const std::filesystem::path& ou
     std::set<std::string> written;
     for (const auto& [layer, layer_tasks] : by_layer) {
         nlohmann::json heads = nlohmann::json::array(), compare = nlohmann::json::array();
+        FileComparison file_compare;
         for (const ReportTask* t : layer_tasks) {
             nlohmann::json r = result_of(*t);
-            if (t->head) add_bias_point(r, bias);
-            (t->head ? heads : compare).push_back(std::move(r));
+            add_bias_point(r, bias);
+            if (file_compare.file && *file_compare.file != t->file) compare.push_back(file_compare.merged(files));
+            if (r.contains("compare")) file_compare.add(t->file, r["compare"]), r.erase("compare");
+            heads.push_back(std::move(r));
         }
+        if (file_compare.file) compare.push_back(file_compare.merged(files));
         const std::string name = layer_file_name(layer);
         layers.push_back({{"layer", layer ? nlohmann::json(*layer) : nlohmann::json()},
                           {"file", name},

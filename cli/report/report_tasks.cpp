@@ -23,7 +23,8 @@
 #include "cli/command_files.hpp"
 #include "emu/attention/attention_operands.hpp"
 #include "emu/attention/head_inputs.hpp"
-#include "emu/attention/score_cache.hpp"
+#include "emu/attention/run_cache.hpp"
+#include "emu/batch/format_dtype.hpp"
 #include "emu/block/block_format.hpp"
 #include "emu/numbers/format.hpp"
 #include "lib/error.hpp"
@@ -85,7 +86,41 @@ bool under(const std::filesystem::path& p, const std::filesystem::path& folder) 
     return !rel.empty() && *rel.begin() != "..";
 }
 
-nlohmann::json head_analyses(const emu::AttentionInputs& in, const ReportOptions& o, int threads) {
+// Whether q, k, v (and dO) are held in one format, and which: their truth is then the truth of
+// the inputs as that format holds them, the entry the recipes of that format share.
+const emu::Format* one_format(const emu::AttentionInputs& in) {
+    const DType d = in.q.dtype();
+    if (in.k.dtype() != d || in.v.dtype() != d || (in.d_o && in.d_o->dtype() != d)) return nullptr;
+    return &emu::format_of(d);
+}
+
+// The head's kernel outputs against each recipe (analysis::compare_kernel_head), with the truth
+// of its inputs as they are, gradients included where the file has the kernel's: asked first,
+// so that the analyses after find it (they ask for less).
+nlohmann::json head_compare(const TensorFile& tensors, const emu::AttentionInputs& file_in,
+                            const emu::AttentionInputs& in, std::uint64_t head, const ReportOptions& o,
+                            analysis::TruthCache* truths, emu::RunCache* runs, int threads) {
+    analysis::AttentionRunOptions r;
+    r.causal = in.causal.value_or(false), r.scale = in.softmax_scale.value_or(0), r.threads = threads;
+    r.runs = runs;
+    const emu::Format* f = one_format(in);
+    if (truths != nullptr && f != nullptr) {
+        analysis::TruthOptions t;
+        t.causal = r.causal, t.scale = emu::attention_shape_of(in, r.causal, r.scale).scale, t.threads = threads;
+        t.backward = in.d_o.has_value();
+        t.gradients = tensors.find("dq") || tensors.find("dk") || tensors.find("dv");
+        r.known_truth = &truths->truth(in, emu::attention_operands(in, *f, t.backward), *f, t);
+    }
+    nlohmann::json compare;
+    for (const emu::AttentionRecipe& recipe : o.recipes)
+        compare[recipe.name] =
+            compare_part_json(analysis::compare_kernel_head(tensors, file_in, head, recipe, r, report_compare_worst));
+    return compare;
+}
+
+nlohmann::json head_analyses(const TensorFile& tensors, const emu::AttentionInputs& file_in, std::uint64_t head,
+                             const ReportOptions& o, int threads) {
+    const emu::AttentionInputs in = emu::head_inputs(file_in, head);
     const bool causal = in.causal.value_or(false);
     const double scale = in.softmax_scale.value_or(0);
     nlohmann::json j;
@@ -94,13 +129,13 @@ nlohmann::json head_analyses(const emu::AttentionInputs& in, const ReportOptions
     // score products S are shared the same way, by the runs over the same Q and K.
     analysis::TruthCache cache;
     analysis::TruthCache* truths = o.share_truth ? &cache : nullptr;
-    emu::ScoreCache score_cache;
-    emu::ScoreCache* scores = o.share_truth ? &score_cache : nullptr;
+    emu::RunCache run_cache;
+    emu::RunCache* runs = o.share_truth ? &run_cache : nullptr;
+    if (in.o) j["compare"] = head_compare(tensors, file_in, in, head, o, truths, runs, threads);
     nlohmann::json attribution;
     for (const emu::AttentionRecipe& r : o.recipes) {
         analysis::AttributeOptions a;
-        a.recipe = r, a.causal = causal, a.softmax_scale = scale, a.threads = threads, a.truths = truths,
-        a.scores = scores;
+        a.recipe = r, a.causal = causal, a.softmax_scale = scale, a.threads = threads, a.truths = truths, a.runs = runs;
         a.stages = o.attribute_stages;
         attribution[r.name] = attribute_json(analysis::attribute(in, a));
     }
@@ -109,7 +144,7 @@ nlohmann::json head_analyses(const emu::AttentionInputs& in, const ReportOptions
     analysis::PCollapseOptions p;
     p.recipe = emu::find_recipe("fa3-fp8");
     p.k_sink = o.k_sink, p.causal = causal, p.softmax_scale = scale, p.threads = threads, p.truths = truths,
-    p.scores = scores;
+    p.runs = runs;
     j["pcollapse"] = pcollapse_json(analysis::pcollapse(in, p), false);
     j["pcollapse"].erase("heads");  // one head: the same as the whole
 
@@ -126,14 +161,14 @@ nlohmann::json head_analyses(const emu::AttentionInputs& in, const ReportOptions
     }
 
     analysis::HeadroomOptions h;
-    h.causal = causal, h.softmax_scale = scale, h.threads = threads, h.scores = scores;
+    h.causal = causal, h.softmax_scale = scale, h.threads = threads, h.runs = runs;
     h.emulate_within = o.headroom_emulate_within;
     j["headroom"] = headroom_json(analysis::headroom(in, h), false);
 
     if (in.d_o) {
         analysis::BiasOptions b;
         b.recipe = emu::find_recipe("fa2-bf16");
-        b.causal = causal, b.softmax_scale = scale, b.threads = threads, b.truths = truths, b.scores = scores;
+        b.causal = causal, b.softmax_scale = scale, b.threads = threads, b.truths = truths, b.runs = runs;
         // the dump's own O (the kernel's), the recipe's emulated O, and the recipe with the fix
         analysis::BiasOptions emulated = b;
         emulated.use_stored_o = false;
@@ -225,7 +260,7 @@ nlohmann::json options_json(const ReportOptions& o) {
 
 // What a task's result holds: raised whenever a task computes or stores anything differently,
 // so that a cache written before is not taken for today's results.
-constexpr int task_schema = 7;
+constexpr int task_schema = 8;
 
 std::vector<ReportTask> report_tasks(const std::vector<DumpFile>& files, const ReportOptions& options) {
     const std::string fingerprint =
@@ -238,7 +273,6 @@ std::vector<ReportTask> report_tasks(const std::vector<DumpFile>& files, const R
         const std::string base = fmt::format("{}-{:016x}", files[i].content_hash, h);
         for (std::uint64_t head = 0; head < files[i].heads; ++head)
             tasks.push_back({i, head, fmt::format("{}-head{}", base, head)});
-        if (files[i].has_o) tasks.push_back({i, std::nullopt, base + "-compare"});
     }
     return tasks;
 }
@@ -252,30 +286,8 @@ nlohmann::json run_task(const DumpFile& file, const ReportTask& task, const Repo
                      {"file", file.relative},
                      {"layer", file.layer ? nlohmann::json(*file.layer) : nlohmann::json()},
                      {"step", file.step ? nlohmann::json(*file.step) : nlohmann::json()}};
-    if (task.head) {
-        j["head"] = *task.head;
-        j.update(
-            naming_input(file.path, [&] { return head_analyses(emu::head_inputs(in, *task.head), options, threads); }));
-        j["digest"] = result_digest(j);
-        return j;
-    }
-    analysis::AttentionRunOptions r;
-    r.causal = in.causal.value_or(false), r.scale = in.softmax_scale.value_or(0), r.threads = threads;
-    // The truth of the file's inputs, once for every recipe (with the backward pass where there
-    // is a dO: it serves a recipe compared forward only as well). Unshared: each its own.
-    analysis::TruthOptions t;
-    t.causal = r.causal, t.scale = emu::attention_shape_of(in, r.causal, r.scale).scale, t.threads = threads;
-    t.backward = in.d_o.has_value();
-    std::optional<analysis::AttentionTruth> truth;
-    if (options.share_truth)
-        r.known_truth = &truth.emplace(naming_input(file.path, [&] { return analysis::attention_truth(in, t); }));
-    nlohmann::json compare;
-    for (const emu::AttentionRecipe& recipe : options.recipes) {
-        nlohmann::json c =
-            compare_json(naming_input(file.path, [&] { return analysis::compare_kernel(tensors, in, recipe, r, 4); }));
-        compare[recipe.name] = c;
-    }
-    j["compare"] = compare;
+    j["head"] = task.head;
+    j.update(naming_input(file.path, [&] { return head_analyses(tensors, in, task.head, options, threads); }));
     j["digest"] = result_digest(j);
     return j;
 }
@@ -288,13 +300,20 @@ bool is_task_result(const nlohmann::json& j, const ReportTask& task, const DumpF
     if (!j.contains("digest") || j["digest"] != result_digest(j)) return false;
     if (!j.contains("layer") || !integer_or_null(j["layer"], file.layer)) return false;
     if (!j.contains("step") || !integer_or_null(j["step"], file.step)) return false;
-    if (!task.head) return j.contains("compare") && j["compare"].is_object();
-    if (!j.contains("head") || !j["head"].is_number_unsigned() || j["head"].get<std::uint64_t>() != *task.head)
+    if (!j.contains("head") || !j["head"].is_number_unsigned() || j["head"].get<std::uint64_t>() != task.head)
         return false;
     for (const char* part : {"attribute", "pcollapse", "headroom"})
         if (!j.contains(part) || !j[part].is_object()) return false;
     if (file.causal && (!j.contains("leak") || !j["leak"].is_object())) return false;
     if (file.has_do && (!j.contains("bias") || !j["bias"].is_object())) return false;
+    if (file.has_o) {
+        if (!j.contains("compare") || !j["compare"].is_object()) return false;
+        try {
+            for (const auto& [recipe, part] : j["compare"].items()) compare_part_from_json(part);
+        } catch (const Error&) {
+            return false;  // recomputed
+        }
+    }
     return true;
 }
 

@@ -1,9 +1,9 @@
 #pragma once
 // `roundscope report`'s units of work. A folder of attention dumps becomes a list of tasks: one
-// per head of each file (every analysis on that head) and one per file with a kernel output
-// (`compare` against each recipe). A task's result is a JSON object that depends only on the
-// file's bytes and the options, so it is cached under a key made of both, and can run anywhere
-// (a thread here, or a worker of a distributed engine) and be gathered later.
+// per head of each file (every analysis on that head, and where the file holds a kernel's
+// outputs, that head's share of `compare` against each recipe). A task's result is a JSON object that depends only on
+// the file's bytes and the options, so it is cached under a key made of both, and can run anywhere (a thread here, or a
+// worker of a distributed engine) and be gathered later.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -35,10 +35,13 @@ struct DumpFile {
     std::string content_hash;  // 16 hex digits over the tensors and metadata read (content_hash)
 };
 
+/// The worst elements the report keeps of each compared output.
+inline constexpr std::size_t report_compare_worst = 4;
+
 struct ReportTask {
-    std::size_t file = 0;               // index into the files
-    std::optional<std::uint64_t> head;  // none: the file's compare task
-    std::string key;                    // the cache key: content, options, version, head
+    std::size_t file = 0;    // index into the files
+    std::uint64_t head = 0;  // over the batch, flattened
+    std::string key;         // the cache key: content, options, version, head
 };
 
 /// The .safetensors files under `dir` (but not under `exclude`, the report's own folder, unless
@@ -57,8 +60,7 @@ DumpFile scan_dump(const std::string& path, const std::string& dir, const std::v
 /// (their results would be merged), naming both.
 void check_dumps(const std::vector<DumpFile>& files, const ReportOptions& options);
 
-/// Every task of `files` under `options`, in a fixed order: files by path, heads in order,
-/// the compare task after its file's heads.
+/// Every task of `files` under `options`, in a fixed order: files by path, heads in order.
 std::vector<ReportTask> report_tasks(const std::vector<DumpFile>& files, const ReportOptions& options);
 
 /// Runs one task (its analyses on `threads` threads). The result names its task (the key),

@@ -54,11 +54,11 @@ struct BackwardResult {
     std::vector<float> delta;
 };
 
-class ScoreCache;  // score_cache.hpp
+class RunCache;  // run_cache.hpp
 
 struct ForwardOptions {
     int threads = 0;
-    ScoreCache* scores = nullptr;      // S shared with other runs over the same Q and K
+    RunCache* runs = nullptr;          // S and whole passes shared with other runs over the same operands
     std::uint64_t uncounted_keys = 0;  // keys [0, n) left out of the counts (an attention sink)
     // Only query rows [row_begin, row_end) (the others: zeros, uncounted). A row's results do
     // not depend on the other rows of its block: every product element is its own row's.
@@ -76,9 +76,9 @@ inline ForwardResult flash_forward(const AttentionRecipe& recipe, const Attentio
     return flash_forward(recipe, shape, in, o);
 }
 
-/// Needs in.d_o and the forward pass of the same inputs; online softmax only. `scores`: S
+/// Needs in.d_o and the forward pass of the same inputs; online softmax only. `runs`: S
 /// shared with other runs over the same Q and K (or null).
 BackwardResult flash_backward(const AttentionRecipe& recipe, const AttentionShape& shape, const AttentionOperands& in,
-                              const ForwardResult& forward, int threads = 0, ScoreCache* scores = nullptr);
+                              const ForwardResult& forward, int threads = 0, RunCache* runs = nullptr);
 
 }  // namespace roundscope::emu

@@ -4,7 +4,7 @@
 #include "emu/attention/attention_steps.hpp"
 #include "emu/attention/flash_attention.hpp"
 #include "emu/attention/flash_context.hpp"
-#include "emu/attention/score_cache.hpp"
+#include "emu/attention/run_cache.hpp"
 #include "emu/attention/tile_product.hpp"
 #include "lib/error.hpp"
 #include "lib/parallel.hpp"
@@ -20,7 +20,7 @@ struct HeadOperands {
     const std::uint32_t *q, *k;               // input format
     const std::uint32_t *qg, *kg, *vg, *dog;  // ds_format
     const float *lse2, *delta;
-    const std::uint32_t* s;  // the head's S [n_q][n_kv] from a ScoreCache, or null
+    const std::uint32_t* s;  // the head's S [n_q][n_kv] from a RunCache, or null
 };
 
 struct BackwardModels {
@@ -107,7 +107,7 @@ void write_gradient(const std::vector<std::uint32_t>& acc, float scale, const Fo
 }  // namespace
 
 BackwardResult flash_backward(const AttentionRecipe& recipe, const AttentionShape& shape, const AttentionOperands& in,
-                              const ForwardResult& forward, int threads, ScoreCache* scores) {
+                              const ForwardResult& forward, int threads, RunCache* runs) {
     const FlashContext ctx = flash_context(recipe, shape);
     if (recipe.softmax != SoftmaxKind::online && recipe.softmax != SoftmaxKind::online_torch)
         throw Error(fmt::format("recipe '{}': the backward pass needs an online softmax", recipe.name));
@@ -121,7 +121,7 @@ BackwardResult flash_backward(const AttentionRecipe& recipe, const AttentionShap
     const std::vector<std::uint32_t> vg = exact_in(in.v, *recipe.input, g, "v (backward)");
     const std::vector<std::uint32_t> dog = exact_in(in.d_o, *recipe.input, g, "do (backward)");
     const std::shared_ptr<const std::vector<std::uint32_t>> s =
-        scores != nullptr ? scores->scores(recipe, shape, in, threads) : nullptr;
+        runs != nullptr ? runs->scores(recipe, shape, in, threads) : nullptr;
 
     BackwardResult out;
     out.dq.assign(in.q.size(), 0), out.dk.assign(in.k.size(), 0), out.dv.assign(in.v.size(), 0);

@@ -8,7 +8,7 @@
 #include "emu/attention/attention_steps.hpp"
 #include "emu/attention/flash_attention.hpp"
 #include "emu/attention/flash_context.hpp"
-#include "emu/attention/score_cache.hpp"
+#include "emu/attention/run_cache.hpp"
 #include "emu/attention/tile_product.hpp"
 #include "lib/error.hpp"
 #include "lib/parallel.hpp"
@@ -25,7 +25,7 @@ struct ForwardModels {
 // One head's operands and V as the PV product sees it.
 struct HeadView {
     const std::uint32_t *q, *k, *v, *v_quantized;
-    const std::uint32_t* s;  // the head's S [n_q][n_kv] from a ScoreCache, or null
+    const std::uint32_t* s;  // the head's S [n_q][n_kv] from a RunCache, or null
 };
 
 // A row block's running state and its counts.
@@ -257,17 +257,14 @@ void check_sizes(const AttentionShape& s, const AttentionOperands& in, bool back
     if (backward) check(in.d_o, s.heads * s.n_q * s.d_v, "do");
 }
 
-}  // namespace
-
-ForwardResult flash_forward(const AttentionRecipe& recipe, const AttentionShape& shape, const AttentionOperands& in,
-                            const ForwardOptions& options) {
-    const FlashContext ctx = flash_context(recipe, shape);
-    check_sizes(shape, in, false);
+ForwardResult run_forward(const FlashContext& ctx, const AttentionOperands& in, const ForwardOptions& options) {
+    const AttentionRecipe& recipe = ctx.recipe;
+    const AttentionShape& shape = ctx.shape;
     const ForwardModels models{detail::TileProduct(recipe, *recipe.input, *recipe.input, recipe.score_product),
                                detail::TileProduct(recipe, *recipe.p_format, *recipe.input, recipe.pv_product)};
     const std::vector<std::uint32_t> v_quantized = quantized_v(ctx, in.v);
     const std::shared_ptr<const std::vector<std::uint32_t>> scores =
-        options.scores != nullptr ? options.scores->scores(recipe, shape, in, options.threads) : nullptr;
+        options.runs != nullptr ? options.runs->scores(recipe, shape, in, options.threads) : nullptr;
 
     ForwardResult out;
     out.o.assign(shape.heads * shape.n_q * shape.d_v, 0);
@@ -298,6 +295,20 @@ ForwardResult flash_forward(const AttentionRecipe& recipe, const AttentionShape&
         add_counts(out.counts, counts[task]);
         add_counts(out.head_counts[task / row_blocks.size()], counts[task]);
     }
+    return out;
+}
+
+}  // namespace
+
+ForwardResult flash_forward(const AttentionRecipe& recipe, const AttentionShape& shape, const AttentionOperands& in,
+                            const ForwardOptions& options) {
+    const FlashContext ctx = flash_context(recipe, shape);
+    check_sizes(shape, in, false);
+    if (options.runs != nullptr)
+        if (const std::shared_ptr<const ForwardResult> kept = options.runs->forward(recipe, shape, in, options))
+            return *kept;
+    ForwardResult out = run_forward(ctx, in, options);
+    if (options.runs != nullptr) options.runs->keep_forward(recipe, shape, in, options, out);
     return out;
 }
 

@@ -44,8 +44,8 @@ def load_report(out: str | os.PathLike = "roundscope-report") -> dict:
 
 def list_tasks(dir: str | os.PathLike, out: str | os.PathLike = "roundscope-report", *,
                recipe: Sequence[str] | None = None, k_sink: int | None = None) -> list[dict]:
-    """The report's tasks (`roundscope report --list-tasks`): [{"key", "file", "head"}], head
-    None for a file's compare task, in the order --shard counts them."""
+    """The report's tasks (`roundscope report --list-tasks`): [{"key", "file", "head"}], one a
+    head (a file's compare is gathered from its heads'), in the order --shard counts them."""
     return _commands.run([*_arguments(dir, out, recipe, k_sink), "--list-tasks", "--json"])[1]["tasks"]
 
 

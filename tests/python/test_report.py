@@ -30,7 +30,7 @@ def dumps(tmp_path_factory):
 
 def test_report_matches_the_command_line(dumps, tmp_path, cli):
     summary = roundscope.report(dumps, tmp_path / "py", recipe=["fa2-bf16"])
-    assert summary["tasks"] == 2 * H + 2 and summary["cached"] == 0
+    assert summary["tasks"] == 2 * H and summary["cached"] == 0
     cli.run("report", dumps, "-o", tmp_path / "cli", "--recipe", "fa2-bf16")
     mine, theirs = roundscope.load_report(tmp_path / "py"), roundscope.load_report(tmp_path / "cli")
     assert len(mine["heads"]) == 2 * H and len(mine["compare"]) == 2
@@ -58,7 +58,7 @@ def test_report_on_a_dask_cluster(dumps, tmp_path):
 
 def test_run_task_shards_and_tensorboard_from_python(dumps, tmp_path):
     tasks = roundscope.list_tasks(dumps, recipe=["fa2-bf16"])
-    assert len(tasks) == 2 * H + 2 and tasks[-1]["head"] is None
+    assert len(tasks) == 2 * H and [t["head"] for t in tasks] == list(range(H)) * 2
     local = roundscope.report(dumps, tmp_path / "local", recipe=["fa2-bf16"], html=False)
     assert local["html"] is None and not (tmp_path / "local" / "report.html").exists()
     t = tasks[1]

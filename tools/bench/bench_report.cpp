@@ -1,5 +1,5 @@
-// `roundscope report`'s cost a head: every task of the dumps under DIR (each head's analyses,
-// and each file's compare task, counted over its heads) run on one thread, in CPU-seconds,
+// `roundscope report`'s cost a head: every task of the dumps under DIR (each head's analyses
+// and its share of the file's compare) run on one thread, in CPU-seconds,
 // with the report's defaults, and beside it the baseline: each analysis computing its own
 // truth, leakage over 512 tokens and every format's softmax emulated (the defaults before the
 // report shared its work). The same defaults with and without the shared truth give the same
@@ -29,19 +29,18 @@ double cpu_seconds() {
 }
 
 struct Cost {
-    double heads = 0, compare = 0;  // CPU-seconds
-    std::size_t head_tasks = 0;
+    double seconds = 0;  // CPU-seconds
+    std::size_t heads = 0;
 };
 
 Cost cost(const std::vector<DumpFile>& files, const ReportOptions& options, std::size_t max_heads) {
     Cost c;
     for (const ReportTask& t : report_tasks(files, options)) {
-        if (t.head && c.head_tasks == max_heads) continue;
-        if (!t.head && c.head_tasks == 0) continue;
+        if (c.heads == max_heads) break;
         const double start = cpu_seconds();
         run_task(files[t.file], t, options, 1);
-        (t.head ? c.heads : c.compare) += cpu_seconds() - start;
-        if (t.head) ++c.head_tasks;
+        c.seconds += cpu_seconds() - start;
+        ++c.heads;
     }
     return c;
 }
@@ -74,15 +73,11 @@ int main(int argc, char** argv) try {
     const bool same =
         run_task(files[tasks[0].file], tasks[0], report, 1) == run_task(files[tasks[0].file], tasks[0], unshared, 1);
     const Cost now = cost(files, report, max_heads), before = cost(files, baseline, max_heads);
-    const auto heads = static_cast<double>(now.head_tasks);
-    // A file's compare task covers its heads: its cost shared over the heads measured.
-    std::printf("bench_report: %zu head(s) of %s, one thread, CPU-seconds a head\n", now.head_tasks, argv[1]);
-    std::printf("                       head tasks  compare   total\n");
-    std::printf("report defaults        %10.2f %8.2f %7.2f\n", now.heads / heads, now.compare / heads,
-                (now.heads + now.compare) / heads);
-    std::printf("baseline               %10.2f %8.2f %7.2f\n", before.heads / heads, before.compare / heads,
-                (before.heads + before.compare) / heads);
-    std::printf("speed-up               %27.1fx\n", (before.heads + before.compare) / (now.heads + now.compare));
+    const auto heads = static_cast<double>(now.heads);
+    std::printf("bench_report: %zu head(s) of %s, one thread, CPU-seconds a head\n", now.heads, argv[1]);
+    std::printf("report defaults  %7.2f\n", now.seconds / heads);
+    std::printf("baseline         %7.2f\n", before.seconds / heads);
+    std::printf("speed-up         %7.1fx\n", before.seconds / now.seconds);
     std::printf("shared truth gives the same results as unshared (first head): %s\n", same ? "yes" : "NO");
     return same ? 0 : 1;
 } catch (const std::exception& e) {

@@ -1,7 +1,8 @@
-// S shared between runs (emu/attention/score_cache.hpp) and runs over a subset of the rows
-// (ForwardOptions::row_begin/row_end): both give the bits of the plain run, for every preset the
-// emulator runs, causal or not, forward and backward; an entry serves only the Q and K, mask and
-// product it was made from (a changed bit of K, or the float64 product, makes a new one).
+// S and whole forward passes shared between runs (emu/attention/run_cache.hpp), and runs over a
+// subset of the rows (ForwardOptions::row_begin/row_end): each gives the bits of the plain run,
+// for every preset the emulator runs, causal or not, forward and backward. An S entry serves only
+// the Q and K, mask and product it was made from (a changed bit of K, or the float64 product,
+// makes a new one); a kept pass only the very same recipe, shape, operands, sink and rows.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -10,7 +11,7 @@
 
 #include "emu/attention/flash_attention.hpp"
 #include "emu/attention/random_operands.hpp"
-#include "emu/attention/score_cache.hpp"
+#include "emu/attention/run_cache.hpp"
 
 using namespace roundscope;
 using namespace roundscope::emu;
@@ -33,16 +34,17 @@ bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
 
 }  // namespace
 
-TEST_CASE("Runs with shared S give the plain runs' bits, forward and backward, for every preset", "[flash][scores]") {
+TEST_CASE("Runs with shared S, and kept passes, give the plain runs' bits, forward and backward, for every preset",
+          "[flash][scores]") {
     for (const AttentionRecipe& r : recipe_presets()) {
         for (const bool causal : {false, true}) {
             DYNAMIC_SECTION(r.name << (causal ? " causal" : "")) {
                 const AttentionShape sh = attention_shape(2, 150, 170, 32, causal);
                 const AttentionOperands in = random_operands(sh, *r.input, 11, 2.0);
-                ScoreCache cache;
+                RunCache cache;
                 ForwardOptions plain, shared;
                 plain.threads = shared.threads = 2;
-                shared.scores = &cache;
+                shared.runs = &cache;
                 ForwardResult a, b;
                 try {
                     a = flash_forward(r, sh, in, plain);
@@ -50,14 +52,31 @@ TEST_CASE("Runs with shared S give the plain runs' bits, forward and backward, f
                     continue;  // a preset this shape cannot run (its own test says why)
                 }
                 b = flash_forward(r, sh, in, shared);
-                const ForwardResult c = flash_forward(r, sh, in, shared);  // from the entry
+                const ForwardResult c = flash_forward(r, sh, in, shared);  // the pass kept
                 CHECK(cache.computed() == 1);
-                CHECK(cache.reused() == 1);
+                CHECK(cache.forwards_reused() == 1);
                 for (const ForwardResult* x : {&std::as_const(b), &c}) {
                     CHECK(same_bits(a.o, x->o));
                     CHECK(same_bits(a.o_f32, x->o_f32));
                     CHECK(same_bits(a.lse, x->lse));
                     CHECK(same_counts(a.counts, x->counts));
+                }
+                // Another recipe over the same Q and K (the tiles in the other order): its S from the entry.
+                AttentionRecipe reversed = r;
+                reversed.kv_order = r.kv_order == KvOrder::reverse ? KvOrder::forward : KvOrder::reverse;
+                ForwardResult plain_reversed;
+                try {
+                    plain_reversed = flash_forward(reversed, sh, in, plain);
+                } catch (const std::exception&) {
+                    plain_reversed.o.clear();
+                }
+                if (!plain_reversed.o.empty()) {
+                    const ForwardResult d = flash_forward(reversed, sh, in, shared);
+                    CHECK(cache.reused() == 1);
+                    CHECK(cache.forwards_reused() == 1);
+                    CHECK(same_bits(plain_reversed.o, d.o));
+                    CHECK(same_bits(plain_reversed.lse, d.lse));
+                    CHECK(same_counts(plain_reversed.counts, d.counts));
                 }
                 if (r.softmax != SoftmaxKind::online && r.softmax != SoftmaxKind::online_torch) continue;
                 BackwardResult pa;
@@ -82,9 +101,9 @@ TEST_CASE("An entry serves only its own Q, K, mask and product", "[flash][scores
     AttentionRecipe r = find_recipe("fa2-bf16");
     const AttentionShape sh = attention_shape(1, 70, 70, 16, true);
     AttentionOperands in = random_operands(sh, bf16, 3);
-    ScoreCache cache;
+    RunCache cache;
     ForwardOptions o;
-    o.scores = &cache;
+    o.runs = &cache;
     flash_forward(r, sh, in, o);
     in.k[5] ^= 1;  // one bit of K
     const ForwardResult changed = flash_forward(r, sh, in, o);
@@ -104,9 +123,9 @@ TEST_CASE("An entry serves only its own Q, K, mask and product", "[flash][scores
 TEST_CASE("The oldest entries go first past the cache's size", "[flash][scores]") {
     const AttentionRecipe r = find_recipe("fa2-bf16");
     const AttentionShape sh = attention_shape(1, 64, 64, 16, false);
-    ScoreCache cache(3 * 4 * (64 * 16 * 2 + 64 * 64) / 2);  // room for one entry and a half
+    RunCache cache(3 * 4 * (64 * 16 * 2 + 64 * 64) / 2);  // room for one entry and a half
     ForwardOptions o;
-    o.scores = &cache;
+    o.runs = &cache;
     const AttentionOperands first = random_operands(sh, bf16, 1), second = random_operands(sh, bf16, 2);
     flash_forward(r, sh, first, o);
     flash_forward(r, sh, second, o);  // evicts the first
@@ -139,4 +158,31 @@ TEST_CASE("A subset of the rows gets the bits the whole run gives those rows", "
             }
         }
     }
+}
+
+TEST_CASE("A kept pass serves only the same recipe, shape, operands, sink and rows", "[flash][scores]") {
+    const AttentionRecipe r = find_recipe("fa3-fp8");
+    const AttentionShape sh = attention_shape(1, 80, 80, 16, true);
+    AttentionOperands in = random_operands(sh, e4m3, 4);
+    RunCache cache;
+    ForwardOptions o;
+    o.runs = &cache;
+    flash_forward(r, sh, in, o);
+    ForwardOptions sink = o;
+    sink.uncounted_keys = 1;
+    const ForwardResult with_sink = flash_forward(r, sh, in, sink);
+    CHECK(with_sink.counts.p_nonzero == flash_forward(r, sh, in, ForwardOptions{.uncounted_keys = 1}).counts.p_nonzero);
+    ForwardOptions rows = o;
+    rows.row_end = 40;
+    flash_forward(r, sh, in, rows);
+    AttentionRecipe scaled = r;
+    scaled.p_scale = r.p_scale == 256 ? 1 : 256;
+    flash_forward(scaled, sh, in, o);
+    in.v[3] ^= 1;  // one bit of V: S is the same, the pass is not
+    const ForwardResult changed = flash_forward(r, sh, in, o);
+    CHECK(same_bits(changed.o, flash_forward(r, sh, in, 1).o));
+    CHECK(cache.forwards_reused() == 0);
+    CHECK(cache.computed() == 1);
+    flash_forward(r, sh, in, o);
+    CHECK(cache.forwards_reused() == 1);
 }
