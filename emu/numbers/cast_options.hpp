@@ -21,11 +21,13 @@ enum class RoundingMode : std::uint8_t {
     stochastic_bits,   // sr:N: add N random bits to the N leading discarded bits (cvt.rs-like)
 };
 
-/// Sign of the NaN produced from a NaN input.
-enum class NanSign : std::uint8_t { positive, keep };
-/// Fraction of the NaN produced (IEEE-like targets): all ones (NVIDIA) or only the quiet bit
-/// (PyTorch, ml_dtypes). Payloads are not carried over: no library we reproduce does.
-enum class NanPayload : std::uint8_t { all_ones, quiet };
+/// Sign of the NaN produced from a NaN input: positive, the input's, or negative (PyTorch's
+/// bfloat16 on the CPU: every NaN is 0xFFFF).
+enum class NanSign : std::uint8_t { positive, keep, negative };
+/// Fraction of the NaN produced (IEEE-like targets): all ones (NVIDIA), only the quiet bit
+/// (ml_dtypes), or the input's payload cut to the target's fraction with the quiet bit set
+/// (x86's F16C conversion, which PyTorch's float16 takes on the CPU).
+enum class NanPayload : std::uint8_t { all_ones, quiet, truncated };
 /// What a NaN input becomes in a format without NaN (FP6, FP4).
 enum class NanToFinite : std::uint8_t { max_positive, zero, negated_zero };
 
@@ -38,6 +40,9 @@ struct CastOptions {
     NanSign nan_sign = NanSign::positive;
     NanPayload nan_payload = NanPayload::all_ones;
     NanToFinite nan_to_finite = NanToFinite::max_positive;
+    // Into an unsigned format, a negative input counts as its magnitude and a zero as the
+    // smallest value (PyTorch's float8_e8m0fnu; otherwise both are NaN).
+    bool unsigned_magnitude = false;
     std::uint64_t seed = 0;  // stochastic modes: Philox key
 };
 

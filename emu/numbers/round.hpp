@@ -51,14 +51,23 @@ ROUNDSCOPE_HD constexpr bool rounds_magnitude_down(RoundingMode m, bool negative
            (m == RoundingMode::toward_positive && negative) || (m == RoundingMode::toward_negative && !negative);
 }
 
+/// The fraction of a NaN under `payload`: x's payload (unpack keeps it, m * 2^e in [0, 1)) cut
+/// to f's fraction, for `truncated`.
+ROUNDSCOPE_HD constexpr std::uint64_t nan_fraction(const Format& f, const Unpacked& x, NanPayload payload) {
+    const std::uint64_t quiet = std::uint64_t{1} << (f.man_bits - 1);
+    if (payload == NanPayload::all_ones) return fraction_mask(f);
+    if (payload == NanPayload::quiet) return quiet;
+    const int shift = -x.e - f.man_bits;  // the source's fraction bits beyond the target's
+    const std::uint64_t top = shift >= 0 ? (shift >= 64 ? 0 : x.m >> shift) : x.m << -shift;
+    return (top & fraction_mask(f)) | quiet;
+}
+
 ROUNDSCOPE_HD constexpr std::uint64_t nan_value(const Format& f, const Unpacked& x, const CastOptions& o) {
-    const bool negative = o.nan_sign == NanSign::keep && x.negative;
+    const bool negative = o.nan_sign == NanSign::negative || (o.nan_sign == NanSign::keep && x.negative);
     switch (f.encoding) {
-        case Encoding::ieee: {
-            const std::uint64_t fraction =
-                o.nan_payload == NanPayload::all_ones ? fraction_mask(f) : std::uint64_t{1} << (f.man_bits - 1);
-            return (exponent_field_max(f) << f.man_bits) | fraction | (negative ? sign_mask(f) : 0);
-        }
+        case Encoding::ieee:
+            return (exponent_field_max(f) << f.man_bits) | nan_fraction(f, x, o.nan_payload) |
+                   (negative ? sign_mask(f) : 0);
         case Encoding::fn:
             return magnitude_mask(f) | (negative ? sign_mask(f) : 0);
         case Encoding::fnuz:
@@ -102,9 +111,11 @@ ROUNDSCOPE_HD constexpr std::uint64_t encode_finite(const Format& f, bool negati
 ROUNDSCOPE_HD constexpr std::uint64_t round_to_format(const Format& to, const Unpacked& x, const CastOptions& o,
                                                       std::uint64_t index = 0) {
     using namespace detail;
-    const bool negative = x.negative;
     if (x.cls == ValueClass::nan) return nan_value(to, x, o);
-    if (x.cls == ValueClass::zero || (x.subnormal && o.flush_input)) return signed_zero(to, negative);
+    const bool magnitude = !to.is_signed && o.unsigned_magnitude;  // |x|, and zero as the smallest
+    const bool negative = x.negative && !magnitude;
+    if (x.cls == ValueClass::zero || (x.subnormal && o.flush_input))
+        return magnitude && to.encoding == Encoding::e8m0 ? 0 : signed_zero(to, negative);
     // Unsigned formats hold no negative number: NaN, or 0 when saturating to the range.
     if (!to.is_signed && negative) return o.saturate && to.encoding != Encoding::e8m0 ? 0 : canonical_nan_bits(to);
     if (x.cls == ValueClass::inf) return o.saturate ? max_finite(to, negative) : overflow_value(to, negative);

@@ -15,7 +15,8 @@ struct Unpacked {
     ValueClass cls = ValueClass::zero;
     bool negative = false;
     bool subnormal = false;  // a subnormal of the source format (what flush-on-input zeroes)
-    std::uint64_t m = 0;     // |x| = m * 2^e, m != 0 when cls == finite
+    std::uint64_t m = 0;     // |x| = m * 2^e, m != 0 when cls == finite; a NaN of an IEEE
+                             // format: its payload, m * 2^e in [0, 1)
     int e = 0;
 };
 
@@ -24,6 +25,8 @@ ROUNDSCOPE_HD constexpr Unpacked unpack(const Format& f, std::uint64_t bits) {
     if (is_nan_bits(f, bits)) {
         x.cls = ValueClass::nan;
         x.negative = f.is_signed && (bits & sign_mask(f)) != 0;
+        // The payload, as a fraction m * 2^e in [0, 1), for conversions that carry it over.
+        if (f.encoding == Encoding::ieee) x.m = bits & fraction_mask(f), x.e = -f.man_bits;
         return x;
     }
     if (f.encoding == Encoding::int8) {

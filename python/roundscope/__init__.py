@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import os
+import warnings
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -63,6 +64,8 @@ def cast(x, to: str, rounding: str | None = None, saturate: bool | None = None, 
     out: a C-contiguous, writable array of x's size in that type (or its bit patterns), written in
     place and returned: repeated casts then allocate nothing.
     """
+    if convention == "torch":
+        _check_torch_convention()
     if out is None and dtype is None:
         # A plain numpy array with arguments of the plain types: one call, numpy's C API.
         y = _core.cast_numpy(x, to, rounding, saturate, convention, flush_input, flush_output, seed, scale, threads)
@@ -88,6 +91,24 @@ def cast(x, to: str, rounding: str | None = None, saturate: bool | None = None, 
     bits, fmt = _core.cast(data, name, shape, to, rounding, convention, saturate, bool(flush_input),
                            bool(flush_output), seed, float(scale), threads)
     return _arrays.typed(bits, fmt)
+
+
+# The torch release the `torch` convention was measured against, over all float32 inputs
+# (tests/peer/test_torch_exhaustive.py).
+TORCH_CONVENTION_CHECKED = "2.15"
+
+
+@functools.lru_cache(maxsize=1)
+def _check_torch_convention() -> None:
+    """Warns, once, where the installed torch is not the release the convention was checked with."""
+    try:
+        import torch
+    except ImportError:
+        return
+    version = str(torch.__version__)
+    if not version.startswith(TORCH_CONVENTION_CHECKED + "."):
+        warnings.warn(f"convention='torch' reproduces torch {TORCH_CONVENTION_CHECKED}'s casts (checked on every "
+                      f"float32); the installed torch {version} was not checked and may differ", stacklevel=3)
 
 
 @functools.lru_cache(maxsize=64)

@@ -165,3 +165,28 @@ def test_arguments_the_numpy_path_does_not_take_give_the_general_paths_answers()
         rs.cast(x, "e9m9")
     with pytest.raises(TypeError):
         rs.cast(None, "e4m3")
+
+
+def test_the_torch_convention_is_torchs_cast_and_warns_for_an_unchecked_torch(monkeypatch):
+    """convention="torch" gives the installed torch's Tensor.to bits on its special values (all
+    2^32 float32 inputs: tests/peer/test_torch_exhaustive.py), and warns once where torch is
+    not the release it was checked with."""
+    import sys
+    import types
+    import warnings
+    torch = pytest.importorskip("torch")
+    x = np.array([np.nan, -np.nan, np.inf, -np.inf, 500.0, -1.0, 0.0, 1.5], dtype=np.float32)
+    for to, dtype in [("bf16", torch.bfloat16), ("f16", torch.float16), ("e4m3", torch.float8_e4m3fn),
+                      ("e5m2", torch.float8_e5m2), ("e8m0", torch.float8_e8m0fnu)]:
+        width = torch.int16 if dtype.itemsize == 2 else torch.uint8
+        want = torch.from_numpy(x).to(dtype).view(width).numpy().view(np.uint16 if dtype.itemsize == 2 else np.uint8)
+        got = rs.cast(x, to, convention="torch").view(want.dtype)
+        assert np.array_equal(got, want), (to, got, want)
+    rs._check_torch_convention.cache_clear()
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(__version__="9.1.0"))
+    with pytest.warns(UserWarning, match="installed torch 9.1.0 was not checked"):
+        rs.cast(x, "bf16", convention="torch")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        rs.cast(x, "bf16", convention="torch")  # once
+    rs._check_torch_convention.cache_clear()

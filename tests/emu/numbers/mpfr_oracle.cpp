@@ -133,8 +133,12 @@ OracleResult oracle_cast(const emu::Format& f, double x, const Neighbours& n, do
                 return zero(!std::signbit(x));
         }
     }
+    // torch's float8_e8m0fnu: a negative input counts as its magnitude, a zero as 2^-127
+    const bool magnitude = !f.is_signed && o.unsigned_magnitude;
+    if (magnitude && std::signbit(x)) return oracle_cast(f, -x, oracle_neighbours(f, -x), source_min_normal, o);
     const bool negative = std::signbit(x);
-    if (x == 0 || (o.flush_input && std::fabs(x) < source_min_normal)) return zero(negative);
+    if (x == 0 || (o.flush_input && std::fabs(x) < source_min_normal))
+        return magnitude && f.encoding == Encoding::e8m0 ? finite(0x1p-127) : zero(negative);
     if (!f.is_signed && negative)
         return o.saturate && f.encoding != Encoding::e8m0 ? finite(0.0) : OracleResult{true, nan};
     auto overflow = [&](bool toward_zero_mode) -> OracleResult {

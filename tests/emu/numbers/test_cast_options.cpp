@@ -4,6 +4,7 @@
 
 #include "emu/numbers/cast_options.hpp"
 #include "emu/numbers/format.hpp"
+#include "emu/numbers/round.hpp"
 #include "lib/error.hpp"
 
 using namespace roundscope;
@@ -41,8 +42,24 @@ TEST_CASE("conventions set saturation and NaN handling together", "[options]") {
     CHECK(!convention_options(Convention::ocp, e4m3).saturate);
     CHECK(convention_options(Convention::ocp, e4m3).nan_sign == NanSign::keep);
     CHECK(convention_options(Convention::ml_dtypes, e2m1).nan_to_finite == NanToFinite::negated_zero);
-    CHECK(convention_options(Convention::torch, bf16).nan_payload == NanPayload::quiet);
-    CHECK(convention_options(Convention::torch, bf16).nan_sign == NanSign::positive);
+    // torch 2.15 on the CPU (all float32 inputs: tests/peer/test_torch_exhaustive.py)
+    const CastOptions torch_bf16 = convention_options(Convention::torch, bf16);
+    CHECK(torch_bf16.nan_payload == NanPayload::all_ones);
+    CHECK(torch_bf16.nan_sign == NanSign::negative);
+    CHECK(convert(f32, 0x7FC00000u, bf16, torch_bf16) == 0xFFFF);
+    const CastOptions torch_f16 = convention_options(Convention::torch, f16);
+    CHECK(convert(f32, 0x7FA00000u, f16, torch_f16) == 0x7F00);  // payload's top bits, quiet
+    CHECK(convert(f32, 0xFFFFFFFFu, f16, torch_f16) == 0xFFFF);
+    CHECK(convert(f32, 0x7F800001u, f16, torch_f16) == 0x7E00);
+    const CastOptions torch_e4m3 = convention_options(Convention::torch, e4m3);
+    CHECK(convert(f32, 0x7F800000u, e4m3, torch_e4m3) == 0x7E);  // Inf saturates to 448
+    CHECK(convert(f32, 0xFFC00000u, e4m3, torch_e4m3) == 0xFF);
+    CHECK(convert(f32, 0xFFC00000u, e5m2, convention_options(Convention::torch, e5m2)) == 0xFF);
+    const CastOptions torch_e8m0 = convention_options(Convention::torch, e8m0);
+    CHECK(convert(f32, 0xBF800000u, e8m0, torch_e8m0) == 0x7F);  // -1: its magnitude
+    CHECK(convert(f32, 0x00000000u, e8m0, torch_e8m0) == 0x00);  // zero: 2^-127
+    CHECK(convert(f32, 0x00000000u, e8m0, convention_options(Convention::cuda, e8m0)) == 0xFF);
+    CHECK(convert(f32, 0xFF800000u, e8m0, torch_e8m0) == 0xFF);
     for (const char* name : {"cuda", "ocp", "ml_dtypes", "torch"})
         CHECK(convention_name(*parse_convention(name)) == name);
     CHECK(!parse_convention("numpy"));
