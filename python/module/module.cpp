@@ -17,6 +17,7 @@ void bind_blocks(nb::module_& m);
 
 NB_MODULE(_core, m) {
     m.doc() = "roundscope's C++ core (use the roundscope package, not this module).";
+    m.attr("__version__") = ROUNDSCOPE_VERSION;  // the build's, as `roundscope --version` says it
     nb::register_exception_translator([](const std::exception_ptr& p, void*) {
         try {
             std::rethrow_exception(p);

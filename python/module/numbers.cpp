@@ -88,6 +88,17 @@ std::string format_name(const std::string& name) {
     return std::string(naming_argument("to", [&]() -> const emu::Format& { return emu::format_named(name); }).name);
 }
 
+std::optional<std::string> find_format(const std::string& name) {
+    const emu::Format* f = emu::find_format(name);
+    return f != nullptr ? std::optional<std::string>(f->name) : std::nullopt;
+}
+
+std::vector<std::string> format_names() {
+    std::vector<std::string> names;
+    for (const emu::Format& f : emu::all_formats) names.emplace_back(f.name);
+    return names;
+}
+
 }  // namespace
 
 void bind_numbers(nb::module_& m) {
@@ -102,6 +113,8 @@ void bind_numbers(nb::module_& m) {
           "cast into `out` (the bytes of an array holding x's element count in `to`).");
     m.def("format_name", &format_name, nb::arg("name"),
           "The format's own name for a name or alias; ValueError as `cast --to` gives it otherwise.");
+    m.def("find_format", &find_format, nb::arg("name"), "The format's own name for a name or alias, or None.");
+    m.def("format_names", &format_names, "Every format's own name.");
     m.def("decode", &decode, nb::arg("bytes"), nb::arg("dtype"), nb::arg("shape"), nb::arg("to_double"),
           nb::arg("threads"), "The exact values (float64), or float32.");
 }

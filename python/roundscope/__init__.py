@@ -17,6 +17,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from . import _arrays, _commands, _core
+
+__version__: str = _core.__version__  # the version of the build the package runs
 from ._report import list_tasks, load_report, report, run_task
 from . import mx  # noqa: F401  (roundscope.mx)
 
@@ -51,10 +53,12 @@ def _threads(threads) -> int:
     return int(threads)
 
 
-def cast(x, to: str, rounding: str | None = None, saturate: bool | None = None, convention: str = "cuda",
+def cast(x, to, rounding: str | None = None, saturate: bool | None = None, convention: str = "cuda",
          flush_input: bool = False, flush_output: bool = False, seed: int = 0, scale: float = 1.0,
          threads: int = 0, dtype: str | None = None, out: np.ndarray | None = None) -> np.ndarray:
-    """Rounds every element of `x` once into the format `to` (`roundscope cast`).
+    """Rounds every element of `x` once into the format `to` (`roundscope cast`): a format name or
+    alias in any case ("e4m3", "E4M3", "float8_e4m3fn", "fp16") or a dtype of numpy, ml_dtypes
+    or torch (np.float16, ml_dtypes.float8_e4m3fn, torch.bfloat16).
 
     rounding: rne (default), rna, rtz, up, down, odd, sr, sr:N. saturate: None keeps the
     convention's choice (cuda, ocp, ml_dtypes, torch). scale multiplies before the one rounding.
@@ -64,6 +68,7 @@ def cast(x, to: str, rounding: str | None = None, saturate: bool | None = None, 
     out: a C-contiguous, writable array of x's size in that type (or its bit patterns), written in
     place and returned: repeated casts then allocate nothing.
     """
+    to = _format_name(to, "to")
     if convention == "torch":
         _check_torch_convention()
     if out is None and dtype is None:
@@ -80,7 +85,7 @@ def cast(x, to: str, rounding: str | None = None, saturate: bool | None = None, 
         data, name, shape = _arrays.raw(x, "x", dtype)
         if type(out) is not np.ndarray or not out.flags.c_contiguous or not out.flags.writeable:
             raise TypeError("out: expected a C-contiguous, writable numpy array")
-        fmt = _format_name(to)
+        fmt = to
         typed = _arrays.NUMPY.get(fmt)
         if out.dtype != typed and not (out.dtype.kind == "u" and out.dtype.itemsize == _arrays.STORAGE_BYTES[fmt]):
             raise TypeError(f"out: a {out.dtype} array cannot hold {fmt} (expected {typed or 'uint8 bit patterns'})")
@@ -111,10 +116,30 @@ def _check_torch_convention() -> None:
                       f"float32); the installed torch {version} was not checked and may differ", stacklevel=3)
 
 
-@functools.lru_cache(maxsize=64)
-def _format_name(to: str) -> str:
-    """The format's own name for `to` (an alias such as fp8_e4m3 included); errors as cast's."""
-    return _core.format_name(to)
+# Spellings of formats that neither roundscope nor ml_dtypes use as names, and that people write.
+_SPELLINGS = {"fp16": "f16", "half": "f16", "float16": "f16", "fp32": "f32", "float": "f32", "float32": "f32",
+              "fp64": "f64", "double": "f64", "float64": "f64", "bfloat16": "bf16"}
+
+
+@functools.lru_cache(maxsize=256)
+def _format_name(to, argument: str = "to") -> str:
+    """The format's own name for `to`: a name or alias in any case ("E4M3", "fp8_e4m3", "fp16"),
+    or a dtype object of numpy, ml_dtypes or torch (np.float16, ml_dtypes.float8_e4m3fn,
+    torch.bfloat16). A TypeError or ValueError naming `argument` otherwise."""
+    if isinstance(to, str):
+        name = to
+    elif str(to).startswith("torch."):
+        name = str(to)[len("torch."):]
+    else:
+        try:
+            name = np.dtype(to).name
+        except TypeError:
+            raise TypeError(f"{argument}: expected a format name or a numpy, ml_dtypes or torch dtype, "
+                            f"not {type(to).__name__}") from None
+    for candidate in dict.fromkeys((name, name.lower(), _SPELLINGS.get(name.lower()))):
+        if candidate is not None and _core.find_format(candidate) is not None:
+            return _core.find_format(candidate)
+    return _core.format_name(name)  # the command line's error, with its suggestion
 
 
 def decode(x, format: str | None = None, dtype=np.float64, threads: int = 0) -> np.ndarray:

@@ -1,5 +1,8 @@
 """cast and decode: the same bits as `roundscope cast IN -o OUT` for every format, rounding mode,
 saturation and convention; equal to ml_dtypes where the conventions agree."""
+import os
+import subprocess
+
 import numpy as np
 import ml_dtypes
 import pytest
@@ -190,3 +193,29 @@ def test_the_torch_convention_is_torchs_cast_and_warns_for_an_unchecked_torch(mo
         warnings.simplefilter("error")
         rs.cast(x, "bf16", convention="torch")  # once
     rs._check_torch_convention.cache_clear()
+
+
+def test_formats_by_any_spelling_and_by_dtype_object():
+    import ml_dtypes
+    torch = pytest.importorskip("torch")
+    x = np.array([1.1, -500.0, 3e-3], dtype=np.float32)
+    for name, spellings in [("e4m3", ["E4M3", "float8_e4m3fn", "fp8_e4m3", ml_dtypes.float8_e4m3fn,
+                                      np.dtype(ml_dtypes.float8_e4m3fn), torch.float8_e4m3fn]),
+                            ("f16", ["F16", "fp16", "half", "float16", np.float16, torch.float16]),
+                            ("bf16", ["BF16", "bfloat16", ml_dtypes.bfloat16, torch.bfloat16]),
+                            ("e5m2", ["E5M2", torch.float8_e5m2])]:
+        want = rs.cast(x, name)
+        for s in spellings:
+            got = rs.cast(x, s)
+            assert got.dtype == want.dtype and np.array_equal(got.view(np.uint8), want.view(np.uint8)), s
+    with pytest.raises(ValueError, match=r"^to: unknown format 'e4m4'; did you mean 'e4m3'\? \(known: "):
+        rs.cast(x, "e4m4")
+    with pytest.raises(TypeError, match="to: expected a format name or a numpy, ml_dtypes or torch dtype, not int"):
+        rs.cast(x, 3)
+    with pytest.raises(TypeError, match="to: expected"):
+        rs.cast(x, object())
+
+
+def test_the_version_is_the_builds():
+    assert rs.__version__ == subprocess.run([os.environ["ROUNDSCOPE_CLI"], "--version"], capture_output=True,
+                                            text=True, check=True).stdout.split()[-1]
