@@ -66,7 +66,7 @@ def cast(x, to, rounding: str | None = None, saturate: bool | None = None, conve
     type of `to` (bfloat16, float8_e4m3fn, ...), or uint8 bit patterns where ml_dtypes has none
     (ue4m3, int8). Element i uses random stream i, so stochastic results do not depend on threads.
     out: a C-contiguous, writable array of x's size in that type (or its bit patterns), written in
-    place and returned: repeated casts then allocate nothing.
+    place and returned: repeated casts then allocate nothing. It may not share memory with x.
     """
     to = _format_name(to, "to")
     if convention == "torch":
@@ -89,6 +89,10 @@ def cast(x, to, rounding: str | None = None, saturate: bool | None = None, conve
         typed = _arrays.NUMPY.get(fmt)
         if out.dtype != typed and not (out.dtype.kind == "u" and out.dtype.itemsize == _arrays.STORAGE_BYTES[fmt]):
             raise TypeError(f"out: a {out.dtype} array cannot hold {fmt} (expected {typed or 'uint8 bit patterns'})")
+        if np.may_share_memory(np.asarray(data), out):
+            # The cast reads x while it writes out, in chunks on several threads: an overlap
+            # would read values already overwritten.
+            raise ValueError("out: shares memory with x; pass an array of its own")
         _core.cast_into(data, name, shape, out.reshape(-1).view(np.uint8), to, rounding, convention, saturate,
                         bool(flush_input), bool(flush_output), seed, float(scale), threads)
         return out

@@ -219,3 +219,19 @@ def test_formats_by_any_spelling_and_by_dtype_object():
 def test_the_version_is_the_builds():
     assert rs.__version__ == subprocess.run([os.environ["ROUNDSCOPE_CLI"], "--version"], capture_output=True,
                                             text=True, check=True).stdout.split()[-1]
+
+
+def test_an_out_that_shares_memory_with_x_is_refused_before_any_write():
+    x = np.linspace(-3, 3, 200_000, dtype=np.float32)
+    before = x.copy()
+    for out in (x.view(np.uint16)[:x.size], x.view(np.uint16)[x.size // 2:x.size // 2 + x.size],
+                x.view(np.uint8)[: x.size * 2].view(ml_dtypes.bfloat16)):
+        with pytest.raises(ValueError, match="^out: shares memory with x"):
+            rs.cast(x, "bf16", out=out)
+        assert np.array_equal(x.view(np.uint32), before.view(np.uint32))
+    torch = pytest.importorskip("torch")
+    t = torch.from_numpy(x)
+    with pytest.raises(ValueError, match="^out: shares memory with x"):
+        rs.cast(t, "bf16", out=x.view(np.uint16)[:x.size])
+    out = np.empty(x.size, dtype=ml_dtypes.bfloat16)  # its own memory: fine
+    assert np.array_equal(rs.cast(x, "bf16", out=out).view(np.uint16), rs.cast(x, "bf16").view(np.uint16))
