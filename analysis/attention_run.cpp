@@ -32,21 +32,29 @@ emu::AttentionInputs inputs_as_held(const emu::AttentionInputs& in, const emu::A
     return r;
 }
 
-ErrorStats error_stats(const std::vector<double>& x, const std::vector<double>& truth) {
-    ErrorStats s;
-    double squared = 0, norm = 0;
-    std::size_t finite = 0;
+ErrorSums error_sums(const std::vector<double>& x, const std::vector<double>& truth) {
+    ErrorSums s;
     for (std::size_t i = 0; i < x.size(); ++i) {
         if (std::isinf(truth[i]) && x[i] == truth[i]) continue;  // an empty row's LSE: -inf both ways
         const double e = x[i] - truth[i];
         s.max_abs = std::max(s.max_abs, std::fabs(e));
         if (std::isnan(e)) s.max_abs = e;
-        squared += e * e, norm += truth[i] * truth[i];
-        ++finite;
+        s.squared += e * e, s.norm += truth[i] * truth[i];
+        ++s.finite;
     }
-    if (finite > 0) s.rms = std::sqrt(squared / static_cast<double>(finite));
-    s.rel_rms = norm > 0 ? std::sqrt(squared / norm) : (squared > 0 ? INFINITY : 0.0);
     return s;
+}
+
+ErrorStats error_stats_of(const ErrorSums& s) {
+    ErrorStats e;
+    e.max_abs = s.max_abs;
+    if (s.finite > 0) e.rms = std::sqrt(s.squared / static_cast<double>(s.finite));
+    e.rel_rms = s.norm > 0 ? std::sqrt(s.squared / s.norm) : (s.squared > 0 ? INFINITY : 0.0);
+    return e;
+}
+
+ErrorStats error_stats(const std::vector<double>& x, const std::vector<double>& truth) {
+    return error_stats_of(error_sums(x, truth));
 }
 
 AttentionRun run_attention(const emu::AttentionInputs& in, const emu::AttentionRecipe& recipe,

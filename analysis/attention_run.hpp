@@ -33,6 +33,18 @@ struct ErrorStats {
     double max_abs = 0, rms = 0, rel_rms = 0;
 };
 
+/// What ErrorStats is made of, kept so that heads compared apart merge into the file's figures:
+/// the largest |error| (NaN once any is), the sums of squared errors and squared truths, each
+/// summed in element order within a head and then over the heads in order, and the count.
+struct ErrorSums {
+    double max_abs = 0, squared = 0, norm = 0;
+    std::uint64_t finite = 0;
+};
+
+/// x's error against the truth, as sums (compare merges them over heads), and as ErrorStats.
+ErrorSums error_sums(const std::vector<double>& x, const std::vector<double>& truth);
+ErrorStats error_stats_of(const ErrorSums& s);
+
 struct AttentionRun {
     emu::AttentionRecipe recipe;
     emu::AttentionShape shape;

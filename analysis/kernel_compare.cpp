@@ -52,20 +52,6 @@ double distance(double kernel, double truth) {
     return std::isnan(e) ? std::numeric_limits<double>::infinity() : e;
 }
 
-// error_stats's loop, its sums kept.
-ErrorSums error_sums(const std::vector<double>& x, const std::vector<double>& truth) {
-    ErrorSums s;
-    for (std::size_t i = 0; i < x.size(); ++i) {
-        if (std::isinf(truth[i]) && x[i] == truth[i]) continue;  // an empty row's LSE: -inf both ways
-        const double e = x[i] - truth[i];
-        s.max_abs = std::max(s.max_abs, std::fabs(e));
-        if (std::isnan(e)) s.max_abs = e;
-        s.squared += e * e, s.norm += truth[i] * truth[i];
-        ++s.finite;
-    }
-    return s;
-}
-
 /// The bucket label of a distance in ulps ("0", "1", "2-3", ..., "nan").
 std::string ulp_bucket_label(std::uint64_t ulp) {
     if (ulp == no_distance) return "nan";
@@ -189,14 +175,6 @@ void check_kernel_outputs(const TensorFile& file, const emu::AttentionInputs& in
                                  output_shape(in, {in.n_kv, in.d_v})};
     for (int g = 0; g < 3; ++g)
         if (grads[g]) check_output(file, *grads[g], *recipe.grad_format, grad_shapes[g], recipe.name);
-}
-
-ErrorStats error_stats_of(const ErrorSums& s) {
-    ErrorStats e;
-    e.max_abs = s.max_abs;
-    if (s.finite > 0) e.rms = std::sqrt(s.squared / static_cast<double>(s.finite));
-    e.rel_rms = s.norm > 0 ? std::sqrt(s.squared / s.norm) : (s.squared > 0 ? INFINITY : 0.0);
-    return e;
 }
 
 KernelComparison compare_kernel_head(const TensorFile& file, const emu::AttentionInputs& in, std::uint64_t head,

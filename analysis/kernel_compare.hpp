@@ -27,14 +27,6 @@ struct UlpHistogram {
     std::vector<std::pair<std::string, std::uint64_t>> buckets;  // label, count; empty ones left out
 };
 
-/// What ErrorStats is made of, kept so that heads compared apart merge into the file's figures:
-/// the largest |error| (NaN once any is), the sums of squared errors and squared truths, each
-/// summed in element order within a head and then over the heads in order, and the count.
-struct ErrorSums {
-    double max_abs = 0, squared = 0, norm = 0;
-    std::uint64_t finite = 0;
-};
-
 /// Bucket b of the ulp histogram: distance 0 (b = 0), [2^(b-1), 2^b) (b = 1 .. 64), NaN (65).
 inline constexpr std::size_t ulp_buckets = 66;
 
@@ -75,9 +67,6 @@ KernelComparison compare_kernel_head(const TensorFile& file, const emu::Attentio
 /// elements of all (largest error first, ties by position). `shape`: the file's.
 KernelComparison merge_heads(const std::vector<KernelComparison>& heads, const emu::AttentionShape& shape,
                              std::size_t worst_count = 8);
-
-/// ErrorStats from its makings.
-ErrorStats error_stats_of(const ErrorSums& s);
 
 /// compare_kernel's checks of the file's outputs alone (an Error as it would give), before any
 /// work: for a caller that runs the comparison later (the report checks every file first).
