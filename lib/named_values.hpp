@@ -8,8 +8,10 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "lib/error.hpp"
+#include "lib/suggest.hpp"
 
 namespace roundscope {
 
@@ -26,7 +28,9 @@ struct NamedValues {
     Enum parse(const std::string& what, std::string_view text) const {
         for (const auto& [value, t] : entries)
             if (t == text) return value;
-        throw Error(fmt::format("{}: '{}' is not one of {}", what, printable(text), list()));
+        std::vector<std::string> names;
+        for (const auto& [value, t] : entries) names.emplace_back(t);
+        throw Error(fmt::format("{}: '{}' is not one of {}{}", what, printable(text), list(), did_you_mean(text, names)));
     }
     /// "a|b|c".
     std::string list() const {

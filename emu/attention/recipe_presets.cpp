@@ -6,6 +6,7 @@
 
 #include "emu/attention/attention_recipe.hpp"
 #include "lib/error.hpp"
+#include "lib/suggest.hpp"
 
 namespace roundscope::emu {
 namespace {
@@ -124,11 +125,13 @@ std::span<const AttentionRecipe> recipe_presets() { return presets(); }
 
 AttentionRecipe find_recipe(std::string_view name) {
     std::string names;
+    std::vector<std::string> known;
     for (const AttentionRecipe& r : presets()) {
         if (r.name == name) return r;
         names += (names.empty() ? "" : ", ") + r.name;
+        known.push_back(r.name);
     }
-    throw Error(fmt::format("unknown recipe '{}' (presets: {})", printable(name), names));
+    throw Error(fmt::format("unknown recipe '{}'{} (presets: {})", printable(name), did_you_mean(name, known), names));
 }
 
 }  // namespace roundscope::emu

@@ -10,6 +10,7 @@
 
 #include "emu/attention/attention_recipe.hpp"
 #include "lib/error.hpp"
+#include "lib/suggest.hpp"
 #include "lib/named_values.hpp"
 
 namespace roundscope::emu {
@@ -149,8 +150,12 @@ void apply_setting(AttentionRecipe& recipe, std::string_view key_value) {
         }
     }
     std::string keys;
-    for (const Setting& s : settings()) keys += (keys.empty() ? "" : ", ") + std::string(s.key);
-    throw Error(fmt::format("unknown recipe key '{}' (keys: {})", printable(key), keys));
+    std::vector<std::string> known;
+    for (const Setting& s : settings()) {
+        keys += (keys.empty() ? "" : ", ") + std::string(s.key);
+        known.emplace_back(s.key);
+    }
+    throw Error(fmt::format("unknown recipe key '{}'{} (keys: {})", printable(key), did_you_mean(key, known), keys));
 }
 
 std::map<std::string, std::string> recipe_settings(const AttentionRecipe& recipe) {

@@ -1,8 +1,12 @@
 #include "emu/numbers/cast_options.hpp"
 
 #include <charconv>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "lib/error.hpp"
+#include "lib/suggest.hpp"
 
 namespace roundscope::emu {
 namespace {
@@ -18,6 +22,25 @@ constexpr ModeName mode_names[] = {
     {"up", RoundingMode::toward_positive},  {"down", RoundingMode::toward_negative}, {"odd", RoundingMode::to_odd},
     {"sr", RoundingMode::stochastic_exact},
 };
+
+// What people call the rounding modes elsewhere (IEEE 754, C's fenv, numpy, PTX), for the
+// suggestion after an unknown mode: a hint, never accepted as the mode itself.
+constexpr std::pair<std::string_view, std::string_view> mode_spellings[] = {
+    {"nearest", "rne"},    {"nearest_even", "rne"}, {"nearest-even", "rne"}, {"round_nearest_even", "rne"},
+    {"rn", "rne"},         {"tonearest", "rne"},    {"nearest_away", "rna"}, {"away", "rna"},
+    {"truncate", "rtz"},   {"trunc", "rtz"},        {"toward_zero", "rtz"},  {"towardzero", "rtz"},
+    {"zero", "rtz"},       {"rz", "rtz"},           {"ceil", "up"},          {"upward", "up"},
+    {"ru", "up"},          {"floor", "down"},       {"downward", "down"},    {"rd", "down"},
+    {"stochastic", "sr"},  {"round_to_odd", "odd"},
+};
+
+std::string mode_suggestion(std::string_view text) {
+    for (const auto& [spelling, mode] : mode_spellings)
+        if (edit_distance(text, spelling) == 0) return "; did you mean '" + std::string(mode) + "'?";
+    std::vector<std::string> names;
+    for (const ModeName& m : mode_names) names.emplace_back(m.name);
+    return did_you_mean(text, names);
+}
 
 bool is_narrow_float(const Format& f) { return f.bits <= 8 && f.encoding != Encoding::int8; }
 
@@ -69,7 +92,9 @@ std::optional<Convention> parse_convention(std::string_view name) {
 
 Convention convention_named(std::string_view name) {
     if (const auto c = parse_convention(name)) return *c;
-    throw Error("unknown convention '" + printable(name) + "' (expected cuda, ocp, ml_dtypes or torch)");
+    const std::vector<std::string> names(std::begin(convention_names), std::end(convention_names));
+    throw Error("unknown convention '" + printable(name) + "'" + did_you_mean(name, names) +
+                " (expected cuda, ocp, ml_dtypes or torch)");
 }
 
 std::string_view convention_name(Convention c) { return convention_names[static_cast<int>(c)]; }
@@ -92,7 +117,8 @@ void parse_rounding_mode(std::string_view text, CastOptions& options) {
         options.sr_bits = n;
         return;
     }
-    throw Error("unknown rounding mode '" + printable(text) + "' (expected rne, rna, rtz, up, down, odd, sr or sr:N)");
+    throw Error("unknown rounding mode '" + printable(text) + "'" + mode_suggestion(text) +
+                " (expected rne, rna, rtz, up, down, odd, sr or sr:N)");
 }
 
 CastOptions cast_options(const CastPolicy& policy, const Format& to) {

@@ -3,9 +3,9 @@
 Every function calls roundscope's C++ core; none re-implements any numerics. Functions that
 mirror a command (mma, attention, truth, the analyses, mx) run that command in this process,
 with the same checks, messages and bits as `roundscope COMMAND ... --json` (docs/cli.md), and
-take arrays (numpy, torch CPU tensors, ml_dtypes types) where the command takes files. Errors
-are ValueError, TypeError or OSError (MemoryError where memory runs out) carrying the command
-line's one-line message.
+take arrays (numpy, torch tensors, ml_dtypes types) where the command takes files. Errors
+are ValueError, TypeError or OSError (MemoryError where memory runs out) carrying the command's
+one-line message, naming the Python argument where the command names a flag.
 """
 from __future__ import annotations
 

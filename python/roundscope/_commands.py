@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from collections.abc import Mapping, Sequence
 
 from . import _arrays, _core
@@ -75,9 +76,27 @@ def input_arguments(inputs, what: str = "inputs") -> tuple[list[str], dict]:
     return args, files
 
 
+# A flag in a command's message: "--k-sink", "--no-causal", "--set".
+_FLAG = re.compile(r"(?<![\w-])--(?:no-)?([a-z][a-z0-9]*(?:-[a-z0-9]+)*)")
+
+
+def python_message(message: str) -> str:
+    """A command's message in the words of the Python call that ran it: every flag becomes the
+    keyword argument that gave it (--k-sink -> k_sink, --no-causal -> causal, --set -> settings),
+    since flags() spells each keyword as its flag."""
+    message = _FLAG.sub(lambda m: "settings" if m.group(1) == "set" else m.group(1).replace("-", "_"), message)
+    # The arrays went in as an in-memory file: a tensor of it is the argument of its name.
+    message = re.sub(r"<arrays(?: \d+)?>: tensor '(\w+)'", r"\1:", message)
+    return re.sub(r"<arrays(?: \d+)?>", "inputs", message)
+
+
 def run(args: list[str], files: dict | None = None, outputs: Sequence[str] = ()) -> tuple[int, dict | None, dict]:
-    """(exit code, parsed JSON, {output: ({tensor: array}, metadata)})."""
-    code, text, written = _core.run(args, files or {}, list(outputs))
+    """(exit code, parsed JSON, {output: ({tensor: array}, metadata)}). A ValueError or TypeError
+    names the Python argument, not the flag it became."""
+    try:
+        code, text, written = _core.run(args, files or {}, list(outputs))
+    except (ValueError, TypeError) as e:
+        raise type(e)(python_message(str(e))) from None
     result = json.loads(text) if text is not None else None
     return code, result, {k: (_arrays.tensors_out(t), m) for k, (t, m) in written.items()}
 

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import roundscope as rs
+from roundscope._commands import python_message
 
 
 def message(cli, *args):
@@ -75,18 +76,19 @@ def test_attention_errors_name_the_tensor(cli, tmp_path):
     with pytest.raises(ValueError) as e:
         rs.attention(x["q"], x["k"], x["v"])
     want = message(cli, "attention", tmp_path / "x.safetensors", "--recipe", "fa2-bf16", "-o", tmp_path / "o.safetensors")
-    assert str(e.value) == want.replace(str(tmp_path / "x.safetensors"), "<arrays>")
-    with pytest.raises(ValueError, match="'v'"):
+    assert str(e.value) == python_message(want.replace(str(tmp_path / "x.safetensors"), "<arrays>"))
+    with pytest.raises(ValueError, match=r"^v: has shape \[15, 8\]"):
         rs.attention(x["q"], x["q"], np.ones((15, 8), np.float32))
     with pytest.raises(ValueError) as e:
         rs.attention(x["q"], x["q"], x["q"], recipe="fa9")
-    assert str(e.value) == message(cli, "attention", tmp_path / "x.safetensors", "--recipe", "fa9", "-o", "o.safetensors")
+    assert str(e.value) == python_message(message(cli, "attention", tmp_path / "x.safetensors", "--recipe", "fa9", "-o",
+                                                  "o.safetensors"))
     with pytest.raises(ValueError) as e:
         rs.pcollapse(k_sink=0)
-    assert str(e.value) == message(cli, "pcollapse", "--synthetic", "--k-sink", "0")
+    assert str(e.value) == python_message(message(cli, "pcollapse", "--synthetic", "--k-sink", "0"))
     with pytest.raises(ValueError) as e:
         rs.attention(x["q"], x["q"], x["q"], softmax_scale=float("nan"))
-    assert "--softmax-scale" in str(e.value)
+    assert str(e.value).startswith("softmax_scale: ") and "--" not in str(e.value), str(e.value)
 
 
 PEAK = """
@@ -109,3 +111,31 @@ def test_casting_a_large_array_does_not_copy_it(kind):
     p = subprocess.run([sys.executable, "-c", PEAK, kind], capture_output=True, text=True, check=True)
     grown = int(p.stdout.split()[-1])
     assert grown < 128 * 2**20 + 32 * 2**20, f"peak memory grew by {grown / 2**20:.0f} MiB"
+
+
+_Q = np.ones((4, 8), np.float32)
+
+
+@pytest.mark.parametrize("call, start, suggestion", [
+    (lambda: rs.cast(_Q, "e4m3", rounding="nearest"), "rounding: unknown rounding mode 'nearest'", "rne"),
+    (lambda: rs.cast(_Q, "e4m3", rounding="floor"), "rounding: unknown rounding mode 'floor'", "down"),
+    (lambda: rs.cast(_Q, "e4m3", convention="cdua"), "convention: unknown convention 'cdua'", "cuda"),
+    (lambda: rs.cast(_Q, "E4M4"), "to: unknown format 'E4M4'", "e4m3"),
+    (lambda: rs.attention(_Q, _Q, _Q, recipe="fa3-fp9"), "recipe: unknown recipe 'fa3-fp9'", "fa3-fp8"),
+    (lambda: rs.attention(_Q, _Q, _Q, settings={"p_scal": 2}), "settings: unknown recipe key 'p_scal'", "p_scale"),
+    (lambda: rs.headroom(synthetic=True, scenario="snk"), "scenario: 'snk' is not one of", "sink"),
+    (lambda: rs.pcollapse(synthetic=True, n=64, d=16, k_sink=1000), "k_sink: 1000 sink tokens", None),
+    (lambda: rs.attention(_Q, _Q, _Q[:3]), "v: has shape [3, 8]", None),
+], ids=["rounding", "rounding-synonym", "convention", "format", "recipe", "settings", "scenario", "k_sink", "v"])
+def test_errors_name_the_python_argument_and_suggest(call, start, suggestion):
+    """A Python caller reads its own argument names, never a command-line flag, and the closest
+    known name where the value is a misspelling of one."""
+    with pytest.raises(ValueError) as e:
+        call()
+    text = str(e.value)
+    assert text.startswith(start), text
+    assert "--" not in text and "<arrays" not in text, text
+    if suggestion is not None:
+        assert f"; did you mean '{suggestion}'?" in text, text
+    else:
+        assert "did you mean" not in text, text

@@ -1,0 +1,26 @@
+#include <catch2/catch.hpp>
+
+#include "lib/suggest.hpp"
+
+using namespace roundscope;
+
+TEST_CASE("edit_distance is Levenshtein's, ignoring case", "[suggest]") {
+    CHECK(edit_distance("", "") == 0);
+    CHECK(edit_distance("e4m3", "E4M3") == 0);
+    CHECK(edit_distance("kitten", "sitting") == 3);
+    CHECK(edit_distance("fa3-fp9", "fa3-fp8") == 1);
+    CHECK(edit_distance("abc", "") == 3);
+    CHECK(edit_distance("", "abc") == 3);
+}
+
+TEST_CASE("closest_name suggests a name at most two edits away", "[suggest]") {
+    const std::vector<std::string> known = {"rne", "rna", "rtz", "up", "down"};
+    CHECK(closest_name("rnee", known) == "rne");
+    CHECK(closest_name("RNA", known) == "rna");  // case alone: still suggested
+    CHECK(closest_name("dwn", known) == "down");
+    CHECK(closest_name("nearest", known).empty());  // far from every name
+    CHECK(closest_name("x", known).empty());        // "up" is two edits away, its whole length
+    CHECK(closest_name("rnx", known) == "rne");     // a tie goes to the earlier name
+    CHECK(did_you_mean("dwn", known) == "; did you mean 'down'?");
+    CHECK(did_you_mean("zzzzzz", known).empty());
+}
