@@ -35,11 +35,13 @@ constexpr std::pair<std::string_view, std::string_view> mode_spellings[] = {
 };
 
 std::string mode_suggestion(std::string_view text) {
-    for (const auto& [spelling, mode] : mode_spellings)
-        if (edit_distance(text, spelling) == 0) return "; did you mean '" + std::string(mode) + "'?";
     std::vector<std::string> names;
     for (const ModeName& m : mode_names) names.emplace_back(m.name);
-    return did_you_mean(text, names);
+    for (const auto& [spelling, mode] : mode_spellings) names.emplace_back(spelling);
+    const std::string closest = closest_name(text, names);
+    for (const auto& [spelling, mode] : mode_spellings)
+        if (closest == spelling) return "; did you mean '" + std::string(mode) + "'?";
+    return closest.empty() ? std::string() : "; did you mean '" + closest + "'?";
 }
 
 bool is_narrow_float(const Format& f) { return f.bits <= 8 && f.encoding != Encoding::int8; }

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from . import _arrays, _commands, _core
+from ._arrays import to_numpy, to_torch
 
 __version__: str = _core.__version__  # the version of the build the package runs
 from ._report import list_tasks, load_report, report, run_task
@@ -25,7 +26,7 @@ from . import mx  # noqa: F401  (roundscope.mx)
 __all__ = [
     "formats", "recipes", "cast", "decode", "read", "write", "mma", "attention", "truth",
     "pcollapse", "leak", "headroom", "bias", "attribute", "compare", "check", "report", "load_report", "list_tasks",
-    "run_task", "mx",
+    "run_task", "mx", "to_torch", "to_numpy",
 ]
 
 Arrays = Mapping[str, object]
@@ -64,8 +65,10 @@ def cast(x, to, rounding: str | None = None, saturate: bool | None = None, conve
     convention's choice (cuda, ocp, ml_dtypes, torch). scale multiplies before the one rounding.
     `dtype` reads `x` as raw bit patterns of that format. Returns a numpy array of the ml_dtypes
     type of `to` (bfloat16, float8_e4m3fn, ...), or uint8 bit patterns where ml_dtypes has none
-    (ue4m3, int8). Element i uses random stream i, so stochastic results do not depend on threads.
-    out: a C-contiguous, writable array of x's size in that type (or its bit patterns), written in
+    (ue4m3, int8); a torch tensor of torch's type (uint8 bit patterns where torch has none) on
+    x's device where x is a torch tensor. Element i uses random stream i, so stochastic results
+    do not depend on threads.
+    out: a numpy, C-contiguous, writable array of x's size in that type (or its bit patterns), written in
     place and returned: repeated casts then allocate nothing. It may not share memory with x.
     """
     to = _format_name(to, "to")
@@ -99,7 +102,7 @@ def cast(x, to, rounding: str | None = None, saturate: bool | None = None, conve
     data, name, shape = _arrays.raw(x, "x", dtype)
     bits, fmt = _core.cast(data, name, shape, to, rounding, convention, saturate, bool(flush_input),
                            bool(flush_output), seed, float(scale), threads)
-    return _arrays.typed(bits, fmt)
+    return _arrays.like(x, _arrays.typed(bits, fmt))
 
 
 # The torch release the `torch` convention was measured against, over all float32 inputs
@@ -148,12 +151,13 @@ def _format_name(to, argument: str = "to") -> str:
 
 def decode(x, format: str | None = None, dtype=np.float64, threads: int = 0) -> np.ndarray:
     """The values of `x` (an array of a roundscope format, or raw bit patterns of `format`),
-    exactly as float64, or as float32 (dtype=np.float32: exact for formats of 16 bits or fewer)."""
+    exactly as float64, or as float32 (dtype=np.float32: exact for formats of 16 bits or fewer);
+    a torch tensor on x's device where x is one."""
     data, name, shape = _arrays.raw(x, "x", format)
     to_double = np.dtype(dtype) == np.float64
     if not to_double and np.dtype(dtype) != np.float32:
         raise TypeError(f"dtype: decode gives float64 or float32, not {np.dtype(dtype)}")
-    return _core.decode(data, name, shape, to_double, _threads(threads))
+    return _arrays.like(x, _core.decode(data, name, shape, to_double, _threads(threads)))
 
 
 def read(path: str | os.PathLike, dtype: str | None = None) -> dict[str, np.ndarray]:
@@ -175,13 +179,14 @@ def write(path: str | os.PathLike, tensors: Arrays, metadata: Mapping[str, str] 
 
 def mma(a, b, c=None, arch: str = "sm90", instruction: str | None = None, threads: int = 0) -> np.ndarray:
     """D = A B + C on a tensor core's model (`roundscope mma`): A [T,M,K] or [M,K], B [.., K, N],
-    C [.., M, N] (None: zeros). The input dtypes pick the model with `arch` and `instruction`."""
+    C [.., M, N] (None: zeros). The input dtypes pick the model with `arch` and `instruction`.
+    D is a torch tensor on a's device where a is a torch tensor."""
     tensors = {"A": a, "B": b} if c is None else {"A": a, "B": b, "C": c}
     args, files = _commands.input_arguments(tensors)
     _, _, out = _commands.run(
         ["mma", *args, *_commands.flags(arch=arch, instruction=instruction, threads=_threads(threads)),
          "-o", _commands.OUTPUT], files, [_commands.OUTPUT])
-    return out[_commands.OUTPUT][0]["D"]
+    return _arrays.like(a, out[_commands.OUTPUT][0]["D"])
 
 
 def _attention_inputs(q, k, v, do=None, **more) -> dict:
@@ -200,14 +205,15 @@ def attention(q, k, v, recipe: str = "fa2-bf16", settings: Mapping | None = None
     q [.., Nq, D], k [.., Nk, D], v [.., Nk, Dv], with ".." nothing, [H] or [B, H]. settings
     change the preset ({"p_scale": 256, ...}: `roundscope recipes`). Returns {"o", "lse"} and,
     with backward=True (needs do), "dq", "dk", "dv", "delta"; with truth=True also "errors":
-    each output's max_abs, rms and rel_rms against the exact attention."""
+    each output's max_abs, rms and rel_rms against the exact attention. Arrays come back as torch
+    tensors on q's device where q is a torch tensor."""
     args, files = _commands.input_arguments(_attention_inputs(q, k, v, do))
     _, result, out = _commands.run(
         ["attention", *args, *_commands.flags(recipe=recipe, settings=settings, causal=bool(causal),
                                               softmax_scale=softmax_scale, backward=backward, truth=truth,
                                               threads=_threads(threads)),
          "-o", _commands.OUTPUT, "--json"], files, [_commands.OUTPUT])
-    tensors = dict(out[_commands.OUTPUT][0])
+    tensors = _arrays.like(q, dict(out[_commands.OUTPUT][0]))
     if truth:
         tensors["errors"] = result["errors"]
     return tensors
@@ -218,14 +224,14 @@ def truth(q, k, v, do=None, causal: bool = False, softmax_scale: float | None = 
           threads: int = 0) -> dict[str, np.ndarray]:
     """Exact attention rounded once to float64 (`roundscope truth`): {"o", "lse"}, with backward
     "delta", "dq", "dk", "dv", with intermediates "s" and "p". bias: an additive score bias
-    [.., Nq, Nk] (-inf masks a key)."""
+    [.., Nq, Nk] (-inf masks a key). Torch tensors on q's device where q is one."""
     args, files = _commands.input_arguments(_attention_inputs(q, k, v, do, bias=bias))
     _, _, out = _commands.run(
         ["truth", *args, *_commands.flags(causal=bool(causal), softmax_scale=softmax_scale, backward=backward,
                                           intermediates=intermediates, bits=bits, reference=reference,
                                           threads=_threads(threads)),
          "-o", _commands.OUTPUT], files, [_commands.OUTPUT])
-    return out[_commands.OUTPUT][0]
+    return _arrays.like(q, out[_commands.OUTPUT][0])
 
 
 def pcollapse(inputs: str | os.PathLike | Arrays | None = None, *, synthetic: bool = False, n: int | None = None,

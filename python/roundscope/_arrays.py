@@ -1,7 +1,8 @@
-"""Arrays across the boundary: numpy arrays, torch CPU tensors and anything numpy can read go
-to the C++ core as their raw bytes (a flat uint8 view, no copy where the array is already
+"""Arrays across the boundary: numpy arrays, torch tensors and anything numpy can read go to
+the C++ core as their raw bytes (a flat uint8 view, no copy where a CPU array is already
 contiguous) with roundscope's dtype name; tensors come back as numpy arrays of the matching
-numpy or ml_dtypes type, or as raw bit patterns (uint8) for formats ml_dtypes lacks."""
+numpy or ml_dtypes type, or as raw bit patterns (uint8) for formats ml_dtypes lacks, and as
+torch tensors on the input's device where the input was one (to_torch, to_numpy)."""
 from __future__ import annotations
 
 import os
@@ -18,8 +19,9 @@ NUMPY: dict[str, np.dtype | None] = {}
 FROM_NUMPY: dict[np.dtype, str] = {}
 STORAGE_BYTES: dict[str, int] = {}
 FLOATING: set[str] = set()
-# torch dtype name ("float8_e4m3fn") -> roundscope dtype name
+# torch dtype name ("float8_e4m3fn") -> roundscope dtype name, and back
 _TORCH_NAMES: dict[str, str] = {}
+TORCH_OF: dict[str, str] = {}
 for _name, _descr, _ml, _bytes, _floating, _torch in _core.dtypes():
     _dtype = None
     if _descr:
@@ -34,6 +36,7 @@ for _name, _descr, _ml, _bytes, _floating, _torch in _core.dtypes():
         FROM_NUMPY[_dtype] = _name
     if _torch:
         _TORCH_NAMES[_torch] = _name
+        TORCH_OF[_name] = _torch
 _core.register_numpy_dtypes(NUMPY)
 
 
@@ -46,9 +49,11 @@ def _torch_raw(x, what: str):
     name = _TORCH_NAMES.get(str(x.dtype).removeprefix("torch."))
     if name is None:
         raise TypeError(f"{what}: torch dtype {x.dtype} has no roundscope format")
+    if x.device.type == "meta":
+        raise TypeError(f"{what}: a tensor on the meta device has no values (it needs a CPU or GPU tensor)")
+    x = x.detach().resolve_conj().resolve_neg()
     if x.device.type != "cpu":
-        raise TypeError(f"{what}: a tensor on {x.device}; roundscope reads CPU tensors (call .cpu())")
-    x = x.detach()
+        x = x.cpu()  # the core computes on the CPU: one copy, and results go back to x.device
     if not x.is_contiguous():
         x = x.contiguous()
     shape = tuple(x.shape)
@@ -83,6 +88,53 @@ def raw(x, what: str = "x", dtype: str | None = None):
                             f"({STORAGE_BYTES[dtype]} byte(s) each)")
         name = dtype
     return data, name, tuple(int(s) for s in shape)
+
+
+def to_torch(a, device=None):
+    """An array as a torch tensor of the same format, sharing its memory on the CPU (then moved to
+    `device`): float8_e4m3fn, bfloat16, ... where torch has the format, uint8 bit patterns where
+    it has none (float6, float4 one per byte, UE4M3, MXINT8's int8 element)."""
+    import torch
+    if is_torch_tensor(a):
+        return a if device is None else a.to(device)
+    a = np.asarray(a)
+    if a.dtype.byteorder == ">":
+        a = a.astype(a.dtype.newbyteorder("<"))
+    name = FROM_NUMPY.get(a.dtype)
+    if name is None:
+        raise TypeError(f"a: numpy dtype {a.dtype} has no roundscope format")
+    a = np.ascontiguousarray(a)
+    torch_dtype = getattr(torch, TORCH_OF.get(name, ""), None) if TORCH_OF.get(name) else None
+    if torch_dtype is None:
+        t = torch.from_numpy(a.view(np.uint8) if a.dtype.itemsize == 1 else a)
+    elif a.dtype.kind in "biuf" and a.dtype.type.__module__ == "numpy":
+        t = torch.from_numpy(a)
+    else:  # an ml_dtypes type: its bits, seen as torch's type of the same format
+        signed = {1: np.int8, 2: np.int16, 4: np.int32, 8: np.int64}[a.dtype.itemsize]
+        t = torch.from_numpy(a.view(signed)).view(torch_dtype)
+    return t if device is None else t.to(device)
+
+
+def to_numpy(t) -> np.ndarray:
+    """A torch tensor (on any device) as a numpy array of the numpy or ml_dtypes type of its
+    format, sharing memory with a contiguous CPU tensor; other array-likes through np.asarray."""
+    if not is_torch_tensor(t):
+        return np.asarray(t)
+    data, name, shape = _torch_raw(t, "t")
+    bits = data.view(np.dtype(f"u{STORAGE_BYTES[name]}")).reshape(shape)
+    return typed(bits, name)
+
+
+def like(x, result):
+    """`result` (an array, or a mapping of arrays and other values) as torch tensors on x's device
+    where x is a torch tensor; unchanged otherwise."""
+    if not is_torch_tensor(x):
+        return result
+    if isinstance(result, np.ndarray):
+        return to_torch(result, x.device)
+    if isinstance(result, dict):
+        return {k: to_torch(v, x.device) if isinstance(v, np.ndarray) else v for k, v in result.items()}
+    return result
 
 
 def typed(bits: np.ndarray, name: str) -> np.ndarray:

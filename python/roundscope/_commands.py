@@ -80,11 +80,15 @@ def input_arguments(inputs, what: str = "inputs") -> tuple[list[str], dict]:
 _FLAG = re.compile(r"(?<![\w-])--(?:no-)?([a-z][a-z0-9]*(?:-[a-z0-9]+)*)")
 
 
+# The flags whose keyword is not the flag's own name.
+_ARGUMENT_OF_FLAG = {"set": "settings", "round": "rounding"}
+
+
 def python_message(message: str) -> str:
     """A command's message in the words of the Python call that ran it: every flag becomes the
-    keyword argument that gave it (--k-sink -> k_sink, --no-causal -> causal, --set -> settings),
-    since flags() spells each keyword as its flag."""
-    message = _FLAG.sub(lambda m: "settings" if m.group(1) == "set" else m.group(1).replace("-", "_"), message)
+    keyword argument that gave it (--k-sink -> k_sink, --no-causal -> causal, --set -> settings,
+    --round -> rounding), since flags() spells each keyword as its flag."""
+    message = _FLAG.sub(lambda m: _ARGUMENT_OF_FLAG.get(m.group(1), m.group(1).replace("-", "_")), message)
     # The arrays went in as an in-memory file: a tensor of it is the argument of its name.
     message = re.sub(r"<arrays(?: \d+)?>: tensor '(\w+)'", r"\1:", message)
     return re.sub(r"<arrays(?: \d+)?>", "inputs", message)

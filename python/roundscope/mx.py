@@ -33,7 +33,9 @@ def _options(format, block, axis, offset, scale_rule, rounding, seed, single_lev
 def quantize(x, format: str, block: int | None = None, axis: int = -1, offset: int = 0, scale_rule: str = "floor",
              rounding: str | None = None, seed: int = 0, single_level: bool = False, threads: int = 0) -> Quantized:
     """Blocks of `block` elements (default 32; NVFP4 16) along `axis` (-2: the token axis of
-    [.., N, D]), starting at positions j * block - offset, each quantized with one shared scale."""
+    [.., N, D]), starting at positions j * block - offset, each quantized with one shared scale.
+    Where x is a torch tensor, elements and scales are torch tensors on its device (uint8 bit
+    patterns where torch has no such type)."""
     _, files = _commands.input_arguments({"x": x}, "x")
     _, result, out = _commands.run(
         ["mx", _commands.INPUT, "-t", "x",
@@ -41,18 +43,29 @@ def quantize(x, format: str, block: int | None = None, axis: int = -1, offset: i
          "-o", _commands.OUTPUT, "--json"], files, [_commands.OUTPUT])
     tensors = out[_commands.OUTPUT][0]
     per_tensor = tensors.get("x.per_tensor_scale")
-    return Quantized(tensors["x.elements"], tensors["x.scales"],
+    return Quantized(_arrays.like(x, tensors["x.elements"]), _arrays.like(x, tensors["x.scales"]),
                      None if per_tensor is None else float(per_tensor), result["format"], result["block"],
                      result["axis"], result["offset"], result["scale_rule"])
 
 
 def dequantize(q: Quantized, threads: int = 0) -> np.ndarray:
-    """The values a Quantized holds, as float32 (each element times its scale, rounded once)."""
-    # the formats ml_dtypes lacks (MXINT8's elements, NVFP4's UE4M3 scales) come as raw bits
-    elements = _arrays.raw(q.elements, "elements", "int8" if q.format == "mxint8" else None)
+    """The values a Quantized holds, as float32 (each element times its scale, rounded once); a
+    torch tensor where its elements are."""
+    # Formats that come as raw bits (MXINT8's elements, NVFP4's UE4M3 scales, and as torch
+    # tensors the float6 and float4 elements) are read as the block format's types.
+    elements = _arrays.raw(q.elements, "elements", _ELEMENTS[q.format] if _is_bits(q.elements) else None)
     scales = _arrays.raw(q.scales, "scales", "ue4m3" if q.format == "nvfp4" else None)
     bits = _core.mx_dequantize(*elements, *scales, q.per_tensor_scale, q.format, q.block, q.axis, q.offset, threads)
-    return bits.view(np.float32)
+    return _arrays.like(q.elements, bits.view(np.float32))
+
+
+# Each block format's element format (`roundscope formats`).
+_ELEMENTS = {"mxfp8_e4m3": "e4m3", "mxfp8_e5m2": "e5m2", "mxfp6_e2m3": "e2m3", "mxfp6_e3m2": "e3m2", "mxfp4": "e2m1",
+             "mxint8": "int8", "nvfp4": "e2m1"}
+
+
+def _is_bits(a) -> bool:
+    return str(a.dtype) in ("uint8", "torch.uint8")
 
 
 def compare_rules(x, format: str, block: int | None = None, axis: int = -1, offset: int = 0,

@@ -11,29 +11,11 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping
 
-import numpy as np
 import torch
 
 from . import attention as _attention
 
 __all__ = ["scaled_dot_product_attention", "sdpa"]
-
-_TORCH_OF_ML_DTYPES = {
-    "bfloat16": torch.bfloat16, "float8_e4m3fn": torch.float8_e4m3fn, "float8_e5m2": torch.float8_e5m2,
-}
-_BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32}
-
-
-def _to_torch(a: np.ndarray) -> torch.Tensor:
-    """A result array as a torch tensor of the same format, sharing its memory."""
-    if a.dtype in (np.float32, np.float64, np.float16):
-        return torch.from_numpy(np.ascontiguousarray(a))
-    dtype = _TORCH_OF_ML_DTYPES.get(a.dtype.name)
-    if dtype is None:
-        raise TypeError(f"a {a.dtype.name} result has no torch dtype")
-    bits = a.view(np.dtype(f"i{a.dtype.itemsize}") if a.dtype.itemsize > 1 else np.uint8)
-    return torch.from_numpy(np.ascontiguousarray(bits)).view(dtype)
-
 
 class _EmulatedAttention(torch.autograd.Function):
     """Forward and backward by the emulator (roundscope attention [--backward])."""
@@ -44,7 +26,7 @@ class _EmulatedAttention(torch.autograd.Function):
                          threads=threads)
         ctx.save_for_backward(q, k, v)
         ctx.options = (recipe, settings, causal, scale, threads)
-        return _to_torch(out["o"]).to(q.dtype)
+        return out["o"].to(q.dtype)
 
     @staticmethod
     def backward(ctx, grad):
@@ -52,7 +34,7 @@ class _EmulatedAttention(torch.autograd.Function):
         recipe, settings, causal, scale, threads = ctx.options
         out = _attention(q, k, v, recipe=recipe, settings=settings, causal=causal, softmax_scale=scale,
                          backward=True, do=grad, threads=threads)
-        grads = [_to_torch(out[n]).to(x.dtype) for n, x in (("dq", q), ("dk", k), ("dv", v))]
+        grads = [out[n].to(x.dtype) for n, x in (("dq", q), ("dk", k), ("dv", v))]
         return (*grads, None, None, None, None, None)
 
 

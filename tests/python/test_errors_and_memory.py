@@ -119,6 +119,7 @@ _Q = np.ones((4, 8), np.float32)
 @pytest.mark.parametrize("call, start, suggestion", [
     (lambda: rs.cast(_Q, "e4m3", rounding="nearest"), "rounding: unknown rounding mode 'nearest'", "rne"),
     (lambda: rs.cast(_Q, "e4m3", rounding="floor"), "rounding: unknown rounding mode 'floor'", "down"),
+    (lambda: rs.mx.quantize(_Q, "mxfp4", block=8, rounding="nearst"), "rounding: unknown rounding mode 'nearst'", "rne"),
     (lambda: rs.cast(_Q, "e4m3", convention="cdua"), "convention: unknown convention 'cdua'", "cuda"),
     (lambda: rs.cast(_Q, "E4M4"), "to: unknown format 'E4M4'", "e4m3"),
     (lambda: rs.attention(_Q, _Q, _Q, recipe="fa3-fp9"), "recipe: unknown recipe 'fa3-fp9'", "fa3-fp8"),
@@ -126,7 +127,7 @@ _Q = np.ones((4, 8), np.float32)
     (lambda: rs.headroom(synthetic=True, scenario="snk"), "scenario: 'snk' is not one of", "sink"),
     (lambda: rs.pcollapse(synthetic=True, n=64, d=16, k_sink=1000), "k_sink: 1000 sink tokens", None),
     (lambda: rs.attention(_Q, _Q, _Q[:3]), "v: has shape [3, 8]", None),
-], ids=["rounding", "rounding-synonym", "convention", "format", "recipe", "settings", "scenario", "k_sink", "v"])
+], ids=["rounding", "rounding-synonym", "mx-rounding", "convention", "format", "recipe", "settings", "scenario", "k_sink", "v"])
 def test_errors_name_the_python_argument_and_suggest(call, start, suggestion):
     """A Python caller reads its own argument names, never a command-line flag, and the closest
     known name where the value is a misspelling of one."""
