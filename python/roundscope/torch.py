@@ -3,19 +3,26 @@ for bit, forward and backward, on the CPU, as a torch.autograd.Function, so that
 trains with the numerics of FA2 in BF16, FA3 in FP8 or MXFP4 V on a machine without that GPU.
 
     import roundscope.torch as rst
+    with rst.emulate("fa3-fp8"):                     # every SDPA call in the block
+        loss = model(batch).loss
+        loss.backward()
     out = rst.scaled_dot_product_attention(q, k, v, is_causal=True, recipe="fa3-fp8")
-    model.attention = rst.sdpa(recipe="fa2-bf16")   # a drop-in for F.scaled_dot_product_attention
 """
 from __future__ import annotations
 
+import collections
 import functools
+import inspect
 from collections.abc import Mapping
 
+import numpy as np
 import torch
+import torch.nn.functional as F
+from torch.overrides import TorchFunctionMode
 
 from . import attention as _attention
 
-__all__ = ["scaled_dot_product_attention", "sdpa"]
+__all__ = ["scaled_dot_product_attention", "sdpa", "emulate"]
 
 class _EmulatedAttention(torch.autograd.Function):
     """Forward and backward by the emulator (roundscope attention [--backward])."""
@@ -38,6 +45,22 @@ class _EmulatedAttention(torch.autograd.Function):
         return (*grads, None, None, None, None, None)
 
 
+def _refusal(query, key, value, attn_mask, dropout_p, is_causal, enable_gqa) -> str | None:
+    """Why the emulated kernels cannot run this call (None: they can), naming the argument."""
+    if attn_mask is not None:
+        return "attn_mask: the emulated kernels take no mask (is_causal=True masks causally)"
+    if dropout_p != 0.0:
+        return f"dropout_p: the emulated kernels have no dropout, not {dropout_p}"
+    if is_causal and query.shape[-2] != key.shape[-2]:
+        return (f"is_causal: {query.shape[-2]} queries against {key.shape[-2]} keys; PyTorch aligns the causal mask "
+                "top-left, the emulated kernels bottom-right, so only Nq = Nk is the same mask")
+    if query.dim() > 4:
+        return f"query: {query.dim()} dimensions; the emulated kernels take [B, H, N, D], [H, N, D] or [N, D]"
+    if enable_gqa and query.dim() >= 3 and key.shape[-3] != query.shape[-3] and query.shape[-3] % key.shape[-3]:
+        return f"enable_gqa: {query.shape[-3]} query heads are not a multiple of {key.shape[-3]} key heads"
+    return None
+
+
 def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attn_mask=None,
                                  dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None,
                                  enable_gqa: bool = False, *, recipe: str = "fa2-bf16",
@@ -51,18 +74,11 @@ def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: 
     enable_gqa: key and value with fewer heads are repeated per query group, as PyTorch's math
     path does, and their gradients summed by PyTorch. attn_mask and dropout are refused (the
     emulated kernels take neither)."""
-    if attn_mask is not None:
-        raise ValueError("attn_mask: the emulated kernels take no mask (is_causal=True masks causally)")
-    if dropout_p != 0.0:
-        raise ValueError(f"dropout_p: the emulated kernels have no dropout, not {dropout_p}")
-    if is_causal and query.shape[-2] != key.shape[-2]:
-        raise ValueError(f"is_causal: {query.shape[-2]} queries against {key.shape[-2]} keys; PyTorch aligns the "
-                         "causal mask top-left, the emulated kernels bottom-right, so only Nq = Nk is the same mask")
+    refusal = _refusal(query, key, value, attn_mask, dropout_p, is_causal, enable_gqa)
+    if refusal is not None:
+        raise ValueError(refusal)
     if enable_gqa and query.dim() >= 3 and key.shape[-3] != query.shape[-3]:
-        groups, rest = divmod(query.shape[-3], key.shape[-3])
-        if rest:
-            raise ValueError(f"enable_gqa: {query.shape[-3]} query heads are not a multiple of "
-                             f"{key.shape[-3]} key heads")
+        groups = query.shape[-3] // key.shape[-3]
         key = key.repeat_interleave(groups, dim=-3)
         value = value.repeat_interleave(groups, dim=-3)
     return _EmulatedAttention.apply(query, key, value, recipe, dict(settings) if settings else None,
@@ -73,3 +89,93 @@ def sdpa(recipe: str = "fa2-bf16", settings: Mapping | None = None, threads: int
     """scaled_dot_product_attention with the recipe fixed: a drop-in for
     torch.nn.functional.scaled_dot_product_attention."""
     return functools.partial(scaled_dot_product_attention, recipe=recipe, settings=settings, threads=threads)
+
+
+# PyTorch's own function, whatever F.scaled_dot_product_attention is bound to while emulate runs.
+_TORCH_SDPA = F.scaled_dot_product_attention
+_SDPA_SIGNATURE = inspect.signature(lambda query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
+                                    scale=None, enable_gqa=False: None)
+
+
+class emulate(TorchFunctionMode):
+    """Within the block, every call of torch.nn.functional.scaled_dot_product_attention runs as
+    the kernel of `recipe` computes it (scaled_dot_product_attention above, forward and backward):
+    a TorchFunctionMode, so code that imported the function by name, and modules that call it
+    (nn.MultiheadAttention, Hugging Face models), are caught too.
+
+        with roundscope.torch.emulate("fa3-fp8", fallback="exact") as mode:
+            loss = model(batch).loss
+            loss.backward()
+        mode.emulated, mode.fallbacks      # 24, Counter({'dropout_p': 2})
+
+    Calls the kernels cannot run (a mask, dropout, causal with Nq != Nk, GQA with a group that
+    does not divide) go by `fallback`: "exact" runs PyTorch's own attention in float64 on the
+    inputs (the exact result within float64's rounding, then rounded once to the inputs' dtype),
+    "torch" runs PyTorch's call unchanged, "error" raises the ValueError that names the
+    argument. `fallbacks` counts them by that argument. The recipe and settings are checked on
+    entry.
+
+    PyTorch hides the calls made inside its own overridable Python functions from a mode
+    (F.multi_head_attention_forward, which nn.MultiheadAttention and nn.TransformerEncoderLayer
+    use, runs with the mode off), so for the block F.scaled_dot_product_attention is also
+    rebound to the emulation, which such functions look up when they call it. Under torch.compile the emulator cannot be traced: a call there raises RuntimeError
+    (run the model eagerly, or keep emulate outside the compiled function)."""
+
+    FALLBACKS = ("exact", "torch", "error")
+
+    def __init__(self, recipe: str = "fa2-bf16", *, fallback: str = "exact", settings: Mapping | None = None,
+                 threads: int = 0):
+        super().__init__()
+        if fallback not in self.FALLBACKS:
+            raise ValueError(f"fallback: {fallback!r} is not one of {', '.join(self.FALLBACKS)}")
+        if settings is not None and not isinstance(settings, Mapping):
+            raise TypeError("settings: expected a mapping of recipe keys to values")
+        one = np.ones((1, 8), np.float32)  # the recipe and settings, checked once here by the core
+        _attention(one, one, one, recipe=recipe, settings=settings, threads=threads)
+        self.recipe, self.settings, self.threads, self.fallback = recipe, dict(settings or {}), threads, fallback
+        self.emulated = 0
+        self.fallbacks: collections.Counter = collections.Counter()
+        self._falling_back = False  # PyTorch's own call, made from _attention: the mode lets it through
+
+    def __enter__(self):
+        self._rebound = F.scaled_dot_product_attention
+        F.scaled_dot_product_attention = self._attention
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        F.scaled_dot_product_attention = self._rebound
+        return super().__exit__(*exc)
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is not _TORCH_SDPA or self._falling_back:
+            return func(*args, **kwargs)
+        return self._attention(*args, **kwargs)
+
+    def _attention(self, *args, **kwargs):
+        """One call of scaled_dot_product_attention, emulated or sent to the fallback."""
+        func = _TORCH_SDPA
+        if torch.compiler.is_compiling():
+            raise RuntimeError("roundscope.torch.emulate: scaled_dot_product_attention under torch.compile; the "
+                               "emulator runs outside any graph, so run the model eagerly inside emulate")
+        call = _SDPA_SIGNATURE.bind(*args, **kwargs).arguments
+        options = {n: call.get(n, p.default) for n, p in _SDPA_SIGNATURE.parameters.items()}
+        refusal = _refusal(options["query"], options["key"], options["value"], options["attn_mask"],
+                           options["dropout_p"], options["is_causal"], options["enable_gqa"])
+        if refusal is None:
+            self.emulated += 1
+            return scaled_dot_product_attention(*args, **kwargs, recipe=self.recipe, settings=self.settings or None,
+                                                threads=self.threads)
+        if self.fallback == "error":
+            raise ValueError(f"roundscope.torch.emulate: {refusal}")
+        self.fallbacks[refusal.split(":", 1)[0]] += 1
+        self._falling_back = True
+        try:
+            if self.fallback == "torch":
+                return func(*args, **kwargs)
+            dtype = options["query"].dtype
+            wide = {n: (v.double() if isinstance(v, torch.Tensor) and v.is_floating_point() else v)
+                    for n, v in call.items()}  # the arguments given: an older torch lacks enable_gqa
+            return func(**wide).to(dtype)
+        finally:
+            self._falling_back = False

@@ -100,3 +100,94 @@ def test_training_is_deterministic_on_one_and_two_threads():
     assert first[-1] < first[0]  # it learns
     assert train(1) == first
     assert train(2) == first
+
+
+def _heads(seed, dtype=torch.float32, n=24):
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randn(2, 2, n, 16, generator=g).to(dtype).requires_grad_() for _ in range(3)]
+
+
+def _grads(q, k, v, f):
+    for x in (q, k, v):
+        x.grad = None
+    o = f(q, k, v)
+    (o.float() * torch.linspace(-1, 1, o.shape[-1])).sum().backward()
+    return [o.detach()] + [x.grad.clone() for x in (q, k, v)]
+
+
+def _same(a, b):
+    return all(x.dtype == y.dtype and torch.equal(x.view(torch.uint8) if x.dtype.itemsize == 1 else x, y)
+               for x, y in zip(a, b))
+
+
+@pytest.mark.parametrize("recipe", ["fa3-fp8", "fa2-bf16"])
+def test_emulate_catches_every_call_and_equals_the_direct_call(recipe):
+    """F.scaled_dot_product_attention, the function imported by name before the block, and
+    nn.MultiheadAttention (whose F.multi_head_attention_forward PyTorch runs with modes off) all
+    run the recipe's kernel in the block, forward and backward, with the bits of the direct call."""
+    from torch.nn.functional import scaled_dot_product_attention as by_name
+    q, k, v = _heads(11, torch.bfloat16)
+    want = _grads(q, k, v, lambda *x: rst.scaled_dot_product_attention(*x, is_causal=True, recipe=recipe))
+    exact = _grads(q, k, v, lambda *x: torch.nn.functional.scaled_dot_product_attention(*x, is_causal=True))
+    assert not _same(want, exact)  # the recipe's rounding shows: the comparison below can fail
+    with rst.emulate(recipe) as mode:
+        assert _same(_grads(q, k, v, lambda *x: torch.nn.functional.scaled_dot_product_attention(*x, is_causal=True)),
+                     want)
+        assert _same(_grads(q, k, v, lambda *x: by_name(*x, is_causal=True)), want)
+        mha = torch.nn.MultiheadAttention(16, 2, batch_first=True)
+        x = torch.randn(2, 24, 16, generator=torch.Generator().manual_seed(3))
+        out, _ = mha(x, x, x, need_weights=False)
+        out.sum().backward()
+    assert mode.emulated == 3 and not mode.fallbacks
+    assert torch.nn.functional.scaled_dot_product_attention is by_name  # rebound back on exit
+    with torch.no_grad():
+        direct = mha(x, x, x, need_weights=False)[0]
+    assert not torch.equal(out.detach(), direct)  # outside the block: PyTorch's own kernel again
+
+
+def test_emulate_fallbacks():
+    q, k, v = _heads(12)
+    mask = torch.rand(24, 24, generator=torch.Generator().manual_seed(1)) > 0.3
+    mask.fill_diagonal_(True)
+    f = torch.nn.functional.scaled_dot_product_attention
+    with rst.emulate("fa3-fp8") as mode:  # "exact": PyTorch's attention in float64, rounded once
+        got = _grads(q, k, v, lambda *x: f(*x, attn_mask=mask))
+    assert mode.emulated == 0 and mode.fallbacks == {"attn_mask": 1}
+    want = _grads(q, k, v, lambda *x: f(*(t.double() for t in x), attn_mask=mask).float())
+    assert _same(got, want)
+    with rst.emulate("fa3-fp8", fallback="torch") as mode:
+        got = _grads(q, k, v, lambda *x: f(*x, attn_mask=mask))
+    assert _same(got, _grads(q, k, v, lambda *x: f(*x, attn_mask=mask))) and mode.fallbacks == {"attn_mask": 1}
+    with rst.emulate("fa3-fp8", fallback="error"), pytest.raises(ValueError, match=r"^roundscope.torch.emulate: "
+                                                                                   r"attn_mask: "):
+        f(q, k, v, attn_mask=mask)
+    with rst.emulate("fa3-fp8", fallback="error"), pytest.raises(ValueError, match="is_causal: 24 queries against 12"):
+        f(q, k[..., :12, :], v[..., :12, :], is_causal=True)
+    assert torch.nn.functional.scaled_dot_product_attention is f  # rebound back after an exception too
+    # nn.TransformerEncoderLayer at its default dropout trains: its attention goes to the fallback
+    layer = torch.nn.TransformerEncoderLayer(16, 2, 32, batch_first=True)
+    with rst.emulate("fa2-bf16") as mode:
+        layer(torch.randn(2, 10, 16)).sum().backward()
+    assert mode.fallbacks == {"dropout_p": 1} and mode.emulated == 0
+    layer.eval()
+    with rst.emulate("fa2-bf16") as mode, torch.no_grad():
+        layer(torch.randn(2, 10, 16))
+    assert mode.emulated == 1 and not mode.fallbacks
+
+
+def test_emulate_checks_its_arguments_on_entry():
+    with pytest.raises(ValueError, match=r"^recipe: unknown recipe 'fa3-fp9'; did you mean 'fa3-fp8'\?"):
+        rst.emulate("fa3-fp9")
+    with pytest.raises(ValueError, match=r"^settings: unknown recipe key 'p_scal'; did you mean 'p_scale'\?"):
+        rst.emulate("fa3-fp8", settings={"p_scal": 256})
+    with pytest.raises(ValueError, match=r"^fallback: 'exac' is not one of exact, torch, error"):
+        rst.emulate("fa3-fp8", fallback="exac")
+
+
+def test_emulate_under_torch_compile_gives_the_eager_bits():
+    q, k, v = _heads(13)
+    f = torch.compile(lambda q, k, v: torch.nn.functional.scaled_dot_product_attention(q, k, v) * 2)
+    with rst.emulate("fa3-fp8") as mode:
+        got = f(q, k, v)
+    want = rst.scaled_dot_product_attention(q, k, v, recipe="fa3-fp8") * 2
+    assert mode.emulated == 1 and torch.equal(got, want)
