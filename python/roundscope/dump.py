@@ -21,7 +21,17 @@ file as x and wq (`dump.capturing` says whether this step is being captured).
 
 Inside `dump.step(step)`, every call of torch.nn.functional.scaled_dot_product_attention is
 one layer, counted from 0 in call order (calls during backward, as activation checkpointing
-makes, are not counted). Code that imported the function by name before the step began
+makes, are not counted). With gradient accumulation, a forward pass that follows a backward
+pass within the step starts the next micro-batch, whose layers count from 0 again (the same
+holds where dump.step(step) is entered again for the same step, or micro_batch= is given):
+micro-batch m > 0 is written as stepS_mbM_layerL.safetensors, and every file carries
+`micro_batch` in its metadata.
+
+The recipe a kernel computes as, when it is one of roundscope's (`roundscope recipes`), goes
+into the metadata as `recipe` (and `recipe_settings`, JSON) so that `roundscope check` can
+verify the dumps bit for bit: AttentionDump(..., recipe="fa3-fp8", settings={...}) names it,
+and inside roundscope.torch.emulate(...) each emulated call is recorded with the emulated
+recipe. Code that imported the function by name before the step began
 (`from torch.nn.functional import scaled_dot_product_attention`) is not seen; wrap such
 functions, or any other attention kernel (an FP8 one taking descale_q/descale_k/descale_v, for
 instance), with `dump.wrap(fn)`. A function that takes its options positionally names them:
@@ -34,11 +44,17 @@ import json
 import math
 import os
 import struct
+import sys
 
 import torch
 import torch.nn.functional as F
 
 __all__ = ["AttentionDump", "write_safetensors"]
+
+try:
+    import safetensors.torch as _safetensors_torch
+except ImportError:  # the writer below needs only PyTorch
+    _safetensors_torch = None
 
 # torch dtype -> safetensors dtype (huggingface/safetensors, src/tensor.rs `Dtype`).
 _SAFETENSORS_DTYPES = {
@@ -53,7 +69,27 @@ for _name, _st in (("float8_e4m3fn", "F8_E4M3"), ("float8_e5m2", "F8_E5M2"), ("f
 
 
 def write_safetensors(path, tensors, metadata=None):
-    """Writes {name: tensor} with string metadata, bit for bit, in the safetensors format."""
+    """Writes {name: tensor} with string metadata, bit for bit, in the safetensors format,
+    atomically: with the `safetensors` package where it is installed and knows every dtype,
+    else with the writer below (float8_e8m0fnu and the float4 types, for instance)."""
+    path = os.fspath(path)
+    metadata = {str(k): str(v) for k, v in (metadata or {}).items()}
+    if _safetensors_torch is not None:
+        partial = path + ".partial"
+        try:
+            _safetensors_torch.save_file({n: t.detach().contiguous().cpu() for n, t in tensors.items()}, partial,
+                                         metadata=metadata or None)
+        except (ValueError, TypeError, KeyError, AttributeError):
+            if os.path.exists(partial):
+                os.remove(partial)
+        else:
+            os.replace(partial, path)
+            return "safetensors"
+    _write_safetensors_by_hand(path, tensors, metadata)
+    return "roundscope"
+
+
+def _write_safetensors_by_hand(path, tensors, metadata):
     entries = []
     for name, t in tensors.items():
         if t.dtype not in _SAFETENSORS_DTYPES:
@@ -81,6 +117,12 @@ def write_safetensors(path, tensors, metadata=None):
     os.replace(partial, path)
 
 
+def _emulation():
+    """The innermost roundscope.torch.emulate block running, if roundscope.torch is in use."""
+    module = sys.modules.get("roundscope.torch")
+    return None if module is None else module.active_emulation()
+
+
 def _in_backward():
     task = getattr(torch._C, "_current_graph_task_id", None)
     return task is not None and task() != -1
@@ -94,13 +136,22 @@ class _Capture:
 
 
 class AttentionDump:
-    def __init__(self, directory, layers=None, steps=None):
-        """layers, steps: iterables of indices to capture (None: all)."""
+    def __init__(self, directory, layers=None, steps=None, recipe=None, settings=None):
+        """layers, steps: iterables of indices to capture (None: all). recipe, settings: the
+        roundscope recipe the attention kernel computes as, recorded in every file (for
+        `roundscope check`); inside roundscope.torch.emulate the emulated recipe is recorded
+        without them."""
         self.directory = directory
         self.layers = None if layers is None else set(layers)
         self.steps = None if steps is None else set(steps)
+        if settings is not None and recipe is None:
+            raise ValueError("settings: recipe settings need the recipe they change (recipe=...)")
+        self.recipe = None if recipe is None else (str(recipe), dict(settings or {}))
         self.written = []
         self._step = None
+        self._micro_batch = 0
+        self._backward_seen = False  # a backward pass ran since this micro-batch's first forward call
+        self._micro_batches = {}  # step -> micro-batches recorded so far
         self._layer = 0
         self._captures = []
         self._depth = 0  # > 0 inside a captured call: nested attention calls are not layers
@@ -119,13 +170,19 @@ class AttentionDump:
 
     # -- public -----------------------------------------------------------------------------
     @contextlib.contextmanager
-    def step(self, step, metadata=None):
+    def step(self, step, metadata=None, micro_batch=None):
         """Counts the attention calls of one training step and writes what it captured, with
-        `metadata` ({key: value}, e.g. the text and window a model read) in every file."""
+        `metadata` ({key: value}, e.g. the text and window a model read) in every file.
+        micro_batch: the first micro-batch inside (default: the next of this step)."""
         if self.steps is not None and step not in self.steps:
             yield self
             return
+        if micro_batch is not None and (isinstance(micro_batch, bool) or not isinstance(micro_batch, int)
+                                        or micro_batch < 0):
+            raise ValueError(f"micro_batch: must be an integer from 0, not {micro_batch!r}")
         self._step, self._layer, self._captures, self._layer_inputs = step, 0, [], {}
+        self._micro_batch = self._micro_batches.get(step, 0) if micro_batch is None else micro_batch
+        self._backward_seen = False
         self._metadata = dict(metadata or {})
         original = F.scaled_dot_product_attention
         F.scaled_dot_product_attention = self.wrap(original, kind="sdpa")
@@ -135,9 +192,12 @@ class AttentionDump:
             F.scaled_dot_product_attention = original
             os.makedirs(self.directory, exist_ok=True)
             for c in self._captures:
-                path = os.path.join(self.directory, f"step{step}_layer{c.layer}.safetensors")
+                micro = int(c.metadata["micro_batch"])
+                name = f"step{step}_layer{c.layer}" if micro == 0 else f"step{step}_mb{micro}_layer{c.layer}"
+                path = os.path.join(self.directory, name + ".safetensors")
                 write_safetensors(path, c.tensors, c.metadata)
                 self.written.append(path)
+            self._micro_batches[step] = self._micro_batch + 1
             self._step, self._captures = None, []
 
     def wrap(self, attention, kind="custom", positional=()):
@@ -150,24 +210,37 @@ class AttentionDump:
         def wrapped(q, k, v, *args, **kwargs):
             if self._step is None or self._depth > 0 or _in_backward():
                 return attention(q, k, v, *args, **kwargs)
+            if self._backward_seen:  # forward after backward: gradient accumulation's next micro-batch
+                self._micro_batch, self._layer, self._backward_seen = self._micro_batch + 1, 0, False
             layer = self._layer
             self._layer += 1
             self._depth += 1
+            emulation = _emulation()
+            calls = None if emulation is None else emulation.emulated
             try:
                 o = attention(q, k, v, *args, **kwargs)
             finally:
                 self._depth -= 1
+            # The call ran as a roundscope recipe where emulate counted it as emulated.
+            recipe = self.recipe
+            if recipe is None and emulation is not None and emulation.emulated > calls:
+                recipe = (emulation.recipe, emulation.settings)
+            out = o[0] if isinstance(o, tuple) else o
+            if torch.is_tensor(out) and out.requires_grad:  # every call, captured or not, tells of backward
+                out.register_hook(self._note_backward)
             extra, self._layer_inputs = self._layer_inputs, {}
             if self.layers is None or layer in self.layers:
                 named = {**dict(zip(positional, args)), **kwargs}
-                self._capture(layer, kind, q, k, v, o, args[len(positional):], named)
+                self._capture(layer, kind, q, k, v, o, args[len(positional):], named, recipe)
                 self._captures[-1].tensors.update(extra)
             return o
 
         return wrapped
 
     # -- internals -------------------------------------------------------------------------------
-    def _capture(self, layer, kind, q, k, v, o, args, kwargs):
+    def _note_backward(self, grad):
+        self._backward_seen = True
+    def _capture(self, layer, kind, q, k, v, o, args, kwargs, recipe):
         if kind == "sdpa":  # scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, is_causal, scale)
             names = ["attn_mask", "dropout_p", "is_causal", "scale"]
             kwargs = {**dict(zip(names, args)), **kwargs}
@@ -179,7 +252,11 @@ class AttentionDump:
         tensors = {"q": q.detach().clone(), "k": k.detach().clone(), "v": v.detach().clone(), "o": out.detach().clone()}
         metadata = {**self._metadata, "layer": layer, "step": self._step, "causal": "true" if causal else "false",
                     "softmax_scale": repr(float(scale)), "source": f"roundscope_dump ({kind})",
-                    "torch_version": torch.__version__}
+                    "torch_version": torch.__version__, "micro_batch": self._micro_batch}
+        if recipe is not None:
+            metadata["recipe"] = recipe[0]
+            if recipe[1]:
+                metadata["recipe_settings"] = json.dumps(recipe[1], sort_keys=True)
         if isinstance(o, tuple) and len(o) > 1 and torch.is_tensor(o[1]):
             tensors["lse"] = o[1].detach().clone()  # flash-attention kernels return (out, lse)
         mask = kwargs.get("attn_mask")

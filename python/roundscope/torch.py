@@ -97,6 +97,14 @@ _SDPA_SIGNATURE = inspect.signature(lambda query, key, value, attn_mask=None, dr
                                     scale=None, enable_gqa=False: None)
 
 
+_ACTIVE: list = []  # the emulate blocks running, innermost last
+
+
+def active_emulation():
+    """The innermost emulate block running (roundscope.dump records its recipe), or None."""
+    return _ACTIVE[-1] if _ACTIVE else None
+
+
 class emulate(TorchFunctionMode):
     """Within the block, every call of torch.nn.functional.scaled_dot_product_attention runs as
     the kernel of `recipe` computes it (scaled_dot_product_attention above, forward and backward):
@@ -140,10 +148,12 @@ class emulate(TorchFunctionMode):
     def __enter__(self):
         self._rebound = F.scaled_dot_product_attention
         F.scaled_dot_product_attention = self._attention
+        _ACTIVE.append(self)
         return super().__enter__()
 
     def __exit__(self, *exc):
         F.scaled_dot_product_attention = self._rebound
+        _ACTIVE.remove(self)
         return super().__exit__(*exc)
 
     def __torch_function__(self, func, types, args=(), kwargs=None):

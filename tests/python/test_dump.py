@@ -2,15 +2,18 @@
 exactly the q, k, v, o and do (and dq, dk, dv) that PyTorch computed, bit for bit, with the
 metadata roundscope reads, and `roundscope inspect` reads them and agrees; FP8 kernels with
 descale factors and functions taking their options positionally are recorded as called."""
+import json
 import math
 import sys
 import zlib
 from fractions import Fraction
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 
+import roundscope as rs
 from conftest import ROOT
 from files_by_hand import read_safetensors
 from roundscope.dump import AttentionDump
@@ -148,3 +151,86 @@ def test_options_given_positionally(tmp_path, names, causal):
         attention(x, x, x, None, True, 512, 512)
     _, metadata = read_safetensors(tmp_path / "step0_layer0.safetensors")
     assert metadata["causal"] == causal
+
+
+def encoder(seed):
+    torch.manual_seed(seed)
+    layer = torch.nn.TransformerEncoderLayer(32, 2, 64, dropout=0.0, batch_first=True)
+    return torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=False).to(torch.bfloat16)
+
+
+def test_micro_batches_under_emulate_are_recorded_as_such_and_check_passes(cli, tmp_path):
+    """Gradient accumulation: two micro-batches in one step are micro-batches 0 and 1 of layers 0
+    and 1, not layers 0-3; inside emulate the recipe is recorded, and `roundscope check` verifies
+    every output bit of every file against it."""
+    import roundscope.torch as rst
+    model = encoder(1)
+    batches = [torch.randn(2, 16, 32).to(torch.bfloat16) for _ in range(2)]
+    dump = AttentionDump(tmp_path, steps=[4])
+    with rst.emulate("fa3-fp8") as mode, dump.step(4):
+        for batch in batches:
+            model(batch).float().sum().backward()
+    assert mode.emulated == 4
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "step4_layer0.safetensors", "step4_layer1.safetensors", "step4_mb1_layer0.safetensors",
+        "step4_mb1_layer1.safetensors"]
+    for name, micro, layer in [("step4_layer1", "0", "1"), ("step4_mb1_layer0", "1", "0")]:
+        tensors, metadata = read_safetensors(tmp_path / f"{name}.safetensors")
+        assert (metadata["micro_batch"], metadata["layer"], metadata["step"]) == (micro, layer, "4")
+        assert metadata["recipe"] == "fa3-fp8" and "recipe_settings" not in metadata
+        assert {"q", "k", "v", "o", "do", "dq", "dk", "dv"} <= set(tensors)
+    first, _ = read_safetensors(tmp_path / "step4_layer0.safetensors")
+    second, _ = read_safetensors(tmp_path / "step4_mb1_layer0.safetensors")
+    assert first["q"][2] != second["q"][2]  # each micro-batch's own inputs
+    result = cli.json("check", tmp_path)
+    assert result["failed"] == 0 and result["passed"] == 4, result
+    # one flipped bit in a kernel output fails the check: the comparison above can fail
+    dump_bits = rs.read(tmp_path / "step4_layer0.safetensors")
+    tensors = {n: a.copy() for n, a in dump_bits.items()}
+    tensors["o"].view(np.uint16)[0, 0, 3, 5] ^= 1
+    rs.write(tmp_path / "step4_layer0.safetensors", tensors, rs.read_metadata(tmp_path / "step4_layer0.safetensors"))
+    assert cli.run("check", tmp_path, check=False).returncode == 1
+
+
+def test_the_same_step_entered_again_is_the_next_micro_batch(tmp_path):
+    model = encoder(2)
+    dump = AttentionDump(tmp_path, layers=[1], recipe="fa2-bf16", settings={"p_scale": 256})
+    for _ in range(2):
+        with dump.step(0):
+            model(torch.randn(2, 8, 32).to(torch.bfloat16)).float().sum().backward()
+    with dump.step(0, micro_batch=7):
+        model(torch.randn(2, 8, 32).to(torch.bfloat16))
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "step0_layer1.safetensors", "step0_mb1_layer1.safetensors", "step0_mb7_layer1.safetensors"]
+    _, metadata = read_safetensors(tmp_path / "step0_mb7_layer1.safetensors")
+    assert metadata["recipe"] == "fa2-bf16" and json.loads(metadata["recipe_settings"]) == {"p_scale": 256}
+    with pytest.raises(ValueError, match="^micro_batch: "):
+        with dump.step(1, micro_batch=-1):
+            pass
+    with pytest.raises(ValueError, match="^settings: "):
+        AttentionDump(tmp_path, settings={"p_scale": 256})
+
+
+def test_files_are_written_with_the_safetensors_package_where_it_knows_the_dtype(tmp_path, monkeypatch):
+    """The safetensors package writes where it is installed and takes the dtypes; without it, or
+    where it refuses one, the writer of this module does; both read back bit for bit."""
+    import types
+    import roundscope.dump as dump_module
+    pytest.importorskip("safetensors")
+    tensors = {"x": torch.randn(3, 5).to(torch.bfloat16), "y": torch.randn(4).to(torch.float8_e4m3fn),
+               "s": torch.tensor([0.25, 1.0, 64.0]).to(torch.float8_e8m0fnu)}
+    assert dump_module.write_safetensors(tmp_path / "a.safetensors", tensors, {"step": 1}) == "safetensors"
+    monkeypatch.setattr(dump_module, "_safetensors_torch", None)
+    assert dump_module.write_safetensors(tmp_path / "b.safetensors", tensors, {"step": 1}) == "roundscope"
+
+    def refuses(*args, **kwargs):
+        open(args[1], "wb").write(b"half a file")
+        raise ValueError("dtype not supported")
+    monkeypatch.setattr(dump_module, "_safetensors_torch", types.SimpleNamespace(save_file=refuses))
+    assert dump_module.write_safetensors(tmp_path / "c.safetensors", tensors, {"step": 1}) == "roundscope"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.safetensors", "b.safetensors", "c.safetensors"]
+    for name in "abc":
+        back = rs.read(tmp_path / f"{name}.safetensors")
+        assert rs.read_metadata(tmp_path / f"{name}.safetensors") == {"step": "1"}
+        for n, t in tensors.items():
+            assert back[n].tobytes() == raw_bytes(t), (name, n)
