@@ -10,8 +10,10 @@
 #include <atomic>
 #include <cerrno>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <new>
 
 #include "lib/error.hpp"
 #include "lib/file_write.hpp"
@@ -79,9 +81,39 @@ int remember(const std::byte* begin, std::size_t size, const std::string& path) 
     return -1;  // the handler then names no file
 }
 
+std::atomic<FileAccess> default_access{FileAccess::map};
+
+// Reads size bytes of fd into memory aligned for any element type; an Error where the file
+// ends early (another process truncated it) or the read fails.
+const std::byte* read_whole(int fd, std::size_t size, const std::string& path) {
+    constexpr std::size_t alignment = 64;
+    auto* data = static_cast<std::byte*>(std::aligned_alloc(alignment, (size + alignment - 1) / alignment * alignment));
+    if (data == nullptr) throw std::bad_alloc();
+    std::size_t done = 0;
+    while (done < size) {
+        const ssize_t n = ::pread(fd, data + done, size - done, static_cast<off_t>(done));
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+            const int err = errno;
+            std::free(data);
+            if (n == 0) throw FileError(path + ": the file was truncated or changed while it was being read");
+            throw FileError(path + ": cannot read: " + std::strerror(err));
+        }
+        done += static_cast<std::size_t>(n);
+    }
+    return data;
+}
+
 }  // namespace
 
+FileAccess default_file_access() { return default_access.load(); }
+void set_default_file_access(FileAccess access) { default_access.store(access); }
+
 std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path) {
+    return open(path, default_file_access());
+}
+
+std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path, FileAccess access) {
     // O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused below.
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) throw FileError(path + ": cannot open: " + std::strerror(errno));
@@ -93,7 +125,14 @@ std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path) {
     std::shared_ptr<MappedFile> file(new MappedFile);
     file->path_ = path;
     file->size_ = static_cast<std::size_t>(st.st_size);
-    if (file->size_ > 0) {
+    if (file->size_ > 0 && access == FileAccess::copy) {
+        try {
+            file->data_ = read_whole(fd, file->size_, path);
+        } catch (...) {
+            ::close(fd);
+            throw;
+        }
+    } else if (file->size_ > 0) {
         void* p = ::mmap(nullptr, file->size_, PROT_READ, MAP_PRIVATE, fd, 0);
         if (p == MAP_FAILED) {
             const int err = errno;
@@ -103,6 +142,7 @@ std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path) {
         // Readers stream through tensors front to back.
         ::madvise(p, file->size_, MADV_SEQUENTIAL);
         file->data_ = static_cast<const std::byte*>(p);
+        file->mapped_ = true;
         install_lost_page_handler();
         file->slot_ = remember(file->data_, file->size_, path);
     }
@@ -112,7 +152,8 @@ std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path) {
 
 MappedFile::~MappedFile() {
     if (slot_ >= 0) mappings[static_cast<std::size_t>(slot_)].used.store(false);
-    if (data_) ::munmap(const_cast<std::byte*>(data_), size_);
+    if (data_ && mapped_) ::munmap(const_cast<std::byte*>(data_), size_);
+    if (data_ && !mapped_) std::free(const_cast<std::byte*>(data_));
 }
 
 }  // namespace roundscope

@@ -1,6 +1,6 @@
 #pragma once
-// A whole file mapped read-only into memory. Tensors read from it are views that share
-// ownership of the mapping, so a file of any size is opened without reading it.
+// A whole file in memory, read-only: mapped (a file of any size opens without being read) or
+// copied in. Tensors read from it are views that share ownership of it.
 #include <cstddef>
 #include <memory>
 #include <span>
@@ -8,12 +8,22 @@
 
 namespace roundscope {
 
+/// How a file comes into memory. `map`: a read of a page lost to a truncation by another process
+/// ends the process (a one-line error naming the file, exit code 2), which suits a command line.
+/// `copy`: the file is read into memory at open, so a truncation is an Error then and nothing
+/// can fault later, which suits a host process that must survive bad input (the Python package).
+enum class FileAccess { map, copy };
+
+/// The access of open() without one: `map` unless set_default_file_access changed it.
+FileAccess default_file_access();
+void set_default_file_access(FileAccess access);
+
 class MappedFile {
 public:
-    /// Maps `path`; an Error naming it if it cannot be opened or is not a regular file. Should
-    /// the file be truncated while mapped, a read of a lost page ends the process with a
-    /// one-line error naming it and exit code 2.
+    /// `path` in memory; an Error naming it if it cannot be opened or is not a regular file, or
+    /// (copy) if it shrinks while being read.
     static std::shared_ptr<const MappedFile> open(const std::string& path);
+    static std::shared_ptr<const MappedFile> open(const std::string& path, FileAccess access);
     ~MappedFile();
     MappedFile(const MappedFile&) = delete;
     MappedFile& operator=(const MappedFile&) = delete;
@@ -26,7 +36,8 @@ private:
     std::string path_;
     const std::byte* data_ = nullptr;
     std::size_t size_ = 0;
-    int slot_ = -1;  // in the table the SIGBUS handler reads
+    int slot_ = -1;        // in the table the SIGBUS handler reads
+    bool mapped_ = false;  // data_ is a mapping (else memory of its own)
 };
 
 }  // namespace roundscope

@@ -30,7 +30,8 @@ struct NamedValues {
             if (t == text) return value;
         std::vector<std::string> names;
         for (const auto& [value, t] : entries) names.emplace_back(t);
-        throw Error(fmt::format("{}: '{}' is not one of {}{}", what, printable(text), list(), did_you_mean(text, names)));
+        throw Error(
+            fmt::format("{}: '{}' is not one of {}{}", what, printable(text), list(), did_you_mean(text, names)));
     }
     /// "a|b|c".
     std::string list() const {

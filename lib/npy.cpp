@@ -136,8 +136,8 @@ Tensor parse_npy(std::span<const std::byte> file, const std::string& label, std:
     return out;
 }
 
-Tensor read_npy(const std::string& path, std::optional<DType> dtype, std::string_view dtype_option) {
-    const auto file = MappedFile::open(path);
+Tensor read_npy(const std::string& path, std::optional<DType> dtype, std::string_view dtype_option, FileAccess access) {
+    const auto file = MappedFile::open(path, access);
     return parse_npy(file->bytes(), path, std::filesystem::path(path).stem().string(), file, dtype, dtype_option);
 }
 

@@ -16,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "lib/mapped_file.hpp"
 #include "lib/tensor.hpp"
 
 namespace roundscope {
@@ -23,7 +24,7 @@ namespace roundscope {
 /// The tensor is named after the file's stem ("q" for "dir/q.npy"). `dtype_option` is how the
 /// caller gives `dtype` ("--dtype"), for the message that asks for it.
 Tensor read_npy(const std::string& path, std::optional<DType> dtype = std::nullopt,
-                std::string_view dtype_option = "a dtype");
+                std::string_view dtype_option = "a dtype", FileAccess access = default_file_access());
 Tensor parse_npy(std::span<const std::byte> file, const std::string& label, std::string tensor_name,
                  std::shared_ptr<const void> owner, std::optional<DType> dtype = std::nullopt,
                  std::string_view dtype_option = "a dtype");

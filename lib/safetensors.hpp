@@ -19,14 +19,15 @@
 #include <string>
 #include <vector>
 
+#include "lib/mapped_file.hpp"
 #include "lib/tensor.hpp"
 
 namespace roundscope {
 
 inline constexpr std::uint64_t safetensors_max_header = 100'000'000;
 
-/// Memory-maps `path`; byte-aligned tensors are zero-copy views of the mapping.
-TensorFile read_safetensors(const std::string& path);
+/// `path` in memory (mapped or copied: lib/mapped_file.hpp); byte-aligned tensors are views of it.
+TensorFile read_safetensors(const std::string& path, FileAccess access = default_file_access());
 /// Parses a whole file image; `label` names it in errors and `owner` keeps `file` alive
 /// (null if the caller does).
 TensorFile parse_safetensors(std::span<const std::byte> file, const std::string& label,

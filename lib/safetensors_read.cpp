@@ -197,8 +197,8 @@ TensorFile parse_safetensors(std::span<const std::byte> file, const std::string&
     return out;
 }
 
-TensorFile read_safetensors(const std::string& path) {
-    const auto file = MappedFile::open(path);
+TensorFile read_safetensors(const std::string& path, FileAccess access) {
+    const auto file = MappedFile::open(path, access);
     return parse_safetensors(file->bytes(), path, file);
 }
 

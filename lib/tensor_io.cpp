@@ -31,12 +31,13 @@ TensorFile read_tensor_file(const std::string& path, const ReadOptions& options)
     if (kind_of(path) == FileKind::npy) {
         TensorFile f;
         f.path = path;
-        f.tensors.push_back(read_npy(path, options.dtype, options.dtype_option));
+        f.tensors.push_back(
+            read_npy(path, options.dtype, options.dtype_option, options.access.value_or(default_file_access())));
         return f;
     }
     if (options.dtype)
         throw Error(path + ": " + options.dtype_option + " applies to .npy files; safetensors files name their dtypes");
-    return read_safetensors(path);
+    return read_safetensors(path, options.access.value_or(default_file_access()));
 }
 
 void write_tensor_file(const std::string& path, std::span<const Tensor> tensors,

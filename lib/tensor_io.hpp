@@ -6,6 +6,7 @@
 #include <string>
 #include <string_view>
 
+#include "lib/mapped_file.hpp"
 #include "lib/tensor.hpp"
 
 namespace roundscope {
@@ -13,6 +14,7 @@ namespace roundscope {
 struct ReadOptions {
     std::optional<DType> dtype;            // element type of an .npy with an opaque descr (ml_dtypes types)
     std::string dtype_option = "a dtype";  // how the caller gives `dtype`, for messages ("--dtype")
+    std::optional<FileAccess> access;      // mapped or copied in (lib/mapped_file.hpp); unset: the default
 };
 
 /// A .safetensors file, or an .npy file as a one-tensor file named after its stem (extensions in

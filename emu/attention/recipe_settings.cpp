@@ -10,8 +10,8 @@
 
 #include "emu/attention/attention_recipe.hpp"
 #include "lib/error.hpp"
-#include "lib/suggest.hpp"
 #include "lib/named_values.hpp"
+#include "lib/suggest.hpp"
 
 namespace roundscope::emu {
 namespace {

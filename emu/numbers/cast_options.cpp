@@ -26,12 +26,12 @@ constexpr ModeName mode_names[] = {
 // What people call the rounding modes elsewhere (IEEE 754, C's fenv, numpy, PTX), for the
 // suggestion after an unknown mode: a hint, never accepted as the mode itself.
 constexpr std::pair<std::string_view, std::string_view> mode_spellings[] = {
-    {"nearest", "rne"},    {"nearest_even", "rne"}, {"nearest-even", "rne"}, {"round_nearest_even", "rne"},
-    {"rn", "rne"},         {"tonearest", "rne"},    {"nearest_away", "rna"}, {"away", "rna"},
-    {"truncate", "rtz"},   {"trunc", "rtz"},        {"toward_zero", "rtz"},  {"towardzero", "rtz"},
-    {"zero", "rtz"},       {"rz", "rtz"},           {"ceil", "up"},          {"upward", "up"},
-    {"ru", "up"},          {"floor", "down"},       {"downward", "down"},    {"rd", "down"},
-    {"stochastic", "sr"},  {"round_to_odd", "odd"},
+    {"nearest", "rne"},   {"nearest_even", "rne"}, {"nearest-even", "rne"}, {"round_nearest_even", "rne"},
+    {"rn", "rne"},        {"tonearest", "rne"},    {"nearest_away", "rna"}, {"away", "rna"},
+    {"truncate", "rtz"},  {"trunc", "rtz"},        {"toward_zero", "rtz"},  {"towardzero", "rtz"},
+    {"zero", "rtz"},      {"rz", "rtz"},           {"ceil", "up"},          {"upward", "up"},
+    {"ru", "up"},         {"floor", "down"},       {"downward", "down"},    {"rd", "down"},
+    {"stochastic", "sr"}, {"round_to_odd", "odd"},
 };
 
 std::string mode_suggestion(std::string_view text) {

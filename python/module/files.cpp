@@ -12,9 +12,10 @@
 namespace roundscope::python {
 namespace {
 
-nb::tuple read(const std::string& path, const std::optional<std::string>& dtype) {
+nb::tuple read(const std::string& path, const std::optional<std::string>& dtype, bool map) {
     ReadOptions options;
     options.dtype_option = "dtype";
+    options.access = map ? FileAccess::map : FileAccess::copy;
     if (dtype) options.dtype = parse_dtype(*dtype, "dtype");
     TensorFile file;
     {
@@ -33,9 +34,9 @@ void write(const std::string& path, const nb::dict& tensors, const std::map<std:
 }  // namespace
 
 void bind_files(nb::module_& m) {
-    m.def(
-        "read", &read, nb::arg("path"), nb::arg("dtype").none(),
-        "The tensors of a file ({name: (bits, dtype)}) and its metadata; a mapped file's arrays are read-only views.");
+    m.def("read", &read, nb::arg("path"), nb::arg("dtype").none(), nb::arg("map") = false,
+          "The tensors of a file ({name: (bits, dtype)}) and its metadata, as read-only views of the file in memory "
+          "(mapped where map is true).");
     m.def("write", &write, nb::arg("path"), nb::arg("tensors"), nb::arg("metadata"),
           "Writes {name: (bytes, dtype, shape)} atomically (a .npy holds one tensor).");
 }

@@ -4,6 +4,7 @@
 #include <nanobind/nanobind.h>
 
 #include "lib/error.hpp"
+#include "lib/mapped_file.hpp"
 
 namespace nb = nanobind;
 
@@ -18,6 +19,9 @@ void bind_blocks(nb::module_& m);
 NB_MODULE(_core, m) {
     m.doc() = "roundscope's C++ core (use the roundscope package, not this module).";
     m.attr("__version__") = ROUNDSCOPE_VERSION;  // the build's, as `roundscope --version` says it
+    // A page lost to a truncation would end the interpreter: files are read into memory instead,
+    // where a truncation is an exception (roundscope.read(..., mmap=True) maps on request).
+    roundscope::set_default_file_access(roundscope::FileAccess::copy);
     nb::register_exception_translator([](const std::exception_ptr& p, void*) {
         try {
             std::rethrow_exception(p);

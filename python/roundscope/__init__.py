@@ -160,10 +160,15 @@ def decode(x, format: str | None = None, dtype=np.float64, threads: int = 0) -> 
     return _arrays.like(x, _core.decode(data, name, shape, to_double, _threads(threads)))
 
 
-def read(path: str | os.PathLike, dtype: str | None = None) -> dict[str, np.ndarray]:
-    """The tensors of a .safetensors or .npy file by name (a file's arrays are read-only views
-    of the mapped file; .npy of an ml_dtypes type needs `dtype`). The metadata: read_metadata."""
-    tensors, _ = _core.read(os.fsdecode(path), dtype)
+def read(path: str | os.PathLike, dtype: str | None = None, mmap: bool = False) -> dict[str, np.ndarray]:
+    """The tensors of a .safetensors or .npy file by name, as read-only arrays (.npy of an
+    ml_dtypes type needs `dtype`). The metadata: read_metadata.
+
+    The file is read into memory, so that a file truncated or changed while it is read raises
+    OSError. mmap=True maps it instead (nothing is read until used, for files larger than
+    memory): a page lost to a later truncation by another process then ends the interpreter,
+    as it ends the command line, since no exception can be raised from inside numpy."""
+    tensors, _ = _core.read(os.fsdecode(path), dtype, bool(mmap))
     return _arrays.tensors_out(tensors)
 
 
@@ -185,7 +190,7 @@ def mma(a, b, c=None, arch: str = "sm90", instruction: str | None = None, thread
     args, files = _commands.input_arguments(tensors)
     _, _, out = _commands.run(
         ["mma", *args, *_commands.flags(arch=arch, instruction=instruction, threads=_threads(threads)),
-         "-o", _commands.OUTPUT], files, [_commands.OUTPUT])
+         "-o", _commands.OUTPUT, "--json"], files, [_commands.OUTPUT])
     return _arrays.like(a, out[_commands.OUTPUT][0]["D"])
 
 
@@ -230,7 +235,7 @@ def truth(q, k, v, do=None, causal: bool = False, softmax_scale: float | None = 
         ["truth", *args, *_commands.flags(causal=bool(causal), softmax_scale=softmax_scale, backward=backward,
                                           intermediates=intermediates, bits=bits, reference=reference,
                                           threads=_threads(threads)),
-         "-o", _commands.OUTPUT], files, [_commands.OUTPUT])
+         "-o", _commands.OUTPUT, "--json"], files, [_commands.OUTPUT])
     return _arrays.like(q, out[_commands.OUTPUT][0])
 
 

@@ -96,7 +96,9 @@ def python_message(message: str) -> str:
 
 def run(args: list[str], files: dict | None = None, outputs: Sequence[str] = ()) -> tuple[int, dict | None, dict]:
     """(exit code, parsed JSON, {output: ({tensor: array}, metadata)}). A ValueError or TypeError
-    names the Python argument, not the flag it became."""
+    names the Python argument, not the flag it became. Every command runs with --json, whose
+    result comes back here: a library call prints nothing."""
+    assert "--json" in args, args  # without it a command prints its human summary to stdout
     try:
         code, text, written = _core.run(args, files or {}, list(outputs))
     except (ValueError, TypeError) as e:

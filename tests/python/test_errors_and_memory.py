@@ -1,6 +1,7 @@
 """Bad input raises the Python exception that fits (ValueError, TypeError, OSError) with the
 command line's own message (naming the Python argument where the command line names its flag);
 arrays cross without copies."""
+import os
 import resource
 import subprocess
 import sys
@@ -140,3 +141,65 @@ def test_errors_name_the_python_argument_and_suggest(call, start, suggestion):
         assert f"; did you mean '{suggestion}'?" in text, text
     else:
         assert "did you mean" not in text, text
+
+
+def test_no_library_function_writes_to_stdout_or_stderr(capfd, tmp_path):
+    """Results come back as values: nothing reaches file descriptor 1 or 2 (where Jupyter's server
+    log, not the notebook, would receive it, and redirect_stdout would miss it)."""
+    rng = np.random.default_rng(3)
+    q, k, v, do = (rng.standard_normal((32, 16)).astype(np.float32) for _ in range(4))
+    kernel = rs.attention(q, k, v, backward=True, do=do, truth=True)
+    rs.write(tmp_path / "x.safetensors", {"q": q, "k": k, "v": v, "do": do, "o": kernel["o"]},
+             {"recipe": "fa2-bf16"})
+    rs.truth(q, k, v, do, backward=True)
+    rs.mma(q[:16].astype(np.float16), k[:16, :8].astype(np.float16))
+    rs.pcollapse(synthetic=True, n=64, d=16)
+    rs.leak(synthetic=True, n=64, d=16)
+    rs.headroom(synthetic=True, n=64, d=16)
+    rs.bias(synthetic=True, n=64, d=16)
+    rs.attribute(synthetic=True, n=64, d=16, recipe="fa2-bf16")
+    rs.compare(tmp_path / "x.safetensors", "fa2-bf16")
+    rs.formats(), rs.recipes(), rs.cast(q, "e4m3"), rs.decode(rs.cast(q, "bf16"))
+    rs.mx.dequantize(rs.mx.quantize(q, "mxfp4", block=16))
+    rs.mx.compare_rules(q, "mxfp4", block=16)
+    rs.check(tmp_path)
+    out, err = capfd.readouterr()
+    assert out == "" and err == "", (out, err)
+
+
+TRUNCATE_AFTER_READ = """
+import os, sys, numpy as np, roundscope as rs
+x = np.arange(1 << 20, dtype=np.float32)
+rs.write(sys.argv[1], {"x": x})
+t = rs.read(sys.argv[1], mmap=sys.argv[2] == "mmap")
+os.truncate(sys.argv[1], 4096)  # another process cuts the file under the arrays
+try:
+    print(bool(np.array_equal(t["x"], x)))
+finally:
+    print("finally ran")
+"""
+
+
+@pytest.mark.parametrize("access", ["copy", "mmap"])
+def test_a_file_truncated_after_reading(tmp_path, access):
+    """The arrays read stay whole: the file was read into memory (mmap=False, the default). With
+    mmap=True the lost page ends the process as the command line's would (exit 2, one line),
+    which is what the option documents."""
+    p = subprocess.run([sys.executable, "-c", TRUNCATE_AFTER_READ, str(tmp_path / "x.safetensors"), access],
+                       capture_output=True, text=True, timeout=120)
+    if access == "copy":
+        assert p.returncode == 0 and p.stdout == "True\nfinally ran\n", (p.returncode, p.stdout, p.stderr)
+    else:
+        assert p.returncode == 2 and p.stderr.endswith("was truncated or changed while it was being read\n"), \
+            (p.returncode, p.stderr)
+
+
+def test_a_file_that_ends_before_its_size_is_an_oserror(tmp_path):
+    """A file that shrinks while it is read: a sysfs attribute stands in for one deterministically
+    (its size says 4096 bytes, a read gives a few)."""
+    short = tmp_path / "short.safetensors"
+    short.symlink_to("/sys/devices/system/cpu/online")
+    assert os.stat(short).st_size > len(open(short, "rb").read())
+    for call in (lambda: rs.read(short), lambda: rs.pcollapse(short), lambda: rs.read_metadata(short)):
+        with pytest.raises(OSError, match=r"short.safetensors: the file was truncated or changed while it was being read$"):
+            call()
