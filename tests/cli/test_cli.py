@@ -68,3 +68,12 @@ def test_bad_input_is_one_line_naming_the_culprit(cli, args, culprit):
 ])
 def test_a_bad_value_is_named_by_its_flag(cli, args, flag):
     assert cli.error(*args).startswith(flag + ": ")
+
+
+def test_the_executable_needs_no_cuda_runtime_library(cli):
+    """The CUDA runtime is linked statically where the kernels are built: roundscope starts on a
+    machine without libcudart (a CPU-only one), and loads the driver only for a GPU command."""
+    import subprocess
+    needed = subprocess.run(["readelf", "-d", cli.path], capture_output=True, text=True, check=True).stdout
+    libraries = [line.split("[")[1].rstrip("]") for line in needed.splitlines() if "(NEEDED)" in line]
+    assert libraries and not any("cudart" in name or name.startswith("libcuda.") for name in libraries), libraries
