@@ -35,7 +35,7 @@ void output_analysis(std::string_view kind, const nlohmann::json& result, bool j
 
 void draw_plot(std::string_view kind, const nlohmann::json& report, const std::string& png) {
     AtomicFile file(png);
-    run_python_script(fmt::format("--plot: could not draw '{}'", png), "roundscope_plot.py",
+    run_python_module(fmt::format("--plot: could not draw '{}'", png), "plot",
                       {std::string(kind), file.temporary_path()}, report.dump());
     file.commit();
 }

@@ -1,5 +1,5 @@
 #pragma once
-// Plots of the analyses: a command's JSON piped to cli/roundscope_plot.py (matplotlib,
+// Plots of the analyses: a command's JSON piped to `python -m roundscope.plot` (matplotlib,
 // installed in .venv by tools/setup.sh), which draws one PNG; and an analysis's output as a
 // whole (JSON or text, then the plot).
 #include <CLI/CLI.hpp>

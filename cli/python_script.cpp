@@ -19,9 +19,46 @@
 namespace roundscope::cli {
 namespace {
 
+std::string& host_python() {
+    static std::string interpreter;
+    return interpreter;
+}
+
+std::filesystem::path this_executable() {
+    std::error_code ec;
+    return std::filesystem::read_symlink("/proc/self/exe", ec);
+}
+
+bool is_file(const std::filesystem::path& p) {
+    std::error_code ec;
+    return !p.empty() && std::filesystem::is_regular_file(p, ec);
+}
+
+// The Python that runs the package's scripts, found from where roundscope runs, not from where
+// it was built: $ROUNDSCOPE_PYTHON; the Python this code runs in (use_python: the package's own
+// commands);
+// the active virtual environment; a .venv beside the executable's folder (build/roundscope in a
+// checkout that tools/setup.sh set up); python3 on the PATH.
 std::string python() {
-    const std::filesystem::path venv = std::filesystem::path(ROUNDSCOPE_SOURCE_DIR) / ".venv" / "bin" / "python";
-    return std::filesystem::exists(venv) ? venv.string() : "python3";
+    if (const char* chosen = std::getenv("ROUNDSCOPE_PYTHON"); chosen && *chosen) return chosen;
+    if (!host_python().empty()) return host_python();
+    const std::filesystem::path self = this_executable();
+    if (const char* venv = std::getenv("VIRTUAL_ENV");
+        venv && *venv && is_file(std::filesystem::path(venv) / "bin/python"))
+        return (std::filesystem::path(venv) / "bin/python").string();
+    for (const char* up : {"..", "."})
+        if (const auto p = self.parent_path() / up / ".venv/bin/python"; is_file(p))
+            return p.lexically_normal().string();
+    return "python3";
+}
+
+// The package beside the executable (a build folder's python/, built with it) goes first on
+// the script's PYTHONPATH; elsewhere the installed package is imported.
+std::string python_path() {
+    const std::filesystem::path package = this_executable().parent_path() / "python";
+    std::string path = is_file(package / "roundscope" / "__init__.py") ? package.string() : std::string();
+    if (const char* old = std::getenv("PYTHONPATH"); old && *old) path += (path.empty() ? "" : ":") + std::string(old);
+    return path;
 }
 
 std::string last_line(const std::string& path) {
@@ -44,6 +81,7 @@ bool run_python(const std::vector<std::string>& arguments, const std::string& in
         return false;
     }
     std::vector<std::string> words{python()};
+    const std::string search_path = python_path();
     words.insert(words.end(), arguments.begin(), arguments.end());
     std::vector<char*> argv;
     for (std::string& w : words) argv.push_back(w.data());
@@ -61,6 +99,7 @@ bool run_python(const std::vector<std::string>& arguments, const std::string& in
         const int null = ::open("/dev/null", O_WRONLY);
         ::dup2(in[0], 0), ::dup2(null, 1), ::dup2(log_fd, 2);
         ::close(in[0]), ::close(in[1]), ::close(null), ::close(log_fd);
+        if (!search_path.empty()) ::setenv("PYTHONPATH", search_path.c_str(), 1);
         ::execvp(argv[0], argv.data());
         ::_exit(127);
     }
@@ -93,15 +132,20 @@ bool run_python(const std::vector<std::string>& arguments, const std::string& in
 
 }  // namespace
 
+void use_python(const std::string& interpreter) { host_python() = interpreter; }
+
 void check_python_module(const std::string& option, const std::string& module) {
     std::string why;
-    if (!run_python({"-c", "import " + module}, "", why))
-        throw Error(fmt::format("{}: no Python with {} found (tools/setup.sh installs one in .venv)", option, module));
+    if (!run_python({"-c", "import roundscope, " + module}, "", why))
+        throw Error(
+            fmt::format("{}: no Python with the roundscope package and {} found (set ROUNDSCOPE_PYTHON; "
+                        "tools/setup.sh installs one in .venv)",
+                        option, module));
 }
 
-void run_python_script(const std::string& what, const std::string& script, const std::vector<std::string>& arguments,
+void run_python_module(const std::string& what, const std::string& module, const std::vector<std::string>& arguments,
                        const std::string& input) {
-    std::vector<std::string> words{(std::filesystem::path(ROUNDSCOPE_SOURCE_DIR) / "cli" / script).string()};
+    std::vector<std::string> words{"-m", "roundscope." + module};
     words.insert(words.end(), arguments.begin(), arguments.end());
     std::string why;
     if (!run_python(words, input, why))

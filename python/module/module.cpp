@@ -2,7 +2,9 @@
 // the exceptions Python users expect: FileError as OSError, every other Error as ValueError,
 // memory as MemoryError; each carries the command line's one-line message.
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/string.h>
 
+#include "cli/python_script.hpp"
 #include "lib/error.hpp"
 #include "lib/mapped_file.hpp"
 
@@ -22,6 +24,9 @@ NB_MODULE(_core, m) {
     // A page lost to a truncation would end the interpreter: files are read into memory instead,
     // where a truncation is an exception (roundscope.read(..., mmap=True) maps on request).
     roundscope::set_default_file_access(roundscope::FileAccess::copy);
+    // Commands that draw (report's page, its TensorBoard export) run the package's modules with
+    // the Python that imported this one, whose environment has the package.
+    roundscope::cli::use_python(nb::cast<std::string>(nb::module_::import_("sys").attr("executable")));
     nb::register_exception_translator([](const std::exception_ptr& p, void*) {
         try {
             std::rethrow_exception(p);

@@ -1,6 +1,7 @@
 """The analysis commands keep docs/cli.md's JSON contract, draw their plots (matplotlib is
 installed by tools/setup.sh) and refuse bad input with one line and exit 2."""
 import json
+import subprocess
 
 import pytest
 
@@ -104,3 +105,32 @@ def test_a_nan_filled_x_is_named(cli, tmp_path):
 ])
 def test_bad_input_gets_one_line(cli, tmp_path, args, phrase):
     assert phrase in cli.error(*args, cwd=tmp_path)
+
+
+def test_plot_runs_from_the_package_wherever_the_executable_is(cli, tmp_path):
+    """--plot runs `python -m roundscope.plot` with a Python found from where roundscope runs (no
+    path from the build is kept): an executable moved elsewhere with its package beside it draws
+    with the active virtual environment's Python, or with ROUNDSCOPE_PYTHON's; a Python that
+    cannot draw is named before any work."""
+    import os
+    import shutil
+    import sys
+    moved = tmp_path / "moved"
+    moved.mkdir()
+    shutil.copy(cli.path, moved / "roundscope")
+    shutil.copytree(os.path.join(os.path.dirname(cli.path), "python", "roundscope"), moved / "python" / "roundscope",
+                    symlinks=False)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "ROUNDSCOPE_PYTHON")}
+    for extra in ({"VIRTUAL_ENV": str(os.path.dirname(os.path.dirname(sys.executable)))},
+                  {"ROUNDSCOPE_PYTHON": sys.executable}):
+        png = tmp_path / f"{sorted(extra)[0]}.png"
+        p = subprocess.run([moved / "roundscope", "headroom", "--synthetic", "--n", "32", "--plot", png],
+                           capture_output=True, text=True, env={**env, **extra}, cwd=tmp_path, timeout=300)
+        assert p.returncode == 0, p.stderr
+        assert png.read_bytes()[:4] == b"\x89PNG"
+    p = subprocess.run([moved / "roundscope", "headroom", "--synthetic", "--n", "32", "--plot", tmp_path / "x.png"],
+                       capture_output=True, text=True, env={**env, "ROUNDSCOPE_PYTHON": str(tmp_path / "no-python")},
+                       timeout=300)
+    assert p.returncode == 2 and p.stdout == "" and not (tmp_path / "x.png").exists()
+    assert p.stderr.startswith("roundscope: error: --plot: no Python with the roundscope package and matplotlib"), \
+        p.stderr

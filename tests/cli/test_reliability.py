@@ -525,7 +525,7 @@ def test_a_signal_to_roundscope_alone_while_its_plot_draws_leaves_nothing(cli, t
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     def plotting(pid):
         try:
-            return b"roundscope_plot.py" in open(f"/proc/{pid}/cmdline", "rb").read()
+            return b"roundscope.plot" in open(f"/proc/{pid}/cmdline", "rb").read()
         except OSError:
             return False
 

@@ -19,7 +19,7 @@ import time
 from collections import defaultdict
 from statistics import mean
 
-import report_metrics as rm
+from . import _report_metrics as rm
 
 
 def _layer(x):
@@ -99,7 +99,7 @@ def export(report: dict, heads: list, compare: list, logdir: str) -> int:
 
 def main(argv):
     if len(argv) != 3:
-        sys.exit("usage: report_tensorboard.py REPORT.json LOGDIR")
+        sys.exit("usage: python -m roundscope._report_tensorboard REPORT.json LOGDIR")
     try:
         import tensorboard  # noqa: F401
     except ImportError:

@@ -16,7 +16,7 @@ import sys
 from collections import defaultdict
 from statistics import mean
 
-import report_metrics as rm
+from . import _report_metrics as rm
 
 # Colour-blind-safe (Okabe-Ito), one per series.
 COLOURS = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442", "#000000"]
@@ -301,7 +301,7 @@ def _headings(body):
 
 def main(argv):
     if len(argv) != 3:
-        sys.exit("usage: report_page.py REPORT.json OUT.html")
+        sys.exit("usage: python -m roundscope._report_page REPORT.json OUT.html")
     try:
         from plotly.offline import get_plotlyjs
     except ImportError:

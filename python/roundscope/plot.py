@@ -1,8 +1,13 @@
-"""Plots of roundscope's analyses: reads a command's --json report on stdin, writes one PNG.
+"""Plots of roundscope's analyses: one PNG of an analysis's result (what its --json prints, or
+what roundscope.pcollapse & co. return), drawn with matplotlib.
 
-    roundscope bias ... --json | python roundscope_plot.py bias OUT.png
+    import roundscope as rs, roundscope.plot
+    roundscope.plot.plot("pcollapse", rs.pcollapse(n=1024), "pcollapse.png")
 
-(`roundscope KIND ... --plot OUT.png` does this itself; `roundscope demo` draws all of them.)
+    roundscope bias ... --json | python -m roundscope.plot bias OUT.png
+
+(`roundscope KIND ... --plot OUT.png` runs the latter from the installed package; `roundscope
+demo` draws all of them.)
 
 bias       the contribution of each feature dimension to delta's error; the coefficient summed
            over training steps (with the fixes, and the query-weight error when x is given),
@@ -175,25 +180,53 @@ KINDS = {"bias": (bias, (9, 3.8)), "pcollapse": (pcollapse, (9, 3.6)), "leak": (
          "headroom": (headroom, (6, 3.5)), "attribute": (attribute, (8.5, 3.6))}
 
 
-def main():
-    if len(sys.argv) != 3 or sys.argv[1] not in KINDS:
-        sys.exit(f"usage: roundscope_plot.py {'|'.join(KINDS)} OUT.png (the report's JSON on stdin)")
-    # Read the whole report before importing matplotlib, so a writer never sees a closed pipe.
-    report = json.load(sys.stdin)
+def figure(kind: str, result: dict):
+    """The matplotlib Figure of `result`, an analysis of `kind` (bias, pcollapse, leak,
+    headroom, attribute)."""
+    if kind not in KINDS:
+        raise ValueError(f"kind: {kind!r} is not one of {', '.join(KINDS)}")
+    if not isinstance(result, dict):
+        raise TypeError(f"result: expected an analysis's result (a dict), not {type(result).__name__}")
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    draw, size = KINDS[sys.argv[1]]
+    draw, size = KINDS[kind]
     fig = plt.figure(figsize=size)
-    draw(report, fig)
+    try:
+        draw(result, fig)
+    except (KeyError, TypeError, IndexError) as e:
+        plt.close(fig)
+        raise ValueError(f"result: not a {kind} result ({type(e).__name__}: {e})") from None
     fig.tight_layout()
-    out = sys.argv[2]
-    if os.path.dirname(out) and not os.path.isdir(os.path.dirname(out)):
-        sys.exit(f"no folder '{os.path.dirname(out)}'")
-    fig.savefig(out, dpi=120)
+    return fig
+
+
+def plot(kind: str, result: dict, path) -> None:
+    """Draws `result`, an analysis of `kind`, into the PNG file `path`."""
+    path = os.fspath(path)
+    folder = os.path.dirname(path)
+    if folder and not os.path.isdir(folder):
+        raise FileNotFoundError(f"path: no folder '{folder}'")
+    fig = figure(kind, result)
+    try:
+        fig.savefig(path, dpi=120, format="png")
+    finally:
+        import matplotlib.pyplot as plt
+        plt.close(fig)
+
+
+def main(argv):
+    if len(argv) != 3 or argv[1] not in KINDS:
+        sys.exit(f"usage: python -m roundscope.plot {'|'.join(KINDS)} OUT.png (the report's JSON on stdin)")
+    # Read the whole report before importing matplotlib, so a writer never sees a closed pipe.
+    report = json.load(sys.stdin)
+    try:
+        plot(argv[1], report, argv[2])
+    except (ValueError, OSError) as e:
+        sys.exit(str(e))
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv)
