@@ -119,6 +119,7 @@ void add_all_commands(CLI::App& app) {
     add_compare_command(app);
     add_check_command(app);
     add_report_command(app);
+    add_completion_command(app);
 }
 
 RunOutcome run_app_outcome(CLI::App& app, int argc, char** argv) {

@@ -55,5 +55,6 @@ void add_attribute_command(CLI::App& app);
 void add_compare_command(CLI::App& app);
 void add_check_command(CLI::App& app);
 void add_report_command(CLI::App& app);
+void add_completion_command(CLI::App& app);
 
 }  // namespace roundscope::cli

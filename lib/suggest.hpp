@@ -8,11 +8,12 @@
 
 namespace roundscope {
 
-/// Levenshtein's distance between a and b, ignoring case.
+/// The edit distance between a and b, ignoring case: insertions, deletions, substitutions and
+/// swaps of two neighbours each count one (the optimal string alignment distance).
 std::size_t edit_distance(std::string_view a, std::string_view b);
 
-/// The name of `known` closest to `name`, at most two edits away and closer than its own
-/// length ("" where none is); ties go to the earlier name.
+/// The name of `known` closest to `name`, at most two edits away and fewer than half its own
+/// length ("" where none is: "fish" is not "bash"); ties go to the earlier name.
 std::string closest_name(std::string_view name, const std::vector<std::string>& known);
 
 /// "; did you mean 'x'?" for closest_name, or "".

@@ -1,8 +1,10 @@
 #include "emu/block/block_format.hpp"
 
 #include <string>
+#include <vector>
 
 #include "lib/error.hpp"
+#include "lib/suggest.hpp"
 
 namespace roundscope::emu {
 namespace {
@@ -19,11 +21,14 @@ const BlockFormat* find_block_format(std::string_view name) {
 const BlockFormat& block_format_named(std::string_view name) {
     if (const BlockFormat* f = find_block_format(name)) return *f;
     std::string names;
+    std::vector<std::string> known;
     for (const BlockFormat& f : all_block_formats) {
         if (!names.empty()) names += ' ';
         names += f.name;
+        known.emplace_back(f.name);
     }
-    throw Error("unknown block format '" + printable(name) + "' (block formats: " + names + ")");
+    throw Error("unknown block format '" + printable(name) + "'" + did_you_mean(name, known) +
+                " (block formats: " + names + ")");
 }
 
 std::string_view scale_rule_name(ScaleRule r) {
