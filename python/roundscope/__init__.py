@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from . import _arrays, _commands, _core
+from . import _arrays, _commands, _core, results
 from ._arrays import to_numpy, to_torch
 
 __version__: str = _core.__version__  # the version of the build the package runs
@@ -26,7 +26,7 @@ from . import mx  # noqa: F401  (roundscope.mx)
 __all__ = [
     "formats", "recipes", "cast", "decode", "read", "write", "mma", "attention", "truth",
     "pcollapse", "leak", "headroom", "bias", "attribute", "compare", "check", "report", "load_report", "list_tasks",
-    "run_task", "mx", "to_torch", "to_numpy",
+    "run_task", "mx", "to_torch", "to_numpy", "results",
 ]
 
 Arrays = Mapping[str, object]
@@ -244,7 +244,7 @@ def pcollapse(inputs: str | os.PathLike | Arrays | None = None, *, synthetic: bo
               sink_strength: float | None = None, scale: Sequence[float] | None = None, order: str | None = None,
               sweep_scale: bool = False, recipe: str | None = None, settings: Mapping | None = None,
               causal: bool | None = None, softmax_scale: float | None = None, without_sink: bool = False,
-              threads: int = 0) -> dict:
+              threads: int = 0) -> results.PcollapseResult:
     """FP8 P-cast underflow behind an attention sink (`roundscope pcollapse --json`). inputs: a
     file, {"q", "k", "v"} arrays, or None for the synthetic scenario. None options keep the
     command's defaults. without_sink: also each run with the sink keys replaced by their
@@ -260,7 +260,7 @@ def leak(inputs: str | os.PathLike | Arrays | None = None, *, synthetic: bool = 
          d: int | None = None, seed: int | None = None, format: str | None = None, block: int | None = None,
          fix: bool = False, recipe: str | None = None, settings: Mapping | None = None,
          max_tokens: int | None = None, causal: bool | None = None, softmax_scale: float | None = None,
-         threads: int = 0) -> dict:
+         threads: int = 0) -> results.LeakResult:
     """Future leakage through V block-quantized along tokens (`roundscope leak --json`)."""
     return _commands.analysis("leak", inputs, synthetic, n=n, d=d, seed=seed, format=format, block=block, fix=fix,
                               recipe=recipe, settings=settings, max_tokens=max_tokens, causal=causal,
@@ -269,7 +269,8 @@ def leak(inputs: str | os.PathLike | Arrays | None = None, *, synthetic: bool = 
 
 def headroom(inputs: str | os.PathLike | Arrays | None = None, *, synthetic: bool = False, n: int | None = None,
              d: int | None = None, seed: int | None = None, scenario: str | None = None,
-             causal: bool | None = None, softmax_scale: float | None = None, threads: int = 0) -> dict:
+             causal: bool | None = None, softmax_scale: float | None = None,
+             threads: int = 0) -> results.HeadroomResult:
     """Softmax overflow headroom, fused against non-fused (`roundscope headroom --json`)."""
     return _commands.analysis("headroom", inputs, synthetic, n=n, d=d, seed=seed, scenario=scenario, causal=causal,
                               softmax_scale=softmax_scale, threads=_threads(threads))
@@ -279,7 +280,7 @@ def bias(inputs: str | os.PathLike | Arrays | Sequence | None = None, *, synthet
          n: int | None = None, d: int | None = None, seed: int | None = None, heads: int | None = None,
          recipe: str | None = None, settings: Mapping | None = None, fix: bool = False, steps: int | None = None,
          d_model: int | None = None, causal: bool | None = None, softmax_scale: float | None = None,
-         threads: int = 0) -> dict:
+         threads: int = 0) -> results.BiasResult:
     """The rounding bias of delta = rowsum(dO * O) (`roundscope bias --json`); several inputs
     (files or array mappings, one per training step) accumulate over steps."""
     return _commands.analysis("bias", inputs, synthetic, n=n, d=d, seed=seed, heads=heads, recipe=recipe,
@@ -290,7 +291,7 @@ def bias(inputs: str | os.PathLike | Arrays | Sequence | None = None, *, synthet
 def attribute(inputs: str | os.PathLike | Arrays | None = None, *, recipe: str, synthetic: bool = False,
               n: int | None = None, d: int | None = None, seed: int | None = None, scenario: str | None = None,
               settings: Mapping | None = None, causal: bool | None = None, softmax_scale: float | None = None,
-              threads: int = 0) -> dict:
+              threads: int = 0) -> results.AttributeResult:
     """Each rounding step's share of a recipe's error (`roundscope attribute --json`)."""
     return _commands.analysis("attribute", inputs, synthetic, n=n, d=d, seed=seed, scenario=scenario, recipe=recipe,
                               settings=settings, causal=causal, softmax_scale=softmax_scale,
@@ -298,7 +299,7 @@ def attribute(inputs: str | os.PathLike | Arrays | None = None, *, recipe: str, 
 
 
 def compare(path: str | os.PathLike, recipe: str, *, settings: Mapping | None = None, causal: bool | None = None,
-            softmax_scale: float | None = None, threads: int = 0) -> dict:
+            softmax_scale: float | None = None, threads: int = 0) -> results.CompareResult:
     """The outputs a kernel wrote into a dump against the truth and the recipe's emulation
     (`roundscope compare --json`)."""
     return _commands.run(["compare", os.fsdecode(path),
@@ -306,7 +307,8 @@ def compare(path: str | os.PathLike, recipe: str, *, settings: Mapping | None = 
                                            softmax_scale=softmax_scale, threads=_threads(threads)), "--json"])[1]
 
 
-def check(dir: str | os.PathLike, *, junit: str | os.PathLike | None = None, threads: int = 0) -> dict:
+def check(dir: str | os.PathLike, *, junit: str | os.PathLike | None = None,
+          threads: int = 0) -> results.CheckResult:
     """Every golden file under dir checked bit for bit (`roundscope check --json`); "failed"
     counts the differences (the command's exit code 1)."""
     junit_args = [] if junit is None else ["--junit", os.fsdecode(junit)]

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _arrays, _commands, _core
+from . import _arrays, _commands, _core, results
 
 
 @dataclass(frozen=True)
@@ -69,7 +69,7 @@ def _is_bits(a) -> bool:
 
 
 def compare_rules(x, format: str, block: int | None = None, axis: int = -1, offset: int = 0,
-                  rounding: str | None = None, seed: int = 0, threads: int = 0) -> dict:
+                  rounding: str | None = None, seed: int = 0, threads: int = 0) -> results.CompareRulesResult:
     """Per scale rule: the blocks whose scale differs from floor's, scales moved up or down,
     saturated elements and the errors (`roundscope mx --compare-rules --json`)."""
     _, files = _commands.input_arguments({"x": x}, "x")

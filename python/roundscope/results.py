@@ -1,0 +1,279 @@
+"""The types of the analyses' results: each function returns a plain dict (what the command's
+--json prints) whose keys these TypedDicts declare, so that a type checker and an editor know
+them. A class's own annotations are the keys every result has; those of its `More` base (total
+False) appear only with the options docs/cli.md names. tests/python/test_results.py checks every
+key of real results against these declarations, both ways."""
+from __future__ import annotations
+
+import sys
+from typing import Dict, List, Union
+
+if sys.version_info >= (3, 11):
+    from typing import TypedDict
+else:  # generic TypedDicts and total=False bases
+    from typing_extensions import TypedDict
+
+Number = Union[float, int, str]  # JSON numbers; "nan", "inf" and "-inf" come as strings
+
+
+# -- pcollapse ----------------------------------------------------------------------------------
+class _PcollapseHeadRunMore(TypedDict, total=False):
+    underflow_without_sink: Number  # without_sink=True, or the synthetic scenario
+
+
+class PcollapseHeadRun(_PcollapseHeadRunMore):
+    """One head's run (per KV order and scale)."""
+    order: str
+    scale: Number
+    underflow_fraction: Number
+    predicted_fraction: Number
+    predicted_fraction_empirical: Number
+    counted: int
+
+
+class _PcollapseRunMore(_PcollapseHeadRunMore, total=False):
+    mse_gain_over_forward: Number  # a reverse-order run beside its forward run
+    dp: Number                     # sweep_scale=True
+    normal_octaves: Number
+    exact_scaling: bool
+
+
+class PcollapseRun(_PcollapseRunMore, PcollapseHeadRun):
+    """A run over every head."""
+    predicted_fraction_averaged: Number
+    closed_form_fraction: Number
+    saturated: int
+    delta_c: Number
+    mse: Number
+
+
+class PcollapseHead(TypedDict):
+    head: int
+    sink_mass: Number
+    effective_sink_strength: Number
+    score_spread: Number
+    runs: List[PcollapseHeadRun]
+
+
+class _PcollapseMore(TypedDict, total=False):
+    sink_strength: Number  # the synthetic scenario
+
+
+class PcollapseResult(_PcollapseMore):
+    recipe: str
+    k_sink: int
+    delta_k: Number
+    sink_mass: Number
+    effective_sink_strength: Number
+    score_spread: Number
+    runs: List[PcollapseRun]
+    heads: List[PcollapseHead]
+
+
+# -- leak ---------------------------------------------------------------------------------------
+class LeakByPosition(TypedDict):
+    future_influence: List[Number]
+    parallel_vs_autoregressive: List[Number]
+
+
+class LeakResult(TypedDict):
+    format: str
+    block: int
+    fix: bool
+    tokens: int
+    leaking_pairs: int
+    masked_contribution_violations: int
+    max_future_influence: Number
+    mixed_scale_blocks: int
+    parallel_vs_autoregressive_max_abs_diff: Number
+    by_position: LeakByPosition
+
+
+# -- headroom -----------------------------------------------------------------------------------
+class HeadroomFormat(TypedDict):
+    format: str
+    ln_max: Number
+    min_naive_margin: Number
+    naive_exp_overflow_rows: int
+    naive_sum_overflow_rows: int
+    shifted_overflow_rows: int
+    emulated_naive_nonfinite_rows: int
+    emulated_naive_zero_rows: int
+    emulated_online_nonfinite_rows: int
+    emulated_online_zero_rows: int
+    emulated_shifted_nonfinite_rows: int
+    emulated_shifted_zero_rows: int
+
+
+class HeadroomRow(TypedDict):
+    head: int
+    row: int
+    max_score: Number
+    lse: Number
+
+
+class HeadroomResult(TypedDict):
+    rows_total: int
+    formats: List[HeadroomFormat]
+    rows: List[HeadroomRow]
+
+
+# -- bias ---------------------------------------------------------------------------------------
+class BiasTopDim(TypedDict):
+    dim: int
+    contribution: Number
+    o_error_negative_fraction: Number
+    v_negative_fraction: Number
+
+
+class BiasHeadTies(TypedDict):
+    tied_rows: int
+    one_key_rows: int
+    tie_dominated_rows: int
+    tie_share_mean: Number
+
+
+class _BiasStepMore(TypedDict, total=False):
+    fixes: Dict[str, Number]  # fix=True: the coefficient sum with each fix
+
+
+class BiasStep(_BiasStepMore):
+    recipe: str
+    rows: int
+    coefficient_sum: Number
+    t_statistic: Number
+    positive_rows: int
+    p_bar_one_count: int
+    tied_rows: int
+    one_key_rows: int
+    repeated_max_rows: int
+    tie_dominated_rows: int
+    tie_dominance: Number
+    tie_share_mean: Number
+    o_from_file: bool
+    top_dims: List[BiasTopDim]
+    head_ties: List[BiasHeadTies]
+
+
+class _BiasMore(TypedDict, total=False):
+    # several steps (steps=, or a list of inputs)
+    steps: List[BiasStep]
+    cumulative_coefficient: List[Number]
+    positive_steps: int
+    negative_steps: int
+    sign_test_p: Number
+    fixes: Dict[str, Number]
+    fix_signs: Dict[str, int]
+
+
+class BiasResult(_BiasMore, BiasStep):
+    pass
+
+
+# -- attribute ----------------------------------------------------------------------------------
+class AttributeStage(TypedDict):
+    stage: str
+    only_this_low: Number
+    only_this_exact: Number
+
+
+class AttributeResult(TypedDict):
+    recipe: str
+    all_low: Number
+    all_exact: Number
+    delta_recipe: Number
+    delta_from_f32_o: Number
+    stages: List[AttributeStage]
+
+
+# -- compare, check -----------------------------------------------------------------------------
+class CompareWorst(TypedDict):
+    index: List[int]
+    kernel: Number
+    recipe: Number
+    truth: Number
+    ulp: Number
+
+
+class UlpBin(TypedDict):
+    ulps: str
+    count: int
+
+
+class CompareOutput(TypedDict):
+    dtype: str
+    matched: int
+    total: int
+    max_abs: Number
+    max_ulp: Number
+    rms: Number
+    rel_rms: Number
+    ulp_histogram: List[UlpBin]
+    worst: List[CompareWorst]
+
+
+class CompareResult(TypedDict):
+    file: str
+    recipe: str
+    causal: bool
+    softmax_scale: Number
+    heads: int
+    n_q: int
+    n_kv: int
+    matched: int
+    total: int
+    outputs: Dict[str, CompareOutput]
+
+
+class Check(TypedDict):
+    file: str
+    kind: str
+    name: str
+    passed: bool
+    matched: int
+    total: int
+    detail: str
+    seconds: Number
+
+
+class CheckResult(TypedDict):
+    dir: str
+    checks: List[Check]
+    passed: int
+    failed: int
+    skipped: int
+
+
+# -- mx.compare_rules, attention(truth=True) ----------------------------------------------------
+class ScaleRuleFigures(TypedDict):
+    rule: str
+    blocks_differing_from_floor: int
+    scale_up: int
+    scale_down: int
+    saturated: int
+    max_abs_error: Number
+    rms_error: Number
+    relative_rms_error: Number
+
+
+class CompareRulesTensor(TypedDict):
+    name: str
+    blocks: int
+    rules: List[ScaleRuleFigures]
+
+
+class CompareRulesResult(TypedDict):
+    format: str
+    block: int
+    tensors: List[CompareRulesTensor]
+
+
+class OutputErrors(TypedDict):
+    max_abs: Number
+    rms: Number
+    rel_rms: Number
+
+
+AttentionErrors = Dict[str, OutputErrors]  # attention(..., truth=True)["errors"], per output
+
+__all__ = [name for name in dir() if name[0].isupper() and not name.startswith("_")]
