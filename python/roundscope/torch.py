@@ -97,6 +97,14 @@ _SDPA_SIGNATURE = inspect.signature(lambda query, key, value, attn_mask=None, dr
                                     scale=None, enable_gqa=False: None)
 
 
+@functools.lru_cache(maxsize=64)
+def _check_recipe(recipe: str, settings: tuple) -> None:
+    """The recipe and settings checked by the core on a one-token head (an exception naming the
+    argument otherwise), once per distinct pair: a training loop enters emulate every step."""
+    one = np.ones((1, 8), np.float32)
+    _attention(one, one, one, recipe=recipe, settings=dict(settings) or None)
+
+
 _ACTIVE: list = []  # the emulate blocks running, innermost last
 
 
@@ -138,8 +146,7 @@ class emulate(TorchFunctionMode):
             raise ValueError(f"fallback: {fallback!r} is not one of {', '.join(self.FALLBACKS)}")
         if settings is not None and not isinstance(settings, Mapping):
             raise TypeError("settings: expected a mapping of recipe keys to values")
-        one = np.ones((1, 8), np.float32)  # the recipe and settings, checked once here by the core
-        _attention(one, one, one, recipe=recipe, settings=settings, threads=threads)
+        _check_recipe(recipe, tuple(sorted((str(k), str(v)) for k, v in (settings or {}).items())))
         self.recipe, self.settings, self.threads, self.fallback = recipe, dict(settings or {}), threads, fallback
         self.emulated = 0
         self.fallbacks: collections.Counter = collections.Counter()
@@ -157,10 +164,10 @@ class emulate(TorchFunctionMode):
         return super().__exit__(*exc)
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
+        # Every torch call in the block comes here: the common case first and cheap.
         if func is not _TORCH_SDPA or self._falling_back:
-            return func(*args, **kwargs)
-        return self._attention(*args, **kwargs)
+            return func(*args, **kwargs) if kwargs else func(*args)
+        return self._attention(*args, **(kwargs or {}))
 
     def _attention(self, *args, **kwargs):
         """One call of scaled_dot_product_attention, emulated or sent to the fallback."""

@@ -7,6 +7,11 @@
 2. the cost of one call casting one element, against the core's call alone (and np.empty(1) for scale).
 3. attention (forward, and forward + backward) of one BF16 head, N = 2048, D = 128, fa2-bf16,
    through roundscope.attention, against bench_flash's emulator time at the same size.
+4. torch in, torch out: the cast of a 2^24 torch tensor against the same cast of the numpy array.
+5. a training step (forward and backward) of a two-block BF16 model whose attention calls
+   F.scaled_dot_product_attention, under roundscope.torch.emulate, against the same model calling
+   roundscope.torch.scaled_dot_product_attention directly (the same bits), at N = 512 and at a
+   tiny N = 16 where the per-call cost shows; PyTorch's own SDPA for scale.
 Prints the Highway target, the CPU and a table of ratios (docs/python.md has it).
 """
 import os
@@ -59,6 +64,56 @@ def bench_flash_seconds(n):
     return forward, both, out
 
 
+def torch_rows(x, threads):
+    import torch
+    import torch.nn.functional as F
+
+    import roundscope.torch as rst
+
+    rows = []
+    t = torch.from_numpy(x)
+    numpy_time = best(lambda: rs.cast(x, "bf16", threads=threads))
+    torch_time = best(lambda: rs.cast(t, "bf16", threads=threads))
+    rows.append((f"cast 2^24 f32 -> bf16, {threads} thread(s), torch tensor in and out", f"{torch_time * 1e3:.1f} ms",
+                 f"{numpy_time * 1e3:.1f} ms (numpy array)", f"{torch_time / numpy_time:.2f}x"))
+
+    class Block(torch.nn.Module):
+        def __init__(self, width, heads, attention):
+            super().__init__()
+            self.qkv, self.out, self.heads, self.attention = torch.nn.Linear(width, 3 * width), \
+                torch.nn.Linear(width, width), heads, attention
+
+        def forward(self, h):
+            b, n, w = h.shape
+            q, k, v = (z.reshape(b, n, self.heads, -1).transpose(1, 2) for z in self.qkv(h).chunk(3, dim=-1))
+            return h + self.out(self.attention(q, k, v, is_causal=True).transpose(1, 2).reshape(b, n, w))
+
+    def model(attention):
+        torch.manual_seed(0)
+        return torch.nn.Sequential(*(Block(64, 2, attention) for _ in range(2))).to(torch.bfloat16)
+
+    def step(m, h):
+        m.zero_grad()
+        m(h).float().square().mean().backward()
+
+    for n, repeat in ((512, 3), (16, 20)):
+        h = torch.randn(2, n, 64, generator=torch.Generator().manual_seed(1)).to(torch.bfloat16)
+        through_sdpa = model(lambda *a, **k: F.scaled_dot_product_attention(*a, **k))
+        direct = model(rst.sdpa("fa2-bf16"))
+
+        def under_emulate():
+            with rst.emulate("fa2-bf16"):
+                step(through_sdpa, h)
+        emulated = best(under_emulate, repeat)
+        called = best(lambda: step(direct, h), repeat)
+        plain = best(lambda: step(through_sdpa, h), repeat)
+        rows.append((f"training step, 2 blocks, B 2, H 2, N = {n}, D 32: under emulate(\"fa2-bf16\")",
+                     f"{emulated * 1e3:.2f} ms", f"{called * 1e3:.2f} ms (rst.scaled_dot_product_attention)",
+                     f"{emulated / called:.2f}x"))
+        rows.append((f"  for scale: PyTorch's own SDPA, N = {n}", f"{plain * 1e3:.2f} ms", "", ""))
+    return rows
+
+
 def main():
     threads = os.cpu_count()
     print(f"CPU: {cpu_name()}, {threads} hardware threads")
@@ -96,6 +151,8 @@ def main():
                  f"{forward:.3f} s (bench_flash)", f"{py_forward / forward:.2f}x"))
     rows.append((f"attention fa2-bf16 N = {size}, D = 128, forward + backward", f"{py_both:.3f} s",
                  f"{both:.3f} s (bench_flash)", f"{py_both / both:.2f}x"))
+
+    rows += torch_rows(x, threads)
 
     print(f"| what | Python | baseline | ratio |\n| --- | --- | --- | --- |")
     for r in rows:
