@@ -69,9 +69,12 @@ std::string zsh_text(std::string s) {
     std::string out;
     for (char c : s) {
         if (c == '[' || c == ']') c = c == '[' ? '(' : ')';
-        if (c == '\'') out += "'\\''";
-        else if (c == ':') out += "\\:";
-        else out += c;
+        if (c == '\'')
+            out += "'\\''";
+        else if (c == ':')
+            out += "\\:";
+        else
+            out += c;
     }
     return out;
 }

@@ -25,9 +25,12 @@ using BiasSeries = std::map<std::pair<std::int64_t, std::int64_t>, std::map<std:
 void add_bias_point(const nlohmann::json& h, BiasSeries& series) {
     if (!h.contains("bias") || !h["layer"].is_number() || !h["step"].is_number()) return;
     const nlohmann::json& b = h["bias"];
-    series[{h["layer"].get<std::int64_t>(), h["head"].get<std::int64_t>()}][h["step"].get<std::int64_t>()] = {
-        b["kernel"].value("coefficient_sum", 0.0), b["emulated"].value("coefficient_sum", 0.0),
-        b["max_adjust"].value("coefficient_sum", 0.0)};
+    // A step's micro-batches add up, as their gradients do.
+    BiasPoint& p =
+        series[{h["layer"].get<std::int64_t>(), h["head"].get<std::int64_t>()}][h["step"].get<std::int64_t>()];
+    p.kernel += b["kernel"].value("coefficient_sum", 0.0);
+    p.emulated += b["emulated"].value("coefficient_sum", 0.0);
+    p.max_adjust += b["max_adjust"].value("coefficient_sum", 0.0);
 }
 
 // The delta error per layer and head over the steps, in step order, with its running sums and
@@ -59,6 +62,7 @@ nlohmann::json file_entry(const DumpFile& f) {
     return {{"file", f.relative},
             {"layer", f.layer ? nlohmann::json(*f.layer) : nlohmann::json()},
             {"step", f.step ? nlohmann::json(*f.step) : nlohmann::json()},
+            {"micro_batch", f.micro_batch},
             {"heads", f.heads},
             {"batch", f.batch},
             {"heads_per_batch", f.heads_per_batch},
@@ -92,6 +96,7 @@ struct FileComparison {
         nlohmann::json out{{"file", f.relative},
                            {"layer", f.layer ? nlohmann::json(*f.layer) : nlohmann::json()},
                            {"step", f.step ? nlohmann::json(*f.step) : nlohmann::json()},
+                           {"micro_batch", f.micro_batch},
                            {"compare", by_recipe}};
         file.reset(), parts.clear();
         return out;

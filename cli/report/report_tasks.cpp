@@ -195,6 +195,9 @@ DumpFile scan_dump(const std::string& path, const std::string& dir, const std::v
     f.path = path;
     f.relative = std::filesystem::path(path).lexically_relative(dir).string();
     f.layer = metadata_integer(file, "layer"), f.step = metadata_integer(file, "step");
+    f.micro_batch = metadata_integer(file, "micro_batch").value_or(0);
+    if (f.micro_batch < 0)
+        throw Error(fmt::format("{}: metadata \"micro_batch\" is {}, not a count from 0", path, f.micro_batch));
     f.heads = emu::head_count(in), f.n_q = in.n_q, f.n_kv = in.n_kv, f.d = in.d;
     f.batch = in.batch, f.heads_per_batch = in.heads;
     f.causal = in.causal.value_or(false);
@@ -232,18 +235,19 @@ std::vector<DumpFile> scan_dumps(const std::string& dir, const std::string& excl
 }
 
 void check_dumps(const std::vector<DumpFile>& files, const ReportOptions& options) {
-    std::map<std::pair<std::int64_t, std::int64_t>, const DumpFile*> seen;
+    std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t>, const DumpFile*> seen;
     for (const DumpFile& f : files) {
         if (static_cast<std::uint64_t>(options.k_sink) >= f.n_kv)
             throw Error(fmt::format("--k-sink: {} sink tokens leave none of {}'s Nk = {} keys to measure",
                                     options.k_sink, f.path, f.n_kv));
         if (!f.layer || !f.step) continue;
-        const auto [it, fresh] = seen.emplace(std::pair(*f.layer, *f.step), &f);
+        const auto [it, fresh] = seen.emplace(std::tuple(*f.layer, *f.step, f.micro_batch), &f);
         if (!fresh)
-            throw Error(
-                fmt::format("{} and {} are both layer {} at step {}: give each dump its own step (metadata "
-                            "\"step\") or report them apart",
-                            it->second->path, f.path, *f.layer, *f.step));
+            throw Error(fmt::format(
+                "{} and {} are both layer {} at step {}{}: give each dump its own step or micro-batch (metadata "
+                "\"step\", \"micro_batch\") or report them apart",
+                it->second->path, f.path, *f.layer, *f.step,
+                f.micro_batch ? fmt::format(", micro-batch {}", f.micro_batch) : std::string()));
     }
 }
 
@@ -260,7 +264,7 @@ nlohmann::json options_json(const ReportOptions& o) {
 
 // What a task's result holds: raised whenever a task computes or stores anything differently,
 // so that a cache written before is not taken for today's results.
-constexpr int task_schema = 8;
+constexpr int task_schema = 9;
 
 std::vector<ReportTask> report_tasks(const std::vector<DumpFile>& files, const ReportOptions& options) {
     const std::string fingerprint =
@@ -285,7 +289,8 @@ nlohmann::json run_task(const DumpFile& file, const ReportTask& task, const Repo
     nlohmann::json j{{"task", task.key},
                      {"file", file.relative},
                      {"layer", file.layer ? nlohmann::json(*file.layer) : nlohmann::json()},
-                     {"step", file.step ? nlohmann::json(*file.step) : nlohmann::json()}};
+                     {"step", file.step ? nlohmann::json(*file.step) : nlohmann::json()},
+                     {"micro_batch", file.micro_batch}};
     j["head"] = task.head;
     j.update(naming_input(file.path, [&] { return head_analyses(tensors, in, task.head, options, threads); }));
     j["digest"] = result_digest(j);
@@ -300,6 +305,7 @@ bool is_task_result(const nlohmann::json& j, const ReportTask& task, const DumpF
     if (!j.contains("digest") || j["digest"] != result_digest(j)) return false;
     if (!j.contains("layer") || !integer_or_null(j["layer"], file.layer)) return false;
     if (!j.contains("step") || !integer_or_null(j["step"], file.step)) return false;
+    if (!j.contains("micro_batch") || !integer_or_null(j["micro_batch"], file.micro_batch)) return false;
     if (!j.contains("head") || !j["head"].is_number_unsigned() || j["head"].get<std::uint64_t>() != task.head)
         return false;
     for (const char* part : {"attribute", "pcollapse", "headroom"})

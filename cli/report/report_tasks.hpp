@@ -29,6 +29,7 @@ struct DumpFile {
     std::string path;                                   // as found under the folder
     std::string relative;                               // to the folder
     std::optional<std::int64_t> layer, step;            // from the metadata
+    std::int64_t micro_batch = 0;                       // of the step (gradient accumulation); metadata, else 0
     std::uint64_t heads = 0, n_q = 0, n_kv = 0, d = 0;  // heads: over the batch, flattened
     std::uint64_t batch = 1, heads_per_batch = 1;
     bool causal = false, has_o = false, has_do = false, has_x = false;

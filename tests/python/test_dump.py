@@ -184,6 +184,17 @@ def test_micro_batches_under_emulate_are_recorded_as_such_and_check_passes(cli, 
     assert first["q"][2] != second["q"][2]  # each micro-batch's own inputs
     result = cli.json("check", tmp_path)
     assert result["failed"] == 0 and result["passed"] == 4, result
+    # the report keeps the micro-batches apart and adds them up per step, as their gradients add
+    report = tmp_path.parent / (tmp_path.name + "-report")
+    cli.run("report", tmp_path, "-o", report, "--no-html")
+    summary = json.loads((report / "report.json").read_text())
+    assert sorted((f["file"], f["micro_batch"]) for f in summary["files"]) == [
+        ("step4_layer0.safetensors", 0), ("step4_layer1.safetensors", 0), ("step4_mb1_layer0.safetensors", 1),
+        ("step4_mb1_layer1.safetensors", 1)]
+    heads = json.loads((report / "layers" / "layer0.json").read_text())["heads"]
+    parts = [h["bias"]["kernel"]["coefficient_sum"] for h in heads if h["head"] == 0]
+    series = next(s for s in summary["bias_over_steps"] if s["layer"] == 0 and s["head"] == 0)
+    assert len(parts) == 2 and series["steps"] == [4] and series["coefficient_sum"] == [parts[0] + parts[1]]
     # one flipped bit in a kernel output fails the check: the comparison above can fail
     dump_bits = rs.read(tmp_path / "step4_layer0.safetensors")
     tensors = {n: a.copy() for n, a in dump_bits.items()}
