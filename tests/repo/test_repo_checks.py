@@ -68,3 +68,30 @@ def test_a_dead_path_fails_the_path_check(tmp_path, mention, dead):
     assert p.returncode == (1 if dead else 0), p.stdout
     if dead:
         assert f"{LIB}/a.cpp:1:" in p.stdout, p.stdout
+
+
+def flags_in_messages(root):
+    """(file, line) of every string literal below the command line (lib, emu, analysis, gpu) that
+    names a command-line flag: messages there name the value; the CLI and the Python package name
+    what carried it (the flag, the argument)."""
+    import re
+    found = []
+    for folder in (LIB, EMU, "analysis", "gpu"):
+        for path in sorted((root / folder).rglob("*")):
+            if path.suffix not in (".cpp", ".hpp", ".cu", ".cuh"):
+                continue
+            for number, line in enumerate(path.read_text().splitlines(), 1):
+                code = line.split("//", 1)[0]
+                if any(re.search(r"(?<![\w-])--[a-z]", s) for s in re.findall(r'"(?:[^"\\]|\\.)*"', code)):
+                    found.append((str(path.relative_to(root)), number))
+    return found
+
+
+def test_no_message_below_the_command_line_names_a_flag(tmp_path):
+    assert flags_in_messages(ROOT) == []
+    scratch = scratch_repository(tmp_path / "scratch", {
+        f"{EMU}/x.cpp": 'void f() { throw Error("--round: unknown mode"); }  // "--fine" in a comment\n',
+        f"{LIB}/y.cpp": 'const char* s = "a -- b";  // "--x"\n'})
+    (scratch / "analysis").mkdir()
+    (scratch / "gpu").mkdir()
+    assert flags_in_messages(scratch) == [(f"{EMU}/x.cpp", 1)]
