@@ -1,6 +1,7 @@
 #include "lib/tensor_io.hpp"
 
 #include <cctype>
+#include <filesystem>
 
 #include "lib/error.hpp"
 #include "lib/npy.hpp"
@@ -42,6 +43,12 @@ TensorFile read_tensor_file(const std::string& path, const ReadOptions& options)
 
 void write_tensor_file(const std::string& path, std::span<const Tensor> tensors,
                        const std::map<std::string, std::string>& metadata) {
+    // Before any byte is written: the file would replace a folder's entry by rename, a FIFO or a
+    // device silently, or fail only once written.
+    std::error_code ec;
+    if (const auto st = std::filesystem::symlink_status(path, ec);
+        !ec && std::filesystem::exists(st) && !std::filesystem::is_regular_file(st) && !std::filesystem::is_symlink(st))
+        throw Error(path + ": exists and is not a regular file");
     if (kind_of(path) == FileKind::safetensors) return write_safetensors(path, tensors, metadata);
     if (tensors.size() != 1)
         throw Error(path + ": an .npy file holds one tensor, not " + std::to_string(tensors.size()) +

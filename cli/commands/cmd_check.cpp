@@ -51,6 +51,7 @@ const char* kind_name(analysis::GoldenKind k) {
 /// The .safetensors files under `dir`, by path.
 std::vector<std::string> tensor_files(const std::string& dir) {
     std::error_code error;
+    if (!std::filesystem::exists(dir, error)) throw FileError(dir + ": no such folder");
     if (!std::filesystem::is_directory(dir, error)) throw Error(dir + ": not a directory");
     std::vector<std::string> files;
     for (std::filesystem::recursive_directory_iterator it(dir, error), end; !error && it != end; it.increment(error))

@@ -1,6 +1,7 @@
 // `roundscope mma IN --arch ARCH [--instruction I] [--check] [-o OUT] [--json] [--threads N]`
 // and `roundscope mma --list`: D = A*B + C through a tensor-core model (emu/mma/mma_model.hpp),
 // optionally checked bit for bit against the D a GPU wrote into IN.
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <string>
@@ -15,9 +16,11 @@
 #include "cli/commands.hpp"
 #include "cli/option_checks.hpp"
 #include "emu/batch/tensor_cast.hpp"
+#include "emu/mma/mma_model.hpp"
 #include "emu/mma/mma_tensors.hpp"
 #include "lib/error.hpp"
 #include "lib/file_write.hpp"
+#include "lib/suggest.hpp"
 #include "lib/tensor_io.hpp"
 
 namespace roundscope::cli {
@@ -81,6 +84,17 @@ void run_mma(const MmaOptions& o) {
         return;
     }
     if (o.input.empty()) throw Error("mma: IN is required (or --list)");
+    if (!o.instruction.empty()) {
+        std::vector<std::string> known;
+        for (const emu::MmaModel& m : emu::all_mma_models())
+            if (std::find(known.begin(), known.end(), m.instruction) == known.end()) known.emplace_back(m.instruction);
+        if (std::find(known.begin(), known.end(), o.instruction) == known.end()) {
+            std::string names;
+            for (const std::string& k : known) names += (names.empty() ? "" : ", ") + k;
+            throw Error(fmt::format("--instruction: unknown instruction '{}'{} (known: {})", printable(o.instruction),
+                                    did_you_mean(o.instruction, known), names));
+        }
+    }
     if (!o.output.empty()) check_output("-o", o.output, {o.input});
     const TensorFile file = read_input(o.input);
     const emu::MmaProblem p = emu::load_mma_problem(file, o.arch, o.instruction);

@@ -211,6 +211,7 @@ DumpFile scan_dump(const std::string& path, const std::string& dir, const std::v
 std::vector<DumpFile> scan_dumps(const std::string& dir, const std::string& exclude,
                                  const std::vector<emu::AttentionRecipe>& recipes) {
     std::error_code error;
+    if (!std::filesystem::exists(dir, error)) throw FileError(dir + ": no such folder");
     if (!std::filesystem::is_directory(dir, error)) throw Error(dir + ": not a directory");
     // The report's folder is left out, unless the dumps are inside it (-o . over a subfolder).
     const std::string skipped = under(dir, exclude) || std::filesystem::equivalent(dir, exclude, error) ? "" : exclude;

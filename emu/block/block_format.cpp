@@ -48,8 +48,10 @@ std::string_view scale_rule_name(ScaleRule r) {
 ScaleRule parse_scale_rule(std::string_view name, std::string_view option) {
     for (ScaleRule r : all_scale_rules)
         if (scale_rule_name(r) == name) return r;
-    throw Error(std::string(option) + ": unknown scale rule '" + std::string(name) +
-                "' (rules: floor ceil even rceil)");
+    std::vector<std::string> known;
+    for (ScaleRule r : all_scale_rules) known.emplace_back(scale_rule_name(r));
+    throw Error(std::string(option) + ": unknown scale rule '" + printable(name) + "'" + did_you_mean(name, known) +
+                " (rules: floor ceil even rceil)");
 }
 
 }  // namespace roundscope::emu

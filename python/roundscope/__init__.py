@@ -72,13 +72,14 @@ def cast(x, to, rounding: str | None = None, saturate: bool | None = None, conve
     place and returned: repeated casts then allocate nothing. It may not share memory with x.
     """
     to = _format_name(to, "to")
+    _check_cast_options(rounding, convention, saturate, scale)
     if convention == "torch":
         _check_torch_convention()
     if out is None and dtype is None:
         # A plain numpy array with arguments of the plain types: one call, numpy's C API (a torch
         # tensor through its numpy view, on the CPU without a copy).
         torch_in = type(x) is not np.ndarray and _arrays.is_torch_tensor(x)
-        y = _core.cast_numpy(_arrays.to_numpy(x) if torch_in else x, to, rounding, saturate, convention, flush_input,
+        y = _core.cast_numpy(_arrays.to_numpy(x, "x") if torch_in else x, to, rounding, saturate, convention, flush_input,
                              flush_output, seed, scale, threads)
         if y is not None:
             return _arrays.like(x, y) if torch_in else y
@@ -106,6 +107,18 @@ def cast(x, to, rounding: str | None = None, saturate: bool | None = None, conve
     bits, fmt = _core.cast(data, name, shape, to, rounding, convention, saturate, bool(flush_input),
                            bool(flush_output), seed, float(scale), threads)
     return _arrays.like(x, _arrays.typed(bits, fmt))
+
+
+def _check_cast_options(rounding, convention, saturate, scale) -> None:
+    """TypeErrors naming the argument, before the core's binding sees a value of the wrong type."""
+    if rounding is not None and not isinstance(rounding, str):
+        raise TypeError(f"rounding: expected a rounding mode's name (rne, rna, ...), not {type(rounding).__name__}")
+    if not isinstance(convention, str):
+        raise TypeError(f"convention: expected a convention's name (cuda, ocp, ...), not {type(convention).__name__}")
+    if saturate is not None and not isinstance(saturate, (bool, np.bool_)):
+        raise TypeError(f"saturate: expected True, False or None, not {type(saturate).__name__}")
+    if isinstance(scale, (bool, np.bool_)) or not isinstance(scale, (int, float, np.integer, np.floating)):
+        raise TypeError(f"scale: expected a real number, not {type(scale).__name__}")
 
 
 # The torch release the `torch` convention was measured against, over all float32 inputs
@@ -136,6 +149,8 @@ def _format_name(to, argument: str = "to") -> str:
     """The format's own name for `to`: a name or alias in any case ("E4M3", "fp8_e4m3", "fp16"),
     or a dtype object of numpy, ml_dtypes or torch (np.float16, ml_dtypes.float8_e4m3fn,
     torch.bfloat16). A TypeError or ValueError naming `argument` otherwise."""
+    if to is None:
+        raise TypeError(f"{argument}: expected a format name or a numpy, ml_dtypes or torch dtype, not None")
     if isinstance(to, str):
         name = to
     elif str(to).startswith("torch."):
@@ -182,6 +197,11 @@ def read_metadata(path: str | os.PathLike) -> dict[str, str]:
 
 def write(path: str | os.PathLike, tensors: Arrays, metadata: Mapping[str, str] | None = None) -> None:
     """Writes {name: array} to a .safetensors file (or one array to .npy), atomically."""
+    if metadata is not None and not isinstance(metadata, Mapping):
+        raise TypeError(f"metadata: expected a mapping of strings to strings, not {type(metadata).__name__}")
+    for key, value in (metadata or {}).items():
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise TypeError(f"metadata[{key!r}]: expected a string key and value, not {type(value).__name__}")
     _core.write(os.fsdecode(path), _arrays.tensors_in(tensors, "tensors"), dict(metadata or {}))
 
 
@@ -190,7 +210,7 @@ def mma(a, b, c=None, arch: str = "sm90", instruction: str | None = None, thread
     C [.., M, N] (None: zeros). The input dtypes pick the model with `arch` and `instruction`.
     D is a torch tensor on a's device where a is a torch tensor."""
     tensors = {"A": a, "B": b} if c is None else {"A": a, "B": b, "C": c}
-    args, files = _commands.input_arguments(tensors)
+    args, files = _commands.input_arguments(tensors, by_name=True)
     _, _, out = _commands.run(
         ["mma", *args, *_commands.flags(arch=arch, instruction=instruction, threads=_threads(threads)),
          "-o", _commands.OUTPUT, "--json"], files, [_commands.OUTPUT])
@@ -215,7 +235,7 @@ def attention(q, k, v, recipe: str = "fa2-bf16", settings: Mapping | None = None
     with backward=True (needs do), "dq", "dk", "dv", "delta"; with truth=True also "errors":
     each output's max_abs, rms and rel_rms against the exact attention. Arrays come back as torch
     tensors on q's device where q is a torch tensor."""
-    args, files = _commands.input_arguments(_attention_inputs(q, k, v, do))
+    args, files = _commands.input_arguments(_attention_inputs(q, k, v, do), by_name=True)
     _, result, out = _commands.run(
         ["attention", *args, *_commands.flags(recipe=recipe, settings=settings, causal=bool(causal),
                                               softmax_scale=softmax_scale, backward=backward, truth=truth,
@@ -233,7 +253,7 @@ def truth(q, k, v, do=None, causal: bool = False, softmax_scale: float | None = 
     """Exact attention rounded once to float64 (`roundscope truth`): {"o", "lse"}, with backward
     "delta", "dq", "dk", "dv", with intermediates "s" and "p". bias: an additive score bias
     [.., Nq, Nk] (-inf masks a key). Torch tensors on q's device where q is one."""
-    args, files = _commands.input_arguments(_attention_inputs(q, k, v, do, bias=bias))
+    args, files = _commands.input_arguments(_attention_inputs(q, k, v, do, bias=bias), by_name=True)
     _, _, out = _commands.run(
         ["truth", *args, *_commands.flags(causal=bool(causal), softmax_scale=softmax_scale, backward=backward,
                                           intermediates=intermediates, bits=bits, reference=reference,
@@ -252,6 +272,8 @@ def pcollapse(inputs: str | os.PathLike | Arrays | None = None, *, synthetic: bo
     file, {"q", "k", "v"} arrays, or None for the synthetic scenario. None options keep the
     command's defaults. without_sink: also each run with the sink keys replaced by their
     neighbour (underflow_without_sink: what the spread of scores causes alone)."""
+    if scale is not None and not isinstance(scale, (int, float)) and len(scale) == 0:
+        raise ValueError("scale: no static scale given (None runs the defaults, 1 and 256)")
     return _commands.analysis("pcollapse", inputs, synthetic, n=n, d=d, seed=seed, k_sink=k_sink,
                               sink_strength=sink_strength, scale=scale, order=order, sweep_scale=sweep_scale,
                               without_sink=without_sink,

@@ -115,12 +115,12 @@ def to_torch(a, device=None):
     return t if device is None else t.to(device)
 
 
-def to_numpy(t) -> np.ndarray:
+def to_numpy(t, what: str = "t") -> np.ndarray:
     """A torch tensor (on any device) as a numpy array of the numpy or ml_dtypes type of its
     format, sharing memory with a contiguous CPU tensor; other array-likes through np.asarray."""
     if not is_torch_tensor(t):
         return np.asarray(t)
-    data, name, shape = _torch_raw(t, "t")
+    data, name, shape = _torch_raw(t, what)
     bits = data.view(np.dtype(f"u{STORAGE_BYTES[name]}")).reshape(shape)
     return typed(bits, name)
 
@@ -146,11 +146,12 @@ def typed(bits: np.ndarray, name: str) -> np.ndarray:
     return bits.view(dtype)
 
 
-def tensors_in(tensors: Mapping, what: str) -> dict:
-    """{name: array-like} as the core's {name: (bytes, dtype, shape)}."""
+def tensors_in(tensors: Mapping, what: str, by_name: bool = False) -> dict:
+    """{name: array-like} as the core's {name: (bytes, dtype, shape)}; messages name an array
+    what['name'], or (by_name: the arrays are arguments of their names) name alone."""
     if not isinstance(tensors, Mapping):
         raise TypeError(f"{what}: expected a path or a mapping of names to arrays, not {type(tensors).__name__}")
-    return {str(k): raw(v, f"{what}['{k}']") for k, v in tensors.items()}
+    return {str(k): raw(v, str(k) if by_name else f"{what}['{k}']") for k, v in tensors.items()}
 
 
 def tensors_out(tensors: dict) -> dict:

@@ -61,8 +61,9 @@ def flags(**options) -> list[str]:
     return out
 
 
-def input_arguments(inputs, what: str = "inputs") -> tuple[list[str], dict]:
-    """A path stays a path; a mapping of arrays becomes an in-memory file (several: <arrays 1>, ...)."""
+def input_arguments(inputs, what: str = "inputs", by_name: bool = False) -> tuple[list[str], dict]:
+    """A path stays a path; a mapping of arrays becomes an in-memory file (several: <arrays 1>, ...).
+    by_name: the arrays are a function's own arguments (q, k, v), named alone in messages."""
     many = isinstance(inputs, Sequence) and not isinstance(inputs, (str, bytes))
     items = list(inputs) if many else [inputs]
     args, files = [], {}
@@ -71,7 +72,7 @@ def input_arguments(inputs, what: str = "inputs") -> tuple[list[str], dict]:
             args.append(os.fsdecode(x))
         else:
             name = INPUT if len(items) == 1 else f"<arrays {i + 1}>"
-            files[name] = _arrays.tensors_in(x, what)
+            files[name] = _arrays.tensors_in(x, what, by_name)
             args.append(name)
     return args, files
 
@@ -90,7 +91,7 @@ def python_message(message: str) -> str:
     --round -> rounding), since flags() spells each keyword as its flag."""
     message = _FLAG.sub(lambda m: _ARGUMENT_OF_FLAG.get(m.group(1), m.group(1).replace("-", "_")), message)
     # The arrays went in as an in-memory file: a tensor of it is the argument of its name.
-    message = re.sub(r"<arrays(?: \d+)?>: tensor '(\w+)'", r"\1:", message)
+    message = re.sub(r"<arrays(?: \d+)?>: (?:\w+: )?tensor '(\w+)'", r"\1:", message)
     return re.sub(r"<arrays(?: \d+)?>", "inputs", message)
 
 
