@@ -112,7 +112,8 @@ def test_unusable_input_stops_the_run_before_any_check(cli, dumps, tmp_path):
     assert "--junit" in cli.error("check", folder, "--junit", folder / "layer0" / "step1.safetensors")
     (tmp_path / "empty").mkdir()
     assert "no golden files" in cli.error("check", tmp_path / "empty")
-    assert "not a directory" in cli.error("check", tmp_path / "missing")
+    assert cli.error("check", tmp_path / "missing").endswith("missing: no such folder")
+    assert cli.error("check", folder / "layer0" / "step1.safetensors").endswith("step1.safetensors: not a directory")
 
 
 def test_the_junit_file_is_well_formed_whatever_the_file_names(cli, tmp_path):
