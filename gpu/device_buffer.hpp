@@ -30,6 +30,8 @@ public:
     void download(T* host) const {
         check(cudaMemcpy(host, data_, size_ * sizeof(T), cudaMemcpyDeviceToHost), "copy to host");
     }
+    /// Every byte zero, on the device: no host buffer of the size (dS at a benchmark shape is GBs).
+    void zero() { check(cudaMemset(data_, 0, size_ * sizeof(T)), "cudaMemset"); }
 
 private:
     T* data_ = nullptr;

@@ -200,6 +200,13 @@ ROUNDSCOPE_KERNEL void flash_dq_kernel(BackwardParams p) {
 // ---- host -------------------------------------------------------------------------------------
 
 template <class T>
+DeviceBuffer<T> zeroed(std::size_t n) {
+    DeviceBuffer<T> b(n);
+    b.zero();
+    return b;
+}
+
+template <class T>
 DeviceBuffer<T> uploaded(const std::vector<T>& x) {
     DeviceBuffer<T> b(x.size());
     if (!x.empty()) b.upload(x.data());
@@ -331,10 +338,10 @@ emu::BackwardResult flash_backward(const emu::AttentionRecipe& recipe, const emu
     DeviceBuffer<std::uint32_t> vg = uploaded(emu::exact_in(in.v, *recipe.input, g, "v (backward)"));
     DeviceBuffer<std::uint32_t> dog = uploaded(emu::exact_in(in.d_o, *recipe.input, g, "do (backward)"));
     DeviceBuffer<float> lse2 = uploaded(forward.lse_log2), d_delta = uploaded(delta);
-    DeviceBuffer<std::uint32_t> ds = uploaded(std::vector<std::uint32_t>(heads * nq * nk, 0));
-    DeviceBuffer<std::uint32_t> dk_acc = uploaded(std::vector<std::uint32_t>(in.k.size(), 0));
-    DeviceBuffer<std::uint32_t> dv_acc = uploaded(std::vector<std::uint32_t>(in.v.size(), 0));
-    DeviceBuffer<std::uint32_t> dq_acc = uploaded(std::vector<std::uint32_t>(in.q.size(), 0));
+    DeviceBuffer<std::uint32_t> ds = zeroed<std::uint32_t>(heads * nq * nk);
+    DeviceBuffer<std::uint32_t> dk_acc = zeroed<std::uint32_t>(in.k.size());
+    DeviceBuffer<std::uint32_t> dv_acc = zeroed<std::uint32_t>(in.v.size());
+    DeviceBuffer<std::uint32_t> dq_acc = zeroed<std::uint32_t>(in.q.size());
     const BackwardParams p{q.get(),
                            k.get(),
                            qg.get(),

@@ -1,6 +1,7 @@
 #pragma once
 // The simulated GPU's runtime: "device" memory is host memory, and launch() runs the kernel on
 // simulated threads (gpu/host/simt_host.hpp).
+#include <algorithm>
 #include <cstddef>
 #include <cstring>
 #include <limits>
@@ -18,6 +19,7 @@ public:
     T* get() const { return const_cast<T*>(data_.data()); }
     void upload(const T* host) { std::memcpy(data_.data(), host, (data_.size() - 1) * sizeof(T)); }
     void download(T* host) const { std::memcpy(host, data_.data(), (data_.size() - 1) * sizeof(T)); }
+    void zero() { std::fill(data_.begin(), data_.end(), T{}); }
 
 private:
     std::vector<T> data_;  // one element more, as the CUDA buffer allocates a byte more: never empty

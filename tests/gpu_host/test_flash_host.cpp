@@ -115,3 +115,21 @@ TEST_CASE("simulated GPU flash kernels: the sanitizers' set", "[gpu-host][saniti
     REQUIRE(sanitized_presets().size() == 2);
     REQUIRE(check_scenario(sanitized_presets(), analysis::Scenario::sink, 72) == 4);
 }
+
+// Row and key counts at a tile's edges (64 x 64 tiles): one row, one short of a tile, a whole
+// tile, one over, for a BF16 and an FP8 preset.
+TEST_CASE("simulated GPU flash kernels: N at the tile edges", "[gpu-host]") {
+    std::vector<emu::AttentionRecipe> recipes;
+    for (emu::AttentionRecipe recipe : kernel_presets()) {
+        if ((recipe.input->bits == 16 && recipes.empty()) || (recipe.input->bits == 8 && recipes.size() == 1)) {
+            emu::apply_setting(recipe, "block_m=64");
+            emu::apply_setting(recipe, "block_n=64");
+            recipes.push_back(recipe);
+        }
+    }
+    REQUIRE(recipes.size() == 2);
+    for (const std::uint64_t n : {1, 63, 64, 65}) {
+        INFO("N = " << n);
+        REQUIRE(check_scenario(recipes, analysis::Scenario::random, n) == 4);
+    }
+}
