@@ -182,9 +182,12 @@ def checkpoint_path(out):
 
 
 def write_log(out, log):
-    """DIR/sinks.json, rewritten at every dump so that a long run can be watched (and survives a stop)."""
-    with open(os.path.join(out, "sinks.json"), "w") as f:
+    """DIR/sinks.json, rewritten at every dump so that a long run can be watched (and survives a
+    stop), replaced atomically: whoever reads it while the run writes sees the old log or the new."""
+    path = os.path.join(out, "sinks.json")
+    with open(path + ".tmp", "w") as f:
         json.dump(log, f)
+    os.replace(path + ".tmp", path)
 
 
 def save_checkpoint(a, step, model, optimizer, schedule, generator, log):
