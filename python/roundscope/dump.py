@@ -68,13 +68,23 @@ for _name, _st in (("float8_e4m3fn", "F8_E4M3"), ("float8_e5m2", "F8_E5M2"), ("f
         _SAFETENSORS_DTYPES[getattr(torch, _name)] = _st
 
 
-def write_safetensors(path, tensors, metadata=None):
+WRITERS = ("roundscope", "safetensors")
+
+
+def write_safetensors(path, tensors, metadata=None, writer="roundscope"):
     """Writes {name: tensor} with string metadata, bit for bit, in the safetensors format,
-    atomically: with the `safetensors` package where it is installed and knows every dtype,
-    else with the writer below (float8_e8m0fnu and the float4 types, for instance)."""
+    atomically; returns the writer that wrote it.
+
+    writer "roundscope" (the default): the writer below, byte for byte the same file for the same
+    tensors and metadata. "safetensors": the `safetensors` package, where it is installed and
+    knows every dtype (else the writer below). The package's header orders the metadata
+    differently from one process to the next (a Rust HashMap: measured with safetensors 0.8),
+    so the same run does not give the same bytes twice; its tensors are the same bits."""
+    if writer not in WRITERS:
+        raise ValueError(f"writer: {writer!r} is not one of {', '.join(WRITERS)}")
     path = os.fspath(path)
     metadata = {str(k): str(v) for k, v in (metadata or {}).items()}
-    if _safetensors_torch is not None:
+    if writer == "safetensors" and _safetensors_torch is not None:
         partial = path + ".partial"
         try:
             _safetensors_torch.save_file({n: t.detach().contiguous().cpu() for n, t in tensors.items()}, partial,
@@ -136,11 +146,15 @@ class _Capture:
 
 
 class AttentionDump:
-    def __init__(self, directory, layers=None, steps=None, recipe=None, settings=None):
+    def __init__(self, directory, layers=None, steps=None, recipe=None, settings=None, writer="roundscope"):
         """layers, steps: iterables of indices to capture (None: all). recipe, settings: the
         roundscope recipe the attention kernel computes as, recorded in every file (for
         `roundscope check`); inside roundscope.torch.emulate the emulated recipe is recorded
-        without them."""
+        without them. writer: write_safetensors's ("safetensors": the package's writer, whose
+        header bytes vary from run to run)."""
+        if writer not in WRITERS:
+            raise ValueError(f"writer: {writer!r} is not one of {', '.join(WRITERS)}")
+        self.writer = writer
         self.directory = directory
         self.layers = None if layers is None else set(layers)
         self.steps = None if steps is None else set(steps)
@@ -195,7 +209,7 @@ class AttentionDump:
                 micro = int(c.metadata["micro_batch"])
                 name = f"step{step}_layer{c.layer}" if micro == 0 else f"step{step}_mb{micro}_layer{c.layer}"
                 path = os.path.join(self.directory, name + ".safetensors")
-                write_safetensors(path, c.tensors, c.metadata)
+                write_safetensors(path, c.tensors, c.metadata, self.writer)
                 self.written.append(path)
             self._micro_batches[step] = self._micro_batch + 1
             self._step, self._captures = None, []

@@ -4,6 +4,7 @@ metadata roundscope reads, and `roundscope inspect` reads them and agrees; FP8 k
 descale factors and functions taking their options positionally are recorded as called."""
 import json
 import math
+import os
 import sys
 import zlib
 from fractions import Fraction
@@ -222,26 +223,42 @@ def test_the_same_step_entered_again_is_the_next_micro_batch(tmp_path):
         AttentionDump(tmp_path, settings={"p_scale": 256})
 
 
-def test_files_are_written_with_the_safetensors_package_where_it_knows_the_dtype(tmp_path, monkeypatch):
-    """The safetensors package writes where it is installed and takes the dtypes; without it, or
-    where it refuses one, the writer of this module does; both read back bit for bit."""
+def test_files_are_written_byte_for_byte_the_same_or_by_the_safetensors_package(tmp_path, monkeypatch):
+    """The default writer gives the same bytes for the same tensors and metadata, in any process;
+    writer="safetensors" writes with the package (where it is installed and takes the dtypes,
+    else with the module's writer), whose header orders the metadata differently from one process
+    to the next. Every way reads back bit for bit."""
+    import subprocess
+    import sys
     import types
     import roundscope.dump as dump_module
     pytest.importorskip("safetensors")
     tensors = {"x": torch.randn(3, 5).to(torch.bfloat16), "y": torch.randn(4).to(torch.float8_e4m3fn),
                "s": torch.tensor([0.25, 1.0, 64.0]).to(torch.float8_e8m0fnu)}
-    assert dump_module.write_safetensors(tmp_path / "a.safetensors", tensors, {"step": 1}) == "safetensors"
-    monkeypatch.setattr(dump_module, "_safetensors_torch", None)
-    assert dump_module.write_safetensors(tmp_path / "b.safetensors", tensors, {"step": 1}) == "roundscope"
+    metadata = {"step": 1, "layer": 0, "source": "test", "torch_version": "x", "micro_batch": 0}
+    assert dump_module.write_safetensors(tmp_path / "a.safetensors", tensors, metadata) == "roundscope"
+    program = (f"import torch, roundscope.dump as d\nt = torch.load({str(tmp_path / 't.pt')!r})\n"
+               f"d.write_safetensors({str(tmp_path / 'b.safetensors')!r}, t, {metadata!r})")
+    torch.save(tensors, tmp_path / "t.pt")
+    subprocess.run([sys.executable, "-c", program], check=True, env={**os.environ, "PYTHONHASHSEED": "7"})
+    assert (tmp_path / "a.safetensors").read_bytes() == (tmp_path / "b.safetensors").read_bytes()
+    assert dump_module.write_safetensors(tmp_path / "c.safetensors", tensors, metadata, "safetensors") == "safetensors"
 
     def refuses(*args, **kwargs):
         open(args[1], "wb").write(b"half a file")
         raise ValueError("dtype not supported")
     monkeypatch.setattr(dump_module, "_safetensors_torch", types.SimpleNamespace(save_file=refuses))
-    assert dump_module.write_safetensors(tmp_path / "c.safetensors", tensors, {"step": 1}) == "roundscope"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.safetensors", "b.safetensors", "c.safetensors"]
-    for name in "abc":
-        back = rs.read(tmp_path / f"{name}.safetensors")
-        assert rs.read_metadata(tmp_path / f"{name}.safetensors") == {"step": "1"}
+    assert dump_module.write_safetensors(tmp_path / "d.safetensors", tensors, metadata, "safetensors") == "roundscope"
+    monkeypatch.setattr(dump_module, "_safetensors_torch", None)
+    assert dump_module.write_safetensors(tmp_path / "e.safetensors", tensors, metadata, "safetensors") == "roundscope"
+    written = ["a.safetensors", "b.safetensors", "c.safetensors", "d.safetensors", "e.safetensors"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == written + ["t.pt"]  # no partial files
+    for name in written:
+        back = rs.read(tmp_path / name)
+        assert rs.read_metadata(tmp_path / name) == {k: str(v) for k, v in metadata.items()}
         for n, t in tensors.items():
             assert back[n].tobytes() == raw_bytes(t), (name, n)
+    with pytest.raises(ValueError, match="^writer: 'numpy' is not one of roundscope, safetensors"):
+        dump_module.write_safetensors(tmp_path / "f.safetensors", tensors, metadata, "numpy")
+    with pytest.raises(ValueError, match="^writer: "):
+        AttentionDump(tmp_path, writer="numpy")
