@@ -65,20 +65,25 @@ def _torch_uint8():
     return torch.uint8
 
 
+def _numpy_in(x, what: str):
+    """(x as a little-endian C-contiguous numpy array, its roundscope dtype name); a TypeError
+    naming `what` where numpy's dtype has no roundscope format."""
+    a = np.asarray(x)
+    if a.dtype.byteorder == ">":
+        a = a.astype(a.dtype.newbyteorder("<"))
+    name = FROM_NUMPY.get(a.dtype)
+    if name is None:
+        raise TypeError(f"{what}: numpy dtype {a.dtype} has no roundscope format")
+    return np.ascontiguousarray(a), name
+
+
 def raw(x, what: str = "x", dtype: str | None = None):
     """(flat uint8 bytes, roundscope dtype name, shape) of an array-like, without a copy
     where the layout allows. `dtype` names the format of an array of raw bit patterns."""
     if is_torch_tensor(x):
         data, name, shape = _torch_raw(x, what)
     else:
-        a = np.asarray(x)
-        if a.dtype.byteorder == ">":
-            a = a.astype(a.dtype.newbyteorder("<"))
-        name = FROM_NUMPY.get(a.dtype)
-        if name is None:
-            raise TypeError(f"{what}: numpy dtype {a.dtype} has no roundscope format")
-        if not a.flags.c_contiguous:
-            a = np.ascontiguousarray(a)
+        a, name = _numpy_in(x, what)
         data, shape = a.reshape(-1).view(np.uint8), a.shape
     if dtype is not None:
         if dtype not in STORAGE_BYTES:
@@ -97,13 +102,7 @@ def to_torch(a, device=None):
     import torch
     if is_torch_tensor(a):
         return a if device is None else a.to(device)
-    a = np.asarray(a)
-    if a.dtype.byteorder == ">":
-        a = a.astype(a.dtype.newbyteorder("<"))
-    name = FROM_NUMPY.get(a.dtype)
-    if name is None:
-        raise TypeError(f"a: numpy dtype {a.dtype} has no roundscope format")
-    a = np.ascontiguousarray(a)
+    a, name = _numpy_in(a, "a")
     torch_dtype = getattr(torch, TORCH_OF.get(name, ""), None) if TORCH_OF.get(name) else None
     if torch_dtype is None:
         t = torch.from_numpy(a.view(np.uint8) if a.dtype.itemsize == 1 else a)

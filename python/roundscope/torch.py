@@ -77,6 +77,11 @@ def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: 
     refusal = _refusal(query, key, value, attn_mask, dropout_p, is_causal, enable_gqa)
     if refusal is not None:
         raise ValueError(refusal)
+    return _emulated(query, key, value, is_causal, scale, enable_gqa, recipe, settings, threads)
+
+
+def _emulated(query, key, value, is_causal, scale, enable_gqa, recipe, settings, threads):
+    """The call, already checked by _refusal, through the emulator."""
     if enable_gqa and query.dim() >= 3 and key.shape[-3] != query.shape[-3]:
         groups = query.shape[-3] // key.shape[-3]
         key = key.repeat_interleave(groups, dim=-3)
@@ -181,8 +186,8 @@ class emulate(TorchFunctionMode):
                            options["dropout_p"], options["is_causal"], options["enable_gqa"])
         if refusal is None:
             self.emulated += 1
-            return scaled_dot_product_attention(*args, **kwargs, recipe=self.recipe, settings=self.settings or None,
-                                                threads=self.threads)
+            return _emulated(options["query"], options["key"], options["value"], options["is_causal"],
+                             options["scale"], options["enable_gqa"], self.recipe, self.settings or None, self.threads)
         if self.fallback == "error":
             raise ValueError(f"roundscope.torch.emulate: {refusal}")
         self.fallbacks[refusal.split(":", 1)[0]] += 1

@@ -77,19 +77,22 @@ int check_scenario(const std::vector<emu::AttentionRecipe>& recipes, analysis::S
     return cases;
 }
 
-// One BF16 and one FP8 preset with 32 x 32 tiles: what the sanitizer builds run in bounded
-// time, crossing the barriers between tiles as often as the presets' larger tiles do.
-std::vector<emu::AttentionRecipe> sanitized_presets() {
+// The first BF16 and the first FP8 preset the kernels run, with tile x tile blocks.
+std::vector<emu::AttentionRecipe> two_presets(int tile) {
     std::vector<emu::AttentionRecipe> out;
     for (emu::AttentionRecipe recipe : kernel_presets()) {
         if ((recipe.input->bits == 16 && out.empty()) || (recipe.input->bits == 8 && out.size() == 1)) {
-            emu::apply_setting(recipe, "block_m=32");
-            emu::apply_setting(recipe, "block_n=32");
+            emu::apply_setting(recipe, "block_m=" + std::to_string(tile));
+            emu::apply_setting(recipe, "block_n=" + std::to_string(tile));
             out.push_back(recipe);
         }
     }
     return out;
 }
+
+// One BF16 and one FP8 preset with 32 x 32 tiles: what the sanitizer builds run in bounded
+// time, crossing the barriers between tiles as often as the presets' larger tiles do.
+std::vector<emu::AttentionRecipe> sanitized_presets() { return two_presets(32); }
 
 }  // namespace
 
@@ -119,14 +122,7 @@ TEST_CASE("simulated GPU flash kernels: the sanitizers' set", "[gpu-host][saniti
 // Row and key counts at a tile's edges (64 x 64 tiles): one row, one short of a tile, a whole
 // tile, one over, for a BF16 and an FP8 preset.
 TEST_CASE("simulated GPU flash kernels: N at the tile edges", "[gpu-host]") {
-    std::vector<emu::AttentionRecipe> recipes;
-    for (emu::AttentionRecipe recipe : kernel_presets()) {
-        if ((recipe.input->bits == 16 && recipes.empty()) || (recipe.input->bits == 8 && recipes.size() == 1)) {
-            emu::apply_setting(recipe, "block_m=64");
-            emu::apply_setting(recipe, "block_n=64");
-            recipes.push_back(recipe);
-        }
-    }
+    const std::vector<emu::AttentionRecipe> recipes = two_presets(64);
     REQUIRE(recipes.size() == 2);
     for (const std::uint64_t n : {1, 63, 64, 65}) {
         INFO("N = " << n);
