@@ -166,8 +166,6 @@ std::string probe_ptx(ProbeInstruction instruction, const emu::Format& input) {
            (instruction == ProbeInstruction::wgmma_rs ? " (A from registers)" : " (A from shared memory)");
 }
 
-std::string model_arch(int cc) { return cc >= 100 ? "sm100" : cc >= 90 ? "sm90" : cc >= 89 ? "sm89" : "sm80"; }
-
 int probe_rows(ProbeInstruction instruction) { return instruction == ProbeInstruction::mma_sync ? 16 : 64; }
 int probe_depth(const emu::Format& input) { return mma_depth(input_of(input)); }
 

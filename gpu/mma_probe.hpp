@@ -27,7 +27,7 @@ int compute_capability();
 
 /// The architecture whose models (emu/mma/mma_model.hpp) describe a GPU of compute capability `cc`:
 /// "sm80", "sm89", "sm90" or "sm100".
-std::string model_arch(int cc);
+inline std::string model_arch(int cc) { return cc >= 100 ? "sm100" : cc >= 90 ? "sm90" : cc >= 89 ? "sm89" : "sm80"; }
 
 /// D = A*B + C for `tiles` tiles on the GPU (bf16, f16, e4m3 or e5m2 inputs; float32 C and
 /// D), row-major bit patterns in the layout of emu::MmaTiles. Throws Error when the GPU cannot

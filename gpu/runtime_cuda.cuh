@@ -5,6 +5,7 @@
 #include <string>
 
 #include "gpu/device_buffer.hpp"
+#include "gpu/mma_probe.hpp"
 
 namespace roundscope::gpu {
 
@@ -23,13 +24,7 @@ inline DeviceLimits device_limits() {
     check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), "compute capability");
     check(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device), "compute capability");
     check(cudaDeviceGetAttribute(&shared, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), "shared memory limit");
-    const int cc = 10 * major + minor;
-    return {prop.name,
-            cc >= 100  ? "sm100"
-            : cc >= 90 ? "sm90"
-            : cc >= 89 ? "sm89"
-                       : "sm80",
-            static_cast<std::size_t>(shared)};
+    return {prop.name, model_arch(10 * major + minor), static_cast<std::size_t>(shared)};
 }
 
 template <class... Params, class... Args>
