@@ -1,0 +1,163 @@
+"""The GPU kit's dry run (ctest label `kit`): on a machine without a GPU, the kit is packaged from
+this build, each phase runs with its stand-ins (the simulated GPU, an invented MUFU, PyTorch on
+the CPU), its output is held to the budgets and the summary's schema, and ingest turns it into
+golden files whose checks pass; the fitting tools recover the invented unit bit for bit on all
+2^32 inputs. Negative controls: a corrupted capture, a failing step, files over the budgets."""
+import hashlib
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+TOOLS = ROOT / "tools" / "gpu"
+BUILD = pathlib.Path(os.environ.get("ROUNDSCOPE_BUILD", ROOT / "build"))
+sys.path.insert(0, str(TOOLS))
+
+import kit_check  # noqa: E402
+import kit_pack  # noqa: E402
+
+
+def run(*cmd, timeout=900, **kw):
+    return subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=timeout, **kw)
+
+
+@pytest.fixture(scope="module")
+def kit(tmp_path_factory):
+    out = tmp_path_factory.mktemp("kit") / "kit"
+    p = run(TOOLS / "build_kit.sh", "--from", BUILD, "--out", out)
+    assert p.returncode == 0, p.stderr + p.stdout
+    return out
+
+
+def dry_run(kit, phase, out, **kw):
+    return run(TOOLS / "run_all.sh", phase, "--dry-run", "--kit", kit, "--out", out, **kw)
+
+
+def ingest(phase_dir, golden, kit):
+    return run(sys.executable, TOOLS / "ingest.py", phase_dir, "--golden", golden, "--bin", kit / "bin",
+               "--json", golden / "report.json")
+
+
+def test_the_kit_is_complete_and_its_manifest_true(kit):
+    manifest = json.loads((kit / "manifest.json").read_text())
+    assert manifest["bytes"] < 40 * 2**20
+    for f in manifest["files"]:
+        data = (kit / f["path"]).read_bytes()
+        assert len(data) == f["bytes"] and hashlib.sha256(data).hexdigest() == f["sha256"], f["path"]
+    for program in ("mufu_probe", "mufu_fit", "kit_inputs", "gpu_sweep_host", "test_gpu_host"):
+        assert (kit / "bin" / program).exists()
+    ldd = run("ldd", kit / "bin" / "mufu_fit", env={**os.environ, "LD_LIBRARY_PATH": str(kit / "lib")})
+    assert "not found" not in ldd.stdout
+
+
+@pytest.mark.parametrize("phase", ["A", "B", "C"])
+def test_each_phase_runs_dry_within_the_budgets_and_ingests(kit, tmp_path, phase):
+    out = tmp_path / "out"
+    p = dry_run(kit, phase, out)
+    assert p.returncode == 0, p.stdout + p.stderr
+    c = run(sys.executable, TOOLS / "kit_check.py", out)
+    assert c.returncode == 0, c.stdout
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["dry_run"] and summary["passed"] and summary["phase"] == phase
+    assert summary["timeouts_s"] <= 540
+    i = ingest(out, tmp_path / "golden", kit)
+    assert i.returncode == 0, i.stdout + i.stderr
+    report = json.loads((tmp_path / "golden" / "report.json").read_text())
+    golden = tmp_path / "golden" / f"phase-{phase}"
+    assert json.loads((golden / "golden.json").read_text())["archives"] == summary["archives"]
+    if phase == "A":
+        # The fitting tools recovered the invented unit bit for bit from its windows and digests.
+        fits = json.loads((golden / "mufu_fit.json").read_text())
+        assert sorted(f["variant"] for f in fits) == ["ex2.approx.f32", "lg2.approx.f32", "rcp.approx.ftz.f32"]
+        for f in fits:
+            assert f["unit"] == "fake" and f["exact_chunks"] == 2**16 and f["failing_ranges"] == [], f
+        assert sorted(p.name for p in (golden / "mufu-models").iterdir()) == [
+            "ex2.approx.f32.model.safetensors", "lg2.approx.f32.model.safetensors",
+            "rcp.approx.ftz.f32.model.safetensors"]
+    if phase == "B":
+        assert report["sweep"]["cases"] == 16 and report["sweep"]["not_exact"] == 0
+    if phase == "C":
+        assert len(report["sdpa"]) == 8 and all(e["exit"] == 0 and e["total"] > 0 for e in report["sdpa"])
+
+
+def test_a_corrupted_capture_is_not_fitted(kit, tmp_path):
+    """One output of the window the exp2 table is read from, changed by one ulp: no hypothesis
+    reproduces the other windows, and mufu_fit says so (exit 1)."""
+    capture = tmp_path / "mufu_ex2.approx.ftz.f32.safetensors"
+    p = run(kit / "bin" / "mufu_probe", "--fake", "--variants", "ex2.approx.ftz.f32", "--out", tmp_path)
+    assert p.returncode == 0, p.stderr
+    data = bytearray(capture.read_bytes())
+    header_len = int.from_bytes(data[:8], "little")
+    header = json.loads(data[8:8 + header_len])
+    begin = 8 + header_len + header["window0.step"]["data_offsets"][0]
+    signed = lambda b: b - 256 if b > 127 else b  # noqa: E731
+    # Output j one ulp higher, the rest unchanged: step j up by one, step j + 1 down by one.
+    j = next(j for j in range(1000, 5000) if -100 < signed(data[begin + j]) < 100 and
+             -100 < signed(data[begin + j + 1]) < 100)
+    data[begin + j] = (data[begin + j] + 1) % 256
+    data[begin + j + 1] = (data[begin + j + 1] - 1) % 256
+    capture.write_bytes(bytes(data))
+    f = run(kit / "bin" / "mufu_fit", capture)
+    assert f.returncode == 1, f.stdout + f.stderr
+    assert "no hypothesis reproduces every window" in f.stdout
+
+
+def test_a_failing_step_is_recorded_and_the_phase_goes_on(kit, tmp_path):
+    broken = tmp_path / "kit"
+    shutil.copytree(kit, broken, symlinks=True)
+    (broken / "bin" / "gpu_sweep_host").write_text("#!/bin/sh\necho broken on purpose >&2\nexit 5\n")
+    out = tmp_path / "out"
+    p = dry_run(broken, "B", out)
+    assert p.returncode == 1
+    summary = json.loads((out / "summary.json").read_text())
+    steps = {s["name"]: s for s in summary["steps"]}
+    assert steps["sweep"]["status"] == "failed" and steps["sweep"]["rc"] == 5
+    assert steps["bench"]["status"] == "skipped"  # the step after it still ran
+    assert not summary["passed"]
+    assert "sweep: failed" in run(sys.executable, TOOLS / "kit_check.py", out).stdout
+    assert run(sys.executable, TOOLS / "kit_check.py", out, "--allow-failed-steps").returncode == 0
+
+
+def test_kit_check_refuses_what_breaks_a_budget(kit, tmp_path):
+    out = tmp_path / "out"
+    assert dry_run(kit, "B", out).returncode == 0
+    assert kit_check.problems(out, False) == []
+    (out / "stray.txt").write_text("x")
+    assert any("not listed" in x for x in kit_check.problems(out, False))
+    (out / "stray.txt").unlink()
+    archive = next(out.glob("*.tar.xz"))
+    archive.write_bytes(archive.read_bytes() + b"\0")
+    assert any("SHA-256" in x for x in kit_check.problems(out, False))
+
+
+def test_kit_pack_keeps_the_most_valuable_files_within_the_limits(tmp_path, monkeypatch):
+    """Budgets scaled down 2^10-fold: an incompressible step too big for one archive is packed
+    file by file, most valuable first, and what does not fit is dropped with the reason."""
+    monkeypatch.setattr(kit_pack, "MAX_FILE_BYTES", 15 * 1024)
+    monkeypatch.setattr(kit_pack, "MAX_PHASE_BYTES", 60 * 1024)
+    work = tmp_path / "work"
+    (work / "logs").mkdir(parents=True)
+    (work / "logs" / "mufu.log").write_text("ok\n")
+    (work / "mufu").mkdir()
+    names = ["mufu_rcp.approx.ftz.f32", "mufu_ex2.approx.f32", "mufu_lg2.approx.f32", "mufu_ex2.approx.ftz.f32",
+             "mufu_lg2.approx.ftz.f32", "mufu_huge"]
+    for i, name in enumerate(names):
+        size = 40 * 1024 if name == "mufu_huge" else 14 * 1024
+        (work / "mufu" / f"{name}.safetensors").write_bytes(os.urandom(size - 200))
+    (work / "steps.jsonl").write_text(json.dumps({"name": "mufu", "status": "ok", "rc": 0, "timeout_s": 150,
+                                                  "seconds": 1.0}) + "\n")
+    out = tmp_path / "out"
+    assert kit_pack.main(["--phase", "A", "--work", str(work), "--out", str(out)]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    kept = [a["archive"] for a in summary["archives"]]
+    assert kept == ["A-logs.tar.xz", "A-mufu-mufu_ex2.approx.f32.tar.xz", "A-mufu-mufu_lg2.approx.f32.tar.xz",
+                    "A-mufu-mufu_ex2.approx.ftz.f32.tar.xz", "A-mufu-mufu_lg2.approx.ftz.f32.tar.xz"]
+    dropped = {d["archive"]: d["why"] for d in summary["dropped"]}
+    assert "over the 15360-byte file limit" in dropped["A-mufu-mufu_huge.tar.xz"]
+    assert "over 61440" in dropped["A-mufu-mufu_rcp.approx.ftz.f32.tar.xz"]
+    assert all(p.stat().st_size <= 15 * 1024 for p in out.iterdir())

@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# Builds the GPU kit on the CPU (docs/gpu.md): the CUDA programs for sm_90a, stripped, with the
+# shared libraries they need that a bare GPU machine may lack (fmt, Highway, MPFR, MPFI, GMP,
+# libstdc++), and manifest.json (commit, sizes, SHA-256). The kit then travels with the working
+# tree (the device tool's `carry`) and tools/gpu/run_all.sh runs it.
+#
+#   tools/gpu/build_kit.sh [--from BUILD] [--out KIT]
+#     --from BUILD  package the programs of an existing build instead of configuring build-gpukit/
+#                   (the kit's dry run packages the CPU build: the host programs, and the CUDA ones
+#                   where that build has them)
+#     --out KIT     where the kit goes (default build-gpukit/kit)
+# Exit 0 with the kit checked (every library resolved from the kit, each program starts, under
+# 40 MiB), 1 when a check fails, 2 on bad arguments.
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/../.." && pwd)
+from="" out="$root/build-gpukit/kit"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --from) from=${2:?--from needs a folder}; shift 2 ;;
+    --out) out=${2:?--out needs a folder}; shift 2 ;;
+    *) echo "build_kit.sh: unknown argument '$1'" >&2; exit 2 ;;
+  esac
+done
+
+# The programs a GPU session runs, and the host programs of the dry run.
+gpu_programs="roundscope tests/test_gpu_mma tests/test_gpu_cast tests/test_gpu_flash tools/gpu/gpu_sweep"
+common_programs="tools/gpu/mufu_probe tools/gpu/kit_inputs tools/gpu/mufu_fit tools/gpu/gpu_sweep_host tests/test_gpu_host"
+
+if [ -z "$from" ]; then
+  build="$root/build-gpukit"
+  cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DROUNDSCOPE_CUDA=ON \
+    -DROUNDSCOPE_CUDA_ARCHITECTURES="90a-real;90-virtual" >/dev/null
+  targets=""
+  for p in $gpu_programs $common_programs; do targets="$targets $(basename "$p")"; done
+  # shellcheck disable=SC2086
+  cmake --build "$build" -j"$(nproc)" --target $targets
+  from=$build
+fi
+from=$(cd "$from" && pwd)
+case "$out" in /*) ;; *) out="$PWD/$out" ;; esac
+
+rm -rf "$out"
+mkdir -p "$out/bin" "$out/lib"
+packaged=""
+for p in $gpu_programs $common_programs; do
+  if [ -x "$from/$p" ]; then
+    strip --strip-unneeded -o "$out/bin/$(basename "$p")" "$from/$p"
+    packaged="$packaged $(basename "$p")"
+  else
+    case " $gpu_programs " in
+      *" $p "*) echo "build_kit.sh: $p not in $from (a build without CUDA): left out" >&2 ;;
+      *) echo "build_kit.sh: $p missing from $from" >&2; exit 1 ;;
+    esac
+  fi
+done
+
+# Bundle every shared library but glibc's own (which must match the machine's kernel and
+# loader) and the driver's libcuda (the GPU machine's own; the CUDA runtime is linked statically).
+for b in "$out"/bin/*; do
+  ldd "$b" | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | while read -r lib; do
+    case "$(basename "$lib")" in
+      libc.so.*|libm.so.*|libpthread.so.*|libdl.so.*|librt.so.*|ld-linux*|libcuda.so*) ;;
+      *) [ -e "$out/lib/$(basename "$lib")" ] || cp -L "$lib" "$out/lib/" ;;
+    esac
+  done
+done
+
+# Checks: each program finds every library it needs in the kit, and starts.
+status=0
+for b in "$out"/bin/*; do
+  if LD_LIBRARY_PATH="$out/lib" ldd "$b" | grep -q "not found"; then
+    echo "build_kit.sh: $(basename "$b") needs a library the kit lacks:" >&2
+    LD_LIBRARY_PATH="$out/lib" ldd "$b" | grep "not found" >&2
+    status=1
+  fi
+done
+if [ -x "$out/bin/roundscope" ]; then
+  LD_LIBRARY_PATH="$out/lib" "$out/bin/roundscope" --version >/dev/null || { echo "build_kit.sh: roundscope does not start" >&2; status=1; }
+fi
+for b in mufu_probe kit_inputs mufu_fit gpu_sweep_host; do
+  rc=0
+  LD_LIBRARY_PATH="$out/lib" "$out/bin/$b" --no-such-option >/dev/null 2>&1 || rc=$?
+  [ "$rc" = 2 ] || { echo "build_kit.sh: $b does not start (exit $rc, expected 2 on a bad option)" >&2; status=1; }
+done
+
+commit=$(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown)
+git -C "$root" diff --quiet HEAD 2>/dev/null || commit="$commit-dirty"
+python3 - "$out" "$commit" "$from" <<'EOF'
+import hashlib, json, os, pathlib, sys, time
+out, commit, source = pathlib.Path(sys.argv[1]), sys.argv[2], sys.argv[3]
+files = []
+for p in sorted(out.rglob("*")):
+    if p.is_file() and p.name != "manifest.json":
+        files.append({"path": str(p.relative_to(out)), "bytes": p.stat().st_size,
+                      "sha256": hashlib.sha256(p.read_bytes()).hexdigest()})
+cache = pathlib.Path(source) / "CMakeCache.txt"
+archs = "unknown"
+if cache.exists():
+    for line in cache.read_text().splitlines():
+        if line.startswith("ROUNDSCOPE_CUDA_ARCHITECTURES:"):
+            archs = line.split("=", 1)[1]
+manifest = {"commit": commit, "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "cuda_architectures": archs, "gpu_programs": [f["path"] for f in files if f["path"].startswith("bin/")],
+            "bytes": sum(f["bytes"] for f in files), "files": files}
+(out / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
+EOF
+bytes=$(du -sb "$out" | cut -f1)
+if [ "$bytes" -gt $((40 * 1024 * 1024)) ]; then
+  echo "build_kit.sh: the kit is $bytes bytes, over 40 MiB" >&2
+  status=1
+fi
+echo "build_kit.sh: kit in $out ($((bytes / 1024)) KiB; programs:$packaged)"
+exit $status

@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""Packs one phase of the GPU kit into what may come back from a GPU machine.
+
+The device tool returns at most 8 files of at most 16 MiB. This writes summary.json and at most
+7 .tar.xz archives of at most 15 MiB each (60 MiB in all), in order of value: the logs and
+metadata first, then each step's outputs by its rank; a step whose archive is too large is
+packed file by file, most valuable first; what still does not fit is dropped and the drop is
+recorded in the summary. Standard library only (the GPU machine has no extra packages).
+
+    kit_pack.py --phase A|B|C --work DIR --out DIR [--kit KIT] [--dry-run]
+"""
+import argparse
+import hashlib
+import io
+import json
+import lzma
+import pathlib
+import sys
+import tarfile
+import time
+
+SCHEMA = 1
+MAX_FILES = 8  # summary.json included
+MAX_FILE_BYTES = 15 * 1024 * 1024
+MAX_PHASE_BYTES = 60 * 1024 * 1024
+MAX_PHASE_TIMEOUT_S = 540  # every phase under 9 minutes, the device tool's 10-minute cap aside
+
+# The steps of each phase, most valuable first (docs/gpu.md).
+STEP_ORDER = {"A": ["mufu", "probe", "sass"], "B": ["sweep", "gpu-tests", "bench"], "C": ["sdpa", "sanitizers"]}
+# Within a step packed file by file: what to keep first (the first matching fragment wins).
+FILE_ORDER = ["ex2.approx.f32", "lg2.approx.f32", "ex2.approx.ftz", "lg2.approx.ftz", "rcp.approx",
+              "mma_", "_fwd", "_bwd"]
+
+
+def file_rank(path):
+    for i, fragment in enumerate(FILE_ORDER):
+        if fragment in path.name:
+            return i
+    return len(FILE_ORDER)
+
+
+def archive(files, base):
+    """The .tar.xz bytes of `files` (paths relative to `base`), deterministic: sorted, no owners, mtime 0."""
+    buf = io.BytesIO()
+    with lzma.open(buf, "wb", preset=6) as xz, tarfile.open(fileobj=xz, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for f in sorted(files):
+            info = tar.gettarinfo(str(f), arcname=str(f.relative_to(base)))
+            info.uid = info.gid = 0
+            info.uname = info.gname = ""
+            info.mtime = 0
+            with open(f, "rb") as data:
+                tar.addfile(info, data)
+    return buf.getvalue()
+
+
+def candidates(phase, work):
+    """(label, files) in order of value; a step too big for one archive becomes one per file."""
+    out = [("logs", sorted(p for p in (work / "logs").rglob("*") if p.is_file()) +
+            sorted(p for p in (work / "metadata").rglob("*") if p.is_file()))]
+    for name in STEP_ORDER[phase]:
+        files = sorted(p for p in (work / name).rglob("*") if p.is_file())
+        if not files:
+            continue
+        blob = archive(files, work)
+        if len(blob) <= MAX_FILE_BYTES:
+            out.append((name, files, blob))
+        else:
+            for f in sorted(files, key=lambda p: (file_rank(p), p.name)):
+                out.append((f"{name}-{f.stem}", [f]))
+    return out
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--phase", choices=("A", "B", "C"), required=True)
+    p.add_argument("--work", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--dry-run", action="store_true")
+    p.add_argument("--kit", help="the kit, whose manifest's commit the summary records")
+    a = p.parse_args(argv)
+    work, out = pathlib.Path(a.work), pathlib.Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    steps = [json.loads(line) for line in (work / "steps.jsonl").read_text().splitlines() if line.strip()]
+
+    kept, dropped, total = [], [], 0
+    for item in candidates(a.phase, work):
+        label, files = item[0], item[1]
+        blob = item[2] if len(item) > 2 else archive(files, work)
+        name = f"{a.phase}-{label}.tar.xz"
+        why = None
+        if len(blob) > MAX_FILE_BYTES:
+            why = f"{len(blob)} bytes compressed, over the {MAX_FILE_BYTES}-byte file limit"
+        elif len(kept) + 1 >= MAX_FILES:
+            why = f"already {len(kept)} archives and summary.json: the {MAX_FILES}-file limit"
+        elif total + len(blob) > MAX_PHASE_BYTES:
+            why = f"would bring the phase to {total + len(blob)} bytes, over {MAX_PHASE_BYTES}"
+        if why:
+            dropped.append({"archive": name, "files": [str(f.relative_to(work)) for f in files], "why": why})
+            continue
+        (out / name).write_bytes(blob)
+        total += len(blob)
+        kept.append({"archive": name, "bytes": len(blob), "sha256": hashlib.sha256(blob).hexdigest(),
+                     "files": [str(f.relative_to(work)) for f in files]})
+
+    manifest = json.loads(pathlib.Path(a.kit, "manifest.json").read_text()) if a.kit else {}
+    summary = {
+        "schema": SCHEMA,
+        "phase": a.phase,
+        "dry_run": a.dry_run,
+        "kit": {"commit": manifest.get("commit"), "bytes": manifest.get("bytes")},
+        "written": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "steps": steps,
+        "timeouts_s": sum(s["timeout_s"] for s in steps),
+        "archives": kept,
+        "dropped": dropped,
+        "budgets": {"max_files": MAX_FILES, "max_file_bytes": MAX_FILE_BYTES, "max_phase_bytes": MAX_PHASE_BYTES,
+                    "max_phase_timeout_s": MAX_PHASE_TIMEOUT_S},
+        "passed": all(s["status"] in ("ok", "skipped") for s in steps),
+    }
+    (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    print(f"kit_pack.py: phase {a.phase}: {len(kept)} archives, {total} bytes, {len(dropped)} dropped; "
+          f"steps: " + ", ".join(f"{s['name']} {s['status']}" for s in steps))
+    return 0 if summary["passed"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
