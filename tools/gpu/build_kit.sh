@@ -23,9 +23,10 @@ while [ $# -gt 0 ]; do
   esac
 done
 
-# The programs a GPU session runs, and the host programs of the dry run.
-gpu_programs="roundscope tests/test_gpu_mma tests/test_gpu_cast tests/test_gpu_flash tools/gpu/gpu_sweep"
-common_programs="tools/gpu/mufu_probe tools/gpu/kit_inputs tools/gpu/mufu_fit tools/gpu/gpu_sweep_host tests/test_gpu_host"
+# The programs a GPU session runs, and the host programs of the dry run (paths in the build).
+gpu_programs="./roundscope ./tests/test_gpu_mma ./tests/test_gpu_cast ./tests/test_gpu_flash ./tools/gpu/gpu_sweep"
+common_programs="./tools/gpu/mufu_probe ./tools/gpu/kit_inputs ./tools/gpu/mufu_fit ./tools/gpu/gpu_sweep_host
+  ./tests/test_gpu_host"
 
 if [ -z "$from" ]; then
   build="$root/build-gpukit"
