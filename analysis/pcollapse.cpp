@@ -99,9 +99,14 @@ PCollapseHead measure_head(const Measurement& m, std::uint64_t h, const PCollaps
     const std::uint64_t q_size = shape.n_q * shape.d, k_size = shape.n_kv * shape.d, v_size = shape.n_kv * shape.d_v,
                         o_size = shape.n_q * shape.d_v;
     const auto k_sink = static_cast<std::uint64_t>(o.k_sink);
-    CollapseModelOptions model{
-        o.recipe.p_format, o.orders,    o.scales, static_cast<std::uint64_t>(o.recipe.block_n), k_sink,
-        shape.causal,      shape.scale, o.threads};
+    CollapseModelOptions model{o.recipe.p_format,
+                               o.orders,
+                               o.scales,
+                               static_cast<std::uint64_t>(emu::resolved_block_n(o.recipe, shape.d)),
+                               k_sink,
+                               shape.causal,
+                               shape.scale,
+                               o.threads};
     const HeadCollapseModel prediction =
         collapse_model(head_slice(m.q, h, q_size), head_slice(m.k, h, k_size), shape.n_q, shape.n_kv, shape.d, model);
     has_sink = prediction.rows > 0;

@@ -125,7 +125,8 @@ struct BackwardParams {
     std::uint32_t* ds;                        // [h][n_q][n_kv]: dS cast, for the dQ pass
     std::uint32_t *dk_acc, *dv_acc, *dq_acc;  // float32 bits
     std::uint64_t n_q, n_kv, d, d_v;
-    bool causal, approx_exp2;
+    bool causal;
+    emu::Exp2Kind exp2;
     int block_m, block_n;
     float scale_log2;
     emu::Format g;
@@ -158,9 +159,9 @@ ROUNDSCOPE_KERNEL void flash_dk_dv_kernel(BackwardParams p) {
         sync_threads();
         for (std::uint64_t x = threadIdx.x; x < rows * keys; x += blockDim.x) {
             const std::uint64_t i = row0 + x / keys, j = key0 + x % keys;
-            const steps::BackwardElement e = steps::backward_element(
-                s[x], dp[x], j < steps::visible_keys(i, p.n_q, p.n_kv, p.causal), p.lse2[head * p.n_q + i],
-                p.delta[head * p.n_q + i], p.scale_log2, p.approx_exp2, p.g);
+            const steps::BackwardElement e =
+                steps::backward_element(s[x], dp[x], j < steps::visible_keys(i, p.n_q, p.n_kv, p.causal),
+                                        p.lse2[head * p.n_q + i], p.delta[head * p.n_q + i], p.scale_log2, p.exp2, p.g);
             s[x] = e.p_cast, dp[x] = e.ds_cast;
             p.ds[(head * p.n_q + i) * p.n_kv + j] = e.ds_cast;
         }
@@ -261,6 +262,11 @@ std::string flash_unsupported(const emu::AttentionRecipe& r) {
     if (!(*r.o_accumulator == emu::f32)) return "the CUDA twins keep the running O in float32";
     if (r.score_product != emu::Product::model || r.pv_product != emu::Product::model)
         return "the CUDA twins compute every product on the tensor cores";
+    if (r.block_n == 0) return "the CUDA twins need a fixed block_n (not auto)";
+    if (r.exp2 == emu::Exp2Kind::exp2f_proxy) return "the exp2f proxy is the emulator's (exp2=software or ex2.approx)";
+    if (r.row_sum != emu::RowSum::sequential || r.rescale_arg != emu::RescaleArg::scaled ||
+        r.epilogue != emu::Epilogue::fa2 || r.scale_log2 != emu::ScaleLog2::f32)
+        return "the CUDA twins run FlashAttention-2's defaults of row_sum, rescale_arg, epilogue and scale_log2";
     return {};
 }
 
@@ -359,7 +365,7 @@ emu::BackwardResult flash_backward(const emu::AttentionRecipe& recipe, const emu
                            sh.d,
                            sh.d_v,
                            sh.causal,
-                           ctx.approx_exp2,
+                           ctx.exp2,
                            recipe.block_m,
                            recipe.block_n,
                            ctx.scale_log2,

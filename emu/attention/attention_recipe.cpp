@@ -2,6 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
 #include "emu/mma/mma_model.hpp"
 #include "lib/error.hpp"
 
@@ -18,12 +22,55 @@ void validate(const AttentionRecipe& r) {
         fail("p_format", fmt::format("no {} {} model multiplies P in {} by V in {}", r.arch, r.instruction,
                                      r.p_format->name, r.input->name));
     if (r.block_m % 16 != 0 || r.block_n % 16 != 0) fail("block_m/block_n", "tiles must be multiples of 16");
-    if (r.v_quant != nullptr && r.diagonal_fix && r.block_n % r.v_block != 0)
+    if (r.v_quant != nullptr && r.diagonal_fix && r.block_n != 0 && r.block_n % r.v_block != 0)
         fail("v_block",
              fmt::format("the diagonal fix needs V blocks ({}) that divide block_n ({})", r.v_block, r.block_n));
     if ((r.softmax == SoftmaxKind::naive || r.softmax == SoftmaxKind::naive_unshifted) &&
         r.kv_order == KvOrder::reverse)
         fail("kv_order", "a naive softmax has no KV order");
+    const bool flash2_choices = r.row_sum != RowSum::sequential || r.rescale_arg != RescaleArg::scaled ||
+                                r.epilogue != Epilogue::fa2 || r.scale_log2 != ScaleLog2::f32;
+    if (flash2_choices && r.softmax != SoftmaxKind::online)
+        fail("softmax", "row_sum, rescale_arg, scale_log2 and epilogue are choices of the online softmax");
+    if (r.rescale_arg == RescaleArg::raw && r.max_adjust)
+        fail("rescale_arg", "the raw maxima and the max adjustment exclude each other");
+    if (r.epilogue == Epilogue::torch_flash && (r.p_scale != 1.0f || !(*r.o_accumulator == f32)))
+        fail("epilogue", "PyTorch's flash epilogue has P unscaled (p_scale 1) and O accumulated in f32");
+}
+
+int resolved_block_n(const AttentionRecipe& r, std::uint64_t d) {
+    if (r.block_n != 0) return r.block_n;
+    if (d > 128)
+        throw Error(fmt::format("recipe '{}': block_n=auto follows PyTorch's flash tiles for D <= 128 only (D is {})",
+                                r.name, d));
+    return d <= 64 ? 128 : 64;
+}
+
+// flash_api.cpp, num_splits_heuristic, with its float and double arithmetic.
+int torch_flash_splits(std::uint64_t heads, std::uint64_t n_q, std::uint64_t n_kv, std::uint64_t d, int sms) {
+    const int block_n = d <= 64 ? 256 : d <= 128 ? 128 : 64;
+    const auto ceildiv = [](std::uint64_t a, std::uint64_t b) { return static_cast<int>((a + b - 1) / b); };
+    const int n_blocks = ceildiv(n_kv, static_cast<std::uint64_t>(block_n));
+    const double m_blocks = static_cast<double>(heads) * ceildiv(n_q, 64);
+    const int slots = 2 * sms;  // the caller passes twice the SM count
+    if (m_blocks >= 0.8f * static_cast<float>(slots)) return 1;
+    const int batch_heads_mblocks = static_cast<int>(m_blocks);
+    const int max_splits = std::min({128, slots, n_blocks});
+    auto eligible = [&](int s) { return s == 1 || ceildiv(n_blocks, s) != ceildiv(n_blocks, s - 1); };
+    float best = 0;
+    std::vector<float> efficiency;
+    for (int s = 1; s <= max_splits; ++s) {
+        float eff = 0;
+        if (eligible(s)) {
+            const float waves = static_cast<float>(batch_heads_mblocks * s) / static_cast<float>(slots);
+            eff = waves / std::ceil(waves);
+            best = std::max(best, eff);
+        }
+        efficiency.push_back(eff);
+    }
+    for (int s = 1; s <= max_splits; ++s)
+        if (eligible(s) && efficiency[static_cast<std::size_t>(s - 1)] >= 0.85 * best) return s;
+    return 1;
 }
 
 }  // namespace roundscope::emu

@@ -14,6 +14,7 @@
 #include <string>
 #include <string_view>
 
+#include "emu/attention/softmax_choices.hpp"
 #include "emu/block/block_format.hpp"
 #include "emu/numbers/format.hpp"
 
@@ -28,12 +29,21 @@ enum class SoftmaxKind : std::uint8_t {
                       // float32 (torch_softmax.hpp); the emulator's only
 };
 
-enum class Exp2Kind : std::uint8_t {
-    software,         // soft_exp2.hpp: the same function on CPU and GPU (bit-exact)
-    hardware_approx,  // the GPU's ex2.approx; the emulator uses std::exp2 (not bit-exact)
+enum class KvOrder : std::uint8_t { forward, reverse };
+
+/// The constant c = scale log2(e) the scores are multiplied by before exp2.
+enum class ScaleLog2 : std::uint8_t {
+    f32,  // RN(scale x RN(log2 e)), a float32 product
+    f64,  // RN(scale x log2 e), the product in double (PyTorch's flash: params.scale_softmax_log2)
 };
 
-enum class KvOrder : std::uint8_t { forward, reverse };
+/// How a row ends: O, its LSE and an empty row.
+enum class Epilogue : std::uint8_t {
+    fa2,          // O = acc RN(1 / (l S)); LSE = (m' + log2 l) ln 2 with soft_log2; -inf when empty
+    torch_flash,  // PyTorch's flash (normalize_softmax_lse): O = acc RN(1 / l), 1/l taken as 1
+                  // when l is 0 or NaN; LSE = fma(m, scale, logf(l)) with the raw max m and the
+                  // proxy logf; +inf when empty
+};
 
 /// "forward" or "reverse": the one spelling of KV orders (recipes, the CLI, JSON).
 std::string_view kv_order_name(KvOrder order);
@@ -56,13 +66,17 @@ struct AttentionRecipe {
     const Format* input = &bf16;  // q, k, v and dO are rounded to it (RNE) first
     std::string arch = "sm90";    // the tensor-core model of every product (mma_model.hpp)
     std::string instruction = "mma.sync";
-    int block_m = 128, block_n = 64;         // Br x Bc tiles of S
+    int block_m = 128, block_n = 64;         // Br x Bc tiles of S; block_n 0: "auto", FlashAttention-2's
+                                             // as PyTorch builds it (D <= 64: 128, D <= 128: 64)
     Product score_product = Product::model;  // S = Q K^T
     Product pv_product = Product::model;     // P V
     SoftmaxKind softmax = SoftmaxKind::online;
     const Format* softmax_format = &f32;  // naive: the format of exp, sum and division;
                                           // online-torch: the format of S, row max and row sum
     Exp2Kind exp2 = Exp2Kind::software;
+    ScaleLog2 scale_log2 = ScaleLog2::f32;
+    RescaleArg rescale_arg = RescaleArg::scaled;
+    RowSum row_sum = RowSum::sequential;
     bool max_adjust = false;  // Qiu & Yao's fix: no P-bar entry exactly 1 (see below)
     float max_adjust_beta = 2;
     const Format* p_format = &bf16;  // P is cast to it (times p_scale) before P V
@@ -72,6 +86,9 @@ struct AttentionRecipe {
     int v_block = 32;
     bool diagonal_fix = false;  // the diagonal tile of P multiplies unquantized V
     const Format* o_format = &bf16;
+    Epilogue epilogue = Epilogue::fa2;
+    int split_kv_sms = 0;  // > 0: refuse shapes PyTorch's flash would split across KV on a GPU of this many
+                           // SMs (num_splits_heuristic); the split path is not modelled
     const Format* o_accumulator = &f32;  // the running O: f32 (kernels), or e.g. bf16 where each
                                          // block's P V and the rescaled O are rounded to it
                                          // (a flash attention written in PyTorch on BF16 tensors)
@@ -96,6 +113,16 @@ std::map<std::string, std::string> recipe_settings(const AttentionRecipe& recipe
 
 /// One line per key with the values it accepts, for `roundscope recipes`.
 std::map<std::string, std::string> recipe_keys();
+
+/// The KV tile width for head dimension d: block_n, or under "auto" (0) FlashAttention-2's as
+/// PyTorch builds it for sm_80 and newer (D <= 64: 128, D <= 128: 64); Error naming the recipe
+/// for auto with D > 128.
+int resolved_block_n(const AttentionRecipe& recipe, std::uint64_t d);
+
+/// How many KV splits PyTorch's flash forward runs for `heads` (batch x heads) of n_q queries
+/// and n_kv keys at head dimension d on a GPU of `sms` SMs (flash_api.cpp: set_params_splitkv,
+/// num_splits_heuristic); 1: the non-split kernel.
+int torch_flash_splits(std::uint64_t heads, std::uint64_t n_q, std::uint64_t n_kv, std::uint64_t d, int sms);
 
 /// Throws Error (naming the recipe and the key) for combinations the emulator cannot run: no
 /// tensor-core model for the inputs, tiles that are not multiples of 16, a V block that does

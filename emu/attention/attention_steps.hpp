@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "emu/attention/soft_exp2.hpp"
+#include "emu/attention/softmax_choices.hpp"
 #include "emu/numbers/f32_arith.hpp"
 #include "emu/numbers/round.hpp"
 #include "emu/numbers/unpack.hpp"
@@ -16,18 +17,8 @@ inline constexpr float ln2 = 0x1.62e430p-1f;    // ln(2) rounded to float32
 
 ROUNDSCOPE_HD constexpr float minus_infinity() { return -__builtin_huge_valf(); }
 
-/// exp2 as the recipe computes it: the shared software function, or the GPU's ex2.approx
-/// (on the CPU the library's exp2f: not the same function, hence not bit-exact).
-ROUNDSCOPE_HD inline float exp2(float x, bool hardware_approx) {
-    if (!hardware_approx) return soft_exp2(x);
-#if defined(__CUDA_ARCH__)
-    float y;
-    asm("ex2.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
-    return y;
-#else
-    return __builtin_exp2f(x);
-#endif
-}
+/// exp2 as the recipe computes it (softmax_choices.hpp).
+ROUNDSCOPE_HD inline float exp2(float x, Exp2Kind kind) { return exp2_of(x, kind); }
 
 /// The softmax scale in log2 units, as FlashAttention folds it into exp2's argument.
 ROUNDSCOPE_HD inline float scale_log2(float scale) { return f32_arith::mul(scale, log2e); }
@@ -48,14 +39,21 @@ ROUNDSCOPE_HD inline float adjusted_block_max(float block_max, int near_max_coun
 inline constexpr float near_max_log2 = 0x1.7a31a0p-10f;  // 1e-3 * log2(e), rounded to float32
 
 /// P-bar = exp2(t - m) for one score t (log2 units) and the row max m.
-ROUNDSCOPE_HD inline float p_bar(float t, float m, bool hardware_approx) {
-    return exp2(f32_arith::sub(t, usable_max(m)), hardware_approx);
+ROUNDSCOPE_HD inline float p_bar(float t, float m, Exp2Kind kind) {
+    return exp2(f32_arith::sub(t, usable_max(m)), kind);
 }
 
 /// The factor that carries the running sum and output from max m_old to m_new.
-ROUNDSCOPE_HD inline float rescale(float m_old, float m_new, bool hardware_approx) {
+ROUNDSCOPE_HD inline float rescale(float m_old, float m_new, Exp2Kind kind) {
     if (m_old == minus_infinity()) return 0.0f;  // nothing accumulated yet
-    return exp2(f32_arith::sub(m_old, usable_max(m_new)), hardware_approx);
+    return exp2(f32_arith::sub(m_old, usable_max(m_new)), kind);
+}
+
+/// The same factor from the raw scores' maxima, as FlashAttention-2 forms it:
+/// exp2(RN(RN(m_old - m_new) c)) with m_new taken as 0 when -inf (0 when m_old is -inf).
+ROUNDSCOPE_HD inline float rescale_raw(float m_old, float m_new, float scale_log2, Exp2Kind kind) {
+    if (m_old == minus_infinity()) return 0.0f;
+    return exp2(f32_arith::mul(f32_arith::sub(m_old, usable_max(m_new)), scale_log2), kind);
 }
 
 /// x rounded to f, nearest even, saturating (cvt.rn.satfinite): how every value the kernels
@@ -89,9 +87,9 @@ ROUNDSCOPE_HD inline float lse_log2(float m, float l) {
 }
 
 /// The backward pass's P from the stored LSE: exp2(t - LSE log2 e); 0 in an empty row.
-ROUNDSCOPE_HD inline float p_from_lse(float t, float lse2, bool hardware_approx) {
+ROUNDSCOPE_HD inline float p_from_lse(float t, float lse2, Exp2Kind kind) {
     if (lse2 == minus_infinity()) return 0.0f;
-    return exp2(f32_arith::sub(t, lse2), hardware_approx);
+    return exp2(f32_arith::sub(t, lse2), kind);
 }
 
 /// dS = P (dP - delta).
@@ -127,9 +125,9 @@ struct BackwardElement {
 };
 
 ROUNDSCOPE_HD inline BackwardElement backward_element(std::uint32_t s, std::uint32_t dp, bool visible, float lse2,
-                                                      float delta, float scale_log2, bool approx_exp2,
+                                                      float delta, float scale_log2, Exp2Kind exp2_kind,
                                                       const Format& g) {
-    const float p = visible ? p_from_lse(f32_arith::mul(float_from_bits(s), scale_log2), lse2, approx_exp2) : 0.0f;
+    const float p = visible ? p_from_lse(f32_arith::mul(float_from_bits(s), scale_log2), lse2, exp2_kind) : 0.0f;
     return {p, saturating_cast(p, g), saturating_cast(d_score(p, float_from_bits(dp), delta), g)};
 }
 
@@ -168,19 +166,29 @@ ROUNDSCOPE_HD inline bool diagonal_key(std::uint64_t i, std::uint64_t j, std::ui
 /// The choices of the online softmax a recipe makes (attention_recipe.hpp), as a kernel takes them.
 struct OnlineSoftmax {
     float scale_log2;
-    bool approx_exp2;
+    Exp2Kind exp2;
     bool max_adjust;
     float max_adjust_beta;
     float p_scale;
     Format p_format;
+    RescaleArg rescale_arg = RescaleArg::scaled;
+    RowSum row_sum = RowSum::sequential;
 };
 
-/// A row's running state: max m (log2 units, after any adjustment), sum l, and the largest
-/// unadjusted score with how many keys reached it (the analyses' repeated maxima).
+/// A row's running state: max m (log2 units, after any adjustment), sum l, the largest
+/// unadjusted score with how many keys reached it (the analyses' repeated maxima), the max of the
+/// raw scores, and under row_sum=quad-ffma the four lanes' partial sums (l is then their sum).
 struct OnlineRowState {
     float m = minus_infinity(), l = 0, true_max = minus_infinity();
     std::uint64_t true_max_count = 0;
+    float m_raw = minus_infinity();
+    float lanes[4] = {0, 0, 0, 0};
 };
+
+/// The row sum of four lanes' partials: the butterfly with offset 2, then 1.
+ROUNDSCOPE_HD inline float quad_sum(const float (&lanes)[4]) {
+    return f32_arith::add(f32_arith::add(lanes[0], lanes[2]), f32_arith::add(lanes[1], lanes[3]));
+}
 
 /// What the forward pass counts on the way (the analyses read them).
 struct ForwardCounts {
@@ -279,21 +287,36 @@ ROUNDSCOPE_HD inline float online_row_step(const OnlineSoftmax& f, const std::ui
     if (block_max > st.true_max) st.true_max = block_max, st.true_max_count = 0;
     if (block_max == st.true_max) st.true_max_count += static_cast<std::uint64_t>(at_max);
     if (f.max_adjust) block_max = adjusted_block_max(block_max, near_max, f.max_adjust_beta);
-    const float m_new = a::max(st.m, block_max);
-    const float factor = rescale(st.m, m_new, f.approx_exp2);
+    float raw_max = minus_infinity();
+    for (int j = 0; j < visible; ++j) raw_max = a::max(raw_max, float_from_bits(s[j]));
+    const float m_new = a::max(st.m, block_max), m_raw_new = a::max(st.m_raw, raw_max);
+    const float factor = f.rescale_arg == RescaleArg::raw ? rescale_raw(st.m_raw, m_raw_new, f.scale_log2, f.exp2)
+                                                          : rescale(st.m, m_new, f.exp2);
     if (ties != nullptr) ties->rescale(factor);
     float sum = 0;
     const PCastConstants k(f.p_scale, f.p_format);
     for (int j = 0; j < n; ++j) {
-        const float p = p_bar(t_of(j), m_new, f.approx_exp2);
-        sum = a::add(sum, p);
+        const float p = p_bar(t_of(j), m_new, f.exp2);
         p_out[j] = cast_p(p, f.p_scale, f.p_format);
         if (counts != nullptr && j < visible)
             count_p(p, f.p_scale, p_out[j], f.p_format, key0 + static_cast<std::uint64_t>(j), *counts, k);
         if (ties != nullptr && j < visible) ties->add(p, p_out[j] == k.one);
+        if (f.row_sum == RowSum::sequential) {
+            sum = a::add(sum, p);
+        } else {  // lane (j mod 8) / 2: its first key of the tile fused with the rescale
+            float& lane = st.lanes[(j % 8) / 2];
+            lane = j < 8 && j % 2 == 0 ? a::fma(lane, factor, p) : a::add(lane, p);
+        }
+    }
+    st.m = m_new;
+    st.m_raw = m_raw_new;
+    if (f.row_sum == RowSum::quad_ffma) {
+        for (int t = 0; t < 4; ++t)  // a lane whose keys all lie past the tile's end: fma(l, alpha, 0)
+            if (2 * t >= n) st.lanes[t] = a::mul(st.lanes[t], factor);
+        st.l = quad_sum(st.lanes);
+        return factor;
     }
     st.l = a::add(a::mul(st.l, factor), sum);
-    st.m = m_new;
     return factor;
 }
 

@@ -56,7 +56,7 @@ TileGradients tile_gradients(const FlashContext& ctx, const BackwardModels& mode
         for (std::uint64_t j = 0; j < n; ++j) {
             const std::uint64_t at = r * n + j;
             const steps::BackwardElement e = steps::backward_element(s[at], dp[at], keys.begin + j < visible, h.lse2[i],
-                                                                     delta, ctx.scale_log2, ctx.approx_exp2, g);
+                                                                     delta, ctx.scale_log2, ctx.exp2, g);
             if (p_times_dp != nullptr) (*p_times_dp)[at] = a::mul(e.p, float_from_bits(dp[at]));
             out.p_cast[at] = e.p_cast, out.ds_cast[at] = e.ds_cast;
         }
@@ -111,6 +111,8 @@ BackwardResult flash_backward(const AttentionRecipe& recipe, const AttentionShap
     const FlashContext ctx = flash_context(recipe, shape);
     if (recipe.softmax != SoftmaxKind::online && recipe.softmax != SoftmaxKind::online_torch)
         throw Error(fmt::format("recipe '{}': the backward pass needs an online softmax", recipe.name));
+    if (recipe.epilogue == Epilogue::torch_flash)
+        throw Error(fmt::format("recipe '{}': PyTorch's flash forward is modelled, its backward is not", recipe.name));
     if (in.d_o.size() != shape.heads * shape.n_q * shape.d_v)
         throw Error("attention: the backward pass needs a tensor 'do' of shape [.., Nq, Dv]");
     const Format& g = *recipe.ds_format;
@@ -127,7 +129,7 @@ BackwardResult flash_backward(const AttentionRecipe& recipe, const AttentionShap
     out.dq.assign(in.q.size(), 0), out.dk.assign(in.k.size(), 0), out.dv.assign(in.v.size(), 0);
     out.delta.assign(shape.heads * shape.n_q, 0);
     const std::vector<Span> row_blocks = blocks_of(shape.n_q, recipe.block_m);
-    const std::vector<Span> key_blocks = blocks_of(shape.n_kv, recipe.block_n);
+    const std::vector<Span> key_blocks = blocks_of(shape.n_kv, ctx.recipe.block_n);
     const std::uint64_t d = shape.d, dv = shape.d_v, nq = shape.n_q, nk = shape.n_kv;
     for (std::uint64_t head = 0; head < shape.heads; ++head) {
         HeadOperands h{in.q.data() + head * nq * d,

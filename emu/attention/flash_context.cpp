@@ -1,5 +1,7 @@
 #include "emu/attention/flash_context.hpp"
 
+#include <cmath>
+
 #include <fmt/format.h>
 
 #include <cstring>
@@ -37,10 +39,25 @@ bool FlashContext::diagonal_key(std::uint64_t i, std::uint64_t j) const {
 FlashContext flash_context(const AttentionRecipe& recipe, const AttentionShape& shape) {
     validate(recipe);
     FlashContext ctx{recipe, shape};
-    ctx.scale_log2 = steps::scale_log2(shape.scale);
-    ctx.approx_exp2 = recipe.exp2 == Exp2Kind::hardware_approx;
-    ctx.softmax = {ctx.scale_log2,         ctx.approx_exp2, recipe.max_adjust,
-                   recipe.max_adjust_beta, recipe.p_scale,  *recipe.p_format};
+    ctx.recipe.block_n = resolved_block_n(recipe, shape.d);
+    if (recipe.block_n == 0) validate(ctx.recipe);  // the resolved tile against the V blocks
+    if (recipe.split_kv_sms > 0) {
+        const int splits = torch_flash_splits(shape.heads, shape.n_q, shape.n_kv, shape.d, recipe.split_kv_sms);
+        if (splits > 1)
+            throw Error(fmt::format(
+                "recipe '{}': PyTorch's flash would split this shape's keys {} ways on a GPU of {} SMs ({} heads x {} "
+                "query blocks of 64 is under 0.8 x {}); the split-KV kernel is not modelled (--set split_kv_sms=0 "
+                "runs the non-split kernel's bits, what PyTorch runs for {} or more heads x query blocks)",
+                recipe.name, splits, recipe.split_kv_sms, shape.heads, (shape.n_q + 63) / 64, 2 * recipe.split_kv_sms,
+                static_cast<int>(std::ceil(0.8 * 2 * recipe.split_kv_sms))));
+    }
+    const float scale = static_cast<float>(shape.scale);
+    ctx.scale_log2 = recipe.scale_log2 == ScaleLog2::f64
+                         ? static_cast<float>(static_cast<double>(scale) * 1.4426950408889634074)  // M_LOG2E
+                         : steps::scale_log2(scale);
+    ctx.exp2 = recipe.exp2;
+    ctx.softmax = {ctx.scale_log2, ctx.exp2,         recipe.max_adjust,  recipe.max_adjust_beta,
+                   recipe.p_scale, *recipe.p_format, recipe.rescale_arg, recipe.row_sum};
     ctx.torch = {static_cast<float>(shape.scale), recipe.softmax_format, recipe.max_adjust,
                  recipe.max_adjust_beta,          recipe.p_scale,        recipe.p_format};
     return ctx;

@@ -29,7 +29,7 @@ struct FlashContext {
     AttentionRecipe recipe;
     AttentionShape shape;
     float scale_log2 = 0;
-    bool approx_exp2 = false;
+    Exp2Kind exp2 = Exp2Kind::software;
     steps::OnlineSoftmax softmax{};
     torch_eager::TorchSoftmax torch{};  // the online-torch softmax's choices
 

@@ -147,6 +147,17 @@ void finish_torch_row(const FlashContext& ctx, const std::uint32_t* acc, const s
     out.lse_log2[i] = a::mul(out.lse[i], steps::log2e);
 }
 
+// PyTorch's flash epilogue (normalize_softmax_lse): O = acc RN(1/l), with 1/l taken as 1 when l
+// is 0 or NaN; LSE = fma(m, scale, logf(l)) from the raw max, +inf for an empty row.
+void finish_torch_flash_row(const FlashContext& ctx, const std::uint32_t* acc, const steps::OnlineRowState& st,
+                            std::uint64_t i, ForwardResult& out) {
+    const bool empty = st.l == 0.0f || st.l != st.l;
+    write_output_row(ctx, acc, empty ? 1.0f : a::div(1.0f, st.l), i, out);
+    out.lse[i] =
+        empty ? __builtin_huge_valf() : a::fma(st.m_raw, static_cast<float>(ctx.shape.scale), logf_proxy(st.l));
+    out.lse_log2[i] = a::mul(out.lse[i], steps::log2e);
+}
+
 // O, LSE and the counts of a finished row block into the result.
 void finish_block(const FlashContext& ctx, const RowBlock& b, std::uint64_t head, ForwardResult& out) {
     const AttentionRecipe& r = ctx.recipe;
@@ -154,6 +165,10 @@ void finish_block(const FlashContext& ctx, const RowBlock& b, std::uint64_t head
         const std::uint64_t i = head * ctx.shape.n_q + b.rows.begin + row;
         if (r.softmax == SoftmaxKind::online_torch) {
             finish_torch_row(ctx, b.acc.data() + row * ctx.shape.d_v, b.state[row], i, out);
+            continue;
+        }
+        if (r.epilogue == Epilogue::torch_flash) {
+            finish_torch_flash_row(ctx, b.acc.data() + row * ctx.shape.d_v, b.state[row], i, out);
             continue;
         }
         write_output_row(ctx, b.acc.data() + row * ctx.shape.d_v, steps::output_factor(b.state[row].l, r.p_scale), i,
@@ -215,7 +230,7 @@ void naive_row_block(const FlashContext& ctx, const ForwardModels& models, const
         double l = 0;
         for (std::uint64_t j = 0; j < visible; ++j) {
             const float y = static_cast<float>(round(x[j] - shift));
-            x[j] = round(steps::exp2(a::mul(y, steps::log2e), ctx.approx_exp2));  // e_j
+            x[j] = round(steps::exp2(a::mul(y, steps::log2e), ctx.exp2));  // e_j
             l = round(l + x[j]);
         }
         for (std::uint64_t j = 0; j < visible; ++j) {

@@ -112,10 +112,32 @@ AttentionRecipe fa2_bf16_torch() {
     return r;
 }
 
+// PyTorch's flash forward on sm_90 (FlashAttention-2 built with UNFUSE_FMA and without fast math;
+// its op order read from the SASS torch 2.15 ships, docs/gpu.md): KV blocks in reverse; c =
+// RN(scale log2 e) in double; p = exp2f(RN(RN(s c) - RN(m c))); alpha = exp2f(RN(RN(m_old - m) c));
+// four lanes' partial row sums with a fused multiply-add; O = acc RN(1/l); LSE = fma(m, scale,
+// logf(l)). exp2f and logf use proxies for MUFU.EX2 and MUFU.LG2 until a capture exists, so the
+// recipe is not yet bit-exact with the GPU. Shapes PyTorch would split across KV on an H100 SXM
+// (132 SMs) are refused: the split kernel and its combine are not modelled.
+AttentionRecipe torch_flash_sm90() {
+    AttentionRecipe r;
+    r.name = "torch-flash-sm90";
+    r.block_n = 0;  // auto: 128 x 128 at D <= 64, 128 x 64 at D <= 128
+    r.kv_order = KvOrder::reverse;
+    r.exp2 = Exp2Kind::exp2f_proxy;
+    r.scale_log2 = ScaleLog2::f64;
+    r.rescale_arg = RescaleArg::raw;
+    r.row_sum = RowSum::quad_ffma;
+    r.epilogue = Epilogue::torch_flash;
+    r.split_kv_sms = 132;
+    return r;
+}
+
 const std::vector<AttentionRecipe>& presets() {
     static const std::vector<AttentionRecipe> all{
-        fa2_bf16(),          fa2_bf16_fixed(),  fa2_bf16_o_bf16(), fa2_bf16_torch(), fa3_bf16(), fa3_fp8(),
-        fp8_forward_order(), fp8_p_cast_only(), mxfp4_v(false),    mxfp4_v(true),    naive(f32), naive(f16)};
+        fa2_bf16(), fa2_bf16_fixed(),    fa2_bf16_o_bf16(), fa2_bf16_torch(), fa3_bf16(),
+        fa3_fp8(),  fp8_forward_order(), fp8_p_cast_only(), mxfp4_v(false),   mxfp4_v(true),
+        naive(f32), naive(f16),          torch_flash_sm90()};
     return all;
 }
 

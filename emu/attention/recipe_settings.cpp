@@ -22,8 +22,14 @@ constexpr NamedValues<SoftmaxKind, 4> softmax_names{{{{SoftmaxKind::online, "onl
                                                       {SoftmaxKind::naive, "naive"},
                                                       {SoftmaxKind::naive_unshifted, "naive-unshifted"},
                                                       {SoftmaxKind::online_torch, "online-torch"}}}};
-constexpr NamedValues<Exp2Kind, 2> exp2_names{
-    {{{Exp2Kind::software, "software"}, {Exp2Kind::hardware_approx, "ex2.approx"}}}};
+constexpr NamedValues<Exp2Kind, 3> exp2_names{{{{Exp2Kind::software, "software"},
+                                                {Exp2Kind::hardware_approx, "ex2.approx"},
+                                                {Exp2Kind::exp2f_proxy, "exp2f-proxy"}}}};
+constexpr NamedValues<ScaleLog2, 2> scale_log2_names{{{{ScaleLog2::f32, "f32"}, {ScaleLog2::f64, "f64"}}}};
+constexpr NamedValues<RescaleArg, 2> rescale_arg_names{{{{RescaleArg::scaled, "scaled"}, {RescaleArg::raw, "raw"}}}};
+constexpr NamedValues<RowSum, 2> row_sum_names{
+    {{{RowSum::sequential, "sequential"}, {RowSum::quad_ffma, "quad-ffma"}}}};
+constexpr NamedValues<Epilogue, 2> epilogue_names{{{{Epilogue::fa2, "fa2"}, {Epilogue::torch_flash, "torch-flash"}}}};
 constexpr NamedValues<KvOrder, 2> order_names{{{{KvOrder::forward, "forward"}, {KvOrder::reverse, "reverse"}}}};
 constexpr NamedValues<DeltaKind, 3> delta_names{
     {{{DeltaKind::stored_o, "o-stored"}, {DeltaKind::f32_o, "o-f32"}, {DeltaKind::p_dp, "p-dp"}}}};
@@ -110,12 +116,19 @@ const std::vector<Setting>& settings() {
         text_setting<&R::arch>("arch", "sm80|sm89|sm90|sm100"),
         text_setting<&R::instruction>("instruction", "mma.sync|wgmma|tcgen05.mma"),
         integer_setting<&R::block_m, 16, 1024>("block_m", "Br, a multiple of 16"),
-        integer_setting<&R::block_n, 16, 1024>("block_n", "Bc, a multiple of 16"),
+        {"block_n", "Bc, a multiple of 16, or auto (PyTorch's flash tile for the head dimension)",
+         [](const R& r) { return r.block_n == 0 ? std::string("auto") : std::to_string(r.block_n); },
+         [](R& r, std::string_view k, std::string_view v) {
+             r.block_n = v == "auto" ? 0 : parse_integer(k, v, 16, 1024);
+         }},
         named_setting<&R::score_product, product_names>("score_product"),
         named_setting<&R::pv_product, product_names>("pv_product"),
         named_setting<&R::softmax, softmax_names>("softmax"),
         format_setting<&R::softmax_format>("softmax_format", "a format (naive and online-torch softmax)"),
         named_setting<&R::exp2, exp2_names>("exp2"),
+        named_setting<&R::scale_log2, scale_log2_names>("scale_log2"),
+        named_setting<&R::rescale_arg, rescale_arg_names>("rescale_arg"),
+        named_setting<&R::row_sum, row_sum_names>("row_sum"),
         named_setting<&R::max_adjust, switch_names>("max_adjust"),
         positive_setting<&R::max_adjust_beta>("max_adjust_beta", "a positive number"),
         format_setting<&R::p_format>("p_format", "a format"),
@@ -127,6 +140,8 @@ const std::vector<Setting>& settings() {
         integer_setting<&R::v_block, 1, 1024>("v_block", "tokens per V scale"),
         named_setting<&R::diagonal_fix, switch_names>("diagonal_fix"),
         format_setting<&R::o_format>("o_format", "a format"),
+        named_setting<&R::epilogue, epilogue_names>("epilogue"),
+        integer_setting<&R::split_kv_sms, 0, 1024>("split_kv_sms", "SMs whose split-KV choice is refused (0: none)"),
         format_setting<&R::o_accumulator>("o_accumulator", "a format (the running O)"),
         named_setting<&R::delta, delta_names>("delta"),
         format_setting<&R::delta_format>("delta_format", "a format (dO * O and delta, float32 sums)"),

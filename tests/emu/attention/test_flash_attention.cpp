@@ -62,8 +62,13 @@ RowResult scalar_online_row(const AttentionRecipe& r, const AttentionShape& sh, 
         !sh.causal
             ? nk
             : static_cast<std::uint64_t>(std::clamp<std::int64_t>(position + 1, 0, static_cast<std::int64_t>(nk)));
-    const float scale_log2 = steps::scale_log2(sh.scale);
-    float m = steps::minus_infinity(), l = 0;
+    // The constant c, and the row's state: max m (log2 units), raw max, sum l or four lanes' sums.
+    const float scale_log2 = r.scale_log2 == ScaleLog2::f64
+                                 ? static_cast<float>(static_cast<double>(sh.scale) * 1.4426950408889634074)
+                                 : steps::scale_log2(sh.scale);
+    const bool quad = r.row_sum == RowSum::quad_ffma;
+    float m = steps::minus_infinity(), m_raw = steps::minus_infinity(), l = 0;
+    float lanes[4] = {0, 0, 0, 0};
     std::vector<std::uint32_t> acc(dv, 0);
     std::vector<std::uint64_t> starts;
     for (std::uint64_t c0 = 0; c0 < nk; c0 += static_cast<std::uint64_t>(r.block_n)) starts.push_back(c0);
@@ -78,24 +83,39 @@ RowResult scalar_online_row(const AttentionRecipe& r, const AttentionShape& sh, 
         const std::uint64_t c1 = std::min<std::uint64_t>(c0 + static_cast<std::uint64_t>(r.block_n), nk);
         if (sh.causal && static_cast<std::int64_t>(c0) > last_position) continue;
         std::vector<float> t(c1 - c0);
-        float block_max = steps::minus_infinity();
+        float block_max = steps::minus_infinity(), raw_max = steps::minus_infinity();
         for (std::uint64_t j = c0; j < c1; ++j) {
             std::vector<std::uint32_t> kj(k + j * d, k + (j + 1) * d);
             const float s = float_from_bits(score(q, kj.data(), 1, static_cast<int>(d), 0));
             t[j - c0] = j < visible ? a::mul(s, scale_log2) : steps::minus_infinity();
             block_max = std::max(block_max, t[j - c0]);
+            if (j < visible) raw_max = std::max(raw_max, s);
         }
-        const float m_new = std::max(m, block_max);
-        const float factor = steps::rescale(m, m_new, false);
+        const float m_new = std::max(m, block_max), m_raw_new = std::max(m_raw, raw_max);
+        float factor = steps::rescale(m, m_new, r.exp2);
+        if (r.rescale_arg == RescaleArg::raw)  // exp2(RN(RN(m_old - m_new) c)), the raw maxima
+            factor = m_raw == steps::minus_infinity()
+                         ? 0.0f
+                         : exp2_of(a::mul(a::sub(m_raw, steps::usable_max(m_raw_new)), scale_log2), r.exp2);
         float sum = 0;
+        std::vector<float> pbar(c1 - c0);
         std::vector<std::uint32_t> p(c1 - c0);
         for (std::uint64_t j = 0; j < c1 - c0; ++j) {
-            const float pj = steps::p_bar(t[j], m_new, false);
-            sum = a::add(sum, pj);
-            p[j] = steps::cast_p(pj, r.p_scale, *r.p_format);
+            pbar[j] = steps::p_bar(t[j], m_new, r.exp2);
+            sum = a::add(sum, pbar[j]);
+            p[j] = steps::cast_p(pbar[j], r.p_scale, *r.p_format);
         }
-        l = a::add(a::mul(l, factor), sum);
-        m = m_new;
+        if (quad) {  // lane u: keys 2u, 2u + 1, 2u + 8, 2u + 9, ...; its first fused with the rescale
+            for (std::uint64_t u = 0; u < 4; ++u) {
+                lanes[u] = a::fma(lanes[u], factor, 2 * u < c1 - c0 ? pbar[2 * u] : 0.0f);
+                for (std::uint64_t j = 2 * u + 1; j < c1 - c0; j += (j % 2 == 0 ? 1 : 7))
+                    lanes[u] = a::add(lanes[u], pbar[j]);
+            }
+            l = a::add(a::add(lanes[0], lanes[2]), a::add(lanes[1], lanes[3]));
+        } else {
+            l = a::add(a::mul(l, factor), sum);
+        }
+        m = m_new, m_raw = m_raw_new;
         for (std::uint64_t c = 0; c < dv; ++c) {
             const std::uint32_t scaled = bits_of(a::mul(float_from_bits(acc[c]), factor));
             if (*r.o_accumulator == f32) {
@@ -111,12 +131,14 @@ RowResult scalar_online_row(const AttentionRecipe& r, const AttentionShape& sh, 
             }
         }
     }
-    RowResult out{std::vector<std::uint32_t>(dv), steps::lse_log2(m, l)};
+    const bool torch = r.epilogue == Epilogue::torch_flash, empty = !(l > 0.0f);
+    const float lse_torch = empty ? INFINITY : a::fma(m_raw, sh.scale, logf_proxy(l));
+    RowResult out{std::vector<std::uint32_t>(dv), torch ? a::mul(lse_torch, steps::log2e) : steps::lse_log2(m, l)};
+    const float factor = torch ? (empty ? 1.0f : a::div(1.0f, l)) : steps::output_factor(l, r.p_scale);
     CastOptions o;
     o.saturate = true;
     for (std::uint64_t c = 0; c < dv; ++c)
-        out.o[c] = static_cast<std::uint32_t>(
-            cast_from_f32(a::mul(float_from_bits(acc[c]), steps::output_factor(l, r.p_scale)), *r.o_format, o));
+        out.o[c] = static_cast<std::uint32_t>(cast_from_f32(a::mul(float_from_bits(acc[c]), factor), *r.o_format, o));
     return out;
 }
 
@@ -217,7 +239,7 @@ TEST_CASE("One key: O is V and P-bar is 1", "[flash]") {
 
 TEST_CASE("The online row step may write P over its own scores (as the CUDA kernel does)", "[flash]") {
     const std::vector<std::uint32_t> scores = gaussian_bits(64, f32, 9, 3.0);
-    steps::OnlineSoftmax f{steps::scale_log2(0.125f), false, true, 2.0f, 256.0f, e4m3};
+    steps::OnlineSoftmax f{steps::scale_log2(0.125f), Exp2Kind::software, true, 2.0f, 256.0f, e4m3};
     for (const int visible : {0, 1, 40, 64}) {
         steps::OnlineRowState a, b;
         a.m = b.m = 1.5f, a.l = b.l = 3.0f;

@@ -1,0 +1,184 @@
+// The recipe torch-flash-sm90 (PyTorch's flash forward as its sm_90 SASS shows it, docs/gpu.md):
+// each of its choices does what the SASS does, checked against the formula written out here;
+// switched back to FlashAttention-2's defaults it is fa2-bf16 in reverse order, bit for bit, and
+// each choice alone changes bits (none is vacuous); the split-KV decision is num_splits_heuristic's;
+// what is not modelled (the split path, the backward pass) is refused, not approximated.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "emu/attention/attention_steps.hpp"
+#include "emu/attention/flash_attention.hpp"
+#include "emu/attention/random_operands.hpp"
+#include "lib/bits.hpp"
+#include "lib/error.hpp"
+
+using namespace roundscope;
+using namespace roundscope::emu;
+namespace a = roundscope::emu::f32_arith;
+
+namespace {
+
+AttentionShape shape(std::uint64_t heads, std::uint64_t n, std::uint64_t d, bool causal = false) {
+    return {heads, n, n, d, d, causal, static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)))};
+}
+
+AttentionRecipe with(AttentionRecipe r, const std::vector<std::string>& settings) {
+    for (const std::string& s : settings) apply_setting(r, s);
+    return r;
+}
+
+// Scores of one row (float32 bits) spread over a few units, so that sums round.
+std::vector<std::uint32_t> row_scores(int n, std::uint32_t seed) {
+    std::vector<std::uint32_t> s(static_cast<std::size_t>(n));
+    std::uint32_t x = seed;
+    for (auto& v : s) {
+        x = x * 1664525u + 1013904223u;
+        v = bits_of(static_cast<float>(static_cast<int>(x >> 8) % 4000) / 997.0f);
+    }
+    return s;
+}
+
+bool same_bits(const std::vector<std::uint32_t>& x, const std::vector<std::uint32_t>& y) { return x == y; }
+bool same_bits(const std::vector<float>& x, const std::vector<float>& y) {
+    if (x.size() != y.size()) return false;
+    for (std::size_t i = 0; i < x.size(); ++i)
+        if (bits_of(x[i]) != bits_of(y[i])) return false;
+    return true;
+}
+
+}  // namespace
+
+TEST_CASE("torch-flash-sm90: the four lanes' row sums, fused with the rescale, then the butterfly",
+          "[flash][torch-flash]") {
+    const float c = 0x1.715476p-3f;  // a scale log2(e)
+    steps::OnlineSoftmax f{c, Exp2Kind::software, false, 2.0f, 1.0f, bf16, RescaleArg::raw, RowSum::quad_ffma};
+    steps::OnlineRowState st;
+    std::vector<std::uint32_t> p(16);
+    const std::vector<std::uint32_t> s1 = row_scores(16, 1), s2 = row_scores(16, 2);
+    // Tile 1: the lanes' plain sums in their key order (2t, 2t+1, 2t+8, 2t+9).
+    steps::online_row_step(f, s1.data(), 16, 16, st, p.data(), nullptr);
+    float m = -INFINITY, m2 = -INFINITY;
+    for (const auto v : s1) m = std::max(m, float_from_bits(v));
+    auto pbar = [&](std::uint32_t s, float max) {
+        return soft_exp2(a::sub(a::mul(float_from_bits(s), c), a::mul(max, c)));
+    };
+    float lanes[4];
+    for (int t = 0; t < 4; ++t)
+        lanes[t] = a::add(a::add(a::add(pbar(s1[2 * t], m), pbar(s1[2 * t + 1], m)), pbar(s1[2 * t + 8], m)),
+                          pbar(s1[2 * t + 9], m));
+    CHECK(bits_of(st.l) == bits_of(a::add(a::add(lanes[0], lanes[2]), a::add(lanes[1], lanes[3]))));
+    CHECK(bits_of(st.m_raw) == bits_of(m));
+    // Tile 2 with a larger max: alpha from the raw maxima, each lane fma(l, alpha, its first P).
+    std::vector<std::uint32_t> s2_up = s2;
+    s2_up[5] = bits_of(m + 1.5f);
+    const float factor = steps::online_row_step(f, s2_up.data(), 16, 16, st, p.data(), nullptr);
+    for (const auto v : s2_up) m2 = std::max(m2, float_from_bits(v));
+    const float alpha = soft_exp2(a::mul(a::sub(m, m2), c));
+    CHECK(bits_of(factor) == bits_of(alpha));
+    for (int t = 0; t < 4; ++t)
+        lanes[t] = a::add(a::add(a::add(a::fma(lanes[t], alpha, pbar(s2_up[2 * t], m2)), pbar(s2_up[2 * t + 1], m2)),
+                                 pbar(s2_up[2 * t + 8], m2)),
+                          pbar(s2_up[2 * t + 9], m2));
+    CHECK(bits_of(st.l) == bits_of(a::add(a::add(lanes[0], lanes[2]), a::add(lanes[1], lanes[3]))));
+    // A tile narrower than 8 keys: the lanes without a key still take fma(l, alpha, 0).
+    steps::OnlineRowState narrow = st;
+    const std::vector<std::uint32_t> s3{bits_of(m2 + 2.0f), bits_of(m2)};
+    const float alpha3 = steps::online_row_step(f, s3.data(), 2, 2, narrow, p.data(), nullptr);
+    const float m3 = m2 + 2.0f;
+    CHECK(bits_of(narrow.lanes[0]) == bits_of(a::add(a::fma(st.lanes[0], alpha3, pbar(s3[0], m3)), pbar(s3[1], m3))));
+    for (int t = 1; t < 4; ++t) CHECK(bits_of(narrow.lanes[t]) == bits_of(a::mul(st.lanes[t], alpha3)));
+}
+
+TEST_CASE("torch-flash-sm90: exp2f's guard below -126 and the proxies it stands on", "[flash][torch-flash]") {
+    CHECK(exp2f_proxy(-130.0f) == 0x1p-130f);  // (2^-65)^2, subnormal, exact
+    CHECK(exp2f_proxy(-149.0f) == 0x1p-149f);
+    CHECK(exp2f_proxy(-151.0f) == 0.0f);  // 2^-75.5 squared rounds to 0
+    CHECK(exp2f_proxy(0.0f) == 1.0f);
+    CHECK(exp2f_proxy(-INFINITY) == 0.0f);
+    CHECK(bits_of(exp2f_proxy(-0.5f)) == bits_of(static_cast<float>(std::exp2(-0.5))));
+    CHECK(std::isnan(exp2f_proxy(NAN)));
+    // __logf: log2 rounded, times RN(ln 2); below 2^-126 through the 2^24 scaling.
+    CHECK(logf_proxy(1.0f) == 0.0f);
+    CHECK(bits_of(logf_proxy(3.0f)) == bits_of(a::mul(static_cast<float>(std::log2(3.0)), 0x1.62e430p-1f)));
+    CHECK(bits_of(logf_proxy(0x1p-140f)) == bits_of(a::mul(a::add(-116.0f, -24.0f), 0x1.62e430p-1f)));
+}
+
+TEST_CASE("torch-flash-sm90: O and LSE of a row with one key, and of a row with none", "[flash][torch-flash]") {
+    // Q and K with small integer entries, products in float64: the first causal row sees one key
+    // whose score s is exact, so l = 1, O = V's first row, LSE = RN(s scale).
+    AttentionShape sh = shape(1, 40, 64, true);
+    AttentionOperands in = random_operands(sh, bf16, 5);
+    for (std::size_t i = 0; i < in.q.size(); ++i) {
+        in.q[i] = static_cast<std::uint32_t>(
+            cast_from_f64(static_cast<double>(static_cast<int>(i * 7 % 5) - 2), bf16, CastOptions{}));
+        in.k[i] = static_cast<std::uint32_t>(
+            cast_from_f64(static_cast<double>(static_cast<int>(i * 3 % 7) - 3), bf16, CastOptions{}));
+    }
+    const AttentionRecipe r = with(find_recipe("torch-flash-sm90"), {"score_product=f64"});
+    const ForwardResult out = flash_forward(r, sh, in);
+    double s00 = 0;
+    for (std::uint64_t c = 0; c < sh.d; ++c) s00 += decode(bf16, in.q[c]) * decode(bf16, in.k[c]);
+    CHECK(bits_of(out.lse[0]) == bits_of(a::mul(static_cast<float>(s00), sh.scale)));
+    for (std::uint64_t c = 0; c < sh.d; ++c) CHECK(out.o[c] == in.v[c]);
+    // More queries than keys, causal (bottom-right): the first rows see nothing; PyTorch's
+    // epilogue writes LSE +inf and O 0 there.
+    AttentionShape wide = sh;
+    wide.n_q = 48;
+    AttentionOperands more = random_operands(wide, bf16, 6);
+    const ForwardResult w = flash_forward(find_recipe("torch-flash-sm90"), wide, more);
+    CHECK(w.lse[0] == INFINITY);
+    CHECK(decode(bf16, w.o[0]) == 0.0);
+    CHECK(std::isfinite(w.lse[47]));
+}
+
+TEST_CASE("torch-flash-sm90 with FlashAttention-2's defaults is fa2-bf16 in reverse order; each choice changes bits",
+          "[flash][torch-flash]") {
+    // D = 112: there c = scale log2(e) in float32 and in double differ (they agree at 64 and 128).
+    const AttentionShape sh = shape(2, 300, 112, false);
+    const AttentionOperands in = random_operands(sh, bf16, 11, 1.6);
+    const AttentionRecipe fa2_reverse = with(find_recipe("fa2-bf16"), {"kv_order=reverse"});
+    const std::vector<std::string> defaults{"exp2=software",      "scale_log2=f32", "rescale_arg=scaled",
+                                            "row_sum=sequential", "epilogue=fa2",   "block_n=64",
+                                            "split_kv_sms=0"};
+    const AttentionRecipe base = with(find_recipe("torch-flash-sm90"), defaults);
+    const ForwardResult want = flash_forward(fa2_reverse, sh, in), got = flash_forward(base, sh, in);
+    CHECK(same_bits(want.o, got.o));
+    CHECK(same_bits(want.lse, got.lse));
+    for (const std::string choice :
+         {"exp2=exp2f-proxy", "scale_log2=f64", "rescale_arg=raw", "row_sum=quad-ffma", "epilogue=torch-flash"}) {
+        const ForwardResult one = flash_forward(with(base, {choice}), sh, in);
+        INFO(choice);
+        CHECK_FALSE((same_bits(want.o, one.o) && same_bits(want.lse, one.lse)));
+    }
+}
+
+TEST_CASE("torch-flash-sm90: tiles by head dimension, PyTorch's split-KV decision, what is refused",
+          "[flash][torch-flash]") {
+    const AttentionRecipe r = find_recipe("torch-flash-sm90");
+    CHECK(resolved_block_n(r, 64) == 128);
+    CHECK(resolved_block_n(r, 128) == 64);
+    CHECK_THROWS_WITH(resolved_block_n(r, 256), Catch::Contains("D <= 128"));
+    CHECK(recipe_settings(r).at("block_n") == "auto");
+    // num_splits_heuristic on an H100 SXM (132 SMs): B 1, H 2, N 1000, D 128 is 32 query blocks
+    // of 64 against 264 slots, 8 blocks of 128 keys: 8 splits; enough heads x blocks (>= 211.2)
+    // or one KV block: 1.
+    CHECK(torch_flash_splits(2, 1000, 1000, 128, 132) == 8);
+    CHECK(torch_flash_splits(16, 1024, 1024, 128, 132) == 1);
+    CHECK(torch_flash_splits(13, 1024, 1024, 128, 132) == 1);  // 208 < 211.2, but 13 x 16 x s waves
+    CHECK(torch_flash_splits(2, 128, 128, 64, 132) == 1);      // one block of 256 keys
+    const AttentionShape split = shape(2, 1000, 128);
+    const AttentionOperands in = random_operands(split, bf16, 3);
+    CHECK_THROWS_WITH(flash_forward(r, split, in), Catch::Contains("split this shape's keys 8 ways"));
+    CHECK_NOTHROW(flash_forward(with(r, {"split_kv_sms=0"}), split, in));
+    const AttentionShape small = shape(1, 64, 64);
+    AttentionOperands b = random_operands(small, bf16, 4);
+    b.d_o = b.q;
+    const ForwardResult fwd = flash_forward(r, small, b);
+    CHECK_THROWS_WITH(flash_backward(r, small, b, fwd), Catch::Contains("backward is not"));
+    CHECK_THROWS_WITH(validate(with(r, {"p_scale=256"})), Catch::Contains("epilogue"));
+    CHECK_THROWS_WITH(validate(with(find_recipe("fa2-bf16"), {"rescale_arg=raw", "max_adjust=on"})),
+                      Catch::Contains("rescale_arg"));
+}
