@@ -3,6 +3,7 @@
 // stored dS). Each follows emu/attention/flash_forward.cpp and emu/attention/flash_backward.cpp step for step; the
 // scalar steps are the same functions (emu/attention/attention_steps.hpp).
 #include <algorithm>
+#include <chrono>
 #include <string>
 
 #include "emu/attention/attention_steps.hpp"
@@ -287,48 +288,98 @@ std::string flash_not_runnable_here(const emu::AttentionRecipe& r, bool backward
     return {};
 }
 
+namespace {
+
+// The forward pass's device buffers and launch, set up once: run() launches the kernel (and
+// returns when it has finished), result() downloads the outputs.
+class ForwardRun {
+public:
+    ForwardRun(const emu::AttentionRecipe& recipe, const emu::AttentionShape& sh, const emu::AttentionOperands& in)
+        : recipe_(recipe),
+          sh_(sh),
+          ctx_(emu::flash_context(recipe, sh)),
+          v_quantized_(emu::quantized_v(ctx_, in.v)),
+          q_(uploaded(in.q)),
+          k_(uploaded(in.k)),
+          v_(uploaded(in.v)),
+          vq_(uploaded(v_quantized_)),
+          acc_(outputs()),
+          o_(outputs()),
+          lse_(sh.heads * sh.n_q),
+          lse2_(sh.heads * sh.n_q) {}
+
+    void run() {
+        const ForwardParams p{q_.get(),
+                              k_.get(),
+                              v_.get(),
+                              v_quantized_.empty() ? nullptr : vq_.get(),
+                              acc_.get(),
+                              o_.get(),
+                              lse_.get(),
+                              lse2_.get(),
+                              sh_.n_q,
+                              sh_.n_kv,
+                              sh_.d,
+                              sh_.d_v,
+                              sh_.causal,
+                              recipe_.kv_order == emu::KvOrder::reverse,
+                              recipe_.diagonal_fix,
+                              recipe_.block_m,
+                              recipe_.block_n,
+                              recipe_.v_block,
+                              ctx_.softmax,
+                              *recipe_.o_format};
+        const dim3 grid(static_cast<unsigned>((sh_.n_q + recipe_.block_m - 1) / recipe_.block_m),
+                        static_cast<unsigned>(sh_.heads));
+        const std::size_t bytes = forward_shared_bytes(recipe_);
+        if (sh_.n_q > 0 && sh_.heads > 0)
+            with_input(input_of(*recipe_.input), [&]<Input in>() { forward_launch<in>(p, grid, bytes); });
+    }
+
+    emu::ForwardResult result() const {
+        emu::ForwardResult out;
+        out.o = downloaded(o_, outputs());
+        const std::vector<std::uint32_t> o_f32 = downloaded(acc_, outputs());
+        out.o_f32.resize(outputs());
+        for (std::size_t x = 0; x < outputs(); ++x) out.o_f32[x] = float_from_bits(o_f32[x]);
+        out.lse = downloaded(lse_, sh_.heads * sh_.n_q);
+        out.lse_log2 = downloaded(lse2_, sh_.heads * sh_.n_q);
+        return out;
+    }
+
+private:
+    std::size_t outputs() const { return sh_.heads * sh_.n_q * sh_.d_v; }
+
+    const emu::AttentionRecipe& recipe_;
+    const emu::AttentionShape& sh_;
+    emu::FlashContext ctx_;
+    std::vector<std::uint32_t> v_quantized_;
+    DeviceBuffer<std::uint32_t> q_, k_, v_, vq_, acc_, o_;
+    DeviceBuffer<float> lse_, lse2_;
+};
+
+}  // namespace
+
 emu::ForwardResult flash_forward(const emu::AttentionRecipe& recipe, const emu::AttentionShape& sh,
                                  const emu::AttentionOperands& in) {
     require_supported(recipe, false);
-    const emu::FlashContext ctx = emu::flash_context(recipe, sh);
-    const std::vector<std::uint32_t> v_quantized = emu::quantized_v(ctx, in.v);
-    DeviceBuffer<std::uint32_t> q = uploaded(in.q), k = uploaded(in.k), v = uploaded(in.v), vq = uploaded(v_quantized);
-    const std::size_t outputs = sh.heads * sh.n_q * sh.d_v;
-    DeviceBuffer<std::uint32_t> acc(outputs), o(outputs);
-    DeviceBuffer<float> lse(sh.heads * sh.n_q), lse2(sh.heads * sh.n_q);
-    const ForwardParams p{q.get(),
-                          k.get(),
-                          v.get(),
-                          v_quantized.empty() ? nullptr : vq.get(),
-                          acc.get(),
-                          o.get(),
-                          lse.get(),
-                          lse2.get(),
-                          sh.n_q,
-                          sh.n_kv,
-                          sh.d,
-                          sh.d_v,
-                          sh.causal,
-                          recipe.kv_order == emu::KvOrder::reverse,
-                          recipe.diagonal_fix,
-                          recipe.block_m,
-                          recipe.block_n,
-                          recipe.v_block,
-                          ctx.softmax,
-                          *recipe.o_format};
-    const dim3 grid(static_cast<unsigned>((sh.n_q + recipe.block_m - 1) / recipe.block_m),
-                    static_cast<unsigned>(sh.heads));
-    const std::size_t bytes = forward_shared_bytes(recipe);
-    if (sh.n_q > 0 && sh.heads > 0)
-        with_input(input_of(*recipe.input), [&]<Input in>() { forward_launch<in>(p, grid, bytes); });
-    emu::ForwardResult out;
-    out.o = downloaded(o, outputs);
-    const std::vector<std::uint32_t> o_f32 = downloaded(acc, outputs);
-    out.o_f32.resize(outputs);
-    for (std::size_t x = 0; x < outputs; ++x) out.o_f32[x] = float_from_bits(o_f32[x]);
-    out.lse = downloaded(lse, sh.heads * sh.n_q);
-    out.lse_log2 = downloaded(lse2, sh.heads * sh.n_q);
-    return out;
+    ForwardRun run(recipe, sh, in);
+    run.run();
+    return run.result();
+}
+
+std::vector<double> time_flash_forward(const emu::AttentionRecipe& recipe, const emu::AttentionShape& sh,
+                                       const emu::AttentionOperands& in, int repeats) {
+    require_supported(recipe, false);
+    ForwardRun run(recipe, sh, in);
+    run.run();  // the first launch pays for module loading and caches
+    std::vector<double> seconds;
+    for (int i = 0; i < repeats; ++i) {
+        const auto start = std::chrono::steady_clock::now();
+        run.run();  // launch() waits for the kernel
+        seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    }
+    return seconds;
 }
 
 emu::BackwardResult flash_backward(const emu::AttentionRecipe& recipe, const emu::AttentionShape& sh,

@@ -4,6 +4,7 @@
 // product, whose models emu/mma/mma_model.hpp proves bit-exact on the hardware. The same bits as
 // the emulator run with the device's architecture (gpu::model_arch).
 #include <string>
+#include <vector>
 
 #include "emu/attention/flash_attention.hpp"
 
@@ -22,6 +23,12 @@ std::string flash_not_runnable_here(const emu::AttentionRecipe& recipe, bool bac
 /// Throws Error when no GPU is usable or the recipe is unsupported.
 emu::ForwardResult flash_forward(const emu::AttentionRecipe& recipe, const emu::AttentionShape& shape,
                                  const emu::AttentionOperands& in);
+
+/// Wall-clock seconds of `repeats` forward launches on inputs uploaded once (after one launch
+/// that is not timed), each from launch to the kernel's end: what tools/gpu/bench_flash_gpu
+/// reports. On the simulated GPU, the simulation's time.
+std::vector<double> time_flash_forward(const emu::AttentionRecipe& recipe, const emu::AttentionShape& shape,
+                                       const emu::AttentionOperands& in, int repeats);
 
 /// The backward pass of the same recipe from the forward pass's LSE and O.
 emu::BackwardResult flash_backward(const emu::AttentionRecipe& recipe, const emu::AttentionShape& shape,

@@ -46,7 +46,8 @@ FlashContext flash_context(const AttentionRecipe& recipe, const AttentionShape& 
         if (splits > 1)
             throw Error(fmt::format(
                 "recipe '{}': PyTorch's flash would split this shape's keys {} ways on a GPU of {} SMs ({} heads x {} "
-                "query blocks of 64 is under 0.8 x {}); the split-KV kernel is not modelled (--set split_kv_sms=0 "
+                "query blocks of 64 is under 0.8 x {}); the split-KV kernel is not modelled (the setting "
+                "split_kv_sms=0 "
                 "runs the non-split kernel's bits, what PyTorch runs for {} or more heads x query blocks)",
                 recipe.name, splits, recipe.split_kv_sms, shape.heads, (shape.n_q + 63) / 64, 2 * recipe.split_kv_sms,
                 static_cast<int>(std::ceil(0.8 * 2 * recipe.split_kv_sms))));

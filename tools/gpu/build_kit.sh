@@ -24,9 +24,10 @@ while [ $# -gt 0 ]; do
 done
 
 # The programs a GPU session runs, and the host programs of the dry run (paths in the build).
-gpu_programs="./roundscope ./tests/test_gpu_mma ./tests/test_gpu_cast ./tests/test_gpu_flash ./tools/gpu/gpu_sweep"
+gpu_programs="./roundscope ./tests/test_gpu_mma ./tests/test_gpu_cast ./tests/test_gpu_flash ./tools/gpu/gpu_sweep
+  ./tools/gpu/bench_flash_gpu"
 common_programs="./tools/gpu/mufu_probe ./tools/gpu/kit_inputs ./tools/gpu/mufu_fit ./tools/gpu/gpu_sweep_host
-  ./tests/test_gpu_host"
+  ./tools/gpu/bench_flash_gpu_host ./tests/test_gpu_host"
 
 if [ -z "$from" ]; then
   build="$root/build-gpukit"
@@ -49,7 +50,8 @@ for p in $gpu_programs $common_programs; do
     strip --strip-unneeded -o "$out/bin/$(basename "$p")" "$from/$p"
     packaged="$packaged $(basename "$p")"
   else
-    case " $gpu_programs " in
+    # shellcheck disable=SC2086
+    case " $(echo $gpu_programs) " in
       *" $p "*) echo "build_kit.sh: $p not in $from (a build without CUDA): left out" >&2 ;;
       *) echo "build_kit.sh: $p missing from $from" >&2; exit 1 ;;
     esac

@@ -7,7 +7,8 @@ PHASE_DIR holds summary.json and the phase's .tar.xz archives (tools/gpu/run_all
 archive is checked against the summary's SHA-256, then:
   A  the MUFU captures go through mufu_fit (a model fitted and checked on all 2^32 inputs; its
      table written beside them), and each MMA probe file through `roundscope mma --check`;
-  B  the crosscheck sweep is counted: every case must be bit-exact;
+  B  the crosscheck sweep is counted: every case must be bit-exact; the benchmark's lines (our
+     kernels' TFLOP/s and their ratios to PyTorch's backends) go into the report;
   C  the SDPA captures' inputs are made again by kit_inputs and must hash as on the GPU; each
      BF16 flash and cuDNN forward case is written as a dump and compared with
      `roundscope compare` against the exact truth and the emulations of torch-flash-sm90 (PyTorch's
@@ -59,6 +60,8 @@ def phase_b(root, golden, bins, report):
     report["sweep"] = {"cases": len(cases), "not_exact": len(inexact), "not_runnable":
                        [{"preset": x["preset"], "why": x["why"]} for x in lines if not x.get("runnable", True)],
                        "first_not_exact": inexact[:10]}
+    bench = root / "bench" / "bench.jsonl"
+    report["bench"] = [json.loads(x) for x in bench.read_text().splitlines() if x.strip()] if bench.exists() else []
     return len(cases) > 0 and not inexact
 
 

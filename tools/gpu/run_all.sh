@@ -101,13 +101,21 @@ inputs() {  # the SDPA captures' inputs: every shape x scenario, made here from 
     done
   done
 }
+bench() {  # $1: device, $2 heads, $3 N, $4 D, $5 repeats: ours (bench_flash_gpu), then PyTorch's beside it
+  local program=bench_flash_gpu
+  [ "$1" = cpu ] && program=bench_flash_gpu_host
+  kitrun "$kit/bin/$program" --presets fa2-bf16,fa3-fp8 --heads "$2" --n "$3" --d "$4" --repeats "$5" \
+    --out ours.jsonl
+  "$python" "$root/tools/gpu/bench_sdpa.py" --device "$1" --batch 1 --heads "$2" --n "$3" --d "$4" \
+    --repeats "$5" --ours ours.jsonl --out bench.jsonl
+}
 sdpa() {  # $1: shapes, $2: device
   inputs "$1" && "$python" "$root/tools/gpu/sdpa_capture.py" --inputs inputs --out . --device "$2" --shapes "$1" &&
     rm -rf inputs
 }
 
 export kit root python
-export -f kitrun have metadata sass inputs sdpa
+export -f kitrun have metadata sass inputs sdpa bench
 
 sanitizer_cases="--n 65 --d 64 --presets fa2-bf16,fa3-fp8"
 case "$phase" in
@@ -130,12 +138,13 @@ case "$phase" in
       step gpu-tests 120 kitrun "$kit/bin/test_gpu_host" "simulated GPU mma.sync probe equals the models"
       step sweep 200 kitrun "$kit/bin/gpu_sweep_host" --n 1,65 --d 64 --presets fa2-bf16,fa3-fp8 \
         --scenarios random,sink --out sweep.jsonl --threads "$threads"
+      step bench 60 bench cpu 2 128 64 3
     else
       step gpu-tests 90 env ROUNDSCOPE_REQUIRE_GPU=1 bash -c \
         'kitrun "$kit/bin/test_gpu_mma" && kitrun "$kit/bin/test_gpu_cast"'
       step sweep 330 kitrun "$kit/bin/gpu_sweep" --out sweep.jsonl --threads "$threads"
+      step bench 90 bench cuda 64 4096 128 5  # B 4 x H 16
     fi
-    skip bench 60 "no GPU benchmark program yet (issue: the fast kernel's benchmark)"
     ;;
   C)
     step metadata 20 metadata

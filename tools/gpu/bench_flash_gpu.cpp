@@ -1,0 +1,120 @@
+// Our CUDA flash-attention kernels' forward speed, one JSON line per preset: the median of
+// `--repeats` launches on random BF16 (or the preset's format) inputs, and TFLOP/s counting
+// 4 N^2 D multiply-adds per head (half of them under the causal mask). tools/gpu/bench_sdpa.py
+// times PyTorch's SDPA backends on the same shape, and the kit's phase B sets the two side by
+// side. Built for the GPU (bench_flash_gpu) and the simulated GPU (bench_flash_gpu_host, the dry run).
+//
+//   bench_flash_gpu [--heads 64] [--n 4096] [--d 128] [--presets fa2-bf16,fa3-fp8] [--repeats 5]
+//                   [--causal] [--out FILE.jsonl]
+// Exit 0, 1 when a preset cannot run here, 2 on bad arguments, 3 without a usable GPU.
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "emu/attention/attention_recipe.hpp"
+#include "emu/attention/random_operands.hpp"
+#include "gpu/device.hpp"
+#include "gpu/flash_attention.hpp"
+#include "gpu/mma_probe.hpp"
+#include "lib/error.hpp"
+
+using namespace roundscope;
+
+namespace {
+
+[[noreturn]] void usage(const std::string& why) {
+    std::fprintf(stderr,
+                 "bench_flash_gpu: %s\nusage: bench_flash_gpu [--heads H] [--n N] [--d D] [--presets LIST] "
+                 "[--repeats R] [--causal] [--out FILE.jsonl]\n",
+                 why.c_str());
+    std::exit(2);
+}
+
+std::uint64_t number(const std::string& option, const std::string& text, std::uint64_t most) {
+    std::size_t used = 0;
+    unsigned long long v = 0;
+    try {
+        v = std::stoull(text, &used);
+    } catch (const std::exception&) {
+        used = 0;
+    }
+    if (used != text.size() || text.empty() || text[0] == '-' || v == 0 || v > most)
+        usage(option + ": '" + text + "' is not a number from 1 to " + std::to_string(most));
+    return v;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    std::uint64_t heads = 64, n = 4096, d = 128, repeats = 5;
+    bool causal = false;
+    std::vector<std::string> presets{"fa2-bf16", "fa3-fp8"};
+    std::string out;
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        if (a == "--causal") {
+            causal = true;
+            continue;
+        }
+        if (i + 1 >= argc) usage("unknown or incomplete option '" + a + "'");
+        const std::string v = argv[++i];
+        if (a == "--heads")
+            heads = number(a, v, 4096);
+        else if (a == "--n")
+            n = number(a, v, 1 << 20);
+        else if (a == "--d")
+            d = number(a, v, 256);
+        else if (a == "--repeats")
+            repeats = number(a, v, 1000);
+        else if (a == "--out")
+            out = v;
+        else if (a == "--presets") {
+            presets.clear();
+            for (std::size_t at = 0; at <= v.size();) {
+                const std::size_t comma = std::min(v.find(',', at), v.size());
+                presets.push_back(v.substr(at, comma - at));
+                at = comma + 1;
+            }
+        } else {
+            usage("unknown option '" + a + "'");
+        }
+    }
+    const int cc = gpu::compute_capability();
+    if (cc == 0) {
+        std::fprintf(stderr, "bench_flash_gpu: no usable CUDA device\n");
+        return 3;
+    }
+    std::ofstream file;
+    if (!out.empty()) {
+        file.open(out);
+        if (!file) usage("--out: cannot write '" + out + "'");
+    }
+    int status = 0;
+    const emu::AttentionShape shape{heads, n, n, d, d, causal, static_cast<float>(1.0 / std::sqrt(double(d)))};
+    for (const std::string& name : presets) {
+        nlohmann::json line{{"kernel", "roundscope " + name}, {"heads", heads}, {"n", n}, {"d", d}, {"causal", causal},
+                            {"device", gpu::device_name()}};
+        try {
+            emu::AttentionRecipe recipe = emu::find_recipe(name);
+            if (recipe.instruction == "wgmma") emu::apply_setting(recipe, "instruction=mma.sync");
+            recipe.arch = gpu::model_arch(cc);
+            const emu::AttentionOperands in = emu::random_operands(shape, *recipe.input, 1);
+            std::vector<double> t = gpu::time_flash_forward(recipe, shape, in, static_cast<int>(repeats));
+            std::sort(t.begin(), t.end());
+            const double median = t[t.size() / 2];
+            const double flops = 4.0 * double(heads) * double(n) * double(n) * double(d) * (causal ? 0.5 : 1.0);
+            line["seconds"] = t, line["median_s"] = median, line["tflops"] = flops / median / 1e12;
+        } catch (const Error& e) {
+            line["error"] = e.what();
+            status = 1;
+        }
+        (out.empty() ? std::cout : file) << line.dump() << "\n" << std::flush;
+    }
+    return status;
+}

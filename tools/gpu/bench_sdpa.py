@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""PyTorch's SDPA backends' forward speed on one shape, for the GPU kit's phase B: each backend
+(flash, cuDNN, efficient; flash and math on the CPU, the dry run) on random BF16 inputs, the
+median of --repeats timed calls (CUDA events on a GPU), TFLOP/s counting 4 N^2 D multiply-adds
+per head (half under the causal mask). One JSON line per backend; with --ours FILE.jsonl (from
+bench_flash_gpu) each of our kernels' lines gains its ratio to every backend.
+
+    bench_sdpa.py [--batch 4] [--heads 16] [--n 4096] [--d 128] [--repeats 5] [--causal]
+                  [--device cuda|cpu] [--ours FILE.jsonl] [--out FILE.jsonl]
+Needs torch only. Exit 0, 2 on bad arguments, 3 without CUDA where --device cuda.
+"""
+import argparse
+import json
+import math
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+BACKENDS = {"cuda": ("flash", "cudnn", "efficient"), "cpu": ("flash", "math")}
+
+
+def timed(fn, repeats, device):
+    fn()  # the first call pays for loading and autotuning
+    out = []
+    for _ in range(repeats):
+        if device == "cuda":
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            torch.cuda.synchronize()
+            out.append(start.elapsed_time(end) / 1e3)
+        else:
+            t = time.perf_counter()
+            fn()
+            out.append(time.perf_counter() - t)
+    return out
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--batch", type=int, default=4)
+    p.add_argument("--heads", type=int, default=16)
+    p.add_argument("--n", type=int, default=4096)
+    p.add_argument("--d", type=int, default=128)
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--causal", action="store_true")
+    p.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    p.add_argument("--ours", help="bench_flash_gpu's JSON lines, to set ratios against")
+    p.add_argument("--out", help="write the JSON lines here (default: stdout)")
+    a = p.parse_args(argv)
+    for name in ("batch", "heads", "n", "d", "repeats"):
+        if getattr(a, name) < 1:
+            p.error(f"--{name} must be at least 1")
+    if a.device == "cuda" and not torch.cuda.is_available():
+        print("bench_sdpa: no CUDA device", file=sys.stderr)
+        return 3
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    kinds = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
+             "efficient": SDPBackend.EFFICIENT_ATTENTION, "math": SDPBackend.MATH}
+    g = torch.Generator(device="cpu").manual_seed(1)
+    shape = (a.batch, a.heads, a.n, a.d)
+    q, k, v = (torch.randn(shape, generator=g).to(a.device, torch.bfloat16) for _ in range(3))
+    flops = 4.0 * a.batch * a.heads * a.n * a.n * a.d * (0.5 if a.causal else 1.0)
+    device = torch.cuda.get_device_name(0) if a.device == "cuda" else "cpu"
+    lines = []
+    for name in BACKENDS[a.device]:
+        line = {"kernel": f"torch {name}", "batch": a.batch, "heads": a.heads, "n": a.n, "d": a.d,
+                "causal": a.causal, "device": device, "torch": torch.__version__}
+        try:
+            with sdpa_kernel(kinds[name]):
+                t = sorted(timed(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=a.causal), a.repeats,
+                                 a.device))
+            line.update(seconds=t, median_s=t[len(t) // 2], tflops=flops / t[len(t) // 2] / 1e12)
+        except Exception as e:  # a backend this device or shape cannot run: recorded
+            line["error"] = f"{type(e).__name__}: {e}"
+        lines.append(line)
+    if a.ours:
+        torch_lines = [x for x in lines if "median_s" in x]
+        for text in open(a.ours).read().splitlines():
+            ours = json.loads(text)
+            if "median_s" in ours and ours["heads"] == a.batch * a.heads and ours["n"] == a.n and ours["d"] == a.d:
+                ours["ratio_to"] = {x["kernel"]: x["median_s"] / ours["median_s"] for x in torch_lines}
+            lines.append(ours)
+    text = "".join(json.dumps(x) + "\n" for x in lines)
+    if a.out:
+        open(a.out, "w").write(text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
