@@ -7,7 +7,6 @@
 // this GPU cannot run is listed with the reason; a run of no case fails.
 //   test_gpu_flash [--n 1,63,64,65,300] [--d 64,128] [--presets NAME,...]   (bad arguments: exit 2)
 #include <algorithm>
-#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <set>
@@ -22,6 +21,7 @@
 #include "gpu/mma_probe.hpp"
 #include "lib/error.hpp"
 #include "tests/gpu/gpu_or_skip.hpp"
+#include "tools/gpu/kit_options.hpp"
 
 using namespace roundscope;
 
@@ -33,26 +33,15 @@ struct Sweep {
     std::set<std::string> presets;  // empty: every preset the kernels run
 };
 
-std::vector<std::string> split(std::string_view list) {
-    std::vector<std::string> out;
-    for (std::size_t at = 0; at <= list.size();) {
-        const std::size_t comma = std::min(list.find(',', at), list.size());
-        out.emplace_back(list.substr(at, comma - at));
-        at = comma + 1;
-    }
-    return out;
-}
-
 std::vector<std::uint64_t> sizes(const char* option, std::string_view list) {
     std::vector<std::uint64_t> out;
-    for (const std::string& item : split(list)) {
-        std::uint64_t v = 0;
-        const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
-        if (ec != std::errc{} || end != item.data() + item.size() || v == 0 || v > 65536) {
+    for (const std::string& item : kit::split(list)) {
+        const auto v = kit::number(item, 1, 65536);
+        if (!v) {
             std::fprintf(stderr, "test_gpu_flash: %s: '%s' is not a size from 1 to 65536\n", option, item.c_str());
             std::exit(2);
         }
-        out.push_back(v);
+        out.push_back(*v);
     }
     return out;
 }
@@ -68,7 +57,7 @@ Sweep parse(int argc, char** argv) {
         if (option == "--n") s.n = sizes("--n", argv[i + 1]);
         if (option == "--d") s.d = sizes("--d", argv[i + 1]);
         if (option == "--presets")
-            for (const std::string& name : split(argv[i + 1])) s.presets.insert(emu::find_recipe(name).name);
+            for (const std::string& name : kit::split(argv[i + 1])) s.presets.insert(emu::find_recipe(name).name);
     }
     return s;
 }

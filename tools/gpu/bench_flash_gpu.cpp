@@ -23,6 +23,7 @@
 #include "gpu/flash_attention.hpp"
 #include "gpu/mma_probe.hpp"
 #include "lib/error.hpp"
+#include "tools/gpu/kit_options.hpp"
 
 using namespace roundscope;
 
@@ -37,16 +38,9 @@ namespace {
 }
 
 std::uint64_t number(const std::string& option, const std::string& text, std::uint64_t most) {
-    std::size_t used = 0;
-    unsigned long long v = 0;
-    try {
-        v = std::stoull(text, &used);
-    } catch (const std::exception&) {
-        used = 0;
-    }
-    if (used != text.size() || text.empty() || text[0] == '-' || v == 0 || v > most)
-        usage(option + ": '" + text + "' is not a number from 1 to " + std::to_string(most));
-    return v;
+    const auto v = kit::number(text, 1, most);
+    if (!v) usage(option + ": '" + text + "' is not a number from 1 to " + std::to_string(most));
+    return *v;
 }
 
 }  // namespace
@@ -75,12 +69,7 @@ int main(int argc, char** argv) {
         else if (a == "--out")
             out = v;
         else if (a == "--presets") {
-            presets.clear();
-            for (std::size_t at = 0; at <= v.size();) {
-                const std::size_t comma = std::min(v.find(',', at), v.size());
-                presets.push_back(v.substr(at, comma - at));
-                at = comma + 1;
-            }
+            presets = kit::split(v);
         } else {
             usage("unknown option '" + a + "'");
         }

@@ -26,6 +26,7 @@
 #include "gpu/flash_crosscheck.hpp"
 #include "gpu/mma_probe.hpp"
 #include "lib/error.hpp"
+#include "tools/gpu/kit_options.hpp"
 
 using namespace roundscope;
 
@@ -49,29 +50,12 @@ struct Options {
     std::exit(2);
 }
 
-std::vector<std::string> split(std::string_view list) {
-    std::vector<std::string> out;
-    for (std::size_t at = 0; at <= list.size();) {
-        const std::size_t comma = std::min(list.find(',', at), list.size());
-        out.emplace_back(list.substr(at, comma - at));
-        at = comma + 1;
-    }
-    return out;
-}
-
 std::vector<std::uint64_t> sizes(const std::string& option, std::string_view list, std::uint64_t most) {
     std::vector<std::uint64_t> out;
-    for (const std::string& item : split(list)) {
-        std::size_t used = 0;
-        unsigned long long v = 0;
-        try {
-            v = std::stoull(item, &used);
-        } catch (const std::exception&) {
-            used = 0;
-        }
-        if (used != item.size() || item.empty() || item[0] == '-' || v == 0 || v > most)
-            usage(option + ": '" + item + "' is not a size from 1 to " + std::to_string(most));
-        out.push_back(v);
+    for (const std::string& item : kit::split(list)) {
+        const auto v = kit::number(item, 1, most);
+        if (!v) usage(option + ": '" + item + "' is not a size from 1 to " + std::to_string(most));
+        out.push_back(*v);
     }
     return out;
 }
@@ -92,10 +76,11 @@ Options parse(int argc, char** argv) {
             } else if (a == "--d") {
                 o.d = sizes(a, value, 256);
             } else if (a == "--presets") {
-                for (const std::string& name : split(value)) o.presets.insert(emu::find_recipe(name).name);
+                for (const std::string& name : kit::split(value)) o.presets.insert(emu::find_recipe(name).name);
             } else if (a == "--scenarios") {
                 o.scenarios.clear();
-                for (const std::string& name : split(value)) o.scenarios.push_back(analysis::parse_scenario(name, a));
+                for (const std::string& name : kit::split(value))
+                    o.scenarios.push_back(analysis::parse_scenario(name, a));
             } else if (a == "--out") {
                 o.out = value;
             } else if (a == "--threads") {

@@ -11,6 +11,7 @@
 #include "analysis/synthetic_attention.hpp"
 #include "lib/error.hpp"
 #include "lib/safetensors.hpp"
+#include "tools/gpu/kit_options.hpp"
 
 using namespace roundscope;
 
@@ -23,16 +24,9 @@ namespace {
 }
 
 std::uint64_t size(const std::string& option, const std::string& value, std::uint64_t most) {
-    std::size_t used = 0;
-    unsigned long long v = 0;
-    try {
-        v = std::stoull(value, &used);
-    } catch (const std::exception&) {
-        used = 0;
-    }
-    if (used != value.size() || value.empty() || value[0] == '-' || v > most)
-        usage(option + ": '" + value + "' is not a number from 0 to " + std::to_string(most));
-    return v;
+    const auto v = kit::number(value, 0, most);
+    if (!v) usage(option + ": '" + value + "' is not a number from 0 to " + std::to_string(most));
+    return *v;
 }
 
 }  // namespace

@@ -121,6 +121,21 @@ def kernel_names(fn, device):
     return names
 
 
+def record(case, body):
+    """Runs body() for one case, recording its status (ok, skipped with the reason, or the error)
+    and time: a backend that refuses a case does not stop the others."""
+    start = time.perf_counter()
+    try:
+        body()
+        case["status"] = "ok"
+    except NotImplementedError as e:
+        case["status"], case["why"] = "skipped", str(e)
+    except Exception as e:
+        case["status"], case["why"] = "error", f"{type(e).__name__}: {e}"
+    case["seconds"] = round(time.perf_counter() - start, 4)
+    return case
+
+
 def capture_shape(shape_name, inputs_dir, device, out_dir):
     """Writes sdpa_<shape>_<dtype>_<fwd|bwd>.safetensors; returns the case records."""
     shape = SHAPES[shape_name]
@@ -139,51 +154,41 @@ def capture_shape(shape_name, inputs_dir, device, out_dir):
                     key = f"{backend}.{dtype_name}.{scenario}.{mask}"
                     case = {"shape": shape_name, "backend": backend, "dtype": dtype_name, "scenario": scenario,
                             "causal": causal, "pass": "forward"}
-                    start = time.perf_counter()
-                    try:
+
+                    def run_forward(case=case, key=key, backend=backend, x=x, causal=causal):
                         o, lse = forward(backend, x["q"], x["k"], x["v"], causal, scale)
                         o2, lse2 = forward(backend, x["q"], x["k"], x["v"], causal, scale)
                         case["deterministic"] = same_bits(o, o2) and same_bits(lse, lse2)
-                        tensors[(dtype_name, "fwd")] = tensors.get((dtype_name, "fwd"), {})
-                        tensors[(dtype_name, "fwd")][key + ".o"] = o[keep].contiguous().cpu()
+                        group = tensors.setdefault((dtype_name, "fwd"), {})
+                        group[key + ".o"] = o[keep].contiguous().cpu()
                         if lse is not None:
-                            tensors[(dtype_name, "fwd")][key + ".lse"] = lse[keep].contiguous().cpu()
+                            group[key + ".lse"] = lse[keep].contiguous().cpu()
                         if scenario == SCENARIOS[0]:
                             case["kernels"] = kernel_names(
                                 lambda: forward(backend, x["q"], x["k"], x["v"], causal, scale), device)
-                        case["status"] = "ok"
-                    except NotImplementedError as e:
-                        case["status"], case["why"] = "skipped", str(e)
-                    except Exception as e:  # a backend that refuses the case: recorded, the rest goes on
-                        case["status"], case["why"] = "error", f"{type(e).__name__}: {e}"
-                    case["seconds"] = round(time.perf_counter() - start, 4)
-                    cases.append(case)
+
+                    cases.append(record(case, run_forward))
                 if dtype_name != "bf16" or scenario not in BACKWARD_SCENARIOS[shape_name]:
                     continue
                 for backend in BACKWARD_BACKENDS[shape_name]:
                     key = f"{backend}.{dtype_name}.{scenario}.{mask}"
                     case = {"shape": shape_name, "backend": backend, "dtype": dtype_name, "scenario": scenario,
                             "causal": causal, "pass": "backward"}
-                    start = time.perf_counter()
-                    try:
+
+                    def run_backward(case=case, key=key, backend=backend, x=x, causal=causal):
                         if device == "cpu" and backend != "flash":
                             raise NotImplementedError(f"no {backend} backend on the CPU")
                         grads = backward(backend, x["q"], x["k"], x["v"], x["do"], causal, scale)
                         again = backward(backend, x["q"], x["k"], x["v"], x["do"], causal, scale)
                         case["deterministic"] = all(same_bits(a, b) for a, b in zip(grads, again))
-                        tensors[(dtype_name, "bwd")] = tensors.get((dtype_name, "bwd"), {})
+                        group = tensors.setdefault((dtype_name, "bwd"), {})
                         for name, g in zip(("dq", "dk", "dv"), grads):
-                            tensors[(dtype_name, "bwd")][f"{key}.{name}"] = g[keep].contiguous().cpu()
+                            group[f"{key}.{name}"] = g[keep].contiguous().cpu()
                         if scenario == SCENARIOS[0]:
                             case["kernels"] = kernel_names(
                                 lambda: backward(backend, x["q"], x["k"], x["v"], x["do"], causal, scale), device)
-                        case["status"] = "ok"
-                    except NotImplementedError as e:
-                        case["status"], case["why"] = "skipped", str(e)
-                    except Exception as e:
-                        case["status"], case["why"] = "error", f"{type(e).__name__}: {e}"
-                    case["seconds"] = round(time.perf_counter() - start, 4)
-                    cases.append(case)
+
+                    cases.append(record(case, run_backward))
     metadata = {
         "generator": "tools/gpu/sdpa_capture.py",
         "shape": shape_name,
