@@ -10,6 +10,7 @@
 #include "emu/attention/attention_operands.hpp"
 #include "emu/attention/flash_attention.hpp"
 #include "emu/batch/tensor_cast.hpp"
+#include "emu/numbers/format_info.hpp"
 #include "emu/numbers/unpack.hpp"
 
 namespace roundscope::analysis {
@@ -41,18 +42,20 @@ double expected_normal_maximum(int k) {
     return over_normal_maximum(k, [](double x) { return x; });
 }
 
-ScaleProperties scale_properties(float s) {
+ScaleProperties scale_properties(float s, const emu::Format& f) {
     ScaleProperties p{s, std::exp2(std::round(std::log2(s))) == s, 0, 0};
-    // P in (0, 1]: P S lies in E4M3's normal range [2^-6, 448] for P in [2^-6 / S, min(1, 448 / S)]
-    const double top = std::min(1.0, 448.0 / s), bottom = std::ldexp(1.0, -6) / s;
+    // P in (0, 1]: P S lies in the format's normal range [min normal, max] (E4M3: [2^-6, 448])
+    // for P in [min normal / S, min(1, max / S)]
+    const emu::FormatInfo info = emu::format_info(f);
+    const double top = std::min(1.0, info.max / s), bottom = info.min_normal / s;
     p.normal_octaves = top > bottom ? std::log2(top / bottom) : 0;
-    // dp(S): the spacing of the positive E4M3 values (codes in increasing order) around the
-    // largest one below S, over S; above 448 the top binade's spacing.
-    const auto top_code = static_cast<std::uint32_t>(emu::max_finite_bits(emu::e4m3));
+    // dp(S): the spacing of the format's positive values (codes in increasing order) around the
+    // largest one below S, over S; above the largest finite value the top binade's spacing.
+    const auto top_code = static_cast<std::uint32_t>(emu::max_finite_bits(f));
     std::uint32_t below = 0;
-    while (below + 1 <= top_code && emu::decode(emu::e4m3, below + 1) < s) ++below;
+    while (below + 1 <= top_code && emu::decode(f, below + 1) < s) ++below;
     const std::uint32_t upper = below < top_code ? below + 1 : below, lower = upper - 1;
-    p.dp = (emu::decode(emu::e4m3, upper) - emu::decode(emu::e4m3, lower)) / static_cast<double>(s);
+    p.dp = (emu::decode(f, upper) - emu::decode(f, lower)) / static_cast<double>(s);
     return p;
 }
 
@@ -196,7 +199,7 @@ std::vector<PCollapseRun> summarize_runs(const std::vector<RunTally>& tallies, c
 }  // namespace
 
 PCollapseResult pcollapse(const emu::AttentionInputs& in, const PCollapseOptions& o) {
-    PCollapseResult result{expected_normal_maximum(o.k_sink), 0, 0, 0, {}, {}};
+    PCollapseResult result{expected_normal_maximum(o.k_sink), 0, 0, 0, {}, {}, o.recipe.p_format};
     const emu::Format& input = *o.recipe.input;
     Measurement m;
     m.shape = emu::attention_shape_of(in, o.causal, o.softmax_scale);

@@ -73,6 +73,7 @@ struct PCollapseResult {
     double sink_mass;      // mean over heads
     std::vector<PCollapseRun> runs;
     std::vector<PCollapseHead> heads;
+    const emu::Format* p_format = &emu::e4m3;  // what P S was cast to (the recipe's)
 };
 
 PCollapseResult pcollapse(const emu::AttentionInputs& in, const PCollapseOptions& options);
@@ -91,6 +92,6 @@ struct ScaleProperties {
     double normal_octaves;
     double dp;
 };
-ScaleProperties scale_properties(float s);
+ScaleProperties scale_properties(float s, const emu::Format& p_format = emu::e4m3);
 
 }  // namespace roundscope::analysis

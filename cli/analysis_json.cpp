@@ -49,7 +49,7 @@ nlohmann::json pcollapse_json(const analysis::PCollapseResult& r, bool with_scal
                          {"saturated", x.saturated},
                          {"counted", x.counted}};
         if (with_scale_properties) {
-            const analysis::ScaleProperties p = analysis::scale_properties(x.scale);
+            const analysis::ScaleProperties p = analysis::scale_properties(x.scale, *r.p_format);
             j["exact_scaling"] = p.exact, j["normal_octaves"] = p.normal_octaves, j["dp"] = p.dp;
         }
         runs.push_back(j);

@@ -69,7 +69,7 @@ void print_report(const PCollapseArgs& a, const analysis::PCollapseOptions& o, c
                                      x.mse_gain_over_forward ? fmt::format("{:.2f}x", *x.mse_gain_over_forward) : "-",
                                      std::to_string(x.saturated)};
         if (a.sweep) {
-            const analysis::ScaleProperties p = analysis::scale_properties(x.scale);
+            const analysis::ScaleProperties p = analysis::scale_properties(x.scale, *r.p_format);
             row.push_back(p.exact ? "yes" : "no");
             row.push_back(fmt::format("{:.2f}", p.normal_octaves));
             row.push_back(fmt::format("{:.4f}", p.dp));

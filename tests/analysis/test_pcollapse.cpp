@@ -131,6 +131,17 @@ TEST_CASE("Reverse order with S = 256 leaves no P underflowing at moderate Delta
     }
 }
 
+TEST_CASE("The scale properties follow the P format: E5M2's range and grid, not E4M3's", "[pcollapse]") {
+    // E4M3: normal [2^-6, 448]; at S = 256 P spans [2^-14, 1]: 14 octaves; E5M2: normal
+    // [2^-14, 57344], at S = 256 P spans [2^-22, 1]: 22 octaves; its grid is one bit coarser.
+    CHECK(scale_properties(256).normal_octaves == Approx(14));
+    CHECK(scale_properties(256, emu::e5m2).normal_octaves == Approx(22));
+    CHECK(scale_properties(1024, emu::e4m3).normal_octaves == Approx(std::log2(448.0 / 1024 * 1024 * 64)));
+    CHECK(scale_properties(1024, emu::e5m2).normal_octaves == Approx(24));  // 1024 < 57344: no clipping
+    CHECK(scale_properties(256, emu::e5m2).dp == 0x1p-3);
+    CHECK(scale_properties(256, emu::bf16).dp == 0x1p-8);
+}
+
 TEST_CASE("dp(S) is the E4M3 step just below S in units of P: a sawtooth with lower envelope 2^-4", "[pcollapse]") {
     for (int k = -5; k <= 8; ++k) CHECK(scale_properties(std::ldexp(1.0f, k)).dp == 0x1p-4);
     CHECK(scale_properties(0x1p-6f).dp == 0x1p-3);  // below 2^-6 the subnormals' even step of 2^-9
