@@ -4,6 +4,7 @@
 #include <bit>
 #include <cmath>
 
+#include "emu/numbers/round.hpp"
 #include "lib/bits.hpp"
 #include "lib/error.hpp"
 #include "tools/gpu/mufu/mufu_digest.hpp"
@@ -56,21 +57,16 @@ std::int64_t fixed_point_23(std::uint32_t xb, FixedRounding r) {
     return negative ? -static_cast<std::int64_t>(q) : static_cast<std::int64_t>(q);
 }
 
-// The float32 nearest v * 2^-f under r, v an integer below 2^62 in magnitude.
+// v 2^-f rounded to float32 under r by emu's one rounding rule: v is below 2^53 in magnitude
+// (e 2^F + L with |e| <= 127, F <= 24), so v 2^-f is exact in double.
 std::uint32_t to_float(std::int64_t v, int f, FixedRounding r) {
-    const std::uint32_t sign = v < 0 ? sign_bit : 0;
-    std::uint64_t m = v < 0 ? static_cast<std::uint64_t>(-v) : static_cast<std::uint64_t>(v);
-    if (m == 0) return 0;
-    const int top = 63 - std::countl_zero(m);
-    int scale = -f;
-    if (top > 23) {
-        const int shift = top - 23;
-        const std::uint64_t rest = m & ((std::uint64_t{1} << shift) - 1);
-        m >>= shift, scale += shift;
-        m += rounds_away(m, rest, shift, sign != 0, r) ? 1 : 0;
-    }
-    // Exact: m <= 2^24 and the result is normal (|v| >= 2^-24 here).
-    return sign | bits_of(static_cast<float>(m) * float_from_bits(static_cast<std::uint32_t>(scale + 127) << 23));
+    emu::CastOptions o;
+    o.mode = r == FixedRounding::nearest_even  ? emu::RoundingMode::nearest_even
+             : r == FixedRounding::toward_zero ? emu::RoundingMode::toward_zero
+             : r == FixedRounding::floor       ? emu::RoundingMode::toward_negative
+                                               : emu::RoundingMode::toward_positive;
+    if (v == 0) return 0;  // +0, as the sum of e and L gives it
+    return static_cast<std::uint32_t>(emu::cast_from_f64(std::ldexp(static_cast<double>(v), -f), emu::f32, o));
 }
 
 std::uint32_t nan_output(const MufuModel& model, std::uint32_t x) {
