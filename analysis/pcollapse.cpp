@@ -43,12 +43,12 @@ double expected_normal_maximum(int k) {
 }
 
 ScaleProperties scale_properties(float s, const emu::Format& f) {
-    ScaleProperties p{s, std::exp2(std::round(std::log2(s))) == s, 0, 0};
-    // P in (0, 1]: P S lies in the format's normal range [min normal, max] (E4M3: [2^-6, 448])
-    // for P in [min normal / S, min(1, max / S)]
     const emu::FormatInfo info = emu::format_info(f);
-    const double top = std::min(1.0, info.max / s), bottom = info.min_normal / s;
-    p.normal_octaves = top > bottom ? std::log2(top / bottom) : 0;
+    ScaleProperties p{s, std::exp2(std::round(std::log2(s))) == s, s > info.max, 0, 0};
+    // P in (0, 1]: P S lies in the format's normal range [min normal, max] (E4M3: [2^-6, 448])
+    // for P in [min normal / S, 1] when S does not saturate
+    const double bottom = info.min_normal / s;
+    p.normal_octaves = !p.saturates && bottom < 1 ? std::log2(1 / bottom) : 0;
     // dp(S): the spacing of the format's positive values (codes in increasing order) around the
     // largest one below S, over S; above the largest finite value the top binade's spacing.
     const auto top_code = static_cast<std::uint32_t>(emu::max_finite_bits(f));

@@ -21,7 +21,7 @@ namespace roundscope::analysis {
 class TruthCache;  // analysis/truth_cache.hpp
 
 struct PCollapseOptions {
-    emu::AttentionRecipe recipe;  // default: fp8-forward-order; kv_order and p_scale are swept
+    emu::AttentionRecipe recipe;  // the CLI's default: fp8-p-cast-only; kv_order and p_scale are swept
     std::vector<emu::KvOrder> orders{emu::KvOrder::forward, emu::KvOrder::reverse};
     std::vector<float> scales{1, 256};
     int k_sink = 4;                       // the first k_sink keys are the sink (not counted)
@@ -81,14 +81,18 @@ PCollapseResult pcollapse(const emu::AttentionInputs& in, const PCollapseOptions
 /// E[max of k standard normals] (1.0294 for k = 4), by numerical integration.
 double expected_normal_maximum(int k);
 
-/// What a static scale S means on the E4M3 grid (the --sweep-scale table): whether it scales
-/// exactly (a power of two), the octaves of P that land in E4M3's normal range below 448, and
-/// arXiv:2606.06521's dp(S): the E4M3 grid's step just below S (where P near 1 lands) in units
-/// of P, a sawtooth between 2^-4 (S a power of two, its lower envelope) and 2^-3 (S just above
-/// one); 448 gives 32 / 448 = 1/14.
+/// What a static scale S means on the P format's grid (the --sweep-scale table; E4M3 below):
+/// whether it scales exactly (a power of two); whether it saturates, S above 448, so that every
+/// row's largest P (P-bar = 1 at its running max) is clipped, an error of 1 - 448 / S on the
+/// weight that matters most; the octaves of P that land in the normal range below 448, none for
+/// a saturating S (its extra octaves at the bottom do not repay the clipped top, so it must not
+/// rank above S = 256); and arXiv:2606.06521's dp(S): the grid's step just below S (where P near
+/// 1 lands) in units of P, a sawtooth between 2^-4 (S a power of two, its lower envelope) and
+/// 2^-3 (S just above one); 448 gives 32 / 448 = 1/14.
 struct ScaleProperties {
     float scale;
     bool exact;
+    bool saturates;
     double normal_octaves;
     double dp;
 };

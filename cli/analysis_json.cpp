@@ -50,7 +50,8 @@ nlohmann::json pcollapse_json(const analysis::PCollapseResult& r, bool with_scal
                          {"counted", x.counted}};
         if (with_scale_properties) {
             const analysis::ScaleProperties p = analysis::scale_properties(x.scale, *r.p_format);
-            j["exact_scaling"] = p.exact, j["normal_octaves"] = p.normal_octaves, j["dp"] = p.dp;
+            j["exact_scaling"] = p.exact, j["saturates"] = p.saturates, j["normal_octaves"] = p.normal_octaves,
+            j["dp"] = p.dp;
         }
         runs.push_back(j);
     }

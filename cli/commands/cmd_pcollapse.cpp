@@ -29,7 +29,9 @@ struct PCollapseArgs {
     InputFlags input;
     AttentionFlags flags;
     std::string order = "both", plot;
-    RecipeFlags recipe{"fp8-forward-order"};
+    // the paper's set-up: float32 Q, K, V, only P cast to E4M3 (`--recipe fp8-forward-order` or
+    // `--set input=e4m3` for a kernel that also holds its inputs in E4M3)
+    RecipeFlags recipe{"fp8-p-cast-only"};
     std::vector<float> scales;
     bool sweep = false, without_sink = false;
 
@@ -71,6 +73,7 @@ void print_report(const PCollapseArgs& a, const analysis::PCollapseOptions& o, c
         if (a.sweep) {
             const analysis::ScaleProperties p = analysis::scale_properties(x.scale, *r.p_format);
             row.push_back(p.exact ? "yes" : "no");
+            row.push_back(p.saturates ? "yes" : "no");
             row.push_back(fmt::format("{:.2f}", p.normal_octaves));
             row.push_back(fmt::format("{:.4f}", p.dp));
         }
@@ -78,7 +81,7 @@ void print_report(const PCollapseArgs& a, const analysis::PCollapseOptions& o, c
     }
     std::vector<std::string> headers{"order",       "S",        "underflow", "without sink", "predicted", "from scores",
                                      "closed form", "averaged", "Delta_c",   "MSE of O",     "MSE gain",  "saturated"};
-    if (a.sweep) headers.insert(headers.end(), {"exact S", "normal octaves", "dp(S)"});
+    if (a.sweep) headers.insert(headers.end(), {"exact S", "saturates", "normal octaves", "dp(S)"});
     print_table(headers, rows);
     if (r.heads.size() < 2) return;
     // per head: the measured sink, then each run's underflow with its prediction
@@ -137,8 +140,11 @@ void add_pcollapse_command(CLI::App& app) {
                   "Also each run with the sink keys replaced by their neighbour: the underflow the spread of "
                   "scores causes alone");
     cmd->add_flag("--sweep-scale", a->sweep,
-                  "S over powers of two, 448 and scales between them, with what each means on the E4M3 grid (dp(S))");
-    a->recipe.add_to(cmd, "The FP8 recipe");
+                  "S over powers of two, 448 and scales between them, with what each means on the P format's grid "
+                  "(saturation, normal octaves, dp(S))");
+    a->recipe.add_to(cmd,
+                     "The FP8 recipe (default: the paper's set-up, float32 Q, K, V and only P in E4M3; "
+                     "fp8-forward-order for E4M3 inputs too)");
     cmd->add_option("--k-sink", a->input.spec.k_sink, "Sink tokens (the first keys)")
         ->check(integer_in(1, 1 << 20))
         ->capture_default_str();

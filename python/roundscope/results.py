@@ -36,6 +36,7 @@ class _PcollapseRunMore(_PcollapseHeadRunMore, total=False):
     dp: Number                     # sweep_scale=True
     normal_octaves: Number
     exact_scaling: bool
+    saturates: bool                # S above the P format's largest value: P = 1 is clipped
 
 
 class PcollapseRun(_PcollapseRunMore, PcollapseHeadRun):

@@ -136,8 +136,23 @@ TEST_CASE("The scale properties follow the P format: E5M2's range and grid, not 
     // [2^-14, 57344], at S = 256 P spans [2^-22, 1]: 22 octaves; its grid is one bit coarser.
     CHECK(scale_properties(256).normal_octaves == Approx(14));
     CHECK(scale_properties(256, emu::e5m2).normal_octaves == Approx(22));
-    CHECK(scale_properties(1024, emu::e4m3).normal_octaves == Approx(std::log2(448.0 / 1024 * 1024 * 64)));
     CHECK(scale_properties(1024, emu::e5m2).normal_octaves == Approx(24));  // 1024 < 57344: no clipping
+    CHECK(!scale_properties(1024, emu::e5m2).saturates);
+}
+
+TEST_CASE("A saturating S clips every row's P = 1 and gets no normal octaves: it never ranks above 256",
+          "[pcollapse]") {
+    CHECK(scale_properties(448).normal_octaves == Approx(std::log2(448.0 * 64)));  // 1 -> 448 exactly
+    CHECK(!scale_properties(448).saturates);
+    CHECK(scale_properties(256).normal_octaves < scale_properties(448).normal_octaves);
+    for (const float s : {449.0f, 512.0f, 1024.0f}) {
+        INFO("S = " << s);
+        CHECK(scale_properties(s).saturates);
+        CHECK(scale_properties(s).normal_octaves == 0);
+        CHECK(scale_properties(s).normal_octaves < scale_properties(256).normal_octaves);
+    }
+    // below E4M3's least normal no P lands in the normal range
+    CHECK(scale_properties(0x1p-7f).normal_octaves == 0);
     CHECK(scale_properties(256, emu::e5m2).dp == 0x1p-3);
     CHECK(scale_properties(256, emu::bf16).dp == 0x1p-8);
 }

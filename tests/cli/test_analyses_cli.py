@@ -15,6 +15,18 @@ def test_pcollapse_runs_both_orders_and_scales(cli):
     assert all(keys <= set(r) for r in runs), runs
 
 
+def test_pcollapse_defaults_to_the_papers_setup_and_ranks_no_saturating_scale_first(cli):
+    j = cli.json("pcollapse", "--synthetic", "--n", "128", "--sweep-scale", "--order", "forward")
+    assert j["recipe"] == "fp8-p-cast-only", "float32 Q, K, V: only P is cast, as in arXiv:2606.06521"
+    by_scale = {r["scale"]: r for r in j["runs"]}
+    assert not by_scale[448]["saturates"] and by_scale[448]["normal_octaves"] > by_scale[256]["normal_octaves"]
+    for s in (512, 1024):
+        assert by_scale[s]["saturates"] and by_scale[s]["normal_octaves"] == 0, by_scale[s]
+        assert by_scale[s]["saturated"] > 0, "every row's P = 1 is clipped"
+    e4m3_inputs = cli.json("pcollapse", "--synthetic", "--n", "128", "--set", "input=e4m3")
+    assert e4m3_inputs["recipe"].startswith("fp8-p-cast-only"), e4m3_inputs["recipe"]
+
+
 def test_leak_leaks_without_the_fix_and_not_with_it(cli):
     j = cli.json("leak", "--synthetic", "--n", "64")
     assert {"leaking_pairs", "max_future_influence", "parallel_vs_autoregressive_max_abs_diff"} <= set(j)
