@@ -26,9 +26,20 @@ struct Stage {
 constexpr Stage stages[] = {
     {"score product", [](const emu::AttentionRecipe&) { return true; },
      [](emu::AttentionRecipe& r) { r.score_product = emu::Product::f64; }},
-    // online-torch: S, the row max and sum stored in BF16; naive: exp, sum and division
+    // online-torch: S and the row max stored in BF16; naive: exp and division. The row sum keeps
+    // its format: it is the next stage.
     {"softmax format", [](const emu::AttentionRecipe& r) { return *r.softmax_format != emu::f32; },
-     [](emu::AttentionRecipe& r) { r.softmax_format = &emu::f32; }},
+     [](emu::AttentionRecipe& r) {
+         if (r.row_sum_format == nullptr) r.row_sum_format = r.softmax_format;
+         r.softmax_format = &emu::f32;
+     }},
+    // the row sum l (naive and online-torch softmax; the online softmax keeps it in float32)
+    {"row sum format",
+     [](const emu::AttentionRecipe& r) {
+         const emu::Format& l = r.row_sum_format != nullptr ? *r.row_sum_format : *r.softmax_format;
+         return r.softmax != emu::SoftmaxKind::online && l != emu::f32;
+     },
+     [](emu::AttentionRecipe& r) { r.row_sum_format = &emu::f32; }},
     {"P cast", [](const emu::AttentionRecipe&) { return true; },
      [](emu::AttentionRecipe& r) { r.p_format = &emu::f32, r.p_scale = 1; }},
     {"P V product", [](const emu::AttentionRecipe&) { return true; },

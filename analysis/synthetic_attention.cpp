@@ -76,11 +76,14 @@ emu::AttentionInputs synthetic_attention(const SyntheticSpec& s) {
             for (std::uint64_t j = 0; j < s.n; ++j)
                 kh[j * s.d] = static_cast<std::int64_t>(j) < s.k_sink ? s.sink_strength / (4 * scale) : 0.0;
         } else if (s.scenario == Scenario::repeated_max && s.n >= 2) {
-            // keys 0 and 1 equal, and ahead of the rest by about G
+            // keys 0 .. T - 1 equal, and ahead of the rest by about G
+            const std::uint64_t tied = std::min(s.tied_keys, s.n);
             for (std::uint64_t i = 0; i < s.n; ++i) qh[i * s.d] = 4;
-            for (std::uint64_t c = 0; c < s.d; ++c) kh[s.d + c] = kh[c];
-            kh[0] = kh[s.d] = s.tie_gap * std::sqrt(d) / 4;  // their scores: 4 G sqrt(D) / 4 / sqrt(D) = G, plus noise
-            for (std::uint64_t j = 2; j < s.n; ++j) kh[j * s.d] = 0;
+            for (std::uint64_t j = 1; j < tied; ++j)
+                for (std::uint64_t c = 0; c < s.d; ++c) kh[j * s.d + c] = kh[c];
+            // their scores: 4 G sqrt(D) / 4 / sqrt(D) = G, plus noise
+            for (std::uint64_t j = 0; j < tied; ++j) kh[j * s.d] = s.tie_gap * std::sqrt(d) / 4;
+            for (std::uint64_t j = tied; j < s.n; ++j) kh[j * s.d] = 0;
         }
     }
     emu::AttentionInputs in;

@@ -4,10 +4,12 @@
 //   random        q, k, v, dO standard normal (scores N(0, 1) after the 1/sqrt(D) scale)
 //   sink          the first k_sink keys score about sink_strength (Delta) above the rest, the
 //                 other scores N(0, 1) (arXiv:2606.06521's attention sink)
-//   repeated_max  two identical keys score tie_gap (G) above the rest in every row, and V is
-//                 mostly negative (Qiu & Yao's BF16 bias: P-bar = 1 twice per row); the pair holds
-//                 about 1 / (1 + (N - 2) e^(1/2 - G) / 2) of each row's P-bar mass
-//                 (more than 1 - 2^-9 from G = 12.3 at N = 512, for a row without score noise)
+//   repeated_max  tied_keys (T, 2) identical keys score tie_gap (G) above the rest in every row,
+//                 and V is mostly negative (Qiu & Yao's BF16 bias: P-bar = 1 twice per row); the
+//                 T keys hold about 1 / (1 + (N - T) e^(1/2 - G) / T) of each row's P-bar mass
+//                 (T = 2: more than 1 - 2^-9 from G = 12.3 at N = 512, for a row without score
+//                 noise). T = 1 is a single dominant key, as in a real sink head: no tie, the
+//                 row sum l = 1 + e
 //   wide          scores spread over hundreds (q and k with standard deviation `spread`, 6)
 // With d_model > 0 the inputs also hold the layer input x [N, M] and the query weight wq
 // [H, M, D], and q = x wq (rounded to float32) in place of the drawn q, with the same
@@ -29,10 +31,11 @@ struct SyntheticSpec {
     std::uint64_t heads = 1, n = 256, d = 64;
     std::uint64_t seed = 0;
     int k_sink = 4;
-    double sink_strength = 8;   // Delta
-    double tie_gap = 8;         // repeated_max: the tied pair's score above the rest (G)
-    double spread = 6;          // wide: the standard deviation of q and k (scores: spread^2)
-    std::uint64_t d_model = 0;  // M: with M >= 2, also x and wq (q = x wq); 0: neither
+    double sink_strength = 8;     // Delta
+    double tie_gap = 8;           // repeated_max: the tied keys' score above the rest (G)
+    std::uint64_t tied_keys = 2;  // repeated_max: how many identical keys lead (T; 1: one dominant key)
+    double spread = 6;            // wide: the standard deviation of q and k (scores: spread^2)
+    std::uint64_t d_model = 0;    // M: with M >= 2, also x and wq (q = x wq); 0: neither
 };
 
 /// The inputs of `spec` (no causal flag or scale in them: callers choose).

@@ -121,6 +121,9 @@ void print(const analysis::BiasSteps& s) {
 void run(const BiasArgs& a) {
     if (a.input.synthetic == !a.files.empty()) throw Error("bias: give input files or --synthetic, not both");
     if (a.input.spec.d_model == 1) throw Error("--d-model: the layer input needs M >= 2 features (0: none)");
+    if (a.input.synthetic && a.input.spec.tied_keys >= a.input.spec.n)
+        throw Error(fmt::format("--tied-keys: {} leading keys leave none of the N = {} keys behind them",
+                                a.input.spec.tied_keys, a.input.spec.n));
     analysis::BiasOptions o;
     o.recipe = a.recipe.recipe();
     o.threads = a.flags.threads;
@@ -142,7 +145,8 @@ void run(const BiasArgs& a) {
         return step;
     };
     const analysis::BiasSteps s = analysis::bias_over_steps(count, flagged, o, a.fix);
-    const nlohmann::json out = bias_steps_json(s);
+    nlohmann::json out = bias_steps_json(s);
+    if (a.input.synthetic) out["tie_gap"] = a.input.spec.tie_gap, out["tied_keys"] = a.input.spec.tied_keys;
     output_analysis(
         "bias", out, a.flags.json, [&] { print(s); }, a.plot);
 }
@@ -165,6 +169,12 @@ void add_bias_command(CLI::App& app) {
                                         "G: how far the tied pair scores above the rest (synthetic; the bias "
                                         "acts from about 12)"))
         ->check(finite_in(0, 100))
+        ->capture_default_str();
+    a->input
+        .synthetic_only(cmd->add_option("--tied-keys", a->input.spec.tied_keys,
+                                        "How many identical keys lead by G (synthetic; 1: a single dominant key, "
+                                        "as in a real sink head)"))
+        ->check(integer_in(1, 1 << 20))
         ->capture_default_str();
     a->input
         .synthetic_only(

@@ -32,6 +32,10 @@ void validate(const AttentionRecipe& r) {
                                 r.epilogue != Epilogue::fa2 || r.scale_log2 != ScaleLog2::f32;
     if (flash2_choices && r.softmax != SoftmaxKind::online)
         fail("softmax", "row_sum, rescale_arg, scale_log2 and epilogue are choices of the online softmax");
+    if (r.row_sum_format != nullptr && r.softmax == SoftmaxKind::online)
+        fail("row_sum_format",
+             "the online softmax keeps its row sum in float32; row_sum_format is a choice of the "
+             "naive and online-torch softmax");
     if (r.rescale_arg == RescaleArg::raw && r.max_adjust)
         fail("rescale_arg", "the raw maxima and the max adjustment exclude each other");
     if (r.epilogue == Epilogue::torch_flash && (r.p_scale != 1.0f || !(*r.o_accumulator == f32)))

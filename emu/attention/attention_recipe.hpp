@@ -71,8 +71,10 @@ struct AttentionRecipe {
     Product score_product = Product::model;  // S = Q K^T
     Product pv_product = Product::model;     // P V
     SoftmaxKind softmax = SoftmaxKind::online;
-    const Format* softmax_format = &f32;  // naive: the format of exp, sum and division;
-                                          // online-torch: the format of S, row max and row sum
+    const Format* softmax_format = &f32;     // naive: the format of exp, sum and division;
+                                             // online-torch: the format of S, row max and row sum
+    const Format* row_sum_format = nullptr;  // naive and online-torch: the format the row sum l is
+                                             // stored in, apart from S and m; null: softmax_format
     Exp2Kind exp2 = Exp2Kind::software;
     ScaleLog2 scale_log2 = ScaleLog2::f32;
     RescaleArg rescale_arg = RescaleArg::scaled;

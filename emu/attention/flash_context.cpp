@@ -59,8 +59,13 @@ FlashContext flash_context(const AttentionRecipe& recipe, const AttentionShape& 
     ctx.exp2 = recipe.exp2;
     ctx.softmax = {ctx.scale_log2, ctx.exp2,         recipe.max_adjust,  recipe.max_adjust_beta,
                    recipe.p_scale, *recipe.p_format, recipe.rescale_arg, recipe.row_sum};
-    ctx.torch = {static_cast<float>(shape.scale), recipe.softmax_format, recipe.max_adjust,
-                 recipe.max_adjust_beta,          recipe.p_scale,        recipe.p_format};
+    ctx.torch = {static_cast<float>(shape.scale),
+                 recipe.softmax_format,
+                 recipe.row_sum_format != nullptr ? recipe.row_sum_format : recipe.softmax_format,
+                 recipe.max_adjust,
+                 recipe.max_adjust_beta,
+                 recipe.p_scale,
+                 recipe.p_format};
     return ctx;
 }
 

@@ -206,6 +206,7 @@ void naive_row_block(const FlashContext& ctx, const ForwardModels& models, const
     const Format& f = *r.softmax_format;
     const std::uint64_t nk = ctx.shape.n_kv;
     auto round = [&](double x) { return rounded_value(x, f); };
+    const Format& sum_format = r.row_sum_format != nullptr ? *r.row_sum_format : f;
     std::vector<std::uint32_t> s(rows.size() * nk, 0);
     for (const Span keys : blocks_of(nk, r.block_n)) {
         if (ctx.tile_masked(rows, keys)) continue;  // scores no row reads
@@ -231,7 +232,7 @@ void naive_row_block(const FlashContext& ctx, const ForwardModels& models, const
         for (std::uint64_t j = 0; j < visible; ++j) {
             const float y = static_cast<float>(round(x[j] - shift));
             x[j] = round(steps::exp2(a::mul(y, steps::log2e), ctx.exp2));  // e_j
-            l = round(l + x[j]);
+            l = rounded_value(l + x[j], sum_format);
         }
         for (std::uint64_t j = 0; j < visible; ++j) {
             const auto p = static_cast<float>(round(x[j] / l));

@@ -125,6 +125,11 @@ const std::vector<Setting>& settings() {
         named_setting<&R::pv_product, product_names>("pv_product"),
         named_setting<&R::softmax, softmax_names>("softmax"),
         format_setting<&R::softmax_format>("softmax_format", "a format (naive and online-torch softmax)"),
+        {"row_sum_format", "a format, or softmax (as softmax_format; naive and online-torch softmax)",
+         [](const R& r) { return std::string(r.row_sum_format ? r.row_sum_format->name : "softmax"); },
+         [](R& r, std::string_view k, std::string_view v) {
+             r.row_sum_format = v == "softmax" ? nullptr : parse_format(k, v);
+         }},
         named_setting<&R::exp2, exp2_names>("exp2"),
         named_setting<&R::scale_log2, scale_log2_names>("scale_log2"),
         named_setting<&R::rescale_arg, rescale_arg_names>("rescale_arg"),

@@ -26,12 +26,13 @@ inline float stored(float x, const Format& f) { return static_cast<float>(rounde
 /// float32 exp.
 inline float exp_f32(float x) { return static_cast<float>(std::exp(static_cast<double>(x))); }
 
-/// What the recipe fixes: the softmax scale, the format S, the row max and the row sum are
-/// stored in, Qiu & Yao's max adjustment (as their code does it: a second score at or above
-/// the block max - 1e-3, both in BF16), and the P cast.
+/// What the recipe fixes: the softmax scale, the format S and the row max are stored in, the
+/// row sum's (the same in the released code), Qiu & Yao's max adjustment (as their code does
+/// it: a second score at or above the block max - 1e-3, both in BF16), and the P cast.
 struct TorchSoftmax {
     float scale;
     const Format* storage;
+    const Format* row_sum_storage;
     bool max_adjust;
     float max_adjust_beta;
     float p_scale;
@@ -78,7 +79,7 @@ inline float row_step(const TorchSoftmax& f, const std::uint32_t* s, int n, int 
             steps::count_p(p, f.p_scale, p_out[j], *f.p_format, key0 + static_cast<std::uint64_t>(j), *counts, k);
         if (ties != nullptr && j < visible) ties->add(p, p_out[j] == k.one);
     }
-    st.l = stored(a::add(a::mul(factor, st.l), a::max(static_cast<float>(sum), 1e-10f)), bf);
+    st.l = stored(a::add(a::mul(factor, st.l), a::max(static_cast<float>(sum), 1e-10f)), *f.row_sum_storage);
     st.m = m_new;
     return factor;
 }

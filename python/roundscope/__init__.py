@@ -304,12 +304,14 @@ def headroom(inputs: str | os.PathLike | Arrays | None = None, *, synthetic: boo
 def bias(inputs: str | os.PathLike | Arrays | Sequence | None = None, *, synthetic: bool = False,
          n: int | None = None, d: int | None = None, seed: int | None = None, heads: int | None = None,
          recipe: str | None = None, settings: Mapping | None = None, fix: bool = False, steps: int | None = None,
-         d_model: int | None = None, causal: bool | None = None, softmax_scale: float | None = None,
-         threads: int = 0) -> results.BiasResult:
+         tie_gap: float | None = None, tied_keys: int | None = None, d_model: int | None = None,
+         causal: bool | None = None, softmax_scale: float | None = None, threads: int = 0) -> results.BiasResult:
     """The rounding bias of delta = rowsum(dO * O) (`roundscope bias --json`); several inputs
-    (files or array mappings, one per training step) accumulate over steps."""
+    (files or array mappings, one per training step) accumulate over steps. Synthetic: `tie_gap`
+    (G) and `tied_keys` (1 for a single dominant key) shape the leading keys."""
     return _commands.analysis("bias", inputs, synthetic, n=n, d=d, seed=seed, heads=heads, recipe=recipe,
-                              settings=settings, fix=fix, steps=steps, d_model=d_model, causal=causal,
+                              settings=settings, fix=fix, steps=steps, tie_gap=tie_gap, tied_keys=tied_keys,
+                              d_model=d_model, causal=causal,
                               softmax_scale=softmax_scale, threads=_threads(threads))
 
 

@@ -165,6 +165,8 @@ class _BiasMore(TypedDict, total=False):
     sign_test_p: Number
     fixes: Dict[str, Number]
     fix_signs: Dict[str, int]
+    tie_gap: Number  # synthetic: G
+    tied_keys: int   # synthetic: T identical leading keys (1: a single dominant key)
 
 
 class BiasResult(_BiasMore, BiasStep):

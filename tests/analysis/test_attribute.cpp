@@ -49,11 +49,16 @@ TEST_CASE("Attribution of the PyTorch recipe lists its BF16 softmax and running 
     const AttributeResult torch = attribute(synthetic_attention(spec), o);
     std::vector<std::string> names;
     for (const StageAttribution& s : torch.stages) names.push_back(s.stage);
-    CHECK(names ==
-          std::vector<std::string>{"score product", "softmax format", "P cast", "P V product", "running O", "O cast"});
+    CHECK(names == std::vector<std::string>{"score product", "softmax format", "row sum format", "P cast",
+                                            "P V product", "running O", "O cast"});
     CHECK(torch.all_exact < 1e-6);  // every BF16 rounding of the recipe is a listed stage
     CHECK(torch.all_low > 1e-3);
-    CHECK(*torch.stages[1].only_this_low > 1e-3);             // BF16 S, max and sum alone: BF16-sized
+    CHECK(*torch.stages[1].only_this_low > 1e-3);             // BF16 S and max alone: BF16-sized
     CHECK(*torch.stages[1].only_this_exact < torch.all_low);  // and without them, less error
-    CHECK(*torch.stages[4].only_this_low > 1e-4);             // the BF16 running O alone
+    CHECK(*torch.stages[2].only_this_low > 1e-4);             // the BF16 row sum alone
+    CHECK(*torch.stages[2].only_this_exact < torch.all_low);
+    CHECK(*torch.stages[5].only_this_low > 1e-4);  // the BF16 running O alone
+    // the online softmax keeps l in float32: no row sum stage
+    o.recipe = emu::find_recipe("fa2-bf16");
+    for (const StageAttribution& s : attribute(synthetic_attention(spec), o).stages) CHECK(s.stage != "row sum format");
 }

@@ -43,6 +43,15 @@ def test_bias_keys_and_steps(cli):
     assert len(j["cumulative_coefficient"]) == 3 and "fixes" in j
 
 
+def test_bias_with_one_dominant_key_has_no_tie(cli):
+    one = cli.json("bias", "--synthetic", "--n", "256", "--tie-gap", "14", "--tied-keys", "1")
+    pair = cli.json("bias", "--synthetic", "--n", "256", "--tie-gap", "14")
+    assert (one["tied_keys"], pair["tied_keys"], one["tie_gap"]) == (1, 2, 14)
+    assert one["tied_rows"] == 0 and one["one_key_rows"] > 200, one
+    assert pair["tie_dominated_rows"] > 200 and pair["one_key_rows"] == 0, pair
+    assert "--tied-keys" in cli.error("bias", "--synthetic", "--n", "8", "--tied-keys", "8")
+
+
 def test_bias_with_the_layer_input_gives_the_query_weight_error(cli):
     j = cli.json("bias", "--synthetic", "--n", "64", "--d", "16", "--d-model", "32", "--steps", "3")
     qw = j["query_weight"]

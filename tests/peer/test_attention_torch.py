@@ -92,14 +92,15 @@ def test_bad_input_gets_one_line(cli, head, tmp_path):
 # for step: the same forward written here with every dtype autocast gives it, products in
 # float64 on both sides (--set score_product=f64 pv_product=f64, where only their rounding to
 # float32 and then BF16 is left), must give the same O bits, with and without the max
-# adjustment (the code's STABLE=1), causal and not, over several 64 x 64 blocks.
-def paper_forward(q, k, v, causal, block, stable):
+# adjustment (the code's STABLE=1), causal and not, over several 64 x 64 blocks; and with the
+# row sums held in float32 (recipe key row_sum_format=f32) where the code holds them in BF16.
+def paper_forward(q, k, v, causal, block, stable, sum_dtype=torch.bfloat16):
     bf, f32 = torch.bfloat16, torch.float32
     neg = -torch.finfo(bf).max
     n, d = q.shape[-2], q.shape[-1]
     scale = torch.tensor(d ** -0.5, dtype=f32)
     o = torch.zeros_like(q)
-    sums = torch.zeros(*q.shape[:-1], 1, dtype=bf)
+    sums = torch.zeros(*q.shape[:-1], 1, dtype=sum_dtype)
     maxes = torch.full((*q.shape[:-1], 1), neg, dtype=bf)
     for r0 in range(0, n, block):
         qc, rows = q[..., r0:r0 + block, :], slice(r0, r0 + block)
@@ -122,7 +123,7 @@ def paper_forward(q, k, v, causal, block, stable):
             block_sum = p.double().sum(dim=-1, keepdim=True).float().clamp(min=1e-10)
             pv = (p.to(bf).double() @ vc.double()).float().to(bf)
             factor = torch.exp((m_old.float() - m_new.float()).to(bf).double()).float()
-            sums[..., rows, :] = (factor * sums[..., rows, :].float() + block_sum).to(bf)
+            sums[..., rows, :] = (factor * sums[..., rows, :].float() + block_sum).to(sum_dtype)
             o[..., rows, :] = ((o[..., rows, :].float() * factor).to(bf).float() + pv.float()).to(bf)
             maxes[..., rows, :] = m_new
     return (o.float() / sums.float()).to(bf)
@@ -150,6 +151,20 @@ def test_fa2_bf16_torch_is_the_released_forward(cli, tied, tmp_path, causal, sta
     ours = load_file(tmp_path / "paper_o.safetensors")["o"].view(torch.int16)
     theirs = paper_forward(qp, kp, vp, causal, 64, stable).view(torch.int16)
     assert torch.equal(ours, theirs), f"{int((ours != theirs).sum())} of {theirs.numel()} differ"
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_fa2_bf16_torch_with_float32_row_sums_is_the_released_forward_so_changed(cli, tied, tmp_path, causal):
+    qp, kp, vp, _ = tied
+    save_file({"q": qp, "k": kp, "v": vp}, tmp_path / "paper.safetensors", metadata={"causal": str(causal).lower()})
+    settings = ["score_product=f64", "pv_product=f64", "block_m=64", "block_n=64", "row_sum_format=f32"]
+    cli.run("attention", tmp_path / "paper.safetensors", "--recipe", "fa2-bf16-torch",
+            *[x for kv in settings for x in ("--set", kv)], "-o", tmp_path / "o.safetensors")
+    ours = load_file(tmp_path / "o.safetensors")["o"].view(torch.int16)
+    theirs = paper_forward(qp, kp, vp, causal, 64, False, torch.float32).view(torch.int16)
+    assert torch.equal(ours, theirs), f"{int((ours != theirs).sum())} of {theirs.numel()} differ"
+    released = paper_forward(qp, kp, vp, causal, 64, False).view(torch.int16)
+    assert not torch.equal(ours, released), "the row sum's format must show in O"
 
 
 def test_fa2_bf16_torch_delta_is_the_compiled_sum(cli, tied, tmp_path):

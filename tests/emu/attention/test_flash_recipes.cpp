@@ -138,3 +138,32 @@ TEST_CASE("The naive FP16 softmax without max subtraction overflows once a score
         for (const float o : fused.o_f32) CHECK(std::isfinite(o));
     }
 }
+
+TEST_CASE("row_sum_format holds the naive softmax's row sum apart from its exps: a float32 sum of FP16 exps",
+          "[flash][recipes]") {
+    // three scores of 10.5: each exp (36,316) fits FP16, their sum (108,947) does not
+    AttentionShape sh = attention_shape(1, 1, 3, 16, false);
+    sh.scale = 1;
+    AttentionOperands in;
+    in.q.assign(16, bits_in(f16, 0.0));
+    in.q[0] = bits_in(f16, 1.0);
+    in.k.assign(3 * 16, bits_in(f16, 0.0));
+    for (int j = 0; j < 3; ++j) in.k[j * 16] = bits_in(f16, 10.5);
+    in.v = gaussian_bits(3 * 16, f16, 3);
+    AttentionRecipe half = find_recipe("naive-f16");
+    apply_setting(half, "softmax=naive-unshifted");
+    AttentionRecipe wide_sum = half, same = half;
+    apply_setting(wide_sum, "row_sum_format=f32");
+    apply_setting(same, "row_sum_format=f16");
+    const ForwardResult h = flash_forward(half, sh, in), w = flash_forward(wide_sum, sh, in),
+                        s = flash_forward(same, sh, in);
+    CHECK(s.o == h.o);  // naming the softmax format changes nothing
+    CHECK(std::isinf(h.lse[0]));
+    CHECK(w.lse[0] == Approx(10.5 + std::log(3.0)).epsilon(1e-3));
+    for (std::size_t c = 0; c < 16; ++c) {
+        INFO("feature " << c);
+        CHECK(h.o_f32[c] == 0);  // P = e / inf: the FP16 sum lost the row
+        const double mean = (decode(f16, in.v[c]) + decode(f16, in.v[16 + c]) + decode(f16, in.v[32 + c])) / 3;
+        CHECK(w.o_f32[c] == Approx(mean).margin(0x1p-9));
+    }
+}
