@@ -52,7 +52,8 @@ class Recorded:
 def underflow(block):
     """P-collapse of the block's last q, k under FP8 (S = 1, forward order), one sink key."""
     q, k, v = (t[0] for t in block.attention.last_qkv)  # the batch's first sequence, both heads
-    r = roundscope.pcollapse({"q": q, "k": k, "v": v}, k_sink=1, scale=[1.0], order="forward", causal=True)
+    r = roundscope.pcollapse({"q": q, "k": k, "v": v}, recipe="fp8-forward-order", k_sink=1, scale=[1.0],
+                             order="forward", causal=True)
     return r["runs"][0]["underflow_fraction"]
 
 
