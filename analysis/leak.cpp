@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
+#include <utility>
 
 #include "emu/attention/attention_operands.hpp"
 #include "emu/attention/flash_attention.hpp"
@@ -75,26 +77,51 @@ LeakCase leak_case(const emu::AttentionInputs& in, const LeakOptions& o) {
     return c;
 }
 
-// Pairs (i, j), j > i in i's V block: enlarge V[j], recompute the rows of its block before j.
-void measure_future_influence(const LeakCase& c, LeakResult& result) {
+// Token j of every head given token r's V (the same head's row r).
+void replace_token(std::vector<std::uint32_t>& x, std::uint64_t heads, std::uint64_t n, std::uint64_t width,
+                   std::uint64_t j, std::uint64_t r) {
+    for (std::uint64_t h = 0; h < heads; ++h)
+        std::copy_n(x.begin() + static_cast<std::ptrdiff_t>((h * n + r) * width), width,
+                    x.begin() + static_cast<std::ptrdiff_t>((h * n + j) * width));
+}
+
+// Pairs (i, j), j > i in i's V block: change V[j] (enlarged x16, or with `natural` another
+// token's), recompute the rows of its block before j. Returns the pairs whose O[i] moved and
+// the largest move; with `by_position`, each position's largest move too.
+std::pair<std::uint64_t, double> future_influence(const LeakCase& c, bool natural, std::vector<double>* by_position) {
+    std::uint64_t leaking = 0;
+    double largest = 0;
     for (std::uint64_t j = 1; j < c.n; ++j) {
         const std::uint64_t first = j / c.block * c.block;
         if (first == j) continue;
         emu::AttentionOperands changed = c.x;
-        enlarge_token(changed.v, *c.recipe.input, c.heads, c.n, c.dv, j);
+        if (natural) {
+            // another token at j: its key and its value (its query only moves row j itself)
+            replace_token(changed.k, c.heads, c.n, c.d, j, (j + c.n / 2) % c.n);
+            replace_token(changed.v, c.heads, c.n, c.dv, j, (j + c.n / 2) % c.n);
+        } else {
+            enlarge_token(changed.v, *c.recipe.input, c.heads, c.n, c.dv, j);
+        }
         emu::ForwardOptions rows = c.forward;
         rows.row_begin = first, rows.row_end = j;
         const emu::ForwardResult f = emu::flash_forward(c.recipe, c.shape, changed, rows);
         for (std::uint64_t h = 0; h < c.heads; ++h) {
             for (std::uint64_t i = first; i < j; ++i) {
-                if (!c.same_row(f, h, i)) ++result.leaking_pairs;
+                if (!c.same_row(f, h, i)) ++leaking;
                 const std::uint64_t at = (h * c.n + i) * c.dv;
-                double& influence = result.future_influence_by_position[i];
-                influence = std::max(influence, max_abs_difference(c.base.o, f.o, c.o_format(), at, at + c.dv));
-                result.max_future_influence = std::max(result.max_future_influence, influence);
+                const double move = max_abs_difference(c.base.o, f.o, c.o_format(), at, at + c.dv);
+                if (by_position != nullptr) (*by_position)[i] = std::max((*by_position)[i], move);
+                largest = std::max(largest, move);
             }
         }
     }
+    return {leaking, largest};
+}
+
+std::uint64_t future_pairs(const LeakCase& c) {
+    std::uint64_t pairs = 0;
+    for (std::uint64_t j = 1; j < c.n; ++j) pairs += j - j / c.block * c.block;
+    return pairs * c.heads;
 }
 
 // Parallel against autoregressive: query i with tokens 0..i only (its partial V block then
@@ -163,7 +190,13 @@ LeakResult leak(const emu::AttentionInputs& in, const LeakOptions& o) {
     result.tokens = c.n;
     result.future_influence_by_position.assign(c.n, 0.0);
     result.parallel_vs_autoregressive_by_position.assign(c.n, 0.0);
-    measure_future_influence(c, result);
+    result.future_pairs = future_pairs(c);
+    std::tie(result.leaking_pairs, result.max_future_influence) =
+        future_influence(c, false, &result.future_influence_by_position);
+    if (o.natural) {
+        const auto [leaking, largest] = future_influence(c, true, nullptr);
+        result.leaking_pairs_natural = leaking, result.max_future_influence_natural = largest;
+    }
     compare_autoregressive(c, result);
     check_masking(c, result);
     result.mixed_scale_blocks = mixed_scale_blocks(c);

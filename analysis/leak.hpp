@@ -4,6 +4,7 @@
 // depends on tokens after i through the scale of its own (diagonal) block. The fix: the diagonal block of P multiplies
 // unquantized V (recipe setting diagonal_fix).
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,9 @@ struct LeakOptions {
     double softmax_scale = 0;
     std::uint64_t max_tokens = 512;  // the first tokens of a file (a causal prefix is a sequence)
     int threads = 0;
+    // Also each future token j replaced by another, its K and V rows those of token (j + n / 2) mod n
+    // (a natural change of token, where V[j] x 16 is the largest change a block's scale can see)
+    bool natural = false;
 };
 
 struct LeakResult {
@@ -27,8 +31,11 @@ struct LeakResult {
     int block = 0;
     bool fix = false;
     std::uint64_t tokens = 0;
-    std::uint64_t leaking_pairs = 0;                     // (head, i, j), j > i in i's V block, where V[j] changes O[i]
+    std::uint64_t future_pairs = 0;                      // (head, i, j), j > i in i's V block
+    std::uint64_t leaking_pairs = 0;                     // those where V[j] x 16 changes O[i]
     double max_future_influence = 0;                     // the largest |change of O[i]| that such a V[j] causes
+    std::optional<std::uint64_t> leaking_pairs_natural;  // natural: where V[j] replaced by another token's
+    std::optional<double> max_future_influence_natural;  //   changes O[i], and by how much at most
     double parallel_vs_autoregressive_max_abs_diff = 0;  // O[i] with all tokens vs with tokens 0..i
     std::uint64_t masked_contribution_violations = 0;    // rows whose O changes when only masked
                                                          // (future) keys and values change

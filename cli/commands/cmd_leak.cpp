@@ -29,7 +29,7 @@ struct LeakArgs {
     AttentionFlags flags;
     std::string format = "mxfp4", plot;
     RecipeFlags recipe{"mxfp4-v"};
-    bool fix = false;
+    bool fix = false, natural = false;
     int block = 32;
     std::uint64_t max_tokens = 512;
 };
@@ -37,13 +37,19 @@ struct LeakArgs {
 void print_report(const analysis::LeakResult& r) {
     fmt::print("Future leakage, V in {} blocks of {} tokens along the sequence, {} ({} tokens, causal)\n", r.format,
                r.block, r.fix ? "diagonal block unquantized (fix)" : "no fix", r.tokens);
-    print_table(
-        {"measure", "value"},
-        {{"leaking pairs (j > i changes O[i])", std::to_string(r.leaking_pairs)},
-         {"max future influence on O", fmt::format("{:.4e}", r.max_future_influence)},
-         {"parallel vs autoregressive, max |diff|", fmt::format("{:.4e}", r.parallel_vs_autoregressive_max_abs_diff)},
-         {"rows moved by masked keys only", std::to_string(r.masked_contribution_violations)},
-         {"(query, block) scales mixing masked positions", std::to_string(r.mixed_scale_blocks)}});
+    std::vector<std::vector<std::string>> rows{
+        {"leaking pairs (V[j] x 16, j > i, changes O[i])", fmt::format("{} of {}", r.leaking_pairs, r.future_pairs)},
+        {"max future influence on O", fmt::format("{:.4e}", r.max_future_influence)}};
+    if (r.leaking_pairs_natural) {
+        rows.push_back({"leaking pairs (token j another token)",
+                        fmt::format("{} of {}", *r.leaking_pairs_natural, r.future_pairs)});
+        rows.push_back({"max influence of another token", fmt::format("{:.4e}", *r.max_future_influence_natural)});
+    }
+    rows.push_back(
+        {"parallel vs autoregressive, max |diff|", fmt::format("{:.4e}", r.parallel_vs_autoregressive_max_abs_diff)});
+    rows.push_back({"rows moved by masked keys only", std::to_string(r.masked_contribution_violations)});
+    rows.push_back({"(query, block) scales mixing masked positions", std::to_string(r.mixed_scale_blocks)});
+    print_table({"measure", "value"}, rows);
 }
 
 void run(const LeakArgs& a) {
@@ -51,6 +57,7 @@ void run(const LeakArgs& a) {
     o.recipe = a.recipe.recipe();
     o.format = &emu::block_format_named(a.format);
     o.block = a.block, o.fix = a.fix, o.max_tokens = a.max_tokens, o.threads = a.flags.threads;
+    o.natural = a.natural;
     check_plot(a.plot, {a.input.file});
     // Leakage is a property of causal attention: the mask is always on.
     if (a.flags.no_causal) throw Error("--no-causal: leakage is measured under the causal mask");
@@ -73,6 +80,9 @@ void add_leak_command(CLI::App& app) {
     cmd->add_option("--format", a->format, "Block format of V")->check(block_format_name())->capture_default_str();
     cmd->add_option("--block", a->block, "Tokens per scale")->check(integer_in(1, 1024))->capture_default_str();
     cmd->add_flag("--fix", a->fix, "The diagonal block of P multiplies unquantized V");
+    cmd->add_flag(
+        "--natural", a->natural,
+        "Also each later token j replaced by another (K and V rows of token (j + n/2) mod n), beside V[j] x 16");
     a->recipe.add_to(cmd);
     cmd->add_option("--max-tokens", a->max_tokens, "Tokens of a file to analyse")
         ->check(integer_in(1, 1 << 16))

@@ -283,12 +283,13 @@ def pcollapse(inputs: str | os.PathLike | Arrays | None = None, *, synthetic: bo
 
 def leak(inputs: str | os.PathLike | Arrays | None = None, *, synthetic: bool = False, n: int | None = None,
          d: int | None = None, seed: int | None = None, format: str | None = None, block: int | None = None,
-         fix: bool = False, recipe: str | None = None, settings: Mapping | None = None,
+         fix: bool = False, natural: bool = False, recipe: str | None = None, settings: Mapping | None = None,
          max_tokens: int | None = None, causal: bool | None = None, softmax_scale: float | None = None,
          threads: int = 0) -> results.LeakResult:
-    """Future leakage through V block-quantized along tokens (`roundscope leak --json`)."""
+    """Future leakage through V block-quantized along tokens (`roundscope leak --json`); `natural`
+    also replaces each later token's K and V rows by another token's, beside V x 16."""
     return _commands.analysis("leak", inputs, synthetic, n=n, d=d, seed=seed, format=format, block=block, fix=fix,
-                              recipe=recipe, settings=settings, max_tokens=max_tokens, causal=causal,
+                              natural=natural, recipe=recipe, settings=settings, max_tokens=max_tokens, causal=causal,
                               softmax_scale=softmax_scale, threads=_threads(threads))
 
 

@@ -6,7 +6,7 @@ key of real results against these declarations, both ways."""
 from __future__ import annotations
 
 import sys
-from typing import Dict, List, Union
+from typing import Dict, List, Optional, Union
 
 if sys.version_info >= (3, 11):
     from typing import TypedDict
@@ -82,7 +82,10 @@ class LeakResult(TypedDict):
     block: int
     fix: bool
     tokens: int
+    future_pairs: int
     leaking_pairs: int
+    leaking_pairs_natural: Optional[int]          # natural=True, else None
+    max_future_influence_natural: Optional[Number]
     masked_contribution_violations: int
     max_future_influence: Number
     mixed_scale_blocks: int

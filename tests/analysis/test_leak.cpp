@@ -38,3 +38,25 @@ TEST_CASE("Block-quantized V leaks the future; the diagonal fix removes it exact
         }
     }
 }
+
+TEST_CASE("A natural change of a later token leaks through fewer pairs than x16, and none with the fix", "[leak]") {
+    SyntheticSpec spec;
+    spec.n = 96, spec.d = 32, spec.heads = 2, spec.seed = 5;
+    const emu::AttentionInputs in = synthetic_attention(spec);
+    LeakOptions o;
+    o.recipe = emu::find_recipe("mxfp4-v");
+    const LeakResult plain = leak(in, o);
+    CHECK(!plain.leaking_pairs_natural);
+    CHECK(plain.future_pairs == 2 * 3 * (32 * 31 / 2));  // two heads, three blocks of 32
+    o.natural = true;
+    const LeakResult natural = leak(in, o);
+    INFO(*natural.leaking_pairs_natural << " of " << natural.future_pairs << " pairs, x16: " << natural.leaking_pairs);
+    CHECK(natural.leaking_pairs == plain.leaking_pairs);  // the x16 figures do not move
+    CHECK(*natural.leaking_pairs_natural > 0);
+    CHECK(*natural.leaking_pairs_natural < natural.leaking_pairs);  // a token only leaks if it moves its block's scale
+    CHECK(*natural.max_future_influence_natural > 0);
+    o.fix = true;
+    const LeakResult fixed = leak(in, o);
+    CHECK(*fixed.leaking_pairs_natural == 0);
+    CHECK(*fixed.max_future_influence_natural == 0);
+}

@@ -35,6 +35,13 @@ def test_leak_leaks_without_the_fix_and_not_with_it(cli):
     assert fixed["leaking_pairs"] == 0 and fixed["parallel_vs_autoregressive_max_abs_diff"] == 0
 
 
+def test_leak_natural_token_changes(cli):
+    j = cli.json("leak", "--synthetic", "--n", "64", "--natural")
+    assert j["future_pairs"] == 2 * 496 and j["leaking_pairs"] == j["future_pairs"]
+    assert 0 < j["leaking_pairs_natural"] < j["future_pairs"] and j["max_future_influence_natural"] > 0
+    assert cli.json("leak", "--synthetic", "--n", "64")["leaking_pairs_natural"] is None
+
+
 def test_bias_keys_and_steps(cli):
     j = cli.json("bias", "--synthetic", "--n", "128")
     assert {"rows", "coefficient_sum", "positive_rows", "p_bar_one_count", "top_dims"} <= set(j)
