@@ -24,6 +24,9 @@ struct Stage {
     void (*make_exact)(emu::AttentionRecipe&);
 };
 constexpr Stage stages[] = {
+    // block quantization (MX): Q and K along D, P along keys, V along tokens
+    {"Q K quantization", [](const emu::AttentionRecipe& r) { return r.qk_quant != nullptr; },
+     [](emu::AttentionRecipe& r) { r.qk_quant = nullptr; }},
     {"score product", [](const emu::AttentionRecipe&) { return true; },
      [](emu::AttentionRecipe& r) { r.score_product = emu::Product::f64; }},
     // online-torch: S and the row max stored in BF16; naive: exp and division. The row sum keeps
@@ -40,8 +43,12 @@ constexpr Stage stages[] = {
          return r.softmax != emu::SoftmaxKind::online && l != emu::f32;
      },
      [](emu::AttentionRecipe& r) { r.row_sum_format = &emu::f32; }},
+    {"P quantization", [](const emu::AttentionRecipe& r) { return r.p_quant != nullptr; },
+     [](emu::AttentionRecipe& r) { r.p_quant = nullptr; }},
     {"P cast", [](const emu::AttentionRecipe&) { return true; },
      [](emu::AttentionRecipe& r) { r.p_format = &emu::f32, r.p_scale = 1; }},
+    {"V quantization", [](const emu::AttentionRecipe& r) { return r.v_quant != nullptr; },
+     [](emu::AttentionRecipe& r) { r.v_quant = nullptr; }},
     {"P V product", [](const emu::AttentionRecipe&) { return true; },
      [](emu::AttentionRecipe& r) { r.pv_product = emu::Product::f64; }},
     // each block's P-bar V and the rescaled O stored in the running format

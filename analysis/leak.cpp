@@ -172,7 +172,7 @@ void check_masking(const LeakCase& c, LeakResult& result) {
 // Quantization blocks that hold both a query's visible keys and its masked ones, used quantized
 // by that query: its own block, unless it is the block's last token (or the fix).
 std::uint64_t mixed_scale_blocks(const LeakCase& c) {
-    if (c.recipe.diagonal_fix) return 0;
+    if (c.recipe.diagonal_fix || c.recipe.v_quant == nullptr) return 0;
     std::uint64_t count = 0;
     for (std::uint64_t i = 0; i < c.n; ++i) {
         const std::uint64_t block_end = std::min(c.n, i / c.block * c.block + c.block);
@@ -186,7 +186,7 @@ std::uint64_t mixed_scale_blocks(const LeakCase& c) {
 LeakResult leak(const emu::AttentionInputs& in, const LeakOptions& o) {
     const LeakCase c = leak_case(in, o);
     LeakResult result;
-    result.format = o.format->name, result.block = o.block, result.fix = o.fix;
+    result.format = o.format != nullptr ? o.format->name : "none", result.block = o.block, result.fix = o.fix;
     result.tokens = c.n;
     result.future_influence_by_position.assign(c.n, 0.0);
     result.parallel_vs_autoregressive_by_position.assign(c.n, 0.0);

@@ -14,8 +14,8 @@
 namespace roundscope::analysis {
 
 struct LeakOptions {
-    emu::AttentionRecipe recipe;  // default mxfp4-v; v_quant, v_block and diagonal_fix from below
-    const emu::BlockFormat* format = &emu::mxfp4;
+    emu::AttentionRecipe recipe;                   // default mxfp4-v; v_quant, v_block and diagonal_fix from below
+    const emu::BlockFormat* format = &emu::mxfp4;  // null: V unquantized (what Q, K or P quantization leak)
     int block = 32;
     bool fix = false;
     double softmax_scale = 0;

@@ -261,6 +261,7 @@ std::string flash_unsupported(const emu::AttentionRecipe& r) {
     if (r.delta == emu::DeltaKind::p_dp) return "the CUDA twins form delta from O (delta=o-stored or o-f32)";
     if (!(*r.delta_format == emu::f32)) return "the CUDA twins sum delta in float32 (delta_format=f32)";
     if (!(*r.o_accumulator == emu::f32)) return "the CUDA twins keep the running O in float32";
+    if (r.qk_quant != nullptr || r.p_quant != nullptr) return "the CUDA twins quantize V only (qk_quant, p_quant none)";
     if (r.score_product != emu::Product::model || r.pv_product != emu::Product::model)
         return "the CUDA twins compute every product on the tensor cores";
     if (r.block_n == 0) return "the CUDA twins need a fixed block_n (not auto)";

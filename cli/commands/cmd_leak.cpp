@@ -35,8 +35,12 @@ struct LeakArgs {
 };
 
 void print_report(const analysis::LeakResult& r) {
-    fmt::print("Future leakage, V in {} blocks of {} tokens along the sequence, {} ({} tokens, causal)\n", r.format,
-               r.block, r.fix ? "diagonal block unquantized (fix)" : "no fix", r.tokens);
+    if (r.format == "none")
+        fmt::print("Future leakage, V unquantized, pairs within blocks of {} tokens ({} tokens, causal)\n", r.block,
+                   r.tokens);
+    else
+        fmt::print("Future leakage, V in {} blocks of {} tokens along the sequence, {} ({} tokens, causal)\n", r.format,
+                   r.block, r.fix ? "diagonal block unquantized (fix)" : "no fix", r.tokens);
     std::vector<std::vector<std::string>> rows{
         {"leaking pairs (V[j] x 16, j > i, changes O[i])", fmt::format("{} of {}", r.leaking_pairs, r.future_pairs)},
         {"max future influence on O", fmt::format("{:.4e}", r.max_future_influence)}};
@@ -55,7 +59,7 @@ void print_report(const analysis::LeakResult& r) {
 void run(const LeakArgs& a) {
     analysis::LeakOptions o;
     o.recipe = a.recipe.recipe();
-    o.format = &emu::block_format_named(a.format);
+    o.format = a.format == "none" ? nullptr : &emu::block_format_named(a.format);
     o.block = a.block, o.fix = a.fix, o.max_tokens = a.max_tokens, o.threads = a.flags.threads;
     o.natural = a.natural;
     check_plot(a.plot, {a.input.file});
@@ -77,7 +81,10 @@ void add_leak_command(CLI::App& app) {
     auto* cmd = app.add_subcommand("leak", "Future leakage of V block-quantized along tokens (causal attention)");
     auto a = std::make_shared<LeakArgs>();
     a->input.add_to(cmd, "File with q, k, v");
-    cmd->add_option("--format", a->format, "Block format of V")->check(block_format_name())->capture_default_str();
+    cmd->add_option("--format", a->format,
+                    "Block format of V, or none (V unquantized: what the recipe's qk_quant or p_quant leak alone)")
+        ->check(CLI::IsMember({"none"}) | block_format_name())
+        ->capture_default_str();
     cmd->add_option("--block", a->block, "Tokens per scale")->check(integer_in(1, 1024))->capture_default_str();
     cmd->add_flag("--fix", a->fix, "The diagonal block of P multiplies unquantized V");
     cmd->add_flag(

@@ -32,6 +32,14 @@ void validate(const AttentionRecipe& r) {
                                 r.epilogue != Epilogue::fa2 || r.scale_log2 != ScaleLog2::f32;
     if (flash2_choices && r.softmax != SoftmaxKind::online)
         fail("softmax", "row_sum, rescale_arg, scale_log2 and epilogue are choices of the online softmax");
+    if (r.p_quant != nullptr && r.softmax != SoftmaxKind::online)
+        fail("p_quant", "P is block-quantized in the online softmax only");
+    if (r.p_quant != nullptr && !(*r.p_format == bf16 || *r.p_format == f32))
+        fail("p_quant", "the block-quantized P is held in bf16 or f32 for P V (every MX value fits them)");
+    if (r.p_quant != nullptr && r.block_n % 32 != 0)
+        fail("p_quant", "P's blocks of 32 keys must tile block_n (a multiple of 32)");
+    if (r.p_quant != nullptr && r.epilogue != Epilogue::fa2)
+        fail("p_quant", "P is block-quantized under FlashAttention-2's epilogue only");
     if (r.row_sum_format != nullptr && r.softmax == SoftmaxKind::online)
         fail("row_sum_format",
              "the online softmax keeps its row sum in float32; row_sum_format is a choice of the "

@@ -84,7 +84,11 @@ struct AttentionRecipe {
     const Format* p_format = &bf16;  // P is cast to it (times p_scale) before P V
     float p_scale = 1;               // S: a power of two or 448
     KvOrder kv_order = KvOrder::forward;
-    const BlockFormat* v_quant = nullptr;  // V quantized along tokens in this block format
+    const BlockFormat* qk_quant = nullptr;  // Q and K quantized along D (the score product's reduction)
+                                            // in this block format, blocks of 32, before S = Q K^T
+    const BlockFormat* p_quant = nullptr;   // each row's P * S quantized along keys in this block format,
+                                            // blocks of 32, from float32, before P V (online softmax)
+    const BlockFormat* v_quant = nullptr;   // V quantized along tokens in this block format
     int v_block = 32;
     bool diagonal_fix = false;  // the diagonal tile of P multiplies unquantized V
     const Format* o_format = &bf16;

@@ -113,6 +113,11 @@ BackwardResult flash_backward(const AttentionRecipe& recipe, const AttentionShap
         throw Error(fmt::format("recipe '{}': the backward pass needs an online softmax", recipe.name));
     if (recipe.epilogue == Epilogue::torch_flash)
         throw Error(fmt::format("recipe '{}': PyTorch's flash forward is modelled, its backward is not", recipe.name));
+    if (recipe.qk_quant != nullptr || recipe.p_quant != nullptr)
+        throw Error(
+            fmt::format("recipe '{}': the backward of block-quantized Q, K or P (qk_quant, p_quant) is not "
+                        "modelled",
+                        recipe.name));
     if (in.d_o.size() != shape.heads * shape.n_q * shape.d_v)
         throw Error("attention: the backward pass needs a tensor 'do' of shape [.., Nq, Dv]");
     const Format& g = *recipe.ds_format;

@@ -57,8 +57,10 @@ FlashContext flash_context(const AttentionRecipe& recipe, const AttentionShape& 
                          ? static_cast<float>(static_cast<double>(scale) * 1.4426950408889634074)  // M_LOG2E
                          : steps::scale_log2(scale);
     ctx.exp2 = recipe.exp2;
-    ctx.softmax = {ctx.scale_log2, ctx.exp2,         recipe.max_adjust,  recipe.max_adjust_beta,
-                   recipe.p_scale, *recipe.p_format, recipe.rescale_arg, recipe.row_sum};
+    // under p_quant the row step leaves P * S in float32 for the block quantization
+    const Format& p_step = recipe.p_quant != nullptr ? f32 : *recipe.p_format;
+    ctx.softmax = {ctx.scale_log2, ctx.exp2, recipe.max_adjust,  recipe.max_adjust_beta,
+                   recipe.p_scale, p_step,   recipe.rescale_arg, recipe.row_sum};
     ctx.torch = {static_cast<float>(shape.scale),
                  recipe.softmax_format,
                  recipe.row_sum_format != nullptr ? recipe.row_sum_format : recipe.softmax_format,
@@ -118,23 +120,41 @@ std::vector<float> delta_from_o(const FlashContext& ctx, const AttentionOperands
     return delta;
 }
 
+std::vector<std::uint32_t> block_fake_quantized(const std::vector<std::uint32_t>& x, const Format& held,
+                                                std::vector<std::uint64_t> dims, int axis, const BlockFormat& format,
+                                                int block, const Format& to, const char* what) {
+    Tensor t = Tensor::zeros(what, dtype_of(held), std::move(dims));
+    const int unit = info(t.dtype()).storage_bytes;  // the low bytes of each element's bits
+    std::byte* bytes = t.mutable_bytes().data();
+    for (std::size_t i = 0; i < x.size(); ++i) std::memcpy(bytes + i * unit, &x[i], static_cast<std::size_t>(unit));
+    BlockSpec spec;
+    spec.format = &format;
+    spec.block = block;
+    spec.axis = axis;
+    spec.threads = 1;
+    const Tensor dequantized = block_dequantize(block_quantize(t, spec), spec);
+    std::vector<std::uint32_t> as_f32(x.size());
+    std::memcpy(as_f32.data(), dequantized.bytes().data(), 4 * as_f32.size());  // float32: 4 bytes each
+    return exact_in(as_f32, f32, to, what);
+}
+
 std::vector<std::uint32_t> quantized_v(const FlashContext& ctx, const std::vector<std::uint32_t>& v) {
     if (ctx.recipe.v_quant == nullptr) return {};
     const AttentionShape& s = ctx.shape;
+    return block_fake_quantized(v, *ctx.recipe.input, {s.heads, s.n_kv, s.d_v}, -2, *ctx.recipe.v_quant,
+                                ctx.recipe.v_block, *ctx.recipe.input, "quantized v");
+}
+
+AttentionOperands quantized_qk(const FlashContext& ctx, const AttentionOperands& in) {
+    AttentionOperands out = in;
+    if (ctx.recipe.qk_quant == nullptr) return out;
+    const AttentionShape& s = ctx.shape;
     const Format& input = *ctx.recipe.input;
-    Tensor t = Tensor::zeros("v", dtype_of(input), {s.heads, s.n_kv, s.d_v});
-    const int unit = info(t.dtype()).storage_bytes;  // the low bytes of each element's bits
-    std::byte* to = t.mutable_bytes().data();
-    for (std::size_t i = 0; i < v.size(); ++i) std::memcpy(to + i * unit, &v[i], static_cast<std::size_t>(unit));
-    BlockSpec spec;
-    spec.format = ctx.recipe.v_quant;
-    spec.block = ctx.recipe.v_block;
-    spec.axis = -2;  // along tokens
-    spec.threads = 1;
-    const Tensor dequantized = block_dequantize(block_quantize(t, spec), spec);
-    std::vector<std::uint32_t> as_f32(v.size());
-    std::memcpy(as_f32.data(), dequantized.bytes().data(), 4 * as_f32.size());  // float32: 4 bytes each
-    return exact_in(as_f32, f32, input, "quantized v");
+    out.q =
+        block_fake_quantized(in.q, input, {s.heads, s.n_q, s.d}, -1, *ctx.recipe.qk_quant, 32, input, "quantized q");
+    out.k =
+        block_fake_quantized(in.k, input, {s.heads, s.n_kv, s.d}, -1, *ctx.recipe.qk_quant, 32, input, "quantized k");
+    return out;
 }
 
 }  // namespace roundscope::emu

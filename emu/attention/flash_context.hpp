@@ -53,6 +53,17 @@ const MmaModel& model_for(const AttentionRecipe& recipe, const Format& x, const 
 /// exact there); empty without quantization.
 std::vector<std::uint32_t> quantized_v(const FlashContext& ctx, const std::vector<std::uint32_t>& v);
 
+/// The operands with Q and K quantized along D in the recipe's qk_quant block format (blocks of
+/// 32), dequantized and stored in the input format (Error where a value is not exact there);
+/// the operands as they are without it.
+AttentionOperands quantized_qk(const FlashContext& ctx, const AttentionOperands& in);
+
+/// x (bits of `held`, shaped `dims`) quantized in blocks of `block` along `axis` in `format`,
+/// dequantized and given as bits of `to` (Error naming `what` where a value is not exact there).
+std::vector<std::uint32_t> block_fake_quantized(const std::vector<std::uint32_t>& x, const Format& held,
+                                                std::vector<std::uint64_t> dims, int axis, const BlockFormat& format,
+                                                int block, const Format& to, const char* what);
+
 /// delta = rowsum(dO * O) of every query (all heads), from O as stored or in float32 as the
 /// recipe says (steps::delta_rowsum).
 std::vector<float> delta_from_o(const FlashContext& ctx, const AttentionOperands& in, const ForwardResult& forward);

@@ -100,6 +100,11 @@ void online_tile(const FlashContext& ctx, const ForwardModels& models, const Hea
             b.acc[row * dv + c] = bits_of(torch ? torch_eager::stored(rescaled, running) : rescaled);
         }
     }
+    // P * S, left in float32 by the row steps, quantized along the tile's keys (blocks of 32
+    // from the tile's first key, a multiple of 32; masked keys' zeros never set a scale)
+    if (ctx.recipe.p_quant != nullptr)
+        p_cast = block_fake_quantized(p_cast, f32, {b.rows.size(), n}, -1, *ctx.recipe.p_quant, 32,
+                                      *ctx.recipe.p_format, "quantized P");
     if (torch) {  // O.mul_(factor).add_(P V): P V stored (einsum), the sum in float32, stored
         std::vector<std::uint32_t> pv(b.acc.size(), 0);
         pv_product(ctx, models.pv, h, b.rows, keys, p_cast, pv);
@@ -273,8 +278,12 @@ void check_sizes(const AttentionShape& s, const AttentionOperands& in, bool back
     if (backward) check(in.d_o, s.heads * s.n_q * s.d_v, "do");
 }
 
-ForwardResult run_forward(const FlashContext& ctx, const AttentionOperands& in, const ForwardOptions& options) {
+ForwardResult run_forward(const FlashContext& ctx, const AttentionOperands& given, const ForwardOptions& options) {
     const AttentionRecipe& recipe = ctx.recipe;
+    // Q and K as the score product takes them (block-quantized under qk_quant); a run cache then
+    // keys its scores by these bits
+    const AttentionOperands quantized = recipe.qk_quant != nullptr ? quantized_qk(ctx, given) : AttentionOperands{};
+    const AttentionOperands& in = recipe.qk_quant != nullptr ? quantized : given;
     const AttentionShape& shape = ctx.shape;
     const ForwardModels models{detail::TileProduct(recipe, *recipe.input, *recipe.input, recipe.score_product),
                                detail::TileProduct(recipe, *recipe.p_format, *recipe.input, recipe.pv_product)};

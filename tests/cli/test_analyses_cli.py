@@ -42,6 +42,17 @@ def test_leak_natural_token_changes(cli):
     assert cli.json("leak", "--synthetic", "--n", "64")["leaking_pairs_natural"] is None
 
 
+def test_quantizing_q_k_and_p_leaks_nothing(cli):
+    """MX blocks of Q and K run along D and P's along keys, within a token or a row: a later
+    token never reaches an earlier output (V unquantized: --format none)."""
+    j = cli.json("leak", "--synthetic", "--n", "96", "--format", "none", "--recipe", "fa2-bf16", "--set",
+                 "qk_quant=mxfp4", "--set", "p_quant=mxfp4", "--natural")
+    assert j["format"] == "none" and j["future_pairs"] == 3 * 496
+    assert j["leaking_pairs"] == j["leaking_pairs_natural"] == 0 and j["parallel_vs_autoregressive_max_abs_diff"] == 0
+    v = cli.json("leak", "--synthetic", "--n", "96", "--recipe", "fa2-bf16", "--set", "p_quant=mxfp4", "--natural")
+    assert v["leaking_pairs_natural"] > 0, "V quantized along tokens still leaks"
+
+
 def test_bias_keys_and_steps(cli):
     j = cli.json("bias", "--synthetic", "--n", "128")
     assert {"rows", "coefficient_sum", "positive_rows", "p_bar_one_count", "top_dims"} <= set(j)

@@ -13,6 +13,8 @@
 #include "emu/attention/attention_steps.hpp"
 #include "emu/attention/flash_attention.hpp"
 #include "emu/attention/random_operands.hpp"
+#include "emu/block/block_format.hpp"
+#include "emu/block/mx_block.hpp"
 #include "emu/mma/fused_dot_add.hpp"
 #include "emu/mma/mma_model.hpp"
 #include "lib/error.hpp"
@@ -47,6 +49,26 @@ struct ScalarProduct {
     }
 };
 
+// n values (bits of `f`) through OCP MX blocks of 32 from the first, one block at a time by
+// mx_block.hpp's scalar reference (floor scale rule, nearest-even elements); the dequantized
+// values as bits of `to`.
+std::vector<std::uint32_t> mx_blocks(const std::uint32_t* x, std::size_t n, const Format& f, const BlockFormat& b,
+                                     const Format& to) {
+    std::vector<std::uint32_t> out(n);
+    for (std::size_t s = 0; s < n; s += 32) {
+        const int len = static_cast<int>(std::min<std::size_t>(32, n - s));
+        std::vector<Unpacked> u(static_cast<std::size_t>(len));
+        std::vector<std::uint64_t> index(u.size(), 0), elements(u.size());
+        for (int t = 0; t < len; ++t) u[static_cast<std::size_t>(t)] = unpack(f, x[s + static_cast<std::size_t>(t)]);
+        const std::uint64_t scale = mx_quantize_block(u.data(), len, *b.element, ScaleRule::floor, CastOptions{},
+                                                      index.data(), elements.data());
+        for (int t = 0; t < len; ++t)
+            out[s + static_cast<std::size_t>(t)] = static_cast<std::uint32_t>(cast_from_f64(
+                mx_dequantize(*b.element, elements[static_cast<std::size_t>(t)], scale), to, CastOptions{}));
+    }
+    return out;
+}
+
 RowResult scalar_online_row(const AttentionRecipe& r, const AttentionShape& sh, const AttentionOperands& in,
                             std::uint64_t head, std::uint64_t i) {
     const ScalarProduct score{r.score_product, find_mma_model(r.arch, r.instruction, *r.input, *r.input, f32), r.input,
@@ -54,8 +76,20 @@ RowResult scalar_online_row(const AttentionRecipe& r, const AttentionShape& sh, 
     const ScalarProduct pv{r.pv_product, find_mma_model(r.arch, r.instruction, *r.p_format, *r.input, f32), r.p_format,
                            r.input};
     const std::uint64_t d = sh.d, dv = sh.d_v, nk = sh.n_kv;
-    const std::uint32_t* q = in.q.data() + (head * sh.n_q + i) * d;
-    const std::uint32_t* k = in.k.data() + head * nk * d;
+    // qk_quant: q and every key quantized along D first
+    std::vector<std::uint32_t> q_row(in.q.begin() + static_cast<std::ptrdiff_t>((head * sh.n_q + i) * d),
+                                     in.q.begin() + static_cast<std::ptrdiff_t>((head * sh.n_q + i + 1) * d));
+    std::vector<std::uint32_t> keys(in.k.begin() + static_cast<std::ptrdiff_t>(head * nk * d),
+                                    in.k.begin() + static_cast<std::ptrdiff_t>((head + 1) * nk * d));
+    if (r.qk_quant != nullptr) {
+        q_row = mx_blocks(q_row.data(), d, *r.input, *r.qk_quant, *r.input);
+        for (std::uint64_t j = 0; j < nk; ++j) {
+            const std::vector<std::uint32_t> kj = mx_blocks(keys.data() + j * d, d, *r.input, *r.qk_quant, *r.input);
+            std::copy(kj.begin(), kj.end(), keys.begin() + static_cast<std::ptrdiff_t>(j * d));
+        }
+    }
+    const std::uint32_t* q = q_row.data();
+    const std::uint32_t* k = keys.data();
     const std::uint32_t* v = in.v.data() + head * nk * dv;
     const std::int64_t position = static_cast<std::int64_t>(i + nk) - static_cast<std::int64_t>(sh.n_q);
     const std::uint64_t visible =
@@ -103,8 +137,9 @@ RowResult scalar_online_row(const AttentionRecipe& r, const AttentionShape& sh, 
         for (std::uint64_t j = 0; j < c1 - c0; ++j) {
             pbar[j] = steps::p_bar(t[j], m_new, r.exp2);
             sum = a::add(sum, pbar[j]);
-            p[j] = steps::cast_p(pbar[j], r.p_scale, *r.p_format);
+            p[j] = steps::cast_p(pbar[j], r.p_scale, r.p_quant != nullptr ? f32 : *r.p_format);
         }
+        if (r.p_quant != nullptr) p = mx_blocks(p.data(), p.size(), f32, *r.p_quant, *r.p_format);  // P * S
         if (quad) {  // lane u: keys 2u, 2u + 1, 2u + 8, 2u + 9, ...; its first fused with the rescale
             for (std::uint64_t u = 0; u < 4; ++u) {
                 lanes[u] = a::fma(lanes[u], factor, 2 * u < c1 - c0 ? pbar[2 * u] : 0.0f);
@@ -207,6 +242,51 @@ TEST_CASE("The tiled emulator equals a row-at-a-time scalar implementation, bit 
             CHECK(mismatches == 0);
         }
     }
+}
+
+TEST_CASE("Block-quantized Q, K and P (qk_quant, p_quant) equal the scalar reference bit for bit", "[flash][mx]") {
+    for (const char* format : {"mxfp4", "mxfp8_e4m3", "mxfp6_e2m3"}) {
+        for (const bool causal : {false, true}) {
+            for (const char* which : {"qk_quant", "p_quant", "both"}) {
+                AttentionRecipe r = find_recipe("fa2-bf16");
+                apply_setting(r, "block_m=32");
+                apply_setting(r, "block_n=32");
+                if (std::string(which) != "p_quant") apply_setting(r, std::string("qk_quant=") + format);
+                if (std::string(which) != "qk_quant") apply_setting(r, std::string("p_quant=") + format);
+                const AttentionShape sh = attention_shape(2, 50, 90, 40, causal);  // D = 40: a block of 8 after 32
+                const AttentionOperands in = random_operands(sh, *r.input, 13, 2.0);
+                const ForwardResult f = flash_forward(r, sh, in, 2);
+                const ForwardResult plain = flash_forward(find_recipe("fa2-bf16"), sh, in, 2);
+                INFO(format << " " << which << " causal " << causal);
+                std::uint64_t mismatches = 0;
+                for (std::uint64_t head = 0; head < sh.heads; ++head) {
+                    for (std::uint64_t i = 0; i < sh.n_q; ++i) {
+                        const RowResult row = scalar_online_row(r, sh, in, head, i);
+                        const std::uint64_t at = (head * sh.n_q + i) * sh.d_v;
+                        if (!std::equal(row.o.begin(), row.o.end(), f.o.begin() + static_cast<std::ptrdiff_t>(at)))
+                            ++mismatches;
+                        if (bits_of(row.lse2) != bits_of(f.lse_log2[head * sh.n_q + i])) ++mismatches;
+                    }
+                }
+                CHECK(mismatches == 0);
+                CHECK(f.o != plain.o);  // the quantization shows
+            }
+        }
+    }
+    // the backward of a quantized Q, K or P is refused, not run unquantized
+    AttentionRecipe r = find_recipe("fa2-bf16");
+    apply_setting(r, "p_quant=mxfp4");
+    const AttentionShape sh = attention_shape(1, 8, 8, 32, true);
+    AttentionOperands in = random_operands(sh, *r.input, 3, 1.0);
+    in.d_o = in.v;
+    const ForwardResult f = flash_forward(r, sh, in, 1);
+    CHECK_THROWS_WITH(flash_backward(r, sh, in, f, 1), Catch::Contains("p_quant"));
+    AttentionRecipe naive = find_recipe("naive-f32");
+    apply_setting(naive, "p_quant=mxfp4");
+    CHECK_THROWS_WITH(validate(naive), Catch::Contains("online softmax only"));
+    AttentionRecipe fp8 = find_recipe("fa3-fp8");
+    apply_setting(fp8, "p_quant=mxfp4");  // an E4M3 P cannot hold every MX value
+    CHECK_THROWS_WITH(validate(fp8), Catch::Contains("bf16 or f32"));
 }
 
 TEST_CASE("The emulator's bits do not depend on the thread count, forward and backward", "[flash]") {
