@@ -45,3 +45,35 @@ def test_bias_decomposition_terms_add_up_to_the_bias(tmp_path):
     bad = subprocess.run([sys.executable, ROOT / "examples" / "bias_decomposition.py", "--steps", "0"],
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "--steps" in bad.stderr
+
+
+def test_train_leak_quantizes_v_as_the_mx_quantizer_and_logs_both_arms(tmp_path):
+    """examples/train_leak.py's MXFP4 V along tokens is roundscope's MX quantizer bit for bit (a
+    partial last block included); its fixed attention sees no later token; a short run logs both
+    arms' parallel and autoregressive losses and a verdict."""
+    import json
+    import numpy as np
+    import torch
+    import roundscope as rs
+    sys.path.insert(0, str(ROOT / "examples"))
+    import train_leak
+    g = torch.Generator().manual_seed(0)
+    v = torch.randn(2, 3, 100, 16, generator=g) * torch.exp2(torch.randint(-20, 20, (2, 3, 1, 16), generator=g).float())
+    v[0, 0, :32, 0] = 0
+    ours = train_leak.mxfp4_along_tokens(v)
+    ref = torch.from_numpy(np.asarray(rs.mx.dequantize(rs.mx.quantize(v.numpy(), "mxfp4", axis=-2))))
+    assert torch.equal(ours.view(torch.int32), ref.view(torch.int32))
+    q, k, v = (torch.randn(1, 2, 64, 16, generator=g) for _ in range(3))
+    later = v.clone()
+    later[:, :, 40] *= 16  # token 40 moves the scale of block 32..63
+    for attention, leaks in ((train_leak.leaky_attention, True), (train_leak.fixed_attention, False)):
+        moved = (attention(q, k, v) - attention(q, k, later))[:, :, 32:40].abs().max().item()
+        assert (moved > 0) == leaks, (attention.__name__, moved)
+    p = subprocess.run([sys.executable, ROOT / "examples" / "train_leak.py", "--steps", "20", "--eval-every", "10",
+                        "--eval-sequences", "4", "--json"], capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-1000:]
+    r = json.loads(p.stdout)
+    assert [row["step"] for row in r["log"]] == [10, 20]
+    assert set(r["log"][-1]) >= {"leaky", "fixed"}
+    assert r["verdict"].split(":")[0] in {"exploited", "not exploited", "undecided"}, r["verdict"]
+    assert abs(r["leaky_parallel_emulated"] - r["log"][-1]["leaky"]["parallel"]) < 0.05
