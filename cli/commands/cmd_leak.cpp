@@ -83,7 +83,11 @@ void add_leak_command(CLI::App& app) {
     a->input.add_to(cmd, "File with q, k, v");
     cmd->add_option("--format", a->format,
                     "Block format of V, or none (V unquantized: what the recipe's qk_quant or p_quant leak alone)")
-        ->check(CLI::IsMember({"none"}) | block_format_name())
+        ->check(accepted_by(
+            [](const std::string& name) {
+                if (name != "none") emu::block_format_named(name);
+            },
+            "BLOCKFMT|none"))
         ->capture_default_str();
     cmd->add_option("--block", a->block, "Tokens per scale")->check(integer_in(1, 1024))->capture_default_str();
     cmd->add_flag("--fix", a->fix, "The diagonal block of P multiplies unquantized V");
