@@ -1,4 +1,4 @@
-"""The training run that decides the BF16 bias claim (Qiu & Yao, arXiv:2510.04212): a small
+"""A training run put to the BF16 bias claim (Qiu & Yao, arXiv:2510.04212): a small
 byte-level GPT whose attention is the paper's released flash attention (attention.py, one
 512-key bucket here) with the dtypes CUDA BF16 autocast gives it written out, trained three
 times from one seed and data order: with no fix, with the max adjustment (the code's STABLE=1),
