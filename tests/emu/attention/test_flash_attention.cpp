@@ -177,6 +177,21 @@ RowResult scalar_online_row(const AttentionRecipe& r, const AttentionShape& sh, 
     return out;
 }
 
+// Rows whose O bits or LSE bits differ between the tiled emulator's `f` and the scalar rows.
+std::uint64_t scalar_mismatches(const AttentionRecipe& r, const AttentionShape& sh, const AttentionOperands& in,
+                                const ForwardResult& f) {
+    std::uint64_t mismatches = 0;
+    for (std::uint64_t head = 0; head < sh.heads; ++head) {
+        for (std::uint64_t i = 0; i < sh.n_q; ++i) {
+            const RowResult row = scalar_online_row(r, sh, in, head, i);
+            const std::uint64_t at = (head * sh.n_q + i) * sh.d_v;
+            if (!std::equal(row.o.begin(), row.o.end(), f.o.begin() + static_cast<std::ptrdiff_t>(at))) ++mismatches;
+            if (bits_of(row.lse2) != bits_of(f.lse_log2[head * sh.n_q + i])) ++mismatches;
+        }
+    }
+    return mismatches;
+}
+
 bool same(const std::vector<std::uint32_t>& x, const std::vector<std::uint32_t>& y) { return x == y; }
 bool same(const std::vector<float>& x, const std::vector<float>& y) {
     return x.size() == y.size() &&
@@ -229,17 +244,7 @@ TEST_CASE("The tiled emulator equals a row-at-a-time scalar implementation, bit 
             const AttentionOperands in = random_operands(sh, *r.input, 11, 2.0);
             const ForwardResult f = flash_forward(r, sh, in, 2);
             INFO(r.name << " causal " << causal);
-            std::uint64_t mismatches = 0;
-            for (std::uint64_t head = 0; head < sh.heads; ++head) {
-                for (std::uint64_t i = 0; i < sh.n_q; ++i) {
-                    const RowResult row = scalar_online_row(r, sh, in, head, i);
-                    const std::uint64_t at = (head * sh.n_q + i) * sh.d_v;
-                    if (!std::equal(row.o.begin(), row.o.end(), f.o.begin() + static_cast<std::ptrdiff_t>(at)))
-                        ++mismatches;
-                    if (bits_of(row.lse2) != bits_of(f.lse_log2[head * sh.n_q + i])) ++mismatches;
-                }
-            }
-            CHECK(mismatches == 0);
+            CHECK(scalar_mismatches(r, sh, in, f) == 0);
         }
     }
 }
@@ -258,17 +263,7 @@ TEST_CASE("Block-quantized Q, K and P (qk_quant, p_quant) equal the scalar refer
                 const ForwardResult f = flash_forward(r, sh, in, 2);
                 const ForwardResult plain = flash_forward(find_recipe("fa2-bf16"), sh, in, 2);
                 INFO(format << " " << which << " causal " << causal);
-                std::uint64_t mismatches = 0;
-                for (std::uint64_t head = 0; head < sh.heads; ++head) {
-                    for (std::uint64_t i = 0; i < sh.n_q; ++i) {
-                        const RowResult row = scalar_online_row(r, sh, in, head, i);
-                        const std::uint64_t at = (head * sh.n_q + i) * sh.d_v;
-                        if (!std::equal(row.o.begin(), row.o.end(), f.o.begin() + static_cast<std::ptrdiff_t>(at)))
-                            ++mismatches;
-                        if (bits_of(row.lse2) != bits_of(f.lse_log2[head * sh.n_q + i])) ++mismatches;
-                    }
-                }
-                CHECK(mismatches == 0);
+                CHECK(scalar_mismatches(r, sh, in, f) == 0);
                 CHECK(f.o != plain.o);  // the quantization shows
             }
         }
