@@ -171,9 +171,9 @@ void add_bias_command(CLI::App& app) {
         ->check(finite_in(0, 100))
         ->capture_default_str();
     a->input
-        .synthetic_only(cmd->add_option("--tied-keys", a->input.spec.tied_keys,
-                                        "How many identical keys lead by G (synthetic; 1: a single dominant key, "
-                                        "as in a real sink head)"))
+        .synthetic_only(
+            cmd->add_option("--tied-keys", a->input.spec.tied_keys,
+                            "How many identical keys lead by G (synthetic; 1: a single dominant key, no tie)"))
         ->check(integer_in(1, 1 << 20))
         ->capture_default_str();
     a->input
