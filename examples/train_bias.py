@@ -46,46 +46,64 @@ def scores(q, k, scale, causal, masked):
     return s.masked_fill(causal_mask(s.shape[-1]), masked) if causal else s
 
 
+def released_forward(q, k, v, causal, fix):
+    """One bucket of attention.py's forward (N <= 512) with BF16 autocast's dtypes: o (BF16),
+    lse (float32), and what the forced run's statistics read: P-bar (float32), the row sum in
+    float32 before its clamp and BF16 store, and P-bar V (BF16)."""
+    scale = q.shape[-1] ** -0.5
+    masked = -torch.finfo(BF16).max
+    s = scores(q, k, scale, causal, masked)
+    m = s.amax(dim=-1, keepdim=True)
+    if fix == "max-adjust":
+        several = (s >= m - 1e-3).sum(dim=-1, keepdim=True) > 1
+        m = torch.where(several & (m > 0), 2.0 * m, m)
+        m = torch.where(several & (m < 0), torch.zeros_like(m), m)
+    m = torch.maximum(m, torch.full_like(m, masked))
+    p = torch.exp((s - m).float())  # the BF16 difference, exp in float32
+    row_sum = p.sum(dim=-1, keepdim=True)
+    l = row_sum.clamp(min=1e-10).to(BF16)  # stored in the BF16 row sums
+    pv = torch.einsum("...ij,...jd->...id", p.to(BF16), v)  # P-bar V in BF16
+    o = pv / l  # O.div_(l) in BF16
+    lse = l.float().log() + m.float()
+    return {"o": o, "lse": lse, "s": s, "p": p, "row_sum": row_sum, "pv": pv}
+
+
+def float32_o(q, k, v, causal):
+    """The forward output recomputed in float32 from the same q, k, v (the f32-delta fix)."""
+    s32 = scores(q.float(), k.float(), q.shape[-1] ** -0.5, causal, float("-inf"))
+    return torch.einsum("...ij,...jd->...id", s32.softmax(dim=-1), v.float())
+
+
+def released_backward(q, k, v, o, lse, d_o, causal, fix):
+    """attention.py's backward under BF16 autocast: dq, dk, dv and the delta it used (float32)."""
+    scale = q.shape[-1] ** -0.5
+    s = scores(q, k, scale, causal, float("-inf"))
+    p = torch.exp(s.float() - lse)
+    d_o = d_o.to(BF16)
+    dv = torch.einsum("...ij,...id->...jd", p.to(BF16), d_o)
+    dp = torch.einsum("...id,...jd->...ij", d_o, v)
+    o_delta = float32_o(q, k, v, causal) if fix == "f32-delta" else o.float()
+    delta = (d_o.float() * o_delta).sum(dim=-1, keepdim=True)  # exact products, a float32 sum
+    ds = p * scale * (dp.float() - delta)
+    dq = torch.einsum("...ij,...jd->...id", ds.to(BF16), k)
+    dk = torch.einsum("...ij,...id->...jd", ds.to(BF16), q)
+    return dq, dk, dv, delta
+
+
 class ReleasedFlashAttention(torch.autograd.Function):
     """One bucket of attention.py's FlashAttentionFunction (N <= 512), BF16 autocast's dtypes."""
 
     @staticmethod
     def forward(ctx, q, k, v, causal, fix):
-        scale = q.shape[-1] ** -0.5
-        masked = -torch.finfo(BF16).max
-        s = scores(q, k, scale, causal, masked)
-        m = s.amax(dim=-1, keepdim=True)
-        if fix == "max-adjust":
-            several = (s >= m - 1e-3).sum(dim=-1, keepdim=True) > 1
-            m = torch.where(several & (m > 0), 2.0 * m, m)
-            m = torch.where(several & (m < 0), torch.zeros_like(m), m)
-        m = torch.maximum(m, torch.full_like(m, masked))
-        p = torch.exp((s - m).float())  # the BF16 difference, exp in float32
-        l = p.sum(dim=-1, keepdim=True).clamp(min=1e-10).to(BF16)  # stored in the BF16 row sums
-        o = torch.einsum("...ij,...jd->...id", p.to(BF16), v) / l  # P-bar V in BF16, O.div_(l) in BF16
-        lse = l.float().log() + m.float()
-        ctx.save_for_backward(q, k, v, o, lse)
+        f = released_forward(q, k, v, causal, fix)
+        ctx.save_for_backward(q, k, v, f["o"], f["lse"])
         ctx.causal, ctx.fix = causal, fix
-        return o
+        return f["o"]
 
     @staticmethod
     def backward(ctx, d_o):
         q, k, v, o, lse = ctx.saved_tensors
-        scale = q.shape[-1] ** -0.5
-        s = scores(q, k, scale, ctx.causal, float("-inf"))
-        p = torch.exp(s.float() - lse)
-        d_o = d_o.to(BF16)
-        dv = torch.einsum("...ij,...id->...jd", p.to(BF16), d_o)
-        dp = torch.einsum("...id,...jd->...ij", d_o, v)
-        if ctx.fix == "f32-delta":  # the forward output recomputed in float32 from the same q, k, v
-            s32 = scores(q.float(), k.float(), scale, ctx.causal, float("-inf"))
-            o_delta = torch.einsum("...ij,...jd->...id", s32.softmax(dim=-1), v.float())
-        else:
-            o_delta = o.float()
-        delta = (d_o.float() * o_delta).sum(dim=-1, keepdim=True)  # exact products, a float32 sum
-        ds = p * scale * (dp.float() - delta)
-        dq = torch.einsum("...ij,...jd->...id", ds.to(BF16), k)
-        dk = torch.einsum("...ij,...id->...jd", ds.to(BF16), q)
+        dq, dk, dv, _ = released_backward(q, k, v, o, lse, d_o, ctx.causal, ctx.fix)
         return dq, dk, dv, None, None
 
 
