@@ -34,7 +34,7 @@ def sign_test(positive, negative):
     n, k = positive + negative, min(positive, negative)
     if n == 0:
         return 1.0
-    tail = sum(math.comb(n, i) for i in range(k + 1)) / 2.0 ** n
+    tail = sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n  # integers: exact for any n
     return min(1.0, 2 * tail)
 
 

@@ -91,11 +91,16 @@ def released_backward(q, k, v, o, lse, d_o, causal, fix):
 
 
 class ReleasedFlashAttention(torch.autograd.Function):
-    """One bucket of attention.py's FlashAttentionFunction (N <= 512), BF16 autocast's dtypes."""
+    """One bucket of attention.py's FlashAttentionFunction (N <= 512), BF16 autocast's dtypes.
+    `clamped_rows` counts the rows whose row sum the code's 1e-10 clamp replaced (main reads and
+    resets it every step)."""
+
+    clamped_rows = 0
 
     @staticmethod
     def forward(ctx, q, k, v, causal, fix):
         f = released_forward(q, k, v, causal, fix)
+        ReleasedFlashAttention.clamped_rows += int((f["row_sum"] < 1e-10).sum())
         ctx.save_for_backward(q, k, v, f["o"], f["lse"])
         ctx.causal, ctx.fix = causal, fix
         return f["o"]
@@ -189,7 +194,7 @@ def main(argv=None):
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / 100))
     probe = sequences(held_out, torch.tensor([0]), a.context)
     generator = torch.Generator().manual_seed(a.seed)
-    log = {"fix": a.fix, "args": vars(a), "steps": [], "dumps": []}
+    log = {"fix": a.fix, "args": vars(a), "steps": [], "clamped_rows": [], "dumps": []}
     start = time.time()
     for step in range(a.steps):
         if step in dump_steps:
@@ -197,15 +202,18 @@ def main(argv=None):
             logits = [max_logit(os.path.join(a.out, f"step{step}_layer{layer}.safetensors")) for layer in range(a.layers)]
             log["dumps"].append({"step": step, "max_logit": logits})
         batch = sequences(train, torch.randint(0, len(train) - a.context, (a.batch,), generator=generator), a.context)
+        ReleasedFlashAttention.clamped_rows = 0
         loss = loss_of(model, batch)
         train_step(model, optimizer, schedule, loss)
         log["steps"].append(loss.item())
+        log["clamped_rows"].append(ReleasedFlashAttention.clamped_rows)  # this batch's, every layer and head
         if step % 100 == 0 or step == a.steps - 1:
             print(f"{a.fix} step {step}: loss {loss.item():.4f}, {time.time() - start:.0f} s", flush=True)
     log["seconds"] = time.time() - start
     with open(os.path.join(a.out, "log.json"), "w") as f:
         json.dump(log, f)
-    print(f"{a.steps} steps in {log['seconds']:.0f} s; {len(dump.written)} dumps in {a.out}")
+    print(f"{a.steps} steps in {log['seconds']:.0f} s; {len(dump.written)} dumps in {a.out}; the row sum's clamp "
+          f"fired in {sum(log['clamped_rows'])} of {a.steps * a.batch * a.context * a.layers * a.heads} training rows")
 
 
 if __name__ == "__main__":

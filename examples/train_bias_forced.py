@@ -132,9 +132,12 @@ class Block(nn.Module):
         self.qkv, self.proj = nn.Linear(width, 3 * width, bias=False), nn.Linear(width, width)
         self.mlp = nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(), nn.Linear(4 * width, width))
 
-    def forward(self, x):
+    def forward(self, x, values=None):
+        """values: where given, what V is made from instead of x (Q and K still from x)."""
         b, n, d = x.shape
         q, k, v = self.qkv(self.norm1(x)).to(BF16).view(b, n, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        if values is not None:
+            v = self.qkv(self.norm1(values)).to(BF16).view(b, n, 3, self.heads, d // self.heads)[:, :, 2].transpose(1, 2)
         o = ForcedAttention.apply(q, k, v, True, self.fix, self.recorder.layer(self.index))
         x = x + self.proj(o.transpose(1, 2).reshape(b, n, d).to(x.dtype))
         return x + self.mlp(self.norm2(x))
@@ -150,11 +153,14 @@ class GPT(nn.Module):
     that period, a token and its copies are one input, so their keys are identical in layer 0),
     "after-layer-0" (the position embedding joins the residual stream after layer 0, whose keys
     are then the token's alone), "input" (examples/train_bias.py's model) or "none" (no position
-    embedding: causal attention alone tells positions apart)."""
+    embedding: causal attention alone tells positions apart). distinct_values: layer 0's V is made
+    from its input plus an embedding of the absolute position, so that copies, whose keys are
+    identical, have values of their own (as two different keys tied at the max do)."""
 
-    def __init__(self, layers, width, heads, context, fix, recorder, positions, period):
+    def __init__(self, layers, width, heads, context, fix, recorder, positions, period, distinct_values=False):
         super().__init__()
         self.period = period
+        self.value_position = nn.Embedding(context, width) if distinct_values else None
         self.embed, self.position = nn.Embedding(VOCAB, width), nn.Embedding(context, width)
         self.positions = positions
         self.blocks = nn.ModuleList(Block(i, width, heads, fix, recorder) for i in range(layers))
@@ -168,7 +174,10 @@ class GPT(nn.Module):
         for i, block in enumerate(self.blocks):
             if (self.positions in ("input", "periodic") and i == 0) or (self.positions == "after-layer-0" and i == 1):
                 x = x + self.position(where)
-            x = block(x)
+            values = None
+            if i == 0 and self.value_position is not None:
+                values = x + self.value_position(torch.arange(tokens.shape[1]))
+            x = block(x, values)
         return self.head(self.norm(x))
 
 
@@ -202,6 +211,9 @@ def main(argv=None):
     parser.add_argument("--gate-step", type=int, default=300, help="the step at which the regime must have formed")
     parser.add_argument("--positions", choices=("periodic", "after-layer-0", "input", "none"), default="periodic",
                         help="where the position embedding joins (see GPT)")
+    parser.add_argument("--values", choices=("copies", "distinct"), default="copies",
+                        help="copies: a token's copies have one value as they have one key; distinct: layer 0's "
+                             "values also see the absolute position (added after the first runs)")
     parser.add_argument("--repeat", type=int, default=16, help="bytes of text each sequence repeats (the period)")
     parser.add_argument("--layers", type=int, default=2, help="transformer layers")
     parser.add_argument("--width", type=int, default=128, help="model width")
@@ -228,7 +240,7 @@ def main(argv=None):
     torch.manual_seed(a.seed)
     _, _, _, train, _ = split_corpus()
     recorder = Recorder()
-    model = GPT(a.layers, a.width, a.heads, a.context, a.fix, recorder, a.positions, a.repeat)
+    model = GPT(a.layers, a.width, a.heads, a.context, a.fix, recorder, a.positions, a.repeat, a.values == "distinct")
     optimizer = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.95), weight_decay=0.0)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / 100))
     generator = torch.Generator().manual_seed(a.seed)

@@ -38,7 +38,7 @@ def runs(tmp_path_factory):
 @pytest.mark.parametrize("fix", FIXES)
 def test_each_run_logs_its_loss_and_max_logits(runs, fix):
     log = json.loads((runs / fix / "log.json").read_text())
-    assert len(log["steps"]) == 11
+    assert len(log["steps"]) == 11 and len(log["clamped_rows"]) == 11
     assert [d["step"] for d in log["dumps"]] == [0, 5, 10] and all(len(d["max_logit"]) == 2 for d in log["dumps"])
 
 
