@@ -29,9 +29,10 @@ void validate(const AttentionRecipe& r) {
         r.kv_order == KvOrder::reverse)
         fail("kv_order", "a naive softmax has no KV order");
     const bool flash2_choices = r.row_sum != RowSum::sequential || r.rescale_arg != RescaleArg::scaled ||
-                                r.epilogue != Epilogue::fa2 || r.scale_log2 != ScaleLog2::f32;
+                                r.epilogue != Epilogue::fa2 || r.scale_log2 != ScaleLog2::f32 ||
+                                r.exp2_arg != Exp2Arg::mul_sub;
     if (flash2_choices && r.softmax != SoftmaxKind::online)
-        fail("softmax", "row_sum, rescale_arg, scale_log2 and epilogue are choices of the online softmax");
+        fail("softmax", "row_sum, rescale_arg, scale_log2, exp2_arg and epilogue are choices of the online softmax");
     if (r.p_quant != nullptr && r.softmax != SoftmaxKind::online)
         fail("p_quant", "P is block-quantized in the online softmax only");
     if (r.p_quant != nullptr && !(*r.p_format == bf16 || *r.p_format == f32))

@@ -79,7 +79,8 @@ struct AttentionRecipe {
     ScaleLog2 scale_log2 = ScaleLog2::f32;
     RescaleArg rescale_arg = RescaleArg::scaled;
     RowSum row_sum = RowSum::sequential;
-    bool max_adjust = false;  // Qiu & Yao's fix: no P-bar entry exactly 1 (see below)
+    Exp2Arg exp2_arg = Exp2Arg::mul_sub;  // exp2's argument for P-bar, forward and backward
+    bool max_adjust = false;              // Qiu & Yao's fix: no P-bar entry exactly 1 (see below)
     float max_adjust_beta = 2;
     const Format* p_format = &bf16;  // P is cast to it (times p_scale) before P V
     float p_scale = 1;               // S: a power of two or 448

@@ -86,10 +86,10 @@ ROUNDSCOPE_HD inline float lse_log2(float m, float l) {
     return f32_arith::add(usable_max(m), soft_log2(l));
 }
 
-/// The backward pass's P from the stored LSE: exp2(t - LSE log2 e); 0 in an empty row.
-ROUNDSCOPE_HD inline float p_from_lse(float t, float lse2, Exp2Kind kind) {
-    if (lse2 == minus_infinity()) return 0.0f;
-    return exp2(f32_arith::sub(t, lse2), kind);
+/// exp2's argument for a visible score s (f32) against m (the row max or the LSE, log2 units):
+/// RN(RN(s c) - m) or, under exp2_arg=fma, RN(s c - m).
+ROUNDSCOPE_HD inline float exp2_argument(float s, float scale_log2, float m, Exp2Arg arg) {
+    return arg == Exp2Arg::fma ? f32_arith::fma(s, scale_log2, -m) : f32_arith::sub(f32_arith::mul(s, scale_log2), m);
 }
 
 /// dS = P (dP - delta).
@@ -117,7 +117,8 @@ ROUNDSCOPE_HD inline float delta_rowsum(const std::uint32_t* d_o, const Format& 
     return static_cast<float>(rounded_value(static_cast<float>(exact), delta_format));
 }
 
-/// One element of a backward tile: P from the score and the row's LSE (0 where masked), P and
+/// One element of a backward tile: P = exp2(s c - LSE log2 e) from the score and the row's LSE
+/// (0 where masked or in an empty row), its argument formed as the forward's (exp2_argument); P and
 /// dS = P (dP - delta) cast (saturating) to the gradient products' format.
 struct BackwardElement {
     float p;
@@ -126,8 +127,10 @@ struct BackwardElement {
 
 ROUNDSCOPE_HD inline BackwardElement backward_element(std::uint32_t s, std::uint32_t dp, bool visible, float lse2,
                                                       float delta, float scale_log2, Exp2Kind exp2_kind,
-                                                      const Format& g) {
-    const float p = visible ? p_from_lse(f32_arith::mul(float_from_bits(s), scale_log2), lse2, exp2_kind) : 0.0f;
+                                                      const Format& g, Exp2Arg arg = Exp2Arg::mul_sub) {
+    const float p = !visible || lse2 == minus_infinity()
+                        ? 0.0f
+                        : exp2(exp2_argument(float_from_bits(s), scale_log2, lse2, arg), exp2_kind);
     return {p, saturating_cast(p, g), saturating_cast(d_score(p, float_from_bits(dp), delta), g)};
 }
 
@@ -173,6 +176,7 @@ struct OnlineSoftmax {
     Format p_format;
     RescaleArg rescale_arg = RescaleArg::scaled;
     RowSum row_sum = RowSum::sequential;
+    Exp2Arg exp2_arg = Exp2Arg::mul_sub;
 };
 
 /// A row's running state: max m (log2 units, after any adjustment), sum l, the largest
@@ -296,7 +300,10 @@ ROUNDSCOPE_HD inline float online_row_step(const OnlineSoftmax& f, const std::ui
     float sum = 0;
     const PCastConstants k(f.p_scale, f.p_format);
     for (int j = 0; j < n; ++j) {
-        const float p = p_bar(t_of(j), m_new, f.exp2);
+        const float p =
+            f.exp2_arg == Exp2Arg::fma && j < visible
+                ? exp2(exp2_argument(float_from_bits(s[j]), f.scale_log2, usable_max(m_new), f.exp2_arg), f.exp2)
+                : p_bar(t_of(j), m_new, f.exp2);
         p_out[j] = cast_p(p, f.p_scale, f.p_format);
         if (counts != nullptr && j < visible)
             count_p(p, f.p_scale, p_out[j], f.p_format, key0 + static_cast<std::uint64_t>(j), *counts, k);

@@ -55,8 +55,9 @@ TileGradients tile_gradients(const FlashContext& ctx, const BackwardModels& mode
         const float delta = h.delta != nullptr ? h.delta[i] : 0.0f;
         for (std::uint64_t j = 0; j < n; ++j) {
             const std::uint64_t at = r * n + j;
-            const steps::BackwardElement e = steps::backward_element(s[at], dp[at], keys.begin + j < visible, h.lse2[i],
-                                                                     delta, ctx.scale_log2, ctx.exp2, g);
+            const steps::BackwardElement e =
+                steps::backward_element(s[at], dp[at], keys.begin + j < visible, h.lse2[i], delta, ctx.scale_log2,
+                                        ctx.exp2, g, ctx.recipe.exp2_arg);
             if (p_times_dp != nullptr) (*p_times_dp)[at] = a::mul(e.p, float_from_bits(dp[at]));
             out.p_cast[at] = e.p_cast, out.ds_cast[at] = e.ds_cast;
         }

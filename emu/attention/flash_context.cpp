@@ -59,8 +59,8 @@ FlashContext flash_context(const AttentionRecipe& recipe, const AttentionShape& 
     ctx.exp2 = recipe.exp2;
     // under p_quant the row step leaves P * S in float32 for the block quantization
     const Format& p_step = recipe.p_quant != nullptr ? f32 : *recipe.p_format;
-    ctx.softmax = {ctx.scale_log2, ctx.exp2, recipe.max_adjust,  recipe.max_adjust_beta,
-                   recipe.p_scale, p_step,   recipe.rescale_arg, recipe.row_sum};
+    ctx.softmax = {ctx.scale_log2, ctx.exp2,           recipe.max_adjust, recipe.max_adjust_beta, recipe.p_scale,
+                   p_step,         recipe.rescale_arg, recipe.row_sum,    recipe.exp2_arg};
     ctx.torch = {static_cast<float>(shape.scale),
                  recipe.softmax_format,
                  recipe.row_sum_format != nullptr ? recipe.row_sum_format : recipe.softmax_format,

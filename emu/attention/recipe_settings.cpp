@@ -26,6 +26,7 @@ constexpr NamedValues<Exp2Kind, 3> exp2_names{{{{Exp2Kind::software, "software"}
                                                 {Exp2Kind::hardware_approx, "ex2.approx"},
                                                 {Exp2Kind::exp2f_proxy, "exp2f-proxy"}}}};
 constexpr NamedValues<ScaleLog2, 2> scale_log2_names{{{{ScaleLog2::f32, "f32"}, {ScaleLog2::f64, "f64"}}}};
+constexpr NamedValues<Exp2Arg, 2> exp2_arg_names{{{{Exp2Arg::mul_sub, "mul-sub"}, {Exp2Arg::fma, "fma"}}}};
 constexpr NamedValues<RescaleArg, 2> rescale_arg_names{{{{RescaleArg::scaled, "scaled"}, {RescaleArg::raw, "raw"}}}};
 constexpr NamedValues<RowSum, 2> row_sum_names{
     {{{RowSum::sequential, "sequential"}, {RowSum::quad_ffma, "quad-ffma"}}}};
@@ -131,6 +132,7 @@ const std::vector<Setting>& settings() {
              r.row_sum_format = v == "softmax" ? nullptr : parse_format(k, v);
          }},
         named_setting<&R::exp2, exp2_names>("exp2"),
+        named_setting<&R::exp2_arg, exp2_arg_names>("exp2_arg"),
         named_setting<&R::scale_log2, scale_log2_names>("scale_log2"),
         named_setting<&R::rescale_arg, rescale_arg_names>("rescale_arg"),
         named_setting<&R::row_sum, row_sum_names>("row_sum"),

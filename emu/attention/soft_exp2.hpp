@@ -14,31 +14,50 @@ namespace roundscope::emu {
 namespace detail {
 // 2^n for n in [-126, 127], exactly.
 ROUNDSCOPE_HD constexpr float power_of_two(int n) { return float_from_bits(static_cast<std::uint32_t>(n + 127) << 23); }
-}  // namespace detail
 
-/// 2^x. x = n + f with n = rint(x), |f| <= 1/2; 2^f is the degree-7 Taylor polynomial of
-/// e^(f ln 2) (remainder below 2^-27) by Horner's rule in fmas; 2^n is applied exactly, or
-/// with one rounding where the result is subnormal. -inf gives +0, NaN gives NaN.
-ROUNDSCOPE_HD inline float soft_exp2(float x) {
+// Adding it to |x| < 2^22 rounds x to an integer n and leaves n in the sum's low bits: the sum
+// lies in [2^23, 2^24), where the spacing is 1, so bits(x + 1.5 2^23) = bits(1.5 2^23) + n.
+inline constexpr float round_shift = 0x1.8p23f;
+
+// 2^f for |f| <= 1/2: the degree-7 Taylor polynomial of e^(f ln 2) (remainder below 2^-27) by
+// Horner's rule in fmas.
+ROUNDSCOPE_HD inline float exp2_polynomial(float f) {
     namespace a = f32_arith;
-    if (x != x) return x;
-    if (x >= 128.0f) return float_from_bits(0x7F800000u);
-    if (x < -151.0f) return 0.0f;
-    constexpr float round_shift = 0x1.8p23f;  // adding it rounds |x| < 2^22 to an integer
-    const float n = a::sub(a::add(x, round_shift), round_shift);
-    const float f = a::sub(x, n);  // exact
-    float p = 0x1.ffcbfcp-17f;     // ln2^k / k!, k = 7 .. 0, rounded to float32
+    float p = 0x1.ffcbfcp-17f;  // ln2^k / k!, k = 7 .. 0, rounded to float32
     p = a::fma(p, f, 0x1.430912p-13f);
     p = a::fma(p, f, 0x1.5d87fep-10f);
     p = a::fma(p, f, 0x1.3b2ab6p-7f);
     p = a::fma(p, f, 0x1.c6b08ep-5f);
     p = a::fma(p, f, 0x1.ebfbe0p-3f);
     p = a::fma(p, f, 0x1.62e430p-1f);
-    p = a::fma(p, f, 1.0f);
-    const int e = static_cast<int>(n);
-    if (e < -126) return a::mul(a::mul(p, detail::power_of_two(e + 64)), detail::power_of_two(-64));
-    if (e > 127) return a::mul(a::mul(p, detail::power_of_two(e - 1)), 2.0f);
-    return a::mul(p, detail::power_of_two(e));
+    return a::fma(p, f, 1.0f);
+}
+
+// p 2^e for p in [2^-1/2, 2^1/2] and e in [-151, 128]: exact, or with one rounding where the
+// result is subnormal.
+ROUNDSCOPE_HD inline float times_power_of_two(float p, int e) {
+    namespace a = f32_arith;
+    if (e < -126) return a::mul(a::mul(p, power_of_two(e + 64)), power_of_two(-64));
+    if (e > 127) return a::mul(a::mul(p, power_of_two(e - 1)), 2.0f);
+    return a::mul(p, power_of_two(e));
+}
+}  // namespace detail
+
+/// 2^x. x = n + f with n = rint(x), |f| <= 1/2; 2^f by detail::exp2_polynomial; 2^n applied
+/// exactly, or with one rounding where the result is subnormal. -inf gives +0, NaN gives NaN.
+/// n as an integer comes from the bits of x + 1.5 2^23 (integer subtraction, no float-to-int
+/// conversion, which a GPU runs at a quarter of the rate): the same n as converting the float n,
+/// on every one of the 2^32 inputs (tests/emu/attention/test_soft_exp2_exhaustive.cpp).
+ROUNDSCOPE_HD inline float soft_exp2(float x) {
+    namespace a = f32_arith;
+    if (x != x) return x;
+    if (x >= 128.0f) return float_from_bits(0x7F800000u);
+    if (x < -151.0f) return 0.0f;
+    const float shifted = a::add(x, detail::round_shift);
+    const float n = a::sub(shifted, detail::round_shift);
+    const float f = a::sub(x, n);  // exact
+    const int e = static_cast<int>(bits_of(shifted)) - static_cast<int>(bits_of(detail::round_shift));
+    return detail::times_power_of_two(detail::exp2_polynomial(f), e);
 }
 
 /// log2(x) for x > 0: x = 2^e m with m in [sqrt(1/2), sqrt(2)), log2 m = (2 / ln 2) atanh(t)

@@ -25,6 +25,15 @@ enum class RowSum : std::uint8_t {
                  // l = (l_0 + l_2) + (l_1 + l_3) (the butterfly with offset 2, then 1)
 };
 
+/// How exp2's argument for P-bar is formed from a score s, the scale c = scale log2(e) and the
+/// row max m (log2 units, m = RN(max s c)).
+enum class Exp2Arg : std::uint8_t {
+    mul_sub,  // RN(RN(s c) - m): the product rounded first (PyTorch's flash, built with UNFUSE_FMA)
+    fma,      // RN(s c - m) in one fused multiply-add (FlashAttention built with FMA contraction):
+              // at the max key the argument is the product's rounding error, not 0, so P-bar there
+              // may differ from 1 by an ulp
+};
+
 /// The argument of the rescale factor alpha when the running max moves from m_old to m_new.
 enum class RescaleArg : std::uint8_t {
     scaled,  // exp2(m_old' - m_new'), the maxima in log2 units (each RN(m c))

@@ -116,11 +116,12 @@ RowResult scalar_online_row(const AttentionRecipe& r, const AttentionShape& sh, 
     for (const std::uint64_t c0 : starts) {
         const std::uint64_t c1 = std::min<std::uint64_t>(c0 + static_cast<std::uint64_t>(r.block_n), nk);
         if (sh.causal && static_cast<std::int64_t>(c0) > last_position) continue;
-        std::vector<float> t(c1 - c0);
+        std::vector<float> t(c1 - c0), raw(c1 - c0);
         float block_max = steps::minus_infinity(), raw_max = steps::minus_infinity();
         for (std::uint64_t j = c0; j < c1; ++j) {
             std::vector<std::uint32_t> kj(k + j * d, k + (j + 1) * d);
             const float s = float_from_bits(score(q, kj.data(), 1, static_cast<int>(d), 0));
+            raw[j - c0] = s;
             t[j - c0] = j < visible ? a::mul(s, scale_log2) : steps::minus_infinity();
             block_max = std::max(block_max, t[j - c0]);
             if (j < visible) raw_max = std::max(raw_max, s);
@@ -135,7 +136,9 @@ RowResult scalar_online_row(const AttentionRecipe& r, const AttentionShape& sh, 
         std::vector<float> pbar(c1 - c0);
         std::vector<std::uint32_t> p(c1 - c0);
         for (std::uint64_t j = 0; j < c1 - c0; ++j) {
-            pbar[j] = steps::p_bar(t[j], m_new, r.exp2);
+            pbar[j] = r.exp2_arg == Exp2Arg::fma && c0 + j < visible  // s c - m in one rounding
+                          ? exp2_of(a::fma(raw[j], scale_log2, -steps::usable_max(m_new)), r.exp2)
+                          : steps::p_bar(t[j], m_new, r.exp2);
             sum = a::add(sum, pbar[j]);
             p[j] = steps::cast_p(pbar[j], r.p_scale, r.p_quant != nullptr ? f32 : *r.p_format);
         }
@@ -282,6 +285,60 @@ TEST_CASE("Block-quantized Q, K and P (qk_quant, p_quant) equal the scalar refer
     AttentionRecipe fp8 = find_recipe("fa3-fp8");
     apply_setting(fp8, "p_quant=mxfp4");  // an E4M3 P cannot hold every MX value
     CHECK_THROWS_WITH(validate(fp8), Catch::Contains("bf16 or f32"));
+}
+
+TEST_CASE("exp2_arg=fma: the forward equals the scalar reference bit for bit, and differs from mul-sub",
+          "[flash][exp2_arg]") {
+    for (const char* name : {"fa2-bf16", "fa3-fp8"}) {
+        for (const bool causal : {false, true}) {
+            AttentionRecipe r = find_recipe(name);
+            apply_setting(r, "block_m=32");
+            apply_setting(r, "block_n=32");
+            const AttentionRecipe mul_sub = r;
+            apply_setting(r, "exp2_arg=fma");
+            const AttentionShape sh = attention_shape(2, 70, 90, 32, causal);
+            const AttentionOperands in = random_operands(sh, *r.input, 17, 2.0);
+            const ForwardResult f = flash_forward(r, sh, in, 2);
+            INFO(name << " causal " << causal);
+            CHECK(scalar_mismatches(r, sh, in, f) == 0);
+            const ForwardResult plain = flash_forward(mul_sub, sh, in, 2);
+            CHECK((f.o != plain.o || !same(f.lse, plain.lse)));  // O in BF16 may hide it; the LSE shows
+        }
+    }
+}
+
+TEST_CASE("exp2_arg=fma: the backward's P takes the fused argument; the choice is the online softmax's",
+          "[flash][exp2_arg]") {
+    // at the max key (lse2 = RN(s c)) the unfused argument is 0 and the fused one the product's
+    // rounding error: the first s = 150 + k 2^-12 (s c near 27, where an ulp of the product moves
+    // exp2 off 1) where that error is not 0
+    const float c = 0x1.715476p-3f;
+    float s = 150.0f;
+    while (f32_arith::fma(s, c, -f32_arith::mul(s, c)) == 0.0f && s < 151.0f) s = f32_arith::add(s, 0x1p-12f);
+    const float lse2 = f32_arith::mul(s, c);
+    const float fused = f32_arith::fma(s, c, -lse2), unfused = f32_arith::sub(f32_arith::mul(s, c), lse2);
+    REQUIRE(bits_of(fused) != bits_of(unfused));
+    const steps::BackwardElement e =
+        steps::backward_element(bits_of(s), bits_of(1.0f), true, lse2, 0.0f, c, Exp2Kind::software, f32, Exp2Arg::fma);
+    CHECK(bits_of(e.p) == bits_of(soft_exp2(fused)));
+    CHECK(e.p != 1.0f);  // P at the max is not 1
+    const steps::BackwardElement plain =
+        steps::backward_element(bits_of(s), bits_of(1.0f), true, lse2, 0.0f, c, Exp2Kind::software, f32);
+    CHECK(bits_of(plain.p) == bits_of(soft_exp2(unfused)));
+    // the whole backward runs with it, on every thread count alike (its BF16 gradients rarely move:
+    // P changes by ulps of float32 where P-bar is near 1, below a BF16 ulp of dS)
+    AttentionRecipe r = find_recipe("fa2-bf16");
+    apply_setting(r, "exp2_arg=fma");
+    const AttentionShape sh = attention_shape(1, 40, 40, 32, true);
+    AttentionOperands in = random_operands(sh, *r.input, 9, 6.0);  // scores of tens of nats
+    in.d_o = in.v;
+    const ForwardResult f = flash_forward(r, sh, in, 1);
+    const BackwardResult b1 = flash_backward(r, sh, in, f, 1), b2 = flash_backward(r, sh, in, f, 2);
+    CHECK(same(b1.dq, b2.dq));
+    CHECK(same(b1.dk, b2.dk));
+    AttentionRecipe naive = find_recipe("naive-f32");
+    apply_setting(naive, "exp2_arg=fma");
+    CHECK_THROWS_WITH(validate(naive), Catch::Contains("exp2_arg"));
 }
 
 TEST_CASE("The emulator's bits do not depend on the thread count, forward and backward", "[flash]") {
