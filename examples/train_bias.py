@@ -156,13 +156,9 @@ def loss_of(model, tokens):
     return F.cross_entropy(model(tokens[:, :-1]).reshape(-1, VOCAB), tokens[:, 1:].reshape(-1))
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0],
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+def add_run_options(parser):
+    """The options of the model, its data and its training that the bias runs share."""
     parser.add_argument("--fix", choices=("none", "max-adjust", "f32-delta"), default="none", help="which fix the run trains with")
-    parser.add_argument("--out", default="bias-run/none", help="folder for the dumps and log.json")
-    parser.add_argument("--steps", type=int, default=3000, help="training steps")
-    parser.add_argument("--dump-every", type=int, default=50, help="dump every layer every this many steps")
     parser.add_argument("--layers", type=int, default=2, help="transformer layers")
     parser.add_argument("--width", type=int, default=128, help="model width")
     parser.add_argument("--heads", type=int, default=2, help="heads of width / heads features (D = 64 by default)")
@@ -171,15 +167,29 @@ def main(argv=None):
     parser.add_argument("--lr", type=float, default=2e-3, help="AdamW learning rate (after 100 warm-up steps)")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: every core)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the weights and the data order")
-    a = parser.parse_args(argv)
-    check_ranges(parser, (("--steps", a.steps, 1, 10**7), ("--dump-every", a.dump_every, 1, 10**7),
-                          ("--layers", a.layers, 1, 64), ("--width", a.width, 2, 8192),
-                          ("--heads", a.heads, 1, 256), ("--context", a.context, 2, 512),
-                          ("--batch", a.batch, 1, 4096), ("--threads", a.threads, 0, 1024)))
+
+
+def check_run_options(parser, a):
+    """add_run_options' options checked: an argparse error (exit 2) naming the first bad one."""
+    check_ranges(parser, (("--layers", a.layers, 1, 64), ("--width", a.width, 2, 8192), ("--heads", a.heads, 1, 256),
+                          ("--context", a.context, 2, 512), ("--batch", a.batch, 1, 4096),
+                          ("--threads", a.threads, 0, 1024)))
     if a.width % a.heads:
         parser.error(f"--width {a.width} is not a multiple of --heads {a.heads}")
     if not (math.isfinite(a.lr) and 0 < a.lr < 1):
         parser.error(f"--lr must be in (0, 1), not {a.lr}")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("--out", default="bias-run/none", help="folder for the dumps and log.json")
+    parser.add_argument("--steps", type=int, default=3000, help="training steps")
+    parser.add_argument("--dump-every", type=int, default=50, help="dump every layer every this many steps")
+    add_run_options(parser)
+    a = parser.parse_args(argv)
+    check_ranges(parser, (("--steps", a.steps, 1, 10**7), ("--dump-every", a.dump_every, 1, 10**7)))
+    check_run_options(parser, a)
     if a.threads:
         torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)

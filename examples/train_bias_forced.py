@@ -38,7 +38,6 @@ adjustment has no ties by construction (it moves the max away from them) and run
 """
 import argparse
 import json
-import math
 import os
 import sys
 import time
@@ -48,7 +47,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from train_bias import BF16, float32_o, released_backward, released_forward  # noqa: E402
+from train_bias import (BF16, add_run_options, check_run_options, float32_o, released_backward,  # noqa: E402
+                        released_forward)
 from train_real import BOS, VOCAB, causal_mask, check_ranges, split_corpus, train_step  # noqa: E402
 
 NEAR_ONE = 1 - 2.0 ** -9  # the tie decides P-bar V's rounding where the rest is below this
@@ -205,9 +205,8 @@ def gate(log):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    parser.add_argument("--fix", choices=("none", "max-adjust", "f32-delta"), default="none", help="which fix the run trains with")
     parser.add_argument("--out", default="forced-run/none", help="folder for log.json")
-    parser.add_argument("--steps", type=int, default=1500, help="training steps")
+    parser.add_argument("--steps", type=int, default=2000, help="training steps")
     parser.add_argument("--gate-step", type=int, default=300, help="the step at which the regime must have formed")
     parser.add_argument("--positions", choices=("periodic", "after-layer-0", "input", "none"), default="periodic",
                         help="where the position embedding joins (see GPT)")
@@ -215,26 +214,13 @@ def main(argv=None):
                         help="copies: a token's copies have one value as they have one key; distinct: layer 0's "
                              "values also see the absolute position (added after the first runs)")
     parser.add_argument("--repeat", type=int, default=16, help="bytes of text each sequence repeats (the period)")
-    parser.add_argument("--layers", type=int, default=2, help="transformer layers")
-    parser.add_argument("--width", type=int, default=128, help="model width")
-    parser.add_argument("--heads", type=int, default=2, help="heads of width / heads features (D = 64 by default)")
-    parser.add_argument("--context", type=int, default=256, help="tokens per sequence after BOS")
-    parser.add_argument("--batch", type=int, default=8, help="sequences per step")
-    parser.add_argument("--lr", type=float, default=2e-3, help="AdamW learning rate (after 100 warm-up steps)")
-    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: every core)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the weights and the data order")
+    add_run_options(parser)
     a = parser.parse_args(argv)
     check_ranges(parser, (("--steps", a.steps, 1, 10**7), ("--gate-step", a.gate_step, GATE_WINDOW, 10**7),
-                          ("--repeat", a.repeat, 1, 512), ("--layers", a.layers, 1, 64),
-                          ("--width", a.width, 2, 8192), ("--heads", a.heads, 1, 256),
-                          ("--context", a.context, 2, 512), ("--batch", a.batch, 1, 4096),
-                          ("--threads", a.threads, 0, 1024)))
-    if a.width % a.heads:
-        parser.error(f"--width {a.width} is not a multiple of --heads {a.heads}")
+                          ("--repeat", a.repeat, 1, 512)))
+    check_run_options(parser, a)
     if a.repeat > a.context:
         parser.error(f"--repeat {a.repeat} is longer than --context {a.context}: nothing would repeat")
-    if not (math.isfinite(a.lr) and 0 < a.lr < 1):
-        parser.error(f"--lr must be in (0, 1), not {a.lr}")
     if a.threads:
         torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
