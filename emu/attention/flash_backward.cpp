@@ -114,22 +114,25 @@ BackwardResult flash_backward(const AttentionRecipe& recipe, const AttentionShap
         throw Error(fmt::format("recipe '{}': the backward pass needs an online softmax", recipe.name));
     if (recipe.epilogue == Epilogue::torch_flash)
         throw Error(fmt::format("recipe '{}': PyTorch's flash forward is modelled, its backward is not", recipe.name));
-    if (recipe.qk_quant != nullptr || recipe.p_quant != nullptr)
+    if (recipe.p_quant != nullptr)
         throw Error(
-            fmt::format("recipe '{}': the backward of block-quantized Q, K or P (qk_quant, p_quant) is not "
-                        "modelled",
-                        recipe.name));
+            fmt::format("recipe '{}': the backward of block-quantized P (p_quant) is not modelled", recipe.name));
     if (in.d_o.size() != shape.heads * shape.n_q * shape.d_v)
         throw Error("attention: the backward pass needs a tensor 'do' of shape [.., Nq, Dv]");
     const Format& g = *recipe.ds_format;
     const BackwardModels models{detail::TileProduct(recipe, *recipe.input, *recipe.input, recipe.score_product),
                                 detail::TileProduct(recipe, g, g, Product::model)};
-    const std::vector<std::uint32_t> qg = exact_in(in.q, *recipe.input, g, "q (backward)");
-    const std::vector<std::uint32_t> kg = exact_in(in.k, *recipe.input, g, "k (backward)");
+    // Under qk_quant, Q and K as the forward's score product took them, in S and in the gradient
+    // products: straight through, the gradients of the quantized Q and K are Q's and K's (what
+    // autograd gives a fake-quantized graph).
+    const AttentionOperands quantized = recipe.qk_quant != nullptr ? quantized_qk(ctx, in) : AttentionOperands{};
+    const AttentionOperands& qk = recipe.qk_quant != nullptr ? quantized : in;
+    const std::vector<std::uint32_t> qg = exact_in(qk.q, *recipe.input, g, "q (backward)");
+    const std::vector<std::uint32_t> kg = exact_in(qk.k, *recipe.input, g, "k (backward)");
     const std::vector<std::uint32_t> vg = exact_in(in.v, *recipe.input, g, "v (backward)");
     const std::vector<std::uint32_t> dog = exact_in(in.d_o, *recipe.input, g, "do (backward)");
     const std::shared_ptr<const std::vector<std::uint32_t>> s =
-        runs != nullptr ? runs->scores(recipe, shape, in, threads) : nullptr;
+        runs != nullptr ? runs->scores(recipe, shape, qk, threads) : nullptr;
 
     BackwardResult out;
     out.dq.assign(in.q.size(), 0), out.dk.assign(in.k.size(), 0), out.dv.assign(in.v.size(), 0);
@@ -138,8 +141,8 @@ BackwardResult flash_backward(const AttentionRecipe& recipe, const AttentionShap
     const std::vector<Span> key_blocks = blocks_of(shape.n_kv, ctx.recipe.block_n);
     const std::uint64_t d = shape.d, dv = shape.d_v, nq = shape.n_q, nk = shape.n_kv;
     for (std::uint64_t head = 0; head < shape.heads; ++head) {
-        HeadOperands h{in.q.data() + head * nq * d,
-                       in.k.data() + head * nk * d,
+        HeadOperands h{qk.q.data() + head * nq * d,
+                       qk.k.data() + head * nk * d,
                        qg.data() + head * nq * d,
                        kg.data() + head * nk * d,
                        vg.data() + head * nk * dv,

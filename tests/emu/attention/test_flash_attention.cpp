@@ -12,6 +12,7 @@
 
 #include "emu/attention/attention_steps.hpp"
 #include "emu/attention/flash_attention.hpp"
+#include "emu/attention/flash_context.hpp"
 #include "emu/attention/random_operands.hpp"
 #include "emu/block/block_format.hpp"
 #include "emu/block/mx_block.hpp"
@@ -271,7 +272,7 @@ TEST_CASE("Block-quantized Q, K and P (qk_quant, p_quant) equal the scalar refer
             }
         }
     }
-    // the backward of a quantized Q, K or P is refused, not run unquantized
+    // the backward of a quantized P is refused, not run unquantized
     AttentionRecipe r = find_recipe("fa2-bf16");
     apply_setting(r, "p_quant=mxfp4");
     const AttentionShape sh = attention_shape(1, 8, 8, 32, true);
@@ -285,6 +286,32 @@ TEST_CASE("Block-quantized Q, K and P (qk_quant, p_quant) equal the scalar refer
     AttentionRecipe fp8 = find_recipe("fa3-fp8");
     apply_setting(fp8, "p_quant=mxfp4");  // an E4M3 P cannot hold every MX value
     CHECK_THROWS_WITH(validate(fp8), Catch::Contains("bf16 or f32"));
+}
+
+TEST_CASE("qk_quant's backward is straight through: the plain recipe's on the quantized Q and K, bit for bit",
+          "[flash][mx]") {
+    for (const bool causal : {false, true}) {
+        AttentionRecipe r = find_recipe("fa2-bf16");
+        apply_setting(r, "block_m=32");
+        apply_setting(r, "block_n=32");
+        const AttentionRecipe plain = r;
+        apply_setting(r, "qk_quant=mxfp4");
+        const AttentionShape sh = attention_shape(2, 50, 90, 40, causal);
+        AttentionOperands in = random_operands(sh, *r.input, 19, 2.0);
+        in.d_o = random_operands(sh, *r.input, 23, 1.0).q;
+        // Q and K quantized along D, dequantized into BF16: what the score product takes
+        const AttentionOperands held = quantized_qk(flash_context(r, sh), in);
+        REQUIRE(held.q != in.q);
+        const ForwardResult f = flash_forward(r, sh, in, 2), f_held = flash_forward(plain, sh, held, 2);
+        REQUIRE(same(f.o, f_held.o));
+        const BackwardResult b = flash_backward(r, sh, in, f, 2), b_held = flash_backward(plain, sh, held, f_held, 2);
+        INFO("causal " << causal);
+        CHECK(same(b.dq, b_held.dq));
+        CHECK(same(b.dk, b_held.dk));
+        CHECK(same(b.dv, b_held.dv));
+        CHECK(same(b.delta, b_held.delta));
+        CHECK(b.dq != flash_backward(plain, sh, in, flash_forward(plain, sh, in, 2), 2).dq);  // it shows
+    }
 }
 
 TEST_CASE("exp2_arg=fma: the forward equals the scalar reference bit for bit, and differs from mul-sub",
