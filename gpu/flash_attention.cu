@@ -11,6 +11,7 @@
 #include "gpu/flash_attention.hpp"
 #include "gpu/flash_kernels.cuh"
 #include "gpu/runtime.hpp"
+#include "gpu/warp.hpp"  // not used yet: nvcc compiles the warp primitives here for the fast kernel
 
 namespace roundscope::gpu {
 namespace {

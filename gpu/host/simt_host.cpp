@@ -40,6 +40,7 @@ struct Block::Warp {
     };
     std::barrier<> barrier{warp_size};
     Registers buffers[2];
+    std::uint32_t exchange[2][warp_size];  // shuffles and votes, double-buffered the same way
 };
 
 Block::Block(unsigned threads, std::size_t shared_bytes)
@@ -92,6 +93,35 @@ void run_grid(dim3 grid, dim3 block, std::size_t shared_bytes, const std::functi
         }
         for (std::thread& w : workers) w.join();
     }
+}
+
+// ---- shuffles and votes --------------------------------------------------------------------
+// Each is one barrier phase of the warp: a lane writes its value into the buffer of its
+// exchange count's parity, waits for the warp, reads. As for mma.sync, a lane cannot be two
+// collective steps ahead of another, so two buffers suffice, whatever the steps in between.
+
+thread_local unsigned exchange_count = 0;
+
+namespace {
+
+// The warp's 32 values after the calling thread handed in `value`.
+const std::uint32_t* exchanged(std::uint32_t value) {
+    Block::Warp& warp = current_block().warps[threadIdx.x / warp_size];
+    std::uint32_t* slots = warp.exchange[exchange_count++ & 1];
+    slots[threadIdx.x % warp_size] = value;
+    warp.barrier.arrive_and_wait();
+    return slots;
+}
+
+}  // namespace
+
+std::uint32_t warp_exchange(std::uint32_t value, int source) { return exchanged(value)[source & (warp_size - 1)]; }
+
+std::uint32_t warp_ballot(bool predicate) {
+    const std::uint32_t* lanes = exchanged(predicate ? 1u : 0u);
+    std::uint32_t bits = 0;
+    for (int lane = 0; lane < warp_size; ++lane) bits |= lanes[lane] << lane;
+    return bits;
 }
 
 // ---- mma.sync ------------------------------------------------------------------------------

@@ -51,6 +51,13 @@ Block& current_block();
 /// at a time, each thread on its own host thread.
 void run_grid(dim3 grid, dim3 block, std::size_t shared_bytes, const std::function<void()>& body);
 
+/// A warp-collective exchange (gpu/warp.hpp's shuffles): every thread of the calling thread's
+/// warp hands in `value` and gets lane `source`'s.
+std::uint32_t warp_exchange(std::uint32_t value, int source);
+
+/// A warp-collective vote: bit l set where lane l's predicate is true.
+std::uint32_t warp_ballot(bool predicate);
+
 /// The architecture whose tensor-core model the simulated mma.sync uses (default "sm90").
 void set_simulated_architecture(std::string arch);
 const std::string& simulated_architecture();
