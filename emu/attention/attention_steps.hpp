@@ -38,11 +38,6 @@ ROUNDSCOPE_HD inline float adjusted_block_max(float block_max, int near_max_coun
 /// How close to the block max (in log2 units) a score counts as another maximum: 1e-3 nats.
 inline constexpr float near_max_log2 = 0x1.7a31a0p-10f;  // 1e-3 * log2(e), rounded to float32
 
-/// P-bar = exp2(t - m) for one score t (log2 units) and the row max m.
-ROUNDSCOPE_HD inline float p_bar(float t, float m, Exp2Kind kind) {
-    return exp2(f32_arith::sub(t, usable_max(m)), kind);
-}
-
 /// The factor that carries the running sum and output from max m_old to m_new.
 ROUNDSCOPE_HD inline float rescale(float m_old, float m_new, Exp2Kind kind) {
     if (m_old == minus_infinity()) return 0.0f;  // nothing accumulated yet
@@ -300,10 +295,11 @@ ROUNDSCOPE_HD inline float online_row_step(const OnlineSoftmax& f, const std::ui
     float sum = 0;
     const PCastConstants k(f.p_scale, f.p_format);
     for (int j = 0; j < n; ++j) {
+        // P-bar = exp2(s c - m) in the recipe's form; 0 for a masked key
         const float p =
-            f.exp2_arg == Exp2Arg::fma && j < visible
+            j < visible
                 ? exp2(exp2_argument(float_from_bits(s[j]), f.scale_log2, usable_max(m_new), f.exp2_arg), f.exp2)
-                : p_bar(t_of(j), m_new, f.exp2);
+                : 0.0f;
         p_out[j] = cast_p(p, f.p_scale, f.p_format);
         if (counts != nullptr && j < visible)
             count_p(p, f.p_scale, p_out[j], f.p_format, key0 + static_cast<std::uint64_t>(j), *counts, k);

@@ -137,9 +137,10 @@ RowResult scalar_online_row(const AttentionRecipe& r, const AttentionShape& sh, 
         std::vector<float> pbar(c1 - c0);
         std::vector<std::uint32_t> p(c1 - c0);
         for (std::uint64_t j = 0; j < c1 - c0; ++j) {
-            pbar[j] = r.exp2_arg == Exp2Arg::fma && c0 + j < visible  // s c - m in one rounding
+            // P-bar = exp2(RN(t - m)), or with s c - m in one rounding; a masked key's t is -inf
+            pbar[j] = r.exp2_arg == Exp2Arg::fma && c0 + j < visible
                           ? exp2_of(a::fma(raw[j], scale_log2, -steps::usable_max(m_new)), r.exp2)
-                          : steps::p_bar(t[j], m_new, r.exp2);
+                          : exp2_of(a::sub(t[j], steps::usable_max(m_new)), r.exp2);
             sum = a::add(sum, pbar[j]);
             p[j] = steps::cast_p(pbar[j], r.p_scale, r.p_quant != nullptr ? f32 : *r.p_format);
         }
