@@ -47,7 +47,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from train_bias import (BF16, add_run_options, check_run_options, float32_o, released_backward,  # noqa: E402
+from train_bias import (BF16, add_run_options, check_run_options, released_backward,  # noqa: E402
                         released_forward)
 from train_real import BOS, VOCAB, causal_mask, check_ranges, split_corpus, train_step  # noqa: E402
 
@@ -119,8 +119,6 @@ class ForcedAttention(torch.autograd.Function):
             ctx.entry["coef"] = coefficient(delta)
             ctx.entry["coef_l_bf16"] = coefficient((d_o.float() * o.float()).sum(dim=-1, keepdim=True))
             ctx.entry["coef_l_f32"] = coefficient((d_o.float() * o_l_f32.float()).sum(dim=-1, keepdim=True))
-            if ctx.fix == "f32-delta":  # its delta came from this O: the float32 rounding left over
-                ctx.entry["coef_f32_o"] = coefficient((d_o.float() * float32_o(q, k, v, ctx.causal)).sum(-1, True))
         return dq, dk, dv, None, None, None
 
 
