@@ -34,12 +34,22 @@ SIGN_P, LOSS_GAP, SPIKE, GROWTH, SHARE = 1e-3, 0.1, 1.0, 1.5, 0.01
 
 
 def load(folder, run):
+    """A run's log.json, or exit 2 naming it: unreadable, not JSON, or without what the rule reads."""
     path = os.path.join(folder, run, "log.json")
     try:
         with open(path) as f:
-            return json.load(f)
+            log = json.load(f)
     except (OSError, ValueError) as e:
-        sys.exit(f"bias_forced_verdict: {path}: {e}")
+        fail(f"{path}: {e}")
+    if not (isinstance(log, dict) and isinstance(log.get("args"), dict) and "gate_step" in log["args"]
+            and isinstance(log.get("batches"), list) and log["batches"] and "gate" in log):
+        fail(f"{path}: not a log of examples/train_bias_forced.py (args, gate and batches)")
+    return log
+
+
+def fail(message):
+    print(f"bias_forced_verdict: {message}", file=sys.stderr)
+    sys.exit(2)
 
 
 def heads(log):

@@ -137,4 +137,13 @@ def test_a_bad_option_exits_2_naming_it(tmp_path, capsys, args, option):
 
 def test_the_verdict_without_runs_names_the_folder(tmp_path):
     p = python(VERDICT, tmp_path / "nowhere", timeout=120)
-    assert p.returncode != 0 and "nowhere" in p.stderr, p.stderr
+    assert p.returncode == 2 and "nowhere" in p.stderr, p.stderr
+
+
+@pytest.mark.parametrize("text", ["{", "{}", "[]", '{"args": {}, "batches": [], "gate": null}'])
+def test_the_verdict_refuses_a_log_that_is_not_a_runs(tmp_path, text):
+    for fix in FIXES:
+        (tmp_path / fix).mkdir()
+        (tmp_path / fix / "log.json").write_text(text)
+    p = python(VERDICT, tmp_path, timeout=120)
+    assert p.returncode == 2 and "none/log.json" in p.stderr and "Traceback" not in p.stderr, p.stderr
