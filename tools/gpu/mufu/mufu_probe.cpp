@@ -3,7 +3,9 @@
 // of fake_mufu.hpp (the kit's dry run, on any machine).
 //
 //   mufu_probe --out DIR [--fake] [--variants ex2.approx.ftz.f32,...] [--threads N]
+//              [--windows FIRST:COUNT,...]   (hex input patterns; replace the fit's default windows)
 // Exit 0 on success, 2 on bad arguments, 3 without a usable GPU (and no --fake).
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -29,10 +31,11 @@ struct Options {
     bool fake = false;
     std::vector<gpu::MufuVariant> variants{gpu::mufu_variants.begin(), gpu::mufu_variants.end()};
     int threads = 0;
+    std::vector<gpu::MufuWindow> windows;  // empty: gpu::mufu_windows(variant)
 };
 
 [[noreturn]] void usage(const std::string& why) {
-    std::fprintf(stderr, "mufu_probe: %s\nusage: mufu_probe --out DIR [--fake] [--variants PTX,...] [--threads N]\n",
+    std::fprintf(stderr, "mufu_probe: %s\nusage: mufu_probe --out DIR [--fake] [--variants PTX,...] [--threads N] [--windows FIRST:COUNT,...]\n",
                  why.c_str());
     std::exit(2);
 }
@@ -58,6 +61,18 @@ Options parse(int argc, char** argv) {
                 o.variants.push_back(*v);
                 list.remove_prefix(std::min(list.size(), name.size() + 1));
             }
+        } else if (a == "--windows" && has_value) {
+            std::string_view list = argv[++i];
+            while (!list.empty()) {
+                const std::string item(list.substr(0, list.find(',')));
+                unsigned long long first = 0, count = 0;
+                char tail = 0;
+                if (std::sscanf(item.c_str(), "%llx:%llx%c", &first, &count, &tail) != 2 || count == 0 ||
+                    first + count > (1ull << 32))
+                    usage("--windows: '" + item + "' is not FIRST:COUNT in hex within the 2^32 patterns");
+                o.windows.push_back({static_cast<std::uint32_t>(first), static_cast<std::uint32_t>(count), "asked"});
+                list.remove_prefix(std::min(list.size(), item.size() + 1));
+            }
         } else {
             usage("unknown or incomplete option '" + std::string(a) + "'");
         }
@@ -67,6 +82,10 @@ Options parse(int argc, char** argv) {
     return o;
 }
 
+std::vector<gpu::MufuWindow> windows_of(const Options& o, gpu::MufuVariant v) {
+    return o.windows.empty() ? gpu::mufu_windows(v) : o.windows;
+}
+
 gpu::MufuCapture capture(const Options& o, gpu::MufuVariant v) {
     gpu::MufuCapture c;
     c.variant = v;
@@ -74,7 +93,7 @@ gpu::MufuCapture capture(const Options& o, gpu::MufuVariant v) {
     if (o.fake) {
         c.metadata["device"] = "the invented unit of tools/gpu/mufu/fake_mufu.hpp (not a GPU)";
         c.digests = gpu::fake::digests(v, o.threads);
-        for (const gpu::MufuWindow& w : gpu::mufu_windows(v))
+        for (const gpu::MufuWindow& w : windows_of(o, v))
             c.windows.push_back({w.first, gpu::fake::outputs(v, w.first, w.count)});
         return c;
     }
@@ -85,7 +104,7 @@ gpu::MufuCapture capture(const Options& o, gpu::MufuVariant v) {
     c.metadata["cuda_runtime"] = gpu::cuda_runtime_version();
     c.metadata["cuda_driver"] = gpu::cuda_driver_version();
     c.digests = gpu::mufu_digests(v);
-    for (const gpu::MufuWindow& w : gpu::mufu_windows(v))
+    for (const gpu::MufuWindow& w : windows_of(o, v))
         c.windows.push_back({w.first, gpu::mufu_outputs(v, w.first, w.count)});
 #endif
     return c;
