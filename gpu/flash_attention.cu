@@ -266,7 +266,8 @@ std::string flash_unsupported(const emu::AttentionRecipe& r) {
     if (r.score_product != emu::Product::model || r.pv_product != emu::Product::model)
         return "the CUDA twins compute every product on the tensor cores";
     if (r.block_n == 0) return "the CUDA twins need a fixed block_n (not auto)";
-    if (r.exp2 == emu::Exp2Kind::exp2f_proxy) return "the exp2f proxy is the emulator's (exp2=software or ex2.approx)";
+    if (r.exp2 == emu::Exp2Kind::cuda_exp2f)
+        return "the CUDA twins run exp2=software or ex2.approx (exp2f is ex2.approx.f32 on sm_90)";
     if (r.row_sum != emu::RowSum::sequential || r.rescale_arg != emu::RescaleArg::scaled ||
         r.epilogue != emu::Epilogue::fa2 || r.scale_log2 != emu::ScaleLog2::f32 || r.exp2_arg != emu::Exp2Arg::mul_sub)
         return "the CUDA twins run FlashAttention-2's defaults of row_sum, rescale_arg, epilogue, scale_log2 and "

@@ -3,45 +3,22 @@
 // reciprocal that `ex2.approx` and friends compile to. Their values are not published; the
 // probe (gpu/mufu_probe.cu, tools/gpu/mufu) captures them over all 2^32 inputs as digests of
 // 2^16-input chunks plus raw windows, from which tools/gpu/mufu fits a model.
-#include <array>
 #include <cstdint>
-#include <optional>
 #include <string_view>
 #include <vector>
 
+#include "emu/mufu/mufu_variant.hpp"
+
 namespace roundscope::gpu {
 
-enum class MufuVariant : std::uint8_t { ex2_ftz, ex2, lg2_ftz, lg2, rcp_ftz };
-
-inline constexpr std::array<MufuVariant, 5> mufu_variants{MufuVariant::ex2_ftz, MufuVariant::ex2, MufuVariant::lg2_ftz,
-                                                          MufuVariant::lg2, MufuVariant::rcp_ftz};
-
-/// One digest per 2^16 consecutive input patterns: chunk j covers [j << 16, (j + 1) << 16).
-inline constexpr int mufu_chunk_bits = 16;
-inline constexpr std::size_t mufu_chunks = std::size_t{1} << (32 - mufu_chunk_bits);
-
-/// The PTX instruction: "ex2.approx.ftz.f32", ...
-constexpr std::string_view mufu_ptx(MufuVariant v) {
-    switch (v) {
-        case MufuVariant::ex2_ftz:
-            return "ex2.approx.ftz.f32";
-        case MufuVariant::ex2:
-            return "ex2.approx.f32";
-        case MufuVariant::lg2_ftz:
-            return "lg2.approx.ftz.f32";
-        case MufuVariant::lg2:
-            return "lg2.approx.f32";
-        case MufuVariant::rcp_ftz:
-            return "rcp.approx.ftz.f32";
-    }
-    return "";
-}
-
-inline std::optional<MufuVariant> find_mufu_variant(std::string_view ptx) {
-    for (const MufuVariant v : mufu_variants)
-        if (mufu_ptx(v) == ptx) return v;
-    return std::nullopt;
-}
+// The variants, their chunks and PTX names: emu/mufu/mufu_variant.hpp (the emulator evaluates
+// the fitted units too).
+using emu::find_mufu_variant;
+using emu::mufu_chunk_bits;
+using emu::mufu_chunks;
+using emu::mufu_ptx;
+using emu::mufu_variants;
+using emu::MufuVariant;
 
 /// A window: `count` consecutive input patterns from `first`, all kept raw (one binade of
 /// float32: 2^23 inputs).
@@ -51,7 +28,7 @@ struct MufuWindow {
     std::string_view range;  // "(-2, -1]": the inputs, for people
 };
 
-/// The windows a fit needs (tools/gpu/mufu/mufu_model.hpp): exp2 on the binades that fix its
+/// The windows a fit needs (tools/gpu/mufu/mufu_fitting.hpp): exp2 on the binades that fix its
 /// table and input quantisation, and the non-ftz guard below -126; log2 on three binades around
 /// 1; the reciprocal on [1, 2).
 inline std::vector<MufuWindow> mufu_windows(MufuVariant v) {

@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 packages=(
   build-essential cmake pkg-config git ccache
   libeigen3-dev libboost-dev libmpfr-dev libmpfi-dev libgmp-dev libfmt-dev catch2 libcli11-dev
-  nlohmann-json3-dev libhwy-dev
+  nlohmann-json3-dev libhwy-dev zlib1g-dev
   python3 python3-venv
   clang libclang-rt-14-dev clang-format
   chromium fonts-dejavu-core

@@ -158,8 +158,7 @@ void finish_torch_flash_row(const FlashContext& ctx, const std::uint32_t* acc, c
                             std::uint64_t i, ForwardResult& out) {
     const bool empty = st.l == 0.0f || st.l != st.l;
     write_output_row(ctx, acc, empty ? 1.0f : a::div(1.0f, st.l), i, out);
-    out.lse[i] =
-        empty ? __builtin_huge_valf() : a::fma(st.m_raw, static_cast<float>(ctx.shape.scale), logf_proxy(st.l));
+    out.lse[i] = empty ? __builtin_huge_valf() : a::fma(st.m_raw, static_cast<float>(ctx.shape.scale), cuda_logf(st.l));
     out.lse_log2[i] = a::mul(out.lse[i], steps::log2e);
 }
 

@@ -124,7 +124,7 @@ AttentionRecipe torch_flash_sm90() {
     r.name = "torch-flash-sm90";
     r.block_n = 0;  // auto: 128 x 128 at D <= 64, 128 x 64 at D <= 128
     r.kv_order = KvOrder::reverse;
-    r.exp2 = Exp2Kind::exp2f_proxy;
+    r.exp2 = Exp2Kind::cuda_exp2f;
     r.scale_log2 = ScaleLog2::f64;
     r.rescale_arg = RescaleArg::raw;
     r.row_sum = RowSum::quad_ffma;

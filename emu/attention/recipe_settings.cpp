@@ -22,9 +22,8 @@ constexpr NamedValues<SoftmaxKind, 4> softmax_names{{{{SoftmaxKind::online, "onl
                                                       {SoftmaxKind::naive, "naive"},
                                                       {SoftmaxKind::naive_unshifted, "naive-unshifted"},
                                                       {SoftmaxKind::online_torch, "online-torch"}}}};
-constexpr NamedValues<Exp2Kind, 3> exp2_names{{{{Exp2Kind::software, "software"},
-                                                {Exp2Kind::hardware_approx, "ex2.approx"},
-                                                {Exp2Kind::exp2f_proxy, "exp2f-proxy"}}}};
+constexpr NamedValues<Exp2Kind, 3> exp2_names{
+    {{{Exp2Kind::software, "software"}, {Exp2Kind::hardware_approx, "ex2.approx"}, {Exp2Kind::cuda_exp2f, "exp2f"}}}};
 constexpr NamedValues<ScaleLog2, 2> scale_log2_names{{{{ScaleLog2::f32, "f32"}, {ScaleLog2::f64, "f64"}}}};
 constexpr NamedValues<Exp2Arg, 2> exp2_arg_names{{{{Exp2Arg::mul_sub, "mul-sub"}, {Exp2Arg::fma, "fma"}}}};
 constexpr NamedValues<RescaleArg, 2> rescale_arg_names{{{{RescaleArg::scaled, "scaled"}, {RescaleArg::raw, "raw"}}}};

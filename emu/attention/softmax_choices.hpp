@@ -6,15 +6,18 @@
 
 #include "emu/attention/soft_exp2.hpp"
 #include "emu/numbers/f32_arith.hpp"
+#if !defined(__CUDA_ARCH__)
+#include "emu/mufu/h100_mufu.hpp"
+#endif
 
 namespace roundscope::emu {
 
 enum class Exp2Kind : std::uint8_t {
     software,         // soft_exp2.hpp: the same function on CPU and GPU (bit-exact)
-    hardware_approx,  // the GPU's ex2.approx; the emulator uses std::exp2 (not bit-exact)
-    exp2f_proxy,      // CUDA's exp2f without fast math (PyTorch's flash kernels): ex2.approx behind
-                      // the -126 guard, ex2.approx stood in for by 2^x rounded once from double
-                      // (a labelled proxy until a capture of the MUFU exists, docs/gpu.md)
+    hardware_approx,  // the GPU's ex2.approx.f32; on the CPU an H100's (emu/mufu/h100_mufu.hpp)
+    cuda_exp2f,       // CUDA's exp2f without fast math (PyTorch's flash kernels): MUFU.EX2 behind
+                      // the -126 guard, on the CPU an H100's MUFU.EX2 (the same function as
+                      // ex2.approx.f32 on sm_90, which compiles to that guard)
 };
 
 /// How a row's sum l is formed across a tile's keys.
@@ -41,47 +44,63 @@ enum class RescaleArg : std::uint8_t {
 };
 
 namespace detail {
-// 2^x rounded once from double, subnormal results flushed: the stand-in for MUFU.EX2 (ftz).
-ROUNDSCOPE_HD inline float mufu_ex2_proxy(float x) {
-    const float y = static_cast<float>(exp2(static_cast<double>(x)));
-    return y < 0x1p-126f ? 0.0f : y;
+// MUFU.EX2 and MUFU.LG2 (ftz): the GPU's own on a GPU, an H100's on the CPU.
+ROUNDSCOPE_HD inline float mufu_ex2_ftz(float x) {
+#if defined(__CUDA_ARCH__)
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+#else
+    return h100_ex2_ftz(x);
+#endif
 }
-// log2 x rounded once from double, subnormal inputs flushed: the stand-in for MUFU.LG2 (ftz).
-ROUNDSCOPE_HD inline float mufu_lg2_proxy(float x) {
-    if (x < 0x1p-126f && x >= 0.0f) return -__builtin_huge_valf();
-    return static_cast<float>(log2(static_cast<double>(x)));
+ROUNDSCOPE_HD inline float mufu_lg2_ftz(float x) {
+#if defined(__CUDA_ARCH__)
+    float y;
+    asm("lg2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+#else
+    return h100_lg2_ftz(x);
+#endif
 }
 }  // namespace detail
 
 /// exp2f as a CUDA build without fast math compiles it (SASS: FSETP.GEU x, -126; @!P FMUL x, 0.5;
-/// MUFU.EX2; @!P FMUL r, r, r), with MUFU.EX2 stood in for by the proxy.
-ROUNDSCOPE_HD inline float exp2f_proxy(float x) {
-    if (!(x < -126.0f)) return detail::mufu_ex2_proxy(x);
-    const float half = detail::mufu_ex2_proxy(f32_arith::mul(x, 0.5f));
+/// MUFU.EX2; @!P FMUL r, r, r). On the CPU, bit-exact with an H100 on all 2^32 inputs.
+ROUNDSCOPE_HD inline float cuda_exp2f(float x) {
+    if (!(x < -126.0f)) return detail::mufu_ex2_ftz(x);
+    const float half = detail::mufu_ex2_ftz(f32_arith::mul(x, 0.5f));
     return f32_arith::mul(half, half);
 }
 
-/// __logf without fast math (SASS: a 2^24 scaling below 2^-126, MUFU.LG2, -24, FMUL by RN(ln 2)),
-/// with MUFU.LG2 stood in for by the proxy.
-ROUNDSCOPE_HD inline float logf_proxy(float x) {
-    constexpr float ln2 = 0x1.62e430p-1f;
-    if (x < 0x1p-126f && x > 0.0f)
-        return f32_arith::mul(f32_arith::add(detail::mufu_lg2_proxy(f32_arith::mul(x, 0x1p24f)), -24.0f), ln2);
-    return f32_arith::mul(detail::mufu_lg2_proxy(x), ln2);
+/// lg2.approx.f32 (non-ftz) as ptxas expands it: an input below 2^-126 (zero and negatives
+/// too, which then give -inf and NaN as before) is scaled by 2^24 and 24 subtracted (bit-exact
+/// with an H100 on all 2^32 inputs, on the CPU).
+ROUNDSCOPE_HD inline float cuda_log2f(float x) {
+    if (x < 0x1p-126f) return f32_arith::add(detail::mufu_lg2_ftz(f32_arith::mul(x, 0x1p24f)), -24.0f);
+    return detail::mufu_lg2_ftz(x);
 }
 
-/// exp2 as the recipe computes it: the shared software function, the GPU's ex2.approx (on the CPU
-/// the library's exp2f: not the same function, hence not bit-exact), or the exp2f proxy.
+/// __logf without fast math (SASS: a 2^24 scaling below 2^-126, MUFU.LG2, -24, FMUL by RN(ln 2)).
+/// On the CPU with an H100's MUFU.LG2.
+ROUNDSCOPE_HD inline float cuda_logf(float x) {
+    constexpr float ln2 = 0x1.62e430p-1f;
+    return f32_arith::mul(cuda_log2f(x), ln2);
+}
+
+/// exp2 as the recipe computes it: the shared software function, or the GPU's MUFU.EX2 behind
+/// the guard (ex2.approx.f32 and CUDA's exp2f compile to the same SASS on sm_90; on the CPU
+/// both are an H100's).
 ROUNDSCOPE_HD inline float exp2_of(float x, Exp2Kind kind) {
     if (kind == Exp2Kind::software) return soft_exp2(x);
-    if (kind == Exp2Kind::exp2f_proxy) return exp2f_proxy(x);
 #if defined(__CUDA_ARCH__)
-    float y;
-    asm("ex2.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
-    return y;
-#else
-    return __builtin_exp2f(x);
+    if (kind == Exp2Kind::hardware_approx) {
+        float y;
+        asm("ex2.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
+        return y;
+    }
 #endif
+    return cuda_exp2f(x);
 }
 
 }  // namespace roundscope::emu

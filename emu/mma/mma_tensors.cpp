@@ -108,7 +108,17 @@ MmaProblem load_mma_problem(const TensorFile& file, std::string_view arch, std::
         }
     }
 
+    // Without --instruction, the instruction the file says it captured (roundscope probe writes
+    // "wgmma.mma_async..." or "mma.sync...") where `arch` has a model of it, else the default.
     MmaProblem p;
+    if (instruction.empty()) {
+        const auto it = file.metadata.find("instruction");
+        if (it != file.metadata.end()) {
+            for (std::string_view known : {"mma.sync", "wgmma", "tcgen05.mma"})
+                if (it->second.rfind(known, 0) == 0 && find_mma_model(arch, known, fa, fb, acc) != nullptr)
+                    instruction = known;
+        }
+    }
     p.model = find_mma_model(arch, instruction, fa, fb, acc);
     if (p.model == nullptr) {
         throw Error(fmt::format("{}: no {} {} tensor-core model for A {}, B {}, C {}", file.path, arch,

@@ -41,11 +41,16 @@ def phase_a(root, golden, bins, report):
         r = run([bins / "mufu_fit", *captures, "--models", golden / "mufu-models", "--json", golden / "mufu_fit.json"])
         report["mufu"] = {"captures": len(captures), "exit": r.returncode, "output": r.stdout[-4000:]}
         ok &= r.returncode == 0
-    probes = sorted((root / "probe").glob("*.safetensors"))
+    probes = sorted(f for f in (root / "probe").glob("*.safetensors") if f.name != "conversions.safetensors")
     report["mma"] = []
     for f in probes:
         r = run([bins / "roundscope", "mma", f, "--check"])
         report["mma"].append({"file": f.name, "exit": r.returncode, "output": (r.stdout + r.stderr)[-600:]})
+        ok &= r.returncode == 0
+    conversions = root / "probe" / "conversions.safetensors"
+    if conversions.exists():  # the GPU's digests against the emulator's, made again here
+        r = run([bins / "roundscope", "check", conversions])
+        report["conversions"] = {"exit": r.returncode, "output": (r.stdout + r.stderr)[-600:]}
         ok &= r.returncode == 0
     return ok
 
@@ -72,6 +77,18 @@ def phase_c(root, golden, bins, report):
 
     ok = True
     report["sdpa"] = []
+    # Which flash kernel ran each forward case (sdpa_cases.json, names profiled on a shape's first
+    # scenario: the kernel depends on the shape alone): the split-KV one, or the one
+    # torch-flash-sm90 models. The recipe decides the split from B x H of the dump (batch 0 only
+    # here), so a case the GPU ran unsplit is compared with split_kv_sms=0, the unsplit kernel.
+    cases_file = root / "sdpa" / "sdpa_cases.json"
+    kernels = {}
+    if cases_file.exists():
+        for c in json.loads(cases_file.read_text()):
+            if c.get("pass") == "forward":
+                key = (c["shape"], c["backend"], c["dtype"], "causal" if c["causal"] else "full")
+                kernels.setdefault(key, [])
+                kernels[key] += c.get("kernels", [])
     with tempfile.TemporaryDirectory() as tmp:
         tmp = pathlib.Path(tmp)
         for f in sorted((root / "sdpa").glob("sdpa_*_fwd.safetensors")):
@@ -108,11 +125,19 @@ def phase_c(root, golden, bins, report):
                         save_file(dump, str(out), metadata={"causal": str(mask == "causal").lower(),
                                                             "softmax_scale": meta["softmax_scale"]})
                         entry = {"file": f.name, "case": key}
+                        ran = kernels.get((shape, backend, "bf16", mask), [])
+                        unsplit = backend == "flash" and any("flash_fwd_kernel<" in k for k in ran) and \
+                            not any("splitkv" in k for k in ran)
                         for recipe in ("torch-flash-sm90", "fa2-bf16"):
-                            r = run([bins / "roundscope", "compare", out, "--recipe", recipe, "--json"])
+                            extra = ["--set", "split_kv_sms=0"] if recipe == "torch-flash-sm90" and (unsplit or backend == "cudnn") else []
+                            r = run([bins / "roundscope", "compare", out, "--recipe", recipe, "--json", *extra])
                             if r.returncode == 0:
                                 j = json.loads(r.stdout)
-                                entry[recipe] = {"matched": j.get("matched"), "total": j.get("total")}
+                                outs = j.get("outputs", {})
+                                entry[recipe] = {"matched": j.get("matched"), "total": j.get("total"), "set": extra[1:]}
+                                # The kernel's own error against the exact truth (the same for both recipes).
+                                entry["truth"] = {name: {"rel_rms": o.get("rel_rms"), "max_abs": o.get("max_abs")}
+                                                  for name, o in outs.items()}
                             elif recipe == "torch-flash-sm90" and "split" in r.stderr:
                                 entry[recipe] = {"refused": r.stderr.strip()[-300:]}  # the split-KV path
                             else:

@@ -82,6 +82,15 @@ metadata() {
   } >metadata.txt 2>&1
 }
 
+# The MMA probe, then its capture made small (trim_probe.py: 80 raw tiles a file and every
+# tile's digests; the full files, 16 MB each for wgmma, would not come back within 8 files).
+probe() {
+  kitrun "$kit/bin/roundscope" probe --out full --tiles 256 || return 1
+  "$python" "$root/tools/gpu/trim_probe.py" full/mma_*.safetensors full/wgmma_*.safetensors --out . || return 1
+  mv full/conversions.safetensors . 2>/dev/null
+  rm -rf full
+}
+
 # The SASS of our kernels (and the canary's reading of torch's flash kernels where the
 # machine has cuobjdump).
 sass() {
@@ -115,7 +124,7 @@ sdpa() {  # $1: shapes, $2: device
 }
 
 export kit root python
-export -f kitrun have metadata sass inputs sdpa bench
+export -f kitrun have metadata probe sass inputs sdpa bench
 
 sanitizer_cases="--n 65 --d 64 --presets fa2-bf16,fa3-fp8"
 case "$phase" in
@@ -127,7 +136,7 @@ case "$phase" in
         --variants ex2.approx.f32,lg2.approx.f32,rcp.approx.ftz.f32
       skip sass 60 "dry run: cuobjdump is on the GPU machine"
     else
-      step probe 150 kitrun "$kit/bin/roundscope" probe --out . --tiles 256
+      step probe 150 probe
       step mufu 150 kitrun "$kit/bin/mufu_probe" --out .
       step sass 90 sass
     fi

@@ -172,7 +172,7 @@ RowResult scalar_online_row(const AttentionRecipe& r, const AttentionShape& sh, 
         }
     }
     const bool torch = r.epilogue == Epilogue::torch_flash, empty = !(l > 0.0f);
-    const float lse_torch = empty ? INFINITY : a::fma(m_raw, sh.scale, logf_proxy(l));
+    const float lse_torch = empty ? INFINITY : a::fma(m_raw, sh.scale, cuda_logf(l));
     RowResult out{std::vector<std::uint32_t>(dv), torch ? a::mul(lse_torch, steps::log2e) : steps::lse_log2(m, l)};
     const float factor = torch ? (empty ? 1.0f : a::div(1.0f, l)) : steps::output_factor(l, r.p_scale);
     CastOptions o;

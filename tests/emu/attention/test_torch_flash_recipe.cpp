@@ -92,18 +92,24 @@ TEST_CASE("torch-flash-sm90: the four lanes' row sums, fused with the rescale, t
     for (int t = 1; t < 4; ++t) CHECK(bits_of(narrow.lanes[t]) == bits_of(a::mul(st.lanes[t], alpha3)));
 }
 
-TEST_CASE("torch-flash-sm90: exp2f's guard below -126 and the proxies it stands on", "[flash][torch-flash]") {
-    CHECK(exp2f_proxy(-130.0f) == 0x1p-130f);  // (2^-65)^2, subnormal, exact
-    CHECK(exp2f_proxy(-149.0f) == 0x1p-149f);
-    CHECK(exp2f_proxy(-151.0f) == 0.0f);  // 2^-75.5 squared rounds to 0
-    CHECK(exp2f_proxy(0.0f) == 1.0f);
-    CHECK(exp2f_proxy(-INFINITY) == 0.0f);
-    CHECK(bits_of(exp2f_proxy(-0.5f)) == bits_of(static_cast<float>(std::exp2(-0.5))));
-    CHECK(std::isnan(exp2f_proxy(NAN)));
-    // __logf: log2 rounded, times RN(ln 2); below 2^-126 through the 2^24 scaling.
-    CHECK(logf_proxy(1.0f) == 0.0f);
-    CHECK(bits_of(logf_proxy(3.0f)) == bits_of(a::mul(static_cast<float>(std::log2(3.0)), 0x1.62e430p-1f)));
-    CHECK(bits_of(logf_proxy(0x1p-140f)) == bits_of(a::mul(a::add(-116.0f, -24.0f), 0x1.62e430p-1f)));
+TEST_CASE("torch-flash-sm90: exp2f's guard below -126 and __logf's scaling, on an H100's MUFU",
+          "[flash][torch-flash]") {
+    CHECK(cuda_exp2f(-130.0f) == 0x1p-130f);  // (2^-65)^2, subnormal, exact
+    CHECK(cuda_exp2f(-149.0f) == 0x1p-149f);
+    CHECK(cuda_exp2f(-151.0f) == 0.0f);  // about 2^-75.5 squared rounds to 0
+    CHECK(cuda_exp2f(0.0f) == 1.0f);
+    CHECK(cuda_exp2f(-INFINITY) == 0.0f);
+    CHECK(std::isnan(cuda_exp2f(NAN)));
+    // The H100's values (tests/data/golden/h100's capture): 2^-0.5 one ulp below the correctly
+    // rounded 0x3F3504F3; log2 3 correctly rounded; log2 0.5 two ulps above -1.
+    CHECK(bits_of(cuda_exp2f(-0.5f)) == 0x3F3504F2u);
+    CHECK(bits_of(cuda_log2f(3.0f)) == 0x3FCAE00Du);
+    CHECK(bits_of(cuda_log2f(0.5f)) == 0xBF7FFFFEu);
+    // __logf: log2 times RN(ln 2); below 2^-126 through the 2^24 scaling.
+    CHECK(cuda_logf(1.0f) == 0.0f);
+    CHECK(bits_of(cuda_logf(3.0f)) == bits_of(a::mul(float_from_bits(0x3FCAE00Du), 0x1.62e430p-1f)));
+    CHECK(bits_of(cuda_log2f(0x1p-140f)) == bits_of(a::add(h100_lg2_ftz(0x1p-116f), -24.0f)));
+    CHECK(bits_of(cuda_logf(0x1p-140f)) == bits_of(a::mul(cuda_log2f(0x1p-140f), 0x1.62e430p-1f)));
 }
 
 TEST_CASE("torch-flash-sm90: O and LSE of a row with one key, and of a row with none", "[flash][torch-flash]") {
@@ -148,7 +154,7 @@ TEST_CASE("torch-flash-sm90 with FlashAttention-2's defaults is fa2-bf16 in reve
     CHECK(same_bits(want.o, got.o));
     CHECK(same_bits(want.lse, got.lse));
     for (const std::string choice :
-         {"exp2=exp2f-proxy", "scale_log2=f64", "rescale_arg=raw", "row_sum=quad-ffma", "epilogue=torch-flash"}) {
+         {"exp2=exp2f", "scale_log2=f64", "rescale_arg=raw", "row_sum=quad-ffma", "epilogue=torch-flash"}) {
         const ForwardResult one = flash_forward(with(base, {choice}), sh, in);
         INFO(choice);
         CHECK_FALSE((same_bits(want.o, one.o) && same_bits(want.lse, one.lse)));

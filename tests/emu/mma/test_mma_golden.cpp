@@ -8,8 +8,10 @@
 #include <array>
 #include <string>
 
+#include "emu/batch/conversion_digest.hpp"
 #include "emu/mma/mma_gemm.hpp"
 #include "emu/mma/mma_tensors.hpp"
+#include "emu/mma/mma_tiles.hpp"
 #include "lib/tensor_io.hpp"
 
 using namespace roundscope;
@@ -85,4 +87,58 @@ TEST_CASE("The sm90 FP8 mma.sync data rule out the models it was chosen over", "
         INFO(name << ": mismatches per distribution " << fmt::format("{}", fmt::join(bad.per_dist, " ")));
         CHECK(bad.total > 1000);
     }
+}
+
+namespace {
+
+// tools/gpu/trim_probe.py's digests of one tile: its elements' conversion_mix by index.
+std::uint64_t tile_digest(const std::uint32_t* x, std::int64_t count, std::uint32_t base) {
+    std::uint64_t sum = 0;
+    for (std::int64_t i = 0; i < count; ++i) sum += conversion_mix(base + static_cast<std::uint32_t>(i), x[i]);
+    return sum;
+}
+
+std::vector<std::uint64_t> u64s(const Tensor& t) {
+    std::vector<std::uint64_t> out(t.size());
+    for (std::size_t i = 0; i < out.size(); ++i) out[i] = t.bits_at(i);
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("sm90 mma.sync and wgmma models reproduce every tile of the 2026-11-27 H100 probe", "[mma][golden]") {
+    // tests/data/golden/h100/probe: 80 raw tiles a file (roundscope check reads those) and the
+    // digests of all 2560, whose inputs are made again here from the capture's seed.
+    const std::string name =
+        GENERATE("mma_bf16", "mma_fp16", "mma_e4m3", "mma_e5m2", "wgmma_rs_bf16", "wgmma_rs_fp16", "wgmma_rs_e4m3",
+                 "wgmma_rs_e5m2", "wgmma_ss_bf16", "wgmma_ss_fp16", "wgmma_ss_e4m3", "wgmma_ss_e5m2");
+    const TensorFile file =
+        read_tensor_file(std::string(ROUNDSCOPE_TEST_DATA) + "/golden/h100/probe/" + name + ".safetensors");
+    const MmaProblem raw = load_mma_problem(file, "sm90", "");
+    INFO(name << ": " << mma_model_name(*raw.model));
+    CHECK(run(*raw.model, raw, false).total == 0);
+
+    const std::vector<std::uint64_t> want_inputs = u64s(file.get("tile_digest_inputs"));
+    const std::vector<std::uint64_t> want_d = u64s(file.get("tile_digest_d"));
+    const MmaTiles t =
+        generate_mma_tiles(*raw.model, raw.m, raw.n, raw.k, std::stoll(file.metadata.at("per_distribution")),
+                           std::stoull(file.metadata.at("seed")));
+    REQUIRE(t.tiles == 2560);
+    REQUIRE(want_d.size() == 2560);
+    std::vector<std::uint32_t> d(t.c.size());
+    mma_gemm(*raw.model, GemmOperands{t.a.data(), t.b.data(), t.c.data(), d.data(), t.tiles, raw.m, raw.n, raw.k}, 0);
+    const std::int64_t sa = raw.m * raw.k, sb = raw.k * raw.n, sc = raw.m * raw.n;
+    std::int64_t inputs_differ = 0, d_differ = 0;
+    for (std::int64_t i = 0; i < t.tiles; ++i) {
+        const std::uint64_t in = tile_digest(&t.a[i * sa], sa, 0) + tile_digest(&t.b[i * sb], sb, 1u << 30) +
+                                 tile_digest(&t.c[i * sc], sc, 1u << 31);
+        inputs_differ += in != want_inputs[i];
+        d_differ += tile_digest(&d[i * sc], sc, 0) != want_d[i];
+    }
+    INFO("tiles whose inputs differ from the capture's (the tile generator changed): " << inputs_differ);
+    REQUIRE(inputs_differ == 0);
+    CHECK(d_differ == 0);
+    // The digest sees one bit: the last output's lowest bit flipped changes its tile's.
+    d.back() ^= 1u;
+    CHECK(tile_digest(&d[(t.tiles - 1) * sc], sc, 0) != want_d.back());
 }

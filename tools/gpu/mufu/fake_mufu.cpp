@@ -3,8 +3,8 @@
 #include <array>
 #include <cmath>
 
+#include "emu/mufu/mufu_digest.hpp"
 #include "lib/bits.hpp"
-#include "tools/gpu/mufu/mufu_digest.hpp"
 
 namespace roundscope::gpu::fake {
 namespace {
@@ -148,7 +148,7 @@ std::uint32_t evaluate(MufuVariant v, std::uint32_t x) {
 }
 
 std::vector<std::uint64_t> digests(MufuVariant v, int threads) {
-    return with_variant(v, [threads](const auto& unit) { return digests_of(unit, threads); });
+    return with_variant(v, [threads](const auto& unit) { return emu::digests_of(unit, threads); });
 }
 
 std::vector<std::uint32_t> outputs(MufuVariant v, std::uint32_t first, std::uint32_t count) {

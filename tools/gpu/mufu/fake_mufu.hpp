@@ -2,7 +2,7 @@
 // An invented special-function unit for the kit's dry run (no GPU): a table of quadratic
 // segments in fixed point, truncated, with the PTX ISA's special cases, in the style Oberman
 // and Siu describe (ARITH-17, 2005). It is NOT a model of any GPU. Its only job is to be an
-// unknown function with hardware-like structure, so that the fitting tools (mufu_model.hpp)
+// unknown function with hardware-like structure, so that the fitting tools (mufu_fitting.hpp)
 // can be shown to recover a unit bit for bit from a capture without being told its formula.
 #include <cstdint>
 #include <vector>

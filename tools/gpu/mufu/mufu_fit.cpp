@@ -1,7 +1,10 @@
-// Fits a model to each MUFU capture (mufu_model.hpp) and checks it against every chunk digest,
+// Fits a model to each MUFU capture (mufu_fitting.hpp) and checks it against every chunk digest,
 // i.e. all 2^32 inputs; writes the models and a JSON summary.
 //
-//   mufu_fit CAPTURE.safetensors... [--models DIR] [--json FILE] [--threads N]
+//   mufu_fit CAPTURE.safetensors... [--models DIR] [--json FILE] [--threads N] [--pack FILE]
+//     --pack  the exact models of the ftz exp2 and log2 (what the emulator evaluates; their
+//             non-ftz variants add only the guards) as one pack (emu/mufu/mufu_pack.hpp), the
+//             form emu/mufu/h100_mufu.pack is built in; refused unless both are exact
 // Exit 0 when every capture has a model exact on all 2^32 inputs, 1 when one has not (the
 // failing chunks are listed as input ranges), 2 on bad arguments or an unreadable capture.
 #include <nlohmann/json.hpp>
@@ -12,10 +15,11 @@
 #include <string>
 #include <vector>
 
+#include "emu/mufu/mufu_pack.hpp"
 #include "lib/error.hpp"
 #include "lib/file_write.hpp"
 #include "lib/safetensors.hpp"
-#include "tools/gpu/mufu/mufu_model.hpp"
+#include "tools/gpu/mufu/mufu_fitting.hpp"
 
 using namespace roundscope;
 
@@ -23,7 +27,7 @@ namespace {
 
 struct Options {
     std::vector<std::string> captures;
-    std::string models, json;
+    std::string models, json, pack;
     int threads = 0;
 };
 
@@ -38,8 +42,9 @@ Options parse(int argc, char** argv) {
     Options o;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
-        if ((a == "--models" || a == "--json" || a == "--threads") && i + 1 < argc) {
+        if ((a == "--models" || a == "--json" || a == "--threads" || a == "--pack") && i + 1 < argc) {
             const std::string value = argv[++i];
+            if (a == "--pack") o.pack = value;
             if (a == "--models") o.models = value;
             if (a == "--json") o.json = value;
             if (a == "--threads") o.threads = std::atoi(value.c_str());
@@ -80,7 +85,12 @@ void write_model(const std::string& dir, const gpu::MufuModel& m, const gpu::Muf
     metadata["rounding"] = std::string(gpu::fixed_rounding_name(m.rounding));
     metadata["fraction_bits"] = std::to_string(m.fraction_bits);
     metadata["canonical_nan"] = m.canonical_nan ? "true" : "false";
-    const std::vector<Tensor> table{Tensor::of_bits("table", DType::u32, {m.table.size()}, m.table)};
+    metadata["split"] = std::to_string(m.split);
+    metadata["beyond"] = m.beyond ? "true" : "false";
+    metadata["at_one"] = std::to_string(m.at_one);  // float32 bits
+    std::vector<Tensor> table{Tensor::of_bits("table", DType::u32, {m.table.size()}, m.table)};
+    if (!m.table_positive.empty())
+        table.push_back(Tensor::of_bits("table_positive", DType::u32, {m.table_positive.size()}, m.table_positive));
     write_safetensors(dir + "/" + std::string(gpu::mufu_ptx(m.variant)) + ".model.safetensors", table, metadata);
 }
 
@@ -90,6 +100,7 @@ int main(int argc, char** argv) {
     const Options o = parse(argc, argv);
     nlohmann::json summary = nlohmann::json::array();
     bool all_exact = true;
+    emu::MufuPack pack;
     for (const std::string& path : o.captures) {
         gpu::MufuCapture c;
         try {
@@ -121,9 +132,25 @@ int main(int argc, char** argv) {
             for (const std::string& r : ranges(failing)) std::printf("  differs in %s\n", r.c_str());
             all_exact = all_exact && failing.empty();
             if (!o.models.empty()) write_model(o.models, *fit.model, c);
+            const bool packed = c.variant == gpu::MufuVariant::ex2_ftz || c.variant == gpu::MufuVariant::lg2_ftz;
+            if (packed && failing.empty()) {
+                pack.models.push_back(*fit.model);
+                for (const char* key : {"device", "compute_capability", "cuda_driver", "cuda_runtime", "cuda_compiler"})
+                    if (c.metadata.count(key)) pack.provenance[key] = c.metadata.at(key);
+                pack.provenance[name + ".capture"] = std::filesystem::path(path).filename().string();
+            }
         }
         summary.push_back(entry);
     }
     if (!o.json.empty()) write_text(o.json, summary.dump(2) + "\n");
+    if (!o.pack.empty()) {
+        if (pack.models.size() != 2) {
+            std::fprintf(stderr, "mufu_fit: --pack needs exact models of ex2.approx.ftz.f32 and lg2.approx.ftz.f32\n");
+            return 1;
+        }
+        const std::vector<unsigned char> bytes = emu::pack_mufu_models(pack);
+        write_text(o.pack, std::string(bytes.begin(), bytes.end()));
+        std::printf("pack: %zu bytes -> %s\n", bytes.size(), o.pack.c_str());
+    }
     return all_exact ? 0 : 1;
 }

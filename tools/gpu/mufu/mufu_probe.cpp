@@ -35,7 +35,9 @@ struct Options {
 };
 
 [[noreturn]] void usage(const std::string& why) {
-    std::fprintf(stderr, "mufu_probe: %s\nusage: mufu_probe --out DIR [--fake] [--variants PTX,...] [--threads N] [--windows FIRST:COUNT,...]\n",
+    std::fprintf(stderr,
+                 "mufu_probe: %s\nusage: mufu_probe --out DIR [--fake] [--variants PTX,...] [--threads N] [--windows "
+                 "FIRST:COUNT,...]\n",
                  why.c_str());
     std::exit(2);
 }

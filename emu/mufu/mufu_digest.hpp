@@ -5,10 +5,10 @@
 #include <vector>
 
 #include "emu/batch/conversion_digest.hpp"
-#include "gpu/mufu_variants.hpp"
+#include "emu/mufu/mufu_variant.hpp"
 #include "lib/parallel.hpp"
 
-namespace roundscope::gpu {
+namespace roundscope::emu {
 
 template <class F>
 std::vector<std::uint64_t> digests_of(const F& f, int threads) {
@@ -17,12 +17,11 @@ std::vector<std::uint64_t> digests_of(const F& f, int threads) {
         for (std::size_t chunk = begin; chunk < end; ++chunk) {
             std::uint64_t sum = 0;
             const auto first = static_cast<std::uint32_t>(chunk << mufu_chunk_bits);
-            for (std::uint32_t i = 0; i < (1u << mufu_chunk_bits); ++i)
-                sum += emu::conversion_mix(first + i, f(first + i));
+            for (std::uint32_t i = 0; i < (1u << mufu_chunk_bits); ++i) sum += conversion_mix(first + i, f(first + i));
             out[chunk] = sum;
         }
     });
     return out;
 }
 
-}  // namespace roundscope::gpu
+}  // namespace roundscope::emu

@@ -1,144 +1,32 @@
-#include "tools/gpu/mufu/mufu_model.hpp"
+#include "tools/gpu/mufu/mufu_fitting.hpp"
 
 #include <array>
 #include <bit>
 #include <cmath>
+#include <cstdio>
 
-#include "emu/numbers/round.hpp"
+#include "emu/batch/conversion_digest.hpp"
 #include "lib/bits.hpp"
 #include "lib/error.hpp"
-#include "tools/gpu/mufu/mufu_digest.hpp"
 
 namespace roundscope::gpu {
 namespace {
 
-constexpr std::uint32_t inf_bits = 0x7F800000u, sign_bit = 0x80000000u, fraction_mask = 0x7FFFFFu;
+constexpr std::uint32_t inf_bits = 0x7F800000u, fraction_mask = 0x7FFFFFu;
 constexpr std::size_t table_size = std::size_t{1} << 23;
+constexpr int centred_bits = emu::mufu_lg2_centred_bits;
 constexpr std::array<FixedRounding, 4> roundings{FixedRounding::floor, FixedRounding::nearest_even,
                                                  FixedRounding::toward_zero, FixedRounding::ceiling};
 
-bool is_nan(std::uint32_t x) { return (x & 0x7FFFFFFFu) > inf_bits; }
+std::string hex_float(float v) {
+    char s[32];
+    std::snprintf(s, sizeof s, "%a", static_cast<double>(v));
+    return s;
+}
+
 bool is_zero_or_subnormal(std::uint32_t x) { return (x & inf_bits) == 0; }
 bool is_ex2(MufuVariant v) { return v == MufuVariant::ex2_ftz || v == MufuVariant::ex2; }
 bool is_lg2(MufuVariant v) { return v == MufuVariant::lg2_ftz || v == MufuVariant::lg2; }
-
-// Whether a magnitude q + rest / 2^k (0 <= rest < 2^k) of sign `negative` rounds away from q.
-bool rounds_away(std::uint64_t q, std::uint64_t rest, int k, bool negative, FixedRounding r) {
-    if (rest == 0) return false;
-    switch (r) {
-        case FixedRounding::floor:
-            return negative;
-        case FixedRounding::ceiling:
-            return !negative;
-        case FixedRounding::toward_zero:
-            return false;
-        case FixedRounding::nearest_even: {
-            const std::uint64_t half = std::uint64_t{1} << (k - 1);
-            return rest > half || (rest == half && (q & 1));
-        }
-    }
-    return false;
-}
-
-// x 2^23 rounded to an integer under r, for a normal x of magnitude below 2^40; in integers
-// (the libm calls of floor and ldexp cost more than the rest of the model).
-std::int64_t fixed_point_23(std::uint32_t xb, FixedRounding r) {
-    const std::uint64_t m = (xb & fraction_mask) | 0x800000u;  // x = +-m 2^(s - 23)
-    const int s = static_cast<int>((xb >> 23) & 0xFF) - 127;
-    const bool negative = (xb & sign_bit) != 0;
-    std::uint64_t q = 0;
-    if (s >= 0) {
-        q = m << s;
-    } else {
-        const int k = std::min(-s, 40);
-        q = m >> k;
-        q += rounds_away(q, m & ((std::uint64_t{1} << k) - 1), k, negative, r) ? 1 : 0;
-    }
-    return negative ? -static_cast<std::int64_t>(q) : static_cast<std::int64_t>(q);
-}
-
-// v 2^-f rounded to float32 under r by emu's one rounding rule: v is below 2^53 in magnitude
-// (e 2^F + L with |e| <= 127, F <= 24), so v 2^-f is exact in double.
-std::uint32_t to_float(std::int64_t v, int f, FixedRounding r) {
-    emu::CastOptions o;
-    o.mode = r == FixedRounding::nearest_even  ? emu::RoundingMode::nearest_even
-             : r == FixedRounding::toward_zero ? emu::RoundingMode::toward_zero
-             : r == FixedRounding::floor       ? emu::RoundingMode::toward_negative
-                                               : emu::RoundingMode::toward_positive;
-    if (v == 0) return 0;  // +0, as the sum of e and L gives it
-    return static_cast<std::uint32_t>(emu::cast_from_f64(std::ldexp(static_cast<double>(v), -f), emu::f32, o));
-}
-
-std::uint32_t nan_output(const MufuModel& model, std::uint32_t x) {
-    return model.canonical_nan ? 0x7FFFFFFFu : x | 0x00400000u;
-}
-
-std::uint32_t ex2_ftz(const MufuModel& model, std::uint32_t xb) {
-    if (is_nan(xb)) return nan_output(model, xb);
-    if (is_zero_or_subnormal(xb)) return 0x3F800000u;
-    const float x = float_from_bits(xb);
-    if (x >= 256.0f) return inf_bits;
-    if (x < -256.0f) return 0;
-    const std::int64_t fixed = fixed_point_23(xb, model.rounding);
-    const std::int64_t n = fixed >> 23;
-    const std::int64_t r = std::int64_t{model.table[static_cast<std::size_t>(fixed & fraction_mask)]} + n * (1 << 23);
-    if (r < (std::int64_t{1} << 23)) return 0;  // below 2^-126: flushed
-    if (r >= std::int64_t{inf_bits}) return inf_bits;
-    return static_cast<std::uint32_t>(r);
-}
-
-std::uint32_t lg2_ftz(const MufuModel& model, std::uint32_t xb) {
-    if (is_nan(xb)) return nan_output(model, xb);
-    if (is_zero_or_subnormal(xb)) return 0xFF800000u;
-    if (xb & sign_bit) return nan_output(model, 0x7FC00000u);
-    if (xb == inf_bits) return inf_bits;
-    const std::int64_t e = static_cast<std::int64_t>(xb >> 23) - 127;
-    const std::int64_t sum = e * (std::int64_t{1} << model.fraction_bits) + model.table[xb & fraction_mask];
-    return to_float(sum, model.fraction_bits, model.rounding);
-}
-
-std::uint32_t rcp_ftz(const MufuModel& model, std::uint32_t xb) {
-    const std::uint32_t sign = xb & sign_bit;
-    if (is_nan(xb)) return nan_output(model, xb);
-    if (is_zero_or_subnormal(xb)) return sign | inf_bits;
-    if ((xb & 0x7FFFFFFFu) == inf_bits) return sign;
-    const std::int64_t e = static_cast<std::int64_t>((xb >> 23) & 0xFF) - 127;
-    const std::int64_t r = std::int64_t{model.table[xb & fraction_mask]} - e * (1 << 23);
-    if (r < (std::int64_t{1} << 23)) return sign;  // below 2^-126: flushed
-    if (r >= std::int64_t{inf_bits}) return sign | inf_bits;
-    return sign | static_cast<std::uint32_t>(r);
-}
-
-std::uint32_t ex2(const MufuModel& model, std::uint32_t x) {  // the non-ftz guard
-    const float f = float_from_bits(x);
-    if (!(f < -126.0f)) return ex2_ftz(model, x);
-    const float half = float_from_bits(ex2_ftz(model, bits_of(f * 0.5f)));
-    return bits_of(half * half);
-}
-
-std::uint32_t lg2(const MufuModel& model, std::uint32_t x) {  // the non-ftz guard
-    if (!is_zero_or_subnormal(x) || (x & 0x7FFFFFFFu) == 0) return lg2_ftz(model, x);
-    if (x & sign_bit) return nan_output(model, 0x7FC00000u);
-    return bits_of(float_from_bits(lg2_ftz(model, bits_of(float_from_bits(x) * 0x1p24f))) - 24.0f);
-}
-
-// Calls f with the model's function as a lambda, so that loops over 2^32 inputs inline it.
-template <class F>
-auto with_model(const MufuModel& m, const F& f) {
-    switch (m.variant) {
-        case MufuVariant::ex2_ftz:
-            return f([&m](std::uint32_t x) { return ex2_ftz(m, x); });
-        case MufuVariant::ex2:
-            return f([&m](std::uint32_t x) { return ex2(m, x); });
-        case MufuVariant::lg2_ftz:
-            return f([&m](std::uint32_t x) { return lg2_ftz(m, x); });
-        case MufuVariant::lg2:
-            return f([&m](std::uint32_t x) { return lg2(m, x); });
-        case MufuVariant::rcp_ftz:
-            break;
-    }
-    return f([&m](std::uint32_t x) { return rcp_ftz(m, x); });
-}
 
 // How many of a window's outputs the model gets right.
 std::size_t matches(const MufuModel& model, const MufuCapturedWindow& w) {
@@ -211,7 +99,7 @@ bool choose_rounding(MufuModel& m, const MufuCapture& c, MufuFit& fit) {
 }
 
 // ex2: T from (-2, -1], where x 2^23 is an integer: x = -1 - j 2^-23 is n = -2, f = 2^23 - j
-// (n = -1, f = 0 at j = 0).
+// (n = -1, f = 0 at j = 0); for the sign-magnitude hypothesis T+ from [1, 2) (n = 1, f = j).
 bool fit_ex2(MufuModel& m, const MufuCapture& c, MufuFit& fit) {
     const MufuCapturedWindow* w = window_at(c, 0xBF800000u);
     if (w == nullptr) return fit.log.push_back("ex2: the capture lacks the window (-2, -1]"), false;
@@ -224,8 +112,55 @@ bool fit_ex2(MufuModel& m, const MufuCapture& c, MufuFit& fit) {
             return fit.log.push_back("ex2: an output in (-2, -1] is not a normal number"), false;
         m.table[f] = static_cast<std::uint32_t>(t);
     }
-    fit.log.push_back("ex2: T read from (-2, -1]; input quantisation Q(x 2^23), candidates:");
+    fit.log.push_back("ex2, two's complement: T read from (-2, -1]; input quantisation Q(x 2^23), candidates:");
+    if (choose_rounding(m, c, fit)) return true;
+    const MufuCapturedWindow* p = window_at(c, 0x3F800000u);
+    if (p == nullptr) return fit.log.push_back("ex2: the capture lacks the window [1, 2)"), false;
+    m.table_positive.assign(table_size, 0);
+    for (std::size_t j = 0; j < table_size; ++j) {
+        if (is_zero_or_subnormal(p->outputs[j]) || p->outputs[j] >= inf_bits)
+            return fit.log.push_back("ex2: an output in [1, 2) is not a normal number"), false;
+        m.table_positive[j] = p->outputs[j] - (1u << 23);
+    }
+    fit.log.push_back("ex2, sign-magnitude: T read from (-2, -1], T+ from [1, 2); input quantisation, candidates:");
     return choose_rounding(m, c, fit);
+}
+
+// lg2, centred: the split is the first input of [1, 2) whose output reaches 0.5; L[m] is the
+// output at e' = 0, on [1, 2) below the split and on [0.5, 1) from it.
+bool fit_lg2_centred(MufuModel& m, const MufuCapture& c, MufuFit& fit, const MufuCapturedWindow& one_two) {
+    const MufuCapturedWindow* half = window_at(c, 0x3F000000u);
+    if (half == nullptr) return fit.log.push_back("lg2, centred: the capture lacks the window [0.5, 1)"), false;
+    std::uint32_t split = 0;
+    while (split < table_size && !(float_from_bits(one_two.outputs[split]) >= 0.5f)) ++split;
+    if (split == 0 || split == table_size)
+        return fit.log.push_back("lg2, centred: no output on [1, 2) reaches 0.5 after the first"), false;
+    m.split = split;
+    m.fraction_bits = 0;
+    m.table.assign(table_size, 0);
+    for (std::uint32_t j = 0; j < table_size; ++j) {
+        const std::uint32_t out = j < split ? one_two.outputs[j] : half->outputs[j];
+        const float l = float_from_bits(out);
+        const double scaled = std::ldexp(static_cast<double>(l), centred_bits - 1);
+        if (!(std::fabs(l) <= 0.5f) || scaled != std::floor(scaled))
+            return fit.log.push_back("lg2, centred: an output at e' = 0 is beyond 0.5 or finer than 2^-49"), false;
+        m.table[j] = out;
+    }
+    // L~ at m' = 1 with e' = -1: 1 + lg2(0.5), exact in float (and a multiple of 2^-24).
+    const float at_one = 1.0f + float_from_bits(half->outputs[0]);
+    if (!(at_one >= 0.0f && at_one < 0x1p-20f))
+        return fit.log.push_back("lg2, centred: lg2(0.5) is not within 2^-20 of -1"), false;
+    m.at_one = bits_of(at_one);
+    fit.log.push_back("lg2, centred: split at mantissa " + std::to_string(split) +
+                      " (m' from sqrt(1/2) to sqrt(2)); L read where e' = 0; L~ at m' = 1 and e' != 0 from " +
+                      "lg2(0.5): " + hex_float(at_one));
+    for (const bool beyond : {false, true}) {
+        m.beyond = beyond;
+        fit.log.push_back(beyond ? " L~ beyond L; rounding of e' + L~, candidates:"
+                                 : " L~ = L; rounding of e' + L, candidates:");
+        if (choose_rounding(m, c, fit)) return true;
+    }
+    return false;
 }
 
 // lg2: L * 2^F from [1, 2), F the fewest fraction bits that hold every output.
@@ -243,17 +178,18 @@ bool fit_lg2(MufuModel& m, const MufuCapture& c, MufuFit& fit) {
         f = std::max(f, -low);
     }
     if (f > 24) {
-        fit.log.push_back("lg2: outputs on [1, 2) need " + std::to_string(f) +
+        fit.log.push_back("lg2, one binade: outputs on [1, 2) need " + std::to_string(f) +
                           " fraction bits; a table with more than 24 is not fully visible in one binade");
-        return false;
+        return fit_lg2_centred(m, c, fit, *w);
     }
     m.fraction_bits = f;
     m.table.assign(table_size, 0);
     for (std::size_t j = 0; j < table_size; ++j)
         m.table[j] = static_cast<std::uint32_t>(std::ldexp(float_from_bits(w->outputs[j]), f));
-    fit.log.push_back("lg2: L read from [1, 2) with " + std::to_string(f) +
+    fit.log.push_back("lg2, one binade: L read from [1, 2) with " + std::to_string(f) +
                       " fraction bits; rounding of e + L, candidates:");
-    return choose_rounding(m, c, fit);
+    if (choose_rounding(m, c, fit)) return true;
+    return fit_lg2_centred(m, c, fit, *w);
 }
 
 bool fit_rcp(MufuModel& m, const MufuCapture& c, MufuFit& fit) {
@@ -288,35 +224,6 @@ void choose_nan(MufuModel& m, const MufuCapture& c, MufuFit& fit) {
 
 }  // namespace
 
-std::string_view fixed_rounding_name(FixedRounding r) {
-    switch (r) {
-        case FixedRounding::floor:
-            return "floor";
-        case FixedRounding::nearest_even:
-            return "nearest-even";
-        case FixedRounding::toward_zero:
-            return "toward-zero";
-        case FixedRounding::ceiling:
-            return "ceiling";
-    }
-    return "";
-}
-
-std::uint32_t MufuModel::operator()(std::uint32_t x) const {
-    return with_model(*this, [x](const auto& unit) { return unit(x); });
-}
-
-std::string MufuModel::describe() const {
-    const std::string nan = canonical_nan ? "NaN -> 0x7FFFFFFF" : "NaN -> input made quiet";
-    if (is_ex2(variant))
-        return "2^n T[f], n.f = " + std::string(fixed_rounding_name(rounding)) + "(x 2^23)" +
-               (variant == MufuVariant::ex2 ? ", halved and squared below -126" : "") + "; " + nan;
-    if (is_lg2(variant))
-        return std::string(fixed_rounding_name(rounding)) + "(e + L[m]), L with " + std::to_string(fraction_bits) +
-               " fraction bits" + (variant == MufuVariant::lg2 ? ", subnormals scaled by 2^24" : "") + "; " + nan;
-    return "2^-e R[m]; " + nan;
-}
-
 MufuFit fit_mufu_model(const MufuCapture& capture, int) {
     MufuFit fit;
     MufuModel m;
@@ -336,8 +243,7 @@ MufuFit fit_mufu_model(const MufuCapture& capture, int) {
 std::vector<std::size_t> failing_chunks(const MufuModel& model, const std::vector<std::uint64_t>& digests,
                                         int threads) {
     if (digests.size() != mufu_chunks) throw Error("MUFU check: expected " + std::to_string(mufu_chunks) + " digests");
-    const std::vector<std::uint64_t> mine =
-        with_model(model, [threads](const auto& unit) { return digests_of(unit, threads); });
+    const std::vector<std::uint64_t> mine = emu::mufu_model_digests(model, threads);
     std::vector<std::size_t> out;
     for (std::size_t j = 0; j < mufu_chunks; ++j)
         if (mine[j] != digests[j]) out.push_back(j);
