@@ -11,7 +11,7 @@
 namespace roundscope::emu {
 namespace {
 
-constexpr char magic[8] = {'R', 'S', 'M', 'U', 'F', 'U', '0', '1'};
+constexpr char magic[8] = {'R', 'S', 'M', 'U', 'F', 'U', '0', '2'};
 
 void put_u32(std::vector<unsigned char>& out, std::uint32_t v) {
     for (int i = 0; i < 4; ++i) out.push_back(static_cast<unsigned char>(v >> (8 * i)));
@@ -39,20 +39,25 @@ std::map<std::string, std::string> parse_lines(const std::string& text) {
     return kv;
 }
 
+// A table as its first differences, zigzag-coded LEB128 varints (an exp2 table steps by 0 to 3,
+// one byte each), deflated.
 void put_table(std::vector<unsigned char>& out, const std::vector<std::uint32_t>& table) {
-    std::vector<unsigned char> raw(table.size() * 8);
+    std::vector<unsigned char> raw;
+    raw.reserve(table.size() + 64);
     std::int64_t previous = 0;
-    for (std::size_t i = 0; i < table.size(); ++i) {
-        const std::int64_t step = std::int64_t{table[i]} - previous;
-        previous = table[i];
-        for (int b = 0; b < 8; ++b)
-            raw[8 * i + b] = static_cast<unsigned char>(static_cast<std::uint64_t>(step) >> (8 * b));
+    for (const std::uint32_t entry : table) {
+        const std::int64_t step = std::int64_t{entry} - previous;
+        previous = entry;
+        std::uint64_t z = (static_cast<std::uint64_t>(step) << 1) ^ static_cast<std::uint64_t>(step >> 63);
+        for (; z >= 0x80; z >>= 7) raw.push_back(static_cast<unsigned char>((z & 0x7F) | 0x80));
+        raw.push_back(static_cast<unsigned char>(z));
     }
     uLongf bytes = compressBound(static_cast<uLong>(raw.size()));
     std::vector<unsigned char> z(bytes);
     if (compress2(z.data(), &bytes, raw.data(), static_cast<uLong>(raw.size()), 9) != Z_OK)
         throw Error("MUFU pack: zlib could not compress a table");
     put_u32(out, static_cast<std::uint32_t>(table.size()));
+    put_u32(out, static_cast<std::uint32_t>(raw.size()));
     put_u32(out, static_cast<std::uint32_t>(bytes));
     out.insert(out.end(), z.begin(), z.begin() + static_cast<std::ptrdiff_t>(bytes));
 }
@@ -79,23 +84,32 @@ struct Reader {
         return s;
     }
     std::vector<std::uint32_t> table() {
-        const std::uint32_t entries = u32("a table's size"), bytes = u32("a table's size");
-        if (entries > (1u << 24)) throw Error("MUFU pack: a table of more than 2^24 entries");
+        const std::uint32_t entries = u32("a table's size"), raw_bytes = u32("a table's size"),
+                            bytes = u32("a table's size");
+        if (entries > (1u << 24) || raw_bytes > 10u * entries)
+            throw Error("MUFU pack: a table of more than 2^24 entries or 10 bytes an entry");
         need(bytes, "a table");
-        std::vector<unsigned char> raw(std::size_t{entries} * 8);
+        std::vector<unsigned char> raw(raw_bytes);
         uLongf got = static_cast<uLongf>(raw.size());
         if (uncompress(raw.data(), &got, p, bytes) != Z_OK || got != raw.size())
             throw Error("MUFU pack: a table's zlib stream is corrupt");
         p += bytes, left -= bytes;
         std::vector<std::uint32_t> t(entries);
-        std::uint64_t value = 0;
+        std::size_t at = 0;
+        std::int64_t value = 0;
         for (std::size_t i = 0; i < entries; ++i) {
-            std::uint64_t step = 0;
-            for (int b = 0; b < 8; ++b) step |= std::uint64_t{raw[8 * i + b]} << (8 * b);
-            value += step;
-            if (value > 0xFFFFFFFFu) throw Error("MUFU pack: a table entry beyond 32 bits");
+            std::uint64_t z = 0;
+            for (int shift = 0;; shift += 7) {
+                if (at == raw.size() || shift > 63) throw Error("MUFU pack: a table's differences are cut short");
+                const unsigned char b = raw[at++];
+                z |= std::uint64_t{b & 0x7Fu} << shift;
+                if ((b & 0x80) == 0) break;
+            }
+            value += static_cast<std::int64_t>((z >> 1) ^ (~(z & 1) + 1));
+            if (value < 0 || value > 0xFFFFFFFF) throw Error("MUFU pack: a table entry beyond 32 bits");
             t[i] = static_cast<std::uint32_t>(value);
         }
+        if (at != raw.size()) throw Error("MUFU pack: a table's differences run past its entries");
         return t;
     }
 };

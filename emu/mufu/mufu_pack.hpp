@@ -1,10 +1,12 @@
 #pragma once
 // Fitted MUFU models as one compact byte string, small enough to build into the library: the
-// tables' first differences (an ex2 table steps by 0 to 3 ulps) as little-endian int64, each
-// deflated by zlib. Written by tools/gpu/mufu/mufu_fit --pack, read by h100_mufu.cpp.
+// tables' first differences (an ex2 table steps by 0 to 3 ulps) as zigzag LEB128 varints, each
+// table's deflated by zlib (0.43 MB for the H100's three). Written by tools/gpu/mufu/mufu_fit
+// --pack, read by h100_mufu.cpp.
 //
-//   "RSMUFU01", u32 n, text(provenance), then n models: text(parameters), u32 tables, and per
-//   table u32 entries, u32 bytes, the zlib stream.   text: u32 length, then the characters.
+//   "RSMUFU02", u32 n, text(provenance), then n models: text(parameters), u32 tables, and per
+//   table u32 entries, u32 varint bytes, u32 zlib bytes, the zlib stream.
+//   text: u32 length, then the characters.
 // Parameters are "key=value" lines: variant, rounding, fraction_bits, split, beyond, at_one,
 // canonical_nan.
 #include <cstddef>
