@@ -16,6 +16,7 @@
 #include "gpu/mma_probe.hpp"
 #include "gpu/mma_sync.cuh"
 #include "gpu/mma_sync_probe.cuh"
+#include "gpu/wgmma_layout.cuh"
 
 namespace roundscope::gpu {
 namespace {
@@ -24,22 +25,6 @@ namespace {
 std::string str(std::string_view s) { return std::string(s); }
 
 // ---- wgmma (sm_90a) ---------------------------------------------------------------------
-
-// Byte offset of element (r, c) of a K-major operand in the canonical layout without
-// swizzling: 8-row x 16-byte core matrices, consecutive along K (LBO = 128 bytes), then along
-// the rows (SBO = 128 * K / elements-per-16-bytes bytes).
-__device__ int core_matrix_offset(int r, int c, int k, int element_bytes) {
-    const int per_row = 16 / element_bytes, along_k = k / per_row;
-    return ((r / 8) * along_k + c / per_row) * 128 + (r % 8) * 16 + (c % per_row) * element_bytes;
-}
-
-// The 64-bit matrix descriptor: start address, leading and stride byte offsets (all >> 4),
-// no swizzling.
-__device__ std::uint64_t matrix_descriptor(const void* smem, int k, int element_bytes) {
-    const auto address = static_cast<std::uint32_t>(__cvta_generic_to_shared(smem));
-    const std::uint64_t lbo = 128 >> 4, sbo = (128 * k / (16 / element_bytes)) >> 4;
-    return (static_cast<std::uint64_t>(address >> 4) & 0x3FFF) | lbo << 16 | sbo << 32;
-}
 
 template <Input in, bool a_in_registers>
 __device__ void wgmma(std::uint32_t (&d)[4], const std::uint32_t (&a)[4], std::uint64_t desc_a, std::uint64_t desc_b) {

@@ -36,6 +36,26 @@ std::vector<std::uint32_t> run_mma_probe(ProbeInstruction instruction, const emu
                                          const std::vector<std::uint32_t>& a, const std::vector<std::uint32_t>& b,
                                          const std::vector<std::uint32_t>& c, std::int64_t tiles);
 
+/// The tensor-core variants beyond mma.sync and wgmma m64n8 with float32 accumulators
+/// (gpu/mma_probe_variants.cu): tf32 inputs, float16 accumulators, and wgmma with scale-d = 0
+/// (D = A B; C is not read, and the file records C = +0 for the model).
+struct ProbeVariant {
+    std::string name;                          // the file's stem: "wgmma_ss_tf32", "mma_f16_acc_f16", ...
+    ProbeInstruction instruction{};            // mma_sync, wgmma_rs or wgmma_ss
+    const emu::Format* input = nullptr;        // bf16, f16, e4m3, e5m2, or f32 (read as tf32)
+    const emu::Format* accumulator = nullptr;  // f32 or f16
+    bool scale_d_zero = false;
+};
+
+/// The variants a GPU of compute capability `cc` runs (sm_90: all of them).
+std::vector<ProbeVariant> extra_probe_variants(int cc);
+std::string probe_ptx(const ProbeVariant& v);
+int probe_depth(const ProbeVariant& v);
+/// D (bit patterns of v.accumulator) of `tiles` tiles; throws Error when the GPU cannot run it.
+std::vector<std::uint32_t> run_mma_probe(const ProbeVariant& v, const std::vector<std::uint32_t>& a,
+                                         const std::vector<std::uint32_t>& b, const std::vector<std::uint32_t>& c,
+                                         std::int64_t tiles);
+
 /// Digests of the GPU's float32 -> `to` conversion (bf16 and f16 round to nearest even; e4m3
 /// and e5m2 through cvt.rn.satfinite) over all 2^32 inputs, in 256 chunks of 2^24: chunk j
 /// holds the sum mod 2^64 of conversion_mix(x, bits) for x in it.

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <array>
 #include <string>
 
@@ -106,23 +107,21 @@ std::vector<std::uint64_t> u64s(const Tensor& t) {
 
 }  // namespace
 
-TEST_CASE("sm90 mma.sync and wgmma models reproduce every tile of the 2026-11-27 H100 probe", "[mma][golden]") {
-    // tests/data/golden/h100/probe: 80 raw tiles a file (roundscope check reads those) and the
-    // digests of all 2560, whose inputs are made again here from the capture's seed.
-    const std::string name =
-        GENERATE("mma_bf16", "mma_fp16", "mma_e4m3", "mma_e5m2", "wgmma_rs_bf16", "wgmma_rs_fp16", "wgmma_rs_e4m3",
-                 "wgmma_rs_e5m2", "wgmma_ss_bf16", "wgmma_ss_fp16", "wgmma_ss_e4m3", "wgmma_ss_e5m2");
-    const TensorFile file =
-        read_tensor_file(std::string(ROUNDSCOPE_TEST_DATA) + "/golden/h100/probe/" + name + ".safetensors");
+namespace {
+
+// Every tile of a trimmed probe file: the raw ones, then all of them through their digests, the
+// inputs made again from the capture's seed (scale-d = 0 captures record C as +0).
+void check_every_tile(const std::string& path) {
+    const TensorFile file = read_tensor_file(path);
     const MmaProblem raw = load_mma_problem(file, "sm90", "");
-    INFO(name << ": " << mma_model_name(*raw.model));
+    INFO(path << ": " << mma_model_name(*raw.model));
     CHECK(run(*raw.model, raw, false).total == 0);
 
     const std::vector<std::uint64_t> want_inputs = u64s(file.get("tile_digest_inputs"));
     const std::vector<std::uint64_t> want_d = u64s(file.get("tile_digest_d"));
-    const MmaTiles t =
-        generate_mma_tiles(*raw.model, raw.m, raw.n, raw.k, std::stoll(file.metadata.at("per_distribution")),
-                           std::stoull(file.metadata.at("seed")));
+    MmaTiles t = generate_mma_tiles(*raw.model, raw.m, raw.n, raw.k, std::stoll(file.metadata.at("per_distribution")),
+                                    std::stoull(file.metadata.at("seed")));
+    if (file.metadata.count("scale_d") != 0) std::fill(t.c.begin(), t.c.end(), 0u);
     REQUIRE(t.tiles == 2560);
     REQUIRE(want_d.size() == 2560);
     std::vector<std::uint32_t> d(t.c.size());
@@ -141,4 +140,25 @@ TEST_CASE("sm90 mma.sync and wgmma models reproduce every tile of the 2026-11-27
     // The digest sees one bit: the last output's lowest bit flipped changes its tile's.
     d.back() ^= 1u;
     CHECK(tile_digest(&d[(t.tiles - 1) * sc], sc, 0) != want_d.back());
+}
+
+}  // namespace
+
+TEST_CASE("sm90 mma.sync and wgmma models reproduce every tile of the 2026-11-27 H100 probe", "[mma][golden]") {
+    // tests/data/golden/h100/probe: 80 raw tiles a file (roundscope check reads those) and the
+    // digests of all 2560.
+    const std::string name =
+        GENERATE("mma_bf16", "mma_fp16", "mma_e4m3", "mma_e5m2", "wgmma_rs_bf16", "wgmma_rs_fp16", "wgmma_rs_e4m3",
+                 "wgmma_rs_e5m2", "wgmma_ss_bf16", "wgmma_ss_fp16", "wgmma_ss_e4m3", "wgmma_ss_e5m2");
+    check_every_tile(std::string(ROUNDSCOPE_TEST_DATA) + "/golden/h100/probe/" + name + ".safetensors");
+}
+
+TEST_CASE("sm90 tf32, float16-accumulator and scale-d = 0 models reproduce every tile of the H200 probe",
+          "[mma][golden]") {
+    // tests/data/golden/h200/probe (2026-11-27, an H200, sm_90 like the H100): the published
+    // tf32 and float16-accumulator models, and wgmma with scale-d = 0 against C = +0.
+    const std::string name = GENERATE("mma_tf32", "mma_fp16_acc_f16", "wgmma_rs_tf32", "wgmma_ss_tf32",
+                                      "wgmma_rs_fp16_acc_f16", "wgmma_ss_fp16_acc_f16", "wgmma_ss_e4m3_acc_f16",
+                                      "wgmma_ss_e5m2_acc_f16", "wgmma_ss_bf16_scale_d0", "wgmma_ss_e4m3_scale_d0");
+    check_every_tile(std::string(ROUNDSCOPE_TEST_DATA) + "/golden/h200/probe/" + name + ".safetensors");
 }
