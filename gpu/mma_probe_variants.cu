@@ -11,12 +11,21 @@
 #include "gpu/device_buffer.hpp"
 #include "gpu/mma_probe.hpp"
 #include "gpu/mma_sync.cuh"
-#include "gpu/mma_sync_probe.cuh"
 #include "gpu/runtime_cuda.cuh"
 #include "gpu/wgmma_layout.cuh"
 
 namespace roundscope::gpu {
 namespace {
+
+// Operand views of one tile (bit patterns, row-major). Not mma_sync_probe.cuh's: including it
+// would instantiate its kernels here a second time (the FP8 lowering canary reads them once).
+struct TileOperands {
+    const std::uint32_t* a;  // [rows][k]
+    const std::uint32_t* b;  // [k][8]
+    int k;
+    __device__ std::uint32_t A(int r, int c) const { return a[r * k + c]; }
+    __device__ std::uint32_t B(int r, int c) const { return b[r * 8 + c]; }
+};
 
 enum class Kind : int {
     mma_tf32,          // mma.sync m16n8k8 .f32.tf32.tf32.f32
