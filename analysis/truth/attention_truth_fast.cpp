@@ -118,6 +118,10 @@ RowExps row_exps(const double* q, const double* kt, const double* bias, std::siz
         r.shift = std::max(r.shift, r.s[j].v.hi);
         ++r.live;
     }
+    // The exponentials of the normal terms together, on vectors.
+    std::vector<std::size_t> at;
+    std::vector<double> hi, lo, rad;
+    at.reserve(keys), hi.reserve(keys), lo.reserve(keys), rad.reserve(keys);
     for (std::size_t j = 0; j < keys; ++j) {
         if (r.kind[j] == Term::masked) continue;
         const Ball x = dd::add(r.s[j], dd::exact(-r.shift));
@@ -125,9 +129,12 @@ RowExps row_exps(const double* q, const double* kt, const double* bias, std::siz
             r.kind[j] = Term::tiny;  // e^x < 2^-865: only its bound enters the sums
             r.e[j] = {{0, 0}, exp_upper_bound(x.v.hi + x.r)};
         } else {
-            r.e[j] = dd::exp(x);
+            at.push_back(j), hi.push_back(x.v.hi), lo.push_back(x.v.lo), rad.push_back(x.r);
         }
     }
+    std::vector<double> e_hi(at.size()), e_lo(at.size()), e_r(at.size());
+    dd::exp_many(at.size(), hi.data(), lo.data(), rad.data(), e_hi.data(), e_lo.data(), e_r.data());
+    for (std::size_t i = 0; i < at.size(); ++i) r.e[at[i]] = {{e_hi[i], e_lo[i]}, e_r[i]};
     return r;
 }
 

@@ -25,42 +25,37 @@ Ball constant(Setter set) {
     return {{hi, lo}, std::fabs(lo) * 0x1p-52 + std::fabs(hi) * 0x1p-250};
 }
 
-constexpr int table_bits = 10;  // e^x = 2^m 2^(j/1024) e^r with |r| <= ln2 / 2048
-
-struct Constants {
-    Ball ln2_over_table;                       // ln2 / 1024
-    std::array<Ball, 1 << table_bits> powers;  // 2^(j/1024)
-    std::array<Ball, 9> inverse_factorial;     // 1/j!
-    Constants() {
-        ln2_over_table = constant([](mpfr_ptr c) {
-            mpfr_const_log2(c, MPFR_RNDN);
-            mpfr_div_2ui(c, c, table_bits, MPFR_RNDN);
+ExpTables make_tables() {
+    ExpTables c;
+    c.ln2_over_table = constant([](mpfr_ptr x) {
+        mpfr_const_log2(x, MPFR_RNDN);
+        mpfr_div_2ui(x, x, table_bits, MPFR_RNDN);
+    });
+    for (std::size_t j = 0; j < c.powers.size(); ++j) {
+        c.powers[j] = constant([j](mpfr_ptr x) {
+            mpfr_set_ui(x, static_cast<unsigned long>(j), MPFR_RNDN);
+            mpfr_div_2ui(x, x, table_bits, MPFR_RNDN);
+            mpfr_exp2(x, x, MPFR_RNDN);
         });
-        for (std::size_t j = 0; j < powers.size(); ++j) {
-            powers[j] = constant([j](mpfr_ptr c) {
-                mpfr_set_ui(c, static_cast<unsigned long>(j), MPFR_RNDN);
-                mpfr_div_2ui(c, c, table_bits, MPFR_RNDN);
-                mpfr_exp2(c, c, MPFR_RNDN);
-            });
-        }
-        for (int j = 0; j < static_cast<int>(inverse_factorial.size()); ++j) {
-            inverse_factorial[static_cast<std::size_t>(j)] = constant([j](mpfr_ptr c) {
-                mpfr_fac_ui(c, static_cast<unsigned long>(j), MPFR_RNDN);
-                mpfr_ui_div(c, 1, c, MPFR_RNDN);
-            });
-        }
     }
-};
-
-const Constants& constants() {
-    static const Constants c;
+    for (int j = 0; j < static_cast<int>(c.inverse_factorial.size()); ++j) {
+        c.inverse_factorial[static_cast<std::size_t>(j)] = constant([j](mpfr_ptr x) {
+            mpfr_fac_ui(x, static_cast<unsigned long>(j), MPFR_RNDN);
+            mpfr_ui_div(x, 1, x, MPFR_RNDN);
+        });
+    }
     return c;
 }
 
 }  // namespace
 
+const ExpTables& exp_tables() {
+    static const ExpTables c = make_tables();
+    return c;
+}
+
 Ball exp(const Ball& x) {
-    const Constants& c = constants();
+    const ExpTables& c = exp_tables();
     // x = (1024 m + j) ln2 / 1024 + r.
     const double k = std::nearbyint(x.v.hi * (1024 * 1.4426950408889634));
     const Ball r = add(x, negate(mul(c.ln2_over_table, k)));  // |r| <= ln2 / 2048 + tiny

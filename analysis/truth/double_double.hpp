@@ -9,8 +9,10 @@
 //   DWTimesDW3 (Alg. 12, with FMA)    <= 4u^2                           -> 16u^2
 // Radii are computed in double and rounded up by a factor (1 + 2^-48), which covers the few
 // roundings of each radius formula.
+#include <array>
 #include <bit>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 
 namespace roundscope::analysis::dd {
@@ -79,6 +81,20 @@ inline Ball scale2(const Ball& x, int k) {
 /// e^x for x in [-600, 700]: x = (1024 m + j) ln2 / 1024 + r, e^x = 2^m 2^(j/1024) e^r with
 /// the table 2^(j/1024) from MPFR and e^r a degree-8 Taylor polynomial with its remainder bound.
 Ball exp(const Ball& x);
+
+/// exp of the balls {hi[i], lo[i]}, r[i] for i < n into out_*: the same bits as exp, on vectors
+/// (double_double_simd.cpp).
+void exp_many(std::size_t n, const double* hi, const double* lo, const double* r, double* out_hi, double* out_lo,
+              double* out_r);
+
+/// exp's constants, from MPFR once: ln2 / 1024, 2^(j/1024) for j < 1024, and 1/j! for j <= 8.
+inline constexpr int table_bits = 10;
+struct ExpTables {
+    Ball ln2_over_table;
+    std::array<Ball, std::size_t{1} << table_bits> powers;
+    std::array<Ball, 9> inverse_factorial;
+};
+const ExpTables& exp_tables();
 
 /// The double nearest every point of the ball, when one double is (strictly) nearest to all
 /// of them and it is a normal number, or +0 for the exact zero {0, 0, 0}; otherwise false.

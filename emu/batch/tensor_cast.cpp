@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -57,6 +58,31 @@ void batch_cast_range(const Tensor& t, std::size_t begin, std::size_t end, const
     }
 }
 
+// Elements [begin, end) of a float tensor of 16 bits or fewer through the batch cast: widened to
+// float32 exactly, block by block. The value, not the source format, decides a rounding, so only
+// NaNs (whose payload may carry into the result) take the element path.
+template <class Bits>
+void widened_cast_range(const Tensor& t, std::size_t begin, std::size_t end, const Format& to,
+                        const CastOptions& options, std::span<std::byte> out) {
+    constexpr std::size_t block = 2048;
+    float values[block];
+    Bits bits[block];
+    for (std::size_t first = begin; first < end; first += block) {
+        const std::size_t n = std::min(block, end - first);
+        decode_elements<float>(t, first, std::span<float>(values, n));
+        cast_batch<float, Bits>({values, n}, to, options, {bits, n}, BatchSpec{first, 1});
+        for (std::size_t i = 0; i < n; ++i)
+            if (std::isnan(values[i]))
+                bits[i] = static_cast<Bits>(round_to_format(to, unpack_element(t, first + i), options, first + i));
+        std::memcpy(out.data() + first * sizeof(Bits), bits, n * sizeof(Bits));
+    }
+}
+
+bool widens_to_float(DType d) {
+    const DTypeInfo& i = info(d);
+    return i.kind == DTypeKind::floating && i.storage_bytes <= 2;
+}
+
 }  // namespace
 
 Tensor cast_tensor(const Tensor& t, const Format& to, const CastOptions& options, double scale, int threads) {
@@ -80,6 +106,12 @@ void cast_tensor_into(const Tensor& t, const Format& to, const CastOptions& opti
         // float32 and float64 sources take the SIMD batch cast when no scale applies.
         if (unscaled && t.dtype() == DType::f32) return batch_cast_range<float>(t, begin, end, to, options, out, unit);
         if (unscaled && t.dtype() == DType::f64) return batch_cast_range<double>(t, begin, end, to, options, out, unit);
+        // DAZ reads the source format's subnormals as zero: not float32's, so not widened.
+        if (unscaled && !options.flush_input && widens_to_float(t.dtype())) {
+            if (unit == 1) return widened_cast_range<std::uint8_t>(t, begin, end, to, options, out);
+            if (unit == 2) return widened_cast_range<std::uint16_t>(t, begin, end, to, options, out);
+            if (unit == 4) return widened_cast_range<std::uint32_t>(t, begin, end, to, options, out);
+        }
         for (std::size_t i = begin; i < end; ++i) {
             const Unpacked x = unscaled ? unpack_element(t, i) : scaled(unpack_element(t, i), s);
             const std::uint64_t bits = round_to_format(to, x, options, i);
