@@ -98,7 +98,11 @@ HeadCollapseModel collapse_model(const std::vector<double>& q, const std::vector
     parallel_for(n_q, 16, o.threads, [&](std::size_t begin, std::size_t end) {
         std::vector<double> scores(n_kv);
         for (std::size_t i = begin; i < end; ++i)
-            rows[i] = row_model(q.data() + i * d, k, emu::steps::visible_keys(i, n_q, n_kv, o.causal), d, o, scores);
+            rows[i] =
+                row_model(q.data() + i * d, k,
+                          o.query_rows ? emu::steps::visible_keys((*o.query_rows)[i], o.query_rows_of, n_kv, o.causal)
+                                       : emu::steps::visible_keys(i, n_q, n_kv, o.causal),
+                          d, o, scores);
     });
     // summed in row order: the same bits on any thread count
     HeadCollapseModel m;

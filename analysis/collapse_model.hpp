@@ -19,6 +19,7 @@
 // mean above mu (in score units, as Delta is where the other scores are N(0, 1)): what the closed
 // form should be given.
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "emu/attention/attention_recipe.hpp"
@@ -42,6 +43,9 @@ struct CollapseModelOptions {
     bool causal = false;
     double softmax_scale = 1;
     int threads = 0;
+    // Sampled query rows (emu::AttentionShape's): row i sits at (*query_rows)[i] of query_rows_of.
+    std::shared_ptr<const std::vector<std::uint64_t>> query_rows;
+    std::uint64_t query_rows_of = 0;
 };
 
 /// One head's model. Rows without a visible non-sink key add nothing; rows whose non-sink

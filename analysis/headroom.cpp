@@ -41,7 +41,7 @@ BadRows bad_rows(const emu::ForwardResult& f, const emu::Format& o_format, const
         }
         const std::uint64_t head = i / sh.n_q, row = i % sh.n_q;
         bad.nonfinite += finite ? 0 : 1;
-        bad.zero += zero && emu::steps::visible_keys(row, sh.n_q, sh.n_kv, sh.causal) > first_nonzero_v[head] ? 1 : 0;
+        bad.zero += zero && emu::visible_keys(sh, row) > first_nonzero_v[head] ? 1 : 0;
     }
     return bad;
 }
@@ -68,7 +68,7 @@ HeadroomResult headroom(const emu::AttentionInputs& in, const HeadroomOptions& o
         std::vector<double> s(sh.n_kv);
         for (std::size_t x = begin; x < end; ++x) {
             const std::uint64_t head = x / sh.n_q, i = x % sh.n_q;
-            const std::uint64_t keys = emu::steps::visible_keys(i, sh.n_q, sh.n_kv, sh.causal);
+            const std::uint64_t keys = emu::visible_keys(sh, i);
             double m = -std::numeric_limits<double>::infinity();
             for (std::uint64_t j = 0; j < keys; ++j) {
                 double dot = 0;

@@ -27,6 +27,13 @@ struct OutputSides {
     const emu::Format* format;
     std::vector<std::uint32_t> emulated;
     const std::vector<double>* truth;
+    // A sample of the head's rows (emu::AttentionInputs::query_rows), each `row_width` elements:
+    // element i is the head's row (*rows)[i / row_width]. Null: the head's elements in order.
+    const std::vector<std::uint64_t>* rows = nullptr;
+    std::uint64_t row_width = 1;
+    std::uint64_t element(std::uint64_t i) const {
+        return first + (rows == nullptr ? i : (*rows)[i / row_width] * row_width + i % row_width);
+    }
 };
 
 std::vector<std::uint32_t> float_bits(const std::vector<float>& x) {
@@ -92,7 +99,7 @@ OutputComparison compare_output(const OutputSides& s, std::size_t worst_count) {
     std::vector<std::uint32_t> kernel(n);
     std::vector<double> values(n);
     for (std::uint64_t i = 0; i < n; ++i) {
-        kernel[i] = static_cast<std::uint32_t>(t.bits_at(s.first + i));
+        kernel[i] = static_cast<std::uint32_t>(t.bits_at(s.element(i)));
         values[i] = emu::decode(f, kernel[i]);
     }
     c.sums = error_sums(values, truth);
@@ -120,7 +127,7 @@ OutputComparison compare_output(const OutputSides& s, std::size_t worst_count) {
     for (std::size_t j = 0; j < k; ++j) {
         const std::uint64_t i = order[j];
         c.worst.push_back(
-            {unravel(s.first + i, t.shape()), values[i], truth[i], emu::decode(f, s.emulated[i]), ulps[i]});
+            {unravel(s.element(i), t.shape()), values[i], truth[i], emu::decode(f, s.emulated[i]), ulps[i]});
     }
 
     const emu::BitComparison b = emu::compare_bits(s.emulated, kernel, f);
@@ -203,6 +210,32 @@ KernelComparison compare_kernel_head(const TensorFile& file, const emu::Attentio
             if (grads[g]) sides.push_back({grads[g], first[g], recipe.grad_format, *emulated[g], truths[g]});
     }
 
+    KernelComparison r{run.shape, {}, 0, 0};
+    for (const OutputSides& s : sides) {
+        r.outputs.push_back(compare_output(s, worst_count));
+        r.matched += r.outputs.back().matched;
+        r.total += r.outputs.back().total;
+    }
+    return r;
+}
+
+KernelComparison compare_kernel_rows(const TensorFile& file, const emu::AttentionInputs& in, std::uint64_t head,
+                                     const emu::AttentionInputs& sample, const emu::AttentionRecipe& recipe,
+                                     const AttentionRunOptions& options, std::size_t worst_count) {
+    check_kernel_outputs(file, in, recipe);
+    if (!sample.query_rows || sample.query_rows_of != in.n_q || sample.batch * sample.heads != 1)
+        throw Error("compare_kernel_rows: the sample must be of one head's query rows");
+    const Tensor* o = file.find("o");
+    const Tensor* lse = file.find("lse");
+    AttentionRunOptions run_options = options;
+    run_options.backward = false;
+    run_options.truth = true;
+    const AttentionRun run = run_attention(sample, recipe, run_options);
+    const AttentionTruth& truth = *run.truth;
+    const std::vector<std::uint64_t>* rows = sample.query_rows.get();
+    std::vector<OutputSides> sides;
+    if (o) sides.push_back({o, head * in.n_q * in.d_v, recipe.o_format, run.forward.o, &truth.o, rows, in.d_v});
+    if (lse) sides.push_back({lse, head * in.n_q, &emu::f32, float_bits(run.forward.lse), &truth.lse, rows, 1});
     KernelComparison r{run.shape, {}, 0, 0};
     for (const OutputSides& s : sides) {
         r.outputs.push_back(compare_output(s, worst_count));

@@ -63,6 +63,12 @@ KernelComparison compare_kernel_head(const TensorFile& file, const emu::Attentio
                                      const emu::AttentionRecipe& recipe, const AttentionRunOptions& options,
                                      std::size_t worst_count = 8);
 
+/// compare_kernel_head over a sample of the head's query rows (`sample`: emu::sampled_rows of
+/// head_inputs(in, head)), o and lse only (dK and dV need every row); indices are the file's.
+KernelComparison compare_kernel_rows(const TensorFile& file, const emu::AttentionInputs& in, std::uint64_t head,
+                                     const emu::AttentionInputs& sample, const emu::AttentionRecipe& recipe,
+                                     const AttentionRunOptions& options, std::size_t worst_count = 8);
+
 /// The heads' comparisons, in head order, as the whole file's: sums and counts added, the worst
 /// elements of all (largest error first, ties by position). `shape`: the file's.
 KernelComparison merge_heads(const std::vector<KernelComparison>& heads, const emu::AttentionShape& shape,

@@ -72,7 +72,7 @@ std::vector<T> head_slice(const std::vector<T>& x, std::uint64_t h, std::uint64_
 std::uint64_t non_sink_keys(const emu::AttentionShape& shape, std::uint64_t k_sink) {
     std::uint64_t visible = 0;
     for (std::uint64_t i = 0; i < shape.n_q; ++i) {
-        const std::uint64_t keys = emu::steps::visible_keys(i, shape.n_q, shape.n_kv, shape.causal);
+        const std::uint64_t keys = emu::visible_keys(shape, i);
         visible += keys > k_sink ? keys - k_sink : 0;
     }
     return visible;
@@ -109,7 +109,9 @@ PCollapseHead measure_head(const Measurement& m, std::uint64_t h, const PCollaps
                                k_sink,
                                shape.causal,
                                shape.scale,
-                               o.threads};
+                               o.threads,
+                               shape.query_rows,
+                               shape.query_rows_of};
     const HeadCollapseModel prediction =
         collapse_model(head_slice(m.q, h, q_size), head_slice(m.k, h, k_size), shape.n_q, shape.n_kv, shape.d, model);
     has_sink = prediction.rows > 0;

@@ -72,6 +72,12 @@ inline std::uint64_t visible_keys(std::uint64_t i, std::uint64_t n_q, std::uint6
     return emu::steps::visible_keys(i, n_q, n_kv, causal);  // the kernels' rule
 }
 
+/// The same for row i of `in`, at its sampled position where `in` samples its query rows.
+inline std::uint64_t visible_keys(const emu::AttentionInputs& in, std::uint64_t i, bool causal) {
+    if (in.query_rows) return visible_keys((*in.query_rows)[i], in.query_rows_of, in.n_kv, causal);
+    return visible_keys(i, in.n_q, in.n_kv, causal);
+}
+
 /// The tensor decoded to doubles (exact); Error naming it for a NaN or Inf element.
 std::vector<double> decode_finite(const Tensor& t);
 

@@ -434,6 +434,8 @@ bool fast_backward(const HeadBackward& h, int threads) {
 }  // namespace
 
 AttentionTruth attention_truth(const emu::AttentionInputs& in, const TruthOptions& options) {
+    if (in.query_rows && options.backward && options.gradients)
+        throw Error("a sample of query rows has no dK and dV (they need every row): ask for delta alone");
     if (options.backward && !in.d_o) return attention_truth_reference(in, options);  // which names what is missing
     const std::vector<double> q = emu::decode_tensor<double>(in.q), k = emu::decode_tensor<double>(in.k),
                               v = emu::decode_tensor<double>(in.v);
@@ -456,7 +458,7 @@ AttentionTruth attention_truth(const emu::AttentionInputs& in, const TruthOption
         for (std::size_t i = 0; i < states.size(); ++i) states[i].p = p.data() + i * nk;
         const double* head_bias = bias_of_head(bias, in, head);
         auto bias_row = [&](std::size_t i) { return head_bias == nullptr ? nullptr : head_bias + i * nk; };
-        auto keys_of = [&](std::size_t i) { return static_cast<std::size_t>(visible_keys(i, nq, nk, options.causal)); };
+        auto keys_of = [&](std::size_t i) { return static_cast<std::size_t>(visible_keys(in, i, options.causal)); };
         auto row_output = [&](std::size_t i) {
             return RowOutput{t.o.data() + (head * nq + i) * dv, t.lse.data() + head * nq + i,
                              options.intermediates ? t.s.data() + (head * nq + i) * nk : nullptr,

@@ -30,9 +30,8 @@ struct Shape {
     std::int64_t n_q, n_kv, d, d_v;
     bool causal;
     double scale;
-    std::size_t key_end(std::size_t i) const {
-        return visible_keys(i, static_cast<std::uint64_t>(n_q), static_cast<std::uint64_t>(n_kv), causal);
-    }
+    const emu::AttentionInputs* in;  // for its sampled rows' positions
+    std::size_t key_end(std::size_t i) const { return visible_keys(*in, i, causal); }
 };
 
 // Interval enclosing  factor * sum_t a[t] * b[t * stride]: the products are exact at 192 bits
@@ -254,6 +253,8 @@ AttentionTruth empty_truth(const emu::AttentionInputs& in, const TruthOptions& o
 
 AttentionTruth attention_truth_reference(const emu::AttentionInputs& in, const TruthOptions& options) {
     if (options.backward && !in.d_o) throw Error("the backward pass needs a tensor 'do' (dO)");
+    if (in.query_rows && options.backward && options.gradients)
+        throw Error("a sample of query rows has no dK and dV (they need every row): ask for delta alone");
     AttentionTruth t = empty_truth(in, options);
     const std::vector<double> q = decode_finite(in.q), k = decode_finite(in.k), v = decode_finite(in.v);
     const std::vector<double> d_o = options.backward ? decode_finite(*in.d_o) : std::vector<double>();
@@ -264,7 +265,8 @@ AttentionTruth attention_truth_reference(const emu::AttentionInputs& in, const T
                       static_cast<std::int64_t>(d),
                       static_cast<std::int64_t>(dv),
                       options.causal,
-                      t.scale};
+                      t.scale,
+                      &in};
     for (std::uint64_t head = 0; head < t.heads; ++head) {
         const Head h{q.data() + head * nq * d, k.data() + head * nk * d, v.data() + head * nk * dv,
                      options.backward ? d_o.data() + head * nq * dv : nullptr, bias_of_head(bias, in, head)};

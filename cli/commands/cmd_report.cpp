@@ -40,7 +40,7 @@ struct ReportArgs {
     std::string dir, out = "roundscope-report", run_task_key, task_file, shard, tensorboard;
     std::vector<std::string> recipes{"fa2-bf16", "fa3-fp8"};
     int k_sink = 1, threads = 0;
-    std::uint64_t leak_tokens = ReportOptions{}.leak_tokens;
+    std::uint64_t leak_tokens = ReportOptions{}.leak_tokens, rows = 0, seed = 0;
     double headroom_within = ReportOptions{}.headroom_emulate_within;
     bool json = false, list_tasks = false, no_cache = false, no_html = false, attribute_stages = false;
 };
@@ -120,6 +120,7 @@ void report(const ReportArgs& a) {
     for (const std::string& name : a.recipes) options.recipes.push_back(emu::find_recipe(name));
     options.k_sink = a.k_sink;
     options.leak_tokens = a.leak_tokens, options.headroom_emulate_within = a.headroom_within;
+    options.rows = a.rows, options.seed = a.seed;
     options.attribute_stages = a.attribute_stages;
     if (std::filesystem::exists(a.out) && !std::filesystem::is_directory(a.out))
         throw Error("-o: " + a.out + " is a file, not a folder for the report");
@@ -261,6 +262,11 @@ void add_report_command(CLI::App& app) {
                     "Emulate a format's softmax overflow only where its smallest margin is below this many nats")
         ->check(finite_in(0, 1e6))
         ->capture_default_str();
+    cmd->add_option("--rows", a->rows,
+                    "Sample this many query rows of each head (at least 32; the figures are over them, each with its "
+                    "sampling error); a head with no more rows runs whole")
+        ->check(integer_in(32, std::int64_t{1} << 40));
+    cmd->add_option("--seed", a->seed, "Seed of the row sample (--rows)")->check(seed_value())->capture_default_str();
     cmd->add_flag("--attribute-stages", a->attribute_stages,
                   "Attribute each recipe's error stage by stage (default: with every stage low and every stage exact)");
     cmd->add_flag("--no-cache", a->no_cache, "Recompute every task (the cache is still written)");

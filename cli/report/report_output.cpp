@@ -8,6 +8,7 @@
 
 #include "analysis/bias_steps.hpp"
 #include "analysis/kernel_compare.hpp"
+#include "analysis/sampling_error.hpp"
 #include "cli/analysis_json.hpp"
 #include "cli/report/report_cache.hpp"
 #include "lib/error.hpp"
@@ -77,28 +78,53 @@ nlohmann::json file_entry(const DumpFile& f) {
 }
 
 // A file's compare, gathered from its heads' parts (in head order) and merged: the layer file
-// holds it once for the file, as `roundscope compare` gives it, and not the heads' parts.
+// holds it once for the file, as `roundscope compare` gives it, and not the heads' parts. Over
+// sampled rows, each random group is merged over the heads as well, for the file's sampling
+// errors (analysis/sampling_error.hpp).
 struct FileComparison {
+    using Parts = std::map<std::string, std::vector<analysis::KernelComparison>>;  // by recipe
     std::optional<std::size_t> file;
-    std::map<std::string, std::vector<analysis::KernelComparison>> parts;  // by recipe
+    Parts parts;
+    std::vector<Parts> groups;
 
-    void add(std::size_t f, const nlohmann::json& compare) {
+    static void add_parts(Parts& to, const nlohmann::json& compare) {
+        for (const auto& [recipe, part] : compare.items()) to[recipe].push_back(compare_part_from_json(part));
+    }
+    // One head's result: its compare and its groups' (taken out of the result).
+    void add(std::size_t f, nlohmann::json& r) {
         file = f;
-        for (const auto& [recipe, part] : compare.items()) parts[recipe].push_back(compare_part_from_json(part));
+        add_parts(parts, r["compare"]);
+        r.erase("compare");
+        if (r.contains("sampling_error")) r["sampling_error"].erase("compare");
+        if (!r.contains("sample") || !r["sample"].contains("group_compare")) return;
+        const nlohmann::json& g = r["sample"]["group_compare"];
+        if (groups.empty()) groups.resize(g.size());
+        if (g.size() != groups.size()) throw Error("report: the heads of one file were sampled in different groups");
+        for (std::size_t i = 0; i < g.size(); ++i) add_parts(groups[i], g[i]);
+        r["sample"].erase("group_compare");
+    }
+    static nlohmann::json merge(const Parts& parts, const emu::AttentionShape& shape) {
+        nlohmann::json by_recipe = nlohmann::json::object();
+        for (const auto& [recipe, heads] : parts)
+            by_recipe[recipe] = compare_json(analysis::merge_heads(heads, shape, report_compare_worst));
+        return by_recipe;
     }
     nlohmann::json merged(const std::vector<DumpFile>& files) {
         const DumpFile& f = files[*file];
         emu::AttentionShape shape;
         shape.heads = f.heads, shape.n_q = f.n_q, shape.n_kv = f.n_kv, shape.d = shape.d_v = f.d;
-        nlohmann::json by_recipe = nlohmann::json::object();
-        for (const auto& [recipe, heads] : parts)
-            by_recipe[recipe] = compare_json(analysis::merge_heads(heads, shape, report_compare_worst));
+        nlohmann::json by_recipe = merge(parts, shape);
         nlohmann::json out{{"file", f.relative},
                            {"layer", f.layer ? nlohmann::json(*f.layer) : nlohmann::json()},
                            {"step", f.step ? nlohmann::json(*f.step) : nlohmann::json()},
                            {"micro_batch", f.micro_batch},
                            {"compare", by_recipe}};
-        file.reset(), parts.clear();
+        if (!groups.empty()) {
+            std::vector<nlohmann::json> merged_groups;
+            for (const Parts& g : groups) merged_groups.push_back(merge(g, shape));
+            out["sampling_error"] = analysis::sampling_errors(by_recipe, merged_groups);
+        }
+        file.reset(), parts.clear(), groups.clear();
         return out;
     }
 };
@@ -128,7 +154,7 @@ std::string write_report(const std::string& dir, const std::filesystem::path& ou
             nlohmann::json r = result_of(*t);
             add_bias_point(r, bias);
             if (file_compare.file && *file_compare.file != t->file) compare.push_back(file_compare.merged(files));
-            if (r.contains("compare")) file_compare.add(t->file, r["compare"]), r.erase("compare");
+            if (r.contains("compare")) file_compare.add(t->file, r);
             heads.push_back(std::move(r));
         }
         if (file_compare.file) compare.push_back(file_compare.merged(files));

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <span>
 #include <string_view>
 
@@ -17,12 +18,14 @@
 #include "analysis/leak.hpp"
 #include "analysis/pcollapse.hpp"
 #include "analysis/rounding_bias.hpp"
+#include "analysis/sampling_error.hpp"
 #include "analysis/truth_cache.hpp"
 #include "cli/analysis_flags.hpp"
 #include "cli/analysis_json.hpp"
 #include "cli/command_files.hpp"
 #include "emu/attention/attention_operands.hpp"
 #include "emu/attention/head_inputs.hpp"
+#include "emu/attention/row_sample.hpp"
 #include "emu/attention/run_cache.hpp"
 #include "emu/batch/format_dtype.hpp"
 #include "emu/block/block_format.hpp"
@@ -94,9 +97,10 @@ const emu::Format* one_format(const emu::AttentionInputs& in) {
     return &emu::format_of(d);
 }
 
-// The head's kernel outputs against each recipe (analysis::compare_kernel_head), with the truth
-// of its inputs as they are, gradients included where the file has the kernel's: asked first,
-// so that the analyses after find it (they ask for less).
+// The head's kernel outputs against each recipe (analysis::compare_kernel_head; over a sample
+// of its rows, compare_kernel_rows), with the truth of its inputs as they are, gradients
+// included where the file has the kernel's and the rows are all there: asked first, so that the
+// analyses after find it (they ask for less).
 nlohmann::json head_compare(const TensorFile& tensors, const emu::AttentionInputs& file_in,
                             const emu::AttentionInputs& in, std::uint64_t head, const ReportOptions& o,
                             analysis::TruthCache* truths, emu::RunCache* runs, int threads) {
@@ -108,19 +112,21 @@ nlohmann::json head_compare(const TensorFile& tensors, const emu::AttentionInput
         analysis::TruthOptions t;
         t.causal = r.causal, t.scale = emu::attention_shape_of(in, r.causal, r.scale).scale, t.threads = threads;
         t.backward = in.d_o.has_value();
-        t.gradients = tensors.find("dq") || tensors.find("dk") || tensors.find("dv");
+        t.gradients = !in.query_rows && (tensors.find("dq") || tensors.find("dk") || tensors.find("dv"));
         r.known_truth = &truths->truth(in, emu::attention_operands(in, *f, t.backward), *f, t);
     }
     nlohmann::json compare;
     for (const emu::AttentionRecipe& recipe : o.recipes)
-        compare[recipe.name] =
-            compare_part_json(analysis::compare_kernel_head(tensors, file_in, head, recipe, r, report_compare_worst));
+        compare[recipe.name] = compare_part_json(
+            in.query_rows ? analysis::compare_kernel_rows(tensors, file_in, head, in, recipe, r, report_compare_worst)
+                          : analysis::compare_kernel_head(tensors, file_in, head, recipe, r, report_compare_worst));
     return compare;
 }
 
-nlohmann::json head_analyses(const TensorFile& tensors, const emu::AttentionInputs& file_in, std::uint64_t head,
-                             const ReportOptions& o, int threads) {
-    const emu::AttentionInputs in = emu::head_inputs(file_in, head);
+// Every analysis of one head's inputs `in` (the whole head, or a sample of its rows), but
+// leakage, which looks at the head's first tokens whatever the sample.
+nlohmann::json row_analyses(const TensorFile& tensors, const emu::AttentionInputs& file_in,
+                            const emu::AttentionInputs& in, std::uint64_t head, const ReportOptions& o, int threads) {
     const bool causal = in.causal.value_or(false);
     const double scale = in.softmax_scale.value_or(0);
     nlohmann::json j;
@@ -148,18 +154,6 @@ nlohmann::json head_analyses(const TensorFile& tensors, const emu::AttentionInpu
     j["pcollapse"] = pcollapse_json(analysis::pcollapse(in, p), false);
     j["pcollapse"].erase("heads");  // one head: the same as the whole
 
-    if (causal) {
-        nlohmann::json leak;
-        for (const emu::BlockFormat* f : {&emu::mxfp4, &emu::mxfp8_e4m3}) {
-            analysis::LeakOptions l;
-            l.format = f, l.softmax_scale = scale, l.max_tokens = o.leak_tokens, l.threads = threads;
-            nlohmann::json r = leak_json(analysis::leak(in, l));
-            r.erase("by_position");
-            leak[f->name] = r;
-        }
-        j["leak"] = leak;
-    }
-
     analysis::HeadroomOptions h;
     h.causal = causal, h.softmax_scale = scale, h.threads = threads, h.runs = runs;
     h.emulate_within = o.headroom_emulate_within;
@@ -175,6 +169,53 @@ nlohmann::json head_analyses(const TensorFile& tensors, const emu::AttentionInpu
         j["bias"] = {{"kernel", bias_json(analysis::rounding_bias(in, b))},
                      {"emulated", bias_json(analysis::rounding_bias(in, emulated))},
                      {"max_adjust", bias_json(analysis::rounding_bias(in, analysis::with_max_adjustment(b)))}};
+    }
+    return j;
+}
+
+// Head `head`'s rows are drawn from this seed: the same rows for that head index in every file
+// (splitmix64's finalizer over the report's seed and the head).
+std::uint64_t head_seed(std::uint64_t seed, std::uint64_t head) {
+    std::uint64_t z = seed + 0x9E3779B97F4A7C15ull * (head + 1);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+// Every analysis of one head: on all its rows, or on a sample of o.rows of them with each
+// figure's sampling error (analysis/sampling_error.hpp) from random groups of the sample, which
+// are also kept for the file's compare (report_output.cpp merges them over the heads).
+nlohmann::json head_analyses(const TensorFile& tensors, const emu::AttentionInputs& file_in, std::uint64_t head,
+                             const ReportOptions& o, int threads) {
+    const emu::AttentionInputs in = emu::head_inputs(file_in, head);
+    nlohmann::json j;
+    if (o.rows == 0 || o.rows >= in.n_q) {
+        j = row_analyses(tensors, file_in, in, head, o, threads);
+    } else {
+        const std::size_t groups = std::clamp<std::size_t>(o.rows / 16, 2, analysis::sampling_groups);
+        const emu::RowSample sample = emu::sample_row_groups(in.n_q, o.rows, head_seed(o.seed, head), groups);
+        j = row_analyses(tensors, file_in, emu::sampled_rows(in, sample.rows), head, o, threads);
+        std::vector<nlohmann::json> results;
+        nlohmann::json group_compare = nlohmann::json::array();
+        for (const auto& rows : sample.groups) {
+            results.push_back(row_analyses(tensors, file_in, emu::sampled_rows(in, rows), head, o, threads));
+            if (results.back().contains("compare")) group_compare.push_back(results.back()["compare"]);
+        }
+        j["sampling_error"] = analysis::sampling_errors(j, results);
+        j["sample"] = {{"rows", sample.rows->size()}, {"of", in.n_q}, {"groups", groups}, {"seed", o.seed}};
+        if (!group_compare.empty()) j["sample"]["group_compare"] = group_compare;
+    }
+    if (in.causal.value_or(false)) {
+        nlohmann::json leak;
+        for (const emu::BlockFormat* f : {&emu::mxfp4, &emu::mxfp8_e4m3}) {
+            analysis::LeakOptions l;
+            l.format = f, l.softmax_scale = in.softmax_scale.value_or(0), l.max_tokens = o.leak_tokens,
+            l.threads = threads;
+            nlohmann::json r = leak_json(analysis::leak(in, l));
+            r.erase("by_position");
+            leak[f->name] = r;
+        }
+        j["leak"] = leak;
     }
     return j;
 }
@@ -256,11 +297,13 @@ nlohmann::json options_json(const ReportOptions& o) {
     nlohmann::json recipes = nlohmann::json::array();
     for (const emu::AttentionRecipe& r : o.recipes)
         recipes.push_back({{"name", r.name}, {"settings", emu::recipe_settings(r)}});
-    return {{"recipes", recipes},
-            {"k_sink", o.k_sink},
-            {"leak_tokens", o.leak_tokens},
-            {"headroom_emulate_within", o.headroom_emulate_within},
-            {"attribute_stages", o.attribute_stages}};
+    nlohmann::json j{{"recipes", recipes},
+                     {"k_sink", o.k_sink},
+                     {"leak_tokens", o.leak_tokens},
+                     {"headroom_emulate_within", o.headroom_emulate_within},
+                     {"attribute_stages", o.attribute_stages}};
+    if (o.rows > 0) j["rows"] = o.rows, j["seed"] = o.seed;  // absent: every row (the keys of before)
+    return j;
 }
 
 // What a task's result holds: raised whenever a task computes or stores anything differently,

@@ -22,6 +22,11 @@ struct ReportOptions {
     bool share_truth = true;             // one truth for the analyses of a head (off: each its own; the same results)
     double headroom_emulate_within = 8;  // nats: a format's softmax emulated only this near overflow
     bool attribute_stages = false;       // attribution stage by stage (off: all low, all exact and delta)
+    // Row sampling: each head's analyses on `rows` of its query rows (0, or as many as it has:
+    // all), drawn from `seed` (the same rows for the same head index in every file), with each
+    // figure's sampling error from random groups; leakage runs on its first tokens as always.
+    std::uint64_t rows = 0;
+    std::uint64_t seed = 0;
 };
 
 /// One dump, read and validated.

@@ -6,7 +6,9 @@
 // For the query-weight gradient (roundscope bias): x, the layer input [Nq, M] or [B, Nq, M]
 // (shared by the heads), and wq, the query weight with q = x wq: [M, H * D] or [H, M, D].
 #include <cstdint>
+#include <memory>
 #include <optional>
+#include <vector>
 
 #include "lib/tensor.hpp"
 
@@ -24,6 +26,11 @@ struct AttentionInputs {
     std::uint64_t n_q = 0, n_kv = 0, d = 0, d_v = 0;
     std::optional<bool> causal;           // from the file's metadata "causal"
     std::optional<double> softmax_scale;  // from the file's metadata "softmax_scale"
+    // A sample of query rows (emu/attention/row_sample.hpp): row r of q, o, do and lse is row
+    // (*query_rows)[r] (ascending) of a problem with query_rows_of of them, whose causal mask it
+    // keeps. Null: the rows are the problem's own.
+    std::shared_ptr<const std::vector<std::uint64_t>> query_rows;
+    std::uint64_t query_rows_of = 0;
 };
 
 /// Every tensor must be floating; shapes must agree as above. Errors name the file and tensor.

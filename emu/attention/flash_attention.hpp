@@ -20,6 +20,7 @@
 // dQ and dK are multiplied by the scale at the end. Backward operands are taken in ds_format
 // (every input value must be exact in it).
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "emu/attention/attention_recipe.hpp"
@@ -31,7 +32,28 @@ struct AttentionShape {
     std::uint64_t heads = 1, n_q = 0, n_kv = 0, d = 0, d_v = 0;
     bool causal = false;  // bottom-right aligned, as analysis/truth
     float scale = 0;      // softmax scale (float32, as kernels take it)
+    // Sampled query rows (AttentionInputs::query_rows): row r is row (*query_rows)[r] of
+    // query_rows_of, for the causal mask. Forward passes only (dK and dV need every row).
+    std::shared_ptr<const std::vector<std::uint64_t>> query_rows;
+    std::uint64_t query_rows_of = 0;
 };
+
+/// The keys [0, visible_keys(s, r)) that row r of the shape sees (its sampled position's).
+inline std::uint64_t visible_keys(const AttentionShape& s, std::uint64_t r) {
+    if (s.query_rows) return steps::visible_keys((*s.query_rows)[r], s.query_rows_of, s.n_kv, s.causal);
+    return steps::visible_keys(r, s.n_q, s.n_kv, s.causal);
+}
+
+/// The problem's own index of row r (its sampled position, or r).
+inline std::uint64_t query_position(const AttentionShape& s, std::uint64_t r) {
+    return s.query_rows ? (*s.query_rows)[r] : r;
+}
+
+/// Whether two shapes sample the same rows (both none, or equal lists of the same problem).
+inline bool same_query_rows(const AttentionShape& a, const AttentionShape& b) {
+    if (!a.query_rows || !b.query_rows) return !a.query_rows && !b.query_rows;
+    return a.query_rows_of == b.query_rows_of && *a.query_rows == *b.query_rows;
+}
 
 /// Bit patterns in the recipe's input format, row-major, heads first.
 struct AttentionOperands {

@@ -110,6 +110,8 @@ void write_gradient(const std::vector<std::uint32_t>& acc, float scale, const Fo
 BackwardResult flash_backward(const AttentionRecipe& recipe, const AttentionShape& shape, const AttentionOperands& in,
                               const ForwardResult& forward, int threads, RunCache* runs) {
     const FlashContext ctx = flash_context(recipe, shape);
+    if (shape.query_rows)
+        throw Error("a sample of query rows has no backward pass: dK and dV need every row (delta needs only its own)");
     if (recipe.softmax != SoftmaxKind::online && recipe.softmax != SoftmaxKind::online_torch)
         throw Error(fmt::format("recipe '{}': the backward pass needs an online softmax", recipe.name));
     if (recipe.epilogue == Epilogue::torch_flash)

@@ -24,16 +24,15 @@ std::vector<Span> blocks_of(std::uint64_t n, int block, KvOrder order) {
     return out;
 }
 
-std::uint64_t FlashContext::visible(std::uint64_t i) const {
-    return steps::visible_keys(i, shape.n_q, shape.n_kv, shape.causal);
-}
+std::uint64_t FlashContext::visible(std::uint64_t i) const { return visible_keys(shape, i); }
 
-bool FlashContext::tile_masked(Span rows, Span keys) const {
-    return steps::tile_masked(rows.end, keys.begin, shape.n_q, shape.n_kv, shape.causal);
-}
+// The last row sees the most keys (sampled rows are ascending): the tile is skipped when even
+// that row sees none of it.
+bool FlashContext::tile_masked(Span rows, Span keys) const { return keys.begin >= visible_keys(shape, rows.end - 1); }
 
 bool FlashContext::diagonal_key(std::uint64_t i, std::uint64_t j) const {
-    return steps::diagonal_key(i, j, shape.n_q, shape.n_kv, recipe.v_block);
+    const std::uint64_t n_q = shape.query_rows ? shape.query_rows_of : shape.n_q;
+    return steps::diagonal_key(query_position(shape, i), j, n_q, shape.n_kv, recipe.v_block);
 }
 
 FlashContext flash_context(const AttentionRecipe& recipe, const AttentionShape& shape) {

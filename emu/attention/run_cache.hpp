@@ -66,6 +66,7 @@ private:
         const MmaModel* model;  // null for the float64 product
         std::uint64_t heads, n_q, n_kv, d;
         bool causal;
+        AttentionShape shape;  // for its sampled rows
         std::vector<std::uint32_t> q, k;
         std::shared_ptr<const std::vector<std::uint32_t>> s;
         std::uint64_t bytes() const { return 4 * (q.size() + k.size() + s->size()); }

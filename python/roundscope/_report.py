@@ -22,8 +22,10 @@ from collections.abc import Callable, Sequence
 from . import _commands
 
 
-def _arguments(dir, out, recipe, k_sink) -> list[str]:
-    return ["report", os.fsdecode(dir), "-o", os.fsdecode(out), *_commands.flags(recipe=recipe, k_sink=k_sink)]
+def _arguments(dir, out, options: dict) -> list[str]:
+    """The command line of a report with these analysis options (recipe, k_sink, rows, seed:
+    what the task keys depend on)."""
+    return ["report", os.fsdecode(dir), "-o", os.fsdecode(out), *_commands.flags(**options)]
 
 
 def load_report(out: str | os.PathLike = "roundscope-report") -> dict:
@@ -43,25 +45,29 @@ def load_report(out: str | os.PathLike = "roundscope-report") -> dict:
 
 
 def list_tasks(dir: str | os.PathLike, out: str | os.PathLike = "roundscope-report", *,
-               recipe: Sequence[str] | None = None, k_sink: int | None = None) -> list[dict]:
+               recipe: Sequence[str] | None = None, k_sink: int | None = None, rows: int | None = None,
+               seed: int | None = None) -> list[dict]:
     """The report's tasks (`roundscope report --list-tasks`): [{"key", "file", "head"}], one a
     head (a file's compare is gathered from its heads'), in the order --shard counts them."""
-    return _commands.run([*_arguments(dir, out, recipe, k_sink), "--list-tasks", "--json"])[1]["tasks"]
+    options = dict(recipe=recipe, k_sink=k_sink, rows=rows, seed=seed)
+    return _commands.run([*_arguments(dir, out, options), "--list-tasks", "--json"])[1]["tasks"]
 
 
 def run_task(dir: str | os.PathLike, key: str, file: str | os.PathLike | None = None, *,
-             recipe: Sequence[str] | None = None, k_sink: int | None = None, threads: int = 1) -> dict:
+             recipe: Sequence[str] | None = None, k_sink: int | None = None, rows: int | None = None,
+             seed: int | None = None, threads: int = 1) -> dict:
     """One task's result (`roundscope report --run-task KEY`), what OUT/cache/KEY.json holds:
     for an engine of your own. With `file` (the task's, as list_tasks names it) only that file
     is read; a ValueError if it changed since (no such task)."""
-    arguments = [*_arguments(dir, "roundscope-report", recipe, k_sink), "--run-task", key]
+    options = dict(recipe=recipe, k_sink=k_sink, rows=rows, seed=seed)
+    arguments = [*_arguments(dir, "roundscope-report", options), "--run-task", key]
     if file is not None:
         arguments += ["--task-file", os.fsdecode(file)]
     return _commands.run([*arguments, *_commands.flags(threads=threads), "--json"])[1]
 
 
-def _run_on_worker(dir, key: str, file: str, recipe, k_sink) -> dict:
-    return run_task(dir, key, file, recipe=recipe, k_sink=k_sink, threads=1)
+def _run_on_worker(dir, key: str, file: str, options: dict) -> dict:
+    return run_task(dir, key, file, **options, threads=1)
 
 
 def _write_atomically(path: str, text: str) -> None:
@@ -82,7 +88,7 @@ def print_progress(done: int, total: int, seconds: float) -> None:
     print(f"report: {done}/{total} tasks, {rate:.2f} tasks/s, {left} left", file=sys.stderr, flush=True)
 
 
-def _gather(client, arguments, dir, out, recipe, k_sink, progress, every: float) -> int:
+def _gather(client, arguments, dir, out, options: dict, progress, every: float) -> int:
     """Runs every task not in OUT/cache on the cluster, writing each result as it comes back;
     returns how many ran there."""
     from distributed import as_completed
@@ -93,7 +99,7 @@ def _gather(client, arguments, dir, out, recipe, k_sink, progress, every: float)
     # An entry that is there but not a valid result is recomputed by the last local run.
     todo = [t for t in tasks if not os.path.isfile(os.path.join(cache, t["key"] + ".json"))]
     futures = client.map(_run_on_worker, [os.fsdecode(dir)] * len(todo), [t["key"] for t in todo],
-                         [t["file"] for t in todo], recipe=recipe, k_sink=k_sink,
+                         [t["file"] for t in todo], [options] * len(todo),
                          key=[f"roundscope-{t['key']}" for t in todo], pure=False)
     task_of = {f.key: t for f, t in zip(futures, todo)}
     start = last = time.monotonic()
@@ -108,7 +114,8 @@ def _gather(client, arguments, dir, out, recipe, k_sink, progress, every: float)
 
 
 def report(dir: str | os.PathLike, out: str | os.PathLike = "roundscope-report", *,
-           recipe: Sequence[str] | None = None, k_sink: int | None = None, client=None,
+           recipe: Sequence[str] | None = None, k_sink: int | None = None, rows: int | None = None,
+           seed: int | None = None, client=None,
            threads: int = 0, shard: str | None = None, tensorboard: str | os.PathLike | None = None,
            html: bool = True, progress: Callable[[int, int, float], None] | None = print_progress,
            progress_every: float = 10.0) -> dict:
@@ -122,15 +129,18 @@ def report(dir: str | os.PathLike, out: str | os.PathLike = "roundscope-report",
     at the end; default: the command's line on standard error; None: quiet). Locally the
     command prints its own progress. shard "I/N": run that share of the tasks into out's cache
     and return the shard's summary (a call without it gathers). tensorboard: a folder for
-    TensorBoard's event files of the figures."""
-    arguments = _arguments(dir, out, recipe, k_sink)
+    TensorBoard's event files of the figures. rows: each head's analyses on a sample of that
+    many query rows (at least 32), drawn from seed, every figure with its sampling error
+    (`--rows`, `--seed`)."""
+    options = dict(recipe=recipe, k_sink=k_sink, rows=rows, seed=seed)
+    arguments = _arguments(dir, out, options)
     flags = _commands.flags(shard=shard, tensorboard=None if tensorboard is None else os.fsdecode(tensorboard),
                             no_html=not html and shard is None)
     if client is not None and shard is not None:
         raise ValueError("shard: the cluster runs every task; give shard or client, not both")
     cluster_tasks = None
     if client is not None:
-        cluster_tasks = _gather(client, arguments, dir, out, recipe, k_sink, progress, progress_every)
+        cluster_tasks = _gather(client, arguments, dir, out, options, progress, progress_every)
     summary = _commands.run([*arguments, *flags, *_commands.flags(threads=threads), "--json"])[1]
     if cluster_tasks is not None:
         summary["cluster_tasks"] = cluster_tasks

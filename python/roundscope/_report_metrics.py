@@ -23,39 +23,64 @@ def number(x):
     return float(x) if math.isfinite(x) else None
 
 
+# A figure is read from `src` at a place found in `head`: src is the head's result itself, or
+# its sampling errors (the "sampling_error" of a sampled report), which have the result's shape.
+def _dig(x, path):
+    for k in path:
+        if isinstance(k, int):
+            x = x[k] if isinstance(x, list) and k < len(x) else None
+        else:
+            x = x.get(k) if isinstance(x, dict) else None
+    return x
+
+
+def _at(*path):
+    return lambda head, src: number(_dig(src, path))
+
+
+def _index(items, match):
+    return next((i for i, x in enumerate(items) if isinstance(x, dict) and match(x)), None)
+
+
+def _run_index(head, order, scale):
+    return _index(head.get("pcollapse", {}).get("runs", []),
+                  lambda run: run.get("order") == order and number(run.get("scale")) == scale)
+
+
 def pcollapse_run(head, order, scale):
-    for run in head.get("pcollapse", {}).get("runs", []):
-        if run.get("order") == order and number(run.get("scale")) == scale:
-            return run
-    return None
+    i = _run_index(head, order, scale)
+    return None if i is None else head["pcollapse"]["runs"][i]
 
 
 def _run_figure(order, scale, key):
-    def get(head):
-        run = pcollapse_run(head, order, scale)
-        return number(run.get(key)) if run else None
+    def get(head, src):
+        i = _run_index(head, order, scale)
+        return None if i is None else number(_dig(src, ("pcollapse", "runs", i, key)))
     return get
 
 
 def _headroom(fmt, key):
-    def get(head):
-        for f in head.get("headroom", {}).get("formats", []):
-            if f.get("format") == fmt:
-                return number(f.get(key))
-        return None
+    def get(head, src):
+        i = _index(head.get("headroom", {}).get("formats", []), lambda f: f.get("format") == fmt)
+        return None if i is None else number(_dig(src, ("headroom", "formats", i, key)))
     return get
 
 
 def _leak(fmt, key):
-    return lambda head: number(head.get("leak", {}).get(fmt, {}).get(key))
+    return _at("leak", fmt, key)
 
 
-def _sum(*xs):
-    return None if any(x is None for x in xs) else sum(xs)
+def _sum(*getters):
+    def get(head, src):
+        if src is not head:
+            return None  # a sum's error would need the covariance of its terms
+        xs = [g(head, src) for g in getters]
+        return None if any(x is None for x in xs) else sum(xs)
+    return get
 
 
 def _bias(key):
-    return lambda head: number(head.get("bias", {}).get("kernel", {}).get(key))
+    return _at("bias", "kernel", key)
 
 
 @dataclass(frozen=True)
@@ -63,7 +88,7 @@ class Metric:
     name: str                      # a tag and an id: letters, digits, '_'
     section: str                   # the analysis it belongs to
     label: str                     # what it is, for a person
-    get: Callable[[dict], float | None]
+    get: Callable[[dict, dict], float | None]  # (head, where to read): see _dig
     threshold: tuple[str, float] | None  # (">=", ">" or "<", t): a value worth pointing at
     worst: str = "max"                   # which end is worst: "max", "min" or "abs"
 
@@ -76,6 +101,10 @@ class Metric:
     def value(self, head: dict) -> float | None:
         """The figure of a head as read_report gives it."""
         return head["values"].get(self.name)
+
+    def error(self, head: dict) -> float | None:
+        """Its sampling error, where the head's rows were sampled and the figure has one."""
+        return head.get("errors", {}).get(self.name)
 
     def threshold_text(self) -> str:
         return "" if self.threshold is None else f"{self.threshold[0]} {self.threshold[1]:g}"
@@ -90,10 +119,8 @@ SECTIONS = {
 }
 
 HEAD_METRICS = [
-    Metric("sink_mass", "sink", "mass on the sink (exact softmax)", lambda h: number(h.get("pcollapse", {}).get("sink_mass")),
-           (">=", 0.5)),
-    Metric("score_spread", "sink", "spread of the non-sink scores (nats)",
-           lambda h: number(h.get("pcollapse", {}).get("score_spread")), (">=", 4)),
+    Metric("sink_mass", "sink", "mass on the sink (exact softmax)", _at("pcollapse", "sink_mass"), (">=", 0.5)),
+    Metric("score_spread", "sink", "spread of the non-sink scores (nats)", _at("pcollapse", "score_spread"), (">=", 4)),
     Metric("pcollapse_fwd_s1", "pcollapse", "P cast to zero, forward, S = 1", _run_figure("forward", 1, "underflow_fraction"),
            (">=", 0.5)),
     Metric("pcollapse_fwd_s1_predicted", "pcollapse", "predicted from the held scores, forward, S = 1",
@@ -115,8 +142,8 @@ HEAD_METRICS = [
     Metric("headroom_f16_overflow_rows", "headroom", "rows whose naive f16 sum overflows",
            _headroom("f16", "naive_sum_overflow_rows"), (">", 0)),
     Metric("headroom_f16_lost_rows", "headroom", "rows of O an emulated naive f16 softmax loses (NaN, Inf or zeros)",
-           lambda h: _sum(_headroom("f16", "emulated_naive_nonfinite_rows")(h),
-                          _headroom("f16", "emulated_naive_zero_rows")(h)), (">", 0)),
+           _sum(_headroom("f16", "emulated_naive_nonfinite_rows"), _headroom("f16", "emulated_naive_zero_rows")),
+           (">", 0)),
     Metric("bias_coefficient", "bias", "delta's error summed over rows (the kernel's O)", _bias("coefficient_sum"),
            None, worst="abs"),
     Metric("bias_tied_rows", "bias", "rows with two keys at P-bar = 1", _bias("tied_rows"), (">", 0)),
@@ -131,7 +158,7 @@ def attribute_metric(recipe):
     """The relative rms error of O with every stage of `recipe` low (attribution)."""
     return Metric(f"attribute_{''.join(c if c.isalnum() else '_' for c in recipe)}", "attribute",
                   f"relative rms error of O, {recipe}",
-                  lambda h: number(h.get("attribute", {}).get(recipe, {}).get("all_low")), (">=", 0.05))
+                  _at("attribute", recipe, "all_low"), (">=", 0.05))
 
 
 def candidate_metrics(report):
@@ -147,8 +174,12 @@ def metrics(report, heads):
 
 def _slim_compare(c):
     keep = ("rel_rms", "matched", "total", "max_ulp", "ulp_histogram")
+    errors = c.get("sampling_error", {})
     return {"file": c["file"], "layer": c.get("layer"), "step": c.get("step"),
-            "compare": {recipe: {"outputs": {name: {k: o.get(k) for k in keep} for name, o in x["outputs"].items()}}
+            "compare": {recipe: {"outputs": {name: {**{k: o.get(k) for k in keep},
+                                                    "rel_rms_error": number(_dig(errors, (recipe, "outputs", name,
+                                                                                          "rel_rms")))}
+                                             for name, o in x["outputs"].items()}}
                         for recipe, x in c.get("compare", {}).items()}}
 
 
@@ -156,7 +187,8 @@ def read_report(path):
     """(report, heads, compare): report.json at `path` and the results its layer files hold, read
     one layer at a time and cut down to the figures, so that memory holds one layer's results and
     not the model's. A head is {file, layer, step, head, values: {metric name: value}}; a compare
-    keeps each output's rel_rms, matched, total, max_ulp and ulp_histogram."""
+    keeps each output's rel_rms, matched, total, max_ulp and ulp_histogram. A sampled head (report
+    --rows) also has errors: {metric name: its sampling error}."""
     with open(path, encoding="utf-8") as f:
         report = json.load(f)
     candidates = candidate_metrics(report)
@@ -166,7 +198,9 @@ def read_report(path):
             content = json.load(f)
         for h in content["heads"]:
             heads.append({"file": h["file"], "layer": h.get("layer"), "step": h.get("step"), "head": h["head"],
-                          "values": {m.name: m.get(h) for m in candidates}})
+                          "values": {m.name: m.get(h, h) for m in candidates}})
+            if isinstance(h.get("sampling_error"), dict):
+                heads[-1]["errors"] = {m.name: m.get(h, h["sampling_error"]) for m in candidates}
         compare += [_slim_compare(c) for c in content["compare"]]
     return report, heads, compare
 

@@ -30,7 +30,7 @@ table{border-collapse:collapse;font-size:12.5px;margin:8px 0}td,th{border:1px so
 th{background:#f4f4f4;cursor:pointer;user-select:none}th.sorted-up:after{content:" \\25B2"}th.sorted-down:after{content:" \\25BC"}
 td.l,th.l{text-align:left}td.bad{background:#fde2dd;color:#8b1a00;font-weight:600}
 .chart{width:100%;height:400px;border:1px solid #eee;margin:6px 0}
-.note{color:#555;font-size:13px}nav ul{columns:3}li.bad{color:#8b1a00}details{margin:6px 0}
+.note{color:#555;font-size:13px}.se{color:#777;font-size:11px;font-weight:400}nav ul{columns:3}li.bad{color:#8b1a00}details{margin:6px 0}
 """
 
 # Sorting the tables, and telling a test what drew: data-charts on <body> is the number of
@@ -210,11 +210,15 @@ class Page:
                 + self.chart("cumulative error of delta", data, "step", "sum of coefficients"))
 
     # -- tables -------------------------------------------------------------------------
+    @staticmethod
+    def error_span(e) -> str:
+        return "" if e is None else f' <span class="se">&plusmn; {fmt(e, 2)}</span>'
+
     def cell(self, m, h) -> str:
         v = m.value(h)
         if v is None:
             return "<td>-</td>"
-        return f'<td data-v="{v!r}"{BAD if m.bad(v) else ""}>{fmt(v, 4)}</td>'
+        return f'<td data-v="{v!r}"{BAD if m.bad(v) else ""}>{fmt(v, 4)}{self.error_span(m.error(h))}</td>'
 
     def head_rows(self, heads) -> str:
         head = ("<table><thead><tr><th class=\"l\">file</th><th>layer</th><th class=\"l\">head</th><th>step</th>"
@@ -253,7 +257,7 @@ class Page:
             rel = rm.number(o.get("rel_rms"))
             rows.append(f'<tr><td class="l">{esc(f["file"])}</td><td>{fmt(f.get("layer"))}</td>'
                         f'<td>{fmt(f.get("step"))}</td><td class="l">{esc(recipe)}</td><td class="l">{output}</td>'
-                        f'<td data-v="{rel!r}">{fmt(rel, 4)}</td>'
+                        f'<td data-v="{rel!r}">{fmt(rel, 4)}{self.error_span(o.get("rel_rms_error"))}</td>'
                         f'<td data-v="{matched / total!r}"{BAD if matched < total else ""}>'
                         f'{matched}/{total} ({100 * matched / total:.1f}%)</td><td>{fmt(o.get("max_ulp"))}</td></tr>')
             for b in o.get("ulp_histogram", []):
@@ -272,6 +276,9 @@ class Page:
                 '<th class="l">output</th><th>rel. rms</th><th>bits equal</th><th>max ulp</th></tr></thead><tbody>'
                 + "".join(rows) + "</tbody></table>")
 
+    def sampling_note(self) -> str:
+        return _sampling_note(self.r.get("options", {}))
+
     def render(self, plotly_js: str) -> str:
         r = self.r
         recipes = ", ".join(esc(x["name"]) for x in r.get("options", {}).get("recipes", []))
@@ -287,10 +294,21 @@ class Page:
             f"file(s), {len(self.heads)} head-step(s) over {len(self.layers)} layer(s) and {len(self.steps)} step(s). "
             f"Recipes: {recipes}; sink: the first {r.get('options', {}).get('k_sink', 1)} key(s). "
             + ("Heads of a batched dump are named by batch and head. " if batched else "")
+            + self.sampling_note()
             + "Every figure is in report.json beside this page.</p>"
             f"<nav><h2>Contents</h2><ul>{toc}</ul></nav>{body}"
             f"<script type=\"application/json\" id=\"charts\">{charts}</script><script>{SCRIPT}</script>"
             "</body></html>\n")
+
+
+def _sampling_note(options) -> str:
+    rows = options.get("rows")
+    if not rows:
+        return ""
+    return (f"<b>Sampled:</b> each head's analyses ran on {int(rows)} of its query rows (seed {options.get('seed', 0)}; "
+            "a head with no more runs whole; leakage on its first tokens as always). Every figure is over the sampled "
+            "rows, counts included; &plusmn; is one standard error from random groups of the sample, where the "
+            "figure has one (a maximum or a minimum has none: the sample only bounds it). ")
 
 
 def _headings(body):

@@ -295,6 +295,55 @@ def test_shards_gathered_give_the_same_report_byte_for_byte(cli, dumps, first, t
     assert output_bytes(out) == output_bytes(first[3])
 
 
+def without_task_keys(out):
+    """The layer files' results without what names the task (its key and digest cover the options)."""
+    r = load(out)
+    for h in r["heads"]:
+        h.pop("task"), h.pop("digest")
+    return r["heads"], r["compare"]
+
+
+def test_row_sampling_with_its_sampling_errors(cli, dumps, first, tmp_path):
+    """--rows K: each head's analyses on K of its rows, drawn from --seed, each figure with its
+    sampling error from random groups (the file's compare too); K past a head's rows runs it
+    whole; the same seed gives the same bytes, sharded or not; another seed another sample."""
+    out = tmp_path / "sampled"
+    summary, _ = report(cli, dumps, out, "--rows", "32", "--seed", "5")
+    assert summary["tasks"] == TASKS
+    r = load(out)
+    assert r["options"]["rows"] == 32 and r["options"]["seed"] == 5
+    for h in r["heads"]:
+        assert h["sample"] == {"rows": 32, "of": N, "groups": 2, "seed": 5}, h["sample"]
+        e = h["sampling_error"]
+        for run in e["pcollapse"]["runs"]:
+            assert run["underflow_fraction"] is None or run["underflow_fraction"] >= 0
+        assert e["attribute"]["fa2-bf16"]["all_low"] > 0
+        assert "compare" not in e, "a head's compare goes to its file's"
+        # counted P entries: a total over the sampled rows, fewer than the whole head's
+        whole = next(x for x in first[2]["heads"] if x["file"] == h["file"] and x["head"] == h["head"])
+        assert h["pcollapse"]["runs"][0]["counted"] < whole["pcollapse"]["runs"][0]["counted"]
+        assert h["leak"] == whole["leak"], "leakage runs on the head's first tokens as always"
+    for c in r["compare"]:
+        o = c["compare"]["fa2-bf16"]["outputs"]["o"]
+        assert o["total"] == H * 32 * D and o["matched"] == o["total"], "the emulation is the kernel, row by row"
+        assert c["sampling_error"]["fa2-bf16"]["outputs"]["o"]["rel_rms"] > 0
+        assert all(w["index"][1] < N for w in o["worst"]), "indices are the file's"
+    page = (out / "report.html").read_text()
+    assert "Sampled:" in page and page.count('class="se"') > 10
+
+    again = tmp_path / "again"
+    for i in (1, 2):
+        report(cli, dumps, again, "--rows", "32", "--seed", "5", "--shard", f"{i}/2")
+    report(cli, dumps, again, "--rows", "32", "--seed", "5", "--threads", "1")
+    assert output_bytes(again) == output_bytes(out)
+    other = tmp_path / "other"
+    report(cli, dumps, other, "--rows", "32", "--seed", "6")
+    assert load(other)["heads"][0]["pcollapse"] != r["heads"][0]["pcollapse"]
+    whole = tmp_path / "whole"
+    report(cli, dumps, whole, "--rows", str(N))
+    assert without_task_keys(whole) == without_task_keys(first[3]), "K >= N: every row, the same figures"
+
+
 def chromium(*arguments, timeout=180):
     browser = shutil.which("chromium") or shutil.which("chromium-browser")
     assert browser is not None, "headless Chromium is installed (tools/setup.sh)"
@@ -365,6 +414,10 @@ def test_bad_input_gets_one_line_before_anything_is_written(cli, dumps, tmp_path
     (tmp_path / "empty").mkdir()
     assert "no .safetensors" in cli.error("report", tmp_path / "empty", "-o", tmp_path / "y")
     assert "nonsense" in cli.error("report", dumps, "-o", tmp_path / "z", "--run-task", "nonsense")
+    for rows in ("0", "31", "-1", "nan", "1e3", "x"):
+        assert "--rows" in cli.error("report", dumps, "-o", tmp_path / "s", "--rows", rows), rows
+    for seed in ("-1", "x", "1.5"):
+        assert "--seed" in cli.error("report", dumps, "-o", tmp_path / "s", "--rows", "32", "--seed", seed), seed
     for shard in ("0/2", "3/2", "x", "1/0", "1/2/3", "-1/2", "1/2 "):
         assert "--shard" in cli.error("report", dumps, "-o", tmp_path / "s", "--shard", shard), shard
     assert "--shard" in cli.error("report", dumps, "-o", tmp_path / "s", "--shard", "1/2", "--list-tasks")

@@ -47,12 +47,21 @@ def test_report_on_a_dask_cluster(dumps, tmp_path):
         workers = len(client.scheduler_info()["workers"])
         summary = roundscope.report(dumps, tmp_path / "dask", recipe=["fa2-bf16"], client=client,
                                     progress=lambda *p: seen.append(p), progress_every=0)
+        # a sampled report's tasks carry its options to the workers
+        sampled = roundscope.report(dumps, tmp_path / "dask_rows", recipe=["fa2-bf16"], rows=32, seed=1,
+                                    client=client, progress=None)
     assert workers == 2
     # every task ran on the cluster (and says so): the gathering run found them all in the cache
     assert summary["cluster_tasks"] == summary["cached"] == summary["tasks"] == local["tasks"]
     assert [p[:2] for p in seen] == [(i, local["tasks"]) for i in range(1, local["tasks"] + 1)], "each as it came"
     for name in ("report.json", "layers/layer0.json"):
         assert (tmp_path / "local" / name).read_bytes() == (tmp_path / "dask" / name).read_bytes(), name
+    assert sampled["cluster_tasks"] == sampled["cached"] == local["tasks"]
+    local_rows = roundscope.report(dumps, tmp_path / "local_rows", recipe=["fa2-bf16"], rows=32, seed=1)
+    assert local_rows["cached"] == 0
+    for name in ("report.json", "layers/layer0.json"):
+        assert (tmp_path / "local_rows" / name).read_bytes() == (tmp_path / "dask_rows" / name).read_bytes(), name
+    assert roundscope.load_report(tmp_path / "dask_rows")["heads"][0]["sample"]["rows"] == 32
     assert "Plotly.newPlot" in (tmp_path / "dask" / "report.html").read_text()
 
 
@@ -62,6 +71,9 @@ def test_run_task_shards_and_tensorboard_from_python(dumps, tmp_path):
     local = roundscope.report(dumps, tmp_path / "local", recipe=["fa2-bf16"], html=False)
     assert local["html"] is None and not (tmp_path / "local" / "report.html").exists()
     t = tasks[1]
+    sampled = roundscope.list_tasks(dumps, recipe=["fa2-bf16"], rows=32, seed=2)
+    assert [x["key"] for x in sampled] != [x["key"] for x in tasks], "the sample is in the key"
+    assert roundscope.run_task(dumps, sampled[0]["key"], recipe=["fa2-bf16"], rows=32, seed=2)["sample"]["seed"] == 2
     assert roundscope.run_task(dumps, t["key"], t["file"], recipe=["fa2-bf16"]) == json.loads(
         (tmp_path / "local" / "cache" / (t["key"] + ".json")).read_text())
     for i in (1, 2):
@@ -98,3 +110,10 @@ def test_report_errors(dumps, tmp_path):
         roundscope.report(dumps, tmp_path / "x", recipe=["no-such-recipe"])
     with pytest.raises(ValueError, match="-o"):
         roundscope.report(dumps, dumps)
+    for rows in (0, 31, -5):
+        with pytest.raises(ValueError, match="^rows: "):
+            roundscope.report(dumps, tmp_path / "r", rows=rows)
+    with pytest.raises(TypeError, match="rows"):
+        roundscope.report(dumps, tmp_path / "r", rows=True)
+    with pytest.raises(ValueError, match="^seed: "):
+        roundscope.report(dumps, tmp_path / "r", rows=32, seed=-1)

@@ -3,9 +3,10 @@
 // with the report's defaults, and beside it the baseline: each analysis computing its own
 // truth, leakage over 512 tokens and every format's softmax emulated (the defaults before the
 // report shared its work). The same defaults with and without the shared truth give the same
-// bits, which the run checks on the first head.
+// bits, which the run checks on the first head. With --rows K, also the defaults on a sample
+// of K rows of each head with its sampling errors (`report --rows K`).
 //
-//   bench_report DIR [--heads K] [--simd TARGET]
+//   bench_report DIR [--heads K] [--rows K] [--simd TARGET]
 #include <time.h>
 
 #include <cstdio>
@@ -55,12 +56,15 @@ ReportOptions with_recipes(ReportOptions o) {
 int main(int argc, char** argv) try {
     bench::apply_simd_option(argc, argv);
     if (argc < 2) {
-        std::fprintf(stderr, "usage: bench_report DIR [--heads K] [--simd TARGET]\n");
+        std::fprintf(stderr, "usage: bench_report DIR [--heads K] [--rows K] [--simd TARGET]\n");
         return 2;
     }
     std::size_t max_heads = std::numeric_limits<std::size_t>::max();
-    for (int i = 2; i < argc; ++i)
+    std::uint64_t rows = 0;
+    for (int i = 2; i < argc; ++i) {
         if (std::strcmp(argv[i], "--heads") == 0 && i + 1 < argc) max_heads = std::stoull(argv[++i]);
+        if (std::strcmp(argv[i], "--rows") == 0 && i + 1 < argc) rows = std::stoull(argv[++i]);
+    }
     const ReportOptions report = with_recipes(ReportOptions{});
     const std::vector<DumpFile> files = scan_dumps(argv[1], "", report.recipes);
     ReportOptions baseline = report;
@@ -78,6 +82,12 @@ int main(int argc, char** argv) try {
     std::printf("report defaults  %7.2f\n", now.seconds / heads);
     std::printf("baseline         %7.2f\n", before.seconds / heads);
     std::printf("speed-up         %7.1fx\n", before.seconds / now.seconds);
+    if (rows > 0) {
+        ReportOptions sampled = report;
+        sampled.rows = rows;
+        std::printf("sampled, %llu rows  %7.2f\n", static_cast<unsigned long long>(rows),
+                    cost(files, sampled, max_heads).seconds / heads);
+    }
     std::printf("shared truth gives the same results as unshared (first head): %s\n", same ? "yes" : "NO");
     return same ? 0 : 1;
 } catch (const std::exception& e) {
