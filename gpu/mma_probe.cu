@@ -75,15 +75,7 @@ __global__ void wgmma_kernel(const std::uint32_t* a, const std::uint32_t* b, con
     __shared__ alignas(128) unsigned char smem_b[8 * 32];
     const int tile = blockIdx.x, thread = threadIdx.x, warp = thread / 32, lane = thread % 32;
     const TileOperands op{a + static_cast<std::size_t>(tile) * 64 * k, b + static_cast<std::size_t>(tile) * k * 8, k};
-    auto store = [](unsigned char* at, std::uint32_t bits) {
-        at[0] = static_cast<unsigned char>(bits);
-        if (element_bytes == 2) at[1] = static_cast<unsigned char>(bits >> 8);
-    };
-    for (int i = thread; i < 64 * k; i += blockDim.x)
-        store(smem_a + core_matrix_offset(i / k, i % k, k, element_bytes), op.A(i / k, i % k));
-    // B is stored K-major: as B^T, 8 rows (n) of k elements.
-    for (int i = thread; i < 8 * k; i += blockDim.x)
-        store(smem_b + core_matrix_offset(i / k, i % k, k, element_bytes), op.B(i % k, i / k));
+    store_wgmma_operands(op, k, element_bytes, smem_a, smem_b);
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // make the stores visible to wgmma
 #endif

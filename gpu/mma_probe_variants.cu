@@ -12,20 +12,11 @@
 #include "gpu/mma_probe.hpp"
 #include "gpu/mma_sync.cuh"
 #include "gpu/runtime_cuda.cuh"
+#include "gpu/tile_operands.cuh"
 #include "gpu/wgmma_layout.cuh"
 
 namespace roundscope::gpu {
 namespace {
-
-// Operand views of one tile (bit patterns, row-major). Not mma_sync_probe.cuh's: including it
-// would instantiate its kernels here a second time (the FP8 lowering canary reads them once).
-struct TileOperands {
-    const std::uint32_t* a;  // [rows][k]
-    const std::uint32_t* b;  // [k][8]
-    int k;
-    __device__ std::uint32_t A(int r, int c) const { return a[r * k + c]; }
-    __device__ std::uint32_t B(int r, int c) const { return b[r * 8 + c]; }
-};
 
 enum class Kind : int {
     mma_tf32,          // mma.sync m16n8k8 .f32.tf32.tf32.f32
@@ -50,7 +41,6 @@ constexpr bool is_fp8_kind(Kind k) {
 }
 constexpr int depth(Kind k) { return is_tf32(k) ? 8 : is_fp8_kind(k) ? 32 : 16; }
 constexpr int element_bytes(Kind k) { return is_tf32(k) ? 4 : is_fp8_kind(k) ? 1 : 2; }
-constexpr bool a_in_registers(Kind k) { return k == Kind::wgmma_rs_tf32 || k == Kind::wgmma_rs_f16_acc; }
 
 // tf32 fragments (m16n8k8): A a0 (g, t), a1 (g + 8, t), a2 (g, t + 4), a3 (g + 8, t + 4);
 // B b0 (t, g), b1 (t + 4, g). g = lane / 4, t = lane % 4.
@@ -186,13 +176,7 @@ __global__ void wgmma_kernel(const std::uint32_t* a, const std::uint32_t* b, con
     __shared__ alignas(128) unsigned char smem_b[8 * 32];
     const int tile = blockIdx.x, thread = threadIdx.x, warp = thread / 32, lane = thread % 32;
     const TileOperands op{a + static_cast<std::size_t>(tile) * 64 * k, b + static_cast<std::size_t>(tile) * k * 8, k};
-    auto store = [](unsigned char* at, std::uint32_t bits) {
-        for (int i = 0; i < bytes; ++i) at[i] = static_cast<unsigned char>(bits >> (8 * i));
-    };
-    for (int i = thread; i < 64 * k; i += blockDim.x)
-        store(smem_a + core_matrix_offset(i / k, i % k, k, bytes), op.A(i / k, i % k));
-    for (int i = thread; i < 8 * k; i += blockDim.x)  // B stored K-major: as B^T, 8 rows of k
-        store(smem_b + core_matrix_offset(i / k, i % k, k, bytes), op.B(i % k, i / k));
+    store_wgmma_operands(op, k, bytes, smem_a, smem_b);
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 #endif
@@ -215,6 +199,17 @@ __global__ void wgmma_kernel(const std::uint32_t* a, const std::uint32_t* b, con
     }
 }
 
+template <Kind kind>
+void launch_kind(const std::uint32_t* a, const std::uint32_t* b, const std::uint32_t* c, std::uint32_t* d, int tiles) {
+    if constexpr (kind == Kind::mma_tf32 || kind == Kind::mma_f16_acc) {
+        mma_kernel<kind><<<tiles, 32>>>(a, b, c, d);
+    } else {
+        wgmma_kernel<kind><<<tiles, 128>>>(a, b, c, d);
+    }
+}
+
+using Launch = void (*)(const std::uint32_t*, const std::uint32_t*, const std::uint32_t*, std::uint32_t*, int);
+
 struct KindInfo {
     Kind kind;
     const char* name;
@@ -223,44 +218,40 @@ struct KindInfo {
     const emu::Format* accumulator;
     bool scale_d_zero;
     const char* ptx;
+    Launch launch;
 };
 
 const KindInfo kinds[] = {
     {Kind::mma_tf32, "mma_tf32", ProbeInstruction::mma_sync, &emu::f32, &emu::f32, false,
-     "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"},
+     "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32", &launch_kind<Kind::mma_tf32>},
     {Kind::mma_f16_acc, "mma_fp16_acc_f16", ProbeInstruction::mma_sync, &emu::f16, &emu::f16, false,
-     "mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16"},
+     "mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16", &launch_kind<Kind::mma_f16_acc>},
     {Kind::wgmma_rs_tf32, "wgmma_rs_tf32", ProbeInstruction::wgmma_rs, &emu::f32, &emu::f32, false,
-     "wgmma.mma_async.sync.aligned.m64n8k8.f32.tf32.tf32 (A from registers)"},
+     "wgmma.mma_async.sync.aligned.m64n8k8.f32.tf32.tf32 (A from registers)", &launch_kind<Kind::wgmma_rs_tf32>},
     {Kind::wgmma_ss_tf32, "wgmma_ss_tf32", ProbeInstruction::wgmma_ss, &emu::f32, &emu::f32, false,
-     "wgmma.mma_async.sync.aligned.m64n8k8.f32.tf32.tf32 (A from shared memory)"},
+     "wgmma.mma_async.sync.aligned.m64n8k8.f32.tf32.tf32 (A from shared memory)", &launch_kind<Kind::wgmma_ss_tf32>},
     {Kind::wgmma_rs_f16_acc, "wgmma_rs_fp16_acc_f16", ProbeInstruction::wgmma_rs, &emu::f16, &emu::f16, false,
-     "wgmma.mma_async.sync.aligned.m64n8k16.f16.f16.f16 (A from registers)"},
+     "wgmma.mma_async.sync.aligned.m64n8k16.f16.f16.f16 (A from registers)", &launch_kind<Kind::wgmma_rs_f16_acc>},
     {Kind::wgmma_ss_f16_acc, "wgmma_ss_fp16_acc_f16", ProbeInstruction::wgmma_ss, &emu::f16, &emu::f16, false,
-     "wgmma.mma_async.sync.aligned.m64n8k16.f16.f16.f16 (A from shared memory)"},
+     "wgmma.mma_async.sync.aligned.m64n8k16.f16.f16.f16 (A from shared memory)", &launch_kind<Kind::wgmma_ss_f16_acc>},
     {Kind::wgmma_ss_e4m3_acc16, "wgmma_ss_e4m3_acc_f16", ProbeInstruction::wgmma_ss, &emu::e4m3, &emu::f16, false,
-     "wgmma.mma_async.sync.aligned.m64n8k32.f16.e4m3.e4m3 (A from shared memory)"},
+     "wgmma.mma_async.sync.aligned.m64n8k32.f16.e4m3.e4m3 (A from shared memory)",
+     &launch_kind<Kind::wgmma_ss_e4m3_acc16>},
     {Kind::wgmma_ss_e5m2_acc16, "wgmma_ss_e5m2_acc_f16", ProbeInstruction::wgmma_ss, &emu::e5m2, &emu::f16, false,
-     "wgmma.mma_async.sync.aligned.m64n8k32.f16.e5m2.e5m2 (A from shared memory)"},
+     "wgmma.mma_async.sync.aligned.m64n8k32.f16.e5m2.e5m2 (A from shared memory)",
+     &launch_kind<Kind::wgmma_ss_e5m2_acc16>},
     {Kind::wgmma_ss_bf16_scale0, "wgmma_ss_bf16_scale_d0", ProbeInstruction::wgmma_ss, &emu::bf16, &emu::f32, true,
-     "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 (A from shared memory, scale-d = 0)"},
+     "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 (A from shared memory, scale-d = 0)",
+     &launch_kind<Kind::wgmma_ss_bf16_scale0>},
     {Kind::wgmma_ss_e4m3_scale0, "wgmma_ss_e4m3_scale_d0", ProbeInstruction::wgmma_ss, &emu::e4m3, &emu::f32, true,
-     "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 (A from shared memory, scale-d = 0)"},
+     "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 (A from shared memory, scale-d = 0)",
+     &launch_kind<Kind::wgmma_ss_e4m3_scale0>},
 };
 
 const KindInfo& info(const ProbeVariant& v) {
     for (const KindInfo& k : kinds)
         if (v.name == k.name) return k;
     throw Error("GPU probe: unknown variant '" + v.name + "'");
-}
-
-template <Kind kind>
-void launch_kind(const std::uint32_t* a, const std::uint32_t* b, const std::uint32_t* c, std::uint32_t* d, int tiles) {
-    if constexpr (kind == Kind::mma_tf32 || kind == Kind::mma_f16_acc) {
-        mma_kernel<kind><<<tiles, 32>>>(a, b, c, d);
-    } else {
-        wgmma_kernel<kind><<<tiles, 128>>>(a, b, c, d);
-    }
 }
 
 }  // namespace
@@ -290,39 +281,7 @@ std::vector<std::uint32_t> run_mma_probe(const ProbeVariant& v, const std::vecto
     da.upload(a.data());
     db.upload(b.data());
     dc.upload(c.data());
-    const auto t = static_cast<int>(tiles);
-    switch (k.kind) {
-        case Kind::mma_tf32:
-            launch_kind<Kind::mma_tf32>(da.get(), db.get(), dc.get(), dd.get(), t);
-            break;
-        case Kind::mma_f16_acc:
-            launch_kind<Kind::mma_f16_acc>(da.get(), db.get(), dc.get(), dd.get(), t);
-            break;
-        case Kind::wgmma_rs_tf32:
-            launch_kind<Kind::wgmma_rs_tf32>(da.get(), db.get(), dc.get(), dd.get(), t);
-            break;
-        case Kind::wgmma_ss_tf32:
-            launch_kind<Kind::wgmma_ss_tf32>(da.get(), db.get(), dc.get(), dd.get(), t);
-            break;
-        case Kind::wgmma_rs_f16_acc:
-            launch_kind<Kind::wgmma_rs_f16_acc>(da.get(), db.get(), dc.get(), dd.get(), t);
-            break;
-        case Kind::wgmma_ss_f16_acc:
-            launch_kind<Kind::wgmma_ss_f16_acc>(da.get(), db.get(), dc.get(), dd.get(), t);
-            break;
-        case Kind::wgmma_ss_e4m3_acc16:
-            launch_kind<Kind::wgmma_ss_e4m3_acc16>(da.get(), db.get(), dc.get(), dd.get(), t);
-            break;
-        case Kind::wgmma_ss_e5m2_acc16:
-            launch_kind<Kind::wgmma_ss_e5m2_acc16>(da.get(), db.get(), dc.get(), dd.get(), t);
-            break;
-        case Kind::wgmma_ss_bf16_scale0:
-            launch_kind<Kind::wgmma_ss_bf16_scale0>(da.get(), db.get(), dc.get(), dd.get(), t);
-            break;
-        case Kind::wgmma_ss_e4m3_scale0:
-            launch_kind<Kind::wgmma_ss_e4m3_scale0>(da.get(), db.get(), dc.get(), dd.get(), t);
-            break;
-    }
+    k.launch(da.get(), db.get(), dc.get(), dd.get(), static_cast<int>(tiles));
     check(cudaGetLastError(), "MMA probe launch");
     check(cudaDeviceSynchronize(), "MMA probe");
     std::vector<std::uint32_t> d(c.size());

@@ -8,17 +8,9 @@
 
 #include "gpu/mma_sync.cuh"
 #include "gpu/runtime.hpp"
+#include "gpu/tile_operands.cuh"
 
 namespace roundscope::gpu {
-
-// Operand views of one tile (bit patterns, row-major).
-struct TileOperands {
-    const std::uint32_t* a;  // [rows][k]
-    const std::uint32_t* b;  // [k][8]
-    int k;
-    ROUNDSCOPE_DEVICE std::uint32_t A(int r, int c) const { return a[r * k + c]; }
-    ROUNDSCOPE_DEVICE std::uint32_t B(int r, int c) const { return b[r * 8 + c]; }
-};
 
 // One warp per 16 x 8 tile.
 template <Input in>

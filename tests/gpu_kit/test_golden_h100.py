@@ -54,3 +54,29 @@ def test_pytorchs_flash_forward_is_reproduced_bit_for_bit(tmp_path):
         assert "split" in e["torch-flash-sm90"]["refused"], e
     # cuDNN's kernel is not PyTorch's flash: some bits differ, and the recipe says so.
     assert cudnn and all(e["torch-flash-sm90"]["matched"] < e["torch-flash-sm90"]["total"] for e in cudnn)
+
+
+def test_trim_probe_trims_a_capture_and_refuses_what_is_not_one(tmp_path):
+    """tools/gpu/trim_probe.py, which phase A runs on the GPU: a capture's first tiles raw and every
+    tile's digests; a truncated, corrupt or foreign file gets one line and exit 2, nothing written."""
+    trim = ROOT / "tools/gpu/trim_probe.py"
+    capture = sorted((ROOT / "tests/data/golden/h200/probe").glob("*.safetensors"))[0]
+
+    def run(*paths):
+        return subprocess.run([sys.executable, trim, *paths, "--out", tmp_path / "out", "--keep", "2"],
+                              capture_output=True, text=True, timeout=120)
+
+    ok = run(capture)
+    assert ok.returncode == 0 and (tmp_path / "out" / capture.name).exists(), ok.stderr
+    data = capture.read_bytes()
+    n = int.from_bytes(data[:8], "little")
+    bad = {"truncated.safetensors": data[:8 + n + 10], "short.safetensors": data[:5],
+           "header.safetensors": data[:8] + b"{" * n + data[8 + n:],
+           "huge.safetensors": (1 << 40).to_bytes(8, "little") + data[8:],
+           "foreign.safetensors": (2).to_bytes(8, "little") + b"{}"}
+    for name, content in bad.items():
+        (tmp_path / name).write_bytes(content)
+        p = run(tmp_path / name)
+        assert p.returncode == 2 and p.stderr.count("\n") == 1 and name in p.stderr, (name, p.stderr)
+        assert "Traceback" not in p.stderr
+        assert not (tmp_path / "out" / name).exists()

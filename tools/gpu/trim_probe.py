@@ -37,15 +37,33 @@ def mix(index, bits):
 
 
 def read(path):
+    """(metadata, {name: (dtype, shape, array)}, sha256) of a safetensors file; ValueError naming
+    what is wrong with one that is not well formed."""
     data = pathlib.Path(path).read_bytes()
+    if len(data) < 8:
+        raise ValueError("shorter than a safetensors header")
     (n,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8:8 + n])
+    if n > len(data) - 8:
+        raise ValueError(f"its header claims {n} bytes, the file has {len(data) - 8} after the length")
+    try:
+        header = json.loads(data[8:8 + n])
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"its header is not JSON ({e.msg if hasattr(e, 'msg') else e})") from None
+    if not isinstance(header, dict):
+        raise ValueError("its header is not a JSON object")
     meta = header.pop("__metadata__", {})
     body = data[8 + n:]
     tensors = {}
     for name, h in header.items():
-        a, b = h["data_offsets"]
-        tensors[name] = (h["dtype"], h["shape"], np.frombuffer(body[a:b], dtype=WIDTH[h["dtype"]]).reshape(h["shape"]))
+        try:
+            a, b = h["data_offsets"]
+            dtype, shape = h["dtype"], [int(x) for x in h["shape"]]
+            width = WIDTH[dtype]
+        except (KeyError, TypeError, ValueError):
+            raise ValueError(f"tensor '{name}' has no valid dtype, shape and data_offsets") from None
+        if not 0 <= a <= b <= len(body) or (b - a) != int(np.prod(shape, dtype=np.int64)) * np.dtype(width).itemsize:
+            raise ValueError(f"tensor '{name}': its data_offsets do not fit the file or its shape")
+        tensors[name] = (dtype, shape, np.frombuffer(body[a:b], dtype=width).reshape(shape))
     return meta, tensors, hashlib.sha256(data).hexdigest()
 
 
@@ -87,7 +105,11 @@ def main(argv=None):
     out = pathlib.Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     for path in a.captures:
-        meta, tensors, sha = read(path)
+        try:
+            meta, tensors, sha = read(path)
+        except (OSError, ValueError) as e:
+            print(f"trim_probe.py: {path}: {e}", file=sys.stderr)
+            return 2
         if not {"A", "B", "C", "D", "dist"} <= tensors.keys() or "seed" not in meta:
             print(f"trim_probe.py: {path}: not a roundscope probe capture", file=sys.stderr)
             return 2
