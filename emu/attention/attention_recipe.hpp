@@ -94,8 +94,8 @@ struct AttentionRecipe {
     bool diagonal_fix = false;  // the diagonal tile of P multiplies unquantized V
     const Format* o_format = &bf16;
     Epilogue epilogue = Epilogue::fa2;
-    int split_kv_sms = 0;  // > 0: refuse shapes PyTorch's flash would split across KV on a GPU of this many
-                           // SMs (num_splits_heuristic); the split path is not modelled
+    int split_kv_sms = 0;                // > 0: split KV where PyTorch's flash would on a GPU of this many SMs
+                                         // (num_splits_heuristic), its split kernel and combine (flash_split_kv.hpp)
     const Format* o_accumulator = &f32;  // the running O: f32 (kernels), or e.g. bf16 where each
                                          // block's P V and the rescaled O are rounded to it
                                          // (a flash attention written in PyTorch on BF16 tensors)

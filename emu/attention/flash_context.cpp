@@ -41,15 +41,12 @@ FlashContext flash_context(const AttentionRecipe& recipe, const AttentionShape& 
     ctx.recipe.block_n = resolved_block_n(recipe, shape.d);
     if (recipe.block_n == 0) validate(ctx.recipe);  // the resolved tile against the V blocks
     if (recipe.split_kv_sms > 0) {
-        const int splits = torch_flash_splits(shape.heads, shape.n_q, shape.n_kv, shape.d, recipe.split_kv_sms);
-        if (splits > 1)
-            throw Error(fmt::format(
-                "recipe '{}': PyTorch's flash would split this shape's keys {} ways on a GPU of {} SMs ({} heads x {} "
-                "query blocks of 64 is under 0.8 x {}); the split-KV kernel is not modelled (the setting "
-                "split_kv_sms=0 "
-                "runs the non-split kernel's bits, what PyTorch runs for {} or more heads x query blocks)",
-                recipe.name, splits, recipe.split_kv_sms, shape.heads, (shape.n_q + 63) / 64, 2 * recipe.split_kv_sms,
-                static_cast<int>(std::ceil(0.8 * 2 * recipe.split_kv_sms))));
+        ctx.splits = torch_flash_splits(shape.heads, shape.n_q, shape.n_kv, shape.d, recipe.split_kv_sms);
+        if (ctx.splits > 1 && (recipe.epilogue != Epilogue::torch_flash || recipe.softmax != SoftmaxKind::online))
+            throw Error(
+                fmt::format("recipe '{}': split_kv_sms is PyTorch's flash path: it needs epilogue=torch-flash "
+                            "and the online softmax",
+                            recipe.name));
     }
     const float scale = static_cast<float>(shape.scale);
     ctx.scale_log2 = recipe.scale_log2 == ScaleLog2::f64

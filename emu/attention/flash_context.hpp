@@ -32,6 +32,11 @@ struct FlashContext {
     Exp2Kind exp2 = Exp2Kind::software;
     steps::OnlineSoftmax softmax{};
     torch_eager::TorchSoftmax torch{};  // the online-torch softmax's choices
+    // PyTorch's split-KV path (flash_split_kv.hpp): how many splits the shape takes (1: none),
+    // and within a split's pass, its keys and its epilogue (O in float32, -inf for an empty row).
+    int splits = 1;
+    Span split_keys{0, ~std::uint64_t{0}};
+    bool split_pass = false;
 
     /// Keys [0, visible(i)) are seen by query row i (bottom-right causal alignment).
     std::uint64_t visible(std::uint64_t i) const;

@@ -8,6 +8,7 @@
 #include "emu/attention/attention_steps.hpp"
 #include "emu/attention/flash_attention.hpp"
 #include "emu/attention/flash_context.hpp"
+#include "emu/attention/flash_split_kv.hpp"
 #include "emu/attention/run_cache.hpp"
 #include "emu/attention/tile_product.hpp"
 #include "lib/error.hpp"
@@ -153,12 +154,14 @@ void finish_torch_row(const FlashContext& ctx, const std::uint32_t* acc, const s
 }
 
 // PyTorch's flash epilogue (normalize_softmax_lse): O = acc RN(1/l), with 1/l taken as 1 when l
-// is 0 or NaN; LSE = fma(m, scale, logf(l)) from the raw max, +inf for an empty row.
+// is 0 or NaN; LSE = fma(m, scale, logf(l)) from the raw max, +inf for an empty row (-inf in a
+// split's pass, whose O_accum is o_f32).
 void finish_torch_flash_row(const FlashContext& ctx, const std::uint32_t* acc, const steps::OnlineRowState& st,
                             std::uint64_t i, ForwardResult& out) {
     const bool empty = st.l == 0.0f || st.l != st.l;
     write_output_row(ctx, acc, empty ? 1.0f : a::div(1.0f, st.l), i, out);
-    out.lse[i] = empty ? __builtin_huge_valf() : a::fma(st.m_raw, static_cast<float>(ctx.shape.scale), cuda_logf(st.l));
+    const float empty_lse = ctx.split_pass ? -__builtin_huge_valf() : __builtin_huge_valf();
+    out.lse[i] = empty ? empty_lse : a::fma(st.m_raw, static_cast<float>(ctx.shape.scale), cuda_logf(st.l));
     out.lse_log2[i] = a::mul(out.lse[i], steps::log2e);
 }
 
@@ -192,6 +195,7 @@ void online_row_block(const FlashContext& ctx, const ForwardModels& models, cons
     const bool every_tile = ctx.recipe.softmax == SoftmaxKind::online_torch;  // as the released code does
     for (const Span keys : blocks_of(ctx.shape.n_kv, ctx.recipe.block_n, ctx.recipe.kv_order)) {
         if (ctx.tile_masked(block, keys) && !every_tile) continue;
+        if (keys.begin < ctx.split_keys.begin || keys.begin >= ctx.split_keys.end) continue;  // another split's
         online_tile(ctx, models, h, b, keys);
     }
     finish_block(ctx, b, head, out);
@@ -277,7 +281,24 @@ void check_sizes(const AttentionShape& s, const AttentionOperands& in, bool back
     if (backward) check(in.d_o, s.heads * s.n_q * s.d_v, "do");
 }
 
+ForwardResult run_forward(const FlashContext& ctx, const AttentionOperands& given, const ForwardOptions& options);
+
+// PyTorch's split-KV path: each split's pass on the split kernel's tiles, then the combine.
+ForwardResult run_split_forward(const FlashContext& ctx, const AttentionOperands& in, const ForwardOptions& options) {
+    FlashContext split = ctx;
+    const SplitKvTiles tiles = split_kv_tiles(ctx.shape.d);
+    split.recipe.block_m = tiles.block_m, split.recipe.block_n = tiles.block_n;
+    split.split_pass = true;
+    std::vector<ForwardResult> passes;
+    for (int s = 0; s < ctx.splits; ++s) {
+        split.split_keys = split_keys(ctx.shape.n_kv, tiles.block_n, ctx.splits, s);
+        passes.push_back(run_forward(split, in, options));
+    }
+    return combine_splits(ctx, passes);
+}
+
 ForwardResult run_forward(const FlashContext& ctx, const AttentionOperands& given, const ForwardOptions& options) {
+    if (ctx.splits > 1 && !ctx.split_pass) return run_split_forward(ctx, given, options);
     const AttentionRecipe& recipe = ctx.recipe;
     // Q and K as the score product takes them (block-quantized under qk_quant); a run cache then
     // keys its scores by these bits

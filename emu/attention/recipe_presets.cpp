@@ -116,9 +116,9 @@ AttentionRecipe fa2_bf16_torch() {
 // its op order read from the SASS torch 2.15 ships, docs/gpu.md): KV blocks in reverse; c =
 // RN(scale log2 e) in double; p = exp2f(RN(RN(s c) - RN(m c))); alpha = exp2f(RN(RN(m_old - m) c));
 // four lanes' partial row sums with a fused multiply-add; O = acc RN(1/l); LSE = fma(m, scale,
-// logf(l)). exp2f and logf use proxies for MUFU.EX2 and MUFU.LG2 until a capture exists, so the
-// recipe is not yet bit-exact with the GPU. Shapes PyTorch would split across KV on an H100 SXM
-// (132 SMs) are refused: the split kernel and its combine are not modelled.
+// logf(l)), exp2f and logf on an H100's MUFU. Shapes PyTorch splits across KV on an H100 SXM (132
+// SMs) run its split kernel and combine (flash_split_kv.hpp). Bit-exact with PyTorch's flash
+// forward on an H100 in every captured case, split or not (docs/gpu.md).
 AttentionRecipe torch_flash_sm90() {
     AttentionRecipe r;
     r.name = "torch-flash-sm90";

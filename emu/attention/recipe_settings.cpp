@@ -153,7 +153,8 @@ const std::vector<Setting>& settings() {
         named_setting<&R::diagonal_fix, switch_names>("diagonal_fix"),
         format_setting<&R::o_format>("o_format", "a format"),
         named_setting<&R::epilogue, epilogue_names>("epilogue"),
-        integer_setting<&R::split_kv_sms, 0, 1024>("split_kv_sms", "SMs whose split-KV choice is refused (0: none)"),
+        integer_setting<&R::split_kv_sms, 0, 1024>(
+            "split_kv_sms", "SMs of the GPU whose split-KV choice PyTorch's flash path follows (0: never split)"),
         format_setting<&R::o_accumulator>("o_accumulator", "a format (the running O)"),
         named_setting<&R::delta, delta_names>("delta"),
         format_setting<&R::delta_format>("delta_format", "a format (dO * O and delta, float32 sums)"),

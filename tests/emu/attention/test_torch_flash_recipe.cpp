@@ -1,8 +1,9 @@
 // The recipe torch-flash-sm90 (PyTorch's flash forward as its sm_90 SASS shows it, docs/gpu.md):
 // each of its choices does what the SASS does, checked against the formula written out here;
 // switched back to FlashAttention-2's defaults it is fa2-bf16 in reverse order, bit for bit, and
-// each choice alone changes bits (none is vacuous); the split-KV decision is num_splits_heuristic's;
-// what is not modelled (the split path, the backward pass) is refused, not approximated.
+// each choice alone changes bits (none is vacuous); the split-KV decision is num_splits_heuristic's,
+// and the split path (flash_split_kv.hpp) runs its splits and combine; the backward pass, not
+// modelled, is refused, not approximated.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -161,7 +162,7 @@ TEST_CASE("torch-flash-sm90 with FlashAttention-2's defaults is fa2-bf16 in reve
     }
 }
 
-TEST_CASE("torch-flash-sm90: tiles by head dimension, PyTorch's split-KV decision, what is refused",
+TEST_CASE("torch-flash-sm90: tiles by head dimension, PyTorch's split-KV decision and path, what is refused",
           "[flash][torch-flash]") {
     const AttentionRecipe r = find_recipe("torch-flash-sm90");
     CHECK(resolved_block_n(r, 64) == 128);
@@ -175,10 +176,19 @@ TEST_CASE("torch-flash-sm90: tiles by head dimension, PyTorch's split-KV decisio
     CHECK(torch_flash_splits(16, 1024, 1024, 128, 132) == 1);
     CHECK(torch_flash_splits(13, 1024, 1024, 128, 132) == 1);  // 208 < 211.2, but 13 x 16 x s waves
     CHECK(torch_flash_splits(2, 128, 128, 64, 132) == 1);      // one block of 256 keys
+    // The split path: another kernel (64 x 128 tiles, a combine), so other bits, the same values
+    // within a few ulps; the same bits on any thread count.
     const AttentionShape split = shape(2, 1000, 128);
     const AttentionOperands in = random_operands(split, bf16, 3);
-    CHECK_THROWS_WITH(flash_forward(r, split, in), Catch::Contains("split this shape's keys 8 ways"));
-    CHECK_NOTHROW(flash_forward(with(r, {"split_kv_sms=0"}), split, in));
+    const ForwardResult s1 = flash_forward(r, split, in, 1), s2 = flash_forward(r, split, in, 2);
+    const ForwardResult unsplit = flash_forward(with(r, {"split_kv_sms=0"}), split, in);
+    CHECK(same_bits(s1.o, s2.o));
+    CHECK(same_bits(s1.lse, s2.lse));
+    CHECK_FALSE(same_bits(s1.o, unsplit.o));
+    CHECK_FALSE(same_bits(s1.lse, unsplit.lse));
+    for (std::size_t i = 0; i < s1.lse.size(); ++i) CHECK(std::fabs(s1.lse[i] - unsplit.lse[i]) < 1e-5f);
+    CHECK_THROWS_WITH(flash_forward(with(find_recipe("fa2-bf16"), {"split_kv_sms=132"}), split, in),
+                      Catch::Contains("epilogue=torch-flash"));
     const AttentionShape small = shape(1, 64, 64);
     AttentionOperands b = random_operands(small, bf16, 4);
     b.d_o = b.q;
