@@ -11,7 +11,17 @@ ships, and checks the op order the torch-flash-sm90 recipe models (docs/gpu.md):
   casts       F2FP.BF16.F32.PACK_AB (round to nearest even)
 
 The kernel: pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<128, 128, 64, 4>> in BF16,
-not causal, even M, N and K. cuobjdump and nvdisasm come from PATH or from the
+not causal, even M, N and K. And the split-KV combine kernel
+(flash_fwd_splitkv_combine_kernel<Flash_fwd_kernel_traits<128, 64, 128, 4>, 4, 3, true>, BF16: 8
+splits of D = 128) that emu/attention/flash_split_kv.hpp models:
+
+  expf        libdevice's: FFMA.SAT by 0x3bbb989d (log2e / 252) + 0.5, FFMA.RM by 252 into
+              12582913, FADD -12583039, FFMA by 1.4426950216293334961 and 1.925963033500011079e-08,
+              MUFU.EX2, FMUL
+  logf        libdevice's: the 2/3 reduction (0x3f2aaaab), the degree-8 polynomial from 0x3e055027,
+              FFMA by 0.69314718246459960938
+  reductions  FMNMX and FADD over shuffles with offsets 4, 2, 1 (8 lanes)
+  O           an FFMA chain, then F2FP.BF16.F32.PACK_AB cuobjdump and nvdisasm come from PATH or from the
 nvidia-cuda-cuobjdump / nvidia-cuda-nvdisasm Python packages.
 
     torch_flash_sass.py [--library libtorch_cuda.so] [--out FILE.json] [--sass FILE.sass]
@@ -31,6 +41,8 @@ import tempfile
 KERNEL = ("_ZN13pytorch_flash16flash_fwd_kernelI23Flash_fwd_kernel_traitsILi128ELi128ELi64ELi4ELb0ELb0E"
           "N7cutlass10bfloat16_tE19Flash_kernel_traitsILi128ELi128ELi64ELi4ES3_EELb0ELb0ELb0ELb0ELb1ELb1ELb0ELb0EEEv"
           "NS_16Flash_fwd_paramsE")
+COMBINE = ("_ZN13pytorch_flash32flash_fwd_splitkv_combine_kernelI23Flash_fwd_kernel_traitsILi128ELi64ELi128ELi4ELb0ELb0E"
+           "N7cutlass10bfloat16_tE19Flash_kernel_traitsILi128ELi64ELi128ELi4ES3_EELi4ELi3ELb1EEEvNS_16Flash_fwd_paramsE")
 SKIP = 77
 
 
@@ -54,12 +66,12 @@ def torch_library():
     return p if p.exists() else None
 
 
-def kernel_sass(library, cuobjdump, nvdisasm):
-    """The kernel's SASS lines, from the one sm_90 cubin of `library` that holds it."""
+def kernel_sass(library, cuobjdump, nvdisasm, kernel=KERNEL):
+    """The kernel's SASS lines, from the first sm_90 cubin of `library` that holds it."""
     with tempfile.TemporaryDirectory() as tmp:
         subprocess.run([cuobjdump, "-xelf", "all", "-arch", "sm_90", str(library)], cwd=tmp, check=True,
                        capture_output=True)
-        needle = KERNEL.encode()
+        needle = kernel.encode()
         cubins = [p for p in sorted(pathlib.Path(tmp).glob("*.cubin")) if needle in p.read_bytes()]
         if not cubins:
             return None
@@ -67,7 +79,7 @@ def kernel_sass(library, cuobjdump, nvdisasm):
     lines, inside = [], False
     for line in text.splitlines():
         if line.startswith(".text."):
-            inside = line.startswith(f".text.{KERNEL}:")
+            inside = line.startswith(f".text.{kernel}:")
             continue
         if inside and re.search(r"/\*[0-9a-f]+\*/", line):
             lines.append(re.sub(r"\s+", " ", line.split("*/", 1)[1]).strip(" ;"))
@@ -136,6 +148,43 @@ def verdict(f):
     return bad
 
 
+COMBINE_CONSTANTS = {
+    "expf": ["0x3bbb989d", "0x437c0000", "12582913", "-12583039", "1.4426950216293334961", "1.925963033500011079e-08"],
+    "logf": ["0x3f2aaaab", "0x3e055027", "0.14084610342979431152", "-0.12148627638816833496",
+             "0.13980610668659210205", "-0.16684235632419586182", "0.20012299716472625732",
+             "-0.24999669194221496582", "0.33333182334899902344", "0.69314718246459960938"],
+}
+
+
+def analyse_combine(sass):
+    text = "\n".join(sass)
+    facts = {"instructions": len(sass),
+             "missing_constants": {k: [c for c in cs if c not in text] for k, cs in COMBINE_CONSTANTS.items()},
+             "ffma_sat": sum(s.startswith("FFMA.SAT") for s in sass), "ffma_rm": sum(s.startswith("FFMA.RM") for s in sass),
+             "mufu_ex2": sum("MUFU.EX2" in s for s in sass), "mufu_lg2": sum("MUFU.LG2" in s for s in sass),
+             "f2fp_bf16": sum("F2FP.BF16.F32.PACK_AB" in s for s in sass)}
+    shuffles = [(re.search(r"SHFL\.BFLY PT, R\d+, R\d+, (0x\d+)", s).group(1)) for s in sass if "SHFL.BFLY" in s]
+    facts["shuffle_offsets"] = shuffles
+    return facts
+
+
+def verdict_combine(f):
+    bad = []
+    for name, missing in f["missing_constants"].items():
+        if missing:
+            bad.append(f"combine {name}: constants {missing} not found (libdevice's {name} changed)")
+    if f["ffma_sat"] < 2 or f["ffma_rm"] < 2 or f["mufu_ex2"] < 2:
+        bad.append(f"combine expf: {f['ffma_sat']} FFMA.SAT, {f['ffma_rm']} FFMA.RM, {f['mufu_ex2']} MUFU.EX2 "
+                   "(expected the sum's and the scales' expf)")
+    if f["mufu_lg2"]:
+        bad.append(f"combine logf: {f['mufu_lg2']} MUFU.LG2 (expected the software logf, no MUFU)")
+    if f["shuffle_offsets"][:6] != ["0x4", "0x2", "0x1", "0x4", "0x2", "0x1"]:
+        bad.append(f"combine reductions: shuffle offsets {f['shuffle_offsets'][:8]} (expected 4, 2, 1 twice)")
+    if f["f2fp_bf16"] == 0:
+        bad.append("combine: no F2FP.BF16.F32.PACK_AB")
+    return bad
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--library", help="libtorch_cuda.so (default: the installed torch's)")
@@ -156,6 +205,12 @@ def main(argv=None):
         return 1
     facts = analyse(sass)
     bad = verdict(facts)
+    combine = kernel_sass(library, cuobjdump, nvdisasm, COMBINE)
+    if not combine:
+        bad.append(f"no sm_90 {COMBINE[:60]}...: the split-KV combine kernel changed or moved")
+    else:
+        facts["combine"] = analyse_combine(combine)
+        bad += verdict_combine(facts["combine"])
     if a.sass:
         pathlib.Path(a.sass).write_text("\n".join(sass) + "\n")
     if a.out:
