@@ -159,6 +159,18 @@ OutputComparison merge_output(const std::vector<const OutputComparison*>& parts,
     return c;
 }
 
+// Each output's comparison, and their bit counts added.
+KernelComparison comparison_of(const emu::AttentionShape& shape, const std::vector<OutputSides>& sides,
+                               std::size_t worst_count) {
+    KernelComparison r{shape, {}, 0, 0};
+    for (const OutputSides& s : sides) {
+        r.outputs.push_back(compare_output(s, worst_count));
+        r.matched += r.outputs.back().matched;
+        r.total += r.outputs.back().total;
+    }
+    return r;
+}
+
 }  // namespace
 
 void check_kernel_outputs(const TensorFile& file, const emu::AttentionInputs& in, const emu::AttentionRecipe& recipe) {
@@ -210,13 +222,7 @@ KernelComparison compare_kernel_head(const TensorFile& file, const emu::Attentio
             if (grads[g]) sides.push_back({grads[g], first[g], recipe.grad_format, *emulated[g], truths[g]});
     }
 
-    KernelComparison r{run.shape, {}, 0, 0};
-    for (const OutputSides& s : sides) {
-        r.outputs.push_back(compare_output(s, worst_count));
-        r.matched += r.outputs.back().matched;
-        r.total += r.outputs.back().total;
-    }
-    return r;
+    return comparison_of(run.shape, sides, worst_count);
 }
 
 KernelComparison compare_kernel_rows(const TensorFile& file, const emu::AttentionInputs& in, std::uint64_t head,
@@ -236,13 +242,7 @@ KernelComparison compare_kernel_rows(const TensorFile& file, const emu::Attentio
     std::vector<OutputSides> sides;
     if (o) sides.push_back({o, head * in.n_q * in.d_v, recipe.o_format, run.forward.o, &truth.o, rows, in.d_v});
     if (lse) sides.push_back({lse, head * in.n_q, &emu::f32, float_bits(run.forward.lse), &truth.lse, rows, 1});
-    KernelComparison r{run.shape, {}, 0, 0};
-    for (const OutputSides& s : sides) {
-        r.outputs.push_back(compare_output(s, worst_count));
-        r.matched += r.outputs.back().matched;
-        r.total += r.outputs.back().total;
-    }
-    return r;
+    return comparison_of(run.shape, sides, worst_count);
 }
 
 KernelComparison merge_heads(const std::vector<KernelComparison>& heads, const emu::AttentionShape& shape,

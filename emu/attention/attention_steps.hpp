@@ -204,6 +204,14 @@ struct ForwardCounts {
     std::uint64_t skip_keys = 0;           // keys [0, skip_keys) are not counted (an attention sink)
 };
 
+/// c's counts added into `to` (skip_keys, a setting, is left as it is).
+inline void add_counts(ForwardCounts& to, const ForwardCounts& c) {
+    to.p_bar_one += c.p_bar_one, to.p_nonzero += c.p_nonzero, to.p_underflow += c.p_underflow;
+    to.p_saturated += c.p_saturated, to.repeated_max_rows += c.repeated_max_rows;
+    to.tied_rows += c.tied_rows, to.tie_dominated_rows += c.tie_dominated_rows, to.tie_share_sum += c.tie_share_sum;
+    to.one_key_rows += c.one_key_rows;
+}
+
 /// A row's keys whose P-bar is 1 after the cast to P's format (ties at the running max) and the
 /// P-bar mass they and the whole row hold, in exact sums relative to the running max (Qiu &
 /// Yao's mechanism acts where the tied keys hold all but less than half a BF16 ulp of the row).

@@ -262,13 +262,6 @@ void naive_row_block(const FlashContext& ctx, const ForwardModels& models, const
     counts = b.counts;
 }
 
-void add_counts(ForwardCounts& to, const ForwardCounts& c) {
-    to.p_bar_one += c.p_bar_one, to.p_nonzero += c.p_nonzero, to.p_underflow += c.p_underflow;
-    to.p_saturated += c.p_saturated, to.repeated_max_rows += c.repeated_max_rows;
-    to.tied_rows += c.tied_rows, to.tie_dominated_rows += c.tie_dominated_rows, to.tie_share_sum += c.tie_share_sum;
-    to.one_key_rows += c.one_key_rows;
-}
-
 void check_sizes(const AttentionShape& s, const AttentionOperands& in, bool backward) {
     auto check = [](const std::vector<std::uint32_t>& x, std::uint64_t want, const char* name) {
         if (x.size() != want)
@@ -337,8 +330,8 @@ ForwardResult run_forward(const FlashContext& ctx, const AttentionOperands& give
     });
     out.head_counts.assign(shape.heads, ForwardCounts{});
     for (std::size_t task = 0; task < counts.size(); ++task) {
-        add_counts(out.counts, counts[task]);
-        add_counts(out.head_counts[task / row_blocks.size()], counts[task]);
+        steps::add_counts(out.counts, counts[task]);
+        steps::add_counts(out.head_counts[task / row_blocks.size()], counts[task]);
     }
     return out;
 }

@@ -39,13 +39,6 @@ float butterfly(std::vector<float> x, Op op) {
     return x[0];
 }
 
-void add_counts(ForwardCounts& to, const ForwardCounts& c) {
-    to.p_bar_one += c.p_bar_one, to.p_nonzero += c.p_nonzero, to.p_underflow += c.p_underflow;
-    to.p_saturated += c.p_saturated, to.repeated_max_rows += c.repeated_max_rows;
-    to.tied_rows += c.tied_rows, to.tie_dominated_rows += c.tie_dominated_rows, to.tie_share_sum += c.tie_share_sum;
-    to.one_key_rows += c.one_key_rows;
-}
-
 }  // namespace
 
 SplitKvTiles split_kv_tiles(std::uint64_t d) { return {64, d <= 64 ? 256 : d <= 128 ? 128 : 64}; }
@@ -98,9 +91,9 @@ ForwardResult combine_splits(const FlashContext& ctx, const std::vector<ForwardR
     }
     out.head_counts.assign(sh.heads, ForwardCounts{});
     for (const ForwardResult& s : splits) {
-        add_counts(out.counts, s.counts);
+        steps::add_counts(out.counts, s.counts);
         for (std::uint64_t h = 0; h < sh.heads && h < s.head_counts.size(); ++h)
-            add_counts(out.head_counts[h], s.head_counts[h]);
+            steps::add_counts(out.head_counts[h], s.head_counts[h]);
     }
     return out;
 }
