@@ -263,7 +263,8 @@ void add_report_command(CLI::App& app) {
         ->check(finite_in(0, 1e6))
         ->capture_default_str();
     cmd->add_option("--rows", a->rows,
-                    "Sample this many query rows of each head (at least 32; the figures are over them, each with its "
+                    "Sample this many query rows of each head (default: every row; at least 32; the figures are over "
+                    "them, each with its "
                     "sampling error); a head with no more rows runs whole")
         ->check(integer_in(32, std::int64_t{1} << 40));
     cmd->add_option("--seed", a->seed, "Seed of the row sample (--rows)")->check(seed_value())->capture_default_str();
