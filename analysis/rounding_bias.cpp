@@ -10,6 +10,7 @@
 #include "emu/attention/attention_operands.hpp"
 #include "emu/attention/attention_steps.hpp"
 #include "emu/attention/flash_attention.hpp"
+#include "emu/attention/flash_context.hpp"
 #include "emu/batch/tensor_cast.hpp"
 #include "emu/batch/tensor_decode.hpp"
 #include "emu/numbers/unpack.hpp"
@@ -54,8 +55,8 @@ std::vector<double> delta_errors(const emu::AttentionRecipe& r, const emu::Atten
         return diff;
     }
     for (std::uint64_t i = 0; i < rows; ++i)
-        diff[i] = static_cast<double>(emu::steps::delta_rowsum(x.d_o.data() + i * dv, *r.input, o.bits.data() + i * dv,
-                                                               *o.format, static_cast<int>(dv), *r.delta_format)) -
+        diff[i] = static_cast<double>(emu::recipe_delta_row(r, x.d_o.data() + i * dv, o.bits.data() + i * dv, *o.format,
+                                                            static_cast<int>(dv))) -
                   truth.delta[i];
     return diff;
 }

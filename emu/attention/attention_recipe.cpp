@@ -45,6 +45,12 @@ void validate(const AttentionRecipe& r) {
         fail("row_sum_format",
              "the online softmax keeps its row sum in float32; row_sum_format is a choice of the "
              "naive and online-torch softmax");
+    if (r.softmax == SoftmaxKind::compiled_torch && r.row_sum_format != nullptr)
+        fail("row_sum_format", "the compiled softmax never stores its row sum (it stays in float32)");
+    if (r.softmax == SoftmaxKind::compiled_torch && r.p_scale != 1.0f)
+        fail("p_scale", "the compiled softmax casts P-bar unscaled (p_scale 1)");
+    if (r.delta_sum != DeltaSum::sequential && !(*r.delta_format == f32))
+        fail("delta_sum", "the lanes' order is that of a float32 sum (delta_format f32)");
     if (r.rescale_arg == RescaleArg::raw && r.max_adjust)
         fail("rescale_arg", "the raw maxima and the max adjustment exclude each other");
     if (r.epilogue == Epilogue::torch_flash && (r.p_scale != 1.0f || !(*r.o_accumulator == f32)))

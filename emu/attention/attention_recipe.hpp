@@ -27,6 +27,8 @@ enum class SoftmaxKind : std::uint8_t {
     online_torch,     // online, as a flash attention in PyTorch tensor ops under autocast runs
                       // it: S, the row max and sum stored in softmax_format, natural exp in
                       // float32 (torch_softmax.hpp); the emulator's only
+    compiled_torch,   // the same code under torch.compile on an AVX-512 CPU: intermediates in
+                      // float32, SLEEF's exp and log, one KV tile (compiled_torch_softmax.hpp)
 };
 
 enum class KvOrder : std::uint8_t { forward, reverse };
@@ -59,6 +61,13 @@ enum class DeltaKind : std::uint8_t {
     stored_o,  // O as the forward pass stored it (o_format), as FlashAttention-2 does
     f32_o,     // O in float32, before its cast
     p_dp,      // rowsum(P * dP) from the backward pass's own P and dP
+};
+
+/// The order of delta's float32 sum over the head dimension.
+enum class DeltaSum : std::uint8_t {
+    sequential,  // c = 0, 1, ...
+    lanes16,     // Inductor's AVX-512 reduction over 16 float lanes, then their tree
+    lanes32,     // the same over 32 lanes (a loop that loads BF16) folded to 16 (inductor_cpu_math.hpp)
 };
 
 struct AttentionRecipe {
@@ -100,10 +109,11 @@ struct AttentionRecipe {
                                          // block's P V and the rescaled O are rounded to it
                                          // (a flash attention written in PyTorch on BF16 tensors)
     DeltaKind delta = DeltaKind::stored_o;
-    const Format* delta_format = &f32;  // delta from O: each dO * O and the sum rounded to it
-                                        // (float32 accumulation), as PyTorch's BF16 ops do
-    const Format* ds_format = &bf16;    // dS and P are cast to it before dK, dQ and dV
-    const Format* grad_format = &bf16;  // dQ, dK, dV as written
+    const Format* delta_format = &f32;          // delta from O: each dO * O and the sum rounded to it
+                                                // (float32 accumulation), as PyTorch's BF16 ops do
+    DeltaSum delta_sum = DeltaSum::sequential;  // with delta_format f32 (host only)
+    const Format* ds_format = &bf16;            // dS and P are cast to it before dK, dQ and dV
+    const Format* grad_format = &bf16;          // dQ, dK, dV as written
 };
 
 /// The named presets, in a fixed order.

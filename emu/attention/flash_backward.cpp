@@ -112,7 +112,7 @@ BackwardResult flash_backward(const AttentionRecipe& recipe, const AttentionShap
     const FlashContext ctx = flash_context(recipe, shape);
     if (shape.query_rows)
         throw Error("a sample of query rows has no backward pass: dK and dV need every row (delta needs only its own)");
-    if (recipe.softmax != SoftmaxKind::online && recipe.softmax != SoftmaxKind::online_torch)
+    if (recipe.softmax == SoftmaxKind::naive || recipe.softmax == SoftmaxKind::naive_unshifted)
         throw Error(fmt::format("recipe '{}': the backward pass needs an online softmax", recipe.name));
     if (recipe.epilogue == Epilogue::torch_flash)
         throw Error(fmt::format("recipe '{}': PyTorch's flash forward is modelled, its backward is not", recipe.name));

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "emu/attention/attention_steps.hpp"
+#include "emu/attention/inductor_cpu_math.hpp"
 #include "emu/batch/tensor_cast.hpp"
 #include "emu/block/block_quantize.hpp"
 #include "emu/numbers/round.hpp"
@@ -48,6 +49,9 @@ FlashContext flash_context(const AttentionRecipe& recipe, const AttentionShape& 
                             "and the online softmax",
                             recipe.name));
     }
+    if (recipe.softmax == SoftmaxKind::compiled_torch && shape.n_kv > static_cast<std::uint64_t>(ctx.recipe.block_n))
+        throw Error(fmt::format("recipe '{}': the compiled softmax models one KV bucket; {} keys exceed block_n = {}",
+                                recipe.name, shape.n_kv, ctx.recipe.block_n));
     const float scale = static_cast<float>(shape.scale);
     ctx.scale_log2 = recipe.scale_log2 == ScaleLog2::f64
                          ? static_cast<float>(static_cast<double>(scale) * 1.4426950408889634074)  // M_LOG2E
@@ -101,6 +105,17 @@ const MmaModel& model_for(const AttentionRecipe& r, const Format& x, const Forma
     return *m;
 }
 
+float recipe_delta_row(const AttentionRecipe& recipe, const std::uint32_t* d_o, const std::uint32_t* o,
+                       const Format& o_format, int n) {
+    if (recipe.delta_sum == DeltaSum::sequential)
+        return steps::delta_rowsum(d_o, *recipe.input, o, o_format, n, *recipe.delta_format);
+    std::vector<float> products(static_cast<std::size_t>(n));
+    for (int c = 0; c < n; ++c)  // float32 products, as Inductor's (exact for BF16 dO and O)
+        products[c] = f32_arith::mul(static_cast<float>(decode(*recipe.input, d_o[c])),
+                                     static_cast<float>(decode(o_format, o[c])));
+    return inductor::lane_sum(products.data(), products.size(), recipe.delta_sum == DeltaSum::lanes32 ? 32 : 16);
+}
+
 std::vector<float> delta_from_o(const FlashContext& ctx, const AttentionOperands& in, const ForwardResult& forward) {
     const AttentionShape& sh = ctx.shape;
     const bool stored = ctx.recipe.delta == DeltaKind::stored_o;
@@ -109,9 +124,8 @@ std::vector<float> delta_from_o(const FlashContext& ctx, const AttentionOperands
     for (std::uint64_t i = 0; i < delta.size(); ++i) {
         for (std::uint64_t c = 0; c < sh.d_v; ++c)
             o[c] = stored ? forward.o[i * sh.d_v + c] : bits_of(forward.o_f32[i * sh.d_v + c]);
-        delta[i] = steps::delta_rowsum(in.d_o.data() + i * sh.d_v, *ctx.recipe.input, o.data(),
-                                       stored ? *ctx.recipe.o_format : f32, static_cast<int>(sh.d_v),
-                                       *ctx.recipe.delta_format);
+        delta[i] = recipe_delta_row(ctx.recipe, in.d_o.data() + i * sh.d_v, o.data(),
+                                    stored ? *ctx.recipe.o_format : f32, static_cast<int>(sh.d_v));
     }
     return delta;
 }

@@ -69,8 +69,14 @@ std::vector<std::uint32_t> block_fake_quantized(const std::vector<std::uint32_t>
                                                 std::vector<std::uint64_t> dims, int axis, const BlockFormat& format,
                                                 int block, const Format& to, const char* what);
 
+/// One row's delta = rowsum(dO * O) from n elements of dO (the recipe's input format) and of O
+/// (o_format), summed as the recipe says: steps::delta_rowsum, or under delta_sum=lanes16|32
+/// the float32 products in Inductor's lanes (inductor::lane_sum).
+float recipe_delta_row(const AttentionRecipe& recipe, const std::uint32_t* d_o, const std::uint32_t* o,
+                       const Format& o_format, int n);
+
 /// delta = rowsum(dO * O) of every query (all heads), from O as stored or in float32 as the
-/// recipe says (steps::delta_rowsum).
+/// recipe says (recipe_delta_row).
 std::vector<float> delta_from_o(const FlashContext& ctx, const AttentionOperands& in, const ForwardResult& forward);
 
 /// The bits `x` of format `from` in format `to` (Error naming `what` unless every value is exact).

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "emu/attention/attention_steps.hpp"
+#include "emu/attention/compiled_torch_softmax.hpp"
 #include "emu/attention/flash_attention.hpp"
 #include "emu/attention/flash_context.hpp"
 #include "emu/attention/flash_split_kv.hpp"
@@ -83,7 +84,8 @@ std::vector<std::uint32_t> score_tile(const FlashContext& ctx, const detail::Til
 // under online-torch that of PyTorch tensor ops, whose every result is stored in its format).
 void online_tile(const FlashContext& ctx, const ForwardModels& models, const HeadView& h, RowBlock& b, Span keys) {
     const std::uint64_t n = keys.size(), dv = ctx.shape.d_v;
-    const bool torch = ctx.recipe.softmax == SoftmaxKind::online_torch;
+    const bool compiled = ctx.recipe.softmax == SoftmaxKind::compiled_torch;
+    const bool torch = compiled || ctx.recipe.softmax == SoftmaxKind::online_torch;
     const Format& running = *ctx.recipe.o_accumulator;
     const std::vector<std::uint32_t> s = score_tile(ctx, models.score, h, b.rows, keys);
     std::vector<std::uint32_t> p_cast(b.rows.size() * n);
@@ -92,10 +94,13 @@ void online_tile(const FlashContext& ctx, const ForwardModels& models, const Hea
         const int in_tile = visible <= keys.begin ? 0 : static_cast<int>(std::min(visible - keys.begin, n));
         const std::uint32_t* scores = s.data() + row * n;
         std::uint32_t* p = p_cast.data() + row * n;
-        const float factor = torch ? torch_eager::row_step(ctx.torch, scores, static_cast<int>(n), in_tile,
-                                                           b.state[row], p, &b.counts, keys.begin, &b.ties[row])
-                                   : steps::online_row_step(ctx.softmax, scores, static_cast<int>(n), in_tile,
-                                                            b.state[row], p, &b.counts, keys.begin, &b.ties[row]);
+        const int width = static_cast<int>(n);
+        const float factor = compiled ? torch_compiled::row_step(ctx.torch, scores, width, in_tile, b.state[row], p,
+                                                                 &b.counts, keys.begin, &b.ties[row])
+                             : torch  ? torch_eager::row_step(ctx.torch, scores, width, in_tile, b.state[row], p,
+                                                              &b.counts, keys.begin, &b.ties[row])
+                                      : steps::online_row_step(ctx.softmax, scores, width, in_tile, b.state[row], p,
+                                                               &b.counts, keys.begin, &b.ties[row]);
         for (std::uint64_t c = 0; c < dv; ++c) {
             const float rescaled = a::mul(float_from_bits(b.acc[row * dv + c]), factor);
             b.acc[row * dv + c] = bits_of(torch ? torch_eager::stored(rescaled, running) : rescaled);
@@ -140,7 +145,8 @@ void write_output_row(const FlashContext& ctx, const std::uint32_t* acc, float f
     }
 }
 
-// Under online-torch: O.div_(l) in float32, stored in the O format; LSE = ln l + m (float32).
+// Under online-torch: O.div_(l) in float32, stored in the O format; LSE = ln l + m (float32), the
+// log SLEEF's under compiled-torch.
 void finish_torch_row(const FlashContext& ctx, const std::uint32_t* acc, const steps::OnlineRowState& st,
                       std::uint64_t i, ForwardResult& out) {
     const std::uint64_t dv = ctx.shape.d_v;
@@ -149,7 +155,9 @@ void finish_torch_row(const FlashContext& ctx, const std::uint32_t* acc, const s
         out.o_f32[i * dv + c] = o;
         out.o[i * dv + c] = static_cast<std::uint32_t>(cast_from_f32(o, *ctx.recipe.o_format, CastOptions{}));
     }
-    out.lse[i] = st.l == 0.0f ? steps::minus_infinity() : a::add(std::log(st.l), st.m);
+    const bool compiled = ctx.recipe.softmax == SoftmaxKind::compiled_torch;
+    const float log_l = compiled ? inductor::logf(st.l) : std::log(st.l);
+    out.lse[i] = st.l == 0.0f ? steps::minus_infinity() : a::add(log_l, st.m);
     out.lse_log2[i] = a::mul(out.lse[i], steps::log2e);
 }
 
@@ -170,7 +178,7 @@ void finish_block(const FlashContext& ctx, const RowBlock& b, std::uint64_t head
     const AttentionRecipe& r = ctx.recipe;
     for (std::uint64_t row = 0; row < b.rows.size(); ++row) {
         const std::uint64_t i = head * ctx.shape.n_q + b.rows.begin + row;
-        if (r.softmax == SoftmaxKind::online_torch) {
+        if (r.softmax == SoftmaxKind::online_torch || r.softmax == SoftmaxKind::compiled_torch) {
             finish_torch_row(ctx, b.acc.data() + row * ctx.shape.d_v, b.state[row], i, out);
             continue;
         }
@@ -192,7 +200,8 @@ void online_row_block(const FlashContext& ctx, const ForwardModels& models, cons
                       Span block, Span rows, ForwardResult& out, ForwardCounts& counts) {
     RowBlock b(rows, ctx.shape.d_v);
     b.counts.skip_keys = counts.skip_keys;
-    const bool every_tile = ctx.recipe.softmax == SoftmaxKind::online_torch;  // as the released code does
+    const bool every_tile = ctx.recipe.softmax == SoftmaxKind::online_torch ||
+                            ctx.recipe.softmax == SoftmaxKind::compiled_torch;  // as the released code does
     for (const Span keys : blocks_of(ctx.shape.n_kv, ctx.recipe.block_n, ctx.recipe.kv_order)) {
         if (ctx.tile_masked(block, keys) && !every_tile) continue;
         if (keys.begin < ctx.split_keys.begin || keys.begin >= ctx.split_keys.end) continue;  // another split's
@@ -322,7 +331,7 @@ ForwardResult run_forward(const FlashContext& ctx, const AttentionOperands& give
                              in.v.data() + head * shape.n_kv * shape.d_v,
                              v_quantized.empty() ? nullptr : v_quantized.data() + head * shape.n_kv * shape.d_v,
                              scores ? scores->data() + head * shape.n_q * shape.n_kv : nullptr};
-            if (recipe.softmax == SoftmaxKind::online || recipe.softmax == SoftmaxKind::online_torch)
+            if (recipe.softmax != SoftmaxKind::naive && recipe.softmax != SoftmaxKind::naive_unshifted)
                 online_row_block(ctx, models, h, head, block, rows, out, counts[task]);
             else
                 naive_row_block(ctx, models, h, head, rows, out, counts[task]);

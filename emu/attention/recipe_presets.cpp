@@ -112,6 +112,17 @@ AttentionRecipe fa2_bf16_torch() {
     return r;
 }
 
+// fa2-bf16-torch as train.py runs it, under torch.compile (compiled_torch_softmax.hpp): Inductor
+// on an AVX-512 CPU keeps S scale, the exp argument and the row sum in float32, with SLEEF's exp
+// and log, and sums delta in its 32 lanes. One KV bucket of up to 512 keys, as the forward above.
+AttentionRecipe fa2_bf16_torch_compiled() {
+    AttentionRecipe r = fa2_bf16_torch();
+    r.name = "fa2-bf16-torch-compiled";
+    r.softmax = SoftmaxKind::compiled_torch;
+    r.delta_sum = DeltaSum::lanes32;
+    return r;
+}
+
 // PyTorch's flash forward on sm_90 (FlashAttention-2 built with UNFUSE_FMA and without fast math;
 // its op order read from the SASS torch 2.15 ships, docs/gpu.md): KV blocks in reverse; c =
 // RN(scale log2 e) in double; p = exp2f(RN(RN(s c) - RN(m c))); alpha = exp2f(RN(RN(m_old - m) c));
@@ -135,9 +146,9 @@ AttentionRecipe torch_flash_sm90() {
 
 const std::vector<AttentionRecipe>& presets() {
     static const std::vector<AttentionRecipe> all{
-        fa2_bf16(), fa2_bf16_fixed(),    fa2_bf16_o_bf16(), fa2_bf16_torch(), fa3_bf16(),
-        fa3_fp8(),  fp8_forward_order(), fp8_p_cast_only(), mxfp4_v(false),   mxfp4_v(true),
-        naive(f32), naive(f16),          torch_flash_sm90()};
+        fa2_bf16(),    fa2_bf16_fixed(), fa2_bf16_o_bf16(),   fa2_bf16_torch(),  fa2_bf16_torch_compiled(),
+        fa3_bf16(),    fa3_fp8(),        fp8_forward_order(), fp8_p_cast_only(), mxfp4_v(false),
+        mxfp4_v(true), naive(f32),       naive(f16),          torch_flash_sm90()};
     return all;
 }
 

@@ -18,10 +18,11 @@ namespace {
 
 using R = AttentionRecipe;
 
-constexpr NamedValues<SoftmaxKind, 4> softmax_names{{{{SoftmaxKind::online, "online"},
+constexpr NamedValues<SoftmaxKind, 5> softmax_names{{{{SoftmaxKind::online, "online"},
                                                       {SoftmaxKind::naive, "naive"},
                                                       {SoftmaxKind::naive_unshifted, "naive-unshifted"},
-                                                      {SoftmaxKind::online_torch, "online-torch"}}}};
+                                                      {SoftmaxKind::online_torch, "online-torch"},
+                                                      {SoftmaxKind::compiled_torch, "compiled-torch"}}}};
 constexpr NamedValues<Exp2Kind, 3> exp2_names{
     {{{Exp2Kind::software, "software"}, {Exp2Kind::hardware_approx, "ex2.approx"}, {Exp2Kind::cuda_exp2f, "exp2f"}}}};
 constexpr NamedValues<ScaleLog2, 2> scale_log2_names{{{{ScaleLog2::f32, "f32"}, {ScaleLog2::f64, "f64"}}}};
@@ -33,6 +34,8 @@ constexpr NamedValues<Epilogue, 2> epilogue_names{{{{Epilogue::fa2, "fa2"}, {Epi
 constexpr NamedValues<KvOrder, 2> order_names{{{{KvOrder::forward, "forward"}, {KvOrder::reverse, "reverse"}}}};
 constexpr NamedValues<DeltaKind, 3> delta_names{
     {{{DeltaKind::stored_o, "o-stored"}, {DeltaKind::f32_o, "o-f32"}, {DeltaKind::p_dp, "p-dp"}}}};
+constexpr NamedValues<DeltaSum, 3> delta_sum_names{
+    {{{DeltaSum::sequential, "sequential"}, {DeltaSum::lanes16, "lanes16"}, {DeltaSum::lanes32, "lanes32"}}}};
 constexpr NamedValues<bool, 2> switch_names{{{{false, "off"}, {true, "on"}}}};
 constexpr NamedValues<Product, 2> product_names{{{{Product::model, "model"}, {Product::f64, "f64"}}}};
 
@@ -158,6 +161,7 @@ const std::vector<Setting>& settings() {
         format_setting<&R::o_accumulator>("o_accumulator", "a format (the running O)"),
         named_setting<&R::delta, delta_names>("delta"),
         format_setting<&R::delta_format>("delta_format", "a format (dO * O and delta, float32 sums)"),
+        named_setting<&R::delta_sum, delta_sum_names>("delta_sum"),
         format_setting<&R::ds_format>("ds_format", "a format (dS, and P for dV)"),
         format_setting<&R::grad_format>("grad_format", "a format (dQ, dK, dV)"),
     };

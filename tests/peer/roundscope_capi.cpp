@@ -1,10 +1,12 @@
-// C entry points to the batch casts and the tensor-core models, so that tests in Python can put
-// roundscope beside peer implementations (ml_dtypes over all 2^32 float32 inputs; MMA-Sim on
-// random tiles). Test-only; not installed.
+// C entry points to the batch casts, the tensor-core models and the models of torch.compile's
+// exp and log, so that tests in Python can put roundscope beside peer implementations (ml_dtypes
+// over all 2^32 float32 inputs; MMA-Sim on random tiles; Inductor's code). Test-only; not installed.
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <thread>
 
+#include "emu/attention/inductor_cpu_math.hpp"
 #include "emu/batch/batch_cast.hpp"
 #include "emu/mma/mma_gemm.hpp"
 #include "emu/mma/mma_model.hpp"
@@ -56,6 +58,21 @@ int roundscope_mma(const char* arch, const char* instruction, const char* a_form
     const MmaModel* model = find_mma_model(arch, instruction, *fa, *fb, *fc);
     if (model == nullptr) return -1;
     mma_gemm(*model, GemmOperands{a, b, c, d, batch, m, n, k}, 0);
+    return 0;
+}
+
+/// out[i] = exp (function 0) or log (function 1) of in[i] as torch.compile's AVX-512 code
+/// computes them (inductor_cpu_math.hpp), on two threads. Returns 0, or -1 for another function.
+int roundscope_inductor_math(int function, const float* in, std::size_t n, float* out) {
+    using namespace roundscope::emu;
+    if (function != 0 && function != 1) return -1;
+    auto part = [&](std::size_t begin, std::size_t end) {
+        for (std::size_t i = begin; i < end; ++i)
+            out[i] = function == 0 ? inductor::expf(in[i]) : inductor::logf(in[i]);
+    };
+    std::thread half(part, 0, n / 2);
+    part(n / 2, n);
+    half.join();
     return 0;
 }
 }

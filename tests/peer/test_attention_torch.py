@@ -1,7 +1,8 @@
 """`roundscope attention` and `roundscope recipes` beside PyTorch: the emulated fa2-bf16 and
 fa3-fp8 outputs lie within their recipes' rounding error of PyTorch's float64 SDPA and autograd,
 the --truth errors agree with those measured here, the files carry the recipe, the bits do not
-depend on --threads, fa2-bf16-torch is the BF16-bias paper's released forward bit for bit, `bias`
+depend on --threads, fa2-bf16-torch is the BF16-bias paper's released forward bit for bit (and
+fa2-bf16-torch-compiled the same under torch.compile), `bias`
 with the layer input agrees with autograd, and bad input gives one-line errors."""
 import json
 
@@ -185,6 +186,97 @@ def test_fa2_bf16_torch_delta_is_the_compiled_sum(cli, tied, tmp_path):
     eager = (dop * out["o"]).float().sum(dim=-1)
     eager_ulps = ((eager.double() - compiled.double()).abs() / (magnitude * 2.0**-24)).max().item()
     assert compiled.dtype == torch.float32 and ulps <= 64 and eager_ulps > 1000, (ulps, eager_ulps)
+
+
+def released_bucket(q, k, v, causal, stable):
+    """One 512-key bucket of the released forward with autocast's dtypes written out (as
+    examples/train_bias.py runs it): what torch.compile is given."""
+    bf = torch.bfloat16
+    n, d = q.shape[-2], q.shape[-1]
+    masked = -torch.finfo(bf).max
+    s = torch.einsum("...id,...jd->...ij", q, k) * d**-0.5
+    if causal:
+        s = s.masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), masked)
+    m = s.amax(dim=-1, keepdim=True)
+    if stable:
+        near = (s >= m - 1e-3).sum(dim=-1, keepdim=True) > 1
+        m = torch.where(near & (m > 0), 2.0 * m, m)
+        m = torch.where(near & (m < 0), torch.zeros_like(m), m)
+    m = torch.maximum(m, torch.full_like(m, masked))
+    p = torch.exp((s - m).float())
+    l = p.sum(dim=-1, keepdim=True).clamp(min=1e-10).to(bf)
+    o = torch.einsum("...ij,...jd->...id", p.to(bf), v) / l
+    return o, (l.float().log() + m.float()).squeeze(-1)
+
+
+def need_avx512():
+    if torch.backends.cpu.get_cpu_capability() != "AVX512":
+        pytest.skip(f"fa2-bf16-torch-compiled models Inductor's AVX-512 code; this CPU runs "
+                    f"{torch.backends.cpu.get_cpu_capability()}")
+
+
+def exact_product_head(n, d, seed):
+    """q, k whose products are small integers over 4 (exact in any order, so PyTorch's BF16
+    matrix product and the recipe's agree), two tied keys, and V one-hot (each output element is
+    one P-bar), so that what is compared is the softmax alone."""
+    g = torch.Generator().manual_seed(seed)
+    q = (torch.randint(-6, 7, (2, n, d), generator=g) / 4).bfloat16()
+    k = torch.randint(-3, 4, (2, n, d), generator=g).bfloat16()
+    k[:, 7] = k[:, 3]
+    return q, k, torch.eye(n, d).bfloat16().expand(2, n, d).contiguous()
+
+
+# fa2-bf16-torch-compiled is the released forward under torch.compile (train.py's compile = True)
+# bit for bit: Inductor keeps S scale, the exp argument and the row sum in float32, with SLEEF's
+# exp and log and its 16-lane sum, so the eager forward's bits differ in most places.
+@pytest.mark.parametrize("n, d, causal, stable", [(100, 128, False, False), (100, 128, False, True),
+                                                  (100, 128, True, False), (100, 128, True, True),
+                                                  (64, 64, True, True)])
+def test_fa2_bf16_torch_compiled_is_the_compiled_forward(cli, tmp_path, n, d, causal, stable):
+    need_avx512()
+    q, k, v = exact_product_head(n, d, 5)
+    save_file({"q": q, "k": k, "v": v}, tmp_path / "in.safetensors", metadata={"causal": str(causal).lower()})
+    cli.run("attention", tmp_path / "in.safetensors", "--recipe", "fa2-bf16-torch-compiled", "--set",
+            f"max_adjust={'on' if stable else 'off'}", "-o", tmp_path / "out.safetensors")
+    out = load_file(tmp_path / "out.safetensors")
+    o, lse = torch.compile(released_bucket, dynamic=False)(q, k, v, causal, stable)
+    assert torch.equal(out["o"].view(torch.int16), o.view(torch.int16)), int((out["o"] != o).sum())
+    assert torch.equal(out["lse"].view(torch.int32), lse.view(torch.int32)), int((out["lse"] != lse).sum())
+    eager = released_bucket(q, k, v, causal, stable)[0]
+    assert (eager.view(torch.int16) != o.view(torch.int16)).float().mean() > 0.1, "eager and compiled must part"
+
+
+@pytest.mark.parametrize("d", [40, 64, 128])
+def test_fa2_bf16_torch_compiled_delta_is_inductors_sum(cli, tmp_path, d):
+    """Its delta is Inductor's (dO * O).sum(-1) bit for bit (32 float lanes, as a loop over BF16
+    loads has them); the sequential float32 sum of fa2-bf16-torch is not."""
+    need_avx512()
+    g = torch.Generator().manual_seed(6)
+    q, k, v, d_o = (torch.randn(2, 96, d, generator=g).bfloat16() for _ in range(4))
+    save_file({"q": q, "k": k, "v": v, "do": d_o}, tmp_path / "in.safetensors")
+    compiled = torch.compile(lambda a, b: (a.float() * b.float()).sum(dim=-1), dynamic=False)
+    parted = {}
+    for recipe in ("fa2-bf16-torch-compiled", "fa2-bf16-torch"):
+        cli.run("attention", tmp_path / "in.safetensors", "--recipe", recipe, "--backward", "-o",
+                tmp_path / "out.safetensors")
+        out = load_file(tmp_path / "out.safetensors")
+        parted[recipe] = int((compiled(d_o, out["o"]).view(torch.int32) != out["delta"].view(torch.int32)).sum())
+    assert parted["fa2-bf16-torch-compiled"] == 0 and (d == 40 or parted["fa2-bf16-torch"] > 0), parted
+
+
+def test_fa2_bf16_torch_compiled_refuses_what_it_does_not_model(cli, tmp_path):
+    q, k, v = exact_product_head(64, 64, 7)
+    save_file({"q": q, "k": k, "v": v}, tmp_path / "in.safetensors")
+    x = tmp_path / "x.safetensors"
+    m = cli.error("attention", tmp_path / "in.safetensors", "--recipe", "fa2-bf16-torch-compiled", "--set",
+                  "block_n=32", "-o", x)
+    assert "one KV bucket" in m and "64 keys" in m, m
+    m = cli.error("attention", tmp_path / "in.safetensors", "--recipe", "fa2-bf16-torch-compiled", "--set",
+                  "row_sum_format=f32", "-o", x)
+    assert "row_sum_format" in m, m
+    m = cli.error("attention", tmp_path / "in.safetensors", "--recipe", "fa2-bf16-torch", "--set", "delta_sum=lanes32",
+                  "--set", "delta_format=bf16", "-o", x)
+    assert "delta_sum" in m, m
 
 
 def test_bias_with_the_layer_input_agrees_with_autograd(cli, tmp_path):

@@ -1,0 +1,81 @@
+"""Property: torch.compile's exp and log on a CPU with AVX-512 (Inductor's vectorized code,
+which calls SLEEF's Sleef_expf16_u10 and Sleef_logf16_u10 from libtorch_cpu) give, for every one
+of the 2^32 float32 bit patterns, the bits of roundscope's models of them
+(emu/attention/inductor_cpu_math.hpp), NaN payloads included. The fast test takes every 4099th
+pattern and the boundaries; the exhaustive one every pattern (ROUNDSCOPE_CHUNKS: K of the 256
+chunks of 2^24).
+
+The library under test is roundscope's C entry point (ROUNDSCOPE_CAPI, set by ctest). The models
+are those of the AVX-512 build: on a CPU without it Inductor runs other code, and the test says
+so and skips."""
+import ctypes
+import os
+
+import numpy as np
+import pytest
+import torch
+
+CHUNK = 1 << 24
+FUNCTIONS = {"exp": 0, "log": 1}
+
+
+@pytest.fixture(scope="module")
+def lib():
+    path = os.environ.get("ROUNDSCOPE_CAPI")
+    if not path:
+        pytest.fail("ROUNDSCOPE_CAPI names no library (ctest sets it)")
+    if torch.backends.cpu.get_cpu_capability() != "AVX512":
+        pytest.skip(f"the models are of Inductor's AVX-512 code; this CPU runs {torch.backends.cpu.get_cpu_capability()}")
+    lib = ctypes.CDLL(path)
+    lib.roundscope_inductor_math.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+    lib.roundscope_inductor_math.restype = ctypes.c_int
+    return lib
+
+
+@pytest.fixture(scope="module")
+def compiled():
+    """The compiled functions, for a fixed length (one compilation each)."""
+    return {name: torch.compile(getattr(torch, name), dynamic=False) for name in FUNCTIONS}
+
+
+def ours(lib, name, x):
+    out = np.empty_like(x)
+    assert lib.roundscope_inductor_math(FUNCTIONS[name], x.ctypes.data, x.size, out.ctypes.data) == 0
+    return out
+
+
+def differing(lib, compiled, name, bits):
+    """The bit patterns (uint32) whose compiled result and model differ, padded to CHUNK."""
+    x = bits if bits.size == CHUNK else np.concatenate([bits, np.zeros(CHUNK - bits.size, dtype=np.uint32)])
+    x = x.view(np.float32)
+    theirs = compiled[name](torch.from_numpy(x)).numpy()
+    bad = theirs.view(np.uint32) != ours(lib, name, x).view(np.uint32)
+    return x.view(np.uint32)[bad]
+
+
+@pytest.mark.parametrize("name", FUNCTIONS)
+def test_a_sample_and_the_boundaries(lib, compiled, name):
+    edges = [0, 0x80000000, 1, 0x807FFFFF, 0x00800000, 0x7F7FFFFF, 0x7F800000, 0xFF800000, 0x7FC00000, 0x7F800001,
+             0xFFC00001, 0x42D00000, 0xC2D00000, 0x42C80000, 0xC2C80001, 0x3F800000, 0x3F400000, 0x3FC00000]
+    sample = np.concatenate([np.array(edges, dtype=np.uint32),
+                             np.arange(0, 1 << 32, 4099, dtype=np.uint64)[:CHUNK - len(edges)].astype(np.uint32)])
+    bad = differing(lib, compiled, name, sample)
+    assert bad.size == 0, f"{name}: {bad.size} differ, e.g. {[hex(int(b)) for b in bad[:5]]}"
+
+
+def test_a_wrong_model_fails(lib):
+    """The negative control: the models are not the correctly rounded functions, and the
+    comparison sees the difference (SLEEF's exp is within 1 ulp, not correctly rounded)."""
+    x = np.linspace(-80, 80, CHUNK, dtype=np.float32)
+    exact = np.exp(x.astype(np.float64)).astype(np.float32)
+    assert (ours(lib, "exp", x).view(np.uint32) != exact.view(np.uint32)).sum() > 1000
+
+
+@pytest.mark.exhaustive
+@pytest.mark.parametrize("name", FUNCTIONS)
+def test_every_float32(lib, compiled, name):
+    chunks = int(os.environ.get("ROUNDSCOPE_CHUNKS", (1 << 32) // CHUNK))
+    bad, offsets = 0, np.arange(CHUNK, dtype=np.uint32)
+    for c in np.linspace(0, (1 << 32) // CHUNK - 1, chunks).astype(np.int64):
+        bad += differing(lib, compiled, name, offsets + np.uint32(int(c) * CHUNK)).size
+    assert bad == 0, f"{name}: {bad} of {chunks * CHUNK} differ"
