@@ -1,6 +1,6 @@
 """Where the BF16 bias of delta comes from: the decomposition tables of docs/findings.md.
 
-    python examples/bias_decomposition.py [--steps 8] [--n 512] [--threads 2] [--json]
+    python examples/bias_decomposition.py [--recipe R] [--steps 8] [--n 512] [--threads 2] [--json]
 
 On the repeated-max scenario (`roundscope bias --synthetic --tie-gap G --tied-keys T`: T
 identical keys G above N(0, 1) competitors in every row, V and dO with mean -0.5, D = 64, 2
@@ -19,7 +19,10 @@ with the stages above it float32 already (a sequential decomposition: the terms 
 bias as is). Tables: T = 2 (a tied pair) and T = 1 (a single dominant key) for G = 8 to 20; the
 same with Qiu & Yao's max adjustment (its residue); and the residue against the adjustment's
 beta. Each cell is the sum over steps, with the steps of the sign of the sum in brackets.
-Runs one `roundscope bias` per cell (1.5 s each at the defaults, 2 cores)."""
+Runs one `roundscope bias` per cell (1.5 s each at the defaults, 2 cores).
+
+`--recipe fa2-bf16-torch-compiled` decomposes the same code as torch.compile runs it (Inductor
+keeps the row sum in float32, so it has no l stage)."""
 import argparse
 import concurrent.futures
 import json
@@ -39,16 +42,24 @@ GAPS = (8, 10, 12, 14, 16, 18, 20)
 BETAS = (1.25, 1.5, 2, 4, 8)
 
 
-def cumulative_settings(base: dict) -> list[dict]:
+RECIPES = ("fa2-bf16-torch", "fa2-bf16-torch-compiled")
+
+
+def stages_of(recipe: str):
+    """The stages that round in BF16 under the recipe: the compiled one never stores l."""
+    return tuple(s for s in STAGES if not (recipe.endswith("-compiled") and s[0] == "l"))
+
+
+def cumulative_settings(stages, base: dict) -> list[dict]:
     """The settings of the recipe as is, then with each stage made float32 in turn."""
     out = [dict(base)]
-    for _, s in STAGES:
+    for _, s in stages:
         out.append({**out[-1], **s})
     return out
 
 
 def bias_sum(a, gap: float, tied: int, settings: dict) -> tuple[float, int, int]:
-    r = roundscope.bias(synthetic=True, n=a.n, heads=2, steps=a.steps, seed=a.seed, recipe="fa2-bf16-torch",
+    r = roundscope.bias(synthetic=True, n=a.n, heads=2, steps=a.steps, seed=a.seed, recipe=a.recipe,
                         settings=settings, tie_gap=gap, tied_keys=tied, threads=1)
     total = r["cumulative_coefficient"][-1]
     return total, r["positive_steps"], r["negative_steps"]
@@ -56,7 +67,7 @@ def bias_sum(a, gap: float, tied: int, settings: dict) -> tuple[float, int, int]
 
 def decompose(pool, a, gap: float, tied: int, base: dict):
     """[(sum, positive, negative)] for as is, each stage's term, and the rest."""
-    runs = list(pool.map(lambda s: bias_sum(a, gap, tied, s), cumulative_settings(base)))
+    runs = list(pool.map(lambda s: bias_sum(a, gap, tied, s), cumulative_settings(stages_of(a.recipe), base)))
     terms = [runs[0]]
     for before, after in zip(runs, runs[1:]):
         terms.append((before[0] - after[0], None, None))
@@ -72,9 +83,9 @@ def cell(term) -> str:
     return f"{total:+.1f} ({same_sign}/{positive + negative})" if abs(total) >= 0.05 else f"{total:+.2g}"
 
 
-def table(title: str, first: str, rows) -> None:
+def table(stages, title: str, first: str, rows) -> None:
     print(f"\n{title}\n")
-    header = [first, "as is", *(f"{name} term" for name, _ in STAGES), "rest"]
+    header = [first, "as is", *(f"{name} term" for name, _ in stages), "rest"]
     print("| " + " | ".join(header) + " |")
     print("|" + " --- |" * len(header))
     for label, terms in rows:
@@ -83,6 +94,7 @@ def table(title: str, first: str, rows) -> None:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--recipe", choices=RECIPES, default=RECIPES[0], help="the released code eager or compiled")
     p.add_argument("--steps", type=int, default=8, help="independent steps per cell (seeds seed, seed + 1, ...)")
     p.add_argument("--n", type=int, default=512, help="tokens")
     p.add_argument("--seed", type=int, default=0)
@@ -98,7 +110,7 @@ def main(argv=None) -> int:
     tables = []  # (title, first column, [(label, terms)])
     with concurrent.futures.ThreadPoolExecutor(a.threads) as pool:
         for tied, what in ((2, "a tied pair (T = 2)"), (1, "a single dominant key (T = 1)")):
-            tables.append((f"fa2-bf16-torch, {what}: the bias and its terms", "G",
+            tables.append((f"{a.recipe}, {what}: the bias and its terms", "G",
                            [(f"{g:g}", decompose(pool, a, g, tied, {})) for g in a.gaps]))
             tables.append((f"with the max adjustment (beta 2), {what}: its residue and the residue's terms", "G",
                            [(f"{g:g}", decompose(pool, a, g, tied, {"max_adjust": "on"})) for g in a.gaps]))
@@ -107,7 +119,7 @@ def main(argv=None) -> int:
                            [(f"{b:g}", decompose(pool, a, g, 2, {"max_adjust": "on", "max_adjust_beta": f"{b:g}"}))
                             for b in a.betas]))
     if a.json:
-        names = ["as is", *(name for name, _ in STAGES), "rest"]
+        names = ["as is", *(name for name, _ in stages_of(a.recipe)), "rest"]
         json.dump([{"title": t, "rows": [{"label": label, **{n: {"sum": x[0], "positive_steps": x[1],
                                                                   "negative_steps": x[2]}
                                                               for n, x in zip(names, terms)}}
@@ -115,7 +127,7 @@ def main(argv=None) -> int:
         print()
     else:
         for t in tables:
-            table(*t)
+            table(stages_of(a.recipe), *t)
     return 0
 
 

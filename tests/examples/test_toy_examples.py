@@ -47,6 +47,27 @@ def test_bias_decomposition_terms_add_up_to_the_bias(tmp_path):
     assert bad.returncode == 2 and "--steps" in bad.stderr
 
 
+def test_bias_decomposition_of_the_compiled_code_has_no_l_stage(tmp_path):
+    """Under torch.compile the row sum stays in float32: the compiled recipe's decomposition has
+    no l term, its terms still add up, and its bias differs from the eager code's."""
+    import json
+    runs = {}
+    for recipe in ("fa2-bf16-torch-compiled", "fa2-bf16-torch"):
+        p = subprocess.run([sys.executable, ROOT / "examples" / "bias_decomposition.py", "--recipe", recipe, "--steps",
+                            "2", "--n", "128", "--gaps", "12", "--betas", "2", "--beta-gaps", "12", "--json"],
+                           capture_output=True, text=True, timeout=300)
+        assert p.returncode == 0, p.stderr[-1000:]
+        runs[recipe] = json.loads(p.stdout)
+    compiled = runs["fa2-bf16-torch-compiled"]
+    for t in compiled:
+        for row in t["rows"]:
+            assert "l" not in row, t["title"]
+            terms = [row[k]["sum"] for k in ("P-bar V and O", "S and m", "P cast", "rest")]
+            assert abs(sum(terms) - row["as is"]["sum"]) <= 1e-9 * (1 + abs(row["as is"]["sum"])), (t["title"], row)
+    assert compiled[0]["title"].startswith("fa2-bf16-torch-compiled")
+    assert compiled[0]["rows"][0]["as is"]["sum"] != runs["fa2-bf16-torch"][0]["rows"][0]["as is"]["sum"]
+
+
 def test_train_leak_quantizes_v_as_the_mx_quantizer_and_logs_both_arms(tmp_path):
     """examples/train_leak.py's MXFP4 V along tokens is roundscope's MX quantizer bit for bit (a
     partial last block included); its fixed attention sees no later token; a short run logs both
