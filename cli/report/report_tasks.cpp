@@ -31,6 +31,7 @@
 #include "emu/block/block_format.hpp"
 #include "emu/numbers/format.hpp"
 #include "lib/error.hpp"
+#include "lib/splitmix.hpp"
 
 namespace roundscope::cli {
 namespace {
@@ -173,14 +174,8 @@ nlohmann::json row_analyses(const TensorFile& tensors, const emu::AttentionInput
     return j;
 }
 
-// Head `head`'s rows are drawn from this seed: the same rows for that head index in every file
-// (splitmix64's finalizer over the report's seed and the head).
-std::uint64_t head_seed(std::uint64_t seed, std::uint64_t head) {
-    std::uint64_t z = seed + 0x9E3779B97F4A7C15ull * (head + 1);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
+// Head `head`'s rows are drawn from this seed: the same rows for that head index in every file.
+std::uint64_t head_seed(std::uint64_t seed, std::uint64_t head) { return splitmix64(seed, head); }
 
 // Every analysis of one head: on all its rows, or on a sample of o.rows of them with each
 // figure's sampling error (analysis/sampling_error.hpp) from random groups of the sample, which

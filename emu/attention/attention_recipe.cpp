@@ -51,6 +51,12 @@ void validate(const AttentionRecipe& r) {
         fail("p_scale", "the compiled softmax casts P-bar unscaled (p_scale 1)");
     if (r.delta_sum != DeltaSum::sequential && !(*r.delta_format == f32))
         fail("delta_sum", "the lanes' order is that of a float32 sum (delta_format f32)");
+    if (r.grad_quant != nullptr && (r.block_m % 32 != 0 || r.block_n % 32 != 0))
+        fail("grad_quant", "the gradient operands' blocks of 32 must tile block_m and block_n (multiples of 32)");
+    if (r.grad_quant != nullptr && !(*r.ds_format == bf16 || *r.ds_format == f32))
+        fail("grad_quant", "the block-quantized operands are held in ds_format bf16 or f32 (every MX value fits them)");
+    if (r.grad_stochastic && r.grad_quant == nullptr)
+        fail("grad_rounding", "stochastic rounding is grad_quant's (set a block format)");
     if (r.rescale_arg == RescaleArg::raw && r.max_adjust)
         fail("rescale_arg", "the raw maxima and the max adjustment exclude each other");
     if (r.epilogue == Epilogue::torch_flash && (r.p_scale != 1.0f || !(*r.o_accumulator == f32)))

@@ -114,6 +114,13 @@ struct AttentionRecipe {
     DeltaSum delta_sum = DeltaSum::sequential;  // with delta_format f32 (host only)
     const Format* ds_format = &bf16;            // dS and P are cast to it before dK, dQ and dV
     const Format* grad_format = &bf16;          // dQ, dK, dV as written
+    const BlockFormat* grad_quant = nullptr;    // the backward's products dP = dO V^T, dV = P^T dO,
+                                                // dK = dS^T Q, dQ = dS K: both operands block-quantized
+                                                // in this format, blocks of 32 along the product's
+                                                // reduction axis, dequantized exactly into ds_format
+    bool grad_stochastic = false;               // their elements rounded stochastically (probability
+                                                // exactly proportional), else to nearest even
+    int grad_seed = 0;                          // the stochastic rounding's seed
 };
 
 /// The named presets, in a fixed order.

@@ -8,6 +8,7 @@
 #include "emu/attention/tile_product.hpp"
 #include "lib/error.hpp"
 #include "lib/parallel.hpp"
+#include "lib/splitmix.hpp"
 
 namespace roundscope::emu {
 namespace {
@@ -21,7 +22,53 @@ struct HeadOperands {
     const std::uint32_t *qg, *kg, *vg, *dog;  // ds_format
     const float *lse2, *delta;
     const std::uint32_t* s;  // the head's S [n_q][n_kv] from a RunCache, or null
+    std::uint64_t head;
 };
+
+// One head's operands of the gradient products as each product takes them: under grad_quant
+// block-quantized along its reduction axis (dO and V along D for dP; dO and Q along the query
+// rows for dV and dK; K along the keys for dQ), else the ds_format operands themselves.
+struct GradOperands {
+    std::vector<std::uint32_t> do_d, v_d, do_rows, q_rows, k_keys;
+    const std::uint32_t *dp_do, *dp_v, *dv_do, *dk_q, *dq_k;
+};
+
+// The elements' rounding of grad_quant's blocks for operand `what` of a head or a tile (`tile`:
+// its row block times the key blocks plus its key block): nearest even, or stochastic from a seed
+// of its own.
+CastOptions grad_rounding(const AttentionRecipe& r, std::uint64_t head, int what, std::uint64_t tile = 0) {
+    CastOptions o;
+    if (r.grad_stochastic) {
+        o.mode = RoundingMode::stochastic_exact;
+        o.seed = splitmix64(splitmix64(splitmix64(static_cast<std::uint64_t>(r.grad_seed), head), what), tile);
+    }
+    return o;
+}
+
+// x [rows][cols] in ds_format, block-quantized along `axis` (-2: rows, -1: cols) under grad_quant.
+std::vector<std::uint32_t> grad_quantized(const AttentionRecipe& r, const std::uint32_t* x, std::uint64_t rows,
+                                          std::uint64_t cols, int axis, const CastOptions& o, const char* what) {
+    std::vector<std::uint32_t> v(x, x + rows * cols);
+    if (r.grad_quant == nullptr) return v;
+    return block_fake_quantized(v, *r.ds_format, {rows, cols}, axis, *r.grad_quant, 32, *r.ds_format, what, o);
+}
+
+GradOperands grad_operands(const AttentionRecipe& r, const AttentionShape& sh, const HeadOperands& h) {
+    GradOperands g;
+    const std::uint64_t nq = sh.n_q, nk = sh.n_kv, d = sh.d, dv = sh.d_v;
+    if (r.grad_quant == nullptr) {
+        g.dp_do = g.dv_do = h.dog, g.dp_v = h.vg, g.dk_q = h.qg, g.dq_k = h.kg;
+        return g;
+    }
+    g.do_d = grad_quantized(r, h.dog, nq, dv, -1, grad_rounding(r, h.head, 0), "dO (for dP)");
+    g.v_d = grad_quantized(r, h.vg, nk, dv, -1, grad_rounding(r, h.head, 1), "v (for dP)");
+    g.do_rows = grad_quantized(r, h.dog, nq, dv, -2, grad_rounding(r, h.head, 2), "dO (for dV)");
+    g.q_rows = grad_quantized(r, h.qg, nq, d, -2, grad_rounding(r, h.head, 3), "q (for dK)");
+    g.k_keys = grad_quantized(r, h.kg, nk, d, -2, grad_rounding(r, h.head, 4), "k (for dQ)");
+    g.dp_do = g.do_d.data(), g.dp_v = g.v_d.data(), g.dv_do = g.do_rows.data(), g.dk_q = g.q_rows.data();
+    g.dq_k = g.k_keys.data();
+    return g;
+}
 
 struct BackwardModels {
     detail::TileProduct score, grad;
@@ -33,12 +80,12 @@ struct TileGradients {
 };
 
 // S, P, dP and dS of one tile, as the recipe rounds them.
-TileGradients tile_gradients(const FlashContext& ctx, const BackwardModels& models, const HeadOperands& h, Span rows,
-                             Span keys, std::vector<float>* p_times_dp = nullptr) {
+TileGradients tile_gradients(const FlashContext& ctx, const BackwardModels& models, const HeadOperands& h,
+                             const GradOperands& go, Span rows, Span keys, std::vector<float>* p_times_dp = nullptr) {
     const AttentionShape& sh = ctx.shape;
     const Format& g = *ctx.recipe.ds_format;
     const std::uint64_t n = keys.size(), br = rows.size();
-    const std::vector<std::uint32_t> vt = detail::transposed(h.vg + keys.begin * sh.d_v, n, sh.d_v, {0, sh.d_v});
+    const std::vector<std::uint32_t> vt = detail::transposed(go.dp_v + keys.begin * sh.d_v, n, sh.d_v, {0, sh.d_v});
     std::vector<std::uint32_t> s(br * n, 0), dp(br * n, 0);
     if (h.s != nullptr) {
         for (std::uint64_t r = 0; r < br; ++r)
@@ -48,7 +95,7 @@ TileGradients tile_gradients(const FlashContext& ctx, const BackwardModels& mode
         const std::vector<std::uint32_t> kt = detail::transposed(h.k + keys.begin * sh.d, n, sh.d, {0, sh.d});
         models.score.run(h.q + rows.begin * sh.d, kt.data(), s.data(), s.data(), br, n, sh.d);
     }
-    models.grad.run(h.dog + rows.begin * sh.d_v, vt.data(), dp.data(), dp.data(), br, n, sh.d_v);
+    models.grad.run(go.dp_do + rows.begin * sh.d_v, vt.data(), dp.data(), dp.data(), br, n, sh.d_v);
     TileGradients out{std::vector<std::uint32_t>(br * n), std::vector<std::uint32_t>(br * n)};
     for (std::uint64_t r = 0; r < br; ++r) {
         const std::uint64_t i = rows.begin + r, visible = ctx.visible(i);
@@ -68,7 +115,8 @@ TileGradients tile_gradients(const FlashContext& ctx, const BackwardModels& mode
 // delta of one head's rows: from O (delta_from_o), or rowsum(P * dP) over the tiles in
 // forward order.
 std::vector<float> deltas(const FlashContext& ctx, const BackwardModels& models, const HeadOperands& h,
-                          const AttentionOperands& in, const ForwardResult& fwd, std::uint64_t head, int threads) {
+                          const GradOperands& go, const AttentionOperands& in, const ForwardResult& fwd,
+                          std::uint64_t head, int threads) {
     const AttentionShape& sh = ctx.shape;
     const AttentionRecipe& r = ctx.recipe;
     std::vector<float> delta(sh.n_q, 0);
@@ -84,7 +132,7 @@ std::vector<float> deltas(const FlashContext& ctx, const BackwardModels& models,
             for (const Span keys : blocks_of(sh.n_kv, r.block_n)) {
                 if (ctx.tile_masked(rows, keys)) continue;
                 std::vector<float> pdp(rows.size() * keys.size());
-                tile_gradients(ctx, models, h, rows, keys, &pdp);
+                tile_gradients(ctx, models, h, go, rows, keys, &pdp);
                 for (std::uint64_t row = 0; row < rows.size(); ++row) {
                     for (std::uint64_t j = 0; j < keys.size(); ++j)
                         delta[rows.begin + row] = a::add(delta[rows.begin + row], pdp[row * keys.size() + j]);
@@ -151,8 +199,10 @@ BackwardResult flash_backward(const AttentionRecipe& recipe, const AttentionShap
                        dog.data() + head * nq * dv,
                        forward.lse_log2.data() + head * nq,
                        nullptr,
-                       s ? s->data() + head * nq * nk : nullptr};
-        const std::vector<float> delta = deltas(ctx, models, h, in, forward, head, threads);
+                       s ? s->data() + head * nq * nk : nullptr,
+                       head};
+        const GradOperands go = grad_operands(recipe, shape, h);
+        const std::vector<float> delta = deltas(ctx, models, h, go, in, forward, head, threads);
         std::copy(delta.begin(), delta.end(), out.delta.begin() + static_cast<std::ptrdiff_t>(head * nq));
         h.delta = delta.data();
         std::vector<std::uint32_t> ds(nq * nk, 0);  // dS cast, kept for the dQ pass
@@ -161,17 +211,30 @@ BackwardResult flash_backward(const AttentionRecipe& recipe, const AttentionShap
             for (std::size_t kb = begin; kb < end; ++kb) {
                 const Span keys = key_blocks[kb];
                 std::vector<std::uint32_t> dv_acc(keys.size() * dv, 0), dk_acc(keys.size() * d, 0);
-                for (const Span rows : row_blocks) {
+                for (std::size_t rb = 0; rb < row_blocks.size(); ++rb) {
+                    const Span rows = row_blocks[rb];
                     if (ctx.tile_masked(rows, keys)) continue;
-                    const TileGradients t = tile_gradients(ctx, models, h, rows, keys);
+                    const TileGradients t = tile_gradients(ctx, models, h, go, rows, keys);
                     for (std::uint64_t r = 0; r < rows.size(); ++r)
                         std::copy_n(t.ds_cast.begin() + static_cast<std::ptrdiff_t>(r * keys.size()), keys.size(),
                                     ds.begin() + static_cast<std::ptrdiff_t>((rows.begin + r) * nk + keys.begin));
-                    const std::vector<std::uint32_t> pt = transpose(t.p_cast, rows.size(), keys.size());
-                    const std::vector<std::uint32_t> dst = transpose(t.ds_cast, rows.size(), keys.size());
-                    models.grad.run(pt.data(), h.dog + rows.begin * dv, dv_acc.data(), dv_acc.data(), keys.size(), dv,
-                                    rows.size());
-                    models.grad.run(dst.data(), h.qg + rows.begin * d, dk_acc.data(), dk_acc.data(), keys.size(), d,
+                    // P and dS along the tile's rows, the sum of dV and dK (under grad_quant)
+                    const std::uint64_t tile = rb * key_blocks.size() + kb;
+                    const bool quantize = recipe.grad_quant != nullptr;
+                    const std::vector<std::uint32_t> p =
+                        quantize ? grad_quantized(recipe, t.p_cast.data(), rows.size(), keys.size(), -2,
+                                                  grad_rounding(recipe, head, 5, tile), "P")
+                                 : std::vector<std::uint32_t>{};
+                    const std::vector<std::uint32_t> dsr =
+                        quantize ? grad_quantized(recipe, t.ds_cast.data(), rows.size(), keys.size(), -2,
+                                                  grad_rounding(recipe, head, 6, tile), "dS (for dK)")
+                                 : std::vector<std::uint32_t>{};
+                    const std::vector<std::uint32_t> pt = transpose(quantize ? p : t.p_cast, rows.size(), keys.size());
+                    const std::vector<std::uint32_t> dst =
+                        transpose(quantize ? dsr : t.ds_cast, rows.size(), keys.size());
+                    models.grad.run(pt.data(), go.dv_do + rows.begin * dv, dv_acc.data(), dv_acc.data(), keys.size(),
+                                    dv, rows.size());
+                    models.grad.run(dst.data(), go.dk_q + rows.begin * d, dk_acc.data(), dk_acc.data(), keys.size(), d,
                                     rows.size());
                 }
                 write_gradient(dv_acc, 1.0f, *recipe.grad_format, out.dv.data() + (head * nk + keys.begin) * dv);
@@ -183,13 +246,19 @@ BackwardResult flash_backward(const AttentionRecipe& recipe, const AttentionShap
             for (std::size_t rb = begin; rb < end; ++rb) {
                 const Span rows = row_blocks[rb];
                 std::vector<std::uint32_t> dq_acc(rows.size() * d, 0);
-                for (const Span keys : key_blocks) {
+                for (std::size_t kb = 0; kb < key_blocks.size(); ++kb) {
+                    const Span keys = key_blocks[kb];
                     if (ctx.tile_masked(rows, keys)) continue;
                     std::vector<std::uint32_t> tile(rows.size() * keys.size());
                     for (std::uint64_t r = 0; r < rows.size(); ++r)
                         std::copy_n(ds.begin() + static_cast<std::ptrdiff_t>((rows.begin + r) * nk + keys.begin),
                                     keys.size(), tile.begin() + static_cast<std::ptrdiff_t>(r * keys.size()));
-                    models.grad.run(tile.data(), h.kg + keys.begin * d, dq_acc.data(), dq_acc.data(), rows.size(), d,
+                    // dS along the tile's keys, the sum of dQ (under grad_quant)
+                    if (recipe.grad_quant != nullptr)
+                        tile =
+                            grad_quantized(recipe, tile.data(), rows.size(), keys.size(), -1,
+                                           grad_rounding(recipe, head, 7, rb * key_blocks.size() + kb), "dS (for dQ)");
+                    models.grad.run(tile.data(), go.dq_k + keys.begin * d, dq_acc.data(), dq_acc.data(), rows.size(), d,
                                     keys.size());
                 }
                 write_gradient(dq_acc, shape.scale, *recipe.grad_format, out.dq.data() + (head * nq + rows.begin) * d);

@@ -132,7 +132,8 @@ std::vector<float> delta_from_o(const FlashContext& ctx, const AttentionOperands
 
 std::vector<std::uint32_t> block_fake_quantized(const std::vector<std::uint32_t>& x, const Format& held,
                                                 std::vector<std::uint64_t> dims, int axis, const BlockFormat& format,
-                                                int block, const Format& to, const char* what) {
+                                                int block, const Format& to, const char* what,
+                                                const CastOptions& elements) {
     Tensor t = Tensor::zeros(what, dtype_of(held), std::move(dims));
     const int unit = info(t.dtype()).storage_bytes;  // the low bytes of each element's bits
     std::byte* bytes = t.mutable_bytes().data();
@@ -142,6 +143,7 @@ std::vector<std::uint32_t> block_fake_quantized(const std::vector<std::uint32_t>
     spec.block = block;
     spec.axis = axis;
     spec.threads = 1;
+    spec.element_options = elements;
     const Tensor dequantized = block_dequantize(block_quantize(t, spec), spec);
     std::vector<std::uint32_t> as_f32(x.size());
     std::memcpy(as_f32.data(), dequantized.bytes().data(), 4 * as_f32.size());  // float32: 4 bytes each

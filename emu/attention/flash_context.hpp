@@ -63,11 +63,13 @@ std::vector<std::uint32_t> quantized_v(const FlashContext& ctx, const std::vecto
 /// the operands as they are without it.
 AttentionOperands quantized_qk(const FlashContext& ctx, const AttentionOperands& in);
 
-/// x (bits of `held`, shaped `dims`) quantized in blocks of `block` along `axis` in `format`,
-/// dequantized and given as bits of `to` (Error naming `what` where a value is not exact there).
+/// x (bits of `held`, shaped `dims`) quantized in blocks of `block` along `axis` in `format`
+/// (its elements rounded under `elements`), dequantized and given as bits of `to` (Error naming
+/// `what` where a value is not exact there).
 std::vector<std::uint32_t> block_fake_quantized(const std::vector<std::uint32_t>& x, const Format& held,
                                                 std::vector<std::uint64_t> dims, int axis, const BlockFormat& format,
-                                                int block, const Format& to, const char* what);
+                                                int block, const Format& to, const char* what,
+                                                const CastOptions& elements = {});
 
 /// One row's delta = rowsum(dO * O) from n elements of dO (the recipe's input format) and of O
 /// (o_format), summed as the recipe says: steps::delta_rowsum, or under delta_sum=lanes16|32

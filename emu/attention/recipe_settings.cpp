@@ -36,6 +36,7 @@ constexpr NamedValues<DeltaKind, 3> delta_names{
     {{{DeltaKind::stored_o, "o-stored"}, {DeltaKind::f32_o, "o-f32"}, {DeltaKind::p_dp, "p-dp"}}}};
 constexpr NamedValues<DeltaSum, 3> delta_sum_names{
     {{{DeltaSum::sequential, "sequential"}, {DeltaSum::lanes16, "lanes16"}, {DeltaSum::lanes32, "lanes32"}}}};
+constexpr NamedValues<bool, 2> grad_rounding_names{{{{false, "nearest"}, {true, "stochastic"}}}};
 constexpr NamedValues<bool, 2> switch_names{{{{false, "off"}, {true, "on"}}}};
 constexpr NamedValues<Product, 2> product_names{{{{Product::model, "model"}, {Product::f64, "f64"}}}};
 
@@ -164,6 +165,11 @@ const std::vector<Setting>& settings() {
         named_setting<&R::delta_sum, delta_sum_names>("delta_sum"),
         format_setting<&R::ds_format>("ds_format", "a format (dS, and P for dV)"),
         format_setting<&R::grad_format>("grad_format", "a format (dQ, dK, dV)"),
+        {"grad_quant", "none or a block format (both operands of every backward product, blocks of 32 along its sum)",
+         [](const R& r) { return std::string(r.grad_quant ? r.grad_quant->name : "none"); },
+         [](R& r, std::string_view k, std::string_view v) { r.grad_quant = parse_block_format_or_none(k, v); }},
+        named_setting<&R::grad_stochastic, grad_rounding_names>("grad_rounding"),
+        integer_setting<&R::grad_seed, 0, 2147483647>("grad_seed", "the stochastic rounding's seed"),
     };
     return table;
 }
