@@ -79,6 +79,7 @@ struct AttentionRecipe {
                                              // as PyTorch builds it (D <= 64: 128, D <= 128: 64)
     Product score_product = Product::model;  // S = Q K^T
     Product pv_product = Product::model;     // P V
+    Product grad_product = Product::model;   // the backward's dP, dV, dK and dQ
     SoftmaxKind softmax = SoftmaxKind::online;
     const Format* softmax_format = &f32;     // naive: the format of exp, sum and division;
                                              // online-torch: the format of S, row max and row sum

@@ -12,6 +12,9 @@
 //   LSE = log l + m            SLEEF's log, float32
 // One KV bucket only (the released code's buckets are 512 keys; its loop over buckets is not
 // modelled): flash_context refuses more keys than block_n. Host only; "compiled-torch".
+// The backward (the released code's, which only runs compiled): P = exp(S scale - LSE) from the
+// BF16 score product, dP the BF16 einsum, dS = P scale (dP - delta) in float32, cast to BF16
+// for dQ = dS K and dK = dS^T Q (the scale inside dS, none after), P cast for dV = P^T dO.
 #include <cstdint>
 #include <vector>
 
@@ -57,6 +60,17 @@ inline float row_step(const torch_eager::TorchSoftmax& f, const std::uint32_t* s
     st.l = sum != sum ? sum : a::max(sum, 1e-10f);  // clamp(min=1e-10), NaN kept
     st.m = m;
     return 0.0f;
+}
+
+/// One element of a backward tile: s the score product and dp the dP product (float32 bits,
+/// both stored in BF16 by their einsums), lse the row's natural LSE; P and dS cast to g.
+inline steps::BackwardElement backward_element(std::uint32_t s, std::uint32_t dp, bool visible, float lse, float delta,
+                                               float scale, const Format& g) {
+    namespace a = f32_arith;
+    using torch_eager::stored;
+    const float p = visible ? inductor::expf(a::sub(a::mul(stored(float_from_bits(s), bf16), scale), lse)) : 0.0f;
+    const float ds = a::mul(a::mul(p, scale), a::sub(stored(float_from_bits(dp), bf16), delta));
+    return {p, steps::saturating_cast(p, g), steps::saturating_cast(ds, g)};
 }
 
 }  // namespace roundscope::emu::torch_compiled

@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include "emu/attention/attention_steps.hpp"
+#include "emu/attention/compiled_torch_softmax.hpp"
 #include "emu/attention/flash_attention.hpp"
 #include "emu/attention/flash_context.hpp"
 #include "emu/attention/run_cache.hpp"
@@ -23,6 +24,7 @@ struct HeadOperands {
     const float *lse2, *delta;
     const std::uint32_t* s;  // the head's S [n_q][n_kv] from a RunCache, or null
     std::uint64_t head;
+    const float* lse;  // natural units (the compiled softmax's backward)
 };
 
 // One head's operands of the gradient products as each product takes them: under grad_quant
@@ -97,14 +99,18 @@ TileGradients tile_gradients(const FlashContext& ctx, const BackwardModels& mode
     }
     models.grad.run(go.dp_do + rows.begin * sh.d_v, vt.data(), dp.data(), dp.data(), br, n, sh.d_v);
     TileGradients out{std::vector<std::uint32_t>(br * n), std::vector<std::uint32_t>(br * n)};
+    const bool compiled = ctx.recipe.softmax == SoftmaxKind::compiled_torch;
     for (std::uint64_t r = 0; r < br; ++r) {
         const std::uint64_t i = rows.begin + r, visible = ctx.visible(i);
         const float delta = h.delta != nullptr ? h.delta[i] : 0.0f;
         for (std::uint64_t j = 0; j < n; ++j) {
             const std::uint64_t at = r * n + j;
+            const bool seen = keys.begin + j < visible;
             const steps::BackwardElement e =
-                steps::backward_element(s[at], dp[at], keys.begin + j < visible, h.lse2[i], delta, ctx.scale_log2,
-                                        ctx.exp2, g, ctx.recipe.exp2_arg);
+                compiled ? torch_compiled::backward_element(s[at], dp[at], seen, h.lse[i], delta,
+                                                            static_cast<float>(sh.scale), g)
+                         : steps::backward_element(s[at], dp[at], seen, h.lse2[i], delta, ctx.scale_log2, ctx.exp2, g,
+                                                   ctx.recipe.exp2_arg);
             if (p_times_dp != nullptr) (*p_times_dp)[at] = a::mul(e.p, float_from_bits(dp[at]));
             out.p_cast[at] = e.p_cast, out.ds_cast[at] = e.ds_cast;
         }
@@ -171,7 +177,7 @@ BackwardResult flash_backward(const AttentionRecipe& recipe, const AttentionShap
         throw Error("attention: the backward pass needs a tensor 'do' of shape [.., Nq, Dv]");
     const Format& g = *recipe.ds_format;
     const BackwardModels models{detail::TileProduct(recipe, *recipe.input, *recipe.input, recipe.score_product),
-                                detail::TileProduct(recipe, g, g, Product::model)};
+                                detail::TileProduct(recipe, g, g, recipe.grad_product)};
     // Under qk_quant, Q and K as the forward's score product took them, in S and in the gradient
     // products: straight through, the gradients of the quantized Q and K are Q's and K's (what
     // autograd gives a fake-quantized graph).
@@ -189,6 +195,8 @@ BackwardResult flash_backward(const AttentionRecipe& recipe, const AttentionShap
     out.delta.assign(shape.heads * shape.n_q, 0);
     const std::vector<Span> row_blocks = blocks_of(shape.n_q, recipe.block_m);
     const std::vector<Span> key_blocks = blocks_of(shape.n_kv, ctx.recipe.block_n);
+    // the kernels scale dK and dQ at the end; the compiled softmax's dS holds the scale already
+    const float dk_dq_scale = recipe.softmax == SoftmaxKind::compiled_torch ? 1.0f : static_cast<float>(shape.scale);
     const std::uint64_t d = shape.d, dv = shape.d_v, nq = shape.n_q, nk = shape.n_kv;
     for (std::uint64_t head = 0; head < shape.heads; ++head) {
         HeadOperands h{qk.q.data() + head * nq * d,
@@ -200,7 +208,8 @@ BackwardResult flash_backward(const AttentionRecipe& recipe, const AttentionShap
                        forward.lse_log2.data() + head * nq,
                        nullptr,
                        s ? s->data() + head * nq * nk : nullptr,
-                       head};
+                       head,
+                       forward.lse.data() + head * nq};
         const GradOperands go = grad_operands(recipe, shape, h);
         const std::vector<float> delta = deltas(ctx, models, h, go, in, forward, head, threads);
         std::copy(delta.begin(), delta.end(), out.delta.begin() + static_cast<std::ptrdiff_t>(head * nq));
@@ -238,7 +247,7 @@ BackwardResult flash_backward(const AttentionRecipe& recipe, const AttentionShap
                                     rows.size());
                 }
                 write_gradient(dv_acc, 1.0f, *recipe.grad_format, out.dv.data() + (head * nk + keys.begin) * dv);
-                write_gradient(dk_acc, shape.scale, *recipe.grad_format, out.dk.data() + (head * nk + keys.begin) * d);
+                write_gradient(dk_acc, dk_dq_scale, *recipe.grad_format, out.dk.data() + (head * nk + keys.begin) * d);
             }
         });
         // dQ: one row block per task, over the KV blocks in order.
@@ -261,7 +270,7 @@ BackwardResult flash_backward(const AttentionRecipe& recipe, const AttentionShap
                     models.grad.run(tile.data(), go.dq_k + keys.begin * d, dq_acc.data(), dq_acc.data(), rows.size(), d,
                                     keys.size());
                 }
-                write_gradient(dq_acc, shape.scale, *recipe.grad_format, out.dq.data() + (head * nq + rows.begin) * d);
+                write_gradient(dq_acc, dk_dq_scale, *recipe.grad_format, out.dq.data() + (head * nq + rows.begin) * d);
             }
         });
     }

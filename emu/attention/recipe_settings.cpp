@@ -127,6 +127,7 @@ const std::vector<Setting>& settings() {
          }},
         named_setting<&R::score_product, product_names>("score_product"),
         named_setting<&R::pv_product, product_names>("pv_product"),
+        named_setting<&R::grad_product, product_names>("grad_product"),
         named_setting<&R::softmax, softmax_names>("softmax"),
         format_setting<&R::softmax_format>("softmax_format", "a format (naive and online-torch softmax)"),
         {"row_sum_format", "a format, or softmax (as softmax_format; naive and online-torch softmax)",

@@ -264,6 +264,52 @@ def test_fa2_bf16_torch_compiled_delta_is_inductors_sum(cli, tmp_path, d):
     assert parted["fa2-bf16-torch-compiled"] == 0 and (d == 40 or parted["fa2-bf16-torch"] > 0), parted
 
 
+def released_bucket_backward(s, dp, lse, o, d_o, q, k, causal):
+    """The released backward (it runs only compiled) of one bucket, given the BF16 einsum
+    outputs S = Q K^T and dP = dO V^T, the gradient products in float64 and then rounded as the
+    BF16 einsums round (the recipe's grad_product=f64)."""
+    bf = torch.bfloat16
+    n, d = q.shape[-2], q.shape[-1]
+    scale = d**-0.5
+    s = s * scale
+    if causal:
+        s = s.masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), float("-inf"))
+    p = torch.exp(s.float() - lse.unsqueeze(-1))
+    dv = (p.to(bf).double().transpose(-1, -2) @ d_o.double()).float().to(bf)
+    delta = (d_o.float() * o.float()).sum(dim=-1, keepdim=True)
+    ds = p * scale * (dp.float() - delta)
+    dq = (ds.to(bf).double() @ k.double()).float().to(bf)
+    dk = (ds.to(bf).double().transpose(-1, -2) @ q.double()).float().to(bf)
+    return {"dq": dq, "dk": dk, "dv": dv, "delta": delta.squeeze(-1)}
+
+
+@pytest.mark.parametrize("n, d, causal", [(100, 128, False), (100, 128, True), (64, 64, True)])
+def test_fa2_bf16_torch_compiled_backward_is_the_compiled_backward(cli, tmp_path, n, d, causal):
+    """dQ, dK, dV and delta of the recipe are those of the released backward under torch.compile
+    bit for bit (products in float64 on both sides: score, P V and gradient products); those of
+    fa2-bf16-torch (the eager forward and the kernels' backward: exp2 of the scaled score, the
+    scale applied to dK and dQ at the end) are not."""
+    need_avx512()
+    g = torch.Generator().manual_seed(8)
+    q, k, v, d_o = (torch.randn(2, n, d, generator=g).bfloat16() for _ in range(4))
+    save_file({"q": q, "k": k, "v": v, "do": d_o}, tmp_path / "in.safetensors", metadata={"causal": str(causal).lower()})
+    exact = [x for kv in ("score_product=f64", "pv_product=f64", "grad_product=f64") for x in ("--set", kv)]
+    outs = {}
+    for recipe in ("fa2-bf16-torch-compiled", "fa2-bf16-torch"):
+        cli.run("attention", tmp_path / "in.safetensors", "--recipe", recipe, "--backward", *exact, "-o",
+                tmp_path / f"{recipe}.safetensors")
+        outs[recipe] = load_file(tmp_path / f"{recipe}.safetensors")
+    out = outs["fa2-bf16-torch-compiled"]
+    s = (q.double() @ k.double().transpose(-1, -2)).float().bfloat16()
+    dp = (d_o.double() @ v.double().transpose(-1, -2)).float().bfloat16()
+    theirs = torch.compile(released_bucket_backward, dynamic=False)(s, dp, out["lse"], out["o"], d_o, q, k, causal)
+    for name, x in theirs.items():
+        bits = torch.int16 if x.dtype == torch.bfloat16 else torch.int32
+        assert torch.equal(out[name].view(bits), x.view(bits)), f"{name}: {int((out[name] != x).sum())} differ"
+    kernels = outs["fa2-bf16-torch"]["dq"].view(torch.int16) != theirs["dq"].view(torch.int16)
+    assert kernels.float().mean() > 0.05, "the kernels' backward must differ"
+
+
 def test_fa2_bf16_torch_compiled_refuses_what_it_does_not_model(cli, tmp_path):
     q, k, v = exact_product_head(64, 64, 7)
     save_file({"q": q, "k": k, "v": v}, tmp_path / "in.safetensors")
