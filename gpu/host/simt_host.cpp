@@ -9,9 +9,12 @@
 #include <thread>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "emu/mma/fused_dot_add.hpp"
 #include "emu/mma/mma_model.hpp"
 #include "gpu/host/warp_mma.hpp"
+#include "lib/error.hpp"
 
 namespace roundscope::gpu::simt {
 namespace {
@@ -43,13 +46,15 @@ struct Block::Warp {
     std::uint32_t exchange[2][warp_size];  // shuffles and votes, double-buffered the same way
 };
 
-Block::Block(unsigned threads, std::size_t shared_bytes)
-    : barrier(static_cast<std::ptrdiff_t>(threads)),
+Block::Block(unsigned threads_, std::size_t shared_bytes)
+    : threads(threads_),
+      sync(threads_),
       arch(architecture()),
       warps(nullptr),
       shared_storage_(new (std::align_val_t{16}) std::byte[shared_bytes + 16]) {
     shared = shared_storage_;
-    warps = new Warp[(threads + warp_size - 1) / warp_size];
+    sync.set_shared(shared);
+    warps = new Warp[(threads_ + warp_size - 1) / warp_size];
 }
 
 Block::~Block() {
@@ -82,6 +87,9 @@ void run_grid(dim3 grid, dim3 block, std::size_t shared_bytes, const std::functi
                     threadIdx = index, blockIdx = blocks[i], blockDim = block, gridDim = grid;
                     try {
                         body();
+                        shared->sync.finished(t);
+                    } catch (const BlockFailed&) {
+                        // the block's report is in shared->sync; run_grid throws it below
                     } catch (const std::exception& e) {
                         // Kernel code does not throw; a simulated thread that does is a bug, and the
                         // block's other threads would wait for it at the next barrier forever.
@@ -92,6 +100,12 @@ void run_grid(dim3 grid, dim3 block, std::size_t shared_bytes, const std::functi
             }
         }
         for (std::thread& w : workers) w.join();
+        for (std::size_t i = first; i < last; ++i) {
+            const std::string failure = state[i - first]->sync.failure();
+            if (!failure.empty())
+                throw Error(fmt::format("simulated GPU, block ({}, {}, {}): {}", blocks[i].x, blocks[i].y, blocks[i].z,
+                                        failure));
+        }
     }
 }
 

@@ -9,7 +9,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <source_location>
 #include <string>
+
+#include "gpu/host/simt_sync.hpp"
 
 namespace roundscope::gpu {
 
@@ -29,7 +32,8 @@ namespace simt {
 /// What the threads of one block share.
 struct Block {
     explicit Block(unsigned threads, std::size_t shared_bytes);
-    std::barrier<> barrier;
+    unsigned threads;
+    BlockSync sync;     // __syncthreads (named barrier 0), named barriers, mbarriers
     std::byte* shared;  // 16-byte aligned, shared_bytes long
     std::string arch;   // the tensor-core model the block's mma.sync executes ("sm90", ...)
     struct Warp;
@@ -48,7 +52,8 @@ Block& current_block();
 
 /// Runs `body` as a kernel over `grid` x `block` simulated threads with `shared_bytes` of
 /// dynamic shared memory per block; returns when every thread has finished. Blocks run a few
-/// at a time, each thread on its own host thread.
+/// at a time, each thread on its own host thread. A block that fails (simt_sync.hpp: a
+/// deadlock, a barrier misused) ends its threads; run_grid then throws Error with its report.
 void run_grid(dim3 grid, dim3 block, std::size_t shared_bytes, const std::function<void()>& body);
 
 /// A warp-collective exchange (gpu/warp.hpp's shuffles): every thread of the calling thread's
@@ -64,7 +69,16 @@ const std::string& simulated_architecture();
 
 }  // namespace simt
 
-inline void sync_threads() { simt::current_block().barrier.arrive_and_wait(); }
+namespace simt {
+/// The calling simulated thread's index in its block (x fastest).
+inline unsigned linear_thread() { return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z); }
+}  // namespace simt
+
+/// __syncthreads(): bar.sync 0 with every thread of the block.
+inline void sync_threads(std::source_location site = std::source_location::current()) {
+    simt::Block& b = simt::current_block();
+    b.sync.named_barrier(simt::linear_thread(), 0, b.threads, true, site);
+}
 
 template <class T>
 T* shared_memory() {

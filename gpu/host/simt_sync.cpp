@@ -1,0 +1,168 @@
+#include "gpu/host/simt_sync.hpp"
+
+#include <fmt/format.h>
+
+#include <atomic>
+#include <cstring>
+
+namespace roundscope::gpu::simt {
+namespace {
+
+std::atomic<long long> watchdog_ms{60000};
+
+std::string where(std::source_location site) {
+    const char* file = site.file_name();
+    const char* gpu = std::strstr(file, "gpu/");  // the path from the repository's gpu/ or tests/ on
+    const char* tests = std::strstr(file, "tests/");
+    const char* from = tests != nullptr ? tests : gpu != nullptr ? gpu : file;
+    return fmt::format("{}:{}", from, site.line());
+}
+
+// "threads 0-31, 64" for the sorted thread indices.
+std::string ranges(const std::vector<unsigned>& t) {
+    std::string out;
+    for (std::size_t i = 0; i < t.size();) {
+        std::size_t j = i;
+        while (j + 1 < t.size() && t[j + 1] == t[j] + 1) ++j;
+        out += (out.empty() ? "" : ", ") + (j == i ? std::to_string(t[i]) : fmt::format("{}-{}", t[i], t[j]));
+        i = j + 1;
+    }
+    return out;
+}
+
+}  // namespace
+
+void set_watchdog(std::chrono::milliseconds limit) { watchdog_ms = limit.count(); }
+std::chrono::milliseconds watchdog() { return std::chrono::milliseconds(watchdog_ms.load()); }
+
+BlockSync::BlockSync(unsigned threads) : sites_(threads) {}
+
+std::string BlockSync::name(const void* bar) const {
+    return fmt::format("mbarrier at shared +{}", static_cast<const char*>(bar) - static_cast<const char*>(shared_));
+}
+
+std::string BlockSync::failure() const {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    return failure_;
+}
+
+void BlockSync::fail(std::unique_lock<std::mutex>&, std::string why) {
+    if (failure_.empty()) {
+        // Every thread's state, grouped: where it waits, or running, or finished.
+        std::map<std::string, std::vector<unsigned>> by_site;
+        for (unsigned t = 0; t < sites_.size(); ++t) by_site[sites_[t].empty() ? "running" : sites_[t]].push_back(t);
+        std::string report;
+        for (const auto& [site, threads] : by_site) report += fmt::format("; threads {}: {}", ranges(threads), site);
+        failure_ = why + report;
+    }
+    moved_.notify_all();
+    throw BlockFailed{};
+}
+
+template <class Done>
+void BlockSync::wait(std::unique_lock<std::mutex>& lock, unsigned thread, const std::string& what,
+                     std::source_location site, Done done) {
+    sites_[thread] = fmt::format("{} ({})", what, where(site));
+    while (!done()) {
+        if (!failure_.empty()) throw BlockFailed{};
+        const std::uint64_t seen = progress_;
+        if (!moved_.wait_for(lock, watchdog(), [&] { return done() || progress_ != seen || !failure_.empty(); }))
+            fail(lock, fmt::format("deadlock: no thread moved for {} ms", watchdog().count()));
+    }
+    sites_[thread].clear();
+}
+
+void BlockSync::named_barrier(unsigned thread, unsigned id, unsigned count, bool wait_for_it,
+                              std::source_location site) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (!failure_.empty()) throw BlockFailed{};
+    if (id >= 16) fail(lock, fmt::format("named barrier {} at {}: ids are 0-15", id, where(site)));
+    if (count == 0 || count % 32 != 0 || count > sites_.size())
+        fail(lock, fmt::format("named barrier {} at {}: thread {} counts {} threads, not whole warps of the block's {}",
+                               id, where(site), thread, count, sites_.size()));
+    Named& b = named_[id];
+    if (b.arrived == 0) b.expected = count;
+    if (count != b.expected)
+        fail(lock, fmt::format("named barrier {} at {}: thread {} counts {} threads, the phase began with {}", id,
+                               where(site), thread, count, b.expected));
+    const std::uint64_t generation = b.generation;
+    ++progress_;
+    if (++b.arrived == b.expected) {
+        b.arrived = 0, ++b.generation;
+        moved_.notify_all();
+        return;
+    }
+    if (wait_for_it)
+        wait(lock, thread, fmt::format("bar.sync {} for {} threads", id, count), site,
+             [&] { return b.generation != generation; });
+}
+
+BlockSync::Mbarrier& BlockSync::mbarrier(std::unique_lock<std::mutex>& lock, const void* bar, unsigned thread,
+                                         const char* use) {
+    if (!failure_.empty()) throw BlockFailed{};
+    const auto it = mbarriers_.find(bar);
+    if (it == mbarriers_.end()) fail(lock, fmt::format("{}: thread {} uses it before its init", name(bar), thread));
+    (void)use;
+    return it->second;
+}
+
+void BlockSync::mbarrier_init(unsigned, const void* bar, unsigned count) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (!failure_.empty()) throw BlockFailed{};
+    mbarriers_[bar] = Mbarrier{count, count, 0, 0};
+    ++progress_;
+    moved_.notify_all();
+}
+
+void BlockSync::complete_if_done(Mbarrier& m) {
+    if (m.pending == 0 && m.tx == 0) {
+        m.pending = m.count, ++m.phase;
+        moved_.notify_all();
+    }
+}
+
+std::uint64_t BlockSync::mbarrier_arrive(unsigned thread, const void* bar, std::uint32_t tx,
+                                         std::source_location site) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    Mbarrier& m = mbarrier(lock, bar, thread, "arrive");
+    if (m.pending == 0)
+        fail(lock,
+             fmt::format("{} at {}: thread {} arrives past its count of {}", name(bar), where(site), thread, m.count));
+    const std::uint64_t phase = m.phase;
+    m.tx += tx;
+    --m.pending;
+    ++progress_;
+    complete_if_done(m);
+    moved_.notify_all();
+    return phase;
+}
+
+void BlockSync::mbarrier_complete_tx(unsigned thread, const void* bar, std::uint32_t bytes, std::source_location) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    Mbarrier& m = mbarrier(lock, bar, thread, "complete_tx");
+    m.tx -= bytes;
+    ++progress_;
+    complete_if_done(m);
+    moved_.notify_all();
+}
+
+bool BlockSync::mbarrier_try_wait_parity(unsigned thread, const void* bar, unsigned parity, std::source_location) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    return (mbarrier(lock, bar, thread, "try_wait").phase & 1) != (parity & 1);
+}
+
+void BlockSync::mbarrier_wait_parity(unsigned thread, const void* bar, unsigned parity, std::source_location site) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    Mbarrier& m = mbarrier(lock, bar, thread, "wait");
+    wait(lock, thread, fmt::format("{}: wait for parity {}", name(bar), parity & 1), site,
+         [&] { return (m.phase & 1) != (parity & 1); });
+}
+
+void BlockSync::finished(unsigned thread) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    sites_[thread] = "finished";
+    ++progress_;
+    moved_.notify_all();
+}
+
+}  // namespace roundscope::gpu::simt

@@ -1,0 +1,80 @@
+#pragma once
+// The simulated GPU's block-level synchronisation (gpu/sync.hpp's host side): named barriers
+// (bar.sync / bar.arrive with an id and a thread count; __syncthreads is barrier 0 with the
+// whole block) and shared-memory mbarriers (init, arrive, expect_tx, complete_tx,
+// try_wait.parity). Every wait has a watchdog: when no thread of the block has moved for the
+// watchdog's time, the block fails with a report of where each of its threads waits, and
+// run_grid throws it as an Error. A protocol error (a barrier's count changed within a phase, a
+// count that is not whole warps, an mbarrier used before its init, more arrivals than its count)
+// fails the block the same way, at once.
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <source_location>
+#include <string>
+#include <vector>
+
+namespace roundscope::gpu::simt {
+
+/// Thrown in a simulated thread whose block has failed; run_grid turns it into an Error.
+struct BlockFailed {};
+
+/// How long the block's threads may all stand still before the watchdog fails it (default 60 s).
+void set_watchdog(std::chrono::milliseconds limit);
+std::chrono::milliseconds watchdog();
+
+/// The synchronisation state of one block, guarded by one mutex.
+class BlockSync {
+public:
+    explicit BlockSync(unsigned threads);
+    /// The block's shared memory, where mbarriers are named by their offset.
+    void set_shared(const void* shared) { shared_ = shared; }
+
+    /// bar.arrive (wait false) or bar.sync (wait true) on barrier `id` (0-15) for `count` threads.
+    void named_barrier(unsigned thread, unsigned id, unsigned count, bool wait, std::source_location site);
+
+    void mbarrier_init(unsigned thread, const void* bar, unsigned count);
+    /// Arrival (after adding `tx` bytes to the phase's expected transactions); the phase's number.
+    std::uint64_t mbarrier_arrive(unsigned thread, const void* bar, std::uint32_t tx, std::source_location site);
+    /// Transactions done (by the copy engine or complete_tx).
+    void mbarrier_complete_tx(unsigned thread, const void* bar, std::uint32_t bytes, std::source_location site);
+    bool mbarrier_try_wait_parity(unsigned thread, const void* bar, unsigned parity, std::source_location site);
+    void mbarrier_wait_parity(unsigned thread, const void* bar, unsigned parity, std::source_location site);
+
+    /// The calling thread is done with the kernel (a deadlock report names it finished).
+    void finished(unsigned thread);
+    /// The failure report, empty if the block did not fail.
+    std::string failure() const;
+
+private:
+    struct Named {
+        unsigned expected = 0, arrived = 0;
+        std::uint64_t generation = 0;
+    };
+    struct Mbarrier {
+        unsigned count = 0, pending = 0;
+        std::int64_t tx = 0;
+        std::uint64_t phase = 0;
+    };
+    void fail(std::unique_lock<std::mutex>& lock, std::string why);
+    // Waits until done() holds, with the watchdog; `what` and `site` are the thread's wait site.
+    template <class Done>
+    void wait(std::unique_lock<std::mutex>& lock, unsigned thread, const std::string& what, std::source_location site,
+              Done done);
+    Mbarrier& mbarrier(std::unique_lock<std::mutex>& lock, const void* bar, unsigned thread, const char* use);
+    void complete_if_done(Mbarrier& m);
+    std::string name(const void* bar) const;
+
+    mutable std::mutex mutex_;
+    std::condition_variable moved_;
+    std::uint64_t progress_ = 0;  // counts every arrival, completion and finish
+    Named named_[16];
+    std::map<const void*, Mbarrier> mbarriers_;
+    const void* shared_ = nullptr;
+    std::vector<std::string> sites_;  // per thread: "" running, else where it waits or "finished"
+    std::string failure_;
+};
+
+}  // namespace roundscope::gpu::simt
