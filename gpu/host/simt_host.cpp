@@ -13,6 +13,7 @@
 
 #include "emu/mma/fused_dot_add.hpp"
 #include "emu/mma/mma_model.hpp"
+#include "gpu/host/simt_tma.hpp"
 #include "gpu/host/warp_mma.hpp"
 #include "lib/error.hpp"
 
@@ -51,7 +52,7 @@ Block::Block(unsigned threads_, std::size_t shared_bytes)
       sync(threads_),
       arch(architecture()),
       warps(nullptr),
-      shared_storage_(new (std::align_val_t{16}) std::byte[shared_bytes + 16]) {
+      shared_storage_(new (std::align_val_t{1024}) std::byte[shared_bytes + 16]) {
     shared = shared_storage_;
     sync.set_shared(shared);
     warps = new Warp[(threads_ + warp_size - 1) / warp_size];
@@ -59,7 +60,7 @@ Block::Block(unsigned threads_, std::size_t shared_bytes)
 
 Block::~Block() {
     delete[] warps;
-    ::operator delete[](shared_storage_, std::align_val_t{16});
+    ::operator delete[](shared_storage_, std::align_val_t{1024});
 }
 
 Block& current_block() { return *this_block; }
@@ -87,12 +88,16 @@ void run_grid(dim3 grid, dim3 block, std::size_t shared_bytes, const std::functi
                     threadIdx = index, blockIdx = blocks[i], blockDim = block, gridDim = grid;
                     try {
                         body();
+                        tma_flush_stores();
                         shared->sync.finished(t);
                     } catch (const BlockFailed&) {
                         // the block's report is in shared->sync; run_grid throws it below
+                    } catch (const Error& e) {
+                        // the simulated hardware refused a request (a misaligned TMA tile, ...)
+                        shared->sync.refuse(t, e.what());
                     } catch (const std::exception& e) {
-                        // Kernel code does not throw; a simulated thread that does is a bug, and the
-                        // block's other threads would wait for it at the next barrier forever.
+                        // Other exceptions are bugs of the kernel code: a simulated thread that
+                        // throws one may leave its warp waiting in a collective step forever.
                         std::fprintf(stderr, "simulated GPU thread: %s\n", e.what());
                         std::abort();
                     }

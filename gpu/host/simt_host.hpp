@@ -34,7 +34,7 @@ struct Block {
     explicit Block(unsigned threads, std::size_t shared_bytes);
     unsigned threads;
     BlockSync sync;     // __syncthreads (named barrier 0), named barriers, mbarriers
-    std::byte* shared;  // 16-byte aligned, shared_bytes long
+    std::byte* shared;  // 1024-byte aligned (a 128-byte swizzle's period), shared_bytes long
     std::string arch;   // the tensor-core model the block's mma.sync executes ("sm90", ...)
     struct Warp;
     Warp* warps;  // blockDim / 32 of them

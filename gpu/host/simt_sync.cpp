@@ -146,16 +146,48 @@ void BlockSync::mbarrier_complete_tx(unsigned thread, const void* bar, std::uint
     moved_.notify_all();
 }
 
+void BlockSync::add_copy(const void* bar, std::uint32_t bytes, std::function<void()> land) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    copies_.emplace(bar, std::make_pair(bytes, std::move(land)));
+    ++progress_;
+    moved_.notify_all();
+}
+
+void BlockSync::land_copies(const void* bar, Mbarrier& m) {
+    const auto [first, last] = copies_.equal_range(bar);
+    if (first == last) return;
+    for (auto it = first; it != last; ++it) {
+        it->second.second();
+        m.tx -= it->second.first;
+    }
+    copies_.erase(first, last);
+    ++progress_;
+    complete_if_done(m);
+}
+
 bool BlockSync::mbarrier_try_wait_parity(unsigned thread, const void* bar, unsigned parity, std::source_location) {
     std::unique_lock<std::mutex> lock(mutex_);
-    return (mbarrier(lock, bar, thread, "try_wait").phase & 1) != (parity & 1);
+    Mbarrier& m = mbarrier(lock, bar, thread, "try_wait");
+    land_copies(bar, m);
+    return (m.phase & 1) != (parity & 1);
 }
 
 void BlockSync::mbarrier_wait_parity(unsigned thread, const void* bar, unsigned parity, std::source_location site) {
     std::unique_lock<std::mutex> lock(mutex_);
     Mbarrier& m = mbarrier(lock, bar, thread, "wait");
-    wait(lock, thread, fmt::format("{}: wait for parity {}", name(bar), parity & 1), site,
-         [&] { return (m.phase & 1) != (parity & 1); });
+    wait(lock, thread, fmt::format("{}: wait for parity {}", name(bar), parity & 1), site, [&] {
+        land_copies(bar, m);  // the copies issued so far land now
+        return (m.phase & 1) != (parity & 1);
+    });
+}
+
+void BlockSync::refuse(unsigned thread, const std::string& why) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    sites_[thread] = "refused";
+    try {
+        fail(lock, why);
+    } catch (const BlockFailed&) {
+    }
 }
 
 void BlockSync::finished(unsigned thread) {

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <source_location>
@@ -43,6 +44,14 @@ public:
     bool mbarrier_try_wait_parity(unsigned thread, const void* bar, unsigned parity, std::source_location site);
     void mbarrier_wait_parity(unsigned thread, const void* bar, unsigned parity, std::source_location site);
 
+    /// A copy engine's copy of `bytes` that completes them on mbarrier `bar` when it lands;
+    /// it lands when a thread waits on (or tests) that mbarrier.
+    void add_copy(const void* bar, std::uint32_t bytes, std::function<void()> land);
+
+    /// The simulated hardware refused what a thread asked (an Error in its kernel code): the
+    /// block fails with `why`.
+    void refuse(unsigned thread, const std::string& why);
+
     /// The calling thread is done with the kernel (a deadlock report names it finished).
     void finished(unsigned thread);
     /// The failure report, empty if the block did not fail.
@@ -65,6 +74,7 @@ private:
               Done done);
     Mbarrier& mbarrier(std::unique_lock<std::mutex>& lock, const void* bar, unsigned thread, const char* use);
     void complete_if_done(Mbarrier& m);
+    void land_copies(const void* bar, Mbarrier& m);
     std::string name(const void* bar) const;
 
     mutable std::mutex mutex_;
@@ -72,6 +82,7 @@ private:
     std::uint64_t progress_ = 0;  // counts every arrival, completion and finish
     Named named_[16];
     std::map<const void*, Mbarrier> mbarriers_;
+    std::multimap<const void*, std::pair<std::uint32_t, std::function<void()>>> copies_;  // not landed
     const void* shared_ = nullptr;
     std::vector<std::string> sites_;  // per thread: "" running, else where it waits or "finished"
     std::string failure_;

@@ -1,0 +1,48 @@
+#pragma once
+// The simulated GPU's tensor memory accelerator (gpu/tma.hpp's host side): 2-D tiled copies
+// between global memory and shared memory, with the 32/64/128-byte swizzles and zeros for
+// elements outside the tensor. Like the hardware's copy engine, a copy lands later than its
+// issue: a load poisons its destination (every byte 0xFF: NaN in every float format) when it
+// is issued and lands, completing its bytes on the mbarrier, only when a thread waits on that
+// mbarrier; a store reads its shared-memory source only when its bulk group is waited for. So
+// a missing wait reads poison or stores what was written after the store, and ThreadSanitizer
+// sees the race.
+#include <cstddef>
+#include <cstdint>
+
+#include "gpu/tma_swizzle.hpp"
+
+namespace roundscope::gpu {
+
+/// A 2-D tiled view of global memory (a CUtensorMap's tiled mode): dims[0] elements of
+/// `element_bytes` along the contiguous axis, dims[1] rows `row_bytes` apart; boxes of box[0] x
+/// box[1] elements; `swizzle` of the shared-memory tile.
+struct TmaMap {
+    std::byte* base = nullptr;
+    std::uint32_t element_bytes = 2;
+    std::uint64_t dims[2] = {0, 0};
+    std::uint64_t row_bytes = 0;
+    std::uint32_t box[2] = {0, 0};
+    Swizzle swizzle = Swizzle::none;
+};
+
+namespace simt {
+
+/// The map checked as cuTensorMapEncodeTiled checks it: Error for a box wider than its
+/// swizzle's span, over 256 elements a side, or whose row is not a multiple of 16 bytes, and for
+/// tensor rows not 16 bytes apart.
+TmaMap make_tma_map(std::byte* base, std::uint32_t element_bytes, std::uint64_t cols, std::uint64_t rows,
+                    std::uint64_t row_bytes, std::uint32_t box_cols, std::uint32_t box_rows, Swizzle swizzle);
+void check_tma_map(const TmaMap& map);
+
+/// cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.
+void tma_load(const TmaMap& map, void* shared_dst, std::int32_t c0, std::int32_t c1, std::uint64_t* bar);
+/// cp.async.bulk.tensor.2d.global.shared::cta.bulk_group, commit_group, wait_group(.read) n.
+void tma_store(const TmaMap& map, const void* shared_src, std::int32_t c0, std::int32_t c1);
+void tma_store_commit();
+void tma_store_wait(int pending_groups);
+/// At the end of a simulated thread: its stores land (the hardware completes them).
+void tma_flush_stores();
+
+}  // namespace simt
+}  // namespace roundscope::gpu

@@ -1,0 +1,166 @@
+// Property: gpu/tma.hpp's 2-D copies on the simulated GPU move each element of a box where the
+// hardware does: a load puts element (i0, i1) of the box at (c0, c1) at byte i1 * row + i0 * size
+// of the tile with its 16-byte chunk XORed by the swizzle (none, 32, 64, 128 bytes), zeros
+// outside the tensor (past either end, and before it); a store writes the tile back through the
+// same mapping and nothing outside the tensor. The copy engine's lateness is observable, as on a
+// GPU: a tile read without the mbarrier wait is poison (every byte 0xFF), and a store reads its
+// source when its group is waited for, not when it is issued. The map's and the tile's checks
+// (a box wider than its swizzle, a misaligned swizzled tile) end the launch with one error.
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "gpu/host/simt_host.hpp"
+#include "gpu/tma.hpp"
+#include "lib/error.hpp"
+
+using namespace roundscope;
+using namespace roundscope::gpu;
+
+namespace {
+
+constexpr std::uint64_t cols = 104, rows = 70, row_bytes = 112 * 2;  // rows padded to 224 bytes
+
+// A global tensor of uint16 whose element (c, r) is its own index + 1 (never 0 or 0xFFFF).
+std::vector<std::uint16_t> tensor() {
+    std::vector<std::uint16_t> t(rows * row_bytes / 2, 0);
+    for (std::uint64_t r = 0; r < rows; ++r)
+        for (std::uint64_t c = 0; c < cols; ++c)
+            t[r * row_bytes / 2 + c] = static_cast<std::uint16_t>(r * cols + c + 1);
+    return t;
+}
+
+// The byte offset of element (i0, i1) of a tile whose rows are `row` bytes, as the PTX ISA
+// describes the swizzle: 128-byte lines, 16-byte chunks, chunk XOR (line mod 8), masked to the
+// chunks of the span.
+std::uint32_t tile_offset(std::uint32_t i0, std::uint32_t i1, std::uint32_t row, Swizzle s) {
+    const std::uint32_t plain = i1 * row + i0 * 2, line = plain / 128, chunk = plain / 16 % 8;
+    const std::uint32_t span_chunks = s == Swizzle::none ? 1 : swizzle_span(s) / 16;
+    const std::uint32_t moved = chunk ^ (line % 8 & (span_chunks - 1));
+    return plain - chunk * 16 + moved * 16;
+}
+
+struct Box {
+    std::int32_t c0, c1;
+};
+
+}  // namespace
+
+TEST_CASE("TMA loads put every element where the swizzle says, zeros outside the tensor",
+          "[gpu-host][tma][sanitized]") {
+    std::vector<std::uint16_t> global = tensor();
+    const Box boxes[] = {{0, 0}, {8, 3}, {96, 60}, {-8, -5}, {100, 66}};  // inside, across the ends, before
+    for (const Swizzle s : {Swizzle::none, Swizzle::b32, Swizzle::b64, Swizzle::b128}) {
+        const std::uint32_t box_cols = s == Swizzle::none ? 24 : swizzle_span(s) / 2, box_rows = 20;
+        const TmaMap map = simt::make_tma_map(reinterpret_cast<std::byte*>(global.data()), 2, cols, rows, row_bytes,
+                                              box_cols, box_rows, s);
+        const std::uint32_t tile_bytes = box_cols * box_rows * 2;
+        std::vector<std::uint16_t> got(std::size(boxes) * tile_bytes / 2);
+        simt::run_grid(dim3(1), dim3(64), 1024 + std::size(boxes) * 3072, [&] {
+            std::uint64_t* bar = shared_memory<std::uint64_t>();
+            std::byte* tiles = shared_memory<std::byte>() + 1024;
+            if (threadIdx.x == 0) mbarrier_init(bar, 1);
+            sync_threads();
+            if (threadIdx.x == 0) {
+                mbarrier_arrive(bar, static_cast<std::uint32_t>(std::size(boxes)) * tile_bytes);
+                for (std::size_t b = 0; b < std::size(boxes); ++b)
+                    tma_load(&map, tiles + b * 3072, boxes[b].c0, boxes[b].c1, bar);  // 1024-aligned, apart
+            }
+            mbarrier_wait_parity(bar, 0);
+            for (std::size_t i = threadIdx.x; i < got.size(); i += 64) {
+                const std::size_t b = i / (tile_bytes / 2);
+                got[i] = reinterpret_cast<const std::uint16_t*>(tiles + b * 3072)[i % (tile_bytes / 2)];
+            }
+        });
+        for (std::size_t b = 0; b < std::size(boxes); ++b) {
+            for (std::uint32_t i1 = 0; i1 < box_rows; ++i1) {
+                for (std::uint32_t i0 = 0; i0 < box_cols; ++i0) {
+                    const std::int64_t c = boxes[b].c0 + std::int64_t{i0}, r = boxes[b].c1 + std::int64_t{i1};
+                    const bool inside =
+                        c >= 0 && r >= 0 && c < static_cast<std::int64_t>(cols) && r < static_cast<std::int64_t>(rows);
+                    const std::uint16_t want = inside ? static_cast<std::uint16_t>(r * cols + c + 1) : 0;
+                    INFO("swizzle " << swizzle_span(s) << " box " << b << " element " << i0 << ", " << i1);
+                    REQUIRE(got[b * tile_bytes / 2 + tile_offset(i0, i1, box_cols * 2, s) / 2] == want);
+                }
+            }
+        }
+    }
+}
+
+TEST_CASE("a TMA tile read without its mbarrier wait is poison", "[gpu-host][tma]") {
+    std::vector<std::uint16_t> global = tensor();
+    const TmaMap map =
+        simt::make_tma_map(reinterpret_cast<std::byte*>(global.data()), 2, cols, rows, row_bytes, 64, 8, Swizzle::b128);
+    std::vector<std::uint16_t> early(64), late(64);
+    simt::run_grid(dim3(1), dim3(32), 1024 + 1024, [&] {
+        std::uint64_t* bar = shared_memory<std::uint64_t>();
+        auto* tile = reinterpret_cast<std::uint16_t*>(shared_memory<std::byte>() + 1024);
+        if (threadIdx.x == 0) {
+            mbarrier_init(bar, 1);
+            mbarrier_arrive(bar, 64 * 8 * 2);
+            tma_load(&map, tile, 0, 0, bar);
+            for (int i = 0; i < 64; ++i) early[i] = tile[i];  // no wait: the copy has not landed
+            mbarrier_wait_parity(bar, 0);
+            for (int i = 0; i < 64; ++i) late[i] = tile[i];
+        }
+    });
+    for (int i = 0; i < 64; ++i) {
+        CHECK(early[i] == 0xFFFF);
+        CHECK(late[i] == tensor()[tile_offset(static_cast<std::uint32_t>(i), 0, 128, Swizzle::b128) / 2]);
+    }
+}
+
+TEST_CASE("TMA stores write the tile through the swizzle, nothing outside the tensor, read when waited for",
+          "[gpu-host][tma][sanitized]") {
+    const std::vector<std::uint16_t> source = tensor();
+    std::vector<std::uint16_t> target(source.size(), 0);
+    const TmaMap out =
+        simt::make_tma_map(reinterpret_cast<std::byte*>(target.data()), 2, cols, rows, row_bytes, 32, 16, Swizzle::b64);
+    simt::run_grid(dim3(1), dim3(32), 1024 + 1024, [&] {
+        auto* tile = reinterpret_cast<std::uint16_t*>(shared_memory<std::byte>() + 1024);
+        if (threadIdx.x != 0) return;
+        // tile element (i0, i1) holds the value the tensor has at (96 + i0, 60 + i1)
+        for (std::uint32_t i1 = 0; i1 < 16; ++i1)
+            for (std::uint32_t i0 = 0; i0 < 32; ++i0)
+                tile[tile_offset(i0, i1, 64, Swizzle::b64) / 2] =
+                    static_cast<std::uint16_t>((60 + i1) * cols + 96 + i0 + 1);
+        fence_async_shared();
+        tma_store(&out, tile, 96, 60);  // 8 columns and 10 rows inside
+        tma_store_commit();
+        tile[0] = 7;  // written before the wait: the engine reads it when the group is waited for
+        tma_store_wait_read<0>();
+        tile[1] = 9;  // after the wait: not stored
+    });
+    for (std::uint64_t r = 0; r < rows; ++r) {
+        for (std::uint64_t c = 0; c < cols; ++c) {
+            const bool stored = r >= 60 && c >= 96;
+            const std::uint16_t want = r == 60 && c == 96 ? 7 : stored ? source[r * row_bytes / 2 + c] : 0;
+            INFO("element " << c << ", " << r);
+            REQUIRE(target[r * row_bytes / 2 + c] == want);
+        }
+    }
+}
+
+TEST_CASE("TMA maps and tiles the hardware refuses", "[gpu-host][tma]") {
+    std::vector<std::uint16_t> global = tensor();
+    auto* base = reinterpret_cast<std::byte*>(global.data());
+    CHECK_THROWS_WITH(simt::make_tma_map(base, 2, cols, rows, row_bytes, 128, 8, Swizzle::b128),
+                      Catch::Contains("wider than its 128-byte swizzle"));
+    CHECK_THROWS_WITH(simt::make_tma_map(base, 2, cols, rows, 210, 64, 8, Swizzle::none),
+                      Catch::Contains("not a multiple of 16"));
+    const TmaMap map = simt::make_tma_map(base, 2, cols, rows, row_bytes, 64, 8, Swizzle::b128);
+    std::string m;
+    try {
+        simt::run_grid(dim3(1), dim3(32), 4096, [&] {
+            std::uint64_t* bar = shared_memory<std::uint64_t>();
+            if (threadIdx.x != 0) return;
+            mbarrier_init(bar, 1);
+            tma_load(&map, shared_memory<std::byte>() + 512, 0, 0, bar);  // a 128-byte swizzle needs 1024
+        });
+    } catch (const Error& e) {
+        m = e.what();
+    }
+    CHECK_THAT(m, Catch::Contains("not aligned to 1024 bytes") && Catch::Contains("+512"));
+}
