@@ -47,12 +47,13 @@ struct Block::Warp {
     std::uint32_t exchange[2][warp_size];  // shuffles and votes, double-buffered the same way
 };
 
-Block::Block(unsigned threads_, std::size_t shared_bytes)
+Block::Block(unsigned threads_, std::size_t shared_bytes_)
     : threads(threads_),
       sync(threads_),
       arch(architecture()),
       warps(nullptr),
-      shared_storage_(new (std::align_val_t{1024}) std::byte[shared_bytes + 16]) {
+      shared_bytes(shared_bytes_),
+      shared_storage_(new (std::align_val_t{1024}) std::byte[shared_bytes_ + 16]) {
     shared = shared_storage_;
     sync.set_shared(shared);
     warps = new Warp[(threads_ + warp_size - 1) / warp_size];
@@ -135,6 +136,21 @@ const std::uint32_t* exchanged(std::uint32_t value) {
 }  // namespace
 
 std::uint32_t warp_exchange(std::uint32_t value, int source) { return exchanged(value)[source & (warp_size - 1)]; }
+
+std::array<std::uint32_t, 32> warp_gather(std::uint32_t value) {
+    const std::uint32_t* lanes = exchanged(value);
+    std::array<std::uint32_t, 32> out;
+    std::copy(lanes, lanes + warp_size, out.begin());
+    return out;
+}
+
+std::uint32_t shared_offset(const void* p) {
+    const Block& b = current_block();
+    const auto* at = static_cast<const std::byte*>(p);
+    if (at < b.shared || at >= b.shared + b.shared_bytes)
+        throw Error(fmt::format("a shared-memory address {} lies outside the block's {} bytes", p, b.shared_bytes));
+    return static_cast<std::uint32_t>(at - b.shared);
+}
 
 std::uint32_t warp_ballot(bool predicate) {
     const std::uint32_t* lanes = exchanged(predicate ? 1u : 0u);

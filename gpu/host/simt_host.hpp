@@ -5,6 +5,7 @@
 // per block; mma.sync is a warp-collective step (gpu/host/warp_mma.hpp) that gathers the 32
 // lanes' registers. Races between threads are therefore real races: ThreadSanitizer sees a
 // missing barrier as the GPU would suffer it.
+#include <array>
 #include <barrier>
 #include <cstddef>
 #include <cstdint>
@@ -38,6 +39,7 @@ struct Block {
     std::string arch;   // the tensor-core model the block's mma.sync executes ("sm90", ...)
     struct Warp;
     Warp* warps;  // blockDim / 32 of them
+    std::size_t shared_bytes;
 
     ~Block();
     Block(const Block&) = delete;
@@ -62,6 +64,12 @@ std::uint32_t warp_exchange(std::uint32_t value, int source);
 
 /// A warp-collective vote: bit l set where lane l's predicate is true.
 std::uint32_t warp_ballot(bool predicate);
+
+/// A warp-collective gather: every lane hands in `value` and gets all 32 lanes' values.
+std::array<std::uint32_t, 32> warp_gather(std::uint32_t value);
+
+/// The offset of `p` in the calling thread's block's shared memory; Error if it lies outside.
+std::uint32_t shared_offset(const void* p);
 
 /// The architecture whose tensor-core model the simulated mma.sync uses (default "sm90").
 void set_simulated_architecture(std::string arch);
