@@ -25,6 +25,24 @@ AttentionRecipe fa3_bf16() {
     return r;
 }
 
+// roundscope's FlashAttention-3-style BF16 forward for the H100 (the arithmetic its kernel is
+// written to; on the simulated GPU until wgmma runs there): S and P V by wgmma m64nNk16 (the
+// sm_90 wgmma model), two consumer warpgroups of 64 rows (block_m 128) over 128-key tiles in
+// reverse; c = RN(scale log2 e) in double; P-bar = exp2 of one fma, fma(s, c, -m), by the
+// FMA-only software exp2; the rescale from the raw maxima, exp2(RN(RN(m_old - m) c)); each row's
+// sum in its four lanes' fragments (the wgmma accumulator holds a row's columns 2 (t % 4) and
+// 2 (t % 4) + 1 of every 8 as mma.sync's does), quad-reduced at the end; P and O cast RNE.
+AttentionRecipe h100_bf16() {
+    AttentionRecipe r = fa3_bf16();
+    r.name = "h100-bf16";
+    r.instruction = "wgmma";
+    r.scale_log2 = ScaleLog2::f64;
+    r.exp2_arg = Exp2Arg::fma;
+    r.rescale_arg = RescaleArg::raw;
+    r.row_sum = RowSum::quad_ffma;
+    return r;
+}
+
 AttentionRecipe fa3_fp8() {
     AttentionRecipe r = fa3_bf16();
     r.name = "fa3-fp8";
@@ -147,9 +165,9 @@ AttentionRecipe torch_flash_sm90() {
 
 const std::vector<AttentionRecipe>& presets() {
     static const std::vector<AttentionRecipe> all{
-        fa2_bf16(),    fa2_bf16_fixed(), fa2_bf16_o_bf16(),   fa2_bf16_torch(),  fa2_bf16_torch_compiled(),
-        fa3_bf16(),    fa3_fp8(),        fp8_forward_order(), fp8_p_cast_only(), mxfp4_v(false),
-        mxfp4_v(true), naive(f32),       naive(f16),          torch_flash_sm90()};
+        fa2_bf16(),     fa2_bf16_fixed(), fa2_bf16_o_bf16(), fa2_bf16_torch(),    fa2_bf16_torch_compiled(),
+        fa3_bf16(),     h100_bf16(),      fa3_fp8(),         fp8_forward_order(), fp8_p_cast_only(),
+        mxfp4_v(false), mxfp4_v(true),    naive(f32),        naive(f16),          torch_flash_sm90()};
     return all;
 }
 
