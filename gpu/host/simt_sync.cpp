@@ -50,26 +50,47 @@ void BlockSync::fail(std::unique_lock<std::mutex>&, std::string why) {
     if (failure_.empty()) {
         // Every thread's state, grouped: where it waits, or running, or finished.
         std::map<std::string, std::vector<unsigned>> by_site;
-        for (unsigned t = 0; t < sites_.size(); ++t) by_site[sites_[t].empty() ? "running" : sites_[t]].push_back(t);
+        for (unsigned t = 0; t < sites_.size(); ++t) by_site[describe(sites_[t])].push_back(t);
         std::string report;
         for (const auto& [site, threads] : by_site) report += fmt::format("; threads {}: {}", ranges(threads), site);
         failure_ = why + report;
     }
-    moved_.notify_all();
+    wake_all();
     throw BlockFailed{};
 }
 
+void BlockSync::wake_all() {
+    moved_.notify_all();
+    for (Named& b : named_) b.passed.notify_all();
+}
+
+std::string BlockSync::describe(const Site& s) const {
+    switch (s.kind) {
+        case Site::Kind::running:
+            return "running";
+        case Site::Kind::finished:
+            return "finished";
+        case Site::Kind::refused:
+            return "refused";
+        case Site::Kind::named_barrier:
+            return fmt::format("bar.sync {} for {} threads ({})", s.id, s.count, where(s.where));
+        case Site::Kind::mbarrier:
+            return fmt::format("{}: wait for parity {} ({})", name(s.bar), s.id, where(s.where));
+    }
+    return "?";
+}
+
 template <class Done>
-void BlockSync::wait(std::unique_lock<std::mutex>& lock, unsigned thread, const std::string& what,
-                     std::source_location site, Done done) {
-    sites_[thread] = fmt::format("{} ({})", what, where(site));
+void BlockSync::wait(std::unique_lock<std::mutex>& lock, std::condition_variable& cv, unsigned thread, const Site& site,
+                     Done done) {
+    sites_[thread] = site;
     while (!done()) {
         if (!failure_.empty()) throw BlockFailed{};
         const std::uint64_t seen = progress_;
-        if (!moved_.wait_for(lock, watchdog(), [&] { return done() || progress_ != seen || !failure_.empty(); }))
+        if (!cv.wait_for(lock, watchdog(), [&] { return done() || progress_ != seen || !failure_.empty(); }))
             fail(lock, fmt::format("deadlock: no thread moved for {} ms", watchdog().count()));
     }
-    sites_[thread].clear();
+    sites_[thread] = Site{};
 }
 
 void BlockSync::named_barrier(unsigned thread, unsigned id, unsigned count, bool wait_for_it,
@@ -89,11 +110,11 @@ void BlockSync::named_barrier(unsigned thread, unsigned id, unsigned count, bool
     ++progress_;
     if (++b.arrived == b.expected) {
         b.arrived = 0, ++b.generation;
-        moved_.notify_all();
+        b.passed.notify_all();
         return;
     }
     if (wait_for_it)
-        wait(lock, thread, fmt::format("bar.sync {} for {} threads", id, count), site,
+        wait(lock, b.passed, thread, Site{Site::Kind::named_barrier, id, count, nullptr, site},
              [&] { return b.generation != generation; });
 }
 
@@ -175,7 +196,7 @@ bool BlockSync::mbarrier_try_wait_parity(unsigned thread, const void* bar, unsig
 void BlockSync::mbarrier_wait_parity(unsigned thread, const void* bar, unsigned parity, std::source_location site) {
     std::unique_lock<std::mutex> lock(mutex_);
     Mbarrier& m = mbarrier(lock, bar, thread, "wait");
-    wait(lock, thread, fmt::format("{}: wait for parity {}", name(bar), parity & 1), site, [&] {
+    wait(lock, moved_, thread, Site{Site::Kind::mbarrier, parity & 1, 0, bar, site}, [&] {
         land_copies(bar, m);  // the copies issued so far land now
         return (m.phase & 1) != (parity & 1);
     });
@@ -183,7 +204,7 @@ void BlockSync::mbarrier_wait_parity(unsigned thread, const void* bar, unsigned 
 
 void BlockSync::refuse(unsigned thread, const std::string& why) {
     std::unique_lock<std::mutex> lock(mutex_);
-    sites_[thread] = "refused";
+    sites_[thread].kind = Site::Kind::refused;
     try {
         fail(lock, why);
     } catch (const BlockFailed&) {
@@ -192,7 +213,7 @@ void BlockSync::refuse(unsigned thread, const std::string& why) {
 
 void BlockSync::finished(unsigned thread) {
     const std::lock_guard<std::mutex> lock(mutex_);
-    sites_[thread] = "finished";
+    sites_[thread].kind = Site::Kind::finished;
     ++progress_;
     moved_.notify_all();
 }

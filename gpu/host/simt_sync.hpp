@@ -61,17 +61,27 @@ private:
     struct Named {
         unsigned expected = 0, arrived = 0;
         std::uint64_t generation = 0;
+        std::condition_variable passed;  // its waiters only: a barrier does not wake the others
     };
+    // Where a thread is, described only when a report needs it (a wait is frequent, a report rare).
+    struct Site {
+        enum class Kind : std::uint8_t { running, named_barrier, mbarrier, finished, refused } kind = Kind::running;
+        unsigned id = 0, count = 0;
+        const void* bar = nullptr;
+        std::source_location where;
+    };
+    std::string describe(const Site& s) const;
     struct Mbarrier {
         unsigned count = 0, pending = 0;
         std::int64_t tx = 0;
         std::uint64_t phase = 0;
     };
     void fail(std::unique_lock<std::mutex>& lock, std::string why);
-    // Waits until done() holds, with the watchdog; `what` and `site` are the thread's wait site.
+    // Waits on `cv` until done() holds, with the watchdog, the thread standing at `site`.
     template <class Done>
-    void wait(std::unique_lock<std::mutex>& lock, unsigned thread, const std::string& what, std::source_location site,
+    void wait(std::unique_lock<std::mutex>& lock, std::condition_variable& cv, unsigned thread, const Site& site,
               Done done);
+    void wake_all();
     Mbarrier& mbarrier(std::unique_lock<std::mutex>& lock, const void* bar, unsigned thread, const char* use);
     void complete_if_done(Mbarrier& m);
     void land_copies(const void* bar, Mbarrier& m);
@@ -84,7 +94,7 @@ private:
     std::map<const void*, Mbarrier> mbarriers_;
     std::multimap<const void*, std::pair<std::uint32_t, std::function<void()>>> copies_;  // not landed
     const void* shared_ = nullptr;
-    std::vector<std::string> sites_;  // per thread: "" running, else where it waits or "finished"
+    std::vector<Site> sites_;
     std::string failure_;
 };
 
