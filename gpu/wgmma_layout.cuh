@@ -1,18 +1,24 @@
 #pragma once
-// wgmma's shared-memory operands in the canonical K-major layout without swizzling (PTX ISA,
-// "Shared memory matrix layouts"): 8-row x 16-byte core matrices, consecutive along K (leading
-// byte offset 128), then along the rows (stride byte offset 128 K / elements-per-16-bytes), and the
-// 64-bit matrix descriptor that names such an operand. Shared by the MMA probes.
+// wgmma's shared-memory operands as the MMA probes store them: the canonical K-major layout
+// without swizzling (gpu/wgmma_descriptor.hpp), 8-row x 16-byte core matrices consecutive along K
+// (leading byte offset 128), then along the rows (stride byte offset 128 K / elements-per-16-bytes),
+// and the descriptor that names such an operand.
 #include <cstdint>
 
 #include "gpu/tile_operands.cuh"
+#include "gpu/wgmma_descriptor.hpp"
 
 namespace roundscope::gpu {
 
+// The probes' operand of depth k at shared address `start`.
+__device__ inline WgmmaOperand probe_operand(std::uint32_t start, int k, int element_bytes) {
+    return {start, 128, static_cast<std::uint32_t>(128 * k / (16 / element_bytes)), 0, Swizzle::none};
+}
+
 // Byte offset of element (r, c) of a K-major operand of depth k.
 __device__ inline int core_matrix_offset(int r, int c, int k, int element_bytes) {
-    const int per_row = 16 / element_bytes, along_k = k / per_row;
-    return ((r / 8) * along_k + c / per_row) * 128 + (r % 8) * 16 + (c % per_row) * element_bytes;
+    return static_cast<int>(k_major_address(probe_operand(0, k, element_bytes), static_cast<std::uint32_t>(r),
+                                            static_cast<std::uint32_t>(c), static_cast<std::uint32_t>(element_bytes)));
 }
 
 // A 64-row tile's A and B (as B^T: 8 rows of k, K-major like A) stored into shared memory, the
@@ -29,11 +35,10 @@ __device__ inline void store_wgmma_operands(const TileOperands& op, int k, int e
         store(smem_b + core_matrix_offset(i / k, i % k, k, element_bytes), op.B(i % k, i / k));
 }
 
-// Start address, leading and stride byte offsets (all >> 4), no swizzling.
+// The descriptor of the probes' operand at `smem`.
 __device__ inline std::uint64_t matrix_descriptor(const void* smem, int k, int element_bytes) {
     const auto address = static_cast<std::uint32_t>(__cvta_generic_to_shared(smem));
-    const std::uint64_t lbo = 128 >> 4, sbo = (128 * k / (16 / element_bytes)) >> 4;
-    return (static_cast<std::uint64_t>(address >> 4) & 0x3FFF) | lbo << 16 | sbo << 32;
+    return encode_descriptor(probe_operand(address, k, element_bytes));
 }
 
 }  // namespace roundscope::gpu
