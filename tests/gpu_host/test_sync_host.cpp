@@ -9,6 +9,7 @@
 // ThreadSanitizer reports (ctest's gpu_host_sync_race_control).
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -146,22 +147,26 @@ TEST_CASE("a deadlock ends the kernel with where every thread waits", "[gpu-host
 
 // The negative control, run only by ctest's gpu_host_sync_race_control under ThreadSanitizer,
 // which must report a data race: the consumer reads what the copy lands without waiting on
-// the mbarrier (the kernel above, without mbarrier_wait_parity). The copy lands late, so that
-// no lock taken by chance between the two accesses orders them.
+// the mbarrier (the kernel above, without mbarrier_wait_parity). A relaxed flag, which orders
+// nothing for ThreadSanitizer, makes the copy land after the read on every run, so that no
+// lock taken by chance between the two accesses can order them.
 TEST_CASE("data read without waiting on its mbarrier", "[.sync-race-control]") {
-    std::vector<std::uint32_t> got(32);
+    std::uint32_t got = 0;
+    std::atomic<bool> read{false};
     simt::run_grid(dim3(1), dim3(64), sizeof(std::uint64_t) + 32 * sizeof(std::uint32_t), [&] {
         std::uint64_t* bar = shared_memory<std::uint64_t>();
         std::uint32_t* data = reinterpret_cast<std::uint32_t*>(bar + 1);
         if (threadIdx.x == 0) mbarrier_init(bar, 1);
         sync_threads();
-        if (threadIdx.x == 0) {
-            mbarrier_arrive(bar, 32 * sizeof(std::uint32_t));
-            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        if (threadIdx.x == 0) {  // no lock between the flag and the write
+            while (!read.load(std::memory_order_relaxed)) std::this_thread::yield();
             for (unsigned i = 0; i < 32; ++i) data[i] = i;
+            mbarrier_arrive(bar, 32 * sizeof(std::uint32_t));
             mbarrier_complete_tx(bar, 32 * sizeof(std::uint32_t));
-        } else if (threadIdx.x >= 32) {
-            got[threadIdx.x - 32] = data[threadIdx.x - 32];
+        } else if (threadIdx.x == 32) {
+            got = data[0];
+            read.store(true, std::memory_order_relaxed);
+            std::this_thread::sleep_for(std::chrono::milliseconds(200));  // no lock taken until the write
         }
     });
     SUCCEED();

@@ -139,13 +139,6 @@ AttentionOperands operands(const AttentionShape& sh, const AttentionRecipe& r) {
     return in;
 }
 
-// One head's [n][cols] slice of x.
-std::vector<std::uint32_t> head_of(const std::vector<std::uint32_t>& x, std::size_t head, std::size_t n,
-                                   std::size_t cols) {
-    return {x.begin() + static_cast<std::ptrdiff_t>(head * n * cols),
-            x.begin() + static_cast<std::ptrdiff_t>((head + 1) * n * cols)};
-}
-
 std::size_t differing(const std::vector<std::uint32_t>& x, const std::vector<std::uint32_t>& y) {
     std::size_t n = 0;
     for (std::size_t i = 0; i < x.size(); ++i) n += x[i] != y[i];
