@@ -1,8 +1,8 @@
 #pragma once
 // wgmma for kernel code, one spelling for both builds: wgmma.mma_async m64nNk16 with BF16 inputs
 // and float32 accumulators (B from shared memory by descriptor, A by descriptor or from
-// registers), and its fence, commit_group and wait_group. Under nvcc the PTX instructions (N =
-// 8 so far: wider N take longer operand lists, written when a kernel needs them); with
+// registers), and its fence, commit_group and wait_group. Under nvcc the PTX instructions
+// (gpu/wgmma_instructions.cuh, generated, for the N that kernels use); with
 // ROUNDSCOPE_SIMT_HOST the simulated warpgroup (gpu/host/simt_wgmma.hpp) for any N, which
 // snapshots operands at issue and poisons the accumulators until their group is waited for.
 // Descriptors: gpu/wgmma_descriptor.hpp.
@@ -13,6 +13,8 @@
 
 #if defined(ROUNDSCOPE_SIMT_HOST)
 #include "gpu/host/simt_wgmma.hpp"
+#else
+#include "gpu/wgmma_instructions.cuh"
 #endif
 
 namespace roundscope::gpu {
@@ -43,37 +45,25 @@ ROUNDSCOPE_DEVICE inline void wgmma_wait_group() {
 }
 
 /// D (N / 2 floats a thread) = A B + (scale_d ? D : 0): A 64 x 16 and B (as N rows of K) 16 x N
-/// from shared memory.
-template <int N>
+/// from shared memory, each K-major or MN-major (imm-trans-a/b).
+template <int N, Major AMajor = Major::k, Major BMajor = Major::k>
 ROUNDSCOPE_DEVICE inline void wgmma_bf16_ss(float (&d)[N / 2], std::uint64_t desc_a, std::uint64_t desc_b,
                                             bool scale_d) {
 #if defined(ROUNDSCOPE_SIMT_HOST)
-    simt::wgmma_bf16(d, N, desc_a, nullptr, desc_b, scale_d);
+    simt::wgmma_bf16(d, N, desc_a, nullptr, desc_b, scale_d, AMajor, BMajor);
 #else
-    static_assert(N == 8, "the device path of wgmma_bf16_ss is written for N = 8");
-    asm volatile(
-        "{ .reg .pred p; setp.ne.b32 p, %6, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%0, %1, %2, %3}, %4, %5, p, 1, 1, 0, 0; }"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "l"(desc_a), "l"(desc_b), "r"(static_cast<int>(scale_d))
-        : "memory");
+    detail::WgmmaBf16<N>::template ss<AMajor == Major::mn, BMajor == Major::mn>(d, desc_a, desc_b, scale_d ? 1 : 0);
 #endif
 }
 
 /// The same with A from the thread's 4 registers (its warp's 16 rows, mma.sync's A fragment).
-template <int N>
+template <int N, Major BMajor = Major::k>
 ROUNDSCOPE_DEVICE inline void wgmma_bf16_rs(float (&d)[N / 2], const std::uint32_t (&a)[4], std::uint64_t desc_b,
                                             bool scale_d) {
 #if defined(ROUNDSCOPE_SIMT_HOST)
-    simt::wgmma_bf16(d, N, 0, a, desc_b, scale_d);
+    simt::wgmma_bf16(d, N, 0, a, desc_b, scale_d, Major::k, BMajor);
 #else
-    static_assert(N == 8, "the device path of wgmma_bf16_rs is written for N = 8");
-    asm volatile(
-        "{ .reg .pred p; setp.ne.b32 p, %9, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%0, %1, %2, %3}, {%4, %5, %6, %7}, %8, p, 1, 1, 0; }"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(static_cast<int>(scale_d))
-        : "memory");
+    detail::WgmmaBf16<N>::template rs<BMajor == Major::mn>(d, a, desc_b, scale_d ? 1 : 0);
 #endif
 }
 

@@ -10,13 +10,21 @@
 // 32, 64 or 128 bytes, each row is one span (an instruction's K lies within it), eight rows in
 // a row, 8-row groups SBO apart, and the address's 16-byte chunk is swizzled as a TMA copy with
 // that swizzle writes it (gpu/tma_swizzle.hpp), so a tile a TMA load lands is read as loaded.
-// MN-major (transposed) operands are not described here.
+// MN-major (transposed: the instruction's imm-trans-a/b set): each k holds the operand's M or N
+// elements contiguously. Without swizzling, core matrices of 8 k x 16 bytes of MN, SBO apart
+// along MN and LBO apart along K; with a swizzle, each k is one span of MN elements, eight k in a
+// row, 8-k groups SBO apart and spans of MN LBO apart (the PTX ISA's canonical layouts, as
+// CUTLASS's GMMA::Layout_MN_* atoms build them). So a row-major [K][MN] tile that a TMA load
+// lands in span-wide boxes (V as P V reads it) is an MN-major operand.
 #include <cstdint>
 
 #include "gpu/simt.hpp"
 #include "gpu/tma_swizzle.hpp"
 
 namespace roundscope::gpu {
+
+/// How an operand's elements lie along K: contiguously (K-major) or along M / N (MN-major).
+enum class Major : std::uint8_t { k, mn };
 
 struct WgmmaOperand {
     std::uint32_t start = 0;  // shared-memory byte address, a multiple of 16
@@ -60,6 +68,24 @@ ROUNDSCOPE_DEVICE constexpr std::uint32_t k_major_address(const WgmmaOperand& d,
         return d.start + row / 8 * d.sbo + k / per_chunk * d.lbo + row % 8 * 16 + k % per_chunk * element_bytes;
     }
     return swizzled(d.start + row / 8 * d.sbo + row % 8 * swizzle_span(d.swizzle) + k * element_bytes, d.swizzle);
+}
+
+/// The shared-memory byte address of element (mn, k) of an MN-major operand described by `d`.
+ROUNDSCOPE_DEVICE constexpr std::uint32_t mn_major_address(const WgmmaOperand& d, std::uint32_t mn, std::uint32_t k,
+                                                           std::uint32_t element_bytes) {
+    if (d.swizzle == Swizzle::none) {
+        const std::uint32_t per_chunk = 16 / element_bytes;
+        return d.start + mn / per_chunk * d.sbo + k / 8 * d.lbo + k % 8 * 16 + mn % per_chunk * element_bytes;
+    }
+    const std::uint32_t span = swizzle_span(d.swizzle), per_span = span / element_bytes;
+    return swizzled(d.start + mn / per_span * d.lbo + k / 8 * d.sbo + k % 8 * span + mn % per_span * element_bytes,
+                    d.swizzle);
+}
+
+/// Element (mn, k) of an operand of either major-ness: mn its row (M for A, N for B).
+ROUNDSCOPE_DEVICE constexpr std::uint32_t operand_address(const WgmmaOperand& d, Major major, std::uint32_t mn,
+                                                          std::uint32_t k, std::uint32_t element_bytes) {
+    return major == Major::k ? k_major_address(d, mn, k, element_bytes) : mn_major_address(d, mn, k, element_bytes);
 }
 
 }  // namespace roundscope::gpu

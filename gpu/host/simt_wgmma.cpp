@@ -63,8 +63,8 @@ const emu::MmaModel& wgmma_model() {
 
 }  // namespace
 
-void wgmma_bf16(float* d, int n, std::uint64_t desc_a, const std::uint32_t* a_regs, std::uint64_t desc_b,
-                bool scale_d) {
+void wgmma_bf16(float* d, int n, std::uint64_t desc_a, const std::uint32_t* a_regs, std::uint64_t desc_b, bool scale_d,
+                Major a_major, Major b_major) {
     if (n < 8 || n > 256 || n % 8 != 0) throw Error(fmt::format("wgmma: N = {} is not a multiple of 8 in [8, 256]", n));
     const unsigned t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
     RegisterA ra{};
@@ -85,8 +85,8 @@ void wgmma_bf16(float* d, int n, std::uint64_t desc_a, const std::uint32_t* a_re
             std::uint32_t x[16], y[16];
             for (std::uint32_t k = 0; k < 16; ++k) {
                 x[k] = a_regs != nullptr ? ra.at(static_cast<int>(row), static_cast<int>(k))
-                                         : shared_bf16(k_major_address(a, row, k, 2));
-                y[k] = shared_bf16(k_major_address(b, col, k, 2));
+                                         : shared_bf16(operand_address(a, a_major, row, k, 2));
+                y[k] = shared_bf16(operand_address(b, b_major, col, k, 2));
             }
             const std::size_t at = static_cast<std::size_t>(4 * j + i);
             result[at] = emu::mma_dot(model, x, y, 1, 16, c[at]);

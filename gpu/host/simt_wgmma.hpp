@@ -7,15 +7,19 @@
 // later wgmma on the same accumulators within the pipeline adds to the pending result, as
 // chained wgmmas over K do. Thread t of a warpgroup (warp w = t / 32, lane l) holds D(16 w + l / 4
 // + 8 (i / 2), 8 j + 2 (l % 4) + i % 2) in d[4 j + i] (the PTX ISA's accumulator fragment); with
-// A from registers, its warp's 16 rows in mma.sync's A fragment. Each element is the emulator's
+// A from registers, its warp's 16 rows in mma.sync's A fragment; operands in shared memory
+// K-major or MN-major (gpu/wgmma_descriptor.hpp). Each element is the emulator's
 // sm_90 wgmma model over the 16 products (emu/mma/mma_model.hpp).
 #include <cstdint>
+
+#include "gpu/wgmma_descriptor.hpp"
 
 namespace roundscope::gpu::simt {
 
 /// One wgmma by the calling thread: d holds n / 2 floats; a_regs null for A from shared memory
-/// (desc_a), else the thread's 4 A registers.
-void wgmma_bf16(float* d, int n, std::uint64_t desc_a, const std::uint32_t* a_regs, std::uint64_t desc_b, bool scale_d);
+/// (desc_a, read as a_major says), else the thread's 4 A registers; B read as b_major says.
+void wgmma_bf16(float* d, int n, std::uint64_t desc_a, const std::uint32_t* a_regs, std::uint64_t desc_b, bool scale_d,
+                Major a_major = Major::k, Major b_major = Major::k);
 void wgmma_commit_group();
 /// Completes the thread's oldest groups until at most `pending` remain: their D are written.
 void wgmma_wait_group(int pending);

@@ -47,14 +47,28 @@ Problem random_problem(int n, int k, unsigned seed) {
     return p;
 }
 
-// The layout of an operand of `rows` x K (K-major) at shared `start`: its descriptor for the
-// k16 step `step`.
+// The layout of a K-major operand of K columns at shared `start`: its descriptor for the k16
+// step `step`.
 WgmmaOperand layout(std::uint32_t start, int k, Swizzle s, int step) {
     if (s == Swizzle::none) {  // core matrices: 8 of them per 16 bytes of K... along K, LBO 128
         const auto along_k = static_cast<std::uint32_t>(k / 8);
         return {start + 256u * static_cast<std::uint32_t>(step), 128, 128 * along_k, 0, s};
     }
     return {start + 32u * static_cast<std::uint32_t>(step), 16, 8 * swizzle_span(s), 0, s};
+}
+
+// The same for an MN-major operand: core matrices of 8 k x 8 elements, LBO 128 apart along K and
+// K / 8 of them along MN; or each k one span of MN elements, K of them per span of MN (LBO),
+// 8-k groups one swizzle period apart (SBO).
+WgmmaOperand mn_layout(std::uint32_t start, int k, Swizzle s, int step) {
+    const auto along_k = static_cast<std::uint32_t>(k), st = static_cast<std::uint32_t>(step);
+    if (s == Swizzle::none) return {start + 256u * st, 128, 16 * along_k, 0, s};
+    const std::uint32_t span = swizzle_span(s);
+    return {start + 16u * span * st, along_k * span, 8 * span, 0, s};
+}
+
+WgmmaOperand layout(Major major, std::uint32_t start, int k, Swizzle s, int step) {
+    return major == Major::k ? layout(start, k, s, step) : mn_layout(start, k, s, step);
 }
 
 // Thread t's accumulator element i (of N / 2): its row and column in D.
@@ -92,7 +106,8 @@ std::vector<float> reference(const Problem& p, bool scale_d) {
 
 // Runs the problem on one warpgroup: A and B stored in layout `s` (A from registers if
 // a_in_registers), one wgmma per k16 step, one group; D gathered back by the fragment rule.
-template <int N>
+// B is read as BRead says (BMajor unless a negative control reads it otherwise).
+template <int N, Major AMajor = Major::k, Major BMajor = Major::k, Major BRead = BMajor>
 std::vector<float> run(const Problem& p, Swizzle s, bool a_in_registers, bool scale_d) {
     const std::uint32_t a_at = 1024, b_at = 1024 + 8192;
     std::vector<float> d(p.c.size());
@@ -104,10 +119,10 @@ std::vector<float> run(const Problem& p, Swizzle s, bool a_in_registers, bool sc
                 for (int kk = 0; kk < 16; ++kk) {
                     const auto k = static_cast<std::size_t>(16 * step + kk);
                     for (int r = 0; r < 64; ++r)
-                        std::memcpy(shared + k_major_address(layout(a_at, p.k, s, step), r, kk, 2),
+                        std::memcpy(shared + operand_address(layout(AMajor, a_at, p.k, s, step), AMajor, r, kk, 2),
                                     &p.a[static_cast<std::size_t>(r * p.k) + k], 2);
                     for (int c = 0; c < N; ++c)
-                        std::memcpy(shared + k_major_address(layout(b_at, p.k, s, step), c, kk, 2),
+                        std::memcpy(shared + operand_address(layout(BMajor, b_at, p.k, s, step), BMajor, c, kk, 2),
                                     &p.b[static_cast<std::size_t>(c * p.k) + k], 2);
                 }
         }
@@ -121,13 +136,13 @@ std::vector<float> run(const Problem& p, Swizzle s, bool a_in_registers, bool sc
         wgmma_fence();
         for (int step = 0; step < p.k / 16; ++step) {
             const bool add = scale_d || step > 0;
-            const std::uint64_t db = encode_descriptor(layout(b_at, p.k, s, step));
+            const std::uint64_t db = encode_descriptor(layout(BMajor, b_at, p.k, s, step));
             if (a_in_registers) {
                 std::uint32_t a[4];
                 for (int r = 0; r < 4; ++r) a[r] = a_register(p, t / 32, t % 32, r, 16 * step);
-                wgmma_bf16_rs<N>(acc, a, db, add);
+                wgmma_bf16_rs<N, BRead>(acc, a, db, add);
             } else {
-                wgmma_bf16_ss<N>(acc, encode_descriptor(layout(a_at, p.k, s, step)), db, add);
+                wgmma_bf16_ss<N, AMajor, BRead>(acc, encode_descriptor(layout(AMajor, a_at, p.k, s, step)), db, add);
             }
         }
         wgmma_commit_group();
@@ -163,6 +178,23 @@ TEST_CASE("wgmma on the simulated warpgroup: every element as the model gives it
         }
         const Problem wide = random_problem(256, 16, 3);
         CHECK(differing(run<256>(wide, s, false, true), reference(wide, true)) == 0);
+    }
+}
+
+TEST_CASE("MN-major (transposed) operands: every element as the model gives it", "[gpu-host][wgmma][sanitized]") {
+    constexpr Major k = Major::k, mn = Major::mn;
+    for (const Swizzle s : {Swizzle::none, Swizzle::b32, Swizzle::b64, Swizzle::b128}) {
+        INFO("swizzle " << swizzle_span(s));
+        // K = 16 where a K-major operand takes part (this file's K-major layouts keep K within
+        // a span); MN-major operands over K = 64, four chained k16 steps
+        const Problem p16 = random_problem(64, 16, 6), p64 = random_problem(64, 64, 8);
+        const Problem p128 = random_problem(128, 32, 7);
+        CHECK(differing(run<64, k, mn>(p16, s, false, true), reference(p16, true)) == 0);
+        CHECK(differing(run<64, mn, k>(p16, s, false, false), reference(p16, false)) == 0);
+        CHECK(differing(run<64, mn, mn>(p64, s, false, true), reference(p64, true)) == 0);
+        CHECK(differing(run<128, k, mn>(p128, s, true, true), reference(p128, true)) == 0);  // P V's form
+        // the negative control: B written MN-major but read K-major (imm-trans-b 0) differs
+        CHECK(differing(run<64, k, mn, k>(p16, s, false, true), reference(p16, true)) > 1000);
     }
 }
 

@@ -95,3 +95,9 @@ def test_no_message_below_the_command_line_names_a_flag(tmp_path):
     (scratch / "analysis").mkdir()
     (scratch / "gpu").mkdir()
     assert flags_in_messages(scratch) == [(f"{EMU}/x.cpp", 1)]
+
+
+def test_the_generated_wgmma_instructions_are_up_to_date():
+    gen = ROOT / "tools" / "gpu" / "gen_wgmma_asm.py"
+    p = subprocess.run([sys.executable, str(gen), "--check"], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
