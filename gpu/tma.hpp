@@ -4,7 +4,8 @@
 // the simulated copy engine (gpu/host/simt_tma.hpp), whose copies land late so that a missing
 // wait shows. 2-D tiled copies: a load completes its box's bytes on an mbarrier that the issuer
 // announced them to (mbarrier_arrive(bar, bytes)); stores go in bulk groups, committed and
-// waited for. Shared-memory tiles are swizzled as the map says (gpu/tma_swizzle.hpp).
+// waited for. 2-D and 3-D boxes. Shared-memory tiles are swizzled as the map says
+// (gpu/tma_swizzle.hpp).
 #include <cstdint>
 
 #include "gpu/simt.hpp"
@@ -27,7 +28,7 @@ using TmaMap = CUtensorMap;
 ROUNDSCOPE_DEVICE inline void tma_load(const TmaMap* map, void* shared_dst, std::int32_t c0, std::int32_t c1,
                                        std::uint64_t* bar) {
 #if defined(ROUNDSCOPE_SIMT_HOST)
-    simt::tma_load(*map, shared_dst, c0, c1, bar);
+    simt::tma_load(*map, shared_dst, c0, c1, 0, bar);
 #else
     asm volatile(
         "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(
@@ -40,10 +41,35 @@ ROUNDSCOPE_DEVICE inline void tma_load(const TmaMap* map, void* shared_dst, std:
 /// Stores the tile at `shared_src` to the box at (c0, c1), in the thread's open bulk group.
 ROUNDSCOPE_DEVICE inline void tma_store(const TmaMap* map, const void* shared_src, std::int32_t c0, std::int32_t c1) {
 #if defined(ROUNDSCOPE_SIMT_HOST)
-    simt::tma_store(*map, shared_src, c0, c1);
+    simt::tma_store(*map, shared_src, c0, c1, 0);
 #else
     asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];" ::"l"(map), "r"(c0),
                  "r"(c1), "r"(shared_address(shared_src))
+                 : "memory");
+#endif
+}
+
+/// The same for a 3-D map: the box at (c0, c1, c2).
+ROUNDSCOPE_DEVICE inline void tma_load(const TmaMap* map, void* shared_dst, std::int32_t c0, std::int32_t c1,
+                                       std::int32_t c2, std::uint64_t* bar) {
+#if defined(ROUNDSCOPE_SIMT_HOST)
+    simt::tma_load(*map, shared_dst, c0, c1, c2, bar);
+#else
+    asm volatile(
+        "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], "
+        "[%5];" ::"r"(shared_address(shared_dst)),
+        "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(shared_address(bar))
+        : "memory");
+#endif
+}
+
+ROUNDSCOPE_DEVICE inline void tma_store(const TmaMap* map, const void* shared_src, std::int32_t c0, std::int32_t c1,
+                                        std::int32_t c2) {
+#if defined(ROUNDSCOPE_SIMT_HOST)
+    simt::tma_store(*map, shared_src, c0, c1, c2);
+#else
+    asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%1, %2, %3}], [%4];" ::"l"(map), "r"(c0),
+                 "r"(c1), "r"(c2), "r"(shared_address(shared_src))
                  : "memory");
 #endif
 }

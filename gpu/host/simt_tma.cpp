@@ -13,22 +13,27 @@
 namespace roundscope::gpu::simt {
 namespace {
 
-std::size_t box_bytes(const TmaMap& map) { return std::size_t{map.box[0]} * map.box[1] * map.element_bytes; }
+std::size_t box_bytes(const TmaMap& map) {
+    return std::size_t{map.box[0]} * map.box[1] * map.box[2] * map.element_bytes;
+}
 
-// Each element of the box at (c0, c1) in turn: its byte offset in the (swizzled) shared tile
-// and its address in global memory, or null outside the tensor.
+// Each element of the box at (c0, c1, c2) in turn: its byte offset in the (swizzled) shared
+// tile and its address in global memory, or null outside the tensor.
 template <class F>
-void for_each_element(const TmaMap& map, std::int32_t c0, std::int32_t c1, F f) {
+void for_each_element(const TmaMap& map, std::int32_t c0, std::int32_t c1, std::int32_t c2, F f) {
     const std::uint32_t e = map.element_bytes, row = map.box[0] * e;
-    for (std::uint32_t i1 = 0; i1 < map.box[1]; ++i1) {
-        for (std::uint32_t i0 = 0; i0 < map.box[0]; ++i0) {
-            const std::int64_t g0 = std::int64_t{c0} + i0, g1 = std::int64_t{c1} + i1;
-            const bool inside = g0 >= 0 && g1 >= 0 && static_cast<std::uint64_t>(g0) < map.dims[0] &&
-                                static_cast<std::uint64_t>(g1) < map.dims[1];
-            std::byte* global =
-                inside ? map.base + static_cast<std::uint64_t>(g1) * map.row_bytes + static_cast<std::uint64_t>(g0) * e
-                       : nullptr;
-            f(swizzled(i1 * row + i0 * e, map.swizzle), global);
+    auto inside = [](std::int64_t g, std::uint64_t dim) { return g >= 0 && static_cast<std::uint64_t>(g) < dim; };
+    for (std::uint32_t i2 = 0; i2 < map.box[2]; ++i2) {
+        for (std::uint32_t i1 = 0; i1 < map.box[1]; ++i1) {
+            for (std::uint32_t i0 = 0; i0 < map.box[0]; ++i0) {
+                const std::int64_t g0 = std::int64_t{c0} + i0, g1 = std::int64_t{c1} + i1, g2 = std::int64_t{c2} + i2;
+                std::byte* global = inside(g0, map.dims[0]) && inside(g1, map.dims[1]) && inside(g2, map.dims[2])
+                                        ? map.base + static_cast<std::uint64_t>(g2) * map.plane_bytes +
+                                              static_cast<std::uint64_t>(g1) * map.row_bytes +
+                                              static_cast<std::uint64_t>(g0) * e
+                                        : nullptr;
+                f(swizzled((i2 * map.box[1] + i1) * row + i0 * e, map.swizzle), global);
+            }
         }
     }
 }
@@ -48,10 +53,13 @@ thread_local std::deque<std::vector<std::function<void()>>> store_groups;
 
 void check_tma_map(const TmaMap& map) {
     const std::uint32_t row = map.box[0] * map.element_bytes;
-    if (map.base == nullptr || map.element_bytes == 0 || map.box[0] == 0 || map.box[1] == 0)
+    if (map.base == nullptr || map.element_bytes == 0 || map.box[0] == 0 || map.box[1] == 0 || map.box[2] == 0)
         throw Error("TMA map: no tensor, element size or box");
-    if (map.box[0] > 256 || map.box[1] > 256)
-        throw Error(fmt::format("TMA map: a box of {} x {} elements exceeds 256", map.box[0], map.box[1]));
+    if (map.box[0] > 256 || map.box[1] > 256 || map.box[2] > 256)
+        throw Error(
+            fmt::format("TMA map: a box of {} x {} x {} elements exceeds 256", map.box[0], map.box[1], map.box[2]));
+    if (map.dims[2] > 1 && map.plane_bytes % 16 != 0)
+        throw Error(fmt::format("TMA map: planes {} bytes apart, not a multiple of 16", map.plane_bytes));
     if (row % 16 != 0) throw Error(fmt::format("TMA map: a box row of {} bytes is not a multiple of 16", row));
     if (map.row_bytes % 16 != 0)
         throw Error(fmt::format("TMA map: rows {} bytes apart, not a multiple of 16", map.row_bytes));
@@ -69,14 +77,26 @@ TmaMap make_tma_map(std::byte* base, std::uint32_t element_bytes, std::uint64_t 
     return m;
 }
 
-void tma_load(const TmaMap& map, void* shared_dst, std::int32_t c0, std::int32_t c1, std::uint64_t* bar) {
+TmaMap make_tma_map_3d(std::byte* base, std::uint32_t element_bytes, const std::uint64_t (&dims)[3],
+                       std::uint64_t row_bytes, std::uint64_t plane_bytes, const std::uint32_t (&box)[3],
+                       Swizzle swizzle) {
+    TmaMap m;
+    m.base = base, m.element_bytes = element_bytes, m.row_bytes = row_bytes, m.plane_bytes = plane_bytes;
+    for (int i = 0; i < 3; ++i) m.dims[i] = dims[i], m.box[i] = box[i];
+    m.swizzle = swizzle;
+    check_tma_map(m);
+    return m;
+}
+
+void tma_load(const TmaMap& map, void* shared_dst, std::int32_t c0, std::int32_t c1, std::int32_t c2,
+              std::uint64_t* bar) {
     check_tma_map(map);
     check_destination(map, shared_dst);
     auto* dst = static_cast<std::byte*>(shared_dst);
     std::memset(dst, 0xFF, box_bytes(map));  // poisoned until the copy lands
     const TmaMap m = map;
-    current_block().sync.add_copy(bar, static_cast<std::uint32_t>(box_bytes(map)), [m, dst, c0, c1] {
-        for_each_element(m, c0, c1, [&](std::uint32_t offset, const std::byte* global) {
+    current_block().sync.add_copy(bar, static_cast<std::uint32_t>(box_bytes(map)), [m, dst, c0, c1, c2] {
+        for_each_element(m, c0, c1, c2, [&](std::uint32_t offset, const std::byte* global) {
             if (global != nullptr)
                 std::memcpy(dst + offset, global, m.element_bytes);
             else
@@ -85,14 +105,14 @@ void tma_load(const TmaMap& map, void* shared_dst, std::int32_t c0, std::int32_t
     });
 }
 
-void tma_store(const TmaMap& map, const void* shared_src, std::int32_t c0, std::int32_t c1) {
+void tma_store(const TmaMap& map, const void* shared_src, std::int32_t c0, std::int32_t c1, std::int32_t c2) {
     check_tma_map(map);
     check_destination(map, shared_src);
     if (store_groups.empty()) store_groups.emplace_back();
     const TmaMap m = map;
     const auto* src = static_cast<const std::byte*>(shared_src);
-    store_groups.back().push_back([m, src, c0, c1] {
-        for_each_element(m, c0, c1, [&](std::uint32_t offset, std::byte* global) {
+    store_groups.back().push_back([m, src, c0, c1, c2] {
+        for_each_element(m, c0, c1, c2, [&](std::uint32_t offset, std::byte* global) {
             if (global != nullptr) std::memcpy(global, src + offset, m.element_bytes);
         });
     });

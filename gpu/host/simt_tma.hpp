@@ -1,5 +1,5 @@
 #pragma once
-// The simulated GPU's tensor memory accelerator (gpu/tma.hpp's host side): 2-D tiled copies
+// The simulated GPU's tensor memory accelerator (gpu/tma.hpp's host side): 2-D and 3-D tiled copies
 // between global memory and shared memory, with the 32/64/128-byte swizzles and zeros for
 // elements outside the tensor. Like the hardware's copy engine, a copy lands later than its
 // issue: a load poisons its destination (every byte 0xFF: NaN in every float format) when it
@@ -14,15 +14,16 @@
 
 namespace roundscope::gpu {
 
-/// A 2-D tiled view of global memory (a CUtensorMap's tiled mode): dims[0] elements of
-/// `element_bytes` along the contiguous axis, dims[1] rows `row_bytes` apart; boxes of box[0] x
-/// box[1] elements; `swizzle` of the shared-memory tile.
+/// A 2-D or 3-D tiled view of global memory (a CUtensorMap's tiled mode): dims[0] elements of
+/// `element_bytes` along the contiguous axis, dims[1] rows `row_bytes` apart, dims[2] planes
+/// `plane_bytes` apart (1 plane: 2-D); boxes of box[0] x box[1] x box[2] elements, landed as
+/// box[1] x box[2] rows of the box; `swizzle` of the shared-memory tile.
 struct TmaMap {
     std::byte* base = nullptr;
     std::uint32_t element_bytes = 2;
-    std::uint64_t dims[2] = {0, 0};
-    std::uint64_t row_bytes = 0;
-    std::uint32_t box[2] = {0, 0};
+    std::uint64_t dims[3] = {0, 0, 1};
+    std::uint64_t row_bytes = 0, plane_bytes = 0;
+    std::uint32_t box[3] = {0, 0, 1};
     Swizzle swizzle = Swizzle::none;
 };
 
@@ -33,12 +34,18 @@ namespace simt {
 /// tensor rows not 16 bytes apart.
 TmaMap make_tma_map(std::byte* base, std::uint32_t element_bytes, std::uint64_t cols, std::uint64_t rows,
                     std::uint64_t row_bytes, std::uint32_t box_cols, std::uint32_t box_rows, Swizzle swizzle);
+/// The same for a 3-D tensor (planes `plane_bytes` apart, a multiple of 16) and box.
+TmaMap make_tma_map_3d(std::byte* base, std::uint32_t element_bytes, const std::uint64_t (&dims)[3],
+                       std::uint64_t row_bytes, std::uint64_t plane_bytes, const std::uint32_t (&box)[3],
+                       Swizzle swizzle);
 void check_tma_map(const TmaMap& map);
 
 /// cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.
-void tma_load(const TmaMap& map, void* shared_dst, std::int32_t c0, std::int32_t c1, std::uint64_t* bar);
-/// cp.async.bulk.tensor.2d.global.shared::cta.bulk_group, commit_group, wait_group(.read) n.
-void tma_store(const TmaMap& map, const void* shared_src, std::int32_t c0, std::int32_t c1);
+/// (.3d with the plane coordinate c2; 2-D maps take c2 = 0.)
+void tma_load(const TmaMap& map, void* shared_dst, std::int32_t c0, std::int32_t c1, std::int32_t c2,
+              std::uint64_t* bar);
+/// cp.async.bulk.tensor.2d/.3d.global.shared::cta.bulk_group, commit_group, wait_group(.read) n.
+void tma_store(const TmaMap& map, const void* shared_src, std::int32_t c0, std::int32_t c1, std::int32_t c2);
 void tma_store_commit();
 void tma_store_wait(int pending_groups);
 /// At the end of a simulated thread: its stores land (the hardware completes them).

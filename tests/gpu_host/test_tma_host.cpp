@@ -1,14 +1,16 @@
-// Property: gpu/tma.hpp's 2-D copies on the simulated GPU move each element of a box where the
+// Property: gpu/tma.hpp's 2-D and 3-D copies on the simulated GPU move each element of a box where the
 // hardware does: a load puts element (i0, i1) of the box at (c0, c1) at byte i1 * row + i0 * size
 // of the tile with its 16-byte chunk XORed by the swizzle (none, 32, 64, 128 bytes), zeros
 // outside the tensor (past either end, and before it); a store writes the tile back through the
 // same mapping and nothing outside the tensor. The copy engine's lateness is observable, as on a
 // GPU: a tile read without the mbarrier wait is poison (every byte 0xFF), and a store reads its
 // source when its group is waited for, not when it is issued. The map's and the tile's checks
-// (a box wider than its swizzle, a misaligned swizzled tile) end the launch with one error.
+// (a box wider than its swizzle, a misaligned swizzled tile) end the launch with one error. A 3-D
+// box reads zeros past its plane's rows, not the next plane (heads as planes).
 #include <catch2/catch.hpp>
 
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -163,4 +165,42 @@ TEST_CASE("TMA maps and tiles the hardware refuses", "[gpu-host][tma]") {
         m = e.what();
     }
     CHECK_THAT(m, Catch::Contains("not aligned to 1024 bytes") && Catch::Contains("+512"));
+}
+
+TEST_CASE("3-D TMA boxes stay within their plane: zeros past a plane's rows, not the next plane's",
+          "[gpu-host][tma][sanitized]") {
+    // heads as planes: [3][rows][cols], a box of 2 planes x 20 rows at the end of plane 1 (rows
+    // 60..79 of 70), as a kernel's last KV tile of a head
+    constexpr std::uint64_t planes = 3, plane = rows * row_bytes;
+    std::vector<std::uint16_t> global(planes * plane / 2, 0);
+    for (std::uint64_t h = 0; h < planes; ++h)
+        for (std::uint64_t r = 0; r < rows; ++r)
+            for (std::uint64_t c = 0; c < cols; ++c)
+                global[(h * plane + r * row_bytes) / 2 + c] = static_cast<std::uint16_t>((h * rows + r) * cols + c + 1);
+    const std::uint32_t box[3] = {64, 20, 2};
+    const std::uint64_t dims[3] = {cols, rows, planes};
+    const TmaMap map = simt::make_tma_map_3d(reinterpret_cast<std::byte*>(global.data()), 2, dims, row_bytes, plane,
+                                             box, Swizzle::b128);
+    const std::uint32_t tile_bytes = 64 * 20 * 2 * 2;
+    std::vector<std::uint16_t> got(tile_bytes / 2);
+    simt::run_grid(dim3(1), dim3(32), 1024 + tile_bytes, [&] {
+        auto* bar = shared_memory<std::uint64_t>();
+        std::byte* tile = shared_memory<std::byte>() + 1024;
+        if (threadIdx.x == 0) {
+            mbarrier_init(bar, 1);
+            mbarrier_arrive(bar, tile_bytes);
+            tma_load(&map, tile, 40, 60, 1, bar);
+            mbarrier_wait_parity(bar, 0);
+            std::memcpy(got.data(), tile, tile_bytes);
+        }
+    });
+    int wrong = 0;
+    for (std::uint32_t p = 0; p < 2; ++p)
+        for (std::uint32_t r = 0; r < 20; ++r)
+            for (std::uint32_t c = 0; c < 64; ++c) {
+                const std::uint64_t h = 1 + p, gr = 60 + r, gc = 40 + c;
+                const std::uint16_t want = gr < rows && gc < cols ? global[(h * plane + gr * row_bytes) / 2 + gc] : 0;
+                wrong += got[tile_offset(c, p * 20 + r, 128, Swizzle::b128) / 2] != want;
+            }
+    CHECK(wrong == 0);
 }
