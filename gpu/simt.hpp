@@ -4,18 +4,24 @@
 // blocks are sets of host threads. Kernel code writes ROUNDSCOPE_KERNEL for __global__,
 // ROUNDSCOPE_DEVICE for __device__, sync_threads() for __syncthreads() and shared_memory<T>()
 // for the dynamic `extern __shared__` array; threadIdx, blockIdx, blockDim and dim3 keep their
-// CUDA names.
+// CUDA names. ROUNDSCOPE_LAUNCH_BOUNDS and ROUNDSCOPE_GRID_CONSTANT are nvcc's and nothing on
+// the simulated GPU.
 #if defined(ROUNDSCOPE_SIMT_HOST)
 
 #include "gpu/host/simt_host.hpp"
 #define ROUNDSCOPE_KERNEL
 #define ROUNDSCOPE_DEVICE
+#define ROUNDSCOPE_LAUNCH_BOUNDS(threads, blocks)
+#define ROUNDSCOPE_GRID_CONSTANT const
 
 #else
 
 #include <cuda_runtime.h>
 #define ROUNDSCOPE_KERNEL __global__
 #define ROUNDSCOPE_DEVICE __device__
+#define ROUNDSCOPE_LAUNCH_BOUNDS(threads, blocks) __launch_bounds__(threads, blocks)
+// a kernel parameter whose address is taken (a TMA map): it stays in the parameter space
+#define ROUNDSCOPE_GRID_CONSTANT const __grid_constant__
 
 namespace roundscope::gpu {
 

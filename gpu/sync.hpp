@@ -45,11 +45,15 @@ ROUNDSCOPE_DEVICE inline void named_barrier_arrive(unsigned id, unsigned count, 
 #endif
 }
 
-#if !defined(ROUNDSCOPE_SIMT_HOST)
-__device__ inline std::uint32_t shared_address(const void* p) {
+/// The shared-memory address of `p` (in the block's shared window): what descriptors and the
+/// asynchronous copies take. On the simulated GPU, the offset in the block's shared memory.
+ROUNDSCOPE_DEVICE inline std::uint32_t shared_address(const void* p) {
+#if defined(ROUNDSCOPE_SIMT_HOST)
+    return simt::shared_offset(p);
+#else
     return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
-}
 #endif
+}
 
 /// mbarrier.init: phase 0 begins, waiting for `count` arrivals.
 ROUNDSCOPE_DEVICE inline void mbarrier_init(std::uint64_t* bar, unsigned count) {

@@ -270,4 +270,20 @@ void warp_mma(const emu::Format& input, std::uint32_t (&d)[4], const std::uint32
     }
 }
 
+std::array<std::uint32_t, 16 * 16> warp_a_matrix(const std::uint32_t* a) {
+    const int lane = static_cast<int>(threadIdx.x % warp_size);
+    Block::Warp& warp = current_block().warps[threadIdx.x / warp_size];
+    Block::Warp::Registers& r = warp.buffers[mma_count++ & 1];  // a collective step as mma.sync's
+    std::copy(a, a + 4, r.a[lane]);
+    warp.barrier.arrive_and_wait();
+    const Holders& h = holders(false);
+    std::array<std::uint32_t, 16 * 16> m{};
+    for (int row = 0; row < 16; ++row)
+        for (int c = 0; c < 16; ++c) {
+            const Holder x = h.a[row][c];
+            m[static_cast<std::size_t>(16 * row + c)] = element_bits(r.a[x.lane][x.element / 2], false, x.element);
+        }
+    return m;
+}
+
 }  // namespace roundscope::gpu::simt

@@ -153,8 +153,8 @@ std::uint64_t BlockSync::mbarrier_arrive(unsigned thread, const void* bar, std::
     m.tx += tx;
     --m.pending;
     ++progress_;
-    complete_if_done(m);
-    moved_.notify_all();
+    complete_if_done(m);  // wakes the waiters when the phase ends, not at every arrival: a
+                          // warpgroup's 128 arrivals would wake every waiting thread 128 times
     return phase;
 }
 
@@ -164,7 +164,6 @@ void BlockSync::mbarrier_complete_tx(unsigned thread, const void* bar, std::uint
     m.tx -= bytes;
     ++progress_;
     complete_if_done(m);
-    moved_.notify_all();
 }
 
 void BlockSync::add_copy(const void* bar, std::uint32_t bytes, std::function<void()> land) {

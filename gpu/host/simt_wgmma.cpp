@@ -9,9 +9,10 @@
 #include <map>
 #include <vector>
 
-#include "emu/mma/fused_dot_add.hpp"
+#include "emu/mma/mma_gemm.hpp"
 #include "emu/mma/mma_model.hpp"
 #include "gpu/host/simt_host.hpp"
+#include "gpu/host/warp_mma.hpp"
 #include "gpu/wgmma_descriptor.hpp"
 #include "lib/bits.hpp"
 #include "lib/error.hpp"
@@ -45,20 +46,18 @@ std::uint16_t shared_bf16(std::uint32_t address) {
     return v;
 }
 
-// Element (row, k) of A held in the warp's mma.sync A fragments (rows 16 w .. 16 w + 15).
-struct RegisterA {
-    std::array<std::uint32_t, 32> regs[4];
-    std::uint32_t at(int row, int k) const {
-        const int r = row % 16, group = r % 8, thread = (k % 8) / 2;
-        const int i = (k & 1) + (r >= 8 ? 2 : 0) + (k >= 8 ? 4 : 0);  // a0..a7 (mma.sync m16n8k16)
-        return regs[i / 2][static_cast<std::size_t>(group * 4 + thread)] >> (16 * (i & 1)) & 0xFFFF;
-    }
-};
-
 const emu::MmaModel& wgmma_model() {
     const emu::MmaModel* m = emu::find_mma_model(current_block().arch, "wgmma", emu::bf16, emu::bf16, emu::f32);
     if (m == nullptr) throw Error(fmt::format("wgmma: no bf16 model for {}", current_block().arch));
     return *m;
+}
+
+// The model made ready once per simulated thread (its tables are shared between threads).
+const emu::PreparedMma& prepared(const emu::MmaModel& model) {
+    thread_local std::map<const emu::MmaModel*, emu::PreparedMma> cache;
+    auto it = cache.find(&model);
+    if (it == cache.end()) it = cache.emplace(&model, emu::PreparedMma(model)).first;
+    return it->second;
 }
 
 }  // namespace
@@ -67,9 +66,8 @@ void wgmma_bf16(float* d, int n, std::uint64_t desc_a, const std::uint32_t* a_re
                 Major a_major, Major b_major) {
     if (n < 8 || n > 256 || n % 8 != 0) throw Error(fmt::format("wgmma: N = {} is not a multiple of 8 in [8, 256]", n));
     const unsigned t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
-    RegisterA ra{};
-    if (a_regs != nullptr)  // the warp's A fragments (a warp-collective step: every lane hands in its 4)
-        for (int r = 0; r < 4; ++r) ra.regs[r] = warp_gather(a_regs[r]);
+    std::array<std::uint32_t, 16 * 16> warp_a{};  // A from registers: the warp's 16 rows (a collective step)
+    if (a_regs != nullptr) warp_a = warp_a_matrix(a_regs);
     const WgmmaOperand a = decode_descriptor(desc_a), b = decode_descriptor(desc_b);
     const emu::MmaModel& model = wgmma_model();
     // C: the pending result of a chained wgmma on these accumulators, else the registers
@@ -77,21 +75,27 @@ void wgmma_bf16(float* d, int n, std::uint64_t desc_a, const std::uint32_t* a_re
     std::vector<std::uint32_t> c(static_cast<std::size_t>(n / 2));
     for (std::size_t i = 0; i < c.size(); ++i)
         c[i] = !scale_d ? 0u : chained != latest.end() ? chained->second.result[i] : bits_of(d[i]);
-    std::vector<std::uint32_t> result(c.size());
-    for (int j = 0; j < n / 8; ++j) {
-        for (int i = 0; i < 4; ++i) {
-            const auto row = static_cast<std::uint32_t>(16 * warp + lane / 4 + 8 * (i / 2));
-            const auto col = static_cast<std::uint32_t>(8 * j + 2 * (lane % 4) + i % 2);
-            std::uint32_t x[16], y[16];
-            for (std::uint32_t k = 0; k < 16; ++k) {
-                x[k] = a_regs != nullptr ? ra.at(static_cast<int>(row), static_cast<int>(k))
-                                         : shared_bf16(operand_address(a, a_major, row, k, 2));
-                y[k] = shared_bf16(operand_address(b, b_major, col, k, 2));
-            }
-            const std::size_t at = static_cast<std::size_t>(4 * j + i);
-            result[at] = emu::mma_dot(model, x, y, 1, 16, c[at]);
-        }
+    // The thread's elements as one small GEMM through the prepared model: its two rows of A
+    // (16 w + l / 4 and 8 more) times the n / 4 columns it holds (2 (l % 4) and 2 (l % 4) + 1 of
+    // every 8): d[4 j + 2 r + e] is row r, column 2 j + e of it.
+    const auto cols = static_cast<std::size_t>(n / 4);
+    std::uint32_t x[2 * 16];
+    std::vector<std::uint32_t> y(16 * cols), cc(2 * cols), result(c.size());
+    for (std::uint32_t r = 0; r < 2; ++r) {
+        const std::uint32_t row = 16 * warp + lane / 4 + 8 * r;
+        for (std::uint32_t k = 0; k < 16; ++k)
+            x[16 * r + k] =
+                a_regs != nullptr ? warp_a[16 * (row % 16) + k] : shared_bf16(operand_address(a, a_major, row, k, 2));
     }
+    for (std::size_t q = 0; q < cols; ++q) {
+        const auto col = static_cast<std::uint32_t>(8 * (q / 2) + 2 * (lane % 4) + q % 2);
+        for (std::uint32_t k = 0; k < 16; ++k) y[k * cols + q] = shared_bf16(operand_address(b, b_major, col, k, 2));
+        for (std::size_t r = 0; r < 2; ++r) cc[r * cols + q] = c[4 * (q / 2) + 2 * r + q % 2];
+    }
+    std::vector<std::uint32_t> out(2 * cols);
+    prepared(model).run({x, y.data(), cc.data(), out.data(), 1, 2, static_cast<std::int64_t>(cols), 16});
+    for (std::size_t q = 0; q < cols; ++q)
+        for (std::size_t r = 0; r < 2; ++r) result[4 * (q / 2) + 2 * r + q % 2] = out[r * cols + q];
     for (int i = 0; i < n / 2; ++i) d[i] = float_from_bits(poison);
     if (groups.empty()) groups.emplace_back();
     Latest& l = latest[d];

@@ -9,7 +9,8 @@
 // + 8 (i / 2), 8 j + 2 (l % 4) + i % 2) in d[4 j + i] (the PTX ISA's accumulator fragment); with
 // A from registers, its warp's 16 rows in mma.sync's A fragment; operands in shared memory
 // K-major or MN-major (gpu/wgmma_descriptor.hpp). Each element is the emulator's
-// sm_90 wgmma model over the 16 products (emu/mma/mma_model.hpp).
+// sm_90 wgmma model over the 16 products (emu/mma/mma_model.hpp), through the prepared GEMM
+// (emu/mma/mma_gemm.hpp) that the emulator's tiles use.
 #include <cstdint>
 
 #include "gpu/wgmma_descriptor.hpp"

@@ -5,6 +5,7 @@
 // kernels' fragment loaders in gpu/mma_sync.cuh, so that a wrong loader gives wrong bits), D is
 // computed by emu's tensor-core model of the simulated architecture, and each thread gets its
 // D registers back.
+#include <array>
 #include <cstdint>
 
 #include "emu/numbers/format.hpp"
@@ -15,5 +16,10 @@ namespace roundscope::gpu::simt {
 /// thread's warp; every thread of the warp must call it.
 void warp_mma(const emu::Format& input, std::uint32_t (&d)[4], const std::uint32_t (&a)[4],
               const std::uint32_t (&b)[2]);
+
+/// The warp's 16 x 16 A matrix of 16-bit elements (row-major bits) from its lanes' mma.sync A
+/// registers (a: the calling lane's 4), by the same fragment table: a warp-collective step (wgmma
+/// with A from registers).
+std::array<std::uint32_t, 16 * 16> warp_a_matrix(const std::uint32_t* a);
 
 }  // namespace roundscope::gpu::simt

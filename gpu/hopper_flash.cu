@@ -1,0 +1,163 @@
+// The Hopper forward kernel's host side: what it runs, its buffers and TMA maps, its launch.
+#include <chrono>
+#include <string>
+
+#include "emu/attention/flash_context.hpp"
+#include "gpu/hopper_flash.hpp"
+#include "gpu/hopper_flash_kernel.cuh"
+#include "gpu/runtime.hpp"
+#include "gpu/tensor_map.hpp"
+#include "lib/error.hpp"
+
+namespace roundscope::gpu {
+namespace {
+
+std::string recipe_unsupported(const emu::AttentionRecipe& r) {
+    if (!(*r.input == emu::bf16) || !(*r.p_format == emu::bf16) || !(*r.o_format == emu::bf16))
+        return "it runs BF16 inputs, P and O (input, p_format, o_format bf16)";
+    if (r.instruction != "wgmma" || r.arch != "sm90") return "it multiplies by wgmma on sm90 (instruction=wgmma)";
+    if (r.block_m != hopper::block_m || r.block_n != hopper::block_n)
+        return "its tiles are 128 x 128 (block_m, block_n)";
+    if (r.softmax != emu::SoftmaxKind::online || r.row_sum != emu::RowSum::quad_ffma || r.max_adjust ||
+        r.epilogue != emu::Epilogue::fa2 || !(*r.o_accumulator == emu::f32))
+        return "it runs the online softmax with row_sum=quad-ffma, no max adjustment, the fa2 epilogue and a float32 "
+               "running O";
+    if (r.exp2 == emu::Exp2Kind::cuda_exp2f) return "its exp2 is software or ex2.approx";
+    if (r.qk_quant != nullptr || r.p_quant != nullptr || r.v_quant != nullptr)
+        return "it quantizes nothing (qk_quant, p_quant, v_quant none)";
+    if (r.score_product != emu::Product::model || r.pv_product != emu::Product::model)
+        return "it computes every product on the tensor cores";
+    if (r.split_kv_sms != 0) return "it does not split KV";
+    return {};
+}
+
+struct Buffers {
+    DeviceBuffer<std::uint16_t> q, k, v, o;
+    DeviceBuffer<float> lse, lse2, o_f32;
+};
+
+std::vector<std::uint16_t> bf16_bits(const std::vector<std::uint32_t>& x) {
+    std::vector<std::uint16_t> y(x.size());
+    for (std::size_t i = 0; i < x.size(); ++i) y[i] = static_cast<std::uint16_t>(x[i]);
+    return y;
+}
+
+template <class T>
+DeviceBuffer<T> uploaded(const std::vector<T>& x) {
+    DeviceBuffer<T> b(x.size());
+    if (!x.empty()) b.upload(x.data());
+    return b;
+}
+
+// A head-major [heads][n][d] BF16 tensor as 128-byte-swizzled boxes of 64 columns x `rows`.
+TmaMap tensor_map(const DeviceBuffer<std::uint16_t>& b, const emu::AttentionShape& sh, std::uint64_t n,
+                  std::uint32_t rows) {
+    const std::uint64_t dims[3] = {sh.d, n, sh.heads};
+    const std::uint32_t box[3] = {hopper::panel_cols, rows, 1};
+    return tensor_map_3d_bf16(b.get(), dims, 2 * sh.d, 2 * sh.d * n, box, Swizzle::b128);
+}
+
+// The kernel's launches on buffers uploaded once.
+class HopperRun {
+public:
+    HopperRun(const emu::AttentionRecipe& recipe, const emu::AttentionShape& sh, const emu::AttentionOperands& in)
+        : sh_(sh), ctx_(emu::flash_context(recipe, sh)), b_{uploaded(bf16_bits(in.q)),
+                                                            uploaded(bf16_bits(in.k)),
+                                                            uploaded(bf16_bits(in.v)),
+                                                            DeviceBuffer<std::uint16_t>(outputs()),
+                                                            DeviceBuffer<float>(rows()),
+                                                            DeviceBuffer<float>(rows()),
+                                                            DeviceBuffer<float>(outputs())} {}
+
+    void run(bool with_o_f32) {
+        const hopper::ForwardParams p{tensor_map(b_.q, sh_, sh_.n_q, hopper::block_m),
+                                      tensor_map(b_.k, sh_, sh_.n_kv, hopper::block_n),
+                                      tensor_map(b_.v, sh_, sh_.n_kv, hopper::block_n),
+                                      tensor_map(b_.o, sh_, sh_.n_q, hopper::block_m / 2),
+                                      b_.lse.get(),
+                                      b_.lse2.get(),
+                                      with_o_f32 ? b_.o_f32.get() : nullptr,
+                                      sh_.n_q,
+                                      sh_.n_kv,
+                                      sh_.causal,
+                                      ctx_.recipe.kv_order == emu::KvOrder::reverse,
+                                      ctx_.softmax};
+        const dim3 grid(static_cast<unsigned>((sh_.n_q + hopper::block_m - 1) / hopper::block_m),
+                        static_cast<unsigned>(sh_.heads));
+        if (sh_.d == 64)
+            launch("Hopper flash forward kernel", hopper::forward_kernel<64>, grid, hopper::threads,
+                   hopper::SharedLayout<64>::bytes, p);
+        else
+            launch("Hopper flash forward kernel", hopper::forward_kernel<128>, grid, hopper::threads,
+                   hopper::SharedLayout<128>::bytes, p);
+    }
+
+    emu::ForwardResult result() const {
+        emu::ForwardResult out;
+        std::vector<std::uint16_t> o(outputs());
+        b_.o.download(o.data());
+        out.o.assign(o.begin(), o.end());
+        out.o_f32.resize(outputs());
+        b_.o_f32.download(out.o_f32.data());
+        out.lse.resize(rows()), out.lse_log2.resize(rows());
+        b_.lse.download(out.lse.data());
+        b_.lse2.download(out.lse_log2.data());
+        return out;
+    }
+
+private:
+    std::size_t outputs() const { return sh_.heads * sh_.n_q * sh_.d_v; }
+    std::size_t rows() const { return sh_.heads * sh_.n_q; }
+
+    const emu::AttentionShape& sh_;
+    emu::FlashContext ctx_;
+    Buffers b_;
+};
+
+void require_supported(const emu::AttentionRecipe& recipe, const emu::AttentionShape& sh) {
+    const std::string why = hopper_flash_unsupported(recipe, sh);
+    if (!why.empty()) throw Error("the Hopper kernel cannot run recipe '" + recipe.name + "': " + why);
+}
+
+}  // namespace
+
+std::string hopper_flash_unsupported(const emu::AttentionRecipe& recipe, const emu::AttentionShape& sh) {
+    std::string why = recipe_unsupported(recipe);
+    if (!why.empty()) return why;
+    if (sh.d != sh.d_v || (sh.d != 64 && sh.d != 128)) return "its head dimension is 64 or 128 (d = d_v)";
+    if (sh.query_rows) return "it runs whole problems, not a sample of query rows";
+    if (sh.n_q == 0 || sh.n_kv == 0 || sh.heads == 0) return "it needs at least one head, query and key";
+    if (sh.n_q > (1u << 31) || sh.n_kv > (1u << 31) || sh.heads > 65535)
+        return "TMA coordinates are 32-bit and a grid has at most 65535 heads";
+    const DeviceLimits device = device_limits();
+    if (device.arch != "sm90") return "it needs an sm_90 GPU (wgmma, TMA); " + device.name + " is " + device.arch;
+    const std::size_t need = sh.d == 64 ? hopper::SharedLayout<64>::bytes : hopper::SharedLayout<128>::bytes;
+    if (need > device.shared_per_block)
+        return "it needs " + std::to_string(need / 1024) + " KiB of shared memory per block; " + device.name +
+               " allows " + std::to_string(device.shared_per_block / 1024) + " KiB";
+    return {};
+}
+
+emu::ForwardResult hopper_flash_forward(const emu::AttentionRecipe& recipe, const emu::AttentionShape& sh,
+                                        const emu::AttentionOperands& in) {
+    require_supported(recipe, sh);
+    HopperRun run(recipe, sh, in);
+    run.run(true);
+    return run.result();
+}
+
+std::vector<double> time_hopper_flash_forward(const emu::AttentionRecipe& recipe, const emu::AttentionShape& sh,
+                                              const emu::AttentionOperands& in, int repeats) {
+    require_supported(recipe, sh);
+    HopperRun run(recipe, sh, in);
+    run.run(false);  // the first launch pays for module loading and caches
+    std::vector<double> seconds;
+    for (int i = 0; i < repeats; ++i) {
+        const auto start = std::chrono::steady_clock::now();
+        run.run(false);  // launch() waits for the kernel
+        seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    }
+    return seconds;
+}
+
+}  // namespace roundscope::gpu

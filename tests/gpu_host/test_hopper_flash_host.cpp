@@ -1,0 +1,132 @@
+// Property: the Hopper forward kernel (gpu/hopper_flash_kernel.cuh: a producer warp's TMA loads
+// into a two-stage K/V ring under mbarriers, two consumer warpgroups' wgmmas, the online softmax
+// on accumulator fragments, a TMA-stored epilogue), run on the simulated GPU, gives the
+// emulator's bits for h100-bf16: O, O before its cast, and the LSE, on every scenario (random,
+// sink, repeated maxima, wide), causal and not, N in {1, 63, 64, 65, 1000}, D in {64, 128}; and
+// with the recipe's choices it takes (exp2_arg=mul-sub, the forward KV order). The comparison
+// can fail: the kernel run with exp2_arg=fma differs from the emulator run with mul-sub. Under
+// ThreadSanitizer (gpu_host_tsan) a small case: a missing wait on the ring would be a race.
+// What only a GPU proves: wgmma's layouts and bits on the hardware, and the speed.
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "analysis/synthetic_attention.hpp"
+#include "emu/attention/attention_operands.hpp"
+#include "emu/attention/attention_recipe.hpp"
+#include "emu/attention/flash_attention.hpp"
+#include "gpu/hopper_flash.hpp"
+#include "gpu/host/simt_host.hpp"
+#include "lib/bits.hpp"
+
+using namespace roundscope;
+
+namespace {
+
+std::vector<std::uint32_t> bits(const std::vector<float>& x) {
+    std::vector<std::uint32_t> out;
+    for (const float v : x) out.push_back(bits_of(v));
+    return out;
+}
+
+std::size_t differing(const std::vector<std::uint32_t>& want, const std::vector<std::uint32_t>& got) {
+    if (want.size() != got.size()) return ~std::size_t{0};
+    std::size_t n = 0;
+    for (std::size_t i = 0; i < want.size(); ++i) n += want[i] != got[i];
+    return n;
+}
+
+emu::AttentionRecipe recipe(const std::vector<std::string>& settings = {}) {
+    emu::AttentionRecipe r = emu::find_recipe("h100-bf16");
+    for (const std::string& s : settings) emu::apply_setting(r, s);
+    return r;
+}
+
+struct Case {
+    analysis::Scenario scenario;
+    std::uint64_t heads, n, d;
+    bool causal;
+};
+
+emu::AttentionShape shape_of(const Case& c, emu::AttentionInputs& inputs) {
+    analysis::SyntheticSpec spec;
+    spec.scenario = c.scenario, spec.heads = c.heads, spec.n = c.n, spec.d = c.d, spec.seed = 11;
+    inputs = analysis::synthetic_attention(spec);
+    return emu::attention_shape_of(inputs, c.causal, 0);
+}
+
+// The kernel run with `kernel_recipe` against the emulator run with `emulator_recipe`: the
+// number of differing elements of O, O in float32 and the LSE.
+std::size_t differences(const Case& c, const emu::AttentionRecipe& kernel_recipe,
+                        const emu::AttentionRecipe& emulator_recipe) {
+    emu::AttentionInputs inputs;
+    const emu::AttentionShape shape = shape_of(c, inputs);
+    const emu::AttentionOperands in = emu::attention_operands(inputs, emu::bf16, true);
+    const emu::ForwardResult want = emu::flash_forward(emulator_recipe, shape, in, 2);
+    const emu::ForwardResult got = gpu::hopper_flash_forward(kernel_recipe, shape, in);
+    return differing(want.o, got.o) + differing(bits(want.o_f32), bits(got.o_f32)) +
+           differing(bits(want.lse), bits(got.lse)) + differing(bits(want.lse_log2), bits(got.lse_log2));
+}
+
+const analysis::Scenario scenarios[] = {analysis::Scenario::random, analysis::Scenario::sink,
+                                        analysis::Scenario::repeated_max, analysis::Scenario::wide};
+
+}  // namespace
+
+TEST_CASE("the Hopper kernel equals h100-bf16 at the tile edges: N = 1, 63, 64, 65", "[gpu-host][hopper][edges]") {
+    gpu::simt::set_simulated_architecture("sm90");
+    const emu::AttentionRecipe r = recipe();
+    for (const analysis::Scenario s : scenarios)
+        for (const std::uint64_t n : {1, 63, 64, 65})
+            for (const std::uint64_t d : {64, 128})
+                for (const bool causal : {false, true}) {
+                    INFO(analysis::scenario_name(s) << " N " << n << " D " << d << (causal ? " causal" : ""));
+                    CHECK(differences({s, 2, n, d, causal}, r, r) == 0);
+                }
+}
+
+TEST_CASE("the Hopper kernel equals h100-bf16 over many tiles: N = 1000", "[gpu-host][hopper][n1000]") {
+    gpu::simt::set_simulated_architecture("sm90");
+    const emu::AttentionRecipe r = recipe();
+    for (const analysis::Scenario s : scenarios)
+        for (const std::uint64_t d : {64, 128})
+            for (const bool causal : {false, true}) {
+                INFO(analysis::scenario_name(s) << " D " << d << (causal ? " causal" : ""));
+                CHECK(differences({s, 1, 1000, d, causal}, r, r) == 0);
+            }
+}
+
+TEST_CASE("the Hopper kernel takes the recipe's exp2 argument and KV order, and the check can fail",
+          "[gpu-host][hopper]") {
+    gpu::simt::set_simulated_architecture("sm90");
+    const Case c{analysis::Scenario::random, 2, 300, 64, true};
+    const emu::AttentionRecipe mul_sub = recipe({"exp2_arg=mul-sub"}), forward = recipe({"kv_order=forward"});
+    CHECK(differences(c, mul_sub, mul_sub) == 0);
+    CHECK(differences(c, forward, forward) == 0);
+    CHECK(differences(c, recipe(), mul_sub) > 0);  // the negative control
+    CHECK(differences(c, recipe(), forward) > 0);
+}
+
+TEST_CASE("the Hopper kernel refuses what it does not run, saying why", "[gpu-host][hopper]") {
+    gpu::simt::set_simulated_architecture("sm90");
+    emu::AttentionInputs inputs;
+    const emu::AttentionShape shape = shape_of({analysis::Scenario::random, 1, 8, 64, false}, inputs);
+    CHECK(gpu::hopper_flash_unsupported(recipe(), shape).empty());
+    CHECK(gpu::hopper_flash_unsupported(emu::find_recipe("fa2-bf16"), shape).find("wgmma") != std::string::npos);
+    CHECK(gpu::hopper_flash_unsupported(recipe({"block_n=64"}), shape).find("128 x 128") != std::string::npos);
+    emu::AttentionShape wide = shape;
+    wide.d = wide.d_v = 96;
+    CHECK(gpu::hopper_flash_unsupported(recipe(), wide).find("64 or 128") != std::string::npos);
+    gpu::simt::set_simulated_architecture("sm80");
+    CHECK(gpu::hopper_flash_unsupported(recipe(), shape).find("sm_90") != std::string::npos);
+    gpu::simt::set_simulated_architecture("sm90");
+}
+
+// ThreadSanitizer and AddressSanitizer + UBSan run this one: three KV tiles, so that each ring
+// stage is reused, causal, and rows past the end of the last block.
+TEST_CASE("the Hopper kernel: the sanitizers' case", "[gpu-host][hopper][sanitized]") {
+    gpu::simt::set_simulated_architecture("sm90");
+    CHECK(differences({analysis::Scenario::sink, 1, 300, 64, true}, recipe(), recipe()) == 0);
+}
