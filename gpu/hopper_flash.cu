@@ -28,6 +28,7 @@ std::string recipe_unsupported(const emu::AttentionRecipe& r) {
     if (r.score_product != emu::Product::model || r.pv_product != emu::Product::model)
         return "it computes every product on the tensor cores";
     if (r.split_kv_sms != 0) return "it does not split KV";
+    if (r.pv_depth != emu::PvDepth::tile) return "its P V runs over every k-step of a tile (pv_depth=tile)";
     return {};
 }
 
@@ -81,7 +82,8 @@ public:
                                       sh_.n_kv,
                                       sh_.causal,
                                       ctx_.recipe.kv_order == emu::KvOrder::reverse,
-                                      ctx_.softmax};
+                                      ctx_.softmax,
+                                      *ctx_.recipe.o_format};
         const dim3 grid(static_cast<unsigned>((sh_.n_q + hopper::block_m - 1) / hopper::block_m),
                         static_cast<unsigned>(sh_.heads));
         if (sh_.d == 64)

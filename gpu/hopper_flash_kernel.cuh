@@ -13,12 +13,11 @@
 //
 // Bit for bit the emulator's h100-bf16: the same tiles in the same order (the whole 128-row
 // block's choice of tiles, as emu/attention/flash_forward.cpp makes it), the products by the
-// wgmma model over k16 steps (ceil(keys / 16) of them for P V, as the emulator chains a partial
-// tile), and the scalar steps from emu/attention/attention_steps.hpp. A row's statistics are
-// spread over the four lanes that hold its columns: its raw maximum is reduced by shuffles (a
-// maximum in any order is the same value; only a zero's sign could differ, which no output
-// reads), the scaled maximum taken as RN(raw max x c) (rounding is monotone and c > 0, so it is
-// the maximum of RN(s c)), and its sum kept per lane, as row_sum=quad-ffma states.
+// wgmma model over k16 steps (all 8 of a tile for P V: pv_depth=tile), and the scalar steps
+// from emu/attention/attention_steps.hpp. A row's statistics are spread over the four lanes that hold its columns: its
+// raw maximum is reduced by shuffles (a maximum in any order is the same value; only a zero's sign could differ, which
+// no output reads), the scaled maximum taken as RN(raw max x c) (rounding is monotone and c > 0, so it is the maximum
+// of RN(s c)), and its sum kept per lane, as row_sum=quad-ffma states.
 #include <cstdint>
 #include <cstring>
 
@@ -43,6 +42,7 @@ struct ForwardParams {
     std::uint64_t n_q, n_kv;
     bool causal, reverse;
     emu::steps::OnlineSoftmax softmax;
+    emu::Format o_format;  // BF16 (a value: the device has no copy of emu's format constants)
 };
 
 /// The shared memory of a block for head dimension D: Q, the K and V rings, the barriers.
@@ -128,6 +128,18 @@ ROUNDSCOPE_DEVICE inline std::uint64_t mn_major_step(std::uint32_t tile, int kk)
     return encode_descriptor({tile + static_cast<std::uint32_t>(kk) * 16 * 128, panel_bytes, 1024, 0, Swizzle::b128});
 }
 
+// O += P V over the tile's 8 k16 steps, a partial tile's too (pv_depth=tile: the keys past its
+// end are zeros in P and in V), unrolled so that P and O stay in registers and the wgmmas issue
+// back to back.
+template <int D>
+ROUNDSCOPE_DEVICE void pv_product(float (&o)[D / 2], const std::uint32_t (&p)[block_n / 4], std::uint32_t v_tile) {
+    ROUNDSCOPE_UNROLL
+    for (int kk = 0; kk < block_n / 16; ++kk) {
+        const std::uint32_t a_frag[4] = {p[4 * kk], p[4 * kk + 1], p[4 * kk + 2], p[4 * kk + 3]};
+        wgmma_bf16_rs<D, Major::mn>(o, a_frag, mn_major_step(v_tile, kk), true);
+    }
+}
+
 // One consumer warpgroup (w = 0, 1): rows row0 + 64 w .. + 63 of the block.
 template <int D>
 ROUNDSCOPE_DEVICE void consume(const ForwardParams& p, const TileWalk& walk, std::byte* shared, Barriers& bar,
@@ -141,7 +153,8 @@ ROUNDSCOPE_DEVICE void consume(const ForwardParams& p, const TileWalk& walk, std
     const steps::OnlineSoftmax& f = p.softmax;
     RowState st[2];
     float o[D / 2];
-    for (float& x : o) x = 0;
+    ROUNDSCOPE_UNROLL
+    for (int x = 0; x < D / 2; ++x) o[x] = 0;
     mbarrier_wait_parity(&bar.q_full, 0);
     std::uint32_t i = 0;
     for (std::uint64_t step = 0; step < walk.tiles; ++step) {
@@ -153,6 +166,7 @@ ROUNDSCOPE_DEVICE void consume(const ForwardParams& p, const TileWalk& walk, std
         float acc[block_n / 2];
         mbarrier_wait_parity(&bar.k_full[s], phase);
         wgmma_fence();
+        ROUNDSCOPE_UNROLL
         for (int kk = 0; kk < D / 16; ++kk)
             wgmma_bf16_ss<block_n>(acc, k_major_step(q_rows, kk), k_major_step(base + L::k + s * L::tile, kk), kk > 0);
         wgmma_commit_group();
@@ -161,10 +175,12 @@ ROUNDSCOPE_DEVICE void consume(const ForwardParams& p, const TileWalk& walk, std
         // the online softmax: acc[4 j + e] is row rows[e / 2], key key0 + 8 j + 2 (lane % 4) + e % 2
         float factor[2];
         std::uint32_t p_pairs[block_n / 4];  // [2 j + r]: P of row r at keys 8 j + 2 (lane % 4) and + 1, BF16
+        ROUNDSCOPE_UNROLL
         for (int r = 0; r < 2; ++r) {
             const std::uint64_t visible = steps::visible_keys(rows[r], p.n_q, p.n_kv, p.causal);
             const std::uint64_t in_tile = visible <= key0 ? 0 : (visible - key0 < keys ? visible - key0 : keys);
             float raw = steps::minus_infinity();
+            ROUNDSCOPE_UNROLL
             for (int j = 0; j < block_n / 8; ++j)
                 for (int e = 0; e < 2; ++e)
                     if (static_cast<std::uint64_t>(8 * j + 2 * (lane % 4) + e) < in_tile)
@@ -174,7 +190,9 @@ ROUNDSCOPE_DEVICE void consume(const ForwardParams& p, const TileWalk& walk, std
             factor[r] = f.rescale_arg == emu::RescaleArg::raw
                             ? steps::rescale_raw(st[r].m_raw, m_raw_new, f.scale_log2, f.exp2)
                             : steps::rescale(st[r].m, m_new, f.exp2);
+            ROUNDSCOPE_UNROLL
             for (int j = 0; j < block_n / 8; ++j) {
+                ROUNDSCOPE_UNROLL
                 for (int e = 0; e < 2; ++e) {
                     const int x = 4 * j + 2 * r + e;
                     const bool seen = static_cast<std::uint64_t>(8 * j + 2 * (lane % 4) + e) < in_tile;
@@ -191,15 +209,12 @@ ROUNDSCOPE_DEVICE void consume(const ForwardParams& p, const TileWalk& walk, std
             }
             st[r].m = m_new, st[r].m_raw = m_raw_new;
         }
+        ROUNDSCOPE_UNROLL
         for (int x = 0; x < D / 2; ++x) o[x] = a::mul(o[x], factor[x % 4 / 2]);
         // O += P V: P's accumulator fragment is wgmma's A fragment (keys 16 kk .. 16 kk + 15)
         mbarrier_wait_parity(&bar.v_full[s], phase);
         wgmma_fence();
-        for (int kk = 0; kk < static_cast<int>((keys + 15) / 16); ++kk) {
-            const std::uint32_t pa[4] = {p_pairs[4 * kk], p_pairs[4 * kk + 1], p_pairs[4 * kk + 2],
-                                         p_pairs[4 * kk + 3]};
-            wgmma_bf16_rs<D, Major::mn>(o, pa, mn_major_step(base + L::v + s * L::tile, kk), true);
-        }
+        pv_product<D>(o, p_pairs, base + L::v + s * L::tile);
         wgmma_commit_group();
         wgmma_wait_group<0>();
         mbarrier_arrive(&bar.v_empty[s]);
@@ -212,11 +227,12 @@ ROUNDSCOPE_DEVICE void consume(const ForwardParams& p, const TileWalk& walk, std
         const float x = a::add(st[r].lane_sum, shfl_xor(st[r].lane_sum, 2));
         l[r] = a::add(x, shfl_xor(x, 1));
     }
+    ROUNDSCOPE_UNROLL
     for (int x = 0; x < D / 2; ++x) {
         const int r = x % 4 / 2;
         const float out = a::mul(o[x], steps::output_factor(l[r], f.p_scale));
         const unsigned row = 16 * (t / 32) + lane / 4 + 8 * r, col = 8 * (x / 4) + 2 * (lane % 4) + x % 2;
-        const std::uint16_t bits = static_cast<std::uint16_t>(steps::saturating_cast(out, emu::bf16));
+        const std::uint16_t bits = static_cast<std::uint16_t>(steps::saturating_cast(out, p.o_format));
         std::byte* at = shared + L::q + col / panel_cols * panel_bytes + w * 64 * 128 +
                         swizzled(row * 128 + col % panel_cols * 2, Swizzle::b128);
         std::memcpy(at, &bits, 2);
@@ -244,6 +260,9 @@ ROUNDSCOPE_DEVICE void consume(const ForwardParams& p, const TileWalk& walk, std
 
 template <int D>
 ROUNDSCOPE_KERNEL void ROUNDSCOPE_LAUNCH_BOUNDS(threads, 1) forward_kernel(ROUNDSCOPE_GRID_CONSTANT ForwardParams p) {
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    (void)p;  // built for a GPU without wgmma and TMA: the host never launches it there
+#else
     using L = SharedLayout<D>;
     std::byte* shared = shared_memory<std::byte>();
     shared += (1024 - shared_address(shared) % 1024) % 1024;
@@ -259,9 +278,6 @@ ROUNDSCOPE_KERNEL void ROUNDSCOPE_LAUNCH_BOUNDS(threads, 1) forward_kernel(ROUND
         }
     }
     sync_threads();
-#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    // built for a GPU without wgmma and TMA: the host never launches it there
-#else
     if (threadIdx.x < consumer_threads)
         detail::consume<D>(p, walk, shared, bar, row0, head);
     else if (threadIdx.x == consumer_threads)

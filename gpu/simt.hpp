@@ -4,8 +4,8 @@
 // blocks are sets of host threads. Kernel code writes ROUNDSCOPE_KERNEL for __global__,
 // ROUNDSCOPE_DEVICE for __device__, sync_threads() for __syncthreads() and shared_memory<T>()
 // for the dynamic `extern __shared__` array; threadIdx, blockIdx, blockDim and dim3 keep their
-// CUDA names. ROUNDSCOPE_LAUNCH_BOUNDS and ROUNDSCOPE_GRID_CONSTANT are nvcc's and nothing on
-// the simulated GPU.
+// CUDA names. ROUNDSCOPE_LAUNCH_BOUNDS, ROUNDSCOPE_GRID_CONSTANT and ROUNDSCOPE_UNROLL are
+// nvcc's and nothing on the simulated GPU.
 #if defined(ROUNDSCOPE_SIMT_HOST)
 
 #include "gpu/host/simt_host.hpp"
@@ -13,6 +13,7 @@
 #define ROUNDSCOPE_DEVICE
 #define ROUNDSCOPE_LAUNCH_BOUNDS(threads, blocks)
 #define ROUNDSCOPE_GRID_CONSTANT const
+#define ROUNDSCOPE_UNROLL
 
 #else
 
@@ -22,6 +23,8 @@
 #define ROUNDSCOPE_LAUNCH_BOUNDS(threads, blocks) __launch_bounds__(threads, blocks)
 // a kernel parameter whose address is taken (a TMA map): it stays in the parameter space
 #define ROUNDSCOPE_GRID_CONSTANT const __grid_constant__
+// a loop unrolled so that the register arrays it indexes stay in registers
+#define ROUNDSCOPE_UNROLL _Pragma("unroll")
 
 namespace roundscope::gpu {
 

@@ -35,6 +35,8 @@ void validate(const AttentionRecipe& r) {
         fail("softmax", "row_sum, rescale_arg, scale_log2, exp2_arg and epilogue are choices of the online softmax");
     if (r.p_quant != nullptr && r.softmax != SoftmaxKind::online)
         fail("p_quant", "P is block-quantized in the online softmax only");
+    if (r.pv_depth == PvDepth::tile && (r.softmax != SoftmaxKind::online || r.diagonal_fix))
+        fail("pv_depth", "P V over the whole tile is modelled for the online softmax without the diagonal fix");
     if (r.p_quant != nullptr && !(*r.p_format == bf16 || *r.p_format == f32))
         fail("p_quant", "the block-quantized P is held in bf16 or f32 for P V (every MX value fits them)");
     if (r.p_quant != nullptr && r.block_n % 32 != 0)

@@ -56,6 +56,12 @@ KvOrder parse_kv_order(std::string_view text, const std::string& what);
 /// products, a double sum, one rounding to float32): the "exact" stage of the attribution.
 enum class Product : std::uint8_t { model, f64 };
 
+/// How far P V's chain of k-steps runs over a tile that holds fewer keys than block_n (a head's
+/// last tile): over the keys (ceil(keys / k) steps, the last zero-padded), or over the whole
+/// tile (a kernel's fixed loop: the steps past the keys add zero products, which turn a -0
+/// accumulator into +0).
+enum class PvDepth : std::uint8_t { keys, tile };
+
 /// How the backward pass forms delta = rowsum(dO * O).
 enum class DeltaKind : std::uint8_t {
     stored_o,  // O as the forward pass stored it (o_format), as FlashAttention-2 does
@@ -79,6 +85,7 @@ struct AttentionRecipe {
                                              // as PyTorch builds it (D <= 64: 128, D <= 128: 64)
     Product score_product = Product::model;  // S = Q K^T
     Product pv_product = Product::model;     // P V
+    PvDepth pv_depth = PvDepth::keys;        // P V over a partial tile's keys or its whole width
     Product grad_product = Product::model;   // the backward's dP, dV, dK and dQ
     SoftmaxKind softmax = SoftmaxKind::online;
     const Format* softmax_format = &f32;     // naive: the format of exp, sum and division;

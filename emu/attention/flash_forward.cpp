@@ -43,8 +43,26 @@ struct RowBlock {
 // P times V for the keys of one tile, into acc: one product with V as quantized, or, under the
 // diagonal fix, two: the keys of complete past V blocks with quantized V, then the keys of the
 // row's own (diagonal) block with V unquantized.
+// Under pv_depth=tile, a partial tile's P V over the whole block_n: P and V padded with zeros
+// (the recipe's check refuses it with the diagonal fix).
+bool pv_over_whole_tile(const FlashContext& ctx, const detail::TileProduct& mma, const HeadView& h, Span rows,
+                        Span keys, const std::vector<std::uint32_t>& p, std::vector<std::uint32_t>& acc) {
+    const auto width = static_cast<std::uint64_t>(resolved_block_n(ctx.recipe, ctx.shape.d));
+    if (ctx.recipe.pv_depth != PvDepth::tile || keys.size() >= width) return false;
+    const std::uint64_t dv = ctx.shape.d_v;
+    std::vector<std::uint32_t> p_wide(rows.size() * width, 0), v_wide(width * dv, 0);
+    for (std::uint64_t r = 0; r < rows.size(); ++r)
+        std::copy_n(p.begin() + static_cast<std::ptrdiff_t>(r * keys.size()), keys.size(),
+                    p_wide.begin() + static_cast<std::ptrdiff_t>(r * width));
+    const std::uint32_t* v = (h.v_quantized != nullptr ? h.v_quantized : h.v) + keys.begin * dv;
+    std::copy_n(v, keys.size() * dv, v_wide.begin());
+    mma.run(p_wide.data(), v_wide.data(), acc.data(), acc.data(), rows.size(), dv, width);
+    return true;
+}
+
 void pv_product(const FlashContext& ctx, const detail::TileProduct& mma, const HeadView& h, Span rows, Span keys,
                 const std::vector<std::uint32_t>& p, std::vector<std::uint32_t>& acc) {
+    if (pv_over_whole_tile(ctx, mma, h, rows, keys, p, acc)) return;
     const std::uint64_t dv = ctx.shape.d_v;
     const std::uint32_t* v_past = (h.v_quantized != nullptr ? h.v_quantized : h.v) + keys.begin * dv;
     if (h.v_quantized == nullptr || !ctx.recipe.diagonal_fix) {

@@ -31,7 +31,8 @@ AttentionRecipe fa3_bf16() {
 // reverse; c = RN(scale log2 e) in double; P-bar = exp2 of one fma, fma(s, c, -m), by the
 // FMA-only software exp2; the rescale from the raw maxima, exp2(RN(RN(m_old - m) c)); each row's
 // sum in its four lanes' fragments (the wgmma accumulator holds a row's columns 2 (t % 4) and
-// 2 (t % 4) + 1 of every 8 as mma.sync's does), quad-reduced at the end; P and O cast RNE.
+// 2 (t % 4) + 1 of every 8 as mma.sync's does), quad-reduced at the end; P and O cast RNE; P V
+// over every k16 step of a tile, a partial one's too (the kernel's fixed loop).
 AttentionRecipe h100_bf16() {
     AttentionRecipe r = fa3_bf16();
     r.name = "h100-bf16";
@@ -40,6 +41,7 @@ AttentionRecipe h100_bf16() {
     r.exp2_arg = Exp2Arg::fma;
     r.rescale_arg = RescaleArg::raw;
     r.row_sum = RowSum::quad_ffma;
+    r.pv_depth = PvDepth::tile;
     return r;
 }
 

@@ -39,6 +39,7 @@ constexpr NamedValues<DeltaSum, 3> delta_sum_names{
 constexpr NamedValues<bool, 2> grad_rounding_names{{{{false, "nearest"}, {true, "stochastic"}}}};
 constexpr NamedValues<bool, 2> switch_names{{{{false, "off"}, {true, "on"}}}};
 constexpr NamedValues<Product, 2> product_names{{{{Product::model, "model"}, {Product::f64, "f64"}}}};
+constexpr NamedValues<PvDepth, 2> pv_depth_names{{{{PvDepth::keys, "keys"}, {PvDepth::tile, "tile"}}}};
 
 std::string what(std::string_view key) { return fmt::format("recipe setting '{}'", key); }
 
@@ -127,6 +128,7 @@ const std::vector<Setting>& settings() {
          }},
         named_setting<&R::score_product, product_names>("score_product"),
         named_setting<&R::pv_product, product_names>("pv_product"),
+        named_setting<&R::pv_depth, pv_depth_names>("pv_depth"),
         named_setting<&R::grad_product, product_names>("grad_product"),
         named_setting<&R::softmax, softmax_names>("softmax"),
         format_setting<&R::softmax_format>("softmax_format", "a format (naive and online-torch softmax)"),

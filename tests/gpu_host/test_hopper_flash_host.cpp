@@ -20,6 +20,7 @@
 #include "gpu/hopper_flash.hpp"
 #include "gpu/host/simt_host.hpp"
 #include "lib/bits.hpp"
+#include "tests/emu/attention/negative_zero_tile.hpp"
 
 using namespace roundscope;
 
@@ -109,6 +110,18 @@ TEST_CASE("the Hopper kernel takes the recipe's exp2 argument and KV order, and 
     CHECK(differences(c, recipe(), forward) > 0);
 }
 
+TEST_CASE("the Hopper kernel on a partial tile built to reach -0 (P V over all 8 steps of the tile)",
+          "[gpu-host][hopper]") {
+    gpu::simt::set_simulated_architecture("sm90");
+    const emu::AttentionShape shape = test::negative_zero_shape();
+    const emu::AttentionOperands in = test::negative_zero_operands();
+    const emu::ForwardResult got = gpu::hopper_flash_forward(recipe(), shape, in);
+    const emu::ForwardResult want = emu::flash_forward(recipe(), shape, in, 1);
+    CHECK(differing(want.o, got.o) == 0);
+    CHECK(differing(bits(want.o_f32), bits(got.o_f32)) == 0);
+    CHECK(differing(bits(want.lse), bits(got.lse)) == 0);
+}
+
 TEST_CASE("the Hopper kernel refuses what it does not run, saying why", "[gpu-host][hopper]") {
     gpu::simt::set_simulated_architecture("sm90");
     emu::AttentionInputs inputs;
@@ -116,6 +129,7 @@ TEST_CASE("the Hopper kernel refuses what it does not run, saying why", "[gpu-ho
     CHECK(gpu::hopper_flash_unsupported(recipe(), shape).empty());
     CHECK(gpu::hopper_flash_unsupported(emu::find_recipe("fa2-bf16"), shape).find("wgmma") != std::string::npos);
     CHECK(gpu::hopper_flash_unsupported(recipe({"block_n=64"}), shape).find("128 x 128") != std::string::npos);
+    CHECK(gpu::hopper_flash_unsupported(recipe({"pv_depth=keys"}), shape).find("pv_depth") != std::string::npos);
     emu::AttentionShape wide = shape;
     wide.d = wide.d_v = 96;
     CHECK(gpu::hopper_flash_unsupported(recipe(), wide).find("64 or 128") != std::string::npos);
