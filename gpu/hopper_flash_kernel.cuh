@@ -1,7 +1,8 @@
 #pragma once
 // The FlashAttention-3-style BF16 forward kernel for Hopper (sm_90a), whose arithmetic is the
 // recipe h100-bf16 (emu/attention/recipe_presets.cpp): one thread block per 128 query rows of
-// one head; a producer warp issues TMA loads of Q once and of K and V into a two-stage ring;
+// one head; a producer warpgroup, whose one thread issues TMA loads of Q once and of K and V
+// into a two-stage ring, gives its registers to the consumers (setmaxnreg: 24 and 240 of them);
 // two consumer warpgroups of 64 rows each compute S = Q K^T by wgmma (both operands in shared
 // memory), the online softmax on S's accumulator fragments, and O += P V by wgmma with P from
 // registers and V read MN-major; the epilogue writes O through shared memory with a TMA store.
@@ -22,6 +23,7 @@
 #include <cstring>
 
 #include "emu/attention/attention_steps.hpp"
+#include "gpu/register_budget.hpp"
 #include "gpu/sync.hpp"
 #include "gpu/tma.hpp"
 #include "gpu/warp.hpp"
@@ -29,10 +31,13 @@
 
 namespace roundscope::gpu::hopper {
 
-inline constexpr int block_m = 128, block_n = 128;     // query rows and keys of a tile
-inline constexpr int consumer_threads = 256;           // two warpgroups
-inline constexpr int threads = consumer_threads + 32;  // and the producer warp (warpgroups stay aligned)
-inline constexpr int panel_cols = 64;                  // a 128-byte swizzle span of BF16
+inline constexpr int block_m = 128, block_n = 128;      // query rows and keys of a tile
+inline constexpr int consumer_threads = 256;            // two warpgroups
+inline constexpr int threads = consumer_threads + 128;  // and the producer warpgroup
+// setmaxnreg's split of the 168 registers each of 384 threads starts with (65536 / 384, rounded
+// down to a multiple of 8): 128 x 24 + 256 x 240 = 384 x 168
+inline constexpr int producer_registers = 24, consumer_registers = 240;
+inline constexpr int panel_cols = 64;                                   // a 128-byte swizzle span of BF16
 inline constexpr std::uint32_t panel_bytes = block_n * panel_cols * 2;  // a 128-row panel: 16 KiB
 
 struct ForwardParams {
@@ -278,10 +283,14 @@ ROUNDSCOPE_KERNEL void ROUNDSCOPE_LAUNCH_BOUNDS(threads, 1) forward_kernel(ROUND
         }
     }
     sync_threads();
-    if (threadIdx.x < consumer_threads)
+    if (threadIdx.x < consumer_threads) {
+        warpgroup_registers_increase<consumer_registers>();
         detail::consume<D>(p, walk, shared, bar, row0, head);
-    else if (threadIdx.x == consumer_threads)
-        detail::produce<D>(p, walk, shared, bar, static_cast<std::int32_t>(row0), static_cast<std::int32_t>(head));
+    } else {
+        warpgroup_registers_decrease<producer_registers>();
+        if (threadIdx.x == consumer_threads)
+            detail::produce<D>(p, walk, shared, bar, static_cast<std::int32_t>(row0), static_cast<std::int32_t>(head));
+    }
 #endif
 }
 
