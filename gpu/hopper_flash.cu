@@ -82,16 +82,17 @@ public:
                                       sh_.n_kv,
                                       sh_.causal,
                                       ctx_.recipe.kv_order == emu::KvOrder::reverse,
-                                      ctx_.softmax,
-                                      *ctx_.recipe.o_format};
-        const dim3 grid(static_cast<unsigned>((sh_.n_q + hopper::block_m - 1) / hopper::block_m),
-                        static_cast<unsigned>(sh_.heads));
-        if (sh_.d == 64)
-            launch("Hopper flash forward kernel", hopper::forward_kernel<64>, grid, hopper::threads,
-                   hopper::SharedLayout<64>::bytes, p);
+                                      ctx_.softmax};
+        const bool software = ctx_.recipe.exp2 == emu::Exp2Kind::software;
+        if (sh_.d == 64 && software)
+            run_kernel(hopper::forward_kernel<64, emu::Exp2Kind::software>, hopper::SharedLayout<64>::bytes, p);
+        else if (sh_.d == 64)
+            run_kernel(hopper::forward_kernel<64, emu::Exp2Kind::hardware_approx>, hopper::SharedLayout<64>::bytes, p);
+        else if (software)
+            run_kernel(hopper::forward_kernel<128, emu::Exp2Kind::software>, hopper::SharedLayout<128>::bytes, p);
         else
-            launch("Hopper flash forward kernel", hopper::forward_kernel<128>, grid, hopper::threads,
-                   hopper::SharedLayout<128>::bytes, p);
+            run_kernel(hopper::forward_kernel<128, emu::Exp2Kind::hardware_approx>, hopper::SharedLayout<128>::bytes,
+                       p);
     }
 
     emu::ForwardResult result() const {
@@ -108,6 +109,13 @@ public:
     }
 
 private:
+    template <class Kernel>
+    void run_kernel(Kernel kernel, std::size_t bytes, const hopper::ForwardParams& p) const {
+        const dim3 grid(static_cast<unsigned>((sh_.n_q + hopper::block_m - 1) / hopper::block_m),
+                        static_cast<unsigned>(sh_.heads));
+        launch("Hopper flash forward kernel", kernel, grid, hopper::threads, bytes, p);
+    }
+
     std::size_t outputs() const { return sh_.heads * sh_.n_q * sh_.d_v; }
     std::size_t rows() const { return sh_.heads * sh_.n_q; }
 

@@ -23,6 +23,7 @@
 #include <cstring>
 
 #include "emu/attention/attention_steps.hpp"
+#include "emu/numbers/round.hpp"
 #include "gpu/register_budget.hpp"
 #include "gpu/sync.hpp"
 #include "gpu/tma.hpp"
@@ -46,8 +47,7 @@ struct ForwardParams {
     float* o_f32;                       // [heads][n_q][d]: O before its cast, or null
     std::uint64_t n_q, n_kv;
     bool causal, reverse;
-    emu::steps::OnlineSoftmax softmax;
-    emu::Format o_format;  // BF16 (a value: the device has no copy of emu's format constants)
+    emu::steps::OnlineSoftmax softmax;  // its P format BF16, as O's (the host checks)
 };
 
 /// The shared memory of a block for head dimension D: Q, the K and V rings, the barriers.
@@ -146,7 +146,7 @@ ROUNDSCOPE_DEVICE void pv_product(float (&o)[D / 2], const std::uint32_t (&p)[bl
 }
 
 // One consumer warpgroup (w = 0, 1): rows row0 + 64 w .. + 63 of the block.
-template <int D>
+template <int D, emu::Exp2Kind Exp2>
 ROUNDSCOPE_DEVICE void consume(const ForwardParams& p, const TileWalk& walk, std::byte* shared, Barriers& bar,
                                std::uint64_t row0, std::uint64_t head) {
     using L = SharedLayout<D>;
@@ -183,32 +183,35 @@ ROUNDSCOPE_DEVICE void consume(const ForwardParams& p, const TileWalk& walk, std
         ROUNDSCOPE_UNROLL
         for (int r = 0; r < 2; ++r) {
             const std::uint64_t visible = steps::visible_keys(rows[r], p.n_q, p.n_kv, p.causal);
-            const std::uint64_t in_tile = visible <= key0 ? 0 : (visible - key0 < keys ? visible - key0 : keys);
+            const int in_tile = static_cast<int>(visible <= key0 ? 0 : (visible - key0 < keys ? visible - key0 : keys));
+            // a masked key's score taken as -inf: P-bar = exp2(-inf) = +0, as the row step's
+            // masked keys, without a branch around each exp2
+            float score[block_n / 4];
+            ROUNDSCOPE_UNROLL
+            for (int j = 0; j < block_n / 8; ++j) ROUNDSCOPE_UNROLL
+            for (int e = 0; e < 2; ++e)
+                score[2 * j + e] = 8 * j + 2 * static_cast<int>(lane % 4) + e < in_tile ? acc[4 * j + 2 * r + e]
+                                                                                        : steps::minus_infinity();
             float raw = steps::minus_infinity();
             ROUNDSCOPE_UNROLL
-            for (int j = 0; j < block_n / 8; ++j)
-                for (int e = 0; e < 2; ++e)
-                    if (static_cast<std::uint64_t>(8 * j + 2 * (lane % 4) + e) < in_tile)
-                        raw = a::max(raw, acc[4 * j + 2 * r + e]);
+            for (int q = 0; q < block_n / 4; ++q) raw = a::max(raw, score[q]);
             raw = quad_max(raw);
             const float m_new = a::max(st[r].m, a::mul(raw, f.scale_log2)), m_raw_new = a::max(st[r].m_raw, raw);
             factor[r] = f.rescale_arg == emu::RescaleArg::raw
-                            ? steps::rescale_raw(st[r].m_raw, m_raw_new, f.scale_log2, f.exp2)
-                            : steps::rescale(st[r].m, m_new, f.exp2);
+                            ? steps::rescale_raw(st[r].m_raw, m_raw_new, f.scale_log2, Exp2)
+                            : steps::rescale(st[r].m, m_new, Exp2);
             ROUNDSCOPE_UNROLL
             for (int j = 0; j < block_n / 8; ++j) {
                 ROUNDSCOPE_UNROLL
                 for (int e = 0; e < 2; ++e) {
-                    const int x = 4 * j + 2 * r + e;
-                    const bool seen = static_cast<std::uint64_t>(8 * j + 2 * (lane % 4) + e) < in_tile;
-                    const float pb = seen ? steps::exp2(steps::exp2_argument(acc[x], f.scale_log2,
-                                                                             steps::usable_max(m_new), f.exp2_arg),
-                                                        f.exp2)
-                                          : 0.0f;
+                    const float pb = steps::exp2(
+                        steps::exp2_argument(score[2 * j + e], f.scale_log2, steps::usable_max(m_new), f.exp2_arg),
+                        Exp2);
                     // the lane's first key of the tile carries the rescale (one FFMA)
                     st[r].lane_sum =
                         j == 0 && e == 0 ? a::fma(st[r].lane_sum, factor[r], pb) : a::add(st[r].lane_sum, pb);
-                    const std::uint32_t cast = steps::cast_p(pb, f.p_scale, f.p_format);
+                    // steps::cast_p into BF16, branch-light (emu/numbers/round.hpp)
+                    const std::uint32_t cast = emu::bf16_saturating_rne(a::mul(pb, f.p_scale));
                     p_pairs[2 * j + r] = e == 0 ? cast : p_pairs[2 * j + r] | cast << 16;
                 }
             }
@@ -237,7 +240,7 @@ ROUNDSCOPE_DEVICE void consume(const ForwardParams& p, const TileWalk& walk, std
         const int r = x % 4 / 2;
         const float out = a::mul(o[x], steps::output_factor(l[r], f.p_scale));
         const unsigned row = 16 * (t / 32) + lane / 4 + 8 * r, col = 8 * (x / 4) + 2 * (lane % 4) + x % 2;
-        const std::uint16_t bits = static_cast<std::uint16_t>(steps::saturating_cast(out, p.o_format));
+        const auto bits = static_cast<std::uint16_t>(emu::bf16_saturating_rne(out));
         std::byte* at = shared + L::q + col / panel_cols * panel_bytes + w * 64 * 128 +
                         swizzled(row * 128 + col % panel_cols * 2, Swizzle::b128);
         std::memcpy(at, &bits, 2);
@@ -263,7 +266,9 @@ ROUNDSCOPE_DEVICE void consume(const ForwardParams& p, const TileWalk& walk, std
 
 }  // namespace detail
 
-template <int D>
+/// Exp2: the recipe's exp2 (software or ex2.approx), fixed at compile time so that the inner loop
+/// holds one of them.
+template <int D, emu::Exp2Kind Exp2>
 ROUNDSCOPE_KERNEL void ROUNDSCOPE_LAUNCH_BOUNDS(threads, 1) forward_kernel(ROUNDSCOPE_GRID_CONSTANT ForwardParams p) {
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
     (void)p;  // built for a GPU without wgmma and TMA: the host never launches it there
@@ -285,7 +290,7 @@ ROUNDSCOPE_KERNEL void ROUNDSCOPE_LAUNCH_BOUNDS(threads, 1) forward_kernel(ROUND
     sync_threads();
     if (threadIdx.x < consumer_threads) {
         warpgroup_registers_increase<consumer_registers>();
-        detail::consume<D>(p, walk, shared, bar, row0, head);
+        detail::consume<D, Exp2>(p, walk, shared, bar, row0, head);
     } else {
         warpgroup_registers_decrease<producer_registers>();
         if (threadIdx.x == consumer_threads)

@@ -46,18 +46,24 @@ ROUNDSCOPE_HD inline float times_power_of_two(float p, int e) {
 /// 2^x. x = n + f with n = rint(x), |f| <= 1/2; 2^f by detail::exp2_polynomial; 2^n applied
 /// exactly, or with one rounding where the result is subnormal. -inf gives +0, NaN gives NaN.
 /// n as an integer comes from the bits of x + 1.5 2^23 (integer subtraction, no float-to-int
-/// conversion, which a GPU runs at a quarter of the rate): the same n as converting the float n,
-/// on every one of the 2^32 inputs (tests/emu/attention/test_soft_exp2_exhaustive.cpp).
+/// conversion, which a GPU runs at a quarter of the rate). Written without branches, as a
+/// kernel's inner loop wants it: the special inputs and the three ranges of detail::
+/// times_power_of_two are selected, not branched to (a factor of 1 where none is needed is
+/// exact). The same bits as the branching form with the conversion on every one of the 2^32
+/// inputs (tests/emu/attention/test_soft_exp2_exhaustive.cpp).
 ROUNDSCOPE_HD inline float soft_exp2(float x) {
     namespace a = f32_arith;
-    if (x != x) return x;
-    if (x >= 128.0f) return float_from_bits(0x7F800000u);
-    if (x < -151.0f) return 0.0f;
-    const float shifted = a::add(x, detail::round_shift);
+    const bool nan = x != x, overflow = x >= 128.0f, underflow = x < -151.0f;
+    const float xc = nan || overflow || underflow ? 0.0f : x;  // keeps e in range below
+    const float shifted = a::add(xc, detail::round_shift);
     const float n = a::sub(shifted, detail::round_shift);
-    const float f = a::sub(x, n);  // exact
+    const float f = a::sub(xc, n);  // exact
     const int e = static_cast<int>(bits_of(shifted)) - static_cast<int>(bits_of(detail::round_shift));
-    return detail::times_power_of_two(detail::exp2_polynomial(f), e);
+    // 2^e as 2^e1 2^e2, each a float: one exact product, then one that rounds if subnormal
+    const int e1 = e < -126 ? e + 64 : e > 127 ? e - 1 : e;
+    const float second = e < -126 ? 0x1p-64f : e > 127 ? 2.0f : 1.0f;
+    const float y = a::mul(a::mul(detail::exp2_polynomial(f), detail::power_of_two(e1)), second);
+    return nan ? x : overflow ? float_from_bits(0x7F800000u) : underflow ? 0.0f : y;
 }
 
 /// log2(x) for x > 0: x = 2^e m with m in [sqrt(1/2), sqrt(2)), log2 m = (2 / ln 2) atanh(t)

@@ -209,6 +209,17 @@ ROUNDSCOPE_HD constexpr std::uint64_t cast_from_f32(float x, const Format& to, c
     }
     return convert(source, bits, to, o, index);
 }
+/// cast_from_f32(x, bf16, saturating nearest-even) on the bits alone, for every input: overflow
+/// and Inf to the max finite value, NaN to round_to_format's quiet NaN 0x7FFF. For kernels that
+/// cast in their inner loop, where the general path's code would be inlined at every cast;
+/// equal to it on all 2^32 inputs (test_cast_f32_top_bits_exhaustive.cpp).
+ROUNDSCOPE_HD constexpr std::uint32_t bf16_saturating_rne(float x) {
+    const std::uint32_t bits = bits_of(x);
+    if ((bits & 0x7FFFFFFFu) > 0x7F800000u) return 0x7FFFu;
+    const std::uint32_t r = detail::rne_on_f32_bits(bits, 7);
+    return (r & 0x7F80u) == 0x7F80u ? (r & 0x8000u) | 0x7F7Fu : r;
+}
+
 ROUNDSCOPE_HD constexpr std::uint64_t cast_from_f64(double x, const Format& to, const CastOptions& o,
                                                     std::uint64_t index = 0) {
     constexpr Format source = f64;

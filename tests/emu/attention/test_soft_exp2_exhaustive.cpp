@@ -1,7 +1,8 @@
 // soft_exp2 takes rint(x) as an integer from the bits of x + 1.5 2^23 (emu/attention/soft_exp2.hpp)
-// instead of converting the rounded float to an integer. Over all 2^32 float32 inputs its result
-// equals, bit for bit, the same polynomial and scaling with the conversion: the integer trick
-// changes no output.
+// instead of converting the rounded float to an integer, and selects its special cases and
+// scalings instead of branching. Over all 2^32 float32 inputs its result equals, bit for bit,
+// the same polynomial and scaling with the conversion and the branches: neither the integer trick
+// nor the selects change an output.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -17,7 +18,8 @@ using namespace roundscope::emu;
 
 namespace {
 
-// soft_exp2 as it was written with a float-to-int conversion of n.
+// soft_exp2 as it was written: a float-to-int conversion of n, branches for the special cases and
+// for detail::times_power_of_two's ranges.
 float exp2_converting(float x) {
     namespace a = f32_arith;
     if (x != x) return x;

@@ -148,3 +148,18 @@ TEST_CASE("NaN conventions: NVIDIA canonical, sign kept, quiet NaN", "[round]") 
     CHECK(convert(f32, negative_nan_payload, e4m3, keep) == 0xFF);
     CHECK(convert(f32, negative_nan_payload, e2m1, rne) == 0x7);  // cuda_fp4: NaN -> +max
 }
+
+TEST_CASE("bf16_saturating_rne equals the saturating cast: a sample of float32 and its edges", "[round]") {
+    CastOptions o;
+    o.saturate = true;
+    auto check = [&](std::uint32_t b) {
+        const float x = float_from_bits(b);
+        INFO(std::hex << b);
+        REQUIRE(bf16_saturating_rne(x) == convert(f32, b, bf16, o));
+    };
+    for (std::uint64_t b = 0; b < (std::uint64_t{1} << 32); b += 65521) check(static_cast<std::uint32_t>(b));
+    for (const std::uint32_t b :
+         {0x00000000u, 0x80000000u, 0x00000001u, 0x00008000u, 0x00018000u, 0x7F7F7FFFu, 0x7F7F8000u, 0x7F7FFFFFu,
+          0xFF7F8000u, 0x7F800000u, 0xFF800000u, 0x7F800001u, 0xFFC00000u, 0x3F808000u, 0x3F818000u})
+        check(b);
+}

@@ -1,0 +1,194 @@
+#!/usr/bin/env python3
+"""An estimate of a flash-attention kernel's speed from its SASS, before any GPU runs it: the
+kernel's main loop (the largest loop that holds HGMMA instructions), its instructions counted
+by the pipe that executes them, and per 128 x 128 tile of one thread block the cycles each pipe
+and the warp schedulers' issue need on an H100 SXM; the slowest of them bounds the tile, and
+the tile's FLOPs over that time bound the speed. Registers, spills and shared memory from
+cuobjdump's resource usage.
+
+    sass_estimate.py BINARY [--kernel REGEX] [--cuobjdump PATH] [--warps 8] [--json]
+    sass_estimate.py --sass FILE.sass [--resources FILE.txt] ...
+
+BINARY: an object, library or executable with sm_90a code (cuobjdump reads it). Exit 0, 1 when
+no kernel or no loop with HGMMA is found, 2 on bad arguments.
+
+The model (H100 SXM5, sm_90: 132 SMs at 1830 MHz, the clock at which NVIDIA quotes 989 dense
+BF16 TFLOP/s): per SM and cycle, 4 warp schedulers issue one instruction each; the FP32 pipes
+take 4 warp instructions (FFMA, FMUL, FADD, and IMAD, which runs on the FMA pipe), the integer
+and logic pipe 2, the special-function units (MUFU and conversions) 0.5, shared memory 1; the
+tensor cores 2048 BF16 multiply-adds (an HGMMA 64 x N x 16 takes N / 2 cycles). It counts each
+loop instruction once (straight-line code: both sides of a branch are counted, a spin-wait
+loop once), and assumes the pipes overlap perfectly ("overlapped") or that the tensor cores
+and the rest take turns ("serial"). An estimate, to be replaced by a measurement.
+"""
+import argparse
+import json
+import re
+import shutil
+import subprocess
+import sys
+from collections import Counter
+
+CLOCK_HZ = 1.83e9
+SMS = 132
+ISSUE_PER_CYCLE = 4  # warp instructions per SM
+THROUGHPUT = {  # warp instructions per SM per cycle
+    "fp32": 4.0,
+    "int": 2.0,
+    "xu": 0.5,
+    "shared": 1.0,
+}
+TENSOR_MACS_PER_CYCLE = 2048  # dense BF16 per SM
+
+PIPES = {
+    "fp32": {"FFMA", "FMUL", "FADD", "FFMA32I", "FMUL32I", "FADD32I", "IMAD", "HFMA2", "HMUL2", "HADD2"},
+    "int": {"ISETP", "LOP3", "SHF", "IADD3", "SEL", "FSEL", "FSETP", "FMNMX", "PRMT", "LEA", "PLOP3", "VIADD",
+            "IABS", "FLO", "POPC", "F2FP", "MOV", "IMNMX", "VIMNMX", "BMSK", "SGXT", "LOP", "CS2R", "P2R", "R2P",
+            "SHFL", "VOTE", "IADD"},
+    "xu": {"MUFU", "F2I", "I2F", "F2F", "FRND", "I2FP", "F2IP"},
+    "shared": {"LDS", "STS", "LDSM", "STSM", "ATOMS"},
+    "global": {"LDG", "STG", "LDC", "LD", "ST", "RED", "ATOMG"},
+    "tensor": {"HGMMA"},
+    "tma": {"UTMALDG", "UTMASTG", "UBLKCP"},
+}
+INSTRUCTION = re.compile(r"^\s*/\*([0-9a-f]{4,})\*/\s+(@!?U?P[0-9T]\s+)?([A-Z0-9_]+)(\.[A-Za-z0-9_.]+)?\s*([^;]*);")
+FUNCTION = re.compile(r"Function : (\S+)")
+HGMMA_SHAPE = re.compile(r"HGMMA\.64x(\d+)x16")
+
+
+def pipe_of(opcode):
+    for pipe, names in PIPES.items():
+        if opcode in names:
+            return pipe
+    if opcode.startswith("U") or opcode in ("R2UR", "S2UR", "S2R"):
+        return "uniform"
+    return "control"  # branches, barriers, mbarrier waits, fences, warpgroup arrive
+
+
+def functions(sass):
+    """{name: [(address, opcode, full mnemonic, operands)]} from cuobjdump -sass text."""
+    out, name = {}, None
+    for line in sass.splitlines():
+        m = FUNCTION.search(line)
+        if m:
+            name = m.group(1)
+            out[name] = []
+            continue
+        m = INSTRUCTION.match(line)
+        if m and name is not None:
+            opcode = m.group(3)
+            out[name].append((int(m.group(1), 16), opcode, opcode + (m.group(4) or ""), m.group(5)))
+    return out
+
+
+def main_loop(code):
+    """The kernel's main loop: of the backward branches' bodies, the one with the most HGMMAs, the
+    smallest of those (ptxas places spin-wait retries after the function's end, whose branches
+    back span more than the loop): (first, last) indices, or None."""
+    index = {address: i for i, (address, *_rest) in enumerate(code)}
+    best, best_key = None, None
+    for i, (address, opcode, _full, operands) in enumerate(code):
+        if opcode != "BRA":
+            continue
+        target = re.search(r"0x([0-9a-f]+)", operands)
+        if not target:
+            continue
+        t = int(target.group(1), 16)
+        if t >= address or t not in index:
+            continue
+        first = index[t]
+        hgmmas = sum(code[j][1] == "HGMMA" for j in range(first, i + 1))
+        key = (hgmmas, -(i - first))
+        if hgmmas and (best_key is None or key > best_key):
+            best, best_key = (first, i), key
+    return best
+
+
+def estimate(code, loop, warps):
+    body = code[loop[0]:loop[1] + 1]
+    pipes = Counter(pipe_of(op) for _a, op, _f, _o in body)
+    macs = sum(1024 * int(HGMMA_SHAPE.search(full).group(1)) for _a, op, full, _o in body if op == "HGMMA")
+    # per tile and SM: `warps` warps run the body once each; one HGMMA is a warpgroup's, so the
+    # tensor work is the body's HGMMAs times the warpgroups
+    warpgroups = warps / 4
+    cycles = {"issue": warps * len(body) / ISSUE_PER_CYCLE,
+              "tensor": warpgroups * macs / TENSOR_MACS_PER_CYCLE}
+    for pipe, rate in THROUGHPUT.items():
+        cycles[pipe] = warps * pipes.get(pipe, 0) / rate
+    scalar = max(v for k, v in cycles.items() if k != "tensor")
+    return body, pipes, macs * warpgroups, cycles, max(cycles.values()), cycles["tensor"] + scalar
+
+
+def resource_usage(text, name):
+    """REG, STACK, SHARED and LOCAL of `name` from cuobjdump -res-usage."""
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if name in line and i + 1 < len(lines):
+            return {k: int(v) for k, v in re.findall(r"(REG|STACK|SHARED|LOCAL):(\d+)", lines[i + 1])}
+    return {}
+
+
+def run(cmd):
+    return subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("binary", nargs="?", help="an object, library or executable with sm_90a code")
+    p.add_argument("--sass", help="cuobjdump -sass output, instead of a binary")
+    p.add_argument("--resources", help="cuobjdump -res-usage output, with --sass")
+    p.add_argument("--kernel", default=r"hopper.*forward_kernel", help="regex of the kernels to estimate")
+    p.add_argument("--cuobjdump", default=shutil.which("cuobjdump") or "cuobjdump")
+    p.add_argument("--warps", type=int, default=8, help="warps that run the main loop per block (default 8)")
+    p.add_argument("--json", action="store_true", help="one JSON line per kernel")
+    a = p.parse_args(argv)
+    if (a.binary is None) == (a.sass is None):
+        p.error("give a binary or --sass FILE")
+    if a.warps < 4 or a.warps % 4:
+        p.error("--warps must be a positive multiple of 4 (whole warpgroups)")
+    try:
+        kernel = re.compile(a.kernel)
+    except re.error as e:
+        p.error(f"--kernel: {e}")
+    try:
+        if a.sass:
+            sass = open(a.sass).read()
+            resources = open(a.resources).read() if a.resources else ""
+        else:
+            sass = run([a.cuobjdump, "-sass", a.binary])
+            resources = run([a.cuobjdump, "-res-usage", a.binary])
+    except (OSError, subprocess.CalledProcessError) as e:
+        print(f"sass_estimate: {e}", file=sys.stderr)
+        return 2
+    found = 0
+    for name, code in functions(sass).items():
+        if not kernel.search(name):
+            continue
+        loop = main_loop(code)
+        if loop is None:
+            print(f"sass_estimate: {name}: no loop with HGMMA", file=sys.stderr)
+            continue
+        found += 1
+        body, pipes, macs, cycles, overlapped, serial = estimate(code, loop, a.warps)
+        flops = 2 * macs
+        line = {"kernel": name, "instructions": len(code), "loop_instructions": len(body),
+                "pipes": dict(sorted(pipes.items())), "tile_macs": macs,
+                "cycles_per_tile": {k: round(v, 1) for k, v in cycles.items()},
+                "bound": max(cycles, key=cycles.get),
+                "tflops_overlapped": round(flops * SMS * CLOCK_HZ / overlapped / 1e12, 1),
+                "tflops_serial": round(flops * SMS * CLOCK_HZ / serial / 1e12, 1),
+                "resources": resource_usage(resources, name)}
+        if a.json:
+            print(json.dumps(line))
+        else:
+            print(f"{name}\n  {len(code)} instructions, main loop {len(body)}: "
+                  + ", ".join(f"{k} {v}" for k, v in sorted(pipes.items())))
+            print("  cycles per tile: " + ", ".join(f"{k} {v:.0f}" for k, v in cycles.items())
+                  + f" -> bound by {line['bound']}")
+            print(f"  estimate: {line['tflops_overlapped']} TFLOP/s overlapped, {line['tflops_serial']} serial; "
+                  f"resources {line['resources']}")
+    return 0 if found else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
