@@ -5,6 +5,7 @@
 #include "emu/numbers/unpack.hpp"
 #include "gpu/device.hpp"
 #include "gpu/flash_attention.hpp"
+#include "gpu/hopper_flash.hpp"
 #include "gpu/mma_probe.hpp"
 #include "lib/error.hpp"
 
@@ -35,6 +36,19 @@ FlashCrosscheck flash_crosscheck(emu::AttentionRecipe recipe, const emu::Attenti
     FlashCrosscheck c;
     c.device = device_name();
     c.arch = recipe.arch = model_arch(cc);
+    if (hopper_flash_unsupported(recipe, shape).empty()) {
+        if (backward)
+            throw Error("crosscheck: recipe '" + recipe.name +
+                        "' runs on the Hopper kernel, which has no backward pass");
+        c.kernel = "hopper";
+        const emu::ForwardResult want = emu::flash_forward(recipe, shape, in, threads),
+                                 got = hopper_flash_forward(recipe, shape, in);
+        add(c, "o", want.o, got.o, *recipe.o_format);
+        add(c, "o_f32", bits(want.o_f32), bits(got.o_f32), emu::f32);
+        add(c, "lse", bits(want.lse), bits(got.lse), emu::f32);
+        return c;
+    }
+    c.kernel = "twins";
     if (std::string why = flash_unsupported(recipe);
         !why.empty() || !(why = flash_not_runnable_here(recipe, backward)).empty())
         throw Error("crosscheck: recipe '" + recipe.name + "' cannot run on " + c.device + ": " + why);

@@ -1,6 +1,7 @@
 // Property (on a machine with a GPU): the CUDA flash-attention kernels give the emulator's
 // bits, every output of the forward and backward pass, for every preset the kernels run (the
-// FP8 ones with mma.sync, whose sm_89/sm_90 model is exact), on random inputs and on the
+// FP8 ones with mma.sync, whose sm_89/sm_90 model is exact; h100-bf16 on an sm_90 GPU with the
+// Hopper kernel, forward only: O, O in float32 and the LSE), on random inputs and on the
 // adversarial ones: sink-dominated rows, repeated maxima, scores spread over hundreds; causal
 // and not; with row and key counts that are not multiples of the tiles.
 // Exits 77 (CTest: skipped) where no GPU is usable (1 with ROUNDSCOPE_REQUIRE_GPU=1); a preset
@@ -18,6 +19,7 @@
 #include "emu/attention/attention_operands.hpp"
 #include "gpu/flash_attention.hpp"
 #include "gpu/flash_crosscheck.hpp"
+#include "gpu/hopper_flash.hpp"
 #include "gpu/mma_probe.hpp"
 #include "lib/error.hpp"
 #include "tests/gpu/gpu_or_skip.hpp"
@@ -89,10 +91,13 @@ int main(int argc, char** argv) {
     int cases = 0, failures = 0;
     for (emu::AttentionRecipe recipe : emu::recipe_presets()) {
         if (!sweep.presets.empty() && !sweep.presets.count(recipe.name)) continue;
-        if (recipe.instruction == "wgmma") emu::apply_setting(recipe, "instruction=mma.sync");
         recipe.arch = gpu::model_arch(cc);
-        std::string why = gpu::flash_unsupported(recipe);
-        if (why.empty()) why = gpu::flash_not_runnable_here(recipe, true);
+        // the Hopper kernel where it runs the preset (forward only), else the twins (wgmma as mma.sync)
+        const emu::AttentionShape probe{1, 128, 128, 128, 128, false, 0.125f};
+        const bool hopper = gpu::hopper_flash_unsupported(recipe, probe).empty();
+        if (!hopper && recipe.instruction == "wgmma") emu::apply_setting(recipe, "instruction=mma.sync");
+        std::string why = hopper ? std::string() : gpu::flash_unsupported(recipe);
+        if (why.empty() && !hopper) why = gpu::flash_not_runnable_here(recipe, true);
         if (!why.empty()) {
             std::printf("%s: not runnable here (%s)\n", recipe.name.c_str(), why.c_str());
             continue;
@@ -105,13 +110,13 @@ int main(int argc, char** argv) {
                 const emu::AttentionInputs in = analysis::synthetic_attention(spec);
                 const emu::AttentionShape shape = emu::attention_shape_of(in, causal, 0);
                 const gpu::FlashCrosscheck c =
-                    gpu::flash_crosscheck(recipe, shape, emu::attention_operands(in, *recipe.input, true), true);
-                std::printf("%s, %s, %scausal, N %llu, D %llu: %llu of %llu outputs match (max %llu ulp)\n",
-                            recipe.name.c_str(), std::string(analysis::scenario_name(scenario)).c_str(),
-                            causal ? "" : "not ", static_cast<unsigned long long>(n),
-                            static_cast<unsigned long long>(d), static_cast<unsigned long long>(c.total.matched),
-                            static_cast<unsigned long long>(c.total.total),
-                            static_cast<unsigned long long>(c.total.max_ulp));
+                    gpu::flash_crosscheck(recipe, shape, emu::attention_operands(in, *recipe.input, true), !hopper);
+                std::printf(
+                    "%s (%s), %s, %scausal, N %llu, D %llu: %llu of %llu outputs match (max %llu ulp)\n",
+                    recipe.name.c_str(), c.kernel.c_str(), std::string(analysis::scenario_name(scenario)).c_str(),
+                    causal ? "" : "not ", static_cast<unsigned long long>(n), static_cast<unsigned long long>(d),
+                    static_cast<unsigned long long>(c.total.matched), static_cast<unsigned long long>(c.total.total),
+                    static_cast<unsigned long long>(c.total.max_ulp));
                 ++cases;
                 if (c.total.matched != c.total.total || c.total.total == 0) ++failures;
             }

@@ -4,7 +4,9 @@
 // times PyTorch's SDPA backends on the same shape, and the kit's phase B sets the two side by
 // side. Built for the GPU (bench_flash_gpu) and the simulated GPU (bench_flash_gpu_host, the dry run).
 //
-//   bench_flash_gpu [--heads 64] [--n 4096] [--d 128] [--presets fa2-bf16,fa3-fp8] [--repeats 5]
+// h100-bf16 runs on the Hopper kernel (gpu/hopper_flash.hpp) where the device is an sm_90 GPU.
+//
+//   bench_flash_gpu [--heads 64] [--n 4096] [--d 128] [--presets fa2-bf16,fa3-fp8,h100-bf16] [--repeats 5]
 //                   [--causal] [--out FILE.jsonl]
 // Exit 0, 1 when a preset cannot run here, 2 on bad arguments, 3 without a usable GPU.
 #include <nlohmann/json.hpp>
@@ -21,6 +23,7 @@
 #include "emu/attention/random_operands.hpp"
 #include "gpu/device.hpp"
 #include "gpu/flash_attention.hpp"
+#include "gpu/hopper_flash.hpp"
 #include "gpu/mma_probe.hpp"
 #include "lib/error.hpp"
 #include "tools/gpu/kit_options.hpp"
@@ -48,7 +51,7 @@ std::uint64_t number(const std::string& option, const std::string& text, std::ui
 int main(int argc, char** argv) {
     std::uint64_t heads = 64, n = 4096, d = 128, repeats = 5;
     bool causal = false;
-    std::vector<std::string> presets{"fa2-bf16", "fa3-fp8"};
+    std::vector<std::string> presets{"fa2-bf16", "fa3-fp8", "h100-bf16"};
     std::string out;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
@@ -91,10 +94,15 @@ int main(int argc, char** argv) {
                             {"device", gpu::device_name()}};
         try {
             emu::AttentionRecipe recipe = emu::find_recipe(name);
-            if (recipe.instruction == "wgmma") emu::apply_setting(recipe, "instruction=mma.sync");
             recipe.arch = gpu::model_arch(cc);
+            // the Hopper kernel where it runs the preset, else the twins (wgmma as mma.sync)
+            const bool hopper = gpu::hopper_flash_unsupported(recipe, shape).empty();
+            if (!hopper && recipe.instruction == "wgmma") emu::apply_setting(recipe, "instruction=mma.sync");
+            line["kernel"] = std::string(hopper ? "roundscope hopper " : "roundscope ") + name;
             const emu::AttentionOperands in = emu::random_operands(shape, *recipe.input, 1);
-            std::vector<double> t = gpu::time_flash_forward(recipe, shape, in, static_cast<int>(repeats));
+            std::vector<double> t = hopper
+                                        ? gpu::time_hopper_flash_forward(recipe, shape, in, static_cast<int>(repeats))
+                                        : gpu::time_flash_forward(recipe, shape, in, static_cast<int>(repeats));
             std::sort(t.begin(), t.end());
             const double median = t[t.size() / 2];
             const double flops = 4.0 * double(heads) * double(n) * double(n) * double(d) * (causal ? 0.5 : 1.0);

@@ -24,6 +24,7 @@
 #include "gpu/device.hpp"
 #include "gpu/flash_attention.hpp"
 #include "gpu/flash_crosscheck.hpp"
+#include "gpu/hopper_flash.hpp"
 #include "gpu/mma_probe.hpp"
 #include "lib/error.hpp"
 #include "tools/gpu/kit_options.hpp"
@@ -120,10 +121,13 @@ int main(int argc, char** argv) {
     for (emu::AttentionRecipe recipe : emu::recipe_presets()) {
         if (!o.presets.empty() && !o.presets.count(recipe.name)) continue;
         const std::string preset_instruction = recipe.instruction;
-        if (recipe.instruction == "wgmma") emu::apply_setting(recipe, "instruction=mma.sync");
         recipe.arch = gpu::model_arch(cc);
-        std::string why = gpu::flash_unsupported(recipe);
-        if (why.empty()) why = gpu::flash_not_runnable_here(recipe, o.backward);
+        // the Hopper kernel where it runs the preset (forward only), else the twins (wgmma as mma.sync)
+        const emu::AttentionShape probe{1, 128, 128, 128, 128, false, 0.125f};
+        const bool hopper = gpu::hopper_flash_unsupported(recipe, probe).empty();
+        if (!hopper && recipe.instruction == "wgmma") emu::apply_setting(recipe, "instruction=mma.sync");
+        std::string why = hopper ? std::string() : gpu::flash_unsupported(recipe);
+        if (why.empty() && !hopper) why = gpu::flash_not_runnable_here(recipe, o.backward);
         if (!why.empty()) {
             emit({{"preset", recipe.name}, {"runnable", false}, {"why", why}});
             continue;
@@ -138,6 +142,7 @@ int main(int argc, char** argv) {
                         const emu::AttentionShape shape = emu::attention_shape_of(in, causal, 0);
                         const auto start = std::chrono::steady_clock::now();
                         nlohmann::json line{{"preset", recipe.name},
+                                            {"kernel", hopper ? "hopper" : "twins"},
                                             {"instruction", recipe.instruction},
                                             {"preset_instruction", preset_instruction},
                                             {"scenario", analysis::scenario_name(scenario)},
@@ -149,8 +154,8 @@ int main(int argc, char** argv) {
                         bool exact = false;
                         try {
                             const gpu::FlashCrosscheck c = gpu::flash_crosscheck(
-                                recipe, shape, emu::attention_operands(in, *recipe.input, o.backward), o.backward,
-                                o.threads);
+                                recipe, shape, emu::attention_operands(in, *recipe.input, o.backward),
+                                o.backward && !hopper, o.threads);
                             line["device"] = c.device, line["arch"] = c.arch;
                             for (const auto& [name, b] : c.outputs) line["outputs"][name] = comparison(b);
                             for (const auto& [name, v] : c.first_values)

@@ -91,10 +91,13 @@ probe() {
   rm -rf full
 }
 
-# The SASS of our kernels (and the canary's reading of torch's flash kernels where the
-# machine has cuobjdump).
+# The SASS of our kernels, the Hopper kernel's speed estimated from it (sass_estimate.py), and
+# the canary's reading of torch's flash kernels where the machine has cuobjdump.
 sass() {
   kitrun cuobjdump -sass "$kit/bin/roundscope" >roundscope.sass
+  kitrun cuobjdump -res-usage "$kit/bin/roundscope" >roundscope.resources
+  "$python" "$root/tools/gpu/sass_estimate.py" --sass roundscope.sass --resources roundscope.resources --json \
+    >estimate.jsonl
   "$python" "$root/tools/gpu/torch_flash_sass.py" --out torch_flash.json --sass torch_flash.sass
 }
 
@@ -113,7 +116,7 @@ inputs() {  # the SDPA captures' inputs: every shape x scenario, made here from 
 bench() {  # $1: device, $2 heads, $3 N, $4 D, $5 repeats: ours (bench_flash_gpu), then PyTorch's beside it
   local program=bench_flash_gpu
   [ "$1" = cpu ] && program=bench_flash_gpu_host
-  kitrun "$kit/bin/$program" --presets fa2-bf16,fa3-fp8 --heads "$2" --n "$3" --d "$4" --repeats "$5" \
+  kitrun "$kit/bin/$program" --presets fa2-bf16,fa3-fp8,h100-bf16 --heads "$2" --n "$3" --d "$4" --repeats "$5" \
     --out ours.jsonl
   "$python" "$root/tools/gpu/bench_sdpa.py" --device "$1" --batch 1 --heads "$2" --n "$3" --d "$4" \
     --repeats "$5" --ours ours.jsonl --out bench.jsonl
@@ -126,7 +129,7 @@ sdpa() {  # $1: shapes, $2: device
 export kit root python
 export -f kitrun have metadata probe sass inputs sdpa bench
 
-sanitizer_cases="--n 65 --d 64 --presets fa2-bf16,fa3-fp8"
+sanitizer_cases="--n 65 --d 64 --presets fa2-bf16,fa3-fp8,h100-bf16"
 case "$phase" in
   A)
     step metadata 20 metadata
@@ -145,7 +148,7 @@ case "$phase" in
     step metadata 20 metadata
     if [ $dry = 1 ]; then
       step gpu-tests 120 kitrun "$kit/bin/test_gpu_host" "simulated GPU mma.sync probe equals the models"
-      step sweep 200 kitrun "$kit/bin/gpu_sweep_host" --n 1,65 --d 64 --presets fa2-bf16,fa3-fp8 \
+      step sweep 200 kitrun "$kit/bin/gpu_sweep_host" --n 1,65 --d 64 --presets fa2-bf16,fa3-fp8,h100-bf16 \
         --scenarios random,sink --out sweep.jsonl --threads "$threads"
       step bench 60 bench cpu 2 128 64 3
     else

@@ -128,6 +128,24 @@ def resource_usage(text, name):
     return {}
 
 
+def default_cuobjdump():
+    """cuobjdump on the PATH, else the one the triton package (a dependency of torch) bundles."""
+    found = shutil.which("cuobjdump")
+    if found:
+        return found
+    try:
+        import importlib.util
+        spec = importlib.util.find_spec("triton")
+    except (ImportError, ValueError):
+        spec = None
+    if spec and spec.origin:
+        import pathlib
+        bundled = pathlib.Path(spec.origin).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+        if bundled.exists():
+            return str(bundled)
+    return "cuobjdump"
+
+
 def run(cmd):
     return subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
 
@@ -138,7 +156,7 @@ def main(argv=None):
     p.add_argument("--sass", help="cuobjdump -sass output, instead of a binary")
     p.add_argument("--resources", help="cuobjdump -res-usage output, with --sass")
     p.add_argument("--kernel", default=r"hopper.*forward_kernel", help="regex of the kernels to estimate")
-    p.add_argument("--cuobjdump", default=shutil.which("cuobjdump") or "cuobjdump")
+    p.add_argument("--cuobjdump", default=None, help="default: on the PATH, else triton's")
     p.add_argument("--warps", type=int, default=8, help="warps that run the main loop per block (default 8)")
     p.add_argument("--json", action="store_true", help="one JSON line per kernel")
     a = p.parse_args(argv)
@@ -155,8 +173,9 @@ def main(argv=None):
             sass = open(a.sass).read()
             resources = open(a.resources).read() if a.resources else ""
         else:
-            sass = run([a.cuobjdump, "-sass", a.binary])
-            resources = run([a.cuobjdump, "-res-usage", a.binary])
+            tool = a.cuobjdump or default_cuobjdump()
+            sass = run([tool, "-sass", a.binary])
+            resources = run([tool, "-res-usage", a.binary])
     except (OSError, subprocess.CalledProcessError) as e:
         print(f"sass_estimate: {e}", file=sys.stderr)
         return 2

@@ -1,0 +1,90 @@
+"""The SASS estimate (tools/gpu/sass_estimate.py): on a written SASS listing, the main loop is the
+backward branch's body with the most HGMMAs (not an out-of-line retry that branches back over
+it), its instructions are counted by pipe and the cycles per tile follow the stated rates; on the
+Hopper kernel compiled for sm_90a here (where nvcc and cuobjdump are), no register spills and no
+local memory, and every wgmma of a tile in the main loop; bad arguments exit 2."""
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tools" / "gpu"))
+
+import sass_estimate as est  # noqa: E402
+
+
+def listing(lines):
+    out = ["\t\tFunction : _Z6kernel"]
+    for i, text in enumerate(lines):
+        out.append(f"        /*{16 * i:04x}*/                   {text} ;   /* 0x0 */")
+    return "\n".join(out) + "\n"
+
+
+LOOP = [
+    "S2R R0, SR_TID.X",             # 0
+    "HGMMA.64x128x16.F32.BF16 R24, gdesc[UR4], RZ, !UPT",  # 1: loop head
+    "FFMA R1, R2, R3, R4",          # 2
+    "FMUL R1, R2, R3",              # 3
+    "LOP3.LUT R5, R6, R7, R8, 0x96, !PT",  # 4
+    "MUFU.EX2 R9, R10",             # 5
+    "HGMMA.64x64x16.F32.BF16 R40, R12, gdesc[UR8], R40",  # 6
+    "SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [UR4], R1",  # 7
+    "@!P0 BRA 0x00b0",              # 8: to the retry stub
+    "BRA 0x0010",                   # 9: the loop's back edge
+    "EXIT",                         # 10
+    "BRA 0x0070",                   # 11: retry stub, back into the loop (spans less)
+    "BRA 0x0000",                   # 12: a stub back to the start (spans everything)
+]
+
+
+def test_the_main_loop_and_its_pipes():
+    code = est.functions(listing(LOOP))["_Z6kernel"]
+    assert est.main_loop(code) == (1, 9)
+    body, pipes, macs, cycles, overlapped, serial = est.estimate(code, (1, 9), 8)
+    assert len(body) == 9
+    assert pipes == {"tensor": 2, "fp32": 2, "int": 1, "xu": 1, "control": 3}
+    assert macs == 2 * (1024 * 128 + 1024 * 64)  # two warpgroups
+    assert cycles["tensor"] == macs / 2048 and cycles["issue"] == 8 * 9 / 4
+    assert cycles["xu"] == 8 * 1 / 0.5 and cycles["fp32"] == 8 * 2 / 4
+    assert overlapped == max(cycles.values()) and serial == cycles["tensor"] + cycles["issue"]
+
+
+def test_no_loop_with_hgmma_exits_1(tmp_path, capsys):
+    f = tmp_path / "k.sass"
+    f.write_text(listing(["FFMA R1, R2, R3, R4", "BRA 0x0000", "EXIT"]))
+    assert est.main([f"--sass={f}", "--kernel", "kernel"]) == 1
+
+
+@pytest.mark.parametrize("args", [[], ["x.o", "--sass", "y"], ["x.o", "--warps", "6"], ["x.o", "--kernel", "("]])
+def test_bad_arguments_exit_2(args):
+    with pytest.raises(SystemExit) as e:
+        est.main(args)
+    assert e.value.code == 2
+
+
+NVCC = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if pathlib.Path("/usr/local/cuda/bin/nvcc").exists()
+                                else None)
+
+
+@pytest.mark.skipif(NVCC is None, reason="no nvcc on this machine: the kernel's SASS cannot be made here")
+def test_the_hopper_kernel_has_no_spills_and_its_wgmmas_in_the_loop(tmp_path):
+    obj = tmp_path / "hopper_flash.o"
+    subprocess.run([NVCC, "-std=c++20", "-DNDEBUG", f"-I{ROOT}", "--expt-relaxed-constexpr", "--fmad=false",
+                    "-ftz=false", "-prec-div=true", "-prec-sqrt=true", "-gencode", "arch=compute_90a,code=sm_90a",
+                    "-c", str(ROOT / "gpu" / "hopper_flash.cu"), "-o", str(obj)], check=True, capture_output=True)
+    tool = est.default_cuobjdump()
+    assert shutil.which(tool) or pathlib.Path(tool).exists(), "no cuobjdump (PATH or triton's) beside nvcc"
+    p = subprocess.run([sys.executable, str(ROOT / "tools" / "gpu" / "sass_estimate.py"), str(obj), "--json"],
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    import json
+    lines = [json.loads(x) for x in p.stdout.splitlines()]
+    assert len(lines) == 4  # D 64 and 128, software exp2 and ex2.approx
+    for line in lines:
+        d = 128 if "ILi128" in line["kernel"] else 64
+        assert line["resources"]["STACK"] == 0 and line["resources"]["LOCAL"] == 0, line
+        assert line["pipes"]["tensor"] == d // 16 + 8, line  # S's D / 16 and P V's 8 k16 steps
+        assert line["tile_macs"] == 2 * 128 * 128 * d, line
