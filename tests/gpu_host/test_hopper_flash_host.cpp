@@ -3,8 +3,9 @@
 // on accumulator fragments, a TMA-stored epilogue), run on the simulated GPU, gives the
 // emulator's bits for h100-bf16: O, O before its cast, and the LSE, on every scenario (random,
 // sink, repeated maxima, wide), causal and not, N in {1, 63, 64, 65, 1000}, D in {64, 128}; and
-// with the recipe's choices it takes (exp2_arg=mul-sub, the forward KV order). The comparison
-// can fail: the kernel run with exp2_arg=fma differs from the emulator run with mul-sub. Under
+// with the recipe's choices it takes (exp2=ex2.approx, exp2_arg=mul-sub, rescale_arg=scaled,
+// the forward KV order). The comparison can fail: the kernel run with exp2_arg=fma differs from
+// the emulator run with mul-sub. Under
 // ThreadSanitizer (gpu_host_tsan) a small case: a missing wait on the ring would be a race.
 // What only a GPU proves: wgmma's layouts and bits on the hardware, and the speed.
 #include <catch2/catch.hpp>
@@ -99,13 +100,17 @@ TEST_CASE("the Hopper kernel equals h100-bf16 over many tiles: N = 1000", "[gpu-
             }
 }
 
-TEST_CASE("the Hopper kernel takes the recipe's exp2 argument and KV order, and the check can fail",
+TEST_CASE("the Hopper kernel takes the recipe's exp2, its argument, the rescale and the KV order; the check can fail",
           "[gpu-host][hopper]") {
     gpu::simt::set_simulated_architecture("sm90");
     const Case c{analysis::Scenario::random, 2, 300, 64, true};
     const emu::AttentionRecipe mul_sub = recipe({"exp2_arg=mul-sub"}), forward = recipe({"kv_order=forward"});
+    const emu::AttentionRecipe approx = recipe({"exp2=ex2.approx"}), scaled = recipe({"rescale_arg=scaled"});
     CHECK(differences(c, mul_sub, mul_sub) == 0);
     CHECK(differences(c, forward, forward) == 0);
+    CHECK(differences(c, approx, approx) == 0);
+    CHECK(differences(c, scaled, scaled) == 0);
+    CHECK(differences(c, recipe(), approx) > 0);
     CHECK(differences(c, recipe(), mul_sub) > 0);  // the negative control
     CHECK(differences(c, recipe(), forward) > 0);
 }
