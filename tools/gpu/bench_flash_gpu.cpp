@@ -7,7 +7,9 @@
 // h100-bf16 runs on the Hopper kernel (gpu/hopper_flash.hpp) where the device is an sm_90 GPU.
 //
 //   bench_flash_gpu [--heads 64] [--n 4096] [--d 128] [--presets fa2-bf16,fa3-fp8,h100-bf16] [--repeats 5]
-//                   [--causal] [--out FILE.jsonl]
+//                   [--causal] [--inputs FILE.safetensors] [--out FILE.jsonl]
+// --inputs: q, k and v from a kit_inputs file (the shape is the file's), the inputs
+// tools/gpu/bench_sdpa.py --inputs times PyTorch's backends on; else random ones.
 // Exit 0, 1 when a preset cannot run here, 2 on bad arguments, 3 without a usable GPU.
 #include <nlohmann/json.hpp>
 
@@ -16,9 +18,12 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "emu/attention/attention_inputs.hpp"
+#include "emu/attention/attention_operands.hpp"
 #include "emu/attention/attention_recipe.hpp"
 #include "emu/attention/random_operands.hpp"
 #include "gpu/device.hpp"
@@ -26,6 +31,7 @@
 #include "gpu/hopper_flash.hpp"
 #include "gpu/mma_probe.hpp"
 #include "lib/error.hpp"
+#include "lib/safetensors.hpp"
 #include "tools/gpu/kit_options.hpp"
 
 using namespace roundscope;
@@ -35,7 +41,7 @@ namespace {
 [[noreturn]] void usage(const std::string& why) {
     std::fprintf(stderr,
                  "bench_flash_gpu: %s\nusage: bench_flash_gpu [--heads H] [--n N] [--d D] [--presets LIST] "
-                 "[--repeats R] [--causal] [--out FILE.jsonl]\n",
+                 "[--repeats R] [--causal] [--inputs FILE.safetensors] [--out FILE.jsonl]\n",
                  why.c_str());
     std::exit(2);
 }
@@ -52,7 +58,7 @@ int main(int argc, char** argv) {
     std::uint64_t heads = 64, n = 4096, d = 128, repeats = 5;
     bool causal = false;
     std::vector<std::string> presets{"fa2-bf16", "fa3-fp8", "h100-bf16"};
-    std::string out;
+    std::string out, inputs_path;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         if (a == "--causal") {
@@ -71,6 +77,8 @@ int main(int argc, char** argv) {
             repeats = number(a, v, 1000);
         else if (a == "--out")
             out = v;
+        else if (a == "--inputs")
+            inputs_path = v;
         else if (a == "--presets") {
             presets = kit::split(v);
         } else {
@@ -87,6 +95,18 @@ int main(int argc, char** argv) {
         file.open(out);
         if (!file) usage("--out: cannot write '" + out + "'");
     }
+    // the inputs: a kit_inputs file's (its shape), or random ones of the options' shape
+    std::optional<emu::AttentionInputs> inputs;
+    if (!inputs_path.empty()) {
+        try {
+            inputs = emu::find_attention_inputs(read_safetensors(inputs_path));
+        } catch (const Error& e) {
+            usage(std::string("--inputs: ") + e.what());
+        }
+        const emu::AttentionShape s = emu::attention_shape_of(*inputs, causal, 0);
+        heads = s.heads, n = s.n_q, d = s.d;
+        if (s.n_kv != n || s.d_v != d) usage("--inputs: q, k and v must have one shape [H, N, D]");
+    }
     int status = 0;
     const emu::AttentionShape shape{heads, n, n, d, d, causal, static_cast<float>(1.0 / std::sqrt(double(d)))};
     for (const std::string& name : presets) {
@@ -99,7 +119,8 @@ int main(int argc, char** argv) {
             const bool hopper = gpu::hopper_flash_unsupported(recipe, shape).empty();
             if (!hopper && recipe.instruction == "wgmma") emu::apply_setting(recipe, "instruction=mma.sync");
             line["kernel"] = std::string(hopper ? "roundscope hopper " : "roundscope ") + name;
-            const emu::AttentionOperands in = emu::random_operands(shape, *recipe.input, 1);
+            const emu::AttentionOperands in = inputs ? emu::attention_operands(*inputs, *recipe.input, false)
+                                                     : emu::random_operands(shape, *recipe.input, 1);
             std::vector<double> t = hopper
                                         ? gpu::time_hopper_flash_forward(recipe, shape, in, static_cast<int>(repeats))
                                         : gpu::time_flash_forward(recipe, shape, in, static_cast<int>(repeats));

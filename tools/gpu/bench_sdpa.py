@@ -3,10 +3,12 @@
 (flash, cuDNN, efficient; flash and math on the CPU, the dry run) on random BF16 inputs, the
 median of --repeats timed calls (CUDA events on a GPU), TFLOP/s counting 4 N^2 D multiply-adds
 per head (half under the causal mask). One JSON line per backend; with --ours FILE.jsonl (from
-bench_flash_gpu) each of our kernels' lines gains its ratio to every backend.
+bench_flash_gpu) each of our kernels' lines gains its ratio to every backend. With --inputs, q,
+k and v come from a kit_inputs file (float32 [H, N, D], cast to BF16), the inputs bench_flash_gpu
+--inputs times ours on; the shape is the file's (batch 1).
 
     bench_sdpa.py [--batch 4] [--heads 16] [--n 4096] [--d 128] [--repeats 5] [--causal]
-                  [--device cuda|cpu] [--ours FILE.jsonl] [--out FILE.jsonl]
+                  [--device cuda|cpu] [--inputs FILE.safetensors] [--ours FILE.jsonl] [--out FILE.jsonl]
 Needs torch only. Exit 0, 2 on bad arguments, 3 without CUDA where --device cuda.
 """
 import argparse
@@ -39,6 +41,17 @@ def timed(fn, repeats, device):
     return out
 
 
+def read_inputs(path, device):
+    """q, k, v of a kit_inputs file as BF16 [1, H, N, D] on the device."""
+    from safetensors.torch import load_file
+
+    t = load_file(str(path))
+    shapes = {tuple(t[x].shape) for x in ("q", "k", "v") if x in t}
+    if len(shapes) != 1 or any(x not in t for x in ("q", "k", "v")) or len(next(iter(shapes))) != 3:
+        raise SystemExit(f"bench_sdpa: {path}: needs q, k, v of one shape [H, N, D]")
+    return tuple(t[x].unsqueeze(0).to(device, torch.bfloat16) for x in ("q", "k", "v"))
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--batch", type=int, default=4)
@@ -48,6 +61,7 @@ def main(argv=None):
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--causal", action="store_true")
     p.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    p.add_argument("--inputs", help="q, k, v float32 [H, N, D] (kit_inputs), instead of random ones")
     p.add_argument("--ours", help="bench_flash_gpu's JSON lines, to set ratios against")
     p.add_argument("--out", help="write the JSON lines here (default: stdout)")
     a = p.parse_args(argv)
@@ -61,9 +75,13 @@ def main(argv=None):
 
     kinds = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
              "efficient": SDPBackend.EFFICIENT_ATTENTION, "math": SDPBackend.MATH}
-    g = torch.Generator(device="cpu").manual_seed(1)
-    shape = (a.batch, a.heads, a.n, a.d)
-    q, k, v = (torch.randn(shape, generator=g).to(a.device, torch.bfloat16) for _ in range(3))
+    if a.inputs:
+        q, k, v = read_inputs(a.inputs, a.device)
+        a.batch, a.heads, a.n, a.d = q.shape
+    else:
+        g = torch.Generator(device="cpu").manual_seed(1)
+        shape = (a.batch, a.heads, a.n, a.d)
+        q, k, v = (torch.randn(shape, generator=g).to(a.device, torch.bfloat16) for _ in range(3))
     flops = 4.0 * a.batch * a.heads * a.n * a.n * a.d * (0.5 if a.causal else 1.0)
     device = torch.cuda.get_device_name(0) if a.device == "cuda" else "cpu"
     lines = []

@@ -113,13 +113,19 @@ inputs() {  # the SDPA captures' inputs: every shape x scenario, made here from 
     done
   done
 }
-bench() {  # $1: device, $2 heads, $3 N, $4 D, $5 repeats: ours (bench_flash_gpu), then PyTorch's beside it
+bench() {  # $1: device, $2 heads, $3 N, $4 D, $5 repeats: ours (bench_flash_gpu), then PyTorch's beside it,
+  # on the same inputs (kit_inputs' random scenario; not packed)
   local program=bench_flash_gpu
   [ "$1" = cpu ] && program=bench_flash_gpu_host
-  kitrun "$kit/bin/$program" --presets fa2-bf16,fa3-fp8,h100-bf16 --heads "$2" --n "$3" --d "$4" --repeats "$5" \
+  kitrun "$kit/bin/kit_inputs" --scenario random --heads "$2" --n "$3" --d "$4" --seed 1 -o inputs.safetensors \
+    || return 1
+  kitrun "$kit/bin/$program" --presets fa2-bf16,fa3-fp8,h100-bf16 --inputs inputs.safetensors --repeats "$5" \
     --out ours.jsonl
-  "$python" "$root/tools/gpu/bench_sdpa.py" --device "$1" --batch 1 --heads "$2" --n "$3" --d "$4" \
-    --repeats "$5" --ours ours.jsonl --out bench.jsonl
+  local status=$?
+  "$python" "$root/tools/gpu/bench_sdpa.py" --device "$1" --inputs inputs.safetensors --repeats "$5" \
+    --ours ours.jsonl --out bench.jsonl || status=1
+  rm -f inputs.safetensors
+  return $status
 }
 sdpa() {  # $1: shapes, $2: device
   inputs "$1" && "$python" "$root/tools/gpu/sdpa_capture.py" --inputs inputs --out . --device "$2" --shapes "$1" &&
