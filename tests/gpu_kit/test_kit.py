@@ -45,7 +45,10 @@ def ingest(phase_dir, golden, kit):
 
 def test_the_kit_is_complete_and_its_manifest_true(kit):
     manifest = json.loads((kit / "manifest.json").read_text())
-    assert manifest["bytes"] < 40 * 2**20
+    # 40 MiB for a kit of sm_90a code (what travels); packaged from a build for more architectures
+    # (a CUDA build's sm_80 and sm_89 code in every program), the 64 MiB carry limit
+    wider = "bin/test_gpu_mma" in manifest["gpu_programs"] and manifest["cuda_architectures"] != "90a-real;90-virtual"
+    assert manifest["bytes"] < (64 if wider else 40) * 2**20
     for f in manifest["files"]:
         data = (kit / f["path"]).read_bytes()
         assert len(data) == f["bytes"] and hashlib.sha256(data).hexdigest() == f["sha256"], f["path"]
@@ -80,10 +83,11 @@ def test_each_phase_runs_dry_within_the_budgets_and_ingests(kit, tmp_path, phase
             "ex2.approx.f32.model.safetensors", "lg2.approx.f32.model.safetensors",
             "rcp.approx.ftz.f32.model.safetensors"]
     if phase == "B":
-        assert report["sweep"]["cases"] == 16 and report["sweep"]["not_exact"] == 0
+        assert report["sweep"]["cases"] == 24 and report["sweep"]["not_exact"] == 0  # 3 presets x 8
         kernels = {line["kernel"]: line for line in report["bench"]}
-        assert set(kernels) == {"roundscope fa2-bf16", "roundscope fa3-fp8", "torch flash", "torch math"}
-        for name in ("roundscope fa2-bf16", "roundscope fa3-fp8"):
+        ours = ("roundscope fa2-bf16", "roundscope fa3-fp8", "roundscope hopper h100-bf16")
+        assert set(kernels) == {*ours, "torch flash", "torch math"}
+        for name in ours:
             assert kernels[name]["tflops"] > 0 and set(kernels[name]["ratio_to"]) == {"torch flash", "torch math"}
     if phase == "C":
         assert len(report["sdpa"]) == 8
