@@ -293,7 +293,7 @@ ROUNDSCOPE_KERNEL void ROUNDSCOPE_LAUNCH_BOUNDS(threads, 1) forward_kernel(ROUND
         detail::consume<D, Exp2>(p, walk, shared, bar, row0, head);
     } else {
         warpgroup_registers_decrease<producer_registers>();
-        if (threadIdx.x == consumer_threads)
+        if (threadIdx.x / 32 == consumer_threads / 32 && elect_one())  // one thread of the first producer warp
             detail::produce<D>(p, walk, shared, bar, static_cast<std::int32_t>(row0), static_cast<std::int32_t>(head));
     }
 #endif

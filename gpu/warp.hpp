@@ -52,6 +52,20 @@ ROUNDSCOPE_DEVICE inline std::uint32_t ballot(bool predicate) {
 ROUNDSCOPE_DEVICE inline bool all_lanes(bool predicate) { return ballot(predicate) == full_warp; }
 ROUNDSCOPE_DEVICE inline bool any_lane(bool predicate) { return ballot(predicate) != 0; }
 
+/// elect.sync with the full mask: true in one lane of the warp, the same lane at every call, and
+/// false in the others. The PTX ISA leaves which lane unspecified; the simulated warp elects
+/// lane 31, so that code assuming lane 0 fails there. sm_90 and later.
+ROUNDSCOPE_DEVICE inline bool elect_one() {
+#if defined(ROUNDSCOPE_SIMT_HOST)
+    simt::warp_ballot(true);  // a warp-collective step, as .sync makes it
+    return threadIdx.x % 32 == 31;
+#else
+    std::uint32_t elected = 0;
+    asm volatile("{ .reg .pred p; elect.sync _|p, 0xffffffff; selp.u32 %0, 1, 0, p; }" : "=r"(elected));
+    return elected != 0;
+#endif
+}
+
 /// __syncwarp(): the warp's threads wait for each other, and their shared-memory writes before
 /// it are seen after it.
 ROUNDSCOPE_DEVICE inline void sync_warp() {

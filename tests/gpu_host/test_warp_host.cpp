@@ -2,9 +2,10 @@
 // full-warp intrinsics do: each lane gets the value of the lane its mask or index names, a
 // butterfly of xor shuffles leaves every lane the warp's total, a ballot sets exactly the bits
 // of the lanes whose predicate holds, and a lane reads after sync_warp what its neighbour wrote
-// before it. Several warps and blocks at once, and collective steps interleaved, so that a
-// buffer shared between warps or steps would give wrong values (and, under ThreadSanitizer, a
-// reported race).
+// before it; elect_one is true in one lane of each warp, the same one each time, and not lane 0
+// (the negative control: work done by "the elected lane 0" is not done). Several warps and blocks at once, and
+// collective steps interleaved, so that a buffer shared between warps or steps would give wrong values (and, under
+// ThreadSanitizer, a reported race).
 #include <catch2/catch.hpp>
 
 #include <cstdint>
@@ -97,4 +98,21 @@ TEST_CASE("a neighbour's shared-memory write read without sync_warp", "[.warp-ra
         got[lane] = shared[(lane + 1) % 32];
     });
     SUCCEED();
+}
+
+TEST_CASE("elect_one elects one lane of each warp, the same each time, and not lane 0", "[gpu-host][warp][sanitized]") {
+    std::vector<std::uint32_t> first(blocks * threads), second(blocks * threads), lane0_work(blocks * warps_per_block);
+    simt::run_grid(dim3(blocks), dim3(threads), 0, [&] {
+        const unsigned t = threadIdx.x, i = blockIdx.x * threads + t;
+        first[i] = elect_one() ? 1 : 0;
+        second[i] = elect_one() ? 1 : 0;
+        if (elect_one() && t % 32 == 0) lane0_work[blockIdx.x * warps_per_block + t / 32] = 1;  // unportable
+    });
+    for (unsigned w = 0; w < blocks * warps_per_block; ++w) {
+        unsigned elected = 0, same = 0;
+        for (unsigned l = 0; l < 32; ++l) elected += first[32 * w + l], same += first[32 * w + l] == second[32 * w + l];
+        CHECK(elected == 1);
+        CHECK(same == 32);
+        CHECK(lane0_work[w] == 0);
+    }
 }
