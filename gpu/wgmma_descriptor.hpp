@@ -18,7 +18,7 @@
 // lands in span-wide boxes (V as P V reads it) is an MN-major operand.
 #include <cstdint>
 
-#include "gpu/simt.hpp"
+#include "lib/host_device.hpp"
 #include "gpu/tma_swizzle.hpp"
 
 namespace roundscope::gpu {
@@ -35,21 +35,21 @@ struct WgmmaOperand {
 
 namespace detail {
 // The descriptor's swizzle field for each Swizzle (none, 32, 64, 128 bytes) and back.
-ROUNDSCOPE_DEVICE constexpr std::uint64_t swizzle_field(Swizzle s) {
+ROUNDSCOPE_HD constexpr std::uint64_t swizzle_field(Swizzle s) {
     return s == Swizzle::none ? 0u : s == Swizzle::b128 ? 1u : s == Swizzle::b64 ? 2u : 3u;
 }
-ROUNDSCOPE_DEVICE constexpr Swizzle swizzle_of_field(std::uint64_t f) {
+ROUNDSCOPE_HD constexpr Swizzle swizzle_of_field(std::uint64_t f) {
     return f == 0 ? Swizzle::none : f == 1 ? Swizzle::b128 : f == 2 ? Swizzle::b64 : Swizzle::b32;
 }
 }  // namespace detail
 
-ROUNDSCOPE_DEVICE constexpr std::uint64_t encode_descriptor(const WgmmaOperand& d) {
+ROUNDSCOPE_HD constexpr std::uint64_t encode_descriptor(const WgmmaOperand& d) {
     return (std::uint64_t{d.start >> 4} & 0x3FFF) | (std::uint64_t{d.lbo >> 4} & 0x3FFF) << 16 |
            (std::uint64_t{d.sbo >> 4} & 0x3FFF) << 32 | (std::uint64_t{d.base_offset} & 7) << 49 |
            detail::swizzle_field(d.swizzle) << 62;
 }
 
-ROUNDSCOPE_DEVICE constexpr WgmmaOperand decode_descriptor(std::uint64_t x) {
+ROUNDSCOPE_HD constexpr WgmmaOperand decode_descriptor(std::uint64_t x) {
     WgmmaOperand d;
     d.start = static_cast<std::uint32_t>(x & 0x3FFF) << 4;
     d.lbo = static_cast<std::uint32_t>(x >> 16 & 0x3FFF) << 4;
@@ -61,7 +61,7 @@ ROUNDSCOPE_DEVICE constexpr WgmmaOperand decode_descriptor(std::uint64_t x) {
 
 /// The shared-memory byte address of element (row, k) of a K-major operand described by `d`
 /// whose elements are `element_bytes` wide.
-ROUNDSCOPE_DEVICE constexpr std::uint32_t k_major_address(const WgmmaOperand& d, std::uint32_t row, std::uint32_t k,
+ROUNDSCOPE_HD constexpr std::uint32_t k_major_address(const WgmmaOperand& d, std::uint32_t row, std::uint32_t k,
                                                           std::uint32_t element_bytes) {
     if (d.swizzle == Swizzle::none) {
         const std::uint32_t per_chunk = 16 / element_bytes;
@@ -71,7 +71,7 @@ ROUNDSCOPE_DEVICE constexpr std::uint32_t k_major_address(const WgmmaOperand& d,
 }
 
 /// The shared-memory byte address of element (mn, k) of an MN-major operand described by `d`.
-ROUNDSCOPE_DEVICE constexpr std::uint32_t mn_major_address(const WgmmaOperand& d, std::uint32_t mn, std::uint32_t k,
+ROUNDSCOPE_HD constexpr std::uint32_t mn_major_address(const WgmmaOperand& d, std::uint32_t mn, std::uint32_t k,
                                                            std::uint32_t element_bytes) {
     if (d.swizzle == Swizzle::none) {
         const std::uint32_t per_chunk = 16 / element_bytes;
@@ -83,7 +83,7 @@ ROUNDSCOPE_DEVICE constexpr std::uint32_t mn_major_address(const WgmmaOperand& d
 }
 
 /// Element (mn, k) of an operand of either major-ness: mn its row (M for A, N for B).
-ROUNDSCOPE_DEVICE constexpr std::uint32_t operand_address(const WgmmaOperand& d, Major major, std::uint32_t mn,
+ROUNDSCOPE_HD constexpr std::uint32_t operand_address(const WgmmaOperand& d, Major major, std::uint32_t mn,
                                                           std::uint32_t k, std::uint32_t element_bytes) {
     return major == Major::k ? k_major_address(d, mn, k, element_bytes) : mn_major_address(d, mn, k, element_bytes);
 }

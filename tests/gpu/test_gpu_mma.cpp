@@ -1,7 +1,10 @@
 // Property (on a machine with a GPU): the tensor cores give the bits of roundscope's model of
 // this architecture, on the probe's tiles of all ten distributions, for every instruction the
 // probe runs here (mma.sync; wgmma with A in registers and in shared memory on sm_90), and the
-// GPU's float32 -> bf16/f16/e4m3/e5m2 conversions the emulator's over all 2^32 inputs.
+// GPU's float32 -> bf16/f16/e4m3/e5m2 conversions the emulator's over all 2^32 inputs. On sm_90,
+// wgmma reads its shared-memory operands where gpu/wgmma_descriptor.hpp says, with the model's
+// bits, in every layout of the layout probe (gpu/wgmma_layout_probe.hpp: N 64 and 128, K-major
+// and MN-major, each swizzle, A from registers): those the Hopper kernel uses, one by one.
 // Exits 77 (CTest: skipped) where no GPU is usable (1 with ROUNDSCOPE_REQUIRE_GPU=1); a run that
 // checked nothing fails.
 #include <cstdio>
@@ -12,7 +15,9 @@
 #include "emu/mma/mma_gemm.hpp"
 #include "emu/mma/mma_tiles.hpp"
 #include "gpu/mma_probe.hpp"
+#include "gpu/wgmma_layout_probe.hpp"
 #include "tests/gpu/gpu_or_skip.hpp"
+#include "tests/gpu_host/wgmma_reference.hpp"
 
 using namespace roundscope;
 
@@ -51,6 +56,18 @@ int main() {
         std::printf("f32 -> %s conversion digests: %s\n", std::string(f->name).c_str(), same ? "equal" : "DIFFER");
         failures += !same;
         ++checks;
+    }
+    if (cc == 90) {
+        unsigned seed = 1;
+        for (const gpu::WgmmaLayoutCase& c : gpu::wgmma_layout_cases()) {
+            const test::WgmmaProblem p = test::random_wgmma_problem(c.n, c.k, seed++);
+            const std::size_t bad =
+                test::differing_floats(gpu::run_wgmma_layout_probe(c, p.a, p.b, p.c), test::wgmma_reference(p, true));
+            std::printf("wgmma layout %s: %zu of %d outputs differ from the sm90 model\n",
+                        gpu::layout_case_name(c).c_str(), bad, 64 * c.n);
+            failures += bad != 0;
+            ++checks;
+        }
     }
     return test::verdict(checks, failures, "model and conversion checks");
 }

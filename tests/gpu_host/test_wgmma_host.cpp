@@ -12,63 +12,30 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <random>
 #include <vector>
 
-#include "emu/mma/fused_dot_add.hpp"
-#include "emu/mma/mma_model.hpp"
 #include "gpu/host/simt_host.hpp"
 #include "gpu/sync.hpp"
 #include "gpu/wgmma.hpp"
+#include "gpu/wgmma_layout_probe.hpp"
 #include "lib/bits.hpp"
+#include "tests/gpu_host/wgmma_reference.hpp"
 
 using namespace roundscope;
 using namespace roundscope::gpu;
 
 namespace {
 
-// Row-major matrices of BF16 bits (A 64 x K, B as N x K) and float C (64 x N).
-struct Problem {
-    int n, k;
-    std::vector<std::uint32_t> a, b;
-    std::vector<float> c;
-};
+using Problem = test::WgmmaProblem;
 
-Problem random_problem(int n, int k, unsigned seed) {
-    std::mt19937 rng(seed);
-    std::normal_distribution<float> normal;
-    auto bf16_bits = [&] { return bits_of(normal(rng)) >> 16; };  // truncated to BF16: exact
-    Problem p{n, k, std::vector<std::uint32_t>(64 * static_cast<std::size_t>(k)),
-              std::vector<std::uint32_t>(static_cast<std::size_t>(n) * k),
-              std::vector<float>(64 * static_cast<std::size_t>(n))};
-    for (auto& x : p.a) x = bf16_bits();
-    for (auto& x : p.b) x = bf16_bits();
-    for (auto& x : p.c) x = normal(rng);
-    return p;
-}
+Problem random_problem(int n, int k, unsigned seed) { return test::random_wgmma_problem(n, k, seed); }
 
-// The layout of a K-major operand of K columns at shared `start`: its descriptor for the k16
-// step `step`.
+// The operands' layouts: the layout probe's (gpu/wgmma_layout_probe.hpp), K-major unless named.
 WgmmaOperand layout(std::uint32_t start, int k, Swizzle s, int step) {
-    if (s == Swizzle::none) {  // core matrices: 8 of them per 16 bytes of K... along K, LBO 128
-        const auto along_k = static_cast<std::uint32_t>(k / 8);
-        return {start + 256u * static_cast<std::uint32_t>(step), 128, 128 * along_k, 0, s};
-    }
-    return {start + 32u * static_cast<std::uint32_t>(step), 16, 8 * swizzle_span(s), 0, s};
+    return probe_layout(Major::k, start, k, s, step);
 }
-
-// The same for an MN-major operand: core matrices of 8 k x 8 elements, LBO 128 apart along K and
-// K / 8 of them along MN; or each k one span of MN elements, K of them per span of MN (LBO),
-// 8-k groups one swizzle period apart (SBO).
-WgmmaOperand mn_layout(std::uint32_t start, int k, Swizzle s, int step) {
-    const auto along_k = static_cast<std::uint32_t>(k), st = static_cast<std::uint32_t>(step);
-    if (s == Swizzle::none) return {start + 256u * st, 128, 16 * along_k, 0, s};
-    const std::uint32_t span = swizzle_span(s);
-    return {start + 16u * span * st, along_k * span, 8 * span, 0, s};
-}
-
 WgmmaOperand layout(Major major, std::uint32_t start, int k, Swizzle s, int step) {
-    return major == Major::k ? layout(start, k, s, step) : mn_layout(start, k, s, step);
+    return probe_layout(major, start, k, s, step);
 }
 
 // Thread t's accumulator element i (of N / 2): its row and column in D.
@@ -90,19 +57,7 @@ std::uint32_t a_register(const Problem& p, int warp, int lane, int r, int k0) {
     return reg;
 }
 
-std::vector<float> reference(const Problem& p, bool scale_d) {
-    const emu::MmaModel& m = *emu::find_mma_model("sm90", "wgmma", emu::bf16, emu::bf16, emu::f32);
-    std::vector<float> d(p.c.size());
-    for (int r = 0; r < 64; ++r)
-        for (int c = 0; c < p.n; ++c) {
-            std::uint32_t acc = scale_d ? bits_of(p.c[static_cast<std::size_t>(r * p.n + c)]) : 0;
-            for (int k0 = 0; k0 < p.k; k0 += 16)
-                acc = emu::mma_dot(m, &p.a[static_cast<std::size_t>(r * p.k + k0)],
-                                   &p.b[static_cast<std::size_t>(c * p.k + k0)], 1, 16, acc);
-            d[static_cast<std::size_t>(r * p.n + c)] = float_from_bits(acc);
-        }
-    return d;
-}
+std::vector<float> reference(const Problem& p, bool scale_d) { return test::wgmma_reference(p, scale_d); }
 
 // Runs the problem on one warpgroup: A and B stored in layout `s` (A from registers if
 // a_in_registers), one wgmma per k16 step, one group; D gathered back by the fragment rule.
@@ -156,11 +111,7 @@ std::vector<float> run(const Problem& p, Swizzle s, bool a_in_registers, bool sc
     return d;
 }
 
-std::size_t differing(const std::vector<float>& x, const std::vector<float>& y) {
-    std::size_t n = 0;
-    for (std::size_t i = 0; i < x.size(); ++i) n += bits_of(x[i]) != bits_of(y[i]);
-    return n;
-}
+std::size_t differing(const std::vector<float>& x, const std::vector<float>& y) { return test::differing_floats(x, y); }
 
 }  // namespace
 
