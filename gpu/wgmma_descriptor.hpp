@@ -18,8 +18,8 @@
 // lands in span-wide boxes (V as P V reads it) is an MN-major operand.
 #include <cstdint>
 
-#include "lib/host_device.hpp"
 #include "gpu/tma_swizzle.hpp"
+#include "lib/host_device.hpp"
 
 namespace roundscope::gpu {
 
@@ -62,7 +62,7 @@ ROUNDSCOPE_HD constexpr WgmmaOperand decode_descriptor(std::uint64_t x) {
 /// The shared-memory byte address of element (row, k) of a K-major operand described by `d`
 /// whose elements are `element_bytes` wide.
 ROUNDSCOPE_HD constexpr std::uint32_t k_major_address(const WgmmaOperand& d, std::uint32_t row, std::uint32_t k,
-                                                          std::uint32_t element_bytes) {
+                                                      std::uint32_t element_bytes) {
     if (d.swizzle == Swizzle::none) {
         const std::uint32_t per_chunk = 16 / element_bytes;
         return d.start + row / 8 * d.sbo + k / per_chunk * d.lbo + row % 8 * 16 + k % per_chunk * element_bytes;
@@ -72,7 +72,7 @@ ROUNDSCOPE_HD constexpr std::uint32_t k_major_address(const WgmmaOperand& d, std
 
 /// The shared-memory byte address of element (mn, k) of an MN-major operand described by `d`.
 ROUNDSCOPE_HD constexpr std::uint32_t mn_major_address(const WgmmaOperand& d, std::uint32_t mn, std::uint32_t k,
-                                                           std::uint32_t element_bytes) {
+                                                       std::uint32_t element_bytes) {
     if (d.swizzle == Swizzle::none) {
         const std::uint32_t per_chunk = 16 / element_bytes;
         return d.start + mn / per_chunk * d.sbo + k / 8 * d.lbo + k % 8 * 16 + mn % per_chunk * element_bytes;
@@ -84,7 +84,7 @@ ROUNDSCOPE_HD constexpr std::uint32_t mn_major_address(const WgmmaOperand& d, st
 
 /// Element (mn, k) of an operand of either major-ness: mn its row (M for A, N for B).
 ROUNDSCOPE_HD constexpr std::uint32_t operand_address(const WgmmaOperand& d, Major major, std::uint32_t mn,
-                                                          std::uint32_t k, std::uint32_t element_bytes) {
+                                                      std::uint32_t k, std::uint32_t element_bytes) {
     return major == Major::k ? k_major_address(d, mn, k, element_bytes) : mn_major_address(d, mn, k, element_bytes);
 }
 

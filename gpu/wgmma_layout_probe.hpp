@@ -3,7 +3,7 @@
 // accumulators) over K as chained m64nNk16 wgmmas, with A and B stored in shared memory in one of
 // the layouts a fast kernel uses (K-major or MN-major, no swizzle or a 32-, 64- or 128-byte
 // swizzle) or A from registers, and returns D. On the simulated GPU it checks the probe itself;
-// on an sm_90 GPU (tests/gpu/test_gpu_wgmma_layouts.cpp, the kit's phase B) it confirms that the
+// on an sm_90 GPU (tests/gpu/test_gpu_mma.cpp, the kit's phase B) it confirms that the
 // hardware reads each layout where gpu/wgmma_descriptor.hpp says, with the sm_90 model's bits.
 #include <cstdint>
 #include <string>

@@ -1,7 +1,7 @@
 // Property: the wgmma layout probe (gpu/wgmma_layout_probe.hpp), run on the simulated GPU, gives
 // the sm_90 wgmma model's D for every case it takes: N 64 and 128; A and B K-major or MN-major,
 // or A from registers; no swizzle and each swizzle; K 16 and 64 (four chained wgmmas). What the
-// probe then shows on an sm_90 GPU (tests/gpu/test_gpu_wgmma_layouts.cpp) is the hardware's
+// probe then shows on an sm_90 GPU (tests/gpu/test_gpu_mma.cpp) is the hardware's
 // reading of each layout. The cases it cannot store are refused with the reason.
 #include <catch2/catch.hpp>
 
