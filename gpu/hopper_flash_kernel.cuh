@@ -188,10 +188,13 @@ ROUNDSCOPE_DEVICE void consume(const ForwardParams& p, const TileWalk& walk, std
             // masked keys, without a branch around each exp2
             float score[block_n / 4];
             ROUNDSCOPE_UNROLL
-            for (int j = 0; j < block_n / 8; ++j) ROUNDSCOPE_UNROLL
-            for (int e = 0; e < 2; ++e)
-                score[2 * j + e] = 8 * j + 2 * static_cast<int>(lane % 4) + e < in_tile ? acc[4 * j + 2 * r + e]
-                                                                                        : steps::minus_infinity();
+            for (int j = 0; j < block_n / 8; ++j) {
+                ROUNDSCOPE_UNROLL
+                for (int e = 0; e < 2; ++e) {
+                    const bool seen = 8 * j + 2 * static_cast<int>(lane % 4) + e < in_tile;
+                    score[2 * j + e] = seen ? acc[4 * j + 2 * r + e] : steps::minus_infinity();
+                }
+            }
             float raw = steps::minus_infinity();
             ROUNDSCOPE_UNROLL
             for (int q = 0; q < block_n / 4; ++q) raw = a::max(raw, score[q]);
