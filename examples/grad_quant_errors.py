@@ -37,6 +37,13 @@ def main(argv=None) -> int:
     if a.seeds < 1:
         print("--seeds: at least 1", file=sys.stderr)
         return 2
+    if not 0 <= a.threads <= 1024:
+        print(f"--threads: {a.threads} is not from 0 (all cores) to 1024", file=sys.stderr)
+        return 2
+    presets = [r["name"] for r in roundscope.recipes()["recipes"]]
+    if a.recipe not in presets:
+        print(f"--recipe: unknown recipe '{a.recipe}' (presets: {', '.join(presets)})", file=sys.stderr)
+        return 2
     try:
         tensors, metadata = roundscope.read(a.dump), roundscope.read_metadata(a.dump)
     except (OSError, ValueError) as e:
@@ -48,10 +55,22 @@ def main(argv=None) -> int:
         return 2
     causal = metadata.get("causal", "false") == "true"
     q, k, v, do = (tensors[n] for n in ("q", "k", "v", "do"))
+    try:
+        table = rows(q, k, v, do, causal, a)
+    except ValueError as e:  # shapes that do not fit together, and the like: the package's one line
+        print(f"{a.dump}: {e}", file=sys.stderr)
+        return 2
+    for line in table:
+        print(line)
+    return 0
+
+
+def rows(q, k, v, do, causal, a):
+    """The table's lines: its header, then one line per setting."""
     exact = roundscope.truth(q, k, v, do=do, causal=causal, backward=True, threads=a.threads)
     names = ("dq", "dk", "dv")
-    print("| grad_quant | grad_rounding | " + " | ".join(f"{n} rel_rms | {n} slope" for n in names) + " |")
-    print("|" + " --- |" * (2 + 2 * len(names)))
+    out = ["| grad_quant | grad_rounding | " + " | ".join(f"{n} rel_rms | {n} slope" for n in names) + " |",
+           "|" + " --- |" * (2 + 2 * len(names))]
     for quant, rounding in SETTINGS:
         runs = []
         for seed in range(a.seeds if rounding == "stochastic" else 1):
@@ -69,8 +88,8 @@ def main(argv=None) -> int:
                 cells += [f"{rel:.4f}; {rel_m:.4f}", f"{slope:.4f}; {slope_m:.4f}"]
             else:
                 cells += [f"{rel:.4f}", f"{slope:.4f}"]
-        print(f"| {quant} | {label} | " + " | ".join(cells) + " |")
-    return 0
+        out.append(f"| {quant} | {label} | " + " | ".join(cells) + " |")
+    return out
 
 
 if __name__ == "__main__":

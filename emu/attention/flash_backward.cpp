@@ -47,12 +47,12 @@ CastOptions grad_rounding(const AttentionRecipe& r, std::uint64_t head, int what
     return o;
 }
 
-// x [rows][cols] in ds_format, block-quantized along `axis` (-2: rows, -1: cols) under grad_quant.
+// x [rows][cols] in ds_format, block-quantized along `axis` (-2: rows, -1: cols) in grad_quant
+// (set: the callers quantize only under it).
 std::vector<std::uint32_t> grad_quantized(const AttentionRecipe& r, const std::uint32_t* x, std::uint64_t rows,
                                           std::uint64_t cols, int axis, const CastOptions& o, const char* what) {
-    std::vector<std::uint32_t> v(x, x + rows * cols);
-    if (r.grad_quant == nullptr) return v;
-    return block_fake_quantized(v, *r.ds_format, {rows, cols}, axis, *r.grad_quant, 32, *r.ds_format, what, o);
+    return block_fake_quantized(std::vector<std::uint32_t>(x, x + rows * cols), *r.ds_format, {rows, cols}, axis,
+                                *r.grad_quant, 32, *r.ds_format, what, o);
 }
 
 GradOperands grad_operands(const AttentionRecipe& r, const AttentionShape& sh, const HeadOperands& h) {

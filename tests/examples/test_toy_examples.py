@@ -3,6 +3,8 @@
 import subprocess
 import sys
 
+import pytest
+
 from conftest import ROOT
 
 
@@ -122,3 +124,34 @@ def test_grad_quant_errors_tabulates_every_setting(tmp_path):
     bad = subprocess.run([sys.executable, ROOT / "examples" / "grad_quant_errors.py", tmp_path / "no_do.safetensors"],
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "'do'" in bad.stderr, bad.stderr
+
+
+@pytest.mark.parametrize("case", ["corrupt", "shapes", "recipe", "threads", "seeds"])
+def test_grad_quant_errors_refuses_bad_input_in_one_line(tmp_path, case):
+    """A corrupt file, tensors whose shapes do not fit, an unknown recipe, a thread count out of
+    range, no seeds: exit 2 with one line naming what is wrong, before any work."""
+    import torch
+    from safetensors.torch import save_file
+    g = torch.Generator().manual_seed(1)
+    q, k, v, do = (torch.randn(1, 1, 16, 8, generator=g).bfloat16() for _ in range(4))
+    good = tmp_path / "head.safetensors"
+    save_file({"q": q, "k": k, "v": v, "do": do}, good)
+    path, args, says = good, [], ""
+    if case == "corrupt":
+        path = tmp_path / "corrupt.safetensors"
+        path.write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json}")
+        says = "truncated"
+    elif case == "shapes":
+        path = tmp_path / "shapes.safetensors"
+        save_file({"q": q, "k": k[:, :, :5].contiguous(), "v": v, "do": do}, path)
+        says = "shape"
+    elif case == "recipe":
+        args, says = ["--recipe", "nope"], "--recipe"
+    elif case == "threads":
+        args, says = ["--threads", "-3"], "--threads"
+    else:
+        args, says = ["--seeds", "0"], "--seeds"
+    p = subprocess.run([sys.executable, ROOT / "examples" / "grad_quant_errors.py", path, *args],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and p.stdout == "", p.stdout + p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1 and says in p.stderr, p.stderr

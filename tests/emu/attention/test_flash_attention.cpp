@@ -20,6 +20,7 @@
 #include "emu/mma/mma_model.hpp"
 #include "lib/error.hpp"
 
+#include "tests/emu/attention/mx_reference.hpp"
 using namespace roundscope;
 using namespace roundscope::emu;
 
@@ -50,24 +51,9 @@ struct ScalarProduct {
     }
 };
 
-// n values (bits of `f`) through OCP MX blocks of 32 from the first, one block at a time by
-// mx_block.hpp's scalar reference (floor scale rule, nearest-even elements); the dequantized
-// values as bits of `to`.
 std::vector<std::uint32_t> mx_blocks(const std::uint32_t* x, std::size_t n, const Format& f, const BlockFormat& b,
                                      const Format& to) {
-    std::vector<std::uint32_t> out(n);
-    for (std::size_t s = 0; s < n; s += 32) {
-        const int len = static_cast<int>(std::min<std::size_t>(32, n - s));
-        std::vector<Unpacked> u(static_cast<std::size_t>(len));
-        std::vector<std::uint64_t> index(u.size(), 0), elements(u.size());
-        for (int t = 0; t < len; ++t) u[static_cast<std::size_t>(t)] = unpack(f, x[s + static_cast<std::size_t>(t)]);
-        const std::uint64_t scale = mx_quantize_block(u.data(), len, *b.element, ScaleRule::floor, CastOptions{},
-                                                      index.data(), elements.data());
-        for (int t = 0; t < len; ++t)
-            out[s + static_cast<std::size_t>(t)] = static_cast<std::uint32_t>(cast_from_f64(
-                mx_dequantize(*b.element, elements[static_cast<std::size_t>(t)], scale), to, CastOptions{}));
-    }
-    return out;
+    return test::mx_blocks(x, n, 1, f, b, to);
 }
 
 RowResult scalar_online_row(const AttentionRecipe& r, const AttentionShape& sh, const AttentionOperands& in,

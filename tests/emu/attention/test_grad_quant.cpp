@@ -18,6 +18,7 @@
 #include "emu/mma/fused_dot_add.hpp"
 #include "emu/mma/mma_model.hpp"
 
+#include "tests/emu/attention/mx_reference.hpp"
 using namespace roundscope;
 using namespace roundscope::emu;
 
@@ -26,17 +27,8 @@ namespace {
 // x[0], x[stride], ... (n values, bits of f) through MX blocks of 32 from the first, nearest-even
 // elements, dequantized into f: written back in place.
 void mx_in_place(std::uint32_t* x, std::size_t n, std::size_t stride, const Format& f, const BlockFormat& b) {
-    for (std::size_t s = 0; s < n; s += 32) {
-        const int len = static_cast<int>(std::min<std::size_t>(32, n - s));
-        std::vector<Unpacked> u(static_cast<std::size_t>(len));
-        std::vector<std::uint64_t> index(u.size(), 0), elements(u.size());
-        for (int t = 0; t < len; ++t) u[static_cast<std::size_t>(t)] = unpack(f, x[(s + t) * stride]);
-        const std::uint64_t scale = mx_quantize_block(u.data(), len, *b.element, ScaleRule::floor, CastOptions{},
-                                                      index.data(), elements.data());
-        for (int t = 0; t < len; ++t)
-            x[(s + t) * stride] = static_cast<std::uint32_t>(cast_from_f64(
-                mx_dequantize(*b.element, elements[static_cast<std::size_t>(t)], scale), f, CastOptions{}));
-    }
+    const std::vector<std::uint32_t> q = test::mx_blocks(x, n, stride, f, b, f);
+    for (std::size_t t = 0; t < n; ++t) x[t * stride] = q[t];
 }
 
 // A [rows][cols] matrix quantized along its rows (each column) or its columns (each row).
