@@ -12,6 +12,7 @@
 #include "emu/batch/tensor_decode.hpp"
 #include "emu/numbers/bit_compare.hpp"
 #include "emu/numbers/round.hpp"
+#include "lib/bits.hpp"
 #include "lib/error.hpp"
 
 namespace roundscope::analysis {
@@ -35,12 +36,6 @@ struct OutputSides {
         return first + (rows == nullptr ? i : (*rows)[i / row_width] * row_width + i % row_width);
     }
 };
-
-std::vector<std::uint32_t> float_bits(const std::vector<float>& x) {
-    std::vector<std::uint32_t> bits(x.size());
-    std::transform(x.begin(), x.end(), bits.begin(), [](float v) { return std::bit_cast<std::uint32_t>(v); });
-    return bits;
-}
 
 Shape unravel(std::uint64_t i, const Shape& shape) {
     Shape index(shape.size());

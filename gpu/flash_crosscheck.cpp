@@ -7,6 +7,7 @@
 #include "gpu/flash_attention.hpp"
 #include "gpu/hopper_flash.hpp"
 #include "gpu/mma_probe.hpp"
+#include "lib/bits.hpp"
 #include "lib/error.hpp"
 
 namespace roundscope::gpu {
@@ -19,12 +20,6 @@ void add(FlashCrosscheck& c, const std::string& name, const std::vector<std::uin
     if (b.first_mismatch && *b.first_mismatch < std::min(emulator.size(), gpu.size()))
         c.first_values[name] = {emu::decode(f, emulator[*b.first_mismatch]), emu::decode(f, gpu[*b.first_mismatch])};
     c.total.matched += b.matched, c.total.total += b.total, c.total.max_ulp = std::max(c.total.max_ulp, b.max_ulp);
-}
-
-std::vector<std::uint32_t> bits(const std::vector<float>& x) {
-    std::vector<std::uint32_t> out(x.size());
-    std::transform(x.begin(), x.end(), out.begin(), [](float v) { return bits_of(v); });
-    return out;
 }
 
 }  // namespace
@@ -44,8 +39,8 @@ FlashCrosscheck flash_crosscheck(emu::AttentionRecipe recipe, const emu::Attenti
         const emu::ForwardResult want = emu::flash_forward(recipe, shape, in, threads),
                                  got = hopper_flash_forward(recipe, shape, in);
         add(c, "o", want.o, got.o, *recipe.o_format);
-        add(c, "o_f32", bits(want.o_f32), bits(got.o_f32), emu::f32);
-        add(c, "lse", bits(want.lse), bits(got.lse), emu::f32);
+        add(c, "o_f32", float_bits(want.o_f32), float_bits(got.o_f32), emu::f32);
+        add(c, "lse", float_bits(want.lse), float_bits(got.lse), emu::f32);
         return c;
     }
     c.kernel = "twins";
@@ -55,14 +50,14 @@ FlashCrosscheck flash_crosscheck(emu::AttentionRecipe recipe, const emu::Attenti
     const emu::ForwardResult want = emu::flash_forward(recipe, shape, in, threads),
                              got = gpu::flash_forward(recipe, shape, in);
     add(c, "o", want.o, got.o, *recipe.o_format);
-    add(c, "lse", bits(want.lse), bits(got.lse), emu::f32);
+    add(c, "lse", float_bits(want.lse), float_bits(got.lse), emu::f32);
     if (backward) {
         const emu::BackwardResult bw = emu::flash_backward(recipe, shape, in, want, threads),
                                   bg = gpu::flash_backward(recipe, shape, in, got);
         add(c, "dq", bw.dq, bg.dq, *recipe.grad_format);
         add(c, "dk", bw.dk, bg.dk, *recipe.grad_format);
         add(c, "dv", bw.dv, bg.dv, *recipe.grad_format);
-        add(c, "delta", bits(bw.delta), bits(bg.delta), emu::f32);
+        add(c, "delta", float_bits(bw.delta), float_bits(bg.delta), emu::f32);
     }
     return c;
 }

@@ -2,6 +2,7 @@
 // Bit manipulation shared by host and device code.
 #include <bit>
 #include <cstdint>
+#include <vector>
 
 #include "lib/host_device.hpp"
 
@@ -29,5 +30,12 @@ ROUNDSCOPE_HD constexpr std::uint64_t bits_of(double x) { return std::bit_cast<s
 ROUNDSCOPE_HD constexpr std::uint32_t bits_of(float x) { return std::bit_cast<std::uint32_t>(x); }
 ROUNDSCOPE_HD constexpr double double_from_bits(std::uint64_t u) { return std::bit_cast<double>(u); }
 ROUNDSCOPE_HD constexpr float float_from_bits(std::uint32_t u) { return std::bit_cast<float>(u); }
+
+/// The bit patterns of floats, for comparing results bit for bit (host code).
+inline std::vector<std::uint32_t> float_bits(const std::vector<float>& x) {
+    std::vector<std::uint32_t> out(x.size());
+    for (std::size_t i = 0; i < x.size(); ++i) out[i] = bits_of(x[i]);
+    return out;
+}
 
 }  // namespace roundscope

@@ -23,13 +23,6 @@ using namespace roundscope;
 
 namespace {
 
-// Bits of a float vector, for one comparison of every output.
-std::vector<std::uint32_t> bits(const std::vector<float>& x) {
-    std::vector<std::uint32_t> out;
-    for (const float v : x) out.push_back(bits_of(v));
-    return out;
-}
-
 // The index of the first difference, or -1.
 long first_difference(const std::vector<std::uint32_t>& want, const std::vector<std::uint32_t>& got) {
     if (want.size() != got.size()) return 0;
@@ -64,13 +57,13 @@ int check_scenario(const std::vector<emu::AttentionRecipe>& recipes, analysis::S
             const emu::ForwardResult want = emu::flash_forward(recipe, shape, in, 2);
             const emu::ForwardResult got = gpu::flash_forward(recipe, shape, in);
             CHECK(first_difference(want.o, got.o) == -1);
-            CHECK(first_difference(bits(want.lse), bits(got.lse)) == -1);
+            CHECK(first_difference(float_bits(want.lse), float_bits(got.lse)) == -1);
             const emu::BackwardResult bw = emu::flash_backward(recipe, shape, in, want, 2);
             const emu::BackwardResult bg = gpu::flash_backward(recipe, shape, in, got);
             CHECK(first_difference(bw.dq, bg.dq) == -1);
             CHECK(first_difference(bw.dk, bg.dk) == -1);
             CHECK(first_difference(bw.dv, bg.dv) == -1);
-            CHECK(first_difference(bits(bw.delta), bits(bg.delta)) == -1);
+            CHECK(first_difference(float_bits(bw.delta), float_bits(bg.delta)) == -1);
             ++cases;
         }
     }

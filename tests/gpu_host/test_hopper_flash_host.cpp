@@ -27,12 +27,6 @@ using namespace roundscope;
 
 namespace {
 
-std::vector<std::uint32_t> bits(const std::vector<float>& x) {
-    std::vector<std::uint32_t> out;
-    for (const float v : x) out.push_back(bits_of(v));
-    return out;
-}
-
 std::size_t differing(const std::vector<std::uint32_t>& want, const std::vector<std::uint32_t>& got) {
     if (want.size() != got.size()) return ~std::size_t{0};
     std::size_t n = 0;
@@ -68,8 +62,9 @@ std::size_t differences(const Case& c, const emu::AttentionRecipe& kernel_recipe
     const emu::AttentionOperands in = emu::attention_operands(inputs, emu::bf16, true);
     const emu::ForwardResult want = emu::flash_forward(emulator_recipe, shape, in, 2);
     const emu::ForwardResult got = gpu::hopper_flash_forward(kernel_recipe, shape, in);
-    return differing(want.o, got.o) + differing(bits(want.o_f32), bits(got.o_f32)) +
-           differing(bits(want.lse), bits(got.lse)) + differing(bits(want.lse_log2), bits(got.lse_log2));
+    return differing(want.o, got.o) + differing(float_bits(want.o_f32), float_bits(got.o_f32)) +
+           differing(float_bits(want.lse), float_bits(got.lse)) +
+           differing(float_bits(want.lse_log2), float_bits(got.lse_log2));
 }
 
 const analysis::Scenario scenarios[] = {analysis::Scenario::random, analysis::Scenario::sink,
@@ -123,8 +118,8 @@ TEST_CASE("the Hopper kernel on a partial tile built to reach -0 (P V over all 8
     const emu::ForwardResult got = gpu::hopper_flash_forward(recipe(), shape, in);
     const emu::ForwardResult want = emu::flash_forward(recipe(), shape, in, 1);
     CHECK(differing(want.o, got.o) == 0);
-    CHECK(differing(bits(want.o_f32), bits(got.o_f32)) == 0);
-    CHECK(differing(bits(want.lse), bits(got.lse)) == 0);
+    CHECK(differing(float_bits(want.o_f32), float_bits(got.o_f32)) == 0);
+    CHECK(differing(float_bits(want.lse), float_bits(got.lse)) == 0);
 }
 
 TEST_CASE("the Hopper kernel refuses what it does not run, saying why", "[gpu-host][hopper]") {

@@ -108,12 +108,6 @@ std::vector<std::uint32_t> all_gemms() {
     return all;
 }
 
-std::vector<std::uint32_t> float_bits(const std::vector<float>& v) {
-    std::vector<std::uint32_t> out;
-    for (float x : v) out.push_back(bits_of(x));
-    return out;
-}
-
 // Forward and backward of three recipes that between them use every attention path.
 std::vector<std::uint32_t> all_flash() {
     std::vector<std::uint32_t> all;
