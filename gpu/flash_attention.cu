@@ -202,27 +202,6 @@ ROUNDSCOPE_KERNEL void flash_dq_kernel(BackwardParams p) {
 
 // ---- host -------------------------------------------------------------------------------------
 
-template <class T>
-DeviceBuffer<T> zeroed(std::size_t n) {
-    DeviceBuffer<T> b(n);
-    b.zero();
-    return b;
-}
-
-template <class T>
-DeviceBuffer<T> uploaded(const std::vector<T>& x) {
-    DeviceBuffer<T> b(x.size());
-    if (!x.empty()) b.upload(x.data());
-    return b;
-}
-
-template <class T>
-std::vector<T> downloaded(const DeviceBuffer<T>& b, std::size_t n) {
-    std::vector<T> x(n);
-    if (n > 0) b.download(x.data());
-    return x;
-}
-
 // Shared memory per block: S/P of a tile, and the forward's row state and factors; the
 // backward's S/P and dP/dS.
 std::size_t forward_shared_bytes(const emu::AttentionRecipe& r) {

@@ -87,13 +87,6 @@ ROUNDSCOPE_KERNEL void layout_probe_kernel(ProbeParams p) {
 #endif
 }
 
-template <class T>
-DeviceBuffer<T> uploaded(const std::vector<T>& x) {
-    DeviceBuffer<T> b(x.size());
-    b.upload(x.data());
-    return b;
-}
-
 template <int N, Major AMajor, Major BMajor, bool ARegisters>
 void launch_case(const ProbeParams& p) {
     launch("wgmma layout probe", layout_probe_kernel<N, AMajor, BMajor, ARegisters>, dim3(1), 128, shared_bytes, p);
@@ -161,9 +154,7 @@ std::vector<float> run_wgmma_layout_probe(const WgmmaLayoutCase& c, const std::v
         launch_width<64>(c, p);
     else
         launch_width<128>(c, p);
-    std::vector<float> d(64 * n);
-    dd.download(d.data());
-    return d;
+    return downloaded(dd, 64 * n);
 }
 
 }  // namespace roundscope::gpu
