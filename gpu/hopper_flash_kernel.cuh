@@ -242,7 +242,8 @@ ROUNDSCOPE_DEVICE void consume(const ForwardParams& p, const TileWalk& walk, std
     for (int x = 0; x < D / 2; ++x) {
         const int r = x % 4 / 2;
         const float out = a::mul(o[x], steps::output_factor(l[r], f.p_scale));
-        const unsigned row = 16 * (t / 32) + lane / 4 + 8 * r, col = 8 * (x / 4) + 2 * (lane % 4) + x % 2;
+        const auto row = static_cast<unsigned>(wgmma_row(static_cast<int>(t), x));
+        const auto col = static_cast<unsigned>(wgmma_col(static_cast<int>(t), x));
         const auto bits = static_cast<std::uint16_t>(emu::bf16_saturating_rne(out));
         std::byte* at = shared + L::q + col / panel_cols * panel_bytes + w * 64 * 128 +
                         swizzled(row * 128 + col % panel_cols * 2, Swizzle::b128);

@@ -8,6 +8,7 @@
 // Descriptors: gpu/wgmma_descriptor.hpp.
 #include <cstdint>
 
+#include "gpu/mma_sync.cuh"
 #include "gpu/simt.hpp"
 #include "gpu/wgmma_descriptor.hpp"
 
@@ -18,6 +19,12 @@
 #endif
 
 namespace roundscope::gpu {
+
+/// Where thread t (of the warpgroup's 128) holds D(wgmma_row(t, x), wgmma_col(t, x)) in d[x]: its
+/// warp's 16 rows, and in every 8 columns mma.sync's accumulator fragment (the PTX ISA's wgmma
+/// D fragment).
+ROUNDSCOPE_DEVICE inline int wgmma_row(int t, int x) { return 16 * (t / 32 % 4) + fragment_row(t % 32, x % 4); }
+ROUNDSCOPE_DEVICE inline int wgmma_col(int t, int x) { return 8 * (x / 4) + fragment_col(t % 32, x % 4); }
 
 /// wgmma.fence: the accumulator and A registers written before it are seen by later wgmmas.
 ROUNDSCOPE_DEVICE inline void wgmma_fence() {

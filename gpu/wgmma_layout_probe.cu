@@ -6,6 +6,7 @@
 #include "gpu/mma_probe.hpp"
 #include "gpu/runtime.hpp"
 #include "gpu/sync.hpp"
+#include "gpu/tile_operands.cuh"
 #include "gpu/tma.hpp"
 #include "gpu/wgmma.hpp"
 #include "gpu/wgmma_layout_probe.hpp"
@@ -24,17 +25,6 @@ struct ProbeParams {
     int k;
     Swizzle swizzle;
 };
-
-// Lane's mma.sync m16n8k16 A register r (two BF16, low half first) of its warp's 16 rows at k0.
-ROUNDSCOPE_DEVICE std::uint32_t a_register(const ProbeParams& p, int warp, int lane, int r, int k0) {
-    std::uint32_t reg = 0;
-    for (int h = 0; h < 2; ++h) {
-        const int i = 2 * r + h, row = 16 * warp + lane / 4 + ((i >= 2 && i < 4) || i >= 6 ? 8 : 0);
-        const int col = lane % 4 * 2 + (i & 1) + (i >= 4 ? 8 : 0);
-        reg |= p.a[row * p.k + k0 + col] << (16 * h);
-    }
-    return reg;
-}
 
 template <int N, Major AMajor, Major BMajor, bool ARegisters>
 ROUNDSCOPE_KERNEL void layout_probe_kernel(ProbeParams p) {
@@ -65,15 +55,13 @@ ROUNDSCOPE_KERNEL void layout_probe_kernel(ProbeParams p) {
     sync_threads();
     const int warp = t / 32, lane = t % 32;
     float acc[N / 2];
-    for (int x = 0; x < N / 2; ++x)
-        acc[x] = p.c[(16 * warp + lane / 4 + 8 * (x % 4 / 2)) * N + 8 * (x / 4) + 2 * (lane % 4) + x % 2];
+    for (int x = 0; x < N / 2; ++x) acc[x] = p.c[wgmma_row(t, x) * N + wgmma_col(t, x)];
     wgmma_fence();
     for (int step = 0; step < p.k / 16; ++step) {
         const std::uint64_t db = encode_descriptor(probe_layout(BMajor, base + b_at, p.k, p.swizzle, step));
-        if constexpr (ARegisters) {
-            const std::uint32_t ra[4] = {
-                a_register(p, warp, lane, 0, 16 * step), a_register(p, warp, lane, 1, 16 * step),
-                a_register(p, warp, lane, 2, 16 * step), a_register(p, warp, lane, 3, 16 * step)};
+        if constexpr (ARegisters) {  // the warp's 16 rows by mma.sync's A loader, from the k16 step's columns
+            std::uint32_t ra[4];
+            load_a_fragment<Input::bf16>(TileOperands{p.a + 16 * step, nullptr, p.k}, 16 * warp, lane, ra);
             wgmma_bf16_rs<N, BMajor>(acc, ra, db, true);
         } else {
             const std::uint64_t da = encode_descriptor(probe_layout(AMajor, base + a_at, p.k, p.swizzle, step));
@@ -82,8 +70,7 @@ ROUNDSCOPE_KERNEL void layout_probe_kernel(ProbeParams p) {
     }
     wgmma_commit_group();
     wgmma_wait_group<0>();
-    for (int x = 0; x < N / 2; ++x)
-        p.d[(16 * warp + lane / 4 + 8 * (x % 4 / 2)) * N + 8 * (x / 4) + 2 * (lane % 4) + x % 2] = acc[x];
+    for (int x = 0; x < N / 2; ++x) p.d[wgmma_row(t, x) * N + wgmma_col(t, x)] = acc[x];
 #endif
 }
 
