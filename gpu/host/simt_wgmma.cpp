@@ -72,15 +72,15 @@ void wgmma_bf16(float* d, int n, std::uint64_t desc_a, const std::uint32_t* a_re
     const emu::MmaModel& model = wgmma_model();
     // C: the pending result of a chained wgmma on these accumulators, else the registers
     const auto chained = latest.find(d);
-    std::vector<std::uint32_t> c(static_cast<std::size_t>(n / 2));
-    for (std::size_t i = 0; i < c.size(); ++i)
-        c[i] = !scale_d ? 0u : chained != latest.end() ? chained->second.result[i] : bits_of(d[i]);
+    auto c = [&](std::size_t i) {
+        return !scale_d ? 0u : chained != latest.end() ? chained->second.result[i] : bits_of(d[i]);
+    };
     // The thread's elements as one small GEMM through the prepared model: its two rows of A
     // (16 w + l / 4 and 8 more) times the n / 4 columns it holds (2 (l % 4) and 2 (l % 4) + 1 of
     // every 8): d[4 j + 2 r + e] is row r, column 2 j + e of it.
     const auto cols = static_cast<std::size_t>(n / 4);
     std::uint32_t x[2 * 16];
-    std::vector<std::uint32_t> y(16 * cols), cc(2 * cols), result(c.size());
+    std::vector<std::uint32_t> y(16 * cols), cc(2 * cols), result(static_cast<std::size_t>(n / 2));
     for (std::uint32_t r = 0; r < 2; ++r) {
         const std::uint32_t row = 16 * warp + lane / 4 + 8 * r;
         for (std::uint32_t k = 0; k < 16; ++k)
@@ -90,7 +90,7 @@ void wgmma_bf16(float* d, int n, std::uint64_t desc_a, const std::uint32_t* a_re
     for (std::size_t q = 0; q < cols; ++q) {
         const auto col = static_cast<std::uint32_t>(8 * (q / 2) + 2 * (lane % 4) + q % 2);
         for (std::uint32_t k = 0; k < 16; ++k) y[k * cols + q] = shared_bf16(operand_address(b, b_major, col, k, 2));
-        for (std::size_t r = 0; r < 2; ++r) cc[r * cols + q] = c[4 * (q / 2) + 2 * r + q % 2];
+        for (std::size_t r = 0; r < 2; ++r) cc[r * cols + q] = c(4 * (q / 2) + 2 * r + q % 2);
     }
     std::vector<std::uint32_t> out(2 * cols);
     prepared(model).run({x, y.data(), cc.data(), out.data(), 1, 2, static_cast<std::int64_t>(cols), 16});
