@@ -45,10 +45,17 @@ def read_inputs(path, device):
     """q, k, v of a kit_inputs file as BF16 [1, H, N, D] on the device."""
     from safetensors.torch import load_file
 
-    t = load_file(str(path))
+    def refuse(why):
+        print(f"bench_sdpa: --inputs: {path}: {why}", file=sys.stderr)
+        raise SystemExit(2)
+
+    try:
+        t = load_file(str(path))
+    except Exception as e:  # a missing, unreadable or corrupt file: safetensors' own message
+        refuse(e)
     shapes = {tuple(t[x].shape) for x in ("q", "k", "v") if x in t}
     if len(shapes) != 1 or any(x not in t for x in ("q", "k", "v")) or len(next(iter(shapes))) != 3:
-        raise SystemExit(f"bench_sdpa: {path}: needs q, k, v of one shape [H, N, D]")
+        refuse("needs q, k, v of one shape [H, N, D]")
     return tuple(t[x].unsqueeze(0).to(device, torch.bfloat16) for x in ("q", "k", "v"))
 
 

@@ -1,0 +1,57 @@
+"""The benchmark's shared inputs (`--inputs`, a kit_inputs file): bench_sdpa.py and
+bench_flash_gpu (its simulated-GPU build here) time the file's q, k and v, the shape taken from
+it; a missing, corrupt or mismatched file is refused with exit 2 before any work, the first line
+naming --inputs (bench_flash_gpu adds its usage line, as the kit's programs do)."""
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+BUILD = pathlib.Path(os.environ["ROUNDSCOPE_CLI"]).parent
+BENCH_SDPA = ROOT / "tools" / "gpu" / "bench_sdpa.py"
+BENCH_OURS = BUILD / "tools" / "gpu" / "bench_flash_gpu_host"
+KIT_INPUTS = BUILD / "tools" / "gpu" / "kit_inputs"
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory):
+    path = tmp_path_factory.mktemp("bench") / "inputs.safetensors"
+    subprocess.run([KIT_INPUTS, "--scenario", "random", "--heads", "2", "--n", "64", "--d", "64", "--seed", "1",
+                    "-o", path], check=True)
+    return path
+
+
+def test_both_benchmarks_time_the_files_inputs_and_pair_up(inputs, tmp_path):
+    ours = tmp_path / "ours.jsonl"
+    p = subprocess.run([BENCH_OURS, "--presets", "h100-bf16", "--inputs", inputs, "--repeats", "1", "--out", ours],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    line = json.loads(ours.read_text())
+    assert line["kernel"] == "roundscope hopper h100-bf16" and (line["heads"], line["n"], line["d"]) == (2, 64, 64)
+    p = subprocess.run([sys.executable, BENCH_SDPA, "--device", "cpu", "--inputs", inputs, "--repeats", "1",
+                        "--ours", ours], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    lines = [json.loads(x) for x in p.stdout.splitlines()]
+    torch_lines = [x for x in lines if x["kernel"].startswith("torch")]
+    assert torch_lines and all((x["batch"], x["heads"], x["n"], x["d"]) == (1, 2, 64, 64) for x in torch_lines)
+    assert set(lines[-1]["ratio_to"]) == {x["kernel"] for x in torch_lines if "median_s" in x}
+
+
+@pytest.mark.parametrize("case", ["missing", "corrupt", "mismatch"])
+def test_a_bad_inputs_file_is_refused(tmp_path, case):
+    path = tmp_path / f"{case}.safetensors"
+    if case == "corrupt":
+        path.write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{x")
+    elif case == "mismatch":
+        import torch
+        from safetensors.torch import save_file
+        save_file({"q": torch.zeros(2, 4, 8), "k": torch.zeros(2, 5, 8), "v": torch.zeros(2, 4, 8)}, path)
+    for cmd in ([sys.executable, BENCH_SDPA, "--device", "cpu", "--inputs", path],
+                [BENCH_OURS, "--presets", "h100-bf16", "--inputs", path]):
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        assert p.returncode == 2 and p.stdout == "", (cmd, p.stdout, p.stderr)
+        assert "--inputs" in p.stderr.splitlines()[0], p.stderr
