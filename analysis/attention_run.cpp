@@ -59,9 +59,6 @@ ErrorStats error_stats(const std::vector<double>& x, const std::vector<double>& 
 
 AttentionRun run_attention(const emu::AttentionInputs& in, const emu::AttentionRecipe& recipe,
                            const AttentionRunOptions& options) {
-    if (in.bias)
-        throw Error(
-            "tensor 'bias': the emulated kernels take no additive bias (the ground truth does: roundscope truth)");
     AttentionRun run{.recipe = recipe, .shape = emu::attention_shape_of(in, options.causal, options.scale)};
     const emu::AttentionOperands operands = emu::attention_operands(in, *recipe.input, options.backward);
     emu::ForwardOptions fo;

@@ -54,8 +54,8 @@ struct AttentionRun {
     std::optional<AttentionTruth> truth;       // with truth
 };
 
-/// Errors (naming the tensor or recipe) for a bias tensor (the emulator takes none), NaN or
-/// Inf inputs, a missing dO, or a recipe the emulator cannot run.
+/// Errors (naming the tensor or recipe) for NaN or Inf inputs, a missing dO, or a recipe the
+/// emulator cannot run (or a mask it cannot take: flash_context says why).
 AttentionRun run_attention(const emu::AttentionInputs& in, const emu::AttentionRecipe& recipe,
                            const AttentionRunOptions& options);
 

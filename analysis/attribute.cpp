@@ -10,6 +10,7 @@
 #include "emu/attention/attention_operands.hpp"
 #include "emu/attention/flash_attention.hpp"
 #include "emu/attention/flash_context.hpp"
+#include "emu/attention/head_inputs.hpp"
 #include "emu/batch/tensor_cast.hpp"
 #include "emu/numbers/unpack.hpp"
 
@@ -70,7 +71,11 @@ std::optional<emu::AttentionRecipe> with_exact(emu::AttentionRecipe r, const std
 
 }  // namespace
 
-AttributeResult attribute(const emu::AttentionInputs& in, const AttributeOptions& o) {
+AttributeResult attribute(const emu::AttentionInputs& given, const AttributeOptions& o) {
+    // k and v indexed by query head (the truth cache knows the inputs by their address: kept)
+    const emu::AttentionInputs expanded =
+        emu::kv_group(given) > 1 ? emu::kv_per_query_head(given) : emu::AttentionInputs{};
+    const emu::AttentionInputs& in = emu::kv_group(given) > 1 ? expanded : given;
     const emu::AttentionRecipe& recipe = o.recipe;
     const emu::AttentionShape sh = emu::attention_shape_of(in, o.causal, o.softmax_scale);
     const emu::AttentionOperands x = emu::attention_operands(in, *recipe.input, in.d_o.has_value());

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "emu/attention/attention_steps.hpp"
+#include "emu/attention/flash_attention.hpp"
 #include "emu/numbers/format_info.hpp"
 #include "lib/parallel.hpp"
 
@@ -43,27 +44,37 @@ double below(const Moments& m, double threshold) {
     return m.mean <= threshold ? 1.0 : 0.0;
 }
 
-RowModel row_model(const double* qi, const std::vector<double>& k, std::uint64_t visible, std::uint64_t d,
-                   const CollapseModelOptions& o, std::vector<double>& s) {
+// Row i's model from its scores over the keys it sees (the mask's value added, masked keys left
+// out), `s` scratch of n_kv.
+RowModel row_model(const double* qi, const std::vector<double>& k, std::uint64_t i, std::uint64_t d,
+                   const CollapseModelOptions& o, std::vector<double>& s, std::vector<char>& live) {
     RowModel r;
-    const std::uint64_t sinks = std::min(o.k_sink, visible);
-    if (visible <= sinks) return r;
-    r.has_keys = true;
+    const std::uint64_t visible = emu::visible_keys(o.shape, i);
+    std::vector<double> sink_scores, rest_scores;
     for (std::uint64_t j = 0; j < visible; ++j) {
+        const double mask = emu::key_mask(o.shape, 0, i, j);
+        live[j] = mask != -std::numeric_limits<double>::infinity();
+        if (!live[j]) continue;
         double dot = 0;
         for (std::uint64_t c = 0; c < d; ++c) dot += qi[c] * k[j * d + c];
-        s[j] = o.softmax_scale * dot;
+        s[j] = o.softmax_scale * dot + mask;
+        (j < o.k_sink ? sink_scores : rest_scores).push_back(s[j]);
     }
-    const Moments rest = moments(s.data() + sinks, visible - sinks);
-    if (sinks > 0 && rest.sd > 0) {
+    if (rest_scores.empty()) return r;
+    r.has_keys = true;
+    const Moments rest = moments(rest_scores.data(), rest_scores.size());
+    if (!sink_scores.empty() && rest.sd > 0) {
         r.measured = true, r.spread = rest.sd;
-        r.sink_strength = moments(s.data(), sinks).mean - rest.mean;
-        const double top = *std::max_element(s.begin(), s.begin() + static_cast<std::ptrdiff_t>(visible));
+        r.sink_strength = moments(sink_scores.data(), sink_scores.size()).mean - rest.mean;
+        double top = -std::numeric_limits<double>::infinity();
+        for (std::uint64_t j = 0; j < visible; ++j)
+            if (live[j]) top = std::max(top, s[j]);
         double total = 0, sink = 0;
         for (std::uint64_t j = 0; j < visible; ++j) {
+            if (!live[j]) continue;
             const double e = std::exp(s[j] - top);
             total += e;
-            if (j < sinks) sink += e;
+            if (j < o.k_sink) sink += e;
         }
         r.sink_mass = sink / total;
     }
@@ -75,13 +86,17 @@ RowModel row_model(const double* qi, const std::vector<double>& k, std::uint64_t
         for (std::uint64_t step = 0; step < tiles; ++step) {
             const std::uint64_t t = order == emu::KvOrder::forward ? step : tiles - 1 - step;
             const std::uint64_t begin = t * o.block_n, end = std::min(visible, begin + o.block_n);
-            running = std::max(running, *std::max_element(s.begin() + static_cast<std::ptrdiff_t>(begin),
-                                                          s.begin() + static_cast<std::ptrdiff_t>(end)));
-            const std::uint64_t rest_in_tile = end - std::max(begin, std::min(end, sinks));
-            for (std::size_t i = 0; i < o.scales.size(); ++i) {
-                const double limit = running - threshold - std::log(static_cast<double>(o.scales[i]));
-                counts[i] += static_cast<double>(rest_in_tile) * below(rest, limit);
-                for (std::uint64_t j = std::max(begin, sinks); j < end; ++j) below_threshold[i] += s[j] <= limit;
+            std::uint64_t rest_in_tile = 0;
+            for (std::uint64_t j = begin; j < end; ++j) {
+                if (!live[j]) continue;
+                running = std::max(running, s[j]);
+                rest_in_tile += j >= o.k_sink;
+            }
+            for (std::size_t x = 0; x < o.scales.size(); ++x) {
+                const double limit = running - threshold - std::log(static_cast<double>(o.scales[x]));
+                counts[x] += static_cast<double>(rest_in_tile) * below(rest, limit);
+                for (std::uint64_t j = std::max(begin, o.k_sink); j < end; ++j)
+                    below_threshold[x] += live[j] && s[j] <= limit;
             }
         }
         r.predicted.insert(r.predicted.end(), counts.begin(), counts.end());
@@ -97,12 +112,8 @@ HeadCollapseModel collapse_model(const std::vector<double>& q, const std::vector
     std::vector<RowModel> rows(n_q);
     parallel_for(n_q, 16, o.threads, [&](std::size_t begin, std::size_t end) {
         std::vector<double> scores(n_kv);
-        for (std::size_t i = begin; i < end; ++i)
-            rows[i] =
-                row_model(q.data() + i * d, k,
-                          o.query_rows ? emu::steps::visible_keys((*o.query_rows)[i], o.query_rows_of, n_kv, o.causal)
-                                       : emu::steps::visible_keys(i, n_q, n_kv, o.causal),
-                          d, o, scores);
+        std::vector<char> live(n_kv);
+        for (std::size_t i = begin; i < end; ++i) rows[i] = row_model(q.data() + i * d, k, i, d, o, scores, live);
     });
     // summed in row order: the same bits on any thread count
     HeadCollapseModel m;

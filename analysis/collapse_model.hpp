@@ -4,7 +4,8 @@
 // Phi(Delta + delta_k - ln 1024 - ln S), takes a nominal Delta; but an FP8 kernel rounds the sink
 // key's features first (Delta sqrt(D) / 4 = 16.97 becomes 16 in E4M3 at D = 128, Delta 6 becomes
 // 5.66), and a real head has no nominal Delta at all. So, per query row:
-//   - mu, sigma: the mean and standard deviation of the row's visible non-sink scores (the
+//   - mu, sigma: the mean and standard deviation of the row's visible non-sink scores (a mask's
+//     value added, masked keys left out; the
 //     score spread), modelled as normal;
 //   - the running max m the kernel holds after each KV tile, in the recipe's order and tile
 //     width, taken from the held scores themselves;
@@ -23,6 +24,7 @@
 #include <vector>
 
 #include "emu/attention/attention_recipe.hpp"
+#include "emu/attention/flash_attention.hpp"
 
 namespace roundscope::analysis {
 
@@ -40,12 +42,11 @@ struct CollapseModelOptions {
     std::vector<float> scales;    // the static P scales S
     std::uint64_t block_n = 128;  // the recipe's KV tile width Bc
     std::uint64_t k_sink = 4;     // the first k_sink keys are the sink
-    bool causal = false;
     double softmax_scale = 1;
     int threads = 0;
-    // Sampled query rows (emu::AttentionShape's): row i sits at (*query_rows)[i] of query_rows_of.
-    std::shared_ptr<const std::vector<std::uint64_t>> query_rows;
-    std::uint64_t query_rows_of = 0;
+    // The head's shape (one head): which keys each row sees and what the mask adds to their
+    // scores (emu::key_mask), at each row's position where the rows are a sample.
+    emu::AttentionShape shape;
 };
 
 /// One head's model. Rows without a visible non-sink key add nothing; rows whose non-sink

@@ -7,6 +7,7 @@
 #include "emu/attention/attention_operands.hpp"
 #include "emu/attention/attention_recipe.hpp"
 #include "emu/attention/flash_attention.hpp"
+#include "emu/attention/head_inputs.hpp"
 #include "emu/batch/tensor_decode.hpp"
 #include "emu/numbers/unpack.hpp"
 #include "lib/parallel.hpp"
@@ -24,13 +25,13 @@ emu::AttentionRecipe softmax_in(const emu::Format& f, emu::SoftmaxKind kind) {
     return r;
 }
 
-// Rows (over all heads) with a NaN or Inf in O, and rows of zeros that should not be: their
-// first_nonzero_v[head] (the first key with a non-zero V row) is among the keys they see.
+// Rows (over all heads) with a NaN or Inf in O, and rows of zeros that should not be: a key with
+// a non-zero V row (nonzero_v[head][key]) is among the keys they see.
 struct BadRows {
     std::uint64_t nonfinite = 0, zero = 0;
 };
 BadRows bad_rows(const emu::ForwardResult& f, const emu::Format& o_format, const emu::AttentionShape& sh,
-                 const std::vector<std::uint64_t>& first_nonzero_v) {
+                 const std::vector<std::vector<char>>& nonzero_v) {
     BadRows bad;
     const std::uint64_t d_v = sh.d_v;
     for (std::size_t i = 0; i * d_v < f.o.size(); ++i) {
@@ -41,24 +42,34 @@ BadRows bad_rows(const emu::ForwardResult& f, const emu::Format& o_format, const
         }
         const std::uint64_t head = i / sh.n_q, row = i % sh.n_q;
         bad.nonfinite += finite ? 0 : 1;
-        bad.zero += zero && emu::visible_keys(sh, row) > first_nonzero_v[head] ? 1 : 0;
+        if (!zero) continue;
+        const std::uint64_t keys = emu::visible_keys(sh, row);
+        bool sees_nonzero = false;
+        for (std::uint64_t j = 0; j < keys && !sees_nonzero; ++j)
+            sees_nonzero = nonzero_v[head][j] && emu::key_visible(sh, head, row, j);
+        bad.zero += sees_nonzero ? 1 : 0;
     }
     return bad;
 }
 
-std::vector<std::uint64_t> first_nonzero_v(const emu::AttentionInputs& in, const emu::AttentionShape& sh) {
+// Whether each key's V row is not all zero, head by head.
+std::vector<std::vector<char>> nonzero_v_rows(const emu::AttentionInputs& in, const emu::AttentionShape& sh) {
     const std::vector<double> v = emu::decode_tensor<double>(in.v);
-    std::vector<std::uint64_t> first(sh.heads, sh.n_kv);
+    std::vector<std::vector<char>> nonzero(sh.heads, std::vector<char>(sh.n_kv, 0));
     for (std::uint64_t h = 0; h < sh.heads; ++h)
-        for (std::uint64_t j = 0; j < sh.n_kv && first[h] == sh.n_kv; ++j)
+        for (std::uint64_t j = 0; j < sh.n_kv; ++j)
             for (std::uint64_t c = 0; c < sh.d_v; ++c)
-                if (v[(h * sh.n_kv + j) * sh.d_v + c] != 0) first[h] = j;
-    return first;
+                if (v[(h * sh.n_kv + j) * sh.d_v + c] != 0) nonzero[h][j] = 1;
+    return nonzero;
 }
 
 }  // namespace
 
-HeadroomResult headroom(const emu::AttentionInputs& in, const HeadroomOptions& o) {
+HeadroomResult headroom(const emu::AttentionInputs& given, const HeadroomOptions& o) {
+    // k and v indexed by query head (the truth cache knows the inputs by their address: kept)
+    const emu::AttentionInputs expanded =
+        emu::kv_group(given) > 1 ? emu::kv_per_query_head(given) : emu::AttentionInputs{};
+    const emu::AttentionInputs& in = emu::kv_group(given) > 1 ? expanded : given;
     const emu::AttentionShape sh = emu::attention_shape_of(in, o.causal, o.softmax_scale);
     emu::attention_operands(in, emu::f32, false);  // every input finite (an Error naming it), emulated or not
     const std::vector<double> q = emu::decode_tensor<double>(in.q), k = emu::decode_tensor<double>(in.k);
@@ -71,18 +82,22 @@ HeadroomResult headroom(const emu::AttentionInputs& in, const HeadroomOptions& o
             const std::uint64_t keys = emu::visible_keys(sh, i);
             double m = -std::numeric_limits<double>::infinity();
             for (std::uint64_t j = 0; j < keys; ++j) {
+                const double mask = emu::key_mask(sh, head, i, j);  // -inf: masked
+                s[j] = mask;
+                if (mask == -std::numeric_limits<double>::infinity()) continue;
                 double dot = 0;
                 for (std::uint64_t c = 0; c < sh.d; ++c)
                     dot += q[(head * sh.n_q + i) * sh.d + c] * k[(head * sh.n_kv + j) * sh.d + c];
-                s[j] = dot * sh.scale;
+                s[j] = dot * sh.scale + mask;
                 m = std::max(m, s[j]);
             }
             double sum = 0;
             for (std::uint64_t j = 0; j < keys; ++j) sum += std::exp(s[j] - m);
-            r.rows[x] = {head, i, m, keys == 0 ? m : m + std::log(sum)};
+            const bool none = m == -std::numeric_limits<double>::infinity();
+            r.rows[x] = {head, i, m, none ? m : m + std::log(sum)};
         }
     });
-    std::vector<std::uint64_t> nonzero_v;  // decoded once, where a format is emulated
+    std::vector<std::vector<char>> nonzero_v;  // decoded once, where a format is emulated
     for (const emu::Format* f : {&emu::f32, &emu::f16, &emu::bf16}) {
         FormatHeadroom h{std::string(f->name),
                          std::log(emu::decode(*f, emu::max_finite_bits(*f))),
@@ -110,7 +125,7 @@ HeadroomResult headroom(const emu::AttentionInputs& in, const HeadroomOptions& o
             const emu::AttentionRecipe recipe = softmax_in(*f, kind);
             const emu::ForwardResult out =
                 emu::flash_forward(recipe, sh, emu::attention_operands(in, *recipe.input, false), fo);
-            if (nonzero_v.empty()) nonzero_v = first_nonzero_v(in, sh);
+            if (nonzero_v.empty()) nonzero_v = nonzero_v_rows(in, sh);
             const BadRows bad = bad_rows(out, *recipe.o_format, sh, nonzero_v);
             FormatHeadroom& e = r.formats.back();
             const bool naive = kind == emu::SoftmaxKind::naive_unshifted, shifted = kind == emu::SoftmaxKind::naive;

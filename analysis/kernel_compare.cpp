@@ -4,6 +4,7 @@
 #include <bit>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <string>
 
 #include "emu/attention/attention_operands.hpp"
@@ -185,8 +186,8 @@ void check_kernel_outputs(const TensorFile& file, const emu::AttentionInputs& in
 
     if (o) check_output(file, *o, *recipe.o_format, output_shape(in, {in.n_q, in.d_v}), recipe.name);
     if (lse) check_output(file, *lse, emu::f32, output_shape(in, {in.n_q}), recipe.name);
-    const Shape grad_shapes[] = {output_shape(in, {in.n_q, in.d}), output_shape(in, {in.n_kv, in.d}),
-                                 output_shape(in, {in.n_kv, in.d_v})};
+    const Shape grad_shapes[] = {output_shape(in, {in.n_q, in.d}), kv_output_shape(in, {in.n_kv, in.d}),
+                                 kv_output_shape(in, {in.n_kv, in.d_v})};
     for (int g = 0; g < 3; ++g)
         if (grads[g]) check_output(file, *grads[g], *recipe.grad_format, grad_shapes[g], recipe.name);
 }
@@ -205,18 +206,27 @@ KernelComparison compare_kernel_head(const TensorFile& file, const emu::Attentio
     const AttentionRun run = run_attention(emu::head_inputs(in, head), recipe, run_options);
     const AttentionTruth& truth = *run.truth;
 
-    const std::uint64_t nq = in.n_q, nk = in.n_kv;
+    const std::uint64_t nq = in.n_q, nk = in.n_kv, group = emu::kv_group(in);
     std::vector<OutputSides> sides;
     if (o) sides.push_back({o, head * nq * in.d_v, recipe.o_format, run.forward.o, &truth.o});
     if (lse) sides.push_back({lse, head * nq, &emu::f32, float_bits(run.forward.lse), &truth.lse});
-    if (backward) {
-        const std::vector<std::uint32_t>* emulated[] = {&run.backward->dq, &run.backward->dk, &run.backward->dv};
-        const std::vector<double>* truths[] = {&truth.dq, &truth.dk, &truth.dv};
-        const std::uint64_t first[] = {head * nq * in.d, head * nk * in.d, head * nk * in.d_v};
-        for (int g = 0; g < 3; ++g)
-            if (grads[g]) sides.push_back({grads[g], first[g], recipe.grad_format, *emulated[g], truths[g]});
+    if (grads[0]) sides.push_back({grads[0], head * nq * in.d, recipe.grad_format, run.backward->dq, &truth.dq});
+    // dK and dV sum over a key-value head's group: compared once a group, with its first head,
+    // from the whole group's run (without grouped-query attention, this head's run).
+    std::optional<AttentionRun> group_run;
+    if ((grads[1] || grads[2]) && head % group == 0 && group > 1) {
+        AttentionRunOptions g = run_options;
+        g.known_truth = nullptr;
+        group_run.emplace(run_attention(emu::group_inputs(in, head / group), recipe, g));
     }
-
+    const AttentionRun& kv_run = group_run ? *group_run : run;
+    if (head % group == 0) {
+        const std::uint64_t kv = head / group;
+        if (grads[1])
+            sides.push_back({grads[1], kv * nk * in.d, recipe.grad_format, kv_run.backward->dk, &kv_run.truth->dk});
+        if (grads[2])
+            sides.push_back({grads[2], kv * nk * in.d_v, recipe.grad_format, kv_run.backward->dv, &kv_run.truth->dv});
+    }
     return comparison_of(run.shape, sides, worst_count);
 }
 
@@ -243,14 +253,17 @@ KernelComparison compare_kernel_rows(const TensorFile& file, const emu::Attentio
 KernelComparison merge_heads(const std::vector<KernelComparison>& heads, const emu::AttentionShape& shape,
                              std::size_t worst_count) {
     KernelComparison r{shape, {}, 0, 0};
-    if (heads.empty()) return r;
-    for (std::size_t x = 0; x < heads.front().outputs.size(); ++x) {
+    // Outputs by name in the order they first appear (under grouped-query attention dK and dV
+    // come only with each group's first head).
+    std::vector<std::string> names;
+    for (const KernelComparison& h : heads)
+        for (const OutputComparison& x : h.outputs)
+            if (std::find(names.begin(), names.end(), x.name) == names.end()) names.push_back(x.name);
+    for (const std::string& name : names) {
         std::vector<const OutputComparison*> parts;
-        for (const KernelComparison& h : heads) {
-            if (h.outputs.size() != heads.front().outputs.size() || h.outputs[x].name != heads.front().outputs[x].name)
-                throw Error("compare: the heads' comparisons hold different outputs");
-            parts.push_back(&h.outputs[x]);
-        }
+        for (const KernelComparison& h : heads)
+            for (const OutputComparison& x : h.outputs)
+                if (x.name == name) parts.push_back(&x);
         r.outputs.push_back(merge_output(parts, worst_count));
         r.matched += r.outputs.back().matched;
         r.total += r.outputs.back().total;

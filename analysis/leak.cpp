@@ -7,6 +7,7 @@
 
 #include "emu/attention/attention_operands.hpp"
 #include "emu/attention/flash_attention.hpp"
+#include "emu/attention/head_inputs.hpp"
 #include "emu/numbers/unpack.hpp"
 
 namespace roundscope::analysis {
@@ -131,6 +132,9 @@ void compare_autoregressive(const LeakCase& c, LeakResult& result) {
     for (std::uint64_t i = 0; i < c.n; ++i) {
         emu::AttentionShape one = c.shape;
         one.n_q = 1, one.n_kv = i + 1;
+        // row 0 is query i of a problem of i + 1 queries: its mask and diagonal are query i's
+        one.query_rows = std::make_shared<const std::vector<std::uint64_t>>(1, i);
+        one.query_rows_of = i + 1;
         emu::AttentionOperands p;
         for (std::uint64_t h = 0; h < c.heads; ++h) {
             const std::uint64_t head = h * c.n;
@@ -183,7 +187,11 @@ std::uint64_t mixed_scale_blocks(const LeakCase& c) {
 
 }  // namespace
 
-LeakResult leak(const emu::AttentionInputs& in, const LeakOptions& o) {
+LeakResult leak(const emu::AttentionInputs& given, const LeakOptions& o) {
+    // k and v indexed by query head (the truth cache knows the inputs by their address: kept)
+    const emu::AttentionInputs expanded =
+        emu::kv_group(given) > 1 ? emu::kv_per_query_head(given) : emu::AttentionInputs{};
+    const emu::AttentionInputs& in = emu::kv_group(given) > 1 ? expanded : given;
     const LeakCase c = leak_case(in, o);
     LeakResult result;
     result.format = o.format != nullptr ? o.format->name : "none", result.block = o.block, result.fix = o.fix;

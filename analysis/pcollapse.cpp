@@ -9,6 +9,7 @@
 #include "analysis/truth_cache.hpp"
 #include "emu/attention/attention_operands.hpp"
 #include "emu/attention/flash_attention.hpp"
+#include "emu/attention/head_inputs.hpp"
 #include "emu/batch/tensor_cast.hpp"
 #include "emu/numbers/format_info.hpp"
 #include "emu/numbers/unpack.hpp"
@@ -68,12 +69,17 @@ std::vector<T> head_slice(const std::vector<T>& x, std::uint64_t h, std::uint64_
     return {begin, begin + static_cast<std::ptrdiff_t>(per_head)};
 }
 
-// The non-sink keys the rows of one head see: every one is a positive P in exact arithmetic.
+// The non-sink keys the rows of one head (a one-head shape) see: every one is a positive P in
+// exact arithmetic.
 std::uint64_t non_sink_keys(const emu::AttentionShape& shape, std::uint64_t k_sink) {
     std::uint64_t visible = 0;
     for (std::uint64_t i = 0; i < shape.n_q; ++i) {
         const std::uint64_t keys = emu::visible_keys(shape, i);
-        visible += keys > k_sink ? keys - k_sink : 0;
+        if (!emu::has_key_bias(shape)) {
+            visible += keys > k_sink ? keys - k_sink : 0;
+            continue;
+        }
+        for (std::uint64_t j = k_sink; j < keys; ++j) visible += emu::key_visible(shape, 0, i, j) ? 1 : 0;
     }
     return visible;
 }
@@ -87,11 +93,13 @@ struct RunTally {
 
 // The inputs of a P-collapse measurement as the kernel holds them, and what every head shares.
 struct Measurement {
-    emu::AttentionShape shape, one_head;
+    emu::AttentionShape shape;
+    std::vector<emu::AttentionShape> one_head;  // each head's shape alone (its mask's view)
     emu::AttentionOperands operands;
-    std::vector<double> q, k;  // decoded, [heads][rows][d]
-    std::uint64_t counted;     // a head's non-sink P values
-    double threshold;          // underflow_log of the recipe's P format
+    std::vector<double> q, k;            // decoded, [heads][rows][d]
+    std::vector<std::uint64_t> counted;  // each head's non-sink P values
+    std::uint64_t counted_total = 0;
+    double threshold;  // underflow_log of the recipe's P format
 };
 
 // Head h: the model's prediction, then each run's kernel, measured; adds to `tallies`.
@@ -102,16 +110,16 @@ PCollapseHead measure_head(const Measurement& m, std::uint64_t h, const PCollaps
     const std::uint64_t q_size = shape.n_q * shape.d, k_size = shape.n_kv * shape.d, v_size = shape.n_kv * shape.d_v,
                         o_size = shape.n_q * shape.d_v;
     const auto k_sink = static_cast<std::uint64_t>(o.k_sink);
+    const emu::AttentionShape& one_head = m.one_head[h];
+    const std::uint64_t counted = m.counted[h];
     CollapseModelOptions model{o.recipe.p_format,
                                o.orders,
                                o.scales,
                                static_cast<std::uint64_t>(emu::resolved_block_n(o.recipe, shape.d)),
                                k_sink,
-                               shape.causal,
                                shape.scale,
                                o.threads,
-                               shape.query_rows,
-                               shape.query_rows_of};
+                               one_head};
     const HeadCollapseModel prediction =
         collapse_model(head_slice(m.q, h, q_size), head_slice(m.k, h, k_size), shape.n_q, shape.n_kv, shape.d, model);
     has_sink = prediction.rows > 0;
@@ -132,25 +140,24 @@ PCollapseHead measure_head(const Measurement& m, std::uint64_t h, const PCollaps
             recipe.kv_order = order, recipe.p_scale = s;
             emu::ForwardOptions fo;
             fo.threads = o.threads, fo.uncounted_keys = k_sink, fo.runs = o.runs;
-            const emu::ForwardResult f = emu::flash_forward(recipe, m.one_head, x, fo);
+            const emu::ForwardResult f = emu::flash_forward(recipe, one_head, x, fo);
             RunTally& t = tallies[r];
             std::copy(f.o.begin(), f.o.end(), t.o.begin() + static_cast<std::ptrdiff_t>(h * o_size));
             // a P-bar already 0 in float32 counts as underflow too
-            const std::uint64_t zero = f.counts.p_underflow + (m.counted - f.counts.p_nonzero);
+            const std::uint64_t zero = f.counts.p_underflow + (counted - f.counts.p_nonzero);
             t.underflow += zero, t.saturated += f.counts.p_saturated;
             t.predicted += prediction.predicted_underflow[r], t.empirical += prediction.counted_underflow[r];
             if (prediction.rows > 0 && prediction.score_spread > 0) {
                 const double shift = (prediction.sink_strength - m.threshold - std::log(s)) / prediction.score_spread;
-                t.closed_form += static_cast<double>(m.counted) * normal_cdf(shift + delta_k);
-                t.averaged += static_cast<double>(m.counted) * expected_cdf_of_shifted_maximum(shift, o.k_sink);
+                t.closed_form += static_cast<double>(counted) * normal_cdf(shift + delta_k);
+                t.averaged += static_cast<double>(counted) * expected_cdf_of_shifted_maximum(shift, o.k_sink);
             }
-            const double counted = static_cast<double>(m.counted);
-            const auto share = [&](double x) { return m.counted == 0 ? 0 : x / counted; };
+            const auto share = [&](double x) { return counted == 0 ? 0 : x / static_cast<double>(counted); };
             head.runs.push_back({share(static_cast<double>(zero)), share(prediction.predicted_underflow[r]),
-                                 share(prediction.counted_underflow[r]), m.counted, std::nullopt});
+                                 share(prediction.counted_underflow[r]), counted, std::nullopt});
             if (o.without_sink) {
-                const emu::ForwardResult g = emu::flash_forward(recipe, m.one_head, no_sink, fo);
-                const std::uint64_t g_zero = g.counts.p_underflow + (m.counted - g.counts.p_nonzero);
+                const emu::ForwardResult g = emu::flash_forward(recipe, one_head, no_sink, fo);
+                const std::uint64_t g_zero = g.counts.p_underflow + (counted - g.counts.p_nonzero);
                 t.underflow_without_sink += g_zero;
                 head.runs.back().underflow_without_sink = share(static_cast<double>(g_zero));
             }
@@ -164,7 +171,7 @@ PCollapseHead measure_head(const Measurement& m, std::uint64_t h, const PCollaps
 std::vector<PCollapseRun> summarize_runs(const std::vector<RunTally>& tallies, const Measurement& m,
                                          const AttentionTruth& truth, bool every_head_has_a_sink, double delta_k,
                                          const PCollapseOptions& o) {
-    const std::uint64_t total = m.counted * m.shape.heads;
+    const std::uint64_t total = m.counted_total;
     const auto fraction = [total](double x) { return total == 0 ? 0 : x / static_cast<double>(total); };
     std::vector<PCollapseRun> runs;
     std::size_t r = 0;
@@ -200,16 +207,22 @@ std::vector<PCollapseRun> summarize_runs(const std::vector<RunTally>& tallies, c
 
 }  // namespace
 
-PCollapseResult pcollapse(const emu::AttentionInputs& in, const PCollapseOptions& o) {
+PCollapseResult pcollapse(const emu::AttentionInputs& given, const PCollapseOptions& o) {
+    // k and v indexed by query head (the truth cache knows the inputs by their address: kept)
+    const emu::AttentionInputs expanded =
+        emu::kv_group(given) > 1 ? emu::kv_per_query_head(given) : emu::AttentionInputs{};
+    const emu::AttentionInputs& in = emu::kv_group(given) > 1 ? expanded : given;
     PCollapseResult result{expected_normal_maximum(o.k_sink), 0, 0, 0, {}, {}, o.recipe.p_format};
     const emu::Format& input = *o.recipe.input;
     Measurement m;
     m.shape = emu::attention_shape_of(in, o.causal, o.softmax_scale);
-    m.one_head = m.shape;
-    m.one_head.heads = 1;
+    for (std::uint64_t h = 0; h < m.shape.heads; ++h) {
+        m.one_head.push_back(emu::one_head_of(m.shape, h));
+        m.counted.push_back(non_sink_keys(m.one_head.back(), static_cast<std::uint64_t>(o.k_sink)));
+        m.counted_total += m.counted.back();
+    }
     m.operands = emu::attention_operands(in, input, false);
     m.q = decoded(m.operands.q, input), m.k = decoded(m.operands.k, input);
-    m.counted = non_sink_keys(m.shape, static_cast<std::uint64_t>(o.k_sink));
     m.threshold = underflow_log(*o.recipe.p_format);
     // The truth of the inputs as the kernel holds them (rounded to its input format): the MSE
     // measures what the kernel's arithmetic adds, not the inputs' rounding.

@@ -11,6 +11,7 @@
 #include "emu/attention/attention_steps.hpp"
 #include "emu/attention/flash_attention.hpp"
 #include "emu/attention/flash_context.hpp"
+#include "emu/attention/head_inputs.hpp"
 #include "emu/batch/tensor_cast.hpp"
 #include "emu/batch/tensor_decode.hpp"
 #include "emu/numbers/unpack.hpp"
@@ -110,7 +111,11 @@ HeadTies ties_of(const emu::ForwardCounts& c) {
 
 }  // namespace
 
-BiasResult rounding_bias(const emu::AttentionInputs& in, const BiasOptions& o) {
+BiasResult rounding_bias(const emu::AttentionInputs& given, const BiasOptions& o) {
+    // k and v indexed by query head (the truth cache knows the inputs by their address: kept)
+    const emu::AttentionInputs expanded =
+        emu::kv_group(given) > 1 ? emu::kv_per_query_head(given) : emu::AttentionInputs{};
+    const emu::AttentionInputs& in = emu::kv_group(given) > 1 ? expanded : given;
     if (!in.d_o) throw Error("the delta bias needs a tensor 'do' (dO)");
     const emu::AttentionRecipe& r = o.recipe;
     const emu::AttentionShape sh = emu::attention_shape_of(in, o.causal, o.softmax_scale);

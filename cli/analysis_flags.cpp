@@ -62,7 +62,30 @@ void AttentionFlags::add_to(CLI::App* cmd, const std::string& scale_names) {
     cmd->add_flag("--no-causal", no_causal, "No causal mask, whatever the file's metadata says")->excludes(on);
     cmd->add_option(scale_names, softmax_scale, "Softmax scale (default: the file's metadata, else 1/sqrt(D))")
         ->check(finite_in(0, 1e6, true));
+    cmd->add_option("--causal-alignment", causal_alignment,
+                    "bottom-right (FlashAttention) or top-left (PyTorch's is_causal) where Nq != Nk (default: the "
+                    "file's metadata, else bottom-right)")
+        ->check(CLI::IsMember({"bottom-right", "top-left"}));
+    cmd->add_option("--window-left", window_left,
+                    "Sliding window: keys at most this far before the diagonal (-1: unbounded; default: the file's "
+                    "metadata)")
+        ->check(CLI::Range(std::int64_t{-1}, std::int64_t{1} << 40));
+    cmd->add_option("--window-right", window_right,
+                    "Sliding window: keys at most this far after the diagonal (-1: unbounded; default: the file's "
+                    "metadata)")
+        ->check(CLI::Range(std::int64_t{-1}, std::int64_t{1} << 40));
+    cmd->add_option("--softcap", softcap,
+                    "Cap the scores at +-SOFTCAP as softcap tanh(s / softcap) (0: none; default: the file's metadata)")
+        ->check(finite_in(0, 1e6, false));
     add_output_flags(cmd, json, threads);
+}
+
+void apply_mask_flags(emu::AttentionInputs& in, const AttentionFlags& flags) {
+    if (!flags.causal_alignment.empty())
+        in.mask.alignment = emu::parse_alignment(flags.causal_alignment, "--causal-alignment");
+    if (flags.window_left != -2) in.mask.window_left = flags.window_left;
+    if (flags.window_right != -2) in.mask.window_right = flags.window_right;
+    if (flags.softcap >= 0) in.softcap = flags.softcap;
 }
 
 void add_output_flags(CLI::App* cmd, bool& json, int& threads) {
@@ -83,11 +106,13 @@ double synthetic_bytes(const analysis::SyntheticSpec& s) {
 void apply_attention_flags(emu::AttentionInputs& in, const AttentionFlags& flags) {
     in.causal = flags.causal || (!flags.no_causal && in.causal.value_or(false));
     if (flags.softmax_scale != 0) in.softmax_scale = flags.softmax_scale;
+    apply_mask_flags(in, flags);
 }
 
 namespace {
 
 ChosenInputs chosen(emu::AttentionInputs in, const AttentionFlags& flags) {
+    apply_mask_flags(in, flags);
     ChosenInputs c;
     c.causal = flags.causal || (!flags.no_causal && in.causal.value_or(false));
     c.softmax_scale = flags.softmax_scale != 0 ? flags.softmax_scale : in.softmax_scale.value_or(0);

@@ -33,10 +33,15 @@ struct InputFlags {
     CLI::Option* synthetic_only(CLI::Option* option) const;
 };
 
-/// --causal / --no-causal, --softmax-scale, --threads and --json.
+/// --causal / --no-causal, --softmax-scale, the mask's --causal-alignment, --window-left,
+/// --window-right and --softcap (each over the file's metadata of the same name), --threads and
+/// --json.
 struct AttentionFlags {
     bool causal = false, no_causal = false, json = false;
-    double softmax_scale = 0;  // 0: the file's metadata, else 1/sqrt(D)
+    double softmax_scale = 0;                          // 0: the file's metadata, else 1/sqrt(D)
+    std::string causal_alignment;                      // empty: the file's metadata, else bottom-right
+    std::int64_t window_left = -2, window_right = -2;  // -2: the file's metadata; -1: unbounded
+    double softcap = -1;                               // below 0: the file's metadata; 0: none
     int threads = 0;
 
     /// `scale_names`: "--softmax-scale", or with an alias ("--softmax-scale,--scale").
@@ -57,8 +62,11 @@ struct ChosenInputs {
 /// synthetic input needs is checked before it is built.
 ChosenInputs choose_inputs(const char* command, const InputFlags& input, const AttentionFlags& flags);
 
-/// `in` with its causal flag and softmax scale as the flags and its metadata choose them.
+/// `in` with its causal flag, softmax scale and mask as the flags and its metadata choose them.
 void apply_attention_flags(emu::AttentionInputs& in, const AttentionFlags& flags);
+
+/// `in`'s mask (alignment, window) and soft cap as the flags give them over its metadata.
+void apply_mask_flags(emu::AttentionInputs& in, const AttentionFlags& flags);
 
 /// The attention inputs of the file `path`.
 ChosenInputs file_inputs(const std::string& path, const AttentionFlags& flags);

@@ -10,6 +10,7 @@
 #include "emu/attention/flash_context.hpp"
 #include "gpu/flash_attention.hpp"
 #include "gpu/flash_kernels.cuh"
+#include "gpu/problem_support.hpp"
 #include "gpu/runtime.hpp"
 #include "gpu/warp.hpp"  // not used yet: nvcc compiles the warp primitives here for the fast kernel
 
@@ -346,7 +347,7 @@ private:
 emu::ForwardResult flash_forward(const emu::AttentionRecipe& recipe, const emu::AttentionShape& sh,
                                  const emu::AttentionOperands& in) {
     require_supported(recipe, false);
-    if (sh.query_rows) throw Error("the GPU kernels run whole problems, not a sample of query rows");
+    require_problem(sh);
     ForwardRun run(recipe, sh, in);
     run.run();
     return run.result();
@@ -355,7 +356,7 @@ emu::ForwardResult flash_forward(const emu::AttentionRecipe& recipe, const emu::
 std::vector<double> time_flash_forward(const emu::AttentionRecipe& recipe, const emu::AttentionShape& sh,
                                        const emu::AttentionOperands& in, int repeats) {
     require_supported(recipe, false);
-    if (sh.query_rows) throw Error("the GPU kernels run whole problems, not a sample of query rows");
+    require_problem(sh);
     ForwardRun run(recipe, sh, in);
     run.run();  // the first launch pays for module loading and caches
     std::vector<double> seconds;
@@ -370,7 +371,7 @@ std::vector<double> time_flash_forward(const emu::AttentionRecipe& recipe, const
 emu::BackwardResult flash_backward(const emu::AttentionRecipe& recipe, const emu::AttentionShape& sh,
                                    const emu::AttentionOperands& in, const emu::ForwardResult& forward) {
     require_supported(recipe, true);
-    if (sh.query_rows) throw Error("the GPU kernels run whole problems, not a sample of query rows");
+    require_problem(sh);
     const emu::FlashContext ctx = emu::flash_context(recipe, sh);
     const emu::Format& g = *recipe.ds_format;
     const std::uint64_t heads = sh.heads, nq = sh.n_q, nk = sh.n_kv;

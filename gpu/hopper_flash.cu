@@ -5,6 +5,7 @@
 #include "emu/attention/flash_context.hpp"
 #include "gpu/hopper_flash.hpp"
 #include "gpu/hopper_flash_kernel.cuh"
+#include "gpu/problem_support.hpp"
 #include "gpu/runtime.hpp"
 #include "gpu/tensor_map.hpp"
 #include "lib/error.hpp"
@@ -127,7 +128,7 @@ std::string hopper_flash_unsupported(const emu::AttentionRecipe& recipe, const e
     std::string why = recipe_unsupported(recipe);
     if (!why.empty()) return why;
     if (sh.d != sh.d_v || (sh.d != 64 && sh.d != 128)) return "its head dimension is 64 or 128 (d = d_v)";
-    if (sh.query_rows) return "it runs whole problems, not a sample of query rows";
+    if (const std::string problem = problem_unsupported(sh); !problem.empty()) return problem;
     if (sh.n_q == 0 || sh.n_kv == 0 || sh.heads == 0) return "it needs at least one head, query and key";
     if (sh.n_q > (1u << 31) || sh.n_kv > (1u << 31) || sh.heads > 65535)
         return "TMA coordinates are 32-bit and a grid has at most 65535 heads";

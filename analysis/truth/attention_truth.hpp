@@ -1,15 +1,18 @@
 #pragma once
 // The ground truth of attention: what it gives when nothing is rounded, rounded once to float64
-// (the double nearest the exact real result). Forward: S = scale Q K^T + bias (causal mask), P =
+// (the double nearest the exact real result). Forward: S = scale Q K^T + mask, P =
 // softmax(S) by rows, O = P V, LSE = log-sum-exp of each row. Backward, given dO: dV = P^T dO,
 // dP = dO V^T, delta = rowsum(dO * O), dS = P * (dP - delta), dQ = scale dS K, dK = scale dS^T Q.
 //
 // The inputs are exact values (any format the project reads); the scale is taken as the exact
 // value of a double. Causal masking keeps key j for query i when j <= i + (Nk - Nq): the
 // bottom-right alignment of FlashAttention 2.1 and later, which is the usual mask when Nq = Nk.
-// The optional additive bias (emu/attention/attention_inputs.hpp) is exact too; a bias of -inf masks its
-// key (S = -inf, P = 0); NaN and +inf are errors. A query with no key left gets O = 0,
-// LSE = -inf and zero gradients.
+// Every mask of emu/attention/attention_mask.hpp is taken: the alignment (a causal mask aligned
+// top-left sees j <= i), a window, a boolean mask, an additive mask (exact too; -inf masks the
+// key: S = -inf, P = 0; NaN and +inf are errors). A query with no key left gets O = 0,
+// LSE = -inf and zero gradients (PyTorch's math backend gives O = 0 too: docs/design.md). Under
+// grouped-query attention (k and v with fewer heads) query head h reads key-value head
+// h / (H / Hkv), and dK and dV are the exact sums over each group's heads, rounded once.
 #include <algorithm>
 #include <cstdint>
 #include <vector>
@@ -37,12 +40,14 @@ struct AttentionTruth {
     std::uint64_t heads = 0, n_q = 0, n_kv = 0, d = 0, d_v = 0;
     bool causal = false;
     double scale = 0;
-    std::vector<double> o, lse;             // [heads][n_q][d_v], [heads][n_q]
-    std::vector<double> delta, dq, dk, dv;  // backward: [heads][n_q], [.., n_q, d], [.., n_kv, d], [.., n_kv, d_v]
-    std::vector<double> s, p;               // intermediates: [heads][n_q][n_kv]
-    int max_precision_used = 0;             // the most bits any head needed (reference path)
-    std::uint64_t fast_heads = 0;           // heads the fast path decided alone
-    std::uint64_t reference_rows = 0;       // rows the fast path handed to the reference
+    std::vector<double> o, lse;  // [heads][n_q][d_v], [heads][n_q]
+    std::uint64_t kv_heads = 0;  // heads of dk and dv (heads / the GQA group)
+    std::vector<double> delta, dq, dk,
+        dv;                            // backward: [heads][n_q], [.., n_q, d], [kv_heads][n_kv][d], [.., n_kv, d_v]
+    std::vector<double> s, p;          // intermediates: [heads][n_q][n_kv]
+    int max_precision_used = 0;        // the most bits any head needed (reference path)
+    std::uint64_t fast_heads = 0;      // heads the fast path decided alone
+    std::uint64_t reference_rows = 0;  // rows the fast path handed to the reference
 };
 
 /// One query row of the forward pass by the reference path (keys: how many of the n_kv keys the
@@ -72,25 +77,30 @@ inline std::uint64_t visible_keys(std::uint64_t i, std::uint64_t n_q, std::uint6
     return emu::steps::visible_keys(i, n_q, n_kv, causal);  // the kernels' rule
 }
 
-/// The same for row i of `in`, at its sampled position where `in` samples its query rows.
-inline std::uint64_t visible_keys(const emu::AttentionInputs& in, std::uint64_t i, bool causal) {
-    if (in.query_rows) return visible_keys((*in.query_rows)[i], in.query_rows_of, in.n_kv, causal);
-    return visible_keys(i, in.n_q, in.n_kv, causal);
-}
-
 /// The tensor decoded to doubles (exact); Error naming it for a NaN or Inf element.
 std::vector<double> decode_finite(const Tensor& t);
 
-/// The additive bias decoded to doubles (empty without one). Throws Error naming the tensor for
-/// a NaN or +inf entry.
-std::vector<double> decode_bias(const emu::AttentionInputs& in);
+/// What both paths compute as one: the query heads that share a key-value head (one head
+/// without grouped-query attention), their rows stacked, so that dK and dV are sums over all of
+/// them, rounded once. Row i is query head first_head + i / n_q's row i % n_q, at its position
+/// (a sampled row's, or i % n_q); it sees keys [0, keys(i)), those a bias of -inf masks
+/// excepted (the mask's dense part and a window's start; null bias: none).
+class TruthUnit {
+public:
+    TruthUnit(const emu::AttentionInputs& in, bool causal, std::uint64_t unit);
+    std::uint64_t rows() const { return rows_; }
+    std::uint64_t first_head() const { return first_head_; }
+    std::size_t keys(std::size_t i) const { return static_cast<std::size_t>(keys_[i]); }
+    const double* bias(std::size_t i) const { return bias_.empty() ? nullptr : bias_.data() + i * n_kv_; }
 
-/// Head `head`'s [n_q][n_kv] block of a decoded bias (shared by every head or one per head),
-/// or null without a bias.
-inline const double* bias_of_head(const std::vector<double>& bias, const emu::AttentionInputs& in, std::uint64_t head) {
-    if (bias.empty()) return nullptr;
-    return bias.data() + (in.bias_per_head ? head * in.n_q * in.n_kv : 0);
-}
+private:
+    std::uint64_t rows_ = 0, first_head_ = 0, n_kv_ = 0;
+    std::vector<std::uint64_t> keys_;
+    std::vector<double> bias_;  // [rows][n_kv], or empty
+};
+
+/// The units of `in`: B * Hkv.
+inline std::uint64_t truth_units(const emu::AttentionInputs& in) { return in.batch * emu::kv_head_count(in); }
 
 /// The result's shape, scale (the option, else the double nearest 1 / sqrt(D)) and every tensor
 /// the options ask for, zero-filled: where both paths start.

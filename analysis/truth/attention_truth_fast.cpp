@@ -17,6 +17,7 @@
 #include "analysis/truth/attention_truth.hpp"
 #include "analysis/truth/double_double.hpp"
 #include "analysis/truth/truth_kernels.hpp"
+#include "emu/attention/head_inputs.hpp"
 #include "emu/batch/tensor_decode.hpp"
 #include "lib/error.hpp"
 #include "lib/parallel.hpp"
@@ -299,15 +300,6 @@ std::vector<double> transposed(const double* x, std::size_t rows, std::size_t co
     return t;
 }
 
-// Head `head` of a [.., N, D] tensor as its own [N, D] tensor.
-Tensor slice_head(const Tensor& t, std::size_t head) {
-    const Shape& s = t.shape();
-    const std::uint64_t rows = s[s.size() - 2], cols = s[s.size() - 1];
-    Tensor out = Tensor::zeros(t.name(), t.dtype(), {rows, cols});
-    for (std::uint64_t i = 0; i < rows * cols; ++i) out.set_bits_at(i, t.bits_at(head * rows * cols + i));
-    return out;
-}
-
 // The backward pass of one head from its forward states; false if an output is undecided.
 // dS = P (dP - delta) with dP = dO V^T (exact products) and delta = rowsum(dO * O) from the
 // exact O's balls; dQ = scale dS K by rows, dK = scale dS^T Q and dV = P^T dO by columns.
@@ -437,10 +429,10 @@ AttentionTruth attention_truth(const emu::AttentionInputs& in, const TruthOption
     if (in.query_rows && options.backward && options.gradients)
         throw Error("a sample of query rows has no dK and dV (they need every row): ask for delta alone");
     if (options.backward && !in.d_o) return attention_truth_reference(in, options);  // which names what is missing
+    if (in.softcap != 0) return attention_truth_reference(in, options);              // tanh has no ball here
     const std::vector<double> q = emu::decode_tensor<double>(in.q), k = emu::decode_tensor<double>(in.k),
                               v = emu::decode_tensor<double>(in.v);
     const std::vector<double> d_o = options.backward ? emu::decode_tensor<double>(*in.d_o) : std::vector<double>();
-    const std::vector<double> bias = decode_bias(in);
     for (const auto* x : {&q, &k, &v, &d_o}) {
         for (const double y : *x) {
             if (!std::isfinite(y)) return attention_truth_reference(in, options);  // which names the tensor
@@ -449,37 +441,39 @@ AttentionTruth attention_truth(const emu::AttentionInputs& in, const TruthOption
     }
 
     AttentionTruth t = empty_truth(in, options);
-    const std::size_t nq = t.n_q, nk = t.n_kv, d = t.d, dv = t.d_v;
-    for (std::size_t head = 0; head < t.heads; ++head) {
-        const std::vector<double> kt = transposed(k.data() + head * nk * d, nk, d);
-        std::vector<char> decided(nq, 1);
-        std::vector<RowState> states(options.backward ? nq : 0);
-        std::vector<Ball> p(options.backward ? nq * nk : 0, dd::exact(0));
+    const std::size_t nq = t.n_q, nk = t.n_kv, d = t.d, dv = t.d_v, g = emu::kv_group(in);
+    // One unit at a time: a head, or a key-value head's group of heads as g * nq rows (TruthUnit).
+    for (std::size_t u = 0; u < truth_units(in); ++u) {
+        const TruthUnit unit(in, options.causal, u);
+        const std::size_t head = unit.first_head(), rows = unit.rows();
+        const std::vector<double> kt = transposed(k.data() + u * nk * d, nk, d);
+        std::vector<char> decided(rows, 1);
+        std::vector<RowState> states(options.backward ? rows : 0);
+        std::vector<Ball> p(options.backward ? rows * nk : 0, dd::exact(0));
         for (std::size_t i = 0; i < states.size(); ++i) states[i].p = p.data() + i * nk;
-        const double* head_bias = bias_of_head(bias, in, head);
-        auto bias_row = [&](std::size_t i) { return head_bias == nullptr ? nullptr : head_bias + i * nk; };
-        auto keys_of = [&](std::size_t i) { return static_cast<std::size_t>(visible_keys(in, i, options.causal)); };
+        auto bias_row = [&](std::size_t i) { return unit.bias(i); };
+        auto keys_of = [&](std::size_t i) { return unit.keys(i); };
         auto row_output = [&](std::size_t i) {
             return RowOutput{t.o.data() + (head * nq + i) * dv, t.lse.data() + head * nq + i,
                              options.intermediates ? t.s.data() + (head * nq + i) * nk : nullptr,
                              options.intermediates ? t.p.data() + (head * nq + i) * nk : nullptr};
         };
-        parallel_for(nq, 4, options.threads, [&](std::size_t begin, std::size_t end) {
+        parallel_for(rows, 4, options.threads, [&](std::size_t begin, std::size_t end) {
             for (std::size_t i = begin; i < end; ++i) {
                 decided[i] =
-                    fast_row(q.data() + (head * nq + i) * d, kt.data(), v.data() + head * nk * dv, bias_row(i), nk,
+                    fast_row(q.data() + (head * nq + i) * d, kt.data(), v.data() + u * nk * dv, bias_row(i), nk,
                              keys_of(i), d, dv, t.scale, row_output(i), options.backward ? &states[i] : nullptr);
             }
         });
         if (options.backward) {
-            const std::vector<double> vt = transposed(v.data() + head * nk * dv, nk, dv);
+            const std::vector<double> vt = transposed(v.data() + u * nk * dv, nk, dv);
             const bool forward_decided = std::find(decided.begin(), decided.end(), 0) == decided.end();
             const HeadBackward hb{q.data() + head * nq * d,
-                                  k.data() + head * nk * d,
-                                  v.data() + head * nk * dv,
+                                  k.data() + u * nk * d,
+                                  v.data() + u * nk * dv,
                                   d_o.data() + head * nq * dv,
                                   vt.data(),
-                                  nq,
+                                  rows,
                                   nk,
                                   d,
                                   dv,
@@ -491,51 +485,47 @@ AttentionTruth attention_truth(const emu::AttentionInputs& in, const TruthOption
                                   &options,
                                   t.delta.data() + head * nq,
                                   t.dq.data() + head * nq * d,
-                                  t.dk.data() + head * nk * d,
-                                  t.dv.data() + head * nk * dv,
+                                  t.dk.data() + u * nk * d,
+                                  t.dv.data() + u * nk * dv,
                                   &t.reference_rows};
             if (forward_decided && !options.gradients) {
                 fast_delta(hb, options.threads);
-                ++t.fast_heads;
+                t.fast_heads += g;
                 continue;
             }
             if (forward_decided && fast_backward(hb, options.threads)) {
-                ++t.fast_heads;
+                t.fast_heads += g;
                 continue;
             }
-            // The whole head from the reference (rare: an output the balls cannot decide).
-            emu::AttentionInputs one = in;
-            one.batch = 1, one.heads = 1;
-            one.q = slice_head(in.q, head), one.k = slice_head(in.k, head), one.v = slice_head(in.v, head);
-            one.d_o = slice_head(*in.d_o, head);
-            if (in.bias && in.bias_per_head) one.bias = slice_head(*in.bias, head);
+            // The whole unit from the reference (rare: an output the balls cannot decide).
+            const emu::AttentionInputs one = emu::group_inputs(in, u);
             const AttentionTruth r = attention_truth_reference(one, options);
             auto put = [](const std::vector<double>& from, std::vector<double>& to, std::size_t at) {
                 std::copy(from.begin(), from.end(), to.begin() + static_cast<std::ptrdiff_t>(at));
             };
             put(r.o, t.o, head * nq * dv), put(r.lse, t.lse, head * nq), put(r.delta, t.delta, head * nq);
-            put(r.dq, t.dq, head * nq * d), put(r.dk, t.dk, head * nk * d), put(r.dv, t.dv, head * nk * dv);
+            put(r.dq, t.dq, head * nq * d), put(r.dk, t.dk, u * nk * d), put(r.dv, t.dv, u * nk * dv);
             if (options.intermediates) put(r.s, t.s, head * nq * nk), put(r.p, t.p, head * nq * nk);
-            t.reference_rows += nq;
+            t.reference_rows += rows;
             t.max_precision_used = std::max(t.max_precision_used, r.max_precision_used);
             continue;
         }
         // Rows with an undecided output: the reference, row by row (rare; bench_truth counts them).
         std::vector<std::size_t> undecided;
-        for (std::size_t i = 0; i < nq; ++i) {
+        for (std::size_t i = 0; i < rows; ++i) {
             if (!decided[i]) undecided.push_back(i);
         }
         parallel_for(undecided.size(), 1, options.threads, [&](std::size_t begin, std::size_t end) {
             for (std::size_t r = begin; r < end; ++r) {
                 const std::size_t i = undecided[r];
                 const RowOutput out = row_output(i);
-                reference_forward_row(q.data() + (head * nq + i) * d, k.data() + head * nk * d,
-                                      v.data() + head * nk * dv, bias_row(i), keys_of(i), nk, d, dv, t.scale, options,
-                                      out.o, out.lse, out.s, out.p);
+                reference_forward_row(q.data() + (head * nq + i) * d, k.data() + u * nk * d, v.data() + u * nk * dv,
+                                      bias_row(i), keys_of(i), nk, d, dv, t.scale, options, out.o, out.lse, out.s,
+                                      out.p);
             }
         });
         t.reference_rows += undecided.size();
-        if (undecided.empty()) ++t.fast_heads;
+        if (undecided.empty()) t.fast_heads += g;
     }
     if (options.backward && !options.gradients) t.dq.clear(), t.dk.clear(), t.dv.clear();  // delta alone
     return t;

@@ -17,21 +17,19 @@
 namespace roundscope::analysis {
 namespace {
 
-// The decoded inputs of one head, row-major.
+// The decoded inputs of one unit (a head, or a key-value head's group), row-major.
 struct Head {
-    const double* q;     // [n_q][d]
-    const double* k;     // [n_kv][d]
-    const double* v;     // [n_kv][d_v]
-    const double* d_o;   // [n_q][d_v] or nullptr
-    const double* bias;  // [n_q][n_kv] or nullptr
+    const double* q;        // [n_q][d]
+    const double* k;        // [n_kv][d]
+    const double* v;        // [n_kv][d_v]
+    const double* d_o;      // [n_q][d_v] or nullptr
+    const TruthUnit* unit;  // the rows' keys and bias
 };
 
 struct Shape {
-    std::int64_t n_q, n_kv, d, d_v;
-    bool causal;
+    std::int64_t n_q, n_kv, d, d_v;  // n_q: the unit's rows
     double scale;
-    const emu::AttentionInputs* in;  // for its sampled rows' positions
-    std::size_t key_end(std::size_t i) const { return visible_keys(*in, i, causal); }
+    double softcap = 0;  // scores softcap tanh(s / softcap) before the bias (0: none)
 };
 
 // Interval enclosing  factor * sum_t a[t] * b[t * stride]: the products are exact at 192 bits
@@ -97,6 +95,11 @@ void forward_row(const double* q, const double* k, const double* v, const double
             continue;
         }
         exact_dot(S[j], sh.scale, q, k + j * d, 1, sh.d);
+        if (sh.softcap != 0) {  // Gemma 2's order: scale, cap, then the mask
+            mpfi_div_d(S[j].get(), S[j].get(), sh.softcap);
+            mpfi_tanh(S[j].get(), S[j].get());
+            mpfi_mul_d(S[j].get(), S[j].get(), sh.softcap);
+        }
         if (bias != nullptr) mpfi_add_d(S[j].get(), S[j].get(), bias[j]);
         mpfr_t mid;
         mpfr_init2(mid, precision);
@@ -130,10 +133,12 @@ void forward_row(const double* q, const double* k, const double* v, const double
     }
 }
 
-// One query row of the backward pass by rows, from its O and P: delta = rowsum(dO * O), dS =
-// P (dP - delta) for its `keys` keys and dQ = scale dS K.
-void backward_row(const double* d_o, const double* k, const double* v, std::size_t keys, const Shape& sh,
-                  const Interval* O, const Interval* P, Interval& delta, Interval* dS, Interval* dQ) {
+// One query row of the backward pass by rows, from its O, P and S: delta = rowsum(dO * O), dS =
+// P (dP - delta) for its `keys` keys (under a soft cap times its derivative 1 - tanh^2, tanh
+// from S less the bias) and dQ = scale dS K.
+void backward_row(const double* d_o, const double* k, const double* v, const double* bias, std::size_t keys,
+                  const Shape& sh, const Interval* O, const Interval* P, const Interval* S, Interval& delta,
+                  Interval* dS, Interval* dQ) {
     const auto d = static_cast<std::size_t>(sh.d), dv = static_cast<std::size_t>(sh.d_v);
     const mpfr_prec_t precision = mpfi_get_prec(delta.get());
     Interval dp(precision), term(precision);
@@ -145,6 +150,16 @@ void backward_row(const double* d_o, const double* k, const double* v, std::size
         exact_dot(dp, 1.0, d_o, v + j * dv, 1, sh.d_v);
         mpfi_sub(dp.get(), dp.get(), delta.get());
         mpfi_mul(dS[j].get(), P[j].get(), dp.get());
+        if (sh.softcap != 0 && !mpfi_is_zero(P[j].get())) {
+            if (bias != nullptr)
+                mpfi_sub_d(term.get(), S[j].get(), bias[j]);
+            else
+                mpfi_set(term.get(), S[j].get());
+            mpfi_div_d(term.get(), term.get(), sh.softcap);  // tanh
+            mpfi_sqr(term.get(), term.get());
+            mpfi_d_sub(term.get(), 1.0, term.get());
+            mpfi_mul(dS[j].get(), dS[j].get(), term.get());
+        }
     }
     for (std::size_t c = 0; c < d; ++c) {
         for (std::size_t j = 0; j < keys; ++j) {
@@ -169,8 +184,8 @@ bool head_truth(const Head& h, const Shape& sh, int precision, const HeadOutput&
     // Forward, row by row.
     parallel_for(nq, 1, threads, [&](std::size_t begin, std::size_t end) {
         for (std::size_t i = begin; i < end; ++i) {
-            forward_row(h.q + i * d, h.k, h.v, h.bias == nullptr ? nullptr : h.bias + i * nk, sh.key_end(i), sh,
-                        &S[i * nk], &P[i * nk], &O[i * dv], lse[i]);
+            forward_row(h.q + i * d, h.k, h.v, h.unit->bias(i), h.unit->keys(i), sh, &S[i * nk], &P[i * nk], &O[i * dv],
+                        lse[i]);
         }
     });
     bool ok = round_all(O, out.o) && round_all(lse, out.lse);
@@ -183,14 +198,14 @@ bool head_truth(const Head& h, const Shape& sh, int precision, const HeadOutput&
     std::vector<Interval> dV = intervals(nk * dv, precision);
     parallel_for(nq, 1, threads, [&](std::size_t begin, std::size_t end) {
         for (std::size_t i = begin; i < end; ++i)
-            backward_row(h.d_o + i * dv, h.k, h.v, sh.key_end(i), sh, &O[i * dv], &P[i * nk], delta[i], &dS[i * nk],
-                         &dQ[i * d]);
+            backward_row(h.d_o + i * dv, h.k, h.v, h.unit->bias(i), h.unit->keys(i), sh, &O[i * dv], &P[i * nk],
+                         &S[i * nk], delta[i], &dS[i * nk], &dQ[i * d]);
     });
     parallel_for(nk, 1, threads, [&](std::size_t begin, std::size_t end) {
         Interval term(precision);
         for (std::size_t j = begin; j < end; ++j) {
             for (std::size_t i = 0; i < nq; ++i) {
-                if (j >= sh.key_end(i)) continue;
+                if (j >= h.unit->keys(i)) continue;
                 for (std::size_t c = 0; c < dv; ++c) {
                     mpfi_mul_d(term.get(), P[i * nk + j].get(), h.d_o[i * dv + c]);
                     mpfi_add(dV[j * dv + c].get(), dV[j * dv + c].get(), term.get());
@@ -218,20 +233,10 @@ std::vector<double> decode_finite(const Tensor& t) {
     return x;
 }
 
-std::vector<double> decode_bias(const emu::AttentionInputs& in) {
-    if (!in.bias) return {};
-    std::vector<double> x = emu::decode_tensor<double>(*in.bias);
-    for (const double v : x) {
-        if (std::isnan(v) || v == std::numeric_limits<double>::infinity())
-            throw Error(fmt::format("truth: tensor '{}' holds NaN or +Inf; only -inf (a masked key) is allowed",
-                                    in.bias->name()));
-    }
-    return x;
-}
-
 AttentionTruth empty_truth(const emu::AttentionInputs& in, const TruthOptions& options) {
     AttentionTruth t;
     t.heads = in.batch * in.heads;
+    t.kv_heads = in.batch * emu::kv_head_count(in);
     t.n_q = in.n_q, t.n_kv = in.n_kv, t.d = in.d, t.d_v = in.d_v;
     t.causal = options.causal;
     t.scale = options.scale != 0 ? options.scale : 1.0 / std::sqrt(static_cast<double>(in.d));
@@ -241,8 +246,8 @@ AttentionTruth empty_truth(const emu::AttentionInputs& in, const TruthOptions& o
     if (options.backward) {
         t.delta.assign(t.heads * nq, 0);
         t.dq.assign(t.heads * nq * d, 0);
-        t.dk.assign(t.heads * nk * d, 0);
-        t.dv.assign(t.heads * nk * dv, 0);
+        t.dk.assign(t.kv_heads * nk * d, 0);
+        t.dv.assign(t.kv_heads * nk * dv, 0);
     }
     if (options.intermediates) {
         t.s.assign(t.heads * nq * nk, 0);
@@ -258,23 +263,22 @@ AttentionTruth attention_truth_reference(const emu::AttentionInputs& in, const T
     AttentionTruth t = empty_truth(in, options);
     const std::vector<double> q = decode_finite(in.q), k = decode_finite(in.k), v = decode_finite(in.v);
     const std::vector<double> d_o = options.backward ? decode_finite(*in.d_o) : std::vector<double>();
-    const std::vector<double> bias = decode_bias(in);
-    const std::uint64_t nq = t.n_q, nk = t.n_kv, d = t.d, dv = t.d_v;
-    const Shape shape{static_cast<std::int64_t>(nq),
+    const std::uint64_t nq = t.n_q, nk = t.n_kv, d = t.d, dv = t.d_v, g = emu::kv_group(in);
+    const Shape shape{static_cast<std::int64_t>(g * nq),
                       static_cast<std::int64_t>(nk),
                       static_cast<std::int64_t>(d),
                       static_cast<std::int64_t>(dv),
-                      options.causal,
                       t.scale,
-                      &in};
-    for (std::uint64_t head = 0; head < t.heads; ++head) {
-        const Head h{q.data() + head * nq * d, k.data() + head * nk * d, v.data() + head * nk * dv,
-                     options.backward ? d_o.data() + head * nq * dv : nullptr, bias_of_head(bias, in, head)};
-        auto at = [&](std::vector<double>& x, std::uint64_t per_head) {
-            return x.empty() ? nullptr : x.data() + head * per_head;
-        };
-        const HeadOutput out{at(t.o, nq * dv), at(t.lse, nq),     at(t.delta, nq),  at(t.dq, nq * d),
-                             at(t.dk, nk * d), at(t.dv, nk * dv), at(t.s, nq * nk), at(t.p, nq * nk)};
+                      in.softcap};
+    for (std::uint64_t u = 0; u < truth_units(in); ++u) {
+        const TruthUnit unit(in, options.causal, u);
+        const std::uint64_t head = unit.first_head();  // its rows are the group's heads' rows, in order
+        const Head h{q.data() + head * nq * d, k.data() + u * nk * d, v.data() + u * nk * dv,
+                     options.backward ? d_o.data() + head * nq * dv : nullptr, &unit};
+        auto at = [](std::vector<double>& x, std::uint64_t first) { return x.empty() ? nullptr : x.data() + first; };
+        const HeadOutput out{at(t.o, head * nq * dv), at(t.lse, head * nq),   at(t.delta, head * nq),
+                             at(t.dq, head * nq * d), at(t.dk, u * nk * d),   at(t.dv, u * nk * dv),
+                             at(t.s, head * nq * nk), at(t.p, head * nq * nk)};
         int precision = options.precision;
         while (!head_truth(h, shape, precision, out, options.threads)) {
             if (2 * precision > options.max_precision) {
@@ -290,8 +294,8 @@ AttentionTruth attention_truth_reference(const emu::AttentionInputs& in, const T
 void reference_forward_row(const double* q, const double* k, const double* v, const double* bias, std::size_t keys,
                            std::size_t n_kv, std::size_t d, std::size_t d_v, double scale, const TruthOptions& options,
                            double* o, double* lse, double* s, double* p) {
-    const Shape sh{
-        1, static_cast<std::int64_t>(n_kv), static_cast<std::int64_t>(d), static_cast<std::int64_t>(d_v), false, scale};
+    const Shape sh{1, static_cast<std::int64_t>(n_kv), static_cast<std::int64_t>(d), static_cast<std::int64_t>(d_v),
+                   scale};
     for (int precision = options.precision;; precision *= 2) {
         std::vector<Interval> S = intervals(n_kv, precision), P = intervals(n_kv, precision),
                               O = intervals(d_v, precision);
@@ -314,15 +318,15 @@ void reference_forward_row(const double* q, const double* k, const double* v, co
 void reference_backward_row(const double* q, const double* k, const double* v, const double* d_o, const double* bias,
                             std::size_t keys, std::size_t n_kv, std::size_t d, std::size_t d_v, double scale,
                             const TruthOptions& options, double* delta, double* dq) {
-    const Shape sh{
-        1, static_cast<std::int64_t>(n_kv), static_cast<std::int64_t>(d), static_cast<std::int64_t>(d_v), false, scale};
+    const Shape sh{1, static_cast<std::int64_t>(n_kv), static_cast<std::int64_t>(d), static_cast<std::int64_t>(d_v),
+                   scale};
     for (int precision = options.precision;; precision *= 2) {
         std::vector<Interval> S = intervals(n_kv, precision), P = intervals(n_kv, precision),
                               O = intervals(d_v, precision), dS = intervals(n_kv, precision),
                               dQ = intervals(d, precision);
         Interval l(precision), row_delta(precision);
         forward_row(q, k, v, bias, keys, sh, S.data(), P.data(), O.data(), l);
-        backward_row(d_o, k, v, keys, sh, O.data(), P.data(), row_delta, dS.data(), dQ.data());
+        backward_row(d_o, k, v, bias, keys, sh, O.data(), P.data(), S.data(), row_delta, dS.data(), dQ.data());
         const std::optional<double> x = row_delta.rounded();
         if (x && round_all(dQ, dq)) {
             *delta = *x;

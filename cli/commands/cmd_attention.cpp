@@ -56,8 +56,8 @@ void run(const AttentionArgs& a) {
     out.push_back(tensor_of("lse", emu::f32, output_shape(in, {in.n_q}), r.forward.lse));
     if (r.backward) {
         out.push_back(tensor_of("dq", *recipe.grad_format, output_shape(in, {in.n_q, in.d}), r.backward->dq));
-        out.push_back(tensor_of("dk", *recipe.grad_format, output_shape(in, {in.n_kv, in.d}), r.backward->dk));
-        out.push_back(tensor_of("dv", *recipe.grad_format, output_shape(in, {in.n_kv, in.d_v}), r.backward->dv));
+        out.push_back(tensor_of("dk", *recipe.grad_format, kv_output_shape(in, {in.n_kv, in.d}), r.backward->dk));
+        out.push_back(tensor_of("dv", *recipe.grad_format, kv_output_shape(in, {in.n_kv, in.d_v}), r.backward->dv));
         out.push_back(tensor_of("delta", emu::f32, output_shape(in, {in.n_q}), r.backward->delta));
     }
     const nlohmann::json settings(emu::recipe_settings(recipe));

@@ -60,20 +60,24 @@ void run_truth(const TruthArgs& a) {
     if (a.backward) {
         out.push_back(f64_tensor("delta", output_shape(in, {in.n_q}), t.delta));
         out.push_back(f64_tensor("dq", output_shape(in, {in.n_q, in.d}), t.dq));
-        out.push_back(f64_tensor("dk", output_shape(in, {in.n_kv, in.d}), t.dk));
-        out.push_back(f64_tensor("dv", output_shape(in, {in.n_kv, in.d_v}), t.dv));
+        out.push_back(f64_tensor("dk", kv_output_shape(in, {in.n_kv, in.d}), t.dk));
+        out.push_back(f64_tensor("dv", kv_output_shape(in, {in.n_kv, in.d_v}), t.dv));
     }
     if (a.intermediates) {
         out.push_back(f64_tensor("s", output_shape(in, {in.n_q, in.n_kv}), t.s));
         out.push_back(f64_tensor("p", output_shape(in, {in.n_q, in.n_kv}), t.p));
     }
-    write_output(a.output, out,
-                 {{"source", a.input},
-                  {"causal", o.causal ? "true" : "false"},
-                  {"bias", in.bias ? "additive, from the input's tensor 'bias'" : "none"},
-                  {"softmax_scale", format_double(t.scale)},
-                  {"truth", "every value the float64 nearest the exact result"},
-                  {"precision_bits", std::to_string(t.max_precision_used)}});
+    write_output(
+        a.output, out,
+        {{"source", a.input},
+         {"causal", o.causal ? "true" : "false"},
+         {"bias",
+          in.mask.dense.empty() ? "none" : "from the input's tensor '" + in.mask.dense[0].tensor().name() + "'"},
+         {"mask", in.mask.describe(o.causal)},
+         {"softcap", format_double(in.softcap)},
+         {"softmax_scale", format_double(t.scale)},
+         {"truth", "every value the float64 nearest the exact result"},
+         {"precision_bits", std::to_string(t.max_precision_used)}});
     if (a.flags.json) {
         nlohmann::json names = nlohmann::json::array();
         for (const Tensor& x : out) names.push_back(x.name());
@@ -83,7 +87,10 @@ void run_truth(const TruthArgs& a) {
                                   {"n_q", t.n_q},
                                   {"n_kv", t.n_kv},
                                   {"causal", o.causal},
-                                  {"bias", in.bias.has_value()},
+                                  {"bias", !in.mask.dense.empty()},
+                                  {"mask", in.mask.describe(o.causal)},
+                                  {"kv_heads", t.kv_heads},
+                                  {"softcap", json_number(in.softcap)},
                                   {"softmax_scale", json_number(t.scale)},
                                   {"precision_bits", t.max_precision_used},
                                   {"fast_heads", t.fast_heads},

@@ -69,6 +69,9 @@ AttentionShape attention_shape_of(const AttentionInputs& in, bool causal, double
     s.causal = causal;
     s.scale = static_cast<float>(scale != 0 ? scale : 1.0 / std::sqrt(static_cast<double>(in.d)));
     s.query_rows = in.query_rows, s.query_rows_of = in.query_rows_of;
+    s.kv_group = kv_group(in);
+    if (!in.mask.prefix_only()) s.mask = std::make_shared<const ScoreMask>(in.mask);
+    s.softcap = in.softcap;
     return s;
 }
 

@@ -113,8 +113,9 @@ ROUNDSCOPE_HD inline float delta_rowsum(const std::uint32_t* d_o, const Format& 
 }
 
 /// One element of a backward tile: P = exp2(s c - LSE log2 e) from the score and the row's LSE
-/// (0 where masked or in an empty row), its argument formed as the forward's (exp2_argument); P and
-/// dS = P (dP - delta) cast (saturating) to the gradient products' format.
+/// (0 where masked or in an empty row), its argument formed as the forward's (exp2_argument, or
+/// with a bias b other than 0 in exp2's units RN(RN(RN(s c) + b) - LSE log2 e), as online_row_step
+/// forms it); P and dS = P (dP - delta) cast (saturating) to the gradient products' format.
 struct BackwardElement {
     float p;
     std::uint32_t p_cast, ds_cast;
@@ -122,10 +123,12 @@ struct BackwardElement {
 
 ROUNDSCOPE_HD inline BackwardElement backward_element(std::uint32_t s, std::uint32_t dp, bool visible, float lse2,
                                                       float delta, float scale_log2, Exp2Kind exp2_kind,
-                                                      const Format& g, Exp2Arg arg = Exp2Arg::mul_sub) {
-    const float p = !visible || lse2 == minus_infinity()
-                        ? 0.0f
-                        : exp2(exp2_argument(float_from_bits(s), scale_log2, lse2, arg), exp2_kind);
+                                                      const Format& g, Exp2Arg arg = Exp2Arg::mul_sub,
+                                                      float bias = 0.0f) {
+    namespace a = f32_arith;
+    const float p = !visible || lse2 == minus_infinity() || bias == minus_infinity() ? 0.0f
+                    : bias != 0.0f ? exp2(a::sub(a::add(a::mul(float_from_bits(s), scale_log2), bias), lse2), exp2_kind)
+                                   : exp2(exp2_argument(float_from_bits(s), scale_log2, lse2, arg), exp2_kind);
     return {p, saturating_cast(p, g), saturating_cast(d_score(p, float_from_bits(dp), delta), g)};
 }
 
@@ -275,14 +278,24 @@ ROUNDSCOPE_HD inline void count_p(float p, float p_scale, std::uint32_t cast, co
 }
 
 /// One row of one tile: s holds the n scores (f32 bits) of the tile's keys, the first `visible`
-/// of them unmasked. Updates the state, writes the cast P (p_format bits) and returns the
-/// factor that carries the row's accumulated output to the new max. Counts when asked (key0:
-/// the tile's first key, for counts.skip_keys; ties: the row's, with the counts).
+/// unmasked. Updates the state, writes the cast P (p_format bits) and returns the factor that
+/// carries the row's accumulated output to the new max. Counts when asked (key0: the tile's
+/// first key, for counts.skip_keys; ties: the row's, with the counts). `bias`, when given, holds
+/// each key's mask in exp2's units (FlashContext::tile_bias): -inf masks the key exactly as
+/// `visible` does, 0 leaves its score as it is, another value b makes it t = RN(RN(s c) + b) and
+/// exp2's argument RN(t - m) (recipes whose argument is an fma of the raw score refuse such masks).
 ROUNDSCOPE_HD inline float online_row_step(const OnlineSoftmax& f, const std::uint32_t* s, int n, int visible,
                                            OnlineRowState& st, std::uint32_t* p_out, ForwardCounts* counts,
-                                           std::uint64_t key0 = 0, RowTies* ties = nullptr) {
+                                           std::uint64_t key0 = 0, RowTies* ties = nullptr,
+                                           const float* bias = nullptr) {
     namespace a = f32_arith;
-    auto t_of = [&](int j) { return j < visible ? a::mul(float_from_bits(s[j]), f.scale_log2) : minus_infinity(); };
+    auto masked = [&](int j) { return j >= visible || (bias != nullptr && bias[j] == minus_infinity()); };
+    auto biased = [&](int j) { return bias != nullptr && bias[j] != 0.0f; };
+    auto t_of = [&](int j) {
+        if (masked(j)) return minus_infinity();
+        const float t = a::mul(float_from_bits(s[j]), f.scale_log2);
+        return biased(j) ? a::add(t, bias[j]) : t;
+    };
     float block_max = minus_infinity();
     for (int j = 0; j < n; ++j) block_max = a::max(block_max, t_of(j));
     int near_max = 0, at_max = 0;
@@ -295,7 +308,8 @@ ROUNDSCOPE_HD inline float online_row_step(const OnlineSoftmax& f, const std::ui
     if (block_max == st.true_max) st.true_max_count += static_cast<std::uint64_t>(at_max);
     if (f.max_adjust) block_max = adjusted_block_max(block_max, near_max, f.max_adjust_beta);
     float raw_max = minus_infinity();
-    for (int j = 0; j < visible; ++j) raw_max = a::max(raw_max, float_from_bits(s[j]));
+    for (int j = 0; j < visible; ++j)
+        if (!masked(j)) raw_max = a::max(raw_max, float_from_bits(s[j]));
     const float m_new = a::max(st.m, block_max), m_raw_new = a::max(st.m_raw, raw_max);
     const float factor = f.rescale_arg == RescaleArg::raw ? rescale_raw(st.m_raw, m_raw_new, f.scale_log2, f.exp2)
                                                           : rescale(st.m, m_new, f.exp2);
@@ -305,13 +319,14 @@ ROUNDSCOPE_HD inline float online_row_step(const OnlineSoftmax& f, const std::ui
     for (int j = 0; j < n; ++j) {
         // P-bar = exp2(s c - m) in the recipe's form; 0 for a masked key
         const float p =
-            j < visible
-                ? exp2(exp2_argument(float_from_bits(s[j]), f.scale_log2, usable_max(m_new), f.exp2_arg), f.exp2)
-                : 0.0f;
+            masked(j) ? 0.0f
+            : biased(j)
+                ? exp2(a::sub(t_of(j), usable_max(m_new)), f.exp2)
+                : exp2(exp2_argument(float_from_bits(s[j]), f.scale_log2, usable_max(m_new), f.exp2_arg), f.exp2);
         p_out[j] = cast_p(p, f.p_scale, f.p_format);
-        if (counts != nullptr && j < visible)
+        if (counts != nullptr && !masked(j))
             count_p(p, f.p_scale, p_out[j], f.p_format, key0 + static_cast<std::uint64_t>(j), *counts, k);
-        if (ties != nullptr && j < visible) ties->add(p, p_out[j] == k.one);
+        if (ties != nullptr && !masked(j)) ties->add(p, p_out[j] == k.one);
         if (f.row_sum == RowSum::sequential) {
             sum = a::add(sum, p);
         } else {  // lane (j mod 8) / 2: its first key of the tile fused with the rescale

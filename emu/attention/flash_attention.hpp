@@ -23,6 +23,7 @@
 #include <memory>
 #include <vector>
 
+#include "emu/attention/attention_mask.hpp"
 #include "emu/attention/attention_recipe.hpp"
 #include "emu/attention/attention_steps.hpp"
 
@@ -30,29 +31,77 @@ namespace roundscope::emu {
 
 struct AttentionShape {
     std::uint64_t heads = 1, n_q = 0, n_kv = 0, d = 0, d_v = 0;
-    bool causal = false;  // bottom-right aligned, as analysis/truth
+    bool causal = false;  // bottom-right aligned unless the mask says otherwise, as analysis/truth
     float scale = 0;      // softmax scale (float32, as kernels take it)
+    // Grouped-query attention: the operands' k and v hold heads / kv_group heads, head h reading
+    // head h / kv_group; the backward's dK and dV are the group's (flash_backward).
+    std::uint64_t kv_group = 1;
+    // The mask beyond the causal flag (attention_mask.hpp: alignment, window, a dense mask), read
+    // at each row's position; null: none.
+    std::shared_ptr<const ScoreMask> mask;
+    double softcap = 0;  // scores capped at +-softcap (0: none)
     // Sampled query rows (AttentionInputs::query_rows): row r is row (*query_rows)[r] of
     // query_rows_of, for the causal mask. Forward passes only (dK and dV need every row).
     std::shared_ptr<const std::vector<std::uint64_t>> query_rows;
     std::uint64_t query_rows_of = 0;
 };
 
-/// The keys [0, visible_keys(s, r)) that row r of the shape sees (its sampled position's).
-inline std::uint64_t visible_keys(const AttentionShape& s, std::uint64_t r) {
-    if (s.query_rows) return steps::visible_keys((*s.query_rows)[r], s.query_rows_of, s.n_kv, s.causal);
-    return steps::visible_keys(r, s.n_q, s.n_kv, s.causal);
-}
-
 /// The problem's own index of row r (its sampled position, or r).
 inline std::uint64_t query_position(const AttentionShape& s, std::uint64_t r) {
     return s.query_rows ? (*s.query_rows)[r] : r;
+}
+
+/// The keys the causal flag, the alignment and the window leave to row r (at its position).
+inline KeyRange key_band(const AttentionShape& s, std::uint64_t r) {
+    const std::uint64_t n_q = s.query_rows ? s.query_rows_of : s.n_q;
+    if (!s.mask) return {0, steps::visible_keys(query_position(s, r), n_q, s.n_kv, s.causal)};
+    return s.mask->band(query_position(s, r), n_q, s.n_kv, s.causal);
+}
+
+/// The keys [0, visible_keys(s, r)) that row r of the shape may see: the end of its band (keys
+/// before the band's start, or masked by a dense mask, are masked within it).
+inline std::uint64_t visible_keys(const AttentionShape& s, std::uint64_t r) { return key_band(s, r).end; }
+
+/// Whether row r of head `head` sees key j: in its band and not masked by a dense mask.
+inline bool key_visible(const AttentionShape& s, std::uint64_t head, std::uint64_t r, std::uint64_t j) {
+    const KeyRange band = key_band(s, r);
+    if (j < band.begin || j >= band.end) return false;
+    return !s.mask || s.mask->dense.empty() || s.mask->dense_at(head, query_position(s, r), j) != -__builtin_inf();
+}
+
+/// The score mask of (head, row r, key j) in natural units: 0 where nothing masks or adds, the
+/// dense masks' value, or -inf (outside the row's band, or masked).
+inline double key_mask(const AttentionShape& s, std::uint64_t head, std::uint64_t r, std::uint64_t j) {
+    const KeyRange band = key_band(s, r);
+    if (j < band.begin || j >= band.end) return -__builtin_inf();
+    return !s.mask || s.mask->dense.empty() ? 0.0 : s.mask->dense_at(head, query_position(s, r), j);
+}
+
+/// Head `head` of the shape as a shape of its own (one head, its mask's view, no groups).
+inline AttentionShape one_head_of(const AttentionShape& s, std::uint64_t head) {
+    AttentionShape one = s;
+    one.heads = 1, one.kv_group = 1;
+    if (s.mask && !s.mask->dense.empty()) one.mask = std::make_shared<const ScoreMask>(s.mask->heads(head, 1));
+    return one;
+}
+
+/// Whether rows see anything but a prefix of the keys, or have scores added to: the masks a
+/// per-key bias carries (FlashContext::tile_bias).
+inline bool has_key_bias(const AttentionShape& s) {
+    return s.mask && (!s.mask->dense.empty() || s.mask->window_left >= 0);
 }
 
 /// Whether two shapes sample the same rows (both none, or equal lists of the same problem).
 inline bool same_query_rows(const AttentionShape& a, const AttentionShape& b) {
     if (!a.query_rows || !b.query_rows) return !a.query_rows && !b.query_rows;
     return a.query_rows_of == b.query_rows_of && *a.query_rows == *b.query_rows;
+}
+
+/// Whether two shapes pose the same problem beyond their sizes: the same key-value groups and
+/// the same mask.
+inline bool same_mask_and_groups(const AttentionShape& a, const AttentionShape& b) {
+    if (a.kv_group != b.kv_group || !a.mask != !b.mask || a.softcap != b.softcap) return false;
+    return !a.mask || *a.mask == *b.mask;
 }
 
 /// Bit patterns in the recipe's input format, row-major, heads first.

@@ -100,6 +100,7 @@ TileGradients tile_gradients(const FlashContext& ctx, const BackwardModels& mode
     models.grad.run(go.dp_do + rows.begin * sh.d_v, vt.data(), dp.data(), dp.data(), br, n, sh.d_v);
     TileGradients out{std::vector<std::uint32_t>(br * n), std::vector<std::uint32_t>(br * n)};
     const bool compiled = ctx.recipe.softmax == SoftmaxKind::compiled_torch;
+    const std::vector<float> bias = ctx.tile_bias(h.head, rows, keys);  // the forward's
     for (std::uint64_t r = 0; r < br; ++r) {
         const std::uint64_t i = rows.begin + r, visible = ctx.visible(i);
         const float delta = h.delta != nullptr ? h.delta[i] : 0.0f;
@@ -110,7 +111,7 @@ TileGradients tile_gradients(const FlashContext& ctx, const BackwardModels& mode
                 compiled ? torch_compiled::backward_element(s[at], dp[at], seen, h.lse[i], delta,
                                                             static_cast<float>(sh.scale), g)
                          : steps::backward_element(s[at], dp[at], seen, h.lse2[i], delta, ctx.scale_log2, ctx.exp2, g,
-                                                   ctx.recipe.exp2_arg);
+                                                   ctx.recipe.exp2_arg, bias.empty() ? 0.0f : bias[at]);
             if (p_times_dp != nullptr) (*p_times_dp)[at] = a::mul(e.p, float_from_bits(dp[at]));
             out.p_cast[at] = e.p_cast, out.ds_cast[at] = e.ds_cast;
         }
@@ -159,6 +160,24 @@ void write_gradient(const std::vector<std::uint32_t>& acc, float scale, const Fo
     for (std::size_t i = 0; i < acc.size(); ++i) out[i] = steps::gradient_bits(acc[i], scale, f);
 }
 
+// Grouped-query attention: a key-value head's gradient is the sum of its group's query heads'
+// (each already in the gradient format), in float32 in head order, cast once: what
+// FlashAttention-2's mha_bwd does (at::sum of the expanded dK and dV) and what autograd gives
+// PyTorch's enable_gqa (the backward of repeat_interleave sums the group's gradients).
+std::vector<std::uint32_t> group_sums(const std::vector<std::uint32_t>& per_head, std::uint64_t heads,
+                                      std::uint64_t group, std::uint64_t elements, const Format& f) {
+    std::vector<std::uint32_t> out(heads / group * elements);
+    for (std::uint64_t kv = 0; kv < heads / group; ++kv) {
+        for (std::uint64_t x = 0; x < elements; ++x) {
+            float sum = 0;
+            for (std::uint64_t h = kv * group; h < (kv + 1) * group; ++h)
+                sum = a::add(sum, static_cast<float>(decode(f, per_head[h * elements + x])));
+            out[kv * elements + x] = steps::saturating_cast(sum, f);
+        }
+    }
+    return out;
+}
+
 }  // namespace
 
 BackwardResult flash_backward(const AttentionRecipe& recipe, const AttentionShape& shape, const AttentionOperands& in,
@@ -191,7 +210,8 @@ BackwardResult flash_backward(const AttentionRecipe& recipe, const AttentionShap
         runs != nullptr ? runs->scores(recipe, shape, qk, threads) : nullptr;
 
     BackwardResult out;
-    out.dq.assign(in.q.size(), 0), out.dk.assign(in.k.size(), 0), out.dv.assign(in.v.size(), 0);
+    const std::uint64_t group = shape.kv_group;  // dK and dV per query head, then summed over groups
+    out.dq.assign(in.q.size(), 0), out.dk.assign(in.k.size() * group, 0), out.dv.assign(in.v.size() * group, 0);
     out.delta.assign(shape.heads * shape.n_q, 0);
     const std::vector<Span> row_blocks = blocks_of(shape.n_q, recipe.block_m);
     const std::vector<Span> key_blocks = blocks_of(shape.n_kv, ctx.recipe.block_n);
@@ -199,11 +219,12 @@ BackwardResult flash_backward(const AttentionRecipe& recipe, const AttentionShap
     const float dk_dq_scale = recipe.softmax == SoftmaxKind::compiled_torch ? 1.0f : static_cast<float>(shape.scale);
     const std::uint64_t d = shape.d, dv = shape.d_v, nq = shape.n_q, nk = shape.n_kv;
     for (std::uint64_t head = 0; head < shape.heads; ++head) {
+        const std::uint64_t kv = head / group;
         HeadOperands h{qk.q.data() + head * nq * d,
-                       qk.k.data() + head * nk * d,
+                       qk.k.data() + kv * nk * d,
                        qg.data() + head * nq * d,
-                       kg.data() + head * nk * d,
-                       vg.data() + head * nk * dv,
+                       kg.data() + kv * nk * d,
+                       vg.data() + kv * nk * dv,
                        dog.data() + head * nq * dv,
                        forward.lse_log2.data() + head * nq,
                        nullptr,
@@ -273,6 +294,10 @@ BackwardResult flash_backward(const AttentionRecipe& recipe, const AttentionShap
                 write_gradient(dq_acc, dk_dq_scale, *recipe.grad_format, out.dq.data() + (head * nq + rows.begin) * d);
             }
         });
+    }
+    if (group > 1) {
+        out.dk = group_sums(out.dk, shape.heads, group, nk * d, *recipe.grad_format);
+        out.dv = group_sums(out.dv, shape.heads, group, nk * dv, *recipe.grad_format);
     }
     return out;
 }

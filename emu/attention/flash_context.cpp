@@ -27,14 +27,67 @@ std::vector<Span> blocks_of(std::uint64_t n, int block, KvOrder order) {
 
 std::uint64_t FlashContext::visible(std::uint64_t i) const { return visible_keys(shape, i); }
 
-// The last row sees the most keys (sampled rows are ascending): the tile is skipped when even
-// that row sees none of it.
-bool FlashContext::tile_masked(Span rows, Span keys) const { return keys.begin >= visible_keys(shape, rows.end - 1); }
+// The last row's band ends last and the first row's starts first (rows are ascending in
+// position): the tile is skipped when it lies past the one or before the other.
+bool FlashContext::tile_masked(Span rows, Span keys) const {
+    return keys.begin >= key_band(shape, rows.end - 1).end || keys.end <= key_band(shape, rows.begin).begin;
+}
+
+std::vector<float> FlashContext::tile_bias(std::uint64_t head, Span rows, Span keys) const {
+    if (!has_key_bias(shape)) return {};
+    std::vector<float> bias(rows.size() * keys.size());
+    for (std::uint64_t r = 0; r < rows.size(); ++r) {
+        const std::uint64_t i = rows.begin + r, position = query_position(shape, i);
+        const KeyRange band = key_band(shape, i);
+        for (std::uint64_t j = 0; j < keys.size(); ++j) {
+            const std::uint64_t key = keys.begin + j;
+            float b = steps::minus_infinity();
+            if (key >= band.begin) {  // past the band's end: masked by `visible` in the row steps
+                b = static_cast<float>(shape.mask->dense_at(head, position, key));
+                if (b != 0.0f && b != steps::minus_infinity()) b = f32_arith::mul(b, steps::log2e);
+            }
+            bias[r * keys.size() + j] = b;
+        }
+    }
+    return bias;
+}
 
 bool FlashContext::diagonal_key(std::uint64_t i, std::uint64_t j) const {
     const std::uint64_t n_q = shape.query_rows ? shape.query_rows_of : shape.n_q;
     return steps::diagonal_key(query_position(shape, i), j, n_q, shape.n_kv, recipe.v_block);
 }
+
+namespace {
+
+// A mask the recipe's softmax cannot take: refused, naming the recipe and the reason.
+void check_mask(const FlashContext& ctx) {
+    const AttentionShape& s = ctx.shape;
+    const AttentionRecipe& r = ctx.recipe;
+    if (s.softcap != 0)
+        throw Error(
+            fmt::format("recipe '{}': soft-capped scores (softcap = {}) are not emulated yet; the ground "
+                        "truth (roundscope truth) takes them",
+                        r.name, s.softcap));
+    if (!has_key_bias(s)) return;  // a prefix of the keys, which every softmax takes
+    if (r.softmax == SoftmaxKind::online_torch || r.softmax == SoftmaxKind::compiled_torch)
+        throw Error(
+            fmt::format("recipe '{}': the released PyTorch attention it models takes only its causal mask, "
+                        "not a {} (the other recipes take it)",
+                        r.name, s.mask->describe(false)));
+    bool additive = false;
+    for (const DenseMask& m : s.mask->dense) {
+        m.check_values("tensor '" + m.tensor().name() + "'");
+        additive = additive || m.has_finite_nonzero();
+    }
+    if (additive && (r.exp2_arg == Exp2Arg::fma || r.rescale_arg == RescaleArg::raw))
+        throw Error(
+            fmt::format("recipe '{}' forms exp2's argument from the raw scores (exp2_arg=fma or "
+                        "rescale_arg=raw), as kernels without an additive mask do; an additive mask with "
+                        "values other than 0 and -inf has no such form (a boolean mask has)",
+                        r.name));
+}
+
+}  // namespace
 
 FlashContext flash_context(const AttentionRecipe& recipe, const AttentionShape& shape) {
     validate(recipe);
@@ -52,6 +105,7 @@ FlashContext flash_context(const AttentionRecipe& recipe, const AttentionShape& 
     if (recipe.softmax == SoftmaxKind::compiled_torch && shape.n_kv > static_cast<std::uint64_t>(ctx.recipe.block_n))
         throw Error(fmt::format("recipe '{}': the compiled softmax models one KV bucket; {} keys exceed block_n = {}",
                                 recipe.name, shape.n_kv, ctx.recipe.block_n));
+    check_mask(ctx);
     const float scale = static_cast<float>(shape.scale);
     ctx.scale_log2 = recipe.scale_log2 == ScaleLog2::f64
                          ? static_cast<float>(static_cast<double>(scale) * 1.4426950408889634074)  // M_LOG2E
@@ -153,7 +207,7 @@ std::vector<std::uint32_t> block_fake_quantized(const std::vector<std::uint32_t>
 std::vector<std::uint32_t> quantized_v(const FlashContext& ctx, const std::vector<std::uint32_t>& v) {
     if (ctx.recipe.v_quant == nullptr) return {};
     const AttentionShape& s = ctx.shape;
-    return block_fake_quantized(v, *ctx.recipe.input, {s.heads, s.n_kv, s.d_v}, -2, *ctx.recipe.v_quant,
+    return block_fake_quantized(v, *ctx.recipe.input, {s.heads / s.kv_group, s.n_kv, s.d_v}, -2, *ctx.recipe.v_quant,
                                 ctx.recipe.v_block, *ctx.recipe.input, "quantized v");
 }
 
@@ -164,8 +218,8 @@ AttentionOperands quantized_qk(const FlashContext& ctx, const AttentionOperands&
     const Format& input = *ctx.recipe.input;
     out.q =
         block_fake_quantized(in.q, input, {s.heads, s.n_q, s.d}, -1, *ctx.recipe.qk_quant, 32, input, "quantized q");
-    out.k =
-        block_fake_quantized(in.k, input, {s.heads, s.n_kv, s.d}, -1, *ctx.recipe.qk_quant, 32, input, "quantized k");
+    out.k = block_fake_quantized(in.k, input, {s.heads / s.kv_group, s.n_kv, s.d}, -1, *ctx.recipe.qk_quant, 32, input,
+                                 "quantized k");
     return out;
 }
 

@@ -38,10 +38,15 @@ struct FlashContext {
     Span split_keys{0, ~std::uint64_t{0}};
     bool split_pass = false;
 
-    /// Keys [0, visible(i)) are seen by query row i (bottom-right causal alignment).
+    /// Keys [0, visible(i)) may be seen by query row i: the end of its band (attention_mask.hpp).
     std::uint64_t visible(std::uint64_t i) const;
-    /// Whether no (row, key) of the tile is visible: such tiles are skipped.
+    /// Whether the band (causal, window) leaves no (row, key) of the tile: such tiles are skipped,
+    /// as FlashAttention skips them. A dense mask's tiles all run (masked keys give P = 0).
     bool tile_masked(Span rows, Span keys) const;
+    /// The bias of each (row, key) of the tile in exp2's units, RN(RN(b) log2 e) with b the mask's
+    /// value rounded to float32: 0, finite, or -inf (masked: a dense mask's, or before the window's
+    /// start), [rows][keys]; empty where no key of the shape has one (has_key_bias).
+    std::vector<float> tile_bias(std::uint64_t head, Span rows, Span keys) const;
     /// Under the diagonal fix: row i multiplies key j's V unquantized (steps::diagonal_key).
     bool diagonal_key(std::uint64_t i, std::uint64_t j) const;
 };

@@ -100,12 +100,14 @@ std::vector<std::uint32_t> score_tile(const FlashContext& ctx, const detail::Til
 
 // One KV tile of the online softmax for a row block (the row step is the kernels' own, or
 // under online-torch that of PyTorch tensor ops, whose every result is stored in its format).
-void online_tile(const FlashContext& ctx, const ForwardModels& models, const HeadView& h, RowBlock& b, Span keys) {
+void online_tile(const FlashContext& ctx, const ForwardModels& models, const HeadView& h, std::uint64_t head,
+                 RowBlock& b, Span keys) {
     const std::uint64_t n = keys.size(), dv = ctx.shape.d_v;
     const bool compiled = ctx.recipe.softmax == SoftmaxKind::compiled_torch;
     const bool torch = compiled || ctx.recipe.softmax == SoftmaxKind::online_torch;
     const Format& running = *ctx.recipe.o_accumulator;
     const std::vector<std::uint32_t> s = score_tile(ctx, models.score, h, b.rows, keys);
+    const std::vector<float> bias = ctx.tile_bias(head, b.rows, keys);  // empty: none (the torch steps take none)
     std::vector<std::uint32_t> p_cast(b.rows.size() * n);
     for (std::uint64_t row = 0; row < b.rows.size(); ++row) {
         const std::uint64_t visible = ctx.visible(b.rows.begin + row);
@@ -113,12 +115,13 @@ void online_tile(const FlashContext& ctx, const ForwardModels& models, const Hea
         const std::uint32_t* scores = s.data() + row * n;
         std::uint32_t* p = p_cast.data() + row * n;
         const int width = static_cast<int>(n);
-        const float factor = compiled ? torch_compiled::row_step(ctx.torch, scores, width, in_tile, b.state[row], p,
-                                                                 &b.counts, keys.begin, &b.ties[row])
-                             : torch  ? torch_eager::row_step(ctx.torch, scores, width, in_tile, b.state[row], p,
-                                                              &b.counts, keys.begin, &b.ties[row])
-                                      : steps::online_row_step(ctx.softmax, scores, width, in_tile, b.state[row], p,
-                                                               &b.counts, keys.begin, &b.ties[row]);
+        const float factor =
+            compiled ? torch_compiled::row_step(ctx.torch, scores, width, in_tile, b.state[row], p, &b.counts,
+                                                keys.begin, &b.ties[row])
+            : torch  ? torch_eager::row_step(ctx.torch, scores, width, in_tile, b.state[row], p, &b.counts, keys.begin,
+                                             &b.ties[row])
+                     : steps::online_row_step(ctx.softmax, scores, width, in_tile, b.state[row], p, &b.counts,
+                                              keys.begin, &b.ties[row], bias.empty() ? nullptr : bias.data() + row * n);
         for (std::uint64_t c = 0; c < dv; ++c) {
             const float rescaled = a::mul(float_from_bits(b.acc[row * dv + c]), factor);
             b.acc[row * dv + c] = bits_of(torch ? torch_eager::stored(rescaled, running) : rescaled);
@@ -223,7 +226,7 @@ void online_row_block(const FlashContext& ctx, const ForwardModels& models, cons
     for (const Span keys : blocks_of(ctx.shape.n_kv, ctx.recipe.block_n, ctx.recipe.kv_order)) {
         if (ctx.tile_masked(block, keys) && !every_tile) continue;
         if (keys.begin < ctx.split_keys.begin || keys.begin >= ctx.split_keys.end) continue;  // another split's
-        online_tile(ctx, models, h, b, keys);
+        online_tile(ctx, models, h, head, b, keys);
     }
     finish_block(ctx, b, head, out);
     counts = b.counts;
@@ -255,29 +258,44 @@ void naive_row_block(const FlashContext& ctx, const ForwardModels& models, const
     std::vector<std::uint32_t> p_cast(rows.size() * nk, 0);
     std::vector<double> x(nk);
     const steps::PCastConstants k(r.p_scale, *r.p_format);
+    // A dense mask's value b (natural units, rounded to float32) is added to the scaled score in
+    // the softmax's format, x = RN(RN(s scale) + b); -inf masks the key.
+    const std::vector<float> bias = ctx.tile_bias(head, rows, {0, nk});
+    std::vector<char> seen(nk);
     for (std::uint64_t row = 0; row < rows.size(); ++row) {
         const std::uint64_t visible = ctx.visible(rows.begin + row);
         double m = -std::numeric_limits<double>::infinity();
+        bool any = false;
         for (std::uint64_t j = 0; j < visible; ++j) {
+            const float b2 = bias.empty() ? 0.0f : bias[row * nk + j];  // exp2's units
+            seen[j] = b2 != steps::minus_infinity();
+            if (!seen[j]) continue;
             x[j] = round(static_cast<double>(float_from_bits(s[row * nk + j])) * ctx.shape.scale);
+            if (b2 != 0.0f) {
+                const double b = ctx.shape.mask->dense_at(head, query_position(ctx.shape, rows.begin + row), j);
+                x[j] = round(x[j] + static_cast<double>(static_cast<float>(b)));
+            }
             m = std::max(m, x[j]);
+            any = true;
         }
-        const double shift = r.softmax == SoftmaxKind::naive && visible > 0 ? m : 0.0;
+        const double shift = r.softmax == SoftmaxKind::naive && any ? m : 0.0;
         double l = 0;
         for (std::uint64_t j = 0; j < visible; ++j) {
+            if (!seen[j]) continue;
             const float y = static_cast<float>(round(x[j] - shift));
             x[j] = round(steps::exp2(a::mul(y, steps::log2e), ctx.exp2));  // e_j
             l = rounded_value(l + x[j], sum_format);
         }
         for (std::uint64_t j = 0; j < visible; ++j) {
+            if (!seen[j]) continue;
             const auto p = static_cast<float>(round(x[j] / l));
             p_cast[row * nk + j] = steps::cast_p(p, r.p_scale, *r.p_format);
             steps::count_p(p, r.p_scale, p_cast[row * nk + j], *r.p_format, j, b.counts, k);
         }
         // LSE = ln l + shift, from log2 as the online softmax forms it.
         const float lse2 =
-            visible == 0 ? steps::minus_infinity()
-                         : a::add(a::mul(static_cast<float>(shift), steps::log2e), soft_log2(static_cast<float>(l)));
+            !any ? steps::minus_infinity()
+                 : a::add(a::mul(static_cast<float>(shift), steps::log2e), soft_log2(static_cast<float>(l)));
         const std::uint64_t i = head * ctx.shape.n_q + rows.begin + row;
         out.lse_log2[i] = lse2;
         out.lse[i] = a::mul(lse2, steps::ln2);
@@ -296,8 +314,10 @@ void check_sizes(const AttentionShape& s, const AttentionOperands& in, bool back
                 fmt::format("attention: tensor '{}' has {} elements, the shape needs {}", name, x.size(), want));
     };
     check(in.q, s.heads * s.n_q * s.d, "q");
-    check(in.k, s.heads * s.n_kv * s.d, "k");
-    check(in.v, s.heads * s.n_kv * s.d_v, "v");
+    if (s.kv_group == 0 || s.heads % s.kv_group != 0)
+        throw Error(fmt::format("attention: {} heads do not form groups of {}", s.heads, s.kv_group));
+    check(in.k, s.heads / s.kv_group * s.n_kv * s.d, "k");
+    check(in.v, s.heads / s.kv_group * s.n_kv * s.d_v, "v");
     if (backward) check(in.d_o, s.heads * s.n_q * s.d_v, "do");
 }
 
@@ -345,9 +365,10 @@ ForwardResult run_forward(const FlashContext& ctx, const AttentionOperands& give
             const Span rows{std::max(block.begin, options.row_begin), std::min(block.end, options.row_end)};
             if (rows.begin >= rows.end) continue;
             counts[task].skip_keys = options.uncounted_keys;
-            const HeadView h{in.q.data() + head * shape.n_q * shape.d, in.k.data() + head * shape.n_kv * shape.d,
-                             in.v.data() + head * shape.n_kv * shape.d_v,
-                             v_quantized.empty() ? nullptr : v_quantized.data() + head * shape.n_kv * shape.d_v,
+            const std::uint64_t kv = head / shape.kv_group;
+            const HeadView h{in.q.data() + head * shape.n_q * shape.d, in.k.data() + kv * shape.n_kv * shape.d,
+                             in.v.data() + kv * shape.n_kv * shape.d_v,
+                             v_quantized.empty() ? nullptr : v_quantized.data() + kv * shape.n_kv * shape.d_v,
                              scores ? scores->data() + head * shape.n_q * shape.n_kv : nullptr};
             if (recipe.softmax != SoftmaxKind::naive && recipe.softmax != SoftmaxKind::naive_unshifted)
                 online_row_block(ctx, models, h, head, block, rows, out, counts[task]);

@@ -27,8 +27,9 @@ AttentionShape attention_shape(std::uint64_t heads, std::uint64_t n_q, std::uint
 AttentionOperands random_operands(const AttentionShape& s, const Format& f, std::uint64_t seed, double sd) {
     AttentionOperands in;
     in.q = gaussian_bits(s.heads * s.n_q * s.d, f, seed, sd);
-    in.k = gaussian_bits(s.heads * s.n_kv * s.d, f, seed + 1, sd);
-    in.v = gaussian_bits(s.heads * s.n_kv * s.d_v, f, seed + 2);
+    const std::uint64_t kv_heads = s.heads / s.kv_group;
+    in.k = gaussian_bits(kv_heads * s.n_kv * s.d, f, seed + 1, sd);
+    in.v = gaussian_bits(kv_heads * s.n_kv * s.d_v, f, seed + 2);
     in.d_o = gaussian_bits(s.heads * s.n_q * s.d_v, f, seed + 3);
     return in;
 }

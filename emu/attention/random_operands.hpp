@@ -17,7 +17,8 @@ std::vector<std::uint32_t> gaussian_bits(std::uint64_t count, const Format& f, s
 AttentionShape attention_shape(std::uint64_t heads, std::uint64_t n_q, std::uint64_t n_kv, std::uint64_t d,
                                bool causal);
 
-/// q, k (standard deviation `sd`), v and dO (standard deviation 1) in `f`, seeds seed .. seed + 3.
+/// q, k (standard deviation `sd`), v and dO (standard deviation 1) in `f`, seeds seed .. seed + 3;
+/// k and v with the shape's key-value heads (heads / kv_group).
 AttentionOperands random_operands(const AttentionShape& s, const Format& f, std::uint64_t seed, double sd = 1);
 
 }  // namespace roundscope::emu

@@ -75,7 +75,6 @@ AttentionInputs sampled_rows(const AttentionInputs& head, std::shared_ptr<const 
     if (head.o) s.o = rows_of(*head.o, *rows, head.d_v, {k, head.d_v});
     if (head.d_o) s.d_o = rows_of(*head.d_o, *rows, head.d_v, {k, head.d_v});
     if (head.lse) s.lse = rows_of(*head.lse, *rows, 1, {k});
-    if (head.bias) s.bias = rows_of(*head.bias, *rows, head.n_kv, {k, head.n_kv}), s.bias_per_head = true;
     s.x.reset(), s.w_q.reset(), s.d_model = 0;
     s.n_q = k;
     s.query_rows_of = head.n_q;

@@ -30,10 +30,10 @@ struct RowSample {
 RowSample sample_row_groups(std::uint64_t n, std::uint64_t k, std::uint64_t seed, std::size_t groups);
 
 /// `head` (one head: batch 1, one head, as head_inputs gives) reduced to the query rows `rows`
-/// (ascending, distinct, below n_q): q, o, do, lse and a bias keep those rows (copies); k and v
-/// stay whole; x and wq (the query-weight gradient's) are left out. The result remembers the
-/// rows' positions (query_rows), which the causal mask and every analysis follow. Throws Error
-/// for rows out of order or range, or a head that is already a sample.
+/// (ascending, distinct, below n_q): q, o, do and lse keep those rows (copies); k, v and the
+/// mask stay whole (the mask is read at each row's position); x and wq (the query-weight gradient's) are left out. The
+/// result remembers the rows' positions (query_rows), which the causal mask and every analysis follow. Throws Error for
+/// rows out of order or range, or a head that is already a sample.
 AttentionInputs sampled_rows(const AttentionInputs& head, std::shared_ptr<const std::vector<std::uint64_t>> rows);
 
 }  // namespace roundscope::emu

@@ -24,7 +24,8 @@ std::shared_ptr<const std::vector<std::uint32_t>> RunCache::scores(const Attenti
     for (auto it = entries_.begin(); it != entries_.end(); ++it) {
         if (*it->input == *recipe.input && it->product == recipe.score_product && it->model == model &&
             it->heads == shape.heads && it->n_q == shape.n_q && it->n_kv == shape.n_kv && it->d == shape.d &&
-            it->causal == shape.causal && same_query_rows(it->shape, shape) && it->q == in.q && it->k == in.k) {
+            it->causal == shape.causal && same_query_rows(it->shape, shape) && same_mask_and_groups(it->shape, shape) &&
+            it->q == in.q && it->k == in.k) {
             entries_.splice(entries_.end(), entries_, it);  // the newest now
             ++reused_;
             return entries_.back().s;
@@ -39,7 +40,7 @@ std::shared_ptr<const std::vector<std::uint32_t>> RunCache::scores(const Attenti
             const std::uint64_t rows = std::min(row_block, shape.n_q - first);
             const std::uint64_t keys = visible_keys(shape, first + rows - 1);
             if (keys == 0) continue;
-            const std::uint32_t* k = in.k.data() + head * shape.n_kv * d;
+            const std::uint32_t* k = in.k.data() + head / shape.kv_group * shape.n_kv * d;
             const std::vector<std::uint32_t> kt = detail::transposed(k, keys, d, {0, d});  // [d][keys]
             std::vector<std::uint32_t> s(rows * keys, 0);
             product.run(in.q.data() + (head * shape.n_q + first) * d, kt.data(), s.data(), s.data(), rows, keys, d);
@@ -67,7 +68,8 @@ bool RunCache::same(const RunKey& a, const RunKey& b) {
     const AttentionShape &x = a.shape, &y = b.shape;
     return a.recipe == b.recipe && x.heads == y.heads && x.n_q == y.n_q && x.n_kv == y.n_kv && x.d == y.d &&
            x.d_v == y.d_v && x.causal == y.causal && bits_of(x.scale) == bits_of(y.scale) && same_query_rows(x, y) &&
-           a.uncounted_keys == b.uncounted_keys && a.row_begin == b.row_begin && a.row_end == b.row_end;
+           same_mask_and_groups(x, y) && a.uncounted_keys == b.uncounted_keys && a.row_begin == b.row_begin &&
+           a.row_end == b.row_end;
 }
 
 std::uint64_t RunCache::Run::bytes() const {

@@ -187,8 +187,7 @@ void add_bias(emu::AttentionInputs& in, double reach, double masked_fraction, bo
     }
     Tensor t = Tensor::zeros("bias", DType::f32, per_head ? Shape{in.heads, in.n_q, in.n_kv} : Shape{in.n_q, in.n_kv});
     for (std::size_t i = 0; i < b.size(); ++i) t.set_bits_at(i, emu::cast_from_f64(b[i], emu::f32, emu::CastOptions{}));
-    in.bias = t;
-    in.bias_per_head = per_head;
+    in.mask.dense.assign(1, emu::DenseMask(t, in.batch, in.heads, in.n_q, in.n_kv, "tensor 'bias'"));
 }
 
 }  // namespace

@@ -212,7 +212,8 @@ void set_bias(emu::AttentionInputs& in, F f) {
     for (std::uint64_t i = 0; i < in.n_q; ++i) {
         for (std::uint64_t j = 0; j < in.n_kv; ++j) b[i * in.n_kv + j] = f(i, j);
     }
-    in.bias = tensor_of("bias", DType::f64, {in.n_q, in.n_kv}, b);
+    in.mask.dense.assign(1, emu::DenseMask(tensor_of("bias", DType::f64, {in.n_q, in.n_kv}, b), in.batch, in.heads,
+                                           in.n_q, in.n_kv, "tensor 'bias'"));
 }
 
 // The keys of `in` without key `drop` (k, v, and the bias's column when there is one).
@@ -226,7 +227,7 @@ emu::AttentionInputs without_key(const emu::AttentionInputs& in, std::uint64_t d
     emu::AttentionInputs out = in;
     out.k = remove_row(in.k, in.d), out.v = remove_row(in.v, in.d_v);
     out.n_kv = in.n_kv - 1;
-    out.bias.reset();
+    out.mask.dense.clear();
     return out;
 }
 

@@ -84,9 +84,75 @@ def test_bad_input_gets_one_line(cli, head, tmp_path):
     assert all(s in m for s in ("nan.safetensors", "'q'", "NaN")), m
     save_file({"q": q[0].clone(), "k": k[0].clone(), "v": v[0].clone()}, tmp_path / "nodo.safetensors")
     assert "'do'" in attention(tmp_path / "nodo.safetensors", "--backward")
-    save_file({"q": q[0].clone(), "k": k[0].clone(), "v": v[0].clone(), "bias": torch.zeros(96, 96)},
+    save_file({"q": q[0].clone(), "k": k[0].clone(), "v": v[0].clone(), "bias": torch.full((96, 96), float("nan"))},
               tmp_path / "bias.safetensors")
-    assert "'bias'" in attention(tmp_path / "bias.safetensors")
+    m = attention(tmp_path / "bias.safetensors")
+    assert "'bias'" in m and "NaN" in m, m
+    save_file({"q": q[0].clone(), "k": k[0].clone(), "v": v[0].clone(), "attn_mask": torch.rand(96, 96) > 0.5},
+              tmp_path / "mask.safetensors")
+    m = cli.error("attention", tmp_path / "mask.safetensors", "--recipe", "fa2-bf16-torch", "-o", x)
+    assert "fa2-bf16-torch" in m and "causal mask" in m, m  # the released code takes its causal mask alone
+    save_file({"q": q[0].clone(), "k": k[0].clone(), "v": v[0].clone(), "attn_mask": torch.zeros(96, 95)},
+              tmp_path / "shape.safetensors")
+    m = attention(tmp_path / "shape.safetensors")
+    assert "'attn_mask'" in m and "[96, 95]" in m, m
+
+
+@pytest.mark.parametrize("recipe", ["fa2-bf16", "fa3-fp8"])
+@pytest.mark.parametrize("case", ["padding", "gqa-top-left", "window"])
+def test_masked_and_grouped_attention_lies_within_rounding_of_float64_pytorch(cli, tmp_path, recipe, case):
+    """A mask, grouped-query heads or a window in a dump: the emulated recipe's o and gradients
+    lie as near float64 PyTorch (scaled_dot_product_attention with the same mask, enable_gqa) as
+    without them, and dK, dV have the key-value heads' shape."""
+    g = torch.Generator().manual_seed(21)
+    b, h, n, d = 2, 4, 64, 32
+    kv = 2 if case == "gqa-top-left" else h
+    nq = 40 if case == "gqa-top-left" else n
+    q, do = (torch.randn(b, h, nq, d, generator=g).bfloat16() for _ in range(2))
+    k, v = (torch.randn(b, kv, n, d, generator=g).bfloat16() for _ in range(2))
+    tensors, meta = {"q": q, "k": k, "v": v, "do": do}, {}
+    i, j = torch.arange(nq)[:, None], torch.arange(n)[None, :]
+    keep = torch.ones(b, h, nq, n, dtype=torch.bool)
+    if case == "padding":
+        pad = torch.arange(n)[None, :] < torch.tensor([n, 37])[:, None]
+        tensors["attn_mask"] = pad[:, None, None, :]
+        keep &= tensors["attn_mask"] & (j <= i)
+        meta["causal"] = "true"
+    elif case == "gqa-top-left":
+        meta.update(causal="true", causal_alignment="top-left", enable_gqa="true")
+        keep &= j <= i
+    else:
+        meta.update(window_left="9", window_right="3")
+        keep &= (j >= i - 9) & (j <= i + 3)
+    save_file(tensors, tmp_path / "in.safetensors", metadata=meta)
+    info = cli.json("attention", tmp_path / "in.safetensors", "--recipe", recipe, "--backward", "--truth",
+                    "-o", tmp_path / "out.safetensors")
+    out = load_file(tmp_path / "out.safetensors")
+    assert tuple(out["dk"].shape) == (b, kv, n, d) and tuple(out["dv"].shape) == (b, kv, n, d)
+
+    def float64_pytorch(held):
+        q64, k64, v64 = (x.to(held).double().requires_grad_() for x in (q, k, v))
+        o64 = torch.nn.functional.scaled_dot_product_attention(q64, k64, v64, attn_mask=keep, enable_gqa=kv != h)
+        o64.backward(do.to(held).double())
+        return {"o": o64.detach(), "dq": q64.grad, "dk": k64.grad, "dv": v64.grad}
+
+    def relative_rms(got, want):
+        return ((got.double() - want).norm() / want.norm()).item()
+
+    # within the recipe's rounding of the inputs as its kernel holds them (BF16, or E4M3 for FP8):
+    # below half the unit roundoff of its narrowest cast (BF16's 2^-8 and, for P, E4M3's 2^-4),
+    # while the problem without the mask or window is far off
+    held = torch.float8_e4m3fn if recipe == "fa3-fp8" else torch.bfloat16
+    bound = {"fa2-bf16": 2 ** -8, "fa3-fp8": 2 ** -5}[recipe]
+    for name, want in float64_pytorch(held).items():
+        rel = relative_rms(out[name], want)
+        assert rel <= 2 * bound if name != "o" else rel <= bound, f"{recipe} {case} {name}: relative rms {rel:.3e}"
+    # the errors --truth reports are against the same masked problem, on the inputs as given
+    for name, want in float64_pytorch(torch.bfloat16).items():
+        assert info["errors"][name]["rel_rms"] == pytest.approx(relative_rms(out[name], want), rel=0.01), name
+    keep = torch.ones_like(keep)
+    unmasked = float64_pytorch(held)["o"]
+    assert relative_rms(out["o"], unmasked) > 4 * bound, "the mask changes the problem"
 
 
 # fa2-bf16-torch is Qiu & Yao's released flash attention (attention.py under BF16 autocast) step

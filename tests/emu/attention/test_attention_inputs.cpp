@@ -29,7 +29,7 @@ TEST_CASE("attention inputs are found by name in [N,D], [H,N,D] and [B,H,N,D]", 
     CHECK((b.o && b.d_o && b.lse));
     CHECK(b.causal == true);
     CHECK(b.softmax_scale == 0.125);
-    CHECK_FALSE(b.bias);
+    CHECK(b.mask.dense.empty());
 }
 
 TEST_CASE("an additive bias is [.., Nq, Nk] per head or [Nq, Nk] for all heads", "[attention_inputs]") {
@@ -38,12 +38,14 @@ TEST_CASE("an additive bias is [.., Nq, Nk] per head or [Nq, Nk] for all heads",
             {random_tensor("q", DType::bf16, {2, 6, 8}, 1), random_tensor("k", DType::bf16, {2, 5, 8}, 2),
              random_tensor("v", DType::bf16, {2, 5, 4}, 3), random_tensor("bias", DType::f32, std::move(shape), 4)}));
     };
-    CHECK(with_bias({2, 6, 5}).bias_per_head);
-    CHECK_FALSE(with_bias({6, 5}).bias_per_head);
-    CHECK(with_bias({6, 5}).bias);
+    CHECK(with_bias({2, 6, 5}).mask.dense.size() == 1);
+    CHECK(with_bias({6, 5}).mask.dense.size() == 1);
+    CHECK(with_bias({1, 6, 5}).mask.dense.size() == 1);  // broadcast over heads, as PyTorch broadcasts
+    CHECK(with_bias({2, 1, 5}).mask.dense.size() == 1);  // one row for every query: a padding mask
     CHECK_THROWS_WITH(with_bias({5, 6}), Catch::Contains("tensor 'bias' has shape [5, 6]"));
     CHECK_THROWS_WITH(with_bias({3, 6, 5}), Catch::Contains("tensor 'bias' has shape [3, 6, 5]"));
     CHECK_THROWS_WITH(with_bias({6}), Catch::Contains("tensor 'bias' has shape [6]"));
+    CHECK_THROWS_WITH(with_bias({2, 2, 2, 6, 5}), Catch::Contains("tensor 'bias' has shape [2, 2, 2, 6, 5]"));
 }
 
 TEST_CASE("the layer input x is [Nq, M] or [B, Nq, M]; the query weight wq [M, H * D] or [H, M, D]",

@@ -1,0 +1,214 @@
+#pragma once
+// The online forward pass of one query row, written straight from the recipe's definition: no
+// tiles of rows, every S and P V element from mma_dot (or float64 where the recipe says so). A
+// second implementation beside the tiled emulator (emu/attention/flash_forward.cpp), with its
+// own reading of the mask: the row's band (the keys causality and a window leave) and a value per
+// key (natural units: 0, finite, or -inf), both given by the test from its own arrays.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <utility>
+#include <vector>
+
+#include "emu/attention/attention_steps.hpp"
+#include "emu/attention/flash_attention.hpp"
+#include "emu/attention/libdevice_math.hpp"
+#include "emu/block/block_format.hpp"
+#include "emu/mma/fused_dot_add.hpp"
+#include "emu/mma/mma_model.hpp"
+#include "tests/emu/attention/mx_reference.hpp"
+
+namespace roundscope::test {
+
+/// O in o_format bits and lse_log2 of one row.
+struct RowResult {
+    std::vector<std::uint32_t> o;
+    float lse2;
+};
+
+/// One product element as the recipe takes it: D = C + a . b (b with a stride) through the
+/// tensor-core model, or in float64 (exact products summed in order from C, rounded once).
+struct ScalarProduct {
+    emu::Product kind;
+    const emu::MmaModel* model;
+    const emu::Format *a_format, *b_format;
+    std::uint32_t operator()(const std::uint32_t* a, const std::uint32_t* b, long stride, int k,
+                             std::uint32_t c) const {
+        if (kind == emu::Product::model) return emu::mma_dot(*model, a, b, stride, k, c);
+        double sum = float_from_bits(c);
+        for (int t = 0; t < k; ++t) sum += emu::decode(*a_format, a[t]) * emu::decode(*b_format, b[t * stride]);
+        return bits_of(static_cast<float>(sum));
+    }
+};
+
+inline std::vector<std::uint32_t> mx_blocks(const std::uint32_t* x, std::size_t n, const emu::Format& f,
+                                            const emu::BlockFormat& b, const emu::Format& to) {
+    return test::mx_blocks(x, n, 1, f, b, to);
+}
+
+/// The keys [first, second) row i's band leaves it, and the mask's value of (head, row, key).
+struct RowMask {
+    std::function<std::pair<std::uint64_t, std::uint64_t>(std::uint64_t)> band;
+    std::function<double(std::uint64_t, std::uint64_t, std::uint64_t)> value;
+};
+
+/// The causal flag's mask of `sh` alone (bottom-right, no value).
+inline RowMask causal_mask(const emu::AttentionShape& sh) {
+    return {[sh](std::uint64_t i) {
+                const std::int64_t p = static_cast<std::int64_t>(i + sh.n_kv) - static_cast<std::int64_t>(sh.n_q);
+                const std::uint64_t end = !sh.causal ? sh.n_kv
+                                                     : static_cast<std::uint64_t>(std::clamp<std::int64_t>(
+                                                           p + 1, 0, static_cast<std::int64_t>(sh.n_kv)));
+                return std::pair<std::uint64_t, std::uint64_t>{0, end};
+            },
+            [](std::uint64_t, std::uint64_t, std::uint64_t) { return 0.0; }};
+}
+
+inline RowResult scalar_online_row(const emu::AttentionRecipe& r, const emu::AttentionShape& sh,
+                                   const emu::AttentionOperands& in, std::uint64_t head, std::uint64_t i,
+                                   const RowMask& mask) {
+    namespace a = emu::f32_arith;
+    using emu::f32;
+    const ScalarProduct score{r.score_product, emu::find_mma_model(r.arch, r.instruction, *r.input, *r.input, f32),
+                              r.input, r.input};
+    const ScalarProduct pv{r.pv_product, emu::find_mma_model(r.arch, r.instruction, *r.p_format, *r.input, f32),
+                           r.p_format, r.input};
+    const std::uint64_t d = sh.d, dv = sh.d_v, nk = sh.n_kv, kv = head / sh.kv_group;
+    // qk_quant: q and every key quantized along D first
+    std::vector<std::uint32_t> q_row(in.q.begin() + static_cast<std::ptrdiff_t>((head * sh.n_q + i) * d),
+                                     in.q.begin() + static_cast<std::ptrdiff_t>((head * sh.n_q + i + 1) * d));
+    std::vector<std::uint32_t> keys(in.k.begin() + static_cast<std::ptrdiff_t>(kv * nk * d),
+                                    in.k.begin() + static_cast<std::ptrdiff_t>((kv + 1) * nk * d));
+    if (r.qk_quant != nullptr) {
+        q_row = mx_blocks(q_row.data(), d, *r.input, *r.qk_quant, *r.input);
+        for (std::uint64_t j = 0; j < nk; ++j) {
+            const std::vector<std::uint32_t> kj = mx_blocks(keys.data() + j * d, d, *r.input, *r.qk_quant, *r.input);
+            std::copy(kj.begin(), kj.end(), keys.begin() + static_cast<std::ptrdiff_t>(j * d));
+        }
+    }
+    const std::uint32_t* q = q_row.data();
+    const std::uint32_t* k = keys.data();
+    const std::uint32_t* v = in.v.data() + kv * nk * dv;
+    // Each key's mask: -inf outside the band or where the value masks it, else the value b; the
+    // score in exp2's units is RN(s c), or RN(RN(s c) + RN(RN_f32(b) log2 e)) where b is not 0.
+    const auto [band_begin, band_end] = mask.band(i);
+    std::vector<float> bias(nk, emu::steps::minus_infinity());
+    for (std::uint64_t j = band_begin; j < band_end; ++j) {
+        const auto b = static_cast<float>(mask.value(head, i, j));
+        bias[j] = b == 0.0f || b == emu::steps::minus_infinity() ? b : a::mul(b, emu::steps::log2e);
+    }
+    auto seen = [&](std::uint64_t j) { return bias[j] != emu::steps::minus_infinity(); };
+    // The constant c, and the row's state: max m (log2 units), raw max, sum l or four lanes' sums.
+    const float scale_log2 = r.scale_log2 == emu::ScaleLog2::f64
+                                 ? static_cast<float>(static_cast<double>(sh.scale) * 1.4426950408889634074)
+                                 : emu::steps::scale_log2(sh.scale);
+    const bool quad = r.row_sum == emu::RowSum::quad_ffma;
+    float m = emu::steps::minus_infinity(), m_raw = emu::steps::minus_infinity(), l = 0;
+    float lanes[4] = {0, 0, 0, 0};
+    std::vector<std::uint32_t> acc(dv, 0);
+    std::vector<std::uint64_t> starts;
+    for (std::uint64_t c0 = 0; c0 < nk; c0 += static_cast<std::uint64_t>(r.block_n)) starts.push_back(c0);
+    if (r.kv_order == emu::KvOrder::reverse) std::reverse(starts.begin(), starts.end());
+    // the tiles the kernel skips: outside the band of every row of the row block
+    const auto bm = static_cast<std::uint64_t>(r.block_m);
+    const std::uint64_t block_first = i / bm * bm, block_last = std::min<std::uint64_t>(block_first + bm, sh.n_q) - 1;
+    for (const std::uint64_t c0 : starts) {
+        const std::uint64_t c1 = std::min<std::uint64_t>(c0 + static_cast<std::uint64_t>(r.block_n), nk);
+        if (c0 >= mask.band(block_last).second || c1 <= mask.band(block_first).first) continue;
+        std::vector<float> t(c1 - c0), raw(c1 - c0);
+        float block_max = emu::steps::minus_infinity(), raw_max = emu::steps::minus_infinity();
+        for (std::uint64_t j = c0; j < c1; ++j) {
+            std::vector<std::uint32_t> kj(k + j * d, k + (j + 1) * d);
+            const float s = float_from_bits(score(q, kj.data(), 1, static_cast<int>(d), 0));
+            raw[j - c0] = s;
+            const float sc = a::mul(s, scale_log2);
+            t[j - c0] = !seen(j) ? emu::steps::minus_infinity() : bias[j] == 0.0f ? sc : a::add(sc, bias[j]);
+            block_max = std::max(block_max, t[j - c0]);
+            if (seen(j)) raw_max = std::max(raw_max, s);
+        }
+        const float m_new = std::max(m, block_max), m_raw_new = std::max(m_raw, raw_max);
+        float factor = emu::steps::rescale(m, m_new, r.exp2);
+        if (r.rescale_arg == emu::RescaleArg::raw)  // exp2(RN(RN(m_old - m_new) c)), the raw maxima
+            factor = m_raw == emu::steps::minus_infinity()
+                         ? 0.0f
+                         : emu::exp2_of(a::mul(a::sub(m_raw, emu::steps::usable_max(m_raw_new)), scale_log2), r.exp2);
+        float sum = 0;
+        std::vector<float> pbar(c1 - c0);
+        std::vector<std::uint32_t> p(c1 - c0);
+        for (std::uint64_t j = 0; j < c1 - c0; ++j) {
+            // P-bar = exp2(RN(t - m)), or with s c - m in one rounding; a masked key's t is -inf
+            pbar[j] = r.exp2_arg == emu::Exp2Arg::fma && seen(c0 + j) && bias[c0 + j] == 0.0f
+                          ? emu::exp2_of(a::fma(raw[j], scale_log2, -emu::steps::usable_max(m_new)), r.exp2)
+                          : emu::exp2_of(a::sub(t[j], emu::steps::usable_max(m_new)), r.exp2);
+            if (!seen(c0 + j)) pbar[j] = 0.0f;
+            sum = a::add(sum, pbar[j]);
+            p[j] = emu::steps::cast_p(pbar[j], r.p_scale, r.p_quant != nullptr ? f32 : *r.p_format);
+        }
+        if (r.p_quant != nullptr) p = mx_blocks(p.data(), p.size(), f32, *r.p_quant, *r.p_format);  // P * S
+        if (quad) {  // lane u: keys 2u, 2u + 1, 2u + 8, 2u + 9, ...; its first fused with the rescale
+            for (std::uint64_t u = 0; u < 4; ++u) {
+                lanes[u] = a::fma(lanes[u], factor, 2 * u < c1 - c0 ? pbar[2 * u] : 0.0f);
+                for (std::uint64_t j = 2 * u + 1; j < c1 - c0; j += (j % 2 == 0 ? 1 : 7))
+                    lanes[u] = a::add(lanes[u], pbar[j]);
+            }
+            l = a::add(a::add(lanes[0], lanes[2]), a::add(lanes[1], lanes[3]));
+        } else {
+            l = a::add(a::mul(l, factor), sum);
+        }
+        m = m_new, m_raw = m_raw_new;
+        for (std::uint64_t c = 0; c < dv; ++c) {
+            const std::uint32_t scaled = bits_of(a::mul(float_from_bits(acc[c]), factor));
+            if (*r.o_accumulator == f32) {
+                acc[c] = pv(p.data(), v + c0 * dv + c, static_cast<long>(dv), static_cast<int>(c1 - c0), scaled);
+            } else {  // the running O rounded to its format after each operation
+                const std::uint32_t product =
+                    pv(p.data(), v + c0 * dv + c, static_cast<long>(dv), static_cast<int>(c1 - c0), 0);
+                auto round = [&](double x) {
+                    return emu::decode(*r.o_accumulator, emu::cast_from_f64(x, *r.o_accumulator, emu::CastOptions{}));
+                };
+                acc[c] = bits_of(
+                    static_cast<float>(round(round(float_from_bits(scaled)) + round(float_from_bits(product)))));
+            }
+        }
+    }
+    const bool torch = r.epilogue == emu::Epilogue::torch_flash, empty = !(l > 0.0f);
+    const float lse_torch = empty ? INFINITY : a::fma(m_raw, sh.scale, emu::cuda_logf(l));
+    RowResult out{std::vector<std::uint32_t>(dv),
+                  torch ? a::mul(lse_torch, emu::steps::log2e) : emu::steps::lse_log2(m, l)};
+    const float factor = torch ? (empty ? 1.0f : a::div(1.0f, l)) : emu::steps::output_factor(l, r.p_scale);
+    emu::CastOptions o;
+    o.saturate = true;
+    for (std::uint64_t c = 0; c < dv; ++c)
+        out.o[c] =
+            static_cast<std::uint32_t>(emu::cast_from_f32(a::mul(float_from_bits(acc[c]), factor), *r.o_format, o));
+    return out;
+}
+
+inline RowResult scalar_online_row(const emu::AttentionRecipe& r, const emu::AttentionShape& sh,
+                                   const emu::AttentionOperands& in, std::uint64_t head, std::uint64_t i) {
+    return scalar_online_row(r, sh, in, head, i, causal_mask(sh));
+}
+
+/// Rows whose O bits or LSE bits differ between the tiled emulator's `f` and the scalar rows.
+inline std::uint64_t scalar_mismatches(const emu::AttentionRecipe& r, const emu::AttentionShape& sh,
+                                       const emu::AttentionOperands& in, const emu::ForwardResult& f,
+                                       const RowMask& mask) {
+    std::uint64_t mismatches = 0;
+    for (std::uint64_t head = 0; head < sh.heads; ++head) {
+        for (std::uint64_t i = 0; i < sh.n_q; ++i) {
+            const RowResult row = scalar_online_row(r, sh, in, head, i, mask);
+            const std::uint64_t at = (head * sh.n_q + i) * sh.d_v;
+            if (!std::equal(row.o.begin(), row.o.end(), f.o.begin() + static_cast<std::ptrdiff_t>(at))) ++mismatches;
+            if (bits_of(row.lse2) != bits_of(f.lse_log2[head * sh.n_q + i])) ++mismatches;
+        }
+    }
+    return mismatches;
+}
+
+inline std::uint64_t scalar_mismatches(const emu::AttentionRecipe& r, const emu::AttentionShape& sh,
+                                       const emu::AttentionOperands& in, const emu::ForwardResult& f) {
+    return scalar_mismatches(r, sh, in, f, causal_mask(sh));
+}
+
+}  // namespace roundscope::test
