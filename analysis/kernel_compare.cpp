@@ -9,6 +9,7 @@
 
 #include "emu/attention/attention_operands.hpp"
 #include "emu/attention/head_inputs.hpp"
+#include "emu/batch/format_dtype.hpp"
 #include "emu/batch/tensor_cast.hpp"
 #include "emu/batch/tensor_decode.hpp"
 #include "emu/numbers/bit_compare.hpp"
@@ -168,6 +169,37 @@ KernelComparison comparison_of(const emu::AttentionShape& shape, const std::vect
 }
 
 }  // namespace
+
+std::string output_format_mismatch(const TensorFile& file, const emu::AttentionRecipe& recipe) {
+    const std::pair<const char*, const emu::Format*> outputs[] = {{"o", recipe.o_format},
+                                                                  {"lse", &emu::f32},
+                                                                  {"dq", recipe.grad_format},
+                                                                  {"dk", recipe.grad_format},
+                                                                  {"dv", recipe.grad_format}};
+    for (const auto& [name, format] : outputs) {
+        const Tensor* t = file.find(name);
+        if (t != nullptr && t->dtype() != emu::dtype_of(*format)) {
+            std::string also;  // presets that write the kernel's dtype
+            for (const emu::AttentionRecipe& p : emu::recipe_presets())
+                if (p.o_format != nullptr && emu::dtype_of(*p.o_format) == t->dtype() && std::string(name) == "o")
+                    also += (also.empty() ? "" : ", ") + p.name;
+            return std::string(name) + " is " + std::string(roundscope::name(t->dtype())) + "; recipe " + recipe.name +
+                   " writes " + std::string(format->name) + (also.empty() ? "" : " (" + also + " write o in it)");
+        }
+    }
+    return {};
+}
+
+void check_kernel_output_shapes(const TensorFile& file, const emu::AttentionInputs& in) {
+    // the recipe's formats made the file's own, so that only the shapes are checked
+    emu::AttentionRecipe own = emu::find_recipe("fa2-bf16");
+    if (const Tensor* o = file.find("o"); o != nullptr && is_floating(o->dtype()))
+        own.o_format = &emu::format_of(o->dtype());
+    for (const char* g : {"dq", "dk", "dv"})
+        if (const Tensor* t = file.find(g); t != nullptr && is_floating(t->dtype()))
+            own.grad_format = &emu::format_of(t->dtype());
+    check_kernel_outputs(file, in, own);
+}
 
 void check_kernel_outputs(const TensorFile& file, const emu::AttentionInputs& in, const emu::AttentionRecipe& recipe) {
     const Tensor* o = file.find("o");

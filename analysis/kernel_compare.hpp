@@ -74,6 +74,15 @@ KernelComparison compare_kernel_rows(const TensorFile& file, const emu::Attentio
 KernelComparison merge_heads(const std::vector<KernelComparison>& heads, const emu::AttentionShape& shape,
                              std::size_t worst_count = 8);
 
+/// Why `recipe` cannot be compared with the file's kernel outputs bit for bit: an output whose
+/// dtype is not the one the recipe writes ("o is float32; recipe fa2-bf16 writes bf16"); empty
+/// where every output's dtype is the recipe's.
+std::string output_format_mismatch(const TensorFile& file, const emu::AttentionRecipe& recipe);
+
+/// check_kernel_outputs without the dtypes: what every recipe needs of the outputs (their
+/// shapes, do beside gradients).
+void check_kernel_output_shapes(const TensorFile& file, const emu::AttentionInputs& in);
+
 /// compare_kernel's checks of the file's outputs alone (an Error as it would give), before any
 /// work: for a caller that runs the comparison later (the report checks every file first).
 void check_kernel_outputs(const TensorFile& file, const emu::AttentionInputs& in, const emu::AttentionRecipe& recipe);

@@ -39,6 +39,7 @@ namespace {
 struct ReportArgs {
     std::string dir, out = "roundscope-report", run_task_key, task_file, shard, tensorboard;
     std::vector<std::string> recipes{"fa2-bf16", "fa3-fp8"};
+    std::vector<std::string> settings;  // --set KEY=VALUE, for every recipe
     int k_sink = 1, threads = 0;
     std::uint64_t leak_tokens = ReportOptions{}.leak_tokens, rows = 0, seed = 0;
     double headroom_within = ReportOptions{}.headroom_emulate_within;
@@ -117,7 +118,12 @@ private:
 
 void report(const ReportArgs& a) {
     ReportOptions options;
-    for (const std::string& name : a.recipes) options.recipes.push_back(emu::find_recipe(name));
+    for (const std::string& name : a.recipes) {
+        emu::AttentionRecipe r = emu::find_recipe(name);
+        for (const std::string& kv : a.settings) emu::apply_setting(r, kv);
+        emu::validate(r);
+        options.recipes.push_back(r);
+    }
     options.k_sink = a.k_sink;
     options.leak_tokens = a.leak_tokens, options.headroom_emulate_within = a.headroom_within;
     options.rows = a.rows, options.seed = a.seed;
@@ -251,6 +257,15 @@ void add_report_command(CLI::App& app) {
     cmd->add_option("--recipe", a->recipes, "Recipes to attribute and compare against (repeatable)")
         ->check(recipe_name())
         ->capture_default_str();
+    cmd->add_option("--set", a->settings,
+                    "KEY=VALUE: change one setting of every recipe given (repeatable; e.g. o_format=f32 to compare "
+                    "a float32 model's dumps)")
+        ->check(accepted_by(
+            [](const std::string& key_value) {
+                emu::AttentionRecipe r;
+                emu::apply_setting(r, key_value);
+            },
+            "KEY=VALUE"));
     cmd->add_option("--k-sink", a->k_sink, "Sink tokens (the first keys) for P-collapse")
         ->check(integer_in(1, 1 << 20))
         ->capture_default_str();

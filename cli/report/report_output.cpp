@@ -86,9 +86,15 @@ struct FileComparison {
     std::optional<std::size_t> file;
     Parts parts;
     std::vector<Parts> groups;
+    std::map<std::string, std::string> skipped;  // recipes not compared, and why
 
-    static void add_parts(Parts& to, const nlohmann::json& compare) {
-        for (const auto& [recipe, part] : compare.items()) to[recipe].push_back(compare_part_from_json(part));
+    void add_parts(Parts& to, const nlohmann::json& compare) {
+        for (const auto& [recipe, part] : compare.items()) {
+            if (part.contains("skipped"))
+                skipped[recipe] = part["skipped"].get<std::string>();
+            else
+                to[recipe].push_back(compare_part_from_json(part));
+        }
     }
     // One head's result: its compare and its groups' (taken out of the result).
     void add(std::size_t f, nlohmann::json& r) {
@@ -114,6 +120,7 @@ struct FileComparison {
         emu::AttentionShape shape;
         shape.heads = f.heads, shape.n_q = f.n_q, shape.n_kv = f.n_kv, shape.d = shape.d_v = f.d;
         nlohmann::json by_recipe = merge(parts, shape);
+        for (const auto& [recipe, why] : skipped) by_recipe[recipe] = {{"skipped", why}};
         nlohmann::json out{{"file", f.relative},
                            {"layer", f.layer ? nlohmann::json(*f.layer) : nlohmann::json()},
                            {"step", f.step ? nlohmann::json(*f.step) : nlohmann::json()},
@@ -124,7 +131,8 @@ struct FileComparison {
             for (const Parts& g : groups) merged_groups.push_back(merge(g, shape));
             out["sampling_error"] = analysis::sampling_errors(by_recipe, merged_groups);
         }
-        file.reset(), parts.clear(), groups.clear();
+        for (const auto& [recipe, why] : skipped) out["compare"][recipe] = {{"skipped", why}};
+        file.reset(), parts.clear(), groups.clear(), skipped.clear();
         return out;
     }
 };

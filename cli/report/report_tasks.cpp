@@ -24,6 +24,7 @@
 #include "cli/analysis_json.hpp"
 #include "cli/command_files.hpp"
 #include "emu/attention/attention_operands.hpp"
+#include "emu/attention/flash_context.hpp"
 #include "emu/attention/head_inputs.hpp"
 #include "emu/attention/row_sample.hpp"
 #include "emu/attention/run_cache.hpp"
@@ -117,10 +118,16 @@ nlohmann::json head_compare(const TensorFile& tensors, const emu::AttentionInput
         r.known_truth = &truths->truth(in, emu::attention_operands(in, *f, t.backward), *f, t);
     }
     nlohmann::json compare;
-    for (const emu::AttentionRecipe& recipe : o.recipes)
+    for (const emu::AttentionRecipe& recipe : o.recipes) {
+        // a recipe that writes other dtypes than the kernel did cannot match it bit for bit: said, not compared
+        if (const std::string why = analysis::output_format_mismatch(tensors, recipe); !why.empty()) {
+            compare[recipe.name] = {{"skipped", why}};
+            continue;
+        }
         compare[recipe.name] = compare_part_json(
             in.query_rows ? analysis::compare_kernel_rows(tensors, file_in, head, in, recipe, r, report_compare_worst)
                           : analysis::compare_kernel_head(tensors, file_in, head, recipe, r, report_compare_worst));
+    }
     return compare;
 }
 
@@ -224,9 +231,13 @@ DumpFile scan_dump(const std::string& path, const std::string& dir, const std::v
         emu::attention_operands(x, emu::f32, x.d_o.has_value());  // every input finite
         return x;
     });
-    // The kernel's outputs the compare task will read: dtypes and shapes each recipe can compare.
-    if (in.o)
-        for (const emu::AttentionRecipe& r : recipes) analysis::check_kernel_outputs(file, in, r);
+    // The kernel's outputs the compare task will read: their shapes (a recipe that writes other
+    // dtypes is not compared: the report says so); and every recipe takes the file's mask.
+    if (in.o) naming_input(path, [&] { analysis::check_kernel_output_shapes(file, in); });
+    for (const emu::AttentionRecipe& r : recipes)
+        naming_input(path, [&] {
+            emu::flash_context(r, emu::attention_shape_of(in, in.causal.value_or(false), in.softmax_scale.value_or(0)));
+        });
     DumpFile f;
     f.path = path;
     f.relative = std::filesystem::path(path).lexically_relative(dir).string();
@@ -303,7 +314,7 @@ nlohmann::json options_json(const ReportOptions& o) {
 
 // What a task's result holds: raised whenever a task computes or stores anything differently,
 // so that a cache written before is not taken for today's results.
-constexpr int task_schema = 10;
+constexpr int task_schema = 11;
 
 std::vector<ReportTask> report_tasks(const std::vector<DumpFile>& files, const ReportOptions& options) {
     const std::string fingerprint =
@@ -331,6 +342,7 @@ nlohmann::json run_task(const DumpFile& file, const ReportTask& task, const Repo
                      {"step", file.step ? nlohmann::json(*file.step) : nlohmann::json()},
                      {"micro_batch", file.micro_batch}};
     j["head"] = task.head;
+    j["kv_head"] = task.head / emu::kv_group(in);  // the key-value head it reads (flattened over the batch)
     j.update(naming_input(file.path, [&] { return head_analyses(tensors, in, task.head, options, threads); }));
     j["digest"] = result_digest(j);
     return j;
@@ -354,7 +366,8 @@ bool is_task_result(const nlohmann::json& j, const ReportTask& task, const DumpF
     if (file.has_o) {
         if (!j.contains("compare") || !j["compare"].is_object()) return false;
         try {
-            for (const auto& [recipe, part] : j["compare"].items()) compare_part_from_json(part);
+            for (const auto& [recipe, part] : j["compare"].items())
+                if (!part.contains("skipped")) compare_part_from_json(part);
         } catch (const Error&) {
             return false;  // recomputed
         }

@@ -17,6 +17,26 @@ AttentionRecipe fa2_bf16() {
     return r;
 }
 
+// FlashAttention-2's tiles for a model held in FP16: every operand, P, O and the gradients in
+// FP16, the products on the sm_90 mma.sync FP16 model.
+AttentionRecipe fa2_f16() {
+    AttentionRecipe r;
+    r.name = "fa2-f16";
+    r.input = r.p_format = r.o_format = r.grad_format = r.ds_format = &f16;
+    return r;
+}
+
+// FlashAttention-2's tiles for a model held in float32 (PyTorch's CPU flash kernel, a float32
+// Triton kernel): every operand, P, O and the gradients in float32; each product element's exact
+// sum rounded once to float32 (product=f64), a model of a float32 GEMM, not of a particular one.
+AttentionRecipe fa2_f32() {
+    AttentionRecipe r;
+    r.name = "fa2-f32";
+    r.input = r.p_format = r.o_format = r.grad_format = r.ds_format = &f32;
+    r.score_product = r.pv_product = r.grad_product = Product::f64;
+    return r;
+}
+
 AttentionRecipe fa3_bf16() {
     AttentionRecipe r;
     r.name = "fa3-bf16";
@@ -83,14 +103,17 @@ AttentionRecipe mxfp4_v(bool fixed) {
     return r;
 }
 
-AttentionRecipe naive(const Format& f) {
+// The non-fused softmax of a model held in `model`: its inputs, P and O in that format, the
+// softmax in `softmax` (naive-f32 and naive-f16: the model's own; naive-bf16: a BF16 model's
+// separate float32 softmax kernel followed by a BF16 matmul). A float32 model's matmuls are
+// exact products summed and rounded once to float32 (product=f64), a model of a float32 GEMM.
+AttentionRecipe naive(const Format& model, const Format& softmax) {
     AttentionRecipe r;
-    r.name = std::string("naive-") + std::string(f.name);
+    r.name = std::string("naive-") + std::string(model.name);
     r.softmax = SoftmaxKind::naive;
-    r.softmax_format = &f;
-    if (f == f16) r.input = r.p_format = r.o_format = &f16;  // an all-FP16 model
-    // naive-f32: the softmax in float32, P cast to BF16 for P V, as a BF16 model's separate
-    // softmax kernel followed by a BF16 matmul does
+    r.softmax_format = &softmax;
+    r.input = r.p_format = r.o_format = &model;
+    if (model == f32) r.score_product = r.pv_product = Product::f64;
     return r;
 }
 
@@ -167,9 +190,10 @@ AttentionRecipe torch_flash_sm90() {
 
 const std::vector<AttentionRecipe>& presets() {
     static const std::vector<AttentionRecipe> all{
-        fa2_bf16(),     fa2_bf16_fixed(), fa2_bf16_o_bf16(), fa2_bf16_torch(),    fa2_bf16_torch_compiled(),
-        fa3_bf16(),     h100_bf16(),      fa3_fp8(),         fp8_forward_order(), fp8_p_cast_only(),
-        mxfp4_v(false), mxfp4_v(true),    naive(f32),        naive(f16),          torch_flash_sm90()};
+        fa2_bf16(),          fa2_bf16_fixed(),  fa2_bf16_o_bf16(), fa2_bf16_torch(), fa2_bf16_torch_compiled(),
+        fa2_f16(),           fa2_f32(),         fa3_bf16(),        h100_bf16(),      fa3_fp8(),
+        fp8_forward_order(), fp8_p_cast_only(), mxfp4_v(false),    mxfp4_v(true),    naive(f32, f32),
+        naive(bf16, f32),    naive(f16, f16),   torch_flash_sm90()};
     return all;
 }
 

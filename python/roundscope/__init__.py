@@ -225,21 +225,34 @@ def _attention_inputs(q, k, v, do=None, **more) -> dict:
     return tensors
 
 
+def _mask_flags(causal_alignment, window_left, window_right, softcap) -> list[str]:
+    """The mask's keyword arguments as the attention commands' flags (None: the default)."""
+    return _commands.flags(causal_alignment=causal_alignment, window_left=window_left, window_right=window_right,
+                           softcap=softcap)
+
+
 def attention(q, k, v, recipe: str = "fa2-bf16", settings: Mapping | None = None, causal: bool = False,
               softmax_scale: float | None = None, backward: bool = False, do=None, truth: bool = False,
-              threads: int = 0) -> dict:
+              attn_mask=None, causal_alignment: str | None = None, window_left: int | None = None,
+              window_right: int | None = None, softcap: float | None = None, threads: int = 0) -> dict:
     """A recipe's flash attention, bit for bit as its kernel computes it (`roundscope attention`).
 
-    q [.., Nq, D], k [.., Nk, D], v [.., Nk, Dv], with ".." nothing, [H] or [B, H]. settings
-    change the preset ({"p_scale": 256, ...}: `roundscope recipes`). Returns {"o", "lse"} and,
-    with backward=True (needs do), "dq", "dk", "dv", "delta"; with truth=True also "errors":
-    each output's max_abs, rms and rel_rms against the exact attention. Arrays come back as torch
-    tensors on q's device where q is a torch tensor."""
-    args, files = _commands.input_arguments(_attention_inputs(q, k, v, do), by_name=True)
+    q [.., Nq, D], k [.., Nk, D], v [.., Nk, Dv], with ".." nothing, [H] or [B, H]; k and v may
+    have fewer heads (grouped-query attention: query head h reads key-value head h // (H / Hkv)).
+    settings change the preset ({"p_scale": 256, ...}: `roundscope recipes`). attn_mask: a
+    boolean (True takes part) or additive mask broadcast over [B, H, Nq, Nk] as PyTorch's
+    scaled_dot_product_attention takes it; causal_alignment "top-left" (PyTorch's is_causal) or
+    "bottom-right" (FlashAttention's, the default) where Nq != Nk; window_left, window_right:
+    FlashAttention's window_size. Returns {"o", "lse"} and, with backward=True (needs do), "dq",
+    "dk", "dv", "delta"; with truth=True also "errors": each output's max_abs, rms and rel_rms
+    against the exact attention. Arrays come back as torch tensors on q's device where q is a
+    torch tensor."""
+    args, files = _commands.input_arguments(_attention_inputs(q, k, v, do, attn_mask=attn_mask), by_name=True)
     _, result, out = _commands.run(
         ["attention", *args, *_commands.flags(recipe=recipe, settings=settings, causal=bool(causal),
                                               softmax_scale=softmax_scale, backward=backward, truth=truth,
                                               threads=_threads(threads)),
+         *_mask_flags(causal_alignment, window_left, window_right, softcap),
          "-o", _commands.OUTPUT, "--json"], files, [_commands.OUTPUT])
     tensors = _arrays.like(q, dict(out[_commands.OUTPUT][0]))
     if truth:
@@ -248,16 +261,22 @@ def attention(q, k, v, recipe: str = "fa2-bf16", settings: Mapping | None = None
 
 
 def truth(q, k, v, do=None, causal: bool = False, softmax_scale: float | None = None, backward: bool = False,
-          intermediates: bool = False, bits: int = 256, reference: bool = False, bias=None,
-          threads: int = 0) -> dict[str, np.ndarray]:
+          intermediates: bool = False, bits: int = 256, reference: bool = False, bias=None, attn_mask=None,
+          causal_alignment: str | None = None, window_left: int | None = None, window_right: int | None = None,
+          softcap: float | None = None, threads: int = 0) -> dict[str, np.ndarray]:
     """Exact attention rounded once to float64 (`roundscope truth`): {"o", "lse"}, with backward
-    "delta", "dq", "dk", "dv", with intermediates "s" and "p". bias: an additive score bias
-    [.., Nq, Nk] (-inf masks a key). Torch tensors on q's device where q is one."""
-    args, files = _commands.input_arguments(_attention_inputs(q, k, v, do, bias=bias), by_name=True)
+    "delta", "dq", "dk", "dv", with intermediates "s" and "p". attn_mask (or bias, its older
+    name, additive only) and the mask's other arguments as attention() takes them; softcap:
+    scores capped as softcap tanh(s / softcap) before the mask. k and v may have fewer heads
+    (grouped-query attention: dk and dv are then the key-value heads'). Torch tensors on q's
+    device where q is one."""
+    args, files = _commands.input_arguments(_attention_inputs(q, k, v, do, bias=bias, attn_mask=attn_mask),
+                                            by_name=True)
     _, _, out = _commands.run(
         ["truth", *args, *_commands.flags(causal=bool(causal), softmax_scale=softmax_scale, backward=backward,
                                           intermediates=intermediates, bits=bits, reference=reference,
                                           threads=_threads(threads)),
+         *_mask_flags(causal_alignment, window_left, window_right, softcap),
          "-o", _commands.OUTPUT, "--json"], files, [_commands.OUTPUT])
     return _arrays.like(q, out[_commands.OUTPUT][0])
 

@@ -17,7 +17,7 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Mapping, Callable, Sequence
 
 from . import _commands
 
@@ -45,21 +45,21 @@ def load_report(out: str | os.PathLike = "roundscope-report") -> dict:
 
 
 def list_tasks(dir: str | os.PathLike, out: str | os.PathLike = "roundscope-report", *,
-               recipe: Sequence[str] | None = None, k_sink: int | None = None, rows: int | None = None,
-               seed: int | None = None) -> list[dict]:
+               recipe: Sequence[str] | None = None, settings: Mapping | None = None, k_sink: int | None = None,
+               rows: int | None = None, seed: int | None = None) -> list[dict]:
     """The report's tasks (`roundscope report --list-tasks`): [{"key", "file", "head"}], one a
     head (a file's compare is gathered from its heads'), in the order --shard counts them."""
-    options = dict(recipe=recipe, k_sink=k_sink, rows=rows, seed=seed)
+    options = dict(recipe=recipe, settings=settings, k_sink=k_sink, rows=rows, seed=seed)
     return _commands.run([*_arguments(dir, out, options), "--list-tasks", "--json"])[1]["tasks"]
 
 
 def run_task(dir: str | os.PathLike, key: str, file: str | os.PathLike | None = None, *,
-             recipe: Sequence[str] | None = None, k_sink: int | None = None, rows: int | None = None,
-             seed: int | None = None, threads: int = 1) -> dict:
+             recipe: Sequence[str] | None = None, settings: Mapping | None = None, k_sink: int | None = None,
+             rows: int | None = None, seed: int | None = None, threads: int = 1) -> dict:
     """One task's result (`roundscope report --run-task KEY`), what OUT/cache/KEY.json holds:
     for an engine of your own. With `file` (the task's, as list_tasks names it) only that file
     is read; a ValueError if it changed since (no such task)."""
-    options = dict(recipe=recipe, k_sink=k_sink, rows=rows, seed=seed)
+    options = dict(recipe=recipe, settings=settings, k_sink=k_sink, rows=rows, seed=seed)
     arguments = [*_arguments(dir, "roundscope-report", options), "--run-task", key]
     if file is not None:
         arguments += ["--task-file", os.fsdecode(file)]
@@ -114,8 +114,8 @@ def _gather(client, arguments, dir, out, options: dict, progress, every: float) 
 
 
 def report(dir: str | os.PathLike, out: str | os.PathLike = "roundscope-report", *,
-           recipe: Sequence[str] | None = None, k_sink: int | None = None, rows: int | None = None,
-           seed: int | None = None, client=None,
+           recipe: Sequence[str] | None = None, settings: Mapping | None = None, k_sink: int | None = None,
+           rows: int | None = None, seed: int | None = None, client=None,
            threads: int = 0, shard: str | None = None, tensorboard: str | os.PathLike | None = None,
            html: bool = True, progress: Callable[[int, int, float], None] | None = print_progress,
            progress_every: float = 10.0) -> dict:
@@ -131,8 +131,9 @@ def report(dir: str | os.PathLike, out: str | os.PathLike = "roundscope-report",
     and return the shard's summary (a call without it gathers). tensorboard: a folder for
     TensorBoard's event files of the figures. rows: each head's analyses on a sample of that
     many query rows (at least 32), drawn from seed, every figure with its sampling error
-    (`--rows`, `--seed`)."""
-    options = dict(recipe=recipe, k_sink=k_sink, rows=rows, seed=seed)
+    (`--rows`, `--seed`). settings: recipe keys changed in every recipe, as --set does (o_format=f32
+    to compare a float32 model's dumps)."""
+    options = dict(recipe=recipe, settings=settings, k_sink=k_sink, rows=rows, seed=seed)
     arguments = _arguments(dir, out, options)
     flags = _commands.flags(shard=shard, tensorboard=None if tensorboard is None else os.fsdecode(tensorboard),
                             no_html=not html and shard is None)

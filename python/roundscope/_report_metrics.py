@@ -176,11 +176,20 @@ def _slim_compare(c):
     keep = ("rel_rms", "matched", "total", "max_ulp", "ulp_histogram")
     errors = c.get("sampling_error", {})
     return {"file": c["file"], "layer": c.get("layer"), "step": c.get("step"),
-            "compare": {recipe: {"outputs": {name: {**{k: o.get(k) for k in keep},
-                                                    "rel_rms_error": number(_dig(errors, (recipe, "outputs", name,
-                                                                                          "rel_rms")))}
-                                             for name, o in x["outputs"].items()}}
+            "compare": {recipe: {"skipped": x["skipped"]} if "skipped" in x else
+                        {"outputs": {name: {**{k: o.get(k) for k in keep},
+                                            "rel_rms_error": number(_dig(errors, (recipe, "outputs", name, "rel_rms")))}
+                                     for name, o in x["outputs"].items()}}
                         for recipe, x in c.get("compare", {}).items()}}
+
+
+def compare_skipped(compare):
+    """(file, recipe, why) for each recipe the report did not compare with a file's kernel
+    outputs (the kernel wrote other dtypes than the recipe does)."""
+    for c in compare:
+        for recipe, x in c.get("compare", {}).items():
+            if "skipped" in x:
+                yield c["file"], recipe, x["skipped"]
 
 
 def read_report(path):

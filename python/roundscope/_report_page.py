@@ -262,8 +262,14 @@ class Page:
                         f'{matched}/{total} ({100 * matched / total:.1f}%)</td><td>{fmt(o.get("max_ulp"))}</td></tr>')
             for b in o.get("ulp_histogram", []):
                 histogram[(recipe, output)][b["ulps"]] += b["count"]
+        skipped = [f'<tr><td class="l">{esc(file)}</td><td class="l">{esc(recipe)}</td><td class="l">{esc(why)}</td></tr>'
+                   for file, recipe, why in rm.compare_skipped(self.compare)]
+        not_compared = ('<p class="note">Not compared (the kernel wrote other dtypes than the recipe does; pass a '
+                        'recipe with its formats, or --set o_format=...):</p><table><thead><tr><th class="l">file</th>'
+                        '<th class="l">recipe</th><th class="l">why</th></tr></thead><tbody>' + "".join(skipped)
+                        + "</tbody></table>") if skipped else ""
         if not rows:
-            return ""
+            return ('<h2 id="compare">The kernel\'s outputs against each recipe</h2>' + not_compared) if skipped else ""
         data = []
         for i, ((recipe, output), bins) in enumerate(sorted(histogram.items())):
             data.append({"type": "bar", "name": f"{recipe}: {output}", "x": list(bins), "y": list(bins.values()),
@@ -274,7 +280,7 @@ class Page:
                 + self.chart("distance from the emulation (all files)", data, "ulps", "values", barmode="group")
                 + '<table><thead><tr><th class="l">file</th><th>layer</th><th>step</th><th class="l">recipe</th>'
                 '<th class="l">output</th><th>rel. rms</th><th>bits equal</th><th>max ulp</th></tr></thead><tbody>'
-                + "".join(rows) + "</tbody></table>")
+                + "".join(rows) + "</tbody></table>" + not_compared)
 
     def sampling_note(self) -> str:
         return _sampling_note(self.r.get("options", {}))

@@ -45,6 +45,7 @@ import math
 import os
 import struct
 import sys
+import warnings
 
 import torch
 import torch.nn.functional as F
@@ -127,6 +128,15 @@ def _write_safetensors_by_hand(path, tensors, metadata):
     os.replace(partial, path)
 
 
+def _compact_mask(mask):
+    """The mask with every broadcast (stride 0) dimension kept at extent 1: a padding mask expanded
+    to [B, H, N, N] is saved as [B, 1, N, N] or [B, 1, 1, N], as the consumers broadcast it back."""
+    for dim in range(mask.dim()):
+        if mask.stride(dim) == 0 and mask.shape[dim] > 1:
+            mask = mask.narrow(dim, 0, 1)
+    return mask.clone().contiguous()
+
+
 def _emulation():
     """The innermost roundscope.torch.emulate block running, if roundscope.torch is in use."""
     module = sys.modules.get("roundscope.torch")
@@ -202,6 +212,10 @@ class AttentionDump:
         F.scaled_dot_product_attention = self.wrap(original, kind="sdpa")
         try:
             yield self
+            if not self._captures and self._layer == 0:
+                warnings.warn(f"roundscope.dump: step {step} called no scaled_dot_product_attention: nothing to dump "
+                              "(nn.MultiheadAttention with need_weights=True, its default, computes attention "
+                              "without it; wrap other kernels with dump.wrap)", stacklevel=3)
         finally:
             F.scaled_dot_product_attention = original
             os.makedirs(self.directory, exist_ok=True)
@@ -214,12 +228,17 @@ class AttentionDump:
             self._micro_batches[step] = self._micro_batch + 1
             self._step, self._captures = None, []
 
-    def wrap(self, attention, kind="custom", positional=()):
+    def wrap(self, attention, kind="custom", positional=(), causal_alignment="bottom-right"):
         """attention(q, k, v, ...) -> o, captured like scaled_dot_product_attention. Keyword
         arguments ending in 'descale' (descale_q, q_descale, ...) are saved as FP8 descale
-        factors; 'is_causal'/'causal' and 'scale'/'softmax_scale' as metadata. `positional`
-        names the arguments after q, k, v in order, for a function that takes them so."""
+        factors; 'is_causal'/'causal', 'scale'/'softmax_scale', FlashAttention's 'window_size'
+        (left, right) and 'softcap' as metadata, 'attn_mask' as a tensor. `positional` names the
+        arguments after q, k, v in order, for a function that takes them so. causal_alignment:
+        where the kernel puts the causal diagonal when Nq != Nk, "bottom-right" (FlashAttention's)
+        or "top-left" (scaled_dot_product_attention's, which the step's own capture records)."""
         positional = tuple(positional)
+        if causal_alignment not in ("bottom-right", "top-left"):
+            raise ValueError(f"causal_alignment: {causal_alignment!r} is not 'bottom-right' or 'top-left'")
 
         def wrapped(q, k, v, *args, **kwargs):
             if self._step is None or self._depth > 0 or _in_backward():
@@ -245,19 +264,22 @@ class AttentionDump:
             extra, self._layer_inputs = self._layer_inputs, {}
             if self.layers is None or layer in self.layers:
                 named = {**dict(zip(positional, args)), **kwargs}
-                self._capture(layer, kind, q, k, v, o, args[len(positional):], named, recipe)
+                self._capture(layer, kind, q, k, v, o, args[len(positional):], named, recipe, causal_alignment)
                 self._captures[-1].tensors.update(extra)
             return o
 
+        # emulate entered inside dump.step rebinds the function: it keeps the capture around its own
+        wrapped.roundscope_rewrap = lambda f: self.wrap(f, kind, positional, causal_alignment)
         return wrapped
 
     # -- internals -------------------------------------------------------------------------------
     def _note_backward(self, grad):
         self._backward_seen = True
-    def _capture(self, layer, kind, q, k, v, o, args, kwargs, recipe):
-        if kind == "sdpa":  # scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, is_causal, scale)
-            names = ["attn_mask", "dropout_p", "is_causal", "scale"]
+    def _capture(self, layer, kind, q, k, v, o, args, kwargs, recipe, causal_alignment):
+        if kind == "sdpa":  # scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa)
+            names = ["attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa"]
             kwargs = {**dict(zip(names, args)), **kwargs}
+            causal_alignment = "top-left"  # torch.ones(L, S).tril(): query i sees keys 0..i
         causal = bool(kwargs.get("is_causal", kwargs.get("causal", False)))
         scale = kwargs.get("scale", kwargs.get("softmax_scale"))
         if scale is None:
@@ -265,8 +287,16 @@ class AttentionDump:
         out = o[0] if isinstance(o, tuple) else o
         tensors = {"q": q.detach().clone(), "k": k.detach().clone(), "v": v.detach().clone(), "o": out.detach().clone()}
         metadata = {**self._metadata, "layer": layer, "step": self._step, "causal": "true" if causal else "false",
-                    "softmax_scale": repr(float(scale)), "source": f"roundscope_dump ({kind})",
-                    "torch_version": torch.__version__, "micro_batch": self._micro_batch}
+                    "causal_alignment": causal_alignment, "softmax_scale": repr(float(scale)),
+                    "source": f"roundscope_dump ({kind})", "torch_version": torch.__version__,
+                    "micro_batch": self._micro_batch}
+        window = kwargs.get("window_size")
+        if window is not None:  # FlashAttention's (left, right), -1 unbounded
+            left, right = (int(x) for x in window)
+            metadata["window_left"], metadata["window_right"] = str(left), str(right)
+        softcap = kwargs.get("softcap")
+        if softcap:
+            metadata["softcap"] = repr(float(softcap))
         if recipe is not None:
             metadata["recipe"] = recipe[0]
             if recipe[1]:
@@ -275,7 +305,7 @@ class AttentionDump:
             tensors["lse"] = o[1].detach().clone()  # flash-attention kernels return (out, lse)
         mask = kwargs.get("attn_mask")
         if mask is not None:
-            tensors["attn_mask"] = mask.detach().clone()
+            tensors["attn_mask"] = _compact_mask(mask.detach())
         dropout = float(kwargs.get("dropout_p", 0.0) or 0.0)
         if dropout:
             metadata["dropout_p"] = repr(dropout)

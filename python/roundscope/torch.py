@@ -13,6 +13,7 @@ from __future__ import annotations
 import collections
 import functools
 import inspect
+import warnings
 from collections.abc import Mapping
 
 import numpy as np
@@ -25,39 +26,42 @@ from . import attention as _attention
 __all__ = ["scaled_dot_product_attention", "sdpa", "emulate"]
 
 class _EmulatedAttention(torch.autograd.Function):
-    """Forward and backward by the emulator (roundscope attention [--backward])."""
+    """Forward and backward by the emulator (roundscope attention [--backward]). The mask is
+    PyTorch's: is_causal aligned top-left, attn_mask broadcast over [B, H, Nq, Nk]; k and v with
+    fewer heads are grouped-query attention, whose dk and dv the emulator sums over each group as
+    the recipe says."""
 
     @staticmethod
-    def forward(ctx, q, k, v, recipe, settings, causal, scale, threads):
-        out = _attention(q, k, v, recipe=recipe, settings=settings, causal=causal, softmax_scale=scale,
-                         threads=threads)
+    def forward(ctx, q, k, v, attn_mask, recipe, settings, causal, scale, threads):
+        options = dict(recipe=recipe, settings=settings, causal=causal, softmax_scale=scale, threads=threads,
+                       attn_mask=attn_mask, causal_alignment="top-left" if causal else None)
+        out = _attention(q, k, v, **options)
         ctx.save_for_backward(q, k, v)
-        ctx.options = (recipe, settings, causal, scale, threads)
+        ctx.options = options
         return out["o"].to(q.dtype)
 
     @staticmethod
     def backward(ctx, grad):
         q, k, v = ctx.saved_tensors
-        recipe, settings, causal, scale, threads = ctx.options
-        out = _attention(q, k, v, recipe=recipe, settings=settings, causal=causal, softmax_scale=scale,
-                         backward=True, do=grad, threads=threads)
+        out = _attention(q, k, v, backward=True, do=grad, **ctx.options)
         grads = [out[n].to(x.dtype) for n, x in (("dq", q), ("dk", k), ("dv", v))]
-        return (*grads, None, None, None, None, None)
+        return (*grads, None, None, None, None, None, None)
 
 
 def _refusal(query, key, value, attn_mask, dropout_p, is_causal, enable_gqa) -> str | None:
     """Why the emulated kernels cannot run this call (None: they can), naming the argument."""
-    if attn_mask is not None:
-        return "attn_mask: the emulated kernels take no mask (is_causal=True masks causally)"
+    if attn_mask is not None and attn_mask.requires_grad:
+        return "attn_mask: a mask that needs a gradient (a learned bias): the emulator gives none"
     if dropout_p != 0.0:
         return f"dropout_p: the emulated kernels have no dropout, not {dropout_p}"
-    if is_causal and query.shape[-2] != key.shape[-2]:
-        return (f"is_causal: {query.shape[-2]} queries against {key.shape[-2]} keys; PyTorch aligns the causal mask "
-                "top-left, the emulated kernels bottom-right, so only Nq = Nk is the same mask")
     if query.dim() > 4:
         return f"query: {query.dim()} dimensions; the emulated kernels take [B, H, N, D], [H, N, D] or [N, D]"
-    if enable_gqa and query.dim() >= 3 and key.shape[-3] != query.shape[-3] and query.shape[-3] % key.shape[-3]:
-        return f"enable_gqa: {query.shape[-3]} query heads are not a multiple of {key.shape[-3]} key heads"
+    if query.dim() >= 3 and key.shape[-3] != query.shape[-3]:
+        if not enable_gqa:
+            return (f"enable_gqa: {query.shape[-3]} query heads against {key.shape[-3]} key heads need "
+                    "enable_gqa=True")
+        if query.shape[-3] % key.shape[-3]:
+            return f"enable_gqa: {query.shape[-3]} query heads are not a multiple of {key.shape[-3]} key heads"
     return None
 
 
@@ -69,24 +73,21 @@ def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: 
     [H, N, D], [N, D]), computed as the kernel of `recipe` computes it (roundscope recipes lists
     them; `settings` change one, as --set does). The inputs are read in their dtype and rounded
     into the recipe's input format as the kernel's caller would; the output and the gradients come
-    back in the inputs' dtypes. is_causal needs Nq = Nk, where PyTorch's mask (top-left) and the
-    kernels' (bottom-right, FlashAttention 2.1+) agree: query i sees keys 0..i.
-    enable_gqa: key and value with fewer heads are repeated per query group, as PyTorch's math
-    path does, and their gradients summed by PyTorch. attn_mask and dropout are refused (the
-    emulated kernels take neither)."""
+    back in the inputs' dtypes. The mask is PyTorch's: is_causal aligned top-left (query i sees
+    keys 0..i, also where Nq != Nk), attn_mask boolean (True takes part) or additive, broadcast
+    over [B, H, Nq, Nk]; a row whose every key is masked gives 0, as PyTorch's math backend does.
+    enable_gqa: key and value with fewer heads, each read by its group of query heads, their
+    gradients summed over the group as the recipe's kernel sums them (in float32, rounded once).
+    Dropout and a mask that needs a gradient are refused (the emulated kernels take neither)."""
     refusal = _refusal(query, key, value, attn_mask, dropout_p, is_causal, enable_gqa)
     if refusal is not None:
         raise ValueError(refusal)
-    return _emulated(query, key, value, is_causal, scale, enable_gqa, recipe, settings, threads)
+    return _emulated(query, key, value, attn_mask, is_causal, scale, recipe, settings, threads)
 
 
-def _emulated(query, key, value, is_causal, scale, enable_gqa, recipe, settings, threads):
+def _emulated(query, key, value, attn_mask, is_causal, scale, recipe, settings, threads):
     """The call, already checked by _refusal, through the emulator."""
-    if enable_gqa and query.dim() >= 3 and key.shape[-3] != query.shape[-3]:
-        groups = query.shape[-3] // key.shape[-3]
-        key = key.repeat_interleave(groups, dim=-3)
-        value = value.repeat_interleave(groups, dim=-3)
-    return _EmulatedAttention.apply(query, key, value, recipe, dict(settings) if settings else None,
+    return _EmulatedAttention.apply(query, key, value, attn_mask, recipe, dict(settings) if settings else None,
                                     bool(is_causal), scale, threads)
 
 
@@ -96,8 +97,10 @@ def sdpa(recipe: str = "fa2-bf16", settings: Mapping | None = None, threads: int
     return functools.partial(scaled_dot_product_attention, recipe=recipe, settings=settings, threads=threads)
 
 
-# PyTorch's own function, whatever F.scaled_dot_product_attention is bound to while emulate runs.
+# PyTorch's own functions, whatever F.scaled_dot_product_attention is bound to while emulate runs.
 _TORCH_SDPA = F.scaled_dot_product_attention
+_TORCH_MHA = F.multi_head_attention_forward
+_MHA_SIGNATURE = inspect.signature(F.multi_head_attention_forward)
 _SDPA_SIGNATURE = inspect.signature(lambda query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
                                     scale=None, enable_gqa=False: None)
 
@@ -129,8 +132,8 @@ class emulate(TorchFunctionMode):
             loss.backward()
         mode.emulated, mode.fallbacks      # 24, Counter({'dropout_p': 2})
 
-    Calls the kernels cannot run (a mask, dropout, causal with Nq != Nk, GQA with a group that
-    does not divide) go by `fallback`: "exact" runs PyTorch's own attention in float64 on the
+    Calls the kernels cannot run (dropout, a mask that needs a gradient, GQA with a group that
+    does not divide, nn.MultiheadAttention returning its weights) go by `fallback`: "exact" runs PyTorch's own attention in float64 on the
     inputs (the exact result within float64's rounding, then rounded once to the inputs' dtype),
     "torch" runs PyTorch's call unchanged, "error" raises the ValueError that names the
     argument. `fallbacks` counts them by that argument. The recipe and settings are checked on
@@ -159,20 +162,44 @@ class emulate(TorchFunctionMode):
 
     def __enter__(self):
         self._rebound = F.scaled_dot_product_attention
-        F.scaled_dot_product_attention = self._attention
+        # inside roundscope.dump's step: the dump goes on capturing, around the emulation
+        rewrap = getattr(self._rebound, "roundscope_rewrap", None)
+        F.scaled_dot_product_attention = self._attention if rewrap is None else rewrap(self._attention)
         _ACTIVE.append(self)
         return super().__enter__()
 
     def __exit__(self, *exc):
         F.scaled_dot_product_attention = self._rebound
         _ACTIVE.remove(self)
+        if exc[0] is None and self.emulated == 0 and not self.fallbacks:
+            warnings.warn("roundscope.torch.emulate: the block called no scaled_dot_product_attention: nothing was "
+                          "emulated (an attention written out in matmuls and softmax is not seen)", stacklevel=2)
         return super().__exit__(*exc)
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         # Every torch call in the block comes here: the common case first and cheap.
+        if func is _TORCH_MHA:
+            self._multi_head_attention(args, kwargs or {})
         if func is not _TORCH_SDPA or self._falling_back:
             return func(*args, **kwargs) if kwargs else func(*args)
         return self._attention(*args, **(kwargs or {}))
+
+    def _multi_head_attention(self, args, kwargs):
+        """nn.MultiheadAttention with need_weights=True (its default) returns the attention weights,
+        so PyTorch computes it with matmuls and softmax in the model's dtype, not through
+        scaled_dot_product_attention: counted as a fallback of that name (warned once a block), or
+        refused with fallback="error". need_weights=False reaches scaled_dot_product_attention and is
+        emulated."""
+        call = _MHA_SIGNATURE.bind(*args, **kwargs).arguments
+        if not call.get("need_weights", True):
+            return
+        message = ("need_weights: nn.MultiheadAttention with need_weights=True computes attention without "
+                   "scaled_dot_product_attention (to return the weights); pass need_weights=False to emulate it")
+        if self.fallback == "error":
+            raise ValueError(f"roundscope.torch.emulate: {message}")
+        if not self.fallbacks["need_weights"]:
+            warnings.warn(f"roundscope.torch.emulate: {message}; it ran as PyTorch computes it", stacklevel=4)
+        self.fallbacks["need_weights"] += 1
 
     def _attention(self, *args, **kwargs):
         """One call of scaled_dot_product_attention, emulated or sent to the fallback."""
@@ -186,8 +213,8 @@ class emulate(TorchFunctionMode):
                            options["dropout_p"], options["is_causal"], options["enable_gqa"])
         if refusal is None:
             self.emulated += 1
-            return _emulated(options["query"], options["key"], options["value"], options["is_causal"],
-                             options["scale"], options["enable_gqa"], self.recipe, self.settings or None, self.threads)
+            return _emulated(options["query"], options["key"], options["value"], options["attn_mask"],
+                             options["is_causal"], options["scale"], self.recipe, self.settings or None, self.threads)
         if self.fallback == "error":
             raise ValueError(f"roundscope.torch.emulate: {refusal}")
         self.fallbacks[refusal.split(":", 1)[0]] += 1

@@ -35,7 +35,10 @@ def test_forward_and_gradients_equal_cli(cli, tmp_path, dtype, recipe, causal):
         assert same_bits(as_format(x.grad, want[name]), want[name]), name
 
 
-def test_gqa_repeats_key_heads_and_sums_their_gradients():
+def test_gqa_reads_key_heads_by_group_and_sums_their_gradients_as_the_kernel_does():
+    """Each key-value head serves its group of query heads (the same bits as the heads repeated);
+    its gradient is the group's per-head gradients (BF16, fa2-bf16's grad_format) summed in
+    float32 and rounded once to BF16, as FlashAttention-2's mha_bwd sums them."""
     g = torch.Generator().manual_seed(2)
     q = torch.randn(1, 4, 32, 16, generator=g, requires_grad=True)
     k, v = (torch.randn(1, 2, 32, 16, generator=g, requires_grad=True) for _ in range(2))
@@ -45,19 +48,26 @@ def test_gqa_repeats_key_heads_and_sums_their_gradients():
     assert torch.equal(o, o2)
     o.sum().backward()
     o2.sum().backward()
-    assert torch.equal(k.grad, expanded[0].grad.reshape(1, 2, 2, 32, 16).sum(2))
+    for grouped, repeated in ((k, expanded[0]), (v, expanded[1])):
+        assert torch.equal(grouped.grad, repeated.grad.reshape(1, 2, 2, 32, 16).sum(2).bfloat16().float())
 
 
-def test_refuses_what_the_kernels_do_not_do():
+def test_refuses_what_the_kernels_do_not_do_and_takes_pytorchs_masks():
     q = torch.randn(1, 1, 8, 16)
-    with pytest.raises(ValueError, match="attn_mask"):
-        rst.scaled_dot_product_attention(q, q, q, attn_mask=torch.zeros(8, 8))
+    with pytest.raises(ValueError, match="attn_mask: a mask that needs a gradient"):
+        rst.scaled_dot_product_attention(q, q, q, attn_mask=torch.zeros(8, 8, requires_grad=True))
     with pytest.raises(ValueError, match="dropout_p"):
         rst.scaled_dot_product_attention(q, q, q, dropout_p=0.1)
-    with pytest.raises(ValueError, match="top-left"):
-        rst.scaled_dot_product_attention(q, torch.randn(1, 1, 12, 16), torch.randn(1, 1, 12, 16), is_causal=True)
     with pytest.raises(ValueError, match="recipe"):
         rst.scaled_dot_product_attention(q, q, q, recipe="fa9")
+    # is_causal with Nq != Nk is PyTorch's top-left mask: query i sees keys 0..i
+    k, v = torch.randn(1, 1, 12, 16), torch.randn(1, 1, 12, 16)
+    tril = torch.ones(8, 12, dtype=torch.bool).tril()
+    assert torch.equal(rst.scaled_dot_product_attention(q, k, v, is_causal=True),
+                       rst.scaled_dot_product_attention(q, k, v, attn_mask=tril))
+    assert not torch.equal(rst.scaled_dot_product_attention(q, k, v, is_causal=True),
+                           rst.scaled_dot_product_attention(q, k, v, attn_mask=torch.ones(8, 12, dtype=torch.bool)
+                                                            .tril(4)))
 
 
 class Tiny(torch.nn.Module):
@@ -150,19 +160,25 @@ def test_emulate_fallbacks():
     mask = torch.rand(24, 24, generator=torch.Generator().manual_seed(1)) > 0.3
     mask.fill_diagonal_(True)
     f = torch.nn.functional.scaled_dot_product_attention
-    with rst.emulate("fa3-fp8") as mode:  # "exact": PyTorch's attention in float64, rounded once
+    with rst.emulate("fa3-fp8") as mode:  # a mask is the emulator's too
         got = _grads(q, k, v, lambda *x: f(*x, attn_mask=mask))
+    assert mode.emulated == 1 and not mode.fallbacks
+    assert _same(got, _grads(q, k, v, lambda *x: rst.scaled_dot_product_attention(*x, attn_mask=mask, recipe="fa3-fp8")))
+    bias = torch.randn(24, 24, generator=torch.Generator().manual_seed(2)).requires_grad_()  # a learned bias
+    with rst.emulate("fa3-fp8") as mode:  # "exact": PyTorch's attention in float64, rounded once
+        got = _grads(q, k, v, lambda *x: f(*x, attn_mask=bias))
     assert mode.emulated == 0 and mode.fallbacks == {"attn_mask": 1}
-    want = _grads(q, k, v, lambda *x: f(*(t.double() for t in x), attn_mask=mask).float())
+    want = _grads(q, k, v, lambda *x: f(*(t.double() for t in x), attn_mask=bias.double()).float())
     assert _same(got, want)
     with rst.emulate("fa3-fp8", fallback="torch") as mode:
-        got = _grads(q, k, v, lambda *x: f(*x, attn_mask=mask))
-    assert _same(got, _grads(q, k, v, lambda *x: f(*x, attn_mask=mask))) and mode.fallbacks == {"attn_mask": 1}
+        got = _grads(q, k, v, lambda *x: f(*x, attn_mask=bias))
+    assert _same(got, _grads(q, k, v, lambda *x: f(*x, attn_mask=bias))) and mode.fallbacks == {"attn_mask": 1}
     with rst.emulate("fa3-fp8", fallback="error"), pytest.raises(ValueError, match=r"^roundscope.torch.emulate: "
                                                                                    r"attn_mask: "):
-        f(q, k, v, attn_mask=mask)
-    with rst.emulate("fa3-fp8", fallback="error"), pytest.raises(ValueError, match="is_causal: 24 queries against 12"):
+        f(q, k, v, attn_mask=bias)
+    with rst.emulate("fa3-fp8", fallback="error") as mode:  # PyTorch's top-left mask where Nq != Nk
         f(q, k[..., :12, :], v[..., :12, :], is_causal=True)
+    assert mode.emulated == 1
     assert torch.nn.functional.scaled_dot_product_attention is f  # rebound back after an exception too
     # nn.TransformerEncoderLayer at its default dropout trains: its attention goes to the fallback
     layer = torch.nn.TransformerEncoderLayer(16, 2, 32, batch_first=True)
