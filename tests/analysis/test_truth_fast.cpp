@@ -14,6 +14,7 @@
 #include "analysis/synthetic_attention.hpp"
 #include "analysis/truth/attention_truth.hpp"
 #include "analysis/truth/double_double.hpp"
+#include "emu/attention/head_inputs.hpp"
 #include "emu/numbers/round.hpp"
 
 using namespace roundscope;
@@ -260,4 +261,105 @@ TEST_CASE("Fast truth backward takes an undecided row's gradient from the refere
     CHECK(fast.fast_heads == 1);
     CHECK(fast.reference_rows < spec.n);
     check_same_bits(fast, attention_truth_reference(*found, o));
+}
+
+namespace {
+
+// `in` with k and v cut to every `group`-th head (the key-value heads a grouped-query model holds).
+emu::AttentionInputs grouped(const emu::AttentionInputs& in, std::uint64_t group) {
+    emu::AttentionInputs g = in;
+    auto every = [&](const Tensor& t, std::uint64_t rows, std::uint64_t cols) {
+        Tensor out = Tensor::zeros(t.name(), t.dtype(), {in.heads / group, rows, cols});
+        for (std::uint64_t h = 0; h < in.heads / group; ++h)
+            for (std::uint64_t x = 0; x < rows * cols; ++x)
+                out.set_bits_at(h * rows * cols + x, t.bits_at(h * group * rows * cols + x));
+        return out;
+    };
+    g.k = every(in.k, in.n_kv, in.d), g.v = every(in.v, in.n_kv, in.d_v);
+    g.kv_heads = in.heads / group;
+    return g;
+}
+
+}  // namespace
+
+TEST_CASE("Truth under grouped-query attention: each query head as if its key-value head were its own, dK and "
+          "dV the group's exact sums; fast equals reference bit for bit",
+          "[truth][fast][gqa]") {
+    const std::uint64_t group = GENERATE(3, 6);
+    const bool causal = GENERATE(false, true);
+    emu::AttentionInputs full = make(Case{6, 20, 28, 16, 16, 1.5, false}, 77 + group);
+    const emu::AttentionInputs gqa = grouped(full, group);
+    // the same problem with the key-value heads repeated to every query head
+    emu::AttentionInputs repeated = gqa;
+    repeated.k = emu::kv_per_query_head(gqa).k, repeated.v = emu::kv_per_query_head(gqa).v;
+    repeated.kv_heads = 0;
+    TruthOptions o;
+    o.causal = causal, o.backward = true, o.intermediates = true;
+    const AttentionTruth fast = attention_truth(gqa, o), reference = attention_truth_reference(gqa, o);
+    INFO("group " << group << " causal " << causal);
+    check_same_bits(fast, reference);
+    CHECK(fast.kv_heads == 6 / group);
+    REQUIRE(fast.dk.size() == 6 / group * 28 * 16);
+    const AttentionTruth each = attention_truth(repeated, o);
+    CHECK(same_bits(fast.o, each.o));
+    CHECK(same_bits(fast.lse, each.lse));
+    CHECK(same_bits(fast.dq, each.dq));
+    CHECK(same_bits(fast.delta, each.delta));
+    // dK: the exact sum, rounded once, lies within half an ulp of the sum of the heads' exact
+    // values, each of which lies within half an ulp of its rounded value: within (g + 1) / 2 ulps
+    // of the rounded values' sum, and it is not that sum's rounding everywhere
+    std::uint64_t differs = 0;
+    for (std::uint64_t kv = 0; kv < 6 / group; ++kv) {
+        for (std::uint64_t x = 0; x < 28 * 16; ++x) {
+            double sum = 0, ulps = 0;
+            for (std::uint64_t h = kv * group; h < (kv + 1) * group; ++h) {
+                sum += each.dk[h * 28 * 16 + x];
+                ulps += std::fabs(std::nextafter(each.dk[h * 28 * 16 + x], INFINITY) - each.dk[h * 28 * 16 + x]);
+            }
+            const double got = fast.dk[kv * 28 * 16 + x];
+            CHECK(std::fabs(got - sum) <= ulps + std::fabs(std::nextafter(got, INFINITY) - got));
+            differs += got != sum;
+        }
+    }
+    CHECK(differs > 0);
+}
+
+TEST_CASE("Truth with every mask kind: a window and a top-left diagonal are their -inf bias, fast equals reference",
+          "[truth][fast][mask]") {
+    emu::AttentionInputs in = make(Case{2, 18, 30, 16, 16, 1.5, false}, 91);
+    struct Kind {
+        bool causal, top_left;
+        std::int64_t left, right;
+    };
+    const Kind k = GENERATE(Kind{true, true, -1, -1}, Kind{false, false, 5, 2}, Kind{true, false, 7, -1},
+                            Kind{true, true, 3, 0});
+    emu::AttentionInputs banded = in;
+    banded.mask.alignment = k.top_left ? emu::Alignment::top_left : emu::Alignment::bottom_right;
+    banded.mask.window_left = k.left, banded.mask.window_right = k.right;
+    // the same band written as an additive float64 bias of 0 and -inf, no causal flag
+    emu::AttentionInputs biased = in;
+    std::vector<double> b(in.n_q * in.n_kv);
+    for (std::uint64_t i = 0; i < in.n_q; ++i) {
+        const std::int64_t p = static_cast<std::int64_t>(i) + (k.top_left ? 0 : 30 - 18);
+        for (std::uint64_t j = 0; j < in.n_kv; ++j) {
+            const auto jj = static_cast<std::int64_t>(j);
+            const bool seen = (!k.causal || jj <= p) && (k.right < 0 || jj <= p + k.right) &&
+                              (k.left < 0 || jj >= p - k.left);
+            b[i * in.n_kv + j] = seen ? 0.0 : -std::numeric_limits<double>::infinity();
+        }
+    }
+    Tensor t = Tensor::of_bits("bias", DType::f64, {in.n_q, in.n_kv}, b);
+    biased.mask.dense.emplace_back(t, 1, 2, in.n_q, in.n_kv, "tensor 'bias'");
+    TruthOptions o;
+    o.backward = true, o.intermediates = true;
+    TruthOptions with_causal = o;
+    with_causal.causal = k.causal;
+    const AttentionTruth band = attention_truth(banded, with_causal), dense = attention_truth(biased, o);
+    INFO("causal " << k.causal << " top-left " << k.top_left << " window " << k.left << ", " << k.right);
+    CHECK(same_bits(band.o, dense.o));
+    CHECK(same_bits(band.lse, dense.lse));
+    CHECK(same_bits(band.dq, dense.dq));
+    CHECK(same_bits(band.dk, dense.dk));
+    CHECK(same_bits(band.dv, dense.dv));
+    check_same_bits(band, attention_truth_reference(banded, with_causal));
 }

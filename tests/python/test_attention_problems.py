@@ -193,3 +193,24 @@ def test_emulate_runs_masks_and_groups_natively(tmp_path):
         assert rel < 2 ** -8, (kwargs.keys(), rel)
         assert k.grad.shape == k.shape
         q.grad = k.grad = v.grad = None
+
+
+def test_grouped_heads_give_the_figures_of_their_key_value_heads_repeated(cli, tmp_path):
+    """What changes when a dump holds the model's key-value heads rather than repeated ones: no
+    head's figure (each query head reads the same keys and values), only dK and dV, which are the
+    key-value heads' sums."""
+    path = dump_block(tmp_path / "grouped", torch.bfloat16)
+    t, meta = load_file(path), rs.read_metadata(path)
+    for name in ("k", "v"):
+        t[name] = t[name].repeat_interleave(H // HKV, 1).contiguous()
+    del t["dk"], t["dv"]
+    meta.pop("enable_gqa")
+    (tmp_path / "repeated").mkdir()
+    save_file(t, tmp_path / "repeated" / "step0_layer0.safetensors", metadata=meta)
+    heads = {}
+    for kind in ("grouped", "repeated"):
+        cli.json("report", tmp_path / kind, "-o", tmp_path / f"r-{kind}", "--no-html", "--leak-tokens", "16")
+        report = json.loads((tmp_path / f"r-{kind}" / "report.json").read_text())
+        layer = json.loads((tmp_path / f"r-{kind}" / report["layers"][0]["file"]).read_text())
+        heads[kind] = [{k: v for k, v in h.items() if k not in ("task", "digest", "kv_head")} for h in layer["heads"]]
+    assert heads["grouped"] == heads["repeated"]
