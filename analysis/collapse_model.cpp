@@ -57,7 +57,9 @@ RowModel row_model(const double* qi, const std::vector<double>& k, std::uint64_t
         if (!live[j]) continue;
         double dot = 0;
         for (std::uint64_t c = 0; c < d; ++c) dot += qi[c] * k[j * d + c];
-        s[j] = o.softmax_scale * dot + mask;
+        s[j] = o.softmax_scale * dot;
+        if (o.shape.softcap != 0) s[j] = o.shape.softcap * std::tanh(s[j] / o.shape.softcap);  // capped first
+        s[j] += mask;
         (j < o.k_sink ? sink_scores : rest_scores).push_back(s[j]);
     }
     if (rest_scores.empty()) return r;

@@ -10,6 +10,7 @@
 #include "emu/attention/head_inputs.hpp"
 #include "emu/batch/tensor_decode.hpp"
 #include "emu/numbers/unpack.hpp"
+#include "lib/error.hpp"
 #include "lib/parallel.hpp"
 
 namespace roundscope::analysis {
@@ -88,7 +89,9 @@ HeadroomResult headroom(const emu::AttentionInputs& given, const HeadroomOptions
                 double dot = 0;
                 for (std::uint64_t c = 0; c < sh.d; ++c)
                     dot += q[(head * sh.n_q + i) * sh.d + c] * k[(head * sh.n_kv + j) * sh.d + c];
-                s[j] = dot * sh.scale + mask;
+                s[j] = dot * sh.scale;
+                if (sh.softcap != 0) s[j] = sh.softcap * std::tanh(s[j] / sh.softcap);  // capped, then masked
+                s[j] += mask;
                 m = std::max(m, s[j]);
             }
             double sum = 0;
@@ -119,9 +122,14 @@ HeadroomResult headroom(const emu::AttentionInputs& given, const HeadroomOptions
         }
         r.formats.push_back(h);
         if (!(h.min_naive_margin < o.emulate_within)) continue;
+
         emu::ForwardOptions fo;
         fo.threads = o.threads, fo.runs = o.runs;
         for (const auto kind : {emu::SoftmaxKind::naive_unshifted, emu::SoftmaxKind::naive, emu::SoftmaxKind::online}) {
+            if (sh.softcap != 0 && kind != emu::SoftmaxKind::online) {  // the non-fused kernels take no cap
+                r.note = "under a soft cap the naive softmaxes are not emulated (their kernels take none)";
+                continue;
+            }
             const emu::AttentionRecipe recipe = softmax_in(*f, kind);
             const emu::ForwardResult out =
                 emu::flash_forward(recipe, sh, emu::attention_operands(in, *recipe.input, false), fo);

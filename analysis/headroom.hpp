@@ -54,6 +54,7 @@ struct FormatHeadroom {
 struct HeadroomResult {
     std::vector<RowHeadroom> rows;
     std::vector<FormatHeadroom> formats;
+    std::string note;  // what was not run and why (empty: everything asked ran)
 };
 
 HeadroomResult headroom(const emu::AttentionInputs& in, const HeadroomOptions& options);

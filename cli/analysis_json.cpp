@@ -190,6 +190,7 @@ nlohmann::json headroom_json(const analysis::HeadroomResult& r, bool with_rows) 
                            {"emulated_shifted_zero_rows", json_count(f.emulated_shifted_zero_rows)},
                            {"emulated_online_zero_rows", json_count(f.emulated_online_zero_rows)}});
     nlohmann::json j{{"rows_total", r.rows.size()}, {"formats", formats}};
+    if (!r.note.empty()) j["note"] = r.note;
     if (with_rows) {
         for (const auto& x : r.rows)
             rows.push_back({{"head", x.head},

@@ -70,6 +70,10 @@ enum class DeltaKind : std::uint8_t {
 };
 
 /// The order of delta's float32 sum over the head dimension.
+// How a soft cap's tanh is rounded (softcap.hpp): correctly, to float32. FlashAttention's
+// cutlass::fast_tanh is the GPU's tanh.approx.f32, which no capture has modelled yet.
+enum class SoftcapTanh : std::uint8_t { exact };
+
 enum class DeltaSum : std::uint8_t {
     sequential,  // c = 0, 1, ...
     lanes16,     // Inductor's AVX-512 reduction over 16 float lanes, then their tree
@@ -111,6 +115,7 @@ struct AttentionRecipe {
     bool diagonal_fix = false;  // the diagonal tile of P multiplies unquantized V
     const Format* o_format = &bf16;
     Epilogue epilogue = Epilogue::fa2;
+    SoftcapTanh softcap_tanh = SoftcapTanh::exact;  // where the problem caps its scores
     int split_kv_sms = 0;                // > 0: split KV where PyTorch's flash would on a GPU of this many SMs
                                          // (num_splits_heuristic), its split kernel and combine (flash_split_kv.hpp)
     const Format* o_accumulator = &f32;  // the running O: f32 (kernels), or e.g. bf16 where each

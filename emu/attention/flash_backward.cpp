@@ -107,11 +107,19 @@ TileGradients tile_gradients(const FlashContext& ctx, const BackwardModels& mode
         for (std::uint64_t j = 0; j < n; ++j) {
             const std::uint64_t at = r * n + j;
             const bool seen = keys.begin + j < visible;
-            const steps::BackwardElement e =
-                compiled ? torch_compiled::backward_element(s[at], dp[at], seen, h.lse[i], delta,
+            // under a soft cap the score is T = capped_score(s), and dS is multiplied by its derivative
+            const float t = ctx.softcapped ? capped_score(float_from_bits(s[at]), ctx.softcap) : 0.0f;
+            const std::uint32_t score = ctx.softcapped ? bits_of(t) : s[at];
+            steps::BackwardElement e =
+                compiled ? torch_compiled::backward_element(score, dp[at], seen, h.lse[i], delta,
                                                             static_cast<float>(sh.scale), g)
-                         : steps::backward_element(s[at], dp[at], seen, h.lse2[i], delta, ctx.scale_log2, ctx.exp2, g,
+                         : steps::backward_element(score, dp[at], seen, h.lse2[i], delta, ctx.scale_log2, ctx.exp2, g,
                                                    ctx.recipe.exp2_arg, bias.empty() ? 0.0f : bias[at]);
+            if (ctx.softcapped) {
+                const float ds = a::mul(steps::d_score(e.p, float_from_bits(dp[at]), delta),
+                                        capped_score_derivative(t, ctx.softcap));
+                e.ds_cast = steps::saturating_cast(ds, g);
+            }
             if (p_times_dp != nullptr) (*p_times_dp)[at] = a::mul(e.p, float_from_bits(dp[at]));
             out.p_cast[at] = e.p_cast, out.ds_cast[at] = e.ds_cast;
         }
@@ -216,7 +224,7 @@ BackwardResult flash_backward(const AttentionRecipe& recipe, const AttentionShap
     const std::vector<Span> row_blocks = blocks_of(shape.n_q, recipe.block_m);
     const std::vector<Span> key_blocks = blocks_of(shape.n_kv, ctx.recipe.block_n);
     // the kernels scale dK and dQ at the end; the compiled softmax's dS holds the scale already
-    const float dk_dq_scale = recipe.softmax == SoftmaxKind::compiled_torch ? 1.0f : static_cast<float>(shape.scale);
+    const float dk_dq_scale = recipe.softmax == SoftmaxKind::compiled_torch ? 1.0f : ctx.dk_dq_scale();
     const std::uint64_t d = shape.d, dv = shape.d_v, nq = shape.n_q, nk = shape.n_kv;
     for (std::uint64_t head = 0; head < shape.heads; ++head) {
         const std::uint64_t kv = head / group;

@@ -63,11 +63,10 @@ namespace {
 void check_mask(const FlashContext& ctx) {
     const AttentionShape& s = ctx.shape;
     const AttentionRecipe& r = ctx.recipe;
-    if (s.softcap != 0)
-        throw Error(
-            fmt::format("recipe '{}': soft-capped scores (softcap = {}) are not emulated yet; the ground "
-                        "truth (roundscope truth) takes them",
-                        r.name, s.softcap));
+    if (s.softcap != 0 && (r.softmax != SoftmaxKind::online || r.epilogue != Epilogue::fa2))
+        throw Error(fmt::format("recipe '{}': soft-capped scores (softcap = {}) are FlashAttention's (the online "
+                                "softmax with its own epilogue); this recipe's kernel takes none",
+                                r.name, s.softcap));
     if (!has_key_bias(s)) return;  // a prefix of the keys, which every softmax takes
     if (r.softmax == SoftmaxKind::online_torch || r.softmax == SoftmaxKind::compiled_torch)
         throw Error(
@@ -110,6 +109,11 @@ FlashContext flash_context(const AttentionRecipe& recipe, const AttentionShape& 
     ctx.scale_log2 = recipe.scale_log2 == ScaleLog2::f64
                          ? static_cast<float>(static_cast<double>(scale) * 1.4426950408889634074)  // M_LOG2E
                          : steps::scale_log2(scale);
+    if (shape.softcap != 0) {  // the softmax's constant is the cap's
+        ctx.softcapped = true;
+        ctx.softcap = softcap_constants(scale, static_cast<float>(shape.softcap));
+        ctx.scale_log2 = ctx.softcap.scale_log2;
+    }
     ctx.exp2 = recipe.exp2;
     // under p_quant the row step leaves P * S in float32 for the block quantization
     const Format& p_step = recipe.p_quant != nullptr ? f32 : *recipe.p_format;

@@ -11,6 +11,7 @@
 #include "emu/attention/attention_recipe.hpp"
 #include "emu/attention/attention_steps.hpp"
 #include "emu/attention/flash_attention.hpp"
+#include "emu/attention/softcap.hpp"
 #include "emu/attention/torch_softmax.hpp"
 #include "emu/mma/mma_model.hpp"
 
@@ -37,6 +38,12 @@ struct FlashContext {
     int splits = 1;
     Span split_keys{0, ~std::uint64_t{0}};
     bool split_pass = false;
+    // A soft cap (softcap.hpp): the score product becomes capped_score(s) before the softmax,
+    // whose constant is then softcap.scale_log2.
+    bool softcapped = false;
+    SoftcapConstants softcap{};
+    /// What dQ and dK are multiplied by at the end: the scale, or under a soft cap the cap.
+    float dk_dq_scale() const { return softcapped ? softcap.cap : shape.scale; }
 
     /// Keys [0, visible(i)) may be seen by query row i: the end of its band (attention_mask.hpp).
     std::uint64_t visible(std::uint64_t i) const;

@@ -106,7 +106,9 @@ void online_tile(const FlashContext& ctx, const ForwardModels& models, const Hea
     const bool compiled = ctx.recipe.softmax == SoftmaxKind::compiled_torch;
     const bool torch = compiled || ctx.recipe.softmax == SoftmaxKind::online_torch;
     const Format& running = *ctx.recipe.o_accumulator;
-    const std::vector<std::uint32_t> s = score_tile(ctx, models.score, h, b.rows, keys);
+    std::vector<std::uint32_t> s = score_tile(ctx, models.score, h, b.rows, keys);
+    if (ctx.softcapped)
+        for (std::uint32_t& x : s) x = bits_of(capped_score(float_from_bits(x), ctx.softcap));
     const std::vector<float> bias = ctx.tile_bias(head, b.rows, keys);  // empty: none (the torch steps take none)
     std::vector<std::uint32_t> p_cast(b.rows.size() * n);
     for (std::uint64_t row = 0; row < b.rows.size(); ++row) {

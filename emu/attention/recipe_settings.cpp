@@ -36,6 +36,7 @@ constexpr NamedValues<DeltaKind, 3> delta_names{
     {{{DeltaKind::stored_o, "o-stored"}, {DeltaKind::f32_o, "o-f32"}, {DeltaKind::p_dp, "p-dp"}}}};
 constexpr NamedValues<DeltaSum, 3> delta_sum_names{
     {{{DeltaSum::sequential, "sequential"}, {DeltaSum::lanes16, "lanes16"}, {DeltaSum::lanes32, "lanes32"}}}};
+constexpr NamedValues<SoftcapTanh, 1> softcap_tanh_names{{{{SoftcapTanh::exact, "exact"}}}};
 constexpr NamedValues<bool, 2> grad_rounding_names{{{{false, "nearest"}, {true, "stochastic"}}}};
 constexpr NamedValues<bool, 2> switch_names{{{{false, "off"}, {true, "on"}}}};
 constexpr NamedValues<Product, 2> product_names{{{{Product::model, "model"}, {Product::f64, "f64"}}}};
@@ -160,6 +161,7 @@ const std::vector<Setting>& settings() {
         named_setting<&R::diagonal_fix, switch_names>("diagonal_fix"),
         format_setting<&R::o_format>("o_format", "a format"),
         named_setting<&R::epilogue, epilogue_names>("epilogue"),
+        named_setting<&R::softcap_tanh, softcap_tanh_names>("softcap_tanh"),
         integer_setting<&R::split_kv_sms, 0, 1024>(
             "split_kv_sms", "SMs of the GPU whose split-KV choice PyTorch's flash path follows (0: never split)"),
         format_setting<&R::o_accumulator>("o_accumulator", "a format (the running O)"),

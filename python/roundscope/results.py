@@ -116,7 +116,11 @@ class HeadroomRow(TypedDict):
     lse: Number
 
 
-class HeadroomResult(TypedDict):
+class _HeadroomMore(TypedDict, total=False):
+    note: str  # what was not run and why (a soft cap: the naive softmaxes)
+
+
+class HeadroomResult(_HeadroomMore):
     rows_total: int
     formats: List[HeadroomFormat]
     rows: List[HeadroomRow]

@@ -14,6 +14,7 @@
 #include "emu/attention/attention_steps.hpp"
 #include "emu/attention/flash_attention.hpp"
 #include "emu/attention/libdevice_math.hpp"
+#include "emu/attention/softcap.hpp"
 #include "emu/block/block_format.hpp"
 #include "emu/mma/fused_dot_add.hpp"
 #include "emu/mma/mma_model.hpp"
@@ -100,7 +101,10 @@ inline RowResult scalar_online_row(const emu::AttentionRecipe& r, const emu::Att
     }
     auto seen = [&](std::uint64_t j) { return bias[j] != emu::steps::minus_infinity(); };
     // The constant c, and the row's state: max m (log2 units), raw max, sum l or four lanes' sums.
-    const float scale_log2 = r.scale_log2 == emu::ScaleLog2::f64
+    // under a soft cap (FlashAttention-2's): the score tanh(RN(s RN(scale / cap))), the constant RN(cap log2 e)
+    const emu::SoftcapConstants cap = emu::softcap_constants(sh.scale, static_cast<float>(sh.softcap));
+    const float scale_log2 = sh.softcap != 0 ? cap.scale_log2
+                             : r.scale_log2 == emu::ScaleLog2::f64
                                  ? static_cast<float>(static_cast<double>(sh.scale) * 1.4426950408889634074)
                                  : emu::steps::scale_log2(sh.scale);
     const bool quad = r.row_sum == emu::RowSum::quad_ffma;
@@ -120,7 +124,8 @@ inline RowResult scalar_online_row(const emu::AttentionRecipe& r, const emu::Att
         float block_max = emu::steps::minus_infinity(), raw_max = emu::steps::minus_infinity();
         for (std::uint64_t j = c0; j < c1; ++j) {
             std::vector<std::uint32_t> kj(k + j * d, k + (j + 1) * d);
-            const float s = float_from_bits(score(q, kj.data(), 1, static_cast<int>(d), 0));
+            const float product = float_from_bits(score(q, kj.data(), 1, static_cast<int>(d), 0));
+            const float s = sh.softcap != 0 ? emu::tanh_rn(a::mul(product, cap.score_factor)) : product;
             raw[j - c0] = s;
             const float sc = a::mul(s, scale_log2);
             t[j - c0] = !seen(j) ? emu::steps::minus_infinity() : bias[j] == 0.0f ? sc : a::add(sc, bias[j]);

@@ -289,8 +289,37 @@ TEST_CASE("What a recipe cannot take is refused, naming the recipe and the reaso
     const MaskCase alibi = mask_case(3, 1);
     CHECK_THROWS_WITH(flash_forward(find_recipe("torch-flash-sm90"), alibi.shape, in, 2),
                       Catch::Contains("recipe 'torch-flash-sm90'") && Catch::Contains("exp2_arg=fma"));
-    AttentionShape capped = attention_shape(1, 8, 8, 16, false);
+}
+
+TEST_CASE("Soft-capped scores: the emulator equals the scalar reference for every online preset that takes them, "
+          "with masks too",
+          "[flash][softcap]") {
+    for (const AttentionRecipe& preset : recipe_presets()) {
+        if (preset.softmax != SoftmaxKind::online || preset.v_quant != nullptr || preset.max_adjust) continue;
+        for (const int kind : {4, 0, 5}) {  // top-left causal, a boolean mask, a window
+            AttentionRecipe r = preset;
+            apply_setting(r, "block_m=32");
+            apply_setting(r, "block_n=32");
+            MaskCase c = mask_case(kind, 2);
+            c.shape.softcap = 2.5;  // below the scores' spread: the cap bites
+            const AttentionOperands in = random_operands(c.shape, *r.input, 31 + kind, 3.0);
+            INFO(r.name << ": " << c.name);
+            if (r.epilogue != Epilogue::fa2) {
+                CHECK_THROWS_WITH(flash_forward(r, c.shape, in, 2), Catch::Contains("soft-capped"));
+                continue;
+            }
+            const ForwardResult f = flash_forward(r, c.shape, in, 2);
+            CHECK(test::scalar_mismatches(r, c.shape, in, f, c.reference) == 0);
+            AttentionShape uncapped = c.shape;
+            uncapped.softcap = 0;
+            CHECK(flash_forward(r, uncapped, in, 2).o != f.o);
+        }
+    }
+    const MaskCase plain = mask_case(4, 1);
+    AttentionShape capped = plain.shape;
     capped.softcap = 30;
-    CHECK_THROWS_WITH(flash_forward(find_recipe("fa2-bf16"), capped, random_operands(capped, bf16, 1), 1),
-                      Catch::Contains("softcap"));
+    const AttentionOperands in = random_operands(capped, bf16, 2);
+    for (const char* name : {"fa2-bf16-torch", "naive-f32"})
+        CHECK_THROWS_WITH(flash_forward(find_recipe(name), capped, random_operands(capped, *find_recipe(name).input, 2), 1),
+                          Catch::Contains(std::string("recipe '") + name + "'") && Catch::Contains("soft-capped"));
 }
