@@ -18,7 +18,8 @@ own SDPA.
     # roundscope report dumps
 
 Soft-capped attention (Gemma 2's `softcap`) is refused with a ValueError: scaled_dot_product_
-attention has no soft cap, and roundscope's emulated kernels do not cap scores yet.
+attention has no soft cap to pass it through (roundscope.torch.scaled_dot_product_attention takes
+`softcap=`, and dump.wrap records a kernel's `softcap` argument).
 """
 from __future__ import annotations
 
@@ -38,7 +39,8 @@ def attention(module, query, key, value, attention_mask, dropout: float = 0.0, s
     D], attention_mask boolean [B, 1, Nq, Nk] (True takes part) or additive, or None where the
     mask is causal alone. Returns (output [B, Nq, H, D], None): no attention weights."""
     if kwargs.get("softcap") is not None:
-        raise ValueError("softcap: roundscope's attention does not cap scores (use attn_implementation='eager')")
+        raise ValueError("softcap: scaled_dot_product_attention takes no soft cap, so roundscope's attention cannot "
+                         "pass it on (use attn_implementation='eager')")
     if kwargs.get("output_attentions", False):
         raise ValueError("output_attentions: roundscope's attention returns no attention weights")
     if kwargs.get("position_bias") is not None:

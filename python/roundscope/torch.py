@@ -32,9 +32,9 @@ class _EmulatedAttention(torch.autograd.Function):
     the recipe says."""
 
     @staticmethod
-    def forward(ctx, q, k, v, attn_mask, recipe, settings, causal, scale, threads):
+    def forward(ctx, q, k, v, attn_mask, recipe, settings, causal, scale, threads, softcap):
         options = dict(recipe=recipe, settings=settings, causal=causal, softmax_scale=scale, threads=threads,
-                       attn_mask=attn_mask, causal_alignment="top-left" if causal else None)
+                       attn_mask=attn_mask, causal_alignment="top-left" if causal else None, softcap=softcap)
         out = _attention(q, k, v, **options)
         ctx.save_for_backward(q, k, v)
         ctx.options = options
@@ -45,7 +45,7 @@ class _EmulatedAttention(torch.autograd.Function):
         q, k, v = ctx.saved_tensors
         out = _attention(q, k, v, backward=True, do=grad, **ctx.options)
         grads = [out[n].to(x.dtype) for n, x in (("dq", q), ("dk", k), ("dv", v))]
-        return (*grads, None, None, None, None, None, None)
+        return (*grads, None, None, None, None, None, None, None)
 
 
 def _refusal(query, key, value, attn_mask, dropout_p, is_causal, enable_gqa) -> str | None:
@@ -68,7 +68,8 @@ def _refusal(query, key, value, attn_mask, dropout_p, is_causal, enable_gqa) -> 
 def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attn_mask=None,
                                  dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None,
                                  enable_gqa: bool = False, *, recipe: str = "fa2-bf16",
-                                 settings: Mapping | None = None, threads: int = 0) -> torch.Tensor:
+                                 settings: Mapping | None = None, threads: int = 0,
+                                 softcap: float | None = None) -> torch.Tensor:
     """torch.nn.functional.scaled_dot_product_attention's arguments and shapes ([B, H, N, D], or
     [H, N, D], [N, D]), computed as the kernel of `recipe` computes it (roundscope recipes lists
     them; `settings` change one, as --set does). The inputs are read in their dtype and rounded
@@ -78,17 +79,19 @@ def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: 
     over [B, H, Nq, Nk]; a row whose every key is masked gives 0, as PyTorch's math backend does.
     enable_gqa: key and value with fewer heads, each read by its group of query heads, their
     gradients summed over the group as the recipe's kernel sums them (in float32, rounded once).
-    Dropout and a mask that needs a gradient are refused (the emulated kernels take neither)."""
+    Dropout and a mask that needs a gradient are refused (the emulated kernels take neither).
+    softcap (roundscope's, beyond PyTorch's arguments): scores capped as softcap tanh(s / softcap)
+    before the mask, as FlashAttention-2 caps them."""
     refusal = _refusal(query, key, value, attn_mask, dropout_p, is_causal, enable_gqa)
     if refusal is not None:
         raise ValueError(refusal)
-    return _emulated(query, key, value, attn_mask, is_causal, scale, recipe, settings, threads)
+    return _emulated(query, key, value, attn_mask, is_causal, scale, recipe, settings, threads, softcap)
 
 
-def _emulated(query, key, value, attn_mask, is_causal, scale, recipe, settings, threads):
+def _emulated(query, key, value, attn_mask, is_causal, scale, recipe, settings, threads, softcap=None):
     """The call, already checked by _refusal, through the emulator."""
     return _EmulatedAttention.apply(query, key, value, attn_mask, recipe, dict(settings) if settings else None,
-                                    bool(is_causal), scale, threads)
+                                    bool(is_causal), scale, threads, softcap)
 
 
 def sdpa(recipe: str = "fa2-bf16", settings: Mapping | None = None, threads: int = 0):
