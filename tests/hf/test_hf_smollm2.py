@@ -115,3 +115,18 @@ def test_the_pages_example_runs(cli, tmp_path, monkeypatch):
     summary = cli.json("report", tmp_path / "dumps", "-o", tmp_path / "report", "--recipe", "fa2-f32", "--no-html",
                        "--leak-tokens", "16", "--rows", "32")
     assert summary["files"] == 2
+
+
+def test_the_padded_batch_example_runs(tmp_path, capsys):
+    """examples/padded_batch.py (docs/findings.md's table) on short texts: the padded dump is within
+    float32's rounding of the masked truth, and far from it with its mask dropped."""
+    import importlib.util
+
+    from conftest import ROOT
+    spec = importlib.util.spec_from_file_location("padded_batch", ROOT / "examples" / "padded_batch.py")
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    example.main([str(tmp_path), "--long", "64", "--short", "40", "--layers", "0"])
+    row = capsys.readouterr().out.strip().splitlines()[-1].split("|")
+    with_mask, dropped = float(row[2]), float(row[3])
+    assert with_mask < 1e-5 and dropped > 0.05, row
