@@ -64,9 +64,10 @@ void check_mask(const FlashContext& ctx) {
     const AttentionShape& s = ctx.shape;
     const AttentionRecipe& r = ctx.recipe;
     if (s.softcap != 0 && (r.softmax != SoftmaxKind::online || r.epilogue != Epilogue::fa2))
-        throw Error(fmt::format("recipe '{}': soft-capped scores (softcap = {}) are FlashAttention's (the online "
-                                "softmax with its own epilogue); this recipe's kernel takes none",
-                                r.name, s.softcap));
+        throw Error(
+            fmt::format("recipe '{}': soft-capped scores (softcap = {}) are FlashAttention's (the online "
+                        "softmax with its own epilogue); this recipe's kernel takes none",
+                        r.name, s.softcap));
     if (!has_key_bias(s)) return;  // a prefix of the keys, which every softmax takes
     if (r.softmax == SoftmaxKind::online_torch || r.softmax == SoftmaxKind::compiled_torch)
         throw Error(

@@ -282,9 +282,10 @@ emu::AttentionInputs grouped(const emu::AttentionInputs& in, std::uint64_t group
 
 }  // namespace
 
-TEST_CASE("Truth under grouped-query attention: each query head as if its key-value head were its own, dK and "
-          "dV the group's exact sums; fast equals reference bit for bit",
-          "[truth][fast][gqa]") {
+TEST_CASE(
+    "Truth under grouped-query attention: each query head as if its key-value head were its own, dK and "
+    "dV the group's exact sums; fast equals reference bit for bit",
+    "[truth][fast][gqa]") {
     const std::uint64_t group = GENERATE(3, 6);
     const bool causal = GENERATE(false, true);
     emu::AttentionInputs full = make(Case{6, 20, 28, 16, 16, 1.5, false}, 77 + group);
@@ -331,8 +332,8 @@ TEST_CASE("Truth with every mask kind: a window and a top-left diagonal are thei
         bool causal, top_left;
         std::int64_t left, right;
     };
-    const Kind k = GENERATE(Kind{true, true, -1, -1}, Kind{false, false, 5, 2}, Kind{true, false, 7, -1},
-                            Kind{true, true, 3, 0});
+    const Kind k =
+        GENERATE(Kind{true, true, -1, -1}, Kind{false, false, 5, 2}, Kind{true, false, 7, -1}, Kind{true, true, 3, 0});
     emu::AttentionInputs banded = in;
     banded.mask.alignment = k.top_left ? emu::Alignment::top_left : emu::Alignment::bottom_right;
     banded.mask.window_left = k.left, banded.mask.window_right = k.right;
@@ -343,8 +344,8 @@ TEST_CASE("Truth with every mask kind: a window and a top-left diagonal are thei
         const std::int64_t p = static_cast<std::int64_t>(i) + (k.top_left ? 0 : 30 - 18);
         for (std::uint64_t j = 0; j < in.n_kv; ++j) {
             const auto jj = static_cast<std::int64_t>(j);
-            const bool seen = (!k.causal || jj <= p) && (k.right < 0 || jj <= p + k.right) &&
-                              (k.left < 0 || jj >= p - k.left);
+            const bool seen =
+                (!k.causal || jj <= p) && (k.right < 0 || jj <= p + k.right) && (k.left < 0 || jj >= p - k.left);
             b[i * in.n_kv + j] = seen ? 0.0 : -std::numeric_limits<double>::infinity();
         }
     }

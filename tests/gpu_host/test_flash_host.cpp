@@ -15,6 +15,7 @@
 #include "emu/attention/attention_operands.hpp"
 #include "emu/attention/attention_recipe.hpp"
 #include "emu/attention/flash_attention.hpp"
+#include "emu/attention/random_operands.hpp"
 #include "gpu/flash_attention.hpp"
 #include "gpu/host/simt_host.hpp"
 #include "lib/bits.hpp"
@@ -121,4 +122,31 @@ TEST_CASE("simulated GPU flash kernels: N at the tile edges", "[gpu-host]") {
         INFO("N = " << n);
         REQUIRE(check_scenario(recipes, analysis::Scenario::random, n) == 4);
     }
+}
+
+// What the kernels do not take of an attention problem they refuse, saying what: a dense mask, a
+// window or a top-left diagonal, grouped-query heads, a soft cap (the emulator runs them).
+TEST_CASE("simulated GPU flash kernels refuse masks, grouped heads and soft caps, naming them", "[gpu-host]") {
+    const emu::AttentionRecipe r = emu::find_recipe("fa2-bf16");
+    emu::AttentionShape sh = emu::attention_shape(2, 16, 16, 16, true);
+    const emu::AttentionOperands in = emu::random_operands(sh, *r.input, 1);
+    emu::AttentionShape windowed = sh;
+    emu::ScoreMask window;
+    window.window_left = 4;
+    windowed.mask = std::make_shared<const emu::ScoreMask>(window);
+    CHECK_THROWS_WITH(gpu::flash_forward(r, windowed, in), Catch::Contains("window (4, -1)"));
+    emu::AttentionShape top_left = sh;
+    emu::ScoreMask diagonal;
+    diagonal.alignment = emu::Alignment::top_left;
+    top_left.mask = std::make_shared<const emu::ScoreMask>(diagonal);
+    CHECK_THROWS_WITH(gpu::flash_forward(r, top_left, in), Catch::Contains("top-left causal"));
+    emu::AttentionShape grouped = sh;
+    grouped.kv_group = 2;
+    CHECK_THROWS_WITH(gpu::flash_forward(r, grouped, emu::random_operands(grouped, *r.input, 1)),
+                      Catch::Contains("grouped-query"));
+    emu::AttentionShape capped = sh;
+    capped.softcap = 30;
+    CHECK_THROWS_WITH(gpu::flash_forward(r, capped, in), Catch::Contains("softcap"));
+    const emu::ForwardResult f = emu::flash_forward(r, sh, in, 1);
+    CHECK_THROWS_WITH(gpu::flash_backward(r, capped, in, f), Catch::Contains("softcap"));
 }

@@ -291,9 +291,10 @@ TEST_CASE("What a recipe cannot take is refused, naming the recipe and the reaso
                       Catch::Contains("recipe 'torch-flash-sm90'") && Catch::Contains("exp2_arg=fma"));
 }
 
-TEST_CASE("Soft-capped scores: the emulator equals the scalar reference for every online preset that takes them, "
-          "with masks too",
-          "[flash][softcap]") {
+TEST_CASE(
+    "Soft-capped scores: the emulator equals the scalar reference for every online preset that takes them, "
+    "with masks too",
+    "[flash][softcap]") {
     for (const AttentionRecipe& preset : recipe_presets()) {
         if (preset.softmax != SoftmaxKind::online || preset.v_quant != nullptr || preset.max_adjust) continue;
         for (const int kind : {4, 0, 5}) {  // top-left causal, a boolean mask, a window
@@ -320,6 +321,97 @@ TEST_CASE("Soft-capped scores: the emulator equals the scalar reference for ever
     capped.softcap = 30;
     const AttentionOperands in = random_operands(capped, bf16, 2);
     for (const char* name : {"fa2-bf16-torch", "naive-f32"})
-        CHECK_THROWS_WITH(flash_forward(find_recipe(name), capped, random_operands(capped, *find_recipe(name).input, 2), 1),
-                          Catch::Contains(std::string("recipe '") + name + "'") && Catch::Contains("soft-capped"));
+        CHECK_THROWS_WITH(
+            flash_forward(find_recipe(name), capped, random_operands(capped, *find_recipe(name).input, 2), 1),
+            Catch::Contains(std::string("recipe '") + name + "'") && Catch::Contains("soft-capped"));
+}
+
+namespace {
+
+// The naive softmax of one row written from its definition (attention_recipe.hpp): the row's
+// scores x = RN(RN(s scale) + b) in the softmax format (b the mask's value; -inf left out), e =
+// RN(exp2(RN(RN(x - shift) log2 e))) with shift the row's max (0 without max subtraction), l their
+// sum in the row-sum format, P = RN(e / l) cast to P's format, O = P V / S; LSE = shift log2 e +
+// log2 l.
+test::RowResult naive_row(const AttentionRecipe& r, const AttentionShape& sh, const AttentionOperands& in,
+                          std::uint64_t head, std::uint64_t i, const test::RowMask& mask) {
+    namespace a = f32_arith;
+    const Format& f = *r.softmax_format;
+    const Format& sum_format = r.row_sum_format != nullptr ? *r.row_sum_format : f;
+    auto round = [](double x, const Format& g) { return rounded_value(x, g); };
+    const test::ScalarProduct score{r.score_product, find_mma_model(r.arch, r.instruction, *r.input, *r.input, f32),
+                                    r.input, r.input};
+    const test::ScalarProduct pv{r.pv_product, find_mma_model(r.arch, r.instruction, *r.p_format, *r.input, f32),
+                                 r.p_format, r.input};
+    const std::uint64_t d = sh.d, dv = sh.d_v, nk = sh.n_kv, kv = head / sh.kv_group;
+    const auto [begin, end] = mask.band(i);
+    std::vector<double> x(nk, 0);
+    std::vector<char> seen(nk, 0);
+    double m = -INFINITY;
+    for (std::uint64_t j = begin; j < end; ++j) {
+        const auto b = static_cast<float>(mask.value(head, i, j));
+        if (b == -INFINITY) continue;
+        seen[j] = 1;
+        const float s = float_from_bits(
+            score(in.q.data() + (head * sh.n_q + i) * d, in.k.data() + (kv * nk + j) * d, 1, static_cast<int>(d), 0));
+        x[j] = round(static_cast<double>(s) * sh.scale, f);
+        if (b != 0) x[j] = round(x[j] + b, f);
+        m = std::max(m, x[j]);
+    }
+    const bool any = m != -INFINITY;
+    const double shift = r.softmax == SoftmaxKind::naive && any ? m : 0.0;
+    double l = 0;
+    for (std::uint64_t j = 0; j < nk; ++j) {
+        if (!seen[j]) continue;
+        x[j] = round(exp2_of(a::mul(static_cast<float>(round(x[j] - shift, f)), steps::log2e), r.exp2), f);
+        l = round(l + x[j], sum_format);
+    }
+    std::vector<std::uint32_t> p(nk, 0);
+    for (std::uint64_t j = 0; j < nk; ++j)
+        if (seen[j]) p[j] = steps::cast_p(static_cast<float>(round(x[j] / l, f)), r.p_scale, *r.p_format);
+    test::RowResult out{std::vector<std::uint32_t>(dv), !any ? steps::minus_infinity()
+                                                             : a::add(a::mul(static_cast<float>(shift), steps::log2e),
+                                                                      soft_log2(static_cast<float>(l)))};
+    for (std::uint64_t c = 0; c < dv; ++c) {
+        const float acc = float_from_bits(
+            pv(p.data(), in.v.data() + kv * nk * dv + c, static_cast<long>(dv), static_cast<int>(nk), 0));
+        out.o[c] = steps::saturating_cast(a::mul(acc, a::div(1.0f, r.p_scale)), *r.o_format);
+    }
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("Every mask kind in the naive softmax equals the row written from its definition, bit for bit",
+          "[flash][mask]") {
+    for (const char* name : {"naive-f32", "naive-bf16", "naive-f16"}) {
+        for (const bool shifted : {true, false}) {
+            for (int kind = 0; kind < mask_kinds; ++kind) {
+                AttentionRecipe r = find_recipe(name);
+                if (!shifted) apply_setting(r, "softmax=naive-unshifted");
+                const MaskCase c = mask_case(kind, 2);
+                const AttentionOperands in = random_operands(c.shape, *r.input, 41 + kind);
+                const ForwardResult f = flash_forward(r, c.shape, in, 2);
+                std::uint64_t mismatches = 0;
+                for (std::uint64_t h = 0; h < c.shape.heads; ++h) {
+                    for (std::uint64_t i = 0; i < c.shape.n_q; ++i) {
+                        const test::RowResult want = naive_row(r, c.shape, in, h, i, c.reference);
+                        const std::uint64_t at = (h * c.shape.n_q + i) * c.shape.d_v;
+                        mismatches +=
+                            !std::equal(want.o.begin(), want.o.end(), f.o.begin() + static_cast<std::ptrdiff_t>(at)) ||
+                            bits_of(want.lse2) != bits_of(f.lse_log2[h * c.shape.n_q + i]);
+                    }
+                }
+                INFO(r.name << (shifted ? "" : " unshifted") << ": " << c.name);
+                CHECK(mismatches == 0);
+            }
+        }
+    }
+    // the reference sees the mask: read without it, the same run differs
+    const AttentionRecipe r = find_recipe("naive-f32");
+    const MaskCase c = mask_case(0, 1);
+    const AttentionOperands in = random_operands(c.shape, *r.input, 41);
+    const ForwardResult f = flash_forward(r, c.shape, in, 2);
+    const test::RowResult unmasked = naive_row(r, c.shape, in, 0, 0, test::causal_mask(c.shape));
+    CHECK_FALSE(std::equal(unmasked.o.begin(), unmasked.o.end(), f.o.begin()));
 }
