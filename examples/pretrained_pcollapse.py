@@ -20,6 +20,7 @@ import statistics
 import sys
 
 import roundscope
+from roundscope.dump import replacing
 
 RUNS = (("forward", 1.0), ("forward", 256.0), ("reverse", 1.0), ("reverse", 256.0))
 
@@ -29,9 +30,8 @@ def measure(path: str, cache: str) -> dict:
         with open(cache) as f:
             return json.load(f)
     r = roundscope.pcollapse(path, recipe="fa3-fp8", k_sink=1, without_sink=True, threads=1)
-    with open(cache + ".partial", "w") as f:
+    with replacing(cache, "w") as (f, _):  # a name of its own: never a file already there
         json.dump(r, f)
-    os.replace(cache + ".partial", cache)
     return r
 
 

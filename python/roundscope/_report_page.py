@@ -11,6 +11,7 @@ by layer, and over steps where there are several) and one per layer.
 from __future__ import annotations
 
 import html
+import os
 import json
 import sys
 from collections import defaultdict
@@ -73,12 +74,16 @@ SCRIPT = """
 
 
 def esc(x) -> str:
+    """The one escaping of anything a report holds (a shared report.json may be edited by hand):
+    every field that reaches the page, as text or in an attribute, goes through it."""
     return html.escape(str(x), quote=True)
 
 
 def fmt(x, digits=3) -> str:
     if x is None:
         return "-"
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return esc(x)  # not a number where one belongs: shown as the text it is
     if isinstance(x, float) and not x.is_integer():
         return f"{x:.{digits}g}"
     return str(int(x)) if float(x).is_integer() and abs(x) < 1e15 else f"{x:.{digits}g}"
@@ -101,13 +106,15 @@ class Page:
         return h.get("layer") if isinstance(h.get("layer"), int) else -1
 
     def anchor(self, h):
-        return f"h-{self.layer(h)}-{h['head']}-{self.step(h)}"
+        return esc(f"h-{self.layer(h)}-{h['head']}-{self.step(h)}")
 
     def chart(self, title, data, x_title, y_title, **layout) -> str:
         cid = f"chart{len(self.charts)}"
-        self.charts.append({"id": cid, "data": data, "layout": {
+        # Plotly draws a subset of HTML in its texts (names, labels, hover text, titles): every
+        # string of a chart is escaped as the page's text is (Plotly shows entities as characters)
+        self.charts.append({"id": cid, "data": _escaped(data), "layout": _escaped({
             "title": {"text": title, "font": {"size": 13}}, "xaxis": {"title": {"text": x_title}},
-            "yaxis": {"title": {"text": y_title}}, **layout}})
+            "yaxis": {"title": {"text": y_title}}, **layout})})
         return f'<div class="chart" id="{cid}"></div>'
 
     # -- what to look at first -------------------------------------------------------------
@@ -256,7 +263,7 @@ class Page:
             matched, total = o.get("matched", 0), max(1, o.get("total", 0))
             rel = rm.number(o.get("rel_rms"))
             rows.append(f'<tr><td class="l">{esc(f["file"])}</td><td>{fmt(f.get("layer"))}</td>'
-                        f'<td>{fmt(f.get("step"))}</td><td class="l">{esc(recipe)}</td><td class="l">{output}</td>'
+                        f'<td>{fmt(f.get("step"))}</td><td class="l">{esc(recipe)}</td><td class="l">{esc(output)}</td>'
                         f'<td data-v="{rel!r}">{fmt(rel, 4)}{self.error_span(o.get("rel_rms_error"))}</td>'
                         f'<td data-v="{matched / total!r}"{BAD if matched < total else ""}>'
                         f'{matched}/{total} ({100 * matched / total:.1f}%)</td><td>{fmt(o.get("max_ulp"))}</td></tr>')
@@ -298,7 +305,7 @@ class Page:
             f"<style>{STYLE}</style><script>{plotly_js}</script></head><body>"
             f"<h1>roundscope report: {esc(r.get('dir', ''))}</h1><p class=\"note\">{len(r.get('files', []))} "
             f"file(s), {len(self.heads)} head-step(s) over {len(self.layers)} layer(s) and {len(self.steps)} step(s). "
-            f"Recipes: {recipes}; sink: the first {r.get('options', {}).get('k_sink', 1)} key(s). "
+            f"Recipes: {recipes}; sink: the first {fmt(r.get('options', {}).get('k_sink', 1))} key(s). "
             + ("Heads of a batched dump are named by batch and head. " if batched else "")
             + self.sampling_note()
             + "Every figure is in report.json beside this page.</p>"
@@ -307,11 +314,22 @@ class Page:
             "</body></html>\n")
 
 
+def _escaped(x):
+    """x with every string in it (values, not keys) through esc."""
+    if isinstance(x, str):
+        return esc(x)
+    if isinstance(x, dict):
+        return {k: _escaped(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_escaped(v) for v in x]
+    return x
+
+
 def _sampling_note(options) -> str:
     rows = options.get("rows")
     if not rows:
         return ""
-    return (f"<b>Sampled:</b> each head's analyses ran on {int(rows)} of its query rows (seed {options.get('seed', 0)}; "
+    return (f"<b>Sampled:</b> each head's analyses ran on {fmt(rows)} of its query rows (seed {fmt(options.get('seed', 0))}; "
             "a head with no more runs whole; leakage on its first tokens as always). Every figure is over the sampled "
             "rows, counts included; &plusmn; is one standard error from random groups of the sample, where the "
             "figure has one (a maximum or a minimum has none: the sample only bounds it). ")
@@ -330,8 +348,13 @@ def main(argv):
         from plotly.offline import get_plotlyjs
     except ImportError:
         sys.exit("no plotly in this Python (tools/setup.sh installs it in .venv)")
+    if os.path.abspath(argv[1]) == os.path.abspath(argv[2]) or (
+            os.path.exists(argv[2]) and os.path.samefile(argv[1], argv[2])):
+        sys.exit(f"roundscope._report_page: {argv[2]} is the report it reads; write the page elsewhere")
+    from .dump import replacing  # the package's one atomic writer
+
     text = Page(*rm.read_report(argv[1])).render(get_plotlyjs())
-    with open(argv[2], "w", encoding="utf-8") as f:
+    with replacing(argv[2], "w") as (f, _):  # whole or not at all
         f.write(text)
 
 

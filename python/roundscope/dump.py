@@ -45,12 +45,13 @@ import math
 import os
 import struct
 import sys
+import tempfile
 import warnings
 
 import torch
 import torch.nn.functional as F
 
-__all__ = ["AttentionDump", "write_safetensors"]
+__all__ = ["AttentionDump", "write_safetensors", "replacing"]
 
 try:
     import safetensors.torch as _safetensors_torch
@@ -71,6 +72,29 @@ for _name, _st in (("float8_e4m3fn", "F8_E4M3"), ("float8_e5m2", "F8_E5M2"), ("f
 
 WRITERS = ("roundscope", "safetensors")
 
+_UMASK = os.umask(0)  # read once (os.umask can only be read by setting it), and put back at once
+os.umask(_UMASK)
+
+
+@contextlib.contextmanager
+def replacing(path, mode="wb"):
+    """A file to write whole and then rename over `path`: opened under a new name of its own in
+    path's folder (mkstemp: never a file already there, never another writer's), with the
+    permissions a plain open would give; removed where the writing fails, so that path is either
+    as it was or the whole new file. Yields (file, its name)."""
+    path = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, partial = tempfile.mkstemp(dir=folder, prefix="." + os.path.basename(path) + ".", suffix=".partial")
+    try:
+        os.fchmod(fd, 0o666 & ~_UMASK)
+        with os.fdopen(fd, mode) as f:
+            yield f, partial
+        os.replace(partial, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.remove(partial)
+        raise
+
 
 def write_safetensors(path, tensors, metadata=None, writer="roundscope"):
     """Writes {name: tensor} with string metadata, bit for bit, in the safetensors format,
@@ -86,15 +110,13 @@ def write_safetensors(path, tensors, metadata=None, writer="roundscope"):
     path = os.fspath(path)
     metadata = {str(k): str(v) for k, v in (metadata or {}).items()}
     if writer == "safetensors" and _safetensors_torch is not None:
-        partial = path + ".partial"
         try:
-            _safetensors_torch.save_file({n: t.detach().contiguous().cpu() for n, t in tensors.items()}, partial,
-                                         metadata=metadata or None)
+            with replacing(path) as (_, partial):
+                _safetensors_torch.save_file({n: t.detach().contiguous().cpu() for n, t in tensors.items()},
+                                             partial, metadata=metadata or None)
         except (ValueError, TypeError, KeyError, AttributeError):
-            if os.path.exists(partial):
-                os.remove(partial)
+            pass  # a dtype the package does not know: the writer below
         else:
-            os.replace(partial, path)
             return "safetensors"
     _write_safetensors_by_hand(path, tensors, metadata)
     return "roundscope"
@@ -119,13 +141,11 @@ def _write_safetensors_by_hand(path, tensors, metadata):
         header["__metadata__"] = {str(k): str(v) for k, v in metadata.items()}
     text = json.dumps(header, separators=(",", ":")).encode()
     text += b" " * (-len(text) % 8)
-    partial = path + ".partial"
-    with open(partial, "wb") as f:
+    with replacing(path) as (f, _):
         f.write(struct.pack("<Q", len(text)))
         f.write(text)
         for *_, data in entries:
             f.write(data)
-    os.replace(partial, path)
 
 
 def _compact_mask(mask):
@@ -268,8 +288,10 @@ class AttentionDump:
                 self._captures[-1].tensors.update(extra)
             return o
 
-        # emulate entered inside dump.step rebinds the function: it keeps the capture around its own
+        # emulate entered inside dump.step rebinds the function: it keeps the capture around its own,
+        # and reaches the function inside (roundscope_inner) for calls the capture must not see twice
         wrapped.roundscope_rewrap = lambda f: self.wrap(f, kind, positional, causal_alignment)
+        wrapped.roundscope_inner = attention
         return wrapped
 
     # -- internals -------------------------------------------------------------------------------

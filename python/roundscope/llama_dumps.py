@@ -33,7 +33,7 @@ import time
 import torch
 
 from . import llama
-from .dump import AttentionDump
+from .dump import AttentionDump, replacing
 
 PRECISIONS = ("bf16", "f32")
 
@@ -61,10 +61,8 @@ def parse_layers(spec: str, layers: int) -> list[int]:
 
 
 def _write_json(path: str, value) -> None:
-    partial = path + ".partial"
-    with open(partial, "w") as f:
+    with replacing(path, "w") as (f, _):
         json.dump(value, f, indent=1)
-    os.replace(partial, path)
 
 
 def _arguments(argv):

@@ -11,8 +11,10 @@ trains with the numerics of FA2 in BF16, FA3 in FP8 or MXFP4 V on a machine with
 from __future__ import annotations
 
 import collections
+import contextvars
 import functools
 import inspect
+import threading
 import warnings
 from collections.abc import Mapping
 
@@ -116,12 +118,70 @@ def _check_recipe(recipe: str, settings: tuple) -> None:
     _attention(one, one, one, recipe=recipe, settings=dict(settings) or None)
 
 
-_ACTIVE: list = []  # the emulate blocks running, innermost last
+# The emulate block running in this thread (and asyncio task), innermost: a context variable, so
+# that another thread's call of scaled_dot_product_attention is never emulated by this one's block.
+_CURRENT: contextvars.ContextVar = contextvars.ContextVar("roundscope_emulate", default=None)
 
 
 def active_emulation():
-    """The innermost emulate block running (roundscope.dump records its recipe), or None."""
-    return _ACTIVE[-1] if _ACTIVE else None
+    """The innermost emulate block running in this thread (roundscope.dump records its recipe), or None."""
+    return _CURRENT.get()
+
+
+class _Hook:
+    """The one process-wide binding of F.scaled_dot_product_attention while any emulate block runs
+    (PyTorch's own functions, F.multi_head_attention_forward among them, look the name up with the
+    mode off): it sends a call to the block running in the calling thread, or, where none runs
+    there, to the function bound before. Installed by the first block to enter, removed by the last
+    to leave, and only if the binding is still the hook's (so another rebinding, roundscope.dump's
+    step, is never undone)."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.blocks = 0  # entered and not yet left, over every thread
+        self.before = None  # what F.scaled_dot_product_attention was when the hook went in
+        self.bound = None  # the binding the hook made (itself, or roundscope.dump's wrapper of it)
+
+    def __call__(self, *args, **kwargs):
+        mode = _CURRENT.get()
+        if mode is None:
+            return self.plain(*args, **kwargs)
+        return mode._attention(*args, **kwargs)
+
+    def plain(self, *args, **kwargs):
+        """The function bound before the hook, without roundscope.dump's capture around it (which
+        wraps the hook itself where the dump's step is the outer one)."""
+        f = self.before
+        while getattr(f, "roundscope_inner", None) is not None:
+            f = f.roundscope_inner
+        return f(*args, **kwargs)
+
+    def enter(self):
+        with self.lock:
+            if self.blocks == 0:
+                self.before = F.scaled_dot_product_attention
+                # inside roundscope.dump's step: the dump goes on capturing, around the hook
+                rewrap = getattr(self.before, "roundscope_rewrap", None)
+                self.bound = _dispatch if rewrap is None else rewrap(_dispatch)
+                F.scaled_dot_product_attention = self.bound
+            self.blocks += 1
+
+    def leave(self):
+        with self.lock:
+            self.blocks -= 1
+            if self.blocks == 0:
+                if F.scaled_dot_product_attention is self.bound:
+                    F.scaled_dot_product_attention = self.before
+                self.before = self.bound = None
+
+
+_HOOK = _Hook()
+
+
+@torch.compiler.disable  # a compiled function's call runs here eagerly (the emulator is no graph)
+def _dispatch(*args, **kwargs):
+    """What F.scaled_dot_product_attention is bound to while an emulate block runs (_Hook)."""
+    return _HOOK(*args, **kwargs)
 
 
 class emulate(TorchFunctionMode):
@@ -144,8 +204,11 @@ class emulate(TorchFunctionMode):
 
     PyTorch hides the calls made inside its own overridable Python functions from a mode
     (F.multi_head_attention_forward, which nn.MultiheadAttention and nn.TransformerEncoderLayer
-    use, runs with the mode off), so for the block F.scaled_dot_product_attention is also
-    rebound to the emulation, which such functions look up when they call it. Under torch.compile the emulator cannot be traced: a call there raises RuntimeError
+    use, runs with the mode off), so while any block runs F.scaled_dot_product_attention is
+    bound to one process-wide hook, which such functions look up when they call it: it sends a
+    call to the block running in the calling thread (a context variable), and a call from a
+    thread where none runs to PyTorch's own function. Blocks nest and re-enter (with m: with m:);
+    the last to leave restores the binding exactly. Under torch.compile the emulator cannot be traced: a call there raises RuntimeError
     (run the model eagerly, or keep emulate outside the compiled function)."""
 
     FALLBACKS = ("exact", "torch", "error")
@@ -161,29 +224,36 @@ class emulate(TorchFunctionMode):
         self.recipe, self.settings, self.threads, self.fallback = recipe, dict(settings or {}), threads, fallback
         self.emulated = 0
         self.fallbacks: collections.Counter = collections.Counter()
-        self._falling_back = False  # PyTorch's own call, made from _attention: the mode lets it through
+        self._local = threading.local()  # per thread: the context tokens of this block's entries,
+        # and whether PyTorch's own call, made from _attention as the fallback, is running
 
     def __enter__(self):
-        self._rebound = F.scaled_dot_product_attention
-        # inside roundscope.dump's step: the dump goes on capturing, around the emulation
-        rewrap = getattr(self._rebound, "roundscope_rewrap", None)
-        F.scaled_dot_product_attention = self._attention if rewrap is None else rewrap(self._attention)
-        _ACTIVE.append(self)
-        return super().__enter__()
+        tokens = self._local.__dict__.setdefault("tokens", [])
+        _HOOK.enter()
+        tokens.append(_CURRENT.set(self))  # re-entered (with m: with m:), each entry its own token
+        try:
+            return super().__enter__()
+        except BaseException:
+            _CURRENT.reset(tokens.pop())
+            _HOOK.leave()
+            raise
 
     def __exit__(self, *exc):
-        F.scaled_dot_product_attention = self._rebound
-        _ACTIVE.remove(self)
+        try:
+            result = super().__exit__(*exc)
+        finally:
+            _CURRENT.reset(self._local.tokens.pop())
+            _HOOK.leave()
         if exc[0] is None and self.emulated == 0 and not self.fallbacks:
             warnings.warn("roundscope.torch.emulate: the block called no scaled_dot_product_attention: nothing was "
                           "emulated (an attention written out in matmuls and softmax is not seen)", stacklevel=2)
-        return super().__exit__(*exc)
+        return result
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         # Every torch call in the block comes here: the common case first and cheap.
         if func is _TORCH_MHA:
             self._multi_head_attention(args, kwargs or {})
-        if func is not _TORCH_SDPA or self._falling_back:
+        if func is not _TORCH_SDPA or getattr(self._local, "falling_back", False):
             return func(*args, **kwargs) if kwargs else func(*args)
         return self._attention(*args, **(kwargs or {}))
 
@@ -221,7 +291,7 @@ class emulate(TorchFunctionMode):
         if self.fallback == "error":
             raise ValueError(f"roundscope.torch.emulate: {refusal}")
         self.fallbacks[refusal.split(":", 1)[0]] += 1
-        self._falling_back = True
+        self._local.falling_back = True
         try:
             if self.fallback == "torch":
                 return func(*args, **kwargs)
@@ -230,4 +300,4 @@ class emulate(TorchFunctionMode):
                     for n, v in call.items()}  # the arguments given: an older torch lacks enable_gqa
             return func(**wide).to(dtype)
         finally:
-            self._falling_back = False
+            self._local.falling_back = False

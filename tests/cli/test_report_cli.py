@@ -432,27 +432,21 @@ def test_what_would_stop_the_report_late_stops_it_first(cli, dumps, tmp_path):
     """A kernel output of the wrong shape, a mask a recipe cannot take, a step beyond 64 bits, and
     a folder where report.json goes are errors before the first task; an output in another dtype
     than a recipe writes is reported, its compare with that recipe said not done and why."""
-    bad = tmp_path / "bad"
-    bad.mkdir()
-    t = tensors(5)
-    t["o"] = ("BF16", [H, N, D - 1], b"\0" * (2 * H * N * (D - 1)))
-    write_safetensors(bad / "short_o.safetensors", t, {"causal": "true", "layer": "0", "step": "0"})
-    message = cli.error("report", bad, "-o", tmp_path / "r1", "--recipe", "fa2-bf16")
-    assert "short_o.safetensors" in message and "'o'" in message, message
-    assert not (tmp_path / "r1" / "cache").exists(), "before the first task"
-    masked = tmp_path / "masked"
-    masked.mkdir()
-    t = tensors(5)
-    t["attn_mask"] = ("BOOL", [N, N], bytes([1]) * (N * N))
-    write_safetensors(masked / "m.safetensors", t, {"layer": "0", "step": "0"})
-    message = cli.error("report", masked, "-o", tmp_path / "r0", "--recipe", "fa2-bf16-torch")
-    assert "m.safetensors" in message and "fa2-bf16-torch" in message, message
-    assert not (tmp_path / "r0" / "cache").exists(), "before the first task"
-    f32 = tmp_path / "f32"
-    f32.mkdir()
-    t = tensors(5)
-    t["o"] = ("F32", [H, N, D], b"\0" * (4 * H * N * D))  # fa2-bf16 writes o in bf16
-    write_safetensors(f32 / "f32_o.safetensors", t, {"causal": "true", "layer": "0", "step": "0"})
+    def folder_of(name, **changed):
+        folder = tmp_path / name
+        folder.mkdir()
+        t = tensors(5)
+        t.update(changed)
+        write_safetensors(folder / f"{name}.safetensors", t, {"causal": "true", "layer": "0", "step": "0"})
+        return folder
+
+    for name, changed, recipe, named in (
+            ("short_o", {"o": ("BF16", [H, N, D - 1], b"\0" * (2 * H * N * (D - 1)))}, "fa2-bf16", "'o'"),
+            ("masked", {"attn_mask": ("BOOL", [N, N], bytes([1]) * (N * N))}, "fa2-bf16-torch", "fa2-bf16-torch")):
+        message = cli.error("report", folder_of(name, **changed), "-o", tmp_path / f"r-{name}", "--recipe", recipe)
+        assert f"{name}.safetensors" in message and named in message, message
+        assert not (tmp_path / f"r-{name}" / "cache").exists(), "before the first task"
+    f32 = folder_of("f32_o", o=("F32", [H, N, D], b"\0" * (4 * H * N * D)))  # fa2-bf16 writes o in bf16
     cli.json("report", f32, "-o", tmp_path / "r4", "--recipe", "fa2-bf16", "--no-html")
     layer = json.loads(next((tmp_path / "r4" / "layers").glob("*.json")).read_text())
     assert layer["compare"][0]["compare"]["fa2-bf16"] == {

@@ -262,3 +262,30 @@ def test_files_are_written_byte_for_byte_the_same_or_by_the_safetensors_package(
         dump_module.write_safetensors(tmp_path / "f.safetensors", tensors, metadata, "numpy")
     with pytest.raises(ValueError, match="^writer: "):
         AttentionDump(tmp_path, writer="numpy")
+
+
+def test_a_users_file_beside_a_dump_is_never_written_over(tmp_path):
+    """The writers write under names of their own (mkstemp), never NAME.partial: a user's file of
+    that name stays as it was, and nothing is left behind."""
+    import roundscope.llama_dumps as llama_dumps
+    from roundscope.dump import AttentionDump
+
+    for name in ("step0_layer0.safetensors.partial", ".step0_layer0.safetensors.partial", "run.json.partial"):
+        (tmp_path / name).write_text("mine")
+    q = torch.randn(1, 2, 8, 16, requires_grad=True)
+    with AttentionDump(tmp_path).step(0):
+        torch.nn.functional.scaled_dot_product_attention(q, q, q).sum().backward()
+    llama_dumps._write_json(str(tmp_path / "run.json"), {"a": 1})
+    assert all((tmp_path / n).read_text() == "mine" for n in ("step0_layer0.safetensors.partial",
+                                                             ".step0_layer0.safetensors.partial", "run.json.partial"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [".step0_layer0.safetensors.partial", "run.json", "run.json.partial", "step0_layer0.safetensors",
+         "step0_layer0.safetensors.partial"])
+    assert oct((tmp_path / "run.json").stat().st_mode & 0o777) == oct(0o666 & ~_umask())
+
+
+def _umask():
+    import os
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

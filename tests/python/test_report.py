@@ -117,3 +117,48 @@ def test_report_errors(dumps, tmp_path):
         roundscope.report(dumps, tmp_path / "r", rows=True)
     with pytest.raises(ValueError, match="^seed: "):
         roundscope.report(dumps, tmp_path / "r", rows=32, seed=-1)
+
+
+PAYLOAD = '"><img src=x onerror=alert(1)><script>alert(2)</script>'
+
+
+def test_a_hand_edited_report_injects_nothing_into_its_page(dumps, tmp_path):
+    """A shared report.json edited by hand, with markup in every field the page shows (options,
+    a head's id and file, a compare output's name, bias_over_steps' layer and head, a recipe name):
+    the page escapes each one, in text, attributes and the charts' JSON (Plotly draws a subset of
+    HTML); and the page writer refuses to write over the report it reads."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "r"
+    roundscope.report(dumps, out, recipe=["fa2-bf16"], html=False)
+    report = json.loads((out / "report.json").read_text())
+    report["options"]["k_sink"] = PAYLOAD
+    report["options"]["rows"], report["options"]["seed"] = PAYLOAD, PAYLOAD
+    report["options"]["recipes"][0]["name"] = PAYLOAD
+    report["dir"] = PAYLOAD
+    for s in report.get("bias_over_steps", []):
+        s["layer"], s["head"] = PAYLOAD, PAYLOAD
+    (out / "report.json").write_text(json.dumps(report))
+    for layer in report["layers"]:
+        path = out / layer["file"]
+        content = json.loads(path.read_text())
+        for h in content["heads"]:
+            h["head"], h["file"], h["step"] = PAYLOAD, PAYLOAD, PAYLOAD
+        for c in content["compare"]:
+            c["file"] = PAYLOAD
+            for recipe in list(c["compare"]):
+                c["compare"][recipe]["outputs"][PAYLOAD] = c["compare"][recipe]["outputs"].pop("o")
+            c["compare"][PAYLOAD] = c["compare"].pop("fa2-bf16")
+        path.write_text(json.dumps(content))
+    run = lambda *a: subprocess.run([sys.executable, "-m", "roundscope._report_page", *map(str, a)], capture_output=True,
+                                    text=True, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    p = run(out / "report.json", out / "page.html")
+    assert p.returncode == 0, p.stderr
+    page = (out / "page.html").read_text()
+    assert "<img" not in page and "<script>alert" not in page and "onerror=alert(1)>" not in page
+    assert page.count("&lt;img src=x onerror=alert(1)&gt;") > 5, "the fields are shown, escaped"
+    before = (out / "report.json").read_bytes()
+    p = run(out / "report.json", out / "." / "report.json")
+    assert p.returncode != 0 and "is the report it reads" in p.stderr, p.stderr
+    assert (out / "report.json").read_bytes() == before

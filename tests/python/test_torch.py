@@ -207,3 +207,67 @@ def test_emulate_under_torch_compile_gives_the_eager_bits():
         got = f(q, k, v)
     want = rst.scaled_dot_product_attention(q, k, v, recipe="fa3-fp8") * 2
     assert mode.emulated == 1 and torch.equal(got, want)
+
+
+def test_emulate_is_scoped_to_its_thread_and_block_and_restores_exactly():
+    """A plain call from another thread while a block runs is PyTorch's own; blocks re-enter and
+    interleave across threads; the binding of F.scaled_dot_product_attention comes back exactly."""
+    import threading
+
+    f = torch.nn.functional.scaled_dot_product_attention
+    q, k, v = _heads(14)
+    plain = f(q, k, v)
+    emulated = rst.scaled_dot_product_attention(q, k, v, recipe="fa3-fp8")
+    assert not torch.equal(plain, emulated)
+    entered, release, seen = threading.Event(), threading.Event(), {}
+
+    def block():
+        with rst.emulate("fa3-fp8") as mode:
+            entered.set()
+            release.wait(30)
+            seen["inside"] = torch.nn.functional.scaled_dot_product_attention(q, k, v)
+        seen["mode"] = mode
+
+    t = threading.Thread(target=block)
+    t.start()
+    entered.wait(30)
+    seen["other thread"] = torch.nn.functional.scaled_dot_product_attention(q, k, v)  # this thread: no block
+    release.set()
+    t.join(30)
+    assert torch.equal(seen["other thread"], plain), "another thread's call is not emulated"
+    assert torch.equal(seen["inside"], emulated) and seen["mode"].emulated == 1
+    assert torch.nn.functional.scaled_dot_product_attention is f
+    # re-entered, and nested with another recipe: the innermost block's, then back
+    mode = rst.emulate("fa3-fp8")
+    with mode:
+        with mode:
+            assert torch.equal(torch.nn.functional.scaled_dot_product_attention(q, k, v), emulated)
+            with rst.emulate("fa2-bf16"):
+                inner = torch.nn.functional.scaled_dot_product_attention(q, k, v)
+            assert torch.equal(inner, rst.scaled_dot_product_attention(q, k, v, recipe="fa2-bf16"))
+        assert torch.equal(torch.nn.functional.scaled_dot_product_attention(q, k, v), emulated)
+    assert torch.nn.functional.scaled_dot_product_attention is f and mode.emulated == 2
+    # two threads' blocks left in the order they were not entered: restored once both have left
+    first_in, second_in, first_out = threading.Event(), threading.Event(), threading.Event()
+
+    def first():
+        with rst.emulate("fa2-bf16"):
+            first_in.set()
+            second_in.wait(30)
+        first_out.set()
+
+    def second():
+        first_in.wait(30)
+        with rst.emulate("fa3-fp8") as m:
+            second_in.set()
+            first_out.wait(30)
+            seen["second"] = torch.nn.functional.scaled_dot_product_attention(q, k, v)
+        seen["second mode"] = m
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for x in threads:
+        x.start()
+    for x in threads:
+        x.join(30)
+    assert torch.equal(seen["second"], emulated) and seen["second mode"].emulated == 1
+    assert torch.nn.functional.scaled_dot_product_attention is f
