@@ -21,6 +21,17 @@ Tensor tensor_of(const char* name, const Format& f, Shape shape, const std::vect
     return t;
 }
 
+// The operands as attention inputs ([H, N, D] tensors in the recipe's input format, with dO).
+emu::AttentionInputs inputs_of(const AttentionRecipe& r, const AttentionShape& sh, const AttentionOperands& in) {
+    const std::uint64_t h = sh.heads, nq = sh.n_q, nk = sh.n_kv, d = sh.d;
+    emu::AttentionInputs ai{.q = tensor_of("q", *r.input, {h, nq, d}, in.q),
+                            .k = tensor_of("k", *r.input, {h, nk, d}, in.k),
+                            .v = tensor_of("v", *r.input, {h, nk, sh.d_v}, in.v)};
+    ai.d_o = tensor_of("do", *r.input, {h, nq, sh.d_v}, in.d_o);
+    ai.heads = h, ai.n_q = nq, ai.n_kv = nk, ai.d = d, ai.d_v = sh.d_v;
+    return ai;
+}
+
 // sqrt(sum (x - truth)^2 / sum truth^2) over a tensor, x decoded from `f`.
 double relative_rms(const std::vector<std::uint32_t>& x, const Format& f, const std::vector<double>& truth) {
     double error = 0, norm = 0;
@@ -49,11 +60,7 @@ TEST_CASE("Emulated attention lies within its recipe's rounding error of the gro
     const ForwardResult f = flash_forward(r, sh, in);
     const BackwardResult b = flash_backward(r, sh, in, f);
 
-    emu::AttentionInputs ai{.q = tensor_of("q", *r.input, {2, 100, 64}, in.q),
-                            .k = tensor_of("k", *r.input, {2, 120, 64}, in.k),
-                            .v = tensor_of("v", *r.input, {2, 120, 64}, in.v)};
-    ai.d_o = tensor_of("do", *r.input, {2, 100, 64}, in.d_o);
-    ai.heads = 2, ai.n_q = 100, ai.n_kv = 120, ai.d = ai.d_v = 64;
+    const emu::AttentionInputs ai = inputs_of(r, sh, in);
     analysis::TruthOptions o;
     o.causal = causal;
     o.scale = sh.scale;
@@ -77,11 +84,7 @@ TEST_CASE("Soft-capped attention, forward and backward, lies within its recipe's
     const AttentionOperands in = emu::random_operands(sh, *r.input, 13, 3.0);
     const ForwardResult f = flash_forward(r, sh, in);
     const BackwardResult b = flash_backward(r, sh, in, f);
-    emu::AttentionInputs ai{.q = tensor_of("q", *r.input, {2, 40, 32}, in.q),
-                            .k = tensor_of("k", *r.input, {2, 56, 32}, in.k),
-                            .v = tensor_of("v", *r.input, {2, 56, 32}, in.v)};
-    ai.d_o = tensor_of("do", *r.input, {2, 40, 32}, in.d_o);
-    ai.heads = 2, ai.n_q = 40, ai.n_kv = 56, ai.d = ai.d_v = 32;
+    emu::AttentionInputs ai = inputs_of(r, sh, in);
     analysis::TruthOptions o;
     o.causal = true, o.scale = sh.scale, o.backward = true;
     ai.softcap = 3;
