@@ -27,6 +27,7 @@
 #include "cli/python_script.hpp"
 #include "cli/recipe_flags.hpp"
 #include "cli/report/report_cache.hpp"
+#include "cli/report/report_folder.hpp"
 #include "cli/report/report_output.hpp"
 #include "cli/report/report_tasks.hpp"
 #include "lib/error.hpp"
@@ -139,11 +140,10 @@ void report(const ReportArgs& a) {
         if (std::filesystem::exists(p) && !std::filesystem::is_regular_file(p))
             throw Error("-o: " + p.string() + " is there and not a file; move it away");
     }
-    for (const char* name : {"cache", "layers"}) {
-        const std::filesystem::path p = std::filesystem::path(a.out) / name;
-        if (std::filesystem::exists(p) && !std::filesystem::is_directory(p))
-            throw Error("-o: " + p.string() + " is there and not a folder; move it away");
-    }
+    if (const std::filesystem::path p = std::filesystem::path(a.out) / "cache";
+        std::filesystem::exists(p) && !std::filesystem::is_directory(p))
+        throw Error("-o: " + p.string() + " is there and not a folder; move it away");
+    check_report_folder(a.out);  // layers/: a real folder of the report's own, or none
     check_report_args(a);
     const Shard shard = a.shard.empty() ? Shard{} : parse_shard(a.shard);
     // A task run for an engine reads its own file only (as --list-tasks names it), not the folder.

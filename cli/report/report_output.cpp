@@ -1,5 +1,7 @@
 #include "cli/report/report_output.hpp"
 
+#include "cli/report/report_folder.hpp"
+
 #include <fmt/format.h>
 
 #include <map>
@@ -148,13 +150,15 @@ std::string write_report(const std::string& dir, const std::filesystem::path& ou
                          const std::function<nlohmann::json(const ReportTask&)>& result_of) {
     std::map<std::optional<std::int64_t>, std::vector<const ReportTask*>> by_layer;  // each in the tasks' order
     for (const ReportTask& t : tasks) by_layer[files[t.file].layer].push_back(&t);
+    // written into a folder of this run's, then put in place whole (report_folder.hpp)
+    const std::filesystem::path staging = report_staging_folder(out);
     std::error_code ec;
-    std::filesystem::create_directories(out / "layers", ec);
-    if (ec) throw FileError((out / "layers").string() + ": " + ec.message());
+    std::filesystem::create_directories(staging / "layers", ec);
+    if (ec) throw FileError("create " + (staging / "layers").string() + ": " + ec.message());
 
     BiasSeries bias;
     nlohmann::json layers = nlohmann::json::array();
-    std::set<std::string> written;
+    std::vector<std::string> written;  // the layer files' names, for the folder's manifest
     for (const auto& [layer, layer_tasks] : by_layer) {
         nlohmann::json heads = nlohmann::json::array(), compare = nlohmann::json::array();
         FileComparison file_compare;
@@ -172,23 +176,17 @@ std::string write_report(const std::string& dir, const std::filesystem::path& ou
                           {"heads", heads.size()},
                           {"compare", compare.size()}});
         const nlohmann::json content{{"layer", layers.back()["layer"]}, {"heads", heads}, {"compare", compare}};
-        write_text((out / name).string(), content.dump(1));
-        written.insert(std::filesystem::path(name).filename().string());
+        write_text((staging / name).string(), content.dump(1));
+        written.push_back(std::filesystem::path(name).filename().string());
     }
-    // An earlier report's layer that this one does not have would be taken for part of it.
-    for (const auto& entry : std::filesystem::directory_iterator(out / "layers", ec)) {
-        const std::string f = entry.path().filename().string();
-        if (f.starts_with("layer") && f.ends_with(".json") && !written.count(f) && entry.is_regular_file())
-            std::filesystem::remove(entry.path(), ec);
-    }
+    write_layers_manifest(staging / "layers", written);
 
     nlohmann::json file_list = nlohmann::json::array();
     for (const DumpFile& f : files) file_list.push_back(file_entry(f));
     const nlohmann::json r{{"dir", dir},       {"options", options_json(options)},         {"files", file_list},
                            {"layers", layers}, {"bias_over_steps", bias_over_steps(bias)}, {"tasks", tasks.size()}};
-    const std::string path = (out / "report.json").string();
-    write_text(path, r.dump(1));
-    return path;
+    write_text((staging / "report.json").string(), r.dump(1));
+    return install_report(out, staging);
 }
 
 }  // namespace roundscope::cli

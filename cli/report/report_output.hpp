@@ -16,9 +16,10 @@
 
 namespace roundscope::cli {
 
-/// Writes the layer files and then report.json under `out`, asking `result_of` for each task's
-/// result (a layer's at a time); removes layer files of an earlier report that this one has no
-/// layer for. Returns report.json's path.
+/// Writes the layer files and then report.json, asking `result_of` for each task's result (a
+/// layer's at a time), into a folder of this run's, then puts them in place of `out`'s whole
+/// (report_folder.hpp: the earlier report's layers go, with nothing else). Returns report.json's
+/// path.
 std::string write_report(const std::string& dir, const std::filesystem::path& out, const std::vector<DumpFile>& files,
                          const std::vector<ReportTask>& tasks, const ReportOptions& options,
                          const std::function<nlohmann::json(const ReportTask&)>& result_of);

@@ -112,7 +112,7 @@ def test_a_layer_a_file_and_a_summary(first, cli, dumps, tmp_path):
     copy = tmp_path / "report"
     shutil.copytree(out, copy)
     report(cli, one, copy)
-    assert sorted(p.name for p in (copy / "layers").iterdir()) == ["layer1.json"]
+    assert sorted(p.name for p in (copy / "layers").iterdir()) == [".roundscope-layers", "layer1.json"]
 
 
 def test_each_heads_pcollapse_is_pcollapses_on_the_file(cli, dumps, first):
@@ -465,3 +465,48 @@ def test_what_would_stop_the_report_late_stops_it_first(cli, dumps, tmp_path):
     (out / "layers").write_text("a file where the layers go")
     assert "layers" in cli.error("report", dumps, "-o", out)
 
+
+
+def test_the_report_removes_nothing_it_did_not_write_and_follows_no_link(cli, dumps, tmp_path):
+    """OUT/layers a link to a folder of someone's layer*.json, or an OUT/layers holding a file the
+    report did not write: refused before any work (exit 2, one line), nothing touched."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "layer0.json").write_text("someone's")
+    (elsewhere / "layer7.json").write_text("someone's")
+    linked = tmp_path / "linked"
+    linked.mkdir()
+    (linked / "layers").symlink_to(elsewhere)
+    m = cli.error("report", dumps, "-o", linked, "--recipe", "fa2-bf16")
+    assert "layers" in m and "link" in m, m
+    assert sorted(p.read_text() for p in elsewhere.iterdir()) == ["someone's"] * 2
+    assert not (linked / "cache").exists() and not (linked / "report.json").exists()
+    kept = tmp_path / "kept"
+    (kept / "layers").mkdir(parents=True)
+    (kept / "layers" / "layer9.json").write_text("mine")
+    m = cli.error("report", dumps, "-o", kept, "--recipe", "fa2-bf16")
+    assert "layer9.json" in m and "manifest" in m, m
+    assert (kept / "layers" / "layer9.json").read_text() == "mine" and not (kept / "cache").exists()
+    # a report's own folder is replaced whole, its manifest naming what it wrote
+    out = tmp_path / "own"
+    report(cli, dumps, out)
+    manifest = json.loads((out / "layers" / ".roundscope-layers").read_text())
+    assert manifest == {"files": ["layer0.json", "layer1.json"]}
+    assert not [p for p in out.iterdir() if p.name.startswith(".report-")], "no staging folder left"
+
+
+def test_two_reports_on_one_folder_never_mix(cli, dumps, tmp_path):
+    """Runs with different recipes on one -o, at the same time: report.json and the layer files
+    are always one run's."""
+    out = tmp_path / "shared"
+    for round_ in range(3):
+        runs = [subprocess.Popen([cli.path, "report", str(dumps), "-o", str(out), "--recipe", recipe, "--no-html",
+                                  "--threads", "1"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                for recipe in ("fa2-bf16", "fa3-fp8")]
+        for p in runs:
+            assert p.wait(600) == 0, p.stderr.read()
+        summary = json.loads((out / "report.json").read_text())
+        recipes = {r["name"] for r in summary["options"]["recipes"]}
+        for layer in summary["layers"]:
+            heads = json.loads((out / layer["file"]).read_text())["heads"]
+            assert all(set(h["attribute"]) == recipes for h in heads), (round_, recipes)
