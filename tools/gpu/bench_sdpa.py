@@ -20,6 +20,8 @@ import time
 import torch
 import torch.nn.functional as F
 
+from kit_files import is_same_file, write_whole
+
 BACKENDS = {"cuda": ("flash", "cudnn", "efficient"), "cpu": ("flash", "math")}
 
 
@@ -75,6 +77,10 @@ def main(argv=None):
     for name in ("batch", "heads", "n", "d", "repeats"):
         if getattr(a, name) < 1:
             p.error(f"--{name} must be at least 1")
+    for name in ("inputs", "ours"):  # the lines go elsewhere than what they are made from
+        if a.out and getattr(a, name) and is_same_file(a.out, getattr(a, name)):
+            print(f"bench_sdpa: --out: {a.out} is the --{name} file; write the lines elsewhere", file=sys.stderr)
+            return 2
     if a.device == "cuda" and not torch.cuda.is_available():
         print("bench_sdpa: no CUDA device", file=sys.stderr)
         return 3
@@ -112,7 +118,11 @@ def main(argv=None):
             lines.append(ours)
     text = "".join(json.dumps(x) + "\n" for x in lines)
     if a.out:
-        open(a.out, "w").write(text)
+        try:
+            write_whole(a.out, text.encode())
+        except OSError as e:
+            print(f"bench_sdpa: --out: {a.out}: {e.strerror or e}", file=sys.stderr)
+            return 2
     else:
         sys.stdout.write(text)
     return 0

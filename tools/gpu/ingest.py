@@ -21,7 +21,9 @@ Exit 0 when every required check passes, 1 when one fails, 2 on bad input.
 import argparse
 import hashlib
 import json
+import os
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
@@ -144,6 +146,42 @@ def phase_c(root, golden, bins, report):
     return ok
 
 
+# What a GPU machine sends back is data, never a path: the phase is one of the kit's, and each
+# archive a plain file name in the phase's folder (no folder, no "..").
+ARCHIVE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\.tar\.xz")
+
+
+def read_summary(phase_dir):
+    """summary.json, checked field by field before anything is built from it: ValueError naming
+    the field that is not what the kit writes."""
+    summary = json.loads((phase_dir / "summary.json").read_text())
+    if not isinstance(summary, dict):
+        raise ValueError("not a JSON object")
+    if summary.get("phase") not in ("A", "B", "C"):
+        raise ValueError(f"phase {summary.get('phase')!r} is not A, B or C")
+    archives = summary.get("archives")
+    if not isinstance(archives, list):
+        raise ValueError("archives is not a list")
+    for entry in archives:
+        name = entry.get("archive") if isinstance(entry, dict) else None
+        if not isinstance(name, str) or not ARCHIVE_NAME.fullmatch(name) or ".." in name:
+            raise ValueError(f"archive {name!r} is not a plain .tar.xz file name")
+        if not isinstance(entry.get("sha256"), str) or not re.fullmatch(r"[0-9a-f]{64}", entry["sha256"]):
+            raise ValueError(f"archive {name}: sha256 is not 64 hex digits")
+    if not isinstance(summary.get("steps", []), list):
+        raise ValueError("steps is not a list")
+    return summary
+
+
+def is_input(path, phase_dir, summary):
+    """Whether `path` is (or resolves to) summary.json or one of the phase's archives."""
+    inputs = [phase_dir / "summary.json", *(phase_dir / e["archive"] for e in summary["archives"])]
+    for x in inputs:
+        if path.resolve() == x.resolve() or (path.exists() and x.exists() and os.path.samefile(path, x)):
+            return True
+    return False
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("phase_dir")
@@ -155,10 +193,14 @@ def main(argv=None):
     repo = pathlib.Path(__file__).resolve().parents[2]
     bins = pathlib.Path(a.bin) if a.bin else None
     try:
-        summary = json.loads((phase_dir / "summary.json").read_text())
+        summary = read_summary(phase_dir)
         phase = summary["phase"]
-    except (OSError, ValueError, KeyError) as e:
-        print(f"ingest.py: {phase_dir}: no readable summary.json ({e})", file=sys.stderr)
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        print(f"ingest.py: {phase_dir / 'summary.json'}: {e}", file=sys.stderr)
+        return 2
+    if a.json is not None and is_input(pathlib.Path(a.json), phase_dir, summary):
+        print(f"ingest.py: --json: {a.json} is one of the phase's own files; write the report elsewhere",
+              file=sys.stderr)
         return 2
     if bins is None:
         build = repo / "build"
@@ -186,7 +228,7 @@ def main(argv=None):
     report["passed"] = bool(passed)
     (golden / "golden.json").write_text(json.dumps({
         "generator": "tools/gpu/run_all.sh " + phase, "kit": summary.get("kit"), "dry_run": summary.get("dry_run"),
-        "archives": summary["archives"], "steps": summary["steps"]}, indent=1) + "\n")
+        "archives": summary["archives"], "steps": summary.get("steps", [])}, indent=1) + "\n")
     text = json.dumps(report, indent=1)
     if a.json:
         pathlib.Path(a.json).write_text(text + "\n")

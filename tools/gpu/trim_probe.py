@@ -22,6 +22,8 @@ import sys
 
 import numpy as np
 
+from kit_files import is_same_file, write_whole
+
 M64 = (1 << 64) - 1
 WIDTH = {"BF16": np.uint16, "F16": np.uint16, "F8_E4M3": np.uint8, "F8_E5M2": np.uint8, "F32": np.uint32,
          "U8": np.uint8, "U64": np.uint64}
@@ -78,7 +80,7 @@ def write(path, meta, tensors):
     header["__metadata__"] = meta
     text = json.dumps(header, separators=(",", ":"), sort_keys=True).encode()
     text += b" " * (-len(text) % 8)
-    pathlib.Path(path).write_bytes(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+    write_whole(path, struct.pack("<Q", len(text)) + text + b"".join(blobs))
 
 
 def tile_digests(tensors):
@@ -102,7 +104,15 @@ def main(argv=None):
     p.add_argument("--out", required=True)
     p.add_argument("--keep", type=int, default=8, help="raw tiles kept of each distribution")
     a = p.parse_args(argv)
+    if a.keep < 1:
+        print(f"trim_probe.py: --keep: {a.keep} is not a number of tiles from 1 up", file=sys.stderr)
+        return 2
     out = pathlib.Path(a.out)
+    for path in a.captures:  # the trimmed file has the capture's name: never the capture itself
+        if is_same_file(out / pathlib.Path(path).name, path):
+            print(f"trim_probe.py: --out: {out / pathlib.Path(path).name} would be {path} itself; trim into "
+                  "another folder", file=sys.stderr)
+            return 2
     out.mkdir(parents=True, exist_ok=True)
     for path in a.captures:
         try:
