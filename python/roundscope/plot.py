@@ -203,27 +203,43 @@ def figure(kind: str, result: dict):
     return fig
 
 
-def plot(kind: str, result: dict, path) -> None:
-    """Draws `result`, an analysis of `kind`, into the PNG file `path`."""
+FORMATS = ("png", "pdf", "svg")
+
+
+def format_of(path) -> str:
+    """The drawing's format, by the name's extension (png, pdf or svg); ValueError for another."""
+    suffix = os.path.splitext(os.fspath(path))[1].lower().lstrip(".")
+    if suffix not in FORMATS:
+        raise ValueError(f"path: '{os.fspath(path)}' names no format drawn here (.png, .pdf or .svg)")
+    return suffix
+
+
+def plot(kind: str, result: dict, path, format: str | None = None) -> None:
+    """Draws `result`, an analysis of `kind`, into `path`, as PNG, PDF or SVG by its extension
+    (or `format`, for a file whose name is not its own: a temporary one)."""
     path = os.fspath(path)
+    format = format_of(path) if format is None else format
+    if format not in FORMATS:
+        raise ValueError(f"format: {format!r} is not one of {', '.join(FORMATS)}")
     folder = os.path.dirname(path)
     if folder and not os.path.isdir(folder):
         raise FileNotFoundError(f"path: no folder '{folder}'")
     fig = figure(kind, result)
     try:
-        fig.savefig(path, dpi=120, format="png")
+        fig.savefig(path, dpi=120, format=format)
     finally:
         import matplotlib.pyplot as plt
         plt.close(fig)
 
 
 def main(argv):
-    if len(argv) != 3 or argv[1] not in KINDS:
-        sys.exit(f"usage: python -m roundscope.plot {'|'.join(KINDS)} OUT.png (the report's JSON on stdin)")
+    if len(argv) not in (3, 4) or argv[1] not in KINDS:
+        sys.exit(f"usage: python -m roundscope.plot {'|'.join(KINDS)} OUT.(png|pdf|svg) [FORMAT] (the report's "
+                 "JSON on stdin)")
     # Read the whole report before importing matplotlib, so a writer never sees a closed pipe.
     report = json.load(sys.stdin)
     try:
-        plot(argv[1], report, argv[2])
+        plot(argv[1], report, argv[2], argv[3] if len(argv) == 4 else None)
     except (ValueError, OSError) as e:
         sys.exit(str(e))
 

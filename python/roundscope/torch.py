@@ -220,6 +220,8 @@ class emulate(TorchFunctionMode):
             raise ValueError(f"fallback: {fallback!r} is not one of {', '.join(self.FALLBACKS)}")
         if settings is not None and not isinstance(settings, Mapping):
             raise TypeError("settings: expected a mapping of recipe keys to values")
+        if isinstance(threads, bool) or not isinstance(threads, int) or not 0 <= threads <= 1024:
+            raise ValueError(f"threads: must be an integer from 0 (every core) to 1024, not {threads!r}")
         _check_recipe(recipe, tuple(sorted((str(k), str(v)) for k, v in (settings or {}).items())))
         self.recipe, self.settings, self.threads, self.fallback = recipe, dict(settings or {}), threads, fallback
         self.emulated = 0

@@ -173,3 +173,14 @@ def test_plot_runs_from_the_package_wherever_the_executable_is(cli, tmp_path):
     assert p.returncode == 2 and p.stdout == "" and not (tmp_path / "x.png").exists()
     assert p.stderr.startswith("roundscope: error: --plot: no Python with the roundscope package and matplotlib"), \
         p.stderr
+
+
+def test_a_plot_is_drawn_in_the_format_its_name_asks_for(cli, tmp_path):
+    """--plot p.pdf is a PDF and p.svg an SVG; a name of another format is refused before any work."""
+    for name, magic in (("p.png", b"\x89PNG"), ("p.pdf", b"%PDF"), ("p.SVG", b"<?xml")):
+        cli.run("headroom", "--synthetic", "--n", "16", "--plot", tmp_path / name)
+        assert (tmp_path / name).read_bytes().startswith(magic), name
+    for name in ("p.jpg", "p.txt", "p"):
+        m = cli.error("headroom", "--synthetic", "--n", "16", "--plot", tmp_path / name)
+        assert "--plot" in m and ".png, .pdf or .svg" in m, m
+        assert not (tmp_path / name).exists()
