@@ -19,6 +19,36 @@ public:
     using Error::Error;
 };
 
+/// Text from an untrusted file made safe for a terminal, whole: control characters (C0, DEL and
+/// C1, which can start an escape sequence) and bytes that are not UTF-8 become \xNN; other
+/// UTF-8 text stays as it is.
+inline std::string terminal_text(std::string_view s) {
+    static constexpr char hex[] = "0123456789abcdef";
+    std::string out;
+    auto escape = [&](unsigned char c) {
+        out += "\\x";
+        out += hex[c >> 4];
+        out += hex[c & 15];
+    };
+    for (std::size_t i = 0; i < s.size();) {
+        const auto c = static_cast<unsigned char>(s[i]);
+        if (c >= 0x20 && c < 0x7f) {
+            out += static_cast<char>(c), ++i;
+            continue;
+        }
+        // a whole UTF-8 sequence of 2 to 4 bytes, not a C1 control (U+0080 to U+009F)
+        const std::size_t n = c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+        bool whole = n > 0 && i + n <= s.size() && !(c == 0xc2 && static_cast<unsigned char>(s[i + 1]) < 0xa0);
+        for (std::size_t k = 1; whole && k < n; ++k) whole = (static_cast<unsigned char>(s[i + k]) & 0xc0) == 0x80;
+        if (whole) {
+            out.append(s.substr(i, n)), i += n;
+            continue;
+        }
+        escape(c), ++i;
+    }
+    return out;
+}
+
 /// Text from an untrusted file made safe for a one-line message: bytes outside printable
 /// ASCII become \xNN, and anything past `max_chars` becomes "...".
 inline std::string printable(std::string_view s, std::size_t max_chars = 80) {

@@ -88,8 +88,10 @@ void inspect(const InspectOptions& o) {
                                      "std",  "nan",   "inf",   "zeros", "subnormals"};
     for (const emu::Format* f : analysis::representability_targets) headers.push_back("exact " + std::string(f->name));
     if (o.checksum) headers.push_back("crc32");
-    fmt::print("{}\n", o.file);
-    for (const auto& [k, v] : file.metadata) fmt::print("  {} = {}\n", k, v);
+    // names and metadata come from the file: escaped for the terminal (the JSON keeps them as they are)
+    fmt::print("{}\n", terminal_text(o.file));
+    for (const auto& [k, v] : file.metadata) fmt::print("  {} = {}\n", terminal_text(k), terminal_text(v));
+    for (auto& row : rows) row.front() = terminal_text(row.front());
     print_table(headers, rows);
 }
 

@@ -77,3 +77,19 @@ def test_the_executable_needs_no_cuda_runtime_library(cli):
     needed = subprocess.run(["readelf", "-d", cli.path], capture_output=True, text=True, check=True).stdout
     libraries = [line.split("[")[1].rstrip("]") for line in needed.splitlines() if "(NEEDED)" in line]
     assert libraries and not any("cudart" in name or name.startswith("libcuda.") for name in libraries), libraries
+
+
+def test_inspect_prints_no_terminal_escape_from_a_file(cli, tmp_path):
+    """Tensor names and metadata are the file's: printed with control characters (an escape
+    sequence's start, C1 controls) escaped, UTF-8 text as it is; --json keeps them exact."""
+    import numpy as np
+
+    import roundscope as rs
+    path = tmp_path / "escapes.safetensors"
+    rs.write(path, {"\x1b[2Jq": np.zeros(4, np.float32), "café": np.ones(2, np.float32)},
+             {"note\x1b]0;title\x07": "value\x9b31m \u0085 ünïcode"})
+    out = cli.run("inspect", path).stdout
+    assert "\x1b" not in out and "\x07" not in out and "\u0085" not in out and "\x9b" not in out, repr(out)
+    assert "\\x1b[2Jq" in out and "café" in out and "ünïcode" in out and "\\xc2\\x85" in out, out
+    j = cli.json("inspect", path)
+    assert j["metadata"] == {"note\x1b]0;title\x07": "value\x9b31m \u0085 ünïcode"}
