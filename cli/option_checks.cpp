@@ -60,6 +60,11 @@ CLI::Validator finite_in(double lo, double hi, bool above_lo) {
 
 CLI::Validator thread_count() { return integer_in(0, 1024); }
 
+CLI::Validator non_empty() {
+    return CLI::Validator([](std::string& text) -> std::string { return text.empty() ? "must not be empty" : ""; },
+                          "TEXT");
+}
+
 CLI::Validator accepted_by(std::function<void(const std::string&)> accept, std::string description) {
     return CLI::Validator(
         [accept = std::move(accept)](std::string& text) -> std::string {

@@ -23,6 +23,9 @@ CLI::Validator finite_in(double lo, double hi, bool above_lo = false);
 /// Worker threads: 0 (all cores) to 1024.
 CLI::Validator thread_count();
 
+/// Any text but the empty one (an option given as '' would otherwise read as not given).
+CLI::Validator non_empty();
+
 /// A value `accept` takes without an Error (a format, a rounding mode, a recipe): the layers below
 /// name the value in their message, and CLI11 puts the option in front ("--round: unknown
 /// rounding mode 'nearest' ...").

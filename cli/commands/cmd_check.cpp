@@ -17,6 +17,7 @@
 #include "cli/command_files.hpp"
 #include "cli/commands.hpp"
 #include "cli/markup.hpp"
+#include "cli/option_checks.hpp"
 #include "lib/error.hpp"
 #include "lib/file_write.hpp"
 
@@ -164,7 +165,7 @@ void add_check_command(CLI::App& app) {
     cmd->add_option("DIR", a->dir,
                     "Folder of golden files: MMA tiles, conversion digests, attention dumps naming a recipe")
         ->required();
-    cmd->add_option("--junit", a->junit, "Also write the results as JUnit XML to this file");
+    cmd->add_option("--junit", a->junit, "Also write the results as JUnit XML to this file")->check(non_empty());
     add_output_flags(cmd, a->json, a->threads);
     cmd->footer("Example: roundscope check tests/data/golden --junit golden.xml\n");
     cmd->callback([a] { check(*a); });

@@ -9,8 +9,10 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -71,6 +73,15 @@ void check_report_args(const ReportArgs& a) {
     if (!a.tensorboard.empty()) {
         if (std::filesystem::exists(a.tensorboard) && !std::filesystem::is_directory(a.tensorboard))
             throw Error("--tensorboard: " + a.tensorboard + " is a file, not a folder for event files");
+        // the folder (or the nearest one above it that exists, where it will be made) writable
+        std::filesystem::path there = std::filesystem::absolute(a.tensorboard);
+        while (!std::filesystem::exists(there) && there.has_parent_path() && there != there.parent_path())
+            there = there.parent_path();
+        std::string probe = (there / ".roundscope-probe-XXXXXX").string();  // a folder made there and removed
+        if (::mkdtemp(probe.data()) == nullptr)
+            throw Error("--tensorboard: " + a.tensorboard + ": cannot make a folder in " + there.string() + ": " +
+                        std::strerror(errno));
+        std::filesystem::remove(probe);
         check_python_module("--tensorboard", "tensorboard");
     }
     if (!a.no_html && !engine && a.shard.empty()) check_python_module("report.html (or --no-html)", "plotly");
@@ -277,25 +288,34 @@ void add_report_command(CLI::App& app) {
                     "Emulate a format's softmax overflow only where its smallest margin is below this many nats")
         ->check(finite_in(0, 1e6))
         ->capture_default_str();
-    cmd->add_option("--rows", a->rows,
-                    "Sample this many query rows of each head (default: every row; at least 32; the figures are over "
-                    "them, each with its "
-                    "sampling error); a head with no more rows runs whole")
-        ->check(integer_in(32, std::int64_t{1} << 40));
-    cmd->add_option("--seed", a->seed, "Seed of the row sample (--rows)")->check(seed_value())->capture_default_str();
+    auto* rows =
+        cmd->add_option(
+               "--rows", a->rows,
+               "Sample this many query rows of each head (default: every row; at least 32; the figures are over "
+               "them, each with its "
+               "sampling error); a head with no more rows runs whole")
+            ->check(integer_in(32, std::int64_t{1} << 40));
+    cmd->add_option("--seed", a->seed, "Seed of the row sample (--rows)")
+        ->check(seed_value())
+        ->capture_default_str()
+        ->needs(rows);  // without a sample there is nothing it seeds: an error, not ignored
     cmd->add_flag("--attribute-stages", a->attribute_stages,
                   "Attribute each recipe's error stage by stage (default: with every stage low and every stage exact)");
     cmd->add_flag("--no-cache", a->no_cache, "Recompute every task (the cache is still written)");
     cmd->add_flag("--list-tasks", a->list_tasks, "Print the tasks (key, file, head) as JSON and stop");
     cmd->add_option("--run-task", a->run_task_key,
-                    "Run one task and print its result as JSON (for a distributed engine)");
+                    "Run one task and print its result as JSON (for a distributed engine)")
+        ->check(non_empty());
     cmd->add_option("--task-file", a->task_file,
-                    "With --run-task: the task's file, as --list-tasks names it (only it is read)");
+                    "With --run-task: the task's file, as --list-tasks names it (only it is read)")
+        ->check(non_empty());
     cmd->add_option("--shard", a->shard,
                     "Run only the I-th of N equal shares of the tasks into OUT's cache (I/N, e.g. 3/8); a plain "
-                    "run gathers them");
+                    "run gathers them")
+        ->check(non_empty());
     cmd->add_option("--tensorboard", a->tensorboard,
-                    "Also write the figures as TensorBoard event files into this folder (needs tensorboard)");
+                    "Also write the figures as TensorBoard event files into this folder (needs tensorboard)")
+        ->check(non_empty());
     cmd->add_flag("--no-html", a->no_html, "Write report.json alone (report.html needs a Python with plotly)");
     add_output_flags(cmd, a->json, a->threads);
     cmd->footer("Example: roundscope report dumps -o dumps-report --recipe fa2-bf16 --recipe fa3-fp8\n");

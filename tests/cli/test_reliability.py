@@ -310,6 +310,16 @@ for target in ["missing/out.safetensors", "/sys/out.safetensors", "notes.txt/out
     case(f"leak --plot {target}", ATTENTION["leak"] + ["--plot", target], phrases=("--plot",))
 case("demo --out a file", ["demo", "--out", "notes.txt", "--no-plots"], phrases=("--out", "notes.txt"))
 case("demo --out unwritable", ["demo", "--out", "/sys/roundscope-demo", "--no-plots"], phrases=("--out",))
+# ---------------------------------------------------------------- options given empty or without what they need
+case("report --shard ''", ["report", ".", "--shard", ""], phrases=("--shard", "empty"))
+case("report --task-file ''", ["report", ".", "--run-task", "x", "--task-file", ""], phrases=("--task-file", "empty"))
+case("report --tensorboard ''", ["report", ".", "--tensorboard", ""], phrases=("--tensorboard", "empty"))
+case("report --seed without --rows", ["report", ".", "--seed", "3"], phrases=("--seed", "--rows"))
+case("check --junit ''", ["check", ".", "--junit", ""], phrases=("--junit", "empty"))
+case("report --tensorboard unwritable", ["report", ".", "--tensorboard", "/sys/roundscope-tb"],
+     phrases=("--tensorboard", "/sys"))
+for target in ["p.jpg", "p.txt", "plot"]:  # drawn as PNG, PDF or SVG by the name, or refused
+    case(f"headroom --plot {target}", ATTENTION["headroom"] + ["--plot", target], phrases=("--plot", ".png, .pdf"))
 case("probe --out a file", ["probe", "--out", "notes.txt"], rc=2 if GPU else 3)  # the GPU is looked for first
 case("mx without -o", ["mx", "vec.safetensors", "--format", "mxfp4"], phrases=("-o",))
 
