@@ -46,21 +46,37 @@ std::string architecture(const TensorFile& file) {
     return end == std::string::npos ? std::string() : "sm" + device.substr(at + 4, end - at - 4);
 }
 
-/// The tiles and the model of their architecture and instruction (mma.sync or wgmma, from the PTX
-/// instruction `probe` records).
+}  // namespace
+
+CaptureModel capture_model(const TensorFile& file) {
+    CaptureModel m{architecture(file), {}};
+    const std::string ptx = metadata(file, "instruction");
+    if (ptx.starts_with("wgmma"))
+        m.instruction = "wgmma";
+    else if (ptx.starts_with("mma.sync"))
+        m.instruction = "mma.sync";
+    else if (!ptx.empty())
+        throw Error(file.path + ": metadata \"instruction\" is '" + printable(ptx) +
+                    "', neither mma.sync... nor wgmma... (the PTX instruction roundscope probe records)");
+    if (!m.arch.empty()) {
+        try {
+            emu::check_mma_architecture(m.arch);
+        } catch (const Error& e) {
+            throw Error(file.path + ": metadata: " + e.what());
+        }
+    }
+    return m;
+}
+
+namespace {
+
+/// The tiles and the model of their architecture and instruction (capture_model).
 emu::MmaProblem load_mma(const TensorFile& file) {
-    const std::string arch = architecture(file);
-    if (arch.empty())
+    const CaptureModel m = capture_model(file);
+    if (m.arch.empty())
         throw Error(file.path + ": no architecture in the metadata (\"arch\", or \"device\" with (sm_NN) as " +
                     "roundscope probe writes it)");
-    try {
-        emu::check_mma_architecture(arch);
-    } catch (const Error& e) {
-        throw Error(file.path + ": metadata: " + e.what());
-    }
-    const std::string ptx = metadata(file, "instruction");
-    const std::string instruction = ptx.starts_with("wgmma") ? "wgmma" : ptx.starts_with("mma.sync") ? "mma.sync" : "";
-    emu::MmaProblem p = emu::load_mma_problem(file, arch, instruction);
+    emu::MmaProblem p = emu::load_mma_problem(file, m.arch, m.instruction);
     if (!p.d) throw Error(file.path + ": no tensor 'D' (what the GPU computed) to check");
     return p;
 }

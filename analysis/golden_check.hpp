@@ -30,6 +30,15 @@ struct GoldenCase {
     std::string detail;                    // the first difference, or why the file cannot be checked
 };
 
+/// The architecture and instruction an MMA capture records (metadata "arch", or "device" with
+/// (sm_NN) as `probe` writes it; "instruction": the PTX instruction, mma.sync... or wgmma...):
+/// the one reading of them that `check` and `mma --check` share. Empty where the metadata holds
+/// none; an Error naming the file for an instruction that is neither.
+struct CaptureModel {
+    std::string arch, instruction;
+};
+CaptureModel capture_model(const TensorFile& file);
+
 /// Throws Error naming the file when a golden file of `kind` cannot be checked: no architecture
 /// in an MMA file's metadata, digests of the wrong size, a recipe or setting the emulator does
 /// not know, tensors that do not fit together. Cheap: run it on every file before any check.

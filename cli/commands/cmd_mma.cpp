@@ -8,8 +8,10 @@
 #include <vector>
 
 #include <fmt/format.h>
+
 #include <nlohmann/json.hpp>
 
+#include "analysis/golden_check.hpp"
 #include "cli/analysis_flags.hpp"
 #include "cli/cli_output.hpp"
 #include "cli/command_files.hpp"
@@ -28,6 +30,7 @@ namespace {
 
 struct MmaOptions {
     std::string input, output, arch = "sm90", instruction;
+    bool arch_given = false;  // --arch on the command line (else a capture's own architecture)
     bool check = false, json = false, list = false;
     int threads = 0;
 };
@@ -97,7 +100,13 @@ void run_mma(const MmaOptions& o) {
     }
     if (!o.output.empty()) check_output("-o", o.output, {o.input});
     const TensorFile file = read_input(o.input);
-    const emu::MmaProblem p = emu::load_mma_problem(file, o.arch, o.instruction);
+    // A capture says which device and instruction it ran on (as `check` reads it): its model is
+    // theirs unless --arch or --instruction asks for another (a what-if: the JSON names both)
+    const analysis::CaptureModel capture = analysis::capture_model(file);
+    const std::string arch = o.arch_given || capture.arch.empty() ? o.arch : capture.arch;
+    const std::string instruction =
+        !o.instruction.empty() || capture.instruction.empty() ? o.instruction : capture.instruction;
+    const emu::MmaProblem p = emu::load_mma_problem(file, arch, instruction);
     if (o.check && !p.d.has_value())
         throw Error(fmt::format("{}: --check needs a tensor 'D' (the GPU's result)", o.input));
 
@@ -119,6 +128,8 @@ void run_mma(const MmaOptions& o) {
                           {"instruction", p.model->instruction},
                           {"model", emu::mma_model_name(*p.model)},
                           {"shape", shape}};
+    if (!capture.arch.empty() || !capture.instruction.empty())
+        result["capture"] = {{"arch", capture.arch}, {"instruction", capture.instruction}};
     std::uint64_t matched = 0;
     if (o.check) {
         const int width = p.model->accumulator.bits;
@@ -166,8 +177,9 @@ void add_mma_command(CLI::App& app) {
     auto* cmd = app.add_subcommand("mma", "D = A*B + C through a tensor-core model; --check against a GPU's D");
     auto o = std::make_shared<MmaOptions>();
     cmd->add_option("IN", o->input, "File with A [T,M,K], B [T,K,N], C [T,M,N] (and D to --check)");
-    cmd->add_option("--arch", o->arch, "Architecture: sm80, sm89, sm90, sm100 (default sm90)")
-        ->check(accepted_by([](const std::string& arch) { emu::check_mma_architecture(arch); }, "ARCH"));
+    auto* arch = cmd->add_option("--arch", o->arch,
+                                 "Architecture: sm80, sm89, sm90, sm100 (default: a capture's own, else sm90)")
+                     ->check(accepted_by([](const std::string& arch) { emu::check_mma_architecture(arch); }, "ARCH"));
     cmd->add_option("--instruction", o->instruction, "mma.sync (default where it exists), wgmma, tcgen05.mma");
     cmd->add_flag("--check", o->check, "Compare with the D in IN; exit 1 on any differing bit");
     cmd->add_option("-o,--output", o->output, "Write D (the accumulator's dtype) to this file");
@@ -176,7 +188,10 @@ void add_mma_command(CLI::App& app) {
     cmd->footer(
         "Examples: roundscope mma tests/data/golden/h100/mma_e4m3.safetensors --arch sm90 --check\n"
         "          roundscope mma --list\n");
-    cmd->callback([o] { run_mma(*o); });
+    cmd->callback([o, arch] {
+        o->arch_given = arch->count() > 0;
+        run_mma(*o);
+    });
 }
 
 }  // namespace roundscope::cli

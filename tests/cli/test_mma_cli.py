@@ -77,3 +77,35 @@ def test_bad_files_get_one_line(cli, golden, tmp_path):
 def test_probe_without_a_gpu_exits_3(cli, tmp_path):
     p = cli.run("probe", "--out", tmp_path / "probe", check=False)
     assert p.returncode == 3 or (p.returncode == 0 and (tmp_path / "probe" / "mma_bf16.safetensors").exists()), p.stderr
+
+
+def test_mma_check_reads_the_captures_device_and_instruction_as_check_does(cli, tmp_path):
+    """A capture's metadata names its device and PTX instruction: `mma --check` checks it against
+    that device's model, as `check` does (an sm_89-marked H100 capture fails both), unless --arch
+    asks for another (then the JSON names the capture's too), and refuses an instruction that is
+    neither mma.sync nor wgmma and a device with no model of the capture's inputs (FP8 on
+    sm_80)."""
+    import roundscope as rs
+
+    def capture(name, source, **metadata):
+        tensors = rs.read(GOLDEN / source)
+        meta = {**rs.read_metadata(GOLDEN / source), **metadata}
+        (tmp_path / name).mkdir()
+        rs.write(tmp_path / name / source, tensors, meta)
+        return tmp_path / name / source
+
+    sm89 = capture("sm89", "mma_bf16.safetensors", device="NVIDIA GeForce RTX 4090 (sm_89)")
+    mine, theirs = cli.run("mma", sm89, "--check", "--json", check=False), cli.json("check", sm89.parent, check=False)
+    assert mine.returncode == 1 and theirs["failed"] == 1
+    assert json.loads(mine.stdout)["arch"] == "sm89"
+    assert json.loads(mine.stdout)["matched"] == theirs["checks"][0]["matched"]
+    what_if = cli.json("mma", sm89, "--check", "--arch", "sm90")
+    assert what_if["arch"] == "sm90" and what_if["capture"] == {"arch": "sm89", "instruction": "mma.sync"}
+    odd = capture("odd", "mma_bf16.safetensors", instruction="m99n8k16")
+    for args in (["mma", odd, "--check"], ["check", odd.parent]):
+        m = cli.error(*args)
+        assert "instruction" in m and "m99n8k16" in m, m
+    fp8 = capture("fp8_sm80", "mma_e4m3.safetensors", device="NVIDIA A100 (sm_80)")
+    for args in (["mma", fp8, "--check"], ["check", fp8.parent]):
+        m = cli.error(*args)
+        assert "sm80" in m, m
