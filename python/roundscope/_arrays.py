@@ -74,7 +74,7 @@ def _numpy_in(x, what: str):
     name = FROM_NUMPY.get(a.dtype)
     if name is None:
         raise TypeError(f"{what}: numpy dtype {a.dtype} has no roundscope format")
-    return np.ascontiguousarray(a), name
+    return np.ascontiguousarray(a).reshape(a.shape), name  # ascontiguousarray makes a 0-d array 1-d
 
 
 def raw(x, what: str = "x", dtype: str | None = None):

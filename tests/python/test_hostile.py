@@ -299,6 +299,7 @@ for name, call, error, pattern in [
         ("emulate fallback", lambda s: rst.emulate("fa3-fp8", fallback="exac"), ValueError, "fallback: 'exac' is not one of"),
         ("emulate fallback none", lambda s: rst.emulate("fa3-fp8", fallback=None), ValueError, "fallback: None is not one of"),
         ("emulate threads", lambda s: rst.emulate("fa3-fp8", threads=-1), ValueError, "threads: must be an integer from 0"),
+        ("mx.quantize 0-d", lambda s: rs.mx.quantize(np.array(3.0, np.float32), "mxfp8_e4m3"), ValueError, "tensor 'x': a scalar has no axis"),
         ("emulate threads bool", lambda s: rst.emulate("fa3-fp8", threads=True), ValueError, "threads: must be an integer"),
         ("plot format", lambda s: roundscope.plot.plot("headroom", {}, s / "p.jpg"), ValueError, "path: '"),
         ("sdpa learned mask", lambda s: rst.scaled_dot_product_attention(*(torch.ones(1, 4, 8) for _ in range(3)), attn_mask=torch.ones(4, 4, requires_grad=True)), ValueError, "attn_mask: a mask that needs a gradient"),
@@ -342,3 +343,13 @@ def test_hostile_input(scratch, capfd, call, error, pattern):
 def test_the_suite_holds_150_cases():
     assert len(CASES) >= 150, len(CASES)
     assert len({c.id for c in CASES}) == len(CASES)
+
+
+def test_a_0d_array_keeps_its_shape(tmp_path):
+    """A 0-d array (numpy or torch) is written and read back as 0-d, and cast as 0-d (it came back
+    as shape (1,))."""
+    import torch
+    rs.write(tmp_path / "s.safetensors", {"x": np.array(3.0, np.float32), "t": torch.tensor(2.0)})
+    back = rs.read(tmp_path / "s.safetensors")
+    assert back["x"].shape == () and back["t"].shape == () and float(back["x"]) == 3.0
+    assert rs.cast(np.array(1.5, np.float32), "bf16").shape == ()
