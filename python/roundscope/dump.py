@@ -232,6 +232,12 @@ class AttentionDump:
         F.scaled_dot_product_attention = self.wrap(original, kind="sdpa")
         try:
             yield self
+        except BaseException:
+            # a step stopped half-way (an error, Ctrl-C in the backward pass): what it captured is
+            # not the step (forward without backward), so nothing of it is written
+            self._captures = []
+            raise
+        else:
             if not self._captures and self._layer == 0:
                 warnings.warn(f"roundscope.dump: step {step} called no scaled_dot_product_attention: nothing to dump "
                               "(nn.MultiheadAttention with need_weights=True, its default, computes attention "

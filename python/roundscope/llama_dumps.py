@@ -130,7 +130,8 @@ def main(argv=None) -> int:
         os.makedirs(folder, exist_ok=True)
         for w in range(a.windows):
             marker = os.path.join(folder, f"window{w}.json")
-            done = _done(marker, options)
+            expected = {"text": name, "window": w, "step": step, "offset": w * a.n}
+            done = _done(marker, options, expected, _window_files(folder, step, layers))
             if done is None:
                 done = _dump_window(model, tokens[name], name, w, step, a, layers, folder, options)
                 _write_json(marker, done)
@@ -147,13 +148,24 @@ def main(argv=None) -> int:
     print(f"{total} window(s) in {a.out}; mean loss {sum(x['loss'] for x in run['windows']) / total:.4f} nats")
     if a.report:
         import roundscope
-        summary = roundscope.report(a.out, os.path.join(a.out, "report"), threads=a.threads)
+        recipes = ["fa2-f32" if a.precision == "f32" else "fa2-bf16", "fa3-fp8"]  # the kernel's formats first
+        summary = roundscope.report(a.out, os.path.join(a.out, "report"), recipe=recipes, threads=a.threads)
         print(f"report: {summary['tasks']} task(s) in {os.path.join(a.out, 'report')}")
     return 0
 
 
-def _done(marker: str, options: dict):
-    """The window's record if a run with these options finished it, else None."""
+def _window_files(folder: str, step: int, layers) -> list:
+    """The dumps a window writes: one a layer, as AttentionDump names them."""
+    return [os.path.join(folder, f"step{step}_layer{layer}.safetensors") for layer in layers]
+
+
+def _done(marker: str, options: dict, expected: dict, files: list):
+    """The window's record if a run with these options finished it, else None: the marker must be
+    this window's (text, window, step, offset, options), list exactly the window's dumps, and each
+    dump must exist and say it is this window's, forward and backward (its do), so that an edited
+    marker or a window stopped half-way is computed again, never believed."""
+    import roundscope
+
     try:
         with open(marker) as f:
             record = json.load(f)
@@ -161,8 +173,19 @@ def _done(marker: str, options: dict):
         return None
     if not isinstance(record, dict) or record.get("options") != options or not isinstance(record.get("loss"), float):
         return None
-    if not all(os.path.isfile(p) for p in record.get("files", [])):
+    if any(record.get(k) != v for k, v in expected.items()) or record.get("files") != files:
         return None
+    for path in files:
+        try:
+            meta = roundscope.read_metadata(path)
+            names = set(roundscope.read(path))
+        except (OSError, ValueError):
+            return None
+        if {"q", "k", "v", "o", "do"} - names:
+            return None
+        if any(meta.get(k) != str(v) for k, v in expected.items() if k != "offset") or meta.get("offset") != str(
+                expected["offset"]) or meta.get("precision") != options["precision"]:
+            return None
     return record
 
 

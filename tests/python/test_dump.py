@@ -289,3 +289,18 @@ def _umask():
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+def test_a_step_stopped_half_way_writes_nothing(tmp_path):
+    """An error (or Ctrl-C) inside the step, after the forward pass and before the backward: no
+    forward-only dump is left to be taken for the whole step."""
+    from roundscope.dump import AttentionDump
+
+    q = torch.randn(1, 2, 8, 16, requires_grad=True)
+    dump = AttentionDump(tmp_path)
+    with pytest.raises(KeyboardInterrupt):
+        with dump.step(0):
+            torch.nn.functional.scaled_dot_product_attention(q, q, q)
+            raise KeyboardInterrupt
+    assert dump.written == [] and list(tmp_path.iterdir()) == []
+    assert torch.nn.functional.scaled_dot_product_attention.__name__ == "scaled_dot_product_attention"

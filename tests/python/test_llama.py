@@ -188,3 +188,26 @@ def test_bad_options_are_one_line_and_exit_2(tmp_path, capsys, args, phrase):
     err = capsys.readouterr().err
     assert exit.value.code == 2 and err.count("\n") == 1 and phrase in err, err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_window_is_done_only_when_its_marker_and_its_dumps_say_so(dumps, capsys):
+    """An edited marker (another window's, a files list that is not the window's) or a dump without
+    its backward pass (a run stopped half-way) makes the window run again, not believed."""
+    argv = [str(dumps), "--text", "gpl-3", "--n", str(N), "--layers", "0-1", "--precision", "f32"]
+    marker = dumps / "gpl-3" / "window0.json"
+    record = json.loads(marker.read_text())
+    for edited in ({**record, "files": record["files"][:1]}, {**record, "window": 1}, {**record, "offset": 7}):
+        marker.write_text(json.dumps(edited))
+        assert llama_dumps.main(argv) == 0
+        assert "done before" not in capsys.readouterr().out, edited
+    from safetensors.torch import load_file, save_file
+    import roundscope
+    path = dumps / "gpl-3" / "step0_layer1.safetensors"
+    t, meta = load_file(path), roundscope.read_metadata(path)
+    del t["do"]
+    save_file(t, path, metadata=meta)
+    assert llama_dumps.main(argv) == 0
+    assert "done before" not in capsys.readouterr().out
+    assert "do" in load_file(path)
+    assert llama_dumps.main(argv) == 0
+    assert "done before" in capsys.readouterr().out
