@@ -39,7 +39,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from roundscope.dump import AttentionDump
+from roundscope.dump import AttentionDump, replacing
 
 D_MODEL, HEADS, VOCAB = 256, 4, 257
 BOS = 256  # every sequence starts with it, as a tokenizer's beginning-of-sequence token
@@ -193,10 +193,10 @@ def write_log(out, log):
 def save_checkpoint(a, step, model, optimizer, schedule, generator, log):
     """The state before training step `step` (its dump already written), replaced atomically."""
     path = checkpoint_path(a.out)
-    torch.save({"options": {k: getattr(a, k) for k in RUN_OPTIONS}, "step": step, "model": model.state_dict(),
-                "optimizer": optimizer.state_dict(), "schedule": schedule.state_dict(),
-                "generator": generator.get_state(), "log": log}, path + ".tmp")
-    os.replace(path + ".tmp", path)
+    with replacing(path) as (f, _):  # a temporary name of its own, never a file already there
+        torch.save({"options": {k: getattr(a, k) for k in RUN_OPTIONS}, "step": step, "model": model.state_dict(),
+                    "optimizer": optimizer.state_dict(), "schedule": schedule.state_dict(),
+                    "generator": generator.get_state(), "log": log}, f)
 
 
 def load_checkpoint_fields(parser, path, state, a, model, optimizer, schedule, generator):
@@ -216,9 +216,16 @@ def load_checkpoint_fields(parser, path, state, a, model, optimizer, schedule, g
             bad(f"log.{key}", f"is a {type(log[key]).__name__}, not a list")
     if len(log.get("steps", [])) != step:
         bad("log.steps", f"holds {len(log.get('steps', []))} losses, not one for each of the {step} steps done")
+    for i, entry in enumerate(log.get("steps", [])):
+        loss = entry.get("loss") if isinstance(entry, dict) else entry
+        if isinstance(loss, bool) or not isinstance(loss, (int, float)) or not math.isfinite(loss):
+            bad("log.steps", f"entry {i} holds {loss!r}, not a finite loss")
     seconds = log.get("seconds", 0.0)
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not math.isfinite(seconds) or seconds < 0:
         bad("log.seconds", f"is {seconds!r}, not a time in seconds")
+    for name, t in (state["model"].items() if isinstance(state["model"], dict) else []):
+        if isinstance(t, torch.Tensor) and t.is_floating_point() and not torch.isfinite(t).all():
+            bad("model", f"{name} holds NaN or Inf")
     try:
         model.load_state_dict(state["model"])
     except (RuntimeError, TypeError, AttributeError, KeyError, ValueError) as e:
@@ -237,10 +244,16 @@ def load_checkpoint_fields(parser, path, state, a, model, optimizer, schedule, g
         for key in ("exp_avg", "exp_avg_sq"):
             if not isinstance(s.get(key), torch.Tensor) or s[key].shape != parameters[i].shape:
                 bad("optimizer", f"{key} of parameter {i} is not a tensor of its shape {tuple(parameters[i].shape)}")
+            if not torch.isfinite(s[key]).all():
+                bad("optimizer", f"{key} of parameter {i} holds NaN or Inf")
     try:
         optimizer.load_state_dict(o)
     except (RuntimeError, TypeError, KeyError, ValueError) as e:
         bad("optimizer", str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__)
+    sched = state["schedule"]
+    last = sched.get("last_epoch") if isinstance(sched, dict) else None
+    if isinstance(last, bool) or not isinstance(last, int) or last != step:  # one schedule step a training step
+        bad("schedule", f"is at step {last!r}, not at the checkpoint's step {step}")
     try:
         schedule.load_state_dict(state["schedule"])
     except (RuntimeError, TypeError, KeyError, ValueError, AttributeError) as e:

@@ -117,6 +117,16 @@ def _moment_of_another_shape(state):
     s["exp_avg"] = s["exp_avg"].flatten()[:3].clone()
 
 
+def _model_weight_nan(state):
+    name = next(n for n, t in state["model"].items() if t.is_floating_point())
+    state["model"][name] = state["model"][name].clone()
+    state["model"][name].view(-1)[0] = float("nan")
+
+
+def _moment_inf(state):
+    state["optimizer"]["state"][0]["exp_avg_sq"].view(-1)[0] = float("inf")
+
+
 def _model_tensor_of_another_shape(state):
     name = next(iter(state["model"]))
     state["model"][name] = state["model"][name].flatten()[:5].clone()
@@ -130,6 +140,9 @@ def _model_tensor_of_another_shape(state):
     (_set("optimizer", [1, 2]), "optimizer"), (_set("schedule", "x"), "schedule"),
     (_set("generator", lambda g: g[:10].clone()), "generator"), (_set("generator", "seed"), "generator"),
     (_set("options", 7), "not a checkpoint"),
+    (_set("schedule.last_epoch", 10**9), "schedule"), (_model_weight_nan, "model"), (_moment_inf, "optimizer"),
+    (_set("log.steps", lambda x: x[:-1] + ["a loss"]), "log.steps"),
+    (_set("log.steps", lambda x: x[:-1] + [float("nan")]), "log.steps"),
 ], ids=lambda x: x if isinstance(x, str) else "")
 def test_a_checkpoint_with_a_wrong_field_is_one_line_naming_it(short_run, tmp_path, capsys, change, field):
     """A checkpoint this example could have written, but for one field: the run stops with exit 2
