@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <filesystem>
 #include <new>
 #include <string>
 #include <string_view>
@@ -122,6 +123,23 @@ void add_all_commands(CLI::App& app) {
     add_completion_command(app);
 }
 
+namespace {
+
+// "create directories /tmp/x/y: File name too long": the operation, the path (made printable and
+// short) and the reason, from what libstdc++ says ("filesystem error: cannot create directories:
+// File name too long [/tmp/x/y]").
+std::string filesystem_message(const std::filesystem::filesystem_error& e) {
+    std::string operation = e.what();
+    for (const std::string prefix : {"filesystem error: ", "cannot "})
+        if (operation.starts_with(prefix)) operation = operation.substr(prefix.size());
+    operation = operation.substr(0, operation.find(':'));  // "create directories", "status", ...
+    std::string paths = printable(e.path1().string(), 160);
+    if (!e.path2().empty()) paths += " -> " + printable(e.path2().string(), 160);
+    return operation + " " + paths + ": " + e.code().message();
+}
+
+}  // namespace
+
 RunOutcome run_app_outcome(CLI::App& app, int argc, char** argv) {
     if (std::string m = command_name_error(app, argc, argv); !m.empty()) return {.code = 2, .message = m};
     try {
@@ -138,6 +156,8 @@ RunOutcome run_app_outcome(CLI::App& app, int argc, char** argv) {
         return {2, e.what()};
     } catch (const std::bad_alloc&) {
         return {2, "out of memory (the run needs more memory than this machine has)", RunOutcome::Failure::memory};
+    } catch (const std::filesystem::filesystem_error& e) {  // a folder made, listed, renamed: its path and the why
+        return {2, filesystem_message(e), RunOutcome::Failure::file};
     } catch (const std::system_error& e) {  // fmt's failed writes to standard output
         return {2, std::string("standard output: write failed: ") + e.code().message(), RunOutcome::Failure::file};
     } catch (const std::exception& e) {

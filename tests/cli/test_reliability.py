@@ -69,6 +69,8 @@ def make_scratch(folder):
     os.mkdir(os.path.join(folder, "folder.safetensors"))
     os.link(os.path.join(folder, "att.safetensors"), os.path.join(folder, "hardlink.safetensors"))
     os.symlink("att.safetensors", os.path.join(folder, "symlink.safetensors"))
+    os.symlink("loop-b", os.path.join(folder, "loop-a"))  # a loop of links, for paths through it
+    os.symlink("loop-a", os.path.join(folder, "loop-b"))
     open(os.path.join(folder, "old_output.safetensors"), "wb").write(OLD_OUTPUT)
     open(os.path.join(folder, "out.safetensors.partial"), "wb").write(b"a user's file that happens to have this name")
 
@@ -122,6 +124,7 @@ class Case:
     args: list
     rc: int = 2
     phrases: tuple = ()
+    absent: tuple = ()  # what the message must not say (another file's name, say)
     outputs: tuple = ()
     timeout: int = 60
     stdout_to_full: bool = False  # standard output is /dev/full
@@ -147,6 +150,8 @@ def run_case(cli, folder, c):
             assert err.count("\n") == 1 and err.startswith("roundscope: error: "), repr(err[:400])
             missing = [x for x in c.phrases if x not in err]
             assert not missing, f"missing {missing} in {err.strip()[:300]}"
+            wrong = [x for x in c.absent if x in err]
+            assert not wrong, f"{wrong} in {err.strip()[:300]}"
         changed = [f for f, digest in before.items() if after.get(f, "gone") != digest and f not in c.outputs]
         assert not changed, f"{args} changed or removed {changed}"
         stray = set(after) - set(before) - set(c.outputs)
@@ -310,6 +315,11 @@ for target in ["missing/out.safetensors", "/sys/out.safetensors", "notes.txt/out
     case(f"leak --plot {target}", ATTENTION["leak"] + ["--plot", target], phrases=("--plot",))
 case("demo --out a file", ["demo", "--out", "notes.txt", "--no-plots"], phrases=("--out", "notes.txt"))
 case("demo --out unwritable", ["demo", "--out", "/sys/roundscope-demo", "--no-plots"], phrases=("--out",))
+# ---------------------------------------------------------------- file-system errors name the path and the operation
+case("report -o through a link loop", ["report", ".", "-o", "loop-a/report"],
+     phrases=("loop-a/report", "symbolic links"), absent=("standard output",))
+case("report -o over-long", ["report", ".", "-o", "x" * 300 + "/report"], phrases=("xxxx", "too long"),
+     absent=("standard output",))
 # ---------------------------------------------------------------- options given empty or without what they need
 case("report --shard ''", ["report", ".", "--shard", ""], phrases=("--shard", "empty"))
 case("report --task-file ''", ["report", ".", "--run-task", "x", "--task-file", ""], phrases=("--task-file", "empty"))
