@@ -245,14 +245,7 @@ nlohmann::json compare_part_json(const analysis::KernelComparison& r) {
 
 namespace {
 
-// json_number's value back: a number, or "nan", "inf", "-inf".
-double number_of(const nlohmann::json& j) {
-    if (j.is_number()) return j.get<double>();
-    if (j == "nan") return std::numeric_limits<double>::quiet_NaN();
-    if (j == "inf") return std::numeric_limits<double>::infinity();
-    if (j == "-inf") return -std::numeric_limits<double>::infinity();
-    throw Error("a compare part holds " + j.dump() + " where a number belongs");
-}
+double number_of(const nlohmann::json& j) { return json_number_value(j, "a compare part"); }
 
 std::uint64_t ulp_of(const nlohmann::json& j) { return j.is_null() ? ~std::uint64_t{0} : j.get<std::uint64_t>(); }
 

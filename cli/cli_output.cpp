@@ -3,8 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 
 #include <fmt/core.h>
+
+#include "lib/error.hpp"
 
 namespace roundscope::cli {
 
@@ -12,6 +15,14 @@ nlohmann::json json_number(double x) {
     if (std::isnan(x)) return "nan";
     if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
     return x;
+}
+
+double json_number_value(const nlohmann::json& j, const std::string& what) {
+    if (j.is_number()) return j.get<double>();
+    if (j == "nan") return std::numeric_limits<double>::quiet_NaN();
+    if (j == "inf") return std::numeric_limits<double>::infinity();
+    if (j == "-inf") return -std::numeric_limits<double>::infinity();
+    throw Error(what + " holds " + j.dump() + " where a number belongs");
 }
 
 nlohmann::json json_number(const std::optional<double>& x) { return x ? json_number(*x) : nlohmann::json(); }

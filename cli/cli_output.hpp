@@ -12,6 +12,9 @@ namespace roundscope::cli {
 /// A double as JSON: a number, or "nan" / "inf" / "-inf" (JSON has no such numbers).
 nlohmann::json json_number(double x);
 
+/// json_number's value back: a number, or "nan", "inf", "-inf"; Error naming `what` otherwise.
+double json_number_value(const nlohmann::json& j, const std::string& what);
+
 /// json_number of the value, or null when there is none.
 nlohmann::json json_number(const std::optional<double>& x);
 

@@ -12,6 +12,7 @@
 #include "analysis/kernel_compare.hpp"
 #include "analysis/sampling_error.hpp"
 #include "cli/analysis_json.hpp"
+#include "cli/cli_output.hpp"
 #include "cli/report/report_cache.hpp"
 #include "lib/error.hpp"
 #include "lib/file_write.hpp"
@@ -31,9 +32,14 @@ void add_bias_point(const nlohmann::json& h, BiasSeries& series) {
     // A step's micro-batches add up, as their gradients do.
     BiasPoint& p =
         series[{h["layer"].get<std::int64_t>(), h["head"].get<std::int64_t>()}][h["step"].get<std::int64_t>()];
-    p.kernel += b["kernel"].value("coefficient_sum", 0.0);
-    p.emulated += b["emulated"].value("coefficient_sum", 0.0);
-    p.max_adjust += b["max_adjust"].value("coefficient_sum", 0.0);
+    // A kernel's NaN in O makes its coefficient "nan" (json_number): it stays NaN in the sums.
+    const auto coefficient = [&](const char* part) {
+        const nlohmann::json& x = b[part];
+        return x.contains("coefficient_sum") ? json_number_value(x["coefficient_sum"], "a head's bias") : 0.0;
+    };
+    p.kernel += coefficient("kernel");
+    p.emulated += coefficient("emulated");
+    p.max_adjust += coefficient("max_adjust");
 }
 
 // The delta error per layer and head over the steps, in step order, with its running sums and
@@ -48,10 +54,10 @@ nlohmann::json bias_over_steps(const BiasSeries& series) {
             sum += p.kernel, emulated += p.emulated, adjusted += p.max_adjust;
             per_step.push_back(p.kernel);
             s["steps"].push_back(step);
-            s["coefficient_sum"].push_back(p.kernel);
-            s["cumulative"].push_back(sum);
-            s["emulated_cumulative"].push_back(emulated);
-            s["max_adjust_cumulative"].push_back(adjusted);
+            s["coefficient_sum"].push_back(json_number(p.kernel));
+            s["cumulative"].push_back(json_number(sum));
+            s["emulated_cumulative"].push_back(json_number(emulated));
+            s["max_adjust_cumulative"].push_back(json_number(adjusted));
         }
         const analysis::StepSigns signs = analysis::step_signs(per_step);
         s["positive_steps"] = signs.positive, s["negative_steps"] = signs.negative;

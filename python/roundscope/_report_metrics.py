@@ -11,16 +11,22 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from dataclasses import dataclass
 from typing import Callable
 
+from . import _report_schema as schema
+
 
 def number(x):
-    """A JSON number as a float; None for null, strings ("nan", "inf") and anything else."""
+    """A JSON number as a finite float; None for null, strings ("nan", "inf"), an integer past
+    the floats and anything else."""
     if isinstance(x, bool) or not isinstance(x, (int, float)):
         return None
-    return float(x) if math.isfinite(x) else None
+    try:
+        x = float(x)
+    except OverflowError:
+        return None
+    return x if math.isfinite(x) else None
 
 
 # A figure is read from `src` at a place found in `head`: src is the head's result itself, or
@@ -42,8 +48,13 @@ def _index(items, match):
     return next((i for i, x in enumerate(items) if isinstance(x, dict) and match(x)), None)
 
 
+def _listed(head, path):
+    x = _dig(head, path)
+    return x if isinstance(x, list) else []
+
+
 def _run_index(head, order, scale):
-    return _index(head.get("pcollapse", {}).get("runs", []),
+    return _index(_listed(head, ("pcollapse", "runs")),
                   lambda run: run.get("order") == order and number(run.get("scale")) == scale)
 
 
@@ -61,7 +72,7 @@ def _run_figure(order, scale, key):
 
 def _headroom(fmt, key):
     def get(head, src):
-        i = _index(head.get("headroom", {}).get("formats", []), lambda f: f.get("format") == fmt)
+        i = _index(_listed(head, ("headroom", "formats")), lambda f: f.get("format") == fmt)
         return None if i is None else number(_dig(src, ("headroom", "formats", i, key)))
     return get
 
@@ -75,7 +86,7 @@ def _sum(*getters):
         if src is not head:
             return None  # a sum's error would need the covariance of its terms
         xs = [g(head, src) for g in getters]
-        return None if any(x is None for x in xs) else sum(xs)
+        return None if any(x is None for x in xs) else number(sum(xs))
     return get
 
 
@@ -173,11 +184,11 @@ def metrics(report, heads):
 
 
 def _slim_compare(c):
-    keep = ("rel_rms", "matched", "total", "max_ulp", "ulp_histogram")
+    keep = ("rel_rms", "matched", "total", "max_ulp")
     errors = c.get("sampling_error", {})
     return {"file": c["file"], "layer": c.get("layer"), "step": c.get("step"),
             "compare": {recipe: {"skipped": x["skipped"]} if "skipped" in x else
-                        {"outputs": {name: {**{k: o.get(k) for k in keep},
+                        {"outputs": {name: {**{k: o.get(k) for k in keep}, "ulp_histogram": o.get("ulp_histogram", []),
                                             "rel_rms_error": number(_dig(errors, (recipe, "outputs", name, "rel_rms")))}
                                      for name, o in x["outputs"].items()}}
                         for recipe, x in c.get("compare", {}).items()}}
@@ -198,20 +209,30 @@ def read_report(path):
     not the model's. A head is {file, layer, step, head, values: {metric name: value}}; a compare
     keeps each output's rel_rms, matched, total, max_ulp and ulp_histogram. A sampled head (report
     --rows) also has errors: {metric name: its sampling error}."""
-    with open(path, encoding="utf-8") as f:
-        report = json.load(f)
+    report = _load(path)
+    schema.check_report(report, path)
     candidates = candidate_metrics(report)
     heads, compare = [], []
-    for layer in report.get("layers", []):
-        with open(os.path.join(os.path.dirname(path), layer["file"]), encoding="utf-8") as f:
-            content = json.load(f)
-        for h in content["heads"]:
+    for i, layer in enumerate(report.get("layers", [])):
+        layer_file = schema.layer_path(path, layer["file"], f"{path}: layers[{i}].file")
+        content = _load(layer_file)
+        schema.check_layer(content, layer_file)
+        for h in content.get("heads", []):
             heads.append({"file": h["file"], "layer": h.get("layer"), "step": h.get("step"), "head": h["head"],
                           "values": {m.name: m.get(h, h) for m in candidates}})
             if isinstance(h.get("sampling_error"), dict):
                 heads[-1]["errors"] = {m.name: m.get(h, h["sampling_error"]) for m in candidates}
-        compare += [_slim_compare(c) for c in content["compare"]]
+        compare += [_slim_compare(c) for c in content.get("compare", [])]
     return report, heads, compare
+
+
+def _load(path):
+    """A report file's JSON; ReportError where it is not JSON (OSError where it cannot be read)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (ValueError, RecursionError) as e:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        raise schema.ReportError(f"{path}: not a JSON file roundscope wrote ({str(e).splitlines()[0][:200]})") from None
 
 
 def compare_figures(report, compare):

@@ -15,9 +15,11 @@ import os
 import json
 import sys
 from collections import defaultdict
+from decimal import Decimal
 from statistics import mean
 
 from . import _report_metrics as rm
+from ._report_schema import ReportError, refuse
 
 # Colour-blind-safe (Okabe-Ito), one per series.
 COLOURS = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442", "#000000"]
@@ -75,8 +77,9 @@ SCRIPT = """
 
 def esc(x) -> str:
     """The one escaping of anything a report holds (a shared report.json may be edited by hand):
-    every field that reaches the page, as text or in an attribute, goes through it."""
-    return html.escape(str(x), quote=True)
+    every field that reaches the page, as text or in an attribute, goes through it. A lone
+    surrogate (JSON's \\ud800), which UTF-8 cannot write, is shown as '?'."""
+    return html.escape(str(x).encode("utf-8", "replace").decode("utf-8"), quote=True)
 
 
 def fmt(x, digits=3) -> str:
@@ -84,9 +87,11 @@ def fmt(x, digits=3) -> str:
         return "-"
     if isinstance(x, bool) or not isinstance(x, (int, float)):
         return esc(x)  # not a number where one belongs: shown as the text it is
-    if isinstance(x, float) and not x.is_integer():
+    if isinstance(x, int):  # JSON's integers have no bound: past 10^15 in Decimal's notation
+        return str(x) if abs(x) < 10**15 else f"{Decimal(x):.{digits}g}"
+    if not x.is_integer():
         return f"{x:.{digits}g}"
-    return str(int(x)) if float(x).is_integer() and abs(x) < 1e15 else f"{x:.{digits}g}"
+    return str(int(x)) if abs(x) < 1e15 else f"{x:.{digits}g}"
 
 
 class Page:
@@ -135,7 +140,7 @@ class Page:
                 and rm.number(s.get("sign_test_p")) is not None and s["sign_test_p"] < 0.05]
         if bias:
             items.append(f'<li class="bad">delta\'s error with one sign over steps (sign test p &lt; 0.05): '
-                         f'{len(bias)} head(s), e.g. layer {bias[0]["layer"]} head {bias[0]["head"]}</li>')
+                         f'{len(bias)} head(s), e.g. layer {fmt(bias[0]["layer"])} head {fmt(bias[0]["head"])}</li>')
         if not items:
             return "<h2 id=\"first\">What to look at first</h2><p>No figure crossed its threshold.</p>"
         return ("<h2 id=\"first\">What to look at first</h2><p class=\"note\">The heads where each failure is "
@@ -342,18 +347,22 @@ def _headings(body):
 
 
 def main(argv):
+    program = "roundscope._report_page"
     if len(argv) != 3:
-        sys.exit("usage: python -m roundscope._report_page REPORT.json OUT.html")
+        refuse(program, "usage: python -m roundscope._report_page REPORT.json OUT.html")
     try:
         from plotly.offline import get_plotlyjs
     except ImportError:
-        sys.exit("no plotly in this Python (tools/setup.sh installs it in .venv)")
+        refuse(program, "no plotly in this Python (tools/setup.sh installs it in .venv)")
     if os.path.abspath(argv[1]) == os.path.abspath(argv[2]) or (
-            os.path.exists(argv[2]) and os.path.samefile(argv[1], argv[2])):
-        sys.exit(f"roundscope._report_page: {argv[2]} is the report it reads; write the page elsewhere")
+            os.path.exists(argv[2]) and os.path.exists(argv[1]) and os.path.samefile(argv[1], argv[2])):
+        refuse(program, f"{argv[2]} is the report it reads; write the page elsewhere")
     from .dump import replacing  # the package's one atomic writer
 
-    text = Page(*rm.read_report(argv[1])).render(get_plotlyjs())
+    try:
+        text = Page(*rm.read_report(argv[1])).render(get_plotlyjs())
+    except (ReportError, OSError) as e:  # nothing written
+        refuse(program, e)
     with replacing(argv[2], "w") as (f, _):  # whole or not at all
         f.write(text)
 

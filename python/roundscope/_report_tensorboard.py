@@ -7,7 +7,8 @@ own event writer, where its users already look at per-layer scalars over trainin
 becomes a scalar over steps, `NAME/layerLL/head H` (and `NAME/layerLL/mean` over the layer's
 heads); the kernel's outputs against each recipe their relative rms error,
 `compare/RECIPE/OUTPUT/rel_rms/layerLL`, and their distance from the emulation in ulps a
-histogram, `compare/RECIPE/OUTPUT/ulps/layerLL`; delta's error accumulated over steps,
+histogram, `compare/RECIPE/OUTPUT/ulps/layerLL` (and the values NaN on one side only, which have
+no distance, `compare/RECIPE/OUTPUT/nan_one_side/layerLL`); delta's error accumulated over steps,
 `bias/cumulative/layerLL/head H`. Steps without a number in the dumps' metadata are their
 files' positions.
 """
@@ -20,6 +21,7 @@ from collections import defaultdict
 from statistics import mean
 
 from . import _report_metrics as rm
+from ._report_schema import ReportError, refuse
 
 
 def _layer(x):
@@ -27,7 +29,7 @@ def _layer(x):
 
 
 def _ulp_bounds(label: str) -> tuple[float, float]:
-    """'0', '2-3', '>=1024': the ulps a bucket of the report's histogram covers."""
+    """'0', '1', '2-3', '4-7', ...: the ulps a bucket of the report's histogram covers."""
     numbers = [float(n) for n in re.findall(r"\d+", label)]
     if label.startswith(">"):
         return numbers[0], numbers[0] * 2
@@ -88,8 +90,12 @@ def export(report: dict, heads: list, compare: list, logdir: str) -> int:
         s = f.get("step") if isinstance(f.get("step"), int) else position.get(f["file"], 0)
         base = f"compare/{recipe}/{output}"
         events.scalar(f"{base}/rel_rms/{_layer(f.get('layer'))}", s, rm.number(o.get("rel_rms")))
-        buckets = [(*_ulp_bounds(b["ulps"]), b["count"]) for b in o.get("ulp_histogram", [])]
+        histogram = o.get("ulp_histogram", [])
+        buckets = [(*_ulp_bounds(b["ulps"]), b["count"]) for b in histogram if b["ulps"] != "nan"]
         events.histogram(f"{base}/ulps/{_layer(f.get('layer'))}", s, buckets)
+        # A NaN on one side only has no distance: counted beside the histogram, not in it.
+        events.scalar(f"{base}/nan_one_side/{_layer(f.get('layer'))}", s,
+                      sum(b["count"] for b in histogram if b["ulps"] == "nan") if histogram else None)
     for series in report.get("bias_over_steps", []):
         for s, x in zip(series["steps"], series["cumulative"]):
             events.scalar(f"bias/cumulative/{_layer(series['layer'])}/head {series['head']}", s, rm.number(x))
@@ -98,13 +104,18 @@ def export(report: dict, heads: list, compare: list, logdir: str) -> int:
 
 
 def main(argv):
+    program = "roundscope._report_tensorboard"
     if len(argv) != 3:
-        sys.exit("usage: python -m roundscope._report_tensorboard REPORT.json LOGDIR")
+        refuse(program, "usage: python -m roundscope._report_tensorboard REPORT.json LOGDIR")
     try:
         import tensorboard  # noqa: F401
     except ImportError:
-        sys.exit("no tensorboard in this Python (tools/setup.sh installs it in .venv)")
-    print(export(*rm.read_report(argv[1]), argv[2]))
+        refuse(program, "no tensorboard in this Python (tools/setup.sh installs it in .venv)")
+    try:
+        read = rm.read_report(argv[1])
+    except (ReportError, OSError) as e:  # nothing written
+        refuse(program, e)
+    print(export(*read, argv[2]))
 
 
 if __name__ == "__main__":

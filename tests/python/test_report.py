@@ -122,43 +122,169 @@ def test_report_errors(dumps, tmp_path):
 PAYLOAD = '"><img src=x onerror=alert(1)><script>alert(2)</script>'
 
 
-def test_a_hand_edited_report_injects_nothing_into_its_page(dumps, tmp_path):
-    """A shared report.json edited by hand, with markup in every field the page shows (options,
-    a head's id and file, a compare output's name, bias_over_steps' layer and head, a recipe name):
-    the page escapes each one, in text, attributes and the charts' JSON (Plotly draws a subset of
-    HTML); and the page writer refuses to write over the report it reads."""
+def _page_writer(*args):
     import subprocess
     import sys
 
-    out = tmp_path / "r"
+    return subprocess.run([sys.executable, "-m", "roundscope._report_page", *map(str, args)], capture_output=True,
+                          text=True, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+
+
+@pytest.fixture(scope="module")
+def fa2_report(dumps, tmp_path_factory):
+    """A report of the dumps against fa2-bf16, without its page: a test edits a copy of it."""
+    out = tmp_path_factory.mktemp("fa2_report") / "r"
     roundscope.report(dumps, out, recipe=["fa2-bf16"], html=False)
+    return out
+
+
+def _copy_of(report, tmp_path):
+    import shutil
+
+    return shutil.copytree(report, tmp_path / "r")
+
+
+def _edit_report(out, edit_report=None, edit_layer=None):
     report = json.loads((out / "report.json").read_text())
-    report["options"]["k_sink"] = PAYLOAD
-    report["options"]["rows"], report["options"]["seed"] = PAYLOAD, PAYLOAD
-    report["options"]["recipes"][0]["name"] = PAYLOAD
-    report["dir"] = PAYLOAD
-    for s in report.get("bias_over_steps", []):
-        s["layer"], s["head"] = PAYLOAD, PAYLOAD
+    layers = [layer["file"] for layer in report["layers"]]
+    if edit_report:
+        edit_report(report)
     (out / "report.json").write_text(json.dumps(report))
-    for layer in report["layers"]:
-        path = out / layer["file"]
+    for file in layers:
+        path = out / file
         content = json.loads(path.read_text())
+        if edit_layer:
+            edit_layer(content)
+        path.write_text(json.dumps(content))
+
+
+def test_a_hand_edited_report_injects_nothing_into_its_page(fa2_report, tmp_path):
+    """A shared report.json edited by hand, with markup in every text field the page shows
+    (options, the folder, a recipe name, a head's file, a compare's file, recipe and output
+    names): the page escapes each one, in text, attributes and the charts' JSON (Plotly draws a
+    subset of HTML); and the page writer refuses to write over the report it reads."""
+    out = _copy_of(fa2_report, tmp_path)
+
+    def edit_report(report):
+        report["options"]["k_sink"] = PAYLOAD
+        report["options"]["rows"], report["options"]["seed"] = PAYLOAD, PAYLOAD
+        report["options"]["recipes"][0]["name"] = PAYLOAD
+        report["dir"] = PAYLOAD
+
+    def edit_layer(content):
         for h in content["heads"]:
-            h["head"], h["file"], h["step"] = PAYLOAD, PAYLOAD, PAYLOAD
+            h["file"] = PAYLOAD
         for c in content["compare"]:
             c["file"] = PAYLOAD
             for recipe in list(c["compare"]):
                 c["compare"][recipe]["outputs"][PAYLOAD] = c["compare"][recipe]["outputs"].pop("o")
             c["compare"][PAYLOAD] = c["compare"].pop("fa2-bf16")
-        path.write_text(json.dumps(content))
-    run = lambda *a: subprocess.run([sys.executable, "-m", "roundscope._report_page", *map(str, a)], capture_output=True,
-                                    text=True, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
-    p = run(out / "report.json", out / "page.html")
+
+    _edit_report(out, edit_report, edit_layer)
+    p = _page_writer(out / "report.json", out / "page.html")
     assert p.returncode == 0, p.stderr
     page = (out / "page.html").read_text()
     assert "<img" not in page and "<script>alert" not in page and "onerror=alert(1)>" not in page
     assert page.count("&lt;img src=x onerror=alert(1)&gt;") > 5, "the fields are shown, escaped"
     before = (out / "report.json").read_bytes()
-    p = run(out / "report.json", out / "." / "report.json")
-    assert p.returncode != 0 and "is the report it reads" in p.stderr, p.stderr
+    p = _page_writer(out / "report.json", out / "." / "report.json")
+    assert p.returncode == 2 and "is the report it reads" in p.stderr, p.stderr
     assert (out / "report.json").read_bytes() == before
+
+
+def _set_bias(key, value):
+    def edit(report):
+        report["bias_over_steps"] = [{"layer": 0, "head": 0, "steps": [0, 1], "cumulative": [0.5, 1.0], key: value}]
+    return edit
+
+
+def _set_head(key, value):
+    def edit(content):
+        content["heads"][0][key] = value
+    return edit
+
+
+def _set_output(key, value):
+    def edit(content):
+        content["compare"][0]["compare"]["fa2-bf16"]["outputs"]["o"][key] = value
+    return edit
+
+
+def _set_layer_file(name):
+    def edit(report):
+        report["layers"][0]["file"] = name
+    return edit
+
+
+@pytest.mark.parametrize("edit_report, edit_layer, named", [
+    (_set_bias("layer", PAYLOAD), None, "bias_over_steps[0].layer"),
+    (_set_bias("head", -1), None, "bias_over_steps[0].head"),
+    (_set_bias("steps", [0, PAYLOAD]), None, "bias_over_steps[0].steps[1]"),
+    (_set_bias("cumulative", [1.0]), None, "bias_over_steps[0].cumulative"),
+    (None, _set_head("head", PAYLOAD), "heads[0].head"),
+    (None, _set_head("head", 1.5), "heads[0].head"),
+    (None, _set_head("step", PAYLOAD), "heads[0].step"),
+    (None, _set_head("step", 2**63), "heads[0].step"),
+    (None, _set_head("layer", True), "heads[0].layer"),
+    (None, _set_head("sampling_error", []), "heads[0].sampling_error"),
+    (None, _set_output("matched", 10**400), "outputs.o.matched"),
+    (None, _set_output("total", None), "outputs.o.total"),
+    (None, _set_output("ulp_histogram", [{"ulps": "<b>", "count": 1}]), "ulp_histogram[0].ulps"),
+    (None, _set_output("ulp_histogram", [{"ulps": "0", "count": -1}]), "ulp_histogram[0].count"),
+    (_set_layer_file("../../outside.json"), None, "layers[0].file"),
+    (_set_layer_file("/etc/passwd"), None, "layers[0].file"),
+    (_set_layer_file("layers//x.json"), None, "layers[0].file"),
+    (_set_layer_file(7), None, "layers[0].file"),
+])
+def test_a_report_not_as_roundscope_writes_it_is_refused_in_one_line(fa2_report, tmp_path, capsys, edit_report,
+                                                                      edit_layer, named):
+    """Where a field the page reads is not what `roundscope report` writes (markup where a number
+    belongs, an integer past 64 bits, a layer file outside the report's folder), the page writer
+    and the TensorBoard exporter refuse it in one line naming the field, exit 2, and write nothing."""
+    from roundscope import _report_page, _report_tensorboard
+
+    out = _copy_of(fa2_report, tmp_path)
+    _edit_report(out, edit_report, edit_layer)
+    for writer, target in ((_report_page, out / "page.html"), (_report_tensorboard, tmp_path / "tb")):
+        with pytest.raises(SystemExit) as e:
+            writer.main(["", str(out / "report.json"), str(target)])
+        err = capsys.readouterr().err
+        assert e.value.code == 2 and named in err and err.count("\n") == 1 and "<" not in err, err
+        assert not target.exists()
+
+
+def test_a_layer_file_linked_out_of_the_report_folder_is_refused(fa2_report, tmp_path):
+    out = _copy_of(fa2_report, tmp_path)
+    report = json.loads((out / "report.json").read_text())
+    outside = tmp_path / "elsewhere.json"
+    (out / report["layers"][0]["file"]).rename(outside)
+    (out / report["layers"][0]["file"]).symlink_to(outside)
+    p = _page_writer(out / "report.json", out / "page.html")
+    assert p.returncode == 2 and "out of the report's folder" in p.stderr, p.stderr
+
+
+def test_a_kernel_output_with_a_nan_is_reported_not_a_crash(dumps, tmp_path):
+    """A NaN in a dump's O (a kernel that blew up) is what a user runs report to find: the report
+    says "nan" where the sums meet it (the report once exited 'internal: type_error.302'), its page
+    is written, and the TensorBoard export counts the element as nan_one_side instead of crashing."""
+    import shutil
+
+    folder = shutil.copytree(dumps, tmp_path / "dumps")
+    path = folder / "step10_layer0.safetensors"
+    tensors = roundscope.read(path)
+    o = np.array(tensors["o"])
+    o.reshape(-1)[5 * D + 3] = np.nan  # head 0, query 5
+    roundscope.write(path, {**tensors, "o": o}, metadata={"causal": "true", "layer": "0", "step": "10"})
+    out = tmp_path / "r"
+    roundscope.report(folder, out, recipe=["fa2-bf16"], tensorboard=tmp_path / "tb")
+    report = roundscope.load_report(out)
+    kernel = [b for b in report["bias_over_steps"] if b["head"] == 0][0]
+    assert kernel["cumulative"][0] != "nan" and kernel["cumulative"][-1] == "nan"
+    o_stats = [c["compare"]["fa2-bf16"]["outputs"]["o"] for c in report["compare"] if c["step"] == 10][0]
+    assert o_stats["matched"] == o_stats["total"] - 1
+    assert {"ulps": "nan", "count": 1} in o_stats["ulp_histogram"]
+    assert "<html" in (out / "report.html").read_text()
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    tags = EventAccumulator(str(tmp_path / "tb")).Reload().Tags()["scalars"]
+    assert "compare/fa2-bf16/o/nan_one_side/layer00" in tags, tags

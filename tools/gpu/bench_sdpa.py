@@ -11,7 +11,6 @@ k and v come from a kit_inputs file (float32 [H, N, D], cast to BF16), the input
                   [--device cuda|cpu] [--inputs FILE.safetensors] [--ours FILE.jsonl] [--out FILE.jsonl]
 Needs torch only. Exit 0, 2 on bad arguments, 3 without CUDA where --device cuda.
 """
-import argparse
 import json
 import math
 import sys
@@ -20,7 +19,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from kit_files import is_same_file, write_whole
+from kit_files import Parser, is_same_file, write_whole
 
 BACKENDS = {"cuda": ("flash", "cudnn", "efficient"), "cpu": ("flash", "math")}
 
@@ -61,8 +60,36 @@ def read_inputs(path, device):
     return tuple(t[x].unsqueeze(0).to(device, torch.bfloat16) for x in ("q", "k", "v"))
 
 
+def read_ours(path):
+    """bench_flash_gpu's JSON lines, checked before anything runs: one line and exit 2 where a
+    line is not an object or its median_s not a positive time."""
+    def refuse(why):
+        print(f"bench_sdpa: --ours: {path}: {why}", file=sys.stderr)
+        raise SystemExit(2)
+
+    try:
+        text = open(path, errors="replace").read()
+    except OSError as e:
+        refuse(e.strerror or e)
+    lines = []
+    for i, row in enumerate(text.splitlines()):
+        if not row.strip():
+            continue
+        try:
+            line = json.loads(row)
+        except (ValueError, RecursionError):
+            line = None
+        if not isinstance(line, dict):
+            refuse(f"line {i + 1} is not a JSON object")
+        t = line.get("median_s")
+        if "median_s" in line and (isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 < t < math.inf):
+            refuse(f"line {i + 1}: median_s is not a positive time")
+        lines.append(line)
+    return lines
+
+
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = Parser(description=__doc__.splitlines()[0])
     p.add_argument("--batch", type=int, default=4)
     p.add_argument("--heads", type=int, default=16)
     p.add_argument("--n", type=int, default=4096)
@@ -81,6 +108,7 @@ def main(argv=None):
         if a.out and getattr(a, name) and is_same_file(a.out, getattr(a, name)):
             print(f"bench_sdpa: --out: {a.out} is the --{name} file; write the lines elsewhere", file=sys.stderr)
             return 2
+    ours = read_ours(a.ours) if a.ours else []
     if a.device == "cuda" and not torch.cuda.is_available():
         print("bench_sdpa: no CUDA device", file=sys.stderr)
         return 3
@@ -111,11 +139,10 @@ def main(argv=None):
         lines.append(line)
     if a.ours:
         torch_lines = [x for x in lines if "median_s" in x]
-        for text in open(a.ours).read().splitlines():
-            ours = json.loads(text)
-            if "median_s" in ours and ours["heads"] == a.batch * a.heads and ours["n"] == a.n and ours["d"] == a.d:
-                ours["ratio_to"] = {x["kernel"]: x["median_s"] / ours["median_s"] for x in torch_lines}
-            lines.append(ours)
+        for line in ours:
+            if "median_s" in line and (line.get("heads"), line.get("n"), line.get("d")) == (a.batch * a.heads, a.n, a.d):
+                line["ratio_to"] = {x["kernel"]: x["median_s"] / line["median_s"] for x in torch_lines}
+            lines.append(line)
     text = "".join(json.dumps(x) + "\n" for x in lines)
     if a.out:
         try:

@@ -12,6 +12,9 @@ import pathlib
 import subprocess
 import sys
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from kit_files import Parser  # noqa: E402
+
 WIDTHS = (8, 64, 128)
 HEADER = pathlib.Path(__file__).resolve().parents[2] / "gpu" / "wgmma_instructions.cuh"
 
@@ -77,7 +80,7 @@ def header():
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--check", action="store_true", help="fail if the header differs from what would be written")
     args = parser.parse_args()
     text = header()

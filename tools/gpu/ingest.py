@@ -18,9 +18,10 @@ Golden files are regenerable: each phase's archives are copied as they came (com
 outputs), with golden.json naming the generator, the kit commit and the input hashes.
 Exit 0 when every required check passes, 1 when one fails, 2 on bad input.
 """
-import argparse
 import hashlib
 import json
+import lzma
+import math
 import os
 import pathlib
 import re
@@ -31,81 +32,170 @@ import tarfile
 import tempfile
 
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from kit_files import Parser, is_same_file, write_whole  # noqa: E402
+
+# What a GPU machine sends back is data, never a path: the phase is one of the kit's, each archive
+# a plain file name in the phase's folder, and every name inside the archives' files (a shape, a
+# scenario) a plain name before anything is built from it.
+ARCHIVE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\.tar\.xz")
+PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
+
+
+class KitDataError(ValueError):
+    """What the GPU sent back is not what the kit writes: the message names the file and field."""
+
+
+def plain_name(x, where):
+    if not isinstance(x, str) or not PLAIN_NAME.fullmatch(x):
+        raise KitDataError(f"{where}: {str(x)[:80]!r} is not a plain name (letters, digits, '_', '-')")
+    return x
+
+
 def run(cmd, **kw):
     return subprocess.run([str(c) for c in cmd], capture_output=True, text=True, **kw)
+
+
+def json_lines(path):
+    """A .jsonl file's objects, one a line; KitDataError naming the line that is not one."""
+    out = []
+    for i, line in enumerate(path.read_text(errors="replace").splitlines()):
+        if line.strip():
+            try:
+                x = json.loads(line)
+            except (ValueError, RecursionError) as e:
+                raise KitDataError(f"{path.name} line {i + 1}: not JSON ({e})") from None
+            if not isinstance(x, dict):
+                raise KitDataError(f"{path.name} line {i + 1}: not a JSON object")
+            out.append(x)
+    return out
 
 
 def phase_a(root, golden, bins, report):
     ok = True
     captures = sorted((root / "mufu").glob("mufu_*.safetensors"))
     if captures:
-        r = run([bins / "mufu_fit", *captures, "--models", golden / "mufu-models", "--json", golden / "mufu_fit.json"])
+        r = run([bins["mufu_fit"], *captures, "--models", golden / "mufu-models", "--json", golden / "mufu_fit.json"])
         report["mufu"] = {"captures": len(captures), "exit": r.returncode, "output": r.stdout[-4000:]}
         ok &= r.returncode == 0
     probes = sorted(f for f in (root / "probe").glob("*.safetensors") if f.name != "conversions.safetensors")
     report["mma"] = []
     for f in probes:
-        r = run([bins / "roundscope", "mma", f, "--check"])
+        r = run([bins["roundscope"], "mma", f, "--check"])
         report["mma"].append({"file": f.name, "exit": r.returncode, "output": (r.stdout + r.stderr)[-600:]})
         ok &= r.returncode == 0
     conversions = root / "probe" / "conversions.safetensors"
     if conversions.exists():  # the GPU's digests against the emulator's, made again here
-        r = run([bins / "roundscope", "check", conversions])
+        r = run([bins["roundscope"], "check", conversions])
         report["conversions"] = {"exit": r.returncode, "output": (r.stdout + r.stderr)[-600:]}
         ok &= r.returncode == 0
     return ok
 
 
 def phase_b(root, golden, bins, report):
-    lines = []
     sweep = root / "sweep" / "sweep.jsonl"
-    if sweep.exists():
-        lines = [json.loads(x) for x in sweep.read_text().splitlines() if x.strip()]
+    lines = json_lines(sweep) if sweep.exists() else []
+    for i, x in enumerate(lines):
+        runnable = x.get("runnable", True)
+        if not isinstance(runnable, bool) or (runnable and not isinstance(x.get("exact"), bool)):
+            raise KitDataError(f"sweep.jsonl line {i + 1}: 'runnable' and 'exact' are not true or false")
     cases = [x for x in lines if x.get("runnable", True)]
     inexact = [x for x in cases if not x["exact"]]
     report["sweep"] = {"cases": len(cases), "not_exact": len(inexact), "not_runnable":
-                       [{"preset": x["preset"], "why": x["why"]} for x in lines if not x.get("runnable", True)],
+                       [{"preset": x.get("preset"), "why": x.get("why")} for x in lines if not x.get("runnable", True)],
                        "first_not_exact": inexact[:10]}
     bench = root / "bench" / "bench.jsonl"
-    report["bench"] = [json.loads(x) for x in bench.read_text().splitlines() if x.strip()] if bench.exists() else []
+    report["bench"] = json_lines(bench) if bench.exists() else []
     return len(cases) > 0 and not inexact
+
+
+def flash_kernels(cases_file):
+    """(shape, backend, dtype, mask) -> the kernel names that ran its forward pass, from
+    sdpa_cases.json (names profiled on a shape's first scenario: the kernel depends on the shape)."""
+    kernels = {}
+    if not cases_file.exists():
+        return kernels
+    try:
+        cases = json.loads(cases_file.read_text(errors="replace"))
+    except (ValueError, RecursionError) as e:
+        raise KitDataError(f"sdpa_cases.json: not JSON ({e})") from None
+    if not isinstance(cases, list) or not all(isinstance(c, dict) for c in cases):
+        raise KitDataError("sdpa_cases.json: not a list of cases")
+    for i, c in enumerate(cases):
+        if c.get("pass") != "forward":
+            continue
+        names = c.get("kernels", [])
+        if not isinstance(names, list) or not all(isinstance(k, str) for k in names):
+            raise KitDataError(f"sdpa_cases.json case {i}: kernels is not a list of names")
+        key = (c.get("shape"), c.get("backend"), c.get("dtype"), "causal" if c.get("causal") is True else "full")
+        kernels.setdefault(key, [])
+        kernels[key] += names
+    return kernels
+
+
+def capture_metadata(f, meta):
+    """(B, H, N, D, {scenario: input sha256}, shape, softmax scale) of an SDPA capture, each field
+    checked: KitDataError naming the capture and the field."""
+    def field(key):
+        if not isinstance(meta, dict) or not isinstance(meta.get(key), str):
+            raise KitDataError(f"{f.name}: metadata {key!r} is missing")
+        return meta[key]
+    try:
+        bhnd, hashes = json.loads(field("bhnd")), json.loads(field("input_sha256"))
+    except (ValueError, RecursionError) as e:
+        raise KitDataError(f"{f.name}: metadata is not JSON where it should be ({e})") from None
+    if not isinstance(bhnd, list) or len(bhnd) != 4 or not all(
+            type(x) is int and 1 <= x <= 2**16 for x in bhnd):
+        raise KitDataError(f"{f.name}: metadata 'bhnd' is not four sizes from 1 to 65536")
+    if not isinstance(hashes, dict) or not all(isinstance(v, str) and re.fullmatch(r"[0-9a-f]{64}", v)
+                                               for v in hashes.values()):
+        raise KitDataError(f"{f.name}: metadata 'input_sha256' is not scenario names with 64 hex digits")
+    for scenario in hashes:
+        plain_name(scenario, f"{f.name}: a scenario")
+    scale = field("softmax_scale")
+    try:
+        float(scale)
+    except ValueError:
+        raise KitDataError(f"{f.name}: metadata 'softmax_scale' {scale[:40]!r} is not a number") from None
+    return (*bhnd, hashes, plain_name(field("shape"), f"{f.name}: metadata 'shape'"), scale)
+
+
+def kernel_output(f, tensors, name, shape):
+    """A captured output reshaped to the dump's shape; KitDataError where it has other sizes."""
+    x = tensors[name]
+    if x.numel() != math.prod(shape):
+        raise KitDataError(f"{f.name}: {name} has {x.numel()} values, not {' x '.join(map(str, shape))}")
+    return x.reshape(shape)
 
 
 def phase_c(root, golden, bins, report):
     import torch
-    from safetensors import safe_open
+    from safetensors import SafetensorError, safe_open
     from safetensors.torch import save_file
 
     ok = True
     report["sdpa"] = []
-    # Which flash kernel ran each forward case (sdpa_cases.json, names profiled on a shape's first
-    # scenario: the kernel depends on the shape alone): the split-KV one, or the one
-    # torch-flash-sm90 models. The recipe decides the split from B x H of the dump (batch 0 only
-    # here), so a case the GPU ran unsplit is compared with split_kv_sms=0, the unsplit kernel.
-    cases_file = root / "sdpa" / "sdpa_cases.json"
-    kernels = {}
-    if cases_file.exists():
-        for c in json.loads(cases_file.read_text()):
-            if c.get("pass") == "forward":
-                key = (c["shape"], c["backend"], c["dtype"], "causal" if c["causal"] else "full")
-                kernels.setdefault(key, [])
-                kernels[key] += c.get("kernels", [])
+    # Which flash kernel ran each forward case: the split-KV one, or the one torch-flash-sm90
+    # models. The recipe decides the split from B x H of the dump (batch 0 only here), so a case
+    # the GPU ran unsplit is compared with split_kv_sms=0, the unsplit kernel.
+    kernels = flash_kernels(root / "sdpa" / "sdpa_cases.json")
     with tempfile.TemporaryDirectory() as tmp:
         tmp = pathlib.Path(tmp)
         for f in sorted((root / "sdpa").glob("sdpa_*_fwd.safetensors")):
-            with safe_open(str(f), "pt") as st:
-                meta = st.metadata()
-                tensors = {k: st.get_tensor(k) for k in st.keys()}
-            b, h, n, d = json.loads(meta["bhnd"])
-            hashes = json.loads(meta["input_sha256"])
-            shape = meta["shape"]
+            try:
+                with safe_open(str(f), "pt") as st:
+                    meta = st.metadata()
+                    tensors = {k: st.get_tensor(k) for k in st.keys()}
+            except (SafetensorError, OSError, ValueError, RuntimeError) as e:
+                raise KitDataError(f"{f.name}: not a capture the kit writes ({e})") from None
+            b, h, n, d, hashes, shape, scale = capture_metadata(f, meta)
             for scenario, want in hashes.items():
                 path = tmp / f"{shape}_{scenario}.safetensors"
                 if not path.exists():
-                    r = run([bins / "kit_inputs", "--scenario", scenario, "--heads", b * h, "--n", n, "--d", d,
+                    r = run([bins["kit_inputs"], "--scenario", scenario, "--heads", b * h, "--n", n, "--d", d,
                              "--seed", 7, "-o", path])
                     if r.returncode != 0:
-                        raise RuntimeError(f"kit_inputs: {r.stderr.strip()}")
+                        raise KitDataError(f"{f.name}: kit_inputs cannot make its inputs: {r.stderr.strip()[-300:]}")
                 got = hashlib.sha256(path.read_bytes()).hexdigest()
                 if got != want:
                     report["sdpa"].append({"file": f.name, "scenario": scenario, "error": "inputs differ from the GPU's"})
@@ -119,19 +209,19 @@ def phase_c(root, golden, bins, report):
                         if key + ".o" not in tensors:
                             continue
                         dump = {k: v.to(torch.bfloat16) for k, v in x.items()}
-                        dump["o"] = tensors[key + ".o"].reshape(h, n, d)
+                        dump["o"] = kernel_output(f, tensors, key + ".o", (h, n, d))
                         if key + ".lse" in tensors:
-                            dump["lse"] = tensors[key + ".lse"].reshape(h, n)
+                            dump["lse"] = kernel_output(f, tensors, key + ".lse", (h, n))
                         out = tmp / f"{key}.safetensors"
                         save_file(dump, str(out), metadata={"causal": str(mask == "causal").lower(),
-                                                            "softmax_scale": meta["softmax_scale"]})
+                                                            "softmax_scale": scale})
                         entry = {"file": f.name, "case": key}
                         ran = kernels.get((shape, backend, "bf16", mask), [])
                         unsplit = backend == "flash" and any("flash_fwd_kernel<" in k for k in ran) and \
                             not any("splitkv" in k for k in ran)
                         for recipe in ("torch-flash-sm90", "fa2-bf16"):
                             extra = ["--set", "split_kv_sms=0"] if recipe == "torch-flash-sm90" and (unsplit or backend == "cudnn") else []
-                            r = run([bins / "roundscope", "compare", out, "--recipe", recipe, "--json", *extra])
+                            r = run([bins["roundscope"], "compare", out, "--recipe", recipe, "--json", *extra])
                             if r.returncode == 0:
                                 j = json.loads(r.stdout)
                                 outs = j.get("outputs", {})
@@ -146,92 +236,140 @@ def phase_c(root, golden, bins, report):
     return ok
 
 
-# What a GPU machine sends back is data, never a path: the phase is one of the kit's, and each
-# archive a plain file name in the phase's folder (no folder, no "..").
-ARCHIVE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\.tar\.xz")
-
-
 def read_summary(phase_dir):
-    """summary.json, checked field by field before anything is built from it: ValueError naming
+    """summary.json, checked field by field before anything is built from it: KitDataError naming
     the field that is not what the kit writes."""
-    summary = json.loads((phase_dir / "summary.json").read_text())
+    try:
+        summary = json.loads((phase_dir / "summary.json").read_text(errors="replace"))
+    except (ValueError, RecursionError) as e:
+        raise KitDataError(f"not JSON ({e})") from None
     if not isinstance(summary, dict):
-        raise ValueError("not a JSON object")
+        raise KitDataError("not a JSON object")
     if summary.get("phase") not in ("A", "B", "C"):
-        raise ValueError(f"phase {summary.get('phase')!r} is not A, B or C")
+        raise KitDataError(f"phase {str(summary.get('phase'))[:40]!r} is not A, B or C")
     archives = summary.get("archives")
     if not isinstance(archives, list):
-        raise ValueError("archives is not a list")
+        raise KitDataError("archives is not a list")
     for entry in archives:
         name = entry.get("archive") if isinstance(entry, dict) else None
         if not isinstance(name, str) or not ARCHIVE_NAME.fullmatch(name) or ".." in name:
-            raise ValueError(f"archive {name!r} is not a plain .tar.xz file name")
+            raise KitDataError(f"archive {str(name)[:80]!r} is not a plain .tar.xz file name")
         if not isinstance(entry.get("sha256"), str) or not re.fullmatch(r"[0-9a-f]{64}", entry["sha256"]):
-            raise ValueError(f"archive {name}: sha256 is not 64 hex digits")
+            raise KitDataError(f"archive {name}: sha256 is not 64 hex digits")
+    if len({e["archive"] for e in archives}) != len(archives):
+        raise KitDataError("archives lists one archive twice")
     if not isinstance(summary.get("steps", []), list):
-        raise ValueError("steps is not a list")
+        raise KitDataError("steps is not a list")
     return summary
 
 
 def is_input(path, phase_dir, summary):
     """Whether `path` is (or resolves to) summary.json or one of the phase's archives."""
-    inputs = [phase_dir / "summary.json", *(phase_dir / e["archive"] for e in summary["archives"])]
-    for x in inputs:
-        if path.resolve() == x.resolve() or (path.exists() and x.exists() and os.path.samefile(path, x)):
-            return True
-    return False
+    return any(is_same_file(path, x) for x in
+               [phase_dir / "summary.json", *(phase_dir / e["archive"] for e in summary["archives"])])
+
+
+def unpack(phase_dir, summary, root):
+    """Every archive of the summary checked against its SHA-256 and unpacked under root, before
+    anything is written: KitDataError naming the archive that is missing, other or not one. The
+    tarfile 'data' filter refuses a member outside root, a link out of it and a device."""
+    for entry in summary["archives"]:
+        path = phase_dir / entry["archive"]
+        data = path.read_bytes() if path.is_file() else b""
+        if hashlib.sha256(data).hexdigest() != entry["sha256"]:
+            raise KitDataError(f"{path}: missing or not the archive the summary lists")
+        try:
+            with tarfile.open(path, "r:xz") as tar:
+                tar.extractall(root, filter="data")
+        except (tarfile.TarError, lzma.LZMAError, EOFError, OSError) as e:
+            raise KitDataError(f"{path}: not an archive the kit writes ({e})") from None
+
+
+# The programs each phase runs, and where they are built.
+NEEDS = {"A": ("roundscope", "mufu_fit"), "B": (), "C": ("roundscope", "kit_inputs")}
+BUILT_IN = {"roundscope": ".", "mufu_fit": "tools/gpu", "kit_inputs": "tools/gpu"}
+
+
+def programs(bin_dir, phase):
+    """{name: path} of the programs the phase runs: all in --bin, or each where build/ has it;
+    KitDataError naming one that is not there."""
+    if bin_dir and not pathlib.Path(bin_dir).is_dir():
+        raise KitDataError(f"--bin: {bin_dir} is not a folder")
+    build = pathlib.Path(__file__).resolve().parents[2] / "build"
+    paths = {name: pathlib.Path(bin_dir) / name if bin_dir else build / BUILT_IN[name] / name for name in NEEDS[phase]}
+    for name, path in paths.items():
+        if not os.access(path, os.X_OK):
+            raise KitDataError(f"--bin: no program {path} (phase {phase} runs it)")
+    return paths
+
+
+def publish(staging, target):
+    """staging renamed to target whole: an earlier ingest's folder there is replaced, not mixed."""
+    old = None
+    if target.exists() or target.is_symlink():
+        old = pathlib.Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent))
+        os.replace(target, old / target.name)
+    os.replace(staging, target)
+    if old is not None:
+        shutil.rmtree(old)
+
+
+def refuse(message):
+    print(f"ingest.py: {' '.join(str(message).split())[:600]}", file=sys.stderr)
+    return 2
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = Parser(description=__doc__.splitlines()[0])
     p.add_argument("phase_dir")
     p.add_argument("--golden", required=True, help="where the golden files go")
     p.add_argument("--bin", default=None, help="folder with roundscope, mufu_fit and kit_inputs (default: build)")
     p.add_argument("--json", help="write the report here")
     a = p.parse_args(argv)
     phase_dir = pathlib.Path(a.phase_dir)
-    repo = pathlib.Path(__file__).resolve().parents[2]
-    bins = pathlib.Path(a.bin) if a.bin else None
     try:
         summary = read_summary(phase_dir)
-        phase = summary["phase"]
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        print(f"ingest.py: {phase_dir / 'summary.json'}: {e}", file=sys.stderr)
-        return 2
+    except (OSError, KitDataError) as e:
+        return refuse(f"{phase_dir / 'summary.json'}: {e}")
+    phase = summary["phase"]
     if a.json is not None and is_input(pathlib.Path(a.json), phase_dir, summary):
-        print(f"ingest.py: --json: {a.json} is one of the phase's own files; write the report elsewhere",
-              file=sys.stderr)
-        return 2
-    if bins is None:
-        build = repo / "build"
-        bins = pathlib.Path(tempfile.mkdtemp(prefix="roundscope-ingest-bin-"))
-        for name, where in (("roundscope", build), ("mufu_fit", build / "tools/gpu"),
-                            ("kit_inputs", build / "tools/gpu")):
-            (bins / name).symlink_to(where / name)
-    golden = pathlib.Path(a.golden) / f"phase-{phase}"
-    golden.mkdir(parents=True, exist_ok=True)
+        return refuse(f"--json: {a.json} is one of the phase's own files; write the report elsewhere")
+    golden_root = pathlib.Path(a.golden)
+    if golden_root.exists() and not golden_root.is_dir():
+        return refuse(f"--golden: {golden_root} is not a folder")
     report = {"phase": phase, "dry_run": summary.get("dry_run"), "kit": summary.get("kit"), "archives": []}
     with tempfile.TemporaryDirectory() as tmp:
         root = pathlib.Path(tmp)
-        for entry in summary["archives"]:
-            path = phase_dir / entry["archive"]
-            data = path.read_bytes() if path.exists() else b""
-            if hashlib.sha256(data).hexdigest() != entry["sha256"]:
-                print(f"ingest.py: {path}: missing or not the archive the summary lists", file=sys.stderr)
-                return 2
-            with tarfile.open(path, "r:xz") as tar:
-                tar.extractall(root, filter="data")
-            shutil.copyfile(path, golden / entry["archive"])
-            report["archives"].append(entry["archive"])
-        check = {"A": phase_a, "B": phase_b, "C": phase_c}[phase]
-        passed = check(root, golden, bins, report)
-    report["passed"] = bool(passed)
-    (golden / "golden.json").write_text(json.dumps({
-        "generator": "tools/gpu/run_all.sh " + phase, "kit": summary.get("kit"), "dry_run": summary.get("dry_run"),
-        "archives": summary["archives"], "steps": summary.get("steps", [])}, indent=1) + "\n")
-    text = json.dumps(report, indent=1)
-    if a.json:
-        pathlib.Path(a.json).write_text(text + "\n")
+        try:
+            bins = programs(a.bin, phase)
+            unpack(phase_dir, summary, root)
+        except KitDataError as e:
+            return refuse(e)
+        # The phase's golden files are made in a folder of their own and renamed into place
+        # whole: a refusal half-way (a capture that is not one) leaves nothing behind.
+        created = not golden_root.exists()
+        golden_root.mkdir(parents=True, exist_ok=True)
+        staging = pathlib.Path(tempfile.mkdtemp(prefix=f".phase-{phase}-", dir=golden_root))
+        try:
+            for entry in summary["archives"]:
+                shutil.copyfile(phase_dir / entry["archive"], staging / entry["archive"])
+                report["archives"].append(entry["archive"])
+            passed = {"A": phase_a, "B": phase_b, "C": phase_c}[phase](root, staging, bins, report)
+            report["passed"] = bool(passed)
+            (staging / "golden.json").write_text(json.dumps({
+                "generator": "tools/gpu/run_all.sh " + phase, "kit": summary.get("kit"),
+                "dry_run": summary.get("dry_run"), "archives": summary["archives"],
+                "steps": summary.get("steps", [])}, indent=1) + "\n")
+            if a.json:
+                write_whole(a.json, (json.dumps(report, indent=1) + "\n").encode())
+            publish(staging, golden_root / f"phase-{phase}")
+        except BaseException as e:
+            shutil.rmtree(staging, ignore_errors=True)
+            if created:
+                shutil.rmtree(golden_root, ignore_errors=True)
+            if isinstance(e, (KitDataError, OSError)):
+                return refuse(e)
+            raise
     print(f"ingest.py: phase {phase}: {'passed' if passed else 'FAILED'} ({len(report['archives'])} archives)")
     return 0 if passed else 1
 

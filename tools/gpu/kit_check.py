@@ -6,13 +6,17 @@
 The folder must hold summary.json and the archives it lists, nothing else: at most 8 files,
 none over 15 MiB, 60 MiB in all; every archive's SHA-256 as listed; the steps' timeouts summing
 to at most 540 s; every step ok or skipped with a reason (unless --allow-failed-steps).
-Prints one line per problem; exit 0 when there is none, 1 otherwise.
+Prints one line per problem; exit 0 when there is none, 1 otherwise, 2 when PHASE_DIR is not a
+folder.
 """
-import argparse
 import hashlib
 import json
 import pathlib
+import re
 import sys
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from kit_files import KitInputError, Parser, run_main  # noqa: E402
 
 STEP_KEYS = {"name": str, "status": str, "rc": int, "timeout_s": int, "seconds": (int, float)}
 SUMMARY_KEYS = {"schema": int, "phase": str, "dry_run": bool, "kit": dict, "written": str, "steps": list,
@@ -24,11 +28,25 @@ def problems(phase_dir, allow_failed):
     d = pathlib.Path(phase_dir)
     try:
         s = json.loads((d / "summary.json").read_text())
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, RecursionError) as e:
         return [f"summary.json: unreadable ({e})"]
+    if not isinstance(s, dict):
+        return ["summary.json: not a JSON object"]
     for key, kind in SUMMARY_KEYS.items():
         if not isinstance(s.get(key), kind):
             out.append(f"summary.json: '{key}' missing or not {kind.__name__}")
+    for key in ("max_files", "max_file_bytes", "max_phase_bytes", "max_phase_timeout_s"):
+        if type(s["budgets"].get(key)) is not int:
+            out.append(f"summary.json: budgets '{key}' missing or not int")
+    for i, a in enumerate(s["archives"]):
+        if not (isinstance(a, dict) and isinstance(a.get("archive"), str) and type(a.get("bytes")) is int
+                and isinstance(a.get("sha256"), str)):
+            out.append(f"summary.json: archives[{i}] is not an archive, bytes and sha256")
+        elif not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*\.tar\.xz", a["archive"]):
+            out.append(f"summary.json: archives[{i}] {a['archive'][:80]!r} is not a plain .tar.xz file name")
+    for i, step in enumerate(s["steps"]):
+        if not isinstance(step, dict):
+            out.append(f"summary.json: steps[{i}] is not an object")
     if out:
         return out
     b = s["budgets"]
@@ -65,7 +83,7 @@ def problems(phase_dir, allow_failed):
             out.append(f"step {step.get('name')}: skipped without a reason")
         if step.get("status") in ("failed", "timeout") and not allow_failed:
             out.append(f"step {step.get('name')}: {step['status']} (exit {step.get('rc')})")
-    if sum(x.get("timeout_s", 0) for x in s["steps"]) > b["max_phase_timeout_s"]:
+    if sum(x["timeout_s"] for x in s["steps"] if type(x.get("timeout_s")) is int) > b["max_phase_timeout_s"]:
         out.append(f"the steps' timeouts sum to {s['timeouts_s']} s, over {b['max_phase_timeout_s']}")
     if s["passed"] != all(x.get("status") in ("ok", "skipped") for x in s["steps"]):
         out.append("summary.json: 'passed' disagrees with the steps")
@@ -73,10 +91,12 @@ def problems(phase_dir, allow_failed):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = Parser(description=__doc__.splitlines()[0])
     p.add_argument("phase_dir")
     p.add_argument("--allow-failed-steps", action="store_true")
     a = p.parse_args(argv)
+    if not pathlib.Path(a.phase_dir).is_dir():
+        raise KitInputError(f"{a.phase_dir}: not a folder (a phase's output: summary.json and its archives)")
     found = problems(a.phase_dir, a.allow_failed_steps)
     for line in found:
         print(f"kit_check.py: {a.phase_dir}: {line}")
@@ -86,4 +106,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main("kit_check.py", main))

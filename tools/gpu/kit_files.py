@@ -1,9 +1,35 @@
-"""What the kit's scripts share about files: whether an output is one of the inputs (however it is
+"""What the kit's scripts share: the command line's contract (a bad option or input is one line on
+standard error, exit 2, nothing written), whether an output is one of the inputs (however it is
 spelled or linked), and writing an output whole (a temporary file of its own beside it, renamed
-over it, so that a full disk or a stop leaves the old file or none, never half of one)."""
+over it, so that a full disk or a stop leaves the old file or none, never half of one). Standard
+library only: the scripts run on the GPU machine too."""
+import argparse
 import os
 import pathlib
+import sys
 import tempfile
+
+
+class KitInputError(ValueError):
+    """Input a kit script cannot use (a file that is not what the kit writes, an option out of
+    range): one line, exit 2."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with the command line's contract: a bad option is one line (not the usage), exit 2."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {' '.join(message.split())}\n")
+
+
+def run_main(program, main, argv=None) -> int:
+    """main(argv)'s exit status, with bad input (KitInputError, an OSError naming its file) as one
+    line and exit 2; anything else is a bug and keeps its traceback."""
+    try:
+        return main(argv)
+    except (KitInputError, OSError) as e:
+        print(f"{program}: {' '.join(str(e).split())[:600]}", file=sys.stderr)
+        return 2
 
 
 def is_same_file(a, b):

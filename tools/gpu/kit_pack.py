@@ -9,7 +9,6 @@ recorded in the summary. Standard library only (the GPU machine has no extra pac
 
     kit_pack.py --phase A|B|C --work DIR --out DIR [--kit KIT] [--dry-run]
 """
-import argparse
 import hashlib
 import io
 import json
@@ -18,6 +17,9 @@ import pathlib
 import sys
 import tarfile
 import time
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from kit_files import KitInputError, Parser, run_main  # noqa: E402
 
 SCHEMA = 1
 MAX_FILES = 8  # summary.json included
@@ -70,8 +72,30 @@ def candidates(phase, work):
     return out
 
 
+STEP_FIELDS = {"name": str, "status": str, "timeout_s": int}
+
+
+def read_steps(work):
+    """run_all.sh's steps.jsonl, one step a line: KitInputError naming a line that is not one."""
+    path = work / "steps.jsonl"
+    if not path.is_file():
+        raise KitInputError(f"--work: {work} has no steps.jsonl (run_all.sh writes it)")
+    steps = []
+    for i, line in enumerate(path.read_text(errors="replace").splitlines()):
+        if not line.strip():
+            continue
+        try:
+            step = json.loads(line)
+        except (ValueError, RecursionError):
+            step = None
+        if not isinstance(step, dict) or not all(type(step.get(k)) is t for k, t in STEP_FIELDS.items()):
+            raise KitInputError(f"{path} line {i + 1}: not a step (an object with name, status and timeout_s)")
+        steps.append(step)
+    return steps
+
+
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = Parser(description=__doc__.splitlines()[0])
     p.add_argument("--phase", choices=("A", "B", "C"), required=True)
     p.add_argument("--work", required=True)
     p.add_argument("--out", required=True)
@@ -79,8 +103,18 @@ def main(argv=None):
     p.add_argument("--kit", help="the kit, whose manifest's commit the summary records")
     a = p.parse_args(argv)
     work, out = pathlib.Path(a.work), pathlib.Path(a.out)
+    if out.resolve() == work.resolve() or work.resolve() in out.resolve().parents:
+        raise KitInputError(f"--out: {out} is inside --work {work}, whose files it packs; write elsewhere")
+    steps = read_steps(work)
+    manifest = {}
+    if a.kit:
+        try:
+            manifest = json.loads(pathlib.Path(a.kit, "manifest.json").read_text())
+        except (ValueError, RecursionError):
+            manifest = None
+        if not isinstance(manifest, dict):
+            raise KitInputError(f"--kit: {a.kit}/manifest.json is not a kit's manifest")
     out.mkdir(parents=True, exist_ok=True)
-    steps = [json.loads(line) for line in (work / "steps.jsonl").read_text().splitlines() if line.strip()]
 
     kept, dropped, total = [], [], 0
     for item in candidates(a.phase, work):
@@ -102,7 +136,6 @@ def main(argv=None):
         kept.append({"archive": name, "bytes": len(blob), "sha256": hashlib.sha256(blob).hexdigest(),
                      "files": [str(f.relative_to(work)) for f in files]})
 
-    manifest = json.loads(pathlib.Path(a.kit, "manifest.json").read_text()) if a.kit else {}
     summary = {
         "schema": SCHEMA,
         "phase": a.phase,
@@ -124,4 +157,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main("kit_pack.py", main))

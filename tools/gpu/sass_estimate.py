@@ -21,13 +21,16 @@ loop instruction once (straight-line code: both sides of a branch are counted, a
 loop once), and assumes the pipes overlap perfectly ("overlapped") or that the tensor cores
 and the rest take turns ("serial"). An estimate, to be replaced by a measurement.
 """
-import argparse
 import json
+import pathlib
 import re
 import shutil
 import subprocess
 import sys
 from collections import Counter
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from kit_files import Parser  # noqa: E402
 
 CLOCK_HZ = 1.83e9
 SMS = 132
@@ -151,7 +154,7 @@ def run(cmd):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = Parser(description=__doc__.splitlines()[0])
     p.add_argument("binary", nargs="?", help="an object, library or executable with sm_90a code")
     p.add_argument("--sass", help="cuobjdump -sass output, instead of a binary")
     p.add_argument("--resources", help="cuobjdump -res-usage output, with --sass")
@@ -170,8 +173,8 @@ def main(argv=None):
         p.error(f"--kernel: {e}")
     try:
         if a.sass:
-            sass = open(a.sass).read()
-            resources = open(a.resources).read() if a.resources else ""
+            sass = open(a.sass, errors="replace").read()
+            resources = open(a.resources, errors="replace").read() if a.resources else ""
         else:
             tool = a.cuobjdump or default_cuobjdump()
             sass = run([tool, "-sass", a.binary])
@@ -206,6 +209,15 @@ def main(argv=None):
                   + f" -> bound by {line['bound']}")
             print(f"  estimate: {line['tflops_overlapped']} TFLOP/s overlapped, {line['tflops_serial']} serial; "
                   f"resources {line['resources']}")
+    if not found:  # nothing estimated is an answer only when the kernels were there to look at
+        names = list(functions(sass))
+        if not names:
+            print(f"sass_estimate: {a.sass or a.binary}: no SASS function in it (cuobjdump -sass output, or a binary "
+                  "with sm_90a code)", file=sys.stderr)
+            return 2
+        if not any(kernel.search(n) for n in names):
+            print(f"sass_estimate: --kernel {a.kernel!r} matches none of its {len(names)} functions", file=sys.stderr)
+            return 2
     return 0 if found else 1
 
 

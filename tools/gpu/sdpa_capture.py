@@ -16,7 +16,6 @@ Shapes (B, H, N, D), after docs/gpu.md: S1 (1, 2, 128, 64) every backend; S3 (14
 the non-split flash path, batch 0 kept; S2 (1, 1, 1000, 128) flash only, the split-KV path.
 Exit 0 when every case ran or was skipped for a stated reason, 1 when one failed, 2 on bad input.
 """
-import argparse
 import hashlib
 import json
 import math
@@ -27,6 +26,9 @@ import time
 import torch
 import torch.nn.functional as F
 from safetensors.torch import save_file
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from kit_files import Parser  # noqa: E402
 
 SHAPES = {"S1": (1, 2, 128, 64), "S3": (14, 1, 1000, 128), "S2": (1, 1, 1000, 128)}
 SCENARIOS = ("random", "sink", "repeated-max", "wide")
@@ -210,7 +212,7 @@ def capture_shape(shape_name, inputs_dir, device, out_dir):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = Parser(description=__doc__.splitlines()[0])
     p.add_argument("--inputs", required=True, help="folder of kit_inputs files: <shape>_<scenario>.safetensors")
     p.add_argument("--out", required=True)
     p.add_argument("--device", choices=("cuda", "cpu"), default="cuda")

@@ -28,7 +28,6 @@ nvidia-cuda-cuobjdump / nvidia-cuda-nvdisasm Python packages.
 Exit 0 when the pattern holds, 1 when it changed (what changed is printed), 77 when there is
 nothing to read (a CPU-only torch, no cuobjdump), 2 on bad arguments.
 """
-import argparse
 import json
 import os
 import pathlib
@@ -37,6 +36,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from kit_files import Parser  # noqa: E402
 
 KERNEL = ("_ZN13pytorch_flash16flash_fwd_kernelI23Flash_fwd_kernel_traitsILi128ELi128ELi64ELi4ELb0ELb0E"
           "N7cutlass10bfloat16_tE19Flash_kernel_traitsILi128ELi128ELi64ELi4ES3_EELb0ELb0ELb0ELb0ELb1ELb1ELb0ELb0EEEv"
@@ -186,7 +188,7 @@ def verdict_combine(f):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = Parser(description=__doc__.splitlines()[0])
     p.add_argument("--library", help="libtorch_cuda.so (default: the installed torch's)")
     p.add_argument("--out", help="write the facts and the verdict here (JSON)")
     p.add_argument("--sass", help="write the kernel's SASS here")

@@ -13,7 +13,6 @@ and the model's D against every tile_digest_d.
 
     trim_probe.py CAPTURE.safetensors... --out DIR [--keep 8]
 """
-import argparse
 import hashlib
 import json
 import pathlib
@@ -22,11 +21,12 @@ import sys
 
 import numpy as np
 
-from kit_files import is_same_file, write_whole
+from kit_files import Parser, is_same_file, write_whole
 
 M64 = (1 << 64) - 1
 WIDTH = {"BF16": np.uint16, "F16": np.uint16, "F8_E4M3": np.uint8, "F8_E5M2": np.uint8, "F32": np.uint32,
-         "U8": np.uint8, "U64": np.uint64}
+         "U8": np.uint8, "U16": np.uint16, "U32": np.uint32, "U64": np.uint64,
+         "I8": np.uint8, "I16": np.uint16, "I32": np.uint32, "I64": np.uint64}
 
 
 def mix(index, bits):
@@ -49,7 +49,7 @@ def read(path):
         raise ValueError(f"its header claims {n} bytes, the file has {len(data) - 8} after the length")
     try:
         header = json.loads(data[8:8 + n])
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
         raise ValueError(f"its header is not JSON ({e.msg if hasattr(e, 'msg') else e})") from None
     if not isinstance(header, dict):
         raise ValueError("its header is not a JSON object")
@@ -98,8 +98,25 @@ def tile_digests(tensors):
     return inputs, mix(np.broadcast_to(idx, d.shape), d).sum(axis=1, dtype=np.uint64)
 
 
+def capture_problem(meta, tensors):
+    """What makes a well-formed safetensors file not a probe capture, or None: tiles A, B, C, D
+    (tile first) and dist (one distribution index a tile), with a seed in the metadata."""
+    if not isinstance(meta, dict) or "seed" not in meta or not all(isinstance(v, str) for v in meta.values()):
+        return "no seed in its metadata"
+    if not {"A", "B", "C", "D", "dist"} <= tensors.keys():
+        return "it lacks one of A, B, C, D and dist"
+    dist = tensors["dist"][2]
+    if dist.ndim != 1 or dist.shape[0] == 0:
+        return "dist is not one distribution index a tile"
+    for name in ("A", "B", "C", "D"):
+        arr = tensors[name][2]
+        if arr.ndim < 2 or arr.shape[0] != dist.shape[0] or arr.dtype.itemsize > 8:
+            return f"{name} is not one tile of up to 64-bit words per dist entry"
+    return None
+
+
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = Parser(description=__doc__.splitlines()[0])
     p.add_argument("captures", nargs="+")
     p.add_argument("--out", required=True)
     p.add_argument("--keep", type=int, default=8, help="raw tiles kept of each distribution")
@@ -113,16 +130,24 @@ def main(argv=None):
             print(f"trim_probe.py: --out: {out / pathlib.Path(path).name} would be {path} itself; trim into "
                   "another folder", file=sys.stderr)
             return 2
-    out.mkdir(parents=True, exist_ok=True)
+    # Every capture read and checked before anything is written: a bad one leaves no output.
     for path in a.captures:
         try:
-            meta, tensors, sha = read(path)
+            meta, tensors, _sha = read(path)
         except (OSError, ValueError) as e:
-            print(f"trim_probe.py: {path}: {e}", file=sys.stderr)
+            print(f"trim_probe.py: {path}: {' '.join(str(e).split())}", file=sys.stderr)
             return 2
-        if not {"A", "B", "C", "D", "dist"} <= tensors.keys() or "seed" not in meta:
-            print(f"trim_probe.py: {path}: not a roundscope probe capture", file=sys.stderr)
+        why = capture_problem(meta, tensors)
+        if why:
+            print(f"trim_probe.py: {path}: not a roundscope probe capture ({why})", file=sys.stderr)
             return 2
+    if len({pathlib.Path(p).name for p in a.captures}) != len(a.captures):
+        print("trim_probe.py: two captures have one name: their trimmed files would overwrite each other",
+              file=sys.stderr)
+        return 2
+    out.mkdir(parents=True, exist_ok=True)
+    for path in a.captures:
+        meta, tensors, sha = read(path)
         dist = tensors["dist"][2]
         kept = np.concatenate([np.nonzero(dist == k)[0][:a.keep] for k in np.unique(dist)])
         inputs, d = tile_digests(tensors)
