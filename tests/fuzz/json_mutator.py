@@ -5,6 +5,7 @@ removed or repeated) and writes it back. One in eight mutations changes bytes in
 replaced, removed or repeated), so that text which is not JSON is tried too."""
 from __future__ import annotations
 
+import copy
 import json
 import random
 
@@ -22,7 +23,10 @@ KEYS = ["file", "layer", "step", "head", "heads", "batch", "heads_per_batch", "c
         "matched", "total", "ulp_histogram", "ulps", "count", "rel_rms", "sampling_error", "layers", "files",
         "bias_over_steps", "steps", "cumulative", "sign_test_p", "options", "recipes", "name", "rows", "seed",
         "pcollapse", "runs", "order", "scale", "headroom", "formats", "format", "leak", "bias", "kernel",
-        "attribute", "all_low", "phase", "archives", "archive", "sha256", "kit", "dry_run"]
+        "attribute", "all_low", "phase", "archives", "archive", "sha256", "kit", "dry_run", "exact", "runnable",
+        "bhnd", "input_sha256", "softmax_scale", "shape", "kernels", "pass", "backend", "causal", "symlink",
+        "hardlink", "dir", "base64", "sweep/sweep.jsonl", "bench/bench.jsonl", "sdpa/sdpa_cases.json",
+        "sdpa/sdpa_S1_fwd.safetensors", "probe/conversions.safetensors", "mufu/mufu_ex2.safetensors", "../../x"]
 
 
 def _nodes(x, path=()):
@@ -47,9 +51,11 @@ def _set(root, path, value):
 
 
 def _hostile(rng, nodes):
+    # Always a copy: a list or object placed twice would become one node of two parents (and a
+    # later mutation could put a node inside itself).
     if rng.random() < 0.25:
-        return json.loads(json.dumps(rng.choice(nodes)[1]))  # a copy of another node
-    return rng.choice(HOSTILE)
+        return copy.deepcopy(rng.choice(nodes)[1])  # another node
+    return copy.deepcopy(rng.choice(HOSTILE))
 
 
 def mutate_document(doc, rng: random.Random):
@@ -68,7 +74,7 @@ def mutate_document(doc, rng: random.Random):
             if rng.random() < 0.5:
                 del node[i]
             else:
-                node.insert(i, json.loads(json.dumps(node[i])))
+                node.insert(i, copy.deepcopy(node[i]))
         else:
             doc = _set(doc, path, _hostile(rng, nodes))
     return doc

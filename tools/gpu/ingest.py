@@ -40,6 +40,7 @@ from kit_files import Parser, is_same_file, write_whole  # noqa: E402
 # scenario) a plain name before anything is built from it.
 ARCHIVE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\.tar\.xz")
 PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
+MAX_CAPTURE_VALUES = 1 << 24  # the kit's largest shape, S3, is 14 x 1000 x 128 = 1,792,000
 
 
 class KitDataError(ValueError):
@@ -147,6 +148,9 @@ def capture_metadata(f, meta):
     if not isinstance(bhnd, list) or len(bhnd) != 4 or not all(
             type(x) is int and 1 <= x <= 2**16 for x in bhnd):
         raise KitDataError(f"{f.name}: metadata 'bhnd' is not four sizes from 1 to 65536")
+    if math.prod(bhnd) > MAX_CAPTURE_VALUES:  # kit_inputs would be asked to make them
+        raise KitDataError(f"{f.name}: metadata 'bhnd' {bhnd} is {math.prod(bhnd)} values a tensor, more than the "
+                           f"kit captures ({MAX_CAPTURE_VALUES})")
     if not isinstance(hashes, dict) or not all(isinstance(v, str) and re.fullmatch(r"[0-9a-f]{64}", v)
                                                for v in hashes.values()):
         raise KitDataError(f"{f.name}: metadata 'input_sha256' is not scenario names with 64 hex digits")
