@@ -183,6 +183,7 @@ INGEST_CASES = {
     "bhnd three sizes": ("C", "capture", {**GOOD_META, "bhnd": "[1, 1, 4]"}, "bhnd"),
     "bhnd a zero": ("C", "capture", {**GOOD_META, "bhnd": "[1, 0, 4, 2]"}, "bhnd"),
     "bhnd huge": ("C", "capture", {**GOOD_META, "bhnd": "[1, 1, 4, 1000000000]"}, "bhnd"),
+    "bhnd too many values": ("C", "capture", {**GOOD_META, "bhnd": "[64, 64, 65536, 128]"}, "more than the kit"),
     "bhnd a float": ("C", "capture", {**GOOD_META, "bhnd": "[1, 1, 4, 2.0]"}, "bhnd"),
     "bhnd not JSON": ("C", "capture", {**GOOD_META, "bhnd": "four"}, "JSON"),
     "scale not a number": ("C", "capture", {**GOOD_META, "softmax_scale": "half"}, "softmax_scale"),
