@@ -20,8 +20,9 @@ void InputFlags::add_to(CLI::App* cmd, const std::string& file_help) {
 
 void InputFlags::add_synthetic(CLI::App* cmd) {
     synthetic_flag = cmd->add_flag("--synthetic", synthetic, "Synthesize the input instead of reading a file");
+    // Up to 2^31 tokens: what cannot fit is refused by its memory (choose_inputs), not by a range.
     synthetic_only(cmd->add_option("--n", spec.n, "Tokens (synthetic)"))
-        ->check(integer_in(1, 1 << 20))
+        ->check(integer_in(1, std::int64_t{1} << 31))
         ->capture_default_str();
     synthetic_only(cmd->add_option("--d", spec.d, "Head dimension (synthetic)"))
         ->check(integer_in(2, 1024))
@@ -103,6 +104,11 @@ double synthetic_bytes(const analysis::SyntheticSpec& s) {
     return 3 * 4 * heads * n * d * 4 + n * m * 4 + heads * m * d * (4 + 4 * 8);
 }
 
+void check_synthetic_memory(const analysis::SyntheticSpec& spec) {
+    check_memory(synthetic_bytes(spec),
+                 fmt::format("--synthetic with {} head(s) of N = {}, D = {}", spec.heads, spec.n, spec.d));
+}
+
 void apply_attention_flags(emu::AttentionInputs& in, const AttentionFlags& flags) {
     in.causal = flags.causal || (!flags.no_causal && in.causal.value_or(false));
     if (flags.softmax_scale != 0) in.softmax_scale = flags.softmax_scale;
@@ -149,8 +155,7 @@ ChosenInputs choose_inputs(const char* command, const InputFlags& input, const A
     if (!input.synthetic) return file_inputs(input.file, flags);
     analysis::SyntheticSpec spec = input.spec;
     if (!input.scenario.empty()) spec.scenario = analysis::parse_scenario(input.scenario, "--scenario");
-    check_memory(synthetic_bytes(spec),
-                 fmt::format("--synthetic with {} head(s) of N = {}, D = {}", spec.heads, spec.n, spec.d));
+    check_synthetic_memory(spec);
     return chosen(analysis::synthetic_attention(spec), flags);
 }
 

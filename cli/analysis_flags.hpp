@@ -80,6 +80,8 @@ double attention_bytes(const emu::AttentionInputs& in, bool backward, bool truth
 
 /// Memory that synthetic inputs of `spec` take, with the copies an analysis makes of them.
 double synthetic_bytes(const analysis::SyntheticSpec& spec);
+/// Refuses (check_memory) a synthetic input that cannot fit, naming its sizes.
+void check_synthetic_memory(const analysis::SyntheticSpec& spec);
 
 /// f(), with an Error it throws prefixed by `input`, the file the analysis read (none: as is),
 /// so that a NaN found deep inside names its file as well as its tensor (once: a message that

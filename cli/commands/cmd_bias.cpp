@@ -23,7 +23,6 @@
 #include "cli/plot_output.hpp"
 #include "cli/recipe_flags.hpp"
 #include "lib/error.hpp"
-#include "lib/memory_budget.hpp"
 #include "lib/tensor_io.hpp"
 
 namespace roundscope::cli {
@@ -134,7 +133,7 @@ void run(const BiasArgs& a) {
         return analysis::BiasStepInput{path, path, emu::find_attention_inputs(read_input(path))};
     };
     if (a.input.synthetic) {
-        check_memory(synthetic_bytes(a.input.spec), "--synthetic with these sizes");
+        check_synthetic_memory(a.input.spec);
         count = a.steps, source = analysis::synthetic_bias_steps(a.input.spec);
     } else {
         check_step_files(a.files);

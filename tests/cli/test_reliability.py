@@ -373,8 +373,9 @@ for f, phrases in hostile:
 for c in ("pcollapse", "attribute"):
     case(f"{c}: q beyond e4m3", [c, "huge_q.safetensors", "--recipe", "fa3-fp8" if c == "attribute" else "fa3-fp8"],
          phrases=("huge_q.safetensors", "'q'", "e4m3"))
-case("mx on an empty axis", ["mx", "empty_axis.safetensors", "--format", "mxfp4", "--axis", "-2", "-o",
-                             "empty_mx.safetensors"], rc=0, outputs=("empty_mx.safetensors",))
+for axis in ("-2", "-1"):  # an empty tensor has no blocks along either axis (docs/cli.md, mx)
+    case(f"mx --axis {axis} on an empty tensor", ["mx", "empty_axis.safetensors", "--format", "mxfp4", "--axis", axis,
+                                                  "-o", "empty_mx.safetensors"], rc=0, outputs=("empty_mx.safetensors",))
 case("attention --backward without do", ["attention", "no_do.safetensors", "--recipe", "fa2-bf16", "--backward", "-o",
                                          "x.safetensors"], phrases=("do",))
 
@@ -382,6 +383,9 @@ case("attention --backward without do", ["attention", "no_do.safetensors", "--re
 for c, base in ATTENTION.items():
     case(f"{c}: --n 1048576 --d 1024", base[:1] + ["--synthetic", "--n", "1048576", "--d", "1024"] + base[6:],
          phrases=("needs about", "GiB"), timeout=20)
+    # the largest --n: refused by the memory it needs (turn 3: by a range of 2^20 tokens)
+    case(f"{c}: --n 2^31", base[:1] + ["--synthetic", "--n", str(1 << 31), "--d", "1024"] + base[6:],
+         phrases=("needs about", "GiB", "N = 2147483648"), timeout=20)
 case("bias --heads 4096 --n 100000", ["bias", "--synthetic", "--heads", "4096", "--n", "100000"],
      phrases=("needs about",), timeout=20)
 case("crosscheck --heads 4096 --n 1048576", ["crosscheck", "--recipe", "fa2-bf16", "--synthetic", "--heads", "4096",

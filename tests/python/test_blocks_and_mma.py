@@ -55,6 +55,22 @@ def test_single_level_nvfp4_and_compare_rules_equal_cli(cli, source, tmp_path):
                                                                      -2, "--compare-rules")
 
 
+@pytest.mark.parametrize("fmt", ["mxfp4", "nvfp4"])
+@pytest.mark.parametrize("shape,axis", [((4, 0), -1), ((4, 0), -2), ((0, 32), -1), ((0, 32), -2)])
+def test_an_empty_tensor_has_no_blocks_along_any_axis(cli, tmp_path, fmt, shape, axis):
+    """docs/cli.md, mx: a tensor of no elements quantizes to elements and scales of no elements,
+    the empty axis kept (the number of blocks along it is ceil(0 / K) = 0), here as on the command line."""
+    x = np.zeros(shape, np.float32)
+    rs.write(tmp_path / "x.safetensors", {"x": x})
+    report = cli.json("mx", tmp_path / "x.safetensors", "--format", fmt, "--axis", axis, "--dequant", "-o",
+                      tmp_path / "q.safetensors")
+    assert report["tensors"] == [{"blocks": 0, "name": "x", "nan_blocks": 0, "shape": list(shape)}]
+    want = rs.read(tmp_path / "q.safetensors")
+    q = rs.mx.quantize(x, fmt, axis=axis)
+    for got, name in ((q.elements, "x.elements"), (q.scales, "x.scales"), (rs.mx.dequantize(q), "x")):
+        assert got.size == 0 and 0 in got.shape and got.ndim == 2 and got.shape == want[name].shape, name
+
+
 @pytest.mark.parametrize("golden", sorted(GOLDEN.glob("mma_*.safetensors")), ids=lambda p: p.stem)
 @pytest.mark.parametrize("arch", ["sm80", "sm89", "sm90", "sm100"])
 def test_mma_equals_cli(cli, tmp_path, golden, arch):
