@@ -237,8 +237,12 @@ class LlamaModel(torch.nn.Module):
 def _open(path: str | None):
     import gguf
     path = os.fspath(path) if path is not None else smollm2_path()
+    if os.path.isdir(path):
+        raise ValueError(f"{path}: a folder, not a GGUF file")
     if not os.path.isfile(path):
         raise FileNotFoundError(f"{path}: no such file")
+    if not os.access(path, os.R_OK):
+        raise ValueError(f"{path}: not readable (permission denied)")
     try:
         reader = gguf.GGUFReader(path)
     except Exception as e:  # the reader raises what numpy and struct raise on a bad file

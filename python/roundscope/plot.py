@@ -233,15 +233,22 @@ def plot(kind: str, result: dict, path, format: str | None = None) -> None:
 
 
 def main(argv):
+    """The writer `--plot` runs: one line and exit 2 on anything it cannot draw, as the command line."""
+    from ._report_schema import refuse
+
+    program = "roundscope.plot"
     if len(argv) not in (3, 4) or argv[1] not in KINDS:
-        sys.exit(f"usage: python -m roundscope.plot {'|'.join(KINDS)} OUT.(png|pdf|svg) [FORMAT] (the report's "
-                 "JSON on stdin)")
+        refuse(program, f"usage: python -m roundscope.plot {'|'.join(KINDS)} OUT.(png|pdf|svg) [FORMAT] (the "
+                        "report's JSON on stdin)")
     # Read the whole report before importing matplotlib, so a writer never sees a closed pipe.
-    report = json.load(sys.stdin)
+    try:
+        report = json.load(sys.stdin)
+    except (ValueError, RecursionError) as e:
+        refuse(program, f"standard input: not a report's JSON ({e})")
     try:
         plot(argv[1], report, argv[2], argv[3] if len(argv) == 4 else None)
-    except (ValueError, OSError) as e:
-        sys.exit(str(e))
+    except (ValueError, TypeError, OSError) as e:
+        refuse(program, e)
 
 
 if __name__ == "__main__":

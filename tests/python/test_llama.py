@@ -181,6 +181,11 @@ def test_bf16_dumps_go_through_the_report(cli, tmp_path):
     (["--text", "gpl-3", "--n", "4096", "--windows", "3"], "tokens hold fewer than 3 window(s) of 4096"),
     (["--model", "/etc/hostname"], "/etc/hostname: not a GGUF file"),
     (["--model", "/no/such.gguf"], "/no/such.gguf: no such file"),
+    (["--model", "/tmp"], "/tmp: a folder, not a GGUF file"),
+    (["--n", "x"], "argument --n: invalid int value: 'x'"),
+    (["--bogus"], "unrecognized arguments: --bogus"),
+    (["--text"], "argument --text: expected one argument"),
+    (["--precision", "f8"], "argument --precision: invalid choice"),
 ])
 def test_bad_options_are_one_line_and_exit_2(tmp_path, capsys, args, phrase):
     with pytest.raises(SystemExit) as exit:
@@ -188,6 +193,24 @@ def test_bad_options_are_one_line_and_exit_2(tmp_path, capsys, args, phrase):
     err = capsys.readouterr().err
     assert exit.value.code == 2 and err.count("\n") == 1 and phrase in err, err
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("out, phrase", [
+    ("a_file", "a_file: not a folder"),
+    ("a_file/out", "a_file is a file, not a folder"),
+    ("texts_a_file", "texts_a_file/gpl-3: a file where text gpl-3's folder goes"),
+])
+def test_an_out_that_cannot_be_made_is_refused_before_any_work(tmp_path, capsys, out, phrase):
+    (tmp_path / "a_file").write_text("a user's file")
+    (tmp_path / "texts_a_file").mkdir()
+    (tmp_path / "texts_a_file" / "gpl-3").write_text("a user's file")
+    before = sorted(str(p) for p in tmp_path.rglob("*"))
+    with pytest.raises(SystemExit) as exit:
+        llama_dumps.main([str(tmp_path / out), "--text", "gpl-3"])
+    err = capsys.readouterr().err
+    assert exit.value.code == 2 and err.count("\n") == 1 and phrase in err, err
+    assert sorted(str(p) for p in tmp_path.rglob("*")) == before
+    assert (tmp_path / "a_file").read_text() == "a user's file"
 
 
 def test_a_window_is_done_only_when_its_marker_and_its_dumps_say_so(dumps, capsys):

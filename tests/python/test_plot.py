@@ -1,11 +1,15 @@
 """roundscope.plot draws each analysis's result (what the functions return, what --json prints)
-into a PNG, the same module `--plot` runs; bad arguments are exceptions naming them."""
+into a PNG, the same module `--plot` runs; bad arguments are exceptions naming them, and the
+module run as `--plot` runs it refuses them in one line, exit 2."""
+import json
+import os
+import subprocess
+import sys
+
 import pytest
 
 import roundscope as rs
 import roundscope.plot
-
-pytest.importorskip("matplotlib")
 
 RESULTS = {
     "bias": lambda: rs.bias(synthetic=True, n=64, d=16, steps=2, fix=True),
@@ -33,4 +37,23 @@ def test_bad_arguments_name_themselves(tmp_path):
         roundscope.plot.plot("headroom", [1, 2], tmp_path / "x.png")
     with pytest.raises(FileNotFoundError, match=r"^path: no folder"):
         roundscope.plot.plot("headroom", result, tmp_path / "no" / "x.png")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("args, stdin, phrase", [
+    (["headroom", "x.png"], "{", "standard input: not a report's JSON"),
+    (["headroom", "x.png"], "[" * 100000, "standard input: not a report's JSON"),
+    (["headroom", "x.png"], "[1, 2]", "result: expected"),
+    (["pcollapse", "x.png"], "{}", "result: not a pcollapse result"),
+    (["headroom", "no/x.png"], None, "path: no folder"),
+    (["headrom", "x.png"], "{}", "usage:"),
+    ([], "{}", "usage:"),
+])
+def test_the_module_as_plot_runs_it_refuses_in_one_line(tmp_path, args, stdin, phrase):
+    if stdin is None:
+        stdin = json.dumps(RESULTS["headroom"]())
+    p = subprocess.run([sys.executable, "-m", "roundscope.plot", *args], input=stdin, capture_output=True, text=True,
+                       cwd=tmp_path, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}, timeout=120)
+    assert p.returncode == 2 and p.stderr.count("\n") == 1 and p.stderr.startswith("roundscope.plot: "), p.stderr
+    assert phrase in p.stderr, p.stderr
     assert list(tmp_path.iterdir()) == []
