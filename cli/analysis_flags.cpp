@@ -70,11 +70,11 @@ void AttentionFlags::add_to(CLI::App* cmd, const std::string& scale_names) {
     cmd->add_option("--window-left", window_left,
                     "Sliding window: keys at most this far before the diagonal (-1: unbounded; default: the file's "
                     "metadata)")
-        ->check(CLI::Range(std::int64_t{-1}, std::int64_t{1} << 40));
+        ->check(integer_in(-1, std::int64_t{1} << 40));
     cmd->add_option("--window-right", window_right,
                     "Sliding window: keys at most this far after the diagonal (-1: unbounded; default: the file's "
                     "metadata)")
-        ->check(CLI::Range(std::int64_t{-1}, std::int64_t{1} << 40));
+        ->check(integer_in(-1, std::int64_t{1} << 40));
     cmd->add_option("--softcap", softcap,
                     "Cap the scores at +-SOFTCAP as softcap tanh(s / softcap) (0: none; default: the file's metadata)")
         ->check(finite_in(0, 1e6, false));

@@ -57,6 +57,12 @@ def make_scratch(folder):
 
     for name, options in ATTENTION_FILES.items():
         attention_file(name, **options)
+    for name in REPORTED:  # a dump folder of the one file, as report reads it
+        os.makedirs(os.path.join(folder, "report_" + name), exist_ok=True)
+        with open(os.path.join(folder, "with_o", name), "rb") as src:
+            data = src.read()
+        with open(os.path.join(folder, "report_" + name, "step0_layer0.safetensors"), "wb") as dst:
+            dst.write(data)
     safetensors("vec.safetensors", {"x": ("F32", [4, 64], f32(gaussian(256, 3))), "y": ("F32", [64], f32(gaussian(64, 4)))})
     safetensors("empty_axis.safetensors", {"x": ("F32", [4, 0], b"")})
     vec = open(os.path.join(folder, "vec.safetensors"), "rb").read()
@@ -76,6 +82,10 @@ def make_scratch(folder):
 
 
 OLD_OUTPUT = b"an older output that must survive a failed run"
+REPORTED = [f"{stem}.safetensors" for stem in (  # the hostile files report also reads, each in a folder of its own
+    "mask_nan", "mask_posinf", "mask_shape", "mask_int", "mask_and_bias", "bool_mask_shape", "gqa_3_of_2",
+    "gqa_group", "gqa_off", "alignment", "window_neg", "window_text", "softcap_nan", "softcap_neg", "dropout",
+    "descale", "nan", "bad_causal", "bad_scale")]
 ATTENTION_FILES = {  # q, k, v, do [2, 32, 16] but for what is named
     "att.safetensors": dict(metadata={"causal": "true"}),
     "d0.safetensors": dict(d=0),
@@ -90,6 +100,27 @@ ATTENTION_FILES = {  # q, k, v, do [2, 32, 16] but for what is named
     "bad_causal.safetensors": dict(metadata={"causal": "maybe"}),
     "bad_scale.safetensors": dict(metadata={"softmax_scale": "nan"}),
     "with_x.safetensors": dict(extra={"x": ("F32", [32, 8], f32(gaussian(32 * 8, 9)))}),
+    # masks, grouped heads and the attention problem's metadata (docs/cli.md, "The attention problem")
+    "mask_nan.safetensors": dict(extra={"attn_mask": ("F32", [32, 32], f32([float("nan")] + [0.0] * 1023))}),
+    "mask_posinf.safetensors": dict(extra={"attn_mask": ("F32", [32, 32], f32([0.0] * 33 + [float("inf")] + [0.0] * 990))}),
+    "mask_shape.safetensors": dict(extra={"attn_mask": ("F32", [32, 31], f32([0.0] * 992))}),
+    "mask_int.safetensors": dict(extra={"attn_mask": ("I32", [32, 32], bytes(4 * 1024))}),
+    "mask_and_bias.safetensors": dict(extra={"attn_mask": ("F32", [32, 32], f32([0.0] * 1024)),
+                                             "bias": ("F32", [32, 32], f32([0.0] * 1024))}),
+    "bool_mask_shape.safetensors": dict(extra={"attn_mask": ("BOOL", [3, 32], bytes([1]) * 96)}),
+    "gqa_3_of_2.safetensors": dict(extra={n: ("F32", [3, 32, 16], f32(gaussian(3 * 512, 20 + i)))
+                                          for i, n in enumerate("kv")}),
+    "gqa_group.safetensors": dict(h=4, metadata={"gqa_group": "3"}, extra={
+        n: ("F32", [2, 32, 16], f32(gaussian(2 * 512, 30 + i))) for i, n in enumerate("kv")}),
+    "gqa_off.safetensors": dict(h=4, metadata={"enable_gqa": "false"}, extra={
+        n: ("F32", [2, 32, 16], f32(gaussian(2 * 512, 40 + i))) for i, n in enumerate("kv")}),
+    "alignment.safetensors": dict(metadata={"causal": "true", "causal_alignment": "sideways"}),
+    "window_neg.safetensors": dict(metadata={"window_left": "-5"}),
+    "window_text.safetensors": dict(metadata={"window_right": "two"}),
+    "softcap_nan.safetensors": dict(metadata={"softcap": "nan"}),
+    "softcap_neg.safetensors": dict(metadata={"softcap": "-30"}),
+    "dropout.safetensors": dict(metadata={"dropout_p": "0.1"}),
+    "descale.safetensors": dict(metadata={"descale_q": "2"}),
 }
 
 
@@ -366,10 +397,35 @@ hostile = [("d0.safetensors", ("d0.safetensors", "'q'")), ("n0.safetensors", ("n
            ("no_v.safetensors", ("no_v.safetensors", "'v'")), ("bad_k.safetensors", ("bad_k.safetensors", "'k'")),
            ("int_q.safetensors", ("int_q.safetensors", "'q'")),
            ("bad_causal.safetensors", ("bad_causal.safetensors", "causal")),
-           ("bad_scale.safetensors", ("bad_scale.safetensors", "softmax_scale"))]
+           ("bad_scale.safetensors", ("bad_scale.safetensors", "softmax_scale")),
+           ("mask_nan.safetensors", ("mask_nan.safetensors", "'attn_mask'", "NaN")),
+           ("mask_posinf.safetensors", ("mask_posinf.safetensors", "'attn_mask'", "+Inf")),
+           ("mask_shape.safetensors", ("mask_shape.safetensors", "'attn_mask'", "broadcast")),
+           ("mask_int.safetensors", ("mask_int.safetensors", "'attn_mask'", "i32")),
+           ("mask_and_bias.safetensors", ("mask_and_bias.safetensors", "'attn_mask' and 'bias'")),
+           ("bool_mask_shape.safetensors", ("bool_mask_shape.safetensors", "'attn_mask'", "broadcast")),
+           ("gqa_3_of_2.safetensors", ("gqa_3_of_2.safetensors", "'k'", "divide")),
+           ("gqa_group.safetensors", ("gqa_group.safetensors", "gqa_group")),
+           ("gqa_off.safetensors", ("gqa_off.safetensors", "enable_gqa")),
+           ("alignment.safetensors", ("alignment.safetensors", "causal_alignment", "sideways")),
+           ("window_neg.safetensors", ("window_neg.safetensors", "window_left")),
+           ("window_text.safetensors", ("window_text.safetensors", "window_right")),
+           ("softcap_nan.safetensors", ("softcap_nan.safetensors", "softcap")),
+           ("softcap_neg.safetensors", ("softcap_neg.safetensors", "softcap")),
+           ("dropout.safetensors", ("dropout.safetensors", "dropout")),
+           ("descale.safetensors", ("descale.safetensors", "descale_q"))]
 for f, phrases in hostile:
     for c, args in FILE_COMMANDS.items():
         case(f"{c} {f}", args(f), phrases=phrases)
+    if f in REPORTED:  # and in a report's folder, before any task
+        case(f"report {f}", ["report", "report_" + f, "-o", "rep", "--recipe", "fa2-bf16"],
+             phrases=("step0_layer0.safetensors",) + phrases[1:])
+# The attention problem's options given bad values on the command line.
+for option, value in (("--window-left", "-2"), ("--window-right", "x"), ("--window-right", "1.5"),
+                      ("--softcap", "nan"), ("--softcap", "-1"), ("--softcap", "2e6"),
+                      ("--causal-alignment", "sideways")):
+    for c, args in FILE_COMMANDS.items():
+        case(f"{c} {option} {value}", args("att.safetensors") + [option, value], phrases=(option,))
 for c in ("pcollapse", "attribute"):
     case(f"{c}: q beyond e4m3", [c, "huge_q.safetensors", "--recipe", "fa3-fp8" if c == "attribute" else "fa3-fp8"],
          phrases=("huge_q.safetensors", "'q'", "e4m3"))
@@ -408,8 +464,9 @@ case("crosscheck (3 without a GPU)", ["crosscheck", "--recipe", "fa2-bf16", "--s
 
 # ---------------------------------------------------------------- the cases above, each alone
 
-def test_the_suite_holds_at_least_300_cases():
-    assert len(CASES) >= 300, len(CASES)
+def test_the_suite_holds_at_least_700_cases():
+    assert len(CASES) >= 700, len(CASES)
+    assert len({c.name for c in CASES}) == len(CASES), "each case has a name of its own"
 
 
 @pytest.mark.parametrize("c", CASES, ids=[c.name for c in CASES])

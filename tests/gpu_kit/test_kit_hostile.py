@@ -441,3 +441,59 @@ def test_trim_probe_refuses_a_file_that_is_not_safetensors(tmp_path, content, na
 def test_every_kit_script_refuses_a_bad_option_in_one_line(tmp_path, name, args, named):
     refused(script(name, *args, cwd=tmp_path), named=named)
     assert list(tmp_path.iterdir()) == []
+
+
+def shell_script(name, *args):
+    return subprocess.run(["bash", ROOT / "tools/gpu" / name, *map(str, args)], capture_output=True, text=True,
+                          timeout=120)
+
+
+@pytest.mark.parametrize("args, named", [
+    (["--out", "{tmp}/users"], "not a kit"),
+    (["--out", "{tmp}"], "holds"),
+    (["--out", "{tmp}/build/.."], "holds"),
+    (["--out", "{tmp}/build"], "not a kit"),
+    (["--out", "{tmp}/users/notes.txt"], "is a file"),
+    (["--out", ROOT], "holds"),
+    (["--out"], "--out needs a folder"),
+    (["--out", ""], "--out needs a folder"),
+    (["--from"], "--from needs a folder"),
+    (["--from", "{tmp}/no-build"], "not a folder"),
+    (["--bogus"], "unknown argument"),
+])
+def test_build_kit_never_replaces_what_is_not_a_kit(tmp_path, args, named):
+    """build_kit.sh replaces its --out whole (rm -rf): a folder of a user's files, the repository,
+    the build or a folder holding them is refused, before anything is built or removed."""
+    (tmp_path / "users").mkdir()
+    (tmp_path / "users" / "notes.txt").write_text("a user's file")
+    (tmp_path / "build").mkdir()
+    (tmp_path / "build" / "CMakeCache.txt").write_text("")
+    before = snapshot(tmp_path)
+    p = shell_script("build_kit.sh", "--from", tmp_path / "build", *[str(a).format(tmp=tmp_path) for a in args])
+    refused(p, named=named)
+    assert snapshot(tmp_path) == before
+    assert (ROOT / "README.md").exists()
+
+
+@pytest.mark.parametrize("args, named", [
+    (["A", "B"], "one phase a run"),
+    (["A", "--kit"], "--kit needs a folder"),
+    (["A", "--out"], "--out needs a folder"),
+    (["A", "--out", "{tmp}/notes.txt"], "is a file"),
+    (["A", "--out", "{tmp}/notes.txt/sub"], "cannot make"),
+    (["A", "--out", "{kit}"], "inside the kit"),
+    (["A", "--out", "{kit}/bin"], "inside the kit"),
+    (["A", "--kit", "{tmp}"], "no kit"),
+    (["D"], "unknown argument"),
+    ([], "which phase"),
+])
+def test_run_all_refuses_bad_arguments_before_any_step(tmp_path, args, named):
+    kit = tmp_path / "kit"
+    (kit / "bin").mkdir(parents=True)
+    (kit / "manifest.json").write_text("{}")
+    (tmp_path / "notes.txt").write_text("a user's file")
+    before = snapshot(tmp_path)
+    defaults = ["--kit", kit] if "--kit" not in args else []
+    p = shell_script("run_all.sh", *[str(a).format(tmp=tmp_path, kit=kit) for a in args], *defaults)
+    refused(p, named=named)
+    assert snapshot(tmp_path) == before

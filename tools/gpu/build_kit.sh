@@ -16,12 +16,26 @@ set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
 from="" out="$root/build-gpukit/kit"
+refuse() { echo "build_kit.sh: $*" >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
-    --from) from=${2:?--from needs a folder}; shift 2 ;;
-    --out) out=${2:?--out needs a folder}; shift 2 ;;
-    *) echo "build_kit.sh: unknown argument '$1'" >&2; exit 2 ;;
+    --from|--out)
+      [ $# -ge 2 ] && [ -n "$2" ] && [ "${2#--}" = "$2" ] || refuse "$1 needs a folder"
+      if [ "$1" = --from ]; then from=$2; else out=$2; fi
+      shift 2 ;;
+    *) refuse "unknown argument '$1' (expected --from BUILD, --out KIT)" ;;
   esac
+done
+[ -z "$from" ] || [ -d "$from" ] || refuse "--from: $from is not a folder"
+# The kit folder is replaced whole, so it must be one: a folder that is empty, new, or a kit
+# (its manifest.json), and neither the repository, the build, nor a folder holding either.
+out=$(realpath -m -- "$out")
+[ ! -e "$out" ] || [ -d "$out" ] || refuse "--out: $out is a file, not a kit folder"
+if [ -d "$out" ] && [ -n "$(ls -A "$out")" ] && [ ! -f "$out/manifest.json" ]; then
+  refuse "--out: $out holds files and is not a kit (no manifest.json); build_kit.sh replaces only a kit"
+fi
+for held in "$root" ${from:+"$(realpath -m -- "$from")"}; do
+  case "$held/" in "$out"/*) refuse "--out: $out holds $held; give the kit a folder of its own" ;; esac
 done
 
 # The programs a GPU session runs, and the host programs of the dry run (paths in the build).
@@ -41,7 +55,6 @@ if [ -z "$from" ]; then
   from=$build
 fi
 from=$(cd "$from" && pwd)
-case "$out" in /*) ;; *) out="$PWD/$out" ;; esac
 
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib"

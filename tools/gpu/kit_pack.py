@@ -19,7 +19,7 @@ import tarfile
 import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from kit_files import KitInputError, Parser, run_main  # noqa: E402
+from kit_files import KitInputError, Parser, run_main, write_whole  # noqa: E402
 
 SCHEMA = 1
 MAX_FILES = 8  # summary.json included
@@ -131,7 +131,7 @@ def main(argv=None):
         if why:
             dropped.append({"archive": name, "files": [str(f.relative_to(work)) for f in files], "why": why})
             continue
-        (out / name).write_bytes(blob)
+        write_whole(out / name, blob)
         total += len(blob)
         kept.append({"archive": name, "bytes": len(blob), "sha256": hashlib.sha256(blob).hexdigest(),
                      "files": [str(f.relative_to(work)) for f in files]})
@@ -150,7 +150,8 @@ def main(argv=None):
                     "max_phase_timeout_s": MAX_PHASE_TIMEOUT_S},
         "passed": all(s["status"] in ("ok", "skipped") for s in steps),
     }
-    (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    # summary.json last: it vouches for the archives written before it.
+    write_whole(out / "summary.json", (json.dumps(summary, indent=1) + "\n").encode())
     print(f"kit_pack.py: phase {a.phase}: {len(kept)} archives, {total} bytes, {len(dropped)} dropped; "
           f"steps: " + ", ".join(f"{s['name']} {s['status']}" for s in steps))
     return 0 if summary["passed"] else 1

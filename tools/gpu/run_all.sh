@@ -14,19 +14,26 @@ set -uo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
 phase="" dry=0 kit="$root/build-gpukit/kit" out="${OUT:-$root/kit-out}"
+refuse() { echo "run_all.sh: $*" >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
-    A|B|C) phase=$1; shift ;;
+    A|B|C) [ -z "$phase" ] || refuse "one phase a run: $phase and $1 given"; phase=$1; shift ;;
     --dry-run) dry=1; shift ;;
-    --kit) kit=${2:?--kit needs a folder}; shift 2 ;;
-    --out) out=${2:?--out needs a folder}; shift 2 ;;
-    *) echo "run_all.sh: unknown argument '$1' (expected A, B or C, --dry-run, --kit, --out)" >&2; exit 2 ;;
+    --kit|--out)
+      [ $# -ge 2 ] && [ -n "$2" ] && [ "${2#--}" = "$2" ] || refuse "$1 needs a folder"
+      if [ "$1" = --kit ]; then kit=$2; else out=$2; fi
+      shift 2 ;;
+    *) refuse "unknown argument '$1' (expected A, B or C, --dry-run, --kit, --out)" ;;
   esac
 done
-[ -n "$phase" ] || { echo "run_all.sh: which phase? A, B or C" >&2; exit 2; }
-[ -f "$kit/manifest.json" ] || { echo "run_all.sh: no kit in '$kit' (run tools/gpu/build_kit.sh)" >&2; exit 2; }
+[ -n "$phase" ] || refuse "which phase? A, B or C"
+[ -f "$kit/manifest.json" ] || refuse "no kit in '$kit' (run tools/gpu/build_kit.sh)"
 kit=$(cd "$kit" && pwd)
-mkdir -p "$out" && out=$(cd "$out" && pwd)
+# Checked before any step runs: a phase's device time is not spent to find the output unwritable.
+[ ! -e "$out" ] || [ -d "$out" ] || refuse "--out: $out is a file, not a folder"
+mkdir -p "$out" 2>/dev/null && [ -w "$out" ] || refuse "--out: cannot make or write into $out"
+out=$(cd "$out" && pwd)
+case "$out/" in "$kit"/*) refuse "--out: $out is inside the kit $kit; pack elsewhere" ;; esac
 work=$(mktemp -d "${TMPDIR:-/tmp}/roundscope-kit-$phase.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/logs"
