@@ -134,10 +134,19 @@ void refuse_what_is_not_modelled(const TensorFile& file, const AttentionInputs& 
     // roundscope.llama_dumps's record of the query heads per key-value head: k's heads agree, or k
     // and v were repeated to every query head (older dumps: the same problem, head by head)
     if (const auto it = file.metadata.find("gqa_group"); it != file.metadata.end()) {
-        if (kv_group(in) != 1 && it->second != std::to_string(kv_group(in)))
+        std::uint64_t group = 0;
+        const char* end = it->second.data() + it->second.size();
+        const auto [ptr, ec] = std::from_chars(it->second.data(), end, group);
+        if (ec != std::errc() || ptr != end || group == 0)
+            throw Error(file.path + ": metadata 'gqa_group' is '" + printable(it->second) +
+                        "', not a whole number of query heads per key-value head");
+        if (kv_group(in) != 1 && group != kv_group(in))
             throw Error(file.path + ": metadata 'gqa_group' is '" + printable(it->second) + "' but q's " +
                         std::to_string(in.heads) + " heads over k's " + std::to_string(kv_head_count(in)) +
                         " make groups of " + std::to_string(kv_group(in)));
+        if (kv_group(in) == 1 && in.heads % group != 0)
+            throw Error(file.path + ": metadata 'gqa_group' is '" + printable(it->second) + "', which does not divide "
+                        "q's " + std::to_string(in.heads) + " heads (k and v repeated to every query head)");
     }
     // FP8 kernels' descale factors (descale_q, q_descale, ...): the stored q, k, v times them.
     for (const auto& [key, value] : file.metadata) {

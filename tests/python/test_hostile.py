@@ -47,6 +47,8 @@ def make_scratch(folder):
     rs.write(folder / "nan_k.safetensors", nan_k)
     rs.write(folder / "bad_meta.safetensors", x, {"causal": "maybe", "softmax_scale": "nan"})
     rs.write(folder / "no_v.safetensors", {"q": x["q"], "k": x["k"]})
+    for name, (tensors, metadata) in PROBLEM_FILES.items():  # with the kernel's o, for compare too
+        rs.write(folder / name, {**x, "o": kernel["o"], **tensors}, metadata)
     (folder / "micro").mkdir()
     rs.write(folder / "micro" / "negative.safetensors", {**x, "o": kernel["o"]},
              {"layer": "0", "step": "1", "micro_batch": "-2"})
@@ -54,6 +56,29 @@ def make_scratch(folder):
     rs.write(folder / "dumps" / "a.safetensors", {**x, "o": kernel["o"]}, {"layer": "0", "step": "1"})
     rs.write(folder / "dumps" / "b.safetensors", {**x, "o": kernel["o"]}, {"layer": "0", "step": "1"})
     return folder
+
+
+# Files whose attention problem a consumer cannot take (docs/cli.md, "The attention problem"):
+# {name: (tensors beside q, k, v, do and o, metadata)}.
+_K3 = RNG.standard_normal((3, 32, 16)).astype(np.float32)
+PROBLEM_FILES = {
+    "mask_nan.safetensors": ({"attn_mask": np.full((32, 32), np.nan, np.float32)}, None),
+    "mask_posinf.safetensors": ({"attn_mask": np.where(np.eye(32) > 0, np.inf, 0).astype(np.float32)}, None),
+    "mask_shape.safetensors": ({"attn_mask": np.zeros((32, 31), np.float32)}, None),
+    "mask_int.safetensors": ({"attn_mask": np.zeros((32, 32), np.int32)}, None),
+    "mask_and_bias.safetensors": ({"attn_mask": np.zeros((32, 32), np.float32),
+                                   "bias": np.zeros((32, 32), np.float32)}, None),
+    "gqa_3_of_2.safetensors": ({"k": _K3, "v": _K3}, None),
+    "gqa_group.safetensors": ({}, {"gqa_group": "3"}),  # k repeated to q's 2 heads: no group of 3
+    "gqa_group_text.safetensors": ({}, {"gqa_group": "two"}),
+    "alignment.safetensors": ({}, {"causal": "true", "causal_alignment": "sideways"}),
+    "window_neg.safetensors": ({}, {"window_left": "-5"}),
+    "window_text.safetensors": ({}, {"window_right": "two"}),
+    "softcap_nan.safetensors": ({}, {"softcap": "nan"}),
+    "softcap_neg.safetensors": ({}, {"softcap": "-30"}),
+    "dropout.safetensors": ({}, {"dropout_p": "0.1"}),
+    "descale.safetensors": ({}, {"descale_q": "2"}),
+}
 
 
 def digest(folder):
@@ -204,6 +229,31 @@ for name, kw, error, pattern in [
         ("bias nan", {"bias": np.full((2, 32, 32), np.nan, np.float32)}, ValueError, "bias: holds NaN"),
         ("softmax_scale", {"softmax_scale": -INF}, ValueError, "softmax_scale"), ("threads", {"threads": 2000}, ValueError, "threads")]:
     case(f"truth {name}", lambda s, kw=kw: rs.truth(Q, Q, Q, **kw), error, pattern)
+# The attention problem's arguments, to attention and truth alike.
+for name, kw, error, pattern in [
+        ("mask nan", {"attn_mask": np.full((32, 32), np.nan, np.float32)}, ValueError, "attn_mask: holds NaN"),
+        ("mask +inf", {"attn_mask": np.full((32, 32), np.inf, np.float32)}, ValueError, "attn_mask: holds +Inf"),
+        ("mask shape", {"attn_mask": np.zeros((32, 31), np.float32)}, ValueError, "attn_mask: has shape [32, 31]"),
+        ("mask five dims", {"attn_mask": np.zeros((1, 1, 1, 32, 32), np.float32)}, ValueError, "attn_mask: has shape"),
+        ("bool mask shape", {"attn_mask": np.ones((3, 32), bool)}, ValueError, "attn_mask: has shape [3, 32]"),
+        ("mask int", {"attn_mask": np.zeros((32, 32), np.int32)}, ValueError, "attn_mask: has dtype i32"),
+        ("mask complex", {"attn_mask": np.zeros((32, 32), np.complex64)}, TypeError, "attn_mask: numpy dtype complex64"),
+        ("alignment", {"causal": True, "causal_alignment": "sideways"}, ValueError, "causal_alignment: sideways"),
+        ("alignment int", {"causal_alignment": 3}, ValueError, "causal_alignment: 3"),
+        ("window_left -2", {"window_left": -2}, ValueError, "window_left: must be an integer from -1"),
+        ("window_left 1.5", {"window_left": 1.5}, ValueError, "window_left: must be an integer from -1"),
+        ("window_left bool", {"window_left": True}, TypeError, "window_left: expected a number"),
+        ("window_left text", {"window_left": "x"}, ValueError, "window_left: must be an integer"),
+        ("window_right 2^70", {"window_right": 2**70}, ValueError, "window_right: must be an integer"),
+        ("softcap nan", {"softcap": NAN}, ValueError, "softcap: must be a finite number"),
+        ("softcap -1", {"softcap": -1.0}, ValueError, "softcap: must be a finite number"),
+        ("softcap inf", {"softcap": INF}, ValueError, "softcap: must be a finite number"),
+        ("softcap text", {"softcap": "x"}, ValueError, "softcap: must be a finite number"),
+        ("softcap bool", {"softcap": True}, TypeError, "softcap: expected a number"),
+        ("k heads", {"k": _K3, "v": _K3}, ValueError, "k: has shape [3, 32, 16]: its 3 heads do not divide q's 2")]:
+    qkv = {"q": Q, "k": kw.pop("k", Q), "v": kw.pop("v", Q)}
+    case(f"attention {name}", lambda s, kw=kw, qkv=qkv: rs.attention(**qkv, **kw), error, pattern)
+    case(f"truth {name}", lambda s, kw=kw, qkv=qkv: rs.truth(**qkv, **kw), error, pattern)
 A16 = RNG.standard_normal((16, 16)).astype(np.float16)
 for name, call, error, pattern in [
         ("arch", lambda s: rs.mma(A16, A16, arch="sm91"), ValueError, "arch: unknown architecture 'sm91'"),
@@ -235,6 +285,16 @@ for analysis, function in ANALYSES.items():
         case(f"{analysis} {name}", lambda s, f=function, i=inputs: f(s / i), error, pattern)
     case(f"{analysis} inputs int", lambda s, f=function: f(3), TypeError, "inputs: expected a path or a mapping")
     case(f"{analysis} inputs no k", lambda s, f=function: f({"q": Q, "v": Q}), ValueError, "inputs")
+for analysis, function in {**ANALYSES, "attribute": lambda x: rs.attribute(x, recipe="fa2-bf16")}.items():
+    for name, mask, pattern in [("nan", np.full((32, 32), np.nan, np.float32), "attn_mask: holds NaN"),
+                                ("shape", np.zeros((32, 31), np.float32), "attn_mask: has shape [32, 31]"),
+                                ("int", np.zeros((32, 32), np.int32), "attn_mask: has dtype i32")]:
+        case(f"{analysis} inputs with a mask {name}", lambda s, f=function, m=mask: f(
+            {"q": Q, "k": Q, "v": Q, "do": Q, "attn_mask": m}), ValueError, pattern)
+for name in PROBLEM_FILES:  # every consumer of a file refuses what it cannot take, naming the file
+    for consumer, call in {**ANALYSES, "attribute": lambda p: rs.attribute(p, recipe="fa2-bf16"),
+                           "compare": lambda p: rs.compare(p, "fa2-bf16")}.items():
+        case(f"{consumer} {name}", lambda s, c=call, n=name: c(s / n), ValueError, "{s}/" + name + ": ")
 for name, call, error, pattern in [
         ("k_sink 0", lambda s: rs.pcollapse(k_sink=0), ValueError, "k_sink: must be an integer from 1"),
         ("k_sink all", lambda s: rs.pcollapse(n=64, d=16, k_sink=64), ValueError, "k_sink: 64 sink tokens"),
@@ -340,8 +400,8 @@ def test_hostile_input(scratch, capfd, call, error, pattern):
     assert out == "", out
 
 
-def test_the_suite_holds_150_cases():
-    assert len(CASES) >= 150, len(CASES)
+def test_the_suite_holds_400_cases():
+    assert len(CASES) >= 400, len(CASES)
     assert len({c.id for c in CASES}) == len(CASES)
 
 
