@@ -84,7 +84,7 @@ def make_scratch(folder):
 OLD_OUTPUT = b"an older output that must survive a failed run"
 REPORTED = [f"{stem}.safetensors" for stem in (  # the hostile files report also reads, each in a folder of its own
     "mask_nan", "mask_posinf", "mask_shape", "mask_int", "mask_and_bias", "bool_mask_shape", "gqa_3_of_2",
-    "gqa_group", "gqa_off", "alignment", "window_neg", "window_text", "softcap_nan", "softcap_neg", "dropout",
+    "gqa_group", "gqa_group_text", "gqa_off", "alignment", "window_neg", "window_text", "softcap_nan", "softcap_neg", "dropout",
     "descale", "nan", "bad_causal", "bad_scale")]
 ATTENTION_FILES = {  # q, k, v, do [2, 32, 16] but for what is named
     "att.safetensors": dict(metadata={"causal": "true"}),
@@ -112,6 +112,7 @@ ATTENTION_FILES = {  # q, k, v, do [2, 32, 16] but for what is named
                                           for i, n in enumerate("kv")}),
     "gqa_group.safetensors": dict(h=4, metadata={"gqa_group": "3"}, extra={
         n: ("F32", [2, 32, 16], f32(gaussian(2 * 512, 30 + i))) for i, n in enumerate("kv")}),
+    "gqa_group_text.safetensors": dict(metadata={"gqa_group": "two"}),
     "gqa_off.safetensors": dict(h=4, metadata={"enable_gqa": "false"}, extra={
         n: ("F32", [2, 32, 16], f32(gaussian(2 * 512, 40 + i))) for i, n in enumerate("kv")}),
     "alignment.safetensors": dict(metadata={"causal": "true", "causal_alignment": "sideways"}),
@@ -406,6 +407,7 @@ hostile = [("d0.safetensors", ("d0.safetensors", "'q'")), ("n0.safetensors", ("n
            ("bool_mask_shape.safetensors", ("bool_mask_shape.safetensors", "'attn_mask'", "broadcast")),
            ("gqa_3_of_2.safetensors", ("gqa_3_of_2.safetensors", "'k'", "divide")),
            ("gqa_group.safetensors", ("gqa_group.safetensors", "gqa_group")),
+           ("gqa_group_text.safetensors", ("gqa_group_text.safetensors", "gqa_group", "'two'")),
            ("gqa_off.safetensors", ("gqa_off.safetensors", "enable_gqa")),
            ("alignment.safetensors", ("alignment.safetensors", "causal_alignment", "sideways")),
            ("window_neg.safetensors", ("window_neg.safetensors", "window_left")),
