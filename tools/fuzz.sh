@@ -43,7 +43,7 @@ status=0
 fuzz fuzz_tensor_readers 8192 build-fuzz/seeds -malloc_limit_mb=256 || status=$?
 fuzz fuzz_cli_options 512 build-fuzz/cli-seeds -dict=build-fuzz/cli.dict || status=$?
 
-# pyfuzz NAME MAX_LEN: tests/fuzz/NAME.py from its seeds (tests/fuzz/seeds/SEEDS), as fuzz does.
+# pyfuzz NAME MAX_LEN SEEDS: the atheris fuzzer NAME.py of tests/fuzz from the seeds of that name, as fuzz does.
 pyfuzz() {
   local name=$1 max_len=$2 seeds=tests/fuzz/seeds/$3
   local corpus=build-fuzz/corpus-$name status=0

@@ -145,8 +145,10 @@ void refuse_what_is_not_modelled(const TensorFile& file, const AttentionInputs& 
                         std::to_string(in.heads) + " heads over k's " + std::to_string(kv_head_count(in)) +
                         " make groups of " + std::to_string(kv_group(in)));
         if (kv_group(in) == 1 && in.heads % group != 0)
-            throw Error(file.path + ": metadata 'gqa_group' is '" + printable(it->second) + "', which does not divide "
-                        "q's " + std::to_string(in.heads) + " heads (k and v repeated to every query head)");
+            throw Error(file.path + ": metadata 'gqa_group' is '" + printable(it->second) +
+                        "', which does not divide "
+                        "q's " +
+                        std::to_string(in.heads) + " heads (k and v repeated to every query head)");
     }
     // FP8 kernels' descale factors (descale_q, q_descale, ...): the stored q, k, v times them.
     for (const auto& [key, value] : file.metadata) {

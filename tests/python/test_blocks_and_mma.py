@@ -75,15 +75,19 @@ def test_an_empty_tensor_has_no_blocks_along_any_axis(cli, tmp_path, fmt, shape,
 @pytest.mark.parametrize("arch", ["sm80", "sm89", "sm90", "sm100"])
 def test_mma_equals_cli(cli, tmp_path, golden, arch):
     tiles = rs.read(golden)
+    # The command line reads the capture's instruction (mma.sync here) and runs it on --arch, a
+    # what-if; arrays carry no instruction, so it is given.
+    captured = rs.read_metadata(golden)["instruction"]
+    instruction = "mma.sync" if captured.startswith("mma.sync") else captured.split(".")[0]
     args = [golden, "--arch", arch, "-o", tmp_path / "d.safetensors"]
     p = cli.run("mma", *args, check=False)
     if p.returncode == 2:  # no model of these inputs on this architecture: the same error
         with pytest.raises(ValueError) as e:
-            rs.mma(tiles["A"], tiles["B"], tiles["C"], arch=arch)
+            rs.mma(tiles["A"], tiles["B"], tiles["C"], arch=arch, instruction=instruction)
         assert str(e.value) == python_message(p.stderr.removeprefix("roundscope: error: ").rstrip().replace(str(golden), "<arrays>"))
         return
     assert p.returncode == 0, p.stderr
-    got = rs.mma(tiles["A"], tiles["B"], tiles["C"], arch=arch)
+    got = rs.mma(tiles["A"], tiles["B"], tiles["C"], arch=arch, instruction=instruction)
     assert same_bits(got, rs.read(tmp_path / "d.safetensors")["D"])
     if arch == "sm90":  # the hardware's own D
         assert same_bits(got, tiles["D"])
