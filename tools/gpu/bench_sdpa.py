@@ -16,15 +16,14 @@ import math
 import sys
 import time
 
-import torch
-import torch.nn.functional as F
-
 from kit_files import Parser, is_same_file, write_whole
 
 BACKENDS = {"cuda": ("flash", "cudnn", "efficient"), "cpu": ("flash", "math")}
 
 
 def timed(fn, repeats, device):
+    import torch
+
     fn()  # the first call pays for loading and autotuning
     out = []
     for _ in range(repeats):
@@ -44,6 +43,7 @@ def timed(fn, repeats, device):
 
 def read_inputs(path, device):
     """q, k, v of a kit_inputs file as BF16 [1, H, N, D] on the device."""
+    import torch
     from safetensors.torch import load_file
 
     def refuse(why):
@@ -109,6 +109,10 @@ def main(argv=None):
             print(f"bench_sdpa: --out: {a.out} is the --{name} file; write the lines elsewhere", file=sys.stderr)
             return 2
     ours = read_ours(a.ours) if a.ours else []
+    # torch only now: a refusal above takes no seconds to import it
+    import torch
+    import torch.nn.functional as F
+
     if a.device == "cuda" and not torch.cuda.is_available():
         print("bench_sdpa: no CUDA device", file=sys.stderr)
         return 3

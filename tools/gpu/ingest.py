@@ -173,9 +173,7 @@ def kernel_output(f, tensors, name, shape):
 
 
 def phase_c(root, golden, bins, report):
-    import torch
     from safetensors import SafetensorError, safe_open
-    from safetensors.torch import save_file
 
     ok = True
     report["sdpa"] = []
@@ -183,6 +181,8 @@ def phase_c(root, golden, bins, report):
     # models. The recipe decides the split from B x H of the dump (batch 0 only here), so a case
     # the GPU ran unsplit is compared with split_kv_sms=0, the unsplit kernel.
     kernels = flash_kernels(root / "sdpa" / "sdpa_cases.json")
+    import torch  # after the cases are read: a refusal of them takes no seconds to import it
+    from safetensors.torch import save_file
     with tempfile.TemporaryDirectory() as tmp:
         tmp = pathlib.Path(tmp)
         for f in sorted((root / "sdpa").glob("sdpa_*_fwd.safetensors")):
