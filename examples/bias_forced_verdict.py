@@ -99,7 +99,8 @@ def verdict(logs):
     none, f32 = logs["none"], logs["f32-delta"]
     gate = (none.get("gate") or {}).get("tie_dominated_share", 0.0)
     if gate < SHARE:
-        return f"undecided: the regime did not form (at most {100 * gate:.2f} % of a head's rows tie-dominated at the gate)", {}
+        return (f"undecided: the regime did not form (at most {100 * gate:.2f} % of a head's rows tie-dominated at "
+                "the gate)"), {}
     regime = [h for h in heads(none) if h["tie_dominated_share"] >= SHARE]
     one_signed = [h for h in regime if h["sign_test_p"] < SIGN_P]
     if not one_signed:
@@ -140,7 +141,8 @@ def main(argv=None):
     stable = {run: stability(logs[run]) for run in RUNS}
     for run, s in stable.items():
         print(f"{run}: {s['steps']} steps, final loss {s['final_loss']:.4f}, spikes {s['spikes']}, largest logit "
-              f"{s['max_logit']:.2f}, largest |W^Q| {s['wq']:.2f}" + (", non-finite loss" if s["nonfinite_loss"] else ""))
+              f"{s['max_logit']:.2f}, largest |W^Q| {s['wq']:.2f}"
+              + (", non-finite loss" if s["nonfinite_loss"] else ""))
     text, extra = verdict(logs)
     print(f"verdict: {text}")
     if a.json:

@@ -101,7 +101,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("runs", help="the folder holding none/, max-adjust/ and f32-delta/")
-    parser.add_argument("--roundscope", default=os.path.join(os.path.dirname(__file__), "..", "build", "roundscope"), help="the roundscope binary")
+    parser.add_argument("--roundscope", default=os.path.join(os.path.dirname(__file__), "..", "build", "roundscope"),
+                        help="the roundscope binary")
     parser.add_argument("--json", help="also write the table as JSON here")
     a = parser.parse_args()
     rows = []

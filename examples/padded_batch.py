@@ -15,7 +15,6 @@ import os
 import subprocess
 import sys
 
-import torch
 from safetensors.torch import load_file, save_file
 
 import roundscope as rs
@@ -39,6 +38,11 @@ def run(*args):
 def tokens(tokenizer, text, n):
     ids = tokenizer(text, return_tensors="pt")["input_ids"][0][:n]
     return tokenizer.decode(ids)
+
+
+def forward_s1(result):
+    """A pcollapse result's underflow fraction in the forward order at S = 1."""
+    return next(x["underflow_fraction"] for x in result["runs"] if x["order"] == "forward" and x["scale"] == 1)
 
 
 def main(argv=None):
@@ -81,9 +85,7 @@ def main(argv=None):
         collapse = ["--recipe", "fa3-fp8", "--k-sink", "1", *threads]  # as the report and docs/findings.md run it
         own = run("pcollapse", os.path.join(a.out, "alone", f"step0_layer{layer}.safetensors"), *collapse)
         in_batch = run("pcollapse", row, *collapse)
-        forward = lambda r: next(x["underflow_fraction"] for x in r["runs"] if x["order"] == "forward"
-                                 and x["scale"] == 1)
-        print(f"| {layer} | {with_mask:.3g} | {without:.3g} | {forward(own):.4f} | {forward(in_batch):.4f} |")
+        print(f"| {layer} | {with_mask:.3g} | {without:.3g} | {forward_s1(own):.4f} | {forward_s1(in_batch):.4f} |")
 
 
 if __name__ == "__main__":

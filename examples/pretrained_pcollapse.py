@@ -74,7 +74,8 @@ def main(argv=None) -> int:
     print(f"reverse order with S = 256 leaves no underflow on {none} of {len(heads)} heads")
     mse = [{(x["order"], x["scale"]): x["mse"] for x in r["runs"]} for r in results]
     ratio = sorted(m[("reverse", 1.0)] / m[("forward", 256.0)] for m in mse)
-    print(f"MSE of O, reverse order (S = 1) over S = 256 (forward order), per dump: median {ratio[len(ratio) // 2]:.2f}, "
+    print("MSE of O, reverse order (S = 1) over S = 256 (forward order), per dump: "
+          f"median {ratio[len(ratio) // 2]:.2f}, "
           f"range {ratio[0]:.2f} to {ratio[-1]:.2f}")
     by_layer = collections.defaultdict(list)
     for h in heads:

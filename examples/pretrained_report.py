@@ -20,6 +20,11 @@ import statistics
 import sys
 
 
+def lost_rows(rows, fmt, softmax):
+    """Rows an emulated softmax ('shifted', 'online') lost in fmt, to NaN, Inf or zero."""
+    return sum(r[fmt][f"emulated_{softmax}_nonfinite_rows"] + r[fmt][f"emulated_{softmax}_zero_rows"] for r in rows)
+
+
 def spread(values) -> str:
     v = sorted(values)
     if not v:
@@ -58,9 +63,12 @@ def main(argv=None) -> int:
     if leak:
         for key, name in (("leak4", "MXFP4"), ("leak8", "MXFP8 (E4M3)")):
             tokens = leak[0][key]["tokens"]
-            print(f"leakage, {name} V, first {tokens} tokens: leaking pairs {spread(r[key]['leaking_pairs'] for r in leak)}"
-                  f" of {tokens * (tokens - 1) // 2}; largest move of O {spread(r[key]['max_future_influence'] for r in leak)};"
-                  f" parallel vs autoregressive {spread(r[key]['parallel_vs_autoregressive_max_abs_diff'] for r in leak)};"
+            pairs = spread(r[key]["leaking_pairs"] for r in leak)
+            moved = spread(r[key]["max_future_influence"] for r in leak)
+            parallel = spread(r[key]["parallel_vs_autoregressive_max_abs_diff"] for r in leak)
+            print(f"leakage, {name} V, first {tokens} tokens: leaking pairs {pairs}"
+                  f" of {tokens * (tokens - 1) // 2}; largest move of O {moved};"
+                  f" parallel vs autoregressive {parallel};"
                   f" heads with none {sum(r[key]['leaking_pairs'] == 0 for r in leak)}")
 
     total_rows = sum(r["rows"] for r in rows)
@@ -73,8 +81,8 @@ def main(argv=None) -> int:
               f"{len(past)} head-steps with rows past the limit, {sum(r[fmt]['naive_sum_overflow_rows'] for r in rows)}"
               f" of {total_rows} rows (exp alone {sum(r[fmt]['naive_exp_overflow_rows'] for r in rows)}); emulated on "
               f"{len(emulated)}: naive without max subtraction loses {lost_nan} rows as NaN/Inf and {lost_zero} as "
-              f"zeros, with it {sum(r[fmt]['emulated_shifted_nonfinite_rows'] + r[fmt]['emulated_shifted_zero_rows'] for r in emulated)},"
-              f" online {sum(r[fmt]['emulated_online_nonfinite_rows'] + r[fmt]['emulated_online_zero_rows'] for r in emulated)}")
+              f"zeros, with it {lost_rows(emulated, fmt, 'shifted')},"
+              f" online {lost_rows(emulated, fmt, 'online')}")
 
     biased = [r for r in rows if r["bias"]]
     if biased:
@@ -82,11 +90,12 @@ def main(argv=None) -> int:
         print(f"bias regime (fa2-bf16, the kernel's O) over {len(biased)} head-steps, {rows_b} rows: "
               f"two keys at P-bar = 1 in {sum(r['bias']['tied_rows'] for r in biased)} rows, holding past 1 - 2^-9 in "
               f"{sum(r['bias']['tie_dominated_rows'] for r in biased)}; one key holding past 1 - 2^-9 in "
-              f"{sum(r['bias']['one_key_rows'] for r in biased)} rows ({sum(r['bias']['one_key_rows'] > 0 for r in biased)}"
-              f" head-steps); P-bar = 1 entries {sum(r['bias']['p_bar_one_count'] for r in biased)}")
+              f"{sum(r['bias']['one_key_rows'] for r in biased)} rows "
+              f"({sum(r['bias']['one_key_rows'] > 0 for r in biased)} head-steps); "
+              f"P-bar = 1 entries {sum(r['bias']['p_bar_one_count'] for r in biased)}")
         series = summary["bias_over_steps"]
         steps = max(len(s["steps"]) for s in series)
-        one_sign = [s for s in series if s["positive_steps"] == len(s["steps"]) or s["negative_steps"] == len(s["steps"])]
+        one_sign = [s for s in series if len(s["steps"]) in (s["positive_steps"], s["negative_steps"])]
         significant = [s for s in series if s["sign_test_p"] < 0.05]
         print(f"delta's error over {steps} steps, {len(series)} heads: one sign in every step on {len(one_sign)} "
               f"({sum(s['positive_steps'] == len(s['steps']) for s in one_sign)} positive); sign test p < 0.05 on "
@@ -105,7 +114,8 @@ def main(argv=None) -> int:
         rs = by_layer[layer]
         lost = sum((r["f16"]["emulated_naive_nonfinite_rows"] or 0) + (r["f16"]["emulated_naive_zero_rows"] or 0)
                    for r in rs)
-        cells = [f"{statistics.fmean(r['leak4']['leaking_pairs'] for r in rs) if rs[0]['leak4'] else float('nan'):11.0f}",
+        pairs = statistics.fmean(r["leak4"]["leaking_pairs"] for r in rs) if rs[0]["leak4"] else float("nan")
+        cells = [f"{pairs:11.0f}",
                  f"{min(r['f16']['min_naive_margin'] for r in rs):10.2f}", f"{lost:8d}",
                  f"{sum(r['bias']['one_key_rows'] for r in rs if r['bias']):7d}",
                  f"{sum(r['bias']['tied_rows'] for r in rs if r['bias']):4d}"]

@@ -61,10 +61,10 @@ def released_forward(q, k, v, causal, fix):
     m = torch.maximum(m, torch.full_like(m, masked))
     p = torch.exp((s - m).float())  # the BF16 difference, exp in float32
     row_sum = p.sum(dim=-1, keepdim=True)
-    l = row_sum.clamp(min=1e-10).to(BF16)  # stored in the BF16 row sums
+    row_sum_bf16 = row_sum.clamp(min=1e-10).to(BF16)  # stored in the BF16 row sums (l)
     pv = torch.einsum("...ij,...jd->...id", p.to(BF16), v)  # P-bar V in BF16
-    o = pv / l  # O.div_(l) in BF16
-    lse = l.float().log() + m.float()
+    o = pv / row_sum_bf16  # O.div_(l) in BF16
+    lse = row_sum_bf16.float().log() + m.float()
     return {"o": o, "lse": lse, "s": s, "p": p, "row_sum": row_sum, "pv": pv}
 
 
@@ -158,7 +158,8 @@ def loss_of(model, tokens):
 
 def add_run_options(parser):
     """The options of the model, its data and its training that the bias runs share."""
-    parser.add_argument("--fix", choices=("none", "max-adjust", "f32-delta"), default="none", help="which fix the run trains with")
+    parser.add_argument("--fix", choices=("none", "max-adjust", "f32-delta"), default="none",
+                        help="which fix the run trains with")
     parser.add_argument("--layers", type=int, default=2, help="transformer layers")
     parser.add_argument("--width", type=int, default=128, help="model width")
     parser.add_argument("--heads", type=int, default=2, help="heads of width / heads features (D = 64 by default)")
@@ -209,7 +210,8 @@ def main(argv=None):
     for step in range(a.steps):
         if step in dump_steps:
             capture_probe(dump, step, optimizer, lambda: loss_of(model, probe))
-            logits = [max_logit(os.path.join(a.out, f"step{step}_layer{layer}.safetensors")) for layer in range(a.layers)]
+            logits = [max_logit(os.path.join(a.out, f"step{step}_layer{layer}.safetensors"))
+                      for layer in range(a.layers)]
             log["dumps"].append({"step": step, "max_logit": logits})
         batch = sequences(train, torch.randint(0, len(train) - a.context, (a.batch,), generator=generator), a.context)
         ReleasedFlashAttention.clamped_rows = 0

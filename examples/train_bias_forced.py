@@ -135,7 +135,8 @@ class Block(nn.Module):
         b, n, d = x.shape
         q, k, v = self.qkv(self.norm1(x)).to(BF16).view(b, n, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
         if values is not None:
-            v = self.qkv(self.norm1(values)).to(BF16).view(b, n, 3, self.heads, d // self.heads)[:, :, 2].transpose(1, 2)
+            qkv = self.qkv(self.norm1(values)).to(BF16).view(b, n, 3, self.heads, d // self.heads)
+            v = qkv[:, :, 2].transpose(1, 2)
         o = ForcedAttention.apply(q, k, v, True, self.fix, self.recorder.layer(self.index))
         x = x + self.proj(o.transpose(1, 2).reshape(b, n, d).to(x.dtype))
         return x + self.mlp(self.norm2(x))

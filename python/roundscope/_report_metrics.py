@@ -132,12 +132,12 @@ SECTIONS = {
 HEAD_METRICS = [
     Metric("sink_mass", "sink", "mass on the sink (exact softmax)", _at("pcollapse", "sink_mass"), (">=", 0.5)),
     Metric("score_spread", "sink", "spread of the non-sink scores (nats)", _at("pcollapse", "score_spread"), (">=", 4)),
-    Metric("pcollapse_fwd_s1", "pcollapse", "P cast to zero, forward, S = 1", _run_figure("forward", 1, "underflow_fraction"),
-           (">=", 0.5)),
+    Metric("pcollapse_fwd_s1", "pcollapse", "P cast to zero, forward, S = 1",
+           _run_figure("forward", 1, "underflow_fraction"), (">=", 0.5)),
     Metric("pcollapse_fwd_s1_predicted", "pcollapse", "predicted from the held scores, forward, S = 1",
            _run_figure("forward", 1, "predicted_fraction_empirical"), None),
-    Metric("pcollapse_rev_s1", "pcollapse", "P cast to zero, reverse, S = 1", _run_figure("reverse", 1, "underflow_fraction"),
-           (">=", 0.5)),
+    Metric("pcollapse_rev_s1", "pcollapse", "P cast to zero, reverse, S = 1",
+           _run_figure("reverse", 1, "underflow_fraction"), (">=", 0.5)),
     Metric("pcollapse_fwd_s256", "pcollapse", "P cast to zero, forward, S = 256",
            _run_figure("forward", 256, "underflow_fraction"), (">=", 0.1)),
     Metric("pcollapse_rev_s256", "pcollapse", "P cast to zero, reverse, S = 256",
@@ -160,8 +160,8 @@ HEAD_METRICS = [
     Metric("bias_tied_rows", "bias", "rows with two keys at P-bar = 1", _bias("tied_rows"), (">", 0)),
     Metric("bias_one_key_rows", "bias", "rows one key at P-bar = 1 holds past 1 - 2^-9 (l rounds to 1)",
            _bias("one_key_rows"), (">", 0)),
-    Metric("bias_tie_dominated_rows", "bias", "rows two keys at P-bar = 1 hold past 1 - 2^-9", _bias("tie_dominated_rows"),
-           (">", 0)),
+    Metric("bias_tie_dominated_rows", "bias", "rows two keys at P-bar = 1 hold past 1 - 2^-9",
+           _bias("tie_dominated_rows"), (">", 0)),
 ]
 
 

@@ -29,11 +29,14 @@ TABLE_ROWS = 5000  # the every-head table stops here (report.json has them all)
 STYLE = """
 body{font:14px/1.45 system-ui,sans-serif;margin:24px;color:#222;max-width:1280px}
 h1{font-size:22px}h2{font-size:17px;margin-top:30px;border-bottom:1px solid #ddd}h3{font-size:15px}
-table{border-collapse:collapse;font-size:12.5px;margin:8px 0}td,th{border:1px solid #ddd;padding:3px 7px;text-align:right}
-th{background:#f4f4f4;cursor:pointer;user-select:none}th.sorted-up:after{content:" \\25B2"}th.sorted-down:after{content:" \\25BC"}
+table{border-collapse:collapse;font-size:12.5px;margin:8px 0}
+td,th{border:1px solid #ddd;padding:3px 7px;text-align:right}
+th{background:#f4f4f4;cursor:pointer;user-select:none}
+th.sorted-up:after{content:" \\25B2"}th.sorted-down:after{content:" \\25BC"}
 td.l,th.l{text-align:left}td.bad{background:#fde2dd;color:#8b1a00;font-weight:600}
 .chart{width:100%;height:400px;border:1px solid #eee;margin:6px 0}
-.note{color:#555;font-size:13px}.se{color:#777;font-size:11px;font-weight:400}nav ul{columns:3}li.bad{color:#8b1a00}details{margin:6px 0}
+.note{color:#555;font-size:13px}.se{color:#777;font-size:11px;font-weight:400}
+nav ul{columns:3}li.bad{color:#8b1a00}details{margin:6px 0}
 """
 
 # Sorting the tables, and telling a test what drew: data-charts on <body> is the number of
@@ -234,7 +237,8 @@ class Page:
 
     def head_rows(self, heads) -> str:
         head = ("<table><thead><tr><th class=\"l\">file</th><th>layer</th><th class=\"l\">head</th><th>step</th>"
-                + "".join(f'<th title="{esc(m.label)}">{esc(m.name)}</th>' for m in self.metrics) + "</tr></thead><tbody>")
+                + "".join(f'<th title="{esc(m.label)}">{esc(m.name)}</th>' for m in self.metrics)
+                + "</tr></thead><tbody>")
         rows = []
         for h in heads:
             rows.append(f'<tr id="{self.anchor(h)}"><td class="l">{esc(h["file"])}</td><td>{self.layer(h)}</td>'
@@ -247,7 +251,8 @@ class Page:
         more = (f" The first {TABLE_ROWS} of {len(self.heads)} are shown; report.json has every one."
                 if len(self.heads) > TABLE_ROWS else "")
         legend = "".join(f"<li><b>{esc(m.name)}</b>: {esc(m.label)}"
-                         + (f" (red: {esc(m.threshold_text())})" if m.threshold else "") + "</li>" for m in self.metrics)
+                         + (f" (red: {esc(m.threshold_text())})" if m.threshold else "") + "</li>"
+                         for m in self.metrics)
         return ('<h2 id="heads">Every head and step</h2><p class="note">Click a column to sort it; red cells are '
                 f'worth a look.{more}</p><details><summary>the columns</summary><ul>{legend}</ul></details>'
                 + self.head_rows(shown))
@@ -274,8 +279,8 @@ class Page:
                         f'{matched}/{total} ({100 * matched / total:.1f}%)</td><td>{fmt(o.get("max_ulp"))}</td></tr>')
             for b in o.get("ulp_histogram", []):
                 histogram[(recipe, output)][b["ulps"]] += b["count"]
-        skipped = [f'<tr><td class="l">{esc(file)}</td><td class="l">{esc(recipe)}</td><td class="l">{esc(why)}</td></tr>'
-                   for file, recipe, why in rm.compare_skipped(self.compare)]
+        skipped = [f'<tr><td class="l">{esc(file)}</td><td class="l">{esc(recipe)}</td>'
+                   f'<td class="l">{esc(why)}</td></tr>' for file, recipe, why in rm.compare_skipped(self.compare)]
         not_compared = ('<p class="note">Not compared (the kernel wrote other dtypes than the recipe does; pass a '
                         'recipe with its formats, or --set o_format=...):</p><table><thead><tr><th class="l">file</th>'
                         '<th class="l">recipe</th><th class="l">why</th></tr></thead><tbody>' + "".join(skipped)
@@ -334,7 +339,8 @@ def _sampling_note(options) -> str:
     rows = options.get("rows")
     if not rows:
         return ""
-    return (f"<b>Sampled:</b> each head's analyses ran on {fmt(rows)} of its query rows (seed {fmt(options.get('seed', 0))}; "
+    return (f"<b>Sampled:</b> each head's analyses ran on {fmt(rows)} of its query rows "
+            f"(seed {fmt(options.get('seed', 0))}; "
             "a head with no more runs whole; leakage on its first tokens as always). Every figure is over the sampled "
             "rows, counts included; &plusmn; is one standard error from random groups of the sample, where the "
             "figure has one (a maximum or a minimum has none: the sample only bounds it). ")

@@ -22,7 +22,6 @@ for `roundscope report` (docs/python.md, "A pretrained model").
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 from dataclasses import dataclass
 

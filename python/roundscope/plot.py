@@ -41,7 +41,8 @@ def cumulative_by_fix(ax, report, label):
     cumulative = finite(report["cumulative_coefficient"])
     steps = range(1, len(cumulative) + 1)
     ax.plot(steps, cumulative, "o-", color=RED, label=label)
-    for key, color, name in (("max_adjust", GREEN, "max adjustment"), ("delta_from_f32_o", BLUE, "delta from float32 O")):
+    for key, color, name in (("max_adjust", GREEN, "max adjustment"),
+                             ("delta_from_f32_o", BLUE, "delta from float32 O")):
         per_step = [s.get("fixes", {}).get(key) for s in report.get("steps", [])]
         if per_step and all(per_step):
             running, total = [], 0.0
@@ -89,7 +90,8 @@ def bias(report, fig):
         ax.set_title("delta's error over steps")
         if "cumulative_dwq_error_norm" in report:
             twin = ax.twinx()
-            twin.plot(steps, finite(report["cumulative_dwq_error_norm"]), "s--", color=GREY, label="|sum of dW^Q errors|")
+            twin.plot(steps, finite(report["cumulative_dwq_error_norm"]), "s--", color=GREY,
+                      label="|sum of dW^Q errors|")
             twin.set_ylabel("|cumulative dW^Q error|_F", color=GREY)
             twin.legend(loc="lower right", fontsize=8)
         ax.legend(loc="upper left", fontsize=8)
@@ -110,7 +112,8 @@ def pcollapse(report, fig):
         if not runs:
             continue
         scales = [r["scale"] for r in runs]
-        axes[0].plot(scales, finite(r["underflow_fraction"] for r in runs), "o-", color=color, label=f"{order} KV order")
+        axes[0].plot(scales, finite(r["underflow_fraction"] for r in runs), "o-", color=color,
+                     label=f"{order} KV order")
         axes[1].plot(scales, finite(r["mse"] for r in runs), "o-", color=color, label=f"{order} KV order")
         predicted = [(r["scale"], r["predicted_fraction"]) for r in runs if r.get("predicted_fraction") is not None]
         if predicted:

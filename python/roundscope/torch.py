@@ -196,11 +196,11 @@ class emulate(TorchFunctionMode):
         mode.emulated, mode.fallbacks      # 24, Counter({'dropout_p': 2})
 
     Calls the kernels cannot run (dropout, a mask that needs a gradient, GQA with a group that
-    does not divide, nn.MultiheadAttention returning its weights) go by `fallback`: "exact" runs PyTorch's own attention in float64 on the
-    inputs (the exact result within float64's rounding, then rounded once to the inputs' dtype),
-    "torch" runs PyTorch's call unchanged, "error" raises the ValueError that names the
-    argument. `fallbacks` counts them by that argument. The recipe and settings are checked on
-    entry.
+    does not divide, nn.MultiheadAttention returning its weights) go by `fallback`: "exact" runs
+    PyTorch's own attention in float64 on the inputs (the exact result within float64's rounding,
+    then rounded once to the inputs' dtype), "torch" runs PyTorch's call unchanged, "error" raises
+    the ValueError that names the argument. `fallbacks` counts them by that argument. The recipe
+    and settings are checked on entry.
 
     PyTorch hides the calls made inside its own overridable Python functions from a mode
     (F.multi_head_attention_forward, which nn.MultiheadAttention and nn.TransformerEncoderLayer
@@ -208,8 +208,8 @@ class emulate(TorchFunctionMode):
     bound to one process-wide hook, which such functions look up when they call it: it sends a
     call to the block running in the calling thread (a context variable), and a call from a
     thread where none runs to PyTorch's own function. Blocks nest and re-enter (with m: with m:);
-    the last to leave restores the binding exactly. Under torch.compile the emulator cannot be traced: a call there raises RuntimeError
-    (run the model eagerly, or keep emulate outside the compiled function)."""
+    the last to leave restores the binding exactly. Under torch.compile the emulator cannot be
+    traced: a call there raises RuntimeError (run the model eagerly, or keep emulate outside the compiled function)."""
 
     FALLBACKS = ("exact", "torch", "error")
 

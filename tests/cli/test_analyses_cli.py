@@ -1,6 +1,5 @@
 """The analysis commands keep docs/cli.md's JSON contract, draw their plots (matplotlib is
 installed by tools/setup.sh) and refuse bad input with one line and exit 2."""
-import json
 import subprocess
 
 import pytest
@@ -10,7 +9,8 @@ from files_by_hand import f32_bytes, write_safetensors
 
 def test_pcollapse_runs_both_orders_and_scales(cli):
     runs = cli.json("pcollapse", "--synthetic", "--n", "256")["runs"]
-    assert {(r["order"], r["scale"]) for r in runs} == {("forward", 1), ("forward", 256), ("reverse", 1), ("reverse", 256)}
+    assert {(r["order"], r["scale"]) for r in runs} == {(order, scale) for order in ("forward", "reverse")
+                                                        for scale in (1, 256)}
     keys = {"order", "scale", "underflow_fraction", "predicted_fraction", "delta_c", "mse"}
     assert all(keys <= set(r) for r in runs), runs
 
@@ -73,7 +73,8 @@ def test_bias_with_one_dominant_key_has_no_tie(cli):
 def test_bias_with_the_layer_input_gives_the_query_weight_error(cli):
     j = cli.json("bias", "--synthetic", "--n", "64", "--d", "16", "--d-model", "32", "--steps", "3")
     qw = j["query_weight"]
-    assert {"rank1_cosine_similarity", "dwq_error_norm", "dwq_norm", "dwq_error_relative", "wq_norm", "heads"} <= set(qw)
+    assert {"rank1_cosine_similarity", "dwq_error_norm", "dwq_norm", "dwq_error_relative", "wq_norm",
+            "heads"} <= set(qw)
     assert all(h["q_projection_residual"] < 1e-6 for h in qw["heads"]), "a head's q is x W^Q"
     assert len(j["cumulative_dwq_error_norm"]) == 3, "|dW^Q error| summed over 3 steps"
     assert abs(j["cumulative_dwq_error_norm"][0] / qw["dwq_error_norm"] - 1) < 1e-12

@@ -100,9 +100,11 @@ def test_a_dump_naming_its_recipe_passes(cli, dumps):
 
 def test_a_dump_whose_kernel_ran_other_settings_fails(cli, dumps):
     folder, dump = dumps
-    bad = dump("layer0/step2.safetensors", {"recipe": "fa3-bf16", "recipe_settings": json.dumps({"o_accumulator": "bf16"})})
+    bad = dump("layer0/step2.safetensors",
+               {"recipe": "fa3-bf16", "recipe_settings": json.dumps({"o_accumulator": "bf16"})})
     p = cli.run("check", folder, check=False)
-    assert p.returncode == 1 and f"FAIL {bad}" in p.stdout and f"PASS {folder / 'layer0/step1.safetensors'}" in p.stdout, \
+    passed = f"PASS {folder / 'layer0/step1.safetensors'}"
+    assert p.returncode == 1 and f"FAIL {bad}" in p.stdout and passed in p.stdout, \
         p.stdout + p.stderr
 
 

@@ -11,7 +11,8 @@ def test_formats_json_has_every_key_and_the_published_limits(cli):
     keys = {"name", "bits", "exp_bits", "man_bits", "bias", "max", "min_normal", "min_subnormal", "has_inf", "nan"}
     assert all(keys <= set(f) for f in formats), formats[0]
     by_name = {f["name"]: f for f in formats}
-    assert set(by_name) >= {"f64", "f32", "f16", "bf16", "e4m3", "e5m2", "e2m3", "e3m2", "e2m1", "e8m0", "ue4m3", "int8"}
+    assert set(by_name) >= {"f64", "f32", "f16", "bf16", "e4m3", "e5m2", "e2m3", "e3m2", "e2m1", "e8m0", "ue4m3",
+                            "int8"}
     expected_max = {"e4m3": 448, "e5m2": 57344, "e2m3": 7.5, "e3m2": 28, "e2m1": 6, "f16": 65504, "int8": 127 / 64}
     assert {n: by_name[n]["max"] for n in expected_max} == expected_max
     assert by_name["e4m3"]["min_subnormal"] == 2**-9

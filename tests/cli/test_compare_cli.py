@@ -2,7 +2,6 @@
 bit and has the truth errors `attention --truth` reports; one flipped bit is found where it is
 (one mismatch, 1 ulp); the ulp histogram counts every element; the JSON keeps docs/cli.md's
 keys; bad dumps get one line and exit 2."""
-import json
 import random
 import struct
 

@@ -15,7 +15,8 @@ def demo(cli, tmp_path_factory):
 
 
 def test_the_demo_prints_what_the_readme_shows(demo):
-    shown = [lines for page, command, lines in shown_examples() if str(page) == "README.md" and command == "roundscope demo"]
+    shown = [lines for page, command, lines in shown_examples()
+             if str(page) == "README.md" and command == "roundscope demo"]
     assert len(shown) == 1, "the README shows the demo once"
     assert demo[0].rstrip("\n").split("\n") == shown[0]
 

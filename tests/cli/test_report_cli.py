@@ -152,7 +152,8 @@ def test_attribution_stage_by_stage_on_request(cli, dumps, first, tmp_path):
     assert staged["options"]["attribute_stages"] is True and first[2]["options"]["attribute_stages"] is False
     for h in staged["heads"]:
         a = h["attribute"]["fa2-bf16"]
-        b = next(x for x in first[2]["heads"] if x["file"] == h["file"] and x["head"] == h["head"])["attribute"]["fa2-bf16"]
+        same = next(x for x in first[2]["heads"] if x["file"] == h["file"] and x["head"] == h["head"])
+        b = same["attribute"]["fa2-bf16"]
         assert [s["stage"] for s in a["stages"]] == ["score product", "P cast", "P V product", "O cast"], a
         assert b["stages"] == [] and (a["all_low"], a["all_exact"], a["delta_recipe"]) == \
             (b["all_low"], b["all_exact"], b["delta_recipe"])

@@ -13,7 +13,8 @@ def test_toy_dump_writes_a_dump_per_layer(cli, tmp_path):
                        text=True, timeout=300)
     assert p.returncode == 0, p.stderr[-1000:]
     for layer in (0, 1):
-        tensors = {t["name"]: t for t in cli.json("inspect", tmp_path / "dumps" / f"step3_layer{layer}.safetensors")["tensors"]}
+        inspected = cli.json("inspect", tmp_path / "dumps" / f"step3_layer{layer}.safetensors")
+        tensors = {t["name"]: t for t in inspected["tensors"]}
         assert set(tensors) == {"q", "k", "v", "o", "do", "dq", "dk", "dv"}
         assert all(t["dtype"] == "bf16" and t["shape"] == [1, 4, 128, 16] for t in tensors.values()), tensors
 

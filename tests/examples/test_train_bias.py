@@ -44,7 +44,8 @@ def test_each_run_logs_its_loss_and_max_logits(runs, fix):
 
 @pytest.mark.parametrize("fix, settings", [("none", []), ("max-adjust", ["--set", "max_adjust=on"])])
 def test_the_dumped_o_is_the_recipes_bit_for_bit(cli, runs, fix, settings):
-    o = cli.json("compare", runs / fix / "step10_layer1.safetensors", "--recipe", "fa2-bf16-torch", *settings)["outputs"]["o"]
+    o = cli.json("compare", runs / fix / "step10_layer1.safetensors", "--recipe", "fa2-bf16-torch",
+                 *settings)["outputs"]["o"]
     assert o["matched"] == o["total"], o
 
 
@@ -57,7 +58,8 @@ def test_the_verdict_covers_every_run_layer_and_head(cli, runs):
     assert all(r["dumps"] == 3 and r["positive"] + r["negative"] <= 3 for r in v["rows"]), v["rows"][:2]
     largest = {f: max(abs(r["cumulative"]) for r in v["rows"] if r["run"] == f) for f in FIXES}
     assert largest["f32-delta"] < 1e-2 * largest["none"], largest
-    assert v["verdict"].split(":")[0] in ("confirmed in", "refuted", "undecided") or v["verdict"].startswith("confirmed")
+    verdict = v["verdict"]
+    assert verdict.split(":")[0] in ("confirmed in", "refuted", "undecided") or verdict.startswith("confirmed")
 
 
 @pytest.mark.parametrize("args, option", [(["--fix", "bogus"], "--fix"), (["--heads", "3"], "--heads"),

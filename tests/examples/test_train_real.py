@@ -61,7 +61,8 @@ def test_the_report_covers_every_layer_head_and_step(cli, short_run):
 
 @pytest.mark.parametrize("args, option", [
     (["--context", "0"], "--context"), (["--context", "-5"], "--context"), (["--steps", "0"], "--steps"),
-    (["--lr", "nan"], "--lr"), (["--lr", "0"], "--lr"), (["--heads", "3"], "--heads"), (["--d-model", "-1"], "--d-model"),
+    (["--lr", "nan"], "--lr"), (["--lr", "0"], "--lr"), (["--heads", "3"], "--heads"),
+    (["--d-model", "-1"], "--d-model"),
     (["--weight-decay", "inf"], "--weight-decay"), (["--weight-decay", "-0.1"], "--weight-decay"),
 ])
 def test_a_bad_option_exits_2_naming_it(tmp_path, capsys, args, option):

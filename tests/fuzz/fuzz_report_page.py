@@ -90,7 +90,8 @@ class Events(_report_tensorboard.Events):
     def __init__(self, logdir):
         from tensorboard.compat.proto import event_pb2, summary_pb2
 
-        self.event_pb2, self.summary_pb2, self.writer, self.wall_time, self.count = event_pb2, summary_pb2, Discarded(), 0.0, 0
+        self.event_pb2, self.summary_pb2 = event_pb2, summary_pb2
+        self.writer, self.wall_time, self.count = Discarded(), 0.0, 0
 
 
 _report_tensorboard.Events = Events

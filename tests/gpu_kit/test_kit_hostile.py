@@ -2,7 +2,6 @@
 error, exit 2, nothing written. What a GPU machine sends back (summary.json's phase and archive
 names) is data, never a path; no script writes over its own input."""
 import hashlib
-import pathlib
 import json
 import subprocess
 import sys
@@ -84,7 +83,8 @@ def test_bench_sdpa_refuses_to_write_over_its_input_and_says_a_failed_write(tmp_
     assert inputs.read_bytes() == before
     p = script("bench_sdpa.py", "--device", "cpu", "--inputs", inputs, "--out", "/dev/full", "--repeats", "1")
     assert p.returncode == 2 and "/dev/full" in p.stderr, p.stderr
-    p = script("bench_sdpa.py", "--device", "cpu", "--inputs", inputs, "--out", tmp_path / "lines.jsonl", "--repeats", "1")
+    p = script("bench_sdpa.py", "--device", "cpu", "--inputs", inputs, "--out", tmp_path / "lines.jsonl",
+               "--repeats", "1")
     assert p.returncode == 0 and (tmp_path / "lines.jsonl").read_text().count("\n") >= 1, p.stderr
 
 
@@ -145,7 +145,6 @@ def fake_bins(tmp_path):
 
 def capture(metadata, tensors=None):
     """An SDPA capture (safetensors bytes) with this metadata."""
-    import io
 
     import torch
     from safetensors.torch import save

@@ -270,9 +270,9 @@ def released_bucket(q, k, v, causal, stable):
         m = torch.where(near & (m < 0), torch.zeros_like(m), m)
     m = torch.maximum(m, torch.full_like(m, masked))
     p = torch.exp((s - m).float())
-    l = p.sum(dim=-1, keepdim=True).clamp(min=1e-10).to(bf)
-    o = torch.einsum("...ij,...jd->...id", p.to(bf), v) / l
-    return o, (l.float().log() + m.float()).squeeze(-1)
+    row_sum = p.sum(dim=-1, keepdim=True).clamp(min=1e-10).to(bf)
+    o = torch.einsum("...ij,...jd->...id", p.to(bf), v) / row_sum
+    return o, (row_sum.float().log() + m.float()).squeeze(-1)
 
 
 def need_avx512():
@@ -358,7 +358,8 @@ def test_fa2_bf16_torch_compiled_backward_is_the_compiled_backward(cli, tmp_path
     need_avx512()
     g = torch.Generator().manual_seed(8)
     q, k, v, d_o = (torch.randn(2, n, d, generator=g).bfloat16() for _ in range(4))
-    save_file({"q": q, "k": k, "v": v, "do": d_o}, tmp_path / "in.safetensors", metadata={"causal": str(causal).lower()})
+    save_file({"q": q, "k": k, "v": v, "do": d_o}, tmp_path / "in.safetensors",
+              metadata={"causal": str(causal).lower()})
     exact = [x for kv in ("score_product=f64", "pv_product=f64", "grad_product=f64") for x in ("--set", kv)]
     outs = {}
     for recipe in ("fa2-bf16-torch-compiled", "fa2-bf16-torch"):

@@ -25,7 +25,8 @@ def lib():
     if not path:
         pytest.fail("ROUNDSCOPE_CAPI names no library (ctest sets it)")
     if torch.backends.cpu.get_cpu_capability() != "AVX512":
-        pytest.skip(f"the models are of Inductor's AVX-512 code; this CPU runs {torch.backends.cpu.get_cpu_capability()}")
+        pytest.skip("the models are of Inductor's AVX-512 code; this CPU runs "
+                    f"{torch.backends.cpu.get_cpu_capability()}")
     lib = ctypes.CDLL(path)
     lib.roundscope_inductor_math.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
     lib.roundscope_inductor_math.restype = ctypes.c_int

@@ -87,9 +87,11 @@ def ours(lib, case, a, b, c):
     N = b.shape[2]
     ab, bb, cb = bits_of(a), bits_of(b), bits_of(c)
     d = np.zeros(T * M * N, dtype=np.uint32)
-    p = lambda x: x.ctypes.data_as(ctypes.POINTER(ctypes.c_uint32))
+    def words(x):
+        return x.ctypes.data_as(ctypes.POINTER(ctypes.c_uint32))
+
     rc = lib.roundscope_mma(arch.encode(), instruction.encode(), fa.encode(), fb.encode(), facc.encode(),
-                            p(ab), p(bb), p(cb), p(d), T, M, N, K)
+                            words(ab), words(bb), words(cb), words(d), T, M, N, K)
     if rc != 0:
         raise SystemExit(f"roundscope has no model for {case}")
     return d

@@ -53,7 +53,8 @@ def element_bits(dtype, shape, raw):
         return np.stack([raw & 15, raw >> 4], axis=-1).reshape(shape)
     if dtype.startswith("F6"):
         b = raw.reshape(-1, 3).astype(np.uint16)
-        e = np.stack([b[:, 0] & 63, (b[:, 0] >> 6) | ((b[:, 1] & 15) << 2), (b[:, 1] >> 4) | ((b[:, 2] & 3) << 4), b[:, 2] >> 2], -1)
+        e = np.stack([b[:, 0] & 63, (b[:, 0] >> 6) | ((b[:, 1] & 15) << 2), (b[:, 1] >> 4) | ((b[:, 2] & 3) << 4),
+                      b[:, 2] >> 2], -1)
         return e.astype(np.uint8).reshape(shape)
     return raw.reshape(shape)
 
@@ -75,7 +76,8 @@ def blocks():
     x[kind == 1] = raw[kind == 1]
     x[kind == 2] = 0.0
     x[kind == 3] = np.ldexp(rng.integers(1, 2**23, (int((kind == 3).sum()), K)), -149)  # subnormal
-    ties = np.ldexp(rng.integers(1, 16, (int((kind == 4).sum()), K)) / 8.0, rng.integers(-10, 10, (int((kind == 4).sum()), 1)))
+    n_ties = int((kind == 4).sum())
+    ties = np.ldexp(rng.integers(1, 16, (n_ties, K)) / 8.0, rng.integers(-10, 10, (n_ties, 1)))
     x[kind == 4] = ties
     x[kind < 5] *= np.where(rng.random((int((kind < 5).sum()), K)) < 0.5, -1, 1)
     x = x.astype(np.float32)
@@ -138,7 +140,10 @@ def test_nvfp4_equals_torchao(cli, tmp_path, level):
     y = X[~HAS_NAN & ~HAS_INF][:60_000].reshape(-1, 64)
     y = np.ascontiguousarray(y[np.isfinite(y).all(axis=1)])
     yt = torch.from_numpy(y)
-    options, pts = (("--single-level",), None) if level == "single" else ((), per_tensor_amax_to_scale(torch.amax(torch.abs(yt))))
+    if level == "single":
+        options, pts = ("--single-level",), None
+    else:
+        options, pts = (), per_tensor_amax_to_scale(torch.amax(torch.abs(yt)))
     ours_e, ours_s = roundscope_mx(cli, tmp_path, y, "nvfp4", *options)
     s, d = nvfp4_quantize(yt, 16, pts)
     theirs_s = s.view(torch.uint8).numpy().reshape(ours_s.shape)

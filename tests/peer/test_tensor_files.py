@@ -196,9 +196,10 @@ def source(tmp_path_factory):
 
 # Casts use --convention ml_dtypes (no saturation, NaN kept with its sign), the peer's rules.
 @pytest.mark.parametrize("fmt, ml", [
-    ("bf16", ml_dtypes.bfloat16), ("f16", np.float16), ("e4m3", ml_dtypes.float8_e4m3fn), ("e5m2", ml_dtypes.float8_e5m2),
-    ("e4m3fnuz", ml_dtypes.float8_e4m3fnuz), ("e2m1", ml_dtypes.float4_e2m1fn), ("e2m3", ml_dtypes.float6_e2m3fn),
-    ("e3m2", ml_dtypes.float6_e3m2fn)], ids=lambda v: v if isinstance(v, str) else "")
+    ("bf16", ml_dtypes.bfloat16), ("f16", np.float16), ("e4m3", ml_dtypes.float8_e4m3fn),
+    ("e5m2", ml_dtypes.float8_e5m2), ("e4m3fnuz", ml_dtypes.float8_e4m3fnuz), ("e2m1", ml_dtypes.float4_e2m1fn),
+    ("e2m3", ml_dtypes.float6_e2m3fn), ("e3m2", ml_dtypes.float6_e3m2fn)],
+    ids=lambda v: v if isinstance(v, str) else "")
 def test_casts_written_by_roundscope_are_read_by_the_peers(cli, source, tmp_path, fmt, ml):
     path, x = source
     out = tmp_path / f"cast_{fmt}.safetensors"
@@ -292,4 +293,5 @@ def test_bad_names_get_one_line(cli, source, tmp_path):
     np.save(tmp_path / "f.npy", np.zeros(3, np.float32))
     m = cli.error("inspect", tmp_path / "f.npy", "--dtype", "f7")
     assert "--dtype" in m and "f7" in m, m
-    assert "no tensor 'nope'" in cli.error("cast", source[0], "--to", "bf16", "-t", "nope", "-o", tmp_path / "x.safetensors")
+    assert "no tensor 'nope'" in cli.error("cast", source[0], "--to", "bf16", "-t", "nope", "-o",
+                                           tmp_path / "x.safetensors")

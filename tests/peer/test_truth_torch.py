@@ -3,7 +3,6 @@ its autograd gradients, on bf16 inputs with 2 heads, causal and not, without and
 bias (ALiBi slopes with -inf masks; one [N, N] for all heads in bf16, or one per head in f32). The
 truth is the exact result rounded once; float64 PyTorch must lie within its own error bound of it
 (a few thousand ulps at these sizes), and the truth's files must hold what CLI.md promises."""
-import json
 
 import pytest
 import torch
@@ -47,7 +46,8 @@ def test_the_truth_bounds_float64_pytorch(cli, tmp_path, causal, bias_kind):
     o64.backward(do.double())
     lse64 = torch.logsumexp((q64 @ k64.transpose(-1, -2)) * info["softmax_scale"] + mask, -1)
     delta64 = (do.double() * o64).sum(-1)
-    for name, ref in (("o", o64), ("lse", lse64), ("delta", delta64), ("dq", q64.grad), ("dk", k64.grad), ("dv", v64.grad)):
+    for name, ref in (("o", o64), ("lse", lse64), ("delta", delta64), ("dq", q64.grad), ("dk", k64.grad),
+                      ("dv", v64.grad)):
         got = t[name]
         assert tuple(got.shape) == tuple(ref.shape), name
         err_max = (got - ref.detach()).abs().max().item()
@@ -62,7 +62,8 @@ def test_bad_input_gets_one_line(cli, tmp_path):
     ones = torch.ones(48, 8).bfloat16()
     x = tmp_path / "x.safetensors"
     assert "--bits" in cli.error("truth", file("in.safetensors", q=ones, k=ones, v=ones), "-o", x, "--bits", "4")
-    m = cli.error("truth", file("nan.safetensors", q=torch.full((48, 8), float("nan")).bfloat16(), k=ones, v=ones), "-o", x)
+    nan_q = torch.full((48, 8), float("nan")).bfloat16()
+    m = cli.error("truth", file("nan.safetensors", q=nan_q, k=ones, v=ones), "-o", x)
     assert "'q'" in m and "NaN" in m, m
     assert "do" in cli.error("truth", file("nodo.safetensors", q=ones, k=ones, v=ones), "--backward", "-o", x)
     bad_bias = make_bias("shared", torch.Generator().manual_seed(7))
@@ -119,7 +120,10 @@ def mask_case(kind, g):
     whole = band_mask(NQ, NK, meta.get("causal") == "true", meta.get("causal_alignment") == "top-left",
                       int(meta.get("window_left", -1)), int(meta.get("window_right", -1))).expand(B, H, NQ, NK)
     if dense is not None:
-        add = torch.zeros(dense.shape, dtype=torch.float64).masked_fill(~dense, float("-inf")) if dense.dtype == torch.bool else dense.double()
+        if dense.dtype == torch.bool:
+            add = torch.zeros(dense.shape, dtype=torch.float64).masked_fill(~dense, float("-inf"))
+        else:
+            add = dense.double()
         whole = whole + add
     return dense, meta, whole
 

@@ -36,7 +36,8 @@ def test_attention_equals_cli(cli, inputs, tmp_path, recipe, causal):
     if not backward:  # a recipe without a backward pass (the non-fused softmax): the same error
         with pytest.raises(ValueError) as e:
             rs.attention(x["q"], x["k"], x["v"], recipe=recipe, causal=causal, backward=True, do=x["do"])
-        assert str(e.value) == python_message(p.stderr.removeprefix("roundscope: error: ").rstrip().replace(str(path), "<arrays>"))
+        said = p.stderr.removeprefix("roundscope: error: ").rstrip()
+        assert str(e.value) == python_message(said.replace(str(path), "<arrays>"))
         cli.run("attention", path, "--recipe", recipe, *mask, "-o", out)
     want = rs.read(out)
     got = rs.attention(x["q"], x["k"], x["v"], recipe=recipe, causal=causal, backward=backward, do=x["do"])
@@ -88,7 +89,8 @@ def analyses(path):
         (lambda i: rs.leak(i, fix=True, recipe="mxfp4-v-fixed", max_tokens=16),
          ["leak", path, "--fix", "--recipe", "mxfp4-v-fixed", "--max-tokens", 16]),
         (lambda i: rs.headroom(i), ["headroom", path]),
-        (lambda i: rs.bias(i, fix=True, recipe="fa2-bf16-torch"), ["bias", path, "--fix", "--recipe", "fa2-bf16-torch"]),
+        (lambda i: rs.bias(i, fix=True, recipe="fa2-bf16-torch"),
+         ["bias", path, "--fix", "--recipe", "fa2-bf16-torch"]),
         (lambda i: rs.attribute(i, recipe="fa3-fp8", softmax_scale=0.25),
          ["attribute", path, "--recipe", "fa3-fp8", "--softmax-scale", 0.25]),
     ]

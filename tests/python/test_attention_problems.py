@@ -4,10 +4,8 @@ roundscope.dump and read by compare, check and report with figures against the m
 emulate and the dump helper on nn.MultiheadAttention; dropout refused in one line; and every
 tensor and metadata key the dump helper writes either used or refused by every consumer."""
 import json
-import math
 import warnings
 
-import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -131,8 +129,9 @@ def test_dropout_is_refused_in_one_line_by_every_consumer(cli, tmp_path):
     torch.manual_seed(0)
     path = dump_block(tmp_path, torch.bfloat16, dropout=0.2, recipe="fa2-bf16")
     assert rs.read_metadata(path)["dropout_p"] == "0.2"
-    for command in (["compare", path, "--recipe", "fa2-bf16"], ["check", tmp_path], ["truth", path, "-o", tmp_path / "t.safetensors"],
-                    ["report", tmp_path, "-o", tmp_path / "r"], ["pcollapse", path], ["headroom", path],
+    for command in (["compare", path, "--recipe", "fa2-bf16"], ["check", tmp_path],
+                    ["truth", path, "-o", tmp_path / "t.safetensors"], ["report", tmp_path, "-o", tmp_path / "r"],
+                    ["pcollapse", path], ["headroom", path],
                     ["bias", path], ["attribute", path, "--recipe", "fa2-bf16"], ["leak", path],
                     ["attention", path, "--recipe", "fa2-bf16", "-o", tmp_path / "a.safetensors"]):
         m = cli.error(*command)

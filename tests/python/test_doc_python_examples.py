@@ -4,7 +4,6 @@ page says: `emulate` changes the gradients the model computes, `AttentionDump` w
 layer that the command line reads."""
 import re
 
-import pytest
 import torch
 
 from conftest import ROOT

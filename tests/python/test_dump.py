@@ -141,7 +141,8 @@ def positional_attention(q, k, v, mask, causal, q_bucket, k_bucket):
     return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
 
-@pytest.mark.parametrize("names, causal", [(("mask", "causal", "q_bucket_size", "k_bucket_size"), "true"), ((), "false")])
+@pytest.mark.parametrize("names, causal", [(("mask", "causal", "q_bucket_size", "k_bucket_size"), "true"),
+                                           ((), "false")])
 def test_options_given_positionally(tmp_path, names, causal):
     """As the BF16-bias paper's code calls its kernel (FlashAttentionFunction.apply(q, k, v, None,
     True, 512, 512)): named by `positional`, causal is recorded; unnamed, it is lost."""

@@ -1,13 +1,12 @@
 """No silent wrong answer from a dump: every tensor name and metadata key that roundscope.dump
 writes (gathered from the files it writes in every configuration below, so that a new one fails
-this test until it is listed), and those python -m roundscope.llama_dumps adds, is, for every consumer, either used (changing it changes the
-consumer's figures), refused (exit 2, one line naming it), checked (a value that contradicts the
-tensors is refused) or informational (changing it changes no figure: a record, or an output that
-consumer does not read, which the table says)."""
+this test until it is listed), and those python -m roundscope.llama_dumps adds, is, for every
+consumer, either used (changing it changes the consumer's figures), refused (exit 2, one line
+naming it), checked (a value that contradicts the tensors is refused) or informational (changing
+it changes no figure: a record, or an output that consumer does not read, which the table says)."""
 import json
 import shutil
 
-import pytest
 import torch
 import torch.nn.functional as F
 
@@ -131,7 +130,8 @@ def variant(key, t, meta):
     """The dump with `key` changed (tensors and metadata, copies)."""
     t, meta = dict(t), {**meta, **BEFORE.get(key, {})}
     change = {
-        "q": lambda: t.update(q=t["q"] * 2), "k": lambda: t.update(k=t["k"] * 2), "v": lambda: t.update(v=(t["v"].float() * 1.5 + 0.25).bfloat16()),
+        "q": lambda: t.update(q=t["q"] * 2), "k": lambda: t.update(k=t["k"] * 2),
+        "v": lambda: t.update(v=(t["v"].float() * 1.5 + 0.25).bfloat16()),
         "attn_mask": lambda: t.update(attn_mask=torch.ones_like(t["attn_mask"])),
         "o": lambda: t.update(o=t["o"] * 1.5), "lse": lambda: t.update(lse=t["lse"] + 1),
         "dq": lambda: t.update(dq=t["dq"] * 2), "dk": lambda: t.update(dk=t["dk"] * 2),
@@ -167,7 +167,8 @@ def figures(cli, consumer, folder):
             "truth": ["truth", path, "-o", folder / "out.safetensors"],
             "pcollapse": ["pcollapse", path], "bias": ["bias", path], "headroom": ["headroom", path],
             "leak": ["leak", path, "--max-tokens", "12"], "attribute": ["attribute", path, "--recipe", "fa2-bf16"],
-            "report": ["report", folder, "-o", folder / "r", "--no-html", "--leak-tokens", "12", "--no-cache"]}[consumer]
+            "report": ["report", folder, "-o", folder / "r", "--no-html", "--leak-tokens", "12",
+                       "--no-cache"]}[consumer]
     p = cli.run(*args, "--json", check=False)
     if p.returncode == 2:
         return ("refused", p.stderr)

@@ -2,7 +2,6 @@
 command line's own message (naming the Python argument where the command line names its flag);
 arrays cross without copies."""
 import os
-import resource
 import subprocess
 import sys
 
@@ -60,7 +59,8 @@ def test_file_errors_are_oserrors_with_the_cli_message(cli, tmp_path):
     assert str(e.value) == message(cli, "inspect", corrupt)
 
 
-@pytest.mark.parametrize("call", [lambda: rs.leak(synthetic=True, n=True), lambda: rs.pcollapse(synthetic=True, k_sink=False),
+@pytest.mark.parametrize("call", [lambda: rs.leak(synthetic=True, n=True),
+                                  lambda: rs.pcollapse(synthetic=True, k_sink=False),
                                   lambda: rs.headroom(synthetic=True, seed=True)], ids=["n", "k_sink", "seed"])
 def test_a_bool_where_a_number_goes_names_the_argument(call):
     """n=True must not become a bare --n that swallows the next flag ("--n: ... not '--threads'")."""
@@ -76,7 +76,8 @@ def test_attention_errors_name_the_tensor(cli, tmp_path):
     rs.write(tmp_path / "x.safetensors", x)
     with pytest.raises(ValueError) as e:
         rs.attention(x["q"], x["k"], x["v"])
-    want = message(cli, "attention", tmp_path / "x.safetensors", "--recipe", "fa2-bf16", "-o", tmp_path / "o.safetensors")
+    want = message(cli, "attention", tmp_path / "x.safetensors", "--recipe", "fa2-bf16", "-o",
+                   tmp_path / "o.safetensors")
     assert str(e.value) == python_message(want.replace(str(tmp_path / "x.safetensors"), "<arrays>"))
     with pytest.raises(ValueError, match=r"^v: has shape \[15, 8\]"):
         rs.attention(x["q"], x["q"], np.ones((15, 8), np.float32))
@@ -120,7 +121,8 @@ _Q = np.ones((4, 8), np.float32)
 @pytest.mark.parametrize("call, start, suggestion", [
     (lambda: rs.cast(_Q, "e4m3", rounding="nearest"), "rounding: unknown rounding mode 'nearest'", "rne"),
     (lambda: rs.cast(_Q, "e4m3", rounding="floor"), "rounding: unknown rounding mode 'floor'", "down"),
-    (lambda: rs.mx.quantize(_Q, "mxfp4", block=8, rounding="nearst"), "rounding: unknown rounding mode 'nearst'", "rne"),
+    (lambda: rs.mx.quantize(_Q, "mxfp4", block=8, rounding="nearst"), "rounding: unknown rounding mode 'nearst'",
+     "rne"),
     (lambda: rs.cast(_Q, "e4m3", convention="cdua"), "convention: unknown convention 'cdua'", "cuda"),
     (lambda: rs.cast(_Q, "E4M4"), "to: unknown format 'E4M4'", "e4m3"),
     (lambda: rs.attention(_Q, _Q, _Q, recipe="fa3-fp9"), "recipe: unknown recipe 'fa3-fp9'", "fa3-fp8"),
@@ -128,7 +130,8 @@ _Q = np.ones((4, 8), np.float32)
     (lambda: rs.headroom(synthetic=True, scenario="snk"), "scenario: 'snk' is not one of", "sink"),
     (lambda: rs.pcollapse(synthetic=True, n=64, d=16, k_sink=1000), "k_sink: 1000 sink tokens", None),
     (lambda: rs.attention(_Q, _Q, _Q[:3]), "v: has shape [3, 8]", None),
-], ids=["rounding", "rounding-synonym", "mx-rounding", "convention", "format", "recipe", "settings", "scenario", "k_sink", "v"])
+], ids=["rounding", "rounding-synonym", "mx-rounding", "convention", "format", "recipe", "settings", "scenario",
+        "k_sink", "v"])
 def test_errors_name_the_python_argument_and_suggest(call, start, suggestion):
     """A Python caller reads its own argument names, never a command-line flag, and the closest
     known name where the value is a misspelling of one."""
@@ -201,5 +204,6 @@ def test_a_file_that_ends_before_its_size_is_an_oserror(tmp_path):
     short.symlink_to("/sys/devices/system/cpu/online")
     assert os.stat(short).st_size > len(open(short, "rb").read())
     for call in (lambda: rs.read(short), lambda: rs.pcollapse(short), lambda: rs.read_metadata(short)):
-        with pytest.raises(OSError, match=r"short.safetensors: the file was truncated or changed while it was being read$"):
+        with pytest.raises(OSError,
+                           match=r"short.safetensors: the file was truncated or changed while it was being read$"):
             call()

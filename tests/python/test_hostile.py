@@ -5,9 +5,7 @@ starts with the argument's name (or names the file), before any work: nothing is
 files around it, nothing printed, and the interpreter survives. Cases are data; each runs in a
 scratch folder hashed before and after."""
 import hashlib
-import math
 import os
-import re
 
 import ml_dtypes
 import numpy as np

@@ -155,16 +155,16 @@ def test_bf16_dumps_go_through_the_report(cli, tmp_path):
     report = json.loads((tmp_path / "report" / "report.json").read_text())
     assert [(f["layer"], f["step"]) for f in report["files"]] == [(29, 0)]
     # examples/pretrained_pcollapse.py, the tables of docs/findings.md, on this one layer
-    example = subprocess.run([sys.executable, str(ROOT / "examples" / "pretrained_pcollapse.py"), str(tmp_path / "dumps"),
-                              "--threads", "1"], capture_output=True, text=True, timeout=600)
+    example = subprocess.run([sys.executable, str(ROOT / "examples" / "pretrained_pcollapse.py"),
+                              str(tmp_path / "dumps"), "--threads", "1"], capture_output=True, text=True, timeout=600)
     assert example.returncode == 0, example.stderr[-2000:]
     lines = example.stdout.splitlines()
     assert lines[0] == "9 heads in 1 dumps" and lines[-1].split()[0] == "29", example.stdout
     for line in lines[1:5]:  # the held scores counted: within the kernel's rounding of the measure
         assert float(line.rsplit("off by up to ", 1)[1]) < 0.002, line
     # examples/pretrained_report.py, the report's tables of docs/findings.md
-    summary = subprocess.run([sys.executable, str(ROOT / "examples" / "pretrained_report.py"), str(tmp_path / "report")],
-                             capture_output=True, text=True, timeout=120)
+    summary = subprocess.run([sys.executable, str(ROOT / "examples" / "pretrained_report.py"),
+                              str(tmp_path / "report")], capture_output=True, text=True, timeout=120)
     assert summary.returncode == 0, summary.stderr[-2000:]
     table = summary.stdout.splitlines()
     assert table[0] == "9 head-steps in 1 layers, 1 dumps", summary.stdout

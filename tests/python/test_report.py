@@ -42,7 +42,8 @@ def test_report_on_a_dask_cluster(dumps, tmp_path):
     distributed = pytest.importorskip("distributed")  # tools/setup.sh installs it; missing, the check below fails
     local = roundscope.report(dumps, tmp_path / "local", recipe=["fa2-bf16"])
     seen = []
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster, \
             distributed.Client(cluster) as client:
         workers = len(client.scheduler_info()["workers"])
         summary = roundscope.report(dumps, tmp_path / "dask", recipe=["fa2-bf16"], client=client,

@@ -1,6 +1,5 @@
 """roundscope.torch: forward and gradients equal `roundscope attention --backward` bit for bit;
 training with it is deterministic on any thread count."""
-import numpy as np
 import pytest
 import torch
 
@@ -163,7 +162,8 @@ def test_emulate_fallbacks():
     with rst.emulate("fa3-fp8") as mode:  # a mask is the emulator's too
         got = _grads(q, k, v, lambda *x: f(*x, attn_mask=mask))
     assert mode.emulated == 1 and not mode.fallbacks
-    assert _same(got, _grads(q, k, v, lambda *x: rst.scaled_dot_product_attention(*x, attn_mask=mask, recipe="fa3-fp8")))
+    assert _same(got, _grads(q, k, v,
+                             lambda *x: rst.scaled_dot_product_attention(*x, attn_mask=mask, recipe="fa3-fp8")))
     bias = torch.randn(24, 24, generator=torch.Generator().manual_seed(2)).requires_grad_()  # a learned bias
     with rst.emulate("fa3-fp8") as mode:  # "exact": PyTorch's attention in float64, rounded once
         got = _grads(q, k, v, lambda *x: f(*x, attn_mask=bias))

@@ -1,7 +1,8 @@
 """The repository's own gates, and that each can fail: every C++ and CUDA file is formatted as
-.clang-format says (tests/repo/check_format.sh), and every repository path a comment, a doc or a
-script names exists (tests/repo/check_paths.py). Each check also runs on a scratch repository
-holding one fault, which it must report."""
+.clang-format says (tests/repo/check_format.sh), every Python file passes ruff.toml's rules
+(tests/repo/check_python.sh), and every repository path a comment, a doc or a script names exists
+(tests/repo/check_paths.py). Each check also runs on a scratch repository holding one fault,
+which it must report."""
 import shutil
 import subprocess
 import sys
@@ -16,10 +17,13 @@ EMU, LIB = "e" + "mu", "l" + "ib"
 
 
 def scratch_repository(folder, files):
-    """A git repository with the project's .clang-format, the top-level folders the path check
-    knows, and `files` ({path: text}) tracked."""
+    """A git repository with the project's .clang-format and ruff.toml, the top-level folders the
+    path check knows, and `files` ({path: text}) tracked."""
     subprocess.run(["git", "init", "-q", folder], check=True)
     shutil.copy(ROOT / ".clang-format", folder / ".clang-format")
+    # ruff.toml's rules without its comments and per-file exceptions (which name this repository's paths)
+    rules = (ROOT / "ruff.toml").read_text().split("[lint.per-file-ignores]")[0]
+    (folder / "ruff.toml").write_text("".join(line for line in rules.splitlines(True) if not line.startswith("#")))
     for path, text in files.items():
         (folder / path).parent.mkdir(parents=True, exist_ok=True)
         (folder / path).write_text(text)
@@ -29,6 +33,10 @@ def scratch_repository(folder, files):
 
 def format_check(repo):
     return subprocess.run([HERE / "check_format.sh", repo], capture_output=True, text=True, timeout=300)
+
+
+def python_check(repo):
+    return subprocess.run([HERE / "check_python.sh", repo], capture_output=True, text=True, timeout=300)
 
 
 def path_check(repo):
@@ -44,6 +52,24 @@ def test_a_misformatted_file_fails_the_format_check(tmp_path):
     repo = scratch_repository(tmp_path, {f"{EMU}/good.cpp": "int x = 1;\n", f"{EMU}/bad.cpp": "int  y =2 ;\n"})
     p = format_check(repo)
     assert p.returncode == 1 and "bad.cpp" in p.stderr and "good.cpp" not in p.stderr, p.stdout + p.stderr
+
+
+def test_every_python_file_passes_the_linter():
+    p = python_check(ROOT)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+
+
+@pytest.mark.parametrize("fault", [
+    "import os\n",                                   # an unused import
+    "def f():\n    return undefined_name\n",         # an undefined name
+    "x = '" + "y" * 130 + "'\n",                     # a line past 120
+    "l = 1\n",                                       # a name read as 1 or I
+])
+def test_a_python_fault_fails_the_lint(tmp_path, fault):
+    repo = scratch_repository(tmp_path, {f"{LIB}/good.py": "import os\n\nprint(os.sep)\n", f"{LIB}/bad.py": fault})
+    p = python_check(repo)
+    assert p.returncode == 1 and "bad.py" in p.stdout and "good.py" not in p.stdout, p.stdout + p.stderr
+    assert not (repo / ".ruff_cache").exists(), "the check leaves nothing in the repository"
 
 
 def test_every_named_path_exists():

@@ -154,7 +154,7 @@ def main():
 
     rows += torch_rows(x, threads)
 
-    print(f"| what | Python | baseline | ratio |\n| --- | --- | --- | --- |")
+    print("| what | Python | baseline | ratio |\n| --- | --- | --- | --- |")
     for r in rows:
         print("| " + " | ".join(r) + " |")
 

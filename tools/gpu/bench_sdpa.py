@@ -144,7 +144,8 @@ def main(argv=None):
     if a.ours:
         torch_lines = [x for x in lines if "median_s" in x]
         for line in ours:
-            if "median_s" in line and (line.get("heads"), line.get("n"), line.get("d")) == (a.batch * a.heads, a.n, a.d):
+            same_shape = (line.get("heads"), line.get("n"), line.get("d")) == (a.batch * a.heads, a.n, a.d)
+            if "median_s" in line and same_shape:
                 line["ratio_to"] = {x["kernel"]: x["median_s"] / line["median_s"] for x in torch_lines}
             lines.append(line)
     text = "".join(json.dumps(x) + "\n" for x in lines)

@@ -202,7 +202,8 @@ def phase_c(root, golden, bins, report):
                         raise KitDataError(f"{f.name}: kit_inputs cannot make its inputs: {r.stderr.strip()[-300:]}")
                 got = hashlib.sha256(path.read_bytes()).hexdigest()
                 if got != want:
-                    report["sdpa"].append({"file": f.name, "scenario": scenario, "error": "inputs differ from the GPU's"})
+                    report["sdpa"].append({"file": f.name, "scenario": scenario,
+                                           "error": "inputs differ from the GPU's"})
                     ok = False
                     continue
                 with safe_open(str(path), "pt") as st:
@@ -224,7 +225,8 @@ def phase_c(root, golden, bins, report):
                         unsplit = backend == "flash" and any("flash_fwd_kernel<" in k for k in ran) and \
                             not any("splitkv" in k for k in ran)
                         for recipe in ("torch-flash-sm90", "fa2-bf16"):
-                            extra = ["--set", "split_kv_sms=0"] if recipe == "torch-flash-sm90" and (unsplit or backend == "cudnn") else []
+                            unsplit_model = recipe == "torch-flash-sm90" and (unsplit or backend == "cudnn")
+                            extra = ["--set", "split_kv_sms=0"] if unsplit_model else []
                             r = run([bins["roundscope"], "compare", out, "--recipe", recipe, "--json", *extra])
                             if r.returncode == 0:
                                 j = json.loads(r.stdout)

@@ -29,7 +29,6 @@ Exit 0 when the pattern holds, 1 when it changed (what changed is printed), 77 w
 nothing to read (a CPU-only torch, no cuobjdump), 2 on bad arguments.
 """
 import json
-import os
 import pathlib
 import re
 import shutil
@@ -43,8 +42,9 @@ from kit_files import Parser  # noqa: E402
 KERNEL = ("_ZN13pytorch_flash16flash_fwd_kernelI23Flash_fwd_kernel_traitsILi128ELi128ELi64ELi4ELb0ELb0E"
           "N7cutlass10bfloat16_tE19Flash_kernel_traitsILi128ELi128ELi64ELi4ES3_EELb0ELb0ELb0ELb0ELb1ELb1ELb0ELb0EEEv"
           "NS_16Flash_fwd_paramsE")
-COMBINE = ("_ZN13pytorch_flash32flash_fwd_splitkv_combine_kernelI23Flash_fwd_kernel_traitsILi128ELi64ELi128ELi4ELb0ELb0E"
-           "N7cutlass10bfloat16_tE19Flash_kernel_traitsILi128ELi64ELi128ELi4ES3_EELi4ELi3ELb1EEEvNS_16Flash_fwd_paramsE")
+COMBINE = ("_ZN13pytorch_flash32flash_fwd_splitkv_combine_kernelI23Flash_fwd_kernel_traits"
+           "ILi128ELi64ELi128ELi4ELb0ELb0EN7cutlass10bfloat16_tE19Flash_kernel_traitsILi128ELi64ELi128ELi4ES3_EE"
+           "Li4ELi3ELb1EEEvNS_16Flash_fwd_paramsE")
 SKIP = 77
 
 
@@ -162,7 +162,8 @@ def analyse_combine(sass):
     text = "\n".join(sass)
     facts = {"instructions": len(sass),
              "missing_constants": {k: [c for c in cs if c not in text] for k, cs in COMBINE_CONSTANTS.items()},
-             "ffma_sat": sum(s.startswith("FFMA.SAT") for s in sass), "ffma_rm": sum(s.startswith("FFMA.RM") for s in sass),
+             "ffma_sat": sum(s.startswith("FFMA.SAT") for s in sass),
+             "ffma_rm": sum(s.startswith("FFMA.RM") for s in sass),
              "mufu_ex2": sum("MUFU.EX2" in s for s in sass), "mufu_lg2": sum("MUFU.LG2" in s for s in sass),
              "f2fp_bf16": sum("F2FP.BF16.F32.PACK_AB" in s for s in sass)}
     shuffles = [(re.search(r"SHFL\.BFLY PT, R\d+, R\d+, (0x\d+)", s).group(1)) for s in sass if "SHFL.BFLY" in s]
