@@ -164,6 +164,22 @@ def capture_metadata(f, meta):
     return (*bhnd, hashes, plain_name(field("shape"), f"{f.name}: metadata 'shape'"), scale)
 
 
+def header_metadata(f):
+    """A safetensors file's __metadata__, read from its header alone (no tensor, no torch):
+    KitDataError where the header is not one."""
+    data = f.read_bytes()
+    size = int.from_bytes(data[:8], "little") if len(data) >= 8 else -1
+    try:
+        if not 0 < size <= len(data) - 8:
+            raise ValueError("its header's length does not fit the file")
+        header = json.loads(data[8:8 + size])
+    except (ValueError, RecursionError) as e:
+        raise KitDataError(f"{f.name}: not a capture the kit writes ({e})") from None
+    if not isinstance(header, dict):
+        raise KitDataError(f"{f.name}: not a capture the kit writes (its header is not a JSON object)")
+    return header.get("__metadata__", {})
+
+
 def kernel_output(f, tensors, name, shape):
     """A captured output reshaped to the dump's shape; KitDataError where it has other sizes."""
     x = tensors[name]
@@ -181,18 +197,19 @@ def phase_c(root, golden, bins, report):
     # models. The recipe decides the split from B x H of the dump (batch 0 only here), so a case
     # the GPU ran unsplit is compared with split_kv_sms=0, the unsplit kernel.
     kernels = flash_kernels(root / "sdpa" / "sdpa_cases.json")
-    import torch  # after the cases are read: a refusal of them takes no seconds to import it
+    captures = sorted((root / "sdpa").glob("sdpa_*_fwd.safetensors"))
+    # Every capture's metadata checked before torch is imported (seconds) and anything is run.
+    described = [(f, capture_metadata(f, header_metadata(f))) for f in captures]
+    import torch
     from safetensors.torch import save_file
     with tempfile.TemporaryDirectory() as tmp:
         tmp = pathlib.Path(tmp)
-        for f in sorted((root / "sdpa").glob("sdpa_*_fwd.safetensors")):
+        for f, (b, h, n, d, hashes, shape, scale) in described:
             try:
                 with safe_open(str(f), "pt") as st:
-                    meta = st.metadata()
                     tensors = {k: st.get_tensor(k) for k in st.keys()}
             except (SafetensorError, OSError, ValueError, RuntimeError) as e:
                 raise KitDataError(f"{f.name}: not a capture the kit writes ({e})") from None
-            b, h, n, d, hashes, shape, scale = capture_metadata(f, meta)
             for scenario, want in hashes.items():
                 path = tmp / f"{shape}_{scenario}.safetensors"
                 if not path.exists():
