@@ -16,7 +16,7 @@ import math
 import sys
 import time
 
-from kit_files import Parser, is_same_file, write_whole
+from kit_files import Parser, is_same_file, json_lines, write_whole
 
 BACKENDS = {"cuda": ("flash", "cudnn", "efficient"), "cpu": ("flash", "math")}
 
@@ -72,18 +72,12 @@ def read_ours(path):
     except OSError as e:
         refuse(e.strerror or e)
     lines = []
-    for i, row in enumerate(text.splitlines()):
-        if not row.strip():
-            continue
-        try:
-            line = json.loads(row)
-        except (ValueError, RecursionError):
-            line = None
+    for number, line, _ in json_lines(text):
         if not isinstance(line, dict):
-            refuse(f"line {i + 1} is not a JSON object")
+            refuse(f"line {number} is not a JSON object")
         t = line.get("median_s")
         if "median_s" in line and (isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 < t < math.inf):
-            refuse(f"line {i + 1}: median_s is not a positive time")
+            refuse(f"line {number}: median_s is not a positive time")
         lines.append(line)
     return lines
 

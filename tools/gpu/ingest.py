@@ -33,7 +33,7 @@ import tempfile
 
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from kit_files import Parser, is_same_file, write_whole  # noqa: E402
+from kit_files import Parser, is_same_file, json_lines, write_whole  # noqa: E402
 
 # What a GPU machine sends back is data, never a path: the phase is one of the kit's, each archive
 # a plain file name in the phase's folder, and every name inside the archives' files (a shape, a
@@ -57,18 +57,15 @@ def run(cmd, **kw):
     return subprocess.run([str(c) for c in cmd], capture_output=True, text=True, **kw)
 
 
-def json_lines(path):
+def json_objects(path):
     """A .jsonl file's objects, one a line; KitDataError naming the line that is not one."""
     out = []
-    for i, line in enumerate(path.read_text(errors="replace").splitlines()):
-        if line.strip():
-            try:
-                x = json.loads(line)
-            except (ValueError, RecursionError) as e:
-                raise KitDataError(f"{path.name} line {i + 1}: not JSON ({e})") from None
-            if not isinstance(x, dict):
-                raise KitDataError(f"{path.name} line {i + 1}: not a JSON object")
-            out.append(x)
+    for number, x, why in json_lines(path.read_text(errors="replace")):
+        if why is not None:
+            raise KitDataError(f"{path.name} line {number}: not JSON ({why})")
+        if not isinstance(x, dict):
+            raise KitDataError(f"{path.name} line {number}: not a JSON object")
+        out.append(x)
     return out
 
 
@@ -95,7 +92,7 @@ def phase_a(root, golden, bins, report):
 
 def phase_b(root, golden, bins, report):
     sweep = root / "sweep" / "sweep.jsonl"
-    lines = json_lines(sweep) if sweep.exists() else []
+    lines = json_objects(sweep) if sweep.exists() else []
     for i, x in enumerate(lines):
         runnable = x.get("runnable", True)
         if not isinstance(runnable, bool) or (runnable and not isinstance(x.get("exact"), bool)):
@@ -106,7 +103,7 @@ def phase_b(root, golden, bins, report):
                        [{"preset": x.get("preset"), "why": x.get("why")} for x in lines if not x.get("runnable", True)],
                        "first_not_exact": inexact[:10]}
     bench = root / "bench" / "bench.jsonl"
-    report["bench"] = json_lines(bench) if bench.exists() else []
+    report["bench"] = json_objects(bench) if bench.exists() else []
     return len(cases) > 0 and not inexact
 
 

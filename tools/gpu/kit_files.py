@@ -4,6 +4,7 @@ spelled or linked), and writing an output whole (a temporary file of its own bes
 over it, so that a full disk or a stop leaves the old file or none, never half of one). Standard
 library only: the scripts run on the GPU machine too."""
 import argparse
+import json
 import os
 import pathlib
 import sys
@@ -30,6 +31,18 @@ def run_main(program, main, argv=None) -> int:
     except (KitInputError, OSError) as e:
         print(f"{program}: {' '.join(str(e).split())[:600]}", file=sys.stderr)
         return 2
+
+
+def json_lines(text):
+    """(line number from 1, the line's JSON value, None; or the number, None and why it is not
+    JSON) for each line of a .jsonl text that is not blank: each reader says what a line must
+    be, in its own words."""
+    for i, row in enumerate(text.splitlines()):
+        if row.strip():
+            try:
+                yield i + 1, json.loads(row), None
+            except (ValueError, RecursionError) as e:
+                yield i + 1, None, str(e)
 
 
 def is_same_file(a, b):

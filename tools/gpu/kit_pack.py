@@ -19,7 +19,7 @@ import tarfile
 import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from kit_files import KitInputError, Parser, run_main, write_whole  # noqa: E402
+from kit_files import KitInputError, Parser, json_lines, run_main, write_whole  # noqa: E402
 
 SCHEMA = 1
 MAX_FILES = 8  # summary.json included
@@ -81,15 +81,9 @@ def read_steps(work):
     if not path.is_file():
         raise KitInputError(f"--work: {work} has no steps.jsonl (run_all.sh writes it)")
     steps = []
-    for i, line in enumerate(path.read_text(errors="replace").splitlines()):
-        if not line.strip():
-            continue
-        try:
-            step = json.loads(line)
-        except (ValueError, RecursionError):
-            step = None
+    for number, step, _ in json_lines(path.read_text(errors="replace")):
         if not isinstance(step, dict) or not all(type(step.get(k)) is t for k, t in STEP_FIELDS.items()):
-            raise KitInputError(f"{path} line {i + 1}: not a step (an object with name, status and timeout_s)")
+            raise KitInputError(f"{path} line {number}: not a step (an object with name, status and timeout_s)")
         steps.append(step)
     return steps
 
