@@ -131,9 +131,10 @@ def main(argv=None):
                   "another folder", file=sys.stderr)
             return 2
     # Every capture read and checked before anything is written: a bad one leaves no output.
+    captures = []
     for path in a.captures:
         try:
-            meta, tensors, _sha = read(path)
+            meta, tensors, sha = read(path)
         except (OSError, ValueError) as e:
             print(f"trim_probe.py: {path}: {' '.join(str(e).split())}", file=sys.stderr)
             return 2
@@ -141,13 +142,13 @@ def main(argv=None):
         if why:
             print(f"trim_probe.py: {path}: not a roundscope probe capture ({why})", file=sys.stderr)
             return 2
+        captures.append((path, meta, tensors, sha))
     if len({pathlib.Path(p).name for p in a.captures}) != len(a.captures):
         print("trim_probe.py: two captures have one name: their trimmed files would overwrite each other",
               file=sys.stderr)
         return 2
     out.mkdir(parents=True, exist_ok=True)
-    for path in a.captures:
-        meta, tensors, sha = read(path)
+    for path, meta, tensors, sha in captures:
         dist = tensors["dist"][2]
         kept = np.concatenate([np.nonzero(dist == k)[0][:a.keep] for k in np.unique(dist)])
         inputs, d = tile_digests(tensors)
