@@ -8,6 +8,7 @@
 
 #include "emu/attention/attention_steps.hpp"
 #include "emu/attention/flash_context.hpp"
+#include "emu/attention/kernel_capabilities.hpp"
 #include "gpu/flash_attention.hpp"
 #include "gpu/flash_kernels.cuh"
 #include "gpu/problem_support.hpp"
@@ -213,7 +214,7 @@ std::size_t backward_shared_bytes(const emu::AttentionRecipe& r) {
 }
 
 void require_supported(const emu::AttentionRecipe& r, bool backward) {
-    std::string why = flash_unsupported(r);
+    std::string why = flash_unsupported(r, backward);
     if (why.empty()) why = flash_not_runnable_here(r, backward);
     if (!why.empty()) throw Error("recipe '" + r.name + "': " + why);
 }
@@ -231,28 +232,8 @@ void backward_launch(const BackwardParams& p, dim3 key_grid, dim3 row_grid, std:
 
 }  // namespace
 
-std::string flash_unsupported(const emu::AttentionRecipe& r) {
-    if (r.softmax != emu::SoftmaxKind::online) return "the CUDA twins run the online softmax only";
-    if (r.instruction != "mma.sync") return "the CUDA twins issue mma.sync only (recipe setting instruction=mma.sync)";
-    if (!(*r.p_format == *r.input)) return "the CUDA twins multiply P and V in one format (p_format = input)";
-    for (const emu::Format* f : {r.input, r.ds_format}) {
-        if (!(*f == emu::bf16 || *f == emu::f16 || *f == emu::e4m3 || *f == emu::e5m2))
-            return "no mma.sync for " + std::string(f->name);
-    }
-    if (r.delta == emu::DeltaKind::p_dp) return "the CUDA twins form delta from O (delta=o-stored or o-f32)";
-    if (!(*r.delta_format == emu::f32)) return "the CUDA twins sum delta in float32 (delta_format=f32)";
-    if (!(*r.o_accumulator == emu::f32)) return "the CUDA twins keep the running O in float32";
-    if (r.qk_quant != nullptr || r.p_quant != nullptr) return "the CUDA twins quantize V only (qk_quant, p_quant none)";
-    if (r.score_product != emu::Product::model || r.pv_product != emu::Product::model)
-        return "the CUDA twins compute every product on the tensor cores";
-    if (r.block_n == 0) return "the CUDA twins need a fixed block_n (not auto)";
-    if (r.exp2 == emu::Exp2Kind::cuda_exp2f)
-        return "the CUDA twins run exp2=software or ex2.approx (exp2f is ex2.approx.f32 on sm_90)";
-    if (r.row_sum != emu::RowSum::sequential || r.rescale_arg != emu::RescaleArg::scaled ||
-        r.epilogue != emu::Epilogue::fa2 || r.scale_log2 != emu::ScaleLog2::f32 || r.exp2_arg != emu::Exp2Arg::mul_sub)
-        return "the CUDA twins run FlashAttention-2's defaults of row_sum, rescale_arg, epilogue, scale_log2 and "
-               "exp2_arg";
-    return {};
+std::string flash_unsupported(const emu::AttentionRecipe& r, bool backward) {
+    return emu::capability_refusal(emu::kernel_named("twins"), r, backward);
 }
 
 std::string flash_not_runnable_here(const emu::AttentionRecipe& r, bool backward) {
@@ -415,7 +396,8 @@ emu::BackwardResult flash_backward(const emu::AttentionRecipe& recipe, const emu
     const std::size_t bytes = backward_shared_bytes(recipe);
     if (nq > 0 && nk > 0 && heads > 0) {
         if (!(g == emu::bf16 || g == emu::f16))
-            throw Error("recipe '" + recipe.name + "': the CUDA twins take ds_format bf16 or f16");
+            throw Error("recipe '" + recipe.name + "': ds_format " + std::string(g.name) +
+                        " passed the capability table, which runs bf16 and f16 only");  // a bug, not a refusal
         with_input(input_of(*recipe.input), [&]<Input in>() {
             if (g == emu::bf16)
                 backward_launch<in, Input::bf16>(p, key_grid, row_grid, bytes);

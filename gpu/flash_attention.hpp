@@ -10,10 +10,10 @@
 
 namespace roundscope::gpu {
 
-/// Why the kernels cannot run `recipe` (empty when they can): they issue mma.sync with one
-/// input format for both operands of each product (P in the input format), the online softmax.
-/// Why the kernels do not implement `recipe` at all (empty: they do).
-std::string flash_unsupported(const emu::AttentionRecipe& recipe);
+/// Why the kernels do not implement `recipe` (its forward pass, and with `backward` its backward
+/// pass), as "KEY=VALUE: why" from their row of the capability table (emu/attention/kernel_capabilities.hpp);
+/// empty: they do.
+std::string flash_unsupported(const emu::AttentionRecipe& recipe, bool backward = true);
 
 /// Why the kernels cannot run `recipe` (its forward pass, and with `backward` its backward pass)
 /// on the device at hand: no mma.sync model of its inputs on this architecture (FP8 on sm_80),

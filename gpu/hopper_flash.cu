@@ -3,6 +3,7 @@
 #include <string>
 
 #include "emu/attention/flash_context.hpp"
+#include "emu/attention/kernel_capabilities.hpp"
 #include "gpu/hopper_flash.hpp"
 #include "gpu/hopper_flash_kernel.cuh"
 #include "gpu/problem_support.hpp"
@@ -13,25 +14,8 @@
 namespace roundscope::gpu {
 namespace {
 
-std::string recipe_unsupported(const emu::AttentionRecipe& r) {
-    if (!(*r.input == emu::bf16) || !(*r.p_format == emu::bf16) || !(*r.o_format == emu::bf16))
-        return "it runs BF16 inputs, P and O (input, p_format, o_format bf16)";
-    if (r.instruction != "wgmma" || r.arch != "sm90") return "it multiplies by wgmma on sm90 (instruction=wgmma)";
-    if (r.block_m != hopper::block_m || r.block_n != hopper::block_n)
-        return "its tiles are 128 x 128 (block_m, block_n)";
-    if (r.softmax != emu::SoftmaxKind::online || r.row_sum != emu::RowSum::quad_ffma || r.max_adjust ||
-        r.epilogue != emu::Epilogue::fa2 || !(*r.o_accumulator == emu::f32))
-        return "it runs the online softmax with row_sum=quad-ffma, no max adjustment, the fa2 epilogue and a float32 "
-               "running O";
-    if (r.exp2 == emu::Exp2Kind::cuda_exp2f) return "its exp2 is software or ex2.approx";
-    if (r.qk_quant != nullptr || r.p_quant != nullptr || r.v_quant != nullptr)
-        return "it quantizes nothing (qk_quant, p_quant, v_quant none)";
-    if (r.score_product != emu::Product::model || r.pv_product != emu::Product::model)
-        return "it computes every product on the tensor cores";
-    if (r.split_kv_sms != 0) return "it does not split KV";
-    if (r.pv_depth != emu::PvDepth::tile) return "its P V runs over every k-step of a tile (pv_depth=tile)";
-    return {};
-}
+static_assert(hopper::block_m == 128 && hopper::block_n == 128,
+              "the Hopper kernel's row of emu/attention/kernel_capabilities.cpp says 128 x 128 tiles");
 
 struct Buffers {
     DeviceBuffer<std::uint16_t> q, k, v, o;
@@ -125,7 +109,7 @@ void require_supported(const emu::AttentionRecipe& recipe, const emu::AttentionS
 }  // namespace
 
 std::string hopper_flash_unsupported(const emu::AttentionRecipe& recipe, const emu::AttentionShape& sh) {
-    std::string why = recipe_unsupported(recipe);
+    std::string why = emu::capability_refusal(emu::kernel_named("hopper"), recipe, false);
     if (!why.empty()) return why;
     if (sh.d != sh.d_v || (sh.d != 64 && sh.d != 128)) return "its head dimension is 64 or 128 (d = d_v)";
     if (const std::string problem = problem_unsupported(sh); !problem.empty()) return problem;

@@ -1,5 +1,5 @@
-// `roundscope recipes [--json]`: the flash-attention presets with every setting, and the keys
-// `--set` accepts (emu/attention/attention_recipe.hpp).
+// `roundscope recipes [--json|--markdown]`: the flash-attention presets with every setting, and
+// the keys `--set` accepts (emu/attention/attention_recipe.hpp) with what each kernel runs.
 #include <fmt/format.h>
 
 #include <memory>
@@ -8,6 +8,7 @@
 #include "cli/cli_output.hpp"
 #include "cli/command_files.hpp"
 #include "cli/commands.hpp"
+#include "cli/recipe_reference.hpp"
 #include "emu/attention/attention_recipe.hpp"
 
 namespace roundscope::cli {
@@ -15,16 +16,27 @@ namespace roundscope::cli {
 void add_recipes_command(CLI::App& app) {
     auto* cmd = app.add_subcommand("recipes", "The flash-attention recipes (presets) and the keys of --set");
     auto json = std::make_shared<bool>(false);
+    auto markdown = std::make_shared<bool>(false);
     cmd->add_flag("--json", *json, "Print one JSON object");
+    cmd->add_flag("--markdown", *markdown,
+                  "Print the key reference: every key by stage, and the values each kernel runs (docs/recipe-keys.md)")
+        ->excludes("--json");
     cmd->footer(
         "Example: roundscope recipes && roundscope attention dump.safetensors --recipe fa2-bf16 --set kv_order=reverse "
         "-o o.safetensors\n");
-    cmd->callback([json] {
+    cmd->callback([json, markdown] {
+        if (*markdown) {
+            fmt::print("{}", recipe_reference_markdown());
+            return;
+        }
         if (*json) {
             nlohmann::json recipes = nlohmann::json::array();
             for (const emu::AttentionRecipe& r : emu::recipe_presets())
                 recipes.push_back({{"name", r.name}, {"settings", emu::recipe_settings(r)}});
-            print_json(nlohmann::json{{"recipes", recipes}, {"keys", emu::recipe_keys()}});
+            print_json(nlohmann::json{{"recipes", recipes},
+                                      {"keys", emu::recipe_keys()},
+                                      {"key_table", recipe_key_table_json()},
+                                      {"kernels", kernel_capabilities_json()}});
             return;
         }
         const auto keys = emu::recipe_keys();

@@ -13,6 +13,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "emu/attention/softmax_choices.hpp"
 #include "emu/block/block_format.hpp"
@@ -150,6 +151,21 @@ std::map<std::string, std::string> recipe_settings(const AttentionRecipe& recipe
 
 /// One line per key with the values it accepts, for `roundscope recipes`.
 std::map<std::string, std::string> recipe_keys();
+
+/// A recipe key as the settings table declares it.
+struct RecipeKey {
+    std::string key;
+    std::string stage;                // the step it rounds in: target, tiles, scores, softmax, p-and-v, output,
+                                      // backward
+    std::string accepts;              // the values it accepts, in words (recipe_keys)
+    std::string meaning;              // what it chooses, in one line
+    std::string default_value;        // its value in a recipe no preset or setting changed
+    std::vector<std::string> values;  // the values a walk over the key tries: all of a named key's and every
+                                      // format; for numbers, those the presets and kernels use
+};
+
+/// Every key, stage by stage, in the settings table's order.
+std::vector<RecipeKey> recipe_key_table();
 
 /// The KV tile width for head dimension d: block_n, or under "auto" (0) FlashAttention-2's as
 /// PyTorch builds it for sm_80 and newer (D <= 64: 128, D <= 128: 64); Error naming the recipe
