@@ -47,7 +47,7 @@ bool runs_value(const KernelCapabilities& kernel, const AttentionRecipe& recipe,
 std::string capability_refusal(const KernelCapabilities& kernel, const AttentionRecipe& recipe, bool backward);
 
 /// The recipe keys `kernel` does not declare, and the keys it declares that are not recipe keys:
-/// both must be empty (tests/emu/test_kernel_capabilities.cpp).
+/// both must be empty (tests/emu/attention/test_kernel_capabilities.cpp).
 std::vector<std::string> undeclared_keys(const KernelCapabilities& kernel);
 std::vector<std::string> unknown_keys(const KernelCapabilities& kernel);
 
