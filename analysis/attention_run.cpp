@@ -2,6 +2,7 @@
 
 #include <bit>
 #include <cmath>
+#include <limits>
 
 #include "analysis/truth/attention_truth.hpp"
 #include "emu/attention/attention_operands.hpp"
@@ -49,7 +50,8 @@ ErrorStats error_stats_of(const ErrorSums& s) {
     ErrorStats e;
     e.max_abs = s.max_abs;
     if (s.finite > 0) e.rms = std::sqrt(s.squared / static_cast<double>(s.finite));
-    e.rel_rms = s.norm > 0 ? std::sqrt(s.squared / s.norm) : (s.squared > 0 ? INFINITY : 0.0);
+    e.rel_rms =
+        s.norm > 0 ? std::sqrt(s.squared / s.norm) : (s.squared > 0 ? std::numeric_limits<double>::infinity() : 0.0);
     return e;
 }
 

@@ -29,7 +29,7 @@ constexpr Stage stages[] = {
     {"Q K quantization", [](const emu::AttentionRecipe& r) { return r.qk_quant != nullptr; },
      [](emu::AttentionRecipe& r) { r.qk_quant = nullptr; }},
     {"score product", [](const emu::AttentionRecipe&) { return true; },
-     [](emu::AttentionRecipe& r) { r.score_product = emu::Product::f64; }},
+     [](emu::AttentionRecipe& r) { r.score_product = emu::Product::exact_f64; }},
     // online-torch: S and the row max stored in BF16; naive: exp and division. The row sum keeps
     // its format: it is the next stage.
     {"softmax format", [](const emu::AttentionRecipe& r) { return *r.softmax_format != emu::f32; },
@@ -51,7 +51,7 @@ constexpr Stage stages[] = {
     {"V quantization", [](const emu::AttentionRecipe& r) { return r.v_quant != nullptr; },
      [](emu::AttentionRecipe& r) { r.v_quant = nullptr; }},
     {"P V product", [](const emu::AttentionRecipe&) { return true; },
-     [](emu::AttentionRecipe& r) { r.pv_product = emu::Product::f64; }},
+     [](emu::AttentionRecipe& r) { r.pv_product = emu::Product::exact_f64; }},
     // each block's P-bar V and the rescaled O stored in the running format
     {"running O", [](const emu::AttentionRecipe& r) { return *r.o_accumulator != emu::f32; },
      [](emu::AttentionRecipe& r) { r.o_accumulator = &emu::f32; }},

@@ -39,7 +39,7 @@ BiasOptions with_max_adjustment(BiasOptions o) {
 BiasOptions with_delta_from_f32_o(BiasOptions o) {
     o.use_stored_o = false;
     emu::AttentionRecipe& r = o.recipe;
-    r.score_product = r.pv_product = emu::Product::f64;
+    r.score_product = r.pv_product = emu::Product::exact_f64;
     r.softmax_format = r.p_format = r.o_accumulator = r.o_format = &emu::f32;
     r.p_scale = 1;
     r.v_quant = nullptr;

@@ -89,7 +89,7 @@ HeadroomResult headroom(const emu::AttentionInputs& given, const HeadroomOptions
                 double dot = 0;
                 for (std::uint64_t c = 0; c < sh.d; ++c)
                     dot += q[(head * sh.n_q + i) * sh.d + c] * k[(head * sh.n_kv + j) * sh.d + c];
-                s[j] = dot * sh.scale;
+                s[j] = dot * static_cast<double>(sh.scale);
                 if (sh.softcap != 0) s[j] = sh.softcap * std::tanh(s[j] / sh.softcap);  // capped, then masked
                 s[j] += mask;
                 m = std::max(m, s[j]);

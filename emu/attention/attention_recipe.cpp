@@ -29,7 +29,7 @@ void validate(const AttentionRecipe& r) {
         r.kv_order == KvOrder::reverse)
         fail("kv_order", "a naive softmax has no KV order");
     const bool flash2_choices = r.row_sum != RowSum::sequential || r.rescale_arg != RescaleArg::scaled ||
-                                r.epilogue != Epilogue::fa2 || r.scale_log2 != ScaleLog2::f32 ||
+                                r.epilogue != Epilogue::fa2 || r.scale_log2 != ScaleLog2::float32 ||
                                 r.exp2_arg != Exp2Arg::mul_sub;
     if (flash2_choices && r.softmax != SoftmaxKind::online)
         fail("softmax", "row_sum, rescale_arg, scale_log2, exp2_arg and epilogue are choices of the online softmax");
@@ -80,7 +80,7 @@ int torch_flash_splits(std::uint64_t heads, std::uint64_t n_q, std::uint64_t n_k
     const int n_blocks = ceildiv(n_kv, static_cast<std::uint64_t>(block_n));
     const double m_blocks = static_cast<double>(heads) * ceildiv(n_q, 64);
     const int slots = 2 * sms;  // the caller passes twice the SM count
-    if (m_blocks >= 0.8f * static_cast<float>(slots)) return 1;
+    if (m_blocks >= static_cast<double>(0.8f * static_cast<float>(slots))) return 1;  // float, then compared in double
     const int batch_heads_mblocks = static_cast<int>(m_blocks);
     const int max_splits = std::min({128, slots, n_blocks});
     auto eligible = [&](int s) { return s == 1 || ceildiv(n_blocks, s) != ceildiv(n_blocks, s - 1); };
@@ -96,7 +96,9 @@ int torch_flash_splits(std::uint64_t heads, std::uint64_t n_q, std::uint64_t n_k
         efficiency.push_back(eff);
     }
     for (int s = 1; s <= max_splits; ++s)
-        if (eligible(s) && efficiency[static_cast<std::size_t>(s - 1)] >= 0.85 * best) return s;
+        if (eligible(s) &&
+            static_cast<double>(efficiency[static_cast<std::size_t>(s - 1)]) >= 0.85 * static_cast<double>(best))
+            return s;
     return 1;
 }
 

@@ -35,9 +35,11 @@ enum class SoftmaxKind : std::uint8_t {
 enum class KvOrder : std::uint8_t { forward, reverse };
 
 /// The constant c = scale log2(e) the scores are multiplied by before exp2.
+// The values are not named f32 and f64, which are the formats (emu::f32): the recipe key
+// scale_log2 spells them so.
 enum class ScaleLog2 : std::uint8_t {
-    f32,  // RN(scale x RN(log2 e)), a float32 product
-    f64,  // RN(scale x log2 e), the product in double (PyTorch's flash: params.scale_softmax_log2)
+    float32,  // RN(scale x RN(log2 e)), a float32 product
+    float64,  // RN(scale x log2 e), the product in double (PyTorch's flash: params.scale_softmax_log2)
 };
 
 /// How a row ends: O, its LSE and an empty row.
@@ -55,7 +57,7 @@ KvOrder parse_kv_order(std::string_view text, const std::string& what);
 
 /// How a product is computed: by the recipe's tensor-core model, or in float64 (exact
 /// products, a double sum, one rounding to float32): the "exact" stage of the attribution.
-enum class Product : std::uint8_t { model, f64 };
+enum class Product : std::uint8_t { model, exact_f64 };  // the key spells exact_f64 "f64"
 
 /// How far P V's chain of k-steps runs over a tile that holds fewer keys than block_n (a head's
 /// last tile): over the keys (ceil(keys / k) steps, the last zero-padded), or over the whole
@@ -98,7 +100,7 @@ struct AttentionRecipe {
     const Format* row_sum_format = nullptr;  // naive and online-torch: the format the row sum l is
                                              // stored in, apart from S and m; null: softmax_format
     Exp2Kind exp2 = Exp2Kind::software;
-    ScaleLog2 scale_log2 = ScaleLog2::f32;
+    ScaleLog2 scale_log2 = ScaleLog2::float32;
     RescaleArg rescale_arg = RescaleArg::scaled;
     RowSum row_sum = RowSum::sequential;
     Exp2Arg exp2_arg = Exp2Arg::mul_sub;  // exp2's argument for P-bar, forward and backward

@@ -267,7 +267,7 @@ struct PCastConstants {
 ROUNDSCOPE_HD inline void count_p(float p, float p_scale, std::uint32_t cast, const Format& f, std::uint64_t key,
                                   ForwardCounts& c, const PCastConstants& k) {
     if (cast == k.one) ++c.p_bar_one;
-    if (f32_arith::mul(p, p_scale) > k.largest) ++c.p_saturated;  // clipped (or Inf)
+    if (static_cast<double>(f32_arith::mul(p, p_scale)) > k.largest) ++c.p_saturated;  // clipped (or Inf)
     if (!(p > 0.0f) || key < c.skip_keys) return;
     ++c.p_nonzero;
     if (decode(f, cast) == 0) ++c.p_underflow;

@@ -107,7 +107,7 @@ FlashContext flash_context(const AttentionRecipe& recipe, const AttentionShape& 
                                 recipe.name, shape.n_kv, ctx.recipe.block_n));
     check_mask(ctx);
     const float scale = static_cast<float>(shape.scale);
-    ctx.scale_log2 = recipe.scale_log2 == ScaleLog2::f64
+    ctx.scale_log2 = recipe.scale_log2 == ScaleLog2::float64
                          ? static_cast<float>(static_cast<double>(scale) * 1.4426950408889634074)  // M_LOG2E
                          : steps::scale_log2(scale);
     if (shape.softcap != 0) {  // the softmax's constant is the cap's

@@ -272,10 +272,10 @@ void naive_row_block(const FlashContext& ctx, const ForwardModels& models, const
             const float b2 = bias.empty() ? 0.0f : bias[row * nk + j];  // exp2's units
             seen[j] = b2 != steps::minus_infinity();
             if (!seen[j]) continue;
-            x[j] = round(static_cast<double>(float_from_bits(s[row * nk + j])) * ctx.shape.scale);
+            x[j] = round(static_cast<double>(float_from_bits(s[row * nk + j])) * static_cast<double>(ctx.shape.scale));
             if (b2 != 0.0f) {
-                const double b = ctx.shape.mask->dense_at(head, query_position(ctx.shape, rows.begin + row), j);
-                x[j] = round(x[j] + static_cast<double>(static_cast<float>(b)));
+                const double added = ctx.shape.mask->dense_at(head, query_position(ctx.shape, rows.begin + row), j);
+                x[j] = round(x[j] + static_cast<double>(static_cast<float>(added)));
             }
             m = std::max(m, x[j]);
             any = true;

@@ -33,7 +33,7 @@ AttentionRecipe fa2_f32() {
     AttentionRecipe r;
     r.name = "fa2-f32";
     r.input = r.p_format = r.o_format = r.grad_format = r.ds_format = &f32;
-    r.score_product = r.pv_product = r.grad_product = Product::f64;
+    r.score_product = r.pv_product = r.grad_product = Product::exact_f64;
     return r;
 }
 
@@ -57,7 +57,7 @@ AttentionRecipe h100_bf16() {
     AttentionRecipe r = fa3_bf16();
     r.name = "h100-bf16";
     r.instruction = "wgmma";
-    r.scale_log2 = ScaleLog2::f64;
+    r.scale_log2 = ScaleLog2::float64;
     r.exp2_arg = Exp2Arg::fma;
     r.rescale_arg = RescaleArg::raw;
     r.row_sum = RowSum::quad_ffma;
@@ -90,7 +90,7 @@ AttentionRecipe fp8_p_cast_only() {
     AttentionRecipe r = fp8_forward_order();
     r.name = "fp8-p-cast-only";
     r.input = &f32;
-    r.score_product = r.pv_product = Product::f64;
+    r.score_product = r.pv_product = Product::exact_f64;
     r.o_format = &f32;
     return r;
 }
@@ -113,7 +113,7 @@ AttentionRecipe naive(const Format& model, const Format& softmax) {
     r.softmax = SoftmaxKind::naive;
     r.softmax_format = &softmax;
     r.input = r.p_format = r.o_format = &model;
-    if (model == f32) r.score_product = r.pv_product = Product::f64;
+    if (model == f32) r.score_product = r.pv_product = Product::exact_f64;
     return r;
 }
 
@@ -180,7 +180,7 @@ AttentionRecipe torch_flash_sm90() {
     r.block_n = 0;  // auto: 128 x 128 at D <= 64, 128 x 64 at D <= 128
     r.kv_order = KvOrder::reverse;
     r.exp2 = Exp2Kind::cuda_exp2f;
-    r.scale_log2 = ScaleLog2::f64;
+    r.scale_log2 = ScaleLog2::float64;
     r.rescale_arg = RescaleArg::raw;
     r.row_sum = RowSum::quad_ffma;
     r.epilogue = Epilogue::torch_flash;

@@ -26,7 +26,7 @@ constexpr NamedValues<SoftmaxKind, 5> softmax_names{{{{SoftmaxKind::online, "onl
                                                       {SoftmaxKind::compiled_torch, "compiled-torch"}}}};
 constexpr NamedValues<Exp2Kind, 3> exp2_names{
     {{{Exp2Kind::software, "software"}, {Exp2Kind::hardware_approx, "ex2.approx"}, {Exp2Kind::cuda_exp2f, "exp2f"}}}};
-constexpr NamedValues<ScaleLog2, 2> scale_log2_names{{{{ScaleLog2::f32, "f32"}, {ScaleLog2::f64, "f64"}}}};
+constexpr NamedValues<ScaleLog2, 2> scale_log2_names{{{{ScaleLog2::float32, "f32"}, {ScaleLog2::float64, "f64"}}}};
 constexpr NamedValues<Exp2Arg, 2> exp2_arg_names{{{{Exp2Arg::mul_sub, "mul-sub"}, {Exp2Arg::fma, "fma"}}}};
 constexpr NamedValues<RescaleArg, 2> rescale_arg_names{{{{RescaleArg::scaled, "scaled"}, {RescaleArg::raw, "raw"}}}};
 constexpr NamedValues<RowSum, 2> row_sum_names{
@@ -40,7 +40,7 @@ constexpr NamedValues<DeltaSum, 3> delta_sum_names{
 constexpr NamedValues<SoftcapTanh, 1> softcap_tanh_names{{{{SoftcapTanh::exact, "exact"}}}};
 constexpr NamedValues<bool, 2> grad_rounding_names{{{{false, "nearest"}, {true, "stochastic"}}}};
 constexpr NamedValues<bool, 2> switch_names{{{{false, "off"}, {true, "on"}}}};
-constexpr NamedValues<Product, 2> product_names{{{{Product::model, "model"}, {Product::f64, "f64"}}}};
+constexpr NamedValues<Product, 2> product_names{{{{Product::model, "model"}, {Product::exact_f64, "f64"}}}};
 constexpr NamedValues<PvDepth, 2> pv_depth_names{{{{PvDepth::keys, "keys"}, {PvDepth::tile, "tile"}}}};
 
 std::string what(std::string_view key) { return fmt::format("recipe setting '{}'", key); }

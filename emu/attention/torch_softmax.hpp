@@ -73,7 +73,7 @@ inline float row_step(const TorchSoftmax& f, const std::uint32_t* s, int n, int 
     double sum = 0;  // float32 in any order (CUDA's reduction order is unspecified): the exact sum, rounded once
     for (int j = 0; j < n; ++j) {
         const float p = exp_f32(stored(a::sub(score[j], m_new), bf));
-        sum += p;
+        sum += static_cast<double>(p);
         p_out[j] = steps::cast_p(p, f.p_scale, *f.p_format);
         if (counts != nullptr && j < visible)
             steps::count_p(p, f.p_scale, p_out[j], *f.p_format, key0 + static_cast<std::uint64_t>(j), *counts, k);

@@ -32,7 +32,7 @@ ROUNDSCOPE_HD inline std::uint64_t nvfp4_quantize_block(const float* v, int n, f
     float amax = 0.0f;
     for (int i = 0; i < n; ++i) amax = (v[i] < 0 ? -v[i] : v[i]) > amax ? (v[i] < 0 ? -v[i] : v[i]) : amax;
     const float block_scale = to_f32(static_cast<double>(amax) / 6.0);
-    float scaled = to_f32(static_cast<double>(block_scale) / per_tensor);
+    float scaled = to_f32(static_cast<double>(block_scale) / static_cast<double>(per_tensor));
     constexpr float tiny = 0.015625f;  // 2^-6, E4M3's smallest normal
     scaled = scaled < tiny ? tiny : scaled > 448.0f ? 448.0f : scaled;
     constexpr Format scale_format = ue4m3;
@@ -41,11 +41,12 @@ ROUNDSCOPE_HD inline std::uint64_t nvfp4_quantize_block(const float* v, int n, f
     scale_options.saturate = true;
     const std::uint64_t s_bits = cast_from_f32(scaled, scale_format, scale_options);
     const float s = static_cast<float>(decode(scale_format, s_bits));
-    const float reciprocal = to_f32(static_cast<double>(to_f32(1.0 / per_tensor)) / s);
+    const float reciprocal =
+        to_f32(static_cast<double>(to_f32(1.0 / static_cast<double>(per_tensor))) / static_cast<double>(s));
     CastOptions o = options;
     o.saturate = true;
     for (int i = 0; i < n; ++i) {
-        float x = to_f32(static_cast<double>(v[i]) * reciprocal);
+        float x = to_f32(static_cast<double>(v[i]) * static_cast<double>(reciprocal));
         x = x < -6.0f ? -6.0f : x > 6.0f ? 6.0f : x;
         out[i] = cast_from_f32(x, element_format, o, index[i]);
     }
@@ -56,7 +57,7 @@ ROUNDSCOPE_HD inline float nvfp4_dequantize(std::uint64_t p, std::uint64_t scale
     constexpr Format scale_format = ue4m3;
     constexpr Format element_format = e2m1;
     const double element_times_scale = decode(element_format, p) * decode(scale_format, scale_bits);  // exact
-    return to_f32(element_times_scale * per_tensor);
+    return to_f32(element_times_scale * static_cast<double>(per_tensor));
 }
 
 }  // namespace roundscope::emu

@@ -13,13 +13,14 @@ import functools
 import os
 import warnings
 from collections.abc import Mapping, Sequence
+from typing import Any, cast as _cast
 
 import numpy as np
 
 from . import _arrays, _commands, _core, results
 from ._arrays import to_numpy, to_torch
 
-__version__: str = _core.__version__  # the version of the build the package runs
+__version__: str = str(getattr(_core, "__version__"))  # the version of the build the package runs
 from ._report import list_tasks, load_report, report, run_task
 from . import mx  # noqa: F401  (roundscope.mx)
 
@@ -30,33 +31,39 @@ __all__ = [
 ]
 
 Arrays = Mapping[str, object]
+# An array argument: a numpy array, a torch tensor (any device), or what numpy.asarray takes.
+ArrayLike = Any
+# An array result: a numpy array, or a torch tensor on the input's device where the input is one.
+Array = Any
+# A file argument.
+Path = str | os.PathLike[str]
 
 
-def formats() -> dict:
+def formats() -> dict[str, Any]:
     """Every number format with its parameters: `roundscope formats --json`."""
     return _commands.run(["formats", "--json"])[1]
 
 
-def recipes() -> dict:
+def recipes() -> dict[str, Any]:
     """Every attention recipe preset and setting key: `roundscope recipes --json`."""
     return _commands.run(["recipes", "--json"])[1]
 
 
-def _seed(seed) -> int:
+def _seed(seed: object) -> int:
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= int(seed) < 2**64:
         raise ValueError(f"seed: must be an integer from 0 to 2^64 - 1, not {seed!r}")
     return int(seed)
 
 
-def _threads(threads) -> int:
+def _threads(threads: object) -> int:
     if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or not 0 <= int(threads) <= 1024:
         raise ValueError(f"threads: must be an integer from 0 (all cores) to 1024, not {threads!r}")
     return int(threads)
 
 
-def cast(x, to, rounding: str | None = None, saturate: bool | None = None, convention: str = "cuda",
+def cast(x: ArrayLike, to: object, rounding: str | None = None, saturate: bool | None = None, convention: str = "cuda",
          flush_input: bool = False, flush_output: bool = False, seed: int = 0, scale: float = 1.0,
-         threads: int = 0, dtype: str | None = None, out: np.ndarray | None = None) -> np.ndarray:
+         threads: int = 0, dtype: str | None = None, out: np.ndarray | None = None) -> Array:
     """Rounds every element of `x` once into the format `to` (`roundscope cast`): a format name or
     alias in any case ("e4m3", "E4M3", "float8_e4m3fn", "fp16") or a dtype of numpy, ml_dtypes
     or torch (np.float16, ml_dtypes.float8_e4m3fn, torch.bfloat16).
@@ -109,7 +116,7 @@ def cast(x, to, rounding: str | None = None, saturate: bool | None = None, conve
     return _arrays.like(x, _arrays.typed(bits, fmt))
 
 
-def _check_cast_options(rounding, convention, saturate, scale) -> None:
+def _check_cast_options(rounding: object, convention: object, saturate: object, scale: object) -> None:
     """TypeErrors naming the argument, before the core's binding sees a value of the wrong type."""
     if rounding is not None and not isinstance(rounding, str):
         raise TypeError(f"rounding: expected a rounding mode's name (rne, rna, ...), not {type(rounding).__name__}")
@@ -145,7 +152,7 @@ _SPELLINGS = {"fp16": "f16", "half": "f16", "float16": "f16", "fp32": "f32", "fl
 
 
 @functools.lru_cache(maxsize=256)
-def _format_name(to, argument: str = "to") -> str:
+def _format_name(to: object, argument: str = "to") -> str:
     """The format's own name for `to`: a name or alias in any case ("E4M3", "fp8_e4m3", "fp16"),
     or a dtype object of numpy, ml_dtypes or torch (np.float16, ml_dtypes.float8_e4m3fn,
     torch.bfloat16). A TypeError or ValueError naming `argument` otherwise."""
@@ -157,28 +164,29 @@ def _format_name(to, argument: str = "to") -> str:
         name = str(to)[len("torch."):]
     else:
         try:
-            name = np.dtype(to).name
+            name = np.dtype(_cast(Any, to)).name
         except TypeError:
             raise TypeError(f"{argument}: expected a format name or a numpy, ml_dtypes or torch dtype, "
                             f"not {type(to).__name__}") from None
     for candidate in dict.fromkeys((name, name.lower(), _SPELLINGS.get(name.lower()))):
-        if candidate is not None and _core.find_format(candidate) is not None:
-            return _core.find_format(candidate)
+        found = None if candidate is None else _core.find_format(candidate)
+        if found is not None:
+            return found
     return _core.format_name(name)  # the command line's error, with its suggestion
 
 
-def decode(x, format: str | None = None, dtype=np.float64, threads: int = 0) -> np.ndarray:
+def decode(x: ArrayLike, format: str | None = None, dtype: object = np.float64, threads: int = 0) -> Array:
     """The values of `x` (an array of a roundscope format, or raw bit patterns of `format`),
     exactly as float64, or as float32 (dtype=np.float32: exact for formats of 16 bits or fewer);
     a torch tensor on x's device where x is one."""
     data, name, shape = _arrays.raw(x, "x", format)
-    to_double = np.dtype(dtype) == np.float64
-    if not to_double and np.dtype(dtype) != np.float32:
-        raise TypeError(f"dtype: decode gives float64 or float32, not {np.dtype(dtype)}")
+    to_double = np.dtype(_cast(Any, dtype)) == np.float64
+    if not to_double and np.dtype(_cast(Any, dtype)) != np.float32:
+        raise TypeError(f"dtype: decode gives float64 or float32, not {dtype!r}")
     return _arrays.like(x, _core.decode(data, name, shape, to_double, _threads(threads)))
 
 
-def read(path: str | os.PathLike, dtype: str | None = None, mmap: bool = False) -> dict[str, np.ndarray]:
+def read(path: Path, dtype: str | None = None, mmap: bool = False) -> dict[str, np.ndarray]:
     """The tensors of a .safetensors or .npy file by name, as read-only arrays (.npy of an
     ml_dtypes type needs `dtype`). The metadata: read_metadata.
 
@@ -187,15 +195,15 @@ def read(path: str | os.PathLike, dtype: str | None = None, mmap: bool = False) 
     memory): a page lost to a later truncation by another process then ends the interpreter,
     as it ends the command line, since no exception can be raised from inside numpy."""
     tensors, _ = _core.read(os.fsdecode(path), dtype, bool(mmap))
-    return _arrays.tensors_out(tensors)
+    return _cast(dict[str, np.ndarray], _arrays.tensors_out(tensors))
 
 
-def read_metadata(path: str | os.PathLike) -> dict[str, str]:
+def read_metadata(path: Path) -> dict[str, str]:
     """The string metadata of a .safetensors file."""
-    return _core.read(os.fsdecode(path), None)[1]
+    return _cast(dict[str, str], _core.read(os.fsdecode(path), None)[1])
 
 
-def write(path: str | os.PathLike, tensors: Arrays, metadata: Mapping[str, str] | None = None) -> None:
+def write(path: Path, tensors: Arrays, metadata: Mapping[str, str] | None = None) -> None:
     """Writes {name: array} to a .safetensors file (or one array to .npy), atomically."""
     if metadata is not None and not isinstance(metadata, Mapping):
         raise TypeError(f"metadata: expected a mapping of strings to strings, not {type(metadata).__name__}")
@@ -205,7 +213,8 @@ def write(path: str | os.PathLike, tensors: Arrays, metadata: Mapping[str, str] 
     _core.write(os.fsdecode(path), _arrays.tensors_in(tensors, "tensors"), dict(metadata or {}))
 
 
-def mma(a, b, c=None, arch: str = "sm90", instruction: str | None = None, threads: int = 0) -> np.ndarray:
+def mma(a: ArrayLike, b: ArrayLike, c: ArrayLike = None, arch: str = "sm90", instruction: str | None = None,
+        threads: int = 0) -> Array:
     """D = A B + C on a tensor core's model (`roundscope mma`): A [T,M,K] or [M,K], B [.., K, N],
     C [.., M, N] (None: zeros). The input dtypes pick the model with `arch` and `instruction`.
     D is a torch tensor on a's device where a is a torch tensor."""
@@ -217,7 +226,8 @@ def mma(a, b, c=None, arch: str = "sm90", instruction: str | None = None, thread
     return _arrays.like(a, out[_commands.OUTPUT][0]["D"])
 
 
-def _attention_inputs(q, k, v, do=None, **more) -> dict:
+def _attention_inputs(q: ArrayLike, k: ArrayLike, v: ArrayLike, do: ArrayLike = None,
+                      **more: ArrayLike) -> dict[str, Any]:
     tensors = {"q": q, "k": k, "v": v}
     if do is not None:
         tensors["do"] = do
@@ -225,16 +235,18 @@ def _attention_inputs(q, k, v, do=None, **more) -> dict:
     return tensors
 
 
-def _mask_flags(causal_alignment, window_left, window_right, softcap) -> list[str]:
+def _mask_flags(causal_alignment: str | None, window_left: int | None, window_right: int | None,
+                softcap: float | None) -> list[str]:
     """The mask's keyword arguments as the attention commands' flags (None: the default)."""
     return _commands.flags(causal_alignment=causal_alignment, window_left=window_left, window_right=window_right,
                            softcap=softcap)
 
 
-def attention(q, k, v, recipe: str = "fa2-bf16", settings: Mapping | None = None, causal: bool = False,
-              softmax_scale: float | None = None, backward: bool = False, do=None, truth: bool = False,
-              attn_mask=None, causal_alignment: str | None = None, window_left: int | None = None,
-              window_right: int | None = None, softcap: float | None = None, threads: int = 0) -> dict:
+def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, recipe: str = "fa2-bf16",
+              settings: Mapping[str, object] | None = None, causal: bool = False,
+              softmax_scale: float | None = None, backward: bool = False, do: ArrayLike = None, truth: bool = False,
+              attn_mask: ArrayLike = None, causal_alignment: str | None = None, window_left: int | None = None,
+              window_right: int | None = None, softcap: float | None = None, threads: int = 0) -> dict[str, Any]:
     """A recipe's flash attention, bit for bit as its kernel computes it (`roundscope attention`).
 
     q [.., Nq, D], k [.., Nk, D], v [.., Nk, Dv], with ".." nothing, [H] or [B, H]; k and v may
@@ -254,16 +266,18 @@ def attention(q, k, v, recipe: str = "fa2-bf16", settings: Mapping | None = None
                                               threads=_threads(threads)),
          *_mask_flags(causal_alignment, window_left, window_right, softcap),
          "-o", _commands.OUTPUT, "--json"], files, [_commands.OUTPUT])
-    tensors = _arrays.like(q, dict(out[_commands.OUTPUT][0]))
+    tensors: dict[str, Any] = _arrays.like(q, dict(out[_commands.OUTPUT][0]))
     if truth:
         tensors["errors"] = result["errors"]
     return tensors
 
 
-def truth(q, k, v, do=None, causal: bool = False, softmax_scale: float | None = None, backward: bool = False,
-          intermediates: bool = False, bits: int = 256, reference: bool = False, bias=None, attn_mask=None,
+def truth(q: ArrayLike, k: ArrayLike, v: ArrayLike, do: ArrayLike = None, causal: bool = False,
+          softmax_scale: float | None = None, backward: bool = False,
+          intermediates: bool = False, bits: int = 256, reference: bool = False, bias: ArrayLike = None,
+          attn_mask: ArrayLike = None,
           causal_alignment: str | None = None, window_left: int | None = None, window_right: int | None = None,
-          softcap: float | None = None, threads: int = 0) -> dict[str, np.ndarray]:
+          softcap: float | None = None, threads: int = 0) -> dict[str, Array]:
     """Exact attention rounded once to float64 (`roundscope truth`): {"o", "lse"}, with backward
     "delta", "dq", "dk", "dv", with intermediates "s" and "p". attn_mask (or bias, its older
     name, additive only) and the mask's other arguments as attention() takes them; softcap:
@@ -278,13 +292,13 @@ def truth(q, k, v, do=None, causal: bool = False, softmax_scale: float | None = 
                                           threads=_threads(threads)),
          *_mask_flags(causal_alignment, window_left, window_right, softcap),
          "-o", _commands.OUTPUT, "--json"], files, [_commands.OUTPUT])
-    return _arrays.like(q, out[_commands.OUTPUT][0])
+    return _cast(dict[str, Array], _arrays.like(q, out[_commands.OUTPUT][0]))
 
 
-def pcollapse(inputs: str | os.PathLike | Arrays | None = None, *, synthetic: bool = False, n: int | None = None,
+def pcollapse(inputs: Path | Arrays | None = None, *, synthetic: bool = False, n: int | None = None,
               d: int | None = None, seed: int | None = None, k_sink: int | None = None,
               sink_strength: float | None = None, scale: Sequence[float] | None = None, order: str | None = None,
-              sweep_scale: bool = False, recipe: str | None = None, settings: Mapping | None = None,
+              sweep_scale: bool = False, recipe: str | None = None, settings: Mapping[str, object] | None = None,
               causal: bool | None = None, softmax_scale: float | None = None, without_sink: bool = False,
               threads: int = 0) -> results.PcollapseResult:
     """FP8 P-cast underflow behind an attention sink (`roundscope pcollapse --json`). inputs: a
@@ -293,71 +307,79 @@ def pcollapse(inputs: str | os.PathLike | Arrays | None = None, *, synthetic: bo
     neighbour (underflow_without_sink: what the spread of scores causes alone)."""
     if scale is not None and not isinstance(scale, (int, float)) and len(scale) == 0:
         raise ValueError("scale: no static scale given (None runs the defaults, 1 and 256)")
-    return _commands.analysis("pcollapse", inputs, synthetic, n=n, d=d, seed=seed, k_sink=k_sink,
+    result = _commands.analysis("pcollapse", inputs, synthetic, n=n, d=d, seed=seed, k_sink=k_sink,
                               sink_strength=sink_strength, scale=scale, order=order, sweep_scale=sweep_scale,
                               without_sink=without_sink,
                               recipe=recipe, settings=settings, causal=causal, softmax_scale=softmax_scale,
                               threads=_threads(threads))
+    return _cast(results.PcollapseResult, result)
 
 
-def leak(inputs: str | os.PathLike | Arrays | None = None, *, synthetic: bool = False, n: int | None = None,
+def leak(inputs: Path | Arrays | None = None, *, synthetic: bool = False, n: int | None = None,
          d: int | None = None, seed: int | None = None, format: str | None = None, block: int | None = None,
-         fix: bool = False, natural: bool = False, recipe: str | None = None, settings: Mapping | None = None,
+         fix: bool = False, natural: bool = False, recipe: str | None = None,
+         settings: Mapping[str, object] | None = None,
          max_tokens: int | None = None, causal: bool | None = None, softmax_scale: float | None = None,
          threads: int = 0) -> results.LeakResult:
     """Future leakage through V block-quantized along tokens (`roundscope leak --json`); `natural`
     also replaces each later token's K and V rows by another token's, beside V x 16."""
-    return _commands.analysis("leak", inputs, synthetic, n=n, d=d, seed=seed, format=format, block=block, fix=fix,
+    result = _commands.analysis("leak", inputs, synthetic, n=n, d=d, seed=seed, format=format, block=block, fix=fix,
                               natural=natural, recipe=recipe, settings=settings, max_tokens=max_tokens, causal=causal,
                               softmax_scale=softmax_scale, threads=_threads(threads))
+    return _cast(results.LeakResult, result)
 
 
-def headroom(inputs: str | os.PathLike | Arrays | None = None, *, synthetic: bool = False, n: int | None = None,
+def headroom(inputs: Path | Arrays | None = None, *, synthetic: bool = False, n: int | None = None,
              d: int | None = None, seed: int | None = None, scenario: str | None = None,
              causal: bool | None = None, softmax_scale: float | None = None,
              threads: int = 0) -> results.HeadroomResult:
     """Softmax overflow headroom, fused against non-fused (`roundscope headroom --json`)."""
-    return _commands.analysis("headroom", inputs, synthetic, n=n, d=d, seed=seed, scenario=scenario, causal=causal,
+    result = _commands.analysis("headroom", inputs, synthetic, n=n, d=d, seed=seed, scenario=scenario, causal=causal,
                               softmax_scale=softmax_scale, threads=_threads(threads))
+    return _cast(results.HeadroomResult, result)
 
 
-def bias(inputs: str | os.PathLike | Arrays | Sequence | None = None, *, synthetic: bool = False,
+def bias(inputs: Path | Arrays | Sequence[Path | Arrays] | None = None, *, synthetic: bool = False,
          n: int | None = None, d: int | None = None, seed: int | None = None, heads: int | None = None,
-         recipe: str | None = None, settings: Mapping | None = None, fix: bool = False, steps: int | None = None,
+         recipe: str | None = None, settings: Mapping[str, object] | None = None, fix: bool = False,
+         steps: int | None = None,
          tie_gap: float | None = None, tied_keys: int | None = None, d_model: int | None = None,
          causal: bool | None = None, softmax_scale: float | None = None, threads: int = 0) -> results.BiasResult:
     """The rounding bias of delta = rowsum(dO * O) (`roundscope bias --json`); several inputs
     (files or array mappings, one per training step) accumulate over steps. Synthetic: `tie_gap`
     (G) and `tied_keys` (1 for a single dominant key) shape the leading keys."""
-    return _commands.analysis("bias", inputs, synthetic, n=n, d=d, seed=seed, heads=heads, recipe=recipe,
+    result = _commands.analysis("bias", inputs, synthetic, n=n, d=d, seed=seed, heads=heads, recipe=recipe,
                               settings=settings, fix=fix, steps=steps, tie_gap=tie_gap, tied_keys=tied_keys,
                               d_model=d_model, causal=causal,
                               softmax_scale=softmax_scale, threads=_threads(threads))
+    return _cast(results.BiasResult, result)
 
 
-def attribute(inputs: str | os.PathLike | Arrays | None = None, *, recipe: str, synthetic: bool = False,
+def attribute(inputs: Path | Arrays | None = None, *, recipe: str, synthetic: bool = False,
               n: int | None = None, d: int | None = None, seed: int | None = None, scenario: str | None = None,
-              settings: Mapping | None = None, causal: bool | None = None, softmax_scale: float | None = None,
+              settings: Mapping[str, object] | None = None, causal: bool | None = None,
+              softmax_scale: float | None = None,
               threads: int = 0) -> results.AttributeResult:
     """Each rounding step's share of a recipe's error (`roundscope attribute --json`)."""
-    return _commands.analysis("attribute", inputs, synthetic, n=n, d=d, seed=seed, scenario=scenario, recipe=recipe,
+    result = _commands.analysis("attribute", inputs, synthetic, n=n, d=d, seed=seed, scenario=scenario, recipe=recipe,
                               settings=settings, causal=causal, softmax_scale=softmax_scale,
                               threads=_threads(threads))
+    return _cast(results.AttributeResult, result)
 
 
-def compare(path: str | os.PathLike, recipe: str, *, settings: Mapping | None = None, causal: bool | None = None,
+def compare(path: Path, recipe: str, *, settings: Mapping[str, object] | None = None, causal: bool | None = None,
             softmax_scale: float | None = None, threads: int = 0) -> results.CompareResult:
     """The outputs a kernel wrote into a dump against the truth and the recipe's emulation
     (`roundscope compare --json`)."""
-    return _commands.run(["compare", os.fsdecode(path),
+    return _cast(results.CompareResult, _commands.run(["compare", os.fsdecode(path),
                           *_commands.flags(recipe=recipe, settings=settings, causal=causal,
-                                           softmax_scale=softmax_scale, threads=_threads(threads)), "--json"])[1]
+                                           softmax_scale=softmax_scale, threads=_threads(threads)), "--json"])[1])
 
 
-def check(dir: str | os.PathLike, *, junit: str | os.PathLike | None = None,
+def check(dir: Path, *, junit: Path | None = None,
           threads: int = 0) -> results.CheckResult:
     """Every golden file under dir checked bit for bit (`roundscope check --json`); "failed"
     counts the differences (the command's exit code 1)."""
     junit_args = [] if junit is None else ["--junit", os.fsdecode(junit)]
-    return _commands.run(["check", os.fsdecode(dir), *junit_args, *_commands.flags(threads=_threads(threads)),
-                          "--json"])[1]
+    return _cast(results.CheckResult, _commands.run(["check", os.fsdecode(dir), *junit_args,
+                                                     *_commands.flags(threads=_threads(threads)), "--json"])[1])

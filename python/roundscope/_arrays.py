@@ -77,7 +77,7 @@ def _numpy_in(x, what: str):
     return np.ascontiguousarray(a).reshape(a.shape), name  # ascontiguousarray makes a 0-d array 1-d
 
 
-def raw(x, what: str = "x", dtype: str | None = None):
+def raw(x, what: str = "x", dtype: str | None = None) -> tuple[np.ndarray, str, tuple[int, ...]]:
     """(flat uint8 bytes, roundscope dtype name, shape) of an array-like, without a copy
     where the layout allows. `dtype` names the format of an array of raw bit patterns."""
     if is_torch_tensor(x):

@@ -95,7 +95,7 @@ def python_message(message: str) -> str:
     return re.sub(r"<arrays(?: \d+)?>", "inputs", message)
 
 
-def run(args: list[str], files: dict | None = None, outputs: Sequence[str] = ()) -> tuple[int, dict | None, dict]:
+def run(args: list[str], files: dict | None = None, outputs: Sequence[str] = ()) -> tuple[int, dict, dict]:
     """(exit code, parsed JSON, {output: ({tensor: array}, metadata)}). A ValueError or TypeError
     names the Python argument, not the flag it became. Every command runs with --json, whose
     result comes back here: a library call prints nothing."""
@@ -104,7 +104,9 @@ def run(args: list[str], files: dict | None = None, outputs: Sequence[str] = ())
         code, text, written = _core.run(args, files or {}, list(outputs))
     except (ValueError, TypeError) as e:
         raise type(e)(python_message(str(e))) from None
-    result = json.loads(text) if text is not None else None
+    if text is None:  # every command prints its result with --json, failing or not
+        raise RuntimeError(f"roundscope {args[0]} printed no JSON result (exit code {code})")
+    result = json.loads(text)
     return code, result, {k: (_arrays.tensors_out(t), m) for k, (t, m) in written.items()}
 
 

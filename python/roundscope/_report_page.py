@@ -268,7 +268,8 @@ class Page:
         return "".join(out)
 
     def compare_section(self) -> str:
-        rows, histogram = [], defaultdict(lambda: defaultdict(int))
+        rows: list[str] = []
+        histogram: defaultdict[tuple[str, str], defaultdict[int, int]] = defaultdict(lambda: defaultdict(int))
         for f, recipe, output, o in rm.compare_figures(self.r, self.compare):
             matched, total = o.get("matched", 0), max(1, o.get("total", 0))
             rel = rm.number(o.get("rel_rms"))

@@ -76,7 +76,7 @@ def export(report: dict, heads: list, compare: list, logdir: str) -> int:
     events = Events(logdir)
     label, step = rm.head_labels(report), rm.steps(report)
     for m in rm.metrics(report, heads):
-        per_layer = defaultdict(lambda: defaultdict(list))
+        per_layer: defaultdict[str, defaultdict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
         for h in heads:
             x = m.value(h)
             events.scalar(f"{m.name}/{_layer(h.get('layer'))}/{label(h)}", step(h), x)

@@ -46,6 +46,7 @@ import os
 import struct
 import sys
 import tempfile
+import types
 import warnings
 
 import torch
@@ -53,6 +54,7 @@ import torch.nn.functional as F
 
 __all__ = ["AttentionDump", "write_safetensors", "replacing"]
 
+_safetensors_torch: types.ModuleType | None
 try:
     import safetensors.torch as _safetensors_torch
 except ImportError:  # the writer below needs only PyTorch

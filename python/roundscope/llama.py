@@ -259,7 +259,7 @@ class ModelFile:
         self.path, self._reader = _open(path)
         self.config = _config(self._reader, self.path)
         self.tokenizer = Tokenizer(_tokenizer(self._reader, self.path))
-        self._model = None
+        self._model: LlamaModel | None = None
 
     def model(self) -> LlamaModel:
         """The model, its weights dequantized once (frozen: nothing writes to them)."""

@@ -29,6 +29,7 @@ import json
 import os
 import sys
 import time
+from typing import Any, NoReturn
 
 import torch
 
@@ -38,7 +39,7 @@ from .dump import AttentionDump, replacing
 PRECISIONS = ("bf16", "f32")
 
 
-def _fail(message: str):
+def _fail(message: str) -> NoReturn:
     print(f"roundscope.llama_dumps: error: {' '.join(str(message).split())}", file=sys.stderr)
     raise SystemExit(2)
 
@@ -66,7 +67,7 @@ def parse_layers(spec: str, layers: int) -> list[int]:
     """'all', or indices and ranges: '0-3,7,29'."""
     if spec == "all":
         return list(range(layers))
-    chosen = set()
+    chosen: set[int] = set()
     for part in spec.split(","):
         lo, _, hi = part.partition("-")
         try:
@@ -153,7 +154,7 @@ def _run(a) -> int:
 
     os.makedirs(a.out, exist_ok=True)
     options = {"n": a.n, "windows": a.windows, "layers": layers, "precision": a.precision}
-    run = {"model": model.path, "config": c.__dict__, "options": options,
+    run: dict[str, Any] = {"model": model.path, "config": c.__dict__, "options": options,
            "texts": {name: {"licence": llama.TEXTS[name].licence, "package": llama.TEXTS[name].package}
                      for name in texts},
            "windows": []}

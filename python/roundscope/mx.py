@@ -5,6 +5,7 @@ E2M1 elements, a UE4M3 scale per block and a float32 per-tensor scale). Quantizi
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 
@@ -56,7 +57,7 @@ def dequantize(q: Quantized, threads: int = 0) -> np.ndarray:
     elements = _arrays.raw(q.elements, "elements", _ELEMENTS[q.format] if _is_bits(q.elements) else None)
     scales = _arrays.raw(q.scales, "scales", "ue4m3" if q.format == "nvfp4" else None)
     bits = _core.mx_dequantize(*elements, *scales, q.per_tensor_scale, q.format, q.block, q.axis, q.offset, threads)
-    return _arrays.like(q.elements, bits.view(np.float32))
+    return _arrays.like(q.elements, cast(np.ndarray, bits).view(np.float32))
 
 
 # Each block format's element format (`roundscope formats`).
@@ -76,4 +77,4 @@ def compare_rules(x, format: str, block: int | None = None, axis: int = -1, offs
     _, result, _ = _commands.run(
         ["mx", _commands.INPUT, "-t", "x", *_options(format, block, axis, offset, None, rounding, seed, False, threads),
          "--compare-rules", "--json"], files)
-    return result
+    return cast(results.CompareRulesResult, result)

@@ -69,7 +69,8 @@ TEST_CASE("Emulated attention lies within its recipe's rounding error of the gro
     INFO(e.recipe << " causal " << causal);
     CHECK(relative_rms(f.o, *r.o_format, t.o) <= e.o);
     double lse_error = 0;
-    for (std::size_t i = 0; i < t.lse.size(); ++i) lse_error = std::max(lse_error, std::fabs(f.lse[i] - t.lse[i]));
+    for (std::size_t i = 0; i < t.lse.size(); ++i)
+        lse_error = std::max(lse_error, std::fabs(static_cast<double>(f.lse[i]) - t.lse[i]));
     CHECK(lse_error <= e.lse);
     CHECK(relative_rms(b.dq, *r.grad_format, t.dq) <= e.grads);
     CHECK(relative_rms(b.dk, *r.grad_format, t.dk) <= e.grads);

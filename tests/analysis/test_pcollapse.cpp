@@ -41,7 +41,7 @@ TEST_CASE("The prediction from the held scores matches the measured underflow wi
                 CHECK(std::fabs(x.underflow_fraction - x.predicted_fraction) <= 0.01);
                 // the held scores counted: only the kernel's own rounding between them and the measure
                 CHECK(std::fabs(x.underflow_fraction - x.predicted_fraction_empirical) <= 0.002);
-                CHECK(x.delta_c == Approx(std::log(1024.0) + std::log(x.scale) - r.delta_k));
+                CHECK(x.delta_c == Approx(std::log(1024.0) + std::log(static_cast<double>(x.scale)) - r.delta_k));
                 CHECK(x.saturated == 0);
                 REQUIRE(x.closed_form_fraction.has_value() == (x.order == emu::KvOrder::forward));
                 if (x.order != emu::KvOrder::forward) continue;
@@ -51,7 +51,8 @@ TEST_CASE("The prediction from the held scores matches the measured underflow wi
                 // normals (1024 rows: Monte-Carlo error below 0.009, 1 sd); the plain one takes its
                 // mean (a leading-order form, off by up to 0.06 here), from the effective Delta
                 CHECK(std::fabs(x.underflow_fraction - *x.predicted_fraction_averaged) <= 0.02);
-                const double shift = (r.sink_strength - std::log(1024.0) - std::log(x.scale)) / r.score_spread;
+                const double shift =
+                    (r.sink_strength - std::log(1024.0) - std::log(static_cast<double>(x.scale))) / r.score_spread;
                 CHECK(*x.closed_form_fraction == Approx(0.5 * std::erfc(-(shift + r.delta_k) / std::sqrt(2.0))));
             }
         }
@@ -171,7 +172,8 @@ TEST_CASE("dp(S) is the E4M3 step just below S in units of P: a sawtooth with lo
         const double dp = scale_properties(s).dp;
         CHECK(dp >= 0x1p-4);
         CHECK(dp <= 0x1p-3);
-        if (std::ceil(std::log2(s)) == std::ceil(std::log2(previous_s))) CHECK(dp < previous);
+        if (std::ceil(std::log2(static_cast<double>(s))) == std::ceil(std::log2(static_cast<double>(previous_s))))
+            CHECK(dp < previous);
         previous = dp, previous_s = s;
     }
 }

@@ -53,7 +53,7 @@ emu::AttentionInputs inputs_of(const Layer& l, bool fused_weight) {
                 for (std::uint64_t j = 0; j < l.d; ++j) {
                     double sum = 0;
                     for (std::uint64_t a = 0; a < l.m; ++a)
-                        sum += double(l.x[(b * l.n + t) * l.m + a]) * l.w[(h * l.m + a) * l.d + j];
+                        sum += double(l.x[(b * l.n + t) * l.m + a]) * double(l.w[(h * l.m + a) * l.d + j]);
                     q[((b * l.heads + h) * l.n + t) * l.d + j] = static_cast<float>(sum);
                 }
     for (std::uint64_t h = 0; h < l.heads; ++h)

@@ -1,9 +1,11 @@
 """The repository's own gates, and that each can fail: every C++ and CUDA file is formatted as
 .clang-format says (tests/repo/check_format.sh, run on the repository by ctest's format_check,
 with no Python), every Python file passes ruff.toml's rules
-(tests/repo/check_python.sh), and every repository path a comment, a doc or a script names exists
+(tests/repo/check_python.sh) and the package and tools pass mypy.ini's type checks
+(tests/repo/check_types.sh), and every repository path a comment, a doc or a script names exists
 (tests/repo/check_paths.py). Each check also runs on a scratch repository holding one fault,
 which it must report."""
+import pathlib
 import shutil
 import subprocess
 import sys
@@ -14,14 +16,16 @@ from conftest import ROOT
 
 HERE = ROOT / "tests" / "repo"
 # Top-level folders of the scratch repositories, spelled so that this file names no path itself.
-EMU, LIB = "e" + "mu", "l" + "ib"
+EMU, LIB, TOOLS = "e" + "mu", "l" + "ib", "t" + "ools"
 
 
 def scratch_repository(folder, files):
-    """A git repository with the project's .clang-format and ruff.toml, the top-level folders the
+    """A git repository with the project's .clang-format, ruff.toml and mypy.ini, the top-level folders the
     path check knows, and `files` ({path: text}) tracked."""
     subprocess.run(["git", "init", "-q", folder], check=True)
     shutil.copy(ROOT / ".clang-format", folder / ".clang-format")
+    types = (ROOT / "mypy.ini").read_text()  # without its comments, which name this repository's paths
+    (folder / "mypy.ini").write_text("".join(line for line in types.splitlines(True) if not line.startswith("#")))
     # ruff.toml's rules without its comments and per-file exceptions (which name this repository's paths)
     rules = (ROOT / "ruff.toml").read_text().split("[lint.per-file-ignores]")[0]
     (folder / "ruff.toml").write_text("".join(line for line in rules.splitlines(True) if not line.startswith("#")))
@@ -38,6 +42,13 @@ def format_check(repo):
 
 def python_check(repo):
     return subprocess.run([HERE / "check_python.sh", repo], capture_output=True, text=True, timeout=300)
+
+
+def type_check(repo, package=None):
+    """check_types.sh on `repo`'s tools, and on the package as built when `package` (the folder
+    holding roundscope/) is given; mypy's cache beside the build."""
+    args = [HERE / "check_types.sh", repo] + ([package, package.parent / "mypy-cache"] if package else [])
+    return subprocess.run(args, capture_output=True, text=True, timeout=600)
 
 
 def path_check(repo):
@@ -66,6 +77,27 @@ def test_a_python_fault_fails_the_lint(tmp_path, fault):
     p = python_check(repo)
     assert p.returncode == 1 and "bad.py" in p.stdout and "good.py" not in p.stdout, p.stdout + p.stderr
     assert not (repo / ".ruff_cache").exists(), "the check leaves nothing in the repository"
+
+
+def test_the_package_and_tools_pass_the_type_check():
+    import roundscope
+    package = pathlib.Path(roundscope.__file__).parent.parent  # build/python: the package beside its core's stub
+    assert (package / "roundscope" / "_core.pyi").exists(), package
+    p = type_check(ROOT, package)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
+
+
+@pytest.mark.parametrize("fault", [
+    "x: int = 'one'\n",                                    # a value of the wrong type
+    "def f(n: int) -> str:\n    return n\n",                        # a wrong return type
+    "import os\n\n\ndef f() -> None:\n    os.path.join(1)\n",    # a call with a wrong argument
+])
+def test_a_type_fault_fails_the_type_check(tmp_path, fault):
+    repo = scratch_repository(tmp_path, {f"{TOOLS}/good.py": "def f(n: int) -> int:\n    return n + 1\n",
+                                         f"{TOOLS}/bad.py": fault})
+    p = type_check(repo)
+    assert p.returncode == 1 and "bad.py" in p.stdout and "good.py" not in p.stdout, p.stdout + p.stderr
+    assert not (repo / ".mypy_cache").exists(), "the check leaves nothing in the repository"
 
 
 def test_every_named_path_exists():

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <random>
 #include <string>
 #include <thread>
@@ -133,7 +134,8 @@ int main(int argc, char** argv) {
                             }
                         };
                         r_cuda = cached ? rate_threads(threads, cuda_loop, n, min_seconds)
-                                        : (threads == 1 ? rate([&] { cuda_loop(0); }, n, min_seconds) : NAN);
+                                        : (threads == 1 ? rate([&] { cuda_loop(0); }, n, min_seconds)
+                                                        : std::numeric_limits<double>::quiet_NaN());
                     }
 #endif
                     double r_mpfr = NAN;

@@ -104,7 +104,7 @@ inline RowResult scalar_online_row(const emu::AttentionRecipe& r, const emu::Att
     // under a soft cap (FlashAttention-2's): the score tanh(RN(s RN(scale / cap))), the constant RN(cap log2 e)
     const emu::SoftcapConstants cap = emu::softcap_constants(sh.scale, static_cast<float>(sh.softcap));
     const float scale_log2 = sh.softcap != 0 ? cap.scale_log2
-                             : r.scale_log2 == emu::ScaleLog2::f64
+                             : r.scale_log2 == emu::ScaleLog2::float64
                                  ? static_cast<float>(static_cast<double>(sh.scale) * 1.4426950408889634074)
                                  : emu::steps::scale_log2(sh.scale);
     const bool quad = r.row_sum == emu::RowSum::quad_ffma;

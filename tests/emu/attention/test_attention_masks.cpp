@@ -347,18 +347,18 @@ test::RowResult naive_row(const AttentionRecipe& r, const AttentionShape& sh, co
     const auto [begin, end] = mask.band(i);
     std::vector<double> x(nk, 0);
     std::vector<char> seen(nk, 0);
-    double m = -INFINITY;
+    double m = -std::numeric_limits<double>::infinity();
     for (std::uint64_t j = begin; j < end; ++j) {
         const auto b = static_cast<float>(mask.value(head, i, j));
         if (b == -INFINITY) continue;
         seen[j] = 1;
         const float s = float_from_bits(
             score(in.q.data() + (head * sh.n_q + i) * d, in.k.data() + (kv * nk + j) * d, 1, static_cast<int>(d), 0));
-        x[j] = round(static_cast<double>(s) * sh.scale, f);
-        if (b != 0) x[j] = round(x[j] + b, f);
+        x[j] = round(static_cast<double>(s) * static_cast<double>(sh.scale), f);
+        if (b != 0) x[j] = round(x[j] + static_cast<double>(b), f);
         m = std::max(m, x[j]);
     }
-    const bool any = m != -INFINITY;
+    const bool any = m != -std::numeric_limits<double>::infinity();
     const double shift = r.softmax == SoftmaxKind::naive && any ? m : 0.0;
     double l = 0;
     for (std::uint64_t j = 0; j < nk; ++j) {

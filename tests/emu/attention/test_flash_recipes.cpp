@@ -26,7 +26,8 @@ AttentionOperands sink_head(const AttentionShape& sh, const Format& f, double de
     AttentionOperands in = random_operands(
         sh, f, 21, std::pow(static_cast<double>(sh.d), -0.25) * std::sqrt(static_cast<double>(sh.d) / (sh.d - 1)));
     for (std::uint64_t i = 0; i < sh.n_q; ++i) in.q[i * sh.d] = bits_in(f, 4.0);
-    for (std::uint64_t j = 0; j < sh.n_kv; ++j) in.k[j * sh.d] = bits_in(f, j < 4 ? delta / (4.0 * sh.scale) : 0.0);
+    for (std::uint64_t j = 0; j < sh.n_kv; ++j)
+        in.k[j * sh.d] = bits_in(f, j < 4 ? delta / (4.0 * static_cast<double>(sh.scale)) : 0.0);
     return in;
 }
 
@@ -109,7 +110,8 @@ TEST_CASE("The max adjustment leaves no P-bar entry at exactly 1 in rows with a 
     CHECK(adjusted.counts.p_bar_one == 0);
     // the softmax is the same function: O agrees to BF16 rounding
     for (std::size_t x = 0; x < plain.o.size(); ++x)
-        CHECK(std::fabs(plain.o_f32[x] - adjusted.o_f32[x]) <= 0x1p-6 * (std::fabs(plain.o_f32[x]) + 0.05));
+        CHECK(static_cast<double>(std::fabs(plain.o_f32[x] - adjusted.o_f32[x])) <=
+              0x1p-6 * (static_cast<double>(std::fabs(plain.o_f32[x])) + 0.05));
 }
 
 TEST_CASE("The naive FP16 softmax without max subtraction overflows once a score passes ln(65504) = 11.09",

@@ -113,7 +113,7 @@ TEST_CASE("An entry serves only its own Q, K, mask and product", "[flash][scores
     open.causal = false;
     flash_forward(r, open, in, o);
     CHECK(cache.computed() == 3);
-    r.score_product = Product::f64;
+    r.score_product = Product::exact_f64;
     const ForwardResult exact = flash_forward(r, sh, in, o);
     CHECK(cache.computed() == 4);
     CHECK(same_bits(exact.o, flash_forward(r, sh, in, 1).o));

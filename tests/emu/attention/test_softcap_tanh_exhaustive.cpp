@@ -63,7 +63,8 @@ TEST_CASE("tanh_rn is the correctly rounded float32 tanh on every float32 input"
             }
             const double d = std::tanh(static_cast<double>(x));
             const float below = std::nextafter(got, 0.0f), above = std::nextafter(got, 2.0f);
-            const double lo = (static_cast<double>(below) + got) / 2, hi = (static_cast<double>(above) + got) / 2;
+            const double lo = (static_cast<double>(below) + static_cast<double>(got)) / 2,
+                         hi = (static_cast<double>(above) + static_cast<double>(got)) / 2;
             const double margin = 4 * (std::nextafter(d, 2.0) - d);
             if (d - margin > lo && d + margin < hi) continue;  // d and the exact value round alike
             ++local_mpfr;

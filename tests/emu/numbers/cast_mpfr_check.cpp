@@ -27,8 +27,8 @@ MpfrCheckResult check_casts_against_mpfr(const Format& f, std::size_t inputs, st
         for (std::size_t i = begin; i < end; ++i) {
             const CastInput& in = xs[i];
             const Neighbours n = oracle_neighbours(f, in.x);
-            const double source_min_normal =
-                in.from_f32 ? std::numeric_limits<float>::min() : std::numeric_limits<double>::min();
+            const double source_min_normal = in.from_f32 ? static_cast<double>(std::numeric_limits<float>::min())
+                                                         : std::numeric_limits<double>::min();
             for (int combo = 0; combo < 48; ++combo) {
                 CastOptions o = convention_options(static_cast<Convention>((i + combo) % 4), f);
                 o.mode = modes[combo % 6];
