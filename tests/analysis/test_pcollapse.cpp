@@ -28,8 +28,9 @@ PCollapseResult run(double delta, std::vector<float> scales, std::vector<emu::Kv
 
 }  // namespace
 
+// [.][slow]: seconds of the full suite (ctest test_analysis_slow), not the fast loop.
 TEST_CASE("The prediction from the held scores matches the measured underflow within 0.01, both orders, D 64 and 128",
-          "[pcollapse]") {
+          "[.][slow][pcollapse]") {
     CHECK(expected_normal_maximum(4) == Approx(1.0294).margin(1e-4));
     for (const std::uint64_t d : {64u, 128u}) {
         for (const double delta : {2.0, 5.0, 6.0, 8.0, 11.0, 14.0}) {

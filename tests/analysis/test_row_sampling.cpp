@@ -80,8 +80,9 @@ TEST_CASE("sampling_errors: totals, averages and extremes by their groups, label
     CHECK_THROWS_AS(sampling_errors({{"x", 1}}, {groups[0]}), Error);
 }
 
+// [.][slow]: seconds of the full suite (ctest test_analysis_slow), not the fast loop.
 TEST_CASE("Sampled estimates fall within two standard errors of the whole head's figure as often as they should",
-          "[row_sample]") {
+          "[.][slow][row_sample]") {
     SyntheticSpec spec;
     spec.scenario = Scenario::sink, spec.n = 512, spec.d = 64, spec.seed = 21, spec.sink_strength = 9;
     const emu::AttentionInputs in = synthetic_attention(spec);

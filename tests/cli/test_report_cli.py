@@ -206,6 +206,7 @@ def test_one_thread_gives_the_bits_of_two(cli, dumps, first, tmp_path):
     assert all(load(tmp_path / "report")[k] == first[2][k] for k in ("heads", "compare", "bias_over_steps"))
 
 
+@pytest.mark.slow  # several seconds: the full suite runs it, the fast loop does not
 def test_a_changed_file_is_recomputed_alone(cli, dumps, tmp_path):
     copy = tmp_path / "dumps"
     shutil.copytree(dumps, copy)
@@ -218,6 +219,7 @@ def test_a_changed_file_is_recomputed_alone(cli, dumps, tmp_path):
     assert load(tmp_path / "report")["compare"][0]["compare"]["fa2-bf16"]["matched"] < H * N * D, "its o of zeros"
 
 
+@pytest.mark.slow  # several seconds: the full suite runs it, the fast loop does not
 def test_a_cache_that_cannot_lie(cli, dumps, first, tmp_path):
     """Entries truncated, edited, swapped, emptied, and a FIFO and a folder in their place: each
     is recomputed and counted, never believed (nor opened: a FIFO would hang the reader)."""
@@ -304,6 +306,7 @@ def without_task_keys(out):
     return r["heads"], r["compare"]
 
 
+@pytest.mark.slow  # several seconds: the full suite runs it, the fast loop does not
 def test_row_sampling_with_its_sampling_errors(cli, dumps, first, tmp_path):
     """--rows K: each head's analyses on K of its rows, drawn from --seed, each figure with its
     sampling error from random groups (the file's compare too); K past a head's rows runs it
@@ -353,6 +356,7 @@ def chromium(*arguments, timeout=180):
                           capture_output=True, text=True, timeout=timeout)
 
 
+@pytest.mark.slow  # several seconds: the full suite runs it, the fast loop does not
 def test_the_page_is_self_contained_and_its_charts_draw(first, tmp_path):
     page = first[3] / "report.html"
     text = page.read_text()

@@ -84,7 +84,8 @@ TEST_CASE("the Hopper kernel equals h100-bf16 at the tile edges: N = 1, 63, 64, 
                 }
 }
 
-TEST_CASE("the Hopper kernel equals h100-bf16 over many tiles: N = 1000", "[gpu-host][hopper][n1000]") {
+// [.][slow]: half a minute of the full suite (ctest test_gpu_host_slow), not the fast loop.
+TEST_CASE("the Hopper kernel equals h100-bf16 over many tiles: N = 1000", "[.][slow][gpu-host][hopper][n1000]") {
     gpu::simt::set_simulated_architecture("sm90");
     const emu::AttentionRecipe r = recipe();
     for (const analysis::Scenario s : scenarios)

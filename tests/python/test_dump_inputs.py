@@ -7,6 +7,8 @@ it changes no figure: a record, or an output that consumer does not read, which 
 import json
 import shutil
 
+import pytest
+
 import torch
 import torch.nn.functional as F
 
@@ -195,6 +197,7 @@ def figures(cli, consumer, folder):
     return ("ran", json.dumps(result, sort_keys=True, default=str))
 
 
+@pytest.mark.slow  # several seconds: the full suite runs it, the fast loop does not
 def test_every_input_the_dump_helper_writes_is_used_or_refused_by_every_consumer(cli, tmp_path):
     tensors, metadata = every_written_key(tmp_path / "written")
     assert tensors | metadata <= set(TABLE), f"not in the table: {sorted((tensors | metadata) - set(TABLE))}"

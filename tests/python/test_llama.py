@@ -145,6 +145,7 @@ def test_a_second_run_goes_on_from_what_is_done(dumps, capsys):
     assert (dumps / "gpl-3" / "step0_layer0.safetensors").stat().st_mtime_ns == before
 
 
+@pytest.mark.slow  # several seconds: the full suite runs it, the fast loop does not
 def test_bf16_dumps_go_through_the_report(cli, tmp_path):
     """Under BF16 autocast the attention is BF16, as fa2-bf16 writes it: the report compares it."""
     assert llama_dumps.main([str(tmp_path / "dumps"), "--text", "gpl-3", "--n", "64", "--layers", "29"]) == 0

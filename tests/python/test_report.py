@@ -28,6 +28,7 @@ def dumps(tmp_path_factory):
     return folder
 
 
+@pytest.mark.slow  # several seconds: the full suite runs it, the fast loop does not
 def test_report_matches_the_command_line(dumps, tmp_path, cli):
     summary = roundscope.report(dumps, tmp_path / "py", recipe=["fa2-bf16"])
     assert summary["tasks"] == 2 * H and summary["cached"] == 0
@@ -38,6 +39,7 @@ def test_report_matches_the_command_line(dumps, tmp_path, cli):
         assert mine[key] == theirs[key], key
 
 
+@pytest.mark.slow  # several seconds: the full suite runs it, the fast loop does not
 def test_report_on_a_dask_cluster(dumps, tmp_path):
     distributed = pytest.importorskip("distributed")  # tools/setup.sh installs it; missing, the check below fails
     local = roundscope.report(dumps, tmp_path / "local", recipe=["fa2-bf16"])
