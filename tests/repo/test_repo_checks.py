@@ -2,9 +2,9 @@
 .clang-format says (tests/repo/check_format.sh, run on the repository by ctest's format_check,
 with no Python), every Python file passes ruff.toml's rules
 (tests/repo/check_python.sh) and the package and tools pass mypy.ini's type checks
-(tests/repo/check_types.sh), and every repository path a comment, a doc or a script names exists
-(tests/repo/check_paths.py). Each check also runs on a scratch repository holding one fault,
-which it must report."""
+(tests/repo/check_types.sh), includes point down the layers (tests/repo/check_layers.py), and
+every repository path a comment, a doc or a script names exists (tests/repo/check_paths.py).
+Each check also runs on a scratch repository holding one fault, which it must report."""
 import pathlib
 import shutil
 import subprocess
@@ -16,7 +16,7 @@ from conftest import ROOT
 
 HERE = ROOT / "tests" / "repo"
 # Top-level folders of the scratch repositories, spelled so that this file names no path itself.
-EMU, LIB, TOOLS = "e" + "mu", "l" + "ib", "t" + "ools"
+EMU, LIB, TOOLS, ANALYSIS = "e" + "mu", "l" + "ib", "t" + "ools", "a" + "nalysis"
 
 
 def scratch_repository(folder, files):
@@ -49,6 +49,10 @@ def type_check(repo, package=None):
     holding roundscope/) is given; mypy's cache beside the build."""
     args = [HERE / "check_types.sh", repo] + ([package, package.parent / "mypy-cache"] if package else [])
     return subprocess.run(args, capture_output=True, text=True, timeout=600)
+
+
+def layer_check(repo):
+    return subprocess.run([sys.executable, HERE / "check_layers.py", repo], capture_output=True, text=True, timeout=300)
 
 
 def path_check(repo):
@@ -98,6 +102,26 @@ def test_a_type_fault_fails_the_type_check(tmp_path, fault):
     p = type_check(repo)
     assert p.returncode == 1 and "bad.py" in p.stdout and "good.py" not in p.stdout, p.stdout + p.stderr
     assert not (repo / ".mypy_cache").exists(), "the check leaves nothing in the repository"
+
+
+def test_includes_point_down_the_layers():
+    p = layer_check(ROOT)
+    assert p.returncode == 0, p.stdout[-2000:]
+
+
+@pytest.mark.parametrize("includer, included, way", [
+    (f"{EMU}/numbers/low.hpp", f"{ANALYSIS}/high.hpp", "up"),
+    (f"{EMU}/block/one.hpp", f"{EMU}/mufu/other.hpp", "sideways"),
+    (f"{LIB}/base.hpp", f"{EMU}/numbers/low.hpp", "up"),
+    (f"{EMU}/attention/ok.hpp", f"{EMU}/numbers/low.hpp", None),   # down: allowed
+])
+def test_an_include_against_the_layers_fails(tmp_path, includer, included, way):
+    repo = scratch_repository(tmp_path, {includer: f'#include "{included}"\n', included: "int x;\n"})
+    p = layer_check(repo)
+    if way is None:
+        assert p.returncode == 0, p.stdout
+    else:
+        assert p.returncode == 1 and f"{includer}:1:" in p.stdout and f": {way}" in p.stdout, p.stdout
 
 
 def test_every_named_path_exists():

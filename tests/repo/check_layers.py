@@ -1,0 +1,72 @@
+"""Includes point one way: each room of the source tree may include only rooms below it, as
+docs/design.md's layout draws them. A room is a folder (the sub-folders of emu/, gpu/host/,
+analysis/truth/, cli/report/, cli/commands/); its rank is in LAYERS below, lowest first. A file
+may include its own room and any room of a lower rank; rooms of one rank are independent of
+each other, except the pairs in TOGETHER (the simulated GPU compiles the kernels' own sources,
+so gpu/ and gpu/host/ are one unit). Tests, tools and examples stand above everything.
+
+Usage: check_layers.py [REPO]   (exit 1 and one line per include that points up or sideways)"""
+import os
+import re
+import subprocess
+import sys
+
+ROOT = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", ".."))
+
+# Lowest first. Rooms on one line share a rank and may not include each other.
+LAYERS = [
+    ["lib"],
+    ["emu/numbers"],
+    ["emu/batch"],
+    ["emu/block", "emu/mufu"],
+    ["emu/mma"],
+    ["emu/attention"],
+    ["analysis/truth", "gpu", "gpu/host"],
+    ["analysis"],
+    ["cli"],
+    ["cli/report"],
+    ["cli/commands"],
+    ["python/module"],
+]
+TOGETHER = {("gpu", "gpu/host"), ("gpu/host", "gpu")}
+RANK = {room: rank for rank, rooms in enumerate(LAYERS) for room in rooms}
+SUB_ROOMS = ["gpu/host", "analysis/truth", "cli/report", "cli/commands", "python/module"]
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+
+
+def room(path):
+    """The room of a repository path, or None outside the layered source (tests, tools, ...)."""
+    parts = path.split("/")
+    if parts[0] == "emu" and len(parts) > 2:
+        return "/".join(parts[:2])
+    for sub in SUB_ROOMS:
+        if path.startswith(sub + "/"):
+            return sub
+    return parts[0] if parts[0] in RANK else None
+
+
+def main():
+    files = subprocess.run(["git", "ls-files", "*.cpp", "*.hpp", "*.cu", "*.cuh", "*.h"], cwd=ROOT,
+                           capture_output=True, text=True, check=True).stdout.split()
+    bad = []
+    for f in files:
+        here = room(f)
+        if here is None:
+            continue
+        with open(os.path.join(ROOT, f), errors="replace") as text:
+            for number, line in enumerate(text, 1):
+                m = INCLUDE.match(line)
+                there = room(m.group(1)) if m else None
+                if there is None or there == here or (here, there) in TOGETHER or RANK[there] < RANK[here]:
+                    continue
+                way = "up" if RANK[there] > RANK[here] else "sideways"
+                bad.append(f"{f}:{number}: {here} includes {m.group(1)} ({there}): {way}")
+    for line in bad:
+        print(line)
+    if bad:
+        print(f"check_layers: {len(bad)} include(s) against the layers (tests/repo/check_layers.py LAYERS)")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
