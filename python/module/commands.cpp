@@ -3,7 +3,9 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include "cli/commands.hpp"
 #include "cli/run_in_process.hpp"
+#include "lib/mapped_file.hpp"
 #include "python/module/arrays.hpp"
 
 namespace roundscope::python {
@@ -26,6 +28,27 @@ nb::tuple run(const std::vector<std::string>& args, const nb::dict& inputs, cons
     return nb::make_tuple(result.exit_code, json, written);
 }
 
+// The executable's main on `args` (argv[1:]), printing to this process's standard output and
+// error: `python -m roundscope` and the `roundscope` console script. Files are mapped as the
+// executable maps them (the process is the command; a page lost to a truncation ends it with
+// the executable's one-line message).
+int main_of_cli(const std::vector<std::string>& args) {
+    std::vector<std::string> owned{"roundscope"};
+    owned.insert(owned.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (std::string& a : owned) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    const FileAccess before = default_file_access();
+    set_default_file_access(FileAccess::map);
+    int code = 0;
+    {
+        nb::gil_scoped_release released;
+        code = cli::run_cli(static_cast<int>(owned.size()), argv.data());
+    }
+    set_default_file_access(before);
+    return code;
+}
+
 }  // namespace
 
 void bind_commands(nb::module_& m) {
@@ -33,6 +56,9 @@ void bind_commands(nb::module_& m) {
           "Runs `roundscope ARGS...` in this process: inputs {file name: {tensor: (bytes, dtype, shape)}} are read "
           "from memory, outputs named in `outputs` are kept: (exit code, JSON text or None, {name: (tensors, "
           "metadata)}).");
+    m.def("main", &main_of_cli, nb::arg("args"),
+          "Runs `roundscope ARGS...` as the executable does (its output on standard output and error) and returns "
+          "its exit code.");
 }
 
 }  // namespace roundscope::python
