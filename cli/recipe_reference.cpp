@@ -72,6 +72,26 @@ std::string recipe_reference_markdown() {
     return md;
 }
 
+namespace {
+
+nlohmann::json domain_json(const emu::RecipeKey& k) {
+    switch (k.domain.kind) {
+        case emu::KeyDomain::Kind::integer:
+            return {{"kind", "integer"},
+                    {"min", k.domain.min},
+                    {"max", k.domain.max},
+                    {"step", k.domain.step},
+                    {"also", k.domain.also}};
+        case emu::KeyDomain::Kind::positive_float32:
+            return {{"kind", "positive_float32"}};
+        case emu::KeyDomain::Kind::enumeration:
+            break;
+    }
+    return {{"kind", "enum"}, {"values", k.values}};
+}
+
+}  // namespace
+
 nlohmann::json recipe_key_table_json() {
     nlohmann::json out = nlohmann::json::array();
     for (const emu::RecipeKey& k : emu::recipe_key_table())
@@ -80,7 +100,8 @@ nlohmann::json recipe_key_table_json() {
                        {"accepts", k.accepts},
                        {"meaning", k.meaning},
                        {"default", k.default_value},
-                       {"values", k.values}});
+                       {"values", k.values},
+                       {"domain", domain_json(k)}});
     return out;
 }
 

@@ -10,7 +10,9 @@ namespace roundscope::cli {
 /// docs/recipe-keys.md, byte for byte.
 std::string recipe_reference_markdown();
 
-/// [{"key", "stage", "accepts", "meaning", "default", "values"}], in the settings table's order.
+/// [{"key", "stage", "accepts", "meaning", "default", "values", "domain"}], in the settings table's
+/// order; domain: {"kind": "enum", "values"}, {"kind": "integer", "min", "max", "step", "also"} or
+/// {"kind": "positive_float32"}.
 nlohmann::json recipe_key_table_json();
 
 /// [{"kernel", "title", "backward", "keys": {KEY: {"runs": [...], "in_words", "why"}}}].

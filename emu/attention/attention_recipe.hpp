@@ -154,6 +154,18 @@ std::map<std::string, std::string> recipe_settings(const AttentionRecipe& recipe
 /// One line per key with the values it accepts, for `roundscope recipes`.
 std::map<std::string, std::string> recipe_keys();
 
+/// What values a key takes, for a program that enumerates them (a search, `recipes --json`).
+struct KeyDomain {
+    enum class Kind : std::uint8_t {
+        enumeration,       // exactly RecipeKey::values
+        integer,           // min to max in steps of step (from min), and the words in `also`
+        positive_float32,  // any positive float32 (RecipeKey::values are the ones presets use)
+    };
+    Kind kind = Kind::enumeration;
+    long long min = 0, max = 0, step = 0;
+    std::vector<std::string> also;
+};
+
 /// A recipe key as the settings table declares it.
 struct RecipeKey {
     std::string key;
@@ -164,6 +176,7 @@ struct RecipeKey {
     std::string default_value;        // its value in a recipe no preset or setting changed
     std::vector<std::string> values;  // the values a walk over the key tries: all of a named key's and every
                                       // format; for numbers, those the presets and kernels use
+    KeyDomain domain;
 };
 
 /// Every key, stage by stage, in the settings table's order.

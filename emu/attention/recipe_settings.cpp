@@ -84,7 +84,12 @@ struct Setting {
     void (*set)(R&, std::string_view key, std::string_view value);
     std::vector<std::string> values;  // what a walk over the key tries (RecipeKey::values)
     std::string_view stage;           // filled in by settings() from the stage tables
+    KeyDomain domain{};               // default: an enumeration of `values`
 };
+
+KeyDomain integers(long long lo, long long hi, long long step, std::vector<std::string> also = {}) {
+    return {KeyDomain::Kind::integer, lo, hi, step, std::move(also)};
+}
 
 std::vector<std::string> format_values() {
     std::vector<std::string> out;
@@ -121,17 +126,26 @@ Setting named_setting(std::string_view key) {
 }
 
 template <int R::*Field, int Lo, int Hi>
-Setting integer_setting(std::string_view key, std::string accepts, std::vector<std::string> values) {
-    return {key, std::move(accepts), [](const R& r) { return std::to_string(r.*Field); },
+Setting integer_setting(std::string_view key, std::string accepts, std::vector<std::string> values, int step = 1) {
+    return {key,
+            std::move(accepts),
+            [](const R& r) { return std::to_string(r.*Field); },
             [](R& r, std::string_view k, std::string_view v) { r.*Field = parse_integer(k, v, Lo, Hi); },
-            std::move(values)};
+            std::move(values),
+            {},
+            integers(Lo, Hi, step)};
 }
 
 template <float R::*Field>
 Setting positive_setting(std::string_view key, std::string accepts, std::vector<std::string> values) {
     // Printed as the double it is, so that parse_positive reads back the same float32.
-    return {key, std::move(accepts), [](const R& r) { return fmt::format("{}", static_cast<double>(r.*Field)); },
-            [](R& r, std::string_view k, std::string_view v) { r.*Field = parse_positive(k, v); }, std::move(values)};
+    return {key,
+            std::move(accepts),
+            [](const R& r) { return fmt::format("{}", static_cast<double>(r.*Field)); },
+            [](R& r, std::string_view k, std::string_view v) { r.*Field = parse_positive(k, v); },
+            std::move(values),
+            {},
+            {KeyDomain::Kind::positive_float32, 0, 0, 0, {}}};
 }
 
 template <std::string R::*Field>
@@ -160,14 +174,16 @@ std::vector<Setting> target_settings() {
 
 std::vector<Setting> tile_settings() {
     return {
-        integer_setting<&R::block_m, 16, 1024>("block_m", "Br, a multiple of 16", {"16", "32", "64", "128"}),
+        integer_setting<&R::block_m, 16, 1024>("block_m", "Br, a multiple of 16", {"16", "32", "64", "128"}, 16),
         {"block_n",
          "Bc, a multiple of 16, or auto (PyTorch's flash tile for the head dimension)",
          [](const R& r) { return r.block_n == 0 ? std::string("auto") : std::to_string(r.block_n); },
          [](R& r, std::string_view k, std::string_view v) {
              r.block_n = v == "auto" ? 0 : parse_integer(k, v, 16, 1024);
          },
-         {"auto", "16", "32", "64", "128"}},
+         {"auto", "16", "32", "64", "128"},
+         {},
+         integers(16, 1024, 16, {"auto"})},
         named_setting<&R::kv_order, order_names>("kv_order"),
         integer_setting<&R::split_kv_sms, 0, 1024>(
             "split_kv_sms", "SMs of the GPU whose split-KV choice PyTorch's flash path follows (0: never split)",
@@ -346,7 +362,7 @@ std::vector<RecipeKey> recipe_key_table() {
         const auto meaning = meanings().find(s.key);
         if (meaning == meanings().end()) throw Error(fmt::format("recipe key '{}' has no meaning written", s.key));
         out.push_back({std::string(s.key), std::string(s.stage), s.accepts, std::string(meaning->second),
-                       s.get(defaults), s.values});
+                       s.get(defaults), s.values, s.domain});
     }
     return out;
 }

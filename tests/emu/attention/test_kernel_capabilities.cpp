@@ -97,3 +97,44 @@ TEST_CASE("every recipe key has a stage, a meaning, a default it accepts, and va
         }
     }
 }
+
+TEST_CASE("every key's domain can be enumerated: enumerations whole, integers as a range with a step",
+          "[capabilities]") {
+    const auto accepts = [](const std::string& key, const std::string& value) {
+        emu::AttentionRecipe r;
+        try {
+            emu::apply_setting(r, key + "=" + value);
+            return true;
+        } catch (const Error&) {
+            return false;
+        }
+    };
+    int integers = 0, positives = 0;
+    for (const emu::RecipeKey& k : emu::recipe_key_table()) {
+        INFO(k.key);
+        switch (k.domain.kind) {
+            case emu::KeyDomain::Kind::enumeration:
+                for (const std::string& v : k.values) CHECK(accepts(k.key, v));
+                break;
+            case emu::KeyDomain::Kind::integer:
+                ++integers;
+                CHECK(k.domain.step >= 1);
+                CHECK(accepts(k.key, std::to_string(k.domain.min)));
+                CHECK(accepts(k.key, std::to_string(k.domain.min + k.domain.step)));
+                CHECK(accepts(k.key, std::to_string(k.domain.max)));
+                CHECK_FALSE(accepts(k.key, std::to_string(k.domain.min - 1)));
+                CHECK_FALSE(accepts(k.key, std::to_string(k.domain.max + 1)));
+                CHECK((k.domain.max - k.domain.min) % k.domain.step == 0);
+                for (const std::string& word : k.domain.also) CHECK(accepts(k.key, word));
+                break;
+            case emu::KeyDomain::Kind::positive_float32:
+                ++positives;
+                CHECK(accepts(k.key, "0.5"));
+                CHECK_FALSE(accepts(k.key, "0"));
+                CHECK_FALSE(accepts(k.key, "-1"));
+                break;
+        }
+    }
+    CHECK(integers == 5);   // block_m, block_n, split_kv_sms, v_block, grad_seed
+    CHECK(positives == 2);  // max_adjust_beta, p_scale
+}
