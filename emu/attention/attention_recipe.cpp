@@ -11,58 +11,103 @@
 
 namespace roundscope::emu {
 
+namespace {
+
+// The rules across keys, stage by stage (the stages of recipe_key_table): each names the key it
+// refuses and why.
+class Rules {
+public:
+    explicit Rules(const AttentionRecipe& r) : r_(r) {}
+
+    // target: a tensor-core model for every product the recipe computes by one.
+    void target() const {
+        if (r_.score_product == Product::model &&
+            find_mma_model(r_.arch, r_.instruction, *r_.input, *r_.input, f32) == nullptr)
+            fail("input", fmt::format("no {} {} model multiplies {} by {}", r_.arch, r_.instruction, r_.input->name,
+                                      r_.input->name));
+        if (r_.pv_product == Product::model &&
+            find_mma_model(r_.arch, r_.instruction, *r_.p_format, *r_.input, f32) == nullptr)
+            fail("p_format", fmt::format("no {} {} model multiplies P in {} by V in {}", r_.arch, r_.instruction,
+                                         r_.p_format->name, r_.input->name));
+    }
+
+    void tiles() const {
+        if (r_.block_m % 16 != 0 || r_.block_n % 16 != 0) fail("block_m/block_n", "tiles must be multiples of 16");
+    }
+
+    void softmax() const {
+        const bool naive = r_.softmax == SoftmaxKind::naive || r_.softmax == SoftmaxKind::naive_unshifted;
+        if (naive && r_.kv_order == KvOrder::reverse) fail("kv_order", "a naive softmax has no KV order");
+        const bool flash2_choices = r_.row_sum != RowSum::sequential || r_.rescale_arg != RescaleArg::scaled ||
+                                    r_.epilogue != Epilogue::fa2 || r_.scale_log2 != ScaleLog2::float32 ||
+                                    r_.exp2_arg != Exp2Arg::mul_sub;
+        if (flash2_choices && r_.softmax != SoftmaxKind::online)
+            fail("softmax",
+                 "row_sum, rescale_arg, scale_log2, exp2_arg and epilogue are choices of the online softmax");
+        if (r_.row_sum_format != nullptr && r_.softmax == SoftmaxKind::online)
+            fail("row_sum_format",
+                 "the online softmax keeps its row sum in float32; row_sum_format is a choice of the "
+                 "naive and online-torch softmax");
+        if (r_.softmax == SoftmaxKind::compiled_torch && r_.row_sum_format != nullptr)
+            fail("row_sum_format", "the compiled softmax never stores its row sum (it stays in float32)");
+        if (r_.softmax == SoftmaxKind::compiled_torch && r_.p_scale != 1.0f)
+            fail("p_scale", "the compiled softmax casts P-bar unscaled (p_scale 1)");
+        if (r_.rescale_arg == RescaleArg::raw && r_.max_adjust)
+            fail("rescale_arg", "the raw maxima and the max adjustment exclude each other");
+    }
+
+    // P and V: the quantization of P and V, and how far P V runs.
+    void p_and_v() const {
+        if (r_.v_quant != nullptr && r_.diagonal_fix && r_.block_n != 0 && r_.block_n % r_.v_block != 0)
+            fail("v_block",
+                 fmt::format("the diagonal fix needs V blocks ({}) that divide block_n ({})", r_.v_block, r_.block_n));
+        if (r_.p_quant != nullptr && r_.softmax != SoftmaxKind::online)
+            fail("p_quant", "P is block-quantized in the online softmax only");
+        if (r_.pv_depth == PvDepth::tile && (r_.softmax != SoftmaxKind::online || r_.diagonal_fix))
+            fail("pv_depth", "P V over the whole tile is modelled for the online softmax without the diagonal fix");
+        if (r_.p_quant != nullptr && !(*r_.p_format == bf16 || *r_.p_format == f32))
+            fail("p_quant", "the block-quantized P is held in bf16 or f32 for P V (every MX value fits them)");
+        if (r_.p_quant != nullptr && r_.block_n % 32 != 0)
+            fail("p_quant", "P's blocks of 32 keys must tile block_n (a multiple of 32)");
+        if (r_.p_quant != nullptr && r_.epilogue != Epilogue::fa2)
+            fail("p_quant", "P is block-quantized under FlashAttention-2's epilogue only");
+    }
+
+    void output() const {
+        if (r_.epilogue == Epilogue::torch_flash && (r_.p_scale != 1.0f || !(*r_.o_accumulator == f32)))
+            fail("epilogue", "PyTorch's flash epilogue has P unscaled (p_scale 1) and O accumulated in f32");
+    }
+
+    void backward() const {
+        if (r_.delta_sum != DeltaSum::sequential && !(*r_.delta_format == f32))
+            fail("delta_sum", "the lanes' order is that of a float32 sum (delta_format f32)");
+        if (r_.grad_quant != nullptr && (r_.block_m % 32 != 0 || r_.block_n % 32 != 0))
+            fail("grad_quant", "the gradient operands' blocks of 32 must tile block_m and block_n (multiples of 32)");
+        if (r_.grad_quant != nullptr && !(*r_.ds_format == bf16 || *r_.ds_format == f32))
+            fail("grad_quant",
+                 "the block-quantized operands are held in ds_format bf16 or f32 (every MX value fits them)");
+        if (r_.grad_stochastic && r_.grad_quant == nullptr)
+            fail("grad_rounding", "stochastic rounding is grad_quant's (set a block format)");
+    }
+
+private:
+    [[noreturn]] void fail(std::string_view key, const std::string& why) const {
+        throw Error(fmt::format("recipe '{}': {} ({})", r_.name, why, key));
+    }
+
+    const AttentionRecipe& r_;
+};
+
+}  // namespace
+
 void validate(const AttentionRecipe& r) {
-    auto fail = [&](std::string_view key, const std::string& why) {
-        throw Error(fmt::format("recipe '{}': {} ({})", r.name, why, key));
-    };
-    if (r.score_product == Product::model && find_mma_model(r.arch, r.instruction, *r.input, *r.input, f32) == nullptr)
-        fail("input",
-             fmt::format("no {} {} model multiplies {} by {}", r.arch, r.instruction, r.input->name, r.input->name));
-    if (r.pv_product == Product::model && find_mma_model(r.arch, r.instruction, *r.p_format, *r.input, f32) == nullptr)
-        fail("p_format", fmt::format("no {} {} model multiplies P in {} by V in {}", r.arch, r.instruction,
-                                     r.p_format->name, r.input->name));
-    if (r.block_m % 16 != 0 || r.block_n % 16 != 0) fail("block_m/block_n", "tiles must be multiples of 16");
-    if (r.v_quant != nullptr && r.diagonal_fix && r.block_n != 0 && r.block_n % r.v_block != 0)
-        fail("v_block",
-             fmt::format("the diagonal fix needs V blocks ({}) that divide block_n ({})", r.v_block, r.block_n));
-    if ((r.softmax == SoftmaxKind::naive || r.softmax == SoftmaxKind::naive_unshifted) &&
-        r.kv_order == KvOrder::reverse)
-        fail("kv_order", "a naive softmax has no KV order");
-    const bool flash2_choices = r.row_sum != RowSum::sequential || r.rescale_arg != RescaleArg::scaled ||
-                                r.epilogue != Epilogue::fa2 || r.scale_log2 != ScaleLog2::float32 ||
-                                r.exp2_arg != Exp2Arg::mul_sub;
-    if (flash2_choices && r.softmax != SoftmaxKind::online)
-        fail("softmax", "row_sum, rescale_arg, scale_log2, exp2_arg and epilogue are choices of the online softmax");
-    if (r.p_quant != nullptr && r.softmax != SoftmaxKind::online)
-        fail("p_quant", "P is block-quantized in the online softmax only");
-    if (r.pv_depth == PvDepth::tile && (r.softmax != SoftmaxKind::online || r.diagonal_fix))
-        fail("pv_depth", "P V over the whole tile is modelled for the online softmax without the diagonal fix");
-    if (r.p_quant != nullptr && !(*r.p_format == bf16 || *r.p_format == f32))
-        fail("p_quant", "the block-quantized P is held in bf16 or f32 for P V (every MX value fits them)");
-    if (r.p_quant != nullptr && r.block_n % 32 != 0)
-        fail("p_quant", "P's blocks of 32 keys must tile block_n (a multiple of 32)");
-    if (r.p_quant != nullptr && r.epilogue != Epilogue::fa2)
-        fail("p_quant", "P is block-quantized under FlashAttention-2's epilogue only");
-    if (r.row_sum_format != nullptr && r.softmax == SoftmaxKind::online)
-        fail("row_sum_format",
-             "the online softmax keeps its row sum in float32; row_sum_format is a choice of the "
-             "naive and online-torch softmax");
-    if (r.softmax == SoftmaxKind::compiled_torch && r.row_sum_format != nullptr)
-        fail("row_sum_format", "the compiled softmax never stores its row sum (it stays in float32)");
-    if (r.softmax == SoftmaxKind::compiled_torch && r.p_scale != 1.0f)
-        fail("p_scale", "the compiled softmax casts P-bar unscaled (p_scale 1)");
-    if (r.delta_sum != DeltaSum::sequential && !(*r.delta_format == f32))
-        fail("delta_sum", "the lanes' order is that of a float32 sum (delta_format f32)");
-    if (r.grad_quant != nullptr && (r.block_m % 32 != 0 || r.block_n % 32 != 0))
-        fail("grad_quant", "the gradient operands' blocks of 32 must tile block_m and block_n (multiples of 32)");
-    if (r.grad_quant != nullptr && !(*r.ds_format == bf16 || *r.ds_format == f32))
-        fail("grad_quant", "the block-quantized operands are held in ds_format bf16 or f32 (every MX value fits them)");
-    if (r.grad_stochastic && r.grad_quant == nullptr)
-        fail("grad_rounding", "stochastic rounding is grad_quant's (set a block format)");
-    if (r.rescale_arg == RescaleArg::raw && r.max_adjust)
-        fail("rescale_arg", "the raw maxima and the max adjustment exclude each other");
-    if (r.epilogue == Epilogue::torch_flash && (r.p_scale != 1.0f || !(*r.o_accumulator == f32)))
-        fail("epilogue", "PyTorch's flash epilogue has P unscaled (p_scale 1) and O accumulated in f32");
+    const Rules rules(r);
+    rules.target();
+    rules.tiles();
+    rules.softmax();
+    rules.p_and_v();
+    rules.output();
+    rules.backward();
 }
 
 int resolved_block_n(const AttentionRecipe& r, std::uint64_t d) {
