@@ -72,7 +72,7 @@ AttentionRun run_attention(const emu::AttentionInputs& in, const emu::AttentionR
 
     TruthOptions t;
     t.causal = options.causal;
-    t.scale = run.shape.scale;  // the float32 scale the kernel used
+    t.scale = static_cast<double>(run.shape.scale);  // the float32 scale the kernel used
     t.backward = options.backward;
     t.threads = options.threads;
     const AttentionTruth* known = options.known_truth;

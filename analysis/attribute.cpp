@@ -80,7 +80,8 @@ AttributeResult attribute(const emu::AttentionInputs& given, const AttributeOpti
     const emu::AttentionShape sh = emu::attention_shape_of(in, o.causal, o.softmax_scale);
     const emu::AttentionOperands x = emu::attention_operands(in, *recipe.input, in.d_o.has_value());
     TruthOptions t;
-    t.causal = o.causal, t.scale = sh.scale, t.threads = o.threads, t.backward = in.d_o.has_value();
+    t.causal = o.causal, t.scale = static_cast<double>(sh.scale), t.threads = o.threads,
+    t.backward = in.d_o.has_value();
     t.gradients = false;  // delta alone
     const AttentionTruth truth = shared_truth(o.truths, in, x, *recipe.input, t);
     emu::ForwardOptions fo;

@@ -45,7 +45,7 @@ double expected_normal_maximum(int k) {
 
 ScaleProperties scale_properties(float s, const emu::Format& f) {
     const emu::FormatInfo info = emu::format_info(f);
-    const double sd = s;
+    const auto sd = static_cast<double>(s);
     ScaleProperties p{s, std::exp2(std::round(std::log2(sd))) == sd, sd > info.max, 0, 0};
     // P in (0, 1]: P S lies in the format's normal range [min normal, max] (E4M3: [2^-6, 448])
     // for P in [min normal / S, 1] when S does not saturate
@@ -118,7 +118,7 @@ PCollapseHead measure_head(const Measurement& m, std::uint64_t h, const PCollaps
                                o.scales,
                                static_cast<std::uint64_t>(emu::resolved_block_n(o.recipe, shape.d)),
                                k_sink,
-                               shape.scale,
+                               static_cast<double>(shape.scale),
                                o.threads,
                                one_head};
     const HeadCollapseModel prediction =
@@ -229,7 +229,7 @@ PCollapseResult pcollapse(const emu::AttentionInputs& given, const PCollapseOpti
     // The truth of the inputs as the kernel holds them (rounded to its input format): the MSE
     // measures what the kernel's arithmetic adds, not the inputs' rounding.
     TruthOptions t;
-    t.causal = o.causal, t.scale = m.shape.scale, t.threads = o.threads;
+    t.causal = o.causal, t.scale = static_cast<double>(m.shape.scale), t.threads = o.threads;
     const AttentionTruth truth = shared_truth(o.truths, in, m.operands, input, t);
 
     std::vector<RunTally> tallies(o.orders.size() * o.scales.size());

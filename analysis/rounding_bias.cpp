@@ -137,7 +137,7 @@ BiasResult rounding_bias(const emu::AttentionInputs& given, const BiasOptions& o
     // delta_hp from the same inputs as the kernel holds them (the paper's O_hp): what the
     // kernel's arithmetic adds, without the rounding of float32 inputs to its input format.
     TruthOptions t;
-    t.causal = o.causal, t.scale = sh.scale, t.backward = true, t.threads = o.threads;
+    t.causal = o.causal, t.scale = static_cast<double>(sh.scale), t.backward = true, t.threads = o.threads;
     t.gradients = in.x.has_value();  // dQ for the query weight's error; delta alone otherwise
     const emu::AttentionInputs held = inputs_as_held(in, x, *r.input);
     const AttentionTruth truth = shared_truth(o.truths, in, x, *r.input, t);

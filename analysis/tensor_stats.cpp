@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <mutex>
 #include <vector>
 
@@ -58,7 +59,7 @@ const std::array<double, representability_targets.size()>& target_maxima() {
 // Counts, extremes and representability: exact integer work, the same in both paths.
 struct Tally {
     std::uint64_t count = 0, finite = 0, nan = 0, inf = 0, zeros = 0, subnormals = 0;
-    double min = INFINITY, max = -INFINITY;
+    double min = std::numeric_limits<double>::infinity(), max = -std::numeric_limits<double>::infinity();
     std::array<std::uint64_t, representability_targets.size()> exact{};
 
     void add(const Value& v, std::uint64_t n) {

@@ -66,12 +66,17 @@ void run(const AttentionArgs& a) {
                   {"recipe", recipe.name},
                   {"recipe_settings", settings.dump()},
                   {"causal", o.causal ? "true" : "false"},
-                  {"softmax_scale", format_double(r.shape.scale)}});
+                  {"softmax_scale", format_double(static_cast<double>(r.shape.scale))}});
     if (a.flags.json) {
-        nlohmann::json j{
-            {"file", a.input},      {"output", a.output},     {"recipe", recipe.name},
-            {"settings", settings}, {"heads", r.shape.heads}, {"n_q", r.shape.n_q},
-            {"n_kv", r.shape.n_kv}, {"causal", o.causal},     {"softmax_scale", json_number(r.shape.scale)}};
+        nlohmann::json j{{"file", a.input},
+                         {"output", a.output},
+                         {"recipe", recipe.name},
+                         {"settings", settings},
+                         {"heads", r.shape.heads},
+                         {"n_q", r.shape.n_q},
+                         {"n_kv", r.shape.n_kv},
+                         {"causal", o.causal},
+                         {"softmax_scale", json_number(static_cast<double>(r.shape.scale))}};
         if (a.truth) {
             nlohmann::json errors = nlohmann::json::object();
             for (const auto& [name, s] : r.errors) errors[name] = stats_json(s);

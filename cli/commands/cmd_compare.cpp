@@ -47,7 +47,7 @@ void compare(const CompareArgs& a) {
         j["file"] = a.input;
         j["recipe"] = recipe.name;
         j["causal"] = c.causal;
-        j["softmax_scale"] = json_number(r.shape.scale);
+        j["softmax_scale"] = json_number(static_cast<double>(r.shape.scale));
         print_json(j);
         return;
     }

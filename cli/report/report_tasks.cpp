@@ -112,7 +112,8 @@ nlohmann::json head_compare(const TensorFile& tensors, const emu::AttentionInput
     const emu::Format* f = one_format(in);
     if (truths != nullptr && f != nullptr) {
         analysis::TruthOptions t;
-        t.causal = r.causal, t.scale = emu::attention_shape_of(in, r.causal, r.scale).scale, t.threads = threads;
+        t.causal = r.causal, t.scale = static_cast<double>(emu::attention_shape_of(in, r.causal, r.scale).scale),
+        t.threads = threads;
         t.backward = in.d_o.has_value();
         t.gradients = !in.query_rows && (tensors.find("dq") || tensors.find("dk") || tensors.find("dv"));
         r.known_truth = &truths->truth(in, emu::attention_operands(in, *f, t.backward), *f, t);

@@ -108,8 +108,8 @@ ROUNDSCOPE_HD inline float delta_rowsum(const std::uint32_t* d_o, const Format& 
         return sum;
     }
     double exact = 0;
-    for (int c = 0; c < n; ++c) exact += rounded_value(product(c), delta_format);
-    return static_cast<float>(rounded_value(static_cast<float>(exact), delta_format));
+    for (int c = 0; c < n; ++c) exact += rounded_value(static_cast<double>(product(c)), delta_format);
+    return static_cast<float>(rounded_value(static_cast<double>(static_cast<float>(exact)), delta_format));
 }
 
 /// One element of a backward tile: P = exp2(s c - LSE log2 e) from the score and the row's LSE

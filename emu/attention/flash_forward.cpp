@@ -151,8 +151,8 @@ void online_tile(const FlashContext& ctx, const ForwardModels& models, const Hea
     std::vector<std::uint32_t> pv(b.acc.size(), 0);
     pv_product(ctx, models.pv, h, b.rows, keys, p_cast, pv);
     for (std::size_t x = 0; x < pv.size(); ++x) {
-        const double sum =
-            rounded_value(float_from_bits(b.acc[x]), running) + rounded_value(float_from_bits(pv[x]), running);
+        const double sum = rounded_value(static_cast<double>(float_from_bits(b.acc[x])), running) +
+                           rounded_value(static_cast<double>(float_from_bits(pv[x])), running);
         b.acc[x] = bits_of(static_cast<float>(rounded_value(sum, running)));
     }
 }
@@ -285,7 +285,7 @@ void naive_row_block(const FlashContext& ctx, const ForwardModels& models, const
         for (std::uint64_t j = 0; j < visible; ++j) {
             if (!seen[j]) continue;
             const float y = static_cast<float>(round(x[j] - shift));
-            x[j] = round(steps::exp2(a::mul(y, steps::log2e), ctx.exp2));  // e_j
+            x[j] = round(static_cast<double>(steps::exp2(a::mul(y, steps::log2e), ctx.exp2)));  // e_j
             l = rounded_value(l + x[j], sum_format);
         }
         for (std::uint64_t j = 0; j < visible; ++j) {

@@ -146,7 +146,9 @@ bool runs_value(const KernelCapabilities& kernel, const AttentionRecipe& recipe,
 }
 
 std::string capability_refusal(const KernelCapabilities& kernel, const AttentionRecipe& recipe, bool backward) {
-    for (const auto& [key, value] : recipe_settings(recipe)) {
+    for (const auto& setting : recipe_settings(recipe)) {
+        const std::string& key = setting.first;  // named, not bound: a lambda below captures it
+        const std::string& value = setting.second;
         if (!backward && !kernel.backward && is_backward_key(key)) continue;
         if (runs_value(kernel, recipe, key, value)) continue;
         const auto it =

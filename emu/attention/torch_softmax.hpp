@@ -21,7 +21,7 @@
 namespace roundscope::emu::torch_eager {
 
 /// A float32 result stored in a tensor of f (nearest even; overflow to Inf).
-inline float stored(float x, const Format& f) { return static_cast<float>(rounded_value(x, f)); }
+inline float stored(float x, const Format& f) { return static_cast<float>(rounded_value(static_cast<double>(x), f)); }
 
 /// float32 exp.
 inline float exp_f32(float x) { return static_cast<float>(std::exp(static_cast<double>(x))); }

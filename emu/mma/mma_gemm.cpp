@@ -87,7 +87,7 @@ public:
     DecodedOperand operator()(std::uint32_t bits) const {
         if (value_.empty()) return decode_operand(format_, bits, dropped_);
         const std::size_t at = bits & (value_.size() - 1);
-        return {value_[at], static_cast<double>(exponent_[at]), finite_[at] != 0};
+        return {static_cast<double>(value_[at]), static_cast<double>(exponent_[at]), finite_[at] != 0};
     }
 
 private:
