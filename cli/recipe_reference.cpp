@@ -10,16 +10,10 @@
 namespace roundscope::cli {
 namespace {
 
-const emu::KeyCapability* capability(const emu::KernelCapabilities& kernel, std::string_view key) {
-    const auto it =
-        std::find_if(kernel.keys.begin(), kernel.keys.end(), [&](const emu::KeyCapability& c) { return c.key == key; });
-    return it == kernel.keys.end() ? nullptr : &*it;
-}
-
 // What a kernel's column says for a key: every value, the values it runs, or not read.
 std::string cell(const emu::KernelCapabilities& kernel, const emu::RecipeKey& key) {
     if (!kernel.backward && key.stage == "backward") return "(no backward pass)";
-    const emu::KeyCapability* c = capability(kernel, key.key);
+    const emu::KeyCapability* c = emu::find_capability(kernel, key.key);
     return c == nullptr ? "undeclared" : emu::runs_in_words(*c);
 }
 

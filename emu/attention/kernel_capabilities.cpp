@@ -125,11 +125,16 @@ const KernelCapabilities& kernel_named(std::string_view name) {
     throw Error(fmt::format("unknown kernel '{}' (kernels: {})", name, names));
 }
 
-bool runs_value(const KernelCapabilities& kernel, const AttentionRecipe& recipe, std::string_view key,
-                std::string_view value) {
+const KeyCapability* find_capability(const KernelCapabilities& kernel, std::string_view key) {
     const auto it =
         std::find_if(kernel.keys.begin(), kernel.keys.end(), [&](const KeyCapability& c) { return c.key == key; });
-    if (it == kernel.keys.end()) return false;  // undeclared: refused (and a failing test)
+    return it == kernel.keys.end() ? nullptr : &*it;
+}
+
+bool runs_value(const KernelCapabilities& kernel, const AttentionRecipe& recipe, std::string_view key,
+                std::string_view value) {
+    const KeyCapability* it = find_capability(kernel, key);
+    if (it == nullptr) return false;  // undeclared: refused (and a failing test)
     bool any = false;
     for (std::string_view run : it->runs) {
         if (run == "*") any = true;
@@ -146,15 +151,11 @@ bool runs_value(const KernelCapabilities& kernel, const AttentionRecipe& recipe,
 }
 
 std::string capability_refusal(const KernelCapabilities& kernel, const AttentionRecipe& recipe, bool backward) {
-    for (const auto& setting : recipe_settings(recipe)) {
-        const std::string& key = setting.first;  // named, not bound: a lambda below captures it
-        const std::string& value = setting.second;
+    for (const auto& [key, value] : recipe_settings(recipe)) {
         if (!backward && !kernel.backward && is_backward_key(key)) continue;
         if (runs_value(kernel, recipe, key, value)) continue;
-        const auto it =
-            std::find_if(kernel.keys.begin(), kernel.keys.end(), [&](const KeyCapability& c) { return c.key == key; });
-        if (it == kernel.keys.end())
-            return fmt::format("{}={}: {} does not declare this key", key, value, kernel.title);
+        const KeyCapability* it = find_capability(kernel, key);
+        if (it == nullptr) return fmt::format("{}={}: {} does not declare this key", key, value, kernel.title);
         return fmt::format("{}={}: {} ({} runs {})", key, value, it->why, key, runs_in_words(*it));
     }
     if (backward && !kernel.backward) return fmt::format("{} has no backward pass", kernel.title);
@@ -164,9 +165,7 @@ std::string capability_refusal(const KernelCapabilities& kernel, const Attention
 std::vector<std::string> undeclared_keys(const KernelCapabilities& kernel) {
     std::vector<std::string> out;
     for (const RecipeKey& k : recipe_key_table()) {
-        if (std::none_of(kernel.keys.begin(), kernel.keys.end(),
-                         [&](const KeyCapability& c) { return c.key == k.key; }))
-            out.push_back(k.key);
+        if (find_capability(kernel, k.key) == nullptr) out.push_back(k.key);
     }
     return out;
 }

@@ -38,6 +38,9 @@ std::span<const KernelCapabilities> kernel_capabilities();
 /// The kernel called `name`; Error listing the kernels otherwise.
 const KernelCapabilities& kernel_named(std::string_view name);
 
+/// `kernel`'s declaration of `key`; null where it declares none.
+const KeyCapability* find_capability(const KernelCapabilities& kernel, std::string_view key);
+
 /// Whether `kernel` runs `value` of `key` in `recipe` (value: as recipe_settings prints it).
 bool runs_value(const KernelCapabilities& kernel, const AttentionRecipe& recipe, std::string_view key,
                 std::string_view value);
