@@ -5,7 +5,7 @@
 #include <limits>
 
 #include "analysis/truth/attention_truth.hpp"
-#include "emu/attention/attention_operands.hpp"
+#include "emu/attention/flash/attention_operands.hpp"
 #include "emu/batch/tensor_cast.hpp"
 #include "emu/numbers/unpack.hpp"
 #include "lib/error.hpp"

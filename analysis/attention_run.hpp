@@ -6,11 +6,11 @@
 #include <string>
 
 #include "analysis/truth/attention_truth.hpp"
-#include "emu/attention/attention_inputs.hpp"
-#include "emu/attention/flash_attention.hpp"
+#include "emu/attention/flash/flash_attention.hpp"
+#include "emu/attention/inputs/attention_inputs.hpp"
 
 namespace roundscope::emu {
-class RunCache;  // emu/attention/run_cache.hpp
+class RunCache;  // emu/attention/flash/run_cache.hpp
 }
 
 namespace roundscope::analysis {

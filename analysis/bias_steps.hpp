@@ -13,7 +13,7 @@
 #include "analysis/query_weight_error.hpp"
 #include "analysis/rounding_bias.hpp"
 #include "analysis/synthetic_attention.hpp"
-#include "emu/attention/attention_inputs.hpp"
+#include "emu/attention/inputs/attention_inputs.hpp"
 
 namespace roundscope::analysis {
 

@@ -4,8 +4,8 @@
 #include <cmath>
 #include <limits>
 
-#include "emu/attention/attention_steps.hpp"
-#include "emu/attention/flash_attention.hpp"
+#include "emu/attention/flash/flash_attention.hpp"
+#include "emu/attention/softmax/attention_steps.hpp"
 #include "emu/numbers/format_info.hpp"
 #include "lib/parallel.hpp"
 

@@ -23,8 +23,8 @@
 #include <memory>
 #include <vector>
 
-#include "emu/attention/attention_recipe.hpp"
-#include "emu/attention/flash_attention.hpp"
+#include "emu/attention/flash/flash_attention.hpp"
+#include "emu/attention/recipe/attention_recipe.hpp"
 
 namespace roundscope::analysis {
 

@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "analysis/kernel_compare.hpp"
-#include "emu/attention/attention_recipe.hpp"
+#include "emu/attention/recipe/attention_recipe.hpp"
 #include "emu/batch/conversion_digest.hpp"
 #include "emu/mma/mma_gemm.hpp"
 #include "emu/mma/mma_tensors.hpp"
@@ -149,7 +149,7 @@ emu::AttentionRecipe recipe_of(const TensorFile& file) {
     }
 }
 
-GoldenCase check_dump(const TensorFile& file, int threads) {
+GoldenCase check_dump(const TensorFile& file, int threads, const DumpTolerance& tolerance) {
     GoldenCase c{.name = "recipe " + metadata(file, "recipe")};
     const emu::AttentionRecipe recipe = recipe_of(file);
     const emu::AttentionInputs in = emu::find_attention_inputs(file);
@@ -157,12 +157,13 @@ GoldenCase check_dump(const TensorFile& file, int threads) {
     options.causal = in.causal.value_or(false);
     options.scale = in.softmax_scale.value_or(0);
     options.threads = threads;
-    const KernelComparison r = compare_kernel(file, in, recipe, options, 1);
-    c.matched = r.matched, c.total = r.total, c.passed = r.matched == r.total;
+    const KernelComparison r =
+        compare_kernel(file, in, recipe, options, {.tolerance = tolerance.close, .worst_count = 1});
+    c.matched = r.matched, c.total = r.total, c.passed = true;
     for (const OutputComparison& o : r.outputs)
-        if (o.matched != o.total) {
-            c.detail += fmt::format("{}{}: {} of {} differ (max {} ulp)", c.detail.empty() ? "" : "; ", o.name,
-                                    o.total - o.matched, o.total, o.max_ulp);
+        if (const std::string why = output_failure(o, tolerance); !why.empty()) {
+            c.passed = false;
+            c.detail += (c.detail.empty() ? "" : "; ") + why;
         }
     return c;
 }
@@ -198,14 +199,39 @@ void validate_golden(const TensorFile& file, GoldenKind kind) {
     }
 }
 
-std::vector<GoldenCase> check_golden(const TensorFile& file, GoldenKind kind, int threads) {
+std::string output_failure(const OutputComparison& o, const DumpTolerance& t) {
+    const double share = o.total == 0 ? 1.0 : static_cast<double>(o.matched) / static_cast<double>(o.total);
+    const bool pass =
+        t.exact() ? o.matched == o.total
+                  : (!t.max_ulp || o.max_ulp <= *t.max_ulp) && (!t.max_row_ulp || o.max_row_ulp <= *t.max_row_ulp) &&
+                        (!t.min_match || share >= *t.min_match) && (!t.close || o.outside_tolerance.value_or(0) == 0);
+    if (pass) return {};
+    const std::string max_ulp =
+        o.max_ulp == ~std::uint64_t{0} ? "NaN against a number" : fmt::format("{} ulp", o.max_ulp);
+    std::string why = fmt::format("{}: {} of {} differ ({:.4f} % equal), max {} ({:.3g} of its row's scale)", o.name,
+                                  o.total - o.matched, o.total, 100.0 * share, max_ulp, o.max_row_ulp);
+    if (o.outside_tolerance && *o.outside_tolerance > 0)
+        why += fmt::format(", {} outside rtol {:g} atol {:g}", *o.outside_tolerance, t.close->rtol, t.close->atol);
+    if (o.sign_flips_near_zero > 0) why += fmt::format(", {} sign flip(s) near zero", o.sign_flips_near_zero);
+    if (o.nonfinite > 0)
+        why += fmt::format(", {} NaN or Inf where the truth is finite (first at {})", o.nonfinite,
+                           shape_string(o.first_nonfinite->index));
+    if (o.largest_difference) {
+        const ElementDifference& d = *o.largest_difference;
+        why += fmt::format("; furthest at {}: kernel {} recipe {}", shape_string(d.index), d.kernel, d.emulated);
+    }
+    return why;
+}
+
+std::vector<GoldenCase> check_golden(const TensorFile& file, GoldenKind kind, int threads,
+                                     const DumpTolerance& tolerance) {
     switch (kind) {
         case GoldenKind::mma_tiles:
             return {check_mma_file(file, threads)};
         case GoldenKind::conversion_digests:
             return check_digests(file, threads);
         case GoldenKind::attention_dump:
-            return {check_dump(file, threads)};
+            return {check_dump(file, threads, tolerance)};
     }
     return {};
 }

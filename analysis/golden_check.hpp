@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "analysis/kernel_compare.hpp"
 #include "lib/tensor.hpp"
 
 namespace roundscope::analysis {
@@ -44,7 +45,23 @@ CaptureModel capture_model(const TensorFile& file);
 /// not know, tensors that do not fit together. Cheap: run it on every file before any check.
 void validate_golden(const TensorFile& file, GoldenKind kind);
 
+/// How close an attention dump's outputs must come to its recipe's, output by output (`check`'s
+/// --max-ulp, --max-row-ulp, --min-match, --rtol and --atol); none set: every bit. MMA tiles
+/// and conversion digests are always checked bit for bit.
+struct DumpTolerance {
+    std::optional<std::uint64_t> max_ulp;  // as numpy.testing.assert_array_max_ulp: no element further
+    std::optional<double> max_row_ulp;     // OutputComparison::max_row_ulp at most this
+    std::optional<double> min_match;       // at least this share of the bit patterns equal, in [0, 1]
+    std::optional<Tolerance> close;        // every element within rtol and atol (torch.testing)
+    bool exact() const { return !max_ulp && !max_row_ulp && !min_match && !close; }
+};
+
 /// The checks of a golden file of kind `kind` (validated): one case per file, or per conversion.
-std::vector<GoldenCase> check_golden(const TensorFile& file, GoldenKind kind, int threads = 0);
+std::vector<GoldenCase> check_golden(const TensorFile& file, GoldenKind kind, int threads = 0,
+                                     const DumpTolerance& tolerance = {});
+
+/// Whether one output of a dump passes `tolerance`, and if not, why, in one clause
+/// ("o: 120 of 8192 differ, max 3 ulp (0.5 of its row's scale)"); empty when it passes.
+std::string output_failure(const OutputComparison& o, const DumpTolerance& tolerance);
 
 }  // namespace roundscope::analysis

@@ -4,10 +4,10 @@
 #include <cmath>
 #include <limits>
 
-#include "emu/attention/attention_operands.hpp"
-#include "emu/attention/attention_recipe.hpp"
-#include "emu/attention/flash_attention.hpp"
-#include "emu/attention/head_inputs.hpp"
+#include "emu/attention/flash/attention_operands.hpp"
+#include "emu/attention/flash/flash_attention.hpp"
+#include "emu/attention/inputs/head_inputs.hpp"
+#include "emu/attention/recipe/attention_recipe.hpp"
 #include "emu/batch/tensor_decode.hpp"
 #include "emu/numbers/unpack.hpp"
 #include "lib/error.hpp"

@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "emu/attention/attention_inputs.hpp"
+#include "emu/attention/inputs/attention_inputs.hpp"
 
 namespace roundscope::emu {
-class RunCache;  // emu/attention/run_cache.hpp
+class RunCache;  // emu/attention/flash/run_cache.hpp
 }
 
 namespace roundscope::analysis {

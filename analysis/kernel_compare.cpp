@@ -7,8 +7,8 @@
 #include <optional>
 #include <string>
 
-#include "emu/attention/attention_operands.hpp"
-#include "emu/attention/head_inputs.hpp"
+#include "emu/attention/flash/attention_operands.hpp"
+#include "emu/attention/inputs/head_inputs.hpp"
 #include "emu/batch/format_dtype.hpp"
 #include "emu/batch/tensor_cast.hpp"
 #include "emu/batch/tensor_decode.hpp"
@@ -34,6 +34,9 @@ struct OutputSides {
     // element i is the head's row (*rows)[i / row_width]. Null: the head's elements in order.
     const std::vector<std::uint64_t>* rows = nullptr;
     std::uint64_t row_width = 1;
+    // The elements of one row of the output (o, dq, dk, dv: the head dimension; lse: 1), whose
+    // largest |recipe| sets the scale of max_row_ulp.
+    std::uint64_t scale_width = 1;
     std::uint64_t element(std::uint64_t i) const {
         return first + (rows == nullptr ? i : (*rows)[i / row_width] * row_width + i % row_width);
     }
@@ -54,6 +57,53 @@ double distance(double kernel, double truth) {
     if (std::isinf(truth) && kernel == truth) return 0.0;
     const double e = std::fabs(kernel - truth);
     return std::isnan(e) ? std::numeric_limits<double>::infinity() : e;
+}
+
+/// The spacing of f's values at |x|: 2^(e - man_bits) for |x| in [2^e, 2^(e+1)), and the
+/// subnormal spacing at and below the smallest normal (and at 0).
+double ulp_at(const emu::Format& f, double x) {
+    const int min_exp = 1 - f.bias;
+    const int e = x == 0 || !std::isfinite(x) ? min_exp : std::max(std::ilogb(x), min_exp);
+    return std::ldexp(1.0, e - f.man_bits);
+}
+
+bool opposite_signs(double a, double b) { return (a > 0 && b < 0) || (a < 0 && b > 0); }
+
+bool within(double kernel, double expected, const Tolerance& t) {
+    if (std::isnan(kernel) || std::isnan(expected)) return std::isnan(kernel) && std::isnan(expected);
+    if (kernel == expected) return true;  // equal infinities too
+    return std::fabs(kernel - expected) <= t.atol + t.rtol * std::fabs(expected);
+}
+
+/// The statistics against the recipe a kernel's CI reads (OutputComparison's second part).
+void add_ci_statistics(OutputComparison& c, const OutputSides& s, const std::vector<std::uint32_t>& kernel,
+                       const std::vector<double>& values, const CompareChoice& choice) {
+    const emu::Format& f = *s.format;
+    const std::vector<double>& truth = *s.truth;
+    const std::uint64_t n = truth.size(), width = s.scale_width;
+    if (choice.tolerance) c.outside_tolerance = 0;
+    std::uint64_t largest = 0;
+    for (std::uint64_t row = 0; row * width < n; ++row) {
+        const std::uint64_t begin = row * width, end = std::min(n, begin + width);
+        double scale = 0;
+        for (std::uint64_t i = begin; i < end; ++i)
+            if (const double r = emu::decode(f, s.emulated[i]); std::isfinite(r)) scale = std::max(scale, std::fabs(r));
+        const double unit = ulp_at(f, scale);
+        for (std::uint64_t i = begin; i < end; ++i) {
+            const double k = values[i], r = emu::decode(f, s.emulated[i]);
+            auto element = [&](std::uint64_t ulp) {
+                return ElementDifference{unravel(s.element(i), s.kernel->shape()), k, r, truth[i], ulp};
+            };
+            const std::uint64_t ulp = emu::ulp_distance(f, s.emulated[i], kernel[i]);
+            if (ulp > largest) largest = ulp, c.largest_difference = element(ulp);
+            if (!std::isfinite(k) && std::isfinite(truth[i]) && c.nonfinite++ == 0) c.first_nonfinite = element(ulp);
+            if (std::isfinite(k) && std::isfinite(r)) {
+                c.max_row_ulp = std::max(c.max_row_ulp, std::fabs(k - r) / unit);
+                if (opposite_signs(k, r) && std::fabs(r) < unit) ++c.sign_flips_near_zero;
+            }
+            if (choice.tolerance && !within(k, r, *choice.tolerance)) ++*c.outside_tolerance;
+        }
+    }
 }
 
 /// The bucket label of a distance in ulps ("0", "1", "2-3", ..., "nan").
@@ -85,7 +135,8 @@ void check_output(const TensorFile& file, const Tensor& t, const emu::Format& fo
                     ": compare it with a recipe whose formats are the kernel's (its o_format and grad_format)");
 }
 
-OutputComparison compare_output(const OutputSides& s, std::size_t worst_count) {
+OutputComparison compare_output(const OutputSides& s, const CompareChoice& choice) {
+    const std::size_t worst_count = choice.worst_count;
     const Tensor& t = *s.kernel;
     const emu::Format& f = *s.format;
     const std::vector<double>& truth = *s.truth;
@@ -129,6 +180,7 @@ OutputComparison compare_output(const OutputSides& s, std::size_t worst_count) {
 
     const emu::BitComparison b = emu::compare_bits(s.emulated, kernel, f);
     c.matched = b.matched, c.total = b.total, c.max_ulp = b.max_ulp;
+    add_ci_statistics(c, s, kernel, values, choice);
     return c;
 }
 
@@ -144,6 +196,15 @@ OutputComparison merge_output(const std::vector<const OutputComparison*>& parts,
         for (std::size_t b = 0; b < ulp_buckets; ++b) c.bucket_counts[b] += p->bucket_counts.at(b);
         c.worst.insert(c.worst.end(), p->worst.begin(), p->worst.end());
         c.matched += p->matched, c.total += p->total, c.max_ulp = std::max(c.max_ulp, p->max_ulp);
+        // The heads come in order: the first NaN is the first head's, and of equal distances
+        // the earlier head's is kept.
+        c.max_row_ulp = std::max(c.max_row_ulp, p->max_row_ulp);
+        c.sign_flips_near_zero += p->sign_flips_near_zero;
+        if (c.nonfinite == 0) c.first_nonfinite = p->first_nonfinite;
+        c.nonfinite += p->nonfinite;
+        if (p->largest_difference && (!c.largest_difference || p->largest_difference->ulp > c.largest_difference->ulp))
+            c.largest_difference = p->largest_difference;
+        if (p->outside_tolerance) c.outside_tolerance = c.outside_tolerance.value_or(0) + *p->outside_tolerance;
     }
     c.truth_error = error_stats_of(c.sums);
     c.ulp_histogram = histogram_of(c.bucket_counts);
@@ -158,17 +219,44 @@ OutputComparison merge_output(const std::vector<const OutputComparison*>& parts,
 
 // Each output's comparison, and their bit counts added.
 KernelComparison comparison_of(const emu::AttentionShape& shape, const std::vector<OutputSides>& sides,
-                               std::size_t worst_count) {
+                               const CompareChoice& choice) {
     KernelComparison r{shape, {}, 0, 0};
     for (const OutputSides& s : sides) {
-        r.outputs.push_back(compare_output(s, worst_count));
+        r.outputs.push_back(compare_output(s, choice));
         r.matched += r.outputs.back().matched;
         r.total += r.outputs.back().total;
     }
     return r;
 }
 
+/// The output `name` of the file where the comparison covers it (outputs empty: all), else null.
+const Tensor* chosen(const TensorFile& file, const char* name, const std::vector<std::string>& outputs) {
+    if (!outputs.empty() && std::find(outputs.begin(), outputs.end(), name) == outputs.end()) return nullptr;
+    return file.find(name);
+}
+
 }  // namespace
+
+const std::vector<std::string>& kernel_output_names() {
+    static const std::vector<std::string> names{"o", "lse", "dq", "dk", "dv"};
+    return names;
+}
+
+std::vector<std::string> parse_output_names(const std::string& list, const std::string& what) {
+    std::vector<std::string> out;
+    std::size_t start = 0;
+    while (true) {
+        const std::size_t comma = list.find(',', start);
+        const std::string name = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+        const auto& known = kernel_output_names();
+        if (std::find(known.begin(), known.end(), name) == known.end())
+            throw Error(what + ": '" + name + "' is not an output (o, lse, dq, dk, dv; comma-separated)");
+        if (std::find(out.begin(), out.end(), name) != out.end()) throw Error(what + ": '" + name + "' is named twice");
+        out.push_back(name);
+        if (comma == std::string::npos) return out;
+        start = comma + 1;
+    }
+}
 
 std::string output_format_mismatch(const TensorFile& file, const emu::AttentionRecipe& recipe) {
     const std::pair<const char*, const emu::Format*> outputs[] = {{"o", recipe.o_format},
@@ -201,10 +289,18 @@ void check_kernel_output_shapes(const TensorFile& file, const emu::AttentionInpu
     check_kernel_outputs(file, in, own);
 }
 
-void check_kernel_outputs(const TensorFile& file, const emu::AttentionInputs& in, const emu::AttentionRecipe& recipe) {
-    const Tensor* o = file.find("o");
-    const Tensor* lse = file.find("lse");
-    const Tensor* grads[] = {file.find("dq"), file.find("dk"), file.find("dv")};
+void check_kernel_outputs(const TensorFile& file, const emu::AttentionInputs& in, const emu::AttentionRecipe& recipe,
+                          const std::vector<std::string>& outputs) {
+    for (const std::string& name : outputs) {
+        const auto& known = kernel_output_names();
+        if (std::find(known.begin(), known.end(), name) == known.end())
+            throw Error("'" + name + "' is not a kernel output (o, lse, dq, dk, dv)");
+        if (file.find(name) == nullptr)
+            throw Error(file.path + " holds no '" + name + "' to compare (the kernel did not write it)");
+    }
+    const Tensor* o = chosen(file, "o", outputs);
+    const Tensor* lse = chosen(file, "lse", outputs);
+    const Tensor* grads[] = {chosen(file, "dq", outputs), chosen(file, "dk", outputs), chosen(file, "dv", outputs)};
     const bool backward = grads[0] || grads[1] || grads[2];
     if (!o && !lse && !backward)
         throw Error(file.path + " holds nothing a kernel wrote to compare (o, lse, dq, dk or dv)");
@@ -226,11 +322,12 @@ void check_kernel_outputs(const TensorFile& file, const emu::AttentionInputs& in
 
 KernelComparison compare_kernel_head(const TensorFile& file, const emu::AttentionInputs& in, std::uint64_t head,
                                      const emu::AttentionRecipe& recipe, const AttentionRunOptions& options,
-                                     std::size_t worst_count) {
-    check_kernel_outputs(file, in, recipe);
-    const Tensor* o = file.find("o");
-    const Tensor* lse = file.find("lse");
-    const Tensor* grads[] = {file.find("dq"), file.find("dk"), file.find("dv")};
+                                     const CompareChoice& choice) {
+    const std::vector<std::string>& outputs = choice.outputs;
+    check_kernel_outputs(file, in, recipe, outputs);
+    const Tensor* o = chosen(file, "o", outputs);
+    const Tensor* lse = chosen(file, "lse", outputs);
+    const Tensor* grads[] = {chosen(file, "dq", outputs), chosen(file, "dk", outputs), chosen(file, "dv", outputs)};
     const bool backward = grads[0] || grads[1] || grads[2];
     AttentionRunOptions run_options = options;
     run_options.backward = backward;
@@ -240,9 +337,11 @@ KernelComparison compare_kernel_head(const TensorFile& file, const emu::Attentio
 
     const std::uint64_t nq = in.n_q, nk = in.n_kv, group = emu::kv_group(in);
     std::vector<OutputSides> sides;
-    if (o) sides.push_back({o, head * nq * in.d_v, recipe.o_format, run.forward.o, &truth.o});
+    if (o) sides.push_back({o, head * nq * in.d_v, recipe.o_format, run.forward.o, &truth.o, nullptr, 1, in.d_v});
     if (lse) sides.push_back({lse, head * nq, &emu::f32, float_bits(run.forward.lse), &truth.lse});
-    if (grads[0]) sides.push_back({grads[0], head * nq * in.d, recipe.grad_format, run.backward->dq, &truth.dq});
+    if (grads[0])
+        sides.push_back(
+            {grads[0], head * nq * in.d, recipe.grad_format, run.backward->dq, &truth.dq, nullptr, 1, in.d});
     // dK and dV sum over a key-value head's group: compared once a group, with its first head,
     // from the whole group's run (without grouped-query attention, this head's run).
     std::optional<AttentionRun> group_run;
@@ -255,21 +354,23 @@ KernelComparison compare_kernel_head(const TensorFile& file, const emu::Attentio
     if (head % group == 0) {
         const std::uint64_t kv = head / group;
         if (grads[1])
-            sides.push_back({grads[1], kv * nk * in.d, recipe.grad_format, kv_run.backward->dk, &kv_run.truth->dk});
+            sides.push_back({grads[1], kv * nk * in.d, recipe.grad_format, kv_run.backward->dk, &kv_run.truth->dk,
+                             nullptr, 1, in.d});
         if (grads[2])
-            sides.push_back({grads[2], kv * nk * in.d_v, recipe.grad_format, kv_run.backward->dv, &kv_run.truth->dv});
+            sides.push_back({grads[2], kv * nk * in.d_v, recipe.grad_format, kv_run.backward->dv, &kv_run.truth->dv,
+                             nullptr, 1, in.d_v});
     }
-    return comparison_of(run.shape, sides, worst_count);
+    return comparison_of(run.shape, sides, choice);
 }
 
 KernelComparison compare_kernel_rows(const TensorFile& file, const emu::AttentionInputs& in, std::uint64_t head,
                                      const emu::AttentionInputs& sample, const emu::AttentionRecipe& recipe,
-                                     const AttentionRunOptions& options, std::size_t worst_count) {
-    check_kernel_outputs(file, in, recipe);
+                                     const AttentionRunOptions& options, const CompareChoice& choice) {
+    check_kernel_outputs(file, in, recipe, choice.outputs);
     if (!sample.query_rows || sample.query_rows_of != in.n_q || sample.batch * sample.heads != 1)
         throw Error("compare_kernel_rows: the sample must be of one head's query rows");
-    const Tensor* o = file.find("o");
-    const Tensor* lse = file.find("lse");
+    const Tensor* o = chosen(file, "o", choice.outputs);
+    const Tensor* lse = chosen(file, "lse", choice.outputs);
     AttentionRunOptions run_options = options;
     run_options.backward = false;
     run_options.truth = true;
@@ -277,9 +378,9 @@ KernelComparison compare_kernel_rows(const TensorFile& file, const emu::Attentio
     const AttentionTruth& truth = *run.truth;
     const std::vector<std::uint64_t>* rows = sample.query_rows.get();
     std::vector<OutputSides> sides;
-    if (o) sides.push_back({o, head * in.n_q * in.d_v, recipe.o_format, run.forward.o, &truth.o, rows, in.d_v});
-    if (lse) sides.push_back({lse, head * in.n_q, &emu::f32, float_bits(run.forward.lse), &truth.lse, rows, 1});
-    return comparison_of(run.shape, sides, worst_count);
+    if (o) sides.push_back({o, head * in.n_q * in.d_v, recipe.o_format, run.forward.o, &truth.o, rows, in.d_v, in.d_v});
+    if (lse) sides.push_back({lse, head * in.n_q, &emu::f32, float_bits(run.forward.lse), &truth.lse, rows, 1, 1});
+    return comparison_of(run.shape, sides, choice);
 }
 
 KernelComparison merge_heads(const std::vector<KernelComparison>& heads, const emu::AttentionShape& shape,
@@ -305,14 +406,14 @@ KernelComparison merge_heads(const std::vector<KernelComparison>& heads, const e
 
 KernelComparison compare_kernel(const TensorFile& file, const emu::AttentionInputs& in,
                                 const emu::AttentionRecipe& recipe, const AttentionRunOptions& options,
-                                std::size_t worst_count) {
-    check_kernel_outputs(file, in, recipe);
+                                const CompareChoice& choice) {
+    check_kernel_outputs(file, in, recipe, choice.outputs);
     AttentionRunOptions per_head = options;
     per_head.known_truth = nullptr;  // each head's own
     std::vector<KernelComparison> heads;
     for (std::uint64_t h = 0; h < emu::head_count(in); ++h)
-        heads.push_back(compare_kernel_head(file, in, h, recipe, per_head, worst_count));
-    return merge_heads(heads, emu::attention_shape_of(in, options.causal, options.scale), worst_count);
+        heads.push_back(compare_kernel_head(file, in, h, recipe, per_head, choice));
+    return merge_heads(heads, emu::attention_shape_of(in, options.causal, options.scale), choice.worst_count);
 }
 
 }  // namespace roundscope::analysis

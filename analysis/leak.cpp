@@ -5,9 +5,9 @@
 #include <tuple>
 #include <utility>
 
-#include "emu/attention/attention_operands.hpp"
-#include "emu/attention/flash_attention.hpp"
-#include "emu/attention/head_inputs.hpp"
+#include "emu/attention/flash/attention_operands.hpp"
+#include "emu/attention/flash/flash_attention.hpp"
+#include "emu/attention/inputs/head_inputs.hpp"
 #include "emu/numbers/unpack.hpp"
 
 namespace roundscope::analysis {

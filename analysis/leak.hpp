@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "emu/attention/attention_inputs.hpp"
-#include "emu/attention/attention_recipe.hpp"
+#include "emu/attention/inputs/attention_inputs.hpp"
+#include "emu/attention/recipe/attention_recipe.hpp"
 
 namespace roundscope::analysis {
 

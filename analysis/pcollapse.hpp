@@ -9,11 +9,11 @@
 #include <optional>
 #include <vector>
 
-#include "emu/attention/attention_inputs.hpp"
-#include "emu/attention/attention_recipe.hpp"
+#include "emu/attention/inputs/attention_inputs.hpp"
+#include "emu/attention/recipe/attention_recipe.hpp"
 
 namespace roundscope::emu {
-class RunCache;  // emu/attention/run_cache.hpp
+class RunCache;  // emu/attention/flash/run_cache.hpp
 }
 
 namespace roundscope::analysis {

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "analysis/truth/attention_truth.hpp"
-#include "emu/attention/attention_inputs.hpp"
+#include "emu/attention/inputs/attention_inputs.hpp"
 
 namespace roundscope::analysis {
 

@@ -1,5 +1,5 @@
 #pragma once
-// The sampling error of figures measured on a sample of query rows (emu/attention/row_sample.hpp),
+// The sampling error of figures measured on a sample of query rows (emu/attention/inputs/row_sample.hpp),
 // by random groups (Wolter, "Introduction to Variance Estimation", 2nd ed., 2007, ch. 2): the
 // sample is split at random into G groups, every figure is measured on each group as on the
 // whole sample, and the spread of the G values gives the figure's standard error. It needs no

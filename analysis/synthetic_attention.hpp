@@ -20,7 +20,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "emu/attention/attention_inputs.hpp"
+#include "emu/attention/inputs/attention_inputs.hpp"
 
 namespace roundscope::analysis {
 

@@ -9,8 +9,8 @@
 #include <mutex>
 
 #include "analysis/truth/attention_truth.hpp"
-#include "emu/attention/attention_inputs.hpp"
-#include "emu/attention/flash_attention.hpp"
+#include "emu/attention/flash/flash_attention.hpp"
+#include "emu/attention/inputs/attention_inputs.hpp"
 
 namespace roundscope::analysis {
 

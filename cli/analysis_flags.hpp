@@ -10,7 +10,7 @@
 #include <string_view>
 
 #include "analysis/synthetic_attention.hpp"
-#include "emu/attention/attention_inputs.hpp"
+#include "emu/attention/inputs/attention_inputs.hpp"
 #include "lib/error.hpp"
 
 namespace roundscope::cli {

@@ -1,9 +1,10 @@
 #include "cli/analysis_json.hpp"
 
 #include <limits>
+#include <optional>
 
 #include "cli/cli_output.hpp"
-#include "emu/attention/attention_steps.hpp"
+#include "emu/attention/softmax/attention_steps.hpp"
 #include "lib/error.hpp"
 
 namespace roundscope::cli {
@@ -202,8 +203,23 @@ nlohmann::json headroom_json(const analysis::HeadroomResult& r, bool with_rows) 
     return j;
 }
 
+namespace {
+
+nlohmann::json ulp_json(std::uint64_t u) { return u == ~std::uint64_t{0} ? nlohmann::json() : nlohmann::json(u); }
+
+nlohmann::json difference_json(const std::optional<analysis::ElementDifference>& d) {
+    if (!d) return nullptr;
+    return {{"index", d->index},
+            {"kernel", json_number(d->kernel)},
+            {"recipe", json_number(d->emulated)},
+            {"truth", json_number(d->truth)},
+            {"ulp", ulp_json(d->ulp)}};
+}
+
+}  // namespace
+
 nlohmann::json compare_json(const analysis::KernelComparison& r) {
-    auto ulp = [](std::uint64_t u) { return u == ~std::uint64_t{0} ? nlohmann::json() : nlohmann::json(u); };
+    auto ulp = ulp_json;
     nlohmann::json outputs = nlohmann::json::object();
     for (const analysis::OutputComparison& x : r.outputs) {
         nlohmann::json histogram = nlohmann::json::array();  // in order of distance
@@ -224,7 +240,13 @@ nlohmann::json compare_json(const analysis::KernelComparison& r) {
                            {"worst", worst},
                            {"matched", x.matched},
                            {"total", x.total},
-                           {"max_ulp", ulp(x.max_ulp)}};
+                           {"max_ulp", ulp(x.max_ulp)},
+                           {"max_row_ulp", json_number(x.max_row_ulp)},
+                           {"sign_flips_near_zero", x.sign_flips_near_zero},
+                           {"nonfinite", x.nonfinite},
+                           {"first_nonfinite", difference_json(x.first_nonfinite)},
+                           {"largest_difference", difference_json(x.largest_difference)}};
+        if (x.outside_tolerance) outputs[x.name]["outside_tolerance"] = *x.outside_tolerance;
     }
     return {{"heads", r.shape.heads}, {"n_q", r.shape.n_q},   {"n_kv", r.shape.n_kv},
             {"outputs", outputs},     {"matched", r.matched}, {"total", r.total}};
@@ -248,6 +270,12 @@ namespace {
 double number_of(const nlohmann::json& j) { return json_number_value(j, "a compare part"); }
 
 std::uint64_t ulp_of(const nlohmann::json& j) { return j.is_null() ? ~std::uint64_t{0} : j.get<std::uint64_t>(); }
+
+std::optional<analysis::ElementDifference> difference_of(const nlohmann::json& j) {
+    if (j.is_null()) return std::nullopt;
+    return analysis::ElementDifference{j.at("index").get<Shape>(), number_of(j.at("kernel")), number_of(j.at("recipe")),
+                                       number_of(j.at("truth")), ulp_of(j.at("ulp"))};
+}
 
 }  // namespace
 
@@ -277,6 +305,12 @@ analysis::KernelComparison compare_part_from_json(const nlohmann::json& j) try {
                                number_of(w.at("recipe")), ulp_of(w.at("ulp"))});
         c.matched = o.at("matched").get<std::uint64_t>(), c.total = o.at("total").get<std::uint64_t>();
         c.max_ulp = ulp_of(o.at("max_ulp"));
+        c.max_row_ulp = number_of(o.at("max_row_ulp"));
+        c.sign_flips_near_zero = o.at("sign_flips_near_zero").get<std::uint64_t>();
+        c.nonfinite = o.at("nonfinite").get<std::uint64_t>();
+        c.first_nonfinite = difference_of(o.at("first_nonfinite"));
+        c.largest_difference = difference_of(o.at("largest_difference"));
+        if (o.contains("outside_tolerance")) c.outside_tolerance = o["outside_tolerance"].get<std::uint64_t>();
         r.outputs.push_back(std::move(c));
     }
     if (r.outputs.size() != j["outputs"].size()) throw Error("a compare part holds an output it should not");

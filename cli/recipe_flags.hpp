@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "emu/attention/attention_recipe.hpp"
+#include "emu/attention/recipe/attention_recipe.hpp"
 
 namespace roundscope::cli {
 

@@ -4,8 +4,8 @@
 
 #include <algorithm>
 
-#include "emu/attention/attention_recipe.hpp"
-#include "emu/attention/kernel_capabilities.hpp"
+#include "emu/attention/recipe/attention_recipe.hpp"
+#include "emu/attention/recipe/kernel_capabilities.hpp"
 
 namespace roundscope::cli {
 namespace {
@@ -33,7 +33,7 @@ std::string recipe_reference_markdown() {
         "program differ. -->\n\n"
         "A recipe (`--recipe PRESET --set KEY=VALUE`) names every rounding choice of an attention kernel. The keys "
         "below, stage by stage, with the values each accepts, its value in a recipe no preset changed, what it "
-        "chooses, and which values each kernel runs (emu/attention/kernel_capabilities.cpp): a kernel refuses "
+        "chooses, and which values each kernel runs (emu/attention/recipe/kernel_capabilities.cpp): a kernel refuses "
         "every other value with the reason given under the tables, never ignoring it. The capability walk "
         "(tests/gpu_host/test_kernel_capabilities_host.cpp) runs every value of every key on each kernel and "
         "asserts that it equals the emulator bit for bit or is refused.\n";

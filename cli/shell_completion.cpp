@@ -5,7 +5,7 @@
 #include <map>
 #include <vector>
 
-#include "emu/attention/attention_recipe.hpp"
+#include "emu/attention/recipe/attention_recipe.hpp"
 #include "emu/block/block_format.hpp"
 #include "emu/numbers/format.hpp"
 

@@ -6,7 +6,7 @@
 
 #include "emu/numbers/round.hpp"
 #include "gpu/device.hpp"
-#include "gpu/device_buffer.hpp"
+#include "gpu/primitives/device_buffer.hpp"
 #include "lib/error.hpp"
 
 namespace roundscope::gpu {

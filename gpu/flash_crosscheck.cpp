@@ -4,9 +4,9 @@
 
 #include "emu/numbers/unpack.hpp"
 #include "gpu/device.hpp"
-#include "gpu/flash_attention.hpp"
-#include "gpu/hopper_flash.hpp"
-#include "gpu/mma_probe.hpp"
+#include "gpu/kernels/flash_attention.hpp"
+#include "gpu/kernels/hopper_flash.hpp"
+#include "gpu/probes/mma_probe.hpp"
 #include "lib/bits.hpp"
 #include "lib/error.hpp"
 

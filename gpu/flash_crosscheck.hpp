@@ -5,21 +5,21 @@
 #include <map>
 #include <string>
 
-#include "emu/attention/flash_attention.hpp"
+#include "emu/attention/flash/flash_attention.hpp"
 #include "emu/numbers/bit_compare.hpp"
 
 namespace roundscope::gpu {
 
 struct FlashCrosscheck {
     std::string device, arch;
-    std::string kernel;  // "twins" (gpu/flash_attention.hpp) or "hopper" (gpu/hopper_flash.hpp)
+    std::string kernel;  // "twins" (gpu/kernels/flash_attention.hpp) or "hopper" (gpu/kernels/hopper_flash.hpp)
     std::map<std::string, emu::BitComparison> outputs;              // "o", "lse" (and "dq", "dk", "dv", "delta")
     std::map<std::string, std::pair<double, double>> first_values;  // emulator and GPU value at the first mismatch
     emu::BitComparison total;                                       // all outputs together
 };
 
 /// Throws Error without a usable GPU or for a recipe the kernels do not run. A recipe the Hopper
-/// kernel runs (gpu/hopper_flash.hpp: h100-bf16) is checked on it, forward only (O, O in float32
+/// kernel runs (gpu/kernels/hopper_flash.hpp: h100-bf16) is checked on it, forward only (O, O in float32
 /// and the LSE); others on the twins. `threads`: the emulator's.
 FlashCrosscheck flash_crosscheck(emu::AttentionRecipe recipe, const emu::AttentionShape& shape,
                                  const emu::AttentionOperands& in, bool backward, int threads = 0);

@@ -7,7 +7,7 @@
 // The inputs are exact values (any format the project reads); the scale is taken as the exact
 // value of a double. Causal masking keeps key j for query i when j <= i + (Nk - Nq): the
 // bottom-right alignment of FlashAttention 2.1 and later, which is the usual mask when Nq = Nk.
-// Every mask of emu/attention/attention_mask.hpp is taken: the alignment (a causal mask aligned
+// Every mask of emu/attention/inputs/attention_mask.hpp is taken: the alignment (a causal mask aligned
 // top-left sees j <= i), a window, a boolean mask, an additive mask (exact too; -inf masks the
 // key: S = -inf, P = 0; NaN and +inf are errors). A query with no key left gets O = 0,
 // LSE = -inf and zero gradients (PyTorch's math backend gives O = 0 too: docs/design.md). Under
@@ -17,8 +17,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "emu/attention/attention_inputs.hpp"
-#include "emu/attention/attention_steps.hpp"
+#include "emu/attention/inputs/attention_inputs.hpp"
+#include "emu/attention/softmax/attention_steps.hpp"
 
 namespace roundscope::analysis {
 

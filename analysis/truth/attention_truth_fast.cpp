@@ -17,7 +17,7 @@
 #include "analysis/truth/attention_truth.hpp"
 #include "analysis/truth/double_double.hpp"
 #include "analysis/truth/truth_kernels.hpp"
-#include "emu/attention/head_inputs.hpp"
+#include "emu/attention/inputs/head_inputs.hpp"
 #include "emu/batch/tensor_decode.hpp"
 #include "lib/error.hpp"
 #include "lib/parallel.hpp"

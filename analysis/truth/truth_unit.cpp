@@ -6,7 +6,7 @@
 #include <limits>
 
 #include "analysis/truth/attention_truth.hpp"
-#include "emu/attention/flash_attention.hpp"
+#include "emu/attention/flash/flash_attention.hpp"
 #include "lib/error.hpp"
 
 namespace roundscope::analysis {

@@ -1,5 +1,7 @@
-// `roundscope check DIR [--junit OUT.xml] [--json] [--threads N]`: every golden file under DIR
-// checked bit for bit (analysis/golden_check.hpp); exit 1 on any difference. Every file is read
+// `roundscope check DIR [--junit OUT.xml] [--max-ulp N] [--max-row-ulp X] [--min-match F]
+// [--rtol R --atol A] [--json] [--threads N]`: every golden file under DIR checked bit for bit
+// (analysis/golden_check.hpp), or an attention dump within the tolerances given; exit 1 on any
+// failure. Every file is read
 // and validated before the first check runs, so a corrupt or unusable file stops the run (exit
 // 2) before any work.
 #include <fmt/format.h>
@@ -7,8 +9,10 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +32,8 @@ struct CheckArgs {
     std::string dir, junit;
     bool json = false;
     int threads = 0;
+    analysis::DumpTolerance tolerance;
+    std::optional<double> rtol, atol;
 };
 
 struct CheckedCase {
@@ -116,7 +122,7 @@ void check(const CheckArgs& a) {
     std::vector<CheckedCase> cases;
     for (const Golden& g : golden) {
         const auto start = std::chrono::steady_clock::now();
-        std::vector<analysis::GoldenCase> results = analysis::check_golden(g.file, g.kind, a.threads);
+        std::vector<analysis::GoldenCase> results = analysis::check_golden(g.file, g.kind, a.threads, a.tolerance);
         const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() /
                                static_cast<double>(results.size());
         for (analysis::GoldenCase& r : results) {
@@ -166,9 +172,33 @@ void add_check_command(CLI::App& app) {
                     "Folder of golden files: MMA tiles, conversion digests, attention dumps naming a recipe")
         ->required();
     cmd->add_option("--junit", a->junit, "Also write the results as JUnit XML to this file")->check(non_empty());
+    // Tolerances for attention dumps (MMA tiles and digests stay bit for bit); any one given
+    // replaces "every bit" with all of those given.
+    cmd->add_option("--max-ulp", a->tolerance.max_ulp,
+                    "Attention dumps: pass where no output element is more than N ulps from the recipe's")
+        ->check(integer_in(0, std::numeric_limits<std::int64_t>::max()));
+    cmd->add_option("--max-row-ulp", a->tolerance.max_row_ulp,
+                    "Attention dumps: pass where no element differs by more than X ulps of its row's largest value")
+        ->check(finite_in(0, std::numeric_limits<double>::max()));
+    cmd->add_option("--min-match", a->tolerance.min_match,
+                    "Attention dumps: pass where at least this share (0 to 1) of each output's bit patterns match")
+        ->check(finite_in(0, 1));
+    auto* rtol = cmd->add_option("--rtol", a->rtol,
+                                 "Attention dumps: pass where |kernel - recipe| <= atol + rtol |recipe| everywhere "
+                                 "(torch.testing.assert_close; with --atol)")
+                     ->check(finite_in(0, std::numeric_limits<double>::max()));
+    auto* atol = cmd->add_option("--atol", a->atol, "The absolute tolerance beside --rtol")
+                     ->check(finite_in(0, std::numeric_limits<double>::max()));
+    rtol->needs(atol);
+    atol->needs(rtol);
     add_output_flags(cmd, a->json, a->threads);
-    cmd->footer("Example: roundscope check tests/data/golden --junit golden.xml\n");
-    cmd->callback([a] { check(*a); });
+    cmd->footer(
+        "Example: roundscope check tests/data/golden --junit golden.xml\n"
+        "         roundscope check my_kernel_dumps --min-match 0.999 --max-row-ulp 2\n");
+    cmd->callback([a] {
+        if (a->rtol) a->tolerance.close = analysis::Tolerance{*a->rtol, *a->atol};
+        check(*a);
+    });
 }
 
 }  // namespace roundscope::cli

@@ -1,11 +1,14 @@
-// `roundscope compare FILE --recipe NAME [--set KEY=VALUE]... [--causal|--no-causal]
-// [--softmax-scale X] [--json] [--threads N]`: what a real kernel wrote into a dump (o; lse, dq,
-// dk, dv when present) against the exact truth and against the recipe's emulation of the same
+// `roundscope compare FILE --recipe NAME [--set KEY=VALUE]... [--outputs o,lse,...]
+// [--rtol R --atol A] [--causal|--no-causal] [--softmax-scale X] [--json] [--threads N]`: what a real kernel wrote into
+// a dump (o; lse, dq, dk, dv when present) against the exact truth and against the recipe's emulation of the same
 // inputs (analysis/kernel_compare.hpp).
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,6 +18,7 @@
 #include "cli/cli_output.hpp"
 #include "cli/command_files.hpp"
 #include "cli/commands.hpp"
+#include "cli/option_checks.hpp"
 #include "cli/recipe_flags.hpp"
 #include "lib/memory_budget.hpp"
 
@@ -22,9 +26,10 @@ namespace roundscope::cli {
 namespace {
 
 struct CompareArgs {
-    std::string input;
+    std::string input, outputs;
     AttentionFlags flags;
     RecipeFlags recipe;
+    std::optional<double> rtol, atol;
 };
 
 std::string histogram_text(const analysis::UlpHistogram& h) {
@@ -33,15 +38,39 @@ std::string histogram_text(const analysis::UlpHistogram& h) {
     return s;
 }
 
+/// The outputs' lines beyond the table: the ulp histogram, the worst element, and what a kernel's
+/// CI asks first (NaN where the truth is finite, sign flips near zero, the tolerance's failures).
+void print_output_details(const analysis::OutputComparison& x) {
+    fmt::print("{}: ulps from the correctly rounded truth: {}\n", x.name, histogram_text(x.ulp_histogram));
+    if (!x.worst.empty()) {
+        const analysis::WorstElement& w = x.worst.front();
+        fmt::print("{}: worst at {}: kernel {} truth {} recipe {}\n", x.name, shape_string(w.index),
+                   format_double(w.kernel), format_double(w.truth), format_double(w.emulated));
+    }
+    if (x.nonfinite > 0)
+        fmt::print("{}: {} NaN or Inf where the truth is finite, the first at {}\n", x.name, x.nonfinite,
+                   shape_string(x.first_nonfinite->index));
+    if (x.sign_flips_near_zero > 0)
+        fmt::print("{}: {} of the differences are sign flips near zero (below one ulp of the row's largest value)\n",
+                   x.name, x.sign_flips_near_zero);
+    if (x.outside_tolerance) fmt::print("{}: {} element(s) outside the tolerance\n", x.name, *x.outside_tolerance);
+}
+
 void compare(const CompareArgs& a) {
     const emu::AttentionRecipe recipe = a.recipe.recipe();
+    analysis::CompareChoice choice;
+    if (!a.outputs.empty()) choice.outputs = analysis::parse_output_names(a.outputs, "--outputs");
+    if (a.rtol) choice.tolerance = analysis::Tolerance{*a.rtol, *a.atol};
     const TensorFile file = read_input(a.input);
     const ChosenInputs c = naming_input(a.input, [&] { return file_inputs(file, a.flags); });
-    check_memory(attention_bytes(c.in, c.in.d_o.has_value(), true, a.flags.threads), a.input);
+    const bool gradients = choice.outputs.empty() ? c.in.d_o.has_value()
+                                                  : std::any_of(choice.outputs.begin(), choice.outputs.end(),
+                                                                [](const std::string& n) { return n[0] == 'd'; });
+    check_memory(attention_bytes(c.in, gradients, true, a.flags.threads), a.input);
     analysis::AttentionRunOptions o;
     o.causal = c.causal, o.scale = c.softmax_scale, o.threads = a.flags.threads;
     const analysis::KernelComparison r =
-        naming_input(a.input, [&] { return analysis::compare_kernel(file, c.in, recipe, o); });
+        naming_input(a.input, [&] { return analysis::compare_kernel(file, c.in, recipe, o, choice); });
     if (a.flags.json) {
         nlohmann::json j = compare_json(r);
         j["file"] = a.input;
@@ -57,16 +86,12 @@ void compare(const CompareArgs& a) {
     for (const analysis::OutputComparison& x : r.outputs)
         rows.push_back({x.name, std::string(name(x.dtype)), fmt::format("{:.3e}", x.truth_error.max_abs),
                         fmt::format("{:.3e}", x.truth_error.rel_rms), fmt::format("{}/{}", x.matched, x.total),
-                        std::to_string(x.max_ulp)});
-    print_table({"output", "dtype", "max |error|", "relative rms", "bits equal to the recipe", "max ulp"}, rows);
-    for (const analysis::OutputComparison& x : r.outputs) {
-        fmt::print("{}: ulps from the correctly rounded truth: {}\n", x.name, histogram_text(x.ulp_histogram));
-        if (!x.worst.empty()) {
-            const analysis::WorstElement& w = x.worst.front();
-            fmt::print("{}: worst at {}: kernel {} truth {} recipe {}\n", x.name, shape_string(w.index),
-                       format_double(w.kernel), format_double(w.truth), format_double(w.emulated));
-        }
-    }
+                        x.max_ulp == ~std::uint64_t{0} ? "NaN" : std::to_string(x.max_ulp),
+                        fmt::format("{:.3g}", x.max_row_ulp)});
+    print_table({"output", "dtype", "max |error|", "relative rms", "bits equal to the recipe", "max ulp",
+                 "max ulp of row scale"},
+                rows);
+    for (const analysis::OutputComparison& x : r.outputs) print_output_details(x);
     fmt::print("{} of {} output bit patterns equal the recipe's\n", r.matched, r.total);
 }
 
@@ -79,6 +104,18 @@ void add_compare_command(CLI::App& app) {
     cmd->add_option("FILE", a->input, "Dump with q, k, v and what the kernel wrote: o (lse, and dq, dk, dv with do)")
         ->required();
     a->recipe.add_to(cmd);
+    cmd->add_option("--outputs", a->outputs,
+                    "Compare only these outputs, comma-separated (o,lse: a forward-only recipe against a dump "
+                    "that also holds gradients); default: all the dump holds")
+        ->check(
+            accepted_by([](const std::string& s) { analysis::parse_output_names(s, "--outputs"); }, "o,lse,dq,dk,dv"));
+    auto* rtol = cmd->add_option("--rtol", a->rtol,
+                                 "Count the elements outside |kernel - recipe| <= atol + rtol |recipe| (with --atol)")
+                     ->check(finite_in(0, std::numeric_limits<double>::max()));
+    auto* atol = cmd->add_option("--atol", a->atol, "The absolute tolerance beside --rtol")
+                     ->check(finite_in(0, std::numeric_limits<double>::max()));
+    rtol->needs(atol);
+    atol->needs(rtol);
     a->flags.add_to(cmd, "--softmax-scale,--scale");
     cmd->footer("Example: roundscope compare dump.safetensors --recipe fa2-bf16 --json\n");
     cmd->callback([a] { compare(*a); });

@@ -16,7 +16,7 @@
 #include "cli/command_files.hpp"
 #include "cli/commands.hpp"
 #include "cli/recipe_flags.hpp"
-#include "emu/attention/attention_operands.hpp"
+#include "emu/attention/flash/attention_operands.hpp"
 #include "lib/error.hpp"
 #include "lib/tensor_io.hpp"
 #if ROUNDSCOPE_WITH_GPU

@@ -27,7 +27,7 @@
 #include "lib/tensor_io.hpp"
 #if ROUNDSCOPE_WITH_GPU
 #include "gpu/device.hpp"
-#include "gpu/mma_probe.hpp"
+#include "gpu/probes/mma_probe.hpp"
 #endif
 
 namespace roundscope::cli {
@@ -181,7 +181,7 @@ void probe(const ProbeOptions& o) {
             probe_mma(o, device, cc, basic_spec(gpu::ProbeInstruction::wgmma_ss, *f, "wgmma_ss_" + type));
         }
     }
-    // tf32 inputs, float16 accumulators, scale-d = 0 (gpu/mma_probe_variants.cu).
+    // tf32 inputs, float16 accumulators, scale-d = 0 (gpu/probes/mma_probe_variants.cu).
     for (const gpu::ProbeVariant& v : gpu::extra_probe_variants(cc)) probe_mma(o, device, cc, variant_spec(v));
     probe_conversions(o, device, cc);
 }

@@ -1,5 +1,5 @@
 // `roundscope recipes [--json|--markdown]`: the flash-attention presets with every setting, and
-// the keys `--set` accepts (emu/attention/attention_recipe.hpp) with what each kernel runs.
+// the keys `--set` accepts (emu/attention/recipe/attention_recipe.hpp) with what each kernel runs.
 #include <fmt/format.h>
 
 #include <memory>
@@ -9,7 +9,7 @@
 #include "cli/command_files.hpp"
 #include "cli/commands.hpp"
 #include "cli/recipe_reference.hpp"
-#include "emu/attention/attention_recipe.hpp"
+#include "emu/attention/recipe/attention_recipe.hpp"
 
 namespace roundscope::cli {
 

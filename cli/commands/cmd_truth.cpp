@@ -16,7 +16,7 @@
 #include "cli/command_files.hpp"
 #include "cli/commands.hpp"
 #include "cli/option_checks.hpp"
-#include "emu/attention/attention_inputs.hpp"
+#include "emu/attention/inputs/attention_inputs.hpp"
 #include "lib/error.hpp"
 #include "lib/file_write.hpp"
 #include "lib/memory_budget.hpp"

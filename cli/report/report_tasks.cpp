@@ -23,11 +23,11 @@
 #include "cli/analysis_flags.hpp"
 #include "cli/analysis_json.hpp"
 #include "cli/command_files.hpp"
-#include "emu/attention/attention_operands.hpp"
-#include "emu/attention/flash_context.hpp"
-#include "emu/attention/head_inputs.hpp"
-#include "emu/attention/row_sample.hpp"
-#include "emu/attention/run_cache.hpp"
+#include "emu/attention/flash/attention_operands.hpp"
+#include "emu/attention/flash/flash_context.hpp"
+#include "emu/attention/flash/run_cache.hpp"
+#include "emu/attention/inputs/head_inputs.hpp"
+#include "emu/attention/inputs/row_sample.hpp"
 #include "emu/batch/format_dtype.hpp"
 #include "emu/block/block_format.hpp"
 #include "emu/numbers/format.hpp"
@@ -125,9 +125,10 @@ nlohmann::json head_compare(const TensorFile& tensors, const emu::AttentionInput
             compare[recipe.name] = {{"skipped", why}};
             continue;
         }
+        const analysis::CompareChoice choice{.worst_count = report_compare_worst};
         compare[recipe.name] = compare_part_json(
-            in.query_rows ? analysis::compare_kernel_rows(tensors, file_in, head, in, recipe, r, report_compare_worst)
-                          : analysis::compare_kernel_head(tensors, file_in, head, recipe, r, report_compare_worst));
+            in.query_rows ? analysis::compare_kernel_rows(tensors, file_in, head, in, recipe, r, choice)
+                          : analysis::compare_kernel_head(tensors, file_in, head, recipe, r, choice));
     }
     return compare;
 }
@@ -315,7 +316,7 @@ nlohmann::json options_json(const ReportOptions& o) {
 
 // What a task's result holds: raised whenever a task computes or stores anything differently,
 // so that a cache written before is not taken for today's results.
-constexpr int task_schema = 11;
+constexpr int task_schema = 12;
 
 std::vector<ReportTask> report_tasks(const std::vector<DumpFile>& files, const ReportOptions& options) {
     const std::string fingerprint =

@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "emu/attention/attention_recipe.hpp"
+#include "emu/attention/recipe/attention_recipe.hpp"
 
 namespace roundscope::cli {
 

@@ -1,6 +1,6 @@
 #pragma once
 // The order-free digest of a conversion over all 2^32 float32 inputs, the same on the GPU
-// (gpu/mma_probe.cu) and the CPU: chunk j of 2^24 inputs sums conversion_mix(x, bits(x)) mod
+// (gpu/probes/mma_probe.cu) and the CPU: chunk j of 2^24 inputs sums conversion_mix(x, bits(x)) mod
 // 2^64, so any one differing output changes its chunk's digest (unless two errors cancel,
 // with probability 2^-64).
 #include <cstdint>

@@ -1,6 +1,6 @@
 #pragma once
 // The chunk digests of any function of the 2^32 float32 patterns, on the CPU: the same sums the
-// GPU probe forms (gpu/mufu_probe.cu), so a model is checked against a capture chunk by chunk.
+// GPU probe forms (gpu/probes/mufu_probe.cu), so a model is checked against a capture chunk by chunk.
 #include <cstdint>
 #include <vector>
 

@@ -1,7 +1,7 @@
 #pragma once
 // The approximate functions of the GPU's special-function unit (MUFU) as PTX exposes them:
 // ex2.approx, lg2.approx and rcp.approx, whose values NVIDIA does not publish. The probe
-// (gpu/mufu_probe.cu, tools/gpu/mufu) captures them; emu/mufu/mufu_model.hpp evaluates a fitted
+// (gpu/probes/mufu_probe.cu, tools/gpu/mufu) captures them; emu/mufu/mufu_model.hpp evaluates a fitted
 // model; emu/mufu/h100_mufu.hpp is an H100's, bit-exact on all 2^32 inputs.
 #include <array>
 #include <cstddef>

@@ -58,7 +58,7 @@ Block& current_block();
 /// deadlock, a barrier misused) ends its threads; run_grid then throws Error with its report.
 void run_grid(dim3 grid, dim3 block, std::size_t shared_bytes, const std::function<void()>& body);
 
-/// A warp-collective exchange (gpu/warp.hpp's shuffles): every thread of the calling thread's
+/// A warp-collective exchange (gpu/primitives/warp.hpp's shuffles): every thread of the calling thread's
 /// warp hands in `value` and gets lane `source`'s.
 std::uint32_t warp_exchange(std::uint32_t value, int source);
 

@@ -1,5 +1,5 @@
 #pragma once
-// The simulated GPU's block-level synchronisation (gpu/sync.hpp's host side): named barriers
+// The simulated GPU's block-level synchronisation (gpu/primitives/sync.hpp's host side): named barriers
 // (bar.sync / bar.arrive with an id and a thread count; __syncthreads is barrier 0 with the
 // whole block) and shared-memory mbarriers (init, arrive, expect_tx, complete_tx,
 // try_wait.parity). Every wait has a watchdog: when no thread of the block has moved for the

@@ -1,5 +1,5 @@
 #pragma once
-// The simulated GPU's tensor memory accelerator (gpu/tma.hpp's host side): 2-D and 3-D tiled copies
+// The simulated GPU's tensor memory accelerator (gpu/primitives/tma.hpp's host side): 2-D and 3-D tiled copies
 // between global memory and shared memory, with the 32/64/128-byte swizzles and zeros for
 // elements outside the tensor. Like the hardware's copy engine, a copy lands later than its
 // issue: a load poisons its destination (every byte 0xFF: NaN in every float format) when it
@@ -10,7 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "gpu/tma_swizzle.hpp"
+#include "gpu/primitives/tma_swizzle.hpp"
 
 namespace roundscope::gpu {
 

@@ -13,7 +13,7 @@
 #include "emu/mma/mma_model.hpp"
 #include "gpu/host/simt_host.hpp"
 #include "gpu/host/warp_mma.hpp"
-#include "gpu/wgmma_descriptor.hpp"
+#include "gpu/primitives/wgmma_descriptor.hpp"
 #include "lib/bits.hpp"
 #include "lib/error.hpp"
 

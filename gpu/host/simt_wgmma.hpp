@@ -1,5 +1,5 @@
 #pragma once
-// wgmma on the simulated GPU (gpu/wgmma.hpp's host side): wgmma.mma_async m64nNk16 with BF16
+// wgmma on the simulated GPU (gpu/primitives/wgmma.hpp's host side): wgmma.mma_async m64nNk16 with BF16
 // inputs and float32 accumulators, B from shared memory through a descriptor, A from shared
 // memory through a descriptor or from registers. As on the GPU it is asynchronous: an issue
 // snapshots its operands (and the accumulators it adds to) and poisons the accumulator
@@ -8,12 +8,12 @@
 // chained wgmmas over K do. Thread t of a warpgroup (warp w = t / 32, lane l) holds D(16 w + l / 4
 // + 8 (i / 2), 8 j + 2 (l % 4) + i % 2) in d[4 j + i] (the PTX ISA's accumulator fragment); with
 // A from registers, its warp's 16 rows in mma.sync's A fragment; operands in shared memory
-// K-major or MN-major (gpu/wgmma_descriptor.hpp). Each element is the emulator's
+// K-major or MN-major (gpu/primitives/wgmma_descriptor.hpp). Each element is the emulator's
 // sm_90 wgmma model over the 16 products (emu/mma/mma_model.hpp), through the prepared GEMM
 // (emu/mma/mma_gemm.hpp) that the emulator's tiles use.
 #include <cstdint>
 
-#include "gpu/wgmma_descriptor.hpp"
+#include "gpu/primitives/wgmma_descriptor.hpp"
 
 namespace roundscope::gpu::simt {
 

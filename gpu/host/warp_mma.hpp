@@ -2,7 +2,7 @@
 // mma.sync on the simulated GPU: a warp-collective step. Each of the warp's 32 threads hands
 // in its A, B and C registers; once all have, the warp's matrices are rebuilt from the
 // registers by the PTX ISA's fragment tables (written here from the ISA, independently of the
-// kernels' fragment loaders in gpu/mma_sync.cuh, so that a wrong loader gives wrong bits), D is
+// kernels' fragment loaders in gpu/primitives/mma_sync.cuh, so that a wrong loader gives wrong bits), D is
 // computed by emu's tensor-core model of the simulated architecture, and each thread gets its
 // D registers back.
 #include <array>

@@ -367,19 +367,36 @@ def attribute(inputs: Path | Arrays | None = None, *, recipe: str, synthetic: bo
     return _cast(results.AttributeResult, result)
 
 
-def compare(path: Path, recipe: str, *, settings: Mapping[str, object] | None = None, causal: bool | None = None,
-            softmax_scale: float | None = None, threads: int = 0) -> results.CompareResult:
-    """The outputs a kernel wrote into a dump against the truth and the recipe's emulation
-    (`roundscope compare --json`)."""
-    return _cast(results.CompareResult, _commands.run(["compare", os.fsdecode(path),
+def _output_list(outputs: Sequence[str] | None) -> str | None:
+    if outputs is None:
+        return None
+    if isinstance(outputs, str) or not all(isinstance(x, str) for x in outputs):
+        raise TypeError("outputs: expected a sequence of output names such as ['o', 'lse']")
+    return ",".join(outputs)
+
+
+def compare(path: Path | Arrays, recipe: str, *, settings: Mapping[str, object] | None = None,
+            causal: bool | None = None, softmax_scale: float | None = None, outputs: Sequence[str] | None = None,
+            rtol: float | None = None, atol: float | None = None, threads: int = 0) -> results.CompareResult:
+    """The outputs a kernel wrote into a dump (a file, or a mapping of arrays: q, k, v, do and
+    the outputs) against the truth and the recipe's emulation (`roundscope compare --json`).
+    outputs: compare only these (["o", "lse"]: a forward-only recipe against a dump with
+    gradients); rtol and atol: count each output's elements outside them."""
+    args, files = _commands.input_arguments(path)
+    return _cast(results.CompareResult, _commands.run(["compare", *args,
                           *_commands.flags(recipe=recipe, settings=settings, causal=causal,
-                                           softmax_scale=softmax_scale, threads=_threads(threads)), "--json"])[1])
+                                           softmax_scale=softmax_scale, outputs=_output_list(outputs), rtol=rtol,
+                                           atol=atol, threads=_threads(threads)), "--json"], files)[1])
 
 
-def check(dir: Path, *, junit: Path | None = None,
+def check(dir: Path, *, junit: Path | None = None, max_ulp: int | None = None, max_row_ulp: float | None = None,
+          min_match: float | None = None, rtol: float | None = None, atol: float | None = None,
           threads: int = 0) -> results.CheckResult:
-    """Every golden file under dir checked bit for bit (`roundscope check --json`); "failed"
-    counts the differences (the command's exit code 1)."""
+    """Every golden file under dir checked bit for bit (`roundscope check --json`), or its
+    attention dumps within the tolerances given; "failed" counts the failures (the command's
+    exit code 1)."""
     junit_args = [] if junit is None else ["--junit", os.fsdecode(junit)]
     return _cast(results.CheckResult, _commands.run(["check", os.fsdecode(dir), *junit_args,
-                                                     *_commands.flags(threads=_threads(threads)), "--json"])[1])
+                                                     *_commands.flags(max_ulp=max_ulp, max_row_ulp=max_row_ulp,
+                                                                      min_match=min_match, rtol=rtol, atol=atol,
+                                                                      threads=_threads(threads)), "--json"])[1])

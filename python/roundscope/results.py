@@ -205,12 +205,24 @@ class CompareWorst(TypedDict):
     ulp: Number
 
 
+class CompareDifference(TypedDict):
+    index: List[int]
+    kernel: Number
+    recipe: Number
+    truth: Number
+    ulp: Optional[int]
+
+
 class UlpBin(TypedDict):
     ulps: str
     count: int
 
 
-class CompareOutput(TypedDict):
+class _CompareOutputMore(TypedDict, total=False):
+    outside_tolerance: int  # rtol and atol given
+
+
+class CompareOutput(_CompareOutputMore):
     dtype: str
     matched: int
     total: int
@@ -220,6 +232,11 @@ class CompareOutput(TypedDict):
     rel_rms: Number
     ulp_histogram: List[UlpBin]
     worst: List[CompareWorst]
+    max_row_ulp: Number
+    sign_flips_near_zero: int
+    nonfinite: int
+    first_nonfinite: Optional[CompareDifference]
+    largest_difference: Optional[CompareDifference]
 
 
 class CompareResult(TypedDict):

@@ -6,8 +6,8 @@
 #include <cmath>
 
 #include "analysis/truth/attention_truth.hpp"
-#include "emu/attention/flash_attention.hpp"
-#include "emu/attention/random_operands.hpp"
+#include "emu/attention/flash/flash_attention.hpp"
+#include "emu/attention/flash/random_operands.hpp"
 #include "emu/batch/tensor_cast.hpp"
 
 using namespace roundscope;

@@ -63,7 +63,7 @@ TEST_CASE("One key at P-bar = 1 holding more than 1 - 2^-9 of its row (l rounds 
           "[bias]") {
     // A sink key Delta above 255 others: at Delta = 20 they hold about 255 e^-20 of the row, far
     // below 2^-9, so every row is held by the one key; at Delta = 4 they hold most of it.
-    // (Counted in the forward pass the CUDA twin shares: emu/attention/attention_steps.hpp.)
+    // (Counted in the forward pass the CUDA twin shares: emu/attention/softmax/attention_steps.hpp.)
     SyntheticSpec spec;
     spec.scenario = Scenario::sink, spec.n = 256, spec.d = 64, spec.k_sink = 1, spec.seed = 3;
     BiasOptions o;

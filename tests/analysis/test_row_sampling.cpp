@@ -1,4 +1,4 @@
-// Row sampling (emu/attention/row_sample.hpp) at the analyses: a sample's truth rows are the
+// Row sampling (emu/attention/inputs/row_sample.hpp) at the analyses: a sample's truth rows are the
 // whole head's; sampling_errors' rules (analysis/sampling_error.hpp); and whether the errors are
 // honest: over 40 seeds the estimates of a fraction (P-collapse's underflow) and of a total (the
 // bias's delta-error sum, scaled up) fall within two standard errors of the whole head's value
@@ -14,7 +14,7 @@
 #include "analysis/sampling_error.hpp"
 #include "analysis/synthetic_attention.hpp"
 #include "analysis/truth/attention_truth.hpp"
-#include "emu/attention/row_sample.hpp"
+#include "emu/attention/inputs/row_sample.hpp"
 #include "lib/error.hpp"
 
 using namespace roundscope;

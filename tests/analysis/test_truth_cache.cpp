@@ -13,7 +13,7 @@
 #include "analysis/rounding_bias.hpp"
 #include "analysis/synthetic_attention.hpp"
 #include "analysis/truth_cache.hpp"
-#include "emu/attention/attention_operands.hpp"
+#include "emu/attention/flash/attention_operands.hpp"
 
 using namespace roundscope;
 using namespace roundscope::analysis;

@@ -14,7 +14,7 @@
 #include "analysis/synthetic_attention.hpp"
 #include "analysis/truth/attention_truth.hpp"
 #include "analysis/truth/double_double.hpp"
-#include "emu/attention/head_inputs.hpp"
+#include "emu/attention/inputs/head_inputs.hpp"
 #include "emu/numbers/round.hpp"
 
 using namespace roundscope;

@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "gpu/mma_probe.hpp"
+#include "gpu/probes/mma_probe.hpp"
 
 namespace roundscope::test {
 

@@ -16,11 +16,11 @@
 #include <vector>
 
 #include "analysis/synthetic_attention.hpp"
-#include "emu/attention/attention_operands.hpp"
-#include "gpu/flash_attention.hpp"
+#include "emu/attention/flash/attention_operands.hpp"
 #include "gpu/flash_crosscheck.hpp"
-#include "gpu/hopper_flash.hpp"
-#include "gpu/mma_probe.hpp"
+#include "gpu/kernels/flash_attention.hpp"
+#include "gpu/kernels/hopper_flash.hpp"
+#include "gpu/probes/mma_probe.hpp"
 #include "lib/error.hpp"
 #include "tests/gpu/gpu_or_skip.hpp"
 #include "tools/gpu/kit_options.hpp"

@@ -2,8 +2,8 @@
 // this architecture, on the probe's tiles of all ten distributions, for every instruction the
 // probe runs here (mma.sync; wgmma with A in registers and in shared memory on sm_90), and the
 // GPU's float32 -> bf16/f16/e4m3/e5m2 conversions the emulator's over all 2^32 inputs. On sm_90,
-// wgmma reads its shared-memory operands where gpu/wgmma_descriptor.hpp says, with the model's
-// bits, in every layout of the layout probe (gpu/wgmma_layout_probe.hpp: N 64 and 128, K-major
+// wgmma reads its shared-memory operands where gpu/primitives/wgmma_descriptor.hpp says, with the model's
+// bits, in every layout of the layout probe (gpu/probes/wgmma_layout_probe.hpp: N 64 and 128, K-major
 // and MN-major, each swizzle, A from registers): those the Hopper kernel uses, one by one.
 // Exits 77 (CTest: skipped) where no GPU is usable (1 with ROUNDSCOPE_REQUIRE_GPU=1); a run that
 // checked nothing fails.
@@ -14,8 +14,8 @@
 #include "emu/batch/conversion_digest.hpp"
 #include "emu/mma/mma_gemm.hpp"
 #include "emu/mma/mma_tiles.hpp"
-#include "gpu/mma_probe.hpp"
-#include "gpu/wgmma_layout_probe.hpp"
+#include "gpu/probes/mma_probe.hpp"
+#include "gpu/probes/wgmma_layout_probe.hpp"
 #include "tests/gpu/gpu_or_skip.hpp"
 #include "tests/gpu_host/wgmma_reference.hpp"
 

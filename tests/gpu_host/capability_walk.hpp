@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "emu/attention/attention_operands.hpp"
-#include "emu/attention/attention_recipe.hpp"
-#include "emu/attention/flash_attention.hpp"
-#include "emu/attention/kernel_capabilities.hpp"
+#include "emu/attention/flash/attention_operands.hpp"
+#include "emu/attention/flash/flash_attention.hpp"
+#include "emu/attention/recipe/attention_recipe.hpp"
+#include "emu/attention/recipe/kernel_capabilities.hpp"
 #include "lib/bits.hpp"
 #include "lib/error.hpp"
 

@@ -13,12 +13,12 @@
 #include <vector>
 
 #include "analysis/synthetic_attention.hpp"
-#include "emu/attention/attention_operands.hpp"
-#include "emu/attention/attention_recipe.hpp"
-#include "emu/attention/flash_attention.hpp"
-#include "emu/attention/random_operands.hpp"
-#include "gpu/flash_attention.hpp"
+#include "emu/attention/flash/attention_operands.hpp"
+#include "emu/attention/flash/flash_attention.hpp"
+#include "emu/attention/flash/random_operands.hpp"
+#include "emu/attention/recipe/attention_recipe.hpp"
 #include "gpu/host/simt_host.hpp"
+#include "gpu/kernels/flash_attention.hpp"
 #include "lib/bits.hpp"
 
 using namespace roundscope;

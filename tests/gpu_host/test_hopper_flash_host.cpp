@@ -1,4 +1,4 @@
-// Property: the Hopper forward kernel (gpu/hopper_flash_kernel.cuh: a producer warp's TMA loads
+// Property: the Hopper forward kernel (gpu/kernels/hopper_flash_kernel.cuh: a producer warp's TMA loads
 // into a two-stage K/V ring under mbarriers, two consumer warpgroups' wgmmas, the online softmax
 // on accumulator fragments, a TMA-stored epilogue), run on the simulated GPU, gives the
 // emulator's bits for h100-bf16: O, O before its cast, and the LSE, on every scenario (random,
@@ -15,11 +15,11 @@
 #include <vector>
 
 #include "analysis/synthetic_attention.hpp"
-#include "emu/attention/attention_operands.hpp"
-#include "emu/attention/attention_recipe.hpp"
-#include "emu/attention/flash_attention.hpp"
-#include "gpu/hopper_flash.hpp"
+#include "emu/attention/flash/attention_operands.hpp"
+#include "emu/attention/flash/flash_attention.hpp"
+#include "emu/attention/recipe/attention_recipe.hpp"
 #include "gpu/host/simt_host.hpp"
+#include "gpu/kernels/hopper_flash.hpp"
 #include "lib/bits.hpp"
 #include "tests/emu/attention/negative_zero_tile.hpp"
 

@@ -1,5 +1,5 @@
 // Property: each kernel runs bit for bit what its row of the capability table
-// (emu/attention/kernel_capabilities.cpp) says it runs, and refuses the rest with the table's
+// (emu/attention/recipe/kernel_capabilities.cpp) says it runs, and refuses the rest with the table's
 // reason: the capability walk (capability_walk.hpp) over every value of every recipe key, on
 // the CUDA twins and the Hopper kernel compiled for the simulated GPU. The walk can fail: a
 // kernel that ignores a key it claims to run (here the emulator with grad_product forced back
@@ -11,9 +11,9 @@
 #include <string>
 
 #include "analysis/synthetic_attention.hpp"
-#include "gpu/flash_attention.hpp"
-#include "gpu/hopper_flash.hpp"
 #include "gpu/host/simt_host.hpp"
+#include "gpu/kernels/flash_attention.hpp"
+#include "gpu/kernels/hopper_flash.hpp"
 #include "tests/gpu_host/capability_walk.hpp"
 
 using namespace roundscope;

@@ -2,7 +2,7 @@
 // model's bits on the probe's tiles of all ten distributions, for every input type and every
 // architecture with an mma.sync model for it. The simulated warp rebuilds A, B and C from the
 // 32 lanes' registers by the PTX ISA's fragment tables (gpu/host/simt_host.cpp), written apart
-// from the kernel's loaders (gpu/mma_sync.cuh): a loader that puts one element in the wrong
+// from the kernel's loaders (gpu/primitives/mma_sync.cuh): a loader that puts one element in the wrong
 // register or lane gives other bits.
 #include <catch2/catch.hpp>
 
@@ -12,8 +12,8 @@
 #include "emu/mma/mma_gemm.hpp"
 #include "emu/mma/mma_model.hpp"
 #include "emu/mma/mma_tiles.hpp"
-#include "gpu/host/mma_probe_host.hpp"
 #include "gpu/host/simt_host.hpp"
+#include "gpu/probes/mma_probe_host.hpp"
 
 using namespace roundscope;
 

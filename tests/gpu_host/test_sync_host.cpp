@@ -1,4 +1,4 @@
-// Property: gpu/sync.hpp's named barriers and mbarriers on the simulated GPU order what they
+// Property: gpu/primitives/sync.hpp's named barriers and mbarriers on the simulated GPU order what they
 // order: a producer warp fills a double buffer that two consumer warps read, signalled by
 // bar.arrive / bar.sync (full and empty barriers, as a warp-specialized kernel pairs them) and
 // by mbarriers whose phases wait for announced bytes (expect_tx) as a TMA copy completes them,
@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "gpu/host/simt_host.hpp"
-#include "gpu/sync.hpp"
+#include "gpu/primitives/sync.hpp"
 #include "lib/error.hpp"
 
 using namespace roundscope;

@@ -1,4 +1,4 @@
-// Property: gpu/tma.hpp's 2-D and 3-D copies on the simulated GPU move each element of a box where the
+// Property: gpu/primitives/tma.hpp's 2-D and 3-D copies on the simulated GPU move each element of a box where the
 // hardware does: a load puts element (i0, i1) of the box at (c0, c1) at byte i1 * row + i0 * size
 // of the tile with its 16-byte chunk XORed by the swizzle (none, 32, 64, 128 bytes), zeros
 // outside the tensor (past either end, and before it); a store writes the tile back through the
@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "gpu/host/simt_host.hpp"
-#include "gpu/tma.hpp"
+#include "gpu/primitives/tma.hpp"
 #include "lib/error.hpp"
 
 using namespace roundscope;

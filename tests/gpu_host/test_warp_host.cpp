@@ -1,4 +1,4 @@
-// Property: gpu/warp.hpp's shuffles, votes and sync_warp on the simulated GPU do what CUDA's
+// Property: gpu/primitives/warp.hpp's shuffles, votes and sync_warp on the simulated GPU do what CUDA's
 // full-warp intrinsics do: each lane gets the value of the lane its mask or index names, a
 // butterfly of xor shuffles leaves every lane the warp's total, a ballot sets exactly the bits
 // of the lanes whose predicate holds, and a lane reads after sync_warp what its neighbour wrote
@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "gpu/host/simt_host.hpp"
-#include "gpu/warp.hpp"
+#include "gpu/primitives/warp.hpp"
 
 using namespace roundscope;
 using namespace roundscope::gpu;

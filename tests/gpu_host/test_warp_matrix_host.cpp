@@ -1,4 +1,4 @@
-// Property: gpu/warp_matrix.hpp's ldmatrix and stmatrix on the simulated warp move the elements
+// Property: gpu/primitives/warp_matrix.hpp's ldmatrix and stmatrix on the simulated warp move the elements
 // the PTX ISA says: for x1, x2 and x4, with and without .trans, lane t's register i holds row
 // t / 4 and columns 2 (t % 4), 2 (t % 4) + 1 of matrix i (transposed: column t / 4 of rows
 // 2 (t % 4), 2 (t % 4) + 1), each matrix's rows at the addresses of lanes 8i to 8i + 7, here
@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "gpu/host/simt_host.hpp"
-#include "gpu/warp_matrix.hpp"
+#include "gpu/primitives/warp_matrix.hpp"
 #include "lib/error.hpp"
 
 using namespace roundscope;

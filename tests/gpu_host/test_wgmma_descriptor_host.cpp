@@ -1,4 +1,4 @@
-// Property: gpu/wgmma_descriptor.hpp's descriptor encodes and decodes every field; its K-major
+// Property: gpu/primitives/wgmma_descriptor.hpp's descriptor encodes and decodes every field; its K-major
 // address without swizzling is the core-matrix layout the H100 probes confirmed (8 rows x 16
 // bytes, consecutive along K, then along the rows) for 16-, 8- and 32-bit elements; and with a
 // 32-, 64- or 128-byte swizzle it reads a tile exactly as the simulated TMA lands it (a box of
@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "gpu/host/simt_host.hpp"
-#include "gpu/tma.hpp"
-#include "gpu/wgmma_descriptor.hpp"
+#include "gpu/primitives/tma.hpp"
+#include "gpu/primitives/wgmma_descriptor.hpp"
 
 using namespace roundscope;
 using namespace roundscope::gpu;

@@ -1,4 +1,4 @@
-// Property: gpu/wgmma.hpp's wgmma on the simulated warpgroup computes D = A B + C element for
+// Property: gpu/primitives/wgmma.hpp's wgmma on the simulated warpgroup computes D = A B + C element for
 // element as the emulator's sm_90 wgmma model does over the 16 products, with every element where
 // the PTX ISA's accumulator fragment puts it: for N = 8, 64 and 256; A and B read through
 // descriptors in each layout (no swizzle, 32-, 64-, 128-byte swizzles) or A from registers in
@@ -15,9 +15,9 @@
 #include <vector>
 
 #include "gpu/host/simt_host.hpp"
-#include "gpu/sync.hpp"
-#include "gpu/wgmma.hpp"
-#include "gpu/wgmma_layout_probe.hpp"
+#include "gpu/primitives/sync.hpp"
+#include "gpu/primitives/wgmma.hpp"
+#include "gpu/probes/wgmma_layout_probe.hpp"
 #include "lib/bits.hpp"
 #include "tests/gpu_host/wgmma_reference.hpp"
 
@@ -30,7 +30,7 @@ using Problem = test::WgmmaProblem;
 
 Problem random_problem(int n, int k, unsigned seed) { return test::random_wgmma_problem(n, k, seed); }
 
-// The operands' layouts: the layout probe's (gpu/wgmma_layout_probe.hpp), K-major unless named.
+// The operands' layouts: the layout probe's (gpu/probes/wgmma_layout_probe.hpp), K-major unless named.
 WgmmaOperand layout(std::uint32_t start, int k, Swizzle s, int step) {
     return probe_layout(Major::k, start, k, s, step);
 }

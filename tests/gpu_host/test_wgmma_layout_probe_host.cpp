@@ -1,4 +1,4 @@
-// Property: the wgmma layout probe (gpu/wgmma_layout_probe.hpp), run on the simulated GPU, gives
+// Property: the wgmma layout probe (gpu/probes/wgmma_layout_probe.hpp), run on the simulated GPU, gives
 // the sm_90 wgmma model's D for every case it takes: N 64 and 128; A and B K-major or MN-major,
 // or A from registers; no swizzle and each swizzle; K 16 and 64 (four chained wgmmas). What the
 // probe then shows on an sm_90 GPU (tests/gpu/test_gpu_mma.cpp) is the hardware's
@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "gpu/host/simt_host.hpp"
-#include "gpu/wgmma_layout_probe.hpp"
+#include "gpu/probes/wgmma_layout_probe.hpp"
 #include "lib/error.hpp"
 #include "tests/gpu_host/wgmma_reference.hpp"
 

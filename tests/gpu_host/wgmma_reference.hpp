@@ -1,7 +1,7 @@
 #pragma once
 // The tests' reference for wgmma: random BF16 problems and D = A B + C element by element from
 // the sm_90 wgmma model over k16 chunks, written apart from the simulated warpgroup
-// (gpu/host/simt_wgmma.cpp) and the layout probe (gpu/wgmma_layout_probe.cu).
+// (gpu/host/simt_wgmma.cpp) and the layout probe (gpu/probes/wgmma_layout_probe.cu).
 #include <cstdint>
 #include <random>
 #include <vector>

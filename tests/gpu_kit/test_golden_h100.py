@@ -45,7 +45,7 @@ def test_pytorchs_flash_forward_is_reproduced_bit_for_bit(tmp_path):
     split = [e for e in flash if e["file"].startswith("sdpa_S2_")]
     assert len(unsplit) == 8 + 8  # S1 and S3, four scenarios, causal and not
     # S2 ran PyTorch's split-KV kernel (8 splits of one 128-key tile) and its combine: the recipe
-    # runs the same path (emu/attention/flash_split_kv.hpp)
+    # runs the same path (emu/attention/flash/flash_split_kv.hpp)
     assert len(split) == 8
     for e in unsplit + split:
         got = e["torch-flash-sm90"]

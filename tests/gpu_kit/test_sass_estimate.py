@@ -74,7 +74,8 @@ def test_the_hopper_kernel_has_no_spills_and_its_wgmmas_in_the_loop(tmp_path):
     obj = tmp_path / "hopper_flash.o"
     subprocess.run([NVCC, "-std=c++20", "-DNDEBUG", f"-I{ROOT}", "--expt-relaxed-constexpr", "--fmad=false",
                     "-ftz=false", "-prec-div=true", "-prec-sqrt=true", "-gencode", "arch=compute_90a,code=sm_90a",
-                    "-c", str(ROOT / "gpu" / "hopper_flash.cu"), "-o", str(obj)], check=True, capture_output=True)
+                    "-c", str(ROOT / "gpu" / "kernels" / "hopper_flash.cu"), "-o", str(obj)],
+                   check=True, capture_output=True)
     tool = est.default_cuobjdump()
     assert shutil.which(tool) or pathlib.Path(tool).exists(), "no cuobjdump (PATH or triton's) beside nvcc"
     p = subprocess.run([sys.executable, str(ROOT / "tools" / "gpu" / "sass_estimate.py"), str(obj), "--json"],

@@ -16,8 +16,8 @@
 
 #include "analysis/truth/attention_truth.hpp"
 #include "analysis/truth/double_double.hpp"
-#include "emu/attention/flash_attention.hpp"
-#include "emu/attention/random_operands.hpp"
+#include "emu/attention/flash/flash_attention.hpp"
+#include "emu/attention/flash/random_operands.hpp"
 #include "emu/batch/batch_cast.hpp"
 #include "emu/mma/mma_gemm.hpp"
 #include "emu/mma/mma_model.hpp"

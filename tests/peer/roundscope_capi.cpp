@@ -6,7 +6,7 @@
 #include <span>
 #include <thread>
 
-#include "emu/attention/inductor_cpu_math.hpp"
+#include "emu/attention/math/inductor_cpu_math.hpp"
 #include "emu/batch/batch_cast.hpp"
 #include "emu/mma/mma_gemm.hpp"
 #include "emu/mma/mma_model.hpp"

@@ -1,7 +1,7 @@
 """Property: torch.compile's exp and log on a CPU with AVX-512 (Inductor's vectorized code,
 which calls SLEEF's Sleef_expf16_u10 and Sleef_logf16_u10 from libtorch_cpu) give, for every one
 of the 2^32 float32 bit patterns, the bits of roundscope's models of them
-(emu/attention/inductor_cpu_math.hpp), NaN payloads included. The fast test takes every 4099th
+(emu/attention/math/inductor_cpu_math.hpp), NaN payloads included. The fast test takes every 4099th
 pattern and the boundaries; the exhaustive one every pattern (ROUNDSCOPE_CHUNKS: K of the 256
 chunks of 2^24).
 

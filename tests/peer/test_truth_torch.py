@@ -81,7 +81,7 @@ B, H, NQ, NK, D = 2, 6, 24, 40, 16
 
 def band_mask(nq, nk, causal, top_left, left, right):
     """The causal mask and window as an additive float64 mask, by their definitions
-    (emu/attention/attention_mask.hpp): the diagonal key of row i is i (top-left, PyTorch's
+    (emu/attention/inputs/attention_mask.hpp): the diagonal key of row i is i (top-left, PyTorch's
     is_causal) or i + nk - nq (bottom-right, FlashAttention's)."""
     i = torch.arange(nq)[:, None]
     j = torch.arange(nk)[None, :]

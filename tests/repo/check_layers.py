@@ -1,9 +1,11 @@
 """Includes point one way: each room of the source tree may include only rooms below it, as
-docs/design.md's layout draws them. A room is a folder (the sub-folders of emu/, gpu/host/,
-analysis/truth/, cli/report/, cli/commands/); its rank is in LAYERS below, lowest first. A file
-may include its own room and any room of a lower rank; rooms of one rank are independent of
-each other, except the pairs in TOGETHER (the simulated GPU compiles the kernels' own sources,
-so gpu/ and gpu/host/ are one unit). Tests, tools and examples stand above everything.
+docs/design.md's layout draws them. A room is a folder (lib/, the sub-folders of emu/ and of
+emu/attention/, gpu/ and its sub-folders, analysis/ and analysis/truth/, cli/ and its two
+sub-folders, python/module/); a file belongs to the deepest room that holds it. Its rank is in
+LAYERS below, lowest first. A file may include its own room and any room of a lower rank; rooms
+of one rank are independent of each other, except the pairs in TOGETHER (the kernels' building
+blocks run on the simulated GPU under its build, so gpu/primitives/ and gpu/host/ are one
+unit). Tests, tools and examples stand above everything.
 
 Usage: check_layers.py [REPO]   (exit 1 and one line per include that points up or sideways)"""
 import os
@@ -20,29 +22,33 @@ LAYERS = [
     ["emu/batch"],
     ["emu/block", "emu/mufu"],
     ["emu/mma"],
-    ["emu/attention"],
-    ["analysis/truth", "gpu", "gpu/host"],
-    ["analysis"],
+    ["emu/attention/math"],
+    ["emu/attention/recipe", "emu/attention/inputs", "emu/attention/softmax"],
+    ["emu/attention/flash"],
+    ["analysis/truth", "gpu/primitives", "gpu/host"],
+    ["gpu/kernels", "gpu/probes"],
+    ["analysis", "gpu"],
     ["cli"],
     ["cli/report"],
     ["cli/commands"],
     ["python/module"],
 ]
-TOGETHER = {("gpu", "gpu/host"), ("gpu/host", "gpu")}
+TOGETHER = {("gpu/primitives", "gpu/host"), ("gpu/host", "gpu/primitives")}
+# Every source file under these folders belongs to a room.
+LAYERED = {"lib", "emu", "gpu", "analysis", "cli", "python"}
 RANK = {room: rank for rank, rooms in enumerate(LAYERS) for room in rooms}
-SUB_ROOMS = ["gpu/host", "analysis/truth", "cli/report", "cli/commands", "python/module"]
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 
 
 def room(path):
-    """The room of a repository path, or None outside the layered source (tests, tools, ...)."""
+    """The room of a repository path (the deepest room that holds it), or None outside the
+    layered source (tests, tools, ...) and in a folder no room names."""
     parts = path.split("/")
-    if parts[0] == "emu" and len(parts) > 2:
-        return "/".join(parts[:2])
-    for sub in SUB_ROOMS:
-        if path.startswith(sub + "/"):
-            return sub
-    return parts[0] if parts[0] in RANK else None
+    for depth in range(len(parts) - 1, 0, -1):
+        folder = "/".join(parts[:depth])
+        if folder in RANK:
+            return folder
+    return None
 
 
 def main():
@@ -52,6 +58,8 @@ def main():
     for f in files:
         here = room(f)
         if here is None:
+            if f.split("/")[0] in LAYERED:
+                bad.append(f"{f}: in no room of LAYERS (a new folder takes its rank there)")
             continue
         with open(os.path.join(ROOT, f), errors="replace") as text:
             for number, line in enumerate(text, 1):
@@ -64,7 +72,7 @@ def main():
     for line in bad:
         print(line)
     if bad:
-        print(f"check_layers: {len(bad)} include(s) against the layers (tests/repo/check_layers.py LAYERS)")
+        print(f"check_layers: {len(bad)} file(s) or include(s) against the layers (tests/repo/check_layers.py LAYERS)")
     return 1 if bad else 0
 
 

@@ -1,6 +1,6 @@
 """Every repository path that a comment, a doc or a script names exists: a file moved or
 deleted without its mentions fails here. A path is a token that starts with one of the
-repository's top-level folders (`emu/attention/flash_context.hpp`, `tools/setup.sh`), read from
+repository's top-level folders (`emu/attention/flash/flash_context.hpp`, `tools/setup.sh`), read from
 the repository root or, as CMake reads its lists, from the naming file's folder. Globs
 (`cli/*_flags.hpp`) and braces (`mma_{bf16,fp16}`) must match something; a path without its
 extension names the files it begins (`lib/tensor_io` for .hpp and .cpp); a trailing `...`

@@ -16,7 +16,7 @@ from conftest import ROOT
 
 HERE = ROOT / "tests" / "repo"
 # Top-level folders of the scratch repositories, spelled so that this file names no path itself.
-EMU, LIB, TOOLS, ANALYSIS = "e" + "mu", "l" + "ib", "t" + "ools", "a" + "nalysis"
+EMU, LIB, TOOLS, ANALYSIS, GPU = "e" + "mu", "l" + "ib", "t" + "ools", "a" + "nalysis", "g" + "pu"
 
 
 def scratch_repository(folder, files):
@@ -113,7 +113,12 @@ def test_includes_point_down_the_layers():
     (f"{EMU}/numbers/low.hpp", f"{ANALYSIS}/high.hpp", "up"),
     (f"{EMU}/block/one.hpp", f"{EMU}/mufu/other.hpp", "sideways"),
     (f"{LIB}/base.hpp", f"{EMU}/numbers/low.hpp", "up"),
-    (f"{EMU}/attention/ok.hpp", f"{EMU}/numbers/low.hpp", None),   # down: allowed
+    (f"{EMU}/attention/flash/ok.hpp", f"{EMU}/numbers/low.hpp", None),   # down: allowed
+    (f"{EMU}/attention/math/low.hpp", f"{EMU}/attention/flash/ok.hpp", "up"),  # the rooms inside attention/
+    (f"{EMU}/attention/recipe/r.hpp", f"{EMU}/attention/inputs/i.hpp", "sideways"),
+    (f"{GPU}/primitives/p.hpp", f"{GPU}/kernels/k.cuh", "up"),
+    (f"{GPU}/host/h.hpp", f"{GPU}/primitives/p.hpp", None),  # the simulated GPU and the primitives: one unit
+    (f"{GPU}/kernels/k.cuh", f"{GPU}/probes/p.hpp", "sideways"),
 ])
 def test_an_include_against_the_layers_fails(tmp_path, includer, included, way):
     repo = scratch_repository(tmp_path, {includer: f'#include "{included}"\n', included: "int x;\n"})
@@ -122,6 +127,13 @@ def test_an_include_against_the_layers_fails(tmp_path, includer, included, way):
         assert p.returncode == 0, p.stdout
     else:
         assert p.returncode == 1 and f"{includer}:1:" in p.stdout and f": {way}" in p.stdout, p.stdout
+
+
+def test_a_source_file_outside_every_room_fails(tmp_path):
+    repo = scratch_repository(tmp_path, {f"{EMU}/attention/loose.hpp": "int x;\n", f"{EMU}/numbers/ok.hpp": "int y;\n"})
+    p = layer_check(repo)
+    assert p.returncode == 1 and f"{EMU}/attention/loose.hpp: in no room" in p.stdout, p.stdout
+    assert "ok.hpp" not in p.stdout, p.stdout
 
 
 def test_every_named_path_exists():

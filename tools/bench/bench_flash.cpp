@@ -11,8 +11,8 @@
 #include <cstring>
 #include <string>
 
-#include "emu/attention/flash_attention.hpp"
-#include "emu/attention/random_operands.hpp"
+#include "emu/attention/flash/flash_attention.hpp"
+#include "emu/attention/flash/random_operands.hpp"
 #include "emu/numbers/round.hpp"
 #include "tools/bench/best_rate.hpp"
 #include "tools/bench/simd_option.hpp"

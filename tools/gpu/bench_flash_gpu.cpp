@@ -4,7 +4,7 @@
 // times PyTorch's SDPA backends on the same shape, and the kit's phase B sets the two side by
 // side. Built for the GPU (bench_flash_gpu) and the simulated GPU (bench_flash_gpu_host, the dry run).
 //
-// h100-bf16 runs on the Hopper kernel (gpu/hopper_flash.hpp) where the device is an sm_90 GPU.
+// h100-bf16 runs on the Hopper kernel (gpu/kernels/hopper_flash.hpp) where the device is an sm_90 GPU.
 //
 //   bench_flash_gpu [--heads 64] [--n 4096] [--d 128] [--presets fa2-bf16,fa3-fp8,h100-bf16] [--repeats 5]
 //                   [--causal] [--inputs FILE.safetensors] [--out FILE.jsonl]
@@ -22,14 +22,14 @@
 #include <string>
 #include <vector>
 
-#include "emu/attention/attention_inputs.hpp"
-#include "emu/attention/attention_operands.hpp"
-#include "emu/attention/attention_recipe.hpp"
-#include "emu/attention/random_operands.hpp"
+#include "emu/attention/flash/attention_operands.hpp"
+#include "emu/attention/flash/random_operands.hpp"
+#include "emu/attention/inputs/attention_inputs.hpp"
+#include "emu/attention/recipe/attention_recipe.hpp"
 #include "gpu/device.hpp"
-#include "gpu/flash_attention.hpp"
-#include "gpu/hopper_flash.hpp"
-#include "gpu/mma_probe.hpp"
+#include "gpu/kernels/flash_attention.hpp"
+#include "gpu/kernels/hopper_flash.hpp"
+#include "gpu/probes/mma_probe.hpp"
 #include "lib/error.hpp"
 #include "lib/safetensors.hpp"
 #include "tools/gpu/kit_options.hpp"

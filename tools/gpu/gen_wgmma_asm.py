@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes gpu/wgmma_instructions.cuh: the inline PTX of wgmma.mma_async m64nNk16 with BF16
+"""Writes gpu/primitives/wgmma_instructions.cuh: the inline PTX of wgmma.mma_async m64nNk16 with BF16
 inputs and float32 accumulators for the N that kernels use, A from shared memory (ss) or from
 registers (rs), each operand's major-ness an immediate. An instruction of width N names N / 2
 accumulator registers one by one, so the operand lists are generated rather than written.
@@ -16,7 +16,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from kit_files import Parser  # noqa: E402
 
 WIDTHS = (8, 64, 128)
-HEADER = pathlib.Path(__file__).resolve().parents[2] / "gpu" / "wgmma_instructions.cuh"
+HEADER = pathlib.Path(__file__).resolve().parents[2] / "gpu" / "primitives" / "wgmma_instructions.cuh"
 
 
 def registers(first, count):
@@ -70,7 +70,7 @@ def header():
         "// BF16 inputs, float32 accumulators, for N = " + ", ".join(map(str, WIDTHS))
         + ": ss (A and B by descriptor)\n",
         "// and rs (A from 4 registers); scale-d a predicate; imm-trans-a/b 1 for an MN-major operand.\n",
-        "// Used by gpu/wgmma.hpp under nvcc only (sm_90a).\n",
+        "// Used by gpu/primitives/wgmma.hpp under nvcc only (sm_90a).\n",
         "#include <cstdint>\n\n",
         "namespace roundscope::gpu::detail {\n\n",
         "template <int N>\nstruct WgmmaBf16;\n\n",

@@ -19,13 +19,13 @@
 #include <vector>
 
 #include "analysis/synthetic_attention.hpp"
-#include "emu/attention/attention_operands.hpp"
-#include "emu/attention/attention_recipe.hpp"
+#include "emu/attention/flash/attention_operands.hpp"
+#include "emu/attention/recipe/attention_recipe.hpp"
 #include "gpu/device.hpp"
-#include "gpu/flash_attention.hpp"
 #include "gpu/flash_crosscheck.hpp"
-#include "gpu/hopper_flash.hpp"
-#include "gpu/mma_probe.hpp"
+#include "gpu/kernels/flash_attention.hpp"
+#include "gpu/kernels/hopper_flash.hpp"
+#include "gpu/probes/mma_probe.hpp"
 #include "lib/error.hpp"
 #include "tools/gpu/kit_options.hpp"
 

@@ -13,7 +13,7 @@ ships, and checks the op order the torch-flash-sm90 recipe models (docs/gpu.md):
 The kernel: pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<128, 128, 64, 4>> in BF16,
 not causal, even M, N and K. And the split-KV combine kernel
 (flash_fwd_splitkv_combine_kernel<Flash_fwd_kernel_traits<128, 64, 128, 4>, 4, 3, true>, BF16: 8
-splits of D = 128) that emu/attention/flash_split_kv.hpp models:
+splits of D = 128) that emu/attention/flash/flash_split_kv.hpp models:
 
   expf        libdevice's: FFMA.SAT by 0x3bbb989d (log2e / 252) + 0.5, FFMA.RM by 252 into
               12582913, FADD -12583039, FFMA by 1.4426950216293334961 and 1.925963033500011079e-08,

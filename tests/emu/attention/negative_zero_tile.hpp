@@ -6,7 +6,7 @@
 // zero k-step past the keys (pv_depth=tile) would turn into +0; the tensor-core models give +0.
 #include <cstdint>
 
-#include "emu/attention/flash_attention.hpp"
+#include "emu/attention/flash/flash_attention.hpp"
 
 namespace roundscope::test {
 

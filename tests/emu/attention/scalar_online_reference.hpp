@@ -1,7 +1,7 @@
 #pragma once
 // The online forward pass of one query row, written straight from the recipe's definition: no
 // tiles of rows, every S and P V element from mma_dot (or float64 where the recipe says so). A
-// second implementation beside the tiled emulator (emu/attention/flash_forward.cpp), with its
+// second implementation beside the tiled emulator (emu/attention/flash/flash_forward.cpp), with its
 // own reading of the mask: the row's band (the keys causality and a window leave) and a value per
 // key (natural units: 0, finite, or -inf), both given by the test from its own arrays.
 #include <algorithm>
@@ -11,10 +11,10 @@
 #include <utility>
 #include <vector>
 
-#include "emu/attention/attention_steps.hpp"
-#include "emu/attention/flash_attention.hpp"
-#include "emu/attention/libdevice_math.hpp"
-#include "emu/attention/softcap.hpp"
+#include "emu/attention/flash/flash_attention.hpp"
+#include "emu/attention/math/libdevice_math.hpp"
+#include "emu/attention/math/softcap.hpp"
+#include "emu/attention/softmax/attention_steps.hpp"
 #include "emu/block/block_format.hpp"
 #include "emu/mma/fused_dot_add.hpp"
 #include "emu/mma/mma_model.hpp"

@@ -1,6 +1,6 @@
 #include <catch2/catch.hpp>
 
-#include "emu/attention/attention_inputs.hpp"
+#include "emu/attention/inputs/attention_inputs.hpp"
 #include "lib/error.hpp"
 #include "lib/tensor_io.hpp"
 #include "tests/lib/tensor_samples.hpp"

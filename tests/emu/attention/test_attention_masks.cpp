@@ -1,4 +1,4 @@
-// Masks and grouped-query attention in the emulator (emu/attention/attention_mask.hpp): every mask
+// Masks and grouped-query attention in the emulator (emu/attention/inputs/attention_mask.hpp): every mask
 // kind of PyTorch's scaled_dot_product_attention and FlashAttention gives, for every online
 // preset, the bits of the scalar reference that reads the mask from its own arrays; a causal
 // mask given as a boolean tensor gives the causal flag's bits, forward and backward; grouped
@@ -10,9 +10,9 @@
 #include <limits>
 #include <random>
 
-#include "emu/attention/attention_mask.hpp"
-#include "emu/attention/flash_attention.hpp"
-#include "emu/attention/random_operands.hpp"
+#include "emu/attention/flash/flash_attention.hpp"
+#include "emu/attention/flash/random_operands.hpp"
+#include "emu/attention/inputs/attention_mask.hpp"
 #include "emu/batch/format_dtype.hpp"
 #include "emu/numbers/round.hpp"
 #include "emu/numbers/unpack.hpp"

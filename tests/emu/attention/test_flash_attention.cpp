@@ -1,4 +1,4 @@
-// The flash-attention emulator (emu/attention/flash_attention.hpp) and its recipes: a second, scalar
+// The flash-attention emulator (emu/attention/flash/flash_attention.hpp) and its recipes: a second, scalar
 // implementation of the online forward pass (one row at a time, every product through the
 // scalar tensor-core engine) gives the same bits as the tiled emulator for every preset; the
 // bits do not depend on the thread count; the recipe switches do what they are named after
@@ -10,10 +10,10 @@
 #include <algorithm>
 #include <cmath>
 
-#include "emu/attention/attention_steps.hpp"
-#include "emu/attention/flash_attention.hpp"
-#include "emu/attention/flash_context.hpp"
-#include "emu/attention/random_operands.hpp"
+#include "emu/attention/flash/flash_attention.hpp"
+#include "emu/attention/flash/flash_context.hpp"
+#include "emu/attention/flash/random_operands.hpp"
+#include "emu/attention/softmax/attention_steps.hpp"
 #include "emu/block/block_format.hpp"
 #include "emu/block/mx_block.hpp"
 #include "emu/mma/fused_dot_add.hpp"

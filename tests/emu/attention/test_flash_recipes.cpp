@@ -7,8 +7,8 @@
 
 #include <cmath>
 
-#include "emu/attention/flash_attention.hpp"
-#include "emu/attention/random_operands.hpp"
+#include "emu/attention/flash/flash_attention.hpp"
+#include "emu/attention/flash/random_operands.hpp"
 
 using namespace roundscope;
 using namespace roundscope::emu;

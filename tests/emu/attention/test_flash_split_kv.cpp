@@ -1,4 +1,4 @@
-// PyTorch's split-KV path (emu/attention/flash_split_kv.hpp): libdevice's expf and logf as the
+// PyTorch's split-KV path (emu/attention/flash/flash_split_kv.hpp): libdevice's expf and logf as the
 // combine kernel's SASS computes them, within CUDA's documented error bounds (2 and 1 ulps)
 // against the correctly rounded functions, with their special values; the splits' keys; the
 // combine of rows no split sees. Bit-exactness with the GPU: golden_h100 (S2's 8 cases).
@@ -8,10 +8,10 @@
 #include <cstdint>
 #include <limits>
 
-#include "emu/attention/flash_attention.hpp"
-#include "emu/attention/flash_split_kv.hpp"
-#include "emu/attention/libdevice_math.hpp"
-#include "emu/attention/random_operands.hpp"
+#include "emu/attention/flash/flash_attention.hpp"
+#include "emu/attention/flash/flash_split_kv.hpp"
+#include "emu/attention/flash/random_operands.hpp"
+#include "emu/attention/math/libdevice_math.hpp"
 #include "lib/bits.hpp"
 
 using namespace roundscope;

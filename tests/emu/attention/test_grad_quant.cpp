@@ -9,10 +9,10 @@
 
 #include <cmath>
 
-#include "emu/attention/attention_steps.hpp"
-#include "emu/attention/flash_attention.hpp"
-#include "emu/attention/flash_context.hpp"
-#include "emu/attention/random_operands.hpp"
+#include "emu/attention/flash/flash_attention.hpp"
+#include "emu/attention/flash/flash_context.hpp"
+#include "emu/attention/flash/random_operands.hpp"
+#include "emu/attention/softmax/attention_steps.hpp"
 #include "emu/block/block_format.hpp"
 #include "emu/block/mx_block.hpp"
 #include "emu/mma/fused_dot_add.hpp"

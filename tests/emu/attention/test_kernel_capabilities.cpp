@@ -1,4 +1,4 @@
-// Property: the capability table (emu/attention/kernel_capabilities.cpp) is complete and says
+// Property: the capability table (emu/attention/recipe/kernel_capabilities.cpp) is complete and says
 // what it means: every kernel declares every recipe key and no other; every value it names is
 // one the key accepts; "=KEY" names a key; the emulator runs every value; a refusal names the
 // key, the value and the reason. Whether each kernel keeps its row is the capability walk's
@@ -7,8 +7,8 @@
 
 #include <string>
 
-#include "emu/attention/attention_recipe.hpp"
-#include "emu/attention/kernel_capabilities.hpp"
+#include "emu/attention/recipe/attention_recipe.hpp"
+#include "emu/attention/recipe/kernel_capabilities.hpp"
 #include "lib/error.hpp"
 
 using namespace roundscope;
@@ -80,7 +80,7 @@ TEST_CASE("a refusal names the key, its value and why; backward keys bind a kern
     emu::apply_setting(h, "grad_quant=mxfp8_e4m3");  // never read: the kernel has no backward pass
     CHECK(emu::capability_refusal(hopper, h, false).empty());
     CHECK(emu::capability_refusal(hopper, h, true) ==
-          "the Hopper forward kernel (gpu/hopper_flash.cu; TMA and wgmma) has no backward pass");
+          "the Hopper forward kernel (gpu/kernels/hopper_flash.cu; TMA and wgmma) has no backward pass");
     CHECK_THROWS_WITH(emu::kernel_named("tpu"), "unknown kernel 'tpu' (kernels: emulator, twins, hopper)");
 }
 

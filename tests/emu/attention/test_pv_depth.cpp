@@ -9,9 +9,9 @@
 
 #include <cstdint>
 
-#include "emu/attention/attention_recipe.hpp"
-#include "emu/attention/flash_attention.hpp"
-#include "emu/attention/random_operands.hpp"
+#include "emu/attention/flash/flash_attention.hpp"
+#include "emu/attention/flash/random_operands.hpp"
+#include "emu/attention/recipe/attention_recipe.hpp"
 #include "emu/mma/fused_dot_add.hpp"
 #include "emu/mma/mma_model.hpp"
 #include "lib/bits.hpp"

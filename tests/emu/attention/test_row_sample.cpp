@@ -1,4 +1,4 @@
-// A sample of query rows (emu/attention/row_sample.hpp) run as its own problem, each row at its
+// A sample of query rows (emu/attention/inputs/row_sample.hpp) run as its own problem, each row at its
 // position: the rows get the bits the whole problem gives them, for every preset the emulator
 // runs, causal or not, with and without shared S; a wrong position is seen (negative control).
 #include <catch2/catch.hpp>
@@ -8,10 +8,10 @@
 #include <memory>
 #include <set>
 
-#include "emu/attention/flash_attention.hpp"
-#include "emu/attention/random_operands.hpp"
-#include "emu/attention/row_sample.hpp"
-#include "emu/attention/run_cache.hpp"
+#include "emu/attention/flash/flash_attention.hpp"
+#include "emu/attention/flash/random_operands.hpp"
+#include "emu/attention/flash/run_cache.hpp"
+#include "emu/attention/inputs/row_sample.hpp"
 #include "lib/error.hpp"
 
 using namespace roundscope;

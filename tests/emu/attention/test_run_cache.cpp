@@ -1,4 +1,4 @@
-// S and whole forward passes shared between runs (emu/attention/run_cache.hpp), and runs over a
+// S and whole forward passes shared between runs (emu/attention/flash/run_cache.hpp), and runs over a
 // subset of the rows (ForwardOptions::row_begin/row_end): each gives the bits of the plain run,
 // for every preset the emulator runs, causal or not, forward and backward. An S entry serves only
 // the Q and K, mask and product it was made from (a changed bit of K, or the float64 product,
@@ -9,9 +9,9 @@
 #include <bit>
 #include <utility>
 
-#include "emu/attention/flash_attention.hpp"
-#include "emu/attention/random_operands.hpp"
-#include "emu/attention/run_cache.hpp"
+#include "emu/attention/flash/flash_attention.hpp"
+#include "emu/attention/flash/random_operands.hpp"
+#include "emu/attention/flash/run_cache.hpp"
 
 using namespace roundscope;
 using namespace roundscope::emu;

@@ -1,4 +1,4 @@
-// The shared software exp2 and log2 (emu/attention/soft_exp2.hpp): within a few ulps of the exact
+// The shared software exp2 and log2 (emu/attention/math/soft_exp2.hpp): within a few ulps of the exact
 // function everywhere (measured against double-precision exp2/log2, whose own error is 2^29
 // times smaller than a float32 ulp), exact where it must be (powers of two, 2^0 = 1), and the
 // special values right.
@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <limits>
 
-#include "emu/attention/soft_exp2.hpp"
+#include "emu/attention/math/soft_exp2.hpp"
 
 using namespace roundscope;
 using namespace roundscope::emu;

@@ -1,4 +1,4 @@
-// soft_exp2 takes rint(x) as an integer from the bits of x + 1.5 2^23 (emu/attention/soft_exp2.hpp)
+// soft_exp2 takes rint(x) as an integer from the bits of x + 1.5 2^23 (emu/attention/math/soft_exp2.hpp)
 // instead of converting the rounded float to an integer, and selects its special cases and
 // scalings instead of branching. Over all 2^32 float32 inputs its result equals, bit for bit,
 // the same polynomial and scaling with the conversion and the branches: neither the integer trick
@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "emu/attention/soft_exp2.hpp"
+#include "emu/attention/math/soft_exp2.hpp"
 
 using namespace roundscope;
 using namespace roundscope::emu;

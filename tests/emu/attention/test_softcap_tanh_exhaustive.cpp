@@ -1,4 +1,4 @@
-// tanh_rn (emu/attention/softcap.hpp), the double tanh rounded once to float32, is the correctly
+// tanh_rn (emu/attention/math/softcap.hpp), the double tanh rounded once to float32, is the correctly
 // rounded float32 tanh on all 2^32 float32 inputs. For each input the double result d is at most
 // 2 ulps of double from the exact value (glibc's bound for tanh on x86_64, its libm-test-ulps);
 // where d lies more than 4 double ulps from every float32 rounding boundary, the exact value
@@ -14,7 +14,7 @@
 #include <mutex>
 #include <vector>
 
-#include "emu/attention/softcap.hpp"
+#include "emu/attention/math/softcap.hpp"
 #include "lib/parallel.hpp"
 
 using namespace roundscope;

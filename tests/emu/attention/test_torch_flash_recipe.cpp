@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "emu/attention/attention_steps.hpp"
-#include "emu/attention/flash_attention.hpp"
-#include "emu/attention/random_operands.hpp"
+#include "emu/attention/flash/flash_attention.hpp"
+#include "emu/attention/flash/random_operands.hpp"
+#include "emu/attention/softmax/attention_steps.hpp"
 #include "lib/bits.hpp"
 #include "lib/error.hpp"
 

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string>
 
-#include "emu/attention/softmax_choices.hpp"
+#include "emu/attention/math/softmax_choices.hpp"
 #include "emu/mufu/h100_mufu.hpp"
 #include "lib/bits.hpp"
 #include "tools/gpu/mufu/mufu_capture.hpp"

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "gpu/mufu_variants.hpp"
+#include "gpu/probes/mufu_variants.hpp"
 
 namespace roundscope::gpu::fake {
 

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "gpu/mufu_variants.hpp"
+#include "gpu/probes/mufu_variants.hpp"
 
 namespace roundscope::gpu {
 

@@ -1,4 +1,4 @@
-// The MUFU probe: every variant of gpu/mufu_variants.hpp over all 2^32 inputs, one capture file
+// The MUFU probe: every variant of gpu/probes/mufu_variants.hpp over all 2^32 inputs, one capture file
 // per variant (mufu_capture.hpp). On a GPU it runs the hardware; with --fake, the invented unit
 // of fake_mufu.hpp (the kit's dry run, on any machine).
 //
@@ -18,8 +18,8 @@
 #include "tools/gpu/mufu/mufu_capture.hpp"
 #if ROUNDSCOPE_MUFU_HARDWARE
 #include "gpu/device.hpp"
-#include "gpu/mma_probe.hpp"
-#include "gpu/mufu_probe.hpp"
+#include "gpu/probes/mma_probe.hpp"
+#include "gpu/probes/mufu_probe.hpp"
 #endif
 
 using namespace roundscope;

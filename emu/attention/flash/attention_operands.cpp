@@ -1,0 +1,88 @@
+#include "emu/attention/flash/attention_operands.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "emu/batch/tensor_cast.hpp"
+#include "emu/batch/tensor_decode.hpp"
+#include "lib/dtype.hpp"
+#include "lib/error.hpp"
+
+namespace roundscope::emu {
+namespace {
+
+// The first element of t that is NaN or Inf, or t.size() (through the batch decoder: exact).
+std::uint64_t first_nonfinite(const Tensor& t) {
+    const std::vector<double> values = decode_tensor<double>(t);
+    return static_cast<std::uint64_t>(
+        std::find_if(values.begin(), values.end(), [](double x) { return !std::isfinite(x); }) - values.begin());
+}
+
+// The elements' storage units as bits (one unit of 1, 2 or 4 bytes an element here).
+std::vector<std::uint32_t> storage_bits(const Tensor& t) {
+    std::vector<std::uint32_t> bits(t.size());
+    const std::byte* at = t.bytes().data();
+    auto widen = [&]<class Unit>(Unit) {
+        for (std::uint64_t i = 0; i < bits.size(); ++i) {
+            Unit u;
+            std::memcpy(&u, at + i * sizeof(Unit), sizeof(Unit));
+            bits[i] = u;
+        }
+    };
+    switch (info(t.dtype()).storage_bytes) {
+        case 1:
+            widen(std::uint8_t{});
+            break;
+        case 2:
+            widen(std::uint16_t{});
+            break;
+        case 4:
+            widen(std::uint32_t{});
+            break;
+        default:
+            for (std::uint64_t i = 0; i < bits.size(); ++i) bits[i] = static_cast<std::uint32_t>(t.bits_at(i));
+    }
+    return bits;
+}
+
+std::vector<std::uint32_t> operand(const Tensor& t, const Format& input) {
+    const Format& from = format_of(t.dtype());
+    if (const std::uint64_t i = first_nonfinite(t); i < t.size())
+        throw Error(
+            fmt::format("tensor '{}' holds NaN or Inf (element {}); attention of it is meaningless", t.name(), i));
+    const Tensor cast = cast_tensor(t, input, CastOptions{});
+    if (const std::uint64_t i = first_nonfinite(cast); i < cast.size())
+        throw Error(fmt::format("tensor '{}' element {} ({:g}) overflows the recipe's input format {} (largest {:g})",
+                                t.name(), i, decode(from, t.bits_at(i)), input.name,
+                                decode(input, max_finite_bits(input))));
+    return storage_bits(cast);
+}
+
+}  // namespace
+
+AttentionShape attention_shape_of(const AttentionInputs& in, bool causal, double scale) {
+    AttentionShape s;
+    s.heads = in.batch * in.heads, s.n_q = in.n_q, s.n_kv = in.n_kv, s.d = in.d, s.d_v = in.d_v;
+    s.causal = causal;
+    s.scale = static_cast<float>(scale != 0 ? scale : 1.0 / std::sqrt(static_cast<double>(in.d)));
+    s.query_rows = in.query_rows, s.query_rows_of = in.query_rows_of;
+    s.kv_group = kv_group(in);
+    if (!in.mask.prefix_only()) s.mask = std::make_shared<const ScoreMask>(in.mask);
+    s.softcap = in.softcap;
+    return s;
+}
+
+AttentionOperands attention_operands(const AttentionInputs& in, const Format& input, bool with_d_o) {
+    AttentionOperands out;
+    out.q = operand(in.q, input), out.k = operand(in.k, input), out.v = operand(in.v, input);
+    if (with_d_o) {
+        if (!in.d_o) throw Error("the backward pass needs a tensor 'do' (dO)");
+        out.d_o = operand(*in.d_o, input);
+    }
+    return out;
+}
+
+}  // namespace roundscope::emu

@@ -1,0 +1,313 @@
+// The backward pass of the flash-attention emulator (flash_attention.hpp).
+#include <fmt/format.h>
+
+#include "emu/attention/flash/flash_attention.hpp"
+#include "emu/attention/flash/flash_context.hpp"
+#include "emu/attention/flash/run_cache.hpp"
+#include "emu/attention/flash/tile_product.hpp"
+#include "emu/attention/softmax/attention_steps.hpp"
+#include "emu/attention/softmax/compiled_torch_softmax.hpp"
+#include "lib/error.hpp"
+#include "lib/parallel.hpp"
+#include "lib/splitmix.hpp"
+
+namespace roundscope::emu {
+namespace {
+
+namespace a = f32_arith;
+
+// One head's operands: q and k in the input format for S (the forward pass's bits), and q, k,
+// v, dO in ds_format for the gradient products.
+struct HeadOperands {
+    const std::uint32_t *q, *k;               // input format
+    const std::uint32_t *qg, *kg, *vg, *dog;  // ds_format
+    const float *lse2, *delta;
+    const std::uint32_t* s;  // the head's S [n_q][n_kv] from a RunCache, or null
+    std::uint64_t head;
+    const float* lse;  // natural units (the compiled softmax's backward)
+};
+
+// One head's operands of the gradient products as each product takes them: under grad_quant
+// block-quantized along its reduction axis (dO and V along D for dP; dO and Q along the query
+// rows for dV and dK; K along the keys for dQ), else the ds_format operands themselves.
+struct GradOperands {
+    std::vector<std::uint32_t> do_d, v_d, do_rows, q_rows, k_keys;
+    const std::uint32_t *dp_do, *dp_v, *dv_do, *dk_q, *dq_k;
+};
+
+// The elements' rounding of grad_quant's blocks for operand `what` of a head or a tile (`tile`:
+// its row block times the key blocks plus its key block): nearest even, or stochastic from a seed
+// of its own.
+CastOptions grad_rounding(const AttentionRecipe& r, std::uint64_t head, int what, std::uint64_t tile = 0) {
+    CastOptions o;
+    if (r.grad_stochastic) {
+        o.mode = RoundingMode::stochastic_exact;
+        o.seed = splitmix64(splitmix64(splitmix64(static_cast<std::uint64_t>(r.grad_seed), head), what), tile);
+    }
+    return o;
+}
+
+// x [rows][cols] in ds_format, block-quantized along `axis` (-2: rows, -1: cols) in grad_quant
+// (set: the callers quantize only under it).
+std::vector<std::uint32_t> grad_quantized(const AttentionRecipe& r, const std::uint32_t* x, std::uint64_t rows,
+                                          std::uint64_t cols, int axis, const CastOptions& o, const char* what) {
+    return block_fake_quantized(std::vector<std::uint32_t>(x, x + rows * cols), *r.ds_format, {rows, cols}, axis,
+                                *r.grad_quant, 32, *r.ds_format, what, o);
+}
+
+GradOperands grad_operands(const AttentionRecipe& r, const AttentionShape& sh, const HeadOperands& h) {
+    GradOperands g;
+    const std::uint64_t nq = sh.n_q, nk = sh.n_kv, d = sh.d, dv = sh.d_v;
+    if (r.grad_quant == nullptr) {
+        g.dp_do = g.dv_do = h.dog, g.dp_v = h.vg, g.dk_q = h.qg, g.dq_k = h.kg;
+        return g;
+    }
+    g.do_d = grad_quantized(r, h.dog, nq, dv, -1, grad_rounding(r, h.head, 0), "dO (for dP)");
+    g.v_d = grad_quantized(r, h.vg, nk, dv, -1, grad_rounding(r, h.head, 1), "v (for dP)");
+    g.do_rows = grad_quantized(r, h.dog, nq, dv, -2, grad_rounding(r, h.head, 2), "dO (for dV)");
+    g.q_rows = grad_quantized(r, h.qg, nq, d, -2, grad_rounding(r, h.head, 3), "q (for dK)");
+    g.k_keys = grad_quantized(r, h.kg, nk, d, -2, grad_rounding(r, h.head, 4), "k (for dQ)");
+    g.dp_do = g.do_d.data(), g.dp_v = g.v_d.data(), g.dv_do = g.do_rows.data(), g.dk_q = g.q_rows.data();
+    g.dq_k = g.k_keys.data();
+    return g;
+}
+
+struct BackwardModels {
+    detail::TileProduct score, grad;
+};
+
+// The backward pass's view of one tile: P (float) and dS cast, [rows][keys].
+struct TileGradients {
+    std::vector<std::uint32_t> p_cast, ds_cast;
+};
+
+// S, P, dP and dS of one tile, as the recipe rounds them.
+TileGradients tile_gradients(const FlashContext& ctx, const BackwardModels& models, const HeadOperands& h,
+                             const GradOperands& go, Span rows, Span keys, std::vector<float>* p_times_dp = nullptr) {
+    const AttentionShape& sh = ctx.shape;
+    const Format& g = *ctx.recipe.ds_format;
+    const std::uint64_t n = keys.size(), br = rows.size();
+    const std::vector<std::uint32_t> vt = detail::transposed(go.dp_v + keys.begin * sh.d_v, n, sh.d_v, {0, sh.d_v});
+    std::vector<std::uint32_t> s(br * n, 0), dp(br * n, 0);
+    if (h.s != nullptr) {
+        for (std::uint64_t r = 0; r < br; ++r)
+            std::copy_n(h.s + (rows.begin + r) * sh.n_kv + keys.begin, n,
+                        s.begin() + static_cast<std::ptrdiff_t>(r * n));
+    } else {
+        const std::vector<std::uint32_t> kt = detail::transposed(h.k + keys.begin * sh.d, n, sh.d, {0, sh.d});
+        models.score.run(h.q + rows.begin * sh.d, kt.data(), s.data(), s.data(), br, n, sh.d);
+    }
+    models.grad.run(go.dp_do + rows.begin * sh.d_v, vt.data(), dp.data(), dp.data(), br, n, sh.d_v);
+    TileGradients out{std::vector<std::uint32_t>(br * n), std::vector<std::uint32_t>(br * n)};
+    const bool compiled = ctx.recipe.softmax == SoftmaxKind::compiled_torch;
+    const std::vector<float> bias = ctx.tile_bias(h.head, rows, keys);  // the forward's
+    for (std::uint64_t r = 0; r < br; ++r) {
+        const std::uint64_t i = rows.begin + r, visible = ctx.visible(i);
+        const float delta = h.delta != nullptr ? h.delta[i] : 0.0f;
+        for (std::uint64_t j = 0; j < n; ++j) {
+            const std::uint64_t at = r * n + j;
+            const bool seen = keys.begin + j < visible;
+            // under a soft cap the score is T = capped_score(s), and dS is multiplied by its derivative
+            const float t = ctx.softcapped ? capped_score(float_from_bits(s[at]), ctx.softcap) : 0.0f;
+            const std::uint32_t score = ctx.softcapped ? bits_of(t) : s[at];
+            steps::BackwardElement e =
+                compiled ? torch_compiled::backward_element(score, dp[at], seen, h.lse[i], delta,
+                                                            static_cast<float>(sh.scale), g)
+                         : steps::backward_element(score, dp[at], seen, h.lse2[i], delta, ctx.scale_log2, ctx.exp2, g,
+                                                   ctx.recipe.exp2_arg, bias.empty() ? 0.0f : bias[at]);
+            if (ctx.softcapped) {
+                const float ds = a::mul(steps::d_score(e.p, float_from_bits(dp[at]), delta),
+                                        capped_score_derivative(t, ctx.softcap));
+                e.ds_cast = steps::saturating_cast(ds, g);
+            }
+            if (p_times_dp != nullptr) (*p_times_dp)[at] = a::mul(e.p, float_from_bits(dp[at]));
+            out.p_cast[at] = e.p_cast, out.ds_cast[at] = e.ds_cast;
+        }
+    }
+    return out;
+}
+
+// delta of one head's rows: from O (delta_from_o), or rowsum(P * dP) over the tiles in
+// forward order.
+std::vector<float> deltas(const FlashContext& ctx, const BackwardModels& models, const HeadOperands& h,
+                          const GradOperands& go, const AttentionOperands& in, const ForwardResult& fwd,
+                          std::uint64_t head, int threads) {
+    const AttentionShape& sh = ctx.shape;
+    const AttentionRecipe& r = ctx.recipe;
+    std::vector<float> delta(sh.n_q, 0);
+    if (r.delta != DeltaKind::p_dp) {
+        const std::vector<float> all = delta_from_o(ctx, in, fwd);
+        return {all.begin() + static_cast<std::ptrdiff_t>(head * sh.n_q),
+                all.begin() + static_cast<std::ptrdiff_t>((head + 1) * sh.n_q)};
+    }
+    const std::vector<Span> row_blocks = blocks_of(sh.n_q, r.block_m);
+    parallel_for(row_blocks.size(), 1, threads, [&](std::size_t begin, std::size_t end) {
+        for (std::size_t b = begin; b < end; ++b) {
+            const Span rows = row_blocks[b];
+            for (const Span keys : blocks_of(sh.n_kv, r.block_n)) {
+                if (ctx.tile_masked(rows, keys)) continue;
+                std::vector<float> pdp(rows.size() * keys.size());
+                tile_gradients(ctx, models, h, go, rows, keys, &pdp);
+                for (std::uint64_t row = 0; row < rows.size(); ++row) {
+                    for (std::uint64_t j = 0; j < keys.size(); ++j)
+                        delta[rows.begin + row] = a::add(delta[rows.begin + row], pdp[row * keys.size() + j]);
+                }
+            }
+        }
+    });
+    return delta;
+}
+
+// x [rows][cols] as [cols][rows].
+std::vector<std::uint32_t> transpose(const std::vector<std::uint32_t>& x, std::uint64_t rows, std::uint64_t cols) {
+    return detail::transposed(x.data(), rows, cols, {0, cols});
+}
+
+// Accumulated f32 bits times the scale (1: none), cast to the gradient format.
+void write_gradient(const std::vector<std::uint32_t>& acc, float scale, const Format& f, std::uint32_t* out) {
+    for (std::size_t i = 0; i < acc.size(); ++i) out[i] = steps::gradient_bits(acc[i], scale, f);
+}
+
+// Grouped-query attention: a key-value head's gradient is the sum of its group's query heads'
+// (each already in the gradient format), in float32 in head order, cast once: what
+// FlashAttention-2's mha_bwd does (at::sum of the expanded dK and dV) and what autograd gives
+// PyTorch's enable_gqa (the backward of repeat_interleave sums the group's gradients).
+std::vector<std::uint32_t> group_sums(const std::vector<std::uint32_t>& per_head, std::uint64_t heads,
+                                      std::uint64_t group, std::uint64_t elements, const Format& f) {
+    std::vector<std::uint32_t> out(heads / group * elements);
+    for (std::uint64_t kv = 0; kv < heads / group; ++kv) {
+        for (std::uint64_t x = 0; x < elements; ++x) {
+            float sum = 0;
+            for (std::uint64_t h = kv * group; h < (kv + 1) * group; ++h)
+                sum = a::add(sum, static_cast<float>(decode(f, per_head[h * elements + x])));
+            out[kv * elements + x] = steps::saturating_cast(sum, f);
+        }
+    }
+    return out;
+}
+
+}  // namespace
+
+BackwardResult flash_backward(const AttentionRecipe& recipe, const AttentionShape& shape, const AttentionOperands& in,
+                              const ForwardResult& forward, int threads, RunCache* runs) {
+    const FlashContext ctx = flash_context(recipe, shape);
+    if (shape.query_rows)
+        throw Error("a sample of query rows has no backward pass: dK and dV need every row (delta needs only its own)");
+    if (recipe.softmax == SoftmaxKind::naive || recipe.softmax == SoftmaxKind::naive_unshifted)
+        throw Error(fmt::format("recipe '{}': the backward pass needs an online softmax", recipe.name));
+    if (recipe.epilogue == Epilogue::torch_flash)
+        throw Error(fmt::format("recipe '{}': PyTorch's flash forward is modelled, its backward is not", recipe.name));
+    if (recipe.p_quant != nullptr)
+        throw Error(
+            fmt::format("recipe '{}': the backward of block-quantized P (p_quant) is not modelled", recipe.name));
+    if (in.d_o.size() != shape.heads * shape.n_q * shape.d_v)
+        throw Error("attention: the backward pass needs a tensor 'do' of shape [.., Nq, Dv]");
+    const Format& g = *recipe.ds_format;
+    const BackwardModels models{detail::TileProduct(recipe, *recipe.input, *recipe.input, recipe.score_product),
+                                detail::TileProduct(recipe, g, g, recipe.grad_product)};
+    // Under qk_quant, Q and K as the forward's score product took them, in S and in the gradient
+    // products: straight through, the gradients of the quantized Q and K are Q's and K's (what
+    // autograd gives a fake-quantized graph).
+    const AttentionOperands quantized = recipe.qk_quant != nullptr ? quantized_qk(ctx, in) : AttentionOperands{};
+    const AttentionOperands& qk = recipe.qk_quant != nullptr ? quantized : in;
+    const std::vector<std::uint32_t> qg = exact_in(qk.q, *recipe.input, g, "q (backward)");
+    const std::vector<std::uint32_t> kg = exact_in(qk.k, *recipe.input, g, "k (backward)");
+    const std::vector<std::uint32_t> vg = exact_in(in.v, *recipe.input, g, "v (backward)");
+    const std::vector<std::uint32_t> dog = exact_in(in.d_o, *recipe.input, g, "do (backward)");
+    const std::shared_ptr<const std::vector<std::uint32_t>> s =
+        runs != nullptr ? runs->scores(recipe, shape, qk, threads) : nullptr;
+
+    BackwardResult out;
+    const std::uint64_t group = shape.kv_group;  // dK and dV per query head, then summed over groups
+    out.dq.assign(in.q.size(), 0), out.dk.assign(in.k.size() * group, 0), out.dv.assign(in.v.size() * group, 0);
+    out.delta.assign(shape.heads * shape.n_q, 0);
+    const std::vector<Span> row_blocks = blocks_of(shape.n_q, recipe.block_m);
+    const std::vector<Span> key_blocks = blocks_of(shape.n_kv, ctx.recipe.block_n);
+    // the kernels scale dK and dQ at the end; the compiled softmax's dS holds the scale already
+    const float dk_dq_scale = recipe.softmax == SoftmaxKind::compiled_torch ? 1.0f : ctx.dk_dq_scale();
+    const std::uint64_t d = shape.d, dv = shape.d_v, nq = shape.n_q, nk = shape.n_kv;
+    for (std::uint64_t head = 0; head < shape.heads; ++head) {
+        const std::uint64_t kv = head / group;
+        HeadOperands h{qk.q.data() + head * nq * d,
+                       qk.k.data() + kv * nk * d,
+                       qg.data() + head * nq * d,
+                       kg.data() + kv * nk * d,
+                       vg.data() + kv * nk * dv,
+                       dog.data() + head * nq * dv,
+                       forward.lse_log2.data() + head * nq,
+                       nullptr,
+                       s ? s->data() + head * nq * nk : nullptr,
+                       head,
+                       forward.lse.data() + head * nq};
+        const GradOperands go = grad_operands(recipe, shape, h);
+        const std::vector<float> delta = deltas(ctx, models, h, go, in, forward, head, threads);
+        std::copy(delta.begin(), delta.end(), out.delta.begin() + static_cast<std::ptrdiff_t>(head * nq));
+        h.delta = delta.data();
+        std::vector<std::uint32_t> ds(nq * nk, 0);  // dS cast, kept for the dQ pass
+        // dK and dV: one KV block per task, over the row blocks in order.
+        parallel_for(key_blocks.size(), 1, threads, [&](std::size_t begin, std::size_t end) {
+            for (std::size_t kb = begin; kb < end; ++kb) {
+                const Span keys = key_blocks[kb];
+                std::vector<std::uint32_t> dv_acc(keys.size() * dv, 0), dk_acc(keys.size() * d, 0);
+                for (std::size_t rb = 0; rb < row_blocks.size(); ++rb) {
+                    const Span rows = row_blocks[rb];
+                    if (ctx.tile_masked(rows, keys)) continue;
+                    const TileGradients t = tile_gradients(ctx, models, h, go, rows, keys);
+                    for (std::uint64_t r = 0; r < rows.size(); ++r)
+                        std::copy_n(t.ds_cast.begin() + static_cast<std::ptrdiff_t>(r * keys.size()), keys.size(),
+                                    ds.begin() + static_cast<std::ptrdiff_t>((rows.begin + r) * nk + keys.begin));
+                    // P and dS along the tile's rows, the sum of dV and dK (under grad_quant)
+                    const std::uint64_t tile = rb * key_blocks.size() + kb;
+                    const bool quantize = recipe.grad_quant != nullptr;
+                    const std::vector<std::uint32_t> p =
+                        quantize ? grad_quantized(recipe, t.p_cast.data(), rows.size(), keys.size(), -2,
+                                                  grad_rounding(recipe, head, 5, tile), "P")
+                                 : std::vector<std::uint32_t>{};
+                    const std::vector<std::uint32_t> dsr =
+                        quantize ? grad_quantized(recipe, t.ds_cast.data(), rows.size(), keys.size(), -2,
+                                                  grad_rounding(recipe, head, 6, tile), "dS (for dK)")
+                                 : std::vector<std::uint32_t>{};
+                    const std::vector<std::uint32_t> pt = transpose(quantize ? p : t.p_cast, rows.size(), keys.size());
+                    const std::vector<std::uint32_t> dst =
+                        transpose(quantize ? dsr : t.ds_cast, rows.size(), keys.size());
+                    models.grad.run(pt.data(), go.dv_do + rows.begin * dv, dv_acc.data(), dv_acc.data(), keys.size(),
+                                    dv, rows.size());
+                    models.grad.run(dst.data(), go.dk_q + rows.begin * d, dk_acc.data(), dk_acc.data(), keys.size(), d,
+                                    rows.size());
+                }
+                write_gradient(dv_acc, 1.0f, *recipe.grad_format, out.dv.data() + (head * nk + keys.begin) * dv);
+                write_gradient(dk_acc, dk_dq_scale, *recipe.grad_format, out.dk.data() + (head * nk + keys.begin) * d);
+            }
+        });
+        // dQ: one row block per task, over the KV blocks in order.
+        parallel_for(row_blocks.size(), 1, threads, [&](std::size_t begin, std::size_t end) {
+            for (std::size_t rb = begin; rb < end; ++rb) {
+                const Span rows = row_blocks[rb];
+                std::vector<std::uint32_t> dq_acc(rows.size() * d, 0);
+                for (std::size_t kb = 0; kb < key_blocks.size(); ++kb) {
+                    const Span keys = key_blocks[kb];
+                    if (ctx.tile_masked(rows, keys)) continue;
+                    std::vector<std::uint32_t> tile(rows.size() * keys.size());
+                    for (std::uint64_t r = 0; r < rows.size(); ++r)
+                        std::copy_n(ds.begin() + static_cast<std::ptrdiff_t>((rows.begin + r) * nk + keys.begin),
+                                    keys.size(), tile.begin() + static_cast<std::ptrdiff_t>(r * keys.size()));
+                    // dS along the tile's keys, the sum of dQ (under grad_quant)
+                    if (recipe.grad_quant != nullptr)
+                        tile =
+                            grad_quantized(recipe, tile.data(), rows.size(), keys.size(), -1,
+                                           grad_rounding(recipe, head, 7, rb * key_blocks.size() + kb), "dS (for dQ)");
+                    models.grad.run(tile.data(), go.dq_k + keys.begin * d, dq_acc.data(), dq_acc.data(), rows.size(), d,
+                                    keys.size());
+                }
+                write_gradient(dq_acc, dk_dq_scale, *recipe.grad_format, out.dq.data() + (head * nq + rows.begin) * d);
+            }
+        });
+    }
+    if (group > 1) {
+        out.dk = group_sums(out.dk, shape.heads, group, nk * d, *recipe.grad_format);
+        out.dv = group_sums(out.dv, shape.heads, group, nk * dv, *recipe.grad_format);
+    }
+    return out;
+}
+
+}  // namespace roundscope::emu

@@ -1,0 +1,231 @@
+#include "emu/attention/flash/flash_context.hpp"
+
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include <cstring>
+
+#include "emu/attention/math/inductor_cpu_math.hpp"
+#include "emu/attention/softmax/attention_steps.hpp"
+#include "emu/batch/tensor_cast.hpp"
+#include "emu/block/block_quantize.hpp"
+#include "emu/numbers/round.hpp"
+#include "emu/numbers/unpack.hpp"
+#include "lib/dtype.hpp"
+#include "lib/error.hpp"
+
+namespace roundscope::emu {
+
+std::vector<Span> blocks_of(std::uint64_t n, int block, KvOrder order) {
+    std::vector<Span> out;
+    const auto b = static_cast<std::uint64_t>(block);
+    for (std::uint64_t begin = 0; begin < n; begin += b) out.push_back({begin, std::min(n, begin + b)});
+    if (order == KvOrder::reverse) std::reverse(out.begin(), out.end());
+    return out;
+}
+
+std::uint64_t FlashContext::visible(std::uint64_t i) const { return visible_keys(shape, i); }
+
+// The last row's band ends last and the first row's starts first (rows are ascending in
+// position): the tile is skipped when it lies past the one or before the other.
+bool FlashContext::tile_masked(Span rows, Span keys) const {
+    return keys.begin >= key_band(shape, rows.end - 1).end || keys.end <= key_band(shape, rows.begin).begin;
+}
+
+std::vector<float> FlashContext::tile_bias(std::uint64_t head, Span rows, Span keys) const {
+    if (!has_key_bias(shape)) return {};
+    std::vector<float> bias(rows.size() * keys.size());
+    for (std::uint64_t r = 0; r < rows.size(); ++r) {
+        const std::uint64_t i = rows.begin + r, position = query_position(shape, i);
+        const KeyRange band = key_band(shape, i);
+        for (std::uint64_t j = 0; j < keys.size(); ++j) {
+            const std::uint64_t key = keys.begin + j;
+            float b = steps::minus_infinity();
+            if (key >= band.begin) {  // past the band's end: masked by `visible` in the row steps
+                b = static_cast<float>(shape.mask->dense_at(head, position, key));
+                if (b != 0.0f && b != steps::minus_infinity()) b = f32_arith::mul(b, steps::log2e);
+            }
+            bias[r * keys.size() + j] = b;
+        }
+    }
+    return bias;
+}
+
+bool FlashContext::diagonal_key(std::uint64_t i, std::uint64_t j) const {
+    const std::uint64_t n_q = shape.query_rows ? shape.query_rows_of : shape.n_q;
+    return steps::diagonal_key(query_position(shape, i), j, n_q, shape.n_kv, recipe.v_block);
+}
+
+namespace {
+
+// A mask the recipe's softmax cannot take: refused, naming the recipe and the reason.
+void check_mask(const FlashContext& ctx) {
+    const AttentionShape& s = ctx.shape;
+    const AttentionRecipe& r = ctx.recipe;
+    if (s.softcap != 0 && (r.softmax != SoftmaxKind::online || r.epilogue != Epilogue::fa2))
+        throw Error(
+            fmt::format("recipe '{}': soft-capped scores (softcap = {}) are FlashAttention's (the online "
+                        "softmax with its own epilogue); this recipe's kernel takes none",
+                        r.name, s.softcap));
+    if (!has_key_bias(s)) return;  // a prefix of the keys, which every softmax takes
+    if (r.softmax == SoftmaxKind::online_torch || r.softmax == SoftmaxKind::compiled_torch)
+        throw Error(
+            fmt::format("recipe '{}': the released PyTorch attention it models takes only its causal mask, "
+                        "not a {} (the other recipes take it)",
+                        r.name, s.mask->describe(false)));
+    bool additive = false;
+    for (const DenseMask& m : s.mask->dense) {
+        m.check_values("tensor '" + m.tensor().name() + "'");
+        additive = additive || m.has_finite_nonzero();
+    }
+    if (additive && (r.exp2_arg == Exp2Arg::fma || r.rescale_arg == RescaleArg::raw))
+        throw Error(
+            fmt::format("recipe '{}' forms exp2's argument from the raw scores (exp2_arg=fma or "
+                        "rescale_arg=raw), as kernels without an additive mask do; an additive mask with "
+                        "values other than 0 and -inf has no such form (a boolean mask has)",
+                        r.name));
+}
+
+}  // namespace
+
+FlashContext flash_context(const AttentionRecipe& recipe, const AttentionShape& shape) {
+    validate(recipe);
+    FlashContext ctx{recipe, shape};
+    ctx.recipe.block_n = resolved_block_n(recipe, shape.d);
+    if (recipe.block_n == 0) validate(ctx.recipe);  // the resolved tile against the V blocks
+    if (recipe.split_kv_sms > 0) {
+        ctx.splits = torch_flash_splits(shape.heads, shape.n_q, shape.n_kv, shape.d, recipe.split_kv_sms);
+        if (ctx.splits > 1 && (recipe.epilogue != Epilogue::torch_flash || recipe.softmax != SoftmaxKind::online))
+            throw Error(
+                fmt::format("recipe '{}': split_kv_sms is PyTorch's flash path: it needs epilogue=torch-flash "
+                            "and the online softmax",
+                            recipe.name));
+    }
+    if (recipe.softmax == SoftmaxKind::compiled_torch && shape.n_kv > static_cast<std::uint64_t>(ctx.recipe.block_n))
+        throw Error(fmt::format("recipe '{}': the compiled softmax models one KV bucket; {} keys exceed block_n = {}",
+                                recipe.name, shape.n_kv, ctx.recipe.block_n));
+    check_mask(ctx);
+    const float scale = static_cast<float>(shape.scale);
+    ctx.scale_log2 = recipe.scale_log2 == ScaleLog2::float64
+                         ? static_cast<float>(static_cast<double>(scale) * 1.4426950408889634074)  // M_LOG2E
+                         : steps::scale_log2(scale);
+    if (shape.softcap != 0) {  // the softmax's constant is the cap's
+        ctx.softcapped = true;
+        ctx.softcap = softcap_constants(scale, static_cast<float>(shape.softcap));
+        ctx.scale_log2 = ctx.softcap.scale_log2;
+    }
+    ctx.exp2 = recipe.exp2;
+    // under p_quant the row step leaves P * S in float32 for the block quantization
+    const Format& p_step = recipe.p_quant != nullptr ? f32 : *recipe.p_format;
+    ctx.softmax = {ctx.scale_log2, ctx.exp2,           recipe.max_adjust, recipe.max_adjust_beta, recipe.p_scale,
+                   p_step,         recipe.rescale_arg, recipe.row_sum,    recipe.exp2_arg};
+    ctx.torch = {static_cast<float>(shape.scale),
+                 recipe.softmax_format,
+                 recipe.row_sum_format != nullptr ? recipe.row_sum_format : recipe.softmax_format,
+                 recipe.max_adjust,
+                 recipe.max_adjust_beta,
+                 recipe.p_scale,
+                 recipe.p_format};
+    return ctx;
+}
+
+std::vector<std::uint32_t> exact_in(const std::vector<std::uint32_t>& x, const Format& from, const Format& to,
+                                    const char* what) {
+    if (from == to) return x;
+    std::vector<std::uint32_t> out(x.size());
+    const CastOptions o;
+    const bool from_f32 = from == f32;  // the usual case
+    if (from_f32 && shares_f32_exponent(to)) {
+        // exact in float32's top bits: the dropped bits are zero, and those bits are the value's
+        const int drop = 23 - to.man_bits;
+        for (std::size_t i = 0; i < x.size(); ++i) {
+            if ((x[i] & ((1u << drop) - 1)) != 0 && !is_nan_bits(from, x[i]))
+                throw Error(
+                    fmt::format("{}: element {} ({}) is not exact in {}", what, i, decode(from, x[i]), to.name));
+            out[i] = static_cast<std::uint32_t>(cast_from_f32(float_from_bits(x[i]), to, o));
+        }
+        return out;
+    }
+    for (std::size_t i = 0; i < x.size(); ++i) {
+        out[i] = static_cast<std::uint32_t>(from_f32 ? cast_from_f32(float_from_bits(x[i]), to, o)
+                                                     : convert(from, x[i], to, o));
+        if (decode(to, out[i]) != decode(from, x[i]) && !is_nan_bits(from, x[i]))
+            throw Error(fmt::format("{}: element {} ({}) is not exact in {}", what, i, decode(from, x[i]), to.name));
+    }
+    return out;
+}
+
+const MmaModel& model_for(const AttentionRecipe& r, const Format& x, const Format& y) {
+    const MmaModel* m = find_mma_model(r.arch, r.instruction, x, y, f32);
+    if (m == nullptr)
+        throw Error(
+            fmt::format("recipe '{}': no {} {} model for {} x {}", r.name, r.arch, r.instruction, x.name, y.name));
+    return *m;
+}
+
+float recipe_delta_row(const AttentionRecipe& recipe, const std::uint32_t* d_o, const std::uint32_t* o,
+                       const Format& o_format, int n) {
+    if (recipe.delta_sum == DeltaSum::sequential)
+        return steps::delta_rowsum(d_o, *recipe.input, o, o_format, n, *recipe.delta_format);
+    std::vector<float> products(static_cast<std::size_t>(n));
+    for (int c = 0; c < n; ++c)  // float32 products, as Inductor's (exact for BF16 dO and O)
+        products[c] = f32_arith::mul(static_cast<float>(decode(*recipe.input, d_o[c])),
+                                     static_cast<float>(decode(o_format, o[c])));
+    return inductor::lane_sum(products.data(), products.size(), recipe.delta_sum == DeltaSum::lanes32 ? 32 : 16);
+}
+
+std::vector<float> delta_from_o(const FlashContext& ctx, const AttentionOperands& in, const ForwardResult& forward) {
+    const AttentionShape& sh = ctx.shape;
+    const bool stored = ctx.recipe.delta == DeltaKind::stored_o;
+    std::vector<float> delta(sh.heads * sh.n_q);
+    std::vector<std::uint32_t> o(sh.d_v);
+    for (std::uint64_t i = 0; i < delta.size(); ++i) {
+        for (std::uint64_t c = 0; c < sh.d_v; ++c)
+            o[c] = stored ? forward.o[i * sh.d_v + c] : bits_of(forward.o_f32[i * sh.d_v + c]);
+        delta[i] = recipe_delta_row(ctx.recipe, in.d_o.data() + i * sh.d_v, o.data(),
+                                    stored ? *ctx.recipe.o_format : f32, static_cast<int>(sh.d_v));
+    }
+    return delta;
+}
+
+std::vector<std::uint32_t> block_fake_quantized(const std::vector<std::uint32_t>& x, const Format& held,
+                                                std::vector<std::uint64_t> dims, int axis, const BlockFormat& format,
+                                                int block, const Format& to, const char* what,
+                                                const CastOptions& elements) {
+    Tensor t = Tensor::zeros(what, dtype_of(held), std::move(dims));
+    const int unit = info(t.dtype()).storage_bytes;  // the low bytes of each element's bits
+    std::byte* bytes = t.mutable_bytes().data();
+    for (std::size_t i = 0; i < x.size(); ++i) std::memcpy(bytes + i * unit, &x[i], static_cast<std::size_t>(unit));
+    BlockSpec spec;
+    spec.format = &format;
+    spec.block = block;
+    spec.axis = axis;
+    spec.threads = 1;
+    spec.element_options = elements;
+    const Tensor dequantized = block_dequantize(block_quantize(t, spec), spec);
+    std::vector<std::uint32_t> as_f32(x.size());
+    std::memcpy(as_f32.data(), dequantized.bytes().data(), 4 * as_f32.size());  // float32: 4 bytes each
+    return exact_in(as_f32, f32, to, what);
+}
+
+std::vector<std::uint32_t> quantized_v(const FlashContext& ctx, const std::vector<std::uint32_t>& v) {
+    if (ctx.recipe.v_quant == nullptr) return {};
+    const AttentionShape& s = ctx.shape;
+    return block_fake_quantized(v, *ctx.recipe.input, {s.heads / s.kv_group, s.n_kv, s.d_v}, -2, *ctx.recipe.v_quant,
+                                ctx.recipe.v_block, *ctx.recipe.input, "quantized v");
+}
+
+AttentionOperands quantized_qk(const FlashContext& ctx, const AttentionOperands& in) {
+    AttentionOperands out = in;
+    if (ctx.recipe.qk_quant == nullptr) return out;
+    const AttentionShape& s = ctx.shape;
+    const Format& input = *ctx.recipe.input;
+    out.q =
+        block_fake_quantized(in.q, input, {s.heads, s.n_q, s.d}, -1, *ctx.recipe.qk_quant, 32, input, "quantized q");
+    out.k = block_fake_quantized(in.k, input, {s.heads / s.kv_group, s.n_kv, s.d}, -1, *ctx.recipe.qk_quant, 32, input,
+                                 "quantized k");
+    return out;
+}
+
+}  // namespace roundscope::emu

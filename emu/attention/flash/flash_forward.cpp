@@ -1,0 +1,403 @@
+// The forward pass of the flash-attention emulator (flash_attention.hpp): online softmax tile
+// by tile, or the naive softmax over whole rows.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <limits>
+
+#include "emu/attention/flash/flash_attention.hpp"
+#include "emu/attention/flash/flash_context.hpp"
+#include "emu/attention/flash/flash_split_kv.hpp"
+#include "emu/attention/flash/run_cache.hpp"
+#include "emu/attention/flash/tile_product.hpp"
+#include "emu/attention/softmax/attention_steps.hpp"
+#include "emu/attention/softmax/compiled_torch_softmax.hpp"
+#include "lib/error.hpp"
+#include "lib/parallel.hpp"
+
+namespace roundscope::emu {
+namespace {
+
+namespace a = f32_arith;
+
+struct ForwardModels {
+    detail::TileProduct score, pv;
+};
+
+// One head's operands and V as the PV product sees it.
+struct HeadView {
+    const std::uint32_t *q, *k, *v, *v_quantized;
+    const std::uint32_t* s;  // the head's S [n_q][n_kv] from a RunCache, or null
+};
+
+// A row block's running state and its counts.
+struct RowBlock {
+    Span rows;
+    std::vector<steps::OnlineRowState> state;
+    std::vector<steps::RowTies> ties;
+    std::vector<std::uint32_t> acc;  // f32 bits [rows][d_v]
+    ForwardCounts counts;
+    RowBlock(Span r, std::uint64_t d_v) : rows(r), state(r.size()), ties(r.size()), acc(r.size() * d_v, 0) {}
+};
+
+// P times V for the keys of one tile, into acc: one product with V as quantized, or, under the
+// diagonal fix, two: the keys of complete past V blocks with quantized V, then the keys of the
+// row's own (diagonal) block with V unquantized.
+// Under pv_depth=tile, a partial tile's P V over the whole block_n: P and V padded with zeros
+// (the recipe's check refuses it with the diagonal fix).
+bool pv_over_whole_tile(const FlashContext& ctx, const detail::TileProduct& mma, const HeadView& h, Span rows,
+                        Span keys, const std::vector<std::uint32_t>& p, std::vector<std::uint32_t>& acc) {
+    const auto width = static_cast<std::uint64_t>(resolved_block_n(ctx.recipe, ctx.shape.d));
+    if (ctx.recipe.pv_depth != PvDepth::tile || keys.size() >= width) return false;
+    const std::uint64_t dv = ctx.shape.d_v;
+    std::vector<std::uint32_t> p_wide(rows.size() * width, 0), v_wide(width * dv, 0);
+    for (std::uint64_t r = 0; r < rows.size(); ++r)
+        std::copy_n(p.begin() + static_cast<std::ptrdiff_t>(r * keys.size()), keys.size(),
+                    p_wide.begin() + static_cast<std::ptrdiff_t>(r * width));
+    const std::uint32_t* v = (h.v_quantized != nullptr ? h.v_quantized : h.v) + keys.begin * dv;
+    std::copy_n(v, keys.size() * dv, v_wide.begin());
+    mma.run(p_wide.data(), v_wide.data(), acc.data(), acc.data(), rows.size(), dv, width);
+    return true;
+}
+
+void pv_product(const FlashContext& ctx, const detail::TileProduct& mma, const HeadView& h, Span rows, Span keys,
+                const std::vector<std::uint32_t>& p, std::vector<std::uint32_t>& acc) {
+    if (pv_over_whole_tile(ctx, mma, h, rows, keys, p, acc)) return;
+    const std::uint64_t dv = ctx.shape.d_v;
+    const std::uint32_t* v_past = (h.v_quantized != nullptr ? h.v_quantized : h.v) + keys.begin * dv;
+    if (h.v_quantized == nullptr || !ctx.recipe.diagonal_fix) {
+        mma.run(p.data(), v_past, acc.data(), acc.data(), rows.size(), dv, keys.size());
+        return;
+    }
+    std::vector<std::uint32_t> past(p.size(), 0), diagonal(p.size(), 0);
+    for (std::uint64_t r = 0; r < rows.size(); ++r) {
+        for (std::uint64_t j = 0; j < keys.size(); ++j) {
+            auto& to = ctx.diagonal_key(rows.begin + r, keys.begin + j) ? diagonal : past;
+            to[r * keys.size() + j] = p[r * keys.size() + j];
+        }
+    }
+    mma.run(past.data(), v_past, acc.data(), acc.data(), rows.size(), dv, keys.size());
+    mma.run(diagonal.data(), h.v + keys.begin * dv, acc.data(), acc.data(), rows.size(), dv, keys.size());
+}
+
+// S for one tile: [rows][keys] f32 bits.
+std::vector<std::uint32_t> score_tile(const FlashContext& ctx, const detail::TileProduct& mma, const HeadView& h,
+                                      Span rows, Span keys) {
+    const std::uint64_t d = ctx.shape.d;
+    if (h.s != nullptr) {
+        std::vector<std::uint32_t> s(rows.size() * keys.size());
+        for (std::uint64_t r = 0; r < rows.size(); ++r)
+            std::copy_n(h.s + (rows.begin + r) * ctx.shape.n_kv + keys.begin, keys.size(),
+                        s.begin() + static_cast<std::ptrdiff_t>(r * keys.size()));
+        return s;
+    }
+    const std::vector<std::uint32_t> kt =
+        detail::transposed(h.k + keys.begin * d, keys.size(), d, {0, d});  // [d][keys]
+    std::vector<std::uint32_t> s(rows.size() * keys.size(), 0);
+    mma.run(h.q + rows.begin * d, kt.data(), s.data(), s.data(), rows.size(), keys.size(), d);
+    return s;
+}
+
+// One KV tile of the online softmax for a row block (the row step is the kernels' own, or
+// under online-torch that of PyTorch tensor ops, whose every result is stored in its format).
+void online_tile(const FlashContext& ctx, const ForwardModels& models, const HeadView& h, std::uint64_t head,
+                 RowBlock& b, Span keys) {
+    const std::uint64_t n = keys.size(), dv = ctx.shape.d_v;
+    const bool compiled = ctx.recipe.softmax == SoftmaxKind::compiled_torch;
+    const bool torch = compiled || ctx.recipe.softmax == SoftmaxKind::online_torch;
+    const Format& running = *ctx.recipe.o_accumulator;
+    std::vector<std::uint32_t> s = score_tile(ctx, models.score, h, b.rows, keys);
+    if (ctx.softcapped)
+        for (std::uint32_t& x : s) x = bits_of(capped_score(float_from_bits(x), ctx.softcap));
+    const std::vector<float> bias = ctx.tile_bias(head, b.rows, keys);  // empty: none (the torch steps take none)
+    std::vector<std::uint32_t> p_cast(b.rows.size() * n);
+    for (std::uint64_t row = 0; row < b.rows.size(); ++row) {
+        const std::uint64_t visible = ctx.visible(b.rows.begin + row);
+        const int in_tile = visible <= keys.begin ? 0 : static_cast<int>(std::min(visible - keys.begin, n));
+        const std::uint32_t* scores = s.data() + row * n;
+        std::uint32_t* p = p_cast.data() + row * n;
+        const int width = static_cast<int>(n);
+        const float factor =
+            compiled ? torch_compiled::row_step(ctx.torch, scores, width, in_tile, b.state[row], p, &b.counts,
+                                                keys.begin, &b.ties[row])
+            : torch  ? torch_eager::row_step(ctx.torch, scores, width, in_tile, b.state[row], p, &b.counts, keys.begin,
+                                             &b.ties[row])
+                     : steps::online_row_step(ctx.softmax, scores, width, in_tile, b.state[row], p, &b.counts,
+                                              keys.begin, &b.ties[row], bias.empty() ? nullptr : bias.data() + row * n);
+        for (std::uint64_t c = 0; c < dv; ++c) {
+            const float rescaled = a::mul(float_from_bits(b.acc[row * dv + c]), factor);
+            b.acc[row * dv + c] = bits_of(torch ? torch_eager::stored(rescaled, running) : rescaled);
+        }
+    }
+    // P * S, left in float32 by the row steps, quantized along the tile's keys (blocks of 32
+    // from the tile's first key, a multiple of 32; masked keys' zeros never set a scale)
+    if (ctx.recipe.p_quant != nullptr)
+        p_cast = block_fake_quantized(p_cast, f32, {b.rows.size(), n}, -1, *ctx.recipe.p_quant, 32,
+                                      *ctx.recipe.p_format, "quantized P");
+    if (torch) {  // O.mul_(factor).add_(P V): P V stored (einsum), the sum in float32, stored
+        std::vector<std::uint32_t> pv(b.acc.size(), 0);
+        pv_product(ctx, models.pv, h, b.rows, keys, p_cast, pv);
+        for (std::size_t x = 0; x < pv.size(); ++x)
+            b.acc[x] = bits_of(torch_eager::stored(
+                a::add(float_from_bits(b.acc[x]), torch_eager::stored(float_from_bits(pv[x]), running)), running));
+        return;
+    }
+    if (running == f32) {
+        pv_product(ctx, models.pv, h, b.rows, keys, p_cast, b.acc);
+        return;
+    }
+    // O = round(round(O r) + round(P V)) in the running format (each operation exact in double,
+    // then rounded once: the format's own correctly rounded operation).
+    std::vector<std::uint32_t> pv(b.acc.size(), 0);
+    pv_product(ctx, models.pv, h, b.rows, keys, p_cast, pv);
+    for (std::size_t x = 0; x < pv.size(); ++x) {
+        const double sum = rounded_value(static_cast<double>(float_from_bits(b.acc[x])), running) +
+                           rounded_value(static_cast<double>(float_from_bits(pv[x])), running);
+        b.acc[x] = bits_of(static_cast<float>(rounded_value(sum, running)));
+    }
+}
+
+// Row i of O: the accumulated row times `factor`, in float32 and cast to the O format.
+void write_output_row(const FlashContext& ctx, const std::uint32_t* acc, float factor, std::uint64_t i,
+                      ForwardResult& out) {
+    const std::uint64_t dv = ctx.shape.d_v;
+    for (std::uint64_t c = 0; c < dv; ++c) {
+        const float o = a::mul(float_from_bits(acc[c]), factor);
+        out.o_f32[i * dv + c] = o;
+        out.o[i * dv + c] = steps::saturating_cast(o, *ctx.recipe.o_format);
+    }
+}
+
+// Under online-torch: O.div_(l) in float32, stored in the O format; LSE = ln l + m (float32), the
+// log SLEEF's under compiled-torch.
+void finish_torch_row(const FlashContext& ctx, const std::uint32_t* acc, const steps::OnlineRowState& st,
+                      std::uint64_t i, ForwardResult& out) {
+    const std::uint64_t dv = ctx.shape.d_v;
+    for (std::uint64_t c = 0; c < dv; ++c) {
+        const float o = st.l == 0.0f ? 0.0f : a::div(float_from_bits(acc[c]), st.l);
+        out.o_f32[i * dv + c] = o;
+        out.o[i * dv + c] = static_cast<std::uint32_t>(cast_from_f32(o, *ctx.recipe.o_format, CastOptions{}));
+    }
+    const bool compiled = ctx.recipe.softmax == SoftmaxKind::compiled_torch;
+    const float log_l = compiled ? inductor::logf(st.l) : std::log(st.l);
+    out.lse[i] = st.l == 0.0f ? steps::minus_infinity() : a::add(log_l, st.m);
+    out.lse_log2[i] = a::mul(out.lse[i], steps::log2e);
+}
+
+// PyTorch's flash epilogue (normalize_softmax_lse): O = acc RN(1/l), with 1/l taken as 1 when l
+// is 0 or NaN; LSE = fma(m, scale, logf(l)) from the raw max, +inf for an empty row (-inf in a
+// split's pass, whose O_accum is o_f32).
+void finish_torch_flash_row(const FlashContext& ctx, const std::uint32_t* acc, const steps::OnlineRowState& st,
+                            std::uint64_t i, ForwardResult& out) {
+    const bool empty = st.l == 0.0f || st.l != st.l;
+    write_output_row(ctx, acc, empty ? 1.0f : a::div(1.0f, st.l), i, out);
+    const float empty_lse = ctx.split_pass ? -__builtin_huge_valf() : __builtin_huge_valf();
+    out.lse[i] = empty ? empty_lse : a::fma(st.m_raw, static_cast<float>(ctx.shape.scale), cuda_logf(st.l));
+    out.lse_log2[i] = a::mul(out.lse[i], steps::log2e);
+}
+
+// O, LSE and the counts of a finished row block into the result.
+void finish_block(const FlashContext& ctx, const RowBlock& b, std::uint64_t head, ForwardResult& out) {
+    const AttentionRecipe& r = ctx.recipe;
+    for (std::uint64_t row = 0; row < b.rows.size(); ++row) {
+        const std::uint64_t i = head * ctx.shape.n_q + b.rows.begin + row;
+        if (r.softmax == SoftmaxKind::online_torch || r.softmax == SoftmaxKind::compiled_torch) {
+            finish_torch_row(ctx, b.acc.data() + row * ctx.shape.d_v, b.state[row], i, out);
+            continue;
+        }
+        if (r.epilogue == Epilogue::torch_flash) {
+            finish_torch_flash_row(ctx, b.acc.data() + row * ctx.shape.d_v, b.state[row], i, out);
+            continue;
+        }
+        write_output_row(ctx, b.acc.data() + row * ctx.shape.d_v, steps::output_factor(b.state[row].l, r.p_scale), i,
+                         out);
+        out.lse_log2[i] = steps::lse_log2(b.state[row].m, b.state[row].l);
+        out.lse[i] = a::mul(out.lse_log2[i], steps::ln2);
+    }
+}
+
+// The online softmax over `rows` of one row block. Which tiles run is the whole block's choice
+// (a tile a row does not see still passes through its state when another row of the block
+// sees it), so a subset of the rows gets the bits the whole block gives them.
+void online_row_block(const FlashContext& ctx, const ForwardModels& models, const HeadView& h, std::uint64_t head,
+                      Span block, Span rows, ForwardResult& out, ForwardCounts& counts) {
+    RowBlock b(rows, ctx.shape.d_v);
+    b.counts.skip_keys = counts.skip_keys;
+    const bool every_tile = ctx.recipe.softmax == SoftmaxKind::online_torch ||
+                            ctx.recipe.softmax == SoftmaxKind::compiled_torch;  // as the released code does
+    for (const Span keys : blocks_of(ctx.shape.n_kv, ctx.recipe.block_n, ctx.recipe.kv_order)) {
+        if (ctx.tile_masked(block, keys) && !every_tile) continue;
+        if (keys.begin < ctx.split_keys.begin || keys.begin >= ctx.split_keys.end) continue;  // another split's
+        online_tile(ctx, models, h, head, b, keys);
+    }
+    finish_block(ctx, b, head, out);
+    counts = b.counts;
+    for (std::uint64_t row = 0; row < rows.size(); ++row) {
+        if (b.state[row].true_max_count >= 2) ++counts.repeated_max_rows;
+        steps::count_ties(b.ties[row], counts);
+    }
+}
+
+// The naive softmax over one row block: arithmetic in softmax_format (each operation exact in
+// double, then rounded once, which equals the format's own correctly rounded operation).
+void naive_row_block(const FlashContext& ctx, const ForwardModels& models, const HeadView& h, std::uint64_t head,
+                     Span rows, ForwardResult& out, ForwardCounts& counts) {
+    const AttentionRecipe& r = ctx.recipe;
+    const Format& f = *r.softmax_format;
+    const std::uint64_t nk = ctx.shape.n_kv;
+    auto round = [&](double x) { return rounded_value(x, f); };
+    const Format& sum_format = r.row_sum_format != nullptr ? *r.row_sum_format : f;
+    std::vector<std::uint32_t> s(rows.size() * nk, 0);
+    for (const Span keys : blocks_of(nk, r.block_n)) {
+        if (ctx.tile_masked(rows, keys)) continue;  // scores no row reads
+        const std::vector<std::uint32_t> tile = score_tile(ctx, models.score, h, rows, keys);
+        for (std::uint64_t row = 0; row < rows.size(); ++row)
+            std::copy_n(tile.begin() + static_cast<std::ptrdiff_t>(row * keys.size()), keys.size(),
+                        s.begin() + static_cast<std::ptrdiff_t>(row * nk + keys.begin));
+    }
+    RowBlock b(rows, ctx.shape.d_v);
+    b.counts.skip_keys = counts.skip_keys;
+    std::vector<std::uint32_t> p_cast(rows.size() * nk, 0);
+    std::vector<double> x(nk);
+    const steps::PCastConstants k(r.p_scale, *r.p_format);
+    // A dense mask's value b (natural units, rounded to float32) is added to the scaled score in
+    // the softmax's format, x = RN(RN(s scale) + b); -inf masks the key.
+    const std::vector<float> bias = ctx.tile_bias(head, rows, {0, nk});
+    std::vector<char> seen(nk);
+    for (std::uint64_t row = 0; row < rows.size(); ++row) {
+        const std::uint64_t visible = ctx.visible(rows.begin + row);
+        double m = -std::numeric_limits<double>::infinity();
+        bool any = false;
+        for (std::uint64_t j = 0; j < visible; ++j) {
+            const float b2 = bias.empty() ? 0.0f : bias[row * nk + j];  // exp2's units
+            seen[j] = b2 != steps::minus_infinity();
+            if (!seen[j]) continue;
+            x[j] = round(static_cast<double>(float_from_bits(s[row * nk + j])) * static_cast<double>(ctx.shape.scale));
+            if (b2 != 0.0f) {
+                const double added = ctx.shape.mask->dense_at(head, query_position(ctx.shape, rows.begin + row), j);
+                x[j] = round(x[j] + static_cast<double>(static_cast<float>(added)));
+            }
+            m = std::max(m, x[j]);
+            any = true;
+        }
+        const double shift = r.softmax == SoftmaxKind::naive && any ? m : 0.0;
+        double l = 0;
+        for (std::uint64_t j = 0; j < visible; ++j) {
+            if (!seen[j]) continue;
+            const float y = static_cast<float>(round(x[j] - shift));
+            x[j] = round(static_cast<double>(steps::exp2(a::mul(y, steps::log2e), ctx.exp2)));  // e_j
+            l = rounded_value(l + x[j], sum_format);
+        }
+        for (std::uint64_t j = 0; j < visible; ++j) {
+            if (!seen[j]) continue;
+            const auto p = static_cast<float>(round(x[j] / l));
+            p_cast[row * nk + j] = steps::cast_p(p, r.p_scale, *r.p_format);
+            steps::count_p(p, r.p_scale, p_cast[row * nk + j], *r.p_format, j, b.counts, k);
+        }
+        // LSE = ln l + shift, from log2 as the online softmax forms it.
+        const float lse2 =
+            !any ? steps::minus_infinity()
+                 : a::add(a::mul(static_cast<float>(shift), steps::log2e), soft_log2(static_cast<float>(l)));
+        const std::uint64_t i = head * ctx.shape.n_q + rows.begin + row;
+        out.lse_log2[i] = lse2;
+        out.lse[i] = a::mul(lse2, steps::ln2);
+    }
+    pv_product(ctx, models.pv, h, rows, {0, nk}, p_cast, b.acc);
+    const float factor = a::div(1.0f, r.p_scale);  // O = P V / S
+    for (std::uint64_t row = 0; row < rows.size(); ++row)
+        write_output_row(ctx, b.acc.data() + row * ctx.shape.d_v, factor, head * ctx.shape.n_q + rows.begin + row, out);
+    counts = b.counts;
+}
+
+void check_sizes(const AttentionShape& s, const AttentionOperands& in, bool backward) {
+    auto check = [](const std::vector<std::uint32_t>& x, std::uint64_t want, const char* name) {
+        if (x.size() != want)
+            throw Error(
+                fmt::format("attention: tensor '{}' has {} elements, the shape needs {}", name, x.size(), want));
+    };
+    check(in.q, s.heads * s.n_q * s.d, "q");
+    if (s.kv_group == 0 || s.heads % s.kv_group != 0)
+        throw Error(fmt::format("attention: {} heads do not form groups of {}", s.heads, s.kv_group));
+    check(in.k, s.heads / s.kv_group * s.n_kv * s.d, "k");
+    check(in.v, s.heads / s.kv_group * s.n_kv * s.d_v, "v");
+    if (backward) check(in.d_o, s.heads * s.n_q * s.d_v, "do");
+}
+
+ForwardResult run_forward(const FlashContext& ctx, const AttentionOperands& given, const ForwardOptions& options);
+
+// PyTorch's split-KV path: each split's pass on the split kernel's tiles, then the combine.
+ForwardResult run_split_forward(const FlashContext& ctx, const AttentionOperands& in, const ForwardOptions& options) {
+    FlashContext split = ctx;
+    const SplitKvTiles tiles = split_kv_tiles(ctx.shape.d);
+    split.recipe.block_m = tiles.block_m, split.recipe.block_n = tiles.block_n;
+    split.split_pass = true;
+    std::vector<ForwardResult> passes;
+    for (int s = 0; s < ctx.splits; ++s) {
+        split.split_keys = split_keys(ctx.shape.n_kv, tiles.block_n, ctx.splits, s);
+        passes.push_back(run_forward(split, in, options));
+    }
+    return combine_splits(ctx, passes);
+}
+
+ForwardResult run_forward(const FlashContext& ctx, const AttentionOperands& given, const ForwardOptions& options) {
+    if (ctx.splits > 1 && !ctx.split_pass) return run_split_forward(ctx, given, options);
+    const AttentionRecipe& recipe = ctx.recipe;
+    // Q and K as the score product takes them (block-quantized under qk_quant); a run cache then
+    // keys its scores by these bits
+    const AttentionOperands quantized = recipe.qk_quant != nullptr ? quantized_qk(ctx, given) : AttentionOperands{};
+    const AttentionOperands& in = recipe.qk_quant != nullptr ? quantized : given;
+    const AttentionShape& shape = ctx.shape;
+    const ForwardModels models{detail::TileProduct(recipe, *recipe.input, *recipe.input, recipe.score_product),
+                               detail::TileProduct(recipe, *recipe.p_format, *recipe.input, recipe.pv_product)};
+    const std::vector<std::uint32_t> v_quantized = quantized_v(ctx, in.v);
+    const std::shared_ptr<const std::vector<std::uint32_t>> scores =
+        options.runs != nullptr ? options.runs->scores(recipe, shape, in, options.threads) : nullptr;
+
+    ForwardResult out;
+    out.o.assign(shape.heads * shape.n_q * shape.d_v, 0);
+    out.o_f32.assign(out.o.size(), 0);
+    out.lse.assign(shape.heads * shape.n_q, 0);
+    out.lse_log2.assign(out.lse.size(), 0);
+    const std::vector<Span> row_blocks = blocks_of(shape.n_q, recipe.block_m);
+    std::vector<ForwardCounts> counts(shape.heads * row_blocks.size());
+    parallel_for(counts.size(), 1, options.threads, [&](std::size_t begin, std::size_t end) {
+        for (std::size_t task = begin; task < end; ++task) {
+            const std::uint64_t head = task / row_blocks.size();
+            const Span block = row_blocks[task % row_blocks.size()];
+            const Span rows{std::max(block.begin, options.row_begin), std::min(block.end, options.row_end)};
+            if (rows.begin >= rows.end) continue;
+            counts[task].skip_keys = options.uncounted_keys;
+            const std::uint64_t kv = head / shape.kv_group;
+            const HeadView h{in.q.data() + head * shape.n_q * shape.d, in.k.data() + kv * shape.n_kv * shape.d,
+                             in.v.data() + kv * shape.n_kv * shape.d_v,
+                             v_quantized.empty() ? nullptr : v_quantized.data() + kv * shape.n_kv * shape.d_v,
+                             scores ? scores->data() + head * shape.n_q * shape.n_kv : nullptr};
+            if (recipe.softmax != SoftmaxKind::naive && recipe.softmax != SoftmaxKind::naive_unshifted)
+                online_row_block(ctx, models, h, head, block, rows, out, counts[task]);
+            else
+                naive_row_block(ctx, models, h, head, rows, out, counts[task]);
+        }
+    });
+    out.head_counts.assign(shape.heads, ForwardCounts{});
+    for (std::size_t task = 0; task < counts.size(); ++task) {
+        steps::add_counts(out.counts, counts[task]);
+        steps::add_counts(out.head_counts[task / row_blocks.size()], counts[task]);
+    }
+    return out;
+}
+
+}  // namespace
+
+ForwardResult flash_forward(const AttentionRecipe& recipe, const AttentionShape& shape, const AttentionOperands& in,
+                            const ForwardOptions& options) {
+    const FlashContext ctx = flash_context(recipe, shape);
+    check_sizes(shape, in, false);
+    if (options.runs != nullptr)
+        if (const std::shared_ptr<const ForwardResult> kept = options.runs->forward(recipe, shape, in, options))
+            return *kept;
+    ForwardResult out = run_forward(ctx, in, options);
+    if (options.runs != nullptr) options.runs->keep_forward(recipe, shape, in, options, out);
+    return out;
+}
+
+}  // namespace roundscope::emu

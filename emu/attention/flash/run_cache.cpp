@@ -1,0 +1,110 @@
+#include "emu/attention/flash/run_cache.hpp"
+
+#include <algorithm>
+
+#include "emu/attention/flash/flash_context.hpp"
+#include "emu/attention/flash/tile_product.hpp"
+#include "emu/attention/recipe/attention_recipe.hpp"
+#include "lib/parallel.hpp"
+
+namespace roundscope::emu {
+namespace {
+
+// Rows computed together: each block's keys run to the last row's visible ones.
+constexpr std::uint64_t row_block = 64;
+
+}  // namespace
+
+std::shared_ptr<const std::vector<std::uint32_t>> RunCache::scores(const AttentionRecipe& recipe,
+                                                                   const AttentionShape& shape,
+                                                                   const AttentionOperands& in, int threads) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    const MmaModel* model =
+        recipe.score_product == Product::model ? &model_for(recipe, *recipe.input, *recipe.input) : nullptr;
+    for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+        if (*it->input == *recipe.input && it->product == recipe.score_product && it->model == model &&
+            it->heads == shape.heads && it->n_q == shape.n_q && it->n_kv == shape.n_kv && it->d == shape.d &&
+            it->causal == shape.causal && same_query_rows(it->shape, shape) && same_mask_and_groups(it->shape, shape) &&
+            it->q == in.q && it->k == in.k) {
+            entries_.splice(entries_.end(), entries_, it);  // the newest now
+            ++reused_;
+            return entries_.back().s;
+        }
+    }
+    auto all = std::make_shared<std::vector<std::uint32_t>>(shape.heads * shape.n_q * shape.n_kv, 0);
+    const detail::TileProduct product(recipe, *recipe.input, *recipe.input, recipe.score_product);
+    const std::uint64_t blocks = (shape.n_q + row_block - 1) / row_block, d = shape.d;
+    parallel_for(shape.heads * blocks, 1, threads, [&](std::size_t begin, std::size_t end) {
+        for (std::size_t task = begin; task < end; ++task) {
+            const std::uint64_t head = task / blocks, first = task % blocks * row_block;
+            const std::uint64_t rows = std::min(row_block, shape.n_q - first);
+            const std::uint64_t keys = visible_keys(shape, first + rows - 1);
+            if (keys == 0) continue;
+            const std::uint32_t* k = in.k.data() + head / shape.kv_group * shape.n_kv * d;
+            const std::vector<std::uint32_t> kt = detail::transposed(k, keys, d, {0, d});  // [d][keys]
+            std::vector<std::uint32_t> s(rows * keys, 0);
+            product.run(in.q.data() + (head * shape.n_q + first) * d, kt.data(), s.data(), s.data(), rows, keys, d);
+            for (std::uint64_t r = 0; r < rows; ++r)
+                std::copy_n(s.begin() + static_cast<std::ptrdiff_t>(r * keys), keys,
+                            all->begin() + static_cast<std::ptrdiff_t>((head * shape.n_q + first + r) * shape.n_kv));
+        }
+    });
+    ++computed_;
+    Entry e{recipe.input, recipe.score_product, model, shape.heads, shape.n_q, shape.n_kv,
+            shape.d,      shape.causal,         shape, in.q,        in.k,      std::move(all)};
+    make_room(e.bytes());
+    entries_.push_back(std::move(e));
+    return entries_.back().s;
+}
+
+RunCache::RunKey RunCache::run_key(const AttentionRecipe& recipe, const AttentionShape& shape,
+                                   const ForwardOptions& options) {
+    std::string r(recipe.name);
+    for (const auto& [key, value] : recipe_settings(recipe)) r += "\n" + key + "=" + value;
+    return {r, shape, options.uncounted_keys, options.row_begin, options.row_end};
+}
+
+bool RunCache::same(const RunKey& a, const RunKey& b) {
+    const AttentionShape &x = a.shape, &y = b.shape;
+    return a.recipe == b.recipe && x.heads == y.heads && x.n_q == y.n_q && x.n_kv == y.n_kv && x.d == y.d &&
+           x.d_v == y.d_v && x.causal == y.causal && bits_of(x.scale) == bits_of(y.scale) && same_query_rows(x, y) &&
+           same_mask_and_groups(x, y) && a.uncounted_keys == b.uncounted_keys && a.row_begin == b.row_begin &&
+           a.row_end == b.row_end;
+}
+
+std::uint64_t RunCache::Run::bytes() const {
+    const ForwardResult& f = *result;
+    return 4 * (q.size() + k.size() + v.size() + f.o.size() + f.o_f32.size() + f.lse.size() + f.lse_log2.size());
+}
+
+std::shared_ptr<const ForwardResult> RunCache::forward(const AttentionRecipe& recipe, const AttentionShape& shape,
+                                                       const AttentionOperands& in, const ForwardOptions& options) {
+    const RunKey key = run_key(recipe, shape, options);
+    const std::lock_guard<std::mutex> lock(mutex_);
+    for (auto it = runs_.begin(); it != runs_.end(); ++it) {
+        if (same(it->key, key) && it->q == in.q && it->k == in.k && it->v == in.v) {
+            runs_.splice(runs_.end(), runs_, it);
+            ++forwards_reused_;
+            return runs_.back().result;
+        }
+    }
+    return nullptr;
+}
+
+void RunCache::keep_forward(const AttentionRecipe& recipe, const AttentionShape& shape, const AttentionOperands& in,
+                            const ForwardOptions& options, const ForwardResult& result) {
+    Run run{run_key(recipe, shape, options), in.q, in.k, in.v, std::make_shared<const ForwardResult>(result)};
+    const std::lock_guard<std::mutex> lock(mutex_);
+    make_room(run.bytes());
+    runs_.push_back(std::move(run));
+}
+
+void RunCache::make_room(std::uint64_t bytes) {
+    std::uint64_t held = bytes;
+    for (const Entry& x : entries_) held += x.bytes();
+    for (const Run& x : runs_) held += x.bytes();
+    while (held > max_bytes_ && !runs_.empty()) held -= runs_.front().bytes(), runs_.pop_front();
+    while (held > max_bytes_ && !entries_.empty()) held -= entries_.front().bytes(), entries_.pop_front();
+}
+
+}  // namespace roundscope::emu

@@ -1,0 +1,48 @@
+#include "emu/attention/flash/tile_product.hpp"
+
+#include <algorithm>
+
+#include "emu/numbers/unpack.hpp"
+
+namespace roundscope::emu::detail {
+
+TileProduct::TileProduct(const AttentionRecipe& recipe, const Format& a, const Format& b, Product kind) : a_(a), b_(b) {
+    if (kind == Product::model) mma_.emplace(model_for(recipe, a, b));
+}
+
+void TileProduct::run(const std::uint32_t* a, const std::uint32_t* b, const std::uint32_t* c, std::uint32_t* d,
+                      std::uint64_t m, std::uint64_t n, std::uint64_t k) const {
+    std::vector<std::uint32_t> out(m * n);
+    if (mma_) {
+        GemmOperands g;
+        g.a = a, g.b = b, g.c = c, g.d = out.data();
+        g.m = static_cast<std::int64_t>(m), g.n = static_cast<std::int64_t>(n), g.k = static_cast<std::int64_t>(k);
+        mma_->run(g, 1);
+    } else {
+        // Each element: C, then + A[i][t] B[t][j] for t in order, in double. The operands are
+        // decoded once and a row's elements advance together (the same operations per element).
+        std::vector<double> da(m * k), db(k * n), sum(n);
+        for (std::uint64_t x = 0; x < m * k; ++x) da[x] = decode(a_, a[x]);
+        for (std::uint64_t x = 0; x < k * n; ++x) db[x] = decode(b_, b[x]);
+        for (std::uint64_t i = 0; i < m; ++i) {
+            for (std::uint64_t j = 0; j < n; ++j) sum[j] = static_cast<double>(float_from_bits(c[i * n + j]));
+            for (std::uint64_t t = 0; t < k; ++t) {
+                const double x = da[i * k + t];
+                const double* row = db.data() + t * n;
+                for (std::uint64_t j = 0; j < n; ++j) sum[j] += x * row[j];
+            }
+            for (std::uint64_t j = 0; j < n; ++j) out[i * n + j] = bits_of(static_cast<float>(sum[j]));
+        }
+    }
+    std::copy(out.begin(), out.end(), d);
+}
+
+std::vector<std::uint32_t> transposed(const std::uint32_t* x, std::uint64_t rows, std::uint64_t stride, Span cols) {
+    std::vector<std::uint32_t> t(cols.size() * rows);
+    for (std::uint64_t r = 0; r < rows; ++r) {
+        for (std::uint64_t c = cols.begin; c < cols.end; ++c) t[(c - cols.begin) * rows + r] = x[r * stride + c];
+    }
+    return t;
+}
+
+}  // namespace roundscope::emu::detail

@@ -1,0 +1,30 @@
+#pragma once
+// The tile products of the flash-attention emulator (internal to emu/attention/flash/flash_*.cpp):
+// a recipe's tensor-core model prepared once, or exact float64 sums.
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "emu/attention/flash/flash_context.hpp"
+#include "emu/mma/mma_gemm.hpp"
+
+namespace roundscope::emu::detail {
+
+/// One product of a recipe: its tensor-core model, prepared once, or float64 (each element
+/// C + sum A B with exact products summed in double, rounded once to float32).
+class TileProduct {
+public:
+    TileProduct(const AttentionRecipe& recipe, const Format& a, const Format& b, Product kind);
+    /// D = A B + C, A [m][k], B [k][n], C and D float32 bits [m][n] (D may be C).
+    void run(const std::uint32_t* a, const std::uint32_t* b, const std::uint32_t* c, std::uint32_t* d, std::uint64_t m,
+             std::uint64_t n, std::uint64_t k) const;
+
+private:
+    std::optional<PreparedMma> mma_;
+    Format a_, b_;
+};
+
+/// [rows][cols] (row stride `stride`) to [cols][rows], the columns [c0, c1) only.
+std::vector<std::uint32_t> transposed(const std::uint32_t* x, std::uint64_t rows, std::uint64_t stride, Span cols);
+
+}  // namespace roundscope::emu::detail

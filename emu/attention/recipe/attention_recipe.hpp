@@ -1,0 +1,200 @@
+#pragma once
+// A recipe names every precision choice of a flash-attention kernel, forward and backward, so
+// that the emulator (flash_attention.hpp) and a CUDA kernel that take the same recipe round
+// in the same places. Plain data: printable as KEY=VALUE settings, parsed back from them,
+// recorded in every output file's metadata.
+//
+// Presets (recipe_presets.cpp; the settings: recipe_settings.cpp) follow the kernels they are named after:
+// FlashAttention-2 (Dao, arXiv:2307.08691) keeps S, the running O, m and l in float32 and
+// casts P to the input type before P V; FlashAttention-3 (Shah et al., arXiv:2407.08608)
+// walks the KV blocks in reverse and, in FP8, computes P = exp2(s - max + 8), i.e. P scaled by
+// S = 2^8 before the E4M3 cast (its max offset of 8).
+#include <map>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "emu/attention/math/softmax_choices.hpp"
+#include "emu/block/block_format.hpp"
+#include "emu/numbers/format.hpp"
+
+namespace roundscope::emu {
+
+enum class SoftmaxKind : std::uint8_t {
+    online,           // running max, rescale by exp2 of the max difference, final division
+    naive,            // S, then exp(S - rowmax), row sum and division, in softmax_format
+    naive_unshifted,  // the same without subtracting the row max (overflows first)
+    online_torch,     // online, as a flash attention in PyTorch tensor ops under autocast runs
+                      // it: S, the row max and sum stored in softmax_format, natural exp in
+                      // float32 (torch_softmax.hpp); the emulator's only
+    compiled_torch,   // the same code under torch.compile on an AVX-512 CPU: intermediates in
+                      // float32, SLEEF's exp and log, one KV tile (compiled_torch_softmax.hpp)
+};
+
+enum class KvOrder : std::uint8_t { forward, reverse };
+
+/// The constant c = scale log2(e) the scores are multiplied by before exp2.
+// The values are not named f32 and f64, which are the formats (emu::f32): the recipe key
+// scale_log2 spells them so.
+enum class ScaleLog2 : std::uint8_t {
+    float32,  // RN(scale x RN(log2 e)), a float32 product
+    float64,  // RN(scale x log2 e), the product in double (PyTorch's flash: params.scale_softmax_log2)
+};
+
+/// How a row ends: O, its LSE and an empty row.
+enum class Epilogue : std::uint8_t {
+    fa2,          // O = acc RN(1 / (l S)); LSE = (m' + log2 l) ln 2 with soft_log2; -inf when empty
+    torch_flash,  // PyTorch's flash (normalize_softmax_lse): O = acc RN(1 / l), 1/l taken as 1
+                  // when l is 0 or NaN; LSE = fma(m, scale, logf(l)) with the raw max m and the
+                  // proxy logf; +inf when empty
+};
+
+/// "forward" or "reverse": the one spelling of KV orders (recipes, the CLI, JSON).
+std::string_view kv_order_name(KvOrder order);
+/// The order named `text`; Error "WHAT: 'text' is not one of forward|reverse" otherwise.
+KvOrder parse_kv_order(std::string_view text, const std::string& what);
+
+/// How a product is computed: by the recipe's tensor-core model, or in float64 (exact
+/// products, a double sum, one rounding to float32): the "exact" stage of the attribution.
+enum class Product : std::uint8_t { model, exact_f64 };  // the key spells exact_f64 "f64"
+
+/// How far P V's chain of k-steps runs over a tile that holds fewer keys than block_n (a head's
+/// last tile): over the keys (ceil(keys / k) steps, the last zero-padded), or over the whole
+/// tile (a kernel's fixed loop: the steps past the keys add zero products, which turn a -0
+/// accumulator into +0).
+enum class PvDepth : std::uint8_t { keys, tile };
+
+/// How the backward pass forms delta = rowsum(dO * O).
+enum class DeltaKind : std::uint8_t {
+    stored_o,  // O as the forward pass stored it (o_format), as FlashAttention-2 does
+    f32_o,     // O in float32, before its cast
+    p_dp,      // rowsum(P * dP) from the backward pass's own P and dP
+};
+
+/// The order of delta's float32 sum over the head dimension.
+// How a soft cap's tanh is rounded (softcap.hpp): correctly, to float32. FlashAttention's
+// cutlass::fast_tanh is the GPU's tanh.approx.f32, which no capture has modelled yet.
+enum class SoftcapTanh : std::uint8_t { exact };
+
+enum class DeltaSum : std::uint8_t {
+    sequential,  // c = 0, 1, ...
+    lanes16,     // Inductor's AVX-512 reduction over 16 float lanes, then their tree
+    lanes32,     // the same over 32 lanes (a loop that loads BF16) folded to 16 (inductor_cpu_math.hpp)
+};
+
+struct AttentionRecipe {
+    std::string name = "custom";
+    const Format* input = &bf16;  // q, k, v and dO are rounded to it (RNE) first
+    std::string arch = "sm90";    // the tensor-core model of every product (mma_model.hpp)
+    std::string instruction = "mma.sync";
+    int block_m = 128, block_n = 64;         // Br x Bc tiles of S; block_n 0: "auto", FlashAttention-2's
+                                             // as PyTorch builds it (D <= 64: 128, D <= 128: 64)
+    Product score_product = Product::model;  // S = Q K^T
+    Product pv_product = Product::model;     // P V
+    PvDepth pv_depth = PvDepth::keys;        // P V over a partial tile's keys or its whole width
+    Product grad_product = Product::model;   // the backward's dP, dV, dK and dQ
+    SoftmaxKind softmax = SoftmaxKind::online;
+    const Format* softmax_format = &f32;     // naive: the format of exp, sum and division;
+                                             // online-torch: the format of S, row max and row sum
+    const Format* row_sum_format = nullptr;  // naive and online-torch: the format the row sum l is
+                                             // stored in, apart from S and m; null: softmax_format
+    Exp2Kind exp2 = Exp2Kind::software;
+    ScaleLog2 scale_log2 = ScaleLog2::float32;
+    RescaleArg rescale_arg = RescaleArg::scaled;
+    RowSum row_sum = RowSum::sequential;
+    Exp2Arg exp2_arg = Exp2Arg::mul_sub;  // exp2's argument for P-bar, forward and backward
+    bool max_adjust = false;              // Qiu & Yao's fix: no P-bar entry exactly 1 (see below)
+    float max_adjust_beta = 2;
+    const Format* p_format = &bf16;  // P is cast to it (times p_scale) before P V
+    float p_scale = 1;               // S: a power of two or 448
+    KvOrder kv_order = KvOrder::forward;
+    const BlockFormat* qk_quant = nullptr;  // Q and K quantized along D (the score product's reduction)
+                                            // in this block format, blocks of 32, before S = Q K^T
+    const BlockFormat* p_quant = nullptr;   // each row's P * S quantized along keys in this block format,
+                                            // blocks of 32, from float32, before P V (online softmax)
+    const BlockFormat* v_quant = nullptr;   // V quantized along tokens in this block format
+    int v_block = 32;
+    bool diagonal_fix = false;  // the diagonal tile of P multiplies unquantized V
+    const Format* o_format = &bf16;
+    Epilogue epilogue = Epilogue::fa2;
+    SoftcapTanh softcap_tanh = SoftcapTanh::exact;  // where the problem caps its scores
+    int split_kv_sms = 0;                // > 0: split KV where PyTorch's flash would on a GPU of this many SMs
+                                         // (num_splits_heuristic), its split kernel and combine (flash_split_kv.hpp)
+    const Format* o_accumulator = &f32;  // the running O: f32 (kernels), or e.g. bf16 where each
+                                         // block's P V and the rescaled O are rounded to it
+                                         // (a flash attention written in PyTorch on BF16 tensors)
+    DeltaKind delta = DeltaKind::stored_o;
+    const Format* delta_format = &f32;          // delta from O: each dO * O and the sum rounded to it
+                                                // (float32 accumulation), as PyTorch's BF16 ops do
+    DeltaSum delta_sum = DeltaSum::sequential;  // with delta_format f32 (host only)
+    const Format* ds_format = &bf16;            // dS and P are cast to it before dK, dQ and dV
+    const Format* grad_format = &bf16;          // dQ, dK, dV as written
+    const BlockFormat* grad_quant = nullptr;    // the backward's products dP = dO V^T, dV = P^T dO,
+                                                // dK = dS^T Q, dQ = dS K: both operands block-quantized
+                                                // in this format, blocks of 32 along the product's
+                                                // reduction axis, dequantized exactly into ds_format
+    bool grad_stochastic = false;               // their elements rounded stochastically (probability
+                                                // exactly proportional), else to nearest even
+    int grad_seed = 0;                          // the stochastic rounding's seed
+};
+
+/// The named presets, in a fixed order.
+std::span<const AttentionRecipe> recipe_presets();
+
+/// The preset called `name`; throws Error naming it and listing the presets if there is none.
+AttentionRecipe find_recipe(std::string_view name);
+
+/// Applies one KEY=VALUE setting; throws Error naming the key (and what it accepts) otherwise.
+void apply_setting(AttentionRecipe& recipe, std::string_view key_value);
+
+/// Every setting as KEY -> VALUE, parseable by apply_setting.
+std::map<std::string, std::string> recipe_settings(const AttentionRecipe& recipe);
+
+/// One line per key with the values it accepts, for `roundscope recipes`.
+std::map<std::string, std::string> recipe_keys();
+
+/// What values a key takes, for a program that enumerates them (a search, `recipes --json`).
+struct KeyDomain {
+    enum class Kind : std::uint8_t {
+        enumeration,       // exactly RecipeKey::values
+        integer,           // min to max in steps of step (from min), and the words in `also`
+        positive_float32,  // any positive float32 (RecipeKey::values are the ones presets use)
+    };
+    Kind kind = Kind::enumeration;
+    long long min = 0, max = 0, step = 0;
+    std::vector<std::string> also;
+};
+
+/// A recipe key as the settings table declares it.
+struct RecipeKey {
+    std::string key;
+    std::string stage;                // the step it rounds in: target, tiles, scores, softmax, p-and-v, output,
+                                      // backward
+    std::string accepts;              // the values it accepts, in words (recipe_keys)
+    std::string meaning;              // what it chooses, in one line
+    std::string default_value;        // its value in a recipe no preset or setting changed
+    std::vector<std::string> values;  // the values a walk over the key tries: all of a named key's and every
+                                      // format; for numbers, those the presets and kernels use
+    KeyDomain domain;
+};
+
+/// Every key, stage by stage, in the settings table's order.
+std::vector<RecipeKey> recipe_key_table();
+
+/// The KV tile width for head dimension d: block_n, or under "auto" (0) FlashAttention-2's as
+/// PyTorch builds it for sm_80 and newer (D <= 64: 128, D <= 128: 64); Error naming the recipe
+/// for auto with D > 128.
+int resolved_block_n(const AttentionRecipe& recipe, std::uint64_t d);
+
+/// How many KV splits PyTorch's flash forward runs for `heads` (batch x heads) of n_q queries
+/// and n_kv keys at head dimension d on a GPU of `sms` SMs (flash_api.cpp: set_params_splitkv,
+/// num_splits_heuristic); 1: the non-split kernel.
+int torch_flash_splits(std::uint64_t heads, std::uint64_t n_q, std::uint64_t n_kv, std::uint64_t d, int sms);
+
+/// Throws Error (naming the recipe and the key) for combinations the emulator cannot run: no
+/// tensor-core model for the inputs, tiles that are not multiples of 16, a V block that does
+/// not divide block_n under the diagonal fix, a P scale that is not positive.
+void validate(const AttentionRecipe& recipe);
+
+}  // namespace roundscope::emu

@@ -1,0 +1,215 @@
+// The named recipes: the kernels each is named after, and the papers' set-ups.
+#include <fmt/format.h>
+
+#include <string>
+#include <vector>
+
+#include "emu/attention/recipe/attention_recipe.hpp"
+#include "lib/error.hpp"
+#include "lib/suggest.hpp"
+
+namespace roundscope::emu {
+namespace {
+
+AttentionRecipe fa2_bf16() {
+    AttentionRecipe r;
+    r.name = "fa2-bf16";
+    return r;
+}
+
+// FlashAttention-2's tiles for a model held in FP16: every operand, P, O and the gradients in
+// FP16, the products on the sm_90 mma.sync FP16 model.
+AttentionRecipe fa2_f16() {
+    AttentionRecipe r;
+    r.name = "fa2-f16";
+    r.input = r.p_format = r.o_format = r.grad_format = r.ds_format = &f16;
+    return r;
+}
+
+// FlashAttention-2's tiles for a model held in float32 (PyTorch's CPU flash kernel, a float32
+// Triton kernel): every operand, P, O and the gradients in float32; each product element's exact
+// sum rounded once to float32 (product=f64), a model of a float32 GEMM, not of a particular one.
+AttentionRecipe fa2_f32() {
+    AttentionRecipe r;
+    r.name = "fa2-f32";
+    r.input = r.p_format = r.o_format = r.grad_format = r.ds_format = &f32;
+    r.score_product = r.pv_product = r.grad_product = Product::exact_f64;
+    return r;
+}
+
+AttentionRecipe fa3_bf16() {
+    AttentionRecipe r;
+    r.name = "fa3-bf16";
+    r.block_n = 128;
+    r.kv_order = KvOrder::reverse;
+    return r;
+}
+
+// roundscope's FlashAttention-3-style BF16 forward for the H100 (the arithmetic its kernel is
+// written to; on the simulated GPU until wgmma runs there): S and P V by wgmma m64nNk16 (the
+// sm_90 wgmma model), two consumer warpgroups of 64 rows (block_m 128) over 128-key tiles in
+// reverse; c = RN(scale log2 e) in double; P-bar = exp2 of one fma, fma(s, c, -m), by the
+// FMA-only software exp2; the rescale from the raw maxima, exp2(RN(RN(m_old - m) c)); each row's
+// sum in its four lanes' fragments (the wgmma accumulator holds a row's columns 2 (t % 4) and
+// 2 (t % 4) + 1 of every 8 as mma.sync's does), quad-reduced at the end; P and O cast RNE; P V
+// over every k16 step of a tile, a partial one's too (the kernel's fixed loop).
+AttentionRecipe h100_bf16() {
+    AttentionRecipe r = fa3_bf16();
+    r.name = "h100-bf16";
+    r.instruction = "wgmma";
+    r.scale_log2 = ScaleLog2::float64;
+    r.exp2_arg = Exp2Arg::fma;
+    r.rescale_arg = RescaleArg::raw;
+    r.row_sum = RowSum::quad_ffma;
+    r.pv_depth = PvDepth::tile;
+    return r;
+}
+
+AttentionRecipe fa3_fp8() {
+    AttentionRecipe r = fa3_bf16();
+    r.name = "fa3-fp8";
+    r.input = &e4m3;
+    r.instruction = "wgmma";
+    r.p_format = &e4m3;
+    r.p_scale = 256;  // FlashAttention-3's max offset of 8
+    return r;
+}
+
+AttentionRecipe fp8_forward_order() {
+    AttentionRecipe r = fa3_fp8();
+    r.name = "fp8-forward-order";
+    r.kv_order = KvOrder::forward;
+    r.p_scale = 1;
+    return r;
+}
+
+// The setup of arXiv:2606.06521's kernel-faithful experiments: Q, K and V in float32, so that
+// only the cast of P to E4M3 rounds (products exact, rounded once to float32, O kept in
+// float32), forward order and S = 1 as the baseline its fixes are measured against.
+AttentionRecipe fp8_p_cast_only() {
+    AttentionRecipe r = fp8_forward_order();
+    r.name = "fp8-p-cast-only";
+    r.input = &f32;
+    r.score_product = r.pv_product = Product::exact_f64;
+    r.o_format = &f32;
+    return r;
+}
+
+AttentionRecipe mxfp4_v(bool fixed) {
+    AttentionRecipe r;
+    r.name = fixed ? "mxfp4-v-fixed" : "mxfp4-v";
+    r.v_quant = &mxfp4;
+    r.diagonal_fix = fixed;
+    return r;
+}
+
+// The non-fused softmax of a model held in `model`: its inputs, P and O in that format, the
+// softmax in `softmax` (naive-f32 and naive-f16: the model's own; naive-bf16: a BF16 model's
+// separate float32 softmax kernel followed by a BF16 matmul). A float32 model's matmuls are
+// exact products summed and rounded once to float32 (product=f64), a model of a float32 GEMM.
+AttentionRecipe naive(const Format& model, const Format& softmax) {
+    AttentionRecipe r;
+    r.name = std::string("naive-") + std::string(model.name);
+    r.softmax = SoftmaxKind::naive;
+    r.softmax_format = &softmax;
+    r.input = r.p_format = r.o_format = &model;
+    if (model == f32) r.score_product = r.pv_product = Product::exact_f64;
+    return r;
+}
+
+// FlashAttention-2 with Qiu & Yao's fix (arXiv:2510.04212): no P-bar entry exactly 1.
+AttentionRecipe fa2_bf16_fixed() {
+    AttentionRecipe r = fa2_bf16();
+    r.name = "fa2-bf16-max-adjust";
+    r.max_adjust = true;
+    return r;
+}
+
+// FlashAttention-2's tiles with the running O in BF16 (a kernel with a BF16 accumulator for
+// O): each tile's P-bar V and the rescaled O rounded to BF16, 64 keys at a time.
+AttentionRecipe fa2_bf16_o_bf16() {
+    AttentionRecipe r = fa2_bf16();
+    r.name = "fa2-bf16-o-bf16";
+    r.o_accumulator = &bf16;
+    return r;
+}
+
+// The paper's released implementation (github.com/ucker/why-low-precision-training-fails,
+// attention.py, with the 512 x 512 buckets of its model.py, under train.py's BF16 autocast):
+// FlashAttention-2 written in PyTorch on BF16 tensors, so S, the row max and sum, each block's
+// P-bar V and the running O are rounded to BF16 (torch_softmax.hpp). Its backward forms delta =
+// (dO * O).sum() in float32 from exact products: an eager backward cannot run under autocast
+// (a custom Function's backward runs without it, and einsum of its float32 p with the BF16 dO
+// raises), so the run is train.py's default compile = True, whose backward AOTAutograd traces
+// under the forward's autocast (torch._functorch.config.backward_pass_autocast =
+// "same_as_forward", the default up to PyTorch 2.15 at least), where sum autocasts to float32
+// and Inductor keeps the BF16 product in float32 (docs/findings.md says how this was checked).
+AttentionRecipe fa2_bf16_torch() {
+    AttentionRecipe r = fa2_bf16();
+    r.name = "fa2-bf16-torch";
+    r.block_m = r.block_n = 512;
+    r.softmax = SoftmaxKind::online_torch;
+    r.softmax_format = &bf16;
+    r.o_accumulator = &bf16;
+    r.delta_format = &f32;
+    return r;
+}
+
+// fa2-bf16-torch as train.py runs it, under torch.compile (compiled_torch_softmax.hpp): Inductor
+// on an AVX-512 CPU keeps S scale, the exp argument and the row sum in float32, with SLEEF's exp
+// and log, and sums delta in its 32 lanes. One KV bucket of up to 512 keys, as the forward above.
+// Its backward is the released code's (compiled_torch_softmax.hpp), which only ever ran compiled.
+AttentionRecipe fa2_bf16_torch_compiled() {
+    AttentionRecipe r = fa2_bf16_torch();
+    r.name = "fa2-bf16-torch-compiled";
+    r.softmax = SoftmaxKind::compiled_torch;
+    r.delta_sum = DeltaSum::lanes32;
+    return r;
+}
+
+// PyTorch's flash forward on sm_90 (FlashAttention-2 built with UNFUSE_FMA and without fast math;
+// its op order read from the SASS torch 2.15 ships, docs/gpu.md): KV blocks in reverse; c =
+// RN(scale log2 e) in double; p = exp2f(RN(RN(s c) - RN(m c))); alpha = exp2f(RN(RN(m_old - m) c));
+// four lanes' partial row sums with a fused multiply-add; O = acc RN(1/l); LSE = fma(m, scale,
+// logf(l)), exp2f and logf on an H100's MUFU. Shapes PyTorch splits across KV on an H100 SXM (132
+// SMs) run its split kernel and combine (flash_split_kv.hpp). Bit-exact with PyTorch's flash
+// forward on an H100 in every captured case, split or not (docs/gpu.md).
+AttentionRecipe torch_flash_sm90() {
+    AttentionRecipe r;
+    r.name = "torch-flash-sm90";
+    r.block_n = 0;  // auto: 128 x 128 at D <= 64, 128 x 64 at D <= 128
+    r.kv_order = KvOrder::reverse;
+    r.exp2 = Exp2Kind::cuda_exp2f;
+    r.scale_log2 = ScaleLog2::float64;
+    r.rescale_arg = RescaleArg::raw;
+    r.row_sum = RowSum::quad_ffma;
+    r.epilogue = Epilogue::torch_flash;
+    r.split_kv_sms = 132;
+    return r;
+}
+
+const std::vector<AttentionRecipe>& presets() {
+    static const std::vector<AttentionRecipe> all{
+        fa2_bf16(),          fa2_bf16_fixed(),  fa2_bf16_o_bf16(), fa2_bf16_torch(), fa2_bf16_torch_compiled(),
+        fa2_f16(),           fa2_f32(),         fa3_bf16(),        h100_bf16(),      fa3_fp8(),
+        fp8_forward_order(), fp8_p_cast_only(), mxfp4_v(false),    mxfp4_v(true),    naive(f32, f32),
+        naive(bf16, f32),    naive(f16, f16),   torch_flash_sm90()};
+    return all;
+}
+
+}  // namespace
+
+std::span<const AttentionRecipe> recipe_presets() { return presets(); }
+
+AttentionRecipe find_recipe(std::string_view name) {
+    std::string names;
+    std::vector<std::string> known;
+    for (const AttentionRecipe& r : presets()) {
+        if (r.name == name) return r;
+        names += (names.empty() ? "" : ", ") + r.name;
+        known.push_back(r.name);
+    }
+    throw Error(fmt::format("unknown recipe '{}'{} (presets: {})", printable(name), did_you_mean(name, known), names));
+}
+
+}  // namespace roundscope::emu

@@ -1,0 +1,380 @@
+// The one table of a recipe's settings: each key, the values it accepts, how it prints and how
+// it parses. A setting is one line: its kind (a format, a named value, an integer, a positive
+// float32, a text) and the recipe field it holds.
+#include <fmt/format.h>
+
+#include <charconv>
+#include <cmath>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "emu/attention/recipe/attention_recipe.hpp"
+#include "lib/error.hpp"
+#include "lib/named_values.hpp"
+#include "lib/suggest.hpp"
+
+namespace roundscope::emu {
+namespace {
+
+using R = AttentionRecipe;
+
+constexpr NamedValues<SoftmaxKind, 5> softmax_names{{{{SoftmaxKind::online, "online"},
+                                                      {SoftmaxKind::naive, "naive"},
+                                                      {SoftmaxKind::naive_unshifted, "naive-unshifted"},
+                                                      {SoftmaxKind::online_torch, "online-torch"},
+                                                      {SoftmaxKind::compiled_torch, "compiled-torch"}}}};
+constexpr NamedValues<Exp2Kind, 3> exp2_names{
+    {{{Exp2Kind::software, "software"}, {Exp2Kind::hardware_approx, "ex2.approx"}, {Exp2Kind::cuda_exp2f, "exp2f"}}}};
+constexpr NamedValues<ScaleLog2, 2> scale_log2_names{{{{ScaleLog2::float32, "f32"}, {ScaleLog2::float64, "f64"}}}};
+constexpr NamedValues<Exp2Arg, 2> exp2_arg_names{{{{Exp2Arg::mul_sub, "mul-sub"}, {Exp2Arg::fma, "fma"}}}};
+constexpr NamedValues<RescaleArg, 2> rescale_arg_names{{{{RescaleArg::scaled, "scaled"}, {RescaleArg::raw, "raw"}}}};
+constexpr NamedValues<RowSum, 2> row_sum_names{
+    {{{RowSum::sequential, "sequential"}, {RowSum::quad_ffma, "quad-ffma"}}}};
+constexpr NamedValues<Epilogue, 2> epilogue_names{{{{Epilogue::fa2, "fa2"}, {Epilogue::torch_flash, "torch-flash"}}}};
+constexpr NamedValues<KvOrder, 2> order_names{{{{KvOrder::forward, "forward"}, {KvOrder::reverse, "reverse"}}}};
+constexpr NamedValues<DeltaKind, 3> delta_names{
+    {{{DeltaKind::stored_o, "o-stored"}, {DeltaKind::f32_o, "o-f32"}, {DeltaKind::p_dp, "p-dp"}}}};
+constexpr NamedValues<DeltaSum, 3> delta_sum_names{
+    {{{DeltaSum::sequential, "sequential"}, {DeltaSum::lanes16, "lanes16"}, {DeltaSum::lanes32, "lanes32"}}}};
+constexpr NamedValues<SoftcapTanh, 1> softcap_tanh_names{{{{SoftcapTanh::exact, "exact"}}}};
+constexpr NamedValues<bool, 2> grad_rounding_names{{{{false, "nearest"}, {true, "stochastic"}}}};
+constexpr NamedValues<bool, 2> switch_names{{{{false, "off"}, {true, "on"}}}};
+constexpr NamedValues<Product, 2> product_names{{{{Product::model, "model"}, {Product::exact_f64, "f64"}}}};
+constexpr NamedValues<PvDepth, 2> pv_depth_names{{{{PvDepth::keys, "keys"}, {PvDepth::tile, "tile"}}}};
+
+std::string what(std::string_view key) { return fmt::format("recipe setting '{}'", key); }
+
+const Format* parse_format(std::string_view key, std::string_view text) {
+    const Format* f = find_format(text);
+    if (f == nullptr) throw Error(fmt::format("{}: unknown format '{}'", what(key), printable(text)));
+    return f;
+}
+
+int parse_integer(std::string_view key, std::string_view text, int lo, int hi) {
+    int v = 0;
+    const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (ec != std::errc() || ptr != text.data() + text.size() || v < lo || v > hi)
+        throw Error(fmt::format("{}: '{}' is not an integer in [{}, {}]", what(key), printable(text), lo, hi));
+    return v;
+}
+
+float parse_positive(std::string_view key, std::string_view text) {
+    double v = 0;
+    const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (ec != std::errc() || ptr != text.data() + text.size() || !(v > 0) || !std::isfinite(v) ||
+        static_cast<double>(static_cast<float>(v)) != v)
+        throw Error(fmt::format("{}: '{}' is not a positive float32 value", what(key), printable(text)));
+    return static_cast<float>(v);
+}
+
+const BlockFormat* parse_block_format_or_none(std::string_view key, std::string_view text) {
+    if (text == "none") return nullptr;
+    try {
+        return &block_format_named(text);
+    } catch (const Error& e) {
+        throw Error(fmt::format("{}: {}", what(key), e.what()));
+    }
+}
+
+struct Setting {
+    std::string_view key;
+    std::string accepts;
+    std::string (*get)(const R&);
+    void (*set)(R&, std::string_view key, std::string_view value);
+    std::vector<std::string> values;  // what a walk over the key tries (RecipeKey::values)
+    std::string_view stage;           // filled in by settings() from the stage tables
+    KeyDomain domain{};               // default: an enumeration of `values`
+};
+
+KeyDomain integers(long long lo, long long hi, long long step, std::vector<std::string> also = {}) {
+    return {KeyDomain::Kind::integer, lo, hi, step, std::move(also)};
+}
+
+std::vector<std::string> format_values() {
+    std::vector<std::string> out;
+    for (const Format& f : all_formats) out.emplace_back(f.name);
+    return out;
+}
+
+std::vector<std::string> block_format_values() {
+    std::vector<std::string> out{"none"};
+    for (const BlockFormat& f : all_block_formats) out.emplace_back(f.name);
+    return out;
+}
+
+template <class Enum, std::size_t N>
+std::vector<std::string> named_values(const NamedValues<Enum, N>& names) {
+    std::vector<std::string> out;
+    for (const auto& [value, text] : names.entries) out.emplace_back(text);
+    return out;
+}
+
+// One function per kind of setting; `Field` is the recipe member it holds.
+
+template <const Format* R::*Field>
+Setting format_setting(std::string_view key, std::string accepts) {
+    return {key, std::move(accepts), [](const R& r) { return std::string((r.*Field)->name); },
+            [](R& r, std::string_view k, std::string_view v) { r.*Field = parse_format(k, v); }, format_values()};
+}
+
+template <auto Field, const auto& Names>
+Setting named_setting(std::string_view key) {
+    return {key, Names.list(), [](const R& r) { return std::string(Names.name(r.*Field)); },
+            [](R& r, std::string_view k, std::string_view v) { r.*Field = Names.parse(what(k), v); },
+            named_values(Names)};
+}
+
+template <int R::*Field, int Lo, int Hi>
+Setting integer_setting(std::string_view key, std::string accepts, std::vector<std::string> values, int step = 1) {
+    return {key,
+            std::move(accepts),
+            [](const R& r) { return std::to_string(r.*Field); },
+            [](R& r, std::string_view k, std::string_view v) { r.*Field = parse_integer(k, v, Lo, Hi); },
+            std::move(values),
+            {},
+            integers(Lo, Hi, step)};
+}
+
+template <float R::*Field>
+Setting positive_setting(std::string_view key, std::string accepts, std::vector<std::string> values) {
+    // Printed as the double it is, so that parse_positive reads back the same float32.
+    return {key,
+            std::move(accepts),
+            [](const R& r) { return fmt::format("{}", static_cast<double>(r.*Field)); },
+            [](R& r, std::string_view k, std::string_view v) { r.*Field = parse_positive(k, v); },
+            std::move(values),
+            {},
+            {KeyDomain::Kind::positive_float32, 0, 0, 0, {}}};
+}
+
+template <std::string R::*Field>
+Setting text_setting(std::string_view key, std::vector<std::string> values) {
+    std::string accepts;
+    for (const std::string& v : values) accepts += (accepts.empty() ? "" : "|") + v;
+    return {key, std::move(accepts), [](const R& r) { return r.*Field; },
+            [](R& r, std::string_view, std::string_view v) { r.*Field = std::string(v); }, std::move(values)};
+}
+
+template <const BlockFormat* R::*Field>
+Setting block_format_setting(std::string_view key, std::string accepts) {
+    return {key, std::move(accepts), [](const R& r) { return std::string(r.*Field ? (r.*Field)->name : "none"); },
+            [](R& r, std::string_view k, std::string_view v) { r.*Field = parse_block_format_or_none(k, v); },
+            block_format_values()};
+}
+
+// The table, stage by stage (RecipeKey::stage): a key's stage is the step of the kernel it rounds in.
+std::vector<Setting> target_settings() {
+    return {
+        format_setting<&R::input>("input", "a format (q, k, v, dO rounded to it)"),
+        text_setting<&R::arch>("arch", {"sm80", "sm89", "sm90", "sm100"}),
+        text_setting<&R::instruction>("instruction", {"mma.sync", "wgmma", "tcgen05.mma"}),
+    };
+}
+
+std::vector<Setting> tile_settings() {
+    return {
+        integer_setting<&R::block_m, 16, 1024>("block_m", "Br, a multiple of 16", {"16", "32", "64", "128"}, 16),
+        {"block_n",
+         "Bc, a multiple of 16, or auto (PyTorch's flash tile for the head dimension)",
+         [](const R& r) { return r.block_n == 0 ? std::string("auto") : std::to_string(r.block_n); },
+         [](R& r, std::string_view k, std::string_view v) {
+             r.block_n = v == "auto" ? 0 : parse_integer(k, v, 16, 1024);
+         },
+         {"auto", "16", "32", "64", "128"},
+         {},
+         integers(16, 1024, 16, {"auto"})},
+        named_setting<&R::kv_order, order_names>("kv_order"),
+        integer_setting<&R::split_kv_sms, 0, 1024>(
+            "split_kv_sms", "SMs of the GPU whose split-KV choice PyTorch's flash path follows (0: never split)",
+            {"0", "1", "132"}),
+    };
+}
+
+std::vector<Setting> score_settings() {
+    return {
+        named_setting<&R::score_product, product_names>("score_product"),
+        named_setting<&R::scale_log2, scale_log2_names>("scale_log2"),
+        block_format_setting<&R::qk_quant>("qk_quant", "none or a block format (Q and K along D, blocks of 32)"),
+        named_setting<&R::softcap_tanh, softcap_tanh_names>("softcap_tanh"),
+    };
+}
+
+std::vector<Setting> softmax_settings() {
+    return {
+        named_setting<&R::softmax, softmax_names>("softmax"),
+        format_setting<&R::softmax_format>("softmax_format", "a format (naive and online-torch softmax)"),
+        {"row_sum_format", "a format, or softmax (as softmax_format; naive and online-torch softmax)",
+         [](const R& r) { return std::string(r.row_sum_format ? r.row_sum_format->name : "softmax"); },
+         [](R& r, std::string_view k, std::string_view v) {
+             r.row_sum_format = v == "softmax" ? nullptr : parse_format(k, v);
+         },
+         [] {
+             std::vector<std::string> v{"softmax"};
+             for (std::string& f : format_values()) v.push_back(std::move(f));
+             return v;
+         }()},
+        named_setting<&R::exp2, exp2_names>("exp2"),
+        named_setting<&R::exp2_arg, exp2_arg_names>("exp2_arg"),
+        named_setting<&R::rescale_arg, rescale_arg_names>("rescale_arg"),
+        named_setting<&R::row_sum, row_sum_names>("row_sum"),
+        named_setting<&R::max_adjust, switch_names>("max_adjust"),
+        positive_setting<&R::max_adjust_beta>("max_adjust_beta", "a positive number", {"2", "8"}),
+    };
+}
+
+std::vector<Setting> pv_settings() {
+    return {
+        format_setting<&R::p_format>("p_format", "a format"),
+        positive_setting<&R::p_scale>("p_scale", "S > 0 (P * S is cast)", {"1", "256", "448"}),
+        block_format_setting<&R::p_quant>("p_quant",
+                                          "none or a block format (each row's P along keys, blocks of 32; online "
+                                          "softmax)"),
+        block_format_setting<&R::v_quant>("v_quant", "none or a block format"),
+        integer_setting<&R::v_block, 1, 1024>("v_block", "tokens per V scale", {"16", "32"}),
+        named_setting<&R::diagonal_fix, switch_names>("diagonal_fix"),
+        named_setting<&R::pv_product, product_names>("pv_product"),
+        named_setting<&R::pv_depth, pv_depth_names>("pv_depth"),
+    };
+}
+
+std::vector<Setting> output_settings() {
+    return {
+        format_setting<&R::o_accumulator>("o_accumulator", "a format (the running O)"),
+        format_setting<&R::o_format>("o_format", "a format"),
+        named_setting<&R::epilogue, epilogue_names>("epilogue"),
+    };
+}
+
+std::vector<Setting> backward_settings() {
+    return {
+        named_setting<&R::grad_product, product_names>("grad_product"),
+        named_setting<&R::delta, delta_names>("delta"),
+        format_setting<&R::delta_format>("delta_format", "a format (dO * O and delta, float32 sums)"),
+        named_setting<&R::delta_sum, delta_sum_names>("delta_sum"),
+        format_setting<&R::ds_format>("ds_format", "a format (dS, and P for dV)"),
+        format_setting<&R::grad_format>("grad_format", "a format (dQ, dK, dV)"),
+        block_format_setting<&R::grad_quant>(
+            "grad_quant",
+            "none or a block format (both operands of every backward product, blocks of 32 along its sum)"),
+        named_setting<&R::grad_stochastic, grad_rounding_names>("grad_rounding"),
+        integer_setting<&R::grad_seed, 0, 2147483647>("grad_seed", "the stochastic rounding's seed", {"0", "1"}),
+    };
+}
+
+// What each key chooses, one line each: the reference docs/recipe-keys.md prints them.
+const std::map<std::string_view, std::string_view>& meanings() {
+    static const std::map<std::string_view, std::string_view> m{
+        {"input", "the format q, k, v and dO are rounded to (RNE) before anything else"},
+        {"arch", "the GPU architecture whose tensor-core model computes every product"},
+        {"instruction", "the tensor-core instruction modelled: mma.sync, wgmma (sm90) or tcgen05.mma (sm100)"},
+        {"block_m", "Br, the rows of a tile of S: a schedule, which changes no bits (rows are independent)"},
+        {"block_n", "Bc, the keys of a tile of S: where the running max, the rescale and P V's chains restart"},
+        {"kv_order", "the order the KV tiles are visited: forward, or reverse as FlashAttention-3 does"},
+        {"split_kv_sms", "split KV as PyTorch's flash path would on a GPU of this many SMs, then combine"},
+        {"score_product", "S = Q K^T by the tensor-core model, or exactly in float64 rounded once"},
+        {"scale_log2", "the constant scale log2(e): a float32 product, or rounded once from double"},
+        {"qk_quant", "Q and K block-quantized along D (blocks of 32) before S = Q K^T"},
+        {"softcap_tanh", "how a soft cap's tanh rounds (where the problem caps its scores)"},
+        {"softmax", "the softmax: online (flash), naive, naive without the max shift, or PyTorch's ops"},
+        {"softmax_format", "naive and online-torch: the format of exp, the sums and the division"},
+        {"row_sum_format", "naive and online-torch: the format the row sum is stored in"},
+        {"exp2", "exp2: the project's correctly written software exp2, ex2.approx.f32, or CUDA's exp2f"},
+        {"exp2_arg", "exp2's argument: the product rounded, then the max subtracted, or one fma"},
+        {"rescale_arg", "the rescale's argument: the difference of the scaled maxima, or of the raw ones"},
+        {"row_sum", "the order of the row sum l: sequential, or FlashAttention-2's four lanes"},
+        {"max_adjust", "Qiu and Yao's fix: the max raised so that no P-bar entry is exactly 1"},
+        {"max_adjust_beta", "the max adjustment's beta"},
+        {"p_format", "the format P (times p_scale) is cast to before P V"},
+        {"p_scale", "S: P is multiplied by it before its cast (a power of two or 448), O divided after"},
+        {"p_quant", "each row's P block-quantized along keys (blocks of 32) before P V"},
+        {"v_quant", "V block-quantized along tokens before P V"},
+        {"v_block", "the tokens sharing one V scale"},
+        {"diagonal_fix", "the diagonal tile of P multiplies the unquantized V"},
+        {"pv_product", "P V by the tensor-core model, or exactly in float64 rounded once"},
+        {"pv_depth", "P V over a partial tile: over its keys, or over the whole tile (zero products)"},
+        {"o_accumulator", "the format of the running O (f32 in kernels)"},
+        {"o_format", "the format O is written in"},
+        {"epilogue", "how a row ends (O, its LSE, an empty row): FlashAttention-2's or PyTorch's flash"},
+        {"grad_product", "the backward's products by the tensor-core model, or exactly in float64"},
+        {"delta", "delta = rowsum(dO * O) from the stored O, O in float32, or rowsum(P * dP)"},
+        {"delta_format", "the format each dO * O and delta's sum are rounded to"},
+        {"delta_sum", "the order of delta's float32 sum over the head dimension"},
+        {"ds_format", "the format dS and P are cast to before dK, dQ and dV"},
+        {"grad_format", "the format dQ, dK and dV are written in"},
+        {"grad_quant", "both operands of every backward product block-quantized along its sum"},
+        {"grad_rounding", "grad_quant's elements rounded to nearest even, or stochastically"},
+        {"grad_seed", "the stochastic rounding's seed"},
+    };
+    return m;
+}
+
+const std::vector<Setting>& settings() {
+    static const std::vector<Setting> table = [] {
+        const std::pair<std::string_view, std::vector<Setting> (*)()> stages[] = {
+            {"target", target_settings},    {"tiles", tile_settings}, {"scores", score_settings},
+            {"softmax", softmax_settings},  {"p-and-v", pv_settings}, {"output", output_settings},
+            {"backward", backward_settings}};
+        std::vector<Setting> out;
+        for (const auto& [stage, make] : stages) {
+            for (Setting& s : make()) {
+                s.stage = stage;
+                out.push_back(std::move(s));
+            }
+        }
+        return out;
+    }();
+    return table;
+}
+
+}  // namespace
+
+void apply_setting(AttentionRecipe& recipe, std::string_view key_value) {
+    const auto eq = key_value.find('=');
+    if (eq == std::string_view::npos) throw Error(fmt::format("'{}' is not KEY=VALUE", printable(key_value)));
+    const std::string_view key = key_value.substr(0, eq), value = key_value.substr(eq + 1);
+    for (const Setting& s : settings()) {
+        if (s.key == key) {
+            s.set(recipe, key, value);
+            if (recipe.name.find('+') == std::string::npos) recipe.name += "+";
+            return;
+        }
+    }
+    std::string keys;
+    std::vector<std::string> known;
+    for (const Setting& s : settings()) {
+        keys += (keys.empty() ? "" : ", ") + std::string(s.key);
+        known.emplace_back(s.key);
+    }
+    throw Error(fmt::format("unknown recipe key '{}'{} (keys: {})", printable(key), did_you_mean(key, known), keys));
+}
+
+std::map<std::string, std::string> recipe_settings(const AttentionRecipe& recipe) {
+    std::map<std::string, std::string> out;
+    for (const Setting& s : settings()) out[std::string(s.key)] = s.get(recipe);
+    return out;
+}
+
+std::vector<RecipeKey> recipe_key_table() {
+    std::vector<RecipeKey> out;
+    const AttentionRecipe defaults;
+    for (const Setting& s : settings()) {
+        const auto meaning = meanings().find(s.key);
+        if (meaning == meanings().end()) throw Error(fmt::format("recipe key '{}' has no meaning written", s.key));
+        out.push_back({std::string(s.key), std::string(s.stage), s.accepts, std::string(meaning->second),
+                       s.get(defaults), s.values, s.domain});
+    }
+    return out;
+}
+
+std::map<std::string, std::string> recipe_keys() {
+    std::map<std::string, std::string> out;
+    for (const Setting& s : settings()) out[std::string(s.key)] = std::string(s.accepts);
+    return out;
+}
+
+std::string_view kv_order_name(KvOrder order) { return order_names.name(order); }
+
+KvOrder parse_kv_order(std::string_view text, const std::string& what) { return order_names.parse(what, text); }
+
+}  // namespace roundscope::emu

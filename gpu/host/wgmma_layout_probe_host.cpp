@@ -1,2 +1,0 @@
-// The wgmma layout probe compiled for the simulated GPU: the very source nvcc compiles.
-#include "gpu/wgmma_layout_probe.cu"

@@ -1,0 +1,4 @@
+// The flash-attention kernels and their host code, compiled for the simulated GPU: the very
+// source nvcc compiles, with gpu/primitives/simt.hpp and gpu/primitives/runtime.hpp choosing the host's execution
+// model.
+#include "gpu/kernels/flash_attention.cu"

@@ -1,0 +1,150 @@
+// The Hopper forward kernel's host side: what it runs, its buffers and TMA maps, its launch.
+#include <chrono>
+#include <string>
+
+#include "emu/attention/flash/flash_context.hpp"
+#include "emu/attention/recipe/kernel_capabilities.hpp"
+#include "gpu/kernels/hopper_flash.hpp"
+#include "gpu/kernels/hopper_flash_kernel.cuh"
+#include "gpu/kernels/problem_support.hpp"
+#include "gpu/primitives/runtime.hpp"
+#include "gpu/primitives/tensor_map.hpp"
+#include "lib/error.hpp"
+
+namespace roundscope::gpu {
+namespace {
+
+static_assert(hopper::block_m == 128 && hopper::block_n == 128,
+              "the Hopper kernel's row of emu/attention/recipe/kernel_capabilities.cpp says 128 x 128 tiles");
+
+struct Buffers {
+    DeviceBuffer<std::uint16_t> q, k, v, o;
+    DeviceBuffer<float> lse, lse2, o_f32;
+};
+
+std::vector<std::uint16_t> bf16_bits(const std::vector<std::uint32_t>& x) {
+    std::vector<std::uint16_t> y(x.size());
+    for (std::size_t i = 0; i < x.size(); ++i) y[i] = static_cast<std::uint16_t>(x[i]);
+    return y;
+}
+
+// A head-major [heads][n][d] BF16 tensor as 128-byte-swizzled boxes of 64 columns x `rows`.
+TmaMap tensor_map(const DeviceBuffer<std::uint16_t>& b, const emu::AttentionShape& sh, std::uint64_t n,
+                  std::uint32_t rows) {
+    const std::uint64_t dims[3] = {sh.d, n, sh.heads};
+    const std::uint32_t box[3] = {hopper::panel_cols, rows, 1};
+    return tensor_map_3d_bf16(b.get(), dims, 2 * sh.d, 2 * sh.d * n, box, Swizzle::b128);
+}
+
+// The kernel's launches on buffers uploaded and TMA maps encoded once (not in the timed launches).
+class HopperRun {
+public:
+    HopperRun(const emu::AttentionRecipe& recipe, const emu::AttentionShape& sh, const emu::AttentionOperands& in)
+        : sh_(sh),
+          ctx_(emu::flash_context(recipe, sh)),
+          b_{uploaded(bf16_bits(in.q)),     uploaded(bf16_bits(in.k)),
+             uploaded(bf16_bits(in.v)),     DeviceBuffer<std::uint16_t>(outputs()),
+             DeviceBuffer<float>(rows()),   DeviceBuffer<float>(rows()),
+             DeviceBuffer<float>(outputs())},
+          params_{tensor_map(b_.q, sh_, sh_.n_q, hopper::block_m),
+                  tensor_map(b_.k, sh_, sh_.n_kv, hopper::block_n),
+                  tensor_map(b_.v, sh_, sh_.n_kv, hopper::block_n),
+                  tensor_map(b_.o, sh_, sh_.n_q, hopper::block_m / 2),
+                  b_.lse.get(),
+                  b_.lse2.get(),
+                  nullptr,
+                  sh_.n_q,
+                  sh_.n_kv,
+                  sh_.causal,
+                  ctx_.recipe.kv_order == emu::KvOrder::reverse,
+                  ctx_.softmax} {}
+
+    void run(bool with_o_f32) {
+        hopper::ForwardParams p = params_;
+        p.o_f32 = with_o_f32 ? b_.o_f32.get() : nullptr;
+        const bool software = ctx_.recipe.exp2 == emu::Exp2Kind::software;
+        if (sh_.d == 64 && software)
+            run_kernel(hopper::forward_kernel<64, emu::Exp2Kind::software>, hopper::SharedLayout<64>::bytes, p);
+        else if (sh_.d == 64)
+            run_kernel(hopper::forward_kernel<64, emu::Exp2Kind::hardware_approx>, hopper::SharedLayout<64>::bytes, p);
+        else if (software)
+            run_kernel(hopper::forward_kernel<128, emu::Exp2Kind::software>, hopper::SharedLayout<128>::bytes, p);
+        else
+            run_kernel(hopper::forward_kernel<128, emu::Exp2Kind::hardware_approx>, hopper::SharedLayout<128>::bytes,
+                       p);
+    }
+
+    emu::ForwardResult result() const {
+        emu::ForwardResult out;
+        const std::vector<std::uint16_t> o = downloaded(b_.o, outputs());
+        out.o.assign(o.begin(), o.end());
+        out.o_f32 = downloaded(b_.o_f32, outputs());
+        out.lse = downloaded(b_.lse, rows());
+        out.lse_log2 = downloaded(b_.lse2, rows());
+        return out;
+    }
+
+private:
+    template <class Kernel>
+    void run_kernel(Kernel kernel, std::size_t bytes, const hopper::ForwardParams& p) const {
+        const dim3 grid(static_cast<unsigned>((sh_.n_q + hopper::block_m - 1) / hopper::block_m),
+                        static_cast<unsigned>(sh_.heads));
+        launch("Hopper flash forward kernel", kernel, grid, hopper::threads, bytes, p);
+    }
+
+    std::size_t outputs() const { return sh_.heads * sh_.n_q * sh_.d_v; }
+    std::size_t rows() const { return sh_.heads * sh_.n_q; }
+
+    const emu::AttentionShape& sh_;
+    emu::FlashContext ctx_;
+    Buffers b_;
+    hopper::ForwardParams params_;  // O in float32 not written unless asked
+};
+
+void require_supported(const emu::AttentionRecipe& recipe, const emu::AttentionShape& sh) {
+    const std::string why = hopper_flash_unsupported(recipe, sh);
+    if (!why.empty()) throw Error("the Hopper kernel cannot run recipe '" + recipe.name + "': " + why);
+}
+
+}  // namespace
+
+std::string hopper_flash_unsupported(const emu::AttentionRecipe& recipe, const emu::AttentionShape& sh) {
+    std::string why = emu::capability_refusal(emu::kernel_named("hopper"), recipe, false);
+    if (!why.empty()) return why;
+    if (sh.d != sh.d_v || (sh.d != 64 && sh.d != 128)) return "its head dimension is 64 or 128 (d = d_v)";
+    if (const std::string problem = problem_unsupported(sh); !problem.empty()) return problem;
+    if (sh.n_q == 0 || sh.n_kv == 0 || sh.heads == 0) return "it needs at least one head, query and key";
+    if (sh.n_q > (1u << 31) || sh.n_kv > (1u << 31) || sh.heads > 65535)
+        return "TMA coordinates are 32-bit and a grid has at most 65535 heads";
+    const DeviceLimits device = device_limits();
+    if (device.arch != "sm90") return "it needs an sm_90 GPU (wgmma, TMA); " + device.name + " is " + device.arch;
+    const std::size_t need = sh.d == 64 ? hopper::SharedLayout<64>::bytes : hopper::SharedLayout<128>::bytes;
+    if (need > device.shared_per_block)
+        return "it needs " + std::to_string(need / 1024) + " KiB of shared memory per block; " + device.name +
+               " allows " + std::to_string(device.shared_per_block / 1024) + " KiB";
+    return {};
+}
+
+emu::ForwardResult hopper_flash_forward(const emu::AttentionRecipe& recipe, const emu::AttentionShape& sh,
+                                        const emu::AttentionOperands& in) {
+    require_supported(recipe, sh);
+    HopperRun run(recipe, sh, in);
+    run.run(true);
+    return run.result();
+}
+
+std::vector<double> time_hopper_flash_forward(const emu::AttentionRecipe& recipe, const emu::AttentionShape& sh,
+                                              const emu::AttentionOperands& in, int repeats) {
+    require_supported(recipe, sh);
+    HopperRun run(recipe, sh, in);
+    run.run(false);  // the first launch pays for module loading and caches
+    std::vector<double> seconds;
+    for (int i = 0; i < repeats; ++i) {
+        const auto start = std::chrono::steady_clock::now();
+        run.run(false);  // launch() waits for the kernel
+        seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    }
+    return seconds;
+}
+
+}  // namespace roundscope::gpu
