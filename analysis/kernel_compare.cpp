@@ -100,6 +100,8 @@ void add_ci_statistics(OutputComparison& c, const OutputSides& s, const std::vec
             if (std::isfinite(k) && std::isfinite(r)) {
                 c.max_row_ulp = std::max(c.max_row_ulp, std::fabs(k - r) / unit);
                 if (opposite_signs(k, r) && std::fabs(r) < unit) ++c.sign_flips_near_zero;
+            } else if (ulp > 0) {  // a NaN or an infinity on one side, or unequal: no finite distance
+                c.max_row_ulp = std::numeric_limits<double>::infinity();
             }
             if (choice.tolerance && !within(k, r, *choice.tolerance)) ++*c.outside_tolerance;
         }
@@ -243,6 +245,7 @@ const std::vector<std::string>& kernel_output_names() {
 }
 
 std::vector<std::string> parse_output_names(const std::string& list, const std::string& what) {
+    const std::string prefix = what.empty() ? "" : what + ": ";
     std::vector<std::string> out;
     std::size_t start = 0;
     while (true) {

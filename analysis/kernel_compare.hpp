@@ -71,7 +71,7 @@ struct OutputComparison {
     // Against the emulation, in the terms a kernel's CI asks in. The largest difference in ulps
     // of the output's dtype at the scale of its row (the row's largest |recipe|: a row of o, dq,
     // dk or dv along the head dimension; each lse alone), so that a value near zero whose sign
-    // flipped does not dominate as it does max_ulp; NaN and infinities left out (counted below).
+    // flipped does not dominate as it does max_ulp; infinite where a NaN or an infinity differs.
     double max_row_ulp = 0;
     std::uint64_t sign_flips_near_zero = 0;  // kernel and recipe of opposite signs where |recipe| is below one
                                              // ulp of its row's scale
@@ -131,7 +131,7 @@ void check_kernel_outputs(const TensorFile& file, const emu::AttentionInputs& in
                           const std::vector<std::string>& outputs = {});
 
 /// The output names of a comma-separated list ("o,lse"), each one of kernel_output_names() and
-/// none twice; Error naming `what` otherwise.
+/// none twice; Error (beginning "WHAT: " where `what` is not empty) otherwise.
 std::vector<std::string> parse_output_names(const std::string& list, const std::string& what);
 
 }  // namespace roundscope::analysis

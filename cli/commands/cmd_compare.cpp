@@ -47,13 +47,12 @@ void print_output_details(const analysis::OutputComparison& x) {
         fmt::print("{}: worst at {}: kernel {} truth {} recipe {}\n", x.name, shape_string(w.index),
                    format_double(w.kernel), format_double(w.truth), format_double(w.emulated));
     }
-    if (x.nonfinite > 0)
-        fmt::print("{}: {} NaN or Inf where the truth is finite, the first at {}\n", x.name, x.nonfinite,
-                   shape_string(x.first_nonfinite->index));
-    if (x.sign_flips_near_zero > 0)
-        fmt::print("{}: {} of the differences are sign flips near zero (below one ulp of the row's largest value)\n",
-                   x.name, x.sign_flips_near_zero);
-    if (x.outside_tolerance) fmt::print("{}: {} element(s) outside the tolerance\n", x.name, *x.outside_tolerance);
+    // Always one line, so that an output's report has the same lines whatever its counts.
+    std::string ci = fmt::format("{}: {} NaN or Inf where the truth is finite", x.name, x.nonfinite);
+    if (x.first_nonfinite) ci += fmt::format(" (the first at {})", shape_string(x.first_nonfinite->index));
+    ci += fmt::format(", {} sign flip(s) near zero (below one ulp of the row's largest value)", x.sign_flips_near_zero);
+    if (x.outside_tolerance) ci += fmt::format(", {} outside the tolerance", *x.outside_tolerance);
+    fmt::print("{}\n", ci);
 }
 
 void compare(const CompareArgs& a) {
@@ -107,8 +106,7 @@ void add_compare_command(CLI::App& app) {
     cmd->add_option("--outputs", a->outputs,
                     "Compare only these outputs, comma-separated (o,lse: a forward-only recipe against a dump "
                     "that also holds gradients); default: all the dump holds")
-        ->check(
-            accepted_by([](const std::string& s) { analysis::parse_output_names(s, "--outputs"); }, "o,lse,dq,dk,dv"));
+        ->check(accepted_by([](const std::string& s) { analysis::parse_output_names(s, ""); }, "o,lse,dq,dk,dv"));
     auto* rtol = cmd->add_option("--rtol", a->rtol,
                                  "Count the elements outside |kernel - recipe| <= atol + rtol |recipe| (with --atol)")
                      ->check(finite_in(0, std::numeric_limits<double>::max()));

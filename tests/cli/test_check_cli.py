@@ -136,3 +136,36 @@ def test_the_junit_file_is_well_formed_whatever_the_file_names(cli, tmp_path):
     root, cases = junit(xml)
     names = [c for c, n in cases if n == "not a golden file"]
     assert any(c.endswith("odd\\x01\\xff\u00e9.safetensors") for c in names), names
+
+
+def test_tolerances_let_a_dump_within_them_pass_and_name_what_fails(cli, dumps):
+    folder, dump = dumps
+    path = dump("layer0/step1.safetensors", {"recipe": "fa3-bf16"})
+    tensors, metadata = read_safetensors(path)
+    dtype, shape, raw = tensors["o"]
+    one_ulp = bytearray(raw)
+    one_ulp[2 * 7] ^= 1  # o[0, 0, 7], one ulp away
+    write_safetensors(path, dict(tensors, o=(dtype, shape, bytes(one_ulp))), metadata)
+    total = H * N * D
+
+    def passed(*tolerance):
+        p = cli.run("check", folder, *tolerance, "--json", check=False)
+        return p.returncode == 0 and json.loads(p.stdout)["failed"] == 0
+
+    assert not passed() and not passed("--max-ulp", "0") and not passed("--min-match", "1")
+    assert passed("--max-ulp", "1") and passed("--max-row-ulp", "1") and passed("--min-match", str(1 - 1 / total))
+    assert passed("--rtol", "0.01", "--atol", "0") and not passed("--rtol", "0", "--atol", "0")
+    assert not passed("--max-ulp", "1", "--min-match", "1"), "every tolerance given must hold"
+    detail = cli.json("check", folder, "--max-ulp", "0", check=False)["checks"][0]["detail"]
+    assert detail.startswith(f"o: 1 of {total} differ") and "furthest at [0, 0, 7]" in detail, detail
+
+    nan = bytearray(raw)
+    nan[2 * 9: 2 * 9 + 2] = struct.pack("<H", 0x7FC0)  # o[0, 0, 9]
+    write_safetensors(path, dict(tensors, o=(dtype, shape, bytes(nan))), metadata)
+    assert not passed("--max-row-ulp", "1000") and not passed("--rtol", "1", "--atol", "1")
+    assert passed("--min-match", "0.999"), "a share of bits is what min-match asks, NaN or not"
+    detail = cli.json("check", folder, "--max-row-ulp", "1000", check=False)["checks"][0]["detail"]
+    assert "1 NaN or Inf where the truth is finite (first at [0, 0, 9])" in detail, detail
+
+    for bad in (["--min-match", "1.5"], ["--max-ulp", "-1"], ["--rtol", "0.1"], ["--max-row-ulp", "inf"]):
+        assert bad[0] in cli.error("check", folder, *bad), bad

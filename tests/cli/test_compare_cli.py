@@ -95,3 +95,82 @@ def test_bad_dumps_get_one_line(cli, emulation):
     assert "'o'" in m and f"[{H}, {N}, {D}]" in m, m
     assert "fa9-bf16" in message("o.safetensors", {"o": emulated["o"]}, recipe="fa9-bf16")
     assert "missing.safetensors" in cli.error("compare", folder / "missing.safetensors", "--recipe", "fa2-bf16")
+
+
+# -- what a kernel's CI asks: NaN, sign flips near zero, tolerances, a forward-only comparison --
+def bf16_at(raw, i):
+    return struct.unpack_from("<H", raw, 2 * i)[0]
+
+
+def with_bf16(raw, changes):
+    out = bytearray(raw)
+    for i, bits in changes.items():
+        struct.pack_into("<H", out, 2 * i, bits)
+    return bytes(out)
+
+
+@pytest.fixture(scope="module")
+def small_first_column(cli, tmp_path_factory):
+    """fa2-bf16's o where every row's first element is near zero (v's first feature 1e-4 times the
+    others), so that a sign flip there is a flip near zero."""
+    folder = tmp_path_factory.mktemp("ci")
+    r = random.Random(5)
+    v = [r.gauss(0, 1e-4 if c == 0 else 1.0) for _ in range(H * N) for c in range(D)]
+    inputs = dict(INPUTS, v=("F32", [H, N, D], struct.pack(f"<{H * N * D}f", *v)))
+    write_safetensors(folder / "in.safetensors", inputs, CAUSAL)
+    cli.run("attention", folder / "in.safetensors", "--recipe", "fa2-bf16", "--backward",
+            "-o", folder / "e.safetensors")
+    emulated, _ = read_safetensors(folder / "e.safetensors")
+    return folder, inputs, emulated
+
+
+def test_a_nan_and_a_sign_flip_near_zero_are_counted_apart(cli, small_first_column):
+    folder, inputs, emulated = small_first_column
+    dtype, shape, raw = emulated["o"]
+    flip, nan = (0 * N + 5) * D + 0, (1 * N + 9) * D + 3  # o[0, 5, 0] (near zero), o[1, 9, 3]
+    changed = with_bf16(raw, {flip: bf16_at(raw, flip) ^ 0x8000, nan: 0x7FC0})
+    write_safetensors(folder / "k.safetensors", dict(inputs, o=(dtype, shape, changed)), CAUSAL)
+    o = cli.json("compare", folder / "k.safetensors", "--recipe", "fa2-bf16")["outputs"]["o"]
+    assert o["matched"] == o["total"] - 2, o
+    assert o["sign_flips_near_zero"] == 1 and o["nonfinite"] == 1, o
+    assert o["first_nonfinite"]["index"] == [1, 9, 3] and o["first_nonfinite"]["kernel"] == "nan", o
+    assert o["largest_difference"]["index"] == [1, 9, 3] and o["largest_difference"]["ulp"] is None, o
+    assert o["max_ulp"] is None and o["max_row_ulp"] == "inf", "a NaN has no finite distance"
+    text = cli.run("compare", folder / "k.safetensors", "--recipe", "fa2-bf16").stdout
+    assert "o: 1 NaN or Inf where the truth is finite (the first at [1, 9, 3]), 1 sign flip(s) near zero" in text, text
+    # the flip alone: thousands of ulps of its own value, under two of its row's largest
+    flipped = with_bf16(raw, {flip: bf16_at(raw, flip) ^ 0x8000})
+    write_safetensors(folder / "f.safetensors", dict(inputs, o=(dtype, shape, flipped)), CAUSAL)
+    o = cli.json("compare", folder / "f.safetensors", "--recipe", "fa2-bf16")["outputs"]["o"]
+    assert o["max_ulp"] > 1000 and 0 < o["max_row_ulp"] < 2 and o["nonfinite"] == 0, o
+
+
+def test_tolerances_count_the_elements_outside_them(cli, small_first_column):
+    folder, inputs, emulated = small_first_column
+    dtype, shape, raw = emulated["o"]
+    one_ulp = with_bf16(raw, {7: bf16_at(raw, 7) ^ 1})
+    write_safetensors(folder / "u.safetensors", dict(inputs, o=(dtype, shape, one_ulp)), CAUSAL)
+    tight = cli.json("compare", folder / "u.safetensors", "--recipe", "fa2-bf16", "--rtol", "0", "--atol", "0")
+    loose = cli.json("compare", folder / "u.safetensors", "--recipe", "fa2-bf16", "--rtol", "0.01", "--atol", "0")
+    assert tight["outputs"]["o"]["outside_tolerance"] == 1 and loose["outputs"]["o"]["outside_tolerance"] == 0
+    plain = cli.json("compare", folder / "u.safetensors", "--recipe", "fa2-bf16")
+    assert "outside_tolerance" not in plain["outputs"]["o"]
+    assert "--atol" in cli.error("compare", folder / "u.safetensors", "--recipe", "fa2-bf16", "--rtol", "0.1")
+    assert "--rtol" in cli.error("compare", folder / "u.safetensors", "--recipe", "fa2-bf16", "--rtol", "nan",
+                                 "--atol", "0")
+
+
+def test_a_forward_only_recipe_compares_the_forward_outputs_of_a_dump_with_gradients(cli, emulation):
+    folder, emulated, _ = emulation
+    path = dump(folder, "all.safetensors", {k: emulated[k] for k in KERNEL_OUTPUTS})
+    j = cli.json("compare", path, "--recipe", "fa2-bf16", "--outputs", "o,lse")
+    assert list(j["outputs"]) == ["lse", "o"] or sorted(j["outputs"]) == ["lse", "o"], j["outputs"].keys()
+    assert j["matched"] == j["total"] == H * N * (D + 1), j
+    # torch-flash-sm90 models the forward pass only: the gradients refused, the forward compared
+    assert "backward" in cli.error("compare", path, "--recipe", "torch-flash-sm90").lower()
+    forward = cli.json("compare", path, "--recipe", "torch-flash-sm90", "--outputs", "o,lse")
+    assert sorted(forward["outputs"]) == ["lse", "o"], forward
+    assert "'x'" in cli.error("compare", path, "--recipe", "fa2-bf16", "--outputs", "o,x")
+    assert "twice" in cli.error("compare", path, "--recipe", "fa2-bf16", "--outputs", "o,o")
+    only_o = dump(folder, "only_o.safetensors", {"o": emulated["o"]})
+    assert "'dq'" in cli.error("compare", only_o, "--recipe", "fa2-bf16", "--outputs", "o,dq")
