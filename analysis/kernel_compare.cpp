@@ -137,7 +137,21 @@ void check_output(const TensorFile& file, const Tensor& t, const emu::Format& fo
                     ": compare it with a recipe whose formats are the kernel's (its o_format and grad_format)");
 }
 
+/// The bits alone, where the comparison runs without the truth (a recipe search).
+OutputComparison compare_bits_only(const OutputSides& s) {
+    OutputComparison c;
+    c.name = s.kernel->name();
+    c.dtype = s.kernel->dtype();
+    std::vector<std::uint32_t> kernel(s.emulated.size());
+    for (std::uint64_t i = 0; i < kernel.size(); ++i)
+        kernel[i] = static_cast<std::uint32_t>(s.kernel->bits_at(s.element(i)));
+    const emu::BitComparison b = emu::compare_bits(s.emulated, kernel, *s.format);
+    c.matched = b.matched, c.total = b.total, c.max_ulp = b.max_ulp;
+    return c;
+}
+
 OutputComparison compare_output(const OutputSides& s, const CompareChoice& choice) {
+    if (s.truth == nullptr) return compare_bits_only(s);
     const std::size_t worst_count = choice.worst_count;
     const Tensor& t = *s.kernel;
     const emu::Format& f = *s.format;
@@ -195,7 +209,7 @@ OutputComparison merge_output(const std::vector<const OutputComparison*>& parts,
         c.sums.max_abs = std::isnan(c.sums.max_abs) || std::isnan(x.max_abs) ? std::numeric_limits<double>::quiet_NaN()
                                                                              : std::max(c.sums.max_abs, x.max_abs);
         c.sums.squared += x.squared, c.sums.norm += x.norm, c.sums.finite += x.finite;
-        for (std::size_t b = 0; b < ulp_buckets; ++b) c.bucket_counts[b] += p->bucket_counts.at(b);
+        for (std::size_t b = 0; b < p->bucket_counts.size(); ++b) c.bucket_counts.at(b) += p->bucket_counts[b];  // none: bits alone
         c.worst.insert(c.worst.end(), p->worst.begin(), p->worst.end());
         c.matched += p->matched, c.total += p->total, c.max_ulp = std::max(c.max_ulp, p->max_ulp);
         // The heads come in order: the first NaN is the first head's, and of equal distances
@@ -334,17 +348,19 @@ KernelComparison compare_kernel_head(const TensorFile& file, const emu::Attentio
     const bool backward = grads[0] || grads[1] || grads[2];
     AttentionRunOptions run_options = options;
     run_options.backward = backward;
-    run_options.truth = true;
+    run_options.truth = choice.truth;
     const AttentionRun run = run_attention(emu::head_inputs(in, head), recipe, run_options);
-    const AttentionTruth& truth = *run.truth;
+    const AttentionTruth* truth = run.truth ? &*run.truth : nullptr;
 
     const std::uint64_t nq = in.n_q, nk = in.n_kv, group = emu::kv_group(in);
     std::vector<OutputSides> sides;
-    if (o) sides.push_back({o, head * nq * in.d_v, recipe.o_format, run.forward.o, &truth.o, nullptr, 1, in.d_v});
-    if (lse) sides.push_back({lse, head * nq, &emu::f32, float_bits(run.forward.lse), &truth.lse});
-    if (grads[0])
+    if (o)
         sides.push_back(
-            {grads[0], head * nq * in.d, recipe.grad_format, run.backward->dq, &truth.dq, nullptr, 1, in.d});
+            {o, head * nq * in.d_v, recipe.o_format, run.forward.o, (truth ? &truth->o : nullptr), nullptr, 1, in.d_v});
+    if (lse) sides.push_back({lse, head * nq, &emu::f32, float_bits(run.forward.lse), (truth ? &truth->lse : nullptr)});
+    if (grads[0])
+        sides.push_back({grads[0], head * nq * in.d, recipe.grad_format, run.backward->dq,
+                         (truth ? &truth->dq : nullptr), nullptr, 1, in.d});
     // dK and dV sum over a key-value head's group: compared once a group, with its first head,
     // from the whole group's run (without grouped-query attention, this head's run).
     std::optional<AttentionRun> group_run;
@@ -357,11 +373,11 @@ KernelComparison compare_kernel_head(const TensorFile& file, const emu::Attentio
     if (head % group == 0) {
         const std::uint64_t kv = head / group;
         if (grads[1])
-            sides.push_back({grads[1], kv * nk * in.d, recipe.grad_format, kv_run.backward->dk, &kv_run.truth->dk,
-                             nullptr, 1, in.d});
+            sides.push_back({grads[1], kv * nk * in.d, recipe.grad_format, kv_run.backward->dk,
+                             (kv_run.truth ? &kv_run.truth->dk : nullptr), nullptr, 1, in.d});
         if (grads[2])
-            sides.push_back({grads[2], kv * nk * in.d_v, recipe.grad_format, kv_run.backward->dv, &kv_run.truth->dv,
-                             nullptr, 1, in.d_v});
+            sides.push_back({grads[2], kv * nk * in.d_v, recipe.grad_format, kv_run.backward->dv,
+                             (kv_run.truth ? &kv_run.truth->dv : nullptr), nullptr, 1, in.d_v});
     }
     return comparison_of(run.shape, sides, choice);
 }
@@ -376,13 +392,17 @@ KernelComparison compare_kernel_rows(const TensorFile& file, const emu::Attentio
     const Tensor* lse = chosen(file, "lse", choice.outputs);
     AttentionRunOptions run_options = options;
     run_options.backward = false;
-    run_options.truth = true;
+    run_options.truth = choice.truth;
     const AttentionRun run = run_attention(sample, recipe, run_options);
-    const AttentionTruth& truth = *run.truth;
+    const AttentionTruth* truth = run.truth ? &*run.truth : nullptr;
     const std::vector<std::uint64_t>* rows = sample.query_rows.get();
     std::vector<OutputSides> sides;
-    if (o) sides.push_back({o, head * in.n_q * in.d_v, recipe.o_format, run.forward.o, &truth.o, rows, in.d_v, in.d_v});
-    if (lse) sides.push_back({lse, head * in.n_q, &emu::f32, float_bits(run.forward.lse), &truth.lse, rows, 1, 1});
+    if (o)
+        sides.push_back({o, head * in.n_q * in.d_v, recipe.o_format, run.forward.o, (truth ? &truth->o : nullptr), rows,
+                         in.d_v, in.d_v});
+    if (lse)
+        sides.push_back(
+            {lse, head * in.n_q, &emu::f32, float_bits(run.forward.lse), (truth ? &truth->lse : nullptr), rows, 1, 1});
     return comparison_of(run.shape, sides, choice);
 }
 

@@ -53,6 +53,9 @@ struct CompareChoice {
     std::vector<std::string> outputs;
     std::optional<Tolerance> tolerance;
     std::size_t worst_count = 8;
+    // false: the bits alone (matched, total, max_ulp), without computing the truth: what a
+    // search over recipes scores them by.
+    bool truth = true;
 };
 
 /// The outputs a kernel may write, in the order they are compared: o, lse, dq, dk, dv.

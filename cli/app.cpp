@@ -118,6 +118,7 @@ void add_all_commands(CLI::App& app) {
     add_demo_command(app);
     add_attribute_command(app);
     add_compare_command(app);
+    add_fit_command(app);
     add_check_command(app);
     add_report_command(app);
     add_completion_command(app);

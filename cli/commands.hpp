@@ -53,6 +53,7 @@ void add_bias_command(CLI::App& app);
 void add_demo_command(CLI::App& app);
 void add_attribute_command(CLI::App& app);
 void add_compare_command(CLI::App& app);
+void add_fit_command(CLI::App& app);
 void add_check_command(CLI::App& app);
 void add_report_command(CLI::App& app);
 void add_completion_command(CLI::App& app);

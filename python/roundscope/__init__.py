@@ -389,6 +389,29 @@ def compare(path: Path | Arrays, recipe: str, *, settings: Mapping[str, object] 
                                            atol=atol, threads=_threads(threads)), "--json"], files)[1])
 
 
+def fit(dumps: Path | Arrays | Sequence[Path | Arrays], *, presets: Sequence[str] | None = None,
+        keys: Sequence[str] | None = None, outputs: Sequence[str] | None = None, rows: int | None = None,
+        seed: int | None = None, beam: int | None = None, max_evaluations: int | None = None,
+        max_seconds: float | None = None, top: int | None = None, causal: bool | None = None,
+        softmax_scale: float | None = None, threads: int = 0) -> results.FitResult:
+    """Which recipe reproduces a kernel's outputs bit for bit (`roundscope fit --json`): a beam
+    search from the presets (presets=[...] to start from some) over every key, or those named in
+    keys, scored by the bits of every dump given (files, or mappings of arrays: q, k, v and the
+    outputs). rows: search on that many query rows a head, confirm on all."""
+    many = isinstance(dumps, Sequence) and not isinstance(dumps, (str, bytes))
+    args, files = _commands.input_arguments(list(_cast(Sequence[Any], dumps)) if many else dumps)
+    for name, values in (("presets", presets), ("keys", keys)):
+        if values is not None and (isinstance(values, str) or not all(isinstance(x, str) for x in values)):
+            raise TypeError(f"{name}: expected a sequence of names")
+    return _cast(results.FitResult, _commands.run(
+        ["fit", *args, *_commands.flags(outputs=_output_list(outputs),
+                                        keys=None if keys is None else ",".join(keys), rows=rows, seed=seed,
+                                        beam=beam, max_evaluations=max_evaluations, max_seconds=max_seconds,
+                                        top=top, causal=causal, softmax_scale=softmax_scale,
+                                        threads=_threads(threads)),
+         *[x for p in (presets or []) for x in ("--from", p)], "--json"], files)[1])
+
+
 def check(dir: Path, *, junit: Path | None = None, max_ulp: int | None = None, max_row_ulp: float | None = None,
           min_match: float | None = None, rtol: float | None = None, atol: float | None = None,
           threads: int = 0) -> results.CheckResult:

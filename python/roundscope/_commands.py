@@ -82,7 +82,7 @@ _FLAG = re.compile(r"(?<![\w-])--(?:no-)?([a-z][a-z0-9]*(?:-[a-z0-9]+)*)")
 
 
 # The flags whose keyword is not the flag's own name.
-_ARGUMENT_OF_FLAG = {"set": "settings", "round": "rounding"}
+_ARGUMENT_OF_FLAG = {"set": "settings", "round": "rounding", "from": "presets"}
 
 
 def python_message(message: str) -> str:

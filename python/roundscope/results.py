@@ -252,6 +252,32 @@ class CompareResult(TypedDict):
     outputs: Dict[str, CompareOutput]
 
 
+class FitOutput(TypedDict):
+    matched: int
+    total: int
+
+
+class FitCandidate(TypedDict):
+    preset: str
+    settings: Dict[str, str]
+    outputs: Dict[str, FitOutput]
+    matched: int
+    total: int
+
+
+class FitResult(TypedDict):
+    files: List[str]
+    best: FitCandidate
+    exact: bool
+    candidates: List[FitCandidate]
+    sampled: bool
+    evaluations: int
+    refused: int
+    rounds: int
+    seconds: Number
+    stopped: str
+
+
 class Check(TypedDict):
     file: str
     kind: str

@@ -10,20 +10,22 @@ import pathlib
 import subprocess
 import sys
 
+import pytest
+
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "tests" / "data" / "golden" / "h100"
 BUILD = pathlib.Path(os.environ.get("ROUNDSCOPE_BUILD", ROOT / "build"))
 
 
-def ingest(phase, tmp_path):
+def ingest(phase, tmp_path, *more):
     bins = tmp_path / "bin"
     bins.mkdir()
     for name, where in (("roundscope", BUILD), ("mufu_fit", BUILD / "tools/gpu"), ("kit_inputs", BUILD / "tools/gpu")):
         (bins / name).symlink_to(where / name)
     report = tmp_path / "report.json"
     p = subprocess.run([sys.executable, ROOT / "tools/gpu/ingest.py", GOLDEN / f"phase-{phase}", "--golden",
-                        tmp_path / "golden", "--bin", bins, "--json", report], capture_output=True, text=True,
+                        tmp_path / "golden", "--bin", bins, "--json", report, *more], capture_output=True, text=True,
                        timeout=900)
     assert p.returncode == 0, p.stdout + p.stderr
     return json.loads(report.read_text())
@@ -37,8 +39,15 @@ def test_every_crosscheck_case_ran_bit_exact_on_the_h100(tmp_path):
     assert kernels["roundscope fa2-bf16"]["device"] == "NVIDIA H100 80GB HBM3"
 
 
-def test_pytorchs_flash_forward_is_reproduced_bit_for_bit(tmp_path):
-    r = ingest("C", tmp_path)
+@pytest.fixture(scope="module")
+def phase_c(tmp_path_factory):
+    """Phase C ingested, with the dumps it compared kept (tools/gpu/ingest.py --dumps)."""
+    folder = tmp_path_factory.mktemp("phase_c")
+    return ingest("C", folder, "--dumps", folder / "dumps"), folder / "dumps"
+
+
+def test_pytorchs_flash_forward_is_reproduced_bit_for_bit(phase_c):
+    r, _ = phase_c
     flash = [e for e in r["sdpa"] if e["case"].startswith("flash.")]
     cudnn = [e for e in r["sdpa"] if e["case"].startswith("cudnn.")]
     unsplit = [e for e in flash if not e["file"].startswith("sdpa_S2_")]
@@ -52,6 +61,29 @@ def test_pytorchs_flash_forward_is_reproduced_bit_for_bit(tmp_path):
         assert got["matched"] == got["total"], e
     # cuDNN's kernel is not PyTorch's flash: some bits differ, and the recipe says so.
     assert cudnn and all(e["torch-flash-sm90"]["matched"] < e["torch-flash-sm90"]["total"] for e in cudnn)
+
+
+def test_fit_finds_pytorchs_flash_forward_from_the_generic_presets(phase_c):
+    """`roundscope fit` on two shapes' captures, starting from every preset but torch-flash-sm90
+    (the recipe found by hand): a recipe that reproduces all 16 unsplit captures bit for bit."""
+    _, dumps = phase_c
+    recipes = json.loads(subprocess.run([BUILD / "roundscope", "recipes", "--json"], capture_output=True,
+                                        text=True, check=True).stdout)["recipes"]
+    starts = [x for r in recipes if r["name"] != "torch-flash-sm90" for x in ("--from", r["name"])]
+    fitted = [dumps / "S1.flash.bf16.random.full.safetensors", dumps / "S3.flash.bf16.sink.causal.safetensors"]
+    p = subprocess.run([BUILD / "roundscope", "fit", *fitted, *starts, "--rows", "32", "--json"],
+                       capture_output=True, text=True, timeout=900)
+    assert p.returncode == 0, p.stderr
+    j = json.loads(p.stdout)
+    assert j["exact"], j["best"]
+    best = j["best"]
+    flags = ["--recipe", best["preset"], *[x for k, v in best["settings"].items() for x in ("--set", f"{k}={v}")]]
+    unsplit = sorted(dumps.glob("S[13].flash.*.safetensors"))
+    assert len(unsplit) == 16
+    for f in unsplit:
+        c = json.loads(subprocess.run([BUILD / "roundscope", "compare", f, *flags, "--json"], capture_output=True,
+                                      text=True, check=True).stdout)
+        assert c["matched"] == c["total"], (f.name, flags)
 
 
 def test_trim_probe_trims_a_capture_and_refuses_what_is_not_one(tmp_path):

@@ -62,6 +62,8 @@ CALLS = {
     "bias files": (lambda x, f: rs.bias([f, f]), results.BiasResult),
     "attribute": (lambda x, f: rs.attribute(f, recipe="fa3-fp8"), results.AttributeResult),
     "compare": (lambda x, f: rs.compare(f, "fa2-bf16"), results.CompareResult),
+    "compare tolerance": (lambda x, f: rs.compare(f, "fa2-bf16", rtol=0.01, atol=0.0), results.CompareResult),
+    "fit": (lambda x, f: rs.fit(f, presets=["fa2-bf16"], keys=["kv_order"], max_evaluations=4), results.FitResult),
     "check": (lambda x, f: rs.check(f.parent), results.CheckResult),
     "compare_rules": (lambda x, f: rs.mx.compare_rules(x["q"], "mxfp4", block=16), results.CompareRulesResult),
 }
@@ -77,7 +79,7 @@ def test_every_key_is_declared_and_every_declared_key_is_there(dump, name):
 def test_the_functions_name_their_result_types():
     for function, cls in [(rs.pcollapse, "PcollapseResult"), (rs.leak, "LeakResult"), (rs.bias, "BiasResult"),
                           (rs.headroom, "HeadroomResult"), (rs.attribute, "AttributeResult"),
-                          (rs.compare, "CompareResult"), (rs.check, "CheckResult"),
+                          (rs.compare, "CompareResult"), (rs.check, "CheckResult"), (rs.fit, "FitResult"),
                           (rs.mx.compare_rules, "CompareRulesResult")]:
         assert typing.get_type_hints(function)["return"] is getattr(results, cls), function.__name__
 

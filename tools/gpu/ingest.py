@@ -185,7 +185,7 @@ def kernel_output(f, tensors, name, shape):
     return x.reshape(shape)
 
 
-def phase_c(root, golden, bins, report):
+def phase_c(root, golden, bins, report, dumps=None):
     from safetensors import SafetensorError, safe_open
 
     ok = True
@@ -234,6 +234,8 @@ def phase_c(root, golden, bins, report):
                         out = tmp / f"{key}.safetensors"
                         save_file(dump, str(out), metadata={"causal": str(mask == "causal").lower(),
                                                             "softmax_scale": scale})
+                        if dumps is not None:  # kept for the caller: a kernel's dump to fit or compare
+                            shutil.copyfile(out, dumps / f"{shape}.{key}.safetensors")
                         entry = {"file": f.name, "case": key}
                         ran = kernels.get((shape, backend, "bf16", mask), [])
                         unsplit = backend == "flash" and any("flash_fwd_kernel<" in k for k in ran) and \
@@ -345,6 +347,8 @@ def main(argv=None):
     p.add_argument("--golden", required=True, help="where the golden files go")
     p.add_argument("--bin", default=None, help="folder with roundscope, mufu_fit and kit_inputs (default: build)")
     p.add_argument("--json", help="write the report here")
+    p.add_argument("--dumps", help="phase C: also keep each compared dump (q, k, v and the kernel's o and lse) "
+                                   "in this folder, as SHAPE.BACKEND.DTYPE.SCENARIO.MASK.safetensors")
     a = p.parse_args(argv)
     phase_dir = pathlib.Path(a.phase_dir)
     try:
@@ -374,7 +378,11 @@ def main(argv=None):
             for entry in summary["archives"]:
                 shutil.copyfile(phase_dir / entry["archive"], staging / entry["archive"])
                 report["archives"].append(entry["archive"])
-            passed = {"A": phase_a, "B": phase_b, "C": phase_c}[phase](root, staging, bins, report)
+            if a.dumps is not None and phase == "C":
+                pathlib.Path(a.dumps).mkdir(parents=True, exist_ok=True)
+                passed = phase_c(root, staging, bins, report, pathlib.Path(a.dumps))
+            else:
+                passed = {"A": phase_a, "B": phase_b, "C": phase_c}[phase](root, staging, bins, report)
             report["passed"] = bool(passed)
             (staging / "golden.json").write_text(json.dumps({
                 "generator": "tools/gpu/run_all.sh " + phase, "kit": summary.get("kit"),

@@ -1,0 +1,86 @@
+#pragma once
+// `roundscope fit`'s work: which recipe reproduces a kernel's outputs bit for bit? A beam search
+// over the recipe space scored by the bits each candidate matches: every preset first, then
+// each key over the values its domain lists (recipe_key_table), one change at a time from the
+// best few, then pairs of the most promising changes where no single one helps. The cost grows
+// with the number of keys and values, not their product. A sample of query rows keeps each
+// evaluation cheap; the winner is confirmed on every row. Several dumps are fitted together.
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "analysis/attention_run.hpp"
+#include "emu/attention/inputs/attention_inputs.hpp"
+#include "lib/tensor.hpp"
+
+namespace roundscope::analysis {
+
+/// One output's matched bit patterns of its total.
+struct OutputScore {
+    std::string name;
+    std::uint64_t matched = 0, total = 0;
+};
+
+/// A recipe the search scored: a preset and the settings changed from it.
+struct FitCandidate {
+    std::string preset;
+    std::vector<std::pair<std::string, std::string>> settings;  // KEY, VALUE, in the key table's order
+    std::vector<OutputScore> outputs;
+    std::uint64_t matched = 0, total = 0;
+    emu::AttentionRecipe recipe() const;  // the preset with the settings applied
+};
+
+/// Where the search stands, after each round (for a progress line).
+struct FitProgress {
+    int round = 0;
+    std::size_t evaluations = 0;
+    double seconds = 0;
+    const FitCandidate* best = nullptr;
+};
+
+/// One dump the search fits: the kernel's outputs in `file`, the inputs found in it (`in`), and
+/// how they run.
+struct FitDump {
+    const TensorFile* file = nullptr;
+    emu::AttentionInputs in;
+    bool causal = false;
+    double scale = 0;  // 0: 1/sqrt(D)
+};
+
+struct FitOptions {
+    int threads = 0;
+    std::vector<std::string> outputs;  // those scored (empty: every output the dump holds)
+    std::vector<std::string> presets;  // where the search starts (empty: every preset)
+    std::vector<std::string> keys;     // the keys it changes (empty: every key the outputs depend on)
+    std::uint64_t rows = 0;            // query rows a head searched on (0: every row); the winner is
+                                       // confirmed on every row. Gradients need every row: with dq, dk
+                                       // or dv scored, the sample scores o and lse only
+    std::uint64_t seed = 0;            // the sample's
+    std::size_t beam = 4;              // candidates kept from round to round
+    std::size_t max_evaluations = 6000;
+    double max_seconds = 0;  // 0: no limit
+    std::size_t top = 8;     // candidates reported
+    std::function<void(const FitProgress&)> progress;
+};
+
+struct FitResult {
+    FitCandidate best;                 // confirmed on every row
+    std::vector<FitCandidate> ranked;  // the best `top` the search scored (on its sample), best first
+    std::size_t evaluations = 0;       // recipes scored, the confirmation included
+    std::size_t refused = 0;           // candidates the emulator cannot run on these inputs (skipped)
+    double seconds = 0;
+    int rounds = 0;
+    std::string stopped;  // "every bit matches", "no change of one or two keys helps",
+                          // "the evaluation limit", "the time limit"
+    bool sampled = false;
+};
+
+/// The search on the kernel outputs of every dump at once (their bits added: a recipe that fits
+/// one shape may not fit another). Errors, before any work, for a dump without kernel outputs,
+/// an output named that one does not hold, outputs of other dtypes in different dumps, an
+/// unknown preset or key, or no preset that runs.
+FitResult fit_recipe(const std::vector<FitDump>& dumps, const FitOptions& options);
+
+}  // namespace roundscope::analysis

@@ -1,0 +1,151 @@
+// `roundscope fit FILE... [--from PRESET]... [--keys K,...] [--outputs o,lse,...] [--rows K
+// [--seed S]] [--beam B] [--max-evaluations N] [--max-seconds T] [--top N] [--causal|--no-causal]
+// [--softmax-scale X] [--json] [--threads N]`: which recipe reproduces the kernel outputs in
+// one or more dumps bit for bit (analysis/recipe_fit.hpp).
+#include <fmt/format.h>
+
+#include <deque>
+#include <limits>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "analysis/kernel_compare.hpp"
+#include "analysis/recipe_fit.hpp"
+#include "cli/analysis_flags.hpp"
+#include "cli/cli_output.hpp"
+#include "cli/command_files.hpp"
+#include "cli/commands.hpp"
+#include "cli/option_checks.hpp"
+#include "emu/attention/recipe/attention_recipe.hpp"
+#include "lib/memory_budget.hpp"
+
+namespace roundscope::cli {
+namespace {
+
+struct FitArgs {
+    std::vector<std::string> inputs;
+    std::string outputs, keys;
+    std::vector<std::string> presets;
+    AttentionFlags flags;
+    analysis::FitOptions options;
+};
+
+std::vector<std::string> split_commas(const std::string& list) {
+    std::vector<std::string> out;
+    std::size_t start = 0;
+    while (true) {
+        const std::size_t comma = list.find(',', start);
+        out.push_back(list.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+        if (comma == std::string::npos) return out;
+        start = comma + 1;
+    }
+}
+
+double share(std::uint64_t matched, std::uint64_t total) {
+    return total == 0 ? 1.0 : static_cast<double>(matched) / static_cast<double>(total);
+}
+
+/// "--recipe fa2-bf16 --set kv_order=reverse": the candidate as the options that run it.
+std::string recipe_flags(const analysis::FitCandidate& c) {
+    std::string s = "--recipe " + c.preset;
+    for (const auto& [key, value] : c.settings) s += " --set " + key + "=" + value;
+    return s;
+}
+
+nlohmann::json candidate_json(const analysis::FitCandidate& c) {
+    nlohmann::json settings = nlohmann::json::object(), outputs = nlohmann::json::object();
+    for (const auto& [key, value] : c.settings) settings[key] = value;
+    for (const analysis::OutputScore& o : c.outputs) outputs[o.name] = {{"matched", o.matched}, {"total", o.total}};
+    return {
+        {"preset", c.preset}, {"settings", settings}, {"outputs", outputs}, {"matched", c.matched}, {"total", c.total}};
+}
+
+std::string scores_text(const analysis::FitCandidate& c) {
+    std::string s;
+    for (const analysis::OutputScore& o : c.outputs)
+        s += fmt::format("{}{} {:.4f} %", s.empty() ? "" : ", ", o.name, 100 * share(o.matched, o.total));
+    return s;
+}
+
+void fit(FitArgs& a) {
+    std::deque<TensorFile> files;  // the dumps point into it
+    std::vector<analysis::FitDump> dumps;
+    for (const std::string& path : a.inputs) {
+        const TensorFile& file = files.emplace_back(read_input(path));
+        const ChosenInputs c = naming_input(path, [&] { return file_inputs(file, a.flags); });
+        check_memory(attention_bytes(c.in, c.in.d_o.has_value(), false, a.flags.threads), path);
+        dumps.push_back({&file, c.in, c.causal, c.softmax_scale});
+    }
+    analysis::FitOptions& o = a.options;
+    o.threads = a.flags.threads;
+    if (!a.outputs.empty()) o.outputs = analysis::parse_output_names(a.outputs, "--outputs");
+    if (!a.keys.empty()) o.keys = split_commas(a.keys);
+    o.presets = a.presets;
+    if (!a.flags.json)
+        o.progress = [](const analysis::FitProgress& p) {
+            fmt::print(stderr, "fit: round {}: {} recipes scored in {:.1f} s, the best {:.4f} % of the bits: {}\n",
+                       p.round, p.evaluations, p.seconds, 100 * share(p.best->matched, p.best->total),
+                       recipe_flags(*p.best));
+        };
+    const analysis::FitResult r = analysis::fit_recipe(dumps, o);
+    if (a.flags.json) {
+        nlohmann::json ranked = nlohmann::json::array();
+        for (const analysis::FitCandidate& x : r.ranked) ranked.push_back(candidate_json(x));
+        print_json({{"files", a.inputs},
+                    {"best", candidate_json(r.best)},
+                    {"exact", r.best.matched == r.best.total},
+                    {"candidates", ranked},
+                    {"sampled", r.sampled},
+                    {"evaluations", r.evaluations},
+                    {"refused", r.refused},
+                    {"rounds", r.rounds},
+                    {"seconds", json_number(r.seconds)},
+                    {"stopped", r.stopped}});
+        return;
+    }
+    fmt::print("{}{}: {} recipes scored in {} round(s), {:.1f} s; stopped: {}\n", a.inputs.front(),
+               a.inputs.size() > 1 ? fmt::format(" and {} more", a.inputs.size() - 1) : "", r.evaluations, r.rounds,
+               r.seconds, r.stopped);
+    std::vector<std::vector<std::string>> rows;
+    for (std::size_t i = 0; i < r.ranked.size(); ++i)
+        rows.push_back({std::to_string(i + 1),
+                        fmt::format("{:.4f} %", 100 * share(r.ranked[i].matched, r.ranked[i].total)),
+                        scores_text(r.ranked[i]), recipe_flags(r.ranked[i])});
+    print_table({"rank", r.sampled ? "bits (sample)" : "bits", "by output", "recipe"}, rows);
+    fmt::print("best, on every row: {} of {} bit patterns ({:.4f} %): {}\n", r.best.matched, r.best.total,
+               100 * share(r.best.matched, r.best.total), recipe_flags(r.best));
+}
+
+}  // namespace
+
+void add_fit_command(CLI::App& app) {
+    auto* cmd = app.add_subcommand(
+        "fit", "Searches the recipes for the one that reproduces a dump's kernel outputs bit for bit");
+    auto a = std::make_shared<FitArgs>();
+    cmd->add_option("FILE", a->inputs,
+                    "Dumps with q, k, v and what the kernel wrote: o (lse, and dq, dk, dv with do); several are "
+                    "fitted together")
+        ->required();
+    cmd->add_option("--from", a->presets, "Start from this preset (repeat it; default: every preset)")
+        ->check(accepted_by([](const std::string& s) { emu::find_recipe(s); }, "a preset"));
+    cmd->add_option("--keys", a->keys, "Change only these recipe keys, comma-separated (default: every key)");
+    cmd->add_option("--outputs", a->outputs, "Score only these outputs, comma-separated (default: all the dump holds)")
+        ->check(accepted_by([](const std::string& s) { analysis::parse_output_names(s, ""); }, "o,lse,dq,dk,dv"));
+    cmd->add_option("--rows", a->options.rows,
+                    "Search on this many query rows a head (o and lse), and confirm the winner on every row")
+        ->check(integer_in(1, std::numeric_limits<std::int64_t>::max()));
+    cmd->add_option("--seed", a->options.seed, "The rows' seed")->check(seed_value());
+    cmd->add_option("--beam", a->options.beam, "Candidates kept from round to round")->check(integer_in(1, 64));
+    cmd->add_option("--max-evaluations", a->options.max_evaluations, "Stop after scoring this many recipes")
+        ->check(integer_in(1, 100000000));
+    cmd->add_option("--max-seconds", a->options.max_seconds, "Stop after this many seconds (0: no limit)")
+        ->check(finite_in(0, 1e9));
+    cmd->add_option("--top", a->options.top, "Candidates listed")->check(integer_in(1, 1000));
+    a->flags.add_to(cmd, "--softmax-scale,--scale");
+    cmd->footer("Example: roundscope fit dump.safetensors --rows 64 --max-seconds 60\n");
+    cmd->callback([a] { fit(*a); });
+}
+
+}  // namespace roundscope::cli

@@ -1,0 +1,175 @@
+"""A flash-attention forward written in numpy from the recipes' documented arithmetic, sharing no
+code with the emulator: the kernels with hidden choices that `roundscope fit` must recover, and a
+peer of the emulator's online softmax (tests/peer/test_fit_numpy_kernels.py).
+
+Every float32 operation is numpy's own (IEEE, round to nearest even), the fused multiply-add is
+exact (float64 arithmetic with its rounding error corrected), products of tiles are float64 sums
+of exact products in key or feature order rounded once to float32, and narrow formats come from
+ml_dtypes. One head, no mask. The choices (each a recipe key of the same name):
+  kv_order     "forward" | "reverse": the order the KV tiles are visited in
+  block_n      the KV tile width
+  p_format     "bf16" | "f16" | "f32": P is rounded to it (times p_scale) before P V
+  p_scale      P's static scale S (1, 256)
+  o_format     "bf16" | "f16" | "f32": O as written
+  exp2_arg     "mul-sub" (RN(RN(s c) - m)) | "fma" (RN(s c - m))
+  rescale_arg  "scaled" (exp2(RN(m_old - m_new)) on scaled maxima) | "raw" (FlashAttention-2's,
+               exp2(RN(RN(m_old - m_new) c)) on the raw scores' maxima)
+  row_sum      "sequential" | "quad-ffma" (four lanes of two keys in eight, the first fused with
+               the rescale, summed as (l0 + l2) + (l1 + l3))
+  scale_log2   "f32" (c = RN(scale RN(log2 e))) | "f64" (c = RN(scale log2 e) from a double product)
+The exp2 is the software exp2 the recipes call "software": x = n + f, n = rint(x), 2^f by the
+degree-7 Taylor polynomial of e^(f ln 2) in fused steps, times 2^n exactly (one rounding where the
+result is subnormal); the log2 of the LSE the atanh series the recipes use."""
+from __future__ import annotations
+
+import math
+
+import ml_dtypes
+import numpy as np
+
+F32 = np.float32
+FORMATS = {"bf16": ml_dtypes.bfloat16, "f16": np.float16, "f32": np.float32}
+LOG2E = F32(1.4426950216293334961)  # log2(e) rounded to float32
+LN2 = F32(0.693147182464599609375)  # ln(2) rounded to float32
+
+
+def fma(a, b, c):
+    """a b + c rounded once to float32 (a, b, c float32 arrays or scalars)."""
+    a, b, c = (np.asarray(x, dtype=np.float64) for x in (a, b, c))
+    p = a * b  # exact: 24 + 24 bits
+    s = p + c
+    # the sum's rounding error, exactly (two-sum)
+    bb = s - p
+    err = (p - (s - bb)) + (c - bb)
+    r = s.astype(F32)
+    # double rounding errs only where s lands exactly between two float32 values: there the
+    # error's sign says which of the two the exact sum is nearer
+    r64 = r.astype(np.float64)
+    other = np.nextafter(r, np.where(s > r64, F32(np.inf), F32(-np.inf))).astype(np.float64)
+    midpoint = (s != r64) & (s == (r64 + other) / 2) & (err != 0)
+    fixed = np.where(midpoint & ((err > 0) == (other > r64)), other.astype(F32), r)
+    return fixed.astype(F32)
+
+
+def soft_exp2(x):
+    x = np.asarray(x, dtype=F32)
+    nan, over, under = np.isnan(x), x >= F32(128), x < F32(-151)
+    xc = np.where(nan | over | under, F32(0), x).astype(F32)
+    shift = F32(12582912.0)  # 1.5 2^23
+    shifted = (xc + shift).astype(F32)
+    n = (shifted - shift).astype(F32)
+    f = (xc - n).astype(F32)
+    e = shifted.view(np.int32).astype(np.int64) - np.array(shift, dtype=F32).view(np.int32).astype(np.int64)
+    p = F32(float.fromhex("0x1.ffcbfcp-17"))
+    for coefficient in ("0x1.430912p-13", "0x1.5d87fep-10", "0x1.3b2ab6p-7", "0x1.c6b08ep-5", "0x1.ebfbe0p-3",
+                        "0x1.62e430p-1", "0x1p0"):
+        p = fma(p, f, F32(float.fromhex(coefficient)))
+    e1 = np.where(e < -126, e + 64, np.where(e > 127, e - 1, e))
+    second = np.where(e < -126, F32(2.0 ** -64), np.where(e > 127, F32(2), F32(1))).astype(F32)
+    two_e1 = ((e1 + 127).astype(np.uint32) << np.uint32(23)).view(F32)
+    y = ((p * two_e1).astype(F32) * second).astype(F32)
+    return np.where(nan, x, np.where(over, F32(np.inf), np.where(under, F32(0), y))).astype(F32)
+
+
+def soft_log2(x: np.float32) -> np.float32:
+    x = F32(x)
+    if not x > 0:
+        return F32(-np.inf) if x == 0 else F32(np.nan)
+    if np.isinf(x):
+        return x
+    e = 0
+    if x < F32(2.0 ** -126):
+        x, e = F32(x * F32(2.0 ** 32)), -32
+    bits = int(np.array(x, dtype=F32).view(np.uint32))
+    e += ((bits >> 23) & 0xFF) - 127
+    m = np.array((bits & 0x007FFFFF) | 0x3F800000, dtype=np.uint32).view(F32)[()]
+    if m > F32(float.fromhex("0x1.6a09e6p0")):
+        m, e = F32(m * F32(0.5)), e + 1
+    t = F32(F32(m - F32(1)) / F32(m + F32(1)))
+    t2 = F32(t * t)
+    s = F32(float.fromhex("0x1.745d18p-4"))
+    for coefficient in ("0x1.c71c72p-4", "0x1.24924ap-3", "0x1.99999ap-3", "0x1.555556p-2", "0x1p0"):
+        s = fma(s, t2, F32(float.fromhex(coefficient)))[()]
+    log2_m = F32(F32(s * t) * F32(float.fromhex("0x1.715476p+1")))
+    return F32(F32(e) + log2_m)
+
+
+def rounded(x, format_name):
+    """x (float32) rounded to the format, nearest even, saturating at its largest finite value."""
+    t = FORMATS[format_name]
+    big = float(ml_dtypes.finfo(t).max) if t is ml_dtypes.bfloat16 else float(np.finfo(t).max)
+    x = np.asarray(x, dtype=F32)
+    y = x.astype(t)
+    clipped = np.where(np.isinf(y) & np.isfinite(x), np.copysign(big, x), y.astype(np.float64))
+    return clipped.astype(t)
+
+
+def product(a, b, c=None):
+    """C + sum_t A[:, t] B[t, :] with exact products summed in float64 in order t, rounded once."""
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    acc = np.zeros((a.shape[0], b.shape[1])) if c is None else np.asarray(c, dtype=F32).astype(np.float64)
+    for t in range(a.shape[1]):
+        acc = acc + a[:, t:t + 1] * b[t:t + 1, :]
+    return acc.astype(F32)
+
+
+def flash_forward(q, k, v, *, scale: float, kv_order="forward", block_n=64, p_format="bf16", p_scale=1.0,
+                  o_format="bf16", exp2_arg="mul-sub", rescale_arg="scaled", row_sum="sequential",
+                  scale_log2="f32"):
+    """One head: q [N, D], k [N, D], v [N, Dv] already in the input format (as float32). Returns
+    (o in o_format, lse float32)."""
+    n_q, n_kv, d_v = q.shape[0], k.shape[0], v.shape[1]
+    s_scale = F32(scale)
+    c = F32(s_scale * LOG2E) if scale_log2 == "f32" else F32(float(s_scale) * math.log2(math.e))
+    p_scale = F32(p_scale)
+    tiles = [(b, min(n_kv, b + block_n)) for b in range(0, n_kv, block_n)]
+    if kv_order == "reverse":
+        tiles.reverse()
+    m = np.full(n_q, -np.inf, dtype=F32)
+    m_raw = np.full(n_q, -np.inf, dtype=F32)
+    ell = np.zeros(n_q, dtype=F32)
+    lanes = np.zeros((n_q, 4), dtype=F32)
+    acc = np.zeros((n_q, d_v), dtype=F32)
+    for begin, end in tiles:
+        s = product(q, k[begin:end].T)  # [n_q, keys]
+        t = (s * c).astype(F32)
+        m_new = np.maximum(m, t.max(axis=1))
+        raw_new = np.maximum(m_raw, s.max(axis=1))
+        usable = np.where(m_new == -np.inf, F32(0), m_new).astype(F32)
+        if rescale_arg == "scaled":
+            factor = np.where(m == -np.inf, F32(0), soft_exp2((m - usable).astype(F32)))
+        else:
+            usable_raw = np.where(raw_new == -np.inf, F32(0), raw_new).astype(F32)
+            factor = np.where(m_raw == -np.inf, F32(0),
+                              soft_exp2((((m_raw - usable_raw).astype(F32)) * c).astype(F32)))
+        factor = factor.astype(F32)
+        if exp2_arg == "fma":
+            arg = fma(s, c, -usable[:, None])
+        else:
+            arg = (t - usable[:, None]).astype(F32)
+        p = soft_exp2(arg)
+        p_cast = rounded((p * p_scale).astype(F32), p_format)
+        if row_sum == "sequential":
+            total = np.zeros(n_q, dtype=F32)
+            for j in range(end - begin):
+                total = (total + p[:, j]).astype(F32)
+            ell = ((ell * factor).astype(F32) + total).astype(F32)
+        else:
+            for j in range(end - begin):
+                lane = (j % 8) // 2
+                if j < 8 and j % 2 == 0:
+                    lanes[:, lane] = fma(lanes[:, lane], factor, p[:, j])
+                else:
+                    lanes[:, lane] = (lanes[:, lane] + p[:, j]).astype(F32)
+            for lane in range(4):
+                if 2 * lane >= end - begin:
+                    lanes[:, lane] = (lanes[:, lane] * factor).astype(F32)
+            ell = ((lanes[:, 0] + lanes[:, 2]).astype(F32) + (lanes[:, 1] + lanes[:, 3]).astype(F32)).astype(F32)
+        m, m_raw = m_new, raw_new
+        acc = (acc * factor[:, None]).astype(F32)
+        acc = product(p_cast.astype(F32), v[begin:end], acc)
+    out_factor = np.where(ell == 0, F32(1), (F32(1) / (ell * p_scale).astype(F32)).astype(F32)).astype(F32)
+    o = rounded((acc * out_factor[:, None]).astype(F32), o_format)
+    lse = np.array([F32(F32((F32(0) if mi == -np.inf else mi) + soft_log2(li)) * LN2) if li != 0 else F32(-np.inf)
+                    for mi, li in zip(m, ell)], dtype=F32)
+    return o, lse
