@@ -209,7 +209,8 @@ OutputComparison merge_output(const std::vector<const OutputComparison*>& parts,
         c.sums.max_abs = std::isnan(c.sums.max_abs) || std::isnan(x.max_abs) ? std::numeric_limits<double>::quiet_NaN()
                                                                              : std::max(c.sums.max_abs, x.max_abs);
         c.sums.squared += x.squared, c.sums.norm += x.norm, c.sums.finite += x.finite;
-        for (std::size_t b = 0; b < p->bucket_counts.size(); ++b) c.bucket_counts.at(b) += p->bucket_counts[b];  // none: bits alone
+        for (std::size_t b = 0; b < p->bucket_counts.size(); ++b)
+            c.bucket_counts.at(b) += p->bucket_counts[b];  // none: bits alone
         c.worst.insert(c.worst.end(), p->worst.begin(), p->worst.end());
         c.matched += p->matched, c.total += p->total, c.max_ulp = std::max(c.max_ulp, p->max_ulp);
         // The heads come in order: the first NaN is the first head's, and of equal distances

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "analysis/kernel_compare.hpp"
+#include "emu/attention/flash/attention_operands.hpp"
 #include "emu/attention/inputs/head_inputs.hpp"
 #include "emu/attention/inputs/row_sample.hpp"
 #include "emu/attention/recipe/attention_recipe.hpp"
@@ -47,6 +48,7 @@ public:
     std::vector<std::vector<emu::AttentionInputs>> heads;  // each dump's sample of each head; empty: every row
     std::map<std::string, std::string> formats;            // o_format and grad_format: the dump's dtypes
     std::size_t evaluations = 0, refused = 0;
+    std::string first_refusal;
 
     double seconds() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
     bool out_of_budget() const {
@@ -71,8 +73,8 @@ public:
             for (const OutputComparison& x : r.outputs) c.outputs.push_back({x.name, x.matched, x.total});
             c.matched = r.matched, c.total = r.total;
             return c;
-        } catch (const Error&) {
-            ++refused;  // the emulator cannot run it on these inputs (a mask, a head size, ...)
+        } catch (const Error& e) {
+            if (refused++ == 0) first_refusal = e.what();  // the emulator cannot run it here (a mask, a head size)
             return std::nullopt;
         }
     }
@@ -221,8 +223,14 @@ FitResult fit_recipe(const std::vector<FitDump>& dumps, const FitOptions& option
     if (all.empty())
         throw Error(dumps.front().file->path + " holds nothing a kernel wrote to fit (o, lse, dq, dk or dv)");
     std::map<std::string, std::string> formats;
+    const bool gradients = std::any_of(all.begin(), all.end(), [](const std::string& n) { return n[0] == 'd'; });
     for (const FitDump& d : dumps) {
         check_kernel_output_shapes(*d.file, d.in);
+        try {
+            emu::attention_operands(d.in, emu::f32, gradients);  // NaN or Inf in q, k, v or dO, before any work
+        } catch (const Error& e) {
+            throw Error(d.file->path + ": " + e.what());
+        }
         for (const std::string& n : all)
             if (d.file->find(n) == nullptr) throw Error(d.file->path + " holds no '" + n + "' to fit");
         const std::map<std::string, std::string> f = output_formats(*d.file, all);
@@ -231,7 +239,6 @@ FitResult fit_recipe(const std::vector<FitDump>& dumps, const FitOptions& option
                         "'s (one kernel writes one format)");
         formats = f;
     }
-    const bool gradients = std::any_of(all.begin(), all.end(), [](const std::string& n) { return n[0] == 'd'; });
     if (options.beam == 0) throw Error("the beam must hold at least one candidate");
 
     Search search(dumps, options);
@@ -271,7 +278,7 @@ FitResult fit_recipe(const std::vector<FitDump>& dumps, const FitOptions& option
             if (auto x = search.changed(c, key, value)) c = *x;
         if (auto scored = search.score(c)) insert_ranked(ranked, *scored, std::max(options.top, options.beam));
     }
-    if (ranked.empty()) throw Error("no preset runs on these dumps (each refused their inputs or outputs)");
+    if (ranked.empty()) throw Error("no preset runs on these dumps; the first refused: " + search.first_refusal);
     beam.assign(ranked.begin(), ranked.begin() + static_cast<std::ptrdiff_t>(std::min(options.beam, ranked.size())));
     auto report = [&](int round) {
         if (options.progress) options.progress({round, search.evaluations, search.seconds(), &ranked.front()});

@@ -9,7 +9,8 @@ import subprocess
 import pytest
 
 COMMANDS = ["formats", "cast", "inspect", "mx", "mma", "probe", "truth", "attention", "recipes", "crosscheck",
-            "pcollapse", "leak", "headroom", "bias", "demo", "attribute", "compare", "check", "report", "completion"]
+            "pcollapse", "leak", "headroom", "bias", "demo", "attribute", "compare", "fit", "check", "report",
+            "completion"]
 
 
 def complete(script, *words):

@@ -209,7 +209,7 @@ def file_size_limit(limit):
 
 
 COMMANDS = ["formats", "cast", "inspect", "mx", "mma", "probe", "truth", "attention", "recipes", "crosscheck",
-            "pcollapse", "leak", "headroom", "bias", "demo", "attribute", "compare", "check"]
+            "pcollapse", "leak", "headroom", "bias", "demo", "attribute", "compare", "fit", "check"]
 ATTENTION = {  # attention commands with the smallest synthetic run each takes
     "pcollapse": ["pcollapse", "--synthetic", "--n", "64", "--d", "16"],
     "leak": ["leak", "--synthetic", "--n", "32", "--d", "16"],
@@ -227,6 +227,7 @@ FILE_COMMANDS = {  # every command that reads an attention file, as it is called
     "bias": lambda f: ["bias", f],
     "attribute": lambda f: ["attribute", f, "--recipe", "fa2-bf16"],
     "compare": lambda f: ["compare", with_o(f), "--recipe", "fa2-bf16"],
+    "fit": lambda f: ["fit", with_o(f), "--from", "fa2-bf16", "--max-evaluations", "2"],
 }
 CASES = []
 

@@ -18,7 +18,8 @@ from roundscope.dump import AttentionDump
 
 B, H, HKV, NQ, NK, D = 1, 2, 1, 12, 16, 16
 
-CONSUMERS = ("compare", "check", "report", "attention", "truth", "pcollapse", "bias", "headroom", "leak", "attribute")
+CONSUMERS = ("compare", "check", "report", "attention", "truth", "pcollapse", "bias", "headroom", "leak", "attribute",
+             "fit")
 
 
 def every_written_key(folder):
@@ -57,7 +58,8 @@ def every_written_key(folder):
 # key -> for each consumer: "used", "refused", "checked" or "informational", as a dict; a string
 # gives every consumer that behaviour. Notes say why an input is informational for a consumer.
 FORWARD_ONLY = {"pcollapse": "informational", "headroom": "informational", "leak": "informational"}
-OUTPUTS = {c: "informational" for c in CONSUMERS} | {"compare": "used", "check": "used", "report": "used"}
+OUTPUTS = {c: "informational" for c in CONSUMERS} | {"compare": "used", "check": "used", "report": "used",
+                                                     "fit": "used"}
 TABLE = {
     "q": "used", "k": "used", "attn_mask": "used",
     # headroom reads V only for which rows of it are zero (a row of zeros in O is wrong only where
@@ -170,7 +172,8 @@ def figures(cli, consumer, folder):
             "pcollapse": ["pcollapse", path], "bias": ["bias", path], "headroom": ["headroom", path],
             "leak": ["leak", path, "--max-tokens", "12"], "attribute": ["attribute", path, "--recipe", "fa2-bf16"],
             "report": ["report", folder, "-o", folder / "r", "--no-html", "--leak-tokens", "12",
-                       "--no-cache"]}[consumer]
+                       "--no-cache"],
+            "fit": ["fit", path, "--from", "fa2-bf16", "--keys", "kv_order", "--max-evaluations", "3"]}[consumer]
     p = cli.run(*args, "--json", check=False)
     if p.returncode == 2:
         return ("refused", p.stderr)
@@ -191,7 +194,7 @@ def figures(cli, consumer, folder):
                 c.pop("file", None)
     if consumer == "check":
         result = [{k: v for k, v in c.items() if k not in ("file", "seconds")} for c in result["checks"]]
-    for k in ("file", "seconds", "output"):
+    for k in ("file", "files", "seconds", "output"):
         if isinstance(result, dict):
             result.pop(k, None)
     return ("ran", json.dumps(result, sort_keys=True, default=str))
