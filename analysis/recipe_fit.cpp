@@ -8,6 +8,7 @@
 #include <set>
 
 #include "analysis/kernel_compare.hpp"
+#include "analysis/recipe_divergence.hpp"
 #include "emu/attention/flash/attention_operands.hpp"
 #include "emu/attention/inputs/head_inputs.hpp"
 #include "emu/attention/inputs/row_sample.hpp"
@@ -225,14 +226,14 @@ FitResult fit_recipe(const std::vector<FitDump>& dumps, const FitOptions& option
     std::map<std::string, std::string> formats;
     const bool gradients = std::any_of(all.begin(), all.end(), [](const std::string& n) { return n[0] == 'd'; });
     for (const FitDump& d : dumps) {
+        for (const std::string& n : all)
+            if (d.file->find(n) == nullptr) throw Error(d.file->path + " holds no '" + n + "' to fit");
         check_kernel_output_shapes(*d.file, d.in);
         try {
             emu::attention_operands(d.in, emu::f32, gradients);  // NaN or Inf in q, k, v or dO, before any work
         } catch (const Error& e) {
             throw Error(d.file->path + ": " + e.what());
         }
-        for (const std::string& n : all)
-            if (d.file->find(n) == nullptr) throw Error(d.file->path + " holds no '" + n + "' to fit");
         const std::map<std::string, std::string> f = output_formats(*d.file, all);
         if (&d != &dumps.front() && f != formats)
             throw Error(d.file->path + ": its outputs' dtypes differ from " + dumps.front().file->path +
@@ -357,6 +358,10 @@ FitResult fit_recipe(const std::vector<FitDump>& dumps, const FitOptions& option
             result.sampled = false;
         }
     }
+    if (result.best.matched != result.best.total && options.explain_rows > 0)
+        // every key the outputs depend on, not only those searched: the step may be one left out
+        result.divergence = find_divergence(dumps, result.best, keys_searched(search.table(), {}, gradients),
+                                            options.threads, options.explain_rows);
     if (ranked.size() > options.top) ranked.resize(options.top);
     result.ranked = std::move(ranked);
     result.evaluations = search.evaluations;

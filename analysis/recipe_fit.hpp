@@ -7,6 +7,7 @@
 // evaluation cheap; the winner is confirmed on every row. Several dumps are fitted together.
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -60,9 +61,26 @@ struct FitOptions {
     std::uint64_t seed = 0;            // the sample's
     std::size_t beam = 4;              // candidates kept from round to round
     std::size_t max_evaluations = 6000;
-    double max_seconds = 0;  // 0: no limit
-    std::size_t top = 8;     // candidates reported
+    double max_seconds = 0;           // 0: no limit
+    std::size_t top = 8;              // candidates reported
+    std::uint64_t explain_rows = 32;  // differing rows each change is tried on where no recipe matches (0: none)
     std::function<void(const FitProgress&)> progress;
+};
+
+/// One change of the recipe and the sampled rows it makes match.
+struct RowExplanation {
+    std::string stage, key, value;
+    std::uint64_t rows = 0;
+};
+
+struct Divergence {
+    std::uint64_t rows = 0, rows_total = 0;  // query rows (every head of every dump) with a differing o or lse bit
+    std::uint64_t sampled = 0;               // of them, those each change was tried on
+    // The first differing element: its dump, output and index, the kernel's and the recipe's values.
+    std::string file, output;
+    Shape index;
+    double kernel = 0, recipe = 0;
+    std::vector<RowExplanation> explanations;  // changes that fix a sampled row, most rows first
 };
 
 struct FitResult {
@@ -75,6 +93,7 @@ struct FitResult {
     std::string stopped;  // "every bit matches", "no change of one or two keys helps",
                           // "the evaluation limit", "the time limit"
     bool sampled = false;
+    std::optional<Divergence> divergence;  // where the best is not exact (o or lse scored)
 };
 
 /// The search on the kernel outputs of every dump at once (their bits added: a recipe that fits

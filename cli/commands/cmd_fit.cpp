@@ -8,6 +8,7 @@
 #include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -62,6 +63,33 @@ nlohmann::json candidate_json(const analysis::FitCandidate& c) {
         {"preset", c.preset}, {"settings", settings}, {"outputs", outputs}, {"matched", c.matched}, {"total", c.total}};
 }
 
+nlohmann::json divergence_json(const std::optional<analysis::Divergence>& d) {
+    if (!d) return nullptr;
+    nlohmann::json explanations = nlohmann::json::array();
+    for (const analysis::RowExplanation& e : d->explanations)
+        explanations.push_back({{"stage", e.stage}, {"key", e.key}, {"value", e.value}, {"rows", e.rows}});
+    return {{"rows", d->rows},
+            {"rows_total", d->rows_total},
+            {"sampled", d->sampled},
+            {"first",
+             {{"file", d->file},
+              {"output", d->output},
+              {"index", d->index},
+              {"kernel", json_number(d->kernel)},
+              {"recipe", json_number(d->recipe)}}},
+            {"explanations", explanations}};
+}
+
+void print_divergence(const analysis::Divergence& d) {
+    fmt::print("where the best differs: {} of {} query rows; the first at {} {}{}: kernel {} recipe {}\n", d.rows,
+               d.rows_total, d.file, d.output, shape_string(d.index), format_double(d.kernel), format_double(d.recipe));
+    std::string s;
+    for (const analysis::RowExplanation& e : d.explanations)
+        s += fmt::format("{}{} {}={} ({})", s.empty() ? "" : ", ", e.stage, e.key, e.value, e.rows);
+    // one line whatever it finds, so that the report's lines are the same in number
+    fmt::print("single changes that make some of the {} sampled rows match: {}\n", d.sampled, s.empty() ? "none" : s);
+}
+
 std::string scores_text(const analysis::FitCandidate& c) {
     std::string s;
     for (const analysis::OutputScore& o : c.outputs)
@@ -102,7 +130,8 @@ void fit(FitArgs& a) {
                     {"refused", r.refused},
                     {"rounds", r.rounds},
                     {"seconds", json_number(r.seconds)},
-                    {"stopped", r.stopped}});
+                    {"stopped", r.stopped},
+                    {"divergence", divergence_json(r.divergence)}});
         return;
     }
     fmt::print("{}{}: {} recipes scored in {} round(s), {:.1f} s; stopped: {}\n", a.inputs.front(),
@@ -116,6 +145,7 @@ void fit(FitArgs& a) {
     print_table({"rank", r.sampled ? "bits (sample)" : "bits", "by output", "recipe"}, rows);
     fmt::print("best, on every row: {} of {} bit patterns ({:.4f} %): {}\n", r.best.matched, r.best.total,
                100 * share(r.best.matched, r.best.total), recipe_flags(r.best));
+    if (r.divergence) print_divergence(*r.divergence);
 }
 
 }  // namespace
@@ -143,6 +173,9 @@ void add_fit_command(CLI::App& app) {
     cmd->add_option("--max-seconds", a->options.max_seconds, "Stop after this many seconds (0: no limit)")
         ->check(finite_in(0, 1e9));
     cmd->add_option("--top", a->options.top, "Candidates listed")->check(integer_in(1, 1000));
+    cmd->add_option("--explain-rows", a->options.explain_rows,
+                    "Where no recipe matches: the differing rows each single change is tried on (0: none)")
+        ->check(integer_in(0, 100000));
     a->flags.add_to(cmd, "--softmax-scale,--scale");
     cmd->footer("Example: roundscope fit dump.safetensors --rows 64 --max-seconds 60\n");
     cmd->callback([a] { fit(*a); });

@@ -265,6 +265,29 @@ class FitCandidate(TypedDict):
     total: int
 
 
+class FitExplanation(TypedDict):
+    stage: str
+    key: str
+    value: str
+    rows: int
+
+
+class FitFirstDifference(TypedDict):
+    file: str
+    output: str
+    index: List[int]
+    kernel: Number
+    recipe: Number
+
+
+class FitDivergence(TypedDict):
+    rows: int
+    rows_total: int
+    sampled: int
+    first: FitFirstDifference
+    explanations: List[FitExplanation]
+
+
 class FitResult(TypedDict):
     files: List[str]
     best: FitCandidate
@@ -276,6 +299,7 @@ class FitResult(TypedDict):
     rounds: int
     seconds: Number
     stopped: str
+    divergence: Optional[FitDivergence]
 
 
 class Check(TypedDict):

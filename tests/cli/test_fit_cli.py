@@ -46,7 +46,8 @@ def test_fit_finds_the_hidden_settings_bit_for_bit(cli, dumps):
     assert best["matched"] == best["total"] == H * 128 * (D + 1), best
     assert set(best["outputs"]) == {"o", "lse"} and best["outputs"]["o"]["total"] == H * 128 * D
     assert set(j) == {"files", "best", "exact", "candidates", "sampled", "evaluations", "refused", "rounds",
-                      "seconds", "stopped"}, j.keys()
+                      "seconds", "stopped", "divergence"}, j.keys()
+    assert j["divergence"] is None, "nothing diverges where every bit matches"
     assert j["candidates"][0]["matched"] >= j["candidates"][-1]["matched"] and len(j["candidates"]) <= 8
     # the winner, run as its settings say, writes the kernel's bits
     flags = ["--recipe", best["preset"], *[x for k, v in best["settings"].items() for x in ("--set", f"{k}={v}")]]
@@ -104,3 +105,20 @@ def test_bad_input_gets_one_line(cli, dumps, tmp_path):
     write_safetensors(bare, {n: ("F32", [H, 32, D], gaussian(H * 32 * D, 9, 1.0)) for n in ("q", "k", "v")})
     assert "nothing a kernel wrote" in cli.error("fit", bare)
     assert json.loads(cli.run("fit", f32, "--json", "--max-evaluations", "3").stdout)["best"]["total"] > 0
+
+
+def test_where_no_recipe_matches_the_diverging_step_is_named(cli, dumps):
+    """The search may not change exp2's argument: the rows that differ are those the kernel's fma
+    changes, and that one change makes every sampled one match."""
+    _, one, _ = dumps
+    j = cli.json("fit", one, "--from", "fa2-bf16", "--keys", "kv_order,block_n", "--rows", "24")
+    assert not j["exact"], j["best"]
+    d = j["divergence"]
+    assert 0 < d["rows"] <= d["rows_total"] == H * 128 and d["sampled"] == min(32, d["rows"]), d
+    top = d["explanations"][0]
+    assert (top["stage"], top["key"], top["value"], top["rows"]) == ("softmax", "exp2_arg", "fma", d["sampled"]), d
+    assert d["first"]["file"] == str(one) and d["first"]["output"] in ("o", "lse") and len(d["first"]["index"]) >= 2
+    assert d["first"]["kernel"] != d["first"]["recipe"]
+    text = cli.run("fit", one, "--from", "fa2-bf16", "--keys", "kv_order,block_n", "--rows", "24").stdout
+    assert "where the best differs: " in text and "rows match: softmax exp2_arg=fma" in text, text
+    assert cli.json("fit", one, "--from", "fa2-bf16", "--keys", "kv_order", "--explain-rows", "0")["divergence"] is None
