@@ -21,8 +21,8 @@ import roundscope as rs
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "peer"))
-from numpy_flash import flash_forward  # noqa: E402
-from test_fit_numpy_kernels import D, H, KERNELS, N, SCALE  # noqa: E402
+from numpy_flash import flash_forward  # type: ignore[import-not-found]  # noqa: E402
+from test_fit_numpy_kernels import D, H, KERNELS, N, SCALE  # type: ignore[import-not-found]  # noqa: E402
 
 BUILD = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else "build")
 
