@@ -57,7 +57,9 @@ test::WalkedKernel twins() {
 
 }  // namespace
 
-TEST_CASE("capability walk: the CUDA twins run what their row says, bit for bit", "[gpu-host][capabilities]") {
+// The two walks take most of a minute on the simulated GPU: [.][slow], the full suite
+// (test_gpu_host_slow), not the fast loop; the cases that catch a wrong table stay in it.
+TEST_CASE("capability walk: the CUDA twins run what their row says, bit for bit", "[.][slow][gpu-host][capabilities]") {
     const emu::AttentionInputs inputs = problem(40, 32);
     const emu::AttentionShape shape = emu::attention_shape_of(inputs, true, scale);
     // BF16 with O and the gradients written in float32 (no final rounding hides a difference),
@@ -86,7 +88,8 @@ TEST_CASE("capability walk: the CUDA twins run what their row says, bit for bit"
     gpu::simt::set_simulated_architecture("sm90");
 }
 
-TEST_CASE("capability walk: the Hopper kernel runs what its row says, bit for bit", "[gpu-host][capabilities]") {
+TEST_CASE("capability walk: the Hopper kernel runs what its row says, bit for bit",
+          "[.][slow][gpu-host][capabilities]") {
     gpu::simt::set_simulated_architecture("sm90");
     const emu::AttentionInputs inputs = problem(130, 64);
     const emu::AttentionShape shape = emu::attention_shape_of(inputs, true, scale);
