@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <memory>
+#include <string>
 #include <utility>
 
 #include "analysis/attention_run.hpp"
@@ -36,10 +37,12 @@ std::vector<bool> rows_matching(const FitDump& d, std::uint64_t head, const emu:
     const Tensor* out = d.file->find("o");
     const Tensor* lse = d.file->find("lse");
     const std::uint64_t nq = d.in.n_q, dv = d.in.d_v;
-    auto note = [&](const char* name, Shape index, double kernel, double emulated) {
-        if (first != nullptr && first->output.empty())
-            first->file = d.file->path, first->output = name, first->index = std::move(index), first->kernel = kernel,
-            first->recipe = emulated;
+    auto note = [&](std::string name, Shape index, double kernel, double emulated) {
+        if (first == nullptr || !first->output.empty()) return;
+        first->file = d.file->path;
+        first->output = std::move(name);
+        first->index = std::move(index);
+        first->kernel = kernel, first->recipe = emulated;
     };
     std::vector<bool> same(rows.size(), true);
     for (std::size_t i = 0; i < rows.size(); ++i) {
