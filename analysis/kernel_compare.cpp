@@ -42,15 +42,6 @@ struct OutputSides {
     }
 };
 
-Shape unravel(std::uint64_t i, const Shape& shape) {
-    Shape index(shape.size());
-    for (std::size_t k = shape.size(); k-- > 0;) {
-        index[k] = i % shape[k];
-        i /= shape[k];
-    }
-    return index;
-}
-
 // How far an element is from the truth, for ordering the worst: NaN furthest, an empty row's
 // LSE (-inf both ways) not at all.
 double distance(double kernel, double truth) {
@@ -253,6 +244,15 @@ const Tensor* chosen(const TensorFile& file, const char* name, const std::vector
 }
 
 }  // namespace
+
+Shape unravel(std::uint64_t i, const Shape& shape) {
+    Shape index(shape.size());
+    for (std::size_t k = shape.size(); k-- > 0;) {
+        index[k] = i % shape[k];
+        i /= shape[k];
+    }
+    return index;
+}
 
 const std::vector<std::string>& kernel_output_names() {
     static const std::vector<std::string> names{"o", "lse", "dq", "dk", "dv"};

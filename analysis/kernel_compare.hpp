@@ -58,6 +58,9 @@ struct CompareChoice {
     bool truth = true;
 };
 
+/// Element `i` (row-major) of a tensor of `shape` as its index.
+Shape unravel(std::uint64_t i, const Shape& shape);
+
 /// The outputs a kernel may write, in the order they are compared: o, lse, dq, dk, dv.
 const std::vector<std::string>& kernel_output_names();
 

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "analysis/attention_run.hpp"
+#include "analysis/kernel_compare.hpp"
 #include "emu/attention/inputs/head_inputs.hpp"
 #include "emu/attention/inputs/row_sample.hpp"
 #include "emu/attention/recipe/attention_recipe.hpp"
@@ -17,13 +18,6 @@
 
 namespace roundscope::analysis {
 namespace {
-
-/// Element `i` of a tensor of `shape` as its index.
-Shape index_of(std::uint64_t i, const Shape& shape) {
-    Shape index(shape.size());
-    for (std::size_t k = shape.size(); k-- > 0;) index[k] = i % shape[k], i /= shape[k];
-    return index;
-}
 
 /// Rows of one head (`rows`: the head's query rows that `in` holds, in order) run under
 /// `recipe`, each marked by whether its o and lse bits are the kernel's; `first` receives the
@@ -53,7 +47,7 @@ std::vector<bool> rows_matching(const FitDump& d, std::uint64_t head, const emu:
                 const auto kernel = static_cast<std::uint32_t>(out->bits_at((head * nq + row) * dv + c));
                 if (kernel != run.forward.o[i * dv + c]) {
                     same[i] = false;
-                    note("o", index_of((head * nq + row) * dv + c, out->shape()), emu::decode(f, kernel),
+                    note("o", unravel((head * nq + row) * dv + c, out->shape()), emu::decode(f, kernel),
                          emu::decode(f, run.forward.o[i * dv + c]));
                 }
             }
@@ -62,7 +56,7 @@ std::vector<bool> rows_matching(const FitDump& d, std::uint64_t head, const emu:
             const auto kernel = static_cast<std::uint32_t>(lse->bits_at(head * nq + row));
             if (kernel != bits_of(run.forward.lse[i])) {
                 same[i] = false;
-                note("lse", index_of(head * nq + row, lse->shape()), static_cast<double>(float_from_bits(kernel)),
+                note("lse", unravel(head * nq + row, lse->shape()), static_cast<double>(float_from_bits(kernel)),
                      static_cast<double>(run.forward.lse[i]));
             }
         }

@@ -96,7 +96,7 @@ public:
         std::map<std::string, std::string> wanted(base.settings.begin(), base.settings.end());
         if (auto it = wanted.find(key); it != wanted.end() && it->second == value) return std::nullopt;
         wanted[key] = value;
-        const std::map<std::string, std::string> preset = emu::recipe_settings(emu::find_recipe(base.preset));
+        const std::map<std::string, std::string>& preset = preset_settings(base.preset);
         FitCandidate c;
         c.preset = base.preset;
         for (const emu::RecipeKey& k : table_)
@@ -145,6 +145,13 @@ private:
         return total;
     }
 
+    /// A preset's settings, found once: every candidate of the search is compared with them.
+    const std::map<std::string, std::string>& preset_settings(const std::string& name) {
+        auto it = presets_.find(name);
+        if (it == presets_.end()) it = presets_.emplace(name, emu::recipe_settings(emu::find_recipe(name))).first;
+        return it->second;
+    }
+
     static std::string identity(const emu::AttentionRecipe& r) {
         std::string s;
         for (const auto& [key, value] : emu::recipe_settings(r)) s += key + "=" + value + ";";
@@ -155,6 +162,7 @@ private:
     const FitOptions& o_;
     const std::vector<emu::RecipeKey> table_ = emu::recipe_key_table();
     std::set<std::string> seen_;
+    std::map<std::string, std::map<std::string, std::string>> presets_;
     Clock::time_point start_;
 };
 
