@@ -166,15 +166,20 @@ void add_fit_command(CLI::App& app) {
     cmd->add_option("--rows", a->options.rows,
                     "Search on this many query rows a head (o and lse), and confirm the winner on every row")
         ->check(integer_in(1, std::numeric_limits<std::int64_t>::max()));
-    cmd->add_option("--seed", a->options.seed, "The rows' seed")->check(seed_value());
-    cmd->add_option("--beam", a->options.beam, "Candidates kept from round to round")->check(integer_in(1, 64));
+    cmd->add_option("--seed", a->options.seed, "The rows' seed")->capture_default_str()->check(seed_value());
+    cmd->add_option("--beam", a->options.beam, "Candidates kept from round to round")
+        ->capture_default_str()
+        ->check(integer_in(1, 64));
     cmd->add_option("--max-evaluations", a->options.max_evaluations, "Stop after scoring this many recipes")
+        ->capture_default_str()
         ->check(integer_in(1, 100000000));
     cmd->add_option("--max-seconds", a->options.max_seconds, "Stop after this many seconds (0: no limit)")
+        ->capture_default_str()
         ->check(finite_in(0, 1e9));
-    cmd->add_option("--top", a->options.top, "Candidates listed")->check(integer_in(1, 1000));
+    cmd->add_option("--top", a->options.top, "Candidates listed")->capture_default_str()->check(integer_in(1, 1000));
     cmd->add_option("--explain-rows", a->options.explain_rows,
                     "Where no recipe matches: the differing rows each single change is tried on (0: none)")
+        ->capture_default_str()
         ->check(integer_in(0, 100000));
     a->flags.add_to(cmd, "--softmax-scale,--scale");
     cmd->footer("Example: roundscope fit dump.safetensors --rows 64 --max-seconds 60\n");
