@@ -33,22 +33,27 @@ bool FlashContext::tile_masked(Span rows, Span keys) const {
     return keys.begin >= key_band(shape, rows.end - 1).end || keys.end <= key_band(shape, rows.begin).begin;
 }
 
-std::vector<float> FlashContext::tile_bias(std::uint64_t head, Span rows, Span keys) const {
+std::vector<float> FlashContext::tile_mask(std::uint64_t head, Span rows, Span keys) const {
     if (!has_key_bias(shape)) return {};
-    std::vector<float> bias(rows.size() * keys.size());
+    std::vector<float> mask(rows.size() * keys.size());
     for (std::uint64_t r = 0; r < rows.size(); ++r) {
         const std::uint64_t i = rows.begin + r, position = query_position(shape, i);
         const KeyRange band = key_band(shape, i);
         for (std::uint64_t j = 0; j < keys.size(); ++j) {
             const std::uint64_t key = keys.begin + j;
-            float b = steps::minus_infinity();
-            if (key >= band.begin) {  // past the band's end: masked by `visible` in the row steps
-                b = static_cast<float>(shape.mask->dense_at(head, position, key));
-                if (b != 0.0f && b != steps::minus_infinity()) b = f32_arith::mul(b, steps::log2e);
-            }
-            bias[r * keys.size() + j] = b;
+            // past the band's end: masked by `visible` in the row steps
+            mask[r * keys.size() + j] = key >= band.begin
+                                            ? static_cast<float>(shape.mask->dense_at(head, position, key))
+                                            : steps::minus_infinity();
         }
     }
+    return mask;
+}
+
+std::vector<float> FlashContext::tile_bias(std::uint64_t head, Span rows, Span keys) const {
+    std::vector<float> bias = tile_mask(head, rows, keys);
+    for (float& b : bias)
+        if (b != 0.0f && b != steps::minus_infinity()) b = f32_arith::mul(b, steps::log2e);
     return bias;
 }
 
@@ -87,6 +92,23 @@ void check_mask(const FlashContext& ctx) {
                         r.name));
 }
 
+// The AMX GEMM's shapes that run another oneDNN kernel (amx_gemm.hpp): refused, not guessed.
+void check_amx_shape(const FlashContext& ctx) {
+    const AttentionRecipe& r = ctx.recipe;
+    if (r.score_product != Product::amx && r.pv_product != Product::amx) return;
+    const std::uint64_t n_q = ctx.shape.query_rows ? ctx.shape.query_rows_of : ctx.shape.n_q;
+    if (n_q < 64 && n_q % 32 == 1)
+        throw Error(
+            fmt::format("recipe '{}': {} query rows leave ATen a one-row block of queries, whose GEMM is "
+                        "another oneDNN kernel (not modelled)",
+                        r.name, n_q));
+    if (ctx.shape.n_kv % static_cast<std::uint64_t>(r.block_n) == 1)
+        throw Error(
+            fmt::format("recipe '{}': {} keys leave a KV block of one key (block_n = {}), whose GEMM is "
+                        "another oneDNN kernel (not modelled)",
+                        r.name, ctx.shape.n_kv, r.block_n));
+}
+
 }  // namespace
 
 FlashContext flash_context(const AttentionRecipe& recipe, const AttentionShape& shape) {
@@ -106,6 +128,7 @@ FlashContext flash_context(const AttentionRecipe& recipe, const AttentionShape& 
         throw Error(fmt::format("recipe '{}': the compiled softmax models one KV bucket; {} keys exceed block_n = {}",
                                 recipe.name, shape.n_kv, ctx.recipe.block_n));
     check_mask(ctx);
+    check_amx_shape(ctx);
     const float scale = static_cast<float>(shape.scale);
     ctx.scale_log2 = recipe.scale_log2 == ScaleLog2::float64
                          ? static_cast<float>(static_cast<double>(scale) * 1.4426950408889634074)  // M_LOG2E

@@ -54,6 +54,8 @@ struct FlashContext {
     /// value rounded to float32: 0, finite, or -inf (masked: a dense mask's, or before the window's
     /// start), [rows][keys]; empty where no key of the shape has one (has_key_bias).
     std::vector<float> tile_bias(std::uint64_t head, Span rows, Span keys) const;
+    /// The same in natural units: RN(b), or -inf where masked (ATen's CPU softmax adds it to S scale).
+    std::vector<float> tile_mask(std::uint64_t head, Span rows, Span keys) const;
     /// Under the diagonal fix: row i multiplies key j's V unquantized (steps::diagonal_key).
     bool diagonal_key(std::uint64_t i, std::uint64_t j) const;
 };

@@ -10,6 +10,7 @@
 #include "emu/attention/flash/flash_split_kv.hpp"
 #include "emu/attention/flash/run_cache.hpp"
 #include "emu/attention/flash/tile_product.hpp"
+#include "emu/attention/softmax/aten_cpu_softmax.hpp"
 #include "emu/attention/softmax/attention_steps.hpp"
 #include "emu/attention/softmax/compiled_torch_softmax.hpp"
 #include "lib/error.hpp"
@@ -47,6 +48,7 @@ struct RowBlock {
 // (the recipe's check refuses it with the diagonal fix).
 bool pv_over_whole_tile(const FlashContext& ctx, const detail::TileProduct& mma, const HeadView& h, Span rows,
                         Span keys, const std::vector<std::uint32_t>& p, std::vector<std::uint32_t>& acc) {
+    // (the recipe's check keeps pv_depth=tile to the online softmax, whose products always add C)
     const auto width = static_cast<std::uint64_t>(resolved_block_n(ctx.recipe, ctx.shape.d));
     if (ctx.recipe.pv_depth != PvDepth::tile || keys.size() >= width) return false;
     const std::uint64_t dv = ctx.shape.d_v;
@@ -60,13 +62,15 @@ bool pv_over_whole_tile(const FlashContext& ctx, const detail::TileProduct& mma,
     return true;
 }
 
+// Without C (ATen's first KV block: a GEMM with beta 0), acc's first product starts from nothing.
 void pv_product(const FlashContext& ctx, const detail::TileProduct& mma, const HeadView& h, Span rows, Span keys,
-                const std::vector<std::uint32_t>& p, std::vector<std::uint32_t>& acc) {
+                const std::vector<std::uint32_t>& p, std::vector<std::uint32_t>& acc, bool without_c = false) {
     if (pv_over_whole_tile(ctx, mma, h, rows, keys, p, acc)) return;
     const std::uint64_t dv = ctx.shape.d_v;
     const std::uint32_t* v_past = (h.v_quantized != nullptr ? h.v_quantized : h.v) + keys.begin * dv;
+    const std::uint32_t* c = without_c ? nullptr : acc.data();
     if (h.v_quantized == nullptr || !ctx.recipe.diagonal_fix) {
-        mma.run(p.data(), v_past, acc.data(), acc.data(), rows.size(), dv, keys.size());
+        mma.run(p.data(), v_past, c, acc.data(), rows.size(), dv, keys.size());
         return;
     }
     std::vector<std::uint32_t> past(p.size(), 0), diagonal(p.size(), 0);
@@ -76,7 +80,7 @@ void pv_product(const FlashContext& ctx, const detail::TileProduct& mma, const H
             to[r * keys.size() + j] = p[r * keys.size() + j];
         }
     }
-    mma.run(past.data(), v_past, acc.data(), acc.data(), rows.size(), dv, keys.size());
+    mma.run(past.data(), v_past, c, acc.data(), rows.size(), dv, keys.size());
     mma.run(diagonal.data(), h.v + keys.begin * dv, acc.data(), acc.data(), rows.size(), dv, keys.size());
 }
 
@@ -94,8 +98,29 @@ std::vector<std::uint32_t> score_tile(const FlashContext& ctx, const detail::Til
     const std::vector<std::uint32_t> kt =
         detail::transposed(h.k + keys.begin * d, keys.size(), d, {0, d});  // [d][keys]
     std::vector<std::uint32_t> s(rows.size() * keys.size(), 0);
-    mma.run(h.q + rows.begin * d, kt.data(), s.data(), s.data(), rows.size(), keys.size(), d);
+    mma.run(h.q + rows.begin * d, kt.data(), nullptr, s.data(), rows.size(), keys.size(), d);
     return s;
+}
+
+// One KV block of ATen's CPU flash attention for a row block (aten_cpu_softmax.hpp): O times
+// the factor, then P V added chunk by chunk, except on the first block, whose GEMM has no C.
+void aten_cpu_tile(const FlashContext& ctx, const ForwardModels& models, const HeadView& h, std::uint64_t head,
+                   RowBlock& b, Span keys) {
+    const std::uint64_t n = keys.size(), dv = ctx.shape.d_v;
+    const std::vector<std::uint32_t> s = score_tile(ctx, models.score, h, b.rows, keys);
+    const std::vector<float> mask = ctx.tile_mask(head, b.rows, keys);  // empty: none
+    std::vector<std::uint32_t> p_cast(b.rows.size() * n);
+    for (std::uint64_t row = 0; row < b.rows.size(); ++row) {
+        const std::uint64_t visible = ctx.visible(b.rows.begin + row);
+        const int in_tile = visible <= keys.begin ? 0 : static_cast<int>(std::min(visible - keys.begin, n));
+        const float factor =
+            aten_cpu::row_step(static_cast<float>(ctx.shape.scale), *ctx.recipe.p_format, s.data() + row * n,
+                               static_cast<int>(n), in_tile, mask.empty() ? nullptr : mask.data() + row * n,
+                               b.state[row], p_cast.data() + row * n, &b.counts, keys.begin, &b.ties[row]);
+        for (std::uint64_t c = 0; c < dv; ++c)
+            b.acc[row * dv + c] = bits_of(a::mul(float_from_bits(b.acc[row * dv + c]), factor));
+    }
+    pv_product(ctx, models.pv, h, b.rows, keys, p_cast, b.acc, keys.begin == 0);  // ATen's beta: 0 on block 0
 }
 
 // One KV tile of the online softmax for a row block (the row step is the kernels' own, or
@@ -105,6 +130,10 @@ void online_tile(const FlashContext& ctx, const ForwardModels& models, const Hea
     const std::uint64_t n = keys.size(), dv = ctx.shape.d_v;
     const bool compiled = ctx.recipe.softmax == SoftmaxKind::compiled_torch;
     const bool torch = compiled || ctx.recipe.softmax == SoftmaxKind::online_torch;
+    if (ctx.recipe.softmax == SoftmaxKind::aten_cpu) {
+        aten_cpu_tile(ctx, models, h, head, b, keys);
+        return;
+    }
     const Format& running = *ctx.recipe.o_accumulator;
     std::vector<std::uint32_t> s = score_tile(ctx, models.score, h, b.rows, keys);
     if (ctx.softcapped)
@@ -203,6 +232,13 @@ void finish_block(const FlashContext& ctx, const RowBlock& b, std::uint64_t head
         const std::uint64_t i = head * ctx.shape.n_q + b.rows.begin + row;
         if (r.softmax == SoftmaxKind::online_torch || r.softmax == SoftmaxKind::compiled_torch) {
             finish_torch_row(ctx, b.acc.data() + row * ctx.shape.d_v, b.state[row], i, out);
+            continue;
+        }
+        if (r.softmax == SoftmaxKind::aten_cpu) {
+            const aten_cpu::RowEnd end = aten_cpu::row_end(b.state[row]);
+            write_output_row(ctx, b.acc.data() + row * ctx.shape.d_v, end.reciprocal, i, out);
+            out.lse[i] = end.lse;
+            out.lse_log2[i] = a::mul(end.lse, steps::log2e);
             continue;
         }
         if (r.epilogue == Epilogue::torch_flash) {
@@ -347,8 +383,9 @@ ForwardResult run_forward(const FlashContext& ctx, const AttentionOperands& give
     const AttentionOperands quantized = recipe.qk_quant != nullptr ? quantized_qk(ctx, given) : AttentionOperands{};
     const AttentionOperands& in = recipe.qk_quant != nullptr ? quantized : given;
     const AttentionShape& shape = ctx.shape;
-    const ForwardModels models{detail::TileProduct(recipe, *recipe.input, *recipe.input, recipe.score_product),
-                               detail::TileProduct(recipe, *recipe.p_format, *recipe.input, recipe.pv_product)};
+    const std::uint64_t n_q = shape.query_rows ? shape.query_rows_of : shape.n_q;  // the AMX GEMM's chunks
+    const ForwardModels models{detail::TileProduct(recipe, *recipe.input, *recipe.input, recipe.score_product, n_q),
+                               detail::TileProduct(recipe, *recipe.p_format, *recipe.input, recipe.pv_product, n_q)};
     const std::vector<std::uint32_t> v_quantized = quantized_v(ctx, in.v);
     const std::shared_ptr<const std::vector<std::uint32_t>> scores =
         options.runs != nullptr ? options.runs->scores(recipe, shape, in, options.threads) : nullptr;

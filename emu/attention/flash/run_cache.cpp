@@ -32,7 +32,8 @@ std::shared_ptr<const std::vector<std::uint32_t>> RunCache::scores(const Attenti
         }
     }
     auto all = std::make_shared<std::vector<std::uint32_t>>(shape.heads * shape.n_q * shape.n_kv, 0);
-    const detail::TileProduct product(recipe, *recipe.input, *recipe.input, recipe.score_product);
+    const detail::TileProduct product(recipe, *recipe.input, *recipe.input, recipe.score_product,
+                                      shape.query_rows ? shape.query_rows_of : shape.n_q);
     const std::uint64_t blocks = (shape.n_q + row_block - 1) / row_block, d = shape.d;
     parallel_for(shape.heads * blocks, 1, threads, [&](std::size_t begin, std::size_t end) {
         for (std::size_t task = begin; task < end; ++task) {
@@ -43,7 +44,7 @@ std::shared_ptr<const std::vector<std::uint32_t>> RunCache::scores(const Attenti
             const std::uint32_t* k = in.k.data() + head / shape.kv_group * shape.n_kv * d;
             const std::vector<std::uint32_t> kt = detail::transposed(k, keys, d, {0, d});  // [d][keys]
             std::vector<std::uint32_t> s(rows * keys, 0);
-            product.run(in.q.data() + (head * shape.n_q + first) * d, kt.data(), s.data(), s.data(), rows, keys, d);
+            product.run(in.q.data() + (head * shape.n_q + first) * d, kt.data(), nullptr, s.data(), rows, keys, d);
             for (std::uint64_t r = 0; r < rows; ++r)
                 std::copy_n(s.begin() + static_cast<std::ptrdiff_t>(r * keys), keys,
                             all->begin() + static_cast<std::ptrdiff_t>((head * shape.n_q + first + r) * shape.n_kv));

@@ -29,6 +29,11 @@ public:
             find_mma_model(r_.arch, r_.instruction, *r_.p_format, *r_.input, f32) == nullptr)
             fail("p_format", fmt::format("no {} {} model multiplies P in {} by V in {}", r_.arch, r_.instruction,
                                          r_.p_format->name, r_.input->name));
+        const bool amx =
+            r_.score_product == Product::amx || r_.pv_product == Product::amx || r_.grad_product == Product::amx;
+        if (amx && !(*r_.input == bf16)) fail("input", "the AMX GEMM multiplies BF16 (input bf16)");
+        if (r_.pv_product == Product::amx && !(*r_.p_format == bf16))
+            fail("p_format", "the AMX GEMM multiplies P in BF16 (p_format bf16)");
     }
 
     void tiles() const {
@@ -52,8 +57,24 @@ public:
             fail("row_sum_format", "the compiled softmax never stores its row sum (it stays in float32)");
         if (r_.softmax == SoftmaxKind::compiled_torch && r_.p_scale != 1.0f)
             fail("p_scale", "the compiled softmax casts P-bar unscaled (p_scale 1)");
+        if (r_.softmax == SoftmaxKind::aten_cpu) aten_cpu();
         if (r_.rescale_arg == RescaleArg::raw && r_.max_adjust)
             fail("rescale_arg", "the raw maxima and the max adjustment exclude each other");
+    }
+
+    // ATen's CPU softmax: natural exp, P-bar cast unscaled, O and l in float32, KV blocks in order.
+    void aten_cpu() const {
+        if (!(*r_.input == bf16))
+            fail("input",
+                 "ATen's CPU flash attention is modelled for BF16 inputs (f16 and f32 run other GEMMs and exps)");
+        if (r_.kv_order != KvOrder::forward) fail("kv_order", "ATen's CPU flash attention walks the KV blocks forward");
+        if (r_.exp2 != Exp2Kind::software)
+            fail("exp2", "ATen's CPU softmax takes natural exps (fexp_u20 and expf), no exp2 (leave exp2=software)");
+        if (r_.max_adjust) fail("max_adjust", "ATen's CPU softmax has no max adjustment");
+        if (r_.p_scale != 1.0f) fail("p_scale", "ATen's CPU softmax casts P-bar unscaled (p_scale 1)");
+        if (!(*r_.softmax_format == f32) || r_.row_sum_format != nullptr)
+            fail("softmax_format", "ATen's CPU softmax keeps S, m and l in float32");
+        if (!(*r_.o_accumulator == f32)) fail("o_accumulator", "ATen's CPU flash attention accumulates O in float32");
     }
 
     // P and V: the quantization of P and V, and how far P V runs.

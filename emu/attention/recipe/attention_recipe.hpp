@@ -30,6 +30,9 @@ enum class SoftmaxKind : std::uint8_t {
                       // float32 (torch_softmax.hpp); the emulator's only
     compiled_torch,   // the same code under torch.compile on an AVX-512 CPU: intermediates in
                       // float32, SLEEF's exp and log, one KV tile (compiled_torch_softmax.hpp)
+    aten_cpu,         // ATen's CPU flash attention (F.scaled_dot_product_attention on a CPU with
+                      // AVX-512): natural exp by fexp_u20 and expf, its vector row sum, O times
+                      // RN(1/l), LSE m + logf(l) (aten_cpu_softmax.hpp); BF16 inputs
 };
 
 enum class KvOrder : std::uint8_t { forward, reverse };
@@ -55,9 +58,10 @@ std::string_view kv_order_name(KvOrder order);
 /// The order named `text`; Error "WHAT: 'text' is not one of forward|reverse" otherwise.
 KvOrder parse_kv_order(std::string_view text, const std::string& what);
 
-/// How a product is computed: by the recipe's tensor-core model, or in float64 (exact
-/// products, a double sum, one rounding to float32): the "exact" stage of the attribution.
-enum class Product : std::uint8_t { model, exact_f64 };  // the key spells exact_f64 "f64"
+/// How a product is computed: by the recipe's tensor-core model, in float64 (exact products, a
+/// double sum, one rounding to float32: the "exact" stage of the attribution), or as oneDNN's
+/// BF16 GEMM on a CPU with AMX-BF16 runs it for ATen (amx_gemm.hpp).
+enum class Product : std::uint8_t { model, exact_f64, amx };  // the key spells exact_f64 "f64"
 
 /// How far P V's chain of k-steps runs over a tile that holds fewer keys than block_n (a head's
 /// last tile): over the keys (ceil(keys / k) steps, the last zero-padded), or over the whole

@@ -188,12 +188,27 @@ AttentionRecipe torch_flash_sm90() {
     return r;
 }
 
+// F.scaled_dot_product_attention on BF16 tensors on a CPU with AVX-512 and AMX-BF16, as torch
+// 2.15 runs it there (ATen's cpu_flash_attention): KV blocks of 512 keys in order, S and P V by
+// oneDNN's AMX GEMM (amx_gemm.hpp), natural exp by fexp_u20 and expf, l in the kernel's vector
+// order, O = acc RN(1/l), LSE = m + logf(l) (aten_cpu_softmax.hpp). Found by hypothesis and
+// test against torch itself, bit-exact on every shape tests/peer/test_aten_cpu_torch.py runs.
+// Forward only.
+AttentionRecipe torch_cpu_bf16() {
+    AttentionRecipe r;
+    r.name = "torch-cpu-bf16";
+    r.block_n = 512;
+    r.score_product = r.pv_product = Product::amx;
+    r.softmax = SoftmaxKind::aten_cpu;
+    return r;
+}
+
 const std::vector<AttentionRecipe>& presets() {
     static const std::vector<AttentionRecipe> all{
-        fa2_bf16(),          fa2_bf16_fixed(),  fa2_bf16_o_bf16(), fa2_bf16_torch(), fa2_bf16_torch_compiled(),
-        fa2_f16(),           fa2_f32(),         fa3_bf16(),        h100_bf16(),      fa3_fp8(),
-        fp8_forward_order(), fp8_p_cast_only(), mxfp4_v(false),    mxfp4_v(true),    naive(f32, f32),
-        naive(bf16, f32),    naive(f16, f16),   torch_flash_sm90()};
+        fa2_bf16(),          fa2_bf16_fixed(),  fa2_bf16_o_bf16(),  fa2_bf16_torch(), fa2_bf16_torch_compiled(),
+        fa2_f16(),           fa2_f32(),         fa3_bf16(),         h100_bf16(),      fa3_fp8(),
+        fp8_forward_order(), fp8_p_cast_only(), mxfp4_v(false),     mxfp4_v(true),    naive(f32, f32),
+        naive(bf16, f32),    naive(f16, f16),   torch_flash_sm90(), torch_cpu_bf16()};
     return all;
 }
 

@@ -19,11 +19,12 @@ namespace {
 
 using R = AttentionRecipe;
 
-constexpr NamedValues<SoftmaxKind, 5> softmax_names{{{{SoftmaxKind::online, "online"},
+constexpr NamedValues<SoftmaxKind, 6> softmax_names{{{{SoftmaxKind::online, "online"},
                                                       {SoftmaxKind::naive, "naive"},
                                                       {SoftmaxKind::naive_unshifted, "naive-unshifted"},
                                                       {SoftmaxKind::online_torch, "online-torch"},
-                                                      {SoftmaxKind::compiled_torch, "compiled-torch"}}}};
+                                                      {SoftmaxKind::compiled_torch, "compiled-torch"},
+                                                      {SoftmaxKind::aten_cpu, "aten-cpu"}}}};
 constexpr NamedValues<Exp2Kind, 3> exp2_names{
     {{{Exp2Kind::software, "software"}, {Exp2Kind::hardware_approx, "ex2.approx"}, {Exp2Kind::cuda_exp2f, "exp2f"}}}};
 constexpr NamedValues<ScaleLog2, 2> scale_log2_names{{{{ScaleLog2::float32, "f32"}, {ScaleLog2::float64, "f64"}}}};
@@ -40,7 +41,8 @@ constexpr NamedValues<DeltaSum, 3> delta_sum_names{
 constexpr NamedValues<SoftcapTanh, 1> softcap_tanh_names{{{{SoftcapTanh::exact, "exact"}}}};
 constexpr NamedValues<bool, 2> grad_rounding_names{{{{false, "nearest"}, {true, "stochastic"}}}};
 constexpr NamedValues<bool, 2> switch_names{{{{false, "off"}, {true, "on"}}}};
-constexpr NamedValues<Product, 2> product_names{{{{Product::model, "model"}, {Product::exact_f64, "f64"}}}};
+constexpr NamedValues<Product, 3> product_names{
+    {{{Product::model, "model"}, {Product::exact_f64, "f64"}, {Product::amx, "amx"}}}};
 constexpr NamedValues<PvDepth, 2> pv_depth_names{{{{PvDepth::keys, "keys"}, {PvDepth::tile, "tile"}}}};
 
 std::string what(std::string_view key) { return fmt::format("recipe setting '{}'", key); }
@@ -272,11 +274,13 @@ const std::map<std::string_view, std::string_view>& meanings() {
         {"block_n", "Bc, the keys of a tile of S: where the running max, the rescale and P V's chains restart"},
         {"kv_order", "the order the KV tiles are visited: forward, or reverse as FlashAttention-3 does"},
         {"split_kv_sms", "split KV as PyTorch's flash path would on a GPU of this many SMs, then combine"},
-        {"score_product", "S = Q K^T by the tensor-core model, or exactly in float64 rounded once"},
+        {"score_product",
+         "S = Q K^T by the tensor-core model, exactly in float64 rounded once, or by AMX (ATen's CPU GEMM)"},
         {"scale_log2", "the constant scale log2(e): a float32 product, or rounded once from double"},
         {"qk_quant", "Q and K block-quantized along D (blocks of 32) before S = Q K^T"},
         {"softcap_tanh", "how a soft cap's tanh rounds (where the problem caps its scores)"},
-        {"softmax", "the softmax: online (flash), naive, naive without the max shift, or PyTorch's ops"},
+        {"softmax",
+         "the softmax: online (flash), naive, naive without the max shift, PyTorch's ops, or ATen's CPU flash"},
         {"softmax_format", "naive and online-torch: the format of exp, the sums and the division"},
         {"row_sum_format", "naive and online-torch: the format the row sum is stored in"},
         {"exp2", "exp2: the project's correctly written software exp2, ex2.approx.f32, or CUDA's exp2f"},
@@ -291,12 +295,12 @@ const std::map<std::string_view, std::string_view>& meanings() {
         {"v_quant", "V block-quantized along tokens before P V"},
         {"v_block", "the tokens sharing one V scale"},
         {"diagonal_fix", "the diagonal tile of P multiplies the unquantized V"},
-        {"pv_product", "P V by the tensor-core model, or exactly in float64 rounded once"},
+        {"pv_product", "P V by the tensor-core model, exactly in float64 rounded once, or by AMX (ATen's CPU GEMM)"},
         {"pv_depth", "P V over a partial tile: over its keys, or over the whole tile (zero products)"},
         {"o_accumulator", "the format of the running O (f32 in kernels)"},
         {"o_format", "the format O is written in"},
         {"epilogue", "how a row ends (O, its LSE, an empty row): FlashAttention-2's or PyTorch's flash"},
-        {"grad_product", "the backward's products by the tensor-core model, or exactly in float64"},
+        {"grad_product", "the backward's products by the tensor-core model, exactly in float64, or by AMX"},
         {"delta", "delta = rowsum(dO * O) from the stored O, O in float32, or rowsum(P * dP)"},
         {"delta_format", "the format each dO * O and delta's sum are rounded to"},
         {"delta_sum", "the order of delta's float32 sum over the head dimension"},

@@ -1,0 +1,63 @@
+#pragma once
+// What ATen's CPU flash attention (FlashAttentionKernel.cpp, the AVX-512 build of libtorch_cpu)
+// computes outside its GEMMs, operation by operation. Host only. Found against the installed
+// torch (tests/peer/test_aten_cpu_torch.py):
+//   fexp_u20       Vectorized<float>::fexp_u20, the fast exp of Malossi et al. ("Fast exponential
+//                  computation on SIMD architectures", 2015) that ATen uses for the BF16 kernel:
+//                  2^(x log2 e) from a cubic correction of the fraction written into the
+//                  exponent field; exp(0) = 1 - 896 2^-24
+//   vector_sum     the row sum _exp_reduce_sum_fusion_kernel forms: two accumulators of 16 lanes
+//                  taking alternate vectors (an odd last one to the first), added, then reduced
+//                  as vec_reduce_all does (lanes i + (i ^ 8), then ^ 4, ^ 2, ^ 1)
+//   libm_expf/logf the C library's expf and logf, which ATen calls for the keys past the last
+//                  whole vector, the rescale and the LSE (glibc 2.28 and later: the same bits on
+//                  every machine of one glibc; the peer test holds them to the installed torch)
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+
+#include "emu/numbers/f32_arith.hpp"
+#include "lib/bits.hpp"
+
+namespace roundscope::emu::aten_cpu {
+
+/// Vectorized<float>::fexp_u20 (AVX-512): 0 below ln(FLT_MIN) (0xc2aeac50), +inf above
+/// ln(FLT_MAX) (0x42b17218); NaN gives what its conversions give (0x80000000, -0).
+inline float fexp_u20(float x) {
+    namespace a = f32_arith;
+    if (x < float_from_bits(0xc2aeac50u)) return 0.0f;
+    if (x > float_from_bits(0x42b17218u)) return float_from_bits(0x7F800000u);
+    const float src = a::mul(x, float_from_bits(0x3fb8aa3bu));  // x log2(e)
+    const float fraction = a::sub(src, std::floor(src));
+    float r = a::fma(fraction, -0.079204240219773236f, -0.22433836478672356f);
+    r = a::fma(fraction, r, 0.30354260500649682f);
+    r = a::fma(fraction, r, 0.00010703434948458272f);
+    // 2^23 (src - r) + 127 2^23 in one fused step, truncated to an integer: the result's bits
+    const float biased = a::fma(8388608.0f, a::sub(src, r), 1065353216.0f);
+    if (!(biased > -2147483648.0f && biased < 2147483648.0f)) return float_from_bits(0x80000000u);
+    return float_from_bits(static_cast<std::uint32_t>(static_cast<std::int32_t>(biased)));
+}
+
+/// The float32 sum of p[0, 16 v) as _exp_reduce_sum_fusion_kernel forms it (see above).
+inline float vector_sum(const float* p, std::size_t vectors) {
+    namespace a = f32_arith;
+    float acc[2][16] = {};
+    for (std::size_t v = 0; v < vectors; ++v) {
+        float* to = acc[v % 2];  // an odd last vector is even-numbered: the first accumulator
+        for (int l = 0; l < 16; ++l) to[l] = a::add(to[l], p[v * 16 + static_cast<std::size_t>(l)]);
+    }
+    float lanes[16];
+    for (int l = 0; l < 16; ++l) lanes[l] = a::add(acc[0][l], acc[1][l]);
+    for (const int step : {8, 4, 2, 1}) {
+        float next[16];
+        for (int l = 0; l < 16; ++l) next[l] = a::add(lanes[l], lanes[l ^ step]);
+        for (int l = 0; l < 16; ++l) lanes[l] = next[l];
+    }
+    return lanes[0];
+}
+
+/// The C library's expf and logf, as ATen's std::exp and std::log on a float call them.
+inline float libm_expf(float x) { return ::expf(x); }
+inline float libm_logf(float x) { return ::logf(x); }
+
+}  // namespace roundscope::emu::aten_cpu

@@ -1,0 +1,57 @@
+#include "emu/mma/amx_gemm.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "lib/bits.hpp"
+
+namespace roundscope::emu {
+namespace {
+
+// TDPBF16PS reads a subnormal input as zero and writes a subnormal result as zero (its sign kept).
+float bf16_daz(std::uint32_t bits) {
+    const std::uint32_t x = (bits & 0xFFFFu) << 16;
+    return float_from_bits((x & 0x7F800000u) == 0 ? x & 0x80000000u : x);
+}
+
+float ftz(float x) { return std::fabs(x) < 0x1p-126f ? std::copysign(0.0f, x) : x; }
+
+}  // namespace
+
+int amx_k_chunk(std::uint64_t k, std::uint64_t n_q) {
+    if (n_q < 64) return 32;
+    const std::uint64_t even = k + (k % 2);
+    for (int c = 32; c >= 2; c -= 2)
+        if (even % static_cast<std::uint64_t>(c) == 0) return c;
+    return 2;
+}
+
+void amx_bf16_gemm(const std::uint32_t* a, const std::uint32_t* b, const std::uint32_t* c, std::uint32_t* d,
+                   std::uint64_t m, std::uint64_t n, std::uint64_t k, int chunk) {
+    std::vector<float> bk(k * n), even(n), odd(n), out(n);
+    for (std::uint64_t x = 0; x < k * n; ++x) bk[x] = bf16_daz(b[x]);
+    const auto step = static_cast<std::uint64_t>(chunk);
+    for (std::uint64_t i = 0; i < m; ++i) {
+        for (std::uint64_t j = 0; j < n; ++j) out[j] = c != nullptr ? float_from_bits(c[i * n + j]) : 0.0f;
+        for (std::uint64_t t0 = 0; t0 < k; t0 += step) {
+            std::fill(even.begin(), even.end(), 0.0f);
+            std::fill(odd.begin(), odd.end(), 0.0f);
+            for (std::uint64_t t = t0; t < std::min(k, t0 + step); ++t) {
+                const float x = bf16_daz(a[i * k + t]);
+                const float* row = bk.data() + t * n;
+                std::vector<float>& acc = t % 2 == 0 ? even : odd;
+                for (std::uint64_t j = 0; j < n; ++j) acc[j] = ftz(std::fma(x, row[j], acc[j]));
+            }
+            // without C, the first chunk's sum is D's start (the GEMM's beta = 0: no +0 added)
+            const bool first = c == nullptr && t0 == 0;
+            for (std::uint64_t j = 0; j < n; ++j) {
+                const float part = ftz(even[j] + odd[j]);
+                out[j] = first ? part : out[j] + part;
+            }
+        }
+        for (std::uint64_t j = 0; j < n; ++j) d[i * n + j] = bits_of(out[j]);
+    }
+}
+
+}  // namespace roundscope::emu

@@ -1,0 +1,25 @@
+#pragma once
+// oneDNN's BF16 GEMM with float32 output as ATen's CPU flash attention calls it (cpublas::gemm,
+// FlashAttentionKernel.cpp) on a CPU with AMX-BF16, found by hypothesis and test against the
+// installed torch (tests/peer/test_aten_cpu_torch.py; docs/verification.md):
+//   the reduction (K) is cut into chunks; in each, the even-indexed and the odd-indexed products
+//   run in two float32 fused multiply-add chains from +0 (TDPBF16PS's two accumulators per
+//   element, Intel SDM: inputs that are subnormal read as zero, subnormal results flush to zero),
+//   the chunk's result is their sum, and C (when the GEMM has one) gains the chunks in order.
+// The chunk: 32 where the attention has fewer than 64 query rows; from 64 rows on, K (rounded up
+// to even) in equal chunks, the largest even divisor of it that is at most 32 (K = 48: two of
+// 24; K = 80: four of 20; K = 74: 37 of 2). A GEMM with one row or one column (a one-row query
+// block, a one-key KV block) runs another oneDNN kernel, which is not modelled.
+#include <cstdint>
+
+namespace roundscope::emu {
+
+/// The chunk of a reduction over k products in an attention of n_q query rows (see above).
+int amx_k_chunk(std::uint64_t k, std::uint64_t n_q);
+
+/// D = A B, or C + A B chunk by chunk where C is not null. A [m][k] and B [k][n] hold BF16 bit
+/// patterns (one per uint32), C and D float32 bits [m][n]; D may be C.
+void amx_bf16_gemm(const std::uint32_t* a, const std::uint32_t* b, const std::uint32_t* c, std::uint32_t* d,
+                   std::uint64_t m, std::uint64_t n, std::uint64_t k, int chunk);
+
+}  // namespace roundscope::emu

@@ -1,0 +1,122 @@
+"""The torch-cpu-bf16 recipe against PyTorch's own CPU attention: F.scaled_dot_product_attention on
+BF16 tensors (ATen's cpu_flash_attention, on a CPU with AVX-512 and AMX-BF16) gives O and the LSE
+that `roundscope attention` computes, bit for bit, over shapes that reach every rule the recipe
+holds: one and several KV blocks (and a tail past the last whole vector of 16 keys), fewer and
+more than 64 query rows (the AMX GEMM's two chunk rules, head dimensions that 32 does not divide),
+ATen's causal mask, a boolean padding mask, an additive mask, grouped-query heads. The shapes the
+recipe refuses (a one-row query block, a one-key KV block) are refused with a reason."""
+import pathlib
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+import roundscope as rs
+
+RECIPE = "torch-cpu-bf16"
+
+
+def _amx_avx512_cpu():
+    flags = pathlib.Path("/proc/cpuinfo").read_text() if pathlib.Path("/proc/cpuinfo").exists() else ""
+    return torch.backends.cpu.get_cpu_capability() == "AVX512" and " amx_bf16" in flags
+
+
+# The recipe models the AVX-512 build of the kernel with oneDNN's AMX GEMM: elsewhere torch runs
+# other code (AVX2's exp, another GEMM), which the recipe does not claim to reproduce.
+pytestmark = pytest.mark.skipif(not _amx_avx512_cpu(), reason="torch-cpu-bf16 models AVX-512 CPUs with AMX-BF16")
+
+# (batch, heads, kv heads, Nq, Nk, D, mask)
+CASES = [
+    (1, 1, 1, 32, 64, 64, None),  # one KV block, < 64 queries: chunks of 32
+    (1, 2, 2, 40, 17, 48, None),  # query blocks 32 + 8, a key past the vector, D = 32 + 16
+    (1, 2, 2, 100, 300, 48, None),  # >= 64 queries: D in 2 x 24, P V's 300 keys in chunks of 30
+    (1, 1, 1, 64, 1000, 64, None),  # two KV blocks (512 + 488: chunks of 8), the rescale
+    (2, 2, 2, 200, 200, 80, "causal"),  # ATen's causal mask (top-left), D in 4 x 20
+    (2, 2, 2, 130, 600, 128, "padding"),  # a boolean key-padding mask per batch, two KV blocks
+    (1, 1, 1, 96, 100, 48, "additive"),  # an additive mask: fma(S, scale, mask)
+    (1, 4, 2, 70, 96, 64, "causal"),  # grouped-query heads, Nq != Nk (top-left)
+    (1, 1, 1, 800, 520, 64, None),  # ATen's 256-row query blocks, an 8-key last KV block
+]
+
+
+def _mask(kind, b, h, nq, nk, g):
+    if kind == "padding":
+        keep = torch.ones(b, 1, 1, nk, dtype=torch.bool)
+        keep[0, ..., nk - 37:] = False
+        keep[-1, ..., : nk // 3] = False
+        return keep
+    if kind == "additive":
+        return torch.randn(1, 1, nq, nk, generator=g) * 3
+    return None
+
+
+def _case_id(case):
+    b, h, hkv, nq, nk, d, mask = case
+    return f"B{b}H{h}/{hkv}-{nq}x{nk}-D{d}-{mask or 'nomask'}"
+
+
+def _bits(t):
+    return t.contiguous().view(torch.int16 if t.dtype == torch.bfloat16 else torch.int32).numpy()
+
+
+@pytest.mark.parametrize("case", CASES, ids=_case_id)
+def test_the_recipe_is_pytorch_cpu_attention_bit_for_bit(case):
+    b, h, hkv, nq, nk, d, kind = case
+    g = torch.Generator().manual_seed(nq * 7 + nk + d)
+    q = torch.randn(b, h, nq, d, generator=g).bfloat16()
+    k, v = (torch.randn(b, hkv, nk, d, generator=g).bfloat16() for _ in range(2))
+    mask = _mask(kind, b, h, nq, nk, g)
+    causal = kind == "causal"
+    # the kernel F.scaled_dot_product_attention picks on the CPU, called by name for its LSE
+    kx, vx = (t.repeat_interleave(h // hkv, dim=1) for t in (k, v))
+    additive = mask  # the kernel takes a boolean mask as F.scaled_dot_product_attention hands it on: -inf and 0
+    if mask is not None and mask.dtype == torch.bool:
+        additive = torch.zeros(mask.shape).masked_fill(~mask, -torch.inf)
+    o, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, kx, vx, 0.0, causal, attn_mask=additive)[:2]
+    sdpa = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, enable_gqa=hkv != h)
+    assert torch.equal(_bits_t(sdpa), _bits_t(o)), "F.scaled_dot_product_attention ran another kernel"
+    e = rs.attention(q, k, v, recipe=RECIPE, causal=causal, causal_alignment="top-left", attn_mask=mask)
+    o_diff = int((_bits(e["o"]) != _bits(o)).sum())
+    lse_diff = int((_bits(e["lse"].float()) != _bits(lse)).sum())
+    assert o_diff == 0 and lse_diff == 0, f"{o_diff} of {o.numel()} O values and {lse_diff} of {lse.numel()} LSE differ"
+
+
+def _bits_t(t):
+    return t.contiguous().view(torch.int16)
+
+
+def _differing(q, k, v, settings):
+    o, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, False)[:2]
+    e = rs.attention(q, k, v, recipe=RECIPE, settings=settings)
+    return int((_bits(e["o"]) != _bits(o)).sum()) + int((_bits(e["lse"].float()) != _bits(lse)).sum())
+
+
+def test_the_recipe_differs_from_its_neighbours():
+    """The recipe's own rules carry bits: with either product exact, or other KV blocks, the same
+    inputs give other O or LSE values than PyTorch's. For P V, q = 0 makes every P 1 and V's
+    columns cancel (large values and their negatives among small ones), so that its rounding
+    order shows in BF16."""
+    g = torch.Generator().manual_seed(5)
+    q, k, v = (torch.randn(1, 2, 100, 48, generator=g).bfloat16() for _ in range(3))
+    assert _differing(q, k, v, {"score_product": "f64"}) > 0
+    assert _differing(q, k, v, {"block_n": "64"}) > 0
+    big = torch.randint(2, 255, (1, 2, 40, 48), generator=g) * 2.0**16
+    v = torch.cat([big, -big, torch.randint(-8, 9, (1, 2, 20, 48), generator=g).float()], dim=2)
+    v = v[:, :, torch.randperm(100, generator=g)].bfloat16()
+    assert _differing(torch.zeros_like(q), k, v, {"pv_product": "f64"}) > 0
+
+
+@pytest.mark.parametrize("nq, nk, why", [(33, 64, "one-row block of queries"), (64, 513, "KV block of one key"),
+                                         (1, 64, "one-row block of queries")])
+def test_shapes_another_kernel_runs_are_refused(nq, nk, why):
+    q = np.zeros((1, nq, 64), np.float32)
+    k = v = np.zeros((1, nk, 64), np.float32)
+    with pytest.raises(ValueError, match=why):
+        rs.attention(q, k, v, recipe=RECIPE)
+
+
+def test_the_backward_is_refused_not_guessed():
+    q = k = v = do = np.zeros((1, 64, 64), np.float32)
+    with pytest.raises(ValueError, match="backward is not"):
+        rs.attention(q, k, v, recipe=RECIPE, backward=True, do=do)
