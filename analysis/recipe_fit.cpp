@@ -80,14 +80,20 @@ public:
         }
     }
 
-    /// The candidate on every row and every output named.
-    FitCandidate confirm(FitCandidate c, const std::vector<std::string>& all) {
+    /// The candidate on every row and every output named; nullopt where it cannot run there (a
+    /// forward-only recipe, which a sample of rows never asks for gradients).
+    std::optional<FitCandidate> confirm(FitCandidate c, const std::vector<std::string>& all) {
         ++evaluations;
-        const KernelComparison r = compare(c.recipe(), all, false);
-        c.outputs.clear();
-        for (const OutputComparison& x : r.outputs) c.outputs.push_back({x.name, x.matched, x.total});
-        c.matched = r.matched, c.total = r.total;
-        return c;
+        try {
+            const KernelComparison r = compare(c.recipe(), all, false);
+            c.outputs.clear();
+            for (const OutputComparison& x : r.outputs) c.outputs.push_back({x.name, x.matched, x.total});
+            c.matched = r.matched, c.total = r.total;
+            return c;
+        } catch (const Error& e) {
+            if (refused++ == 0) first_refusal = e.what();
+            return std::nullopt;
+        }
     }
 
     /// `base` with KEY=VALUE, its settings kept in the key table's order and without those equal
@@ -348,8 +354,9 @@ FitResult fit_recipe(const std::vector<FitDump>& dumps, const FitOptions& option
     result.stopped = rounds(1);
     result.best = ranked.front();
     if (result.sampled) {
-        result.best = search.confirm(ranked.front(), all);
-        if (result.best.matched != result.best.total && !search.out_of_budget()) {
+        const std::optional<FitCandidate> confirmed = search.confirm(ranked.front(), all);
+        if (confirmed) result.best = *confirmed;
+        if (!confirmed || (result.best.matched != result.best.total && !search.out_of_budget())) {
             // The sample matches where every row does not: the search goes on over every row,
             // from the best it found.
             search.use_every_row(all);
@@ -362,6 +369,8 @@ FitResult fit_recipe(const std::vector<FitDump>& dumps, const FitOptions& option
                             ranked.begin() + static_cast<std::ptrdiff_t>(std::min(options.beam, ranked.size())));
                 result.stopped = rounds(result.rounds + 1);
                 result.best = ranked.front();
+            } else if (!confirmed) {
+                throw Error("no candidate runs on every row and output; the first refused: " + search.first_refusal);
             }
             result.sampled = false;
         }

@@ -120,3 +120,25 @@ def test_the_backward_is_refused_not_guessed():
     q = k = v = do = np.zeros((1, 64, 64), np.float32)
     with pytest.raises(ValueError, match="backward is not"):
         rs.attention(q, k, v, recipe=RECIPE, backward=True, do=do)
+
+
+@pytest.mark.slow
+def test_fit_finds_the_recipe_from_the_generic_presets(tmp_path):
+    """`fit`, from every preset but torch-cpu-bf16, rediscovers PyTorch's CPU attention from a dump
+    of torch's own outputs: two heads, 128 queries, 700 keys (two KV blocks), D = 80 (chunks of
+    20), O and LSE. Its time: tools/bench/bench_fit.py."""
+    g = torch.Generator().manual_seed(3)
+    q = torch.randn(1, 2, 128, 80, generator=g).bfloat16()
+    k, v = (torch.randn(1, 2, 700, 80, generator=g).bfloat16() for _ in range(2))
+    o, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, False)[:2]
+    path = tmp_path / "cpu.safetensors"
+    rs.write(path, {"q": q, "k": k, "v": v, "o": o, "lse": lse})
+    presets = [r["name"] for r in rs.recipes()["recipes"] if r["name"] != RECIPE]
+    r = rs.fit(path, presets=presets, max_evaluations=3000)
+    assert r["exact"], r["best"]
+    table = {x["name"]: x["settings"] for x in rs.recipes()["recipes"]}
+    found = {**table[r["best"]["preset"]], **{k: str(v) for k, v in r["best"]["settings"].items()}}
+    for key in ("softmax", "score_product", "pv_product", "block_n", "input", "p_format", "o_format"):
+        assert found[key] == table[RECIPE][key], (key, r["best"])
+    e = rs.attention(q, k, v, recipe=r["best"]["preset"], settings=r["best"]["settings"])
+    assert (_bits(e["o"]) == _bits(o)).all() and (_bits(e["lse"].float()) == _bits(lse)).all()

@@ -197,8 +197,10 @@ BackwardResult flash_backward(const AttentionRecipe& recipe, const AttentionShap
         throw Error(fmt::format("recipe '{}': the backward pass needs an online softmax", recipe.name));
     if (recipe.epilogue == Epilogue::torch_flash)
         throw Error(fmt::format("recipe '{}': PyTorch's flash forward is modelled, its backward is not", recipe.name));
-    if (recipe.softmax == SoftmaxKind::aten_cpu || recipe.grad_product == Product::amx)
-        throw Error(fmt::format("recipe '{}': ATen's CPU flash forward is modelled, its backward is not", recipe.name));
+    if (recipe.softmax == SoftmaxKind::aten_cpu || recipe.score_product == Product::amx)
+        throw Error(fmt::format(
+            "recipe '{}': ATen's CPU forward (softmax=aten-cpu, the AMX GEMM) is modelled, its backward is not",
+            recipe.name));
     if (recipe.p_quant != nullptr)
         throw Error(
             fmt::format("recipe '{}': the backward of block-quantized P (p_quant) is not modelled", recipe.name));

@@ -43,6 +43,8 @@ constexpr NamedValues<bool, 2> grad_rounding_names{{{{false, "nearest"}, {true, 
 constexpr NamedValues<bool, 2> switch_names{{{{false, "off"}, {true, "on"}}}};
 constexpr NamedValues<Product, 3> product_names{
     {{{Product::model, "model"}, {Product::exact_f64, "f64"}, {Product::amx, "amx"}}}};
+// the backward's: no backward runs the AMX GEMM (ATen's CPU backward is not modelled)
+constexpr NamedValues<Product, 2> grad_product_names{{{{Product::model, "model"}, {Product::exact_f64, "f64"}}}};
 constexpr NamedValues<PvDepth, 2> pv_depth_names{{{{PvDepth::keys, "keys"}, {PvDepth::tile, "tile"}}}};
 
 std::string what(std::string_view key) { return fmt::format("recipe setting '{}'", key); }
@@ -183,7 +185,7 @@ std::vector<Setting> tile_settings() {
          [](R& r, std::string_view k, std::string_view v) {
              r.block_n = v == "auto" ? 0 : parse_integer(k, v, 16, 1024);
          },
-         {"auto", "16", "32", "64", "128"},
+         {"auto", "16", "32", "64", "128", "256", "512"},
          {},
          integers(16, 1024, 16, {"auto"})},
         named_setting<&R::kv_order, order_names>("kv_order"),
@@ -250,7 +252,7 @@ std::vector<Setting> output_settings() {
 
 std::vector<Setting> backward_settings() {
     return {
-        named_setting<&R::grad_product, product_names>("grad_product"),
+        named_setting<&R::grad_product, grad_product_names>("grad_product"),
         named_setting<&R::delta, delta_names>("delta"),
         format_setting<&R::delta_format>("delta_format", "a format (dO * O and delta, float32 sums)"),
         named_setting<&R::delta_sum, delta_sum_names>("delta_sum"),
@@ -300,7 +302,7 @@ const std::map<std::string_view, std::string_view>& meanings() {
         {"o_accumulator", "the format of the running O (f32 in kernels)"},
         {"o_format", "the format O is written in"},
         {"epilogue", "how a row ends (O, its LSE, an empty row): FlashAttention-2's or PyTorch's flash"},
-        {"grad_product", "the backward's products by the tensor-core model, exactly in float64, or by AMX"},
+        {"grad_product", "the backward's products by the tensor-core model, or exactly in float64"},
         {"delta", "delta = rowsum(dO * O) from the stored O, O in float32, or rowsum(P * dP)"},
         {"delta_format", "the format each dO * O and delta's sum are rounded to"},
         {"delta_sum", "the order of delta's float32 sum over the head dimension"},
