@@ -19,8 +19,8 @@ float ftz(float x) { return std::fabs(x) < 0x1p-126f ? std::copysign(0.0f, x) : 
 
 }  // namespace
 
-int amx_k_chunk(std::uint64_t k, std::uint64_t n_q) {
-    if (n_q < 64) return 32;
+int amx_k_chunk(std::uint64_t k, bool packed) {
+    if (!packed) return 32;
     const std::uint64_t even = k + (k % 2);
     for (int c = 32; c >= 2; c -= 2)
         if (even % static_cast<std::uint64_t>(c) == 0) return c;

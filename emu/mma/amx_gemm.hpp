@@ -6,16 +6,18 @@
 //   run in two float32 fused multiply-add chains from +0 (TDPBF16PS's two accumulators per
 //   element, Intel SDM: inputs that are subnormal read as zero, subnormal results flush to zero),
 //   the chunk's result is their sum, and C (when the GEMM has one) gains the chunks in order.
-// The chunk: 32 where the attention has fewer than 64 query rows; from 64 rows on, K (rounded up
-// to even) in equal chunks, the largest even divisor of it that is at most 32 (K = 48: two of
-// 24; K = 80: four of 20; K = 74: 37 of 2). A GEMM with one row or one column (a one-row query
-// block, a one-key KV block) runs another oneDNN kernel, which is not modelled.
+// The chunk depends on the call ATen makes. cpublas::gemm (oneDNN's BF16 GEMM with float32
+// output): 32, the last chunk partial. cpublas::brgemm on operands ATen packed beforehand (its
+// "need_pack" path, flash_context.hpp: aten_packed): K rounded up to even (a zero pads it) in
+// equal chunks, the largest even divisor of it that is at most 32 (K = 48: two of 24; K = 80:
+// four of 20; K = 74: 37 of 2). cpublas::gemm with one row or one column (a one-row query block,
+// a one-key KV block) runs another oneDNN kernel, which is not modelled.
 #include <cstdint>
 
 namespace roundscope::emu {
 
-/// The chunk of a reduction over k products in an attention of n_q query rows (see above).
-int amx_k_chunk(std::uint64_t k, std::uint64_t n_q);
+/// The chunk of a reduction over k products, on the packed path or not (see above).
+int amx_k_chunk(std::uint64_t k, bool packed);
 
 /// D = A B, or C + A B chunk by chunk where C is not null. A [m][k] and B [k][n] hold BF16 bit
 /// patterns (one per uint32), C and D float32 bits [m][n]; D may be C.

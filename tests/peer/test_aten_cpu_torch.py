@@ -26,7 +26,8 @@ def _amx_avx512_cpu():
 # other code (AVX2's exp, another GEMM), which the recipe does not claim to reproduce.
 pytestmark = pytest.mark.skipif(not _amx_avx512_cpu(), reason="torch-cpu-bf16 models AVX-512 CPUs with AMX-BF16")
 
-# (batch, heads, kv heads, Nq, Nk, D, mask)
+# (batch, heads, kv heads, Nq, Nk, D, mask); torch's own thread count, which the recipe is told
+# (aten_threads): whether ATen packs its GEMM operands depends on it
 CASES = [
     (1, 1, 1, 32, 64, 64, None),  # one KV block, < 64 queries: chunks of 32
     (1, 2, 2, 40, 17, 48, None),  # query blocks 32 + 8, a key past the vector, D = 32 + 16
@@ -37,6 +38,8 @@ CASES = [
     (1, 1, 1, 96, 100, 48, "additive"),  # an additive mask: fma(S, scale, mask)
     (1, 4, 2, 70, 96, 64, "causal"),  # grouped-query heads, Nq != Nk (top-left)
     (1, 1, 1, 800, 520, 64, None),  # ATen's 256-row query blocks, an 8-key last KV block
+    (1, 2, 2, 200, 40, 48, None),  # fewer than 64 keys: ATen's unpacked GEMM, chunks of 32
+    (1, 1, 1, 65, 513, 48, "causal"),  # packed: a one-row query block and a one-key KV block
 ]
 
 
@@ -76,7 +79,8 @@ def test_the_recipe_is_pytorch_cpu_attention_bit_for_bit(case):
     o, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, kx, vx, 0.0, causal, attn_mask=additive)[:2]
     sdpa = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, enable_gqa=hkv != h)
     assert torch.equal(_bits_t(sdpa), _bits_t(o)), "F.scaled_dot_product_attention ran another kernel"
-    e = rs.attention(q, k, v, recipe=RECIPE, causal=causal, causal_alignment="top-left", attn_mask=mask)
+    e = rs.attention(q, k, v, recipe=RECIPE, settings={"aten_threads": torch.get_num_threads()}, causal=causal,
+                     causal_alignment="top-left", attn_mask=mask)
     o_diff = int((_bits(e["o"]) != _bits(o)).sum())
     lse_diff = int((_bits(e["lse"].float()) != _bits(lse)).sum())
     assert o_diff == 0 and lse_diff == 0, f"{o_diff} of {o.numel()} O values and {lse_diff} of {lse.numel()} LSE differ"
@@ -88,7 +92,7 @@ def _bits_t(t):
 
 def _differing(q, k, v, settings):
     o, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, False)[:2]
-    e = rs.attention(q, k, v, recipe=RECIPE, settings=settings)
+    e = rs.attention(q, k, v, recipe=RECIPE, settings={"aten_threads": torch.get_num_threads(), **settings})
     return int((_bits(e["o"]) != _bits(o)).sum()) + int((_bits(e["lse"].float()) != _bits(lse)).sum())
 
 
@@ -107,7 +111,29 @@ def test_the_recipe_differs_from_its_neighbours():
     assert _differing(torch.zeros_like(q), k, v, {"pv_product": "f64"}) > 0
 
 
-@pytest.mark.parametrize("nq, nk, why", [(33, 64, "one-row block of queries"), (64, 513, "KV block of one key"),
+def test_the_thread_count_chooses_the_path():
+    """16 heads of 64 queries and keys: ATen packs its GEMM operands with 2 threads, not with 32
+    (each thread's work is then below four times the packing's), and the bits differ; the
+    recipe follows aten_threads, and without it refuses the shape rather than guess."""
+    g = torch.Generator().manual_seed(9)
+    q, k, v = (torch.randn(1, 16, 64, 48, generator=g).bfloat16() for _ in range(3))
+    before = torch.get_num_threads()
+    got = {}
+    try:
+        for threads in (2, 32):
+            torch.set_num_threads(threads)
+            got[threads] = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, False)[1]
+    finally:
+        torch.set_num_threads(before)
+    assert not torch.equal(got[2], got[32]), "the thread count no longer changes PyTorch's bits"
+    for threads, lse in got.items():
+        e = rs.attention(q, k, v, recipe=RECIPE, settings={"aten_threads": threads})
+        assert (_bits(e["lse"].float()) == _bits(lse)).all(), threads
+    with pytest.raises(ValueError, match="aten_threads"):
+        rs.attention(q, k, v, recipe=RECIPE)
+
+
+@pytest.mark.parametrize("nq, nk, why", [(33, 64, "one-row block of queries"), (40, 513, "KV block of one key"),
                                          (1, 64, "one-row block of queries")])
 def test_shapes_another_kernel_runs_are_refused(nq, nk, why):
     q = np.zeros((1, nq, 64), np.float32)

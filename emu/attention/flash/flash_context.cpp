@@ -92,17 +92,36 @@ void check_mask(const FlashContext& ctx) {
                         r.name));
 }
 
+// ATen's query blocks (flash_attention_kernel_impl): 256 rows from 768 queries on, 64 from 192.
+std::uint64_t aten_query_block(std::uint64_t n_q) {
+    const std::uint64_t split = n_q >= 768 ? 256 : n_q >= 192 ? 64 : 32;
+    return std::min(split, n_q);
+}
+
+// need_pack's ratio at `threads` threads, in ATen's arithmetic (int64 counts, double sizes).
+double aten_pack_ratio(const AttentionShape& s, std::uint64_t n_q, std::int64_t threads) {
+    const auto q_block = static_cast<std::int64_t>(aten_query_block(n_q));
+    const auto q_slices = (static_cast<std::int64_t>(n_q) + q_block - 1) / q_block;
+    const auto heads = static_cast<std::int64_t>(s.heads), kv_heads = heads / static_cast<std::int64_t>(s.kv_group);
+    const auto n_kv = static_cast<std::int64_t>(s.n_kv), d = static_cast<std::int64_t>(s.d);
+    const auto pack_size = static_cast<double>(kv_heads * n_kv * d);
+    const auto per_thread = static_cast<double>((heads * q_slices + threads - 1) / threads);
+    const std::int64_t keys = s.causal ? std::min(static_cast<std::int64_t>(n_q), n_kv) : n_kv;
+    return per_thread * static_cast<double>(q_block) * static_cast<double>(keys) * static_cast<double>(d) / pack_size;
+}
+
 // The AMX GEMM's shapes that run another oneDNN kernel (amx_gemm.hpp): refused, not guessed.
+// On the packed path brgemm takes a one-row or one-key block like any other.
 void check_amx_shape(const FlashContext& ctx) {
     const AttentionRecipe& r = ctx.recipe;
-    if (r.score_product != Product::amx && r.pv_product != Product::amx) return;
+    if ((r.score_product != Product::amx && r.pv_product != Product::amx) || ctx.aten_packed) return;
     const std::uint64_t n_q = ctx.shape.query_rows ? ctx.shape.query_rows_of : ctx.shape.n_q;
-    if (n_q < 64 && n_q % 32 == 1)
+    if (n_q > 0 && (n_q - 1) % aten_query_block(n_q) == 0)  // the last block holds one row
         throw Error(
             fmt::format("recipe '{}': {} query rows leave ATen a one-row block of queries, whose GEMM is "
                         "another oneDNN kernel (not modelled)",
                         r.name, n_q));
-    if (ctx.shape.n_kv % static_cast<std::uint64_t>(r.block_n) == 1)
+    if (ctx.shape.n_kv > 0 && (ctx.shape.n_kv - 1) % static_cast<std::uint64_t>(r.block_n) == 0)
         throw Error(
             fmt::format("recipe '{}': {} keys leave a KV block of one key (block_n = {}), whose GEMM is "
                         "another oneDNN kernel (not modelled)",
@@ -110,6 +129,21 @@ void check_amx_shape(const FlashContext& ctx) {
 }
 
 }  // namespace
+
+bool aten_packed(const AttentionRecipe& r, const AttentionShape& s) {
+    if (r.score_product != Product::amx && r.pv_product != Product::amx) return false;
+    const std::uint64_t n_q = s.query_rows ? s.query_rows_of : s.n_q;
+    if (n_q < 64 || s.n_kv < 64) return false;
+    if (r.aten_threads > 0) return aten_pack_ratio(s, n_q, r.aten_threads) >= 4;
+    // the ratio falls as threads are added, from one thread to so many that each has one block
+    const bool few = aten_pack_ratio(s, n_q, 1) >= 4, many = aten_pack_ratio(s, n_q, 1LL << 40) >= 4;
+    if (few != many)
+        throw Error(
+            fmt::format("recipe '{}': whether ATen packs its GEMM operands for this shape depends on its "
+                        "thread count: set aten_threads to the run's torch.get_num_threads()",
+                        r.name));
+    return few;
+}
 
 FlashContext flash_context(const AttentionRecipe& recipe, const AttentionShape& shape) {
     validate(recipe);
@@ -128,6 +162,7 @@ FlashContext flash_context(const AttentionRecipe& recipe, const AttentionShape& 
         throw Error(fmt::format("recipe '{}': the compiled softmax models one KV bucket; {} keys exceed block_n = {}",
                                 recipe.name, shape.n_kv, ctx.recipe.block_n));
     check_mask(ctx);
+    ctx.aten_packed = aten_packed(ctx.recipe, shape);
     check_amx_shape(ctx);
     const float scale = static_cast<float>(shape.scale);
     ctx.scale_log2 = recipe.scale_log2 == ScaleLog2::float64

@@ -42,6 +42,7 @@ struct FlashContext {
     // whose constant is then softcap.scale_log2.
     bool softcapped = false;
     SoftcapConstants softcap{};
+    bool aten_packed = false;  // the AMX GEMM on ATen's packed path (aten_packed below)
     /// What dQ and dK are multiplied by at the end: the scale, or under a soft cap the cap.
     float dk_dq_scale() const { return softcapped ? softcap.cap : shape.scale; }
 
@@ -66,6 +67,13 @@ FlashContext flash_context(const AttentionRecipe& recipe, const AttentionShape& 
 /// The recipe's tensor-core model for x times y (float32 accumulators); Error naming the
 /// recipe where there is none.
 const MmaModel& model_for(const AttentionRecipe& recipe, const Format& x, const Format& y);
+
+/// Whether ATen's CPU flash attention takes its packed path for this shape (need_pack in
+/// cpu_flash_attention, BF16): both lengths at least 64, and each thread's GEMM work at least
+/// four times the packing's, which depends on the thread count (recipe key aten_threads).
+/// With aten_threads 0 (unknown), Error where the choice turns on it. False unless the recipe
+/// computes a product by the AMX GEMM.
+bool aten_packed(const AttentionRecipe& recipe, const AttentionShape& shape);
 
 /// V as the PV product multiplies it: every head's V quantized along tokens in the recipe's
 /// block format, dequantized and stored in the input format (Error where a value is not

@@ -383,9 +383,9 @@ ForwardResult run_forward(const FlashContext& ctx, const AttentionOperands& give
     const AttentionOperands quantized = recipe.qk_quant != nullptr ? quantized_qk(ctx, given) : AttentionOperands{};
     const AttentionOperands& in = recipe.qk_quant != nullptr ? quantized : given;
     const AttentionShape& shape = ctx.shape;
-    const std::uint64_t n_q = shape.query_rows ? shape.query_rows_of : shape.n_q;  // the AMX GEMM's chunks
-    const ForwardModels models{detail::TileProduct(recipe, *recipe.input, *recipe.input, recipe.score_product, n_q),
-                               detail::TileProduct(recipe, *recipe.p_format, *recipe.input, recipe.pv_product, n_q)};
+    const ForwardModels models{
+        detail::TileProduct(recipe, *recipe.input, *recipe.input, recipe.score_product, ctx.aten_packed),
+        detail::TileProduct(recipe, *recipe.p_format, *recipe.input, recipe.pv_product, ctx.aten_packed)};
     const std::vector<std::uint32_t> v_quantized = quantized_v(ctx, in.v);
     const std::shared_ptr<const std::vector<std::uint32_t>> scores =
         options.runs != nullptr ? options.runs->scores(recipe, shape, in, options.threads) : nullptr;

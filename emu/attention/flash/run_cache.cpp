@@ -33,7 +33,7 @@ std::shared_ptr<const std::vector<std::uint32_t>> RunCache::scores(const Attenti
     }
     auto all = std::make_shared<std::vector<std::uint32_t>>(shape.heads * shape.n_q * shape.n_kv, 0);
     const detail::TileProduct product(recipe, *recipe.input, *recipe.input, recipe.score_product,
-                                      shape.query_rows ? shape.query_rows_of : shape.n_q);
+                                      aten_packed(recipe, shape));
     const std::uint64_t blocks = (shape.n_q + row_block - 1) / row_block, d = shape.d;
     parallel_for(shape.heads * blocks, 1, threads, [&](std::size_t begin, std::size_t end) {
         for (std::size_t task = begin; task < end; ++task) {

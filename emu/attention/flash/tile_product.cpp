@@ -7,16 +7,15 @@
 
 namespace roundscope::emu::detail {
 
-TileProduct::TileProduct(const AttentionRecipe& recipe, const Format& a, const Format& b, Product kind,
-                         std::uint64_t n_q)
-    : a_(a), b_(b), kind_(kind), n_q_(n_q) {
+TileProduct::TileProduct(const AttentionRecipe& recipe, const Format& a, const Format& b, Product kind, bool packed)
+    : a_(a), b_(b), kind_(kind), packed_(packed) {
     if (kind == Product::model) mma_.emplace(model_for(recipe, a, b));
 }
 
 void TileProduct::run(const std::uint32_t* a, const std::uint32_t* b, const std::uint32_t* c, std::uint32_t* d,
                       std::uint64_t m, std::uint64_t n, std::uint64_t k) const {
     if (kind_ == Product::amx) {
-        amx_bf16_gemm(a, b, c, d, m, n, k, amx_k_chunk(k, n_q_));
+        amx_bf16_gemm(a, b, c, d, m, n, k, amx_k_chunk(k, packed_));
         return;
     }
     std::vector<std::uint32_t> zeros;

@@ -12,10 +12,10 @@ namespace roundscope::emu::detail {
 
 /// One product of a recipe: its tensor-core model, prepared once, float64 (each element
 /// C + sum A B with exact products summed in double, rounded once to float32), or the AMX GEMM
-/// of ATen's CPU kernel, whose chunks follow the problem's query rows n_q (amx_gemm.hpp).
+/// of ATen's CPU kernel, on its packed path or not (amx_gemm.hpp).
 class TileProduct {
 public:
-    TileProduct(const AttentionRecipe& recipe, const Format& a, const Format& b, Product kind, std::uint64_t n_q = 0);
+    TileProduct(const AttentionRecipe& recipe, const Format& a, const Format& b, Product kind, bool packed = false);
     /// D = A B + C, A [m][k], B [k][n], C and D float32 bits [m][n] (D may be C); C null: D = A B
     /// (a GEMM without C, whose first chunk adds no +0).
     void run(const std::uint32_t* a, const std::uint32_t* b, const std::uint32_t* c, std::uint32_t* d, std::uint64_t m,
@@ -25,7 +25,7 @@ private:
     std::optional<PreparedMma> mma_;
     Format a_, b_;
     Product kind_;
-    std::uint64_t n_q_;
+    bool packed_;
 };
 
 /// [rows][cols] (row stride `stride`) to [cols][rows], the columns [c0, c1) only.

@@ -34,6 +34,8 @@ public:
         if (amx && !(*r_.input == bf16)) fail("input", "the AMX GEMM multiplies BF16 (input bf16)");
         if (r_.pv_product == Product::amx && !(*r_.p_format == bf16))
             fail("p_format", "the AMX GEMM multiplies P in BF16 (p_format bf16)");
+        if (r_.aten_threads != 0 && !amx)
+            fail("aten_threads", "the thread count chooses the AMX GEMM's path; no product of this recipe takes it");
     }
 
     void tiles() const {

@@ -123,6 +123,8 @@ struct AttentionRecipe {
     const Format* o_format = &bf16;
     Epilogue epilogue = Epilogue::fa2;
     SoftcapTanh softcap_tanh = SoftcapTanh::exact;  // where the problem caps its scores
+    int aten_threads = 0;                // the threads ATen's CPU kernel ran with (torch.get_num_threads()): its
+                                         // packed GEMM path depends on it; 0: unknown (refused where it matters)
     int split_kv_sms = 0;                // > 0: split KV where PyTorch's flash would on a GPU of this many SMs
                                          // (num_splits_heuristic), its split kernel and combine (flash_split_kv.hpp)
     const Format* o_accumulator = &f32;  // the running O: f32 (kernels), or e.g. bf16 where each

@@ -189,6 +189,9 @@ std::vector<Setting> tile_settings() {
          {},
          integers(16, 1024, 16, {"auto"})},
         named_setting<&R::kv_order, order_names>("kv_order"),
+        integer_setting<&R::aten_threads, 0, 65536>(
+            "aten_threads", "the threads ATen's CPU kernel ran with (0: unknown, refused where it matters)",
+            {"0", "1", "2", "8", "64"}),
         integer_setting<&R::split_kv_sms, 0, 1024>(
             "split_kv_sms", "SMs of the GPU whose split-KV choice PyTorch's flash path follows (0: never split)",
             {"0", "1", "132"}),
@@ -275,6 +278,7 @@ const std::map<std::string_view, std::string_view>& meanings() {
         {"block_m", "Br, the rows of a tile of S: a schedule, which changes no bits (rows are independent)"},
         {"block_n", "Bc, the keys of a tile of S: where the running max, the rescale and P V's chains restart"},
         {"kv_order", "the order the KV tiles are visited: forward, or reverse as FlashAttention-3 does"},
+        {"aten_threads", "torch.get_num_threads() of the run: whether ATen's CPU kernel packs its GEMM operands"},
         {"split_kv_sms", "split KV as PyTorch's flash path would on a GPU of this many SMs, then combine"},
         {"score_product",
          "S = Q K^T by the tensor-core model, exactly in float64 rounded once, or by AMX (ATen's CPU GEMM)"},
