@@ -168,3 +168,20 @@ def test_fit_finds_the_recipe_from_the_generic_presets(tmp_path):
         assert found[key] == table[RECIPE][key], (key, r["best"])
     e = rs.attention(q, k, v, recipe=r["best"]["preset"], settings=r["best"]["settings"])
     assert (_bits(e["o"]) == _bits(o)).all() and (_bits(e["lse"].float()) == _bits(lse)).all()
+
+
+@pytest.mark.slow
+def test_unpacked_256_row_blocks_at_many_threads():
+    """768 queries in ATen's 256-row blocks on its unpacked path (128 heads at 1,024 threads: each
+    thread's GEMM work is half the packing's): the recipe told the thread count is torch."""
+    g = torch.Generator().manual_seed(4)
+    q = torch.randn(1, 128, 768, 64, generator=g).bfloat16()
+    k, v = (torch.randn(1, 128, 64, 64, generator=g).bfloat16() for _ in range(2))
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1024)
+        o, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, False)[:2]
+    finally:
+        torch.set_num_threads(before)
+    e = rs.attention(q, k, v, recipe=RECIPE, settings={"aten_threads": 1024})
+    assert (_bits(e["o"]) == _bits(o)).all() and (_bits(e["lse"].float()) == _bits(lse)).all()
