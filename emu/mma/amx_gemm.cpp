@@ -4,18 +4,16 @@
 #include <cmath>
 #include <vector>
 
+#include "emu/numbers/unpack.hpp"
 #include "lib/bits.hpp"
 
 namespace roundscope::emu {
 namespace {
 
 // TDPBF16PS reads a subnormal input as zero and writes a subnormal result as zero (its sign kept).
-float bf16_daz(std::uint32_t bits) {
-    const std::uint32_t x = (bits & 0xFFFFu) << 16;
-    return float_from_bits((x & 0x7F800000u) == 0 ? x & 0x80000000u : x);
-}
-
 float ftz(float x) { return std::fabs(x) < 0x1p-126f ? std::copysign(0.0f, x) : x; }
+
+float bf16_daz(std::uint32_t bits) { return ftz(static_cast<float>(decode(bf16, bits))); }
 
 }  // namespace
 

@@ -46,6 +46,9 @@ struct AttentionShape {
     std::uint64_t query_rows_of = 0;
 };
 
+/// The problem's query rows (a sample's whole problem, or n_q).
+inline std::uint64_t problem_rows(const AttentionShape& s) { return s.query_rows ? s.query_rows_of : s.n_q; }
+
 /// The problem's own index of row r (its sampled position, or r).
 inline std::uint64_t query_position(const AttentionShape& s, std::uint64_t r) {
     return s.query_rows ? (*s.query_rows)[r] : r;
@@ -53,7 +56,7 @@ inline std::uint64_t query_position(const AttentionShape& s, std::uint64_t r) {
 
 /// The keys the causal flag, the alignment and the window leave to row r (at its position).
 inline KeyRange key_band(const AttentionShape& s, std::uint64_t r) {
-    const std::uint64_t n_q = s.query_rows ? s.query_rows_of : s.n_q;
+    const std::uint64_t n_q = problem_rows(s);
     if (!s.mask) return {0, steps::visible_keys(query_position(s, r), n_q, s.n_kv, s.causal)};
     return s.mask->band(query_position(s, r), n_q, s.n_kv, s.causal);
 }

@@ -58,7 +58,7 @@ std::vector<float> FlashContext::tile_bias(std::uint64_t head, Span rows, Span k
 }
 
 bool FlashContext::diagonal_key(std::uint64_t i, std::uint64_t j) const {
-    const std::uint64_t n_q = shape.query_rows ? shape.query_rows_of : shape.n_q;
+    const std::uint64_t n_q = problem_rows(shape);
     return steps::diagonal_key(query_position(shape, i), j, n_q, shape.n_kv, recipe.v_block);
 }
 
@@ -115,7 +115,7 @@ double aten_pack_ratio(const AttentionShape& s, std::uint64_t n_q, std::int64_t 
 void check_amx_shape(const FlashContext& ctx) {
     const AttentionRecipe& r = ctx.recipe;
     if ((r.score_product != Product::amx && r.pv_product != Product::amx) || ctx.aten_packed) return;
-    const std::uint64_t n_q = ctx.shape.query_rows ? ctx.shape.query_rows_of : ctx.shape.n_q;
+    const std::uint64_t n_q = problem_rows(ctx.shape);
     if (n_q > 0 && (n_q - 1) % aten_query_block(n_q) == 0)  // the last block holds one row
         throw Error(
             fmt::format("recipe '{}': {} query rows leave ATen a one-row block of queries, whose GEMM is "
@@ -132,7 +132,7 @@ void check_amx_shape(const FlashContext& ctx) {
 
 bool aten_packed(const AttentionRecipe& r, const AttentionShape& s) {
     if (r.score_product != Product::amx && r.pv_product != Product::amx) return false;
-    const std::uint64_t n_q = s.query_rows ? s.query_rows_of : s.n_q;
+    const std::uint64_t n_q = problem_rows(s);
     if (n_q < 64 || s.n_kv < 64) return false;
     if (r.aten_threads > 0) return aten_pack_ratio(s, n_q, r.aten_threads) >= 4;
     // the ratio falls as threads are added, from one thread to so many that each has one block

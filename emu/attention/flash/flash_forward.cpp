@@ -127,13 +127,13 @@ void aten_cpu_tile(const FlashContext& ctx, const ForwardModels& models, const H
 // under online-torch that of PyTorch tensor ops, whose every result is stored in its format).
 void online_tile(const FlashContext& ctx, const ForwardModels& models, const HeadView& h, std::uint64_t head,
                  RowBlock& b, Span keys) {
-    const std::uint64_t n = keys.size(), dv = ctx.shape.d_v;
-    const bool compiled = ctx.recipe.softmax == SoftmaxKind::compiled_torch;
-    const bool torch = compiled || ctx.recipe.softmax == SoftmaxKind::online_torch;
     if (ctx.recipe.softmax == SoftmaxKind::aten_cpu) {
         aten_cpu_tile(ctx, models, h, head, b, keys);
         return;
     }
+    const std::uint64_t n = keys.size(), dv = ctx.shape.d_v;
+    const bool compiled = ctx.recipe.softmax == SoftmaxKind::compiled_torch;
+    const bool torch = compiled || ctx.recipe.softmax == SoftmaxKind::online_torch;
     const Format& running = *ctx.recipe.o_accumulator;
     std::vector<std::uint32_t> s = score_tile(ctx, models.score, h, b.rows, keys);
     if (ctx.softcapped)

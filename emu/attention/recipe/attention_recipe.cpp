@@ -29,8 +29,7 @@ public:
             find_mma_model(r_.arch, r_.instruction, *r_.p_format, *r_.input, f32) == nullptr)
             fail("p_format", fmt::format("no {} {} model multiplies P in {} by V in {}", r_.arch, r_.instruction,
                                          r_.p_format->name, r_.input->name));
-        const bool amx =
-            r_.score_product == Product::amx || r_.pv_product == Product::amx || r_.grad_product == Product::amx;
+        const bool amx = r_.score_product == Product::amx || r_.pv_product == Product::amx;
         if (amx && !(*r_.input == bf16)) fail("input", "the AMX GEMM multiplies BF16 (input bf16)");
         if (r_.pv_product == Product::amx && !(*r_.p_format == bf16))
             fail("p_format", "the AMX GEMM multiplies P in BF16 (p_format bf16)");
