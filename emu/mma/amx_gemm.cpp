@@ -6,6 +6,7 @@
 
 #include "emu/numbers/unpack.hpp"
 #include "lib/bits.hpp"
+#include "lib/fma_clones.hpp"
 
 namespace roundscope::emu {
 namespace {
@@ -25,8 +26,9 @@ int amx_k_chunk(std::uint64_t k, bool packed) {
     return 2;
 }
 
-void amx_bf16_gemm(const std::uint32_t* a, const std::uint32_t* b, const std::uint32_t* c, std::uint32_t* d,
-                   std::uint64_t m, std::uint64_t n, std::uint64_t k, int chunk) {
+ROUNDSCOPE_FMA_CLONES void amx_bf16_gemm(const std::uint32_t* a, const std::uint32_t* b, const std::uint32_t* c,
+                                         std::uint32_t* d, std::uint64_t m, std::uint64_t n, std::uint64_t k,
+                                         int chunk) {
     std::vector<float> bk(k * n), even(n), odd(n), out(n);
     for (std::uint64_t x = 0; x < k * n; ++x) bk[x] = bf16_daz(b[x]);
     const auto step = static_cast<std::uint64_t>(chunk);

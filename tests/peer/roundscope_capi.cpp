@@ -12,6 +12,18 @@
 #include "emu/mma/mma_model.hpp"
 #include "emu/numbers/cast_options.hpp"
 #include "emu/numbers/format.hpp"
+#include "lib/fma_clones.hpp"
+
+namespace {
+
+// out[begin..end) of roundscope_inductor_math: the models are fused multiply-adds.
+ROUNDSCOPE_FMA_CLONES void inductor_math_part(int function, const float* in, float* out, std::size_t begin,
+                                              std::size_t end) {
+    using namespace roundscope::emu;
+    for (std::size_t i = begin; i < end; ++i) out[i] = function == 0 ? inductor::expf(in[i]) : inductor::logf(in[i]);
+}
+
+}  // namespace
 
 extern "C" {
 
@@ -64,14 +76,9 @@ int roundscope_mma(const char* arch, const char* instruction, const char* a_form
 /// out[i] = exp (function 0) or log (function 1) of in[i] as torch.compile's AVX-512 code
 /// computes them (inductor_cpu_math.hpp), on two threads. Returns 0, or -1 for another function.
 int roundscope_inductor_math(int function, const float* in, std::size_t n, float* out) {
-    using namespace roundscope::emu;
     if (function != 0 && function != 1) return -1;
-    auto part = [&](std::size_t begin, std::size_t end) {
-        for (std::size_t i = begin; i < end; ++i)
-            out[i] = function == 0 ? inductor::expf(in[i]) : inductor::logf(in[i]);
-    };
-    std::thread half(part, 0, n / 2);
-    part(n / 2, n);
+    std::thread half(inductor_math_part, function, in, out, 0, n / 2);
+    inductor_math_part(function, in, out, n / 2, n);
     half.join();
     return 0;
 }

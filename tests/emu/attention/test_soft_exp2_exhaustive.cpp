@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "emu/attention/math/soft_exp2.hpp"
+#include "lib/fma_clones.hpp"
 
 using namespace roundscope;
 using namespace roundscope::emu;
@@ -29,6 +30,17 @@ float exp2_converting(float x) {
     return detail::times_power_of_two(detail::exp2_polynomial(a::sub(x, n)), static_cast<int>(n));
 }
 
+// The inputs [begin, end) where the two forms differ, and the first of them (the polynomial is
+// fused multiply-adds: see fma_clones.hpp).
+ROUNDSCOPE_FMA_CLONES std::uint64_t mismatches_in(std::uint64_t begin, std::uint64_t end, std::uint32_t& first) {
+    std::uint64_t count = 0;
+    for (std::uint64_t b = begin; b < end; ++b) {
+        const float x = float_from_bits(static_cast<std::uint32_t>(b));
+        if (bits_of(soft_exp2(x)) != bits_of(exp2_converting(x)) && count++ == 0) first = static_cast<std::uint32_t>(b);
+    }
+    return count;
+}
+
 }  // namespace
 
 TEST_CASE("soft_exp2 equals the converting form on every float32 input", "[soft_exp2][exhaustive]") {
@@ -38,14 +50,10 @@ TEST_CASE("soft_exp2 equals the converting form on every float32 input", "[soft_
     std::vector<std::thread> pool;
     for (unsigned t = 0; t < threads; ++t) {
         pool.emplace_back([&, t] {
-            std::uint64_t local = 0;
-            const std::uint64_t begin = (std::uint64_t{1} << 32) * t / threads;
-            const std::uint64_t end = (std::uint64_t{1} << 32) * (t + 1) / threads;
-            for (std::uint64_t b = begin; b < end; ++b) {
-                const float x = float_from_bits(static_cast<std::uint32_t>(b));
-                if (bits_of(soft_exp2(x)) != bits_of(exp2_converting(x)) && local++ == 0)
-                    first = static_cast<std::uint32_t>(b);
-            }
+            std::uint32_t local_first = 0;
+            const std::uint64_t local = mismatches_in((std::uint64_t{1} << 32) * t / threads,
+                                                      (std::uint64_t{1} << 32) * (t + 1) / threads, local_first);
+            if (local != 0) first = local_first;
             mismatches += local;
         });
     }
