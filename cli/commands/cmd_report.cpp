@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -40,13 +41,14 @@ namespace roundscope::cli {
 namespace {
 
 struct ReportArgs {
-    std::string dir, out = "roundscope-report", run_task_key, task_file, shard, tensorboard;
+    std::string dir, out = "roundscope-report", run_task_key, task_file, shard, tensorboard, tensorboard_run;
     std::vector<std::string> recipes{"fa2-bf16", "fa3-fp8"};
     std::vector<std::string> settings;  // --set KEY=VALUE, for every recipe
     int k_sink = 1, threads = 0;
     std::uint64_t leak_tokens = ReportOptions{}.leak_tokens, rows = 0, seed = 0;
     double headroom_within = ReportOptions{}.headroom_emulate_within;
-    bool json = false, list_tasks = false, no_cache = false, no_html = false, attribute_stages = false;
+    bool json = false, list_tasks = false, no_cache = false, no_html = false, attribute_stages = false,
+         tensorboard_heads = false;
 };
 
 // --shard I/N: the tasks this run does are those whose index is I - 1 modulo N.
@@ -63,6 +65,25 @@ Shard parse_shard(const std::string& text) {
     return {static_cast<std::size_t>(i - 1), static_cast<std::size_t>(n)};
 }
 
+// Is `name` a TensorBoard run folder's name: one path component, printable, as TensorBoard lists it?
+bool is_run_name(const std::string& name) {
+    const bool printable = std::all_of(name.begin(), name.end(), [](char c) { return c >= 0x20 && c != 0x7f; });
+    return !name.empty() && name != "." && name != ".." && name.find_first_of("/\\") == std::string::npos && printable;
+}
+
+void check_run_name(const std::string& name) {
+    if (!is_run_name(name))
+        throw Error("--tensorboard-run: '" + name + "' is not a folder name (one path component, printable)");
+}
+
+// The run's name where --tensorboard-run gives none: the dumps' folder's name (else "report").
+std::string default_run_name(const std::string& dir) {
+    std::filesystem::path p = std::filesystem::absolute(dir).lexically_normal();
+    if (p.filename().empty()) p = p.parent_path();
+    const std::string name = p.filename().string();
+    return is_run_name(name) ? name : "report";
+}
+
 // Before any work: what the options cannot do together, and what an output needs.
 void check_report_args(const ReportArgs& a) {
     const bool engine = a.list_tasks || !a.run_task_key.empty();
@@ -70,6 +91,10 @@ void check_report_args(const ReportArgs& a) {
     if (!a.shard.empty() && engine) throw Error("--shard: not with --list-tasks or --run-task");
     if (!a.tensorboard.empty() && (engine || !a.shard.empty()))
         throw Error("--tensorboard: only where the report is gathered (not with --shard, --list-tasks, --run-task)");
+    if (a.tensorboard.empty() && (!a.tensorboard_run.empty() || a.tensorboard_heads))
+        throw Error(std::string(a.tensorboard_heads ? "--tensorboard-heads" : "--tensorboard-run") +
+                    ": only with --tensorboard LOGDIR");
+    if (!a.tensorboard_run.empty()) check_run_name(a.tensorboard_run);
     if (!a.tensorboard.empty()) {
         if (std::filesystem::exists(a.tensorboard) && !std::filesystem::is_directory(a.tensorboard))
             throw Error("--tensorboard: " + a.tensorboard + " is a file, not a folder for event files");
@@ -239,7 +264,12 @@ void report(const ReportArgs& a) {
         run_python_module("report.html", "_report_page", {json_path, page.temporary_path()});
         page.commit();
     }
-    if (!a.tensorboard.empty()) run_python_module("--tensorboard", "_report_tensorboard", {json_path, a.tensorboard});
+    if (!a.tensorboard.empty()) {
+        std::vector<std::string> args{json_path, a.tensorboard, "--run",
+                                      a.tensorboard_run.empty() ? default_run_name(a.dir) : a.tensorboard_run};
+        if (a.tensorboard_heads) args.push_back("--heads");
+        run_python_module("--tensorboard", "_report_tensorboard", args);
+    }
     const std::string wrote = a.no_html ? json_path : json_path + " and " + html_path;
     if (a.json)
         print_json({{"report", json_path},
@@ -314,8 +344,15 @@ void add_report_command(CLI::App& app) {
                     "run gathers them")
         ->check(non_empty());
     cmd->add_option("--tensorboard", a->tensorboard,
-                    "Also write the figures as TensorBoard event files into this folder (needs tensorboard)")
+                    "Also write the figures as TensorBoard event files into the run folder LOGDIR/RUN (needs "
+                    "tensorboard): per layer, METRIC/layerLL")
         ->check(non_empty());
+    cmd->add_option("--tensorboard-run", a->tensorboard_run,
+                    "The run's folder name under LOGDIR (default: the dumps' folder's name)")
+        ->check(non_empty());
+    cmd->add_flag("--tensorboard-heads", a->tensorboard_heads,
+                  "Also each head's figures as its own scalar, METRIC/layerLL/head H (default: per layer, the mean "
+                  "and a histogram of the heads)");
     cmd->add_flag("--no-html", a->no_html, "Write report.json alone (report.html needs a Python with plotly)");
     add_output_flags(cmd, a->json, a->threads);
     cmd->footer("Example: roundscope report dumps -o dumps-report --recipe fa2-bf16 --recipe fa3-fp8\n");

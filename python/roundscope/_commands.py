@@ -27,7 +27,7 @@ def _value(key: str, v) -> str:
 # The options that are switches (True: the flag alone); any other takes a value, and a bool given
 # for it is an error naming the argument (n=True must not become "--n" and swallow the next flag).
 SWITCHES = frozenset({"synthetic", "sweep_scale", "without_sink", "fix", "backward", "intermediates", "reference",
-                      "single_level", "no_html", "truth", "natural"})
+                      "single_level", "no_html", "truth", "natural", "tensorboard_heads"})
 
 
 def flags(**options) -> list[str]:

@@ -117,7 +117,8 @@ def report(dir: str | os.PathLike, out: str | os.PathLike = "roundscope-report",
            recipe: Sequence[str] | None = None, settings: Mapping | None = None, k_sink: int | None = None,
            rows: int | None = None, seed: int | None = None, client=None,
            threads: int = 0, shard: str | None = None, tensorboard: str | os.PathLike | None = None,
-           html: bool = True, progress: Callable[[int, int, float], None] | None = print_progress,
+           tensorboard_run: str | None = None, tensorboard_heads: bool = False, html: bool = True,
+           progress: Callable[[int, int, float], None] | None = print_progress,
            progress_every: float = 10.0) -> dict:
     """Every analysis on every attention dump under dir (`roundscope report --json`): writes
     out/report.json and out/report.html (html=False: report.json alone) and returns the
@@ -129,13 +130,15 @@ def report(dir: str | os.PathLike, out: str | os.PathLike = "roundscope-report",
     at the end; default: the command's line on standard error; None: quiet). Locally the
     command prints its own progress. shard "I/N": run that share of the tasks into out's cache
     and return the shard's summary (a call without it gathers). tensorboard: a folder for
-    TensorBoard's event files of the figures. rows: each head's analyses on a sample of that
-    many query rows (at least 32), drawn from seed, every figure with its sampling error
-    (`--rows`, `--seed`). settings: recipe keys changed in every recipe, as --set does (o_format=f32
-    to compare a float32 model's dumps)."""
+    TensorBoard's event files of the figures, in its run folder tensorboard_run (default: dir's
+    name), per layer (`METRIC/layerLL`; tensorboard_heads=True: each head's scalar too). rows:
+    each head's analyses on a sample of that many query rows (at least 32), drawn from seed, every
+    figure with its sampling error (`--rows`, `--seed`). settings: recipe keys changed in every
+    recipe, as --set does (o_format=f32 to compare a float32 model's dumps)."""
     options = dict(recipe=recipe, settings=settings, k_sink=k_sink, rows=rows, seed=seed)
     arguments = _arguments(dir, out, options)
     flags = _commands.flags(shard=shard, tensorboard=None if tensorboard is None else os.fsdecode(tensorboard),
+                            tensorboard_run=tensorboard_run, tensorboard_heads=tensorboard_heads,
                             no_html=not html and shard is None)
     if client is not None and shard is not None:
         raise ValueError("shard: the cluster runs every task; give shard or client, not both")

@@ -388,22 +388,52 @@ def test_tensorboard_reads_the_exported_figures(cli, dumps, first, tmp_path):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     logdir = tmp_path / "tb"
-    summary, _ = report(cli, dumps, first[3], "--tensorboard", logdir)
+    summary, _ = report(cli, dumps, first[3], "--tensorboard", logdir, "--tensorboard-heads")
     assert summary["tensorboard"] == str(logdir) and summary["cached"] == TASKS
-    events = EventAccumulator(str(logdir), size_guidance={"scalars": 0, "histograms": 0})
+    # the run folder is named after the dumps' folder
+    assert [p.name for p in logdir.iterdir()] == [dumps.name]
+    events = EventAccumulator(str(logdir / dumps.name), size_guidance={"scalars": 0, "histograms": 0})
     events.Reload()
     r = first[2]
+    fraction = {}
     for h in r["heads"]:
         run = next(x for x in h["pcollapse"]["runs"] if x["order"] == "forward" and x["scale"] == 1)
         got = {e.step: e.value for e in events.Scalars(f"pcollapse_fwd_s1/layer{h['layer']:02d}/head {h['head']}")}
         assert got[h["step"]] == struct.unpack("f", struct.pack("f", run["underflow_fraction"]))[0]
-    assert [e.step for e in events.Scalars("sink_mass/layer01/mean")] == [0, 10]
+        fraction.setdefault((h["layer"], h["step"]), []).append(run["underflow_fraction"])
+    for (layer, step), values in fraction.items():
+        # per layer: the mean as the scalar, every head in the histogram
+        got = {e.step: e.value for e in events.Scalars(f"pcollapse_fwd_s1/layer{layer:02d}")}
+        assert got[step] == pytest.approx(sum(values) / len(values), rel=1e-6)
+        heads = {e.step: e.histogram_value for e in events.Histograms(f"pcollapse_fwd_s1/layer{layer:02d}/heads")}
+        assert heads[step].num == len(values) and heads[step].max == pytest.approx(max(values), rel=1e-6)
+    assert [e.step for e in events.Scalars("sink_mass/layer01")] == [0, 10]
     ulps = events.Histograms("compare/fa2-bf16/o/ulps/layer00")
     assert [e.step for e in ulps] == [0, 10]
     o = next(c for c in r["compare"] if c["file"] == "step0_layer0.safetensors")["compare"]["fa2-bf16"]["outputs"]["o"]
     assert ulps[0].histogram_value.num == o["total"], "every value in the histogram"
-    cumulative = events.Scalars("bias/cumulative/layer00/head 0")
-    assert [e.step for e in cumulative] == [0, 10]
+    assert [e.step for e in events.Scalars("bias/cumulative/layer00/head 0")] == [0, 10]
+    assert [e.step for e in events.Scalars("bias/cumulative/layer00")] == [0, 10]
+    # every tag is METRIC/layerLL, with a head's or the heads' below it
+    for tag in events.Tags()["scalars"] + events.Tags()["histograms"]:
+        assert re.search(r"/layer\d\d(/heads|/head \d+)?$", tag), tag
+
+
+def test_tensorboard_writes_per_layer_tags_by_default_into_a_named_run(cli, dumps, first, tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    logdir = tmp_path / "tb"
+    report(cli, dumps, first[3], "--tensorboard", logdir, "--tensorboard-run", "baseline")
+    assert [p.name for p in logdir.iterdir()] == ["baseline"]
+    tags = EventAccumulator(str(logdir / "baseline")).Reload().Tags()
+    assert "sink_mass/layer00" in tags["scalars"] and "sink_mass/layer00/heads" in tags["histograms"]
+    assert not [t for t in tags["scalars"] if "/head " in t], "per-head scalars only on request"
+    for bad in ("..", "a/b", ".", "x\ty"):
+        assert "--tensorboard-run" in cli.error("report", dumps, "-o", tmp_path / "r", "--tensorboard", logdir,
+                                                "--tensorboard-run", bad), bad
+    assert "--tensorboard-heads" in cli.error("report", dumps, "-o", tmp_path / "r", "--tensorboard-heads")
+    assert "--tensorboard-run" in cli.error("report", dumps, "-o", tmp_path / "r", "--tensorboard-run", "x")
+    assert not (tmp_path / "r").exists(), "before any work"
 
 
 def test_bad_input_gets_one_line_before_anything_is_written(cli, dumps, tmp_path):

@@ -149,7 +149,7 @@ def test_one_input(data: bytes) -> bool:
     problems = page_problems(page)
     if problems:
         raise AssertionError("the page holds markup its template does not: " + "; ".join(problems[:5]))
-    _report_tensorboard.export(*read, os.path.join(WORK, "tb"))
+    _report_tensorboard.export(*read, os.path.join(WORK, "tb"), per_head=True)
     return True
 
 

@@ -82,8 +82,14 @@ def test_run_task_shards_and_tensorboard_from_python(dumps, tmp_path):
     for i in (1, 2):
         assert roundscope.report(dumps, tmp_path / "sharded", recipe=["fa2-bf16"], shard=f"{i}/2")["shard"] == f"{i}/2"
     gathered = roundscope.report(dumps, tmp_path / "sharded", recipe=["fa2-bf16"], html=False,
-                                 tensorboard=tmp_path / "tb")
-    assert gathered["cached"] == gathered["tasks"] and os.listdir(tmp_path / "tb")
+                                 tensorboard=tmp_path / "tb", tensorboard_run="sharded", tensorboard_heads=True)
+    assert gathered["cached"] == gathered["tasks"] and os.listdir(tmp_path / "tb") == ["sharded"]
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    tags = EventAccumulator(str(tmp_path / "tb" / "sharded")).Reload().Tags()["scalars"]
+    assert "sink_mass/layer00" in tags and "sink_mass/layer00/head 0" in tags, tags
+    with pytest.raises(ValueError, match="^tensorboard_run"):
+        roundscope.report(dumps, tmp_path / "y", tensorboard=tmp_path / "tb", tensorboard_run="../up")
     for name in ("report.json", "layers/layer0.json"):
         assert (tmp_path / "sharded" / name).read_bytes() == (tmp_path / "local" / name).read_bytes(), name
     with pytest.raises(ValueError, match="^shard"):
@@ -296,5 +302,5 @@ def test_a_kernel_output_with_a_nan_is_reported_not_a_crash(dumps, tmp_path):
     assert "<html" in (out / "report.html").read_text()
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    tags = EventAccumulator(str(tmp_path / "tb")).Reload().Tags()["scalars"]
+    tags = EventAccumulator(str(tmp_path / "tb" / "dumps")).Reload().Tags()["scalars"]
     assert "compare/fa2-bf16/o/nan_one_side/layer00" in tags, tags
