@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <set>
@@ -26,12 +27,16 @@ struct BiasPoint {
 };
 using BiasSeries = std::map<std::pair<std::int64_t, std::int64_t>, std::map<std::int64_t, BiasPoint>>;
 
-void add_bias_point(const nlohmann::json& h, BiasSeries& series) {
+// `h`, a head of `file`'s results: its model head (the index within a batch element) gains the
+// head's delta error at its step.
+void add_bias_point(const nlohmann::json& h, const DumpFile& file, BiasSeries& series) {
     if (!h.contains("bias") || !h["layer"].is_number() || !h["step"].is_number()) return;
     const nlohmann::json& b = h["bias"];
-    // A step's micro-batches add up, as their gradients do.
-    BiasPoint& p =
-        series[{h["layer"].get<std::int64_t>(), h["head"].get<std::int64_t>()}][h["step"].get<std::int64_t>()];
+    // A step's batch elements and micro-batches add up, as their gradients do: a head's weight
+    // gradient sums over the batch, so the series is the model's head, not the dump's flat index.
+    const auto head =
+        static_cast<std::int64_t>(h["head"].get<std::uint64_t>() % std::max<std::uint64_t>(1, file.heads_per_batch));
+    BiasPoint& p = series[{h["layer"].get<std::int64_t>(), head}][h["step"].get<std::int64_t>()];
     // A kernel's NaN in O makes its coefficient "nan" (json_number): it stays NaN in the sums.
     const auto coefficient = [&](const char* part) {
         const nlohmann::json& x = b[part];
@@ -170,7 +175,7 @@ std::string write_report(const std::string& dir, const std::filesystem::path& ou
         FileComparison file_compare;
         for (const ReportTask* t : layer_tasks) {
             nlohmann::json r = result_of(*t);
-            add_bias_point(r, bias);
+            add_bias_point(r, files[t->file], bias);
             if (file_compare.file && *file_compare.file != t->file) compare.push_back(file_compare.merged(files));
             if (r.contains("compare")) file_compare.add(t->file, r);
             heads.push_back(std::move(r));

@@ -384,6 +384,30 @@ def test_the_page_is_self_contained_and_its_charts_draw(first, tmp_path):
     assert blue > 200, f"{blue} pixels of the charts' blue: nothing drawn"
 
 
+def test_bias_over_steps_sums_a_heads_batch_as_its_weight_gradient_does(cli, tmp_path):
+    """In a dump of batch 2, heads 0 and 2 of the flat index are head 0 of the model: one series,
+    their delta errors added (a head's weight gradient sums over the batch)."""
+    folder = tmp_path / "batched"
+    folder.mkdir()
+    for step in (0, 1):
+        a, b = tensors(100 + step), tensors(200 + step)
+        t = {name: (a[name][0], [2, *a[name][1]], a[name][2] + b[name][2]) for name in a}
+        write_safetensors(tmp_path / "raw.safetensors", t, {"causal": "true"})
+        cli.run("attention", tmp_path / "raw.safetensors", "--recipe", "fa2-bf16", "-o", tmp_path / "o.safetensors")
+        t["o"] = read_safetensors(tmp_path / "o.safetensors")[0]["o"]
+        write_safetensors(folder / f"step{step}_layer0.safetensors", t,
+                          {"causal": "true", "layer": "0", "step": str(step)})
+    summary, _ = report(cli, folder, tmp_path / "r", "--no-html")
+    r = load(tmp_path / "r")
+    series = {s["head"]: s for s in r["bias_over_steps"]}
+    assert sorted(series) == list(range(H)), "one series per model head, not per batch entry"
+    for head in range(H):
+        for i, step in enumerate((0, 1)):
+            parts = [x["bias"]["kernel"]["coefficient_sum"] for x in r["heads"]
+                     if x["step"] == step and x["head"] % H == head]
+            assert len(parts) == 2 and series[head]["coefficient_sum"][i] == pytest.approx(sum(parts), rel=1e-12)
+
+
 def test_tensorboard_reads_the_exported_figures(cli, dumps, first, tmp_path):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
