@@ -37,10 +37,18 @@ void add_bias_point(const nlohmann::json& h, const DumpFile& file, BiasSeries& s
     const auto head =
         static_cast<std::int64_t>(h["head"].get<std::uint64_t>() % std::max<std::uint64_t>(1, file.heads_per_batch));
     BiasPoint& p = series[{h["layer"].get<std::int64_t>(), head}][h["step"].get<std::int64_t>()];
+    // A sampled head (--rows) sums its sampled rows: scaled to an estimate of the whole head's sum.
+    double whole_head = 1;
+    if (const auto sample = h.find("sample"); sample != h.end() && sample->is_object()) {
+        const nlohmann::json rows = sample->value("rows", nlohmann::json()), of = sample->value("of", nlohmann::json());
+        if (rows.is_number_unsigned() && of.is_number_unsigned() && rows.get<std::uint64_t>() > 0)
+            whole_head = of.get<double>() / rows.get<double>();
+    }
     // A kernel's NaN in O makes its coefficient "nan" (json_number): it stays NaN in the sums.
     const auto coefficient = [&](const char* part) {
         const nlohmann::json& x = b[part];
-        return x.contains("coefficient_sum") ? json_number_value(x["coefficient_sum"], "a head's bias") : 0.0;
+        return x.contains("coefficient_sum") ? whole_head * json_number_value(x["coefficient_sum"], "a head's bias")
+                                             : 0.0;
     };
     p.kernel += coefficient("kernel");
     p.emulated += coefficient("emulated");

@@ -102,6 +102,9 @@ class Metric:
     get: Callable[[dict, dict], float | None]  # (head, where to read): see _dig
     threshold: tuple[str, float] | None  # (">=", ">" or "<", t): a value worth pointing at
     worst: str = "max"                   # which end is worst: "max", "min" or "abs"
+    unit: str = "share"                  # what its values count: charts put one unit on an axis
+    total: bool = False                  # a total over the head's query rows: a sampled head's value
+                                         # (report --rows) is scaled up to an estimate of the whole head
 
     def bad(self, x: float) -> bool:
         if self.threshold is None:
@@ -131,7 +134,8 @@ SECTIONS = {
 
 HEAD_METRICS = [
     Metric("sink_mass", "sink", "mass on the sink (exact softmax)", _at("pcollapse", "sink_mass"), (">=", 0.5)),
-    Metric("score_spread", "sink", "spread of the non-sink scores (nats)", _at("pcollapse", "score_spread"), (">=", 4)),
+    Metric("score_spread", "sink", "spread of the non-sink scores (nats)", _at("pcollapse", "score_spread"), (">=", 4),
+           unit="nats"),
     Metric("pcollapse_fwd_s1", "pcollapse", "P cast to zero, forward, S = 1",
            _run_figure("forward", 1, "underflow_fraction"), (">=", 0.5)),
     Metric("pcollapse_fwd_s1_predicted", "pcollapse", "predicted from the held scores, forward, S = 1",
@@ -142,26 +146,28 @@ HEAD_METRICS = [
            _run_figure("forward", 256, "underflow_fraction"), (">=", 0.1)),
     Metric("pcollapse_rev_s256", "pcollapse", "P cast to zero, reverse, S = 256",
            _run_figure("reverse", 256, "underflow_fraction"), (">=", 0.1)),
+    # leakage is measured on the head's first tokens, sampled or not: its counts are not scaled
     Metric("leak_mxfp4_pairs", "leak", "leaking (query, later key) pairs, MXFP4 V", _leak("mxfp4", "leaking_pairs"),
-           (">", 0)),
+           (">", 0), unit="pairs"),
     Metric("leak_mxfp4_influence", "leak", "largest move of O by a later token, MXFP4 V",
-           _leak("mxfp4", "max_future_influence"), (">", 0)),
+           _leak("mxfp4", "max_future_influence"), (">", 0), unit="move of O"),
     Metric("leak_mxfp8_pairs", "leak", "leaking pairs, MXFP8 (E4M3) V", _leak("mxfp8_e4m3", "leaking_pairs"),
-           (">", 0)),
+           (">", 0), unit="pairs"),
     Metric("headroom_f16_margin", "headroom", "smallest margin to f16 overflow, naive softmax (nats)",
-           _headroom("f16", "min_naive_margin"), ("<", 0), worst="min"),
+           _headroom("f16", "min_naive_margin"), ("<", 0), worst="min", unit="nats"),
     Metric("headroom_f16_overflow_rows", "headroom", "rows whose naive f16 sum overflows",
-           _headroom("f16", "naive_sum_overflow_rows"), (">", 0)),
+           _headroom("f16", "naive_sum_overflow_rows"), (">", 0), unit="rows", total=True),
     Metric("headroom_f16_lost_rows", "headroom", "rows of O an emulated naive f16 softmax loses (NaN, Inf or zeros)",
            _sum(_headroom("f16", "emulated_naive_nonfinite_rows"), _headroom("f16", "emulated_naive_zero_rows")),
-           (">", 0)),
+           (">", 0), unit="rows", total=True),
     Metric("bias_coefficient", "bias", "delta's error summed over rows (the kernel's O)", _bias("coefficient_sum"),
-           None, worst="abs"),
-    Metric("bias_tied_rows", "bias", "rows with two keys at P-bar = 1", _bias("tied_rows"), (">", 0)),
+           None, worst="abs", unit="sum of coefficients", total=True),
+    Metric("bias_tied_rows", "bias", "rows with two keys at P-bar = 1", _bias("tied_rows"), (">", 0), unit="rows",
+           total=True),
     Metric("bias_one_key_rows", "bias", "rows one key at P-bar = 1 holds past 1 - 2^-9 (l rounds to 1)",
-           _bias("one_key_rows"), (">", 0)),
+           _bias("one_key_rows"), (">", 0), unit="rows", total=True),
     Metric("bias_tie_dominated_rows", "bias", "rows two keys at P-bar = 1 hold past 1 - 2^-9",
-           _bias("tie_dominated_rows"), (">", 0)),
+           _bias("tie_dominated_rows"), (">", 0), unit="rows", total=True),
 ]
 
 
@@ -169,7 +175,7 @@ def attribute_metric(recipe):
     """The relative rms error of O with every stage of `recipe` low (attribution)."""
     return Metric(f"attribute_{''.join(c if c.isalnum() else '_' for c in recipe)}", "attribute",
                   f"relative rms error of O, {recipe}",
-                  _at("attribute", recipe, "all_low"), (">=", 0.05))
+                  _at("attribute", recipe, "all_low"), (">=", 0.05), unit="relative rms error")
 
 
 def candidate_metrics(report):
@@ -208,7 +214,8 @@ def read_report(path):
     one layer at a time and cut down to the figures, so that memory holds one layer's results and
     not the model's. A head is {file, layer, step, head, values: {metric name: value}}; a compare
     keeps each output's rel_rms, matched, total, max_ulp and ulp_histogram. A sampled head (report
-    --rows) also has errors: {metric name: its sampling error}."""
+    --rows) also has errors: {metric name: its sampling error}; its totals over rows (Metric.total)
+    are estimates for the whole head, the sample's sums scaled by sample_scale."""
     report = _load(path)
     schema.check_report(report, path)
     candidates = candidate_metrics(report)
@@ -218,12 +225,26 @@ def read_report(path):
         content = _load(layer_file)
         schema.check_layer(content, layer_file)
         for h in content.get("heads", []):
+            up = sample_scale(h)
             heads.append({"file": h["file"], "layer": h.get("layer"), "step": h.get("step"), "head": h["head"],
-                          "values": {m.name: m.get(h, h) for m in candidates}})
+                          "values": {m.name: _scaled(m, m.get(h, h), up) for m in candidates}})
             if isinstance(h.get("sampling_error"), dict):
-                heads[-1]["errors"] = {m.name: m.get(h, h["sampling_error"]) for m in candidates}
+                heads[-1]["errors"] = {m.name: _scaled(m, m.get(h, h["sampling_error"]), up) for m in candidates}
         compare += [_slim_compare(c) for c in content.get("compare", [])]
     return report, heads, compare
+
+
+def sample_scale(head) -> float:
+    """How many of a head's query rows each sampled row stands for (report --rows: `of` / `rows`);
+    1 for a head run whole."""
+    sample = head.get("sample") if isinstance(head.get("sample"), dict) else {}
+    rows, of = number(sample.get("rows")), number(sample.get("of"))
+    return of / rows if rows and of and 0 < rows < of else 1.0
+
+
+def _scaled(metric, x, up):
+    """A total over a head's rows as an estimate for the whole head (its sampling error alike)."""
+    return number(x * up) if metric.total and x is not None and up != 1.0 else x
 
 
 def _load(path):

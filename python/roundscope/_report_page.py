@@ -13,6 +13,7 @@ from __future__ import annotations
 import html
 import os
 import json
+import re
 import sys
 from collections import defaultdict
 from decimal import Decimal
@@ -31,7 +32,7 @@ body{font:14px/1.45 system-ui,sans-serif;margin:24px;color:#222;max-width:1280px
 h1{font-size:22px}h2{font-size:17px;margin-top:30px;border-bottom:1px solid #ddd}h3{font-size:15px}
 table{border-collapse:collapse;font-size:12.5px;margin:8px 0}
 td,th{border:1px solid #ddd;padding:3px 7px;text-align:right}
-th{background:#f4f4f4;cursor:pointer;user-select:none}
+th{background:#f4f4f4;cursor:pointer;user-select:none;position:sticky;top:0;z-index:1}
 th.sorted-up:after{content:" \\25B2"}th.sorted-down:after{content:" \\25BC"}
 td.l,th.l{text-align:left}td.bad{background:#fde2dd;color:#8b1a00;font-weight:600}
 .chart{width:100%;height:400px;border:1px solid #eee;margin:6px 0}
@@ -109,6 +110,7 @@ class Page:
                                            self.step(h)))
         self.layers = sorted({h.get("layer") if isinstance(h.get("layer"), int) else -1 for h in self.heads})
         self.steps = sorted({self.step(h) for h in self.heads})
+        self.sampled = bool(report.get("options", {}).get("rows"))
 
     def layer(self, h):
         return h.get("layer") if isinstance(h.get("layer"), int) else -1
@@ -116,12 +118,17 @@ class Page:
     def anchor(self, h):
         return esc(f"h-{self.layer(h)}-{h['head']}-{self.step(h)}")
 
-    def chart(self, title, data, x_title, y_title, **layout) -> str:
+    def chart(self, title, data, x_title, y_title, integer_x=False, **layout) -> str:
         cid = f"chart{len(self.charts)}"
+        xaxis: dict[str, object] = {"title": {"text": x_title}}
+        if integer_x:  # layers and steps: ticks on whole numbers only, about 20 at most
+            xs = [x for trace in data for x in trace.get("x", []) if isinstance(x, int)]
+            span = max(xs) - min(xs) if xs else 0
+            xaxis.update(tick0=0, dtick=max(1, -(-span // 20)))
         # Plotly draws a subset of HTML in its texts (names, labels, hover text, titles): every
         # string of a chart is escaped as the page's text is (Plotly shows entities as characters)
         self.charts.append({"id": cid, "data": _escaped(data), "layout": _escaped({
-            "title": {"text": title, "font": {"size": 13}}, "xaxis": {"title": {"text": x_title}},
+            "title": {"text": title, "font": {"size": 13}}, "xaxis": xaxis,
             "yaxis": {"title": {"text": y_title}}, **layout})})
         return f'<div class="chart" id="{cid}"></div>'
 
@@ -151,7 +158,13 @@ class Page:
                 + "".join(items) + "</ul>")
 
     # -- one section per analysis ------------------------------------------------------------
-    def by_layer_chart(self, section_metrics, title) -> str:
+    def by_layer_charts(self, section_metrics, title) -> str:
+        """A chart by layer for each unit the metrics count in: one unit on an axis."""
+        units = list(dict.fromkeys(m.unit for m in section_metrics))
+        return "".join(self.by_layer_chart([m for m in section_metrics if m.unit == u],
+                                           title if len(units) == 1 else f"{title}: {u}", u) for u in units)
+
+    def by_layer_chart(self, section_metrics, title, unit) -> str:
         data = []
         for i, m in enumerate(section_metrics):
             colour = COLOURS[i % len(COLOURS)]
@@ -172,7 +185,12 @@ class Page:
                          "legendgroup": m.name, "x": xs, "y": [mean(per_layer[x]) for x in xs],
                          # a prediction dotted: drawn over its measure it leaves that visible
                          "line": {"color": colour, "width": 2, "dash": "dot" if "predicted" in m.name else "solid"}})
-        return self.chart(title + ", by layer", data, "layer", "value") if data else ""
+        return self.chart(title + ", by layer", data, "layer", self.unit_title(section_metrics, unit),
+                          integer_x=True) if data else ""
+
+    def unit_title(self, ms, unit) -> str:
+        """An axis's title: the unit, marked as a whole-head estimate where sampled rows were scaled."""
+        return unit + (" (estimated, whole head)" if self.sampled and any(m.total for m in ms) else "")
 
     def over_steps_chart(self, m) -> str:
         if len(self.steps) < 2:
@@ -187,7 +205,8 @@ class Page:
             if xs:
                 data.append({"type": "scatter", "mode": "lines+markers", "name": f"layer {layer}", "x": xs,
                              "y": [mean(per_step[x]) for x in xs], "line": {"color": COLOURS[i % len(COLOURS)]}})
-        return self.chart(m.label + ", over steps (mean over heads)", data, "step", "value") if data else ""
+        return self.chart(m.label + ", over steps (mean over heads)", data, "step", self.unit_title([m], m.unit),
+                          integer_x=True) if data else ""
 
     def sections(self) -> str:
         out = []
@@ -195,15 +214,14 @@ class Page:
             ms = [m for m in self.metrics if m.section == section]
             if not ms:
                 continue
-            charts = self.by_layer_chart([m for m in ms if "rows" not in m.name and "pairs" not in m.name] or ms,
-                                         title)
+            charts = self.by_layer_charts(ms, title)
             charts += "".join(self.over_steps_chart(m) for m in ms[:2])
             out.append(f'<h2 id="{section}">{esc(title)}</h2>{self.explain(ms)}{charts}')
         out.append(self.bias_over_steps())
         attribute = [m for m in self.metrics if m.section == "attribute"]
         if attribute:
             out.append('<h2 id="attribute">Attribution: the error of O each recipe makes</h2>'
-                       + self.explain(attribute) + self.by_layer_chart(attribute, "relative rms error of O"))
+                       + self.explain(attribute) + self.by_layer_charts(attribute, "relative rms error of O"))
         return "".join(out)
 
     def explain(self, ms) -> str:
@@ -222,7 +240,8 @@ class Page:
                 'delta = rowsum(dO * O), summed over rows, with the kernel\'s O, step after step: one sign '
                 'over many steps is the bias that reaches the weights' + (" (the first 64 heads)" if len(series) > 64
                                                                           else "") + '.</p>'
-                + self.chart("cumulative error of delta", data, "step", "sum of coefficients"))
+                + self.chart("cumulative error of delta", data, "step", "sum of coefficients" + (
+                    " (estimated, whole head)" if self.sampled else ""), integer_x=True))
 
     # -- tables -------------------------------------------------------------------------
     @staticmethod
@@ -290,12 +309,16 @@ class Page:
             return ('<h2 id="compare">The kernel\'s outputs against each recipe</h2>' + not_compared) if skipped else ""
         data = []
         for i, ((recipe, output), bins) in enumerate(sorted(histogram.items())):
-            data.append({"type": "bar", "name": f"{recipe}: {output}", "x": list(bins), "y": list(bins.values()),
+            labels = sorted(bins, key=_bucket_order)
+            data.append({"type": "bar", "name": f"{recipe}: {output}", "x": labels, "y": [bins[b] for b in labels],
                          "marker": {"color": COLOURS[i % len(COLOURS)]}})
+        order = sorted({x for trace in data for x in trace["x"]}, key=_bucket_order)
         return ('<h2 id="compare">The kernel\'s outputs against each recipe</h2><p class="note">Relative rms error '
                 'against the exact attention, and the bits equal to the recipe\'s emulation. The chart: how far '
                 'the kernel\'s values are from the emulation\'s, in units in the last place, over every file.</p>'
-                + self.chart("distance from the emulation (all files)", data, "ulps", "values", barmode="group")
+                + self.chart("distance from the emulation (all files)", data, "ulps", "values", barmode="group",
+                             xaxis={"title": {"text": "ulps"}, "type": "category", "categoryorder": "array",
+                                    "categoryarray": order})
                 + '<table><thead><tr><th class="l">file</th><th>layer</th><th>step</th><th class="l">recipe</th>'
                 '<th class="l">output</th><th>rel. rms</th><th>bits equal</th><th>max ulp</th></tr></thead><tbody>'
                 + "".join(rows) + "</tbody></table>" + not_compared)
@@ -336,19 +359,27 @@ def _escaped(x):
     return x
 
 
+def _bucket_order(label) -> tuple[float, str]:
+    """An ulp bucket's place on its axis: '0', '1', '2-3', ..., '>N', then 'nan'."""
+    numbers = [int(n) for n in re.findall(r"\d+", str(label))]
+    if not numbers:
+        return float("inf"), str(label)
+    return numbers[0] + (0.5 if str(label).startswith(">") else 0), str(label)
+
+
 def _sampling_note(options) -> str:
     rows = options.get("rows")
     if not rows:
         return ""
     return (f"<b>Sampled:</b> each head's analyses ran on {fmt(rows)} of its query rows "
             f"(seed {fmt(options.get('seed', 0))}; "
-            "a head with no more runs whole; leakage on its first tokens as always). Every figure is over the sampled "
-            "rows, counts included; &plusmn; is one standard error from random groups of the sample, where the "
-            "figure has one (a maximum or a minimum has none: the sample only bounds it). ")
+            "a head with no more runs whole; leakage on its first tokens as always). A count or sum over rows "
+            "(rows, the sum of delta's coefficients) is the sample's scaled to the whole head, an estimate; every "
+            "other figure is over the sampled rows; &plusmn; is one standard error from random groups of the "
+            "sample, where the figure has one (a maximum or a minimum has none: the sample only bounds it). ")
 
 
 def _headings(body):
-    import re
     for m in re.finditer(r'<h2 id="([^"]+)">(.*?)</h2>', body):
         yield m.group(1), html.unescape(re.sub("<[^>]+>", "", m.group(2)))
 

@@ -194,9 +194,13 @@ def test_micro_batches_under_emulate_are_recorded_as_such_and_check_passes(cli, 
         ("step4_layer0.safetensors", 0), ("step4_layer1.safetensors", 0), ("step4_mb1_layer0.safetensors", 1),
         ("step4_mb1_layer1.safetensors", 1)]
     heads = json.loads((report / "layers" / "layer0.json").read_text())["heads"]
-    parts = [h["bias"]["kernel"]["coefficient_sum"] for h in heads if h["head"] == 0]
+    # ... and the batch's entries of a head too: the model's head 0 is every flat head h with h % heads == 0
+    per_batch = {f["file"]: f["heads_per_batch"] for f in summary["files"]}
+    assert {f["batch"] for f in summary["files"]} == {2}
+    parts = [h["bias"]["kernel"]["coefficient_sum"] for h in heads if h["head"] % per_batch[h["file"]] == 0]
     series = next(s for s in summary["bias_over_steps"] if s["layer"] == 0 and s["head"] == 0)
-    assert len(parts) == 2 and series["steps"] == [4] and series["coefficient_sum"] == [parts[0] + parts[1]]
+    assert len(parts) == 4 and series["steps"] == [4]
+    assert series["coefficient_sum"][0] == pytest.approx(sum(parts), rel=1e-12)
     # one flipped bit in a kernel output fails the check: the comparison above can fail
     dump_bits = rs.read(tmp_path / "step4_layer0.safetensors")
     tensors = {n: a.copy() for n, a in dump_bits.items()}

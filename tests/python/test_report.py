@@ -304,3 +304,41 @@ def test_a_kernel_output_with_a_nan_is_reported_not_a_crash(dumps, tmp_path):
 
     tags = EventAccumulator(str(tmp_path / "tb" / "dumps")).Reload().Tags()["scalars"]
     assert "compare/fa2-bf16/o/nan_one_side/layer00" in tags, tags
+
+
+def test_the_page_scales_sampled_totals_and_keeps_units_and_orders_apart(dumps, tmp_path):
+    """A sampled head's totals over rows are estimates for the whole head (the sample's sum times
+    rows / sampled rows, its error alike), fractions stay as measured; a chart by layer holds one
+    unit (sink mass and score spread apart), its layer axis ticks whole numbers, the ulp buckets
+    run in order with nan last."""
+    from roundscope import _report_metrics as rm
+    from roundscope import _report_page
+
+    out = tmp_path / "sampled"
+    roundscope.report(dumps, out, recipe=["fa2-bf16"], rows=32, seed=3, html=False)
+    report, heads, compare = rm.read_report(out / "report.json")
+    raw = {(h["file"], h["head"]): h for h in roundscope.load_report(out)["heads"]}
+    metric = {m.name: m for m in rm.HEAD_METRICS}
+    for h in heads:
+        r = raw[(h["file"], h["head"])]
+        assert r["sample"]["rows"] == 32 and r["sample"]["of"] == N
+        for name in ("bias_coefficient", "bias_tied_rows", "headroom_f16_overflow_rows"):
+            x = metric[name].get(r, r)
+            assert metric[name].total and h["values"][name] == pytest.approx(x * N / 32), name
+        assert h["values"]["sink_mass"] == r["pcollapse"]["sink_mass"], "a fraction is not scaled"
+    for series in report["bias_over_steps"]:  # each sampled sum scaled up as the page scales it
+        for step, total in zip(series["steps"], series["coefficient_sum"]):
+            parts = [h["values"]["bias_coefficient"] for h in heads if h["step"] == step and h["head"] % H ==
+                     series["head"]]
+            assert parts and total == pytest.approx(sum(parts), rel=1e-12)
+    page = _report_page.Page(report, heads, compare)
+    page.render("")
+    for c in page.charts:
+        units = {t["name"].rsplit(" (", 1)[0] for t in c["data"]}
+        assert len({metric[m.name].unit for m in rm.HEAD_METRICS if m.label in units}) <= 1, c["layout"]["title"]
+        if c["layout"]["xaxis"]["title"]["text"] in ("layer", "step"):
+            assert c["layout"]["xaxis"]["dtick"] >= 1 and isinstance(c["layout"]["xaxis"]["dtick"], int)
+    titles = [c["layout"]["yaxis"]["title"]["text"] for c in page.charts]
+    assert "nats" in titles and "share" in titles and "rows (estimated, whole head)" in titles, titles
+    buckets = ["nan", ">1024", "2-3", "0", "16-31", "1"]
+    assert sorted(buckets, key=_report_page._bucket_order) == ["0", "1", "2-3", "16-31", ">1024", "nan"]
