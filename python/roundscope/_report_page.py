@@ -134,11 +134,15 @@ class Page:
 
     # -- what to look at first -------------------------------------------------------------
     def worst_first(self) -> str:
-        items = []
+        items, facts = [], []
         for m in self.metrics:
             valued = [(m.value(h), h) for h in self.heads if m.value(h) is not None]
             bad = [(v, h) for v, h in valued if m.bad(v)]
             if not bad:
+                continue
+            if m.structural and len(bad) == len(valued):  # the recipe's doing, not a head's
+                facts.append(f"<li>{esc(m.label)} ({esc(m.threshold_text())}): every one of {len(valued)} "
+                             f"head-steps. {esc(m.structural)}.</li>")
                 continue
             order = {"max": lambda p: -p[0], "min": lambda p: p[0], "abs": lambda p: -abs(p[0])}[m.worst]
             top = sorted(bad, key=order)[:3]
@@ -151,11 +155,38 @@ class Page:
         if bias:
             items.append(f'<li class="bad">delta\'s error with one sign over steps (sign test p &lt; 0.05): '
                          f'{len(bias)} head(s), e.g. layer {fmt(bias[0]["layer"])} head {fmt(bias[0]["head"])}</li>')
+        items += self.unmatched_kernel()
+        known = ('<p class="note">Facts of the recipes, not findings on a head (every head-step past the '
+                 'threshold, for a reason the format gives):</p><ul>' + "".join(facts) + "</ul>") if facts else ""
         if not items:
-            return "<h2 id=\"first\">What to look at first</h2><p>No figure crossed its threshold.</p>"
+            return "<h2 id=\"first\">What to look at first</h2><p>No figure crossed its threshold.</p>" + known
         return ("<h2 id=\"first\">What to look at first</h2><p class=\"note\">The heads where each failure is "
                 "worst: those past the threshold in brackets, the worst three named.</p><ul>"
-                + "".join(items) + "</ul>")
+                + "".join(items) + "</ul>" + known)
+
+    def nearest(self) -> dict[tuple[str, str], tuple[str, float]]:
+        """{(file, output): (recipe, matched share)}: the recipe whose emulation has the most bits
+        of the kernel's output (the first on a tie)."""
+        best: dict[tuple[str, str], tuple[str, float]] = {}
+        for f, recipe, output, o in rm.compare_figures(self.r, self.compare):
+            share = o.get("matched", 0) / max(1, o.get("total", 0))
+            if (f["file"], output) not in best or share > best[(f["file"], output)][1]:
+                best[(f["file"], output)] = (recipe, share)
+        return best
+
+    def unmatched_kernel(self) -> list[str]:
+        """A finding where even the nearest recipe leaves bits of the kernel's outputs unexplained."""
+        nearest = self.nearest()
+        missed = {k: v for k, v in nearest.items() if v[1] < 1}
+        if not missed:
+            return []
+        (file, output), (recipe, share) = min(missed.items(), key=lambda kv: kv[1][1])
+        files = len({f for f, _ in nearest})
+        return [f'<li class="bad">the kernel\'s outputs match no compared recipe bit for bit in '
+                f'{len({f for f, _ in missed})} of {files} file(s); worst <a href="#compare">{esc(file)}</a> '
+                f'{esc(output)}, nearest {esc(recipe)} ({100 * share:.2f}% of its values): '
+                f'<code>roundscope fit {esc(os.path.join(str(self.r.get("dir", "")), str(file)))}</code> searches '
+                f'for the recipe that reproduces it</li>']
 
     # -- one section per analysis ------------------------------------------------------------
     def by_layer_charts(self, section_metrics, title) -> str:
@@ -289,13 +320,17 @@ class Page:
     def compare_section(self) -> str:
         rows: list[str] = []
         histogram: defaultdict[tuple[str, str], defaultdict[int, int]] = defaultdict(lambda: defaultdict(int))
+        nearest = self.nearest()
         for f, recipe, output, o in rm.compare_figures(self.r, self.compare):
             matched, total = o.get("matched", 0), max(1, o.get("total", 0))
             rel = rm.number(o.get("rel_rms"))
+            # red only where even the nearest recipe misses bits: the others are there for their error
+            is_nearest = nearest.get((f["file"], output), (None,))[0] == recipe
             rows.append(f'<tr><td class="l">{esc(f["file"])}</td><td>{fmt(f.get("layer"))}</td>'
-                        f'<td>{fmt(f.get("step"))}</td><td class="l">{esc(recipe)}</td><td class="l">{esc(output)}</td>'
+                        f'<td>{fmt(f.get("step"))}</td><td class="l">{esc(recipe)}{" (nearest)" if is_nearest else ""}'
+                        f'</td><td class="l">{esc(output)}</td>'
                         f'<td data-v="{rel!r}">{fmt(rel, 4)}{self.error_span(o.get("rel_rms_error"))}</td>'
-                        f'<td data-v="{matched / total!r}"{BAD if matched < total else ""}>'
+                        f'<td data-v="{matched / total!r}"{BAD if matched < total and is_nearest else ""}>'
                         f'{matched}/{total} ({100 * matched / total:.1f}%)</td><td>{fmt(o.get("max_ulp"))}</td></tr>')
             for b in o.get("ulp_histogram", []):
                 histogram[(recipe, output)][b["ulps"]] += b["count"]
@@ -314,7 +349,8 @@ class Page:
                          "marker": {"color": COLOURS[i % len(COLOURS)]}})
         order = sorted({x for trace in data for x in trace["x"]}, key=_bucket_order)
         return ('<h2 id="compare">The kernel\'s outputs against each recipe</h2><p class="note">Relative rms error '
-                'against the exact attention, and the bits equal to the recipe\'s emulation. The chart: how far '
+                'against the exact attention, and the bits equal to the recipe\'s emulation, red where even the '
+                'nearest recipe (the one with the most) leaves some unexplained. The chart: how far '
                 'the kernel\'s values are from the emulation\'s, in units in the last place, over every file.</p>'
                 + self.chart("distance from the emulation (all files)", data, "ulps", "values", barmode="group",
                              xaxis={"title": {"text": "ulps"}, "type": "category", "categoryorder": "array",

@@ -33,7 +33,7 @@ with atheris.instrument_imports(include=["roundscope"]):
     from roundscope._report_schema import ReportError
 
 ELEMENTS = {"html", "head", "meta", "title", "style", "script", "body", "h1", "h2", "h3", "p", "nav", "ul", "li", "a",
-            "div", "table", "thead", "tbody", "tr", "th", "td", "details", "summary", "b", "span"}
+            "div", "table", "thead", "tbody", "tr", "th", "td", "details", "summary", "b", "span", "code"}
 ATTRIBUTES = {"lang", "charset", "id", "class", "href", "title", "data-v", "type"}
 WORK = tempfile.mkdtemp(prefix="roundscope-fuzz-page-")
 atexit.register(shutil.rmtree, WORK, True)

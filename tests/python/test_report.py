@@ -342,3 +342,46 @@ def test_the_page_scales_sampled_totals_and_keeps_units_and_orders_apart(dumps, 
     assert "nats" in titles and "share" in titles and "rows (estimated, whole head)" in titles, titles
     buckets = ["nan", ">1024", "2-3", "0", "16-31", "1"]
     assert sorted(buckets, key=_report_page._bucket_order) == ["0", "1", "2-3", "16-31", ">1024", "nan"]
+
+
+def test_the_first_screen_tells_facts_of_the_recipe_from_findings_and_reds_only_the_nearest(dumps, tmp_path):
+    """Leakage past its threshold on every head-step of a causal dump is the format's doing: listed
+    as a fact of the recipe, not as a finding. A compared recipe far from the kernel (fa3-fp8
+    against a BF16 kernel) is not red; the nearest one is, where it misses bits, and the first
+    screen then says so and points at `roundscope fit`."""
+    import re
+
+    from roundscope import _report_metrics as rm
+    from roundscope import _report_page
+
+    out = tmp_path / "r"
+    roundscope.report(dumps, out, recipe=["fa2-bf16", "fa3-fp8"], html=False)
+    page = _report_page.Page(*rm.read_report(out / "report.json"))
+    first, compare = page.worst_first(), page.compare_section()
+    leak = [h["values"]["leak_mxfp4_pairs"] for h in page.heads]
+    assert all(x > 0 for x in leak), "causal dumps: MXFP4 V leaks on every head"
+    facts = first[first.index("Facts of the recipes"):]
+    assert "leaking (query, later key) pairs, MXFP4 V" in facts and "diagonal_fix" in facts
+    findings = first[:first.index("Facts of the recipes")]
+    assert "MXFP4 V" not in findings and "match no compared recipe" not in findings
+    bad_rows = [row for row in compare.split("<tr>") if 'class="bad"' in row]
+    assert not bad_rows, "the kernel is fa2-bf16's emulation: its nearest recipe matches, fa3-fp8 is not red"
+    assert compare.count("fa2-bf16 (nearest)") == 2 and "fa3-fp8 (nearest)" not in compare
+    # one value off in one file's o: the nearest recipe misses it, red, and the first screen says so
+    path = dumps.parent / "edited"
+    import shutil
+
+    shutil.copytree(dumps, path)
+    tensors = roundscope.read(path / "step10_layer0.safetensors")
+    o = np.array(tensors["o"]).copy()
+    o.reshape(-1)[7] = np.float32(o.reshape(-1)[7]) * np.float32(1.5)
+    roundscope.write(path / "step10_layer0.safetensors", {**tensors, "o": o},
+                     metadata=roundscope.read_metadata(path / "step10_layer0.safetensors"))
+    roundscope.report(path, tmp_path / "e", recipe=["fa2-bf16", "fa3-fp8"], html=False)
+    page = _report_page.Page(*rm.read_report(tmp_path / "e" / "report.json"))
+    first, compare = page.worst_first(), page.compare_section()
+    assert re.search(r"match no compared recipe bit for bit in 1 of 2 file\(s\).*step10_layer0.*nearest fa2-bf16",
+                     first), first
+    assert "roundscope fit" in first
+    bad_rows = [row for row in compare.split("<tr>") if 'class="bad"' in row]
+    assert len(bad_rows) == 1 and "fa2-bf16 (nearest)" in bad_rows[0] and "step10_layer0" in bad_rows[0]
