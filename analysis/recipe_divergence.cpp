@@ -19,12 +19,15 @@
 namespace roundscope::analysis {
 namespace {
 
+/// How a row's outputs compare with the kernel's.
+enum class RowState : std::uint8_t { same, lse_differs, only_o_differs, o_differs_without_lse };
+
 /// Rows of one head (`rows`: the head's query rows that `in` holds, in order) run under
-/// `recipe`, each marked by whether its o and lse bits are the kernel's; `first` receives the
+/// `recipe`, each with how its o and lse bits compare with the kernel's; `first` receives the
 /// first differing element, once.
-std::vector<bool> rows_matching(const FitDump& d, std::uint64_t head, const emu::AttentionInputs& in,
-                                const std::vector<std::uint64_t>& rows, const emu::AttentionRecipe& recipe, int threads,
-                                Divergence* first = nullptr) {
+std::vector<RowState> row_states(const FitDump& d, std::uint64_t head, const emu::AttentionInputs& in,
+                                 const std::vector<std::uint64_t>& rows, const emu::AttentionRecipe& recipe,
+                                 int threads, Divergence* first = nullptr) {
     AttentionRunOptions o;
     o.causal = d.causal, o.scale = d.scale, o.threads = threads;
     const AttentionRun run = run_attention(in, recipe, o);
@@ -38,30 +41,35 @@ std::vector<bool> rows_matching(const FitDump& d, std::uint64_t head, const emu:
         first->index = std::move(index);
         first->kernel = kernel, first->recipe = emulated;
     };
-    std::vector<bool> same(rows.size(), true);
+    std::vector<RowState> states(rows.size(), RowState::same);
     for (std::size_t i = 0; i < rows.size(); ++i) {
         const std::uint64_t row = rows[i];
+        bool o_differs = false, lse_differs = false;
         if (out != nullptr) {
             const emu::Format& f = emu::format_of(out->dtype());
-            for (std::uint64_t c = 0; c < dv && same[i]; ++c) {
+            for (std::uint64_t c = 0; c < dv && !o_differs; ++c) {
                 const auto kernel = static_cast<std::uint32_t>(out->bits_at((head * nq + row) * dv + c));
                 if (kernel != run.forward.o[i * dv + c]) {
-                    same[i] = false;
+                    o_differs = true;
                     note("o", unravel((head * nq + row) * dv + c, out->shape()), emu::decode(f, kernel),
                          emu::decode(f, run.forward.o[i * dv + c]));
                 }
             }
         }
-        if (lse != nullptr && same[i]) {
+        if (lse != nullptr) {
             const auto kernel = static_cast<std::uint32_t>(lse->bits_at(head * nq + row));
             if (kernel != bits_of(run.forward.lse[i])) {
-                same[i] = false;
+                lse_differs = true;
                 note("lse", unravel(head * nq + row, lse->shape()), static_cast<double>(float_from_bits(kernel)),
                      static_cast<double>(run.forward.lse[i]));
             }
         }
+        if (lse_differs)
+            states[i] = RowState::lse_differs;
+        else if (o_differs)
+            states[i] = lse != nullptr ? RowState::only_o_differs : RowState::o_differs_without_lse;
     }
-    return same;
+    return states;
 }
 
 struct RowRef {
@@ -82,10 +90,15 @@ std::optional<Divergence> find_divergence(const std::vector<FitDump>& dumps, con
         for (std::uint64_t h = 0; h < emu::head_count(dumps[d].in); ++h) {
             std::vector<std::uint64_t> all(dumps[d].in.n_q);
             for (std::uint64_t i = 0; i < all.size(); ++i) all[i] = i;
-            const std::vector<bool> same =
-                rows_matching(dumps[d], h, emu::head_inputs(dumps[d].in, h), all, recipe, threads, &r);
-            for (std::uint64_t i = 0; i < all.size(); ++i)
-                if (!same[i]) differing.push_back({d, h, i});
+            const std::vector<RowState> states =
+                row_states(dumps[d], h, emu::head_inputs(dumps[d].in, h), all, recipe, threads, &r);
+            for (std::uint64_t i = 0; i < all.size(); ++i) {
+                if (states[i] == RowState::same) continue;
+                differing.push_back({d, h, i});
+                ++(states[i] == RowState::lse_differs      ? r.steps.statistics
+                   : states[i] == RowState::only_o_differs ? r.steps.after
+                                                           : r.steps.unsplit);
+            }
             r.rows_total += all.size();
         }
     }
@@ -124,8 +137,9 @@ std::optional<Divergence> find_divergence(const std::vector<FitDump>& dumps, con
                 emu::validate(changed);
                 std::uint64_t fixed = 0;
                 for (const Group& g : groups) {
-                    const std::vector<bool> same = rows_matching(dumps[g.dump], g.head, g.in, g.rows, changed, threads);
-                    fixed += static_cast<std::uint64_t>(std::count(same.begin(), same.end(), true));
+                    const std::vector<RowState> states =
+                        row_states(dumps[g.dump], g.head, g.in, g.rows, changed, threads);
+                    fixed += static_cast<std::uint64_t>(std::count(states.begin(), states.end(), RowState::same));
                 }
                 if (fixed > 0) r.explanations.push_back({key->stage, key->key, value, fixed});
             } catch (const Error&) {

@@ -73,8 +73,20 @@ struct RowExplanation {
     std::uint64_t rows = 0;
 };
 
+/// Where inside a differing row the kernel and the recipe part, as far as the row's outputs tell:
+/// the LSE is m + log l, fixed once the softmax's statistics are, so a row whose LSE differs parts
+/// in the scores, the maximum, the exponentials or the row sum (or the log); a row whose LSE is
+/// the kernel's but whose o differs parts after them (P's cast, P V, the rescale, the final
+/// division or o's cast); without an LSE in the dump a row cannot be split.
+struct RowSteps {
+    std::uint64_t statistics = 0;  // the LSE differs
+    std::uint64_t after = 0;       // the LSE is the kernel's, o differs
+    std::uint64_t unsplit = 0;     // o differs, the dump holds no LSE
+};
+
 struct Divergence {
     std::uint64_t rows = 0, rows_total = 0;  // query rows (every head of every dump) with a differing o or lse bit
+    RowSteps steps;                          // those rows by where in the row they part
     std::uint64_t sampled = 0;               // of them, those each change was tried on
     // The first differing element: its dump, output and index, the kernel's and the recipe's values.
     std::string file, output;

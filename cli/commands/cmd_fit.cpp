@@ -68,21 +68,41 @@ nlohmann::json divergence_json(const std::optional<analysis::Divergence>& d) {
     nlohmann::json explanations = nlohmann::json::array();
     for (const analysis::RowExplanation& e : d->explanations)
         explanations.push_back({{"stage", e.stage}, {"key", e.key}, {"value", e.value}, {"rows", e.rows}});
-    return {{"rows", d->rows},
-            {"rows_total", d->rows_total},
-            {"sampled", d->sampled},
-            {"first",
-             {{"file", d->file},
-              {"output", d->output},
-              {"index", d->index},
-              {"kernel", json_number(d->kernel)},
-              {"recipe", json_number(d->recipe)}}},
-            {"explanations", explanations}};
+    return {
+        {"rows", d->rows},
+        {"rows_total", d->rows_total},
+        {"steps",
+         {{"statistics", d->steps.statistics}, {"after_statistics", d->steps.after}, {"unsplit", d->steps.unsplit}}},
+        {"sampled", d->sampled},
+        {"first",
+         {{"file", d->file},
+          {"output", d->output},
+          {"index", d->index},
+          {"kernel", json_number(d->kernel)},
+          {"recipe", json_number(d->recipe)}}},
+        {"explanations", explanations}};
 }
 
 void print_divergence(const analysis::Divergence& d) {
     fmt::print("where the best differs: {} of {} query rows; the first at {} {}{}: kernel {} recipe {}\n", d.rows,
                d.rows_total, d.file, d.output, shape_string(d.index), format_double(d.kernel), format_double(d.recipe));
+    // where in those rows: one line, its parts only where rows are in them
+    std::vector<std::string> parts;
+    if (d.steps.statistics > 0)
+        parts.push_back(
+            fmt::format("{} in the softmax's statistics (their lse differs: scores, max, exp, row sum or "
+                        "log)",
+                        d.steps.statistics));
+    if (d.steps.after > 0)
+        parts.push_back(
+            fmt::format("{} after them (lse equal, o differs: P's cast, P V, the rescale, the final "
+                        "division or o's cast)",
+                        d.steps.after));
+    if (d.steps.unsplit > 0)
+        parts.push_back(fmt::format("{} not split (o differs; the dump holds no lse to tell where)", d.steps.unsplit));
+    std::string where;
+    for (const std::string& p : parts) where += (where.empty() ? "" : "; ") + p;
+    fmt::print("where in the row: {}\n", where);
     std::string s;
     for (const analysis::RowExplanation& e : d.explanations)
         s += fmt::format("{}{} {}={} ({})", s.empty() ? "" : ", ", e.stage, e.key, e.value, e.rows);

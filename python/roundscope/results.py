@@ -280,9 +280,16 @@ class FitFirstDifference(TypedDict):
     recipe: Number
 
 
+class FitRowSteps(TypedDict):
+    statistics: int
+    after_statistics: int
+    unsplit: int
+
+
 class FitDivergence(TypedDict):
     rows: int
     rows_total: int
+    steps: FitRowSteps
     sampled: int
     first: FitFirstDifference
     explanations: List[FitExplanation]

@@ -122,3 +122,23 @@ def test_where_no_recipe_matches_the_diverging_step_is_named(cli, dumps):
     text = cli.run("fit", one, "--from", "fa2-bf16", "--keys", "kv_order,block_n", "--rows", "24").stdout
     assert "where the best differs: " in text and "rows match: softmax exp2_arg=fma" in text, text
     assert cli.json("fit", one, "--from", "fa2-bf16", "--keys", "kv_order", "--explain-rows", "0")["divergence"] is None
+    # exp2's argument moves P-bar and so the row sum: every differing row's lse differs
+    assert d["steps"] == {"statistics": d["rows"], "after_statistics": 0, "unsplit": 0}, d["steps"]
+    assert f"where in the row: {d['rows']} in the softmax's statistics (their lse differs" in text, text
+
+
+def test_where_in_the_row_a_kernel_parts_is_told_by_its_lse(cli, dumps):
+    """A kernel that holds its running O in BF16 has the recipe's lse in every row: the rows that differ
+    part after the softmax's statistics. Without an lse in the dump a row cannot be split."""
+    folder, _, _ = dumps
+    after = kernel_dump(cli, folder, 256, 11, settings=["o_accumulator=bf16"])
+    j = cli.json("fit", after, "--from", "fa2-bf16", "--keys", "kv_order", "--rows", "24")
+    d = j["divergence"]
+    assert not j["exact"] and d["rows"] > 0, j
+    assert d["steps"] == {"statistics": 0, "after_statistics": d["rows"], "unsplit": 0}, d["steps"]
+    assert d["first"]["output"] == "o"
+    text = cli.run("fit", after, "--from", "fa2-bf16", "--keys", "kv_order", "--rows", "24").stdout
+    assert f"where in the row: {d['rows']} after them (lse equal, o differs" in text, text
+    bare = kernel_dump(cli, folder, 256, 12, settings=["o_accumulator=bf16"], outputs=("o",))
+    d = cli.json("fit", bare, "--from", "fa2-bf16", "--keys", "kv_order", "--rows", "24")["divergence"]
+    assert d["steps"] == {"statistics": 0, "after_statistics": 0, "unsplit": d["rows"]} and d["rows"] > 0, d
