@@ -1,12 +1,13 @@
-"""`roundscope report`'s page: report.json as one self-contained HTML file that opens offline.
+"""`roundscope report`'s page: report.json as one HTML page that opens offline.
 
     python report_page.py OUT/report.json OUT/report.html
 
-(`roundscope report` runs it.) The charts are Plotly's, its JavaScript embedded from the plotly
-Python package (hover for a value, click a legend entry to hide a series, a button for a log
-axis); the tables sort on a click (numbers as numbers, names with their numbers in order). The
-page opens with the heads where each failure is worst, then a section per analysis (a chart
-by layer, and over steps where there are several) and one per layer.
+(`roundscope report` runs it.) The charts are Plotly's (hover for a value, click a legend entry
+to hide a series, a button for a log axis); its JavaScript, 4.6 MB, is written once beside the
+page as plotly-VERSION.min.js and loaded from there, so that the page itself stays small and
+reports in one folder share it. The tables sort on a click (numbers as numbers, names with their
+numbers in order) and filter by layer. The page opens with the heads where each failure is
+worst, then a section per analysis (a chart by layer, and over steps where there are several).
 """
 from __future__ import annotations
 
@@ -43,7 +44,8 @@ nav ul{columns:3}li.bad{color:#8b1a00}details{margin:6px 0}
 # Sorting the tables, and telling a test what drew: data-charts on <body> is the number of
 # charts, data-drawn how many Plotly finished, data-errors any error the page met.
 SCRIPT = """
-(function(){
+// after the deferred Plotly has run: DOMContentLoaded waits for deferred scripts
+document.addEventListener('DOMContentLoaded',function(){
   var errors=[];
   function fail(m){errors.push(String(m));document.body.dataset.errors=errors.join(' | ');}
   window.addEventListener('error',function(e){fail(e.message);});
@@ -62,6 +64,12 @@ SCRIPT = """
     rows.forEach(function(r){body.appendChild(r);});
   }
   document.addEventListener('click',function(e){var th=e.target.closest('th');if(th)sortBy(th);});
+  var filter=document.getElementById('layer-filter');
+  if(filter)filter.addEventListener('change',function(){
+    document.querySelectorAll('#heads-table tbody tr').forEach(function(r){
+      r.hidden=filter.value!==''&&r.getAttribute('data-layer')!==filter.value;});});
+  function paint(){var p=performance.getEntriesByName('first-contentful-paint')[0];
+    if(p)document.body.dataset.paintMs=Math.round(p.startTime);}
   var charts=JSON.parse(document.getElementById('charts').textContent);
   document.body.dataset.charts=charts.length;document.body.dataset.drawn=0;
   var logButtons=[{type:'buttons',direction:'left',x:1,y:1.18,xanchor:'right',showactive:true,
@@ -72,10 +80,11 @@ SCRIPT = """
       legend:{font:{size:10}},updatemenus:logButtons},c.layout);
     try{
       Plotly.newPlot(c.id,c.data,layout,{displaylogo:false,responsive:true}).then(function(){
-        document.body.dataset.drawn=Number(document.body.dataset.drawn)+1;},fail);
+        var drawn=Number(document.body.dataset.drawn)+1;document.body.dataset.drawn=drawn;
+        if(drawn===charts.length){document.body.dataset.drawMs=Math.round(performance.now());paint();}},fail);
     }catch(e){fail(e);}
   });
-})();
+});
 """
 
 
@@ -286,12 +295,14 @@ class Page:
         return f'<td data-v="{v!r}"{BAD if m.bad(v) else ""}>{fmt(v, 4)}{self.error_span(m.error(h))}</td>'
 
     def head_rows(self, heads) -> str:
-        head = ("<table><thead><tr><th class=\"l\">file</th><th>layer</th><th class=\"l\">head</th><th>step</th>"
+        head = ("<table id=\"heads-table\"><thead><tr><th class=\"l\">file</th><th>layer</th>"
+                "<th class=\"l\">head</th><th>step</th>"
                 + "".join(f'<th title="{esc(m.label)}">{esc(m.name)}</th>' for m in self.metrics)
                 + "</tr></thead><tbody>")
         rows = []
         for h in heads:
-            rows.append(f'<tr id="{self.anchor(h)}"><td class="l">{esc(h["file"])}</td><td>{self.layer(h)}</td>'
+            rows.append(f'<tr id="{self.anchor(h)}" data-layer="{self.layer(h)}"><td class="l">{esc(h["file"])}</td>'
+                        f'<td>{self.layer(h)}</td>'
                         f'<td class="l">{esc(self.label(h))}</td><td>{self.step(h)}</td>'
                         + "".join(self.cell(m, h) for m in self.metrics) + "</tr>")
         return head + "".join(rows) + "</tbody></table>"
@@ -303,19 +314,11 @@ class Page:
         legend = "".join(f"<li><b>{esc(m.name)}</b>: {esc(m.label)}"
                          + (f" (red: {esc(m.threshold_text())})" if m.threshold else "") + "</li>"
                          for m in self.metrics)
+        options = "".join(f'<option value="{layer}">layer {layer}</option>' for layer in self.layers)
         return ('<h2 id="heads">Every head and step</h2><p class="note">Click a column to sort it; red cells are '
                 f'worth a look.{more}</p><details><summary>the columns</summary><ul>{legend}</ul></details>'
-                + self.head_rows(shown))
-
-    def layer_sections(self) -> str:
-        if len(self.heads) > TABLE_ROWS:
-            return ""
-        out = ['<h2 id="layers">Layer by layer</h2>']
-        for layer in self.layers:
-            heads = [h for h in self.heads if self.layer(h) == layer]
-            out.append(f'<details id="layer-{layer}"><summary>layer {layer}: {len(heads)} head-steps</summary>'
-                       + self.head_rows(heads) + "</details>")
-        return "".join(out)
+                f'<p class="note">Show <select id="layer-filter"><option value="">every layer</option>{options}'
+                '</select></p>' + self.head_rows(shown))
 
     def compare_section(self) -> str:
         rows: list[str] = []
@@ -362,17 +365,18 @@ class Page:
     def sampling_note(self) -> str:
         return _sampling_note(self.r.get("options", {}))
 
-    def render(self, plotly_js: str) -> str:
+    def render(self, plotly_file: str) -> str:
+        """The page, loading Plotly from `plotly_file` beside it (no library: its name is empty)."""
         r = self.r
         recipes = ", ".join(esc(x["name"]) for x in r.get("options", {}).get("recipes", []))
-        body = (self.worst_first() + self.sections() + self.heads_table() + self.layer_sections()
-                + self.compare_section())
+        body = self.worst_first() + self.sections() + self.heads_table() + self.compare_section()
         toc = "".join(f'<li><a href="#{i}">{esc(t)}</a></li>' for i, t in _headings(body))
         charts = json.dumps(self.charts, allow_nan=False).replace("</", "<\\/")
         batched = any(f.get("batch", 1) > 1 for f in r.get("files", []))
         return (
             "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>roundscope report</title>"
-            f"<style>{STYLE}</style><script>{plotly_js}</script></head><body>"
+            f"<style>{STYLE}</style>"
+            + (f'<script defer src="{esc(plotly_file)}"></script>' if plotly_file else "") + "</head><body>"
             f"<h1>roundscope report: {esc(r.get('dir', ''))}</h1><p class=\"note\">{len(r.get('files', []))} "
             f"file(s), {len(self.heads)} head-step(s) over {len(self.layers)} layer(s) and {len(self.steps)} step(s). "
             f"Recipes: {recipes}; sink: the first {fmt(r.get('options', {}).get('k_sink', 1))} key(s). "
@@ -380,7 +384,8 @@ class Page:
             + self.sampling_note()
             + "Every figure is in report.json beside this page.</p>"
             f"<nav><h2>Contents</h2><ul>{toc}</ul></nav>{body}"
-            f"<script type=\"application/json\" id=\"charts\">{charts}</script><script>{SCRIPT}</script>"
+            f"<script type=\"application/json\" id=\"charts\">{charts}</script>"
+            f"<script>{SCRIPT}</script>"
             "</body></html>\n")
 
 
@@ -433,10 +438,23 @@ def main(argv):
         refuse(program, f"{argv[2]} is the report it reads; write the page elsewhere")
     from .dump import replacing  # the package's one atomic writer
 
+    import plotly
+
+    library = f"plotly-{plotly.__version__}.min.js"
+    beside = os.path.join(os.path.dirname(os.path.abspath(argv[2])), library)
     try:
-        text = Page(*rm.read_report(argv[1])).render(get_plotlyjs())
+        text = Page(*rm.read_report(argv[1])).render(library)
+        script = get_plotlyjs().encode("utf-8")
+        if os.path.exists(beside):  # a library an earlier page wrote: the same bytes, or not ours
+            with open(beside, "rb") as f:
+                if f.read() != script:
+                    raise ReportError(f"{beside} is there and is not plotly {plotly.__version__}'s script; move it "
+                                      "away")
     except (ReportError, OSError) as e:  # nothing written
         refuse(program, e)
+    if not os.path.exists(beside):
+        with replacing(beside, "wb") as (f, _):
+            f.write(script)
     with replacing(argv[2], "w") as (f, _):  # whole or not at all
         f.write(text)
 

@@ -357,10 +357,13 @@ def chromium(*arguments, timeout=180):
 
 
 @pytest.mark.slow  # several seconds: the full suite runs it, the fast loop does not
-def test_the_page_is_self_contained_and_its_charts_draw(first, tmp_path):
+def test_the_page_loads_only_its_library_beside_it_and_its_charts_draw(first, tmp_path):
     page = first[3] / "report.html"
     text = page.read_text()
-    assert re.search(r"<(script|link|img|iframe)\b[^>]*\b(src|href)=", text) is None, "loads nothing from elsewhere"
+    loads = re.findall(r"<(script|link|img|iframe)\b[^>]*\b(?:src|href)=\"([^\"]*)\"", text)
+    assert len(loads) == 1 and loads[0][0] == "script" and re.fullmatch(r"plotly-[\d.]+\.min\.js", loads[0][1]), loads
+    library = page.parent / loads[0][1]
+    assert library.stat().st_size > 3e6 and len(text) < 1e6, "the library beside the page, the page small"
     assert "Plotly.newPlot" in text and "What to look at first" in text and "<table" in text
     # The DOM after the scripts ran: every chart drawn by Plotly, no error met on the page, steps
     # in the table in their numeric order (0 before 10), and heads that can be sorted.

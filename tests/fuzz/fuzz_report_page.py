@@ -33,8 +33,11 @@ with atheris.instrument_imports(include=["roundscope"]):
     from roundscope._report_schema import ReportError
 
 ELEMENTS = {"html", "head", "meta", "title", "style", "script", "body", "h1", "h2", "h3", "p", "nav", "ul", "li", "a",
-            "div", "table", "thead", "tbody", "tr", "th", "td", "details", "summary", "b", "span", "code"}
-ATTRIBUTES = {"lang", "charset", "id", "class", "href", "title", "data-v", "type"}
+            "div", "table", "thead", "tbody", "tr", "th", "td", "details", "summary", "b", "span", "code", "select",
+            "option"}
+ATTRIBUTES = {"lang", "charset", "id", "class", "href", "title", "data-v", "type", "src", "defer", "value",
+              "data-layer"}
+LIBRARY = "plotly-fuzz.min.js"  # the one script a page loads, from beside it
 WORK = tempfile.mkdtemp(prefix="roundscope-fuzz-page-")
 atexit.register(shutil.rmtree, WORK, True)
 
@@ -64,6 +67,8 @@ def page_problems(page: str) -> list[str]:
                 problems.append(f"attribute {name}= on <{tag}>")
             if name.lower() == "href" and not value.startswith("#"):
                 problems.append(f"link to {value!r}")
+            if name.lower() == "src" and (tag != "script" or value != LIBRARY):
+                problems.append(f"<{tag}> loads {value!r}")
     if "<" in page[at:]:
         problems.append(f"a '<' that opens no tag: {page[at:][:80]!r}")
     if scripts != 3:
@@ -144,7 +149,7 @@ def test_one_input(data: bytes) -> bool:
         read = rm.read_report(path)
     except (ReportError, OSError):
         return False
-    page = _report_page.Page(*read).render("")
+    page = _report_page.Page(*read).render(LIBRARY)
     page.encode("utf-8")  # as the writer writes it
     problems = page_problems(page)
     if problems:

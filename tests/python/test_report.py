@@ -385,3 +385,28 @@ def test_the_first_screen_tells_facts_of_the_recipe_from_findings_and_reds_only_
     assert "roundscope fit" in first
     bad_rows = [row for row in compare.split("<tr>") if 'class="bad"' in row]
     assert len(bad_rows) == 1 and "fa2-bf16 (nearest)" in bad_rows[0] and "step10_layer0" in bad_rows[0]
+
+
+def test_the_page_shares_its_chart_library_beside_it_and_refuses_a_foreign_file_there(fa2_report, tmp_path):
+    """The page loads plotly-VERSION.min.js from its own folder, written once (a second page finds
+    the same bytes); a different file under that name is not overwritten: one line, exit 2, no
+    page. One table of every head, filtered by layer, no copy per layer."""
+    import plotly
+
+    library = f"plotly-{plotly.__version__}.min.js"
+    out = tmp_path / "pages"
+    out.mkdir()
+    for name in ("a.html", "b.html"):
+        p = _page_writer(fa2_report / "report.json", out / name)
+        assert p.returncode == 0, p.stderr
+    assert sorted(x.name for x in out.iterdir()) == ["a.html", "b.html", library]
+    text = (out / "a.html").read_text()
+    assert f'<script defer src="{library}"></script>' in text and text.count("<table id=\"heads-table\"") == 1
+    assert '<select id="layer-filter"><option value="">every layer</option><option value="0">layer 0</option>' in text
+    assert 'data-layer="0"' in text
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / library).write_text("not plotly")
+    p = _page_writer(fa2_report / "report.json", foreign / "page.html")
+    assert p.returncode == 2 and library in p.stderr and p.stderr.count("\n") == 1, p.stderr
+    assert (foreign / library).read_text() == "not plotly" and not (foreign / "page.html").exists()
