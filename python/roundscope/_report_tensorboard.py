@@ -143,8 +143,10 @@ def export(report: dict, heads: list, compare: list, logdir: str, run: str = "re
     bias = _grouped()
     for series in report.get("bias_over_steps", []):
         for s, x in zip(series["steps"], series["cumulative"]):
-            if rm.number(x) is not None:
-                bias[_layer(series["layer"])][s].append((f"head {series['head']}", rm.number(x)))
+            # a kernel's NaN made the sum "nan": it stays NaN in the layer's mean, not left out
+            value = float(x) if x in ("nan", "inf", "-inf") else rm.number(x)
+            if value is not None:
+                bias[_layer(series["layer"])][s].append((f"head {series['head']}", value))
     _per_layer(events, "bias/cumulative", bias, per_head)
     events.close()
     return events.count

@@ -304,6 +304,12 @@ def test_a_kernel_output_with_a_nan_is_reported_not_a_crash(dumps, tmp_path):
 
     tags = EventAccumulator(str(tmp_path / "tb" / "dumps")).Reload().Tags()["scalars"]
     assert "compare/fa2-bf16/o/nan_one_side/layer00" in tags, tags
+    # the head whose O holds the NaN makes its layer's mean NaN at that step, not left out of it
+    import math
+
+    mean = {e.step: e.value for e in EventAccumulator(str(tmp_path / "tb" / "dumps")).Reload().Scalars(
+        "bias/cumulative/layer00")}
+    assert math.isnan(mean[10]) and math.isfinite(mean[0]), mean
 
 
 def test_the_page_scales_sampled_totals_and_keeps_units_and_orders_apart(dumps, tmp_path):
