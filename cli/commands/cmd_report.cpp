@@ -1,9 +1,10 @@
 // `roundscope report DIR [-o OUT] [--recipe NAME]... [--k-sink K] [--threads N] [--json]`: every
 // analysis on every attention dump under DIR (cli/report/report_tasks.hpp), files and heads in
 // parallel, each task's result cached in OUT/cache by file content and options, gathered a layer
-// at a time into OUT/layers/ and OUT/report.json (cli/report/report_output.hpp), the
-// self-contained OUT/report.html (roundscope._report_page), and with
-// --tensorboard LOGDIR into TensorBoard's event files (roundscope._report_tensorboard). `--shard I/N`
+// at a time into OUT/layers/ and OUT/report.json (cli/report/report_output.hpp), the page
+// OUT/report.html with Plotly's script beside it (roundscope._report_page), and with
+// --tensorboard LOGDIR into TensorBoard's event files in the run folder LOGDIR/RUN
+// (roundscope._report_tensorboard). `--shard I/N`
 // runs every N-th task into the cache; `--list-tasks` and `--run-task KEY` expose the tasks to
 // a distributed engine (python/roundscope/_report.py). Either way a final `report` gathers them.
 #include <fmt/format.h>
