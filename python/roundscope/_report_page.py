@@ -120,6 +120,8 @@ class Page:
         self.layers = sorted({h.get("layer") if isinstance(h.get("layer"), int) else -1 for h in self.heads})
         self.steps = sorted({self.step(h) for h in self.heads})
         self.sampled = bool(report.get("options", {}).get("rows"))
+        self.heads_per_batch = {f.get("file"): f.get("heads_per_batch") for f in report.get("files", [])
+                                if isinstance(f, dict)}
 
     def layer(self, h):
         return h.get("layer") if isinstance(h.get("layer"), int) else -1
@@ -143,15 +145,16 @@ class Page:
 
     # -- what to look at first -------------------------------------------------------------
     def worst_first(self) -> str:
-        items, facts = [], []
+        items: list[str] = []
+        facts: dict[str, list[str]] = {}  # why -> the figures every head-step passes for that reason
         for m in self.metrics:
             valued = [(m.value(h), h) for h in self.heads if m.value(h) is not None]
             bad = [(v, h) for v, h in valued if m.bad(v)]
             if not bad:
                 continue
             if m.structural and len(bad) == len(valued):  # the recipe's doing, not a head's
-                facts.append(f"<li>{esc(m.label)} ({esc(m.threshold_text())}): every one of {len(valued)} "
-                             f"head-steps. {esc(m.structural)}.</li>")
+                facts.setdefault(m.structural, []).append(f"{esc(m.label)} ({esc(m.threshold_text())}, "
+                                                          f"{len(valued)} of {len(valued)})")
                 continue
             order = {"max": lambda p: -p[0], "min": lambda p: p[0], "abs": lambda p: -abs(p[0])}[m.worst]
             top = sorted(bad, key=order)[:3]
@@ -166,7 +169,9 @@ class Page:
                          f'{len(bias)} head(s), e.g. layer {fmt(bias[0]["layer"])} head {fmt(bias[0]["head"])}</li>')
         items += self.unmatched_kernel()
         known = ('<p class="note">Facts of the recipes, not findings on a head (every head-step past the '
-                 'threshold, for a reason the format gives):</p><ul>' + "".join(facts) + "</ul>") if facts else ""
+                 'threshold, for a reason the format gives):</p><ul>'
+                 + "".join(f"<li>{'; '.join(figures)}: {esc(why)}.</li>" for why, figures in facts.items())
+                 + "</ul>") if facts else ""
         if not items:
             return "<h2 id=\"first\">What to look at first</h2><p>No figure crossed its threshold.</p>" + known
         return ("<h2 id=\"first\">What to look at first</h2><p class=\"note\">The heads where each failure is "
@@ -232,6 +237,29 @@ class Page:
         """An axis's title: the unit, marked as a whole-head estimate where sampled rows were scaled."""
         return unit + (" (estimated, whole head)" if self.sampled and any(m.total for m in ms) else "")
 
+    def heat_map(self, m) -> str:
+        """Layer by head, the figure's mean over the steps: where in the model it sits, at a glance
+        (a head is its index within a batch entry; a layer without it, or a head, is left blank)."""
+        cells: defaultdict[tuple[int, int], list[float]] = defaultdict(list)
+        for h in self.heads:
+            if m.value(h) is not None:
+                cells[(self.layer(h), self.model_head(h))].append(m.value(h))
+        if len({layer for layer, _ in cells}) < 2:
+            return ""  # one layer: the chart by layer shows it
+        heads = sorted({head for _, head in cells})
+        z = [[mean(cells[(layer, head)]) if (layer, head) in cells else None for head in heads]
+             for layer in self.layers]
+        data = [{"type": "heatmap", "x": heads, "y": self.layers, "z": z, "colorscale": "Viridis",
+                 "colorbar": {"title": {"text": m.unit}},
+                 "hovertemplate": "layer %{y} head %{x}: %{z}<extra></extra>"}]
+        return self.chart(f"{m.label}: layer by head (mean over steps)", data, "head", "layer", integer_x=True,
+                          updatemenus=[])
+
+    def model_head(self, h) -> int:
+        """The head's index within its batch entry (the model's head)."""
+        per_batch = self.heads_per_batch.get(h["file"], 0)
+        return h["head"] % per_batch if isinstance(per_batch, int) and per_batch > 0 else h["head"]
+
     def over_steps_chart(self, m) -> str:
         if len(self.steps) < 2:
             return ""
@@ -254,7 +282,7 @@ class Page:
             ms = [m for m in self.metrics if m.section == section]
             if not ms:
                 continue
-            charts = self.by_layer_charts(ms, title)
+            charts = self.heat_map(ms[0]) + self.by_layer_charts(ms, title)
             charts += "".join(self.over_steps_chart(m) for m in ms[:2])
             out.append(f'<h2 id="{section}">{esc(title)}</h2>{self.explain(ms)}{charts}')
         out.append(self.bias_over_steps())

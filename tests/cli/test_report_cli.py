@@ -364,6 +364,7 @@ def test_the_page_loads_only_its_library_beside_it_and_its_charts_draw(first, tm
     assert len(loads) == 1 and loads[0][0] == "script" and re.fullmatch(r"plotly-[\d.]+\.min\.js", loads[0][1]), loads
     library = page.parent / loads[0][1]
     assert library.stat().st_size > 3e6 and len(text) < 1e6, "the library beside the page, the page small"
+    assert "layer by head (mean over steps)" in text, "a heat map per analysis: two layers, two heads"
     assert "Plotly.newPlot" in text and "What to look at first" in text and "<table" in text
     # The DOM after the scripts ran: every chart drawn by Plotly, no error met on the page, steps
     # in the table in their numeric order (0 before 10), and heads that can be sorted.
