@@ -271,16 +271,29 @@ def compare_figures(report, compare):
                 yield files.get(c["file"], {"file": c["file"]}), recipe, output, o
 
 
+def batch_heads(report):
+    """A function giving a head its (batch entry, head within it): the report's flat head index
+    split by its file's heads per batch entry (the model's head is the second); (None, the flat
+    index) where the file does not say how many heads a batch entry holds."""
+    files = {f["file"]: f for f in report.get("files", []) if isinstance(f, dict)}
+
+    def split(head):
+        per_batch = files.get(head["file"], {}).get("heads_per_batch")
+        if isinstance(per_batch, int) and not isinstance(per_batch, bool) and per_batch > 0:
+            return divmod(head["head"], per_batch)
+        return None, head["head"]
+    return split
+
+
 def head_labels(report):
-    """A function naming a head: 'head H', or 'batch B head H' where its file has a batch (the
-    report's flat head index split)."""
-    files = {f["file"]: f for f in report.get("files", [])}
+    """A function naming a head: 'head H', or 'batch B head H' where its file has a batch."""
+    files = {f["file"]: f for f in report.get("files", []) if isinstance(f, dict)}
+    split = batch_heads(report)
 
     def label(head):
-        f = files.get(head["file"], {})
-        per_batch, batch = f.get("heads_per_batch"), f.get("batch", 1)
-        if per_batch and batch > 1:
-            return f"batch {head['head'] // per_batch} head {head['head'] % per_batch}"
+        batch, within = split(head)
+        if batch is not None and files.get(head["file"], {}).get("batch", 1) > 1:
+            return f"batch {batch} head {within}"
         return f"head {head['head']}"
     return label
 

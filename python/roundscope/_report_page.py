@@ -27,6 +27,7 @@ from ._report_schema import ReportError, refuse
 COLOURS = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442", "#000000"]
 BAD = ' class="bad"'
 TABLE_ROWS = 5000  # the every-head table stops here (report.json has them all)
+ESTIMATED = " (estimated, whole head)"  # an axis of sampled totals scaled to the whole head
 
 STYLE = """
 body{font:14px/1.45 system-ui,sans-serif;margin:24px;color:#222;max-width:1280px}
@@ -120,8 +121,7 @@ class Page:
         self.layers = sorted({h.get("layer") if isinstance(h.get("layer"), int) else -1 for h in self.heads})
         self.steps = sorted({self.step(h) for h in self.heads})
         self.sampled = bool(report.get("options", {}).get("rows"))
-        self.heads_per_batch = {f.get("file"): f.get("heads_per_batch") for f in report.get("files", [])
-                                if isinstance(f, dict)}
+        self.batch_heads = rm.batch_heads(report)
 
     def layer(self, h):
         return h.get("layer") if isinstance(h.get("layer"), int) else -1
@@ -235,7 +235,7 @@ class Page:
 
     def unit_title(self, ms, unit) -> str:
         """An axis's title: the unit, marked as a whole-head estimate where sampled rows were scaled."""
-        return unit + (" (estimated, whole head)" if self.sampled and any(m.total for m in ms) else "")
+        return unit + (ESTIMATED if self.sampled and any(m.total for m in ms) else "")
 
     def heat_map(self, m) -> str:
         """Layer by head, the figure's mean over the steps: where in the model it sits, at a glance
@@ -243,7 +243,7 @@ class Page:
         cells: defaultdict[tuple[int, int], list[float]] = defaultdict(list)
         for h in self.heads:
             if m.value(h) is not None:
-                cells[(self.layer(h), self.model_head(h))].append(m.value(h))
+                cells[(self.layer(h), self.batch_heads(h)[1])].append(m.value(h))
         if len({layer for layer, _ in cells}) < 2:
             return ""  # one layer: the chart by layer shows it
         heads = sorted({head for _, head in cells})
@@ -254,11 +254,6 @@ class Page:
                  "hovertemplate": "layer %{y} head %{x}: %{z}<extra></extra>"}]
         return self.chart(f"{m.label}: layer by head (mean over steps)", data, "head", "layer", integer_x=True,
                           updatemenus=[])
-
-    def model_head(self, h) -> int:
-        """The head's index within its batch entry (the model's head)."""
-        per_batch = self.heads_per_batch.get(h["file"], 0)
-        return h["head"] % per_batch if isinstance(per_batch, int) and per_batch > 0 else h["head"]
 
     def over_steps_chart(self, m) -> str:
         if len(self.steps) < 2:
@@ -308,8 +303,8 @@ class Page:
                 'delta = rowsum(dO * O), summed over rows, with the kernel\'s O, step after step: one sign '
                 'over many steps is the bias that reaches the weights' + (" (the first 64 heads)" if len(series) > 64
                                                                           else "") + '.</p>'
-                + self.chart("cumulative error of delta", data, "step", "sum of coefficients" + (
-                    " (estimated, whole head)" if self.sampled else ""), integer_x=True))
+                + self.chart("cumulative error of delta", data, "step",
+                             "sum of coefficients" + (ESTIMATED if self.sampled else ""), integer_x=True))
 
     # -- tables -------------------------------------------------------------------------
     @staticmethod
