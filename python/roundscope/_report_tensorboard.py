@@ -62,16 +62,21 @@ class Events:
         if x is not None:
             self._add(step, self.summary_pb2.Summary.Value(tag=tag, simple_value=float(x)))
 
-    def histogram(self, tag, step, buckets):
-        """buckets: (low, high, count) in order."""
+    def histogram(self, tag, step, buckets, values=None):
+        """buckets: (low, high, count) in order; values: the values counted, sorted, where known
+        (then the range and sums are theirs), else each count taken at its bucket's centre."""
         if not buckets:
             return
-        total = sum(c for _, _, c in buckets)
-        centres = [((lo + hi) / 2, c) for lo, hi, c in buckets]
+        if values is None:  # a count may be millions of values: their sums from the centres
+            centres = [((lo + hi) / 2, c) for lo, hi, c in buckets]
+            low, high = buckets[0][0], buckets[-1][1]
+            total, squares = sum(x * c for x, c in centres), sum(x * x * c for x, c in centres)
+        else:
+            low, high = values[0], values[-1]
+            total, squares = sum(values), sum(x * x for x in values)
         h = self.summary_pb2.HistogramProto(
-            min=buckets[0][0], max=buckets[-1][1], num=total, sum=sum(x * c for x, c in centres),
-            sum_squares=sum(x * x * c for x, c in centres), bucket_limit=[hi for _, hi, _ in buckets],
-            bucket=[float(c) for _, _, c in buckets])
+            min=low, max=high, num=sum(c for _, _, c in buckets), sum=total, sum_squares=squares,
+            bucket_limit=[hi for _, hi, _ in buckets], bucket=[float(c) for _, _, c in buckets])
         self._add(step, self.summary_pb2.Summary.Value(tag=tag, histo=h))
 
     def values_histogram(self, tag, step, values):
@@ -90,11 +95,7 @@ class Events:
             for x in values:
                 counts[min(29, int((x - lo) / width))] += 1
             buckets = [(lo + i * width, lo + (i + 1) * width, c) for i, c in enumerate(counts)]
-        total = len(values)
-        h = self.summary_pb2.HistogramProto(
-            min=values[0], max=values[-1], num=total, sum=sum(values), sum_squares=sum(x * x for x in values),
-            bucket_limit=[hi for _, hi, _ in buckets], bucket=[float(c) for _, _, c in buckets])
-        self._add(step, self.summary_pb2.Summary.Value(tag=tag, histo=h))
+        self.histogram(tag, step, buckets, values)
 
     def close(self):
         self.writer.close()
