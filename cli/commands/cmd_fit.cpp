@@ -100,9 +100,7 @@ void print_divergence(const analysis::Divergence& d) {
                         d.steps.after));
     if (d.steps.unsplit > 0)
         parts.push_back(fmt::format("{} not split (o differs; the dump holds no lse to tell where)", d.steps.unsplit));
-    std::string where;
-    for (const std::string& p : parts) where += (where.empty() ? "" : "; ") + p;
-    fmt::print("where in the row: {}\n", where);
+    fmt::print("where in the row: {}\n", fmt::join(parts, "; "));
     std::string s;
     for (const analysis::RowExplanation& e : d.explanations)
         s += fmt::format("{}{} {}={} ({})", s.empty() ? "" : ", ", e.stage, e.key, e.value, e.rows);
