@@ -22,10 +22,10 @@ void InputFlags::add_synthetic(CLI::App* cmd) {
     synthetic_flag = cmd->add_flag("--synthetic", synthetic, "Synthesize the input instead of reading a file");
     // Up to 2^31 tokens: what cannot fit is refused by its memory (choose_inputs), not by a range.
     synthetic_only(cmd->add_option("--n", spec.n, "Tokens (synthetic)"))
-        ->check(integer_in(1, std::int64_t{1} << 31))
+        ->check(integer_in(api::ranges::tokens))
         ->capture_default_str();
     synthetic_only(cmd->add_option("--d", spec.d, "Head dimension (synthetic)"))
-        ->check(integer_in(2, 1024))
+        ->check(integer_in(api::ranges::head_dim))
         ->capture_default_str();
     synthetic_only(cmd->add_option("--seed", spec.seed, "Seed (synthetic)"))
         ->check(seed_value())
@@ -36,7 +36,7 @@ CLI::Option* InputFlags::synthetic_only(CLI::Option* option) const { return opti
 
 void InputFlags::add_heads(CLI::App* cmd) {
     synthetic_only(cmd->add_option("--heads", spec.heads, "Heads (synthetic)"))
-        ->check(integer_in(1, 4096))
+        ->check(integer_in(api::ranges::heads))
         ->capture_default_str();
 }
 
@@ -62,7 +62,7 @@ void AttentionFlags::add_to(CLI::App* cmd, const std::string& scale_names) {
     auto* on = cmd->add_flag("--causal", causal, "Causal mask (default: the file's metadata, else off)");
     cmd->add_flag("--no-causal", no_causal, "No causal mask, whatever the file's metadata says")->excludes(on);
     cmd->add_option(scale_names, softmax_scale, "Softmax scale (default: the file's metadata, else 1/sqrt(D))")
-        ->check(finite_in(0, 1e6, true));
+        ->check(finite_in(api::ranges::softmax_scale));
     cmd->add_option("--causal-alignment", causal_alignment,
                     "bottom-right (FlashAttention) or top-left (PyTorch's is_causal) where Nq != Nk (default: the "
                     "file's metadata, else bottom-right)")
@@ -70,23 +70,52 @@ void AttentionFlags::add_to(CLI::App* cmd, const std::string& scale_names) {
     cmd->add_option("--window-left", window_left,
                     "Sliding window: keys at most this far before the diagonal (-1: unbounded; default: the file's "
                     "metadata)")
-        ->check(integer_in(-1, std::int64_t{1} << 40));
+        ->check(integer_in(api::ranges::window));
     cmd->add_option("--window-right", window_right,
                     "Sliding window: keys at most this far after the diagonal (-1: unbounded; default: the file's "
                     "metadata)")
-        ->check(integer_in(-1, std::int64_t{1} << 40));
+        ->check(integer_in(api::ranges::window));
     cmd->add_option("--softcap", softcap,
                     "Cap the scores at +-SOFTCAP as softcap tanh(s / softcap) (0: none; default: the file's metadata)")
-        ->check(finite_in(0, 1e6, false));
+        ->check(finite_in(api::ranges::softcap));
     add_output_flags(cmd, json, threads);
 }
 
+api::MaskChoice AttentionFlags::mask() const {
+    api::MaskChoice m;
+    if (causal) m.causal = true;
+    if (no_causal) m.causal = false;
+    if (softmax_scale != 0) m.softmax_scale = softmax_scale;
+    if (!causal_alignment.empty()) m.causal_alignment = causal_alignment;
+    if (window_left != -2) m.window_left = window_left;
+    if (window_right != -2) m.window_right = window_right;
+    if (softcap >= 0) m.softcap = softcap;
+    return m;
+}
+
+api::AttentionSource file_source(const std::string& path) {
+    api::AttentionSource s;
+    s.name = path;
+    s.read = [path] { return read_input(path); };
+    return s;
+}
+
+api::AttentionSource InputFlags::source(const char* command) const {
+    if (synthetic == !file.empty()) throw Error(std::string(command) + ": give an input file or --synthetic, not both");
+    api::AttentionSource s = file.empty() ? api::AttentionSource{} : file_source(file);
+    s.synthetic = synthetic;
+    s.spec = spec;
+    if (synthetic && !scenario.empty()) s.scenario = scenario;
+    return s;
+}
+
 void apply_mask_flags(emu::AttentionInputs& in, const AttentionFlags& flags) {
-    if (!flags.causal_alignment.empty())
-        in.mask.alignment = emu::parse_alignment(flags.causal_alignment, "--causal-alignment");
-    if (flags.window_left != -2) in.mask.window_left = flags.window_left;
-    if (flags.window_right != -2) in.mask.window_right = flags.window_right;
-    if (flags.softcap >= 0) in.softcap = flags.softcap;
+    api::MaskChoice m = flags.mask();
+    m.causal.reset(), m.softmax_scale.reset();
+    const std::optional<bool> causal = in.causal;
+    const std::optional<double> scale = in.softmax_scale;
+    api::apply_mask(in, m);
+    in.causal = causal, in.softmax_scale = scale;
 }
 
 void add_output_flags(CLI::App* cmd, bool& json, int& threads) {
@@ -96,67 +125,18 @@ void add_output_flags(CLI::App* cmd, bool& json, int& threads) {
         ->capture_default_str();
 }
 
-double synthetic_bytes(const analysis::SyntheticSpec& s) {
-    const auto heads = static_cast<double>(s.heads), n = static_cast<double>(s.n), d = static_cast<double>(s.d),
-               m = static_cast<double>(s.d_model);
-    // q, k, v, dO as float32, once as tensors and twice more as an analysis's operands and
-    // outputs; x, W^Q and the query-weight error's [H, M, D] sums in double.
-    return 3 * 4 * heads * n * d * 4 + n * m * 4 + heads * m * d * (4 + 4 * 8);
-}
-
-void check_synthetic_memory(const analysis::SyntheticSpec& spec) {
-    check_memory(synthetic_bytes(spec),
-                 fmt::format("--synthetic with {} head(s) of N = {}, D = {}", spec.heads, spec.n, spec.d));
-}
-
-void apply_attention_flags(emu::AttentionInputs& in, const AttentionFlags& flags) {
-    in.causal = flags.causal || (!flags.no_causal && in.causal.value_or(false));
-    if (flags.softmax_scale != 0) in.softmax_scale = flags.softmax_scale;
-    apply_mask_flags(in, flags);
-}
-
-namespace {
-
-ChosenInputs chosen(emu::AttentionInputs in, const AttentionFlags& flags) {
-    apply_mask_flags(in, flags);
-    ChosenInputs c;
-    c.causal = flags.causal || (!flags.no_causal && in.causal.value_or(false));
-    c.softmax_scale = flags.softmax_scale != 0 ? flags.softmax_scale : in.softmax_scale.value_or(0);
-    c.in = std::move(in);
-    return c;
-}
-
-}  // namespace
+void apply_attention_flags(emu::AttentionInputs& in, const AttentionFlags& flags) { api::apply_mask(in, flags.mask()); }
 
 ChosenInputs file_inputs(const std::string& path, const AttentionFlags& flags) {
-    return file_inputs(read_input(path), flags);
+    return api::file_inputs(read_input(path), flags.mask());
 }
 
 ChosenInputs file_inputs(const TensorFile& file, const AttentionFlags& flags) {
-    return chosen(emu::find_attention_inputs(file), flags);
-}
-
-double attention_bytes(const emu::AttentionInputs& in, bool backward, bool truth, int threads) {
-    const double heads = static_cast<double>(in.batch * in.heads), nq = static_cast<double>(in.n_q),
-                 nk = static_cast<double>(in.n_kv);
-    const double elements = heads * (nq * static_cast<double>(in.d + in.d_v) + nk * static_cast<double>(in.d + in.d_v));
-    double bytes = elements * 16 * (backward ? 2 : 1);
-    if (truth) {
-        const unsigned hardware = std::max(1u, std::thread::hardware_concurrency());
-        const double in_flight = std::min<double>(heads, threads > 0 ? threads : hardware);
-        bytes += elements * 32 + 24 * nq * nk * in_flight;
-    }
-    return bytes;
+    return api::file_inputs(file, flags.mask());
 }
 
 ChosenInputs choose_inputs(const char* command, const InputFlags& input, const AttentionFlags& flags) {
-    if (input.synthetic == !input.file.empty())
-        throw Error(std::string(command) + ": give an input file or --synthetic, not both");
-    if (!input.synthetic) return file_inputs(input.file, flags);
-    analysis::SyntheticSpec spec = input.spec;
-    if (!input.scenario.empty()) spec.scenario = analysis::parse_scenario(input.scenario, "--scenario");
-    check_synthetic_memory(spec);
-    return chosen(analysis::synthetic_attention(spec), flags);
+    return api::choose_inputs(command, input.source(command), flags.mask());
 }
 
 }  // namespace roundscope::cli

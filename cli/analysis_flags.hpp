@@ -8,8 +8,10 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "analysis/synthetic_attention.hpp"
+#include "api/attention_source.hpp"
 #include "emu/attention/inputs/attention_inputs.hpp"
 #include "lib/error.hpp"
 
@@ -31,6 +33,9 @@ struct InputFlags {
     void add_scenario(CLI::App* cmd);
     /// `option` applies to synthetic inputs only: given with a file, it is an error, not ignored.
     CLI::Option* synthetic_only(CLI::Option* option) const;
+    /// The request's source: the file IN (read through read_input) or the synthetic inputs; an
+    /// Error naming `command` unless exactly one of IN and --synthetic is given.
+    api::AttentionSource source(const char* command) const;
 };
 
 /// --causal / --no-causal, --softmax-scale, the mask's --causal-alignment, --window-left,
@@ -46,17 +51,17 @@ struct AttentionFlags {
 
     /// `scale_names`: "--softmax-scale", or with an alias ("--softmax-scale,--scale").
     void add_to(CLI::App* cmd, const std::string& scale_names = "--softmax-scale");
+    /// The flags as a request's mask choice (what is not given: none).
+    api::MaskChoice mask() const;
 };
+
+/// The source of the file `path` (read through read_input, named by its path in messages).
+api::AttentionSource file_source(const std::string& path);
 
 /// --json and --threads alone (commands that are not attention commands).
 void add_output_flags(CLI::App* cmd, bool& json, int& threads);
 
-/// A command's inputs, with the mask and scale the flags and the file's metadata choose.
-struct ChosenInputs {
-    emu::AttentionInputs in;
-    bool causal = false;
-    double softmax_scale = 0;  // 0: 1/sqrt(D)
-};
+using api::ChosenInputs;
 
 /// Error (naming `command`) unless exactly one of IN and --synthetic is given; the memory a
 /// synthetic input needs is checked before it is built.
@@ -73,27 +78,16 @@ ChosenInputs file_inputs(const std::string& path, const AttentionFlags& flags);
 /// The attention inputs of a file already read.
 ChosenInputs file_inputs(const TensorFile& file, const AttentionFlags& flags);
 
-/// Memory that emulating (and with `truth`, the exact attention of) `in` takes beyond the
-/// inputs: operands and outputs per element, and the truth's 24 bytes per score of each head
-/// in flight.
-double attention_bytes(const emu::AttentionInputs& in, bool backward, bool truth, int threads);
-
-/// Memory that synthetic inputs of `spec` take, with the copies an analysis makes of them.
-double synthetic_bytes(const analysis::SyntheticSpec& spec);
-/// Refuses (check_memory) a synthetic input that cannot fit, naming its sizes.
-void check_synthetic_memory(const analysis::SyntheticSpec& spec);
+using api::attention_bytes;
+using api::check_synthetic_memory;
 
 /// f(), with an Error it throws prefixed by `input`, the file the analysis read (none: as is),
-/// so that a NaN found deep inside names its file as well as its tensor (once: a message that
-/// names the file already stays as it is).
+/// so that a NaN found deep inside names its file as well as its tensor (api::naming_input).
 template <class F>
 auto naming_input(const std::string& input, F&& f) -> decltype(f()) {
-    try {
-        return f();
-    } catch (const Error& e) {
-        if (input.empty() || std::string_view(e.what()).find(input) != std::string_view::npos) throw;
-        throw Error(input + ": " + e.what());
-    }
+    api::AttentionSource source;
+    source.name = input;
+    return api::naming_input(source, std::forward<F>(f));
 }
 
 }  // namespace roundscope::cli

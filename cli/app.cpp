@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
+#include "api/argument_error.hpp"
 #include "cli/commands.hpp"
 #include "lib/error.hpp"
 
@@ -126,6 +127,19 @@ void add_all_commands(CLI::App& app) {
 
 namespace {
 
+// A library argument as the flag that carries it: k_sink -> --k-sink; settings -> --set.
+std::string flag_of(const std::string& argument) {
+    if (argument == "settings") return "--set";
+    std::string flag = "--" + argument;
+    for (char& c : flag)
+        if (c == '_') c = '-';
+    return flag;
+}
+
+}  // namespace
+
+namespace {
+
 // "create directories /tmp/x/y: File name too long": the operation, the path (made printable and
 // short) and the reason, from what libstdc++ says ("filesystem error: cannot create directories:
 // File name too long [/tmp/x/y]").
@@ -151,6 +165,8 @@ RunOutcome run_app_outcome(CLI::App& app, int argc, char** argv) {
         return {2, parse_error_message(app, e, argc, argv)};
     } catch (const ExitCode& e) {
         return {.code = e.code};
+    } catch (const api::ArgumentError& e) {  // the library names the argument; the command line, its flag
+        return {2, flag_of(e.argument()) + ": " + e.detail()};
     } catch (const FileError& e) {
         return {2, e.what(), RunOutcome::Failure::file};
     } catch (const Error& e) {

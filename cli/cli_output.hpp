@@ -1,5 +1,6 @@
 #pragma once
-// What every subcommand prints with: JSON values for doubles, hex bit strings, aligned tables.
+// What every subcommand prints with: JSON values for doubles (api/json_numbers.hpp), hex bit
+// strings, aligned tables.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -7,22 +8,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "api/json_numbers.hpp"
+
 namespace roundscope::cli {
 
-/// A double as JSON: a number, or "nan" / "inf" / "-inf" (JSON has no such numbers).
-nlohmann::json json_number(double x);
-
-/// json_number's value back: a number, or "nan", "inf", "-inf"; Error naming `what` otherwise.
-double json_number_value(const nlohmann::json& j, const std::string& what);
-
-/// json_number of the value, or null when there is none.
-nlohmann::json json_number(const std::optional<double>& x);
-
-/// The count, or null when there is none (not measured).
-nlohmann::json json_count(const std::optional<std::uint64_t>& x);
-
-/// Each of `xs` as json_number, in an array.
-nlohmann::json json_numbers(const std::vector<double>& xs);
+using api::json_count;
+using api::json_number;
+using api::json_number_value;
+using api::json_numbers;
 
 /// A double printed so that reading it back gives the same double (shortest round trip).
 std::string format_double(double x);

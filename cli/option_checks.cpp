@@ -7,6 +7,7 @@
 #include <limits>
 #include <string>
 
+#include "api/argument_checks.hpp"
 #include "emu/block/block_format.hpp"
 #include "lib/error.hpp"
 
@@ -30,7 +31,7 @@ CLI::Validator integer_in(std::int64_t lo, std::int64_t hi) {
         [lo, hi](std::string& text) -> std::string {
             std::int64_t v = 0;
             if (parse_all(text, v) && v >= lo && v <= hi) return {};
-            return fmt::format("must be an integer from {} to {}, not {}", lo, hi, shown(text));
+            return api::out_of_range(api::IntegerRange{lo, hi}, shown(text));
         },
         fmt::format("INT in [{}, {}]", lo, hi));
 }
@@ -40,8 +41,7 @@ CLI::Validator seed_value() {
         [](std::string& text) -> std::string {
             std::uint64_t v = 0;
             if (!text.empty() && text[0] != '-' && text[0] != '+' && parse_all(text, v)) return {};
-            return fmt::format("must be an integer from 0 to {}, not {}", std::numeric_limits<std::uint64_t>::max(),
-                               shown(text));
+            return api::seed_out_of_range(shown(text));
         },
         "UINT64");
 }
@@ -52,13 +52,16 @@ CLI::Validator finite_in(double lo, double hi, bool above_lo) {
             double v = 0;
             // from_chars reads "nan" and "inf" too; they are refused with everything out of range.
             if (parse_all(text, v) && std::isfinite(v) && (above_lo ? v > lo : v >= lo) && v <= hi) return {};
-            return fmt::format("must be a finite number {} {:g} and at most {:g}, not {}",
-                               above_lo ? "above" : "of at least", lo, hi, shown(text));
+            return api::out_of_range(api::FiniteRange{lo, hi, above_lo}, shown(text));
         },
         "NUMBER");
 }
 
-CLI::Validator thread_count() { return integer_in(0, 1024); }
+CLI::Validator integer_in(api::IntegerRange range) { return integer_in(range.lo, range.hi); }
+
+CLI::Validator finite_in(api::FiniteRange range) { return finite_in(range.lo, range.hi, range.above_lo); }
+
+CLI::Validator thread_count() { return integer_in(api::ranges::threads); }
 
 CLI::Validator non_empty() {
     return CLI::Validator([](std::string& text) -> std::string { return text.empty() ? "must not be empty" : ""; },

@@ -9,10 +9,16 @@
 #include <functional>
 #include <string>
 
+#include "api/argument_checks.hpp"
+
 namespace roundscope::cli {
 
 /// An integer in [lo, hi], written in decimal without a fraction or exponent.
 CLI::Validator integer_in(std::int64_t lo, std::int64_t hi);
+
+/// The same over a range the library declares (api/argument_checks.hpp).
+CLI::Validator integer_in(api::IntegerRange range);
+CLI::Validator finite_in(api::FiniteRange range);
 
 /// A seed: an integer from 0 to 2^64 - 1.
 CLI::Validator seed_value();

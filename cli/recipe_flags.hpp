@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "api/recipe_choice.hpp"
 #include "emu/attention/recipe/attention_recipe.hpp"
 
 namespace roundscope::cli {
@@ -23,6 +24,8 @@ public:
 
     /// The named preset with every --set applied in order.
     emu::AttentionRecipe recipe() const;
+    /// The preset and settings as a request names them.
+    api::RecipeChoice choice() const { return {name_, settings_}; }
 
 private:
     std::string name_;

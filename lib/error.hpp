@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 
 namespace roundscope {
 
@@ -17,6 +18,24 @@ public:
 class FileError : public Error {
 public:
     using Error::Error;
+};
+
+/// An Error about one tensor: "FILE: tensor 'NAME' DETAIL" (FILE empty: "tensor 'NAME' DETAIL").
+/// It keeps its parts, so that a front end whose caller handed the tensors over as arguments of
+/// its own (Python's q, k, v, attn_mask) can name the argument instead: "NAME: DETAIL".
+class TensorError : public Error {
+public:
+    TensorError(std::string file, std::string tensor, std::string detail)
+        : Error((file.empty() ? "" : file + ": ") + "tensor '" + tensor + "' " + detail),
+          file_(std::move(file)),
+          tensor_(std::move(tensor)),
+          detail_(std::move(detail)) {}
+    const std::string& file() const noexcept { return file_; }
+    const std::string& tensor() const noexcept { return tensor_; }
+    const std::string& detail() const noexcept { return detail_; }
+
+private:
+    std::string file_, tensor_, detail_;
 };
 
 /// Text from an untrusted file made safe for a terminal, whole: control characters (C0, DEL and

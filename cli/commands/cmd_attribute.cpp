@@ -10,8 +10,8 @@
 
 #include "analysis/attribute.hpp"
 #include "analysis/synthetic_attention.hpp"
+#include "api/analyses.hpp"
 #include "cli/analysis_flags.hpp"
-#include "cli/analysis_json.hpp"
 #include "cli/cli_output.hpp"
 #include "cli/command_files.hpp"
 #include "cli/commands.hpp"
@@ -46,16 +46,14 @@ void print_report(const analysis::AttributeResult& r) {
 }
 
 void run(const AttributeArgs& a) {
-    analysis::AttributeOptions o;
-    o.recipe = a.recipe.recipe();
-    o.threads = a.flags.threads;
     check_plot(a.plot, {a.input.file});
-    const ChosenInputs c = choose_inputs("attribute", a.input, a.flags);
-    o.causal = c.causal, o.softmax_scale = c.softmax_scale;
-    const analysis::AttributeResult r = naming_input(a.input.file, [&] { return analysis::attribute(c.in, o); });
-    const nlohmann::json j = attribute_json(r);
+    api::AttributeRequest request;
+    request.input = {a.input.source("attribute"), a.flags.mask(), a.flags.threads};
+    request.recipe = a.recipe.choice();
+    const api::Answer answer = api::attribute(request);
+    const auto& r = answer.result;
     output_analysis(
-        "attribute", j, a.flags.json, [&] { print_report(r); }, a.plot);
+        "attribute", answer.json, a.flags.json, [&] { print_report(r); }, a.plot);
 }
 
 }  // namespace

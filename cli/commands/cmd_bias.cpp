@@ -14,8 +14,8 @@
 
 #include "analysis/bias_steps.hpp"
 #include "analysis/synthetic_attention.hpp"
+#include "api/analyses.hpp"
 #include "cli/analysis_flags.hpp"
-#include "cli/analysis_json.hpp"
 #include "cli/cli_output.hpp"
 #include "cli/command_files.hpp"
 #include "cli/commands.hpp"
@@ -42,19 +42,6 @@ struct BiasArgs {
         input.spec.n = 512, input.spec.heads = 2;
     }
 };
-
-// Every file read and checked before the first step is analysed: a bad last file must not
-// cost the work on the others, nor print half a report.
-void check_step_files(const std::vector<std::string>& files) {
-    std::optional<bool> has_x;
-    for (const std::string& path : files) {
-        const emu::AttentionInputs in = emu::find_attention_inputs(read_input(path));
-        if (!in.d_o) throw Error(path + ": needs the tensor 'do' (the gradient of o)");
-        if (has_x && *has_x != in.x.has_value())
-            throw Error(path + ": " + (in.x ? "has" : "lacks") + " the layer input 'x', unlike " + files.front());
-        has_x = in.x.has_value();
-    }
-}
 
 void print(const analysis::QueryWeightError& q) {
     fmt::print(
@@ -119,35 +106,16 @@ void print(const analysis::BiasSteps& s) {
 
 void run(const BiasArgs& a) {
     if (a.input.synthetic == !a.files.empty()) throw Error("bias: give input files or --synthetic, not both");
-    if (a.input.spec.d_model == 1) throw Error("--d-model: the layer input needs M >= 2 features (0: none)");
-    if (a.input.synthetic && a.input.spec.tied_keys >= a.input.spec.n)
-        throw Error(fmt::format("--tied-keys: {} leading keys leave none of the N = {} keys behind them",
-                                a.input.spec.tied_keys, a.input.spec.n));
-    analysis::BiasOptions o;
-    o.recipe = a.recipe.recipe();
-    o.threads = a.flags.threads;
     check_plot(a.plot, {a.files.empty() ? "" : a.files.front()});
-    std::size_t count = a.files.size();
-    analysis::BiasStepSource source = [&a](std::size_t i) {
-        const std::string& path = a.files[i];
-        return analysis::BiasStepInput{path, path, emu::find_attention_inputs(read_input(path))};
-    };
-    if (a.input.synthetic) {
-        check_synthetic_memory(a.input.spec);
-        count = a.steps, source = analysis::synthetic_bias_steps(a.input.spec);
-    } else {
-        check_step_files(a.files);
-    }
-    const analysis::BiasStepSource flagged = [&](std::size_t i) {
-        analysis::BiasStepInput step = source(i);
-        apply_attention_flags(step.inputs, a.flags);
-        return step;
-    };
-    const analysis::BiasSteps s = analysis::bias_over_steps(count, flagged, o, a.fix);
-    nlohmann::json out = bias_steps_json(s);
-    if (a.input.synthetic) out["tie_gap"] = a.input.spec.tie_gap, out["tied_keys"] = a.input.spec.tied_keys;
+    api::BiasRequest request;
+    request.input.source.synthetic = a.input.synthetic, request.input.source.spec = a.input.spec;
+    request.input.mask = a.flags.mask(), request.input.threads = a.flags.threads;
+    for (const std::string& path : a.files) request.files.push_back(file_source(path));
+    request.steps = a.steps, request.recipe = a.recipe.choice(), request.fix = a.fix;
+    const api::Answer answer = api::bias(request);
+    const auto& s = answer.result;
     output_analysis(
-        "bias", out, a.flags.json, [&] { print(s); }, a.plot);
+        "bias", answer.json, a.flags.json, [&] { print(s); }, a.plot);
 }
 
 }  // namespace
@@ -161,25 +129,25 @@ void add_bias_command(CLI::App& app) {
     a->recipe.add_to(cmd);
     cmd->add_flag("--fix", a->fix, "Also under the max adjustment and with delta from float32 O");
     a->input.synthetic_only(cmd->add_option("--steps", a->steps, "Synthetic steps (seeds seed, seed + 1, ...)"))
-        ->check(integer_in(1, 100000))
+        ->check(integer_in(api::ranges::steps))
         ->capture_default_str();
     a->input
         .synthetic_only(cmd->add_option("--tie-gap", a->input.spec.tie_gap,
                                         "G: how far the tied pair scores above the rest (synthetic; the bias "
                                         "acts from about 12)"))
-        ->check(finite_in(0, 100))
+        ->check(finite_in(api::ranges::tie_gap))
         ->capture_default_str();
     a->input
         .synthetic_only(
             cmd->add_option("--tied-keys", a->input.spec.tied_keys,
                             "How many identical keys lead by G (synthetic; 1: a single dominant key, no tie)"))
-        ->check(integer_in(1, 1 << 20))
+        ->check(integer_in(api::ranges::tied_keys))
         ->capture_default_str();
     a->input
         .synthetic_only(
             cmd->add_option("--d-model", a->input.spec.d_model,
                             "Synthetic layer input x [N, M] and query weight (q = x W^Q): M >= 2, 0 for none"))
-        ->check(integer_in(0, 1 << 16))
+        ->check(integer_in(api::ranges::d_model))
         ->capture_default_str();
     a->flags.add_to(cmd);
     add_plot_flag(cmd, a->plot);

@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "analysis/kernel_compare.hpp"
+#include "api/analysis_json.hpp"
 #include "cli/analysis_flags.hpp"
-#include "cli/analysis_json.hpp"
 #include "cli/cli_output.hpp"
 #include "cli/command_files.hpp"
 #include "cli/commands.hpp"
@@ -71,7 +71,7 @@ void compare(const CompareArgs& a) {
     const analysis::KernelComparison r =
         naming_input(a.input, [&] { return analysis::compare_kernel(file, c.in, recipe, o, choice); });
     if (a.flags.json) {
-        nlohmann::json j = compare_json(r);
+        nlohmann::json j = api::compare_json(r);
         j["file"] = a.input;
         j["recipe"] = recipe.name;
         j["causal"] = c.causal;

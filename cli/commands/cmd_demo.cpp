@@ -11,7 +11,7 @@
 #include <string>
 
 #include "analysis/demo.hpp"
-#include "cli/analysis_json.hpp"
+#include "api/analysis_json.hpp"
 #include "cli/cli_output.hpp"
 #include "cli/command_files.hpp"
 #include "cli/commands.hpp"
@@ -44,11 +44,11 @@ nlohmann::json scenario_json(const analysis::SyntheticSpec& s) {
 nlohmann::json report_json(const analysis::DemoReport& r) {
     nlohmann::json regimes = nlohmann::json::array();
     for (const auto& b : r.bias) {
-        nlohmann::json j = bias_steps_json(b.steps);
+        nlohmann::json j = api::bias_steps_json(b.steps);
         j["tie_gap"] = b.tie_gap;
         regimes.push_back(std::move(j));
     }
-    nlohmann::json pcollapse = pcollapse_json(r.pcollapse, false), headroom = headroom_json(r.headroom, true);
+    nlohmann::json pcollapse = api::pcollapse_json(r.pcollapse, false), headroom = api::headroom_json(r.headroom, true);
     pcollapse["input"] = scenario_json(r.pcollapse_scenario);
     headroom["input"] = scenario_json(r.headroom_scenario);
     return {{"pcollapse", pcollapse},
@@ -56,8 +56,8 @@ nlohmann::json report_json(const analysis::DemoReport& r) {
             {"leak",
              {{"input", scenario_json(r.leak_scenario)},
               {"recipe", r.leak_recipe},
-              {"without_fix", leak_json(r.leak)},
-              {"with_fix", leak_json(r.leak_fixed)}}},
+              {"without_fix", api::leak_json(r.leak)},
+              {"with_fix", api::leak_json(r.leak_fixed)}}},
             {"headroom", headroom}};
 }
 

@@ -11,8 +11,8 @@
 
 #include "analysis/headroom.hpp"
 #include "analysis/synthetic_attention.hpp"
+#include "api/analyses.hpp"
 #include "cli/analysis_flags.hpp"
-#include "cli/analysis_json.hpp"
 #include "cli/cli_output.hpp"
 #include "cli/command_files.hpp"
 #include "cli/commands.hpp"
@@ -58,13 +58,12 @@ void print_report(const analysis::HeadroomResult& r) {
 
 void run(const HeadroomArgs& a) {
     check_plot(a.plot, {a.input.file});
-    const ChosenInputs c = choose_inputs("headroom", a.input, a.flags);
-    analysis::HeadroomOptions o;
-    o.threads = a.flags.threads, o.causal = c.causal, o.softmax_scale = c.softmax_scale;
-    const analysis::HeadroomResult r = naming_input(a.input.file, [&] { return analysis::headroom(c.in, o); });
-    const nlohmann::json j = headroom_json(r, true);
+    api::HeadroomRequest request;
+    request.input = {a.input.source("headroom"), a.flags.mask(), a.flags.threads};
+    const api::Answer answer = api::headroom(request);
+    const auto& r = answer.result;
     output_analysis(
-        "headroom", j, a.flags.json, [&] { print_report(r); }, a.plot);
+        "headroom", answer.json, a.flags.json, [&] { print_report(r); }, a.plot);
 }
 
 }  // namespace

@@ -10,8 +10,8 @@
 
 #include "analysis/leak.hpp"
 #include "analysis/synthetic_attention.hpp"
+#include "api/analyses.hpp"
 #include "cli/analysis_flags.hpp"
-#include "cli/analysis_json.hpp"
 #include "cli/cli_output.hpp"
 #include "cli/command_files.hpp"
 #include "cli/commands.hpp"
@@ -57,22 +57,17 @@ void print_report(const analysis::LeakResult& r) {
 }
 
 void run(const LeakArgs& a) {
-    analysis::LeakOptions o;
-    o.recipe = a.recipe.recipe();
-    o.format = a.format == "none" ? nullptr : &emu::block_format_named(a.format);
-    o.block = a.block, o.fix = a.fix, o.max_tokens = a.max_tokens, o.threads = a.flags.threads;
-    o.natural = a.natural;
-    check_plot(a.plot, {a.input.file});
     // Leakage is a property of causal attention: the mask is always on.
     if (a.flags.no_causal) throw Error("--no-causal: leakage is measured under the causal mask");
-    AttentionFlags causal = a.flags;
-    causal.causal = true, causal.no_causal = false;
-    const ChosenInputs c = choose_inputs("leak", a.input, causal);
-    o.softmax_scale = c.softmax_scale;
-    const analysis::LeakResult r = naming_input(a.input.file, [&] { return analysis::leak(c.in, o); });
-    const nlohmann::json j = leak_json(r);
+    check_plot(a.plot, {a.input.file});
+    api::LeakRequest request;
+    request.input = {a.input.source("leak"), a.flags.mask(), a.flags.threads};
+    request.format = a.format, request.block = a.block, request.fix = a.fix, request.natural = a.natural;
+    request.recipe = a.recipe.choice(), request.max_tokens = a.max_tokens;
+    const api::Answer answer = api::leak(request);
+    const auto& r = answer.result;
     output_analysis(
-        "leak", j, a.flags.json, [&] { print_report(r); }, a.plot);
+        "leak", answer.json, a.flags.json, [&] { print_report(r); }, a.plot);
 }
 
 }  // namespace
@@ -89,14 +84,16 @@ void add_leak_command(CLI::App& app) {
             },
             "BLOCKFMT|none"))
         ->capture_default_str();
-    cmd->add_option("--block", a->block, "Tokens per scale")->check(integer_in(1, 1024))->capture_default_str();
+    cmd->add_option("--block", a->block, "Tokens per scale")
+        ->check(integer_in(api::ranges::block))
+        ->capture_default_str();
     cmd->add_flag("--fix", a->fix, "The diagonal block of P multiplies unquantized V");
     cmd->add_flag(
         "--natural", a->natural,
         "Also each later token j replaced by another (K and V rows of token (j + n/2) mod n), beside V[j] x 16");
     a->recipe.add_to(cmd);
     cmd->add_option("--max-tokens", a->max_tokens, "Tokens of a file to analyse")
-        ->check(integer_in(1, 1 << 16))
+        ->check(integer_in(api::ranges::max_tokens))
         ->capture_default_str();
     a->flags.add_to(cmd);
     add_plot_flag(cmd, a->plot);

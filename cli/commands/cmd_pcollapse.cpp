@@ -11,8 +11,8 @@
 
 #include "analysis/pcollapse.hpp"
 #include "analysis/synthetic_attention.hpp"
+#include "api/analyses.hpp"
 #include "cli/analysis_flags.hpp"
-#include "cli/analysis_json.hpp"
 #include "cli/cli_output.hpp"
 #include "cli/command_files.hpp"
 #include "cli/commands.hpp"
@@ -40,11 +40,6 @@ struct PCollapseArgs {
         input.spec.n = 1024;
     }
 };
-
-std::vector<emu::KvOrder> orders_of(const std::string& s) {
-    if (s == "both") return {emu::KvOrder::forward, emu::KvOrder::reverse};
-    return {emu::parse_kv_order(s, "--order (or both)")};
-}
 
 void print_report(const PCollapseArgs& a, const analysis::PCollapseOptions& o, const analysis::PCollapseResult& r) {
     fmt::print("P-collapse, recipe {} (k_sink {}, delta_k {:.4f}{})\n", o.recipe.name, o.k_sink, r.delta_k,
@@ -101,30 +96,17 @@ void print_report(const PCollapseArgs& a, const analysis::PCollapseOptions& o, c
 }
 
 void run(const PCollapseArgs& a) {
-    analysis::PCollapseOptions o;
-    o.recipe = a.recipe.recipe();
-    o.orders = orders_of(a.order);
-    o.k_sink = a.input.spec.k_sink;
-    o.threads = a.flags.threads;
-    if (!a.scales.empty()) o.scales = a.scales;
-    o.without_sink = a.without_sink;
-    if (a.sweep) o.scales = {1, 2, 3, 4, 6, 8, 16, 32, 64, 96, 128, 192, 256, 320, 384, 448, 512, 1024};
-    if (a.input.synthetic && static_cast<std::uint64_t>(o.k_sink) >= a.input.spec.n)
-        throw Error(
-            fmt::format("--k-sink: {} sink tokens leave none of the N = {} keys to measure", o.k_sink, a.input.spec.n));
+    api::PCollapseRequest request;
+    request.input = {a.input.source("pcollapse"), a.flags.mask(), a.flags.threads};
+    request.recipe = a.recipe.choice();
+    request.scales.assign(a.scales.begin(), a.scales.end());
+    request.order = a.order, request.sweep_scale = a.sweep, request.without_sink = a.without_sink;
+    const analysis::PCollapseOptions o = api::pcollapse_options(request);  // checked before the plot's path
     check_plot(a.plot, {a.input.file});
-    const ChosenInputs c = choose_inputs("pcollapse", a.input, a.flags);
-    if (static_cast<std::uint64_t>(o.k_sink) >= c.in.n_kv)
-        throw Error(fmt::format("--k-sink: {} sink tokens leave none of the file's Nk = {} keys to measure", o.k_sink,
-                                c.in.n_kv));
-    if (a.input.synthetic) o.sink_strength = a.input.spec.sink_strength;
-    o.causal = c.causal, o.softmax_scale = c.softmax_scale;
-    const analysis::PCollapseResult r = naming_input(a.input.file, [&] { return analysis::pcollapse(c.in, o); });
-    nlohmann::json j = pcollapse_json(r, a.sweep);
-    j["recipe"] = o.recipe.name, j["k_sink"] = o.k_sink;
-    if (o.sink_strength) j["sink_strength"] = *o.sink_strength;
+    const api::Answer answer = api::pcollapse(request);
+    const auto& r = answer.result;
     output_analysis(
-        "pcollapse", j, a.flags.json, [&] { print_report(a, o, r); }, a.plot);
+        "pcollapse", answer.json, a.flags.json, [&] { print_report(a, o, r); }, a.plot);
 }
 
 }  // namespace
@@ -134,7 +116,7 @@ void add_pcollapse_command(CLI::App& app) {
     auto a = std::make_shared<PCollapseArgs>();
     a->input.add_to(cmd, "File with q, k, v");
     cmd->add_option("--scale", a->scales, "Static P scale S (repeatable; default 1 and 256)")
-        ->check(finite_in(0, 3.0e38, true));
+        ->check(finite_in(api::ranges::p_scale));
     cmd->add_option("--order", a->order, "forward, reverse or both")->capture_default_str();
     cmd->add_flag("--without-sink", a->without_sink,
                   "Also each run with the sink keys replaced by their neighbour: the underflow the spread of "
@@ -146,12 +128,12 @@ void add_pcollapse_command(CLI::App& app) {
                      "The FP8 recipe (default: the paper's set-up, float32 Q, K, V and only P in E4M3; "
                      "fp8-forward-order for E4M3 inputs too)");
     cmd->add_option("--k-sink", a->input.spec.k_sink, "Sink tokens (the first keys)")
-        ->check(integer_in(1, 1 << 20))
+        ->check(integer_in(api::ranges::k_sink))
         ->capture_default_str();
     a->input
         .synthetic_only(cmd->add_option("--sink-strength", a->input.spec.sink_strength,
                                         "Delta: how far the sink scores stand above the rest (synthetic)"))
-        ->check(finite_in(-100, 100))
+        ->check(finite_in(api::ranges::sink_strength))
         ->capture_default_str();
     a->flags.add_to(cmd);
     add_plot_flag(cmd, a->plot);

@@ -12,7 +12,7 @@
 #include "analysis/bias_steps.hpp"
 #include "analysis/kernel_compare.hpp"
 #include "analysis/sampling_error.hpp"
-#include "cli/analysis_json.hpp"
+#include "api/analysis_json.hpp"
 #include "cli/cli_output.hpp"
 #include "cli/report/report_cache.hpp"
 #include "lib/error.hpp"
@@ -114,7 +114,7 @@ struct FileComparison {
             if (part.contains("skipped"))
                 skipped[recipe] = part["skipped"].get<std::string>();
             else
-                to[recipe].push_back(compare_part_from_json(part));
+                to[recipe].push_back(api::compare_part_from_json(part));
         }
     }
     // One head's result: its compare and its groups' (taken out of the result).
@@ -133,7 +133,7 @@ struct FileComparison {
     static nlohmann::json merge(const Parts& parts, const emu::AttentionShape& shape) {
         nlohmann::json by_recipe = nlohmann::json::object();
         for (const auto& [recipe, heads] : parts)
-            by_recipe[recipe] = compare_json(analysis::merge_heads(heads, shape, report_compare_worst));
+            by_recipe[recipe] = api::compare_json(analysis::merge_heads(heads, shape, report_compare_worst));
         return by_recipe;
     }
     nlohmann::json merged(const std::vector<DumpFile>& files) {

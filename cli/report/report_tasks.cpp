@@ -20,8 +20,8 @@
 #include "analysis/rounding_bias.hpp"
 #include "analysis/sampling_error.hpp"
 #include "analysis/truth_cache.hpp"
+#include "api/analysis_json.hpp"
 #include "cli/analysis_flags.hpp"
-#include "cli/analysis_json.hpp"
 #include "cli/command_files.hpp"
 #include "emu/attention/flash/attention_operands.hpp"
 #include "emu/attention/flash/flash_context.hpp"
@@ -126,7 +126,7 @@ nlohmann::json head_compare(const TensorFile& tensors, const emu::AttentionInput
             continue;
         }
         const analysis::CompareChoice choice{.worst_count = report_compare_worst};
-        compare[recipe.name] = compare_part_json(
+        compare[recipe.name] = api::compare_part_json(
             in.query_rows ? analysis::compare_kernel_rows(tensors, file_in, head, in, recipe, r, choice)
                           : analysis::compare_kernel_head(tensors, file_in, head, recipe, r, choice));
     }
@@ -153,7 +153,7 @@ nlohmann::json row_analyses(const TensorFile& tensors, const emu::AttentionInput
         analysis::AttributeOptions a;
         a.recipe = r, a.causal = causal, a.softmax_scale = scale, a.threads = threads, a.truths = truths, a.runs = runs;
         a.stages = o.attribute_stages;
-        attribution[r.name] = attribute_json(analysis::attribute(in, a));
+        attribution[r.name] = api::attribute_json(analysis::attribute(in, a));
     }
     j["attribute"] = attribution;
 
@@ -161,13 +161,13 @@ nlohmann::json row_analyses(const TensorFile& tensors, const emu::AttentionInput
     p.recipe = emu::find_recipe("fa3-fp8");
     p.k_sink = o.k_sink, p.causal = causal, p.softmax_scale = scale, p.threads = threads, p.truths = truths,
     p.runs = runs;
-    j["pcollapse"] = pcollapse_json(analysis::pcollapse(in, p), false);
+    j["pcollapse"] = api::pcollapse_json(analysis::pcollapse(in, p), false);
     j["pcollapse"].erase("heads");  // one head: the same as the whole
 
     analysis::HeadroomOptions h;
     h.causal = causal, h.softmax_scale = scale, h.threads = threads, h.runs = runs;
     h.emulate_within = o.headroom_emulate_within;
-    j["headroom"] = headroom_json(analysis::headroom(in, h), false);
+    j["headroom"] = api::headroom_json(analysis::headroom(in, h), false);
 
     if (in.d_o) {
         analysis::BiasOptions b;
@@ -176,9 +176,9 @@ nlohmann::json row_analyses(const TensorFile& tensors, const emu::AttentionInput
         // the dump's own O (the kernel's), the recipe's emulated O, and the recipe with the fix
         analysis::BiasOptions emulated = b;
         emulated.use_stored_o = false;
-        j["bias"] = {{"kernel", bias_json(analysis::rounding_bias(in, b))},
-                     {"emulated", bias_json(analysis::rounding_bias(in, emulated))},
-                     {"max_adjust", bias_json(analysis::rounding_bias(in, analysis::with_max_adjustment(b)))}};
+        j["bias"] = {{"kernel", api::bias_json(analysis::rounding_bias(in, b))},
+                     {"emulated", api::bias_json(analysis::rounding_bias(in, emulated))},
+                     {"max_adjust", api::bias_json(analysis::rounding_bias(in, analysis::with_max_adjustment(b)))}};
     }
     return j;
 }
@@ -215,7 +215,7 @@ nlohmann::json head_analyses(const TensorFile& tensors, const emu::AttentionInpu
             analysis::LeakOptions l;
             l.format = f, l.softmax_scale = in.softmax_scale.value_or(0), l.max_tokens = o.leak_tokens,
             l.threads = threads;
-            nlohmann::json r = leak_json(analysis::leak(in, l));
+            nlohmann::json r = api::leak_json(analysis::leak(in, l));
             r.erase("by_position");
             leak[f->name] = r;
         }
@@ -369,7 +369,7 @@ bool is_task_result(const nlohmann::json& j, const ReportTask& task, const DumpF
         if (!j.contains("compare") || !j["compare"].is_object()) return false;
         try {
             for (const auto& [recipe, part] : j["compare"].items())
-                if (!part.contains("skipped")) compare_part_from_json(part);
+                if (!part.contains("skipped")) api::compare_part_from_json(part);
         } catch (const Error&) {
             return false;  // recomputed
         }

@@ -16,6 +16,7 @@ void bind_numpy_cast(nb::module_& m);
 void bind_files(nb::module_& m);
 void bind_commands(nb::module_& m);
 void bind_blocks(nb::module_& m);
+void bind_analyses(nb::module_& m);
 }  // namespace roundscope::python
 
 NB_MODULE(_core, m) {
@@ -41,4 +42,5 @@ NB_MODULE(_core, m) {
     roundscope::python::bind_files(m);
     roundscope::python::bind_commands(m);
     roundscope::python::bind_blocks(m);
+    roundscope::python::bind_analyses(m);
 }

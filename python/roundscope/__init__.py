@@ -295,6 +295,16 @@ def truth(q: ArrayLike, k: ArrayLike, v: ArrayLike, do: ArrayLike = None, causal
     return _cast(dict[str, Array], _arrays.like(q, out[_commands.OUTPUT][0]))
 
 
+def _analysis_inputs(inputs: object) -> object:
+    """An analysis's inputs as the core takes them: a path as a string, a mapping of arrays as
+    {name: (bytes, dtype, shape)}, several inputs (bias's steps) as a list of those, None as is."""
+    if inputs is None or _arrays.is_path(inputs):
+        return None if inputs is None else os.fsdecode(_cast(Any, inputs))
+    if isinstance(inputs, Sequence) and not isinstance(inputs, (str, bytes)):
+        return [_analysis_inputs(x) for x in inputs]
+    return _arrays.tensors_in(_cast(Mapping[str, Any], inputs), "inputs")
+
+
 def pcollapse(inputs: Path | Arrays | None = None, *, synthetic: bool = False, n: int | None = None,
               d: int | None = None, seed: int | None = None, k_sink: int | None = None,
               sink_strength: float | None = None, scale: Sequence[float] | None = None, order: str | None = None,
@@ -307,11 +317,10 @@ def pcollapse(inputs: Path | Arrays | None = None, *, synthetic: bool = False, n
     neighbour (underflow_without_sink: what the spread of scores causes alone)."""
     if scale is not None and not isinstance(scale, (int, float)) and len(scale) == 0:
         raise ValueError("scale: no static scale given (None runs the defaults, 1 and 256)")
-    result = _commands.analysis("pcollapse", inputs, synthetic, n=n, d=d, seed=seed, k_sink=k_sink,
-                              sink_strength=sink_strength, scale=scale, order=order, sweep_scale=sweep_scale,
-                              without_sink=without_sink,
-                              recipe=recipe, settings=settings, causal=causal, softmax_scale=softmax_scale,
-                              threads=_threads(threads))
+    result = _core.pcollapse(_analysis_inputs(inputs), synthetic=synthetic, n=n, d=d, seed=seed, k_sink=k_sink,
+                             sink_strength=sink_strength, scale=scale, order=order, sweep_scale=sweep_scale,
+                             without_sink=without_sink, recipe=recipe, settings=settings, causal=causal,
+                             softmax_scale=softmax_scale, threads=_threads(threads))
     return _cast(results.PcollapseResult, result)
 
 
@@ -323,9 +332,9 @@ def leak(inputs: Path | Arrays | None = None, *, synthetic: bool = False, n: int
          threads: int = 0) -> results.LeakResult:
     """Future leakage through V block-quantized along tokens (`roundscope leak --json`); `natural`
     also replaces each later token's K and V rows by another token's, beside V x 16."""
-    result = _commands.analysis("leak", inputs, synthetic, n=n, d=d, seed=seed, format=format, block=block, fix=fix,
-                              natural=natural, recipe=recipe, settings=settings, max_tokens=max_tokens, causal=causal,
-                              softmax_scale=softmax_scale, threads=_threads(threads))
+    result = _core.leak(_analysis_inputs(inputs), synthetic=synthetic, n=n, d=d, seed=seed, format=format, block=block,
+                        fix=fix, natural=natural, recipe=recipe, settings=settings, max_tokens=max_tokens,
+                        causal=causal, softmax_scale=softmax_scale, threads=_threads(threads))
     return _cast(results.LeakResult, result)
 
 
@@ -334,8 +343,8 @@ def headroom(inputs: Path | Arrays | None = None, *, synthetic: bool = False, n:
              causal: bool | None = None, softmax_scale: float | None = None,
              threads: int = 0) -> results.HeadroomResult:
     """Softmax overflow headroom, fused against non-fused (`roundscope headroom --json`)."""
-    result = _commands.analysis("headroom", inputs, synthetic, n=n, d=d, seed=seed, scenario=scenario, causal=causal,
-                              softmax_scale=softmax_scale, threads=_threads(threads))
+    result = _core.headroom(_analysis_inputs(inputs), synthetic=synthetic, n=n, d=d, seed=seed, scenario=scenario,
+                            causal=causal, softmax_scale=softmax_scale, threads=_threads(threads))
     return _cast(results.HeadroomResult, result)
 
 
@@ -348,10 +357,9 @@ def bias(inputs: Path | Arrays | Sequence[Path | Arrays] | None = None, *, synth
     """The rounding bias of delta = rowsum(dO * O) (`roundscope bias --json`); several inputs
     (files or array mappings, one per training step) accumulate over steps. Synthetic: `tie_gap`
     (G) and `tied_keys` (1 for a single dominant key) shape the leading keys."""
-    result = _commands.analysis("bias", inputs, synthetic, n=n, d=d, seed=seed, heads=heads, recipe=recipe,
-                              settings=settings, fix=fix, steps=steps, tie_gap=tie_gap, tied_keys=tied_keys,
-                              d_model=d_model, causal=causal,
-                              softmax_scale=softmax_scale, threads=_threads(threads))
+    result = _core.bias(_analysis_inputs(inputs), synthetic=synthetic, n=n, d=d, seed=seed, heads=heads, recipe=recipe,
+                        settings=settings, fix=fix, steps=steps, tie_gap=tie_gap, tied_keys=tied_keys,
+                        d_model=d_model, causal=causal, softmax_scale=softmax_scale, threads=_threads(threads))
     return _cast(results.BiasResult, result)
 
 
@@ -361,9 +369,9 @@ def attribute(inputs: Path | Arrays | None = None, *, recipe: str, synthetic: bo
               softmax_scale: float | None = None,
               threads: int = 0) -> results.AttributeResult:
     """Each rounding step's share of a recipe's error (`roundscope attribute --json`)."""
-    result = _commands.analysis("attribute", inputs, synthetic, n=n, d=d, seed=seed, scenario=scenario, recipe=recipe,
-                              settings=settings, causal=causal, softmax_scale=softmax_scale,
-                              threads=_threads(threads))
+    result = _core.attribute(_analysis_inputs(inputs), synthetic=synthetic, n=n, d=d, seed=seed, scenario=scenario,
+                             recipe=recipe, settings=settings, causal=causal, softmax_scale=softmax_scale,
+                             threads=_threads(threads))
     return _cast(results.AttributeResult, result)
 
 

@@ -1,5 +1,6 @@
-"""Commands run in this process (cli/run_in_process.hpp): a Python call becomes the
-command line it mirrors, so that it is checked, computed and reported exactly as
+"""Commands run in this process (cli/run_in_process.hpp), for the calls not yet in the library's
+typed API (the analyses are: python/module/analyses.cpp): a Python call becomes the command
+line it mirrors, so that it is checked, computed and reported exactly as
 `roundscope COMMAND ... --json` would be; arrays are handed over as in-memory files."""
 from __future__ import annotations
 
@@ -26,8 +27,8 @@ def _value(key: str, v) -> str:
 
 # The options that are switches (True: the flag alone); any other takes a value, and a bool given
 # for it is an error naming the argument (n=True must not become "--n" and swallow the next flag).
-SWITCHES = frozenset({"synthetic", "sweep_scale", "without_sink", "fix", "backward", "intermediates", "reference",
-                      "single_level", "no_html", "truth", "natural", "tensorboard_heads"})
+SWITCHES = frozenset({"backward", "intermediates", "reference", "truth", "single_level", "no_html",
+                      "tensorboard_heads"})
 
 
 def flags(**options) -> list[str]:
@@ -108,12 +109,3 @@ def run(args: list[str], files: dict | None = None, outputs: Sequence[str] = ())
         raise RuntimeError(f"roundscope {args[0]} printed no JSON result (exit code {code})")
     result = json.loads(text)
     return code, result, {k: (_arrays.tensors_out(t), m) for k, (t, m) in written.items()}
-
-
-def analysis(command: str, inputs, synthetic: bool, **options) -> dict:
-    """An analysis command's --json result, on a file, arrays, or (inputs None) synthetic data."""
-    args, files = ([], {}) if inputs is None else input_arguments(inputs)
-    if inputs is None and not synthetic:
-        synthetic = True
-    _, result, _ = run([command, *args, *flags(synthetic=synthetic, **options), "--json"], files)
-    return result

@@ -300,7 +300,7 @@ for name, call, error, pattern in [
         ("scale empty", lambda s: rs.pcollapse(scale=[]), ValueError, "scale: no static scale given"),
         ("scale nan", lambda s: rs.pcollapse(scale=[NAN]), ValueError, "scale"),
         ("scale zero", lambda s: rs.pcollapse(scale=[0.0]), ValueError, "scale"),
-        ("order", lambda s: rs.pcollapse(order="sideways"), ValueError, "order (or both): 'sideways' is not one of"),
+        ("order", lambda s: rs.pcollapse(order="sideways"), ValueError, "order: 'sideways' is not one of forward|reverse|both"),
         ("recipe", lambda s: rs.pcollapse(recipe="fa3-fp9"), ValueError, "recipe: unknown recipe"),
         ("leak format", lambda s: rs.leak(synthetic=True, format="mxfp5"), ValueError, "format: unknown block format 'mxfp5'; did you mean"),
         ("leak block 0", lambda s: rs.leak(synthetic=True, block=0), ValueError, "block"),

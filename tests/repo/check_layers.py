@@ -1,6 +1,6 @@
 """Includes point one way: each room of the source tree may include only rooms below it, as
 docs/design.md's layout draws them. A room is a folder (lib/, the sub-folders of emu/ and of
-emu/attention/, gpu/ and its sub-folders, analysis/ and analysis/truth/, cli/ and its two
+emu/attention/, gpu/ and its sub-folders, analysis/ and analysis/truth/, api/, cli/ and its two
 sub-folders, python/module/); a file belongs to the deepest room that holds it. Its rank is in
 LAYERS below, lowest first. A file may include its own room and any room of a lower rank; rooms
 of one rank are independent of each other, except the pairs in TOGETHER (the kernels' building
@@ -28,6 +28,7 @@ LAYERS = [
     ["analysis/truth", "gpu/primitives", "gpu/host"],
     ["gpu/kernels", "gpu/probes"],
     ["analysis", "gpu"],
+    ["api"],
     ["cli"],
     ["cli/report"],
     ["cli/commands"],
@@ -35,7 +36,7 @@ LAYERS = [
 ]
 TOGETHER = {("gpu/primitives", "gpu/host"), ("gpu/host", "gpu/primitives")}
 # Every source file under these folders belongs to a room.
-LAYERED = {"lib", "emu", "gpu", "analysis", "cli", "python"}
+LAYERED = {"lib", "emu", "gpu", "analysis", "api", "cli", "python"}
 RANK = {room: rank for rank, rooms in enumerate(LAYERS) for room in rooms}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 

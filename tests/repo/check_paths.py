@@ -14,7 +14,7 @@ import subprocess
 import sys
 
 ROOT = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", ".."))
-TOP = ["lib", "emu", "analysis", "gpu", "cli", "python", "tools", "tests", "docs", "examples", ".ci"]
+TOP = ["lib", "emu", "analysis", "api", "gpu", "cli", "python", "tools", "tests", "docs", "examples", ".ci"]
 # Not preceded by a path character (so `github.com/x/tests/y` and `build/tools/z` are not read as ours).
 PATH = re.compile(r"(?<![\w./~-])(?:%s)/[\w./*{},+-]*" % "|".join(re.escape(t) for t in TOP))
 TEXT = (".cpp", ".hpp", ".cu", ".cuh", ".h", ".py", ".sh", ".md", ".txt", ".toml", ".cfg", ".ini", "")

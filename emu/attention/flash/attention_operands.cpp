@@ -51,13 +51,13 @@ std::vector<std::uint32_t> storage_bits(const Tensor& t) {
 std::vector<std::uint32_t> operand(const Tensor& t, const Format& input) {
     const Format& from = format_of(t.dtype());
     if (const std::uint64_t i = first_nonfinite(t); i < t.size())
-        throw Error(
-            fmt::format("tensor '{}' holds NaN or Inf (element {}); attention of it is meaningless", t.name(), i));
+        throw TensorError("", t.name(),
+                          fmt::format("holds NaN or Inf (element {}); attention of it is meaningless", i));
     const Tensor cast = cast_tensor(t, input, CastOptions{});
     if (const std::uint64_t i = first_nonfinite(cast); i < cast.size())
-        throw Error(fmt::format("tensor '{}' element {} ({:g}) overflows the recipe's input format {} (largest {:g})",
-                                t.name(), i, decode(from, t.bits_at(i)), input.name,
-                                decode(input, max_finite_bits(input))));
+        throw TensorError("", t.name(),
+                          fmt::format("element {} ({:g}) overflows the recipe's input format {} (largest {:g})", i,
+                                      decode(from, t.bits_at(i)), input.name, decode(input, max_finite_bits(input))));
     return storage_bits(cast);
 }
 

@@ -81,7 +81,7 @@ void check_mask(const FlashContext& ctx) {
                         r.name, s.mask->describe(false)));
     bool additive = false;
     for (const DenseMask& m : s.mask->dense) {
-        m.check_values("tensor '" + m.tensor().name() + "'");
+        m.check_values("");
         additive = additive || m.has_finite_nonzero();
     }
     if (additive && (r.exp2_arg == Exp2Arg::fma || r.rescale_arg == RescaleArg::raw))

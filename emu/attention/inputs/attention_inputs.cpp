@@ -31,7 +31,7 @@ public:
     }
 
     [[noreturn]] void fail(const Tensor& t, const std::string& what) const {
-        throw Error(file_.path + ": tensor '" + t.name() + "' " + what);
+        throw TensorError(file_.path, t.name(), what);
     }
 
 private:
@@ -98,11 +98,11 @@ void find_mask(const TensorFile& file, AttentionInputs& in) {
     if (mask && bias)
         throw Error(file.path + ": tensors 'attn_mask' and 'bias' are both masks of the scores; give one");
     if (const Tensor* t = mask ? mask : bias) {
-        const std::string where = file.path + ": tensor '" + t->name() + "'";
         if (bias && t->dtype() == DType::boolean)
-            throw Error(where + " is boolean; a bias is added to the scores (a boolean mask is 'attn_mask')");
-        in.mask.dense.emplace_back(*t, in.batch, in.heads, in.n_q, in.n_kv, where);
-        in.mask.dense.back().check_values(where);
+            throw TensorError(file.path, t->name(),
+                              "is boolean; a bias is added to the scores (a boolean mask is 'attn_mask')");
+        in.mask.dense.emplace_back(*t, in.batch, in.heads, in.n_q, in.n_kv, file.path);
+        in.mask.dense.back().check_values(file.path);
     }
     if (const auto it = file.metadata.find("causal_alignment"); it != file.metadata.end())
         in.mask.alignment = parse_alignment(it->second, file.path + ": metadata 'causal_alignment'");
@@ -162,9 +162,9 @@ void refuse_what_is_not_modelled(const TensorFile& file, const AttentionInputs& 
         if (t.name().find("descale") == std::string::npos) continue;
         for (std::uint64_t i = 0; i < t.size(); ++i)
             if (!is_floating(t.dtype()) || decode(format_of(t.dtype()), t.bits_at(i)) != 1.0)
-                throw Error(file.path + ": tensor '" + printable(t.name()) +
-                            "' holds an FP8 descale factor other than 1, which is not modelled (the truth and "
-                            "the recipes would read the stored values unscaled)");
+                throw TensorError(file.path, printable(t.name()),
+                                  "holds an FP8 descale factor other than 1, which is not modelled (the truth and "
+                                  "the recipes would read the stored values unscaled)");
     }
     const bool sdpa = file.metadata.count("source") && file.metadata.at("source").find("(sdpa)") != std::string::npos;
     if (sdpa && in.causal.value_or(false) && in.n_q != in.n_kv && !file.metadata.count("causal_alignment"))

@@ -21,26 +21,30 @@ Alignment parse_alignment(const std::string& name, const std::string& what) {
 }
 
 DenseMask::DenseMask(Tensor t, std::uint64_t batch, std::uint64_t heads, std::uint64_t n_q, std::uint64_t n_kv,
-                     const std::string& where)
+                     const std::string& file)
     : tensor_(std::move(t)), heads_per_batch_(heads) {
     const DType dt = tensor_.dtype();
     boolean_ = dt == DType::boolean;
     if (!boolean_ && !is_floating(dt))
-        throw Error(fmt::format(
-            "{} has dtype {}: a mask is boolean (true takes part) or floating (added to the scores)", where, name(dt)));
+        throw TensorError(file, tensor_.name(),
+                          fmt::format("has dtype {}: a mask is boolean (true takes part) or floating (added to the "
+                                      "scores)",
+                                      name(dt)));
     const Shape& s = tensor_.shape();
     const std::array<std::uint64_t, 4> full{batch, heads, n_q, n_kv};
     if (s.size() < 1 || s.size() > 4)
-        throw Error(fmt::format("{} has shape {}; a mask broadcasts over [B, H, Nq, Nk] = {}", where, shape_string(s),
-                                shape_string(Shape(full.begin(), full.end()))));
+        throw TensorError(file, tensor_.name(),
+                          fmt::format("has shape {}; a mask broadcasts over [B, H, Nq, Nk] = {}", shape_string(s),
+                                      shape_string(Shape(full.begin(), full.end()))));
     std::uint64_t stride = 1;
     for (std::size_t k = 0; k < 4; ++k) {
         const std::size_t axis = 3 - k;  // from the right
         const bool present = k < s.size();
         const std::uint64_t extent = present ? s[s.size() - 1 - k] : 1;
         if (extent != 1 && extent != full[axis])
-            throw Error(fmt::format("{} has shape {}, which does not broadcast over [B, H, Nq, Nk] = {}", where,
-                                    shape_string(s), shape_string(Shape(full.begin(), full.end()))));
+            throw TensorError(file, tensor_.name(),
+                              fmt::format("has shape {}, which does not broadcast over [B, H, Nq, Nk] = {}",
+                                          shape_string(s), shape_string(Shape(full.begin(), full.end()))));
         strides_[axis] = extent == 1 ? 0 : stride;
         stride *= extent;
     }
@@ -62,14 +66,15 @@ DenseMask DenseMask::heads(std::uint64_t first, std::uint64_t count) const {
     return m;
 }
 
-void DenseMask::check_values(const std::string& where) const {
+void DenseMask::check_values(const std::string& file) const {
     if (boolean_) return;
     const Format& f = format_of(tensor_.dtype());
     for (std::uint64_t i = 0; i < tensor_.size(); ++i) {
         const double x = decode(f, tensor_.bits_at(i));
         if (std::isnan(x) || x == std::numeric_limits<double>::infinity())
-            throw Error(fmt::format("{} holds {} (element {}): an additive mask is finite or -inf (masked)", where,
-                                    std::isnan(x) ? "NaN" : "+Inf", i));
+            throw TensorError(file, tensor_.name(),
+                              fmt::format("holds {} (element {}): an additive mask is finite or -inf (masked)",
+                                          std::isnan(x) ? "NaN" : "+Inf", i));
     }
 }
 

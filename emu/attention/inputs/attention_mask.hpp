@@ -39,11 +39,10 @@ struct KeyRange {
 class DenseMask {
 public:
     DenseMask() = default;
-    /// `t` broadcast to [batch, heads, n_q, n_kv]: Error naming the tensor (as `where` says:
-    /// "FILE: tensor 'attn_mask'") when its shape does not broadcast or its dtype is neither bool
-    /// nor floating.
+    /// `t` broadcast to [batch, heads, n_q, n_kv]: a TensorError naming the tensor of `file`
+    /// (empty: none) when its shape does not broadcast or its dtype is neither bool nor floating.
     DenseMask(Tensor t, std::uint64_t batch, std::uint64_t heads, std::uint64_t n_q, std::uint64_t n_kv,
-              const std::string& where);
+              const std::string& file);
 
     const Tensor& tensor() const { return tensor_; }
     bool boolean() const { return boolean_; }
@@ -55,8 +54,8 @@ public:
     /// Whether every element's row is the same for every query position (a padding mask over
     /// keys, [.., 1, Nk]).
     bool same_for_every_query() const { return strides_[2] == 0; }
-    /// Errors naming the tensor for a NaN or +inf element of an additive mask.
-    void check_values(const std::string& where) const;
+    /// A TensorError naming the tensor (of `file`) for a NaN or +inf element of an additive mask.
+    void check_values(const std::string& file) const;
     /// Whether an additive mask holds a value other than 0 and -inf (a boolean one never does).
     bool has_finite_nonzero() const;
     /// The same elements of the same tensor, broadcast alike.

@@ -11,7 +11,7 @@
 #include "analysis/pcollapse.hpp"
 #include "analysis/rounding_bias.hpp"
 
-namespace roundscope::cli {
+namespace roundscope::api {
 
 nlohmann::json pcollapse_json(const analysis::PCollapseResult& r, bool with_scale_properties);
 nlohmann::json bias_json(const analysis::BiasResult& b);
@@ -29,4 +29,4 @@ nlohmann::json compare_json(const analysis::KernelComparison& r);
 nlohmann::json compare_part_json(const analysis::KernelComparison& r);
 analysis::KernelComparison compare_part_from_json(const nlohmann::json& j);
 
-}  // namespace roundscope::cli
+}  // namespace roundscope::api

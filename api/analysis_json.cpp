@@ -1,13 +1,13 @@
-#include "cli/analysis_json.hpp"
+#include "api/analysis_json.hpp"
 
 #include <limits>
 #include <optional>
 
-#include "cli/cli_output.hpp"
+#include "api/json_numbers.hpp"
 #include "emu/attention/softmax/attention_steps.hpp"
 #include "lib/error.hpp"
 
-namespace roundscope::cli {
+namespace roundscope::api {
 namespace {
 
 nlohmann::json query_weight_json(const analysis::QueryWeightError& q) {
@@ -319,4 +319,4 @@ analysis::KernelComparison compare_part_from_json(const nlohmann::json& j) try {
     throw Error(std::string("a compare part is malformed: ") + e.what());
 }
 
-}  // namespace roundscope::cli
+}  // namespace roundscope::api

@@ -1,0 +1,119 @@
+#include "api/attention_source.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <string_view>
+#include <thread>
+
+#include "api/argument_checks.hpp"
+#include "api/argument_error.hpp"
+#include "lib/memory_budget.hpp"
+
+namespace roundscope::api {
+
+void validate(const MaskChoice& mask) {
+    if (mask.softmax_scale) check_in("softmax_scale", *mask.softmax_scale, ranges::softmax_scale);
+    if (mask.causal_alignment)
+        for_argument("causal_alignment", [&] { emu::parse_alignment(*mask.causal_alignment, "the alignment"); });
+    if (mask.window_left) check_in("window_left", *mask.window_left, ranges::window);
+    if (mask.window_right) check_in("window_right", *mask.window_right, ranges::window);
+    if (mask.softcap) check_in("softcap", *mask.softcap, ranges::softcap);
+}
+
+void validate(const char* command, const AttentionSource& source) {
+    if (source.synthetic == source.has_file())
+        throw Error(std::string(command) + ": give an input file or synthetic inputs, not both");
+    if (!source.synthetic) return;
+    const analysis::SyntheticSpec& s = source.spec;
+    check_in("n", static_cast<std::int64_t>(std::min<std::uint64_t>(s.n, INT64_MAX)), ranges::tokens);
+    check_in("d", static_cast<std::int64_t>(std::min<std::uint64_t>(s.d, INT64_MAX)), ranges::head_dim);
+    check_in("heads", static_cast<std::int64_t>(std::min<std::uint64_t>(s.heads, INT64_MAX)), ranges::heads);
+    if (source.scenario) analysis::parse_scenario(*source.scenario, "scenario");  // its message names the argument
+}
+
+double synthetic_bytes(const analysis::SyntheticSpec& s) {
+    const auto heads = static_cast<double>(s.heads), n = static_cast<double>(s.n), d = static_cast<double>(s.d),
+               m = static_cast<double>(s.d_model);
+    // q, k, v, dO as float32, once as tensors and twice more as an analysis's operands and
+    // outputs; x, W^Q and the query-weight error's [H, M, D] sums in double.
+    return 3 * 4 * heads * n * d * 4 + n * m * 4 + heads * m * d * (4 + 4 * 8);
+}
+
+void check_synthetic_memory(const analysis::SyntheticSpec& spec) {
+    check_memory(synthetic_bytes(spec),
+                 fmt::format("synthetic inputs of {} head(s) of N = {}, D = {}", spec.heads, spec.n, spec.d));
+}
+
+namespace {
+
+void apply_mask_only(emu::AttentionInputs& in, const MaskChoice& mask) {
+    if (mask.causal_alignment) in.mask.alignment = emu::parse_alignment(*mask.causal_alignment, "causal_alignment");
+    if (mask.window_left) in.mask.window_left = *mask.window_left;
+    if (mask.window_right) in.mask.window_right = *mask.window_right;
+    if (mask.softcap) in.softcap = *mask.softcap;
+}
+
+ChosenInputs chosen(emu::AttentionInputs in, const MaskChoice& mask) {
+    apply_mask_only(in, mask);
+    ChosenInputs c;
+    c.causal = mask.causal.value_or(in.causal.value_or(false));
+    c.softmax_scale = mask.softmax_scale.value_or(in.softmax_scale.value_or(0));
+    c.in = std::move(in);
+    return c;
+}
+
+}  // namespace
+
+void apply_mask(emu::AttentionInputs& in, const MaskChoice& mask) {
+    in.causal = mask.causal.value_or(in.causal.value_or(false));
+    if (mask.softmax_scale) in.softmax_scale = *mask.softmax_scale;
+    apply_mask_only(in, mask);
+}
+
+ChosenInputs file_inputs(const TensorFile& file, const MaskChoice& mask) {
+    return chosen(emu::find_attention_inputs(file), mask);
+}
+
+double attention_bytes(const emu::AttentionInputs& in, bool backward, bool truth, int threads) {
+    const double heads = static_cast<double>(in.batch * in.heads), nq = static_cast<double>(in.n_q),
+                 nk = static_cast<double>(in.n_kv);
+    const double elements = heads * (nq * static_cast<double>(in.d + in.d_v) + nk * static_cast<double>(in.d + in.d_v));
+    double bytes = elements * 16 * (backward ? 2 : 1);
+    if (truth) {
+        const unsigned hardware = std::max(1u, std::thread::hardware_concurrency());
+        const double in_flight = std::min<double>(heads, threads > 0 ? threads : hardware);
+        bytes += elements * 32 + 24 * nq * nk * in_flight;
+    }
+    return bytes;
+}
+
+ChosenInputs choose_inputs(const char* command, const AttentionSource& source, const MaskChoice& mask) {
+    validate(command, source);
+    validate(mask);
+    if (!source.synthetic) return naming_input(source, [&] { return file_inputs(source.read(), mask); });
+    analysis::SyntheticSpec spec = source.spec;
+    if (source.scenario) spec.scenario = analysis::parse_scenario(*source.scenario, "scenario");
+    check_synthetic_memory(spec);
+    return chosen(analysis::synthetic_attention(spec), mask);
+}
+
+void rethrow_naming(const AttentionSource& source, std::exception_ptr error) {
+    try {
+        std::rethrow_exception(error);
+    } catch (const FileError&) {
+        throw;
+    } catch (const ArgumentError&) {
+        throw;
+    } catch (const TensorError& e) {
+        if (source.tensors_are_arguments && (e.file().empty() || e.file() == source.name))
+            throw ArgumentError(e.tensor(), e.detail());
+        if (source.name.empty() || !e.file().empty()) throw;
+        throw TensorError(source.name, e.tensor(), e.detail());
+    } catch (const Error& e) {
+        if (source.name.empty() || std::string_view(e.what()).find(source.name) != std::string_view::npos) throw;
+        throw Error(source.name + ": " + e.what());
+    }
+}
+
+}  // namespace roundscope::api

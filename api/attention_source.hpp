@@ -1,0 +1,86 @@
+#pragma once
+// Where an analysis's attention inputs come from (a file, arrays the caller holds, or a synthetic
+// scenario) and the mask and scale chosen over a file's metadata: the part of every analysis
+// request that says what it runs on.
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "analysis/synthetic_attention.hpp"
+#include "emu/attention/inputs/attention_inputs.hpp"
+#include "lib/error.hpp"
+#include "lib/tensor.hpp"
+
+namespace roundscope::api {
+
+/// A file of attention tensors (q, k, v, ...), or synthetic inputs.
+struct AttentionSource {
+    std::string name;                    // how messages name the file: its path, or the caller's argument
+    std::function<TensorFile()> read;    // the file; empty for none
+    bool tensors_are_arguments = false;  // the caller handed each tensor over as an argument of its own
+                                         // (Python's arrays): an error about one names the tensor alone
+    bool synthetic = false;
+    analysis::SyntheticSpec spec;         // synthetic: sizes, seed, and the command's default scenario
+    std::optional<std::string> scenario;  // synthetic: a scenario by name over spec's
+
+    bool has_file() const { return static_cast<bool>(read); }
+};
+
+/// The mask and scale, each over the file's metadata of the same name where it is not given.
+struct MaskChoice {
+    std::optional<bool> causal;                             // none: the file's metadata, else off
+    std::optional<double> softmax_scale;                    // none: the file's metadata, else 1/sqrt(D)
+    std::optional<std::string> causal_alignment;            // bottom-right or top-left
+    std::optional<std::int64_t> window_left, window_right;  // -1: unbounded
+    std::optional<double> softcap;                          // 0: none
+};
+
+/// ArgumentError for a value out of its range or an alignment that is not one.
+void validate(const MaskChoice& mask);
+/// ArgumentError for a synthetic size, seed or scenario out of range (`command` names the
+/// request where it has both a file and synthetic inputs or neither).
+void validate(const char* command, const AttentionSource& source);
+
+/// A request's inputs, with the mask and scale its choice and the file's metadata give.
+struct ChosenInputs {
+    emu::AttentionInputs in;
+    bool causal = false;
+    double softmax_scale = 0;  // 0: 1/sqrt(D)
+};
+
+/// The inputs of `source` under `mask`; the memory a synthetic input needs is checked before it
+/// is built.
+ChosenInputs choose_inputs(const char* command, const AttentionSource& source, const MaskChoice& mask);
+
+/// The attention inputs of a file already read, under `mask`.
+ChosenInputs file_inputs(const TensorFile& file, const MaskChoice& mask);
+
+/// `in` with its causal flag, softmax scale and mask as `mask` and its metadata choose them.
+void apply_mask(emu::AttentionInputs& in, const MaskChoice& mask);
+
+/// Memory that emulating (and with `truth`, the exact attention of) `in` takes beyond the
+/// inputs: operands and outputs per element, and the truth's 24 bytes per score of each head
+/// in flight.
+double attention_bytes(const emu::AttentionInputs& in, bool backward, bool truth, int threads);
+
+/// Memory that synthetic inputs of `spec` take, with the copies an analysis makes of them.
+double synthetic_bytes(const analysis::SyntheticSpec& spec);
+/// Refuses (check_memory) a synthetic input that cannot fit, naming its sizes.
+void check_synthetic_memory(const analysis::SyntheticSpec& spec);
+
+/// f(), with an Error it throws about `source`'s file named after it: prefixed by the file's
+/// name (once: a message that names it already stays as it is), or, where the tensors are the
+/// caller's own arguments, an error about one of them named after that tensor alone.
+void rethrow_naming(const AttentionSource& source, std::exception_ptr error);
+template <class F>
+auto naming_input(const AttentionSource& source, F&& f) -> decltype(f()) {
+    try {
+        return f();
+    } catch (const Error&) {
+        rethrow_naming(source, std::current_exception());
+        throw;  // not reached
+    }
+}
+
+}  // namespace roundscope::api
