@@ -14,6 +14,7 @@
 #include "analysis/headroom.hpp"
 #include "analysis/leak.hpp"
 #include "analysis/pcollapse.hpp"
+#include "api/answer.hpp"
 #include "api/attention_source.hpp"
 #include "api/recipe_choice.hpp"
 
@@ -24,13 +25,6 @@ struct AnalysisInput {
     AttentionSource source;
     MaskChoice mask;
     int threads = 0;  // 0: all cores
-};
-
-/// A result and its JSON.
-template <class Result>
-struct Answer {
-    Result result;
-    nlohmann::json json;
 };
 
 struct HeadroomRequest {

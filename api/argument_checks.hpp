@@ -4,6 +4,7 @@
 // while it parses (cli/option_checks.hpp). Each refusal says what the argument takes, in the
 // words both front ends print: "must be an integer from 1 to 1048576, not '0'".
 #include <cstdint>
+#include <limits>
 #include <string>
 
 namespace roundscope::api {
@@ -30,11 +31,13 @@ inline constexpr IntegerRange steps{1, 100000};
 inline constexpr IntegerRange block{1, 1024};
 inline constexpr IntegerRange max_tokens{1, 1 << 16};
 inline constexpr IntegerRange window{-1, std::int64_t{1} << 40};  // -1: unbounded
+inline constexpr IntegerRange truth_bits{16, 1 << 14};
 inline constexpr FiniteRange softmax_scale{0, 1e6, true};
 inline constexpr FiniteRange softcap{0, 1e6, false};  // 0: none
 inline constexpr FiniteRange sink_strength{-100, 100};
 inline constexpr FiniteRange tie_gap{0, 100};
 inline constexpr FiniteRange p_scale{0, 3.0e38, true};
+inline constexpr FiniteRange tolerance{0, std::numeric_limits<double>::max()};
 }  // namespace ranges
 
 /// What an argument of `range` takes, and the value given as `shown` ("'0'").

@@ -12,10 +12,15 @@
 
 namespace roundscope::api {
 
+void check_alignment(const std::string& name) {
+    if (name != "bottom-right" && name != "top-left")
+        throw ArgumentError("causal_alignment",
+                            fmt::format("'{}' is not one of bottom-right|top-left", printable(name)));
+}
+
 void validate(const MaskChoice& mask) {
     if (mask.softmax_scale) check_in("softmax_scale", *mask.softmax_scale, ranges::softmax_scale);
-    if (mask.causal_alignment)
-        for_argument("causal_alignment", [&] { emu::parse_alignment(*mask.causal_alignment, "the alignment"); });
+    if (mask.causal_alignment) check_alignment(*mask.causal_alignment);
     if (mask.window_left) check_in("window_left", *mask.window_left, ranges::window);
     if (mask.window_right) check_in("window_right", *mask.window_right, ranges::window);
     if (mask.softcap) check_in("softcap", *mask.softcap, ranges::softcap);

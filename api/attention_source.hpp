@@ -36,6 +36,8 @@ struct MaskChoice {
     std::optional<double> softcap;                          // 0: none
 };
 
+/// ArgumentError unless `name` is bottom-right or top-left.
+void check_alignment(const std::string& name);
 /// ArgumentError for a value out of its range or an alignment that is not one.
 void validate(const MaskChoice& mask);
 /// ArgumentError for a synthetic size, seed or scenario out of range (`command` names the

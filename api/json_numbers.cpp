@@ -1,5 +1,7 @@
 #include "api/json_numbers.hpp"
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <limits>
 
@@ -29,6 +31,12 @@ nlohmann::json json_numbers(const std::vector<double>& xs) {
     nlohmann::json out = nlohmann::json::array();
     for (const double x : xs) out.push_back(json_number(x));
     return out;
+}
+
+std::string format_double(double x) {
+    if (std::isnan(x)) return "nan";
+    if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
+    return fmt::format("{}", x);
 }
 
 }  // namespace roundscope::api

@@ -1,5 +1,6 @@
 #pragma once
-// Doubles as JSON values, the one way every result writes them: JSON has no NaN or infinity.
+// Doubles as JSON values, the one way every result writes them (JSON has no NaN or infinity),
+// and as text that reads back as the same double.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -23,5 +24,8 @@ nlohmann::json json_count(const std::optional<std::uint64_t>& x);
 
 /// Each of `xs` as json_number, in an array.
 nlohmann::json json_numbers(const std::vector<double>& xs);
+
+/// A double printed so that reading it back gives the same double (shortest round trip).
+std::string format_double(double x);
 
 }  // namespace roundscope::api

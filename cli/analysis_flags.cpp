@@ -66,7 +66,7 @@ void AttentionFlags::add_to(CLI::App* cmd, const std::string& scale_names) {
     cmd->add_option("--causal-alignment", causal_alignment,
                     "bottom-right (FlashAttention) or top-left (PyTorch's is_causal) where Nq != Nk (default: the "
                     "file's metadata, else bottom-right)")
-        ->check(CLI::IsMember({"bottom-right", "top-left"}));
+        ->check(accepted_by([](const std::string& name) { api::check_alignment(name); }, "ALIGNMENT"));
     cmd->add_option("--window-left", window_left,
                     "Sliding window: keys at most this far before the diagonal (-1: unbounded; default: the file's "
                     "metadata)")

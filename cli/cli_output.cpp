@@ -11,12 +11,6 @@
 
 namespace roundscope::cli {
 
-std::string format_double(double x) {
-    if (std::isnan(x)) return "nan";
-    if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
-    return fmt::format("{}", x);
-}
-
 std::string hex_bits(std::uint64_t bits, int width) { return fmt::format("0x{:0{}x}", bits, (width + 3) / 4); }
 
 void print_table(const std::vector<std::string>& headers, const std::vector<std::vector<std::string>>& rows) {

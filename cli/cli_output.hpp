@@ -12,13 +12,11 @@
 
 namespace roundscope::cli {
 
+using api::format_double;
 using api::json_count;
 using api::json_number;
 using api::json_number_value;
 using api::json_numbers;
-
-/// A double printed so that reading it back gives the same double (shortest round trip).
-std::string format_double(double x);
 
 /// `bits` as 0x-prefixed hex with as many digits as a `width`-bit pattern needs.
 std::string hex_bits(std::uint64_t bits, int width);

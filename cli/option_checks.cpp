@@ -8,6 +8,7 @@
 #include <string>
 
 #include "api/argument_checks.hpp"
+#include "api/argument_error.hpp"
 #include "emu/block/block_format.hpp"
 #include "lib/error.hpp"
 
@@ -74,6 +75,8 @@ CLI::Validator accepted_by(std::function<void(const std::string&)> accept, std::
             try {
                 accept(text);
                 return {};
+            } catch (const api::ArgumentError& e) {  // CLI11 puts the flag in front of what is wrong
+                return e.detail();
             } catch (const Error& e) {
                 return e.what();
             }

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "analysis/attention_run.hpp"
+#include "api/attention_calls.hpp"
 #include "cli/analysis_flags.hpp"
 #include "cli/cli_output.hpp"
 #include "cli/command_files.hpp"
@@ -31,67 +31,32 @@ struct AttentionArgs {
     bool backward = false, truth = false;
 };
 
-template <class Bits>
-Tensor tensor_of(const std::string& name, const emu::Format& f, Shape shape, const std::vector<Bits>& x) {
-    return Tensor::of_bits(name, emu::dtype_of(f), std::move(shape), x);
-}
-
-nlohmann::json stats_json(const analysis::ErrorStats& s) {
-    return {{"max_abs", json_number(s.max_abs)}, {"rms", json_number(s.rms)}, {"rel_rms", json_number(s.rel_rms)}};
-}
-
 void run(const AttentionArgs& a) {
-    const emu::AttentionRecipe recipe = a.recipe.recipe();
+    api::AttentionRequest request;
+    request.recipe = a.recipe.choice();
+    recipe_of(request.recipe);  // an unknown recipe before the output's path
     check_output("-o", a.output, {a.input});
-    const ChosenInputs c = file_inputs(a.input, a.flags);
-    const emu::AttentionInputs& in = c.in;
-    check_memory(attention_bytes(in, a.backward, a.truth, a.flags.threads), a.input);
-    analysis::AttentionRunOptions o;
-    o.causal = c.causal, o.scale = c.softmax_scale;
-    o.backward = a.backward, o.truth = a.truth, o.threads = a.flags.threads;
-    const analysis::AttentionRun r = naming_input(a.input, [&] { return analysis::run_attention(in, recipe, o); });
-
-    std::vector<Tensor> out;
-    out.push_back(tensor_of("o", *recipe.o_format, output_shape(in, {in.n_q, in.d_v}), r.forward.o));
-    out.push_back(tensor_of("lse", emu::f32, output_shape(in, {in.n_q}), r.forward.lse));
-    if (r.backward) {
-        out.push_back(tensor_of("dq", *recipe.grad_format, output_shape(in, {in.n_q, in.d}), r.backward->dq));
-        out.push_back(tensor_of("dk", *recipe.grad_format, kv_output_shape(in, {in.n_kv, in.d}), r.backward->dk));
-        out.push_back(tensor_of("dv", *recipe.grad_format, kv_output_shape(in, {in.n_kv, in.d_v}), r.backward->dv));
-        out.push_back(tensor_of("delta", emu::f32, output_shape(in, {in.n_q}), r.backward->delta));
-    }
-    const nlohmann::json settings(emu::recipe_settings(recipe));
-    write_output(a.output, out,
-                 {{"source", a.input},
-                  {"recipe", recipe.name},
-                  {"recipe_settings", settings.dump()},
-                  {"causal", o.causal ? "true" : "false"},
-                  {"softmax_scale", format_double(static_cast<double>(r.shape.scale))}});
+    request.source = file_source(a.input), request.mask = a.flags.mask(), request.threads = a.flags.threads;
+    request.backward = a.backward, request.truth = a.truth;
+    const api::TensorAnswer answer = api::attention(request);
+    write_output(a.output, answer.tensors, answer.metadata);
+    const nlohmann::json& j = answer.json;
     if (a.flags.json) {
-        nlohmann::json j{{"file", a.input},
-                         {"output", a.output},
-                         {"recipe", recipe.name},
-                         {"settings", settings},
-                         {"heads", r.shape.heads},
-                         {"n_q", r.shape.n_q},
-                         {"n_kv", r.shape.n_kv},
-                         {"causal", o.causal},
-                         {"softmax_scale", json_number(static_cast<double>(r.shape.scale))}};
-        if (a.truth) {
-            nlohmann::json errors = nlohmann::json::object();
-            for (const auto& [name, s] : r.errors) errors[name] = stats_json(s);
-            j["errors"] = errors;
-        }
-        print_json(j);
+        nlohmann::json out = j;
+        out["output"] = a.output;
+        print_json(out);
         return;
     }
-    fmt::print("{}: recipe {}, {} head(s), Nq {}, Nk {}, D {}, {}causal -> {}\n", a.input, recipe.name, r.shape.heads,
-               r.shape.n_q, r.shape.n_kv, r.shape.d, o.causal ? "" : "not ", a.output);
+    const bool causal = j.at("causal").get<bool>();
+    fmt::print("{}: recipe {}, {} head(s), Nq {}, Nk {}, D {}, {}causal -> {}\n", a.input,
+               j.at("recipe").get<std::string>(), j.at("heads").get<std::uint64_t>(), j.at("n_q").get<std::uint64_t>(),
+               j.at("n_kv").get<std::uint64_t>(), j.at("d").get<std::uint64_t>(), causal ? "" : "not ", a.output);
     if (a.truth) {
         std::vector<std::vector<std::string>> rows;
-        for (const auto& [name, s] : r.errors)
-            rows.push_back({name, fmt::format("{:.3e}", s.max_abs), fmt::format("{:.3e}", s.rms),
-                            fmt::format("{:.3e}", s.rel_rms)});
+        for (const auto& [name, s] : j.at("errors").items())
+            rows.push_back({name, fmt::format("{:.3e}", json_number_value(s.at("max_abs"), name)),
+                            fmt::format("{:.3e}", json_number_value(s.at("rms"), name)),
+                            fmt::format("{:.3e}", json_number_value(s.at("rel_rms"), name))});
         print_table({"output", "max |error|", "rms error", "relative rms"}, rows);
     }
 }

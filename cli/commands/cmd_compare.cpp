@@ -14,6 +14,7 @@
 
 #include "analysis/kernel_compare.hpp"
 #include "api/analysis_json.hpp"
+#include "api/attention_calls.hpp"
 #include "cli/analysis_flags.hpp"
 #include "cli/cli_output.hpp"
 #include "cli/command_files.hpp"
@@ -56,31 +57,21 @@ void print_output_details(const analysis::OutputComparison& x) {
 }
 
 void compare(const CompareArgs& a) {
-    const emu::AttentionRecipe recipe = a.recipe.recipe();
-    analysis::CompareChoice choice;
-    if (!a.outputs.empty()) choice.outputs = analysis::parse_output_names(a.outputs, "--outputs");
-    if (a.rtol) choice.tolerance = analysis::Tolerance{*a.rtol, *a.atol};
-    const TensorFile file = read_input(a.input);
-    const ChosenInputs c = naming_input(a.input, [&] { return file_inputs(file, a.flags); });
-    const bool gradients = choice.outputs.empty() ? c.in.d_o.has_value()
-                                                  : std::any_of(choice.outputs.begin(), choice.outputs.end(),
-                                                                [](const std::string& n) { return n[0] == 'd'; });
-    check_memory(attention_bytes(c.in, gradients, true, a.flags.threads), a.input);
-    analysis::AttentionRunOptions o;
-    o.causal = c.causal, o.scale = c.softmax_scale, o.threads = a.flags.threads;
-    const analysis::KernelComparison r =
-        naming_input(a.input, [&] { return analysis::compare_kernel(file, c.in, recipe, o, choice); });
+    api::CompareRequest request;
+    request.source = file_source(a.input), request.mask = a.flags.mask(), request.threads = a.flags.threads;
+    request.recipe = a.recipe.choice();
+    if (!a.outputs.empty()) request.outputs = a.outputs;
+    request.rtol = a.rtol, request.atol = a.atol;
+    const api::Answer answer = api::compare(request);
     if (a.flags.json) {
-        nlohmann::json j = api::compare_json(r);
-        j["file"] = a.input;
-        j["recipe"] = recipe.name;
-        j["causal"] = c.causal;
-        j["softmax_scale"] = json_number(static_cast<double>(r.shape.scale));
-        print_json(j);
+        print_json(answer.json);
         return;
     }
+    const analysis::KernelComparison& r = answer.result;
+    const emu::AttentionRecipe recipe = a.recipe.recipe();
+    const bool causal = answer.json.at("causal").get<bool>();
     fmt::print("{}: the kernel's outputs against the truth and recipe {} ({} head(s), Nq {}, Nk {}, D {}, {}causal)\n",
-               a.input, recipe.name, r.shape.heads, r.shape.n_q, r.shape.n_kv, r.shape.d, c.causal ? "" : "not ");
+               a.input, recipe.name, r.shape.heads, r.shape.n_q, r.shape.n_kv, r.shape.d, causal ? "" : "not ");
     std::vector<std::vector<std::string>> rows;
     for (const analysis::OutputComparison& x : r.outputs)
         rows.push_back({x.name, std::string(name(x.dtype)), fmt::format("{:.3e}", x.truth_error.max_abs),

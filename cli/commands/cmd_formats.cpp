@@ -5,6 +5,7 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
+#include "api/catalog.hpp"
 #include "cli/cli_output.hpp"
 #include "cli/command_files.hpp"
 #include "cli/commands.hpp"
@@ -19,23 +20,7 @@ void add_formats_command(CLI::App& app) {
     cmd->footer("Example: roundscope formats --json\n");
     cmd->callback([json] {
         if (*json) {
-            nlohmann::json list = nlohmann::json::array();
-            for (const emu::Format& f : emu::all_formats) {
-                const emu::FormatInfo i = emu::format_info(f);
-                list.push_back({{"name", f.name},
-                                {"bits", f.bits},
-                                {"exp_bits", f.exp_bits},
-                                {"man_bits", f.man_bits},
-                                {"bias", f.bias},
-                                {"max", i.max},
-                                {"min_normal", i.min_normal},
-                                {"min_subnormal", i.min_subnormal},
-                                {"has_inf", emu::has_inf(f)},
-                                {"nan", i.nan},
-                                {"signed", f.is_signed},
-                                {"inf", i.inf}});
-            }
-            print_json(nlohmann::json{{"formats", list}});
+            print_json(api::formats_json());
             return;
         }
         std::vector<std::vector<std::string>> rows;

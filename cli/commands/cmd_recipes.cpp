@@ -5,10 +5,11 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "api/catalog.hpp"
+#include "api/recipe_reference.hpp"
 #include "cli/cli_output.hpp"
 #include "cli/command_files.hpp"
 #include "cli/commands.hpp"
-#include "cli/recipe_reference.hpp"
 #include "emu/attention/recipe/attention_recipe.hpp"
 
 namespace roundscope::cli {
@@ -26,17 +27,11 @@ void add_recipes_command(CLI::App& app) {
         "-o o.safetensors\n");
     cmd->callback([json, markdown] {
         if (*markdown) {
-            fmt::print("{}", recipe_reference_markdown());
+            fmt::print("{}", api::recipe_reference_markdown());
             return;
         }
         if (*json) {
-            nlohmann::json recipes = nlohmann::json::array();
-            for (const emu::AttentionRecipe& r : emu::recipe_presets())
-                recipes.push_back({{"name", r.name}, {"settings", emu::recipe_settings(r)}});
-            print_json(nlohmann::json{{"recipes", recipes},
-                                      {"keys", emu::recipe_keys()},
-                                      {"key_table", recipe_key_table_json()},
-                                      {"kernels", kernel_capabilities_json()}});
+            print_json(api::recipes_json());
             return;
         }
         const auto keys = emu::recipe_keys();

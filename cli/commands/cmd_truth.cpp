@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "analysis/truth/attention_truth.hpp"
+#include "api/attention_calls.hpp"
 #include "cli/analysis_flags.hpp"
 #include "cli/cli_output.hpp"
 #include "cli/command_files.hpp"
@@ -32,74 +33,27 @@ struct TruthArgs {
     bool backward = false, intermediates = false, reference = false;
 };
 
-Tensor f64_tensor(const std::string& name, Shape shape, const std::vector<double>& x) {
-    return Tensor::of_bits(name, DType::f64, std::move(shape), x);
-}
-
 void run_truth(const TruthArgs& a) {
     check_output("-o", a.output, {a.input});
-    const ChosenInputs c = file_inputs(a.input, a.flags);
-    const emu::AttentionInputs& in = c.in;
-    if (a.backward && !in.d_o) throw Error(fmt::format("{}: --backward needs a tensor 'do'", a.input));
-    double bytes = attention_bytes(in, a.backward, true, a.flags.threads);
-    if (a.intermediates) bytes += 2 * 8 * static_cast<double>(in.batch * in.heads * in.n_q * in.n_kv);
-    check_memory(bytes, a.input);
-    analysis::TruthOptions o;
-    o.causal = c.causal, o.scale = c.softmax_scale;
-    o.backward = a.backward;
-    o.intermediates = a.intermediates;
-    o.precision = a.bits;
-    o.threads = a.flags.threads;
-    const analysis::AttentionTruth t = naming_input(a.input, [&] {
-        return a.reference ? analysis::attention_truth_reference(in, o) : analysis::attention_truth(in, o);
-    });
-
-    std::vector<Tensor> out;
-    out.push_back(f64_tensor("o", output_shape(in, {in.n_q, in.d_v}), t.o));
-    out.push_back(f64_tensor("lse", output_shape(in, {in.n_q}), t.lse));
-    if (a.backward) {
-        out.push_back(f64_tensor("delta", output_shape(in, {in.n_q}), t.delta));
-        out.push_back(f64_tensor("dq", output_shape(in, {in.n_q, in.d}), t.dq));
-        out.push_back(f64_tensor("dk", kv_output_shape(in, {in.n_kv, in.d}), t.dk));
-        out.push_back(f64_tensor("dv", kv_output_shape(in, {in.n_kv, in.d_v}), t.dv));
-    }
-    if (a.intermediates) {
-        out.push_back(f64_tensor("s", output_shape(in, {in.n_q, in.n_kv}), t.s));
-        out.push_back(f64_tensor("p", output_shape(in, {in.n_q, in.n_kv}), t.p));
-    }
-    write_output(
-        a.output, out,
-        {{"source", a.input},
-         {"causal", o.causal ? "true" : "false"},
-         {"bias",
-          in.mask.dense.empty() ? "none" : "from the input's tensor '" + in.mask.dense[0].tensor().name() + "'"},
-         {"mask", in.mask.describe(o.causal)},
-         {"softcap", format_double(in.softcap)},
-         {"softmax_scale", format_double(t.scale)},
-         {"truth", "every value the float64 nearest the exact result"},
-         {"precision_bits", std::to_string(t.max_precision_used)}});
+    api::TruthRequest request;
+    request.source = file_source(a.input), request.mask = a.flags.mask(), request.threads = a.flags.threads;
+    request.bits = a.bits, request.backward = a.backward, request.intermediates = a.intermediates;
+    request.reference = a.reference;
+    const api::TensorAnswer answer = api::truth(request);
+    write_output(a.output, answer.tensors, answer.metadata);
+    const nlohmann::json& j = answer.json;
     if (a.flags.json) {
-        nlohmann::json names = nlohmann::json::array();
-        for (const Tensor& x : out) names.push_back(x.name());
-        print_json(nlohmann::json{{"file", a.input},
-                                  {"output", a.output},
-                                  {"heads", t.heads},
-                                  {"n_q", t.n_q},
-                                  {"n_kv", t.n_kv},
-                                  {"causal", o.causal},
-                                  {"bias", !in.mask.dense.empty()},
-                                  {"mask", in.mask.describe(o.causal)},
-                                  {"kv_heads", t.kv_heads},
-                                  {"softcap", json_number(in.softcap)},
-                                  {"softmax_scale", json_number(t.scale)},
-                                  {"precision_bits", t.max_precision_used},
-                                  {"fast_heads", t.fast_heads},
-                                  {"tensors", names}});
-    } else {
-        fmt::print("{}: {} head(s), Nq {}, Nk {}, D {}, Dv {}, {}causal, scale {}; {} head(s) by the fast path -> {}\n",
-                   a.input, t.heads, t.n_q, t.n_kv, t.d, t.d_v, o.causal ? "" : "not ", format_double(t.scale),
-                   t.fast_heads, a.output);
+        nlohmann::json out = j;
+        out["output"] = a.output;
+        print_json(out);
+        return;
     }
+    fmt::print("{}: {} head(s), Nq {}, Nk {}, D {}, Dv {}, {}causal, scale {}; {} head(s) by the fast path -> {}\n",
+               a.input, j.at("heads").get<std::uint64_t>(), j.at("n_q").get<std::uint64_t>(),
+               j.at("n_kv").get<std::uint64_t>(), j.at("d").get<std::uint64_t>(), j.at("d_v").get<std::uint64_t>(),
+               j.at("causal").get<bool>() ? "" : "not ",
+               format_double(json_number_value(j.at("softmax_scale"), "scale")),
+               j.at("fast_heads").get<std::uint64_t>(), a.output);
 }
 
 }  // namespace
@@ -113,7 +67,7 @@ void add_truth_command(CLI::App& app) {
         ->required();
     cmd->add_option("-o,--output", a->output, "Output .safetensors (F64 tensors)")->required();
     cmd->add_option("--bits", a->bits, "Precision of the first attempt (doubled until every output is decided)")
-        ->check(integer_in(16, 1 << 14))
+        ->check(integer_in(api::ranges::truth_bits))
         ->capture_default_str();
     cmd->add_flag("--backward", a->backward, "Also dq, dk, dv and delta (needs do)");
     cmd->add_flag("--intermediates", a->intermediates, "Also s and p");

@@ -9,6 +9,7 @@
 #include "lib/tensor_io.hpp"
 #include "python/module/arrays.hpp"
 #include "python/module/keywords.hpp"
+#include "python/module/request_parts.hpp"
 
 namespace roundscope::python {
 namespace {
@@ -16,27 +17,6 @@ namespace {
 // The options that shape synthetic inputs alone: given with a file, refused rather than ignored.
 constexpr const char* synthetic_only[] = {"n",       "d",         "seed",    "heads", "scenario", "sink_strength",
                                           "tie_gap", "tied_keys", "d_model", "steps"};
-
-/// A file's source: a path, or {tensor: (bytes, dtype, shape)} the caller holds (its tensors are
-/// the caller's arguments: an error about one names it), called `name` in messages.
-api::AttentionSource source_of(nb::handle inputs, const std::string& name) {
-    api::AttentionSource s;
-    if (nb::isinstance<nb::str>(inputs)) {
-        const std::string path = nb::cast<std::string>(inputs);
-        s.name = path;
-        s.read = [path] { return read_tensor_file(path); };
-    } else {
-        auto file = std::make_shared<const TensorFile>(tensor_file(name, nb::cast<nb::dict>(inputs)));
-        s.name = name, s.tensors_are_arguments = true;
-        s.read = [file] { return *file; };
-    }
-    return s;
-}
-
-std::int64_t checked(const char* name, std::int64_t v, api::IntegerRange range) {
-    api::check_in(name, v, range);
-    return v;
-}
 
 /// inputs (a path, arrays, or None) and synthetic with the synthetic sizes over `defaults`, the mask
 /// and threads.
@@ -55,16 +35,9 @@ api::AnalysisInput analysis_input(Keywords& k, nb::handle inputs, api::Attention
     if (auto v = k.integer("d")) s.d = static_cast<std::uint64_t>(checked("d", *v, api::ranges::head_dim));
     if (auto v = k.seed("seed")) s.seed = *v;
     in.source.scenario = k.text("scenario");
-    in.mask.causal = k.flag("causal");
-    in.mask.softmax_scale = k.number("softmax_scale");
-    in.threads = static_cast<int>(checked("threads", k.integer("threads").value_or(0), api::ranges::threads));
+    in.mask = mask_of(k);
+    in.threads = threads_of(k);
     return in;
-}
-
-api::RecipeChoice recipe_choice(Keywords& k, api::RecipeChoice defaults) {
-    if (auto name = k.text("recipe")) defaults.name = *name;
-    if (auto settings = k.settings("settings")) defaults.settings = *settings;
-    return defaults;
 }
 
 template <class Request, class Run>

@@ -17,6 +17,7 @@ void bind_files(nb::module_& m);
 void bind_commands(nb::module_& m);
 void bind_blocks(nb::module_& m);
 void bind_analyses(nb::module_& m);
+void bind_attention_calls(nb::module_& m);
 }  // namespace roundscope::python
 
 NB_MODULE(_core, m) {
@@ -43,4 +44,5 @@ NB_MODULE(_core, m) {
     roundscope::python::bind_commands(m);
     roundscope::python::bind_blocks(m);
     roundscope::python::bind_analyses(m);
+    roundscope::python::bind_attention_calls(m);
 }

@@ -41,12 +41,12 @@ Path = str | os.PathLike[str]
 
 def formats() -> dict[str, Any]:
     """Every number format with its parameters: `roundscope formats --json`."""
-    return _commands.run(["formats", "--json"])[1]
+    return _cast(dict[str, Any], _core.formats())
 
 
 def recipes() -> dict[str, Any]:
     """Every attention recipe preset and setting key: `roundscope recipes --json`."""
-    return _commands.run(["recipes", "--json"])[1]
+    return _cast(dict[str, Any], _core.recipes())
 
 
 def _seed(seed: object) -> int:
@@ -235,13 +235,6 @@ def _attention_inputs(q: ArrayLike, k: ArrayLike, v: ArrayLike, do: ArrayLike = 
     return tensors
 
 
-def _mask_flags(causal_alignment: str | None, window_left: int | None, window_right: int | None,
-                softcap: float | None) -> list[str]:
-    """The mask's keyword arguments as the attention commands' flags (None: the default)."""
-    return _commands.flags(causal_alignment=causal_alignment, window_left=window_left, window_right=window_right,
-                           softcap=softcap)
-
-
 def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, recipe: str = "fa2-bf16",
               settings: Mapping[str, object] | None = None, causal: bool = False,
               softmax_scale: float | None = None, backward: bool = False, do: ArrayLike = None, truth: bool = False,
@@ -259,14 +252,12 @@ def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, recipe: str = "fa2-bf16"
     "dk", "dv", "delta"; with truth=True also "errors": each output's max_abs, rms and rel_rms
     against the exact attention. Arrays come back as torch tensors on q's device where q is a
     torch tensor."""
-    args, files = _commands.input_arguments(_attention_inputs(q, k, v, do, attn_mask=attn_mask), by_name=True)
-    _, result, out = _commands.run(
-        ["attention", *args, *_commands.flags(recipe=recipe, settings=settings, causal=bool(causal),
-                                              softmax_scale=softmax_scale, backward=backward, truth=truth,
-                                              threads=_threads(threads)),
-         *_mask_flags(causal_alignment, window_left, window_right, softcap),
-         "-o", _commands.OUTPUT, "--json"], files, [_commands.OUTPUT])
-    tensors: dict[str, Any] = _arrays.like(q, dict(out[_commands.OUTPUT][0]))
+    result, (out, _) = _core.attention(
+        _arrays.tensors_in(_attention_inputs(q, k, v, do, attn_mask=attn_mask), "inputs", by_name=True),
+        recipe=recipe, settings=settings, causal=bool(causal), softmax_scale=softmax_scale, backward=bool(backward),
+        truth=bool(truth), causal_alignment=causal_alignment, window_left=window_left, window_right=window_right,
+        softcap=softcap, threads=_threads(threads))
+    tensors: dict[str, Any] = _arrays.like(q, _arrays.tensors_out(out))
     if truth:
         tensors["errors"] = result["errors"]
     return tensors
@@ -284,15 +275,12 @@ def truth(q: ArrayLike, k: ArrayLike, v: ArrayLike, do: ArrayLike = None, causal
     scores capped as softcap tanh(s / softcap) before the mask. k and v may have fewer heads
     (grouped-query attention: dk and dv are then the key-value heads'). Torch tensors on q's
     device where q is one."""
-    args, files = _commands.input_arguments(_attention_inputs(q, k, v, do, bias=bias, attn_mask=attn_mask),
-                                            by_name=True)
-    _, _, out = _commands.run(
-        ["truth", *args, *_commands.flags(causal=bool(causal), softmax_scale=softmax_scale, backward=backward,
-                                          intermediates=intermediates, bits=bits, reference=reference,
-                                          threads=_threads(threads)),
-         *_mask_flags(causal_alignment, window_left, window_right, softcap),
-         "-o", _commands.OUTPUT, "--json"], files, [_commands.OUTPUT])
-    return _cast(dict[str, Array], _arrays.like(q, out[_commands.OUTPUT][0]))
+    _, (out, _) = _core.truth(
+        _arrays.tensors_in(_attention_inputs(q, k, v, do, bias=bias, attn_mask=attn_mask), "inputs", by_name=True),
+        causal=bool(causal), softmax_scale=softmax_scale, backward=bool(backward), intermediates=bool(intermediates),
+        bits=bits, reference=bool(reference), causal_alignment=causal_alignment, window_left=window_left,
+        window_right=window_right, softcap=softcap, threads=_threads(threads))
+    return _cast(dict[str, Array], _arrays.like(q, _arrays.tensors_out(out)))
 
 
 def _analysis_inputs(inputs: object) -> object:
@@ -390,11 +378,10 @@ def compare(path: Path | Arrays, recipe: str, *, settings: Mapping[str, object] 
     the outputs) against the truth and the recipe's emulation (`roundscope compare --json`).
     outputs: compare only these (["o", "lse"]: a forward-only recipe against a dump with
     gradients); rtol and atol: count each output's elements outside them."""
-    args, files = _commands.input_arguments(path)
-    return _cast(results.CompareResult, _commands.run(["compare", *args,
-                          *_commands.flags(recipe=recipe, settings=settings, causal=causal,
-                                           softmax_scale=softmax_scale, outputs=_output_list(outputs), rtol=rtol,
-                                           atol=atol, threads=_threads(threads)), "--json"], files)[1])
+    dump = os.fsdecode(_cast(Any, path)) if _arrays.is_path(path) else _arrays.tensors_in(_cast(Any, path), "path")
+    return _cast(results.CompareResult, _core.compare(
+        dump, recipe=recipe, settings=settings, causal=causal, softmax_scale=softmax_scale,
+        outputs=_output_list(outputs), rtol=rtol, atol=atol, threads=_threads(threads)))
 
 
 def fit(dumps: Path | Arrays | Sequence[Path | Arrays], *, presets: Sequence[str] | None = None,

@@ -202,7 +202,7 @@ for name, call, error, pattern in [
 QKV = {n: Q.copy() for n in ("q", "k", "v")}
 for name, change, kw, error, pattern in [
         ("recipe", {}, {"recipe": "fa3-fp9"}, ValueError, "recipe: unknown recipe 'fa3-fp9'; did you mean 'fa3-fp8'"),
-        ("recipe int", {}, {"recipe": 3}, ValueError, "recipe: unknown recipe '3'"),
+        ("recipe int", {}, {"recipe": 3}, TypeError, "recipe: expected a string, not int"),
         ("settings key", {}, {"settings": {"p_scal": 2}}, ValueError, "settings: unknown recipe key 'p_scal'; did you mean 'p_scale'"),
         ("settings value", {}, {"settings": {"p_scale": "big"}}, ValueError, "settings"),
         ("settings list", {}, {"settings": ["p_scale=2"]}, TypeError, "settings: expected a mapping"),
@@ -236,17 +236,18 @@ for name, kw, error, pattern in [
         ("bool mask shape", {"attn_mask": np.ones((3, 32), bool)}, ValueError, "attn_mask: has shape [3, 32]"),
         ("mask int", {"attn_mask": np.zeros((32, 32), np.int32)}, ValueError, "attn_mask: has dtype i32"),
         ("mask complex", {"attn_mask": np.zeros((32, 32), np.complex64)}, TypeError, "attn_mask: numpy dtype complex64"),
-        ("alignment", {"causal": True, "causal_alignment": "sideways"}, ValueError, "causal_alignment: sideways"),
-        ("alignment int", {"causal_alignment": 3}, ValueError, "causal_alignment: 3"),
+        ("alignment", {"causal": True, "causal_alignment": "sideways"}, ValueError,
+         "causal_alignment: 'sideways' is not one of bottom-right|top-left"),
+        ("alignment int", {"causal_alignment": 3}, TypeError, "causal_alignment: expected a string, not int"),
         ("window_left -2", {"window_left": -2}, ValueError, "window_left: must be an integer from -1"),
-        ("window_left 1.5", {"window_left": 1.5}, ValueError, "window_left: must be an integer from -1"),
+        ("window_left 1.5", {"window_left": 1.5}, ValueError, "window_left: must be an integer, not '1.5'"),
         ("window_left bool", {"window_left": True}, TypeError, "window_left: expected a number"),
-        ("window_left text", {"window_left": "x"}, ValueError, "window_left: must be an integer"),
+        ("window_left text", {"window_left": "x"}, TypeError, "window_left: expected an integer, not str"),
         ("window_right 2^70", {"window_right": 2**70}, ValueError, "window_right: must be an integer"),
         ("softcap nan", {"softcap": NAN}, ValueError, "softcap: must be a finite number"),
         ("softcap -1", {"softcap": -1.0}, ValueError, "softcap: must be a finite number"),
         ("softcap inf", {"softcap": INF}, ValueError, "softcap: must be a finite number"),
-        ("softcap text", {"softcap": "x"}, ValueError, "softcap: must be a finite number"),
+        ("softcap text", {"softcap": "x"}, TypeError, "softcap: expected a number, not str"),
         ("softcap bool", {"softcap": True}, TypeError, "softcap: expected a number"),
         ("k heads", {"k": _K3, "v": _K3}, ValueError, "k: has shape [3, 32, 16]: its 3 heads do not divide q's 2")]:
     qkv = {"q": Q, "k": kw.pop("k", Q), "v": kw.pop("v", Q)}

@@ -1,4 +1,4 @@
-#include "cli/recipe_reference.hpp"
+#include "api/recipe_reference.hpp"
 
 #include <fmt/format.h>
 
@@ -7,7 +7,7 @@
 #include "emu/attention/recipe/attention_recipe.hpp"
 #include "emu/attention/recipe/kernel_capabilities.hpp"
 
-namespace roundscope::cli {
+namespace roundscope::api {
 namespace {
 
 // What a kernel's column says for a key: every value, the values it runs, or not read.
@@ -113,4 +113,4 @@ nlohmann::json kernel_capabilities_json() {
     return out;
 }
 
-}  // namespace roundscope::cli
+}  // namespace roundscope::api

@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-namespace roundscope::cli {
+namespace roundscope::api {
 
 /// docs/recipe-keys.md, byte for byte.
 std::string recipe_reference_markdown();
@@ -18,4 +18,4 @@ nlohmann::json recipe_key_table_json();
 /// [{"kernel", "title", "backward", "keys": {KEY: {"runs": [...], "in_words", "why"}}}].
 nlohmann::json kernel_capabilities_json();
 
-}  // namespace roundscope::cli
+}  // namespace roundscope::api
