@@ -232,6 +232,8 @@ void insert_ranked(std::vector<FitCandidate>& ranked, const FitCandidate& c, std
 
 }  // namespace
 
+void check_fit_keys(const std::vector<std::string>& keys) { keys_searched(emu::recipe_key_table(), keys, true); }
+
 FitResult fit_recipe(const std::vector<FitDump>& dumps, const FitOptions& options) {
     if (dumps.empty()) throw Error("fit needs at least one dump");
     const std::vector<std::string> all = outputs_held(*dumps.front().file, options.outputs);

@@ -114,4 +114,8 @@ struct FitResult {
 /// unknown preset or key, or no preset that runs.
 FitResult fit_recipe(const std::vector<FitDump>& dumps, const FitOptions& options);
 
+/// Error unless every one of `keys` is a recipe key a search can change (not o_format or
+/// grad_format, which a dump's own dtypes decide).
+void check_fit_keys(const std::vector<std::string>& keys);
+
 }  // namespace roundscope::analysis

@@ -32,6 +32,12 @@ inline constexpr IntegerRange block{1, 1024};
 inline constexpr IntegerRange max_tokens{1, 1 << 16};
 inline constexpr IntegerRange window{-1, std::int64_t{1} << 40};  // -1: unbounded
 inline constexpr IntegerRange truth_bits{16, 1 << 14};
+inline constexpr IntegerRange fit_rows{1, std::numeric_limits<std::int64_t>::max()};
+inline constexpr IntegerRange beam{1, 64};
+inline constexpr IntegerRange max_evaluations{1, 100000000};
+inline constexpr IntegerRange top{1, 1000};
+inline constexpr IntegerRange explain_rows{0, 100000};
+inline constexpr FiniteRange max_seconds{0, 1e9};
 inline constexpr FiniteRange softmax_scale{0, 1e6, true};
 inline constexpr FiniteRange softcap{0, 1e6, false};  // 0: none
 inline constexpr FiniteRange sink_strength{-100, 100};

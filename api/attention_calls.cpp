@@ -6,8 +6,8 @@
 #include <limits>
 
 #include "analysis/attention_run.hpp"
-#include "analysis/truth/attention_truth.hpp"
 #include "analysis/kernel_compare.hpp"
+#include "analysis/truth/attention_truth.hpp"
 #include "api/analysis_json.hpp"
 #include "api/argument_checks.hpp"
 #include "api/argument_error.hpp"
@@ -53,8 +53,7 @@ TensorAnswer attention(const AttentionRequest& request) {
     a.tensors.push_back(tensor_of("lse", emu::f32, output_shape(in, {in.n_q}), r.forward.lse));
     if (r.backward) {
         a.tensors.push_back(tensor_of("dq", *recipe.grad_format, output_shape(in, {in.n_q, in.d}), r.backward->dq));
-        a.tensors.push_back(
-            tensor_of("dk", *recipe.grad_format, kv_output_shape(in, {in.n_kv, in.d}), r.backward->dk));
+        a.tensors.push_back(tensor_of("dk", *recipe.grad_format, kv_output_shape(in, {in.n_kv, in.d}), r.backward->dk));
         a.tensors.push_back(
             tensor_of("dv", *recipe.grad_format, kv_output_shape(in, {in.n_kv, in.d_v}), r.backward->dv));
         a.tensors.push_back(tensor_of("delta", emu::f32, output_shape(in, {in.n_q}), r.backward->delta));
@@ -152,8 +151,7 @@ Answer<analysis::KernelComparison> compare(const CompareRequest& request) {
     if (request.outputs)
         choice.outputs = for_argument("outputs", [&] { return analysis::parse_output_names(*request.outputs, ""); });
     if (request.rtol.has_value() != request.atol.has_value())
-        throw ArgumentError(request.rtol ? "atol" : "rtol",
-                            request.rtol ? "needed beside rtol" : "needed beside atol");
+        throw ArgumentError(request.rtol ? "atol" : "rtol", request.rtol ? "needed beside rtol" : "needed beside atol");
     if (request.rtol) {
         check_in("rtol", *request.rtol, ranges::tolerance);
         check_in("atol", *request.atol, ranges::tolerance);

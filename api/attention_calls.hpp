@@ -48,9 +48,9 @@ TensorAnswer truth(const TruthRequest& request);
 struct CompareRequest {
     AttentionSource source;  // a dump: q, k, v and what the kernel wrote
     MaskChoice mask;
-    RecipeChoice recipe;                  // required
-    std::optional<std::string> outputs;   // comma-separated: o,lse,dq,dk,dv (none: all the dump holds)
-    std::optional<double> rtol, atol;     // both or neither
+    RecipeChoice recipe;                 // required
+    std::optional<std::string> outputs;  // comma-separated: o,lse,dq,dk,dv (none: all the dump holds)
+    std::optional<double> rtol, atol;    // both or neither
     int threads = 0;
 };
 /// The comparison; its JSON: compare_json with file, recipe, causal and softmax_scale.

@@ -3,11 +3,11 @@
 // scenario) and the mask and scale chosen over a file's metadata: the part of every analysis
 // request that says what it runs on.
 #include <cstdint>
-#include <functional>
 #include <optional>
 #include <string>
 
 #include "analysis/synthetic_attention.hpp"
+#include "api/file_source.hpp"
 #include "emu/attention/inputs/attention_inputs.hpp"
 #include "lib/error.hpp"
 #include "lib/tensor.hpp"
@@ -15,16 +15,10 @@
 namespace roundscope::api {
 
 /// A file of attention tensors (q, k, v, ...), or synthetic inputs.
-struct AttentionSource {
-    std::string name;                    // how messages name the file: its path, or the caller's argument
-    std::function<TensorFile()> read;    // the file; empty for none
-    bool tensors_are_arguments = false;  // the caller handed each tensor over as an argument of its own
-                                         // (Python's arrays): an error about one names the tensor alone
+struct AttentionSource : FileSource {
     bool synthetic = false;
     analysis::SyntheticSpec spec;         // synthetic: sizes, seed, and the command's default scenario
     std::optional<std::string> scenario;  // synthetic: a scenario by name over spec's
-
-    bool has_file() const { return static_cast<bool>(read); }
 };
 
 /// The mask and scale, each over the file's metadata of the same name where it is not given.
@@ -70,19 +64,5 @@ double attention_bytes(const emu::AttentionInputs& in, bool backward, bool truth
 double synthetic_bytes(const analysis::SyntheticSpec& spec);
 /// Refuses (check_memory) a synthetic input that cannot fit, naming its sizes.
 void check_synthetic_memory(const analysis::SyntheticSpec& spec);
-
-/// f(), with an Error it throws about `source`'s file named after it: prefixed by the file's
-/// name (once: a message that names it already stays as it is), or, where the tensors are the
-/// caller's own arguments, an error about one of them named after that tensor alone.
-void rethrow_naming(const AttentionSource& source, std::exception_ptr error);
-template <class F>
-auto naming_input(const AttentionSource& source, F&& f) -> decltype(f()) {
-    try {
-        return f();
-    } catch (const Error&) {
-        rethrow_naming(source, std::current_exception());
-        throw;  // not reached
-    }
-}
 
 }  // namespace roundscope::api

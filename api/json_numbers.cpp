@@ -39,4 +39,6 @@ std::string format_double(double x) {
     return fmt::format("{}", x);
 }
 
+std::string hex_bits(std::uint64_t bits, int width) { return fmt::format("0x{:0{}x}", bits, (width + 3) / 4); }
+
 }  // namespace roundscope::api

@@ -28,4 +28,7 @@ nlohmann::json json_numbers(const std::vector<double>& xs);
 /// A double printed so that reading it back gives the same double (shortest round trip).
 std::string format_double(double x);
 
+/// `bits` as 0x-prefixed hex with as many digits as a `width`-bit pattern needs.
+std::string hex_bits(std::uint64_t bits, int width);
+
 }  // namespace roundscope::api

@@ -127,9 +127,11 @@ void add_all_commands(CLI::App& app) {
 
 namespace {
 
-// A library argument as the flag that carries it: k_sink -> --k-sink; settings -> --set.
+// A library argument as the flag that carries it: k_sink -> --k-sink; settings -> --set, presets ->
+// --from.
 std::string flag_of(const std::string& argument) {
     if (argument == "settings") return "--set";
+    if (argument == "presets") return "--from";
     std::string flag = "--" + argument;
     for (char& c : flag)
         if (c == '_') c = '-';

@@ -11,8 +11,6 @@
 
 namespace roundscope::cli {
 
-std::string hex_bits(std::uint64_t bits, int width) { return fmt::format("0x{:0{}x}", bits, (width + 3) / 4); }
-
 void print_table(const std::vector<std::string>& headers, const std::vector<std::vector<std::string>>& rows) {
     std::vector<std::size_t> widths(headers.size());
     for (std::size_t c = 0; c < headers.size(); ++c) widths[c] = headers[c].size();

@@ -13,13 +13,11 @@
 namespace roundscope::cli {
 
 using api::format_double;
+using api::hex_bits;
 using api::json_count;
 using api::json_number;
 using api::json_number_value;
 using api::json_numbers;
-
-/// `bits` as 0x-prefixed hex with as many digits as a `width`-bit pattern needs.
-std::string hex_bits(std::uint64_t bits, int width);
 
 /// Prints rows under headers with columns padded to their widest cell.
 void print_table(const std::vector<std::string>& headers, const std::vector<std::vector<std::string>>& rows);

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "analysis/kernel_compare.hpp"
 #include "analysis/recipe_fit.hpp"
+#include "api/fit_call.hpp"
 #include "cli/analysis_flags.hpp"
 #include "cli/cli_output.hpp"
 #include "cli/command_files.hpp"
@@ -55,34 +55,6 @@ std::string recipe_flags(const analysis::FitCandidate& c) {
     return s;
 }
 
-nlohmann::json candidate_json(const analysis::FitCandidate& c) {
-    nlohmann::json settings = nlohmann::json::object(), outputs = nlohmann::json::object();
-    for (const auto& [key, value] : c.settings) settings[key] = value;
-    for (const analysis::OutputScore& o : c.outputs) outputs[o.name] = {{"matched", o.matched}, {"total", o.total}};
-    return {
-        {"preset", c.preset}, {"settings", settings}, {"outputs", outputs}, {"matched", c.matched}, {"total", c.total}};
-}
-
-nlohmann::json divergence_json(const std::optional<analysis::Divergence>& d) {
-    if (!d) return nullptr;
-    nlohmann::json explanations = nlohmann::json::array();
-    for (const analysis::RowExplanation& e : d->explanations)
-        explanations.push_back({{"stage", e.stage}, {"key", e.key}, {"value", e.value}, {"rows", e.rows}});
-    return {
-        {"rows", d->rows},
-        {"rows_total", d->rows_total},
-        {"steps",
-         {{"statistics", d->steps.statistics}, {"after_statistics", d->steps.after}, {"unsplit", d->steps.unsplit}}},
-        {"sampled", d->sampled},
-        {"first",
-         {{"file", d->file},
-          {"output", d->output},
-          {"index", d->index},
-          {"kernel", json_number(d->kernel)},
-          {"recipe", json_number(d->recipe)}}},
-        {"explanations", explanations}};
-}
-
 void print_divergence(const analysis::Divergence& d) {
     fmt::print("where the best differs: {} of {} query rows; the first at {} {}{}: kernel {} recipe {}\n", d.rows,
                d.rows_total, d.file, d.output, shape_string(d.index), format_double(d.kernel), format_double(d.recipe));
@@ -116,42 +88,26 @@ std::string scores_text(const analysis::FitCandidate& c) {
 }
 
 void fit(FitArgs& a) {
-    std::deque<TensorFile> files;  // the dumps point into it
-    std::vector<analysis::FitDump> dumps;
-    for (const std::string& path : a.inputs) {
-        const TensorFile& file = files.emplace_back(read_input(path));
-        const ChosenInputs c = naming_input(path, [&] { return file_inputs(file, a.flags); });
-        check_memory(attention_bytes(c.in, c.in.d_o.has_value(), false, a.flags.threads), path);
-        dumps.push_back({&file, c.in, c.causal, c.softmax_scale});
-    }
-    analysis::FitOptions& o = a.options;
-    o.threads = a.flags.threads;
-    if (!a.outputs.empty()) o.outputs = analysis::parse_output_names(a.outputs, "--outputs");
-    if (!a.keys.empty()) o.keys = split_commas(a.keys);
-    o.presets = a.presets;
+    api::FitRequest request;
+    for (const std::string& path : a.inputs) request.dumps.push_back(file_source(path));
+    request.mask = a.flags.mask();
+    request.presets = a.presets;
+    if (!a.keys.empty()) request.keys = split_commas(a.keys);
+    if (!a.outputs.empty()) request.outputs = a.outputs;
+    request.options = a.options;
+    request.options.threads = a.flags.threads;
     if (!a.flags.json)
-        o.progress = [](const analysis::FitProgress& p) {
+        request.options.progress = [](const analysis::FitProgress& p) {
             fmt::print(stderr, "fit: round {}: {} recipes scored in {:.1f} s, the best {:.4f} % of the bits: {}\n",
                        p.round, p.evaluations, p.seconds, 100 * share(p.best->matched, p.best->total),
                        recipe_flags(*p.best));
         };
-    const analysis::FitResult r = analysis::fit_recipe(dumps, o);
+    const api::Answer answer = api::fit(request);
     if (a.flags.json) {
-        nlohmann::json ranked = nlohmann::json::array();
-        for (const analysis::FitCandidate& x : r.ranked) ranked.push_back(candidate_json(x));
-        print_json({{"files", a.inputs},
-                    {"best", candidate_json(r.best)},
-                    {"exact", r.best.matched == r.best.total},
-                    {"candidates", ranked},
-                    {"sampled", r.sampled},
-                    {"evaluations", r.evaluations},
-                    {"refused", r.refused},
-                    {"rounds", r.rounds},
-                    {"seconds", json_number(r.seconds)},
-                    {"stopped", r.stopped},
-                    {"divergence", divergence_json(r.divergence)}});
+        print_json(answer.json);
         return;
     }
+    const analysis::FitResult& r = answer.result;
     fmt::print("{}{}: {} recipes scored in {} round(s), {:.1f} s; stopped: {}\n", a.inputs.front(),
                a.inputs.size() > 1 ? fmt::format(" and {} more", a.inputs.size() - 1) : "", r.evaluations, r.rounds,
                r.seconds, r.stopped);
@@ -183,22 +139,24 @@ void add_fit_command(CLI::App& app) {
         ->check(accepted_by([](const std::string& s) { analysis::parse_output_names(s, ""); }, "o,lse,dq,dk,dv"));
     cmd->add_option("--rows", a->options.rows,
                     "Search on this many query rows a head (o and lse), and confirm the winner on every row")
-        ->check(integer_in(1, std::numeric_limits<std::int64_t>::max()));
+        ->check(integer_in(api::ranges::fit_rows));
     cmd->add_option("--seed", a->options.seed, "The rows' seed")->capture_default_str()->check(seed_value());
     cmd->add_option("--beam", a->options.beam, "Candidates kept from round to round")
         ->capture_default_str()
-        ->check(integer_in(1, 64));
+        ->check(integer_in(api::ranges::beam));
     cmd->add_option("--max-evaluations", a->options.max_evaluations, "Stop after scoring this many recipes")
         ->capture_default_str()
-        ->check(integer_in(1, 100000000));
+        ->check(integer_in(api::ranges::max_evaluations));
     cmd->add_option("--max-seconds", a->options.max_seconds, "Stop after this many seconds (0: no limit)")
         ->capture_default_str()
-        ->check(finite_in(0, 1e9));
-    cmd->add_option("--top", a->options.top, "Candidates listed")->capture_default_str()->check(integer_in(1, 1000));
+        ->check(finite_in(api::ranges::max_seconds));
+    cmd->add_option("--top", a->options.top, "Candidates listed")
+        ->capture_default_str()
+        ->check(integer_in(api::ranges::top));
     cmd->add_option("--explain-rows", a->options.explain_rows,
                     "Where no recipe matches: the differing rows each single change is tried on (0: none)")
         ->capture_default_str()
-        ->check(integer_in(0, 100000));
+        ->check(integer_in(api::ranges::explain_rows));
     a->flags.add_to(cmd, "--softmax-scale,--scale");
     cmd->footer("Example: roundscope fit dump.safetensors --rows 64 --max-seconds 60\n");
     cmd->callback([a] { fit(*a); });

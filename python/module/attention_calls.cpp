@@ -1,10 +1,14 @@
-// attention, truth and compare as library calls (api/attention_calls.hpp), and the catalogue
-// (formats, recipes): keyword arguments into typed requests, run without the GIL, tensors and
+// attention, truth, compare and mma as library calls (api/attention_calls.hpp, api/mma_call.hpp),
+// and the catalogue (formats, recipes): keyword arguments into typed requests, run without the GIL, tensors and
 // JSON handed back as Python objects.
+#include <optional>
+
 #include <nanobind/stl/string.h>
 
 #include "api/attention_calls.hpp"
 #include "api/catalog.hpp"
+#include "api/fit_call.hpp"
+#include "api/mma_call.hpp"
 #include "python/module/arrays.hpp"
 #include "python/module/keywords.hpp"
 #include "python/module/request_parts.hpp"
@@ -76,6 +80,63 @@ nb::object compare(nb::handle dump, nb::kwargs kwargs) {
     return to_python(json);
 }
 
+// D of a tensor-core model on {A, B, C}: (D's bits, its dtype).
+nb::tuple mma(const nb::dict& tensors, nb::kwargs kwargs) {
+    Keywords k(std::move(kwargs));
+    api::MmaRequest r;
+    r.source = source_of(tensors, "inputs");
+    r.arch = k.text("arch");
+    r.instruction = k.text("instruction");
+    r.threads = threads_of(k);
+    k.finish();
+    std::optional<api::MmaAnswer> answer;
+    {
+        nb::gil_scoped_release released;
+        answer = api::mma(r);
+    }
+    TensorFile file;
+    file.tensors.push_back(std::move(answer->d));
+    return to_python(std::move(file));
+}
+
+// A sequence of names (not a string, which would be one per letter).
+std::vector<std::string> names_of(Keywords& k, const char* name) {
+    return k.texts(name).value_or(std::vector<std::string>{});
+}
+
+nb::object fit(const nb::list& dumps, nb::kwargs kwargs) {
+    Keywords k(std::move(kwargs));
+    api::FitRequest r;
+    for (std::size_t i = 0; i < dumps.size(); ++i)
+        r.dumps.push_back(source_of(dumps[i], dumps.size() == 1 ? "dumps" : "dumps[" + std::to_string(i) + "]"));
+    r.mask = mask_of(k);
+    r.presets = names_of(k, "presets");
+    r.keys = names_of(k, "keys");
+    if (auto outputs = k.texts("outputs")) {
+        std::string list;
+        for (const std::string& o : *outputs) list += (list.empty() ? "" : ",") + o;
+        r.outputs = list;
+    }
+    analysis::FitOptions& o = r.options;
+    if (auto v = k.integer("rows")) o.rows = static_cast<std::uint64_t>(checked("rows", *v, api::ranges::fit_rows));
+    if (auto v = k.seed("seed")) o.seed = *v;
+    if (auto v = k.integer("beam")) o.beam = static_cast<std::size_t>(checked("beam", *v, api::ranges::beam));
+    if (auto v = k.integer("max_evaluations"))
+        o.max_evaluations = static_cast<std::size_t>(checked("max_evaluations", *v, api::ranges::max_evaluations));
+    if (auto v = k.number("max_seconds")) o.max_seconds = *v;
+    if (auto v = k.integer("top")) o.top = static_cast<std::size_t>(checked("top", *v, api::ranges::top));
+    if (auto v = k.integer("explain_rows"))
+        o.explain_rows = static_cast<std::uint64_t>(checked("explain_rows", *v, api::ranges::explain_rows));
+    o.threads = threads_of(k);
+    k.finish();
+    nlohmann::json json;
+    {
+        nb::gil_scoped_release released;
+        json = api::fit(r).json;
+    }
+    return to_python(json);
+}
+
 }  // namespace
 
 void bind_attention_calls(nb::module_& m) {
@@ -86,8 +147,15 @@ void bind_attention_calls(nb::module_& m) {
           "The exact attention of {tensor: (bytes, dtype, shape)}: (JSON, (tensors, metadata)).");
     m.def("compare", &compare, nb::arg("dump"), nb::arg("kwargs"),
           "A dump (a path or {tensor: (bytes, dtype, shape)}) against the truth and a recipe: its JSON.");
-    m.def("formats", [] { return to_python(api::formats_json()); }, "Every number format: {\"formats\": [...]}.");
-    m.def("recipes", [] { return to_python(api::recipes_json()); }, "The recipes, their keys and the kernels.");
+    m.def("mma", &mma, nb::arg("tensors"), nb::arg("kwargs"),
+          "D = A B + C on a tensor core's model for {A, B, C: (bytes, dtype, shape)}: ({\"D\": (bits, dtype)}, "
+          "metadata).");
+    m.def("fit", &fit, nb::arg("dumps"), nb::arg("kwargs"),
+          "The recipe search over dumps (paths or {tensor: (bytes, dtype, shape)}): its JSON.");
+    m.def(
+        "formats", [] { return to_python(api::formats_json()); }, "Every number format: {\"formats\": [...]}.");
+    m.def(
+        "recipes", [] { return to_python(api::recipes_json()); }, "The recipes, their keys and the kernels.");
 }
 
 }  // namespace roundscope::python

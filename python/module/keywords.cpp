@@ -109,6 +109,20 @@ std::optional<std::vector<double>> Keywords::numbers(const char* name) {
     return out;
 }
 
+std::optional<std::vector<std::string>> Keywords::texts(const char* name) {
+    const nb::object x = take(name);
+    if (x.is_none()) return std::nullopt;
+    if (nb::isinstance<nb::str>(x) || !nb::isinstance<nb::sequence>(x))
+        type_error(name, "expected a sequence of names, not " + type_of(x));
+    std::vector<std::string> out;
+    for (nb::handle v : x) {
+        if (!nb::isinstance<nb::str>(v))
+            type_error(name, "expected a sequence of names, not one holding " + type_of(v));
+        out.push_back(nb::cast<std::string>(v));
+    }
+    return out;
+}
+
 std::optional<std::vector<std::string>> Keywords::settings(const char* name) {
     const nb::object x = take(name);
     if (x.is_none()) return std::nullopt;

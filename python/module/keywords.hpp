@@ -25,7 +25,8 @@ public:
     std::optional<double> number(const char* name);
     std::optional<bool> flag(const char* name);  // a bool (an int is refused: flags are not counts)
     std::optional<std::string> text(const char* name);
-    std::optional<std::vector<double>> numbers(const char* name);  // a number or a sequence of them
+    std::optional<std::vector<double>> numbers(const char* name);     // a number or a sequence of them
+    std::optional<std::vector<std::string>> texts(const char* name);  // a sequence of strings (not one string)
     /// A recipe's settings: a mapping of keys to values, as KEY=VALUE (a bool as true or false).
     std::optional<std::vector<std::string>> settings(const char* name);
     /// The arguments `name` refers to; whether it is given.

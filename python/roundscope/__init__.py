@@ -219,11 +219,9 @@ def mma(a: ArrayLike, b: ArrayLike, c: ArrayLike = None, arch: str = "sm90", ins
     C [.., M, N] (None: zeros). The input dtypes pick the model with `arch` and `instruction`.
     D is a torch tensor on a's device where a is a torch tensor."""
     tensors = {"A": a, "B": b} if c is None else {"A": a, "B": b, "C": c}
-    args, files = _commands.input_arguments(tensors, by_name=True)
-    _, _, out = _commands.run(
-        ["mma", *args, *_commands.flags(arch=arch, instruction=instruction, threads=_threads(threads)),
-         "-o", _commands.OUTPUT, "--json"], files, [_commands.OUTPUT])
-    return _arrays.like(a, out[_commands.OUTPUT][0]["D"])
+    out, _ = _core.mma(_arrays.tensors_in(tensors, "inputs", by_name=True), arch=arch, instruction=instruction,
+                       threads=_threads(threads))
+    return _arrays.like(a, _arrays.tensors_out(out)["D"])
 
 
 def _attention_inputs(q: ArrayLike, k: ArrayLike, v: ArrayLike, do: ArrayLike = None,
@@ -387,24 +385,20 @@ def compare(path: Path | Arrays, recipe: str, *, settings: Mapping[str, object] 
 def fit(dumps: Path | Arrays | Sequence[Path | Arrays], *, presets: Sequence[str] | None = None,
         keys: Sequence[str] | None = None, outputs: Sequence[str] | None = None, rows: int | None = None,
         seed: int | None = None, beam: int | None = None, max_evaluations: int | None = None,
-        max_seconds: float | None = None, top: int | None = None, causal: bool | None = None,
-        softmax_scale: float | None = None, threads: int = 0) -> results.FitResult:
+        max_seconds: float | None = None, top: int | None = None, explain_rows: int | None = None,
+        causal: bool | None = None, softmax_scale: float | None = None, threads: int = 0) -> results.FitResult:
     """Which recipe reproduces a kernel's outputs bit for bit (`roundscope fit --json`): a beam
     search from the presets (presets=[...] to start from some) over every key, or those named in
     keys, scored by the bits of every dump given (files, or mappings of arrays: q, k, v and the
-    outputs). rows: search on that many query rows a head, confirm on all."""
+    outputs). rows: search on that many query rows a head, confirm on all; explain_rows: where no
+    recipe matches, the differing rows each single change is tried on."""
     many = isinstance(dumps, Sequence) and not isinstance(dumps, (str, bytes))
-    args, files = _commands.input_arguments(list(_cast(Sequence[Any], dumps)) if many else dumps)
-    for name, values in (("presets", presets), ("keys", keys)):
-        if values is not None and (isinstance(values, str) or not all(isinstance(x, str) for x in values)):
-            raise TypeError(f"{name}: expected a sequence of names")
-    return _cast(results.FitResult, _commands.run(
-        ["fit", *args, *_commands.flags(outputs=_output_list(outputs),
-                                        keys=None if keys is None else ",".join(keys), rows=rows, seed=seed,
-                                        beam=beam, max_evaluations=max_evaluations, max_seconds=max_seconds,
-                                        top=top, causal=causal, softmax_scale=softmax_scale,
-                                        threads=_threads(threads)),
-         *[x for p in (presets or []) for x in ("--from", p)], "--json"], files)[1])
+    listed = list(_cast(Sequence[Any], dumps)) if many else [dumps]
+    return _cast(results.FitResult, _core.fit(
+        [os.fsdecode(d) if _arrays.is_path(d) else _arrays.tensors_in(d, "dumps") for d in listed],
+        presets=presets, keys=keys, outputs=outputs, rows=rows, seed=seed, beam=beam,
+        max_evaluations=max_evaluations, max_seconds=max_seconds, top=top, explain_rows=explain_rows,
+        causal=causal, softmax_scale=softmax_scale, threads=_threads(threads)))
 
 
 def check(dir: Path, *, junit: Path | None = None, max_ulp: int | None = None, max_row_ulp: float | None = None,
