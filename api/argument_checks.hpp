@@ -38,6 +38,10 @@ inline constexpr IntegerRange max_evaluations{1, 100000000};
 inline constexpr IntegerRange top{1, 1000};
 inline constexpr IntegerRange explain_rows{0, 100000};
 inline constexpr FiniteRange max_seconds{0, 1e9};
+inline constexpr IntegerRange mx_block{1, 1 << 20};
+inline constexpr IntegerRange axis{-64, 63};
+inline constexpr IntegerRange mx_offset{0, 1 << 20};
+inline constexpr IntegerRange max_ulp{0, std::numeric_limits<std::int64_t>::max()};
 inline constexpr FiniteRange softmax_scale{0, 1e6, true};
 inline constexpr FiniteRange softcap{0, 1e6, false};  // 0: none
 inline constexpr FiniteRange sink_strength{-100, 100};

@@ -14,7 +14,7 @@
 namespace roundscope::api {
 
 struct FitRequest {
-    std::vector<FileSource> dumps;       // q, k, v and what the kernel wrote; fitted together
+    std::vector<FileSource> dumps;  // q, k, v and what the kernel wrote; fitted together
     MaskChoice mask;
     std::vector<std::string> presets;    // where the search starts (empty: every preset)
     std::vector<std::string> keys;       // the keys it changes (empty: every key the outputs depend on)

@@ -79,10 +79,10 @@ MmaAnswer mma(const MmaRequest& request) {
     // theirs unless arch or instruction asks for another (a what-if: the JSON names both)
     const analysis::CaptureModel capture = analysis::capture_model(file);
     const std::string arch = request.arch || capture.arch.empty() ? request.arch.value_or("sm90") : capture.arch;
-    const std::string instruction = request.instruction || capture.instruction.empty()
-                                        ? request.instruction.value_or("")
-                                        : capture.instruction;
-    const emu::MmaProblem p = naming_input(request.source, [&] { return emu::load_mma_problem(file, arch, instruction); });
+    const std::string instruction =
+        request.instruction || capture.instruction.empty() ? request.instruction.value_or("") : capture.instruction;
+    const emu::MmaProblem p =
+        naming_input(request.source, [&] { return emu::load_mma_problem(file, arch, instruction); });
     if (request.check && !p.d.has_value())
         throw ArgumentError("check", fmt::format("needs a tensor 'D' (the GPU's result) in {}", request.source.name));
 

@@ -21,10 +21,10 @@ struct MmaRequest {
 };
 
 struct MmaAnswer {
-    Tensor d;                             // in the accumulator's dtype
-    std::string model;                    // the model's name
+    Tensor d;                              // in the accumulator's dtype
+    std::string model;                     // the model's name
     std::uint64_t matched = 0, total = 0;  // with check: D's elements equal to the GPU's, of all
-    nlohmann::json json;                  // file, arch, instruction, model, shape (capture; check's counts)
+    nlohmann::json json;                   // file, arch, instruction, model, shape (capture; check's counts)
 };
 MmaAnswer mma(const MmaRequest& request);
 

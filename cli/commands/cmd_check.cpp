@@ -17,10 +17,10 @@
 #include <vector>
 
 #include "analysis/golden_check.hpp"
+#include "api/check_call.hpp"
 #include "cli/analysis_flags.hpp"
 #include "cli/command_files.hpp"
 #include "cli/commands.hpp"
-#include "cli/markup.hpp"
 #include "cli/option_checks.hpp"
 #include "lib/error.hpp"
 #include "lib/file_write.hpp"
@@ -36,130 +36,25 @@ struct CheckArgs {
     std::optional<double> rtol, atol;
 };
 
-struct CheckedCase {
-    std::string file;
-    analysis::GoldenKind kind;
-    analysis::GoldenCase result;
-    double seconds = 0;
-};
-
-const char* kind_name(analysis::GoldenKind k) {
-    switch (k) {
-        case analysis::GoldenKind::mma_tiles:
-            return "mma";
-        case analysis::GoldenKind::conversion_digests:
-            return "conversions";
-        case analysis::GoldenKind::attention_dump:
-            return "attention";
-    }
-    return "";
-}
-
-/// The .safetensors files under `dir`, by path.
-std::vector<std::string> tensor_files(const std::string& dir) {
-    std::error_code error;
-    if (!std::filesystem::exists(dir, error)) throw FileError(dir + ": no such folder");
-    if (!std::filesystem::is_directory(dir, error)) throw Error(dir + ": not a directory");
-    std::vector<std::string> files;
-    for (std::filesystem::recursive_directory_iterator it(dir, error), end; !error && it != end; it.increment(error))
-        if (it->is_regular_file(error) && it->path().extension() == ".safetensors")
-            files.push_back(it->path().string());
-    if (error) throw FileError(dir + ": " + error.message());
-    std::sort(files.begin(), files.end());
-    return files;
-}
-
-/// JUnit XML, as CI systems read it: one test case per check, named by file and what it checked.
-std::string junit_xml(const std::vector<CheckedCase>& cases, const std::vector<std::string>& skipped) {
-    const auto failures =
-        std::count_if(cases.begin(), cases.end(), [](const CheckedCase& c) { return !c.result.passed; });
-    double seconds = 0;
-    for (const CheckedCase& c : cases) seconds += c.seconds;
-    std::string xml = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
-    xml += fmt::format(
-        "<testsuite name=\"roundscope check\" tests=\"{}\" failures=\"{}\" skipped=\"{}\" time=\"{:.3f}\">\n",
-        cases.size() + skipped.size(), failures, skipped.size(), seconds);
-    for (const CheckedCase& c : cases) {
-        xml += fmt::format("  <testcase classname=\"{}\" name=\"{}\" time=\"{:.3f}\"", markup_escaped(c.file),
-                           markup_escaped(c.result.name), c.seconds);
-        if (c.result.passed) {
-            xml += "/>\n";
-            continue;
-        }
-        xml += fmt::format(">\n    <failure message=\"{} of {} differ\">{}</failure>\n  </testcase>\n",
-                           c.result.total - c.result.matched, c.result.total, markup_escaped(c.result.detail));
-    }
-    for (const std::string& s : skipped)
-        xml += fmt::format("  <testcase classname=\"{}\" name=\"not a golden file\">\n    <skipped/>\n  </testcase>\n",
-                           markup_escaped(s));
-    return xml + "</testsuite>\n";
-}
-
 void check(const CheckArgs& a) {
-    const std::vector<std::string> paths = tensor_files(a.dir);
-    if (!a.junit.empty()) check_output("--junit", a.junit, paths);
-    struct Golden {
-        TensorFile file;
-        analysis::GoldenKind kind;
-    };
-    std::vector<Golden> golden;
-    std::vector<std::string> skipped;
-    for (const std::string& path : paths) {
-        TensorFile file = read_input(path);
-        const std::optional<analysis::GoldenKind> kind = analysis::golden_kind(file);
-        if (!kind) {
-            skipped.push_back(path);
-            continue;
-        }
-        analysis::validate_golden(file, *kind);
-        golden.push_back({std::move(file), *kind});
-    }
-    if (golden.empty())
-        throw Error(a.dir +
-                    ": no golden files (MMA tiles, conversion digests, or attention dumps naming a recipe) in " +
-                    std::to_string(paths.size()) + " .safetensors file(s)");
-
-    std::vector<CheckedCase> cases;
-    for (const Golden& g : golden) {
-        const auto start = std::chrono::steady_clock::now();
-        std::vector<analysis::GoldenCase> results = analysis::check_golden(g.file, g.kind, a.threads, a.tolerance);
-        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() /
-                               static_cast<double>(results.size());
-        for (analysis::GoldenCase& r : results) {
-            cases.push_back({g.file.path, g.kind, std::move(r), seconds});
-            const CheckedCase& c = cases.back();
-            if (!a.json)
-                fmt::print("{} {}: {} ({} of {}){}\n", c.result.passed ? "PASS" : "FAIL", c.file, c.result.name,
-                           c.result.matched, c.result.total, c.result.detail.empty() ? "" : ": " + c.result.detail);
-        }
-    }
-    const auto failed =
-        std::count_if(cases.begin(), cases.end(), [](const CheckedCase& c) { return !c.result.passed; });
-    if (!a.junit.empty()) {
-        const std::string xml = junit_xml(cases, skipped);
-        write_text(a.junit, xml);
-    }
-    if (a.json) {
-        nlohmann::json checks = nlohmann::json::array();
-        for (const CheckedCase& c : cases)
-            checks.push_back({{"file", c.file},
-                              {"kind", kind_name(c.kind)},
-                              {"name", c.result.name},
-                              {"passed", c.result.passed},
-                              {"matched", c.result.matched},
-                              {"total", c.result.total},
-                              {"detail", c.result.detail},
-                              {"seconds", c.seconds}});
-        print_json({{"dir", a.dir},
-                    {"checks", checks},
-                    {"passed", static_cast<std::int64_t>(cases.size()) - failed},
-                    {"failed", failed},
-                    {"skipped", skipped}});
-    } else {
-        fmt::print("{} of {} checks passed{}\n", static_cast<std::int64_t>(cases.size()) - failed, cases.size(),
-                   skipped.empty() ? "" : fmt::format(" ({} file(s) not golden, skipped)", skipped.size()));
-    }
-    if (failed > 0) throw ExitCode{1};
+    if (!a.junit.empty()) check_output("--junit", a.junit, api::tensor_files(a.dir));
+    api::CheckRequest request;
+    request.dir = a.dir;
+    if (!a.junit.empty()) request.junit = a.junit;
+    request.tolerance = a.tolerance, request.threads = a.threads;
+    const api::CheckAnswer answer = api::check(request, [&](const api::CheckedCase& c) {
+        if (!a.json)
+            fmt::print("{} {}: {} ({} of {}){}\n", c.result.passed ? "PASS" : "FAIL", c.file, c.result.name,
+                       c.result.matched, c.result.total, c.result.detail.empty() ? "" : ": " + c.result.detail);
+    });
+    if (a.json)
+        print_json(answer.json);
+    else
+        fmt::print(
+            "{} of {} checks passed{}\n", static_cast<std::int64_t>(answer.cases.size()) - answer.failed,
+            answer.cases.size(),
+            answer.skipped.empty() ? "" : fmt::format(" ({} file(s) not golden, skipped)", answer.skipped.size()));
+    if (answer.failed > 0) throw ExitCode{1};
 }
 
 }  // namespace
@@ -176,7 +71,7 @@ void add_check_command(CLI::App& app) {
     // replaces "every bit" with all of those given.
     cmd->add_option("--max-ulp", a->tolerance.max_ulp,
                     "Attention dumps: pass where no output element is more than N ulps from the recipe's")
-        ->check(integer_in(0, std::numeric_limits<std::int64_t>::max()));
+        ->check(integer_in(api::ranges::max_ulp));
     cmd->add_option("--max-row-ulp", a->tolerance.max_row_ulp,
                     "Attention dumps: pass where no element differs by more than X ulps of its row's largest value")
         ->check(finite_in(0, std::numeric_limits<double>::max()));

@@ -50,8 +50,8 @@ ScaleRule parse_scale_rule(std::string_view name, std::string_view option) {
         if (scale_rule_name(r) == name) return r;
     std::vector<std::string> known;
     for (ScaleRule r : all_scale_rules) known.emplace_back(scale_rule_name(r));
-    throw Error(std::string(option) + ": unknown scale rule '" + printable(name) + "'" + did_you_mean(name, known) +
-                " (rules: floor ceil even rceil)");
+    throw Error((option.empty() ? "" : std::string(option) + ": ") + "unknown scale rule '" + printable(name) + "'" +
+                did_you_mean(name, known) + " (rules: floor ceil even rceil)");
 }
 
 }  // namespace roundscope::emu

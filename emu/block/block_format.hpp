@@ -34,7 +34,7 @@ const BlockFormat& block_format_named(std::string_view name);
 
 /// "floor", "ceil", "even", "rceil".
 std::string_view scale_rule_name(ScaleRule r);
-/// An Error naming `option` and the rules if unknown.
+/// The rule of that name; an Error (naming `option` where it is not empty) and the rules if unknown.
 ScaleRule parse_scale_rule(std::string_view name, std::string_view option);
 inline constexpr ScaleRule all_scale_rules[] = {ScaleRule::floor, ScaleRule::ceil, ScaleRule::even, ScaleRule::rceil};
 

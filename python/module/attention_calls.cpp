@@ -5,10 +5,13 @@
 
 #include <nanobind/stl/string.h>
 
+#include "api/argument_error.hpp"
 #include "api/attention_calls.hpp"
 #include "api/catalog.hpp"
+#include "api/check_call.hpp"
 #include "api/fit_call.hpp"
 #include "api/mma_call.hpp"
+#include "api/mx_call.hpp"
 #include "python/module/arrays.hpp"
 #include "python/module/keywords.hpp"
 #include "python/module/request_parts.hpp"
@@ -137,6 +140,70 @@ nb::object fit(const nb::list& dumps, nb::kwargs kwargs) {
     return to_python(json);
 }
 
+api::MxRequest mx_request(const nb::dict& tensors, Keywords& k) {
+    api::MxRequest r;
+    r.source = source_of(tensors, "x");
+    r.names = {"x"};
+    r.format = k.text("format").value_or("");
+    if (auto v = k.integer("block")) r.block = static_cast<int>(checked("block", *v, api::ranges::mx_block));
+    if (auto v = k.integer("axis")) r.axis = static_cast<int>(checked("axis", *v, api::ranges::axis));
+    if (auto v = k.integer("offset")) r.offset = static_cast<int>(checked("offset", *v, api::ranges::mx_offset));
+    if (auto v = k.text("scale_rule")) r.scale_rule = *v;
+    r.rounding = k.text("rounding").value_or("");
+    r.seed = k.seed("seed").value_or(0);
+    r.single_level = k.flag("single_level").value_or(false);
+    r.threads = threads_of(k);
+    k.finish();
+    return r;
+}
+
+// x block-quantized: (JSON, ({x.elements, x.scales[, x.per_tensor_scale]: (bits, dtype)}, metadata)).
+nb::tuple mx_quantize(const nb::dict& tensors, nb::kwargs kwargs) {
+    Keywords k(std::move(kwargs));
+    const api::MxRequest r = mx_request(tensors, k);
+    api::TensorAnswer answer;
+    {
+        nb::gil_scoped_release released;
+        answer = api::mx_quantize(r);
+    }
+    return with_tensors(std::move(answer));
+}
+
+nb::object mx_compare_rules(const nb::dict& tensors, nb::kwargs kwargs) {
+    Keywords k(std::move(kwargs));
+    const api::MxRequest r = mx_request(tensors, k);
+    nlohmann::json json;
+    {
+        nb::gil_scoped_release released;
+        json = api::mx_compare_rules(r);
+    }
+    return to_python(json);
+}
+
+nb::object check(const std::string& dir, nb::kwargs kwargs) {
+    Keywords k(std::move(kwargs));
+    api::CheckRequest r;
+    r.dir = dir;
+    r.junit = k.text("junit");
+    analysis::DumpTolerance& t = r.tolerance;
+    if (auto v = k.integer("max_ulp"))
+        t.max_ulp = static_cast<std::uint64_t>(checked("max_ulp", *v, api::ranges::max_ulp));
+    t.max_row_ulp = k.number("max_row_ulp");
+    t.min_match = k.number("min_match");
+    const std::optional<double> rtol = k.number("rtol"), atol = k.number("atol");
+    if (rtol.has_value() != atol.has_value())
+        throw api::ArgumentError(rtol ? "atol" : "rtol", rtol ? "needed beside rtol" : "needed beside atol");
+    if (rtol) t.close = analysis::Tolerance{*rtol, *atol};
+    r.threads = threads_of(k);
+    k.finish();
+    nlohmann::json json;
+    {
+        nb::gil_scoped_release released;
+        json = api::check(r).json;
+    }
+    return to_python(json);
+}
+
 }  // namespace
 
 void bind_attention_calls(nb::module_& m) {
@@ -152,6 +219,12 @@ void bind_attention_calls(nb::module_& m) {
           "metadata).");
     m.def("fit", &fit, nb::arg("dumps"), nb::arg("kwargs"),
           "The recipe search over dumps (paths or {tensor: (bytes, dtype, shape)}): its JSON.");
+    m.def("check", &check, nb::arg("dir"), nb::arg("kwargs"),
+          "Every golden file under dir checked (bit for bit, or within the tolerances given): the JSON.");
+    m.def("mx_quantize", &mx_quantize, nb::arg("tensors"), nb::arg("kwargs"),
+          "{\"x\": (bytes, dtype, shape)} block-quantized: (JSON, (tensors, metadata)).");
+    m.def("mx_compare_rules", &mx_compare_rules, nb::arg("tensors"), nb::arg("kwargs"),
+          "The scale rules compared on {\"x\": (bytes, dtype, shape)}: the JSON.");
     m.def(
         "formats", [] { return to_python(api::formats_json()); }, "Every number format: {\"formats\": [...]}.");
     m.def(

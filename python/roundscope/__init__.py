@@ -17,7 +17,7 @@ from typing import Any, cast as _cast
 
 import numpy as np
 
-from . import _arrays, _commands, _core, results
+from . import _arrays, _core, results
 from ._arrays import to_numpy, to_torch
 
 __version__: str = str(getattr(_core, "__version__"))  # the version of the build the package runs
@@ -407,8 +407,6 @@ def check(dir: Path, *, junit: Path | None = None, max_ulp: int | None = None, m
     """Every golden file under dir checked bit for bit (`roundscope check --json`), or its
     attention dumps within the tolerances given; "failed" counts the failures (the command's
     exit code 1)."""
-    junit_args = [] if junit is None else ["--junit", os.fsdecode(junit)]
-    return _cast(results.CheckResult, _commands.run(["check", os.fsdecode(dir), *junit_args,
-                                                     *_commands.flags(max_ulp=max_ulp, max_row_ulp=max_row_ulp,
-                                                                      min_match=min_match, rtol=rtol, atol=atol,
-                                                                      threads=_threads(threads)), "--json"])[1])
+    return _cast(results.CheckResult, _core.check(
+        os.fsdecode(dir), junit=None if junit is None else os.fsdecode(junit), max_ulp=max_ulp,
+        max_row_ulp=max_row_ulp, min_match=min_match, rtol=rtol, atol=atol, threads=_threads(threads)))

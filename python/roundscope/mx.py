@@ -9,7 +9,7 @@ from typing import cast
 
 import numpy as np
 
-from . import _arrays, _commands, _core, results
+from . import _arrays, _core, results
 
 
 @dataclass(frozen=True)
@@ -26,9 +26,9 @@ class Quantized:
     scale_rule: str
 
 
-def _options(format, block, axis, offset, scale_rule, rounding, seed, single_level, threads) -> list[str]:
-    return _commands.flags(format=format, block=block, axis=axis, offset=offset, scale_rule=scale_rule,
-                           round=rounding, seed=seed, single_level=single_level, threads=threads)
+def _options(format, block, axis, offset, scale_rule, rounding, seed, single_level, threads) -> dict:
+    return dict(format=format, block=block, axis=axis, offset=offset, scale_rule=scale_rule, rounding=rounding,
+                seed=seed, single_level=single_level, threads=threads)
 
 
 def quantize(x, format: str, block: int | None = None, axis: int = -1, offset: int = 0, scale_rule: str = "floor",
@@ -37,12 +37,10 @@ def quantize(x, format: str, block: int | None = None, axis: int = -1, offset: i
     [.., N, D]), starting at positions j * block - offset, each quantized with one shared scale.
     Where x is a torch tensor, elements and scales are torch tensors on its device (uint8 bit
     patterns where torch has no such type)."""
-    _, files = _commands.input_arguments({"x": x}, "x")
-    _, result, out = _commands.run(
-        ["mx", _commands.INPUT, "-t", "x",
-         *_options(format, block, axis, offset, scale_rule, rounding, seed, single_level, threads),
-         "-o", _commands.OUTPUT, "--json"], files, [_commands.OUTPUT])
-    tensors = out[_commands.OUTPUT][0]
+    result, (out, _) = _core.mx_quantize(
+        _arrays.tensors_in({"x": x}, "x", by_name=True),
+        **_options(format, block, axis, offset, scale_rule, rounding, seed, single_level, threads))
+    tensors = _arrays.tensors_out(out)
     per_tensor = tensors.get("x.per_tensor_scale")
     return Quantized(_arrays.like(x, tensors["x.elements"]), _arrays.like(x, tensors["x.scales"]),
                      None if per_tensor is None else float(per_tensor), result["format"], result["block"],
@@ -73,8 +71,6 @@ def compare_rules(x, format: str, block: int | None = None, axis: int = -1, offs
                   rounding: str | None = None, seed: int = 0, threads: int = 0) -> results.CompareRulesResult:
     """Per scale rule: the blocks whose scale differs from floor's, scales moved up or down,
     saturated elements and the errors (`roundscope mx --compare-rules --json`)."""
-    _, files = _commands.input_arguments({"x": x}, "x")
-    _, result, _ = _commands.run(
-        ["mx", _commands.INPUT, "-t", "x", *_options(format, block, axis, offset, None, rounding, seed, False, threads),
-         "--compare-rules", "--json"], files)
-    return cast(results.CompareRulesResult, result)
+    return cast(results.CompareRulesResult, _core.mx_compare_rules(
+        _arrays.tensors_in({"x": x}, "x", by_name=True),
+        **_options(format, block, axis, offset, None, rounding, seed, False, threads)))

@@ -6,8 +6,8 @@
 #include <string>
 #include <string_view>
 
-namespace roundscope::cli {
+namespace roundscope::api {
 
 std::string markup_escaped(std::string_view text);
 
-}  // namespace roundscope::cli
+}  // namespace roundscope::api

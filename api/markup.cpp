@@ -1,6 +1,6 @@
-#include "cli/markup.hpp"
+#include "api/markup.hpp"
 
-namespace roundscope::cli {
+namespace roundscope::api {
 
 namespace {
 
@@ -71,4 +71,4 @@ std::string markup_escaped(std::string_view text) {
     return out;
 }
 
-}  // namespace roundscope::cli
+}  // namespace roundscope::api
