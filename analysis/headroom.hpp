@@ -25,7 +25,7 @@ struct HeadroomOptions {
     emu::RunCache* runs = nullptr;  // S shared with the other analyses of these inputs (the report)
     // The emulated runs (three softmaxes a format, each a whole forward pass) only for a format
     // whose smallest naive margin is below this many nats; the others' counts stay empty (not
-    // run). The report sets it (cli/report/report_tasks.cpp); every format by default.
+    // run). The report sets it (api/report/report_tasks.cpp); every format by default.
     double emulate_within = std::numeric_limits<double>::infinity();
 };
 

@@ -42,6 +42,9 @@ inline constexpr IntegerRange mx_block{1, 1 << 20};
 inline constexpr IntegerRange axis{-64, 63};
 inline constexpr IntegerRange mx_offset{0, 1 << 20};
 inline constexpr IntegerRange max_ulp{0, std::numeric_limits<std::int64_t>::max()};
+inline constexpr IntegerRange leak_tokens{1, 1 << 20};
+inline constexpr IntegerRange report_rows{32, std::int64_t{1} << 40};  // a sample's error needs 32 rows
+inline constexpr FiniteRange headroom_within{0, 1e6};
 inline constexpr FiniteRange softmax_scale{0, 1e6, true};
 inline constexpr FiniteRange softcap{0, 1e6, false};  // 0: none
 inline constexpr FiniteRange sink_strength{-100, 100};

@@ -15,7 +15,7 @@ namespace roundscope::api {
 
 struct CheckRequest {
     std::string dir;
-    std::optional<std::string> junit;  // also the results as JUnit XML to this file
+    std::optional<std::string> junit;   // also the results as JUnit XML to this file
     analysis::DumpTolerance tolerance;  // attention dumps: max_ulp, max_row_ulp, min_match, close (rtol, atol)
     int threads = 0;
 };

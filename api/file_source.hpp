@@ -4,6 +4,7 @@
 #include <exception>
 #include <functional>
 #include <string>
+#include <utility>
 
 #include "lib/error.hpp"
 #include "lib/tensor.hpp"
@@ -32,6 +33,14 @@ auto naming_input(const FileSource& source, F&& f) -> decltype(f()) {
     } catch (const Error&) {
         rethrow_naming(source, std::current_exception());
     }
+}
+
+/// f(), with an Error it throws named after the file `name` as naming_input says.
+template <class F>
+auto naming_file(const std::string& name, F&& f) -> decltype(f()) {
+    FileSource source;
+    source.name = name;
+    return naming_input(source, std::forward<F>(f));
 }
 
 }  // namespace roundscope::api

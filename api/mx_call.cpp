@@ -76,7 +76,7 @@ TensorAnswer mx_quantize(const MxRequest& request) {
     a.metadata["roundscope.mx.axis"] = std::to_string(request.axis);
     a.metadata["roundscope.mx.offset"] = std::to_string(request.offset);
     a.metadata["roundscope.mx.scale_rule"] = rule;
-    a.json = {{"format", request.format}, {"block", block},       {"axis", request.axis},
+    a.json = {{"format", request.format}, {"block", block},     {"axis", request.axis},
               {"offset", request.offset}, {"scale_rule", rule}, {"tensors", tensors}};
     return a;
 }

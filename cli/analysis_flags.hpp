@@ -82,12 +82,10 @@ using api::attention_bytes;
 using api::check_synthetic_memory;
 
 /// f(), with an Error it throws prefixed by `input`, the file the analysis read (none: as is),
-/// so that a NaN found deep inside names its file as well as its tensor (api::naming_input).
+/// so that a NaN found deep inside names its file as well as its tensor (api::naming_file).
 template <class F>
 auto naming_input(const std::string& input, F&& f) -> decltype(f()) {
-    api::AttentionSource source;
-    source.name = input;
-    return api::naming_input(source, std::forward<F>(f));
+    return api::naming_file(input, std::forward<F>(f));
 }
 
 }  // namespace roundscope::cli

@@ -6,8 +6,8 @@
 #include <filesystem>
 #include <vector>
 
+#include "api/python_script.hpp"
 #include "cli/command_files.hpp"
-#include "cli/python_script.hpp"
 #include "lib/error.hpp"
 #include "lib/file_write.hpp"
 
@@ -40,7 +40,7 @@ void check_plot(const std::string& png, std::initializer_list<std::string> input
     check_output("--plot", png, files);
     if (plot_format(png).empty())
         throw Error("--plot: '" + printable(png) + "' names no format drawn here (.png, .pdf or .svg)");
-    check_python_module("--plot", "matplotlib");
+    api::check_python_module("--plot", "matplotlib");
 }
 
 void output_analysis(std::string_view kind, const nlohmann::json& result, bool json,
@@ -54,8 +54,8 @@ void output_analysis(std::string_view kind, const nlohmann::json& result, bool j
 
 void draw_plot(std::string_view kind, const nlohmann::json& report, const std::string& png) {
     AtomicFile file(png);
-    run_python_module(fmt::format("--plot: could not draw '{}'", png), "plot",
-                      {std::string(kind), file.temporary_path(), plot_format(png)}, report.dump());
+    api::run_python_module(fmt::format("--plot: could not draw '{}'", png), "plot",
+                           {std::string(kind), file.temporary_path(), plot_format(png)}, report.dump());
     file.commit();
 }
 

@@ -1,7 +1,7 @@
 // `roundscope report DIR [-o OUT] [--recipe NAME]... [--k-sink K] [--threads N] [--json]`: every
-// analysis on every attention dump under DIR (cli/report/report_tasks.hpp), files and heads in
+// analysis on every attention dump under DIR (api/report/report_tasks.hpp), files and heads in
 // parallel, each task's result cached in OUT/cache by file content and options, gathered a layer
-// at a time into OUT/layers/ and OUT/report.json (cli/report/report_output.hpp), the page
+// at a time into OUT/layers/ and OUT/report.json (api/report/report_output.hpp), the page
 // OUT/report.html with Plotly's script beside it (roundscope._report_page), and with
 // --tensorboard LOGDIR into TensorBoard's event files in the run folder LOGDIR/RUN
 // (roundscope._report_tensorboard). `--shard I/N`
@@ -24,16 +24,12 @@
 #include <string>
 #include <vector>
 
+#include "api/report/report_call.hpp"
 #include "cli/analysis_flags.hpp"
 #include "cli/command_files.hpp"
 #include "cli/commands.hpp"
 #include "cli/option_checks.hpp"
-#include "cli/python_script.hpp"
 #include "cli/recipe_flags.hpp"
-#include "cli/report/report_cache.hpp"
-#include "cli/report/report_folder.hpp"
-#include "cli/report/report_output.hpp"
-#include "cli/report/report_tasks.hpp"
 #include "lib/error.hpp"
 #include "lib/file_write.hpp"
 #include "lib/parallel.hpp"
@@ -46,46 +42,14 @@ struct ReportArgs {
     std::vector<std::string> recipes{"fa2-bf16", "fa3-fp8"};
     std::vector<std::string> settings;  // --set KEY=VALUE, for every recipe
     int k_sink = 1, threads = 0;
-    std::uint64_t leak_tokens = ReportOptions{}.leak_tokens, rows = 0, seed = 0;
-    double headroom_within = ReportOptions{}.headroom_emulate_within;
+    std::uint64_t leak_tokens = api::ReportOptions{}.leak_tokens, rows = 0, seed = 0;
+    double headroom_within = api::ReportOptions{}.headroom_emulate_within;
     bool json = false, list_tasks = false, no_cache = false, no_html = false, attribute_stages = false,
-         tensorboard_heads = false;
+         tensorboard_heads = false, seed_given = false;
 };
 
-// --shard I/N: the tasks this run does are those whose index is I - 1 modulo N.
-struct Shard {
-    std::size_t index = 0, count = 1;
-};
-
-Shard parse_shard(const std::string& text) {
-    unsigned long long i = 0, n = 0;
-    char end = 0;
-    if (std::sscanf(text.c_str(), "%llu/%llu%c", &i, &n, &end) != 2 || i < 1 || i > n || n > (1u << 20) ||
-        text.find_first_not_of("0123456789/") != std::string::npos)
-        throw Error("--shard: '" + text + "' is not I/N with 1 <= I <= N <= 1048576 (e.g. 3/8)");
-    return {static_cast<std::size_t>(i - 1), static_cast<std::size_t>(n)};
-}
-
-// Is `name` a TensorBoard run folder's name: one path component, printable, as TensorBoard lists it?
-bool is_run_name(const std::string& name) {
-    const bool printable = std::all_of(name.begin(), name.end(), [](char c) { return c >= 0x20 && c != 0x7f; });
-    return !name.empty() && name != "." && name != ".." && name.find_first_of("/\\") == std::string::npos && printable;
-}
-
-void check_run_name(const std::string& name) {
-    if (!is_run_name(name))
-        throw Error("--tensorboard-run: '" + name + "' is not a folder name (one path component, printable)");
-}
-
-// The run's name where --tensorboard-run gives none: the dumps' folder's name (else "report").
-std::string default_run_name(const std::string& dir) {
-    std::filesystem::path p = std::filesystem::absolute(dir).lexically_normal();
-    if (p.filename().empty()) p = p.parent_path();
-    const std::string name = p.filename().string();
-    return is_run_name(name) ? name : "report";
-}
-
-// Before any work: what the options cannot do together, and what an output needs.
+// Before any work: the flags that do not combine, in the command line's words (the library
+// checks the same in its own).
 void check_report_args(const ReportArgs& a) {
     const bool engine = a.list_tasks || !a.run_task_key.empty();
     if (!a.task_file.empty() && a.run_task_key.empty()) throw Error("--task-file: only with --run-task");
@@ -95,22 +59,20 @@ void check_report_args(const ReportArgs& a) {
     if (a.tensorboard.empty() && (!a.tensorboard_run.empty() || a.tensorboard_heads))
         throw Error(std::string(a.tensorboard_heads ? "--tensorboard-heads" : "--tensorboard-run") +
                     ": only with --tensorboard LOGDIR");
-    if (!a.tensorboard_run.empty()) check_run_name(a.tensorboard_run);
-    if (!a.tensorboard.empty()) {
-        if (std::filesystem::exists(a.tensorboard) && !std::filesystem::is_directory(a.tensorboard))
-            throw Error("--tensorboard: " + a.tensorboard + " is a file, not a folder for event files");
-        // the folder (or the nearest one above it that exists, where it will be made) writable
-        std::filesystem::path there = std::filesystem::absolute(a.tensorboard);
-        while (!std::filesystem::exists(there) && there.has_parent_path() && there != there.parent_path())
-            there = there.parent_path();
-        std::string probe = (there / ".roundscope-probe-XXXXXX").string();  // a folder made there and removed
-        if (::mkdtemp(probe.data()) == nullptr)
-            throw Error("--tensorboard: " + a.tensorboard + ": cannot make a folder in " + there.string() + ": " +
-                        std::strerror(errno));
-        std::filesystem::remove(probe);
-        check_python_module("--tensorboard", "tensorboard");
-    }
-    if (!a.no_html && !engine && a.shard.empty()) check_python_module("report.html (or --no-html)", "plotly");
+}
+
+api::ReportRequest request_of(const ReportArgs& a) {
+    api::ReportRequest r;
+    r.dir = a.dir, r.out = a.out, r.recipes = a.recipes, r.settings = a.settings;
+    r.k_sink = a.k_sink, r.leak_tokens = a.leak_tokens, r.headroom_within = a.headroom_within;
+    r.rows = a.rows;
+    if (a.seed_given) r.seed = a.seed;
+    r.attribute_stages = a.attribute_stages, r.no_cache = a.no_cache, r.html = !a.no_html;
+    if (!a.shard.empty()) r.shard = a.shard;
+    if (!a.tensorboard.empty()) r.tensorboard = a.tensorboard;
+    if (!a.tensorboard_run.empty()) r.tensorboard_run = a.tensorboard_run;
+    r.tensorboard_heads = a.tensorboard_heads, r.threads = a.threads;
+    return r;
 }
 
 // Progress on standard error: on a terminal one line redrawn in place with the rate and the time
@@ -155,136 +117,33 @@ private:
 };
 
 void report(const ReportArgs& a) {
-    ReportOptions options;
-    for (const std::string& name : a.recipes) {
-        emu::AttentionRecipe r = emu::find_recipe(name);
-        for (const std::string& kv : a.settings) emu::apply_setting(r, kv);
-        emu::validate(r);
-        options.recipes.push_back(r);
-    }
-    options.k_sink = a.k_sink;
-    options.leak_tokens = a.leak_tokens, options.headroom_emulate_within = a.headroom_within;
-    options.rows = a.rows, options.seed = a.seed;
-    options.attribute_stages = a.attribute_stages;
-    if (std::filesystem::exists(a.out) && !std::filesystem::is_directory(a.out))
-        throw Error("-o: " + a.out + " is a file, not a folder for the report");
-    if (std::filesystem::weakly_canonical(a.out) == std::filesystem::weakly_canonical(a.dir))
-        throw Error("-o: the report's folder cannot be " + a.dir + " itself (its dumps would be left out)");
-    // What the report writes into OUT, checked before any work: a folder where a file goes, or
-    // the other way round, would stop it after every task ran.
-    for (const char* name : {"report.json", "report.html"}) {
-        const std::filesystem::path p = std::filesystem::path(a.out) / name;
-        if (std::filesystem::exists(p) && !std::filesystem::is_regular_file(p))
-            throw Error("-o: " + p.string() + " is there and not a file; move it away");
-    }
-    if (const std::filesystem::path p = std::filesystem::path(a.out) / "cache";
-        std::filesystem::exists(p) && !std::filesystem::is_directory(p))
-        throw Error("-o: " + p.string() + " is there and not a folder; move it away");
-    check_report_folder(a.out);  // layers/: a real folder of the report's own, or none
     check_report_args(a);
-    const Shard shard = a.shard.empty() ? Shard{} : parse_shard(a.shard);
-    // A task run for an engine reads its own file only (as --list-tasks names it), not the folder.
-    const std::vector<DumpFile> files = a.task_file.empty()
-                                            ? scan_dumps(a.dir, a.out, options.recipes)
-                                            : std::vector<DumpFile>{scan_dump(a.task_file, a.dir, options.recipes)};
-    check_dumps(files, options);
-    const std::vector<ReportTask> tasks = report_tasks(files, options);
-
-    if (a.list_tasks) {
-        nlohmann::json list = nlohmann::json::array();
-        for (const ReportTask& t : tasks)
-            list.push_back({{"key", t.key}, {"file", files[t.file].path}, {"head", t.head}});
-        print_json({{"dir", a.dir}, {"tasks", list}});
-        return;
-    }
-    if (!a.run_task_key.empty()) {
-        for (const ReportTask& t : tasks)
-            if (t.key == a.run_task_key) return print_json(run_task(files[t.file], t, options, a.threads));
-        throw Error("--run-task: no task " + a.run_task_key + " in " +
-                    (a.task_file.empty() ? a.dir : a.task_file + " as it is now") + " (see --list-tasks)");
-    }
-
-    const auto start = std::chrono::steady_clock::now();
-    const std::filesystem::path cache = std::filesystem::path(a.out) / "cache";
-    std::error_code ec;
-    std::filesystem::create_directories(cache, ec);
-    if (ec) throw FileError(cache.string() + ": " + ec.message());
-    // Results go to the cache as they are computed and are read back a layer at a time when the
-    // report is written: memory holds one layer's results, not the model's.
-    std::vector<std::size_t> pending;
-    std::size_t recomputed = 0, mine = 0;  // entries there that were not this task's result; this shard's tasks
-    for (std::size_t i = 0; i < tasks.size(); ++i) {
-        if (i % shard.count != shard.index) continue;
-        ++mine;
-        const CacheEntry c = read_cache_entry(cache_entry_path(cache, tasks[i]), tasks[i], files[tasks[i].file]);
-        if (c.state == CacheEntry::invalid) ++recomputed;
-        if (c.state != CacheEntry::valid || a.no_cache) pending.push_back(i);
-    }
-    // Many tasks: one per thread, each single-threaded; few: one at a time on every thread.
-    const int threads = resolve_threads(a.threads);
-    const bool task_parallel = pending.size() >= static_cast<std::size_t>(threads);
-    Progress progress(pending.size(), !a.json && isatty(STDERR_FILENO));
-    parallel_for(pending.size(), 1, task_parallel ? threads : 1, [&](std::size_t begin, std::size_t end) {
-        for (std::size_t p = begin; p < end; ++p) {
-            const ReportTask& t = tasks[pending[p]];
-            write_cache_entry(cache_entry_path(cache, t),
-                              run_task(files[t.file], t, options, task_parallel ? 1 : threads));
-            progress.advance();
-        }
-    });
-
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    const std::size_t cached_tasks = mine - pending.size();
+    const api::ReportRequest request = request_of(a);
+    if (a.list_tasks) return print_json(api::report_task_list(request));
+    if (!a.run_task_key.empty())
+        return print_json(api::report_run_task(
+            request, a.run_task_key, a.task_file.empty() ? std::nullopt : std::optional<std::string>(a.task_file)));
+    std::unique_ptr<Progress> progress;
+    const nlohmann::json j = api::report(
+        request,
+        {[&](std::size_t total) { progress = std::make_unique<Progress>(total, !a.json && isatty(STDERR_FILENO)); },
+         [&] { progress->advance(); }});
+    if (a.json) return print_json(j);
     if (!a.shard.empty()) {
-        if (a.json)
-            print_json({{"shard", a.shard},
-                        {"tasks", mine},
-                        {"all_tasks", tasks.size()},
-                        {"cached", cached_tasks},
-                        {"recomputed", recomputed},
-                        {"seconds", seconds}});
-        else
-            fmt::print(
-                "report shard {}: {} of {} task(s) ({} cached) in {:.1f} s into {}; when every shard is done, "
-                "`roundscope report` with the same folders gathers them\n",
-                a.shard, mine, tasks.size(), cached_tasks, seconds, cache.string());
+        fmt::print(
+            "report shard {}: {} of {} task(s) ({} cached) in {:.1f} s into {}; when every shard is done, "
+            "`roundscope report` with the same folders gathers them\n",
+            a.shard, j.at("tasks").get<std::size_t>(), j.at("all_tasks").get<std::size_t>(),
+            j.at("cached").get<std::size_t>(), j.at("seconds").get<double>(), j.at("cache").get<std::string>());
         return;
     }
-    // An entry changed since it was checked or written (another run sharing OUT) is recomputed.
-    const std::string json_path = write_report(a.dir, a.out, files, tasks, options, [&](const ReportTask& t) {
-        const std::filesystem::path entry = cache_entry_path(cache, t);
-        CacheEntry c = read_cache_entry(entry, t, files[t.file]);
-        if (c.state == CacheEntry::valid) return std::move(c.result);
-        nlohmann::json result = run_task(files[t.file], t, options, threads);
-        write_cache_entry(entry, result);
-        return result;
-    });
-    const std::string html_path = (std::filesystem::path(a.out) / "report.html").string();
-    if (!a.no_html) {
-        AtomicFile page(html_path);
-        run_python_module("report.html", "_report_page", {json_path, page.temporary_path()});
-        page.commit();
-    }
-    if (!a.tensorboard.empty()) {
-        std::vector<std::string> args{json_path, a.tensorboard, "--run",
-                                      a.tensorboard_run.empty() ? default_run_name(a.dir) : a.tensorboard_run};
-        if (a.tensorboard_heads) args.push_back("--heads");
-        run_python_module("--tensorboard", "_report_tensorboard", args);
-    }
-    const std::string wrote = a.no_html ? json_path : json_path + " and " + html_path;
-    if (a.json)
-        print_json({{"report", json_path},
-                    {"html", a.no_html ? nlohmann::json() : nlohmann::json(html_path)},
-                    {"tensorboard", a.tensorboard.empty() ? nlohmann::json() : nlohmann::json(a.tensorboard)},
-                    {"files", files.size()},
-                    {"tasks", tasks.size()},
-                    {"cached", cached_tasks},
-                    {"recomputed", recomputed},
-                    {"seconds", seconds}});
-    else
-        fmt::print("report: {} file(s), {} task(s) ({} cached{}) in {:.1f} s; wrote {}{}\n", files.size(), tasks.size(),
-                   cached_tasks, recomputed > 0 ? fmt::format(", {} bad cache entries recomputed", recomputed) : "",
-                   seconds, wrote, a.tensorboard.empty() ? "" : "; TensorBoard: " + a.tensorboard);
+    const std::size_t recomputed = j.at("recomputed").get<std::size_t>();
+    const std::string json_path = j.at("report").get<std::string>();
+    const std::string wrote = a.no_html ? json_path : json_path + " and " + j.at("html").get<std::string>();
+    fmt::print("report: {} file(s), {} task(s) ({} cached{}) in {:.1f} s; wrote {}{}\n",
+               j.at("files").get<std::size_t>(), j.at("tasks").get<std::size_t>(), j.at("cached").get<std::size_t>(),
+               recomputed > 0 ? fmt::format(", {} bad cache entries recomputed", recomputed) : "",
+               j.at("seconds").get<double>(), wrote, a.tensorboard.empty() ? "" : "; TensorBoard: " + a.tensorboard);
 }
 
 }  // namespace
@@ -313,11 +172,11 @@ void add_report_command(CLI::App& app) {
         ->capture_default_str();
     cmd->add_option("--leak-tokens", a->leak_tokens,
                     "Future leakage on the first this many tokens of each head (its cost grows as their cube)")
-        ->check(integer_in(1, 1 << 20))
+        ->check(integer_in(api::ranges::leak_tokens))
         ->capture_default_str();
     cmd->add_option("--headroom-within", a->headroom_within,
                     "Emulate a format's softmax overflow only where its smallest margin is below this many nats")
-        ->check(finite_in(0, 1e6))
+        ->check(finite_in(api::ranges::headroom_within))
         ->capture_default_str();
     auto* rows =
         cmd->add_option(
@@ -325,11 +184,11 @@ void add_report_command(CLI::App& app) {
                "Sample this many query rows of each head (default: every row; at least 32; the figures are over "
                "them, each with its "
                "sampling error); a head with no more rows runs whole")
-            ->check(integer_in(32, std::int64_t{1} << 40));
-    cmd->add_option("--seed", a->seed, "Seed of the row sample (--rows)")
-        ->check(seed_value())
-        ->capture_default_str()
-        ->needs(rows);  // without a sample there is nothing it seeds: an error, not ignored
+            ->check(integer_in(api::ranges::report_rows));
+    auto* seed = cmd->add_option("--seed", a->seed, "Seed of the row sample (--rows)")
+                     ->check(seed_value())
+                     ->capture_default_str()
+                     ->needs(rows);  // without a sample there is nothing it seeds: an error, not ignored
     cmd->add_flag("--attribute-stages", a->attribute_stages,
                   "Attribute each recipe's error stage by stage (default: with every stage low and every stage exact)");
     cmd->add_flag("--no-cache", a->no_cache, "Recompute every task (the cache is still written)");
@@ -357,7 +216,10 @@ void add_report_command(CLI::App& app) {
     cmd->add_flag("--no-html", a->no_html, "Write report.json alone (report.html needs a Python with plotly)");
     add_output_flags(cmd, a->json, a->threads);
     cmd->footer("Example: roundscope report dumps -o dumps-report --recipe fa2-bf16 --recipe fa3-fp8\n");
-    cmd->callback([a] { report(*a); });
+    cmd->callback([a, seed] {
+        a->seed_given = seed->count() > 0;
+        report(*a);
+    });
 }
 
 }  // namespace roundscope::cli

@@ -29,6 +29,8 @@ public:
     std::optional<std::vector<std::string>> texts(const char* name);  // a sequence of strings (not one string)
     /// A recipe's settings: a mapping of keys to values, as KEY=VALUE (a bool as true or false).
     std::optional<std::vector<std::string>> settings(const char* name);
+    /// Any object (a callable the call hands on), None where not given.
+    nb::object object(const char* name) { return take(name); }
     /// The arguments `name` refers to; whether it is given.
     bool has(const char* name) const;
 

@@ -4,7 +4,7 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
 
-#include "cli/python_script.hpp"
+#include "api/python_script.hpp"
 #include "lib/error.hpp"
 #include "lib/mapped_file.hpp"
 
@@ -18,6 +18,7 @@ void bind_commands(nb::module_& m);
 void bind_blocks(nb::module_& m);
 void bind_analyses(nb::module_& m);
 void bind_attention_calls(nb::module_& m);
+void bind_report_calls(nb::module_& m);
 }  // namespace roundscope::python
 
 NB_MODULE(_core, m) {
@@ -28,7 +29,7 @@ NB_MODULE(_core, m) {
     roundscope::set_default_file_access(roundscope::FileAccess::copy);
     // Commands that draw (report's page, its TensorBoard export) run the package's modules with
     // the Python that imported this one, whose environment has the package.
-    roundscope::cli::use_python(nb::cast<std::string>(nb::module_::import_("sys").attr("executable")));
+    roundscope::api::use_python(nb::cast<std::string>(nb::module_::import_("sys").attr("executable")));
     nb::register_exception_translator([](const std::exception_ptr& p, void*) {
         try {
             std::rethrow_exception(p);
@@ -45,4 +46,5 @@ NB_MODULE(_core, m) {
     roundscope::python::bind_blocks(m);
     roundscope::python::bind_analyses(m);
     roundscope::python::bind_attention_calls(m);
+    roundscope::python::bind_report_calls(m);
 }

@@ -395,7 +395,8 @@ def fit(dumps: Path | Arrays | Sequence[Path | Arrays], *, presets: Sequence[str
     many = isinstance(dumps, Sequence) and not isinstance(dumps, (str, bytes))
     listed = list(_cast(Sequence[Any], dumps)) if many else [dumps]
     return _cast(results.FitResult, _core.fit(
-        [os.fsdecode(d) if _arrays.is_path(d) else _arrays.tensors_in(d, "dumps") for d in listed],
+        [os.fsdecode(_cast(Any, d)) if _arrays.is_path(d) else _arrays.tensors_in(_cast(Any, d), "dumps")
+         for d in listed],
         presets=presets, keys=keys, outputs=outputs, rows=rows, seed=seed, beam=beam,
         max_evaluations=max_evaluations, max_seconds=max_seconds, top=top, explain_rows=explain_rows,
         causal=causal, softmax_scale=softmax_scale, threads=_threads(threads)))

@@ -1,14 +1,14 @@
 """`roundscope report` from Python, on this machine or on a distributed engine.
 
-Locally it is the command itself. With `client` (a dask.distributed Client) every task of the
-report, one per head of each dump and one per dump with a kernel output, runs as a Dask task
-on the cluster's workers (`run_task`: `roundscope report DIR --run-task KEY`, in process on the
-worker); the results come back to this process as they finish, which writes them into
-OUT/cache under their keys and shows progress, and a last local `roundscope report` gathers
-them into report.json and report.html without recomputing anything. The workers read the dumps
-by the paths this process sees, so DIR must be on a file system they share (or hold the same
-files at the same paths); OUT is written here only. A task already in OUT/cache is not sent
-again.
+Locally it is the library's report (api/report/report_call.hpp), as the command runs it. With
+`client` (a dask.distributed Client) every task of the report, one per head of each dump and
+one per dump with a kernel output, runs as a Dask task on the cluster's workers (`run_task`,
+the library's run of one task, as `roundscope report DIR --run-task KEY` runs it); the results
+come back to this process as they finish, which writes them into OUT/cache under their keys
+and shows progress, and a last local report gathers them into report.json and report.html
+without recomputing anything. The workers read the dumps by the paths this process sees, so
+DIR must be on a file system they share (or hold the same files at the same paths); OUT is
+written here only. A task already in OUT/cache is not sent again.
 """
 from __future__ import annotations
 
@@ -18,14 +18,9 @@ import sys
 import tempfile
 import time
 from collections.abc import Mapping, Callable, Sequence
+from typing import Any, cast
 
-from . import _commands
-
-
-def _arguments(dir, out, options: dict) -> list[str]:
-    """The command line of a report with these analysis options (recipe, k_sink, rows, seed:
-    what the task keys depend on)."""
-    return ["report", os.fsdecode(dir), "-o", os.fsdecode(out), *_commands.flags(**options)]
+from . import _core
 
 
 def load_report(out: str | os.PathLike = "roundscope-report") -> dict:
@@ -50,7 +45,8 @@ def list_tasks(dir: str | os.PathLike, out: str | os.PathLike = "roundscope-repo
     """The report's tasks (`roundscope report --list-tasks`): [{"key", "file", "head"}], one a
     head (a file's compare is gathered from its heads'), in the order --shard counts them."""
     options = dict(recipe=recipe, settings=settings, k_sink=k_sink, rows=rows, seed=seed)
-    return _commands.run([*_arguments(dir, out, options), "--list-tasks", "--json"])[1]["tasks"]
+    listed = cast(dict[str, Any], _core.report_task_list(os.fsdecode(dir), os.fsdecode(out), **options))
+    return list(listed["tasks"])
 
 
 def run_task(dir: str | os.PathLike, key: str, file: str | os.PathLike | None = None, *,
@@ -60,10 +56,9 @@ def run_task(dir: str | os.PathLike, key: str, file: str | os.PathLike | None = 
     for an engine of your own. With `file` (the task's, as list_tasks names it) only that file
     is read; a ValueError if it changed since (no such task)."""
     options = dict(recipe=recipe, settings=settings, k_sink=k_sink, rows=rows, seed=seed)
-    arguments = [*_arguments(dir, "roundscope-report", options), "--run-task", key]
-    if file is not None:
-        arguments += ["--task-file", os.fsdecode(file)]
-    return _commands.run([*arguments, *_commands.flags(threads=threads), "--json"])[1]
+    task_file = None if file is None else os.fsdecode(file)
+    return cast(dict[str, Any], _core.report_run_task(os.fsdecode(dir), key, file=task_file, **options,
+                                                      threads=threads))
 
 
 def _run_on_worker(dir, key: str, file: str, options: dict) -> dict:
@@ -88,12 +83,12 @@ def print_progress(done: int, total: int, seconds: float) -> None:
     print(f"report: {done}/{total} tasks, {rate:.2f} tasks/s, {left} left", file=sys.stderr, flush=True)
 
 
-def _gather(client, arguments, dir, out, options: dict, progress, every: float) -> int:
+def _gather(client, dir, out, options: dict, progress, every: float) -> int:
     """Runs every task not in OUT/cache on the cluster, writing each result as it comes back;
     returns how many ran there."""
     from distributed import as_completed
 
-    tasks = _commands.run([*arguments, "--list-tasks", "--json"])[1]["tasks"]
+    tasks = list_tasks(dir, out, **options)
     cache = os.path.join(os.fsdecode(out), "cache")
     os.makedirs(cache, exist_ok=True)
     # An entry that is there but not a valid result is recomputed by the last local run.
@@ -127,8 +122,8 @@ def report(dir: str | os.PathLike, out: str | os.PathLike = "roundscope-report",
     client: a dask.distributed Client to run the tasks on (None: every core of this machine);
     then the summary's `cluster_tasks` says how many tasks ran on the cluster, and
     progress(done, total, seconds) is called as they finish (every progress_every seconds and
-    at the end; default: the command's line on standard error; None: quiet). Locally the
-    command prints its own progress. shard "I/N": run that share of the tasks into out's cache
+    at the end; default: the command's line on standard error; None: quiet), as it is for the
+    tasks run here. shard "I/N": run that share of the tasks into out's cache
     and return the shard's summary (a call without it gathers). tensorboard: a folder for
     TensorBoard's event files of the figures, in its run folder tensorboard_run (default: dir's
     name), per layer (`METRIC/layerLL`; tensorboard_heads=True: each head's scalar too). rows:
@@ -136,16 +131,16 @@ def report(dir: str | os.PathLike, out: str | os.PathLike = "roundscope-report",
     figure with its sampling error (`--rows`, `--seed`). settings: recipe keys changed in every
     recipe, as --set does (o_format=f32 to compare a float32 model's dumps)."""
     options = dict(recipe=recipe, settings=settings, k_sink=k_sink, rows=rows, seed=seed)
-    arguments = _arguments(dir, out, options)
-    flags = _commands.flags(shard=shard, tensorboard=None if tensorboard is None else os.fsdecode(tensorboard),
-                            tensorboard_run=tensorboard_run, tensorboard_heads=tensorboard_heads,
-                            no_html=not html and shard is None)
     if client is not None and shard is not None:
         raise ValueError("shard: the cluster runs every task; give shard or client, not both")
     cluster_tasks = None
     if client is not None:
-        cluster_tasks = _gather(client, arguments, dir, out, options, progress, progress_every)
-    summary = _commands.run([*arguments, *flags, *_commands.flags(threads=threads), "--json"])[1]
+        cluster_tasks = _gather(client, dir, out, options, progress, progress_every)
+    summary = cast(dict[str, Any], _core.report(
+        os.fsdecode(dir), os.fsdecode(out), **options, shard=shard,
+        tensorboard=None if tensorboard is None else os.fsdecode(tensorboard), tensorboard_run=tensorboard_run,
+        tensorboard_heads=bool(tensorboard_heads), html=bool(html) or shard is not None, progress=progress,
+        progress_every=progress_every, threads=threads))
     if cluster_tasks is not None:
         summary["cluster_tasks"] = cluster_tasks
     return summary

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import roundscope as rs
-from roundscope._commands import python_message
+from cli_messages import python_message
 from files_by_hand import same_bits
 
 RECIPES = rs.recipes()["recipes"]

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import roundscope as rs
-from roundscope._commands import python_message
+from cli_messages import python_message
 
 
 def message(cli, *args):

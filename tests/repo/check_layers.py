@@ -1,7 +1,7 @@
 """Includes point one way: each room of the source tree may include only rooms below it, as
 docs/design.md's layout draws them. A room is a folder (lib/, the sub-folders of emu/ and of
-emu/attention/, gpu/ and its sub-folders, analysis/ and analysis/truth/, api/, cli/ and its two
-sub-folders, python/module/); a file belongs to the deepest room that holds it. Its rank is in
+emu/attention/, gpu/ and its sub-folders, analysis/ and analysis/truth/, api/ and api/report/, cli/ and its
+sub-folder, python/module/); a file belongs to the deepest room that holds it. Its rank is in
 LAYERS below, lowest first. A file may include its own room and any room of a lower rank; rooms
 of one rank are independent of each other, except the pairs in TOGETHER (the kernels' building
 blocks run on the simulated GPU under its build, so gpu/primitives/ and gpu/host/ are one
@@ -29,8 +29,8 @@ LAYERS = [
     ["gpu/kernels", "gpu/probes"],
     ["analysis", "gpu"],
     ["api"],
+    ["api/report"],
     ["cli"],
-    ["cli/report"],
     ["cli/commands"],
     ["python/module"],
 ]

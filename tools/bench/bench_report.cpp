@@ -14,12 +14,12 @@
 #include <limits>
 #include <string>
 
-#include "cli/report/report_tasks.hpp"
+#include "api/report/report_tasks.hpp"
 #include "lib/error.hpp"
 #include "tools/bench/simd_option.hpp"
 
 using namespace roundscope;
-using namespace roundscope::cli;
+using namespace roundscope::api;
 
 namespace {
 

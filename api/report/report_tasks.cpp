@@ -1,4 +1,4 @@
-#include "cli/report/report_tasks.hpp"
+#include "api/report/report_tasks.hpp"
 
 #include <fmt/format.h>
 
@@ -21,8 +21,7 @@
 #include "analysis/sampling_error.hpp"
 #include "analysis/truth_cache.hpp"
 #include "api/analysis_json.hpp"
-#include "cli/analysis_flags.hpp"
-#include "cli/command_files.hpp"
+#include "api/file_source.hpp"
 #include "emu/attention/flash/attention_operands.hpp"
 #include "emu/attention/flash/flash_context.hpp"
 #include "emu/attention/flash/run_cache.hpp"
@@ -33,8 +32,9 @@
 #include "emu/numbers/format.hpp"
 #include "lib/error.hpp"
 #include "lib/splitmix.hpp"
+#include "lib/tensor_io.hpp"
 
-namespace roundscope::cli {
+namespace roundscope::api {
 namespace {
 
 // FNV-1a, 64 bits: a content key, not a defence against a forged file.
@@ -227,17 +227,17 @@ nlohmann::json head_analyses(const TensorFile& tensors, const emu::AttentionInpu
 }  // namespace
 
 DumpFile scan_dump(const std::string& path, const std::string& dir, const std::vector<emu::AttentionRecipe>& recipes) {
-    const TensorFile file = read_input(path);
-    const emu::AttentionInputs in = naming_input(path, [&] {
+    const TensorFile file = read_tensor_file(path);
+    const emu::AttentionInputs in = naming_file(path, [&] {
         emu::AttentionInputs x = emu::find_attention_inputs(file);
         emu::attention_operands(x, emu::f32, x.d_o.has_value());  // every input finite
         return x;
     });
     // The kernel's outputs the compare task will read: their shapes (a recipe that writes other
     // dtypes is not compared: the report says so); and every recipe takes the file's mask.
-    if (in.o) naming_input(path, [&] { analysis::check_kernel_output_shapes(file, in); });
+    if (in.o) naming_file(path, [&] { analysis::check_kernel_output_shapes(file, in); });
     for (const emu::AttentionRecipe& r : recipes)
-        naming_input(path, [&] {
+        naming_file(path, [&] {
             emu::flash_context(r, emu::attention_shape_of(in, in.causal.value_or(false), in.softmax_scale.value_or(0)));
         });
     DumpFile f;
@@ -334,7 +334,7 @@ std::vector<ReportTask> report_tasks(const std::vector<DumpFile>& files, const R
 }
 
 nlohmann::json run_task(const DumpFile& file, const ReportTask& task, const ReportOptions& options, int threads) {
-    const TensorFile tensors = read_input(file.path);
+    const TensorFile tensors = read_tensor_file(file.path);
     if (content_hash(tensors) != file.content_hash)
         throw Error(file.path + ": changed since the report read it (rewritten during the run?); run the report again");
     const emu::AttentionInputs in = emu::find_attention_inputs(tensors);
@@ -345,7 +345,7 @@ nlohmann::json run_task(const DumpFile& file, const ReportTask& task, const Repo
                      {"micro_batch", file.micro_batch}};
     j["head"] = task.head;
     j["kv_head"] = task.head / emu::kv_group(in);  // the key-value head it reads (flattened over the batch)
-    j.update(naming_input(file.path, [&] { return head_analyses(tensors, in, task.head, options, threads); }));
+    j.update(naming_file(file.path, [&] { return head_analyses(tensors, in, task.head, options, threads); }));
     j["digest"] = result_digest(j);
     return j;
 }
@@ -377,4 +377,4 @@ bool is_task_result(const nlohmann::json& j, const ReportTask& task, const DumpF
     return true;
 }
 
-}  // namespace roundscope::cli
+}  // namespace roundscope::api

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-namespace roundscope::cli {
+namespace roundscope::api {
 
 /// Before any work: an Error naming the path when OUT/layers is a link, not a folder, or holds a
 /// file its manifest does not list (a user's, or an older report's without a manifest).
@@ -26,4 +26,4 @@ void write_layers_manifest(const std::filesystem::path& layers, const std::vecto
 /// Returns OUT/report.json.
 std::string install_report(const std::filesystem::path& out, const std::filesystem::path& staging);
 
-}  // namespace roundscope::cli
+}  // namespace roundscope::api

@@ -1,6 +1,6 @@
-#include "cli/report/report_output.hpp"
+#include "api/report/report_output.hpp"
 
-#include "cli/report/report_folder.hpp"
+#include "api/report/report_folder.hpp"
 
 #include <fmt/format.h>
 
@@ -13,12 +13,12 @@
 #include "analysis/kernel_compare.hpp"
 #include "analysis/sampling_error.hpp"
 #include "api/analysis_json.hpp"
-#include "cli/cli_output.hpp"
-#include "cli/report/report_cache.hpp"
+#include "api/json_numbers.hpp"
+#include "api/report/report_cache.hpp"
 #include "lib/error.hpp"
 #include "lib/file_write.hpp"
 
-namespace roundscope::cli {
+namespace roundscope::api {
 namespace {
 
 // What the delta error over steps needs of a head's result.
@@ -208,4 +208,4 @@ std::string write_report(const std::string& dir, const std::filesystem::path& ou
     return install_report(out, staging);
 }
 
-}  // namespace roundscope::cli
+}  // namespace roundscope::api

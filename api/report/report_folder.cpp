@@ -1,4 +1,4 @@
-#include "cli/report/report_folder.hpp"
+#include "api/report/report_folder.hpp"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -15,7 +15,7 @@
 #include "lib/error.hpp"
 #include "lib/file_write.hpp"
 
-namespace roundscope::cli {
+namespace roundscope::api {
 namespace fs = std::filesystem;
 
 namespace {
@@ -128,4 +128,4 @@ std::string install_report(const fs::path& out, const fs::path& staging) {
     return report.string();
 }
 
-}  // namespace roundscope::cli
+}  // namespace roundscope::api

@@ -6,13 +6,13 @@
 #include <filesystem>
 #include <random>
 
-#include "cli/report/report_tasks.hpp"
+#include "api/report/report_tasks.hpp"
 #include "emu/numbers/round.hpp"
 #include "lib/error.hpp"
 #include "lib/tensor_io.hpp"
 
 using namespace roundscope;
-using namespace roundscope::cli;
+using namespace roundscope::api;
 
 namespace {
 

@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "cli/report/report_tasks.hpp"
+#include "api/report/report_tasks.hpp"
 
-namespace roundscope::cli {
+namespace roundscope::api {
 
 /// Writes the layer files and then report.json, asking `result_of` for each task's result (a
 /// layer's at a time), into a folder of this run's, then puts them in place of `out`'s whole
@@ -27,4 +27,4 @@ std::string write_report(const std::string& dir, const std::filesystem::path& ou
 /// The name of a layer's file under OUT: layers/layerL.json, or layers/layer-none.json.
 std::string layer_file_name(const std::optional<std::int64_t>& layer);
 
-}  // namespace roundscope::cli
+}  // namespace roundscope::api

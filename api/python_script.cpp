@@ -1,4 +1,4 @@
-#include "cli/python_script.hpp"
+#include "api/python_script.hpp"
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -16,7 +16,7 @@
 #include "lib/error.hpp"
 #include "lib/file_write.hpp"
 
-namespace roundscope::cli {
+namespace roundscope::api {
 namespace {
 
 std::string& host_python() {
@@ -57,7 +57,10 @@ std::string python() {
 std::string python_path() {
     const std::filesystem::path package = this_executable().parent_path() / "python";
     std::string path = is_file(package / "roundscope" / "__init__.py") ? package.string() : std::string();
-    if (const char* old = std::getenv("PYTHONPATH"); old && *old) path += (path.empty() ? "" : ":") + std::string(old);
+    if (const char* old = std::getenv("PYTHONPATH"); old && *old) {
+        if (!path.empty()) path += ':';
+        path += old;
+    }
     return path;
 }
 
@@ -153,4 +156,4 @@ void run_python_module(const std::string& what, const std::string& module, const
             fmt::format("{}: {}", what, why.empty() ? "no python3 (tools/setup.sh installs one in .venv)" : why));
 }
 
-}  // namespace roundscope::cli
+}  // namespace roundscope::api

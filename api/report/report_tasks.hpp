@@ -13,7 +13,7 @@
 
 #include "emu/attention/recipe/attention_recipe.hpp"
 
-namespace roundscope::cli {
+namespace roundscope::api {
 
 struct ReportOptions {
     std::vector<emu::AttentionRecipe> recipes;  // attribution and compare
@@ -81,4 +81,4 @@ bool is_task_result(const nlohmann::json& j, const ReportTask& task, const DumpF
 /// The options as JSON (what the cache key covers, and report.json records).
 nlohmann::json options_json(const ReportOptions& options);
 
-}  // namespace roundscope::cli
+}  // namespace roundscope::api

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-namespace roundscope::cli {
+namespace roundscope::api {
 
 /// The interpreter the code runs in, where that is Python (the package: its sys.executable),
 /// whose environment has the package: the scripts run with it.
@@ -20,4 +20,4 @@ void check_python_module(const std::string& option, const std::string& module);
 void run_python_module(const std::string& what, const std::string& module, const std::vector<std::string>& arguments,
                        const std::string& input = "");
 
-}  // namespace roundscope::cli
+}  // namespace roundscope::api

@@ -6,9 +6,9 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "cli/report/report_tasks.hpp"
+#include "api/report/report_tasks.hpp"
 
-namespace roundscope::cli {
+namespace roundscope::api {
 
 /// What the cache holds for a task: nothing, this task's result, or an entry that is not (a
 /// folder, FIFO or link in its place, unreadable or unparsable JSON, another task's result, a
@@ -25,4 +25,4 @@ CacheEntry read_cache_entry(const std::filesystem::path& path, const ReportTask&
 /// Writes `result` under `path` atomically, removing whatever else stands there (a FIFO, a folder).
 void write_cache_entry(const std::filesystem::path& path, const nlohmann::json& result);
 
-}  // namespace roundscope::cli
+}  // namespace roundscope::api

@@ -1,4 +1,4 @@
-#include "cli/report/report_cache.hpp"
+#include "api/report/report_cache.hpp"
 
 #include <fstream>
 #include <span>
@@ -6,7 +6,7 @@
 #include "lib/error.hpp"
 #include "lib/file_write.hpp"
 
-namespace roundscope::cli {
+namespace roundscope::api {
 
 std::filesystem::path cache_entry_path(const std::filesystem::path& cache, const ReportTask& task) {
     return cache / (task.key + ".json");
@@ -35,4 +35,4 @@ void write_cache_entry(const std::filesystem::path& path, const nlohmann::json& 
     write_text(path.string(), result.dump());
 }
 
-}  // namespace roundscope::cli
+}  // namespace roundscope::api
