@@ -5,7 +5,8 @@ the reading of that output: report.json and its layer files, one layer at a time
 A head's figure is a Metric: its name (a TensorBoard tag, an HTML id), what it is in words, how
 to read it from one head's result, and when a value is bad enough to be pointed at (the page
 highlights it and names the worst heads first). The report writes NaN and infinities as
-strings and a figure it did not compute as null: both read as None here.
+strings and a figure it did not compute as null: a head's figure reads the strings as the float
+they name (a NaN figure is a finding, not a gap) and null as None.
 """
 from __future__ import annotations
 
@@ -29,6 +30,24 @@ def number(x):
     return x if math.isfinite(x) else None
 
 
+def figure(x):
+    """A head's figure: a JSON number as a float, and "nan", "inf", "-inf" (how the report writes
+    them) as those floats; None for null (not computed) and anything else."""
+    if x in ("nan", "inf", "-inf"):
+        return float(x)
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return None
+    try:
+        return float(x)
+    except OverflowError:
+        return None
+
+
+def finite(x) -> bool:
+    """Whether a figure can be drawn: a number, not NaN or an infinity."""
+    return x is not None and math.isfinite(x)
+
+
 # A figure is read from `src` at a place found in `head`: src is the head's result itself, or
 # its sampling errors (the "sampling_error" of a sampled report), which have the result's shape.
 def _dig(x, path):
@@ -41,7 +60,7 @@ def _dig(x, path):
 
 
 def _at(*path):
-    return lambda head, src: number(_dig(src, path))
+    return lambda head, src: figure(_dig(src, path))
 
 
 def _index(items, match):
@@ -66,14 +85,14 @@ def pcollapse_run(head, order, scale):
 def _run_figure(order, scale, key):
     def get(head, src):
         i = _run_index(head, order, scale)
-        return None if i is None else number(_dig(src, ("pcollapse", "runs", i, key)))
+        return None if i is None else figure(_dig(src, ("pcollapse", "runs", i, key)))
     return get
 
 
 def _headroom(fmt, key):
     def get(head, src):
         i = _index(_listed(head, ("headroom", "formats")), lambda f: f.get("format") == fmt)
-        return None if i is None else number(_dig(src, ("headroom", "formats", i, key)))
+        return None if i is None else figure(_dig(src, ("headroom", "formats", i, key)))
     return get
 
 
@@ -86,7 +105,7 @@ def _sum(*getters):
         if src is not head:
             return None  # a sum's error would need the covariance of its terms
         xs = [g(head, src) for g in getters]
-        return None if any(x is None for x in xs) else number(sum(xs))
+        return None if any(x is None for x in xs) else figure(sum(xs))
     return get
 
 
@@ -109,6 +128,10 @@ class Metric:
                                          # then a fact of the recipe, not a finding on each head
 
     def bad(self, x: float) -> bool:
+        """Past the threshold; a NaN always, threshold or none (a figure that is no number is a
+        failure to point at)."""
+        if math.isnan(x):
+            return True
         if self.threshold is None:
             return False
         op, t = self.threshold
@@ -250,7 +273,7 @@ def sample_scale(head) -> float:
 
 def _scaled(metric, x, up):
     """A total over a head's rows as an estimate for the whole head (its sampling error alike)."""
-    return number(x * up) if metric.total and x is not None and up != 1.0 else x
+    return figure(x * up) if metric.total and x is not None and up != 1.0 else x
 
 
 def _load(path):

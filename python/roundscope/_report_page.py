@@ -12,6 +12,7 @@ worst, then a section per analysis (a chart by layer, and over steps where there
 from __future__ import annotations
 
 import html
+import math
 import os
 import json
 import re
@@ -99,6 +100,8 @@ def esc(x) -> str:
 def fmt(x, digits=3) -> str:
     if x is None:
         return "-"
+    if isinstance(x, float) and not math.isfinite(x):
+        return "NaN" if math.isnan(x) else "Inf" if x > 0 else "-Inf"
     if isinstance(x, bool) or not isinstance(x, (int, float)):
         return esc(x)  # not a number where one belongs: shown as the text it is
     if isinstance(x, int):  # JSON's integers have no bound: past 10^15 in Decimal's notation
@@ -156,12 +159,13 @@ class Page:
                 facts.setdefault(m.structural, []).append(f"{esc(m.label)} ({esc(m.threshold_text())}, "
                                                           f"{len(valued)} of {len(valued)})")
                 continue
-            order = {"max": lambda p: -p[0], "min": lambda p: p[0], "abs": lambda p: -abs(p[0])}[m.worst]
-            top = sorted(bad, key=order)[:3]
+            order = {"max": lambda v: -v, "min": lambda v: v, "abs": lambda v: -abs(v)}[m.worst]
+            # a NaN first: no value at all is worse than any number past the threshold
+            top = sorted(bad, key=lambda p: (0, 0.0) if math.isnan(p[0]) else (1, order(p[0])))[:3]
             names = ", ".join(f'<a href="#{self.anchor(h)}">layer {self.layer(h)} {esc(self.label(h))} step '
                               f'{self.step(h)}</a> ({fmt(v, 4)})' for v, h in top)
-            items.append(f'<li class="bad">{esc(m.label)} ({esc(m.threshold_text())}): {len(bad)} of {len(valued)} '
-                         f'head-steps; worst {names}</li>')
+            items.append(f'<li class="bad">{esc(m.label)} ({esc(m.threshold_text() or "NaN")}): {len(bad)} of '
+                         f'{len(valued)} head-steps; worst {names}</li>')
         bias = [s for s in self.r.get("bias_over_steps", []) if len(s.get("steps", [])) >= 5
                 and rm.number(s.get("sign_test_p")) is not None and s["sign_test_p"] < 0.05]
         if bias:
@@ -214,7 +218,7 @@ class Page:
         for i, m in enumerate(section_metrics):
             colour = COLOURS[i % len(COLOURS)]
             points = [(self.layer(h), m.value(h), f"layer {self.layer(h)} {self.label(h)} step {self.step(h)}")
-                      for h in self.heads if m.value(h) is not None]
+                      for h in self.heads if rm.finite(m.value(h))]
             if not points:
                 continue
             # WebGL past a few thousand points: a model's every head stays responsive.
@@ -230,8 +234,14 @@ class Page:
                          "legendgroup": m.name, "x": xs, "y": [mean(per_layer[x]) for x in xs],
                          # a prediction dotted: drawn over its measure it leaves that visible
                          "line": {"color": colour, "width": 2, "dash": "dot" if "predicted" in m.name else "solid"}})
-        return self.chart(title + ", by layer", data, "layer", self.unit_title(section_metrics, unit),
-                          integer_x=True) if data else ""
+        return self.chart(title + ", by layer" + self.undrawn(section_metrics), data, "layer",
+                          self.unit_title(section_metrics, unit), integer_x=True) if data else ""
+
+    def undrawn(self, ms) -> str:
+        """A chart's note of the figures it cannot draw: NaN and infinite values (the tables and
+        the first screen show them)."""
+        n = sum(1 for m in ms for h in self.heads if m.value(h) is not None and not rm.finite(m.value(h)))
+        return f" ({n} NaN or infinite value(s) not drawn: see the heads' table)" if n else ""
 
     def unit_title(self, ms, unit) -> str:
         """An axis's title: the unit, marked as a whole-head estimate where sampled rows were scaled."""
@@ -242,7 +252,7 @@ class Page:
         (a head is its index within a batch entry; a layer without it, or a head, is left blank)."""
         cells: defaultdict[tuple[int, int], list[float]] = defaultdict(list)
         for h in self.heads:
-            if m.value(h) is not None:
+            if rm.finite(m.value(h)):
                 cells[(self.layer(h), self.batch_heads(h)[1])].append(m.value(h))
         if len({layer for layer, _ in cells}) < 2:
             return ""  # one layer: the chart by layer shows it
@@ -252,8 +262,8 @@ class Page:
         data = [{"type": "heatmap", "x": heads, "y": self.layers, "z": z, "colorscale": "Viridis",
                  "colorbar": {"title": {"text": m.unit}},
                  "hovertemplate": "layer %{y} head %{x}: %{z}<extra></extra>"}]
-        return self.chart(f"{m.label}: layer by head (mean over steps)", data, "head", "layer", integer_x=True,
-                          updatemenus=[])
+        return self.chart(f"{m.label}: layer by head (mean over steps){self.undrawn([m])}", data, "head", "layer",
+                          integer_x=True, updatemenus=[])
 
     def over_steps_chart(self, m) -> str:
         if len(self.steps) < 2:
@@ -262,14 +272,14 @@ class Page:
         for i, layer in enumerate(self.layers):
             per_step = defaultdict(list)
             for h in self.heads:
-                if self.layer(h) == layer and m.value(h) is not None:
+                if self.layer(h) == layer and rm.finite(m.value(h)):
                     per_step[self.step(h)].append(m.value(h))
             xs = sorted(per_step)
             if xs:
                 data.append({"type": "scatter", "mode": "lines+markers", "name": f"layer {layer}", "x": xs,
                              "y": [mean(per_step[x]) for x in xs], "line": {"color": COLOURS[i % len(COLOURS)]}})
-        return self.chart(m.label + ", over steps (mean over heads)", data, "step", self.unit_title([m], m.unit),
-                          integer_x=True) if data else ""
+        return self.chart(m.label + ", over steps (mean over heads)" + self.undrawn([m]), data, "step",
+                          self.unit_title([m], m.unit), integer_x=True) if data else ""
 
     def sections(self) -> str:
         out = []

@@ -145,7 +145,7 @@ def export(report: dict, heads: list, compare: list, logdir: str, run: str = "re
     for series in report.get("bias_over_steps", []):
         for s, x in zip(series["steps"], series["cumulative"]):
             # a kernel's NaN made the sum "nan": it stays NaN in the layer's mean, not left out
-            value = float(x) if x in ("nan", "inf", "-inf") else rm.number(x)
+            value = rm.figure(x)
             if value is not None:
                 bias[_layer(series["layer"])][s].append((f"head {series['head']}", value))
     _per_layer(events, "bias/cumulative", bias, per_head)

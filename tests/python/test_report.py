@@ -310,6 +310,24 @@ def test_a_kernel_output_with_a_nan_is_reported_not_a_crash(dumps, tmp_path):
     mean = {e.step: e.value for e in EventAccumulator(str(tmp_path / "tb" / "dumps")).Reload().Scalars(
         "bias/cumulative/layer00")}
     assert math.isnan(mean[10]) and math.isfinite(mean[0]), mean
+    # the head's own figure is NaN, not "no value": its layer's mean is NaN, the page's first screen
+    # names it first, its table cell says NaN, and the charts say what they could not draw
+    figure = {e.step: e.value for e in EventAccumulator(str(tmp_path / "tb" / "dumps")).Reload().Scalars(
+        "bias_coefficient/layer00")}
+    assert math.isnan(figure[10]) and math.isfinite(figure[0]), figure
+    from roundscope import _report_metrics as rm
+    from roundscope import _report_page
+
+    page = _report_page.Page(*rm.read_report(out / "report.json"))
+    nan_heads = [h for h in page.heads if h["values"]["bias_coefficient"] is not None
+                 and math.isnan(h["values"]["bias_coefficient"])]
+    assert [(h["step"], h["head"]) for h in nan_heads] == [(10, 0)], nan_heads
+    first = page.worst_first()
+    line = [x for x in first.split("<li") if "error summed over rows" in x]
+    assert line and "(NaN)" in line[0] and "step 10" in line[0], first
+    assert "<td data-v=\"nan\"" in page.heads_table() and ">NaN<" in page.heads_table()
+    page.render("")
+    assert any("NaN or infinite value(s) not drawn" in c["layout"]["title"]["text"] for c in page.charts)
 
 
 def test_the_page_scales_sampled_totals_and_keeps_units_and_orders_apart(dumps, tmp_path):
