@@ -81,8 +81,11 @@ def test_a_resumed_run_gives_the_bits_of_one_never_stopped(tmp_path):
     first = subprocess.Popen([sys.executable, EXAMPLE, "--out", stopped, *SMALL], stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL)
     deadline = time.time() + 300
-    while time.time() < deadline and first.poll() is None:  # stop it once its checkpoint of step 4 or later is written
-        if (stopped / "checkpoint.pt").exists() and len(json.loads((stopped / "sinks.json").read_text())["dumps"]) >= 2:
+    # stop it once its checkpoint of step 4 or later is written: the run writes the checkpoint, then
+    # the log that lists its dumps (each replaced atomically), so the log is read only once it is there
+    log = stopped / "sinks.json"
+    while time.time() < deadline and first.poll() is None:
+        if log.exists() and (stopped / "checkpoint.pt").exists() and len(json.loads(log.read_text())["dumps"]) >= 2:
             break
         time.sleep(0.02)
     first.kill()
