@@ -42,13 +42,7 @@ api::AnalysisInput analysis_input(Keywords& k, nb::handle inputs, api::Attention
 
 template <class Request, class Run>
 nb::object answer(Keywords& k, const Request& request, Run run) {
-    k.finish();
-    nlohmann::json json;
-    {
-        nb::gil_scoped_release released;
-        json = run(request).json;
-    }
-    return to_python(json);
+    return to_python(run_released(k, request, run).json);
 }
 
 nb::object headroom(nb::handle inputs, nb::kwargs kwargs) {

@@ -1,8 +1,6 @@
 // attention, truth, compare and mma as library calls (api/attention_calls.hpp, api/mma_call.hpp),
 // and the catalogue (formats, recipes): keyword arguments into typed requests, run without the GIL, tensors and
 // JSON handed back as Python objects.
-#include <optional>
-
 #include <nanobind/stl/string.h>
 
 #include "api/argument_error.hpp"
@@ -36,12 +34,7 @@ nb::tuple attention(const nb::dict& tensors, nb::kwargs kwargs) {
     r.backward = k.flag("backward").value_or(false);
     r.truth = k.flag("truth").value_or(false);
     r.threads = threads_of(k);
-    k.finish();
-    api::TensorAnswer answer;
-    {
-        nb::gil_scoped_release released;
-        answer = api::attention(r);
-    }
+    auto answer = run_released(k, r, api::attention);
     return with_tensors(std::move(answer));
 }
 
@@ -55,12 +48,7 @@ nb::tuple truth(const nb::dict& tensors, nb::kwargs kwargs) {
     r.intermediates = k.flag("intermediates").value_or(false);
     r.reference = k.flag("reference").value_or(false);
     r.threads = threads_of(k);
-    k.finish();
-    api::TensorAnswer answer;
-    {
-        nb::gil_scoped_release released;
-        answer = api::truth(r);
-    }
+    auto answer = run_released(k, r, api::truth);
     return with_tensors(std::move(answer));
 }
 
@@ -74,12 +62,7 @@ nb::object compare(nb::handle dump, nb::kwargs kwargs) {
     r.rtol = k.number("rtol");
     r.atol = k.number("atol");
     r.threads = threads_of(k);
-    k.finish();
-    nlohmann::json json;
-    {
-        nb::gil_scoped_release released;
-        json = api::compare(r).json;
-    }
+    auto json = run_released(k, r, api::compare).json;
     return to_python(json);
 }
 
@@ -91,14 +74,9 @@ nb::tuple mma(const nb::dict& tensors, nb::kwargs kwargs) {
     r.arch = k.text("arch");
     r.instruction = k.text("instruction");
     r.threads = threads_of(k);
-    k.finish();
-    std::optional<api::MmaAnswer> answer;
-    {
-        nb::gil_scoped_release released;
-        answer = api::mma(r);
-    }
+    auto answer = run_released(k, r, api::mma);
     TensorFile file;
-    file.tensors.push_back(std::move(answer->d));
+    file.tensors.push_back(std::move(answer.d));
     return to_python(std::move(file));
 }
 
@@ -131,12 +109,7 @@ nb::object fit(const nb::list& dumps, nb::kwargs kwargs) {
     if (auto v = k.integer("explain_rows"))
         o.explain_rows = static_cast<std::uint64_t>(checked("explain_rows", *v, api::ranges::explain_rows));
     o.threads = threads_of(k);
-    k.finish();
-    nlohmann::json json;
-    {
-        nb::gil_scoped_release released;
-        json = api::fit(r).json;
-    }
+    auto json = run_released(k, r, api::fit).json;
     return to_python(json);
 }
 
@@ -153,31 +126,18 @@ api::MxRequest mx_request(const nb::dict& tensors, Keywords& k) {
     r.seed = k.seed("seed").value_or(0);
     r.single_level = k.flag("single_level").value_or(false);
     r.threads = threads_of(k);
-    k.finish();
     return r;
 }
 
 // x block-quantized: (JSON, ({x.elements, x.scales[, x.per_tensor_scale]: (bits, dtype)}, metadata)).
 nb::tuple mx_quantize(const nb::dict& tensors, nb::kwargs kwargs) {
     Keywords k(std::move(kwargs));
-    const api::MxRequest r = mx_request(tensors, k);
-    api::TensorAnswer answer;
-    {
-        nb::gil_scoped_release released;
-        answer = api::mx_quantize(r);
-    }
-    return with_tensors(std::move(answer));
+    return with_tensors(run_released(k, mx_request(tensors, k), api::mx_quantize));
 }
 
 nb::object mx_compare_rules(const nb::dict& tensors, nb::kwargs kwargs) {
     Keywords k(std::move(kwargs));
-    const api::MxRequest r = mx_request(tensors, k);
-    nlohmann::json json;
-    {
-        nb::gil_scoped_release released;
-        json = api::mx_compare_rules(r);
-    }
-    return to_python(json);
+    return to_python(run_released(k, mx_request(tensors, k), api::mx_compare_rules));
 }
 
 nb::object check(const std::string& dir, nb::kwargs kwargs) {
@@ -195,12 +155,7 @@ nb::object check(const std::string& dir, nb::kwargs kwargs) {
         throw api::ArgumentError(rtol ? "atol" : "rtol", rtol ? "needed beside rtol" : "needed beside atol");
     if (rtol) t.close = analysis::Tolerance{*rtol, *atol};
     r.threads = threads_of(k);
-    k.finish();
-    nlohmann::json json;
-    {
-        nb::gil_scoped_release released;
-        json = api::check(r).json;
-    }
+    auto json = run_released(k, r, [](const api::CheckRequest& request) { return api::check(request); }).json;
     return to_python(json);
 }
 

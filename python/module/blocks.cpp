@@ -6,10 +6,10 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include "api/argument_error.hpp"
 #include "emu/batch/tensor_cast.hpp"
 #include "emu/block/block_quantize.hpp"
 #include "lib/error.hpp"
-#include "python/module/arguments.hpp"
 #include "python/module/arrays.hpp"
 
 namespace roundscope::python {
@@ -28,7 +28,7 @@ nb::object mx_dequantize(const RawBytes& elements, const std::string& elements_d
                          int offset, int threads) {
     emu::BlockSpec spec;
     spec.format =
-        &naming_argument("format", [&]() -> const emu::BlockFormat& { return emu::block_format_named(format); });
+        &api::for_argument("format", [&]() -> const emu::BlockFormat& { return emu::block_format_named(format); });
     spec.block = block, spec.axis = axis, spec.offset = offset, spec.threads = threads;
     emu::BlockQuantized q{tensor_view("elements", elements, elements_dtype, elements_shape, nb::handle()),
                           tensor_view("scales", scales, scales_dtype, scales_shape, nb::handle()), per_tensor_scale};

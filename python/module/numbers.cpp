@@ -5,11 +5,11 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include "api/argument_error.hpp"
 #include "emu/batch/tensor_cast.hpp"
 #include "emu/batch/tensor_decode.hpp"
 #include "lib/dtype.hpp"
 #include "lib/error.hpp"
-#include "python/module/arguments.hpp"
 #include "python/module/arrays.hpp"
 #include "python/module/cast_request.hpp"
 
@@ -17,13 +17,13 @@ namespace roundscope::python {
 
 CastRequest cast_request(const std::string& to, const std::string& round, const std::string& convention,
                          std::optional<bool> saturate, bool flush_input, bool flush_output, std::uint64_t seed) {
-    const emu::Format& format = naming_argument("to", [&]() -> const emu::Format& { return emu::format_named(to); });
+    const emu::Format& format = api::for_argument("to", [&]() -> const emu::Format& { return emu::format_named(to); });
     emu::CastPolicy policy;
-    policy.convention = naming_argument("convention", [&] { return emu::convention_named(convention); });
+    policy.convention = api::for_argument("convention", [&] { return emu::convention_named(convention); });
     policy.rounding = round;
     policy.saturate = saturate;
     policy.flush_input = flush_input, policy.flush_output = flush_output, policy.seed = seed;
-    return {&format, naming_argument("rounding", [&] { return emu::cast_options(policy, format); })};
+    return {&format, api::for_argument("rounding", [&] { return emu::cast_options(policy, format); })};
 }
 
 namespace {
@@ -85,7 +85,7 @@ nb::object decode(const RawBytes& bytes, const std::string& dtype, const std::ve
 }
 
 std::string format_name(const std::string& name) {
-    return std::string(naming_argument("to", [&]() -> const emu::Format& { return emu::format_named(name); }).name);
+    return std::string(api::for_argument("to", [&]() -> const emu::Format& { return emu::format_named(name); }).name);
 }
 
 std::optional<std::string> find_format(const std::string& name) {

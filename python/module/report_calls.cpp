@@ -28,26 +28,15 @@ api::ReportRequest request_of(const std::string& dir, const std::string& out, Ke
 nb::object task_list(const std::string& dir, const std::string& out, nb::kwargs kwargs) {
     Keywords k(std::move(kwargs));
     const api::ReportRequest r = request_of(dir, out, k);
-    k.finish();
-    nlohmann::json json;
-    {
-        nb::gil_scoped_release released;
-        json = api::report_task_list(r);
-    }
-    return to_python(json);
+    return to_python(run_released(k, r, api::report_task_list));
 }
 
 nb::object run_task(const std::string& dir, const std::string& key, nb::kwargs kwargs) {
     Keywords k(std::move(kwargs));
     const std::optional<std::string> file = k.text("file");
     const api::ReportRequest r = request_of(dir, "roundscope-report", k);
-    k.finish();
-    nlohmann::json json;
-    {
-        nb::gil_scoped_release released;
-        json = api::report_run_task(r, key, file);
-    }
-    return to_python(json);
+    return to_python(run_released(
+        k, r, [&](const api::ReportRequest& request) { return api::report_run_task(request, key, file); }));
 }
 
 // progress(done, total, seconds) as tasks end: every `every` seconds and at the end.
@@ -91,13 +80,9 @@ nb::object report(const std::string& dir, const std::string& out, nb::kwargs kwa
     if (!callable.is_none() && !PyCallable_Check(callable.ptr()))
         throw nb::type_error("progress: expected a callable progress(done, total, seconds) or None");
     PythonProgress progress(callable, k.number("progress_every").value_or(10.0));
-    k.finish();
-    nlohmann::json json;
-    {
-        nb::gil_scoped_release released;
-        json = api::report(r, progress.hooks());
-    }
-    return to_python(json);
+    const api::ReportProgress hooks = progress.hooks();
+    return to_python(
+        run_released(k, r, [&](const api::ReportRequest& request) { return api::report(request, hooks); }));
 }
 
 }  // namespace

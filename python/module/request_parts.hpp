@@ -28,4 +28,12 @@ std::int64_t checked(const char* name, std::int64_t value, api::IntegerRange ran
 /// threads (0 where not given), checked.
 int threads_of(Keywords& k);
 
+/// Every keyword read (Keywords::finish), then run(request) without the GIL: its result.
+template <class Request, class Run>
+auto run_released(Keywords& k, const Request& request, Run&& run) {
+    k.finish();
+    nb::gil_scoped_release released;
+    return run(request);
+}
+
 }  // namespace roundscope::python
