@@ -52,15 +52,9 @@ void check_synthetic_memory(const analysis::SyntheticSpec& spec) {
 
 namespace {
 
-void apply_mask_only(emu::AttentionInputs& in, const MaskChoice& mask) {
-    if (mask.causal_alignment) in.mask.alignment = emu::parse_alignment(*mask.causal_alignment, "causal_alignment");
-    if (mask.window_left) in.mask.window_left = *mask.window_left;
-    if (mask.window_right) in.mask.window_right = *mask.window_right;
-    if (mask.softcap) in.softcap = *mask.softcap;
-}
 
 ChosenInputs chosen(emu::AttentionInputs in, const MaskChoice& mask) {
-    apply_mask_only(in, mask);
+    apply_mask_shape(in, mask);
     ChosenInputs c;
     c.causal = mask.causal.value_or(in.causal.value_or(false));
     c.softmax_scale = mask.softmax_scale.value_or(in.softmax_scale.value_or(0));
@@ -70,10 +64,17 @@ ChosenInputs chosen(emu::AttentionInputs in, const MaskChoice& mask) {
 
 }  // namespace
 
+void apply_mask_shape(emu::AttentionInputs& in, const MaskChoice& mask) {
+    if (mask.causal_alignment) in.mask.alignment = emu::parse_alignment(*mask.causal_alignment, "causal_alignment");
+    if (mask.window_left) in.mask.window_left = *mask.window_left;
+    if (mask.window_right) in.mask.window_right = *mask.window_right;
+    if (mask.softcap) in.softcap = *mask.softcap;
+}
+
 void apply_mask(emu::AttentionInputs& in, const MaskChoice& mask) {
     in.causal = mask.causal.value_or(in.causal.value_or(false));
     if (mask.softmax_scale) in.softmax_scale = *mask.softmax_scale;
-    apply_mask_only(in, mask);
+    apply_mask_shape(in, mask);
 }
 
 ChosenInputs file_inputs(const TensorFile& file, const MaskChoice& mask) {

@@ -54,6 +54,9 @@ ChosenInputs file_inputs(const TensorFile& file, const MaskChoice& mask);
 
 /// `in` with its causal flag, softmax scale and mask as `mask` and its metadata choose them.
 void apply_mask(emu::AttentionInputs& in, const MaskChoice& mask);
+/// `in`'s mask (alignment, window) and soft cap as `mask` gives them over its metadata; its
+/// causal flag and scale as they are.
+void apply_mask_shape(emu::AttentionInputs& in, const MaskChoice& mask);
 
 /// Memory that emulating (and with `truth`, the exact attention of) `in` takes beyond the
 /// inputs: operands and outputs per element, and the truth's 24 bytes per score of each head

@@ -110,12 +110,7 @@ api::AttentionSource InputFlags::source(const char* command) const {
 }
 
 void apply_mask_flags(emu::AttentionInputs& in, const AttentionFlags& flags) {
-    api::MaskChoice m = flags.mask();
-    m.causal.reset(), m.softmax_scale.reset();
-    const std::optional<bool> causal = in.causal;
-    const std::optional<double> scale = in.softmax_scale;
-    api::apply_mask(in, m);
-    in.causal = causal, in.softmax_scale = scale;
+    api::apply_mask_shape(in, flags.mask());
 }
 
 void add_output_flags(CLI::App* cmd, bool& json, int& threads) {
