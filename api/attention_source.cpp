@@ -52,7 +52,6 @@ void check_synthetic_memory(const analysis::SyntheticSpec& spec) {
 
 namespace {
 
-
 ChosenInputs chosen(emu::AttentionInputs in, const MaskChoice& mask) {
     apply_mask_shape(in, mask);
     ChosenInputs c;
