@@ -62,7 +62,7 @@ ErrorStats error_stats(const std::vector<double>& x, const std::vector<double>& 
 AttentionRun run_attention(const emu::AttentionInputs& in, const emu::AttentionRecipe& recipe,
                            const AttentionRunOptions& options) {
     AttentionRun run{.recipe = recipe, .shape = emu::attention_shape_of(in, options.causal, options.scale)};
-    const emu::AttentionOperands operands = emu::attention_operands(in, *recipe.input, options.backward);
+    const emu::AttentionOperands operands = emu::attention_operands(in, *recipe.target.input, options.backward);
     emu::ForwardOptions fo;
     fo.threads = options.threads, fo.runs = options.runs;
     run.forward = emu::flash_forward(recipe, run.shape, operands, fo);
@@ -80,14 +80,14 @@ AttentionRun run_attention(const emu::AttentionInputs& in, const emu::AttentionR
                         std::bit_cast<std::uint64_t>(known->scale) == std::bit_cast<std::uint64_t>(t.scale) &&
                         known->o.size() == run.forward.o.size() && (!t.backward || !known->dq.empty());
     const AttentionTruth& truth = run.truth.emplace(usable ? *known : attention_truth(in, t));
-    run.errors["o"] = error_stats(decoded(run.forward.o, *recipe.o_format), truth.o);
+    run.errors["o"] = error_stats(decoded(run.forward.o, *recipe.output.format), truth.o);
     run.errors["lse"] = error_stats(widened(run.forward.lse), truth.lse);
     if (run.backward) {
         const emu::BackwardResult& b = *run.backward;
         run.errors["delta"] = error_stats(widened(b.delta), truth.delta);
-        run.errors["dq"] = error_stats(decoded(b.dq, *recipe.grad_format), truth.dq);
-        run.errors["dk"] = error_stats(decoded(b.dk, *recipe.grad_format), truth.dk);
-        run.errors["dv"] = error_stats(decoded(b.dv, *recipe.grad_format), truth.dv);
+        run.errors["dq"] = error_stats(decoded(b.dq, *recipe.backward.grad_format), truth.dq);
+        run.errors["dk"] = error_stats(decoded(b.dk, *recipe.backward.grad_format), truth.dk);
+        run.errors["dv"] = error_stats(decoded(b.dv, *recipe.backward.grad_format), truth.dv);
     }
     return run;
 }

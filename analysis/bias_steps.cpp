@@ -30,7 +30,7 @@ BiasStepSource synthetic_bias_steps(const SyntheticSpec& spec) {
 }
 
 BiasOptions with_max_adjustment(BiasOptions o) {
-    o.recipe.max_adjust = true;
+    o.recipe.softmax.max_adjust = true;
     o.use_stored_o = false;  // a fixed kernel's O: the file's O is the unfixed kernel's
     o.recipe.name += " with max adjustment";
     return o;
@@ -39,12 +39,12 @@ BiasOptions with_max_adjustment(BiasOptions o) {
 BiasOptions with_delta_from_f32_o(BiasOptions o) {
     o.use_stored_o = false;
     emu::AttentionRecipe& r = o.recipe;
-    r.score_product = r.pv_product = emu::Product::exact_f64;
-    r.softmax_format = r.p_format = r.o_accumulator = r.o_format = &emu::f32;
-    r.p_scale = 1;
-    r.v_quant = nullptr;
-    r.delta = emu::DeltaKind::f32_o;
-    r.delta_format = &emu::f32;
+    r.scores.product = r.p_and_v.product = emu::Product::exact_f64;
+    r.softmax.format = r.p_and_v.p_format = r.output.accumulator = r.output.format = &emu::f32;
+    r.p_and_v.p_scale = 1;
+    r.p_and_v.v_quant = nullptr;
+    r.backward.delta = emu::DeltaKind::f32_o;
+    r.backward.delta_format = &emu::f32;
     r.name += " with delta from float32 O";
     return o;
 }

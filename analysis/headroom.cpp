@@ -20,9 +20,9 @@ namespace {
 emu::AttentionRecipe softmax_in(const emu::Format& f, emu::SoftmaxKind kind) {
     emu::AttentionRecipe r = emu::find_recipe("fa2-bf16");
     r.name = std::string("headroom-") + std::string(f.name);
-    r.softmax = kind;
-    r.softmax_format = &f;
-    if (f == emu::f16) r.input = r.p_format = r.o_format = &emu::f16;  // an FP16 model end to end
+    r.softmax.kind = kind;
+    r.softmax.format = &f;
+    if (f == emu::f16) r.target.input = r.p_and_v.p_format = r.output.format = &emu::f16;  // an FP16 model end to end
     return r;
 }
 
@@ -132,9 +132,9 @@ HeadroomResult headroom(const emu::AttentionInputs& given, const HeadroomOptions
             }
             const emu::AttentionRecipe recipe = softmax_in(*f, kind);
             const emu::ForwardResult out =
-                emu::flash_forward(recipe, sh, emu::attention_operands(in, *recipe.input, false), fo);
+                emu::flash_forward(recipe, sh, emu::attention_operands(in, *recipe.target.input, false), fo);
             if (nonzero_v.empty()) nonzero_v = nonzero_v_rows(in, sh);
-            const BadRows bad = bad_rows(out, *recipe.o_format, sh, nonzero_v);
+            const BadRows bad = bad_rows(out, *recipe.output.format, sh, nonzero_v);
             FormatHeadroom& e = r.formats.back();
             const bool naive = kind == emu::SoftmaxKind::naive_unshifted, shifted = kind == emu::SoftmaxKind::naive;
             (naive     ? e.emulated_naive_nonfinite_rows

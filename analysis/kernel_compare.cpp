@@ -277,17 +277,18 @@ std::vector<std::string> parse_output_names(const std::string& list, const std::
 }
 
 std::string output_format_mismatch(const TensorFile& file, const emu::AttentionRecipe& recipe) {
-    const std::pair<const char*, const emu::Format*> outputs[] = {{"o", recipe.o_format},
+    const std::pair<const char*, const emu::Format*> outputs[] = {{"o", recipe.output.format},
                                                                   {"lse", &emu::f32},
-                                                                  {"dq", recipe.grad_format},
-                                                                  {"dk", recipe.grad_format},
-                                                                  {"dv", recipe.grad_format}};
+                                                                  {"dq", recipe.backward.grad_format},
+                                                                  {"dk", recipe.backward.grad_format},
+                                                                  {"dv", recipe.backward.grad_format}};
     for (const auto& [name, format] : outputs) {
         const Tensor* t = file.find(name);
         if (t != nullptr && t->dtype() != emu::dtype_of(*format)) {
             std::string also;  // presets that write the kernel's dtype
             for (const emu::AttentionRecipe& p : emu::recipe_presets())
-                if (p.o_format != nullptr && emu::dtype_of(*p.o_format) == t->dtype() && std::string(name) == "o")
+                if (p.output.format != nullptr && emu::dtype_of(*p.output.format) == t->dtype() &&
+                    std::string(name) == "o")
                     also += (also.empty() ? "" : ", ") + p.name;
             return std::string(name) + " is " + std::string(roundscope::name(t->dtype())) + "; recipe " + recipe.name +
                    " writes " + std::string(format->name) + (also.empty() ? "" : " (" + also + " write o in it)");
@@ -300,10 +301,10 @@ void check_kernel_output_shapes(const TensorFile& file, const emu::AttentionInpu
     // the recipe's formats made the file's own, so that only the shapes are checked
     emu::AttentionRecipe own = emu::find_recipe("fa2-bf16");
     if (const Tensor* o = file.find("o"); o != nullptr && is_floating(o->dtype()))
-        own.o_format = &emu::format_of(o->dtype());
+        own.output.format = &emu::format_of(o->dtype());
     for (const char* g : {"dq", "dk", "dv"})
         if (const Tensor* t = file.find(g); t != nullptr && is_floating(t->dtype()))
-            own.grad_format = &emu::format_of(t->dtype());
+            own.backward.grad_format = &emu::format_of(t->dtype());
     check_kernel_outputs(file, in, own);
 }
 
@@ -330,12 +331,12 @@ void check_kernel_outputs(const TensorFile& file, const emu::AttentionInputs& in
                         ->name() +
                     "' of " + file.path + ": the gradients need 'do', the gradient of o, in the same file");
 
-    if (o) check_output(file, *o, *recipe.o_format, output_shape(in, {in.n_q, in.d_v}), recipe.name);
+    if (o) check_output(file, *o, *recipe.output.format, output_shape(in, {in.n_q, in.d_v}), recipe.name);
     if (lse) check_output(file, *lse, emu::f32, output_shape(in, {in.n_q}), recipe.name);
     const Shape grad_shapes[] = {output_shape(in, {in.n_q, in.d}), kv_output_shape(in, {in.n_kv, in.d}),
                                  kv_output_shape(in, {in.n_kv, in.d_v})};
     for (int g = 0; g < 3; ++g)
-        if (grads[g]) check_output(file, *grads[g], *recipe.grad_format, grad_shapes[g], recipe.name);
+        if (grads[g]) check_output(file, *grads[g], *recipe.backward.grad_format, grad_shapes[g], recipe.name);
 }
 
 KernelComparison compare_kernel_head(const TensorFile& file, const emu::AttentionInputs& in, std::uint64_t head,
@@ -356,11 +357,11 @@ KernelComparison compare_kernel_head(const TensorFile& file, const emu::Attentio
     const std::uint64_t nq = in.n_q, nk = in.n_kv, group = emu::kv_group(in);
     std::vector<OutputSides> sides;
     if (o)
-        sides.push_back(
-            {o, head * nq * in.d_v, recipe.o_format, run.forward.o, (truth ? &truth->o : nullptr), nullptr, 1, in.d_v});
+        sides.push_back({o, head * nq * in.d_v, recipe.output.format, run.forward.o, (truth ? &truth->o : nullptr),
+                         nullptr, 1, in.d_v});
     if (lse) sides.push_back({lse, head * nq, &emu::f32, float_bits(run.forward.lse), (truth ? &truth->lse : nullptr)});
     if (grads[0])
-        sides.push_back({grads[0], head * nq * in.d, recipe.grad_format, run.backward->dq,
+        sides.push_back({grads[0], head * nq * in.d, recipe.backward.grad_format, run.backward->dq,
                          (truth ? &truth->dq : nullptr), nullptr, 1, in.d});
     // dK and dV sum over a key-value head's group: compared once a group, with its first head,
     // from the whole group's run (without grouped-query attention, this head's run).
@@ -374,10 +375,10 @@ KernelComparison compare_kernel_head(const TensorFile& file, const emu::Attentio
     if (head % group == 0) {
         const std::uint64_t kv = head / group;
         if (grads[1])
-            sides.push_back({grads[1], kv * nk * in.d, recipe.grad_format, kv_run.backward->dk,
+            sides.push_back({grads[1], kv * nk * in.d, recipe.backward.grad_format, kv_run.backward->dk,
                              (kv_run.truth ? &kv_run.truth->dk : nullptr), nullptr, 1, in.d});
         if (grads[2])
-            sides.push_back({grads[2], kv * nk * in.d_v, recipe.grad_format, kv_run.backward->dv,
+            sides.push_back({grads[2], kv * nk * in.d_v, recipe.backward.grad_format, kv_run.backward->dv,
                              (kv_run.truth ? &kv_run.truth->dv : nullptr), nullptr, 1, in.d_v});
     }
     return comparison_of(run.shape, sides, choice);
@@ -399,8 +400,8 @@ KernelComparison compare_kernel_rows(const TensorFile& file, const emu::Attentio
     const std::vector<std::uint64_t>* rows = sample.query_rows.get();
     std::vector<OutputSides> sides;
     if (o)
-        sides.push_back({o, head * in.n_q * in.d_v, recipe.o_format, run.forward.o, (truth ? &truth->o : nullptr), rows,
-                         in.d_v, in.d_v});
+        sides.push_back({o, head * in.n_q * in.d_v, recipe.output.format, run.forward.o, (truth ? &truth->o : nullptr),
+                         rows, in.d_v, in.d_v});
     if (lse)
         sides.push_back(
             {lse, head * in.n_q, &emu::f32, float_bits(run.forward.lse), (truth ? &truth->lse : nullptr), rows, 1, 1});

@@ -53,7 +53,7 @@ struct LeakCase {
     emu::ForwardResult base;
     std::uint64_t n = 0, heads = 0, d = 0, dv = 0, block = 0;
 
-    const emu::Format& o_format() const { return *recipe.o_format; }
+    const emu::Format& o_format() const { return *recipe.output.format; }
     bool same_row(const emu::ForwardResult& f, std::uint64_t h, std::uint64_t i) const {
         const auto at = static_cast<std::ptrdiff_t>((h * n + i) * dv);
         return std::equal(base.o.begin() + at, base.o.begin() + at + static_cast<std::ptrdiff_t>(dv), f.o.begin() + at);
@@ -63,9 +63,9 @@ struct LeakCase {
 LeakCase leak_case(const emu::AttentionInputs& in, const LeakOptions& o) {
     LeakCase c;
     c.recipe = o.recipe;
-    c.recipe.v_quant = o.format, c.recipe.v_block = o.block, c.recipe.diagonal_fix = o.fix;
+    c.recipe.p_and_v.v_quant = o.format, c.recipe.p_and_v.v_block = o.block, c.recipe.p_and_v.diagonal_fix = o.fix;
     const emu::AttentionShape full = emu::attention_shape_of(in, true, o.softmax_scale);
-    const emu::AttentionOperands all = emu::attention_operands(in, *c.recipe.input, false);
+    const emu::AttentionOperands all = emu::attention_operands(in, *c.recipe.target.input, false);
     c.n = std::min<std::uint64_t>({full.n_q, full.n_kv, o.max_tokens});
     c.heads = full.heads, c.d = full.d, c.dv = full.d_v, c.block = static_cast<std::uint64_t>(o.block);
     c.shape = full;
@@ -101,7 +101,7 @@ std::pair<std::uint64_t, double> future_influence(const LeakCase& c, bool natura
             replace_token(changed.k, c.heads, c.n, c.d, j, (j + c.n / 2) % c.n);
             replace_token(changed.v, c.heads, c.n, c.dv, j, (j + c.n / 2) % c.n);
         } else {
-            enlarge_token(changed.v, *c.recipe.input, c.heads, c.n, c.dv, j);
+            enlarge_token(changed.v, *c.recipe.target.input, c.heads, c.n, c.dv, j);
         }
         emu::ForwardOptions rows = c.forward;
         rows.row_begin = first, rows.row_end = j;
@@ -164,8 +164,8 @@ void check_masking(const LeakCase& c, LeakResult& result) {
     if (cut == 0) return;
     emu::AttentionOperands changed = c.x;
     for (std::uint64_t j = cut; j < c.n; ++j) {
-        enlarge_token(changed.k, *c.recipe.input, c.heads, c.n, c.d, j);
-        enlarge_token(changed.v, *c.recipe.input, c.heads, c.n, c.dv, j);
+        enlarge_token(changed.k, *c.recipe.target.input, c.heads, c.n, c.d, j);
+        enlarge_token(changed.v, *c.recipe.target.input, c.heads, c.n, c.dv, j);
     }
     const emu::ForwardResult f = emu::flash_forward(c.recipe, c.shape, changed, c.forward);
     for (std::uint64_t h = 0; h < c.heads; ++h)
@@ -176,7 +176,7 @@ void check_masking(const LeakCase& c, LeakResult& result) {
 // Quantization blocks that hold both a query's visible keys and its masked ones, used quantized
 // by that query: its own block, unless it is the block's last token (or the fix).
 std::uint64_t mixed_scale_blocks(const LeakCase& c) {
-    if (c.recipe.diagonal_fix || c.recipe.v_quant == nullptr) return 0;
+    if (c.recipe.p_and_v.diagonal_fix || c.recipe.p_and_v.v_quant == nullptr) return 0;
     std::uint64_t count = 0;
     for (std::uint64_t i = 0; i < c.n; ++i) {
         const std::uint64_t block_end = std::min(c.n, i / c.block * c.block + c.block);

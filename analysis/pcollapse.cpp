@@ -113,7 +113,7 @@ PCollapseHead measure_head(const Measurement& m, std::uint64_t h, const PCollaps
     const auto k_sink = static_cast<std::uint64_t>(o.k_sink);
     const emu::AttentionShape& one_head = m.one_head[h];
     const std::uint64_t counted = m.counted[h];
-    CollapseModelOptions model{o.recipe.p_format,
+    CollapseModelOptions model{o.recipe.p_and_v.p_format,
                                o.orders,
                                o.scales,
                                static_cast<std::uint64_t>(emu::resolved_block_n(o.recipe, shape.d)),
@@ -138,7 +138,7 @@ PCollapseHead measure_head(const Measurement& m, std::uint64_t h, const PCollaps
     for (const emu::KvOrder order : o.orders) {
         for (const float s : o.scales) {
             emu::AttentionRecipe recipe = o.recipe;
-            recipe.kv_order = order, recipe.p_scale = s;
+            recipe.tiles.kv_order = order, recipe.p_and_v.p_scale = s;
             emu::ForwardOptions fo;
             fo.threads = o.threads, fo.uncounted_keys = k_sink, fo.runs = o.runs;
             const emu::ForwardResult f = emu::flash_forward(recipe, one_head, x, fo);
@@ -192,7 +192,7 @@ std::vector<PCollapseRun> summarize_runs(const std::vector<RunTally>& tallies, c
                 run.predicted_fraction_averaged = fraction(t.averaged);
             }
             run.delta_c = m.threshold + std::log(static_cast<double>(s)) - delta_k;
-            const ErrorStats e = error_stats(decoded(t.o, *o.recipe.o_format), truth.o);
+            const ErrorStats e = error_stats(decoded(t.o, *o.recipe.output.format), truth.o);
             run.mse = e.rms * e.rms;
             runs.push_back(run);
         }
@@ -214,8 +214,8 @@ PCollapseResult pcollapse(const emu::AttentionInputs& given, const PCollapseOpti
     const emu::AttentionInputs expanded =
         emu::kv_group(given) > 1 ? emu::kv_per_query_head(given) : emu::AttentionInputs{};
     const emu::AttentionInputs& in = emu::kv_group(given) > 1 ? expanded : given;
-    PCollapseResult result{expected_normal_maximum(o.k_sink), 0, 0, 0, {}, {}, o.recipe.p_format};
-    const emu::Format& input = *o.recipe.input;
+    PCollapseResult result{expected_normal_maximum(o.k_sink), 0, 0, 0, {}, {}, o.recipe.p_and_v.p_format};
+    const emu::Format& input = *o.recipe.target.input;
     Measurement m;
     m.shape = emu::attention_shape_of(in, o.causal, o.softmax_scale);
     for (std::uint64_t h = 0; h < m.shape.heads; ++h) {
@@ -225,7 +225,7 @@ PCollapseResult pcollapse(const emu::AttentionInputs& given, const PCollapseOpti
     }
     m.operands = emu::attention_operands(in, input, false);
     m.q = decoded(m.operands.q, input), m.k = decoded(m.operands.k, input);
-    m.threshold = underflow_log(*o.recipe.p_format);
+    m.threshold = underflow_log(*o.recipe.p_and_v.p_format);
     // The truth of the inputs as the kernel holds them (rounded to its input format): the MSE
     // measures what the kernel's arithmetic adds, not the inputs' rounding.
     TruthOptions t;

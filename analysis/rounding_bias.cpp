@@ -30,17 +30,17 @@ struct LowPrecisionO {
 
 LowPrecisionO o_as_read(const emu::AttentionInputs& in, const emu::AttentionRecipe& r, const emu::ForwardResult& f,
                         bool use_stored_o) {
-    if (use_stored_o && in.o && r.delta == emu::DeltaKind::stored_o) {
+    if (use_stored_o && in.o && r.backward.delta == emu::DeltaKind::stored_o) {
         LowPrecisionO o{std::vector<std::uint32_t>(in.o->size()), &emu::format_of(in.o->dtype()), true};
         for (std::uint64_t i = 0; i < o.bits.size(); ++i) o.bits[i] = static_cast<std::uint32_t>(in.o->bits_at(i));
         return o;
     }
-    if (r.delta == emu::DeltaKind::f32_o) {
+    if (r.backward.delta == emu::DeltaKind::f32_o) {
         LowPrecisionO o{std::vector<std::uint32_t>(f.o_f32.size()), &emu::f32};
         std::transform(f.o_f32.begin(), f.o_f32.end(), o.bits.begin(), [](float v) { return bits_of(v); });
         return o;
     }
-    return {f.o, r.o_format};
+    return {f.o, r.output.format};
 }
 
 // delta_lp - delta_hp per row: delta_lp as the kernel forms it (float32 row sums of dO O_lp, the
@@ -50,7 +50,7 @@ std::vector<double> delta_errors(const emu::AttentionRecipe& r, const emu::Atten
                                  const AttentionTruth& truth, int threads, emu::RunCache* runs) {
     const std::uint64_t rows = sh.heads * sh.n_q, dv = sh.d_v;
     std::vector<double> diff(rows);
-    if (r.delta == emu::DeltaKind::p_dp) {
+    if (r.backward.delta == emu::DeltaKind::p_dp) {
         const emu::BackwardResult bw = emu::flash_backward(r, sh, x, f, threads, runs);
         for (std::uint64_t i = 0; i < rows; ++i) diff[i] = static_cast<double>(bw.delta[i]) - truth.delta[i];
         return diff;
@@ -119,7 +119,7 @@ BiasResult rounding_bias(const emu::AttentionInputs& given, const BiasOptions& o
     if (!in.d_o) throw Error("the delta bias needs a tensor 'do' (dO)");
     const emu::AttentionRecipe& r = o.recipe;
     const emu::AttentionShape sh = emu::attention_shape_of(in, o.causal, o.softmax_scale);
-    const emu::AttentionOperands x = emu::attention_operands(in, *r.input, true);
+    const emu::AttentionOperands x = emu::attention_operands(in, *r.target.input, true);
     emu::ForwardOptions fo;
     fo.threads = o.threads, fo.runs = o.runs;
     const emu::ForwardResult f = emu::flash_forward(r, sh, x, fo);
@@ -139,8 +139,8 @@ BiasResult rounding_bias(const emu::AttentionInputs& given, const BiasOptions& o
     TruthOptions t;
     t.causal = o.causal, t.scale = static_cast<double>(sh.scale), t.backward = true, t.threads = o.threads;
     t.gradients = in.x.has_value();  // dQ for the query weight's error; delta alone otherwise
-    const emu::AttentionInputs held = inputs_as_held(in, x, *r.input);
-    const AttentionTruth truth = shared_truth(o.truths, in, x, *r.input, t);
+    const emu::AttentionInputs held = inputs_as_held(in, x, *r.target.input);
+    const AttentionTruth truth = shared_truth(o.truths, in, x, *r.target.input, t);
 
     const std::vector<double> diff = delta_errors(r, sh, x, f, o_lp, truth, o.threads, o.runs);
     row_statistics(diff, b);

@@ -49,13 +49,15 @@ TensorAnswer attention(const AttentionRequest& request) {
         naming_input(request.source, [&] { return analysis::run_attention(in, recipe, o); });
 
     TensorAnswer a;
-    a.tensors.push_back(tensor_of("o", *recipe.o_format, output_shape(in, {in.n_q, in.d_v}), r.forward.o));
+    a.tensors.push_back(tensor_of("o", *recipe.output.format, output_shape(in, {in.n_q, in.d_v}), r.forward.o));
     a.tensors.push_back(tensor_of("lse", emu::f32, output_shape(in, {in.n_q}), r.forward.lse));
     if (r.backward) {
-        a.tensors.push_back(tensor_of("dq", *recipe.grad_format, output_shape(in, {in.n_q, in.d}), r.backward->dq));
-        a.tensors.push_back(tensor_of("dk", *recipe.grad_format, kv_output_shape(in, {in.n_kv, in.d}), r.backward->dk));
         a.tensors.push_back(
-            tensor_of("dv", *recipe.grad_format, kv_output_shape(in, {in.n_kv, in.d_v}), r.backward->dv));
+            tensor_of("dq", *recipe.backward.grad_format, output_shape(in, {in.n_q, in.d}), r.backward->dq));
+        a.tensors.push_back(
+            tensor_of("dk", *recipe.backward.grad_format, kv_output_shape(in, {in.n_kv, in.d}), r.backward->dk));
+        a.tensors.push_back(
+            tensor_of("dv", *recipe.backward.grad_format, kv_output_shape(in, {in.n_kv, in.d_v}), r.backward->dv));
         a.tensors.push_back(tensor_of("delta", emu::f32, output_shape(in, {in.n_q}), r.backward->delta));
     }
     const nlohmann::json settings(emu::recipe_settings(recipe));

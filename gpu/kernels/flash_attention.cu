@@ -207,10 +207,11 @@ ROUNDSCOPE_KERNEL void flash_dq_kernel(BackwardParams p) {
 // Shared memory per block: S/P of a tile, and the forward's row state and factors; the
 // backward's S/P and dP/dS.
 std::size_t forward_shared_bytes(const emu::AttentionRecipe& r) {
-    return sizeof(std::uint32_t) * r.block_m * r.block_n + (sizeof(steps::OnlineRowState) + sizeof(float)) * r.block_m;
+    return sizeof(std::uint32_t) * r.tiles.block_m * r.tiles.block_n +
+           (sizeof(steps::OnlineRowState) + sizeof(float)) * r.tiles.block_m;
 }
 std::size_t backward_shared_bytes(const emu::AttentionRecipe& r) {
-    return 2 * sizeof(std::uint32_t) * r.block_m * r.block_n;
+    return 2 * sizeof(std::uint32_t) * r.tiles.block_m * r.tiles.block_n;
 }
 
 void require_supported(const emu::AttentionRecipe& r, bool backward) {
@@ -238,7 +239,7 @@ std::string flash_unsupported(const emu::AttentionRecipe& r, bool backward) {
 
 std::string flash_not_runnable_here(const emu::AttentionRecipe& r, bool backward) {
     const DeviceLimits device = device_limits();
-    for (const emu::Format* f : {r.input, backward ? r.ds_format : r.input}) {
+    for (const emu::Format* f : {r.target.input, backward ? r.backward.ds_format : r.target.input}) {
         if (emu::find_mma_model(device.arch, "mma.sync", *f, *f, emu::f32) == nullptr)
             return "no mma.sync model for " + std::string(f->name) + " inputs on " + device.arch + " (" + device.name +
                    ")";
@@ -287,18 +288,18 @@ public:
                               sh_.d,
                               sh_.d_v,
                               sh_.causal,
-                              recipe_.kv_order == emu::KvOrder::reverse,
-                              recipe_.diagonal_fix,
-                              recipe_.block_m,
-                              recipe_.block_n,
-                              recipe_.v_block,
+                              recipe_.tiles.kv_order == emu::KvOrder::reverse,
+                              recipe_.p_and_v.diagonal_fix,
+                              recipe_.tiles.block_m,
+                              recipe_.tiles.block_n,
+                              recipe_.p_and_v.v_block,
                               ctx_.softmax,
-                              *recipe_.o_format};
-        const dim3 grid(static_cast<unsigned>((sh_.n_q + recipe_.block_m - 1) / recipe_.block_m),
+                              *recipe_.output.format};
+        const dim3 grid(static_cast<unsigned>((sh_.n_q + recipe_.tiles.block_m - 1) / recipe_.tiles.block_m),
                         static_cast<unsigned>(sh_.heads));
         const std::size_t bytes = forward_shared_bytes(recipe_);
         if (sh_.n_q > 0 && sh_.heads > 0)
-            with_input(input_of(*recipe_.input), [&]<Input in>() { forward_launch<in>(p, grid, bytes); });
+            with_input(input_of(*recipe_.target.input), [&]<Input in>() { forward_launch<in>(p, grid, bytes); });
     }
 
     emu::ForwardResult result() const {
@@ -354,14 +355,14 @@ emu::BackwardResult flash_backward(const emu::AttentionRecipe& recipe, const emu
     require_supported(recipe, true);
     require_problem(sh);
     const emu::FlashContext ctx = emu::flash_context(recipe, sh);
-    const emu::Format& g = *recipe.ds_format;
+    const emu::Format& g = *recipe.backward.ds_format;
     const std::uint64_t heads = sh.heads, nq = sh.n_q, nk = sh.n_kv;
     const std::vector<float> delta = emu::delta_from_o(ctx, in, forward);  // a row sum per query, on the host
     DeviceBuffer<std::uint32_t> q = uploaded(in.q), k = uploaded(in.k);
-    DeviceBuffer<std::uint32_t> qg = uploaded(emu::exact_in(in.q, *recipe.input, g, "q (backward)"));
-    DeviceBuffer<std::uint32_t> kg = uploaded(emu::exact_in(in.k, *recipe.input, g, "k (backward)"));
-    DeviceBuffer<std::uint32_t> vg = uploaded(emu::exact_in(in.v, *recipe.input, g, "v (backward)"));
-    DeviceBuffer<std::uint32_t> dog = uploaded(emu::exact_in(in.d_o, *recipe.input, g, "do (backward)"));
+    DeviceBuffer<std::uint32_t> qg = uploaded(emu::exact_in(in.q, *recipe.target.input, g, "q (backward)"));
+    DeviceBuffer<std::uint32_t> kg = uploaded(emu::exact_in(in.k, *recipe.target.input, g, "k (backward)"));
+    DeviceBuffer<std::uint32_t> vg = uploaded(emu::exact_in(in.v, *recipe.target.input, g, "v (backward)"));
+    DeviceBuffer<std::uint32_t> dog = uploaded(emu::exact_in(in.d_o, *recipe.target.input, g, "do (backward)"));
     DeviceBuffer<float> lse2 = uploaded(forward.lse_log2), d_delta = uploaded(delta);
     DeviceBuffer<std::uint32_t> ds = zeroed<std::uint32_t>(heads * nq * nk);
     DeviceBuffer<std::uint32_t> dk_acc = zeroed<std::uint32_t>(in.k.size());
@@ -385,20 +386,20 @@ emu::BackwardResult flash_backward(const emu::AttentionRecipe& recipe, const emu
                            sh.d_v,
                            sh.causal,
                            ctx.exp2,
-                           recipe.block_m,
-                           recipe.block_n,
+                           recipe.tiles.block_m,
+                           recipe.tiles.block_n,
                            ctx.scale_log2,
                            g};
-    const dim3 key_grid(static_cast<unsigned>((nk + recipe.block_n - 1) / recipe.block_n),
+    const dim3 key_grid(static_cast<unsigned>((nk + recipe.tiles.block_n - 1) / recipe.tiles.block_n),
                         static_cast<unsigned>(heads));
-    const dim3 row_grid(static_cast<unsigned>((nq + recipe.block_m - 1) / recipe.block_m),
+    const dim3 row_grid(static_cast<unsigned>((nq + recipe.tiles.block_m - 1) / recipe.tiles.block_m),
                         static_cast<unsigned>(heads));
     const std::size_t bytes = backward_shared_bytes(recipe);
     if (nq > 0 && nk > 0 && heads > 0) {
         if (!(g == emu::bf16 || g == emu::f16))
             throw Error("recipe '" + recipe.name + "': ds_format " + std::string(g.name) +
                         " passed the capability table, which runs bf16 and f16 only");  // a bug, not a refusal
-        with_input(input_of(*recipe.input), [&]<Input in>() {
+        with_input(input_of(*recipe.target.input), [&]<Input in>() {
             if (g == emu::bf16)
                 backward_launch<in, Input::bf16>(p, key_grid, row_grid, bytes);
             else
@@ -409,7 +410,7 @@ emu::BackwardResult flash_backward(const emu::AttentionRecipe& recipe, const emu
     out.delta = delta;
     auto finish = [&](const DeviceBuffer<std::uint32_t>& acc, std::size_t n, float scale) {
         std::vector<std::uint32_t> bits = downloaded(acc, n);
-        for (auto& b : bits) b = steps::gradient_bits(b, scale, *recipe.grad_format);
+        for (auto& b : bits) b = steps::gradient_bits(b, scale, *recipe.backward.grad_format);
         return bits;
     };
     out.dq = finish(dq_acc, in.q.size(), sh.scale);

@@ -56,13 +56,13 @@ public:
                   sh_.n_q,
                   sh_.n_kv,
                   sh_.causal,
-                  ctx_.recipe.kv_order == emu::KvOrder::reverse,
+                  ctx_.recipe.tiles.kv_order == emu::KvOrder::reverse,
                   ctx_.softmax} {}
 
     void run(bool with_o_f32) {
         hopper::ForwardParams p = params_;
         p.o_f32 = with_o_f32 ? b_.o_f32.get() : nullptr;
-        const bool software = ctx_.recipe.exp2 == emu::Exp2Kind::software;
+        const bool software = ctx_.recipe.softmax.exp2 == emu::Exp2Kind::software;
         if (sh_.d == 64 && software)
             run_kernel(hopper::forward_kernel<64, emu::Exp2Kind::software>, hopper::SharedLayout<64>::bytes, p);
         else if (sh_.d == 64)

@@ -24,10 +24,10 @@ Tensor tensor_of(const char* name, const Format& f, Shape shape, const std::vect
 // The operands as attention inputs ([H, N, D] tensors in the recipe's input format, with dO).
 emu::AttentionInputs inputs_of(const AttentionRecipe& r, const AttentionShape& sh, const AttentionOperands& in) {
     const std::uint64_t h = sh.heads, nq = sh.n_q, nk = sh.n_kv, d = sh.d;
-    emu::AttentionInputs ai{.q = tensor_of("q", *r.input, {h, nq, d}, in.q),
-                            .k = tensor_of("k", *r.input, {h, nk, d}, in.k),
-                            .v = tensor_of("v", *r.input, {h, nk, sh.d_v}, in.v)};
-    ai.d_o = tensor_of("do", *r.input, {h, nq, sh.d_v}, in.d_o);
+    emu::AttentionInputs ai{.q = tensor_of("q", *r.target.input, {h, nq, d}, in.q),
+                            .k = tensor_of("k", *r.target.input, {h, nk, d}, in.k),
+                            .v = tensor_of("v", *r.target.input, {h, nk, sh.d_v}, in.v)};
+    ai.d_o = tensor_of("do", *r.target.input, {h, nq, sh.d_v}, in.d_o);
     ai.heads = h, ai.n_q = nq, ai.n_kv = nk, ai.d = d, ai.d_v = sh.d_v;
     return ai;
 }
@@ -56,7 +56,7 @@ TEST_CASE("Emulated attention lies within its recipe's rounding error of the gro
     const bool causal = GENERATE(false, true);
     const AttentionRecipe r = find_recipe(e.recipe);
     const AttentionShape sh = emu::attention_shape(2, 100, 120, 64, causal);
-    const AttentionOperands in = emu::random_operands(sh, *r.input, 51);
+    const AttentionOperands in = emu::random_operands(sh, *r.target.input, 51);
     const ForwardResult f = flash_forward(r, sh, in);
     const BackwardResult b = flash_backward(r, sh, in, f);
 
@@ -67,14 +67,14 @@ TEST_CASE("Emulated attention lies within its recipe's rounding error of the gro
     o.backward = true;
     const analysis::AttentionTruth t = analysis::attention_truth(ai, o);
     INFO(e.recipe << " causal " << causal);
-    CHECK(relative_rms(f.o, *r.o_format, t.o) <= e.o);
+    CHECK(relative_rms(f.o, *r.output.format, t.o) <= e.o);
     double lse_error = 0;
     for (std::size_t i = 0; i < t.lse.size(); ++i)
         lse_error = std::max(lse_error, std::fabs(static_cast<double>(f.lse[i]) - t.lse[i]));
     CHECK(lse_error <= e.lse);
-    CHECK(relative_rms(b.dq, *r.grad_format, t.dq) <= e.grads);
-    CHECK(relative_rms(b.dk, *r.grad_format, t.dk) <= e.grads);
-    CHECK(relative_rms(b.dv, *r.grad_format, t.dv) <= e.grads);
+    CHECK(relative_rms(b.dq, *r.backward.grad_format, t.dq) <= e.grads);
+    CHECK(relative_rms(b.dk, *r.backward.grad_format, t.dk) <= e.grads);
+    CHECK(relative_rms(b.dv, *r.backward.grad_format, t.dv) <= e.grads);
 }
 
 TEST_CASE("Soft-capped attention, forward and backward, lies within its recipe's rounding of the capped truth",
@@ -82,7 +82,7 @@ TEST_CASE("Soft-capped attention, forward and backward, lies within its recipe's
     const AttentionRecipe r = find_recipe("fa2-bf16");
     AttentionShape sh = emu::attention_shape(2, 40, 56, 32, true);
     sh.softcap = 3;  // scores spread over about +-6: the cap bites
-    const AttentionOperands in = emu::random_operands(sh, *r.input, 13, 3.0);
+    const AttentionOperands in = emu::random_operands(sh, *r.target.input, 13, 3.0);
     const ForwardResult f = flash_forward(r, sh, in);
     const BackwardResult b = flash_backward(r, sh, in, f);
     emu::AttentionInputs ai = inputs_of(r, sh, in);
@@ -92,13 +92,13 @@ TEST_CASE("Soft-capped attention, forward and backward, lies within its recipe's
     const analysis::AttentionTruth capped = analysis::attention_truth(ai, o);
     ai.softcap = 0;
     const analysis::AttentionTruth uncapped = analysis::attention_truth(ai, o);
-    CHECK(relative_rms(f.o, *r.o_format, capped.o) <= 0x1p-8);
+    CHECK(relative_rms(f.o, *r.output.format, capped.o) <= 0x1p-8);
     for (const auto& [name, bits, truth] : {std::tuple{"dq", &b.dq, &capped.dq}, std::tuple{"dk", &b.dk, &capped.dk},
                                             std::tuple{"dv", &b.dv, &capped.dv}}) {
         INFO(name);
-        CHECK(relative_rms(*bits, *r.grad_format, *truth) <= 0x1p-7);
+        CHECK(relative_rms(*bits, *r.backward.grad_format, *truth) <= 0x1p-7);
     }
     // and the cap is seen: the uncapped problem is far off
-    CHECK(relative_rms(f.o, *r.o_format, uncapped.o) > 0x1p-5);
-    CHECK(relative_rms(b.dq, *r.grad_format, uncapped.dq) > 0x1p-5);
+    CHECK(relative_rms(f.o, *r.output.format, uncapped.o) > 0x1p-5);
+    CHECK(relative_rms(b.dq, *r.backward.grad_format, uncapped.dq) > 0x1p-5);
 }

@@ -51,7 +51,7 @@ TEST_CASE(
 
     for (const char* name : {"fa2-bf16", "fa2-bf16-torch"}) {
         o.recipe = emu::find_recipe(name);
-        o.recipe.max_adjust = true;
+        o.recipe.softmax.max_adjust = true;
         const BiasResult adjusted = rounding_bias(in, o);
         INFO(name << " with the max adjustment");
         CHECK(adjusted.p_bar_one_count == 0);

@@ -150,7 +150,7 @@ TEST_CASE("Attribution's exact O cast equals a run whose O is float32", "[truth]
     const AttributeResult r = attribute(in_without_do, a);
     REQUIRE(r.stages.back().stage == "O cast");
     emu::AttentionRecipe f32_o = a.recipe;
-    f32_o.o_format = &emu::f32;
+    f32_o.output.format = &emu::f32;
     const emu::AttentionShape shape = emu::attention_shape_of(in, true, 0);
     const emu::AttentionOperands x = emu::attention_operands(in, emu::bf16, false);
     TruthOptions t;

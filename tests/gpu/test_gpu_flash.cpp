@@ -91,11 +91,11 @@ int main(int argc, char** argv) {
     int cases = 0, failures = 0;
     for (emu::AttentionRecipe recipe : emu::recipe_presets()) {
         if (!sweep.presets.empty() && !sweep.presets.count(recipe.name)) continue;
-        recipe.arch = gpu::model_arch(cc);
+        recipe.target.arch = gpu::model_arch(cc);
         // the Hopper kernel where it runs the preset (forward only), else the twins (wgmma as mma.sync)
         const emu::AttentionShape probe{1, 128, 128, 128, 128, false, 0.125f};
         const bool hopper = gpu::hopper_flash_unsupported(recipe, probe).empty();
-        if (!hopper && recipe.instruction == "wgmma") emu::apply_setting(recipe, "instruction=mma.sync");
+        if (!hopper && recipe.target.instruction == "wgmma") emu::apply_setting(recipe, "instruction=mma.sync");
         std::string why = hopper ? std::string() : gpu::flash_unsupported(recipe);
         if (why.empty() && !hopper) why = gpu::flash_not_runnable_here(recipe, true);
         if (!why.empty()) {
@@ -109,8 +109,8 @@ int main(int argc, char** argv) {
                 spec.scenario = scenario, spec.heads = 2, spec.n = n, spec.d = d, spec.seed = 7;
                 const emu::AttentionInputs in = analysis::synthetic_attention(spec);
                 const emu::AttentionShape shape = emu::attention_shape_of(in, causal, 0);
-                const gpu::FlashCrosscheck c =
-                    gpu::flash_crosscheck(recipe, shape, emu::attention_operands(in, *recipe.input, true), !hopper);
+                const gpu::FlashCrosscheck c = gpu::flash_crosscheck(
+                    recipe, shape, emu::attention_operands(in, *recipe.target.input, true), !hopper);
                 std::printf(
                     "%s (%s), %s, %scausal, N %llu, D %llu: %llu of %llu outputs match (max %llu ulp)\n",
                     recipe.name.c_str(), c.kernel.c_str(), std::string(analysis::scenario_name(scenario)).c_str(),

@@ -79,7 +79,7 @@ struct Run {
 
 inline Run emulator_run(const emu::AttentionRecipe& r, const emu::AttentionShape& shape,
                         const emu::AttentionInputs& inputs, bool backward) {
-    const emu::AttentionOperands in = emu::attention_operands(inputs, *r.input, true);
+    const emu::AttentionOperands in = emu::attention_operands(inputs, *r.target.input, true);
     Run run{emu::flash_forward(r, shape, in, 1), {}, backward};
     if (backward) run.backward = emu::flash_backward(r, shape, in, run.forward, 1);
     return run;
@@ -125,7 +125,7 @@ inline WalkResult walk(const WalkedKernel& kernel, const emu::AttentionRecipe& b
                 continue;
             }
             const std::string why = emu::capability_refusal(*kernel.table, r, backward);
-            const emu::AttentionOperands in = emu::attention_operands(inputs, *r.input, true);
+            const emu::AttentionOperands in = emu::attention_operands(inputs, *r.target.input, true);
             if (!why.empty()) {
                 ++result.refused;
                 try {

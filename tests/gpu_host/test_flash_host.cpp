@@ -37,7 +37,7 @@ long first_difference(const std::vector<std::uint32_t>& want, const std::vector<
 std::vector<emu::AttentionRecipe> kernel_presets() {
     std::vector<emu::AttentionRecipe> out;
     for (emu::AttentionRecipe recipe : emu::recipe_presets()) {
-        if (recipe.instruction == "wgmma") emu::apply_setting(recipe, "instruction=mma.sync");
+        if (recipe.target.instruction == "wgmma") emu::apply_setting(recipe, "instruction=mma.sync");
         if (gpu::flash_unsupported(recipe).empty()) out.push_back(recipe);
     }
     return out;
@@ -48,13 +48,13 @@ std::vector<emu::AttentionRecipe> kernel_presets() {
 int check_scenario(const std::vector<emu::AttentionRecipe>& recipes, analysis::Scenario scenario, std::uint64_t n) {
     int cases = 0;
     for (const emu::AttentionRecipe& recipe : recipes) {
-        gpu::simt::set_simulated_architecture(recipe.arch);
+        gpu::simt::set_simulated_architecture(recipe.target.arch);
         for (const bool causal : {false, true}) {
             analysis::SyntheticSpec spec;
             spec.scenario = scenario, spec.heads = 2, spec.n = n, spec.d = 32, spec.seed = 7;
             const emu::AttentionInputs inputs = analysis::synthetic_attention(spec);
             const emu::AttentionShape shape = emu::attention_shape_of(inputs, causal, 0);
-            const emu::AttentionOperands in = emu::attention_operands(inputs, *recipe.input, true);
+            const emu::AttentionOperands in = emu::attention_operands(inputs, *recipe.target.input, true);
             INFO(recipe.name << ", scenario " << analysis::scenario_name(scenario) << (causal ? ", causal" : ""));
             const emu::ForwardResult want = emu::flash_forward(recipe, shape, in, 2);
             const emu::ForwardResult got = gpu::flash_forward(recipe, shape, in);
@@ -76,7 +76,7 @@ int check_scenario(const std::vector<emu::AttentionRecipe>& recipes, analysis::S
 std::vector<emu::AttentionRecipe> two_presets(int tile) {
     std::vector<emu::AttentionRecipe> out;
     for (emu::AttentionRecipe recipe : kernel_presets()) {
-        if ((recipe.input->bits == 16 && out.empty()) || (recipe.input->bits == 8 && out.size() == 1)) {
+        if ((recipe.target.input->bits == 16 && out.empty()) || (recipe.target.input->bits == 8 && out.size() == 1)) {
             emu::apply_setting(recipe, "block_m=" + std::to_string(tile));
             emu::apply_setting(recipe, "block_n=" + std::to_string(tile));
             out.push_back(recipe);
@@ -130,7 +130,7 @@ TEST_CASE("simulated GPU flash kernels: N at the tile edges", "[gpu-host]") {
 TEST_CASE("simulated GPU flash kernels refuse masks, grouped heads and soft caps, naming them", "[gpu-host]") {
     const emu::AttentionRecipe r = emu::find_recipe("fa2-bf16");
     emu::AttentionShape sh = emu::attention_shape(2, 16, 16, 16, true);
-    const emu::AttentionOperands in = emu::random_operands(sh, *r.input, 1);
+    const emu::AttentionOperands in = emu::random_operands(sh, *r.target.input, 1);
     emu::AttentionShape windowed = sh;
     emu::ScoreMask window;
     window.window_left = 4;
@@ -143,7 +143,7 @@ TEST_CASE("simulated GPU flash kernels refuse masks, grouped heads and soft caps
     CHECK_THROWS_WITH(gpu::flash_forward(r, top_left, in), Catch::Contains("top-left causal"));
     emu::AttentionShape grouped = sh;
     grouped.kv_group = 2;
-    CHECK_THROWS_WITH(gpu::flash_forward(r, grouped, emu::random_operands(grouped, *r.input, 1)),
+    CHECK_THROWS_WITH(gpu::flash_forward(r, grouped, emu::random_operands(grouped, *r.target.input, 1)),
                       Catch::Contains("grouped-query"));
     emu::AttentionShape capped = sh;
     capped.softcap = 30;

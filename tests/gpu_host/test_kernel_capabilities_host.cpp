@@ -45,12 +45,12 @@ std::string joined(const std::vector<std::string>& lines) {
 test::WalkedKernel twins() {
     return {&emu::kernel_named("twins"),
             [](const emu::AttentionRecipe& r, const emu::AttentionShape& s, const emu::AttentionOperands& in) {
-                gpu::simt::set_simulated_architecture(r.arch);
+                gpu::simt::set_simulated_architecture(r.target.arch);
                 return gpu::flash_forward(r, s, in);
             },
             [](const emu::AttentionRecipe& r, const emu::AttentionShape& s, const emu::AttentionOperands& in,
                const emu::ForwardResult& f) {
-                gpu::simt::set_simulated_architecture(r.arch);
+                gpu::simt::set_simulated_architecture(r.target.arch);
                 return gpu::flash_backward(r, s, in, f);
             }};
 }
@@ -118,7 +118,7 @@ TEST_CASE("capability walk: a kernel that ignores a key it claims is caught", "[
                                          const emu::AttentionOperands& in) { return emu::flash_forward(r, s, in, 1); },
                                       [](emu::AttentionRecipe r, const emu::AttentionShape& s,
                                          const emu::AttentionOperands& in, const emu::ForwardResult& f) {
-                                          r.grad_product = emu::Product::model;
+                                          r.backward.product = emu::Product::model;
                                           return emu::flash_backward(r, s, in, f, 1);
                                       }};
     const test::WalkResult w = test::walk(
@@ -148,7 +148,7 @@ TEST_CASE("capability walk: a refusal the table does not declare, and a run it r
     const test::WalkedKernel refuses{
         &emu::kernel_named("emulator"),
         [](const emu::AttentionRecipe& r, const emu::AttentionShape& s, const emu::AttentionOperands& in) {
-            if (r.kv_order == emu::KvOrder::reverse) throw Error("no reverse order here");
+            if (r.tiles.kv_order == emu::KvOrder::reverse) throw Error("no reverse order here");
             return emu::flash_forward(r, s, in, 1);
         },
         {}};

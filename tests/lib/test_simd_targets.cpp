@@ -114,7 +114,7 @@ std::vector<std::uint32_t> all_flash() {
     for (const char* name : {"fa2-bf16", "fa3-fp8", "mxfp4-v-fixed", "fa2-bf16-torch"}) {
         const AttentionRecipe r = find_recipe(name);
         const AttentionShape sh = attention_shape(2, 70, 90, 64, true);
-        const AttentionOperands in = random_operands(sh, *r.input, 8);
+        const AttentionOperands in = random_operands(sh, *r.target.input, 8);
         const ForwardResult f = flash_forward(r, sh, in, 2);
         const BackwardResult b = flash_backward(r, sh, in, f, 2);
         for (const auto* part : {&f.o, &b.dq, &b.dk, &b.dv}) all.insert(all.end(), part->begin(), part->end());

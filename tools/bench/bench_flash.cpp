@@ -48,7 +48,7 @@ int main(int argc, char** argv) {
     const std::uint64_t d = 128;
     const emu::AttentionRecipe recipe = emu::find_recipe(recipe_name);
     const emu::AttentionShape shape = emu::attention_shape(1, n, n, d, causal);
-    const emu::AttentionOperands in = emu::random_operands(shape, *recipe.input, 1);
+    const emu::AttentionOperands in = emu::random_operands(shape, *recipe.target.input, 1);
 
     emu::ForwardResult forward;
     const double t_forward = seconds_of([&] { forward = emu::flash_forward(recipe, shape, in, threads); });

@@ -114,13 +114,13 @@ int main(int argc, char** argv) {
                             {"device", gpu::device_name()}};
         try {
             emu::AttentionRecipe recipe = emu::find_recipe(name);
-            recipe.arch = gpu::model_arch(cc);
+            recipe.target.arch = gpu::model_arch(cc);
             // the Hopper kernel where it runs the preset, else the twins (wgmma as mma.sync)
             const bool hopper = gpu::hopper_flash_unsupported(recipe, shape).empty();
-            if (!hopper && recipe.instruction == "wgmma") emu::apply_setting(recipe, "instruction=mma.sync");
+            if (!hopper && recipe.target.instruction == "wgmma") emu::apply_setting(recipe, "instruction=mma.sync");
             line["kernel"] = std::string(hopper ? "roundscope hopper " : "roundscope ") + name;
-            const emu::AttentionOperands in = inputs ? emu::attention_operands(*inputs, *recipe.input, false)
-                                                     : emu::random_operands(shape, *recipe.input, 1);
+            const emu::AttentionOperands in = inputs ? emu::attention_operands(*inputs, *recipe.target.input, false)
+                                                     : emu::random_operands(shape, *recipe.target.input, 1);
             std::vector<double> t = hopper
                                         ? gpu::time_hopper_flash_forward(recipe, shape, in, static_cast<int>(repeats))
                                         : gpu::time_flash_forward(recipe, shape, in, static_cast<int>(repeats));

@@ -120,12 +120,12 @@ int main(int argc, char** argv) {
     int cases = 0, failures = 0;
     for (emu::AttentionRecipe recipe : emu::recipe_presets()) {
         if (!o.presets.empty() && !o.presets.count(recipe.name)) continue;
-        const std::string preset_instruction = recipe.instruction;
-        recipe.arch = gpu::model_arch(cc);
+        const std::string preset_instruction = recipe.target.instruction;
+        recipe.target.arch = gpu::model_arch(cc);
         // the Hopper kernel where it runs the preset (forward only), else the twins (wgmma as mma.sync)
         const emu::AttentionShape probe{1, 128, 128, 128, 128, false, 0.125f};
         const bool hopper = gpu::hopper_flash_unsupported(recipe, probe).empty();
-        if (!hopper && recipe.instruction == "wgmma") emu::apply_setting(recipe, "instruction=mma.sync");
+        if (!hopper && recipe.target.instruction == "wgmma") emu::apply_setting(recipe, "instruction=mma.sync");
         std::string why = hopper ? std::string() : gpu::flash_unsupported(recipe);
         if (why.empty() && !hopper) why = gpu::flash_not_runnable_here(recipe, o.backward);
         if (!why.empty()) {
@@ -143,7 +143,7 @@ int main(int argc, char** argv) {
                         const auto start = std::chrono::steady_clock::now();
                         nlohmann::json line{{"preset", recipe.name},
                                             {"kernel", hopper ? "hopper" : "twins"},
-                                            {"instruction", recipe.instruction},
+                                            {"instruction", recipe.target.instruction},
                                             {"preset_instruction", preset_instruction},
                                             {"scenario", analysis::scenario_name(scenario)},
                                             {"causal", causal},
@@ -154,7 +154,7 @@ int main(int argc, char** argv) {
                         bool exact = false;
                         try {
                             const gpu::FlashCrosscheck c = gpu::flash_crosscheck(
-                                recipe, shape, emu::attention_operands(in, *recipe.input, o.backward),
+                                recipe, shape, emu::attention_operands(in, *recipe.target.input, o.backward),
                                 o.backward && !hopper, o.threads);
                             line["device"] = c.device, line["arch"] = c.arch;
                             for (const auto& [name, b] : c.outputs) line["outputs"][name] = comparison(b);

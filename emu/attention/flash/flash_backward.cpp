@@ -40,9 +40,9 @@ struct GradOperands {
 // of its own.
 CastOptions grad_rounding(const AttentionRecipe& r, std::uint64_t head, int what, std::uint64_t tile = 0) {
     CastOptions o;
-    if (r.grad_stochastic) {
+    if (r.backward.stochastic) {
         o.mode = RoundingMode::stochastic_exact;
-        o.seed = splitmix64(splitmix64(splitmix64(static_cast<std::uint64_t>(r.grad_seed), head), what), tile);
+        o.seed = splitmix64(splitmix64(splitmix64(static_cast<std::uint64_t>(r.backward.seed), head), what), tile);
     }
     return o;
 }
@@ -51,14 +51,14 @@ CastOptions grad_rounding(const AttentionRecipe& r, std::uint64_t head, int what
 // (set: the callers quantize only under it).
 std::vector<std::uint32_t> grad_quantized(const AttentionRecipe& r, const std::uint32_t* x, std::uint64_t rows,
                                           std::uint64_t cols, int axis, const CastOptions& o, const char* what) {
-    return block_fake_quantized(std::vector<std::uint32_t>(x, x + rows * cols), *r.ds_format, {rows, cols}, axis,
-                                *r.grad_quant, 32, *r.ds_format, what, o);
+    return block_fake_quantized(std::vector<std::uint32_t>(x, x + rows * cols), *r.backward.ds_format, {rows, cols},
+                                axis, *r.backward.quant, 32, *r.backward.ds_format, what, o);
 }
 
 GradOperands grad_operands(const AttentionRecipe& r, const AttentionShape& sh, const HeadOperands& h) {
     GradOperands g;
     const std::uint64_t nq = sh.n_q, nk = sh.n_kv, d = sh.d, dv = sh.d_v;
-    if (r.grad_quant == nullptr) {
+    if (r.backward.quant == nullptr) {
         g.dp_do = g.dv_do = h.dog, g.dp_v = h.vg, g.dk_q = h.qg, g.dq_k = h.kg;
         return g;
     }
@@ -85,7 +85,7 @@ struct TileGradients {
 TileGradients tile_gradients(const FlashContext& ctx, const BackwardModels& models, const HeadOperands& h,
                              const GradOperands& go, Span rows, Span keys, std::vector<float>* p_times_dp = nullptr) {
     const AttentionShape& sh = ctx.shape;
-    const Format& g = *ctx.recipe.ds_format;
+    const Format& g = *ctx.recipe.backward.ds_format;
     const std::uint64_t n = keys.size(), br = rows.size();
     const std::vector<std::uint32_t> vt = detail::transposed(go.dp_v + keys.begin * sh.d_v, n, sh.d_v, {0, sh.d_v});
     std::vector<std::uint32_t> s(br * n, 0), dp(br * n, 0);
@@ -99,7 +99,7 @@ TileGradients tile_gradients(const FlashContext& ctx, const BackwardModels& mode
     }
     models.grad.run(go.dp_do + rows.begin * sh.d_v, vt.data(), dp.data(), dp.data(), br, n, sh.d_v);
     TileGradients out{std::vector<std::uint32_t>(br * n), std::vector<std::uint32_t>(br * n)};
-    const bool compiled = ctx.recipe.softmax == SoftmaxKind::compiled_torch;
+    const bool compiled = ctx.recipe.softmax.kind == SoftmaxKind::compiled_torch;
     const std::vector<float> bias = ctx.tile_bias(h.head, rows, keys);  // the forward's
     for (std::uint64_t r = 0; r < br; ++r) {
         const std::uint64_t i = rows.begin + r, visible = ctx.visible(i);
@@ -114,7 +114,7 @@ TileGradients tile_gradients(const FlashContext& ctx, const BackwardModels& mode
                 compiled ? torch_compiled::backward_element(score, dp[at], seen, h.lse[i], delta,
                                                             static_cast<float>(sh.scale), g)
                          : steps::backward_element(score, dp[at], seen, h.lse2[i], delta, ctx.scale_log2, ctx.exp2, g,
-                                                   ctx.recipe.exp2_arg, bias.empty() ? 0.0f : bias[at]);
+                                                   ctx.recipe.softmax.exp2_arg, bias.empty() ? 0.0f : bias[at]);
             if (ctx.softcapped) {
                 const float ds = a::mul(steps::d_score(e.p, float_from_bits(dp[at]), delta),
                                         capped_score_derivative(t, ctx.softcap));
@@ -135,16 +135,16 @@ std::vector<float> deltas(const FlashContext& ctx, const BackwardModels& models,
     const AttentionShape& sh = ctx.shape;
     const AttentionRecipe& r = ctx.recipe;
     std::vector<float> delta(sh.n_q, 0);
-    if (r.delta != DeltaKind::p_dp) {
+    if (r.backward.delta != DeltaKind::p_dp) {
         const std::vector<float> all = delta_from_o(ctx, in, fwd);
         return {all.begin() + static_cast<std::ptrdiff_t>(head * sh.n_q),
                 all.begin() + static_cast<std::ptrdiff_t>((head + 1) * sh.n_q)};
     }
-    const std::vector<Span> row_blocks = blocks_of(sh.n_q, r.block_m);
+    const std::vector<Span> row_blocks = blocks_of(sh.n_q, r.tiles.block_m);
     parallel_for(row_blocks.size(), 1, threads, [&](std::size_t begin, std::size_t end) {
         for (std::size_t b = begin; b < end; ++b) {
             const Span rows = row_blocks[b];
-            for (const Span keys : blocks_of(sh.n_kv, r.block_n)) {
+            for (const Span keys : blocks_of(sh.n_kv, r.tiles.block_n)) {
                 if (ctx.tile_masked(rows, keys)) continue;
                 std::vector<float> pdp(rows.size() * keys.size());
                 tile_gradients(ctx, models, h, go, rows, keys, &pdp);
@@ -193,31 +193,32 @@ BackwardResult flash_backward(const AttentionRecipe& recipe, const AttentionShap
     const FlashContext ctx = flash_context(recipe, shape);
     if (shape.query_rows)
         throw Error("a sample of query rows has no backward pass: dK and dV need every row (delta needs only its own)");
-    if (recipe.softmax == SoftmaxKind::naive || recipe.softmax == SoftmaxKind::naive_unshifted)
+    if (recipe.softmax.naive())
         throw Error(fmt::format("recipe '{}': the backward pass needs an online softmax", recipe.name));
-    if (recipe.epilogue == Epilogue::torch_flash)
+    if (recipe.output.epilogue == Epilogue::torch_flash)
         throw Error(fmt::format("recipe '{}': PyTorch's flash forward is modelled, its backward is not", recipe.name));
-    if (recipe.softmax == SoftmaxKind::aten_cpu || recipe.score_product == Product::amx)
+    if (recipe.softmax.kind == SoftmaxKind::aten_cpu || recipe.scores.product == Product::amx)
         throw Error(fmt::format(
             "recipe '{}': ATen's CPU forward (softmax=aten-cpu, the AMX GEMM) is modelled, its backward is not",
             recipe.name));
-    if (recipe.p_quant != nullptr)
+    if (recipe.p_and_v.p_quant != nullptr)
         throw Error(
             fmt::format("recipe '{}': the backward of block-quantized P (p_quant) is not modelled", recipe.name));
     if (in.d_o.size() != shape.heads * shape.n_q * shape.d_v)
         throw Error("attention: the backward pass needs a tensor 'do' of shape [.., Nq, Dv]");
-    const Format& g = *recipe.ds_format;
-    const BackwardModels models{detail::TileProduct(recipe, *recipe.input, *recipe.input, recipe.score_product),
-                                detail::TileProduct(recipe, g, g, recipe.grad_product)};
+    const Format& g = *recipe.backward.ds_format;
+    const BackwardModels models{
+        detail::TileProduct(recipe, *recipe.target.input, *recipe.target.input, recipe.scores.product),
+        detail::TileProduct(recipe, g, g, recipe.backward.product)};
     // Under qk_quant, Q and K as the forward's score product took them, in S and in the gradient
     // products: straight through, the gradients of the quantized Q and K are Q's and K's (what
     // autograd gives a fake-quantized graph).
-    const AttentionOperands quantized = recipe.qk_quant != nullptr ? quantized_qk(ctx, in) : AttentionOperands{};
-    const AttentionOperands& qk = recipe.qk_quant != nullptr ? quantized : in;
-    const std::vector<std::uint32_t> qg = exact_in(qk.q, *recipe.input, g, "q (backward)");
-    const std::vector<std::uint32_t> kg = exact_in(qk.k, *recipe.input, g, "k (backward)");
-    const std::vector<std::uint32_t> vg = exact_in(in.v, *recipe.input, g, "v (backward)");
-    const std::vector<std::uint32_t> dog = exact_in(in.d_o, *recipe.input, g, "do (backward)");
+    const AttentionOperands quantized = recipe.scores.qk_quant != nullptr ? quantized_qk(ctx, in) : AttentionOperands{};
+    const AttentionOperands& qk = recipe.scores.qk_quant != nullptr ? quantized : in;
+    const std::vector<std::uint32_t> qg = exact_in(qk.q, *recipe.target.input, g, "q (backward)");
+    const std::vector<std::uint32_t> kg = exact_in(qk.k, *recipe.target.input, g, "k (backward)");
+    const std::vector<std::uint32_t> vg = exact_in(in.v, *recipe.target.input, g, "v (backward)");
+    const std::vector<std::uint32_t> dog = exact_in(in.d_o, *recipe.target.input, g, "do (backward)");
     const std::shared_ptr<const std::vector<std::uint32_t>> s =
         runs != nullptr ? runs->scores(recipe, shape, qk, threads) : nullptr;
 
@@ -225,10 +226,10 @@ BackwardResult flash_backward(const AttentionRecipe& recipe, const AttentionShap
     const std::uint64_t group = shape.kv_group;  // dK and dV per query head, then summed over groups
     out.dq.assign(in.q.size(), 0), out.dk.assign(in.k.size() * group, 0), out.dv.assign(in.v.size() * group, 0);
     out.delta.assign(shape.heads * shape.n_q, 0);
-    const std::vector<Span> row_blocks = blocks_of(shape.n_q, recipe.block_m);
-    const std::vector<Span> key_blocks = blocks_of(shape.n_kv, ctx.recipe.block_n);
+    const std::vector<Span> row_blocks = blocks_of(shape.n_q, recipe.tiles.block_m);
+    const std::vector<Span> key_blocks = blocks_of(shape.n_kv, ctx.recipe.tiles.block_n);
     // the kernels scale dK and dQ at the end; the compiled softmax's dS holds the scale already
-    const float dk_dq_scale = recipe.softmax == SoftmaxKind::compiled_torch ? 1.0f : ctx.dk_dq_scale();
+    const float dk_dq_scale = recipe.softmax.kind == SoftmaxKind::compiled_torch ? 1.0f : ctx.dk_dq_scale();
     const std::uint64_t d = shape.d, dv = shape.d_v, nq = shape.n_q, nk = shape.n_kv;
     for (std::uint64_t head = 0; head < shape.heads; ++head) {
         const std::uint64_t kv = head / group;
@@ -262,7 +263,7 @@ BackwardResult flash_backward(const AttentionRecipe& recipe, const AttentionShap
                                     ds.begin() + static_cast<std::ptrdiff_t>((rows.begin + r) * nk + keys.begin));
                     // P and dS along the tile's rows, the sum of dV and dK (under grad_quant)
                     const std::uint64_t tile = rb * key_blocks.size() + kb;
-                    const bool quantize = recipe.grad_quant != nullptr;
+                    const bool quantize = recipe.backward.quant != nullptr;
                     const std::vector<std::uint32_t> p =
                         quantize ? grad_quantized(recipe, t.p_cast.data(), rows.size(), keys.size(), -2,
                                                   grad_rounding(recipe, head, 5, tile), "P")
@@ -279,8 +280,10 @@ BackwardResult flash_backward(const AttentionRecipe& recipe, const AttentionShap
                     models.grad.run(dst.data(), go.dk_q + rows.begin * d, dk_acc.data(), dk_acc.data(), keys.size(), d,
                                     rows.size());
                 }
-                write_gradient(dv_acc, 1.0f, *recipe.grad_format, out.dv.data() + (head * nk + keys.begin) * dv);
-                write_gradient(dk_acc, dk_dq_scale, *recipe.grad_format, out.dk.data() + (head * nk + keys.begin) * d);
+                write_gradient(dv_acc, 1.0f, *recipe.backward.grad_format,
+                               out.dv.data() + (head * nk + keys.begin) * dv);
+                write_gradient(dk_acc, dk_dq_scale, *recipe.backward.grad_format,
+                               out.dk.data() + (head * nk + keys.begin) * d);
             }
         });
         // dQ: one row block per task, over the KV blocks in order.
@@ -296,20 +299,21 @@ BackwardResult flash_backward(const AttentionRecipe& recipe, const AttentionShap
                         std::copy_n(ds.begin() + static_cast<std::ptrdiff_t>((rows.begin + r) * nk + keys.begin),
                                     keys.size(), tile.begin() + static_cast<std::ptrdiff_t>(r * keys.size()));
                     // dS along the tile's keys, the sum of dQ (under grad_quant)
-                    if (recipe.grad_quant != nullptr)
+                    if (recipe.backward.quant != nullptr)
                         tile =
                             grad_quantized(recipe, tile.data(), rows.size(), keys.size(), -1,
                                            grad_rounding(recipe, head, 7, rb * key_blocks.size() + kb), "dS (for dQ)");
                     models.grad.run(tile.data(), go.dq_k + keys.begin * d, dq_acc.data(), dq_acc.data(), rows.size(), d,
                                     keys.size());
                 }
-                write_gradient(dq_acc, dk_dq_scale, *recipe.grad_format, out.dq.data() + (head * nq + rows.begin) * d);
+                write_gradient(dq_acc, dk_dq_scale, *recipe.backward.grad_format,
+                               out.dq.data() + (head * nq + rows.begin) * d);
             }
         });
     }
     if (group > 1) {
-        out.dk = group_sums(out.dk, shape.heads, group, nk * d, *recipe.grad_format);
-        out.dv = group_sums(out.dv, shape.heads, group, nk * dv, *recipe.grad_format);
+        out.dk = group_sums(out.dk, shape.heads, group, nk * d, *recipe.backward.grad_format);
+        out.dv = group_sums(out.dv, shape.heads, group, nk * dv, *recipe.backward.grad_format);
     }
     return out;
 }

@@ -59,7 +59,7 @@ std::vector<float> FlashContext::tile_bias(std::uint64_t head, Span rows, Span k
 
 bool FlashContext::diagonal_key(std::uint64_t i, std::uint64_t j) const {
     const std::uint64_t n_q = problem_rows(shape);
-    return steps::diagonal_key(query_position(shape, i), j, n_q, shape.n_kv, recipe.v_block);
+    return steps::diagonal_key(query_position(shape, i), j, n_q, shape.n_kv, recipe.p_and_v.v_block);
 }
 
 namespace {
@@ -68,13 +68,13 @@ namespace {
 void check_mask(const FlashContext& ctx) {
     const AttentionShape& s = ctx.shape;
     const AttentionRecipe& r = ctx.recipe;
-    if (s.softcap != 0 && (r.softmax != SoftmaxKind::online || r.epilogue != Epilogue::fa2))
+    if (s.softcap != 0 && (r.softmax.kind != SoftmaxKind::online || r.output.epilogue != Epilogue::fa2))
         throw Error(
             fmt::format("recipe '{}': soft-capped scores (softcap = {}) are FlashAttention's (the online "
                         "softmax with its own epilogue); this recipe's kernel takes none",
                         r.name, s.softcap));
     if (!has_key_bias(s)) return;  // a prefix of the keys, which every softmax takes
-    if (r.softmax == SoftmaxKind::online_torch || r.softmax == SoftmaxKind::compiled_torch)
+    if (r.softmax.kind == SoftmaxKind::online_torch || r.softmax.kind == SoftmaxKind::compiled_torch)
         throw Error(
             fmt::format("recipe '{}': the released PyTorch attention it models takes only its causal mask, "
                         "not a {} (the other recipes take it)",
@@ -84,7 +84,7 @@ void check_mask(const FlashContext& ctx) {
         m.check_values("");
         additive = additive || m.has_finite_nonzero();
     }
-    if (additive && (r.exp2_arg == Exp2Arg::fma || r.rescale_arg == RescaleArg::raw))
+    if (additive && (r.softmax.exp2_arg == Exp2Arg::fma || r.softmax.rescale_arg == RescaleArg::raw))
         throw Error(
             fmt::format("recipe '{}' forms exp2's argument from the raw scores (exp2_arg=fma or "
                         "rescale_arg=raw), as kernels without an additive mask do; an additive mask with "
@@ -114,27 +114,27 @@ double aten_pack_ratio(const AttentionShape& s, std::uint64_t n_q, std::int64_t 
 // On the packed path brgemm takes a one-row or one-key block like any other.
 void check_amx_shape(const FlashContext& ctx) {
     const AttentionRecipe& r = ctx.recipe;
-    if ((r.score_product != Product::amx && r.pv_product != Product::amx) || ctx.aten_packed) return;
+    if ((r.scores.product != Product::amx && r.p_and_v.product != Product::amx) || ctx.aten_packed) return;
     const std::uint64_t n_q = problem_rows(ctx.shape);
     if (n_q > 0 && (n_q - 1) % aten_query_block(n_q) == 0)  // the last block holds one row
         throw Error(
             fmt::format("recipe '{}': {} query rows leave ATen a one-row block of queries, whose GEMM is "
                         "another oneDNN kernel (not modelled)",
                         r.name, n_q));
-    if (ctx.shape.n_kv > 0 && (ctx.shape.n_kv - 1) % static_cast<std::uint64_t>(r.block_n) == 0)
+    if (ctx.shape.n_kv > 0 && (ctx.shape.n_kv - 1) % static_cast<std::uint64_t>(r.tiles.block_n) == 0)
         throw Error(
             fmt::format("recipe '{}': {} keys leave a KV block of one key (block_n = {}), whose GEMM is "
                         "another oneDNN kernel (not modelled)",
-                        r.name, ctx.shape.n_kv, r.block_n));
+                        r.name, ctx.shape.n_kv, r.tiles.block_n));
 }
 
 }  // namespace
 
 bool aten_packed(const AttentionRecipe& r, const AttentionShape& s) {
-    if (r.score_product != Product::amx && r.pv_product != Product::amx) return false;
+    if (r.scores.product != Product::amx && r.p_and_v.product != Product::amx) return false;
     const std::uint64_t n_q = problem_rows(s);
     if (n_q < 64 || s.n_kv < 64) return false;
-    if (r.aten_threads > 0) return aten_pack_ratio(s, n_q, r.aten_threads) >= 4;
+    if (r.tiles.aten_threads > 0) return aten_pack_ratio(s, n_q, r.tiles.aten_threads) >= 4;
     // the ratio falls as threads are added, from one thread to so many that each has one block
     const bool few = aten_pack_ratio(s, n_q, 1) >= 4, many = aten_pack_ratio(s, n_q, 1LL << 40) >= 4;
     if (few != many)
@@ -148,24 +148,26 @@ bool aten_packed(const AttentionRecipe& r, const AttentionShape& s) {
 FlashContext flash_context(const AttentionRecipe& recipe, const AttentionShape& shape) {
     validate(recipe);
     FlashContext ctx{recipe, shape};
-    ctx.recipe.block_n = resolved_block_n(recipe, shape.d);
-    if (recipe.block_n == 0) validate(ctx.recipe);  // the resolved tile against the V blocks
-    if (recipe.split_kv_sms > 0) {
-        ctx.splits = torch_flash_splits(shape.heads, shape.n_q, shape.n_kv, shape.d, recipe.split_kv_sms);
-        if (ctx.splits > 1 && (recipe.epilogue != Epilogue::torch_flash || recipe.softmax != SoftmaxKind::online))
+    ctx.recipe.tiles.block_n = resolved_block_n(recipe, shape.d);
+    if (recipe.tiles.block_n == 0) validate(ctx.recipe);  // the resolved tile against the V blocks
+    if (recipe.tiles.split_kv_sms > 0) {
+        ctx.splits = torch_flash_splits(shape.heads, shape.n_q, shape.n_kv, shape.d, recipe.tiles.split_kv_sms);
+        if (ctx.splits > 1 &&
+            (recipe.output.epilogue != Epilogue::torch_flash || recipe.softmax.kind != SoftmaxKind::online))
             throw Error(
                 fmt::format("recipe '{}': split_kv_sms is PyTorch's flash path: it needs epilogue=torch-flash "
                             "and the online softmax",
                             recipe.name));
     }
-    if (recipe.softmax == SoftmaxKind::compiled_torch && shape.n_kv > static_cast<std::uint64_t>(ctx.recipe.block_n))
+    if (recipe.softmax.kind == SoftmaxKind::compiled_torch &&
+        shape.n_kv > static_cast<std::uint64_t>(ctx.recipe.tiles.block_n))
         throw Error(fmt::format("recipe '{}': the compiled softmax models one KV bucket; {} keys exceed block_n = {}",
-                                recipe.name, shape.n_kv, ctx.recipe.block_n));
+                                recipe.name, shape.n_kv, ctx.recipe.tiles.block_n));
     check_mask(ctx);
     ctx.aten_packed = aten_packed(ctx.recipe, shape);
     check_amx_shape(ctx);
     const float scale = static_cast<float>(shape.scale);
-    ctx.scale_log2 = recipe.scale_log2 == ScaleLog2::float64
+    ctx.scale_log2 = recipe.scores.scale_log2 == ScaleLog2::float64
                          ? static_cast<float>(static_cast<double>(scale) * 1.4426950408889634074)  // M_LOG2E
                          : steps::scale_log2(scale);
     if (shape.softcap != 0) {  // the softmax's constant is the cap's
@@ -173,18 +175,15 @@ FlashContext flash_context(const AttentionRecipe& recipe, const AttentionShape& 
         ctx.softcap = softcap_constants(scale, static_cast<float>(shape.softcap));
         ctx.scale_log2 = ctx.softcap.scale_log2;
     }
-    ctx.exp2 = recipe.exp2;
+    ctx.exp2 = recipe.softmax.exp2;
     // under p_quant the row step leaves P * S in float32 for the block quantization
-    const Format& p_step = recipe.p_quant != nullptr ? f32 : *recipe.p_format;
-    ctx.softmax = {ctx.scale_log2, ctx.exp2,           recipe.max_adjust, recipe.max_adjust_beta, recipe.p_scale,
-                   p_step,         recipe.rescale_arg, recipe.row_sum,    recipe.exp2_arg};
-    ctx.torch = {static_cast<float>(shape.scale),
-                 recipe.softmax_format,
-                 recipe.row_sum_format != nullptr ? recipe.row_sum_format : recipe.softmax_format,
-                 recipe.max_adjust,
-                 recipe.max_adjust_beta,
-                 recipe.p_scale,
-                 recipe.p_format};
+    const Format& p_step = recipe.p_and_v.p_quant != nullptr ? f32 : *recipe.p_and_v.p_format;
+    ctx.softmax = {ctx.scale_log2,         ctx.exp2, recipe.softmax.max_adjust,  recipe.softmax.max_adjust_beta,
+                   recipe.p_and_v.p_scale, p_step,   recipe.softmax.rescale_arg, recipe.softmax.row_sum,
+                   recipe.softmax.exp2_arg};
+    ctx.torch = {static_cast<float>(shape.scale), recipe.softmax.format,          &recipe.softmax.stored_row_sum(),
+                 recipe.softmax.max_adjust,       recipe.softmax.max_adjust_beta, recipe.p_and_v.p_scale,
+                 recipe.p_and_v.p_format};
     return ctx;
 }
 
@@ -215,34 +214,35 @@ std::vector<std::uint32_t> exact_in(const std::vector<std::uint32_t>& x, const F
 }
 
 const MmaModel& model_for(const AttentionRecipe& r, const Format& x, const Format& y) {
-    const MmaModel* m = find_mma_model(r.arch, r.instruction, x, y, f32);
+    const MmaModel* m = find_mma_model(r.target.arch, r.target.instruction, x, y, f32);
     if (m == nullptr)
-        throw Error(
-            fmt::format("recipe '{}': no {} {} model for {} x {}", r.name, r.arch, r.instruction, x.name, y.name));
+        throw Error(fmt::format("recipe '{}': no {} {} model for {} x {}", r.name, r.target.arch, r.target.instruction,
+                                x.name, y.name));
     return *m;
 }
 
 float recipe_delta_row(const AttentionRecipe& recipe, const std::uint32_t* d_o, const std::uint32_t* o,
                        const Format& o_format, int n) {
-    if (recipe.delta_sum == DeltaSum::sequential)
-        return steps::delta_rowsum(d_o, *recipe.input, o, o_format, n, *recipe.delta_format);
+    if (recipe.backward.delta_sum == DeltaSum::sequential)
+        return steps::delta_rowsum(d_o, *recipe.target.input, o, o_format, n, *recipe.backward.delta_format);
     std::vector<float> products(static_cast<std::size_t>(n));
     for (int c = 0; c < n; ++c)  // float32 products, as Inductor's (exact for BF16 dO and O)
-        products[c] = f32_arith::mul(static_cast<float>(decode(*recipe.input, d_o[c])),
+        products[c] = f32_arith::mul(static_cast<float>(decode(*recipe.target.input, d_o[c])),
                                      static_cast<float>(decode(o_format, o[c])));
-    return inductor::lane_sum(products.data(), products.size(), recipe.delta_sum == DeltaSum::lanes32 ? 32 : 16);
+    return inductor::lane_sum(products.data(), products.size(),
+                              recipe.backward.delta_sum == DeltaSum::lanes32 ? 32 : 16);
 }
 
 std::vector<float> delta_from_o(const FlashContext& ctx, const AttentionOperands& in, const ForwardResult& forward) {
     const AttentionShape& sh = ctx.shape;
-    const bool stored = ctx.recipe.delta == DeltaKind::stored_o;
+    const bool stored = ctx.recipe.backward.delta == DeltaKind::stored_o;
     std::vector<float> delta(sh.heads * sh.n_q);
     std::vector<std::uint32_t> o(sh.d_v);
     for (std::uint64_t i = 0; i < delta.size(); ++i) {
         for (std::uint64_t c = 0; c < sh.d_v; ++c)
             o[c] = stored ? forward.o[i * sh.d_v + c] : bits_of(forward.o_f32[i * sh.d_v + c]);
         delta[i] = recipe_delta_row(ctx.recipe, in.d_o.data() + i * sh.d_v, o.data(),
-                                    stored ? *ctx.recipe.o_format : f32, static_cast<int>(sh.d_v));
+                                    stored ? *ctx.recipe.output.format : f32, static_cast<int>(sh.d_v));
     }
     return delta;
 }
@@ -268,21 +268,22 @@ std::vector<std::uint32_t> block_fake_quantized(const std::vector<std::uint32_t>
 }
 
 std::vector<std::uint32_t> quantized_v(const FlashContext& ctx, const std::vector<std::uint32_t>& v) {
-    if (ctx.recipe.v_quant == nullptr) return {};
+    if (ctx.recipe.p_and_v.v_quant == nullptr) return {};
     const AttentionShape& s = ctx.shape;
-    return block_fake_quantized(v, *ctx.recipe.input, {s.heads / s.kv_group, s.n_kv, s.d_v}, -2, *ctx.recipe.v_quant,
-                                ctx.recipe.v_block, *ctx.recipe.input, "quantized v");
+    return block_fake_quantized(v, *ctx.recipe.target.input, {s.heads / s.kv_group, s.n_kv, s.d_v}, -2,
+                                *ctx.recipe.p_and_v.v_quant, ctx.recipe.p_and_v.v_block, *ctx.recipe.target.input,
+                                "quantized v");
 }
 
 AttentionOperands quantized_qk(const FlashContext& ctx, const AttentionOperands& in) {
     AttentionOperands out = in;
-    if (ctx.recipe.qk_quant == nullptr) return out;
+    if (ctx.recipe.scores.qk_quant == nullptr) return out;
     const AttentionShape& s = ctx.shape;
-    const Format& input = *ctx.recipe.input;
-    out.q =
-        block_fake_quantized(in.q, input, {s.heads, s.n_q, s.d}, -1, *ctx.recipe.qk_quant, 32, input, "quantized q");
-    out.k = block_fake_quantized(in.k, input, {s.heads / s.kv_group, s.n_kv, s.d}, -1, *ctx.recipe.qk_quant, 32, input,
-                                 "quantized k");
+    const Format& input = *ctx.recipe.target.input;
+    out.q = block_fake_quantized(in.q, input, {s.heads, s.n_q, s.d}, -1, *ctx.recipe.scores.qk_quant, 32, input,
+                                 "quantized q");
+    out.k = block_fake_quantized(in.k, input, {s.heads / s.kv_group, s.n_kv, s.d}, -1, *ctx.recipe.scores.qk_quant, 32,
+                                 input, "quantized k");
     return out;
 }
 

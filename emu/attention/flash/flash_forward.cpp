@@ -50,7 +50,7 @@ bool pv_over_whole_tile(const FlashContext& ctx, const detail::TileProduct& mma,
                         Span keys, const std::vector<std::uint32_t>& p, std::vector<std::uint32_t>& acc) {
     // (the recipe's check keeps pv_depth=tile to the online softmax, whose products always add C)
     const auto width = static_cast<std::uint64_t>(resolved_block_n(ctx.recipe, ctx.shape.d));
-    if (ctx.recipe.pv_depth != PvDepth::tile || keys.size() >= width) return false;
+    if (ctx.recipe.p_and_v.depth != PvDepth::tile || keys.size() >= width) return false;
     const std::uint64_t dv = ctx.shape.d_v;
     std::vector<std::uint32_t> p_wide(rows.size() * width, 0), v_wide(width * dv, 0);
     for (std::uint64_t r = 0; r < rows.size(); ++r)
@@ -69,7 +69,7 @@ void pv_product(const FlashContext& ctx, const detail::TileProduct& mma, const H
     const std::uint64_t dv = ctx.shape.d_v;
     const std::uint32_t* v_past = (h.v_quantized != nullptr ? h.v_quantized : h.v) + keys.begin * dv;
     const std::uint32_t* c = without_c ? nullptr : acc.data();
-    if (h.v_quantized == nullptr || !ctx.recipe.diagonal_fix) {
+    if (h.v_quantized == nullptr || !ctx.recipe.p_and_v.diagonal_fix) {
         mma.run(p.data(), v_past, c, acc.data(), rows.size(), dv, keys.size());
         return;
     }
@@ -114,7 +114,7 @@ void aten_cpu_tile(const FlashContext& ctx, const ForwardModels& models, const H
         const std::uint64_t visible = ctx.visible(b.rows.begin + row);
         const int in_tile = visible <= keys.begin ? 0 : static_cast<int>(std::min(visible - keys.begin, n));
         const float factor =
-            aten_cpu::row_step(static_cast<float>(ctx.shape.scale), *ctx.recipe.p_format, s.data() + row * n,
+            aten_cpu::row_step(static_cast<float>(ctx.shape.scale), *ctx.recipe.p_and_v.p_format, s.data() + row * n,
                                static_cast<int>(n), in_tile, mask.empty() ? nullptr : mask.data() + row * n,
                                b.state[row], p_cast.data() + row * n, &b.counts, keys.begin, &b.ties[row]);
         for (std::uint64_t c = 0; c < dv; ++c)
@@ -127,14 +127,14 @@ void aten_cpu_tile(const FlashContext& ctx, const ForwardModels& models, const H
 // under online-torch that of PyTorch tensor ops, whose every result is stored in its format).
 void online_tile(const FlashContext& ctx, const ForwardModels& models, const HeadView& h, std::uint64_t head,
                  RowBlock& b, Span keys) {
-    if (ctx.recipe.softmax == SoftmaxKind::aten_cpu) {
+    if (ctx.recipe.softmax.kind == SoftmaxKind::aten_cpu) {
         aten_cpu_tile(ctx, models, h, head, b, keys);
         return;
     }
     const std::uint64_t n = keys.size(), dv = ctx.shape.d_v;
-    const bool compiled = ctx.recipe.softmax == SoftmaxKind::compiled_torch;
-    const bool torch = compiled || ctx.recipe.softmax == SoftmaxKind::online_torch;
-    const Format& running = *ctx.recipe.o_accumulator;
+    const bool compiled = ctx.recipe.softmax.kind == SoftmaxKind::compiled_torch;
+    const bool torch = compiled || ctx.recipe.softmax.kind == SoftmaxKind::online_torch;
+    const Format& running = *ctx.recipe.output.accumulator;
     std::vector<std::uint32_t> s = score_tile(ctx, models.score, h, b.rows, keys);
     if (ctx.softcapped)
         for (std::uint32_t& x : s) x = bits_of(capped_score(float_from_bits(x), ctx.softcap));
@@ -160,9 +160,9 @@ void online_tile(const FlashContext& ctx, const ForwardModels& models, const Hea
     }
     // P * S, left in float32 by the row steps, quantized along the tile's keys (blocks of 32
     // from the tile's first key, a multiple of 32; masked keys' zeros never set a scale)
-    if (ctx.recipe.p_quant != nullptr)
-        p_cast = block_fake_quantized(p_cast, f32, {b.rows.size(), n}, -1, *ctx.recipe.p_quant, 32,
-                                      *ctx.recipe.p_format, "quantized P");
+    if (ctx.recipe.p_and_v.p_quant != nullptr)
+        p_cast = block_fake_quantized(p_cast, f32, {b.rows.size(), n}, -1, *ctx.recipe.p_and_v.p_quant, 32,
+                                      *ctx.recipe.p_and_v.p_format, "quantized P");
     if (torch) {  // O.mul_(factor).add_(P V): P V stored (einsum), the sum in float32, stored
         std::vector<std::uint32_t> pv(b.acc.size(), 0);
         pv_product(ctx, models.pv, h, b.rows, keys, p_cast, pv);
@@ -193,7 +193,7 @@ void write_output_row(const FlashContext& ctx, const std::uint32_t* acc, float f
     for (std::uint64_t c = 0; c < dv; ++c) {
         const float o = a::mul(float_from_bits(acc[c]), factor);
         out.o_f32[i * dv + c] = o;
-        out.o[i * dv + c] = steps::saturating_cast(o, *ctx.recipe.o_format);
+        out.o[i * dv + c] = steps::saturating_cast(o, *ctx.recipe.output.format);
     }
 }
 
@@ -205,9 +205,9 @@ void finish_torch_row(const FlashContext& ctx, const std::uint32_t* acc, const s
     for (std::uint64_t c = 0; c < dv; ++c) {
         const float o = st.l == 0.0f ? 0.0f : a::div(float_from_bits(acc[c]), st.l);
         out.o_f32[i * dv + c] = o;
-        out.o[i * dv + c] = static_cast<std::uint32_t>(cast_from_f32(o, *ctx.recipe.o_format, CastOptions{}));
+        out.o[i * dv + c] = static_cast<std::uint32_t>(cast_from_f32(o, *ctx.recipe.output.format, CastOptions{}));
     }
-    const bool compiled = ctx.recipe.softmax == SoftmaxKind::compiled_torch;
+    const bool compiled = ctx.recipe.softmax.kind == SoftmaxKind::compiled_torch;
     const float log_l = compiled ? inductor::logf(st.l) : std::log(st.l);
     out.lse[i] = st.l == 0.0f ? steps::minus_infinity() : a::add(log_l, st.m);
     out.lse_log2[i] = a::mul(out.lse[i], steps::log2e);
@@ -230,23 +230,23 @@ void finish_block(const FlashContext& ctx, const RowBlock& b, std::uint64_t head
     const AttentionRecipe& r = ctx.recipe;
     for (std::uint64_t row = 0; row < b.rows.size(); ++row) {
         const std::uint64_t i = head * ctx.shape.n_q + b.rows.begin + row;
-        if (r.softmax == SoftmaxKind::online_torch || r.softmax == SoftmaxKind::compiled_torch) {
+        if (r.softmax.kind == SoftmaxKind::online_torch || r.softmax.kind == SoftmaxKind::compiled_torch) {
             finish_torch_row(ctx, b.acc.data() + row * ctx.shape.d_v, b.state[row], i, out);
             continue;
         }
-        if (r.softmax == SoftmaxKind::aten_cpu) {
+        if (r.softmax.kind == SoftmaxKind::aten_cpu) {
             const aten_cpu::RowEnd end = aten_cpu::row_end(b.state[row]);
             write_output_row(ctx, b.acc.data() + row * ctx.shape.d_v, end.reciprocal, i, out);
             out.lse[i] = end.lse;
             out.lse_log2[i] = a::mul(end.lse, steps::log2e);
             continue;
         }
-        if (r.epilogue == Epilogue::torch_flash) {
+        if (r.output.epilogue == Epilogue::torch_flash) {
             finish_torch_flash_row(ctx, b.acc.data() + row * ctx.shape.d_v, b.state[row], i, out);
             continue;
         }
-        write_output_row(ctx, b.acc.data() + row * ctx.shape.d_v, steps::output_factor(b.state[row].l, r.p_scale), i,
-                         out);
+        write_output_row(ctx, b.acc.data() + row * ctx.shape.d_v,
+                         steps::output_factor(b.state[row].l, r.p_and_v.p_scale), i, out);
         out.lse_log2[i] = steps::lse_log2(b.state[row].m, b.state[row].l);
         out.lse[i] = a::mul(out.lse_log2[i], steps::ln2);
     }
@@ -259,9 +259,9 @@ void online_row_block(const FlashContext& ctx, const ForwardModels& models, cons
                       Span block, Span rows, ForwardResult& out, ForwardCounts& counts) {
     RowBlock b(rows, ctx.shape.d_v);
     b.counts.skip_keys = counts.skip_keys;
-    const bool every_tile = ctx.recipe.softmax == SoftmaxKind::online_torch ||
-                            ctx.recipe.softmax == SoftmaxKind::compiled_torch;  // as the released code does
-    for (const Span keys : blocks_of(ctx.shape.n_kv, ctx.recipe.block_n, ctx.recipe.kv_order)) {
+    const bool every_tile = ctx.recipe.softmax.kind == SoftmaxKind::online_torch ||
+                            ctx.recipe.softmax.kind == SoftmaxKind::compiled_torch;  // as the released code does
+    for (const Span keys : blocks_of(ctx.shape.n_kv, ctx.recipe.tiles.block_n, ctx.recipe.tiles.kv_order)) {
         if (ctx.tile_masked(block, keys) && !every_tile) continue;
         if (keys.begin < ctx.split_keys.begin || keys.begin >= ctx.split_keys.end) continue;  // another split's
         online_tile(ctx, models, h, head, b, keys);
@@ -279,12 +279,12 @@ void online_row_block(const FlashContext& ctx, const ForwardModels& models, cons
 void naive_row_block(const FlashContext& ctx, const ForwardModels& models, const HeadView& h, std::uint64_t head,
                      Span rows, ForwardResult& out, ForwardCounts& counts) {
     const AttentionRecipe& r = ctx.recipe;
-    const Format& f = *r.softmax_format;
+    const Format& f = *r.softmax.format;
     const std::uint64_t nk = ctx.shape.n_kv;
     auto round = [&](double x) { return rounded_value(x, f); };
-    const Format& sum_format = r.row_sum_format != nullptr ? *r.row_sum_format : f;
+    const Format& sum_format = r.softmax.stored_row_sum();
     std::vector<std::uint32_t> s(rows.size() * nk, 0);
-    for (const Span keys : blocks_of(nk, r.block_n)) {
+    for (const Span keys : blocks_of(nk, r.tiles.block_n)) {
         if (ctx.tile_masked(rows, keys)) continue;  // scores no row reads
         const std::vector<std::uint32_t> tile = score_tile(ctx, models.score, h, rows, keys);
         for (std::uint64_t row = 0; row < rows.size(); ++row)
@@ -295,7 +295,7 @@ void naive_row_block(const FlashContext& ctx, const ForwardModels& models, const
     b.counts.skip_keys = counts.skip_keys;
     std::vector<std::uint32_t> p_cast(rows.size() * nk, 0);
     std::vector<double> x(nk);
-    const steps::PCastConstants k(r.p_scale, *r.p_format);
+    const steps::PCastConstants k(r.p_and_v.p_scale, *r.p_and_v.p_format);
     // A dense mask's value b (natural units, rounded to float32) is added to the scaled score in
     // the softmax's format, x = RN(RN(s scale) + b); -inf masks the key.
     const std::vector<float> bias = ctx.tile_bias(head, rows, {0, nk});
@@ -316,7 +316,7 @@ void naive_row_block(const FlashContext& ctx, const ForwardModels& models, const
             m = std::max(m, x[j]);
             any = true;
         }
-        const double shift = r.softmax == SoftmaxKind::naive && any ? m : 0.0;
+        const double shift = r.softmax.kind == SoftmaxKind::naive && any ? m : 0.0;
         double l = 0;
         for (std::uint64_t j = 0; j < visible; ++j) {
             if (!seen[j]) continue;
@@ -327,8 +327,8 @@ void naive_row_block(const FlashContext& ctx, const ForwardModels& models, const
         for (std::uint64_t j = 0; j < visible; ++j) {
             if (!seen[j]) continue;
             const auto p = static_cast<float>(round(x[j] / l));
-            p_cast[row * nk + j] = steps::cast_p(p, r.p_scale, *r.p_format);
-            steps::count_p(p, r.p_scale, p_cast[row * nk + j], *r.p_format, j, b.counts, k);
+            p_cast[row * nk + j] = steps::cast_p(p, r.p_and_v.p_scale, *r.p_and_v.p_format);
+            steps::count_p(p, r.p_and_v.p_scale, p_cast[row * nk + j], *r.p_and_v.p_format, j, b.counts, k);
         }
         // LSE = ln l + shift, from log2 as the online softmax forms it.
         const float lse2 =
@@ -339,7 +339,7 @@ void naive_row_block(const FlashContext& ctx, const ForwardModels& models, const
         out.lse[i] = a::mul(lse2, steps::ln2);
     }
     pv_product(ctx, models.pv, h, rows, {0, nk}, p_cast, b.acc);
-    const float factor = a::div(1.0f, r.p_scale);  // O = P V / S
+    const float factor = a::div(1.0f, r.p_and_v.p_scale);  // O = P V / S
     for (std::uint64_t row = 0; row < rows.size(); ++row)
         write_output_row(ctx, b.acc.data() + row * ctx.shape.d_v, factor, head * ctx.shape.n_q + rows.begin + row, out);
     counts = b.counts;
@@ -365,7 +365,7 @@ ForwardResult run_forward(const FlashContext& ctx, const AttentionOperands& give
 ForwardResult run_split_forward(const FlashContext& ctx, const AttentionOperands& in, const ForwardOptions& options) {
     FlashContext split = ctx;
     const SplitKvTiles tiles = split_kv_tiles(ctx.shape.d);
-    split.recipe.block_m = tiles.block_m, split.recipe.block_n = tiles.block_n;
+    split.recipe.tiles.block_m = tiles.block_m, split.recipe.tiles.block_n = tiles.block_n;
     split.split_pass = true;
     std::vector<ForwardResult> passes;
     for (int s = 0; s < ctx.splits; ++s) {
@@ -380,12 +380,14 @@ ForwardResult run_forward(const FlashContext& ctx, const AttentionOperands& give
     const AttentionRecipe& recipe = ctx.recipe;
     // Q and K as the score product takes them (block-quantized under qk_quant); a run cache then
     // keys its scores by these bits
-    const AttentionOperands quantized = recipe.qk_quant != nullptr ? quantized_qk(ctx, given) : AttentionOperands{};
-    const AttentionOperands& in = recipe.qk_quant != nullptr ? quantized : given;
+    const AttentionOperands quantized =
+        recipe.scores.qk_quant != nullptr ? quantized_qk(ctx, given) : AttentionOperands{};
+    const AttentionOperands& in = recipe.scores.qk_quant != nullptr ? quantized : given;
     const AttentionShape& shape = ctx.shape;
     const ForwardModels models{
-        detail::TileProduct(recipe, *recipe.input, *recipe.input, recipe.score_product, ctx.aten_packed),
-        detail::TileProduct(recipe, *recipe.p_format, *recipe.input, recipe.pv_product, ctx.aten_packed)};
+        detail::TileProduct(recipe, *recipe.target.input, *recipe.target.input, recipe.scores.product, ctx.aten_packed),
+        detail::TileProduct(recipe, *recipe.p_and_v.p_format, *recipe.target.input, recipe.p_and_v.product,
+                            ctx.aten_packed)};
     const std::vector<std::uint32_t> v_quantized = quantized_v(ctx, in.v);
     const std::shared_ptr<const std::vector<std::uint32_t>> scores =
         options.runs != nullptr ? options.runs->scores(recipe, shape, in, options.threads) : nullptr;
@@ -395,7 +397,7 @@ ForwardResult run_forward(const FlashContext& ctx, const AttentionOperands& give
     out.o_f32.assign(out.o.size(), 0);
     out.lse.assign(shape.heads * shape.n_q, 0);
     out.lse_log2.assign(out.lse.size(), 0);
-    const std::vector<Span> row_blocks = blocks_of(shape.n_q, recipe.block_m);
+    const std::vector<Span> row_blocks = blocks_of(shape.n_q, recipe.tiles.block_m);
     std::vector<ForwardCounts> counts(shape.heads * row_blocks.size());
     parallel_for(counts.size(), 1, options.threads, [&](std::size_t begin, std::size_t end) {
         for (std::size_t task = begin; task < end; ++task) {
@@ -409,7 +411,7 @@ ForwardResult run_forward(const FlashContext& ctx, const AttentionOperands& give
                              in.v.data() + kv * shape.n_kv * shape.d_v,
                              v_quantized.empty() ? nullptr : v_quantized.data() + kv * shape.n_kv * shape.d_v,
                              scores ? scores->data() + head * shape.n_q * shape.n_kv : nullptr};
-            if (recipe.softmax != SoftmaxKind::naive && recipe.softmax != SoftmaxKind::naive_unshifted)
+            if (!recipe.softmax.naive())
                 online_row_block(ctx, models, h, head, block, rows, out, counts[task]);
             else
                 naive_row_block(ctx, models, h, head, rows, out, counts[task]);

@@ -86,7 +86,7 @@ ForwardResult combine_splits(const FlashContext& ctx, const std::vector<ForwardR
             for (std::size_t s = 0; s < splits.size(); ++s)
                 acc = a::fma(libdevice_expf(a::sub(lse[s], lse_logsum)), splits[s].o_f32[i * dv + c], acc);
             out.o_f32[i * dv + c] = acc;
-            out.o[i * dv + c] = steps::saturating_cast(acc, *ctx.recipe.o_format);
+            out.o[i * dv + c] = steps::saturating_cast(acc, *ctx.recipe.output.format);
         }
     }
     out.head_counts.assign(sh.heads, ForwardCounts{});

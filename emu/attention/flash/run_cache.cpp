@@ -19,10 +19,11 @@ std::shared_ptr<const std::vector<std::uint32_t>> RunCache::scores(const Attenti
                                                                    const AttentionShape& shape,
                                                                    const AttentionOperands& in, int threads) {
     const std::lock_guard<std::mutex> lock(mutex_);
-    const MmaModel* model =
-        recipe.score_product == Product::model ? &model_for(recipe, *recipe.input, *recipe.input) : nullptr;
+    const MmaModel* model = recipe.scores.product == Product::model
+                                ? &model_for(recipe, *recipe.target.input, *recipe.target.input)
+                                : nullptr;
     for (auto it = entries_.begin(); it != entries_.end(); ++it) {
-        if (*it->input == *recipe.input && it->product == recipe.score_product && it->model == model &&
+        if (*it->input == *recipe.target.input && it->product == recipe.scores.product && it->model == model &&
             it->heads == shape.heads && it->n_q == shape.n_q && it->n_kv == shape.n_kv && it->d == shape.d &&
             it->causal == shape.causal && same_query_rows(it->shape, shape) && same_mask_and_groups(it->shape, shape) &&
             it->q == in.q && it->k == in.k) {
@@ -32,7 +33,7 @@ std::shared_ptr<const std::vector<std::uint32_t>> RunCache::scores(const Attenti
         }
     }
     auto all = std::make_shared<std::vector<std::uint32_t>>(shape.heads * shape.n_q * shape.n_kv, 0);
-    const detail::TileProduct product(recipe, *recipe.input, *recipe.input, recipe.score_product,
+    const detail::TileProduct product(recipe, *recipe.target.input, *recipe.target.input, recipe.scores.product,
                                       aten_packed(recipe, shape));
     const std::uint64_t blocks = (shape.n_q + row_block - 1) / row_block, d = shape.d;
     parallel_for(shape.heads * blocks, 1, threads, [&](std::size_t begin, std::size_t end) {
@@ -51,8 +52,18 @@ std::shared_ptr<const std::vector<std::uint32_t>> RunCache::scores(const Attenti
         }
     });
     ++computed_;
-    Entry e{recipe.input, recipe.score_product, model, shape.heads, shape.n_q, shape.n_kv,
-            shape.d,      shape.causal,         shape, in.q,        in.k,      std::move(all)};
+    Entry e{recipe.target.input,
+            recipe.scores.product,
+            model,
+            shape.heads,
+            shape.n_q,
+            shape.n_kv,
+            shape.d,
+            shape.causal,
+            shape,
+            in.q,
+            in.k,
+            std::move(all)};
     make_room(e.bytes());
     entries_.push_back(std::move(e));
     return entries_.back().s;

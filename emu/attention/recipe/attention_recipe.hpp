@@ -87,62 +87,108 @@ enum class DeltaSum : std::uint8_t {
     lanes32,     // the same over 32 lanes (a loop that loads BF16) folded to 16 (inductor_cpu_math.hpp)
 };
 
-struct AttentionRecipe {
-    std::string name = "custom";
+// The recipe, stage by stage in the order a kernel runs them (the stages of recipe_key_table).
+// Each stage checks its own keys (validate, naming the recipe); the rules that join stages are
+// AttentionRecipe's (validate below).
+
+/// What runs the products: the input format and the tensor-core model.
+struct TargetStage {
     const Format* input = &bf16;  // q, k, v and dO are rounded to it (RNE) first
     std::string arch = "sm90";    // the tensor-core model of every product (mma_model.hpp)
     std::string instruction = "mma.sync";
-    int block_m = 128, block_n = 64;         // Br x Bc tiles of S; block_n 0: "auto", FlashAttention-2's
-                                             // as PyTorch builds it (D <= 64: 128, D <= 128: 64)
-    Product score_product = Product::model;  // S = Q K^T
-    Product pv_product = Product::model;     // P V
-    PvDepth pv_depth = PvDepth::keys;        // P V over a partial tile's keys or its whole width
-    Product grad_product = Product::model;   // the backward's dP, dV, dK and dQ
-    SoftmaxKind softmax = SoftmaxKind::online;
-    const Format* softmax_format = &f32;     // naive: the format of exp, sum and division;
+};
+
+/// The schedule: tile sizes, the KV order and the launch facts some kernels' bits depend on.
+struct TileStage {
+    int block_m = 128, block_n = 64;  // Br x Bc tiles of S; block_n 0: "auto", FlashAttention-2's as
+                                      // PyTorch builds it (D <= 64: 128, D <= 128: 64)
+    KvOrder kv_order = KvOrder::forward;
+    int aten_threads = 0;  // the threads ATen's CPU kernel ran with (torch.get_num_threads()): its packed
+                           // GEMM path depends on it; 0: unknown (refused where it matters)
+    int split_kv_sms = 0;  // > 0: split KV where PyTorch's flash would on a GPU of this many SMs
+                           // (num_splits_heuristic), its split kernel and combine (flash_split_kv.hpp)
+    void validate(std::string_view recipe) const;
+};
+
+/// S = Q K^T and what happens to it before the softmax.
+struct ScoreStage {
+    Product product = Product::model;
+    ScaleLog2 scale_log2 = ScaleLog2::float32;
+    const BlockFormat* qk_quant = nullptr;          // Q and K quantized along D (the score product's
+                                                    // reduction) in this block format, blocks of 32
+    SoftcapTanh softcap_tanh = SoftcapTanh::exact;  // where the problem caps its scores
+};
+
+/// The softmax: its kind, and the choices of each kind.
+struct SoftmaxStage {
+    SoftmaxKind kind = SoftmaxKind::online;
+    const Format* format = &f32;             // naive: the format of exp, sum and division;
                                              // online-torch: the format of S, row max and row sum
     const Format* row_sum_format = nullptr;  // naive and online-torch: the format the row sum l is
-                                             // stored in, apart from S and m; null: softmax_format
+                                             // stored in, apart from S and m; null: `format`
     Exp2Kind exp2 = Exp2Kind::software;
-    ScaleLog2 scale_log2 = ScaleLog2::float32;
+    Exp2Arg exp2_arg = Exp2Arg::mul_sub;  // exp2's argument for P-bar, forward and backward
     RescaleArg rescale_arg = RescaleArg::scaled;
     RowSum row_sum = RowSum::sequential;
-    Exp2Arg exp2_arg = Exp2Arg::mul_sub;  // exp2's argument for P-bar, forward and backward
-    bool max_adjust = false;              // Qiu & Yao's fix: no P-bar entry exactly 1 (see below)
+    bool max_adjust = false;  // Qiu & Yao's fix: no P-bar entry exactly 1
     float max_adjust_beta = 2;
-    const Format* p_format = &bf16;  // P is cast to it (times p_scale) before P V
-    float p_scale = 1;               // S: a power of two or 448
-    KvOrder kv_order = KvOrder::forward;
-    const BlockFormat* qk_quant = nullptr;  // Q and K quantized along D (the score product's reduction)
-                                            // in this block format, blocks of 32, before S = Q K^T
-    const BlockFormat* p_quant = nullptr;   // each row's P * S quantized along keys in this block format,
-                                            // blocks of 32, from float32, before P V (online softmax)
-    const BlockFormat* v_quant = nullptr;   // V quantized along tokens in this block format
-    int v_block = 32;
-    bool diagonal_fix = false;  // the diagonal tile of P multiplies unquantized V
-    const Format* o_format = &bf16;
+    bool naive() const { return kind == SoftmaxKind::naive || kind == SoftmaxKind::naive_unshifted; }
+    /// The format the row sum is stored in (row_sum_format, or `format` where that is null).
+    const Format& stored_row_sum() const { return row_sum_format != nullptr ? *row_sum_format : *format; }
+    void validate(std::string_view recipe) const;
+};
+
+/// P, V and their product.
+struct PvStage {
+    const Format* p_format = &bf16;        // P is cast to it (times p_scale) before P V
+    float p_scale = 1;                     // S: a power of two or 448
+    const BlockFormat* p_quant = nullptr;  // each row's P * S quantized along keys in this block
+                                           // format, blocks of 32, from float32 (online softmax)
+    const BlockFormat* v_quant = nullptr;  // V quantized along tokens in this block format
+    int v_block = 32;                      // the tokens sharing one V scale
+    bool diagonal_fix = false;             // the diagonal tile of P multiplies unquantized V
+    Product product = Product::model;      // P V
+    PvDepth depth = PvDepth::keys;         // P V over a partial tile's keys or its whole width
+    void validate(std::string_view recipe) const;
+};
+
+/// The running O and how a row ends.
+struct OutputStage {
+    const Format* accumulator = &f32;  // the running O: f32 (kernels), or e.g. bf16 where each block's
+                                       // P V and the rescaled O are rounded to it (a flash attention
+                                       // written in PyTorch on BF16 tensors)
+    const Format* format = &bf16;      // O as written
     Epilogue epilogue = Epilogue::fa2;
-    SoftcapTanh softcap_tanh = SoftcapTanh::exact;  // where the problem caps its scores
-    int aten_threads = 0;                // the threads ATen's CPU kernel ran with (torch.get_num_threads()): its
-                                         // packed GEMM path depends on it; 0: unknown (refused where it matters)
-    int split_kv_sms = 0;                // > 0: split KV where PyTorch's flash would on a GPU of this many SMs
-                                         // (num_splits_heuristic), its split kernel and combine (flash_split_kv.hpp)
-    const Format* o_accumulator = &f32;  // the running O: f32 (kernels), or e.g. bf16 where each
-                                         // block's P V and the rescaled O are rounded to it
-                                         // (a flash attention written in PyTorch on BF16 tensors)
+};
+
+/// The backward pass: delta, dS and the gradients' products.
+struct BackwardStage {
+    Product product = Product::model;  // dP, dV, dK and dQ
     DeltaKind delta = DeltaKind::stored_o;
     const Format* delta_format = &f32;          // delta from O: each dO * O and the sum rounded to it
                                                 // (float32 accumulation), as PyTorch's BF16 ops do
     DeltaSum delta_sum = DeltaSum::sequential;  // with delta_format f32 (host only)
     const Format* ds_format = &bf16;            // dS and P are cast to it before dK, dQ and dV
     const Format* grad_format = &bf16;          // dQ, dK, dV as written
-    const BlockFormat* grad_quant = nullptr;    // the backward's products dP = dO V^T, dV = P^T dO,
-                                                // dK = dS^T Q, dQ = dS K: both operands block-quantized
-                                                // in this format, blocks of 32 along the product's
-                                                // reduction axis, dequantized exactly into ds_format
-    bool grad_stochastic = false;               // their elements rounded stochastically (probability
+    const BlockFormat* quant = nullptr;         // the products dP = dO V^T, dV = P^T dO, dK = dS^T Q,
+                                                // dQ = dS K: both operands block-quantized in this
+                                                // format, blocks of 32 along the product's reduction
+                                                // axis, dequantized exactly into ds_format
+    bool stochastic = false;                    // quant's elements rounded stochastically (probability
                                                 // exactly proportional), else to nearest even
-    int grad_seed = 0;                          // the stochastic rounding's seed
+    int seed = 0;                               // the stochastic rounding's seed
+    void validate(std::string_view recipe) const;
+};
+
+struct AttentionRecipe {
+    std::string name = "custom";
+    TargetStage target;
+    TileStage tiles;
+    ScoreStage scores;
+    SoftmaxStage softmax;
+    PvStage p_and_v;
+    OutputStage output;
+    BackwardStage backward;
 };
 
 /// The named presets, in a fixed order.
@@ -198,9 +244,10 @@ int resolved_block_n(const AttentionRecipe& recipe, std::uint64_t d);
 /// num_splits_heuristic); 1: the non-split kernel.
 int torch_flash_splits(std::uint64_t heads, std::uint64_t n_q, std::uint64_t n_kv, std::uint64_t d, int sms);
 
-/// Throws Error (naming the recipe and the key) for combinations the emulator cannot run: no
-/// tensor-core model for the inputs, tiles that are not multiples of 16, a V block that does
-/// not divide block_n under the diagonal fix, a P scale that is not positive.
+/// Throws Error (naming the recipe and the key) for combinations the emulator cannot run: each
+/// stage's own rules (tiles that are not multiples of 16, a choice of another softmax kind), then
+/// those across stages (no tensor-core model for the inputs, a V block that does not divide
+/// block_n under the diagonal fix).
 void validate(const AttentionRecipe& recipe);
 
 }  // namespace roundscope::emu

@@ -22,7 +22,7 @@ AttentionRecipe fa2_bf16() {
 AttentionRecipe fa2_f16() {
     AttentionRecipe r;
     r.name = "fa2-f16";
-    r.input = r.p_format = r.o_format = r.grad_format = r.ds_format = &f16;
+    r.target.input = r.p_and_v.p_format = r.output.format = r.backward.grad_format = r.backward.ds_format = &f16;
     return r;
 }
 
@@ -32,16 +32,16 @@ AttentionRecipe fa2_f16() {
 AttentionRecipe fa2_f32() {
     AttentionRecipe r;
     r.name = "fa2-f32";
-    r.input = r.p_format = r.o_format = r.grad_format = r.ds_format = &f32;
-    r.score_product = r.pv_product = r.grad_product = Product::exact_f64;
+    r.target.input = r.p_and_v.p_format = r.output.format = r.backward.grad_format = r.backward.ds_format = &f32;
+    r.scores.product = r.p_and_v.product = r.backward.product = Product::exact_f64;
     return r;
 }
 
 AttentionRecipe fa3_bf16() {
     AttentionRecipe r;
     r.name = "fa3-bf16";
-    r.block_n = 128;
-    r.kv_order = KvOrder::reverse;
+    r.tiles.block_n = 128;
+    r.tiles.kv_order = KvOrder::reverse;
     return r;
 }
 
@@ -56,30 +56,30 @@ AttentionRecipe fa3_bf16() {
 AttentionRecipe h100_bf16() {
     AttentionRecipe r = fa3_bf16();
     r.name = "h100-bf16";
-    r.instruction = "wgmma";
-    r.scale_log2 = ScaleLog2::float64;
-    r.exp2_arg = Exp2Arg::fma;
-    r.rescale_arg = RescaleArg::raw;
-    r.row_sum = RowSum::quad_ffma;
-    r.pv_depth = PvDepth::tile;
+    r.target.instruction = "wgmma";
+    r.scores.scale_log2 = ScaleLog2::float64;
+    r.softmax.exp2_arg = Exp2Arg::fma;
+    r.softmax.rescale_arg = RescaleArg::raw;
+    r.softmax.row_sum = RowSum::quad_ffma;
+    r.p_and_v.depth = PvDepth::tile;
     return r;
 }
 
 AttentionRecipe fa3_fp8() {
     AttentionRecipe r = fa3_bf16();
     r.name = "fa3-fp8";
-    r.input = &e4m3;
-    r.instruction = "wgmma";
-    r.p_format = &e4m3;
-    r.p_scale = 256;  // FlashAttention-3's max offset of 8
+    r.target.input = &e4m3;
+    r.target.instruction = "wgmma";
+    r.p_and_v.p_format = &e4m3;
+    r.p_and_v.p_scale = 256;  // FlashAttention-3's max offset of 8
     return r;
 }
 
 AttentionRecipe fp8_forward_order() {
     AttentionRecipe r = fa3_fp8();
     r.name = "fp8-forward-order";
-    r.kv_order = KvOrder::forward;
-    r.p_scale = 1;
+    r.tiles.kv_order = KvOrder::forward;
+    r.p_and_v.p_scale = 1;
     return r;
 }
 
@@ -89,17 +89,17 @@ AttentionRecipe fp8_forward_order() {
 AttentionRecipe fp8_p_cast_only() {
     AttentionRecipe r = fp8_forward_order();
     r.name = "fp8-p-cast-only";
-    r.input = &f32;
-    r.score_product = r.pv_product = Product::exact_f64;
-    r.o_format = &f32;
+    r.target.input = &f32;
+    r.scores.product = r.p_and_v.product = Product::exact_f64;
+    r.output.format = &f32;
     return r;
 }
 
 AttentionRecipe mxfp4_v(bool fixed) {
     AttentionRecipe r;
     r.name = fixed ? "mxfp4-v-fixed" : "mxfp4-v";
-    r.v_quant = &mxfp4;
-    r.diagonal_fix = fixed;
+    r.p_and_v.v_quant = &mxfp4;
+    r.p_and_v.diagonal_fix = fixed;
     return r;
 }
 
@@ -110,10 +110,10 @@ AttentionRecipe mxfp4_v(bool fixed) {
 AttentionRecipe naive(const Format& model, const Format& softmax) {
     AttentionRecipe r;
     r.name = std::string("naive-") + std::string(model.name);
-    r.softmax = SoftmaxKind::naive;
-    r.softmax_format = &softmax;
-    r.input = r.p_format = r.o_format = &model;
-    if (model == f32) r.score_product = r.pv_product = Product::exact_f64;
+    r.softmax.kind = SoftmaxKind::naive;
+    r.softmax.format = &softmax;
+    r.target.input = r.p_and_v.p_format = r.output.format = &model;
+    if (model == f32) r.scores.product = r.p_and_v.product = Product::exact_f64;
     return r;
 }
 
@@ -121,7 +121,7 @@ AttentionRecipe naive(const Format& model, const Format& softmax) {
 AttentionRecipe fa2_bf16_fixed() {
     AttentionRecipe r = fa2_bf16();
     r.name = "fa2-bf16-max-adjust";
-    r.max_adjust = true;
+    r.softmax.max_adjust = true;
     return r;
 }
 
@@ -130,7 +130,7 @@ AttentionRecipe fa2_bf16_fixed() {
 AttentionRecipe fa2_bf16_o_bf16() {
     AttentionRecipe r = fa2_bf16();
     r.name = "fa2-bf16-o-bf16";
-    r.o_accumulator = &bf16;
+    r.output.accumulator = &bf16;
     return r;
 }
 
@@ -147,11 +147,11 @@ AttentionRecipe fa2_bf16_o_bf16() {
 AttentionRecipe fa2_bf16_torch() {
     AttentionRecipe r = fa2_bf16();
     r.name = "fa2-bf16-torch";
-    r.block_m = r.block_n = 512;
-    r.softmax = SoftmaxKind::online_torch;
-    r.softmax_format = &bf16;
-    r.o_accumulator = &bf16;
-    r.delta_format = &f32;
+    r.tiles.block_m = r.tiles.block_n = 512;
+    r.softmax.kind = SoftmaxKind::online_torch;
+    r.softmax.format = &bf16;
+    r.output.accumulator = &bf16;
+    r.backward.delta_format = &f32;
     return r;
 }
 
@@ -162,8 +162,8 @@ AttentionRecipe fa2_bf16_torch() {
 AttentionRecipe fa2_bf16_torch_compiled() {
     AttentionRecipe r = fa2_bf16_torch();
     r.name = "fa2-bf16-torch-compiled";
-    r.softmax = SoftmaxKind::compiled_torch;
-    r.delta_sum = DeltaSum::lanes32;
+    r.softmax.kind = SoftmaxKind::compiled_torch;
+    r.backward.delta_sum = DeltaSum::lanes32;
     return r;
 }
 
@@ -177,14 +177,14 @@ AttentionRecipe fa2_bf16_torch_compiled() {
 AttentionRecipe torch_flash_sm90() {
     AttentionRecipe r;
     r.name = "torch-flash-sm90";
-    r.block_n = 0;  // auto: 128 x 128 at D <= 64, 128 x 64 at D <= 128
-    r.kv_order = KvOrder::reverse;
-    r.exp2 = Exp2Kind::cuda_exp2f;
-    r.scale_log2 = ScaleLog2::float64;
-    r.rescale_arg = RescaleArg::raw;
-    r.row_sum = RowSum::quad_ffma;
-    r.epilogue = Epilogue::torch_flash;
-    r.split_kv_sms = 132;
+    r.tiles.block_n = 0;  // auto: 128 x 128 at D <= 64, 128 x 64 at D <= 128
+    r.tiles.kv_order = KvOrder::reverse;
+    r.softmax.exp2 = Exp2Kind::cuda_exp2f;
+    r.scores.scale_log2 = ScaleLog2::float64;
+    r.softmax.rescale_arg = RescaleArg::raw;
+    r.softmax.row_sum = RowSum::quad_ffma;
+    r.output.epilogue = Epilogue::torch_flash;
+    r.tiles.split_kv_sms = 132;
     return r;
 }
 
@@ -197,9 +197,9 @@ AttentionRecipe torch_flash_sm90() {
 AttentionRecipe torch_cpu_bf16() {
     AttentionRecipe r;
     r.name = "torch-cpu-bf16";
-    r.block_n = 512;
-    r.score_product = r.pv_product = Product::amx;
-    r.softmax = SoftmaxKind::aten_cpu;
+    r.tiles.block_n = 512;
+    r.scores.product = r.p_and_v.product = Product::amx;
+    r.softmax.kind = SoftmaxKind::aten_cpu;
     return r;
 }
 

@@ -114,85 +114,103 @@ std::vector<std::string> named_values(const NamedValues<Enum, N>& names) {
     return out;
 }
 
-// One function per kind of setting; `Field` is the recipe member it holds.
+// One function per kind of setting; `Stage` and `Field` name the recipe member it holds.
 
-template <const Format* R::*Field>
-Setting format_setting(std::string_view key, std::string accepts) {
-    return {key, std::move(accepts), [](const R& r) { return std::string((r.*Field)->name); },
-            [](R& r, std::string_view k, std::string_view v) { r.*Field = parse_format(k, v); }, format_values()};
+template <auto Stage, auto Field>
+auto& field(R& r) {
+    return (r.*Stage).*Field;
 }
 
-template <auto Field, const auto& Names>
+template <auto Stage, auto Field>
+const auto& field(const R& r) {
+    return (r.*Stage).*Field;
+}
+
+template <auto Stage, auto Field>
+Setting format_setting(std::string_view key, std::string accepts) {
+    return {key, std::move(accepts), [](const R& r) { return std::string(field<Stage, Field>(r)->name); },
+            [](R& r, std::string_view k, std::string_view v) { field<Stage, Field>(r) = parse_format(k, v); },
+            format_values()};
+}
+
+template <auto Stage, auto Field, const auto& Names>
 Setting named_setting(std::string_view key) {
-    return {key, Names.list(), [](const R& r) { return std::string(Names.name(r.*Field)); },
-            [](R& r, std::string_view k, std::string_view v) { r.*Field = Names.parse(what(k), v); },
+    return {key, Names.list(), [](const R& r) { return std::string(Names.name(field<Stage, Field>(r))); },
+            [](R& r, std::string_view k, std::string_view v) { field<Stage, Field>(r) = Names.parse(what(k), v); },
             named_values(Names)};
 }
 
-template <int R::*Field, int Lo, int Hi>
+template <auto Stage, auto Field, int Lo, int Hi>
 Setting integer_setting(std::string_view key, std::string accepts, std::vector<std::string> values, int step = 1) {
     return {key,
             std::move(accepts),
-            [](const R& r) { return std::to_string(r.*Field); },
-            [](R& r, std::string_view k, std::string_view v) { r.*Field = parse_integer(k, v, Lo, Hi); },
+            [](const R& r) { return std::to_string(field<Stage, Field>(r)); },
+            [](R& r, std::string_view k, std::string_view v) { field<Stage, Field>(r) = parse_integer(k, v, Lo, Hi); },
             std::move(values),
             {},
             integers(Lo, Hi, step)};
 }
 
-template <float R::*Field>
+template <auto Stage, auto Field>
 Setting positive_setting(std::string_view key, std::string accepts, std::vector<std::string> values) {
     // Printed as the double it is, so that parse_positive reads back the same float32.
     return {key,
             std::move(accepts),
-            [](const R& r) { return fmt::format("{}", static_cast<double>(r.*Field)); },
-            [](R& r, std::string_view k, std::string_view v) { r.*Field = parse_positive(k, v); },
+            [](const R& r) { return fmt::format("{}", static_cast<double>(field<Stage, Field>(r))); },
+            [](R& r, std::string_view k, std::string_view v) { field<Stage, Field>(r) = parse_positive(k, v); },
             std::move(values),
             {},
             {KeyDomain::Kind::positive_float32, 0, 0, 0, {}}};
 }
 
-template <std::string R::*Field>
+template <auto Stage, auto Field>
 Setting text_setting(std::string_view key, std::vector<std::string> values) {
     std::string accepts;
     for (const std::string& v : values) accepts += (accepts.empty() ? "" : "|") + v;
-    return {key, std::move(accepts), [](const R& r) { return r.*Field; },
-            [](R& r, std::string_view, std::string_view v) { r.*Field = std::string(v); }, std::move(values)};
+    return {key, std::move(accepts), [](const R& r) { return field<Stage, Field>(r); },
+            [](R& r, std::string_view, std::string_view v) { field<Stage, Field>(r) = std::string(v); },
+            std::move(values)};
 }
 
-template <const BlockFormat* R::*Field>
+template <auto Stage, auto Field>
 Setting block_format_setting(std::string_view key, std::string accepts) {
-    return {key, std::move(accepts), [](const R& r) { return std::string(r.*Field ? (r.*Field)->name : "none"); },
-            [](R& r, std::string_view k, std::string_view v) { r.*Field = parse_block_format_or_none(k, v); },
-            block_format_values()};
+    return {
+        key, std::move(accepts),
+        [](const R& r) {
+            const BlockFormat* f = field<Stage, Field>(r);
+            return std::string(f != nullptr ? f->name : "none");
+        },
+        [](R& r, std::string_view k, std::string_view v) { field<Stage, Field>(r) = parse_block_format_or_none(k, v); },
+        block_format_values()};
 }
 
 // The table, stage by stage (RecipeKey::stage): a key's stage is the step of the kernel it rounds in.
 std::vector<Setting> target_settings() {
     return {
-        format_setting<&R::input>("input", "a format (q, k, v, dO rounded to it)"),
-        text_setting<&R::arch>("arch", {"sm80", "sm89", "sm90", "sm100"}),
-        text_setting<&R::instruction>("instruction", {"mma.sync", "wgmma", "tcgen05.mma"}),
+        format_setting<&R::target, &TargetStage::input>("input", "a format (q, k, v, dO rounded to it)"),
+        text_setting<&R::target, &TargetStage::arch>("arch", {"sm80", "sm89", "sm90", "sm100"}),
+        text_setting<&R::target, &TargetStage::instruction>("instruction", {"mma.sync", "wgmma", "tcgen05.mma"}),
     };
 }
 
 std::vector<Setting> tile_settings() {
     return {
-        integer_setting<&R::block_m, 16, 1024>("block_m", "Br, a multiple of 16", {"16", "32", "64", "128"}, 16),
+        integer_setting<&R::tiles, &TileStage::block_m, 16, 1024>("block_m", "Br, a multiple of 16",
+                                                                  {"16", "32", "64", "128"}, 16),
         {"block_n",
          "Bc, a multiple of 16, or auto (PyTorch's flash tile for the head dimension)",
-         [](const R& r) { return r.block_n == 0 ? std::string("auto") : std::to_string(r.block_n); },
+         [](const R& r) { return r.tiles.block_n == 0 ? std::string("auto") : std::to_string(r.tiles.block_n); },
          [](R& r, std::string_view k, std::string_view v) {
-             r.block_n = v == "auto" ? 0 : parse_integer(k, v, 16, 1024);
+             r.tiles.block_n = v == "auto" ? 0 : parse_integer(k, v, 16, 1024);
          },
          {"auto", "16", "32", "64", "128", "256", "512"},
          {},
          integers(16, 1024, 16, {"auto"})},
-        named_setting<&R::kv_order, order_names>("kv_order"),
-        integer_setting<&R::aten_threads, 0, 65536>(
+        named_setting<&R::tiles, &TileStage::kv_order, order_names>("kv_order"),
+        integer_setting<&R::tiles, &TileStage::aten_threads, 0, 65536>(
             "aten_threads", "the threads ATen's CPU kernel ran with (0: unknown, refused where it matters)",
             {"0", "1", "2", "8", "64"}),
-        integer_setting<&R::split_kv_sms, 0, 1024>(
+        integer_setting<&R::tiles, &TileStage::split_kv_sms, 0, 1024>(
             "split_kv_sms", "SMs of the GPU whose split-KV choice PyTorch's flash path follows (0: never split)",
             {"0", "1", "132"}),
     };
@@ -200,72 +218,78 @@ std::vector<Setting> tile_settings() {
 
 std::vector<Setting> score_settings() {
     return {
-        named_setting<&R::score_product, product_names>("score_product"),
-        named_setting<&R::scale_log2, scale_log2_names>("scale_log2"),
-        block_format_setting<&R::qk_quant>("qk_quant", "none or a block format (Q and K along D, blocks of 32)"),
-        named_setting<&R::softcap_tanh, softcap_tanh_names>("softcap_tanh"),
+        named_setting<&R::scores, &ScoreStage::product, product_names>("score_product"),
+        named_setting<&R::scores, &ScoreStage::scale_log2, scale_log2_names>("scale_log2"),
+        block_format_setting<&R::scores, &ScoreStage::qk_quant>(
+            "qk_quant", "none or a block format (Q and K along D, blocks of 32)"),
+        named_setting<&R::scores, &ScoreStage::softcap_tanh, softcap_tanh_names>("softcap_tanh"),
     };
 }
 
 std::vector<Setting> softmax_settings() {
     return {
-        named_setting<&R::softmax, softmax_names>("softmax"),
-        format_setting<&R::softmax_format>("softmax_format", "a format (naive and online-torch softmax)"),
+        named_setting<&R::softmax, &SoftmaxStage::kind, softmax_names>("softmax"),
+        format_setting<&R::softmax, &SoftmaxStage::format>("softmax_format",
+                                                           "a format (naive and online-torch softmax)"),
         {"row_sum_format", "a format, or softmax (as softmax_format; naive and online-torch softmax)",
-         [](const R& r) { return std::string(r.row_sum_format ? r.row_sum_format->name : "softmax"); },
+         [](const R& r) { return std::string(r.softmax.row_sum_format ? r.softmax.row_sum_format->name : "softmax"); },
          [](R& r, std::string_view k, std::string_view v) {
-             r.row_sum_format = v == "softmax" ? nullptr : parse_format(k, v);
+             r.softmax.row_sum_format = v == "softmax" ? nullptr : parse_format(k, v);
          },
          [] {
              std::vector<std::string> v{"softmax"};
              for (std::string& f : format_values()) v.push_back(std::move(f));
              return v;
          }()},
-        named_setting<&R::exp2, exp2_names>("exp2"),
-        named_setting<&R::exp2_arg, exp2_arg_names>("exp2_arg"),
-        named_setting<&R::rescale_arg, rescale_arg_names>("rescale_arg"),
-        named_setting<&R::row_sum, row_sum_names>("row_sum"),
-        named_setting<&R::max_adjust, switch_names>("max_adjust"),
-        positive_setting<&R::max_adjust_beta>("max_adjust_beta", "a positive number", {"2", "8"}),
+        named_setting<&R::softmax, &SoftmaxStage::exp2, exp2_names>("exp2"),
+        named_setting<&R::softmax, &SoftmaxStage::exp2_arg, exp2_arg_names>("exp2_arg"),
+        named_setting<&R::softmax, &SoftmaxStage::rescale_arg, rescale_arg_names>("rescale_arg"),
+        named_setting<&R::softmax, &SoftmaxStage::row_sum, row_sum_names>("row_sum"),
+        named_setting<&R::softmax, &SoftmaxStage::max_adjust, switch_names>("max_adjust"),
+        positive_setting<&R::softmax, &SoftmaxStage::max_adjust_beta>("max_adjust_beta", "a positive number",
+                                                                      {"2", "8"}),
     };
 }
 
 std::vector<Setting> pv_settings() {
     return {
-        format_setting<&R::p_format>("p_format", "a format"),
-        positive_setting<&R::p_scale>("p_scale", "S > 0 (P * S is cast)", {"1", "256", "448"}),
-        block_format_setting<&R::p_quant>("p_quant",
-                                          "none or a block format (each row's P along keys, blocks of 32; online "
-                                          "softmax)"),
-        block_format_setting<&R::v_quant>("v_quant", "none or a block format"),
-        integer_setting<&R::v_block, 1, 1024>("v_block", "tokens per V scale", {"16", "32"}),
-        named_setting<&R::diagonal_fix, switch_names>("diagonal_fix"),
-        named_setting<&R::pv_product, product_names>("pv_product"),
-        named_setting<&R::pv_depth, pv_depth_names>("pv_depth"),
+        format_setting<&R::p_and_v, &PvStage::p_format>("p_format", "a format"),
+        positive_setting<&R::p_and_v, &PvStage::p_scale>("p_scale", "S > 0 (P * S is cast)", {"1", "256", "448"}),
+        block_format_setting<&R::p_and_v, &PvStage::p_quant>(
+            "p_quant",
+            "none or a block format (each row's P along keys, blocks of 32; online "
+            "softmax)"),
+        block_format_setting<&R::p_and_v, &PvStage::v_quant>("v_quant", "none or a block format"),
+        integer_setting<&R::p_and_v, &PvStage::v_block, 1, 1024>("v_block", "tokens per V scale", {"16", "32"}),
+        named_setting<&R::p_and_v, &PvStage::diagonal_fix, switch_names>("diagonal_fix"),
+        named_setting<&R::p_and_v, &PvStage::product, product_names>("pv_product"),
+        named_setting<&R::p_and_v, &PvStage::depth, pv_depth_names>("pv_depth"),
     };
 }
 
 std::vector<Setting> output_settings() {
     return {
-        format_setting<&R::o_accumulator>("o_accumulator", "a format (the running O)"),
-        format_setting<&R::o_format>("o_format", "a format"),
-        named_setting<&R::epilogue, epilogue_names>("epilogue"),
+        format_setting<&R::output, &OutputStage::accumulator>("o_accumulator", "a format (the running O)"),
+        format_setting<&R::output, &OutputStage::format>("o_format", "a format"),
+        named_setting<&R::output, &OutputStage::epilogue, epilogue_names>("epilogue"),
     };
 }
 
 std::vector<Setting> backward_settings() {
     return {
-        named_setting<&R::grad_product, grad_product_names>("grad_product"),
-        named_setting<&R::delta, delta_names>("delta"),
-        format_setting<&R::delta_format>("delta_format", "a format (dO * O and delta, float32 sums)"),
-        named_setting<&R::delta_sum, delta_sum_names>("delta_sum"),
-        format_setting<&R::ds_format>("ds_format", "a format (dS, and P for dV)"),
-        format_setting<&R::grad_format>("grad_format", "a format (dQ, dK, dV)"),
-        block_format_setting<&R::grad_quant>(
+        named_setting<&R::backward, &BackwardStage::product, grad_product_names>("grad_product"),
+        named_setting<&R::backward, &BackwardStage::delta, delta_names>("delta"),
+        format_setting<&R::backward, &BackwardStage::delta_format>("delta_format",
+                                                                   "a format (dO * O and delta, float32 sums)"),
+        named_setting<&R::backward, &BackwardStage::delta_sum, delta_sum_names>("delta_sum"),
+        format_setting<&R::backward, &BackwardStage::ds_format>("ds_format", "a format (dS, and P for dV)"),
+        format_setting<&R::backward, &BackwardStage::grad_format>("grad_format", "a format (dQ, dK, dV)"),
+        block_format_setting<&R::backward, &BackwardStage::quant>(
             "grad_quant",
             "none or a block format (both operands of every backward product, blocks of 32 along its sum)"),
-        named_setting<&R::grad_stochastic, grad_rounding_names>("grad_rounding"),
-        integer_setting<&R::grad_seed, 0, 2147483647>("grad_seed", "the stochastic rounding's seed", {"0", "1"}),
+        named_setting<&R::backward, &BackwardStage::stochastic, grad_rounding_names>("grad_rounding"),
+        integer_setting<&R::backward, &BackwardStage::seed, 0, 2147483647>(
+            "grad_seed", "the stochastic rounding's seed", {"0", "1"}),
     };
 }
 

@@ -71,20 +71,25 @@ inline RowResult scalar_online_row(const emu::AttentionRecipe& r, const emu::Att
                                    const RowMask& mask) {
     namespace a = emu::f32_arith;
     using emu::f32;
-    const ScalarProduct score{r.score_product, emu::find_mma_model(r.arch, r.instruction, *r.input, *r.input, f32),
-                              r.input, r.input};
-    const ScalarProduct pv{r.pv_product, emu::find_mma_model(r.arch, r.instruction, *r.p_format, *r.input, f32),
-                           r.p_format, r.input};
+    const ScalarProduct score{
+        r.scores.product,
+        emu::find_mma_model(r.target.arch, r.target.instruction, *r.target.input, *r.target.input, f32), r.target.input,
+        r.target.input};
+    const ScalarProduct pv{
+        r.p_and_v.product,
+        emu::find_mma_model(r.target.arch, r.target.instruction, *r.p_and_v.p_format, *r.target.input, f32),
+        r.p_and_v.p_format, r.target.input};
     const std::uint64_t d = sh.d, dv = sh.d_v, nk = sh.n_kv, kv = head / sh.kv_group;
     // qk_quant: q and every key quantized along D first
     std::vector<std::uint32_t> q_row(in.q.begin() + static_cast<std::ptrdiff_t>((head * sh.n_q + i) * d),
                                      in.q.begin() + static_cast<std::ptrdiff_t>((head * sh.n_q + i + 1) * d));
     std::vector<std::uint32_t> keys(in.k.begin() + static_cast<std::ptrdiff_t>(kv * nk * d),
                                     in.k.begin() + static_cast<std::ptrdiff_t>((kv + 1) * nk * d));
-    if (r.qk_quant != nullptr) {
-        q_row = mx_blocks(q_row.data(), d, *r.input, *r.qk_quant, *r.input);
+    if (r.scores.qk_quant != nullptr) {
+        q_row = mx_blocks(q_row.data(), d, *r.target.input, *r.scores.qk_quant, *r.target.input);
         for (std::uint64_t j = 0; j < nk; ++j) {
-            const std::vector<std::uint32_t> kj = mx_blocks(keys.data() + j * d, d, *r.input, *r.qk_quant, *r.input);
+            const std::vector<std::uint32_t> kj =
+                mx_blocks(keys.data() + j * d, d, *r.target.input, *r.scores.qk_quant, *r.target.input);
             std::copy(kj.begin(), kj.end(), keys.begin() + static_cast<std::ptrdiff_t>(j * d));
         }
     }
@@ -104,21 +109,21 @@ inline RowResult scalar_online_row(const emu::AttentionRecipe& r, const emu::Att
     // under a soft cap (FlashAttention-2's): the score tanh(RN(s RN(scale / cap))), the constant RN(cap log2 e)
     const emu::SoftcapConstants cap = emu::softcap_constants(sh.scale, static_cast<float>(sh.softcap));
     const float scale_log2 = sh.softcap != 0 ? cap.scale_log2
-                             : r.scale_log2 == emu::ScaleLog2::float64
+                             : r.scores.scale_log2 == emu::ScaleLog2::float64
                                  ? static_cast<float>(static_cast<double>(sh.scale) * 1.4426950408889634074)
                                  : emu::steps::scale_log2(sh.scale);
-    const bool quad = r.row_sum == emu::RowSum::quad_ffma;
+    const bool quad = r.softmax.row_sum == emu::RowSum::quad_ffma;
     float m = emu::steps::minus_infinity(), m_raw = emu::steps::minus_infinity(), l = 0;
     float lanes[4] = {0, 0, 0, 0};
     std::vector<std::uint32_t> acc(dv, 0);
     std::vector<std::uint64_t> starts;
-    for (std::uint64_t c0 = 0; c0 < nk; c0 += static_cast<std::uint64_t>(r.block_n)) starts.push_back(c0);
-    if (r.kv_order == emu::KvOrder::reverse) std::reverse(starts.begin(), starts.end());
+    for (std::uint64_t c0 = 0; c0 < nk; c0 += static_cast<std::uint64_t>(r.tiles.block_n)) starts.push_back(c0);
+    if (r.tiles.kv_order == emu::KvOrder::reverse) std::reverse(starts.begin(), starts.end());
     // the tiles the kernel skips: outside the band of every row of the row block
-    const auto bm = static_cast<std::uint64_t>(r.block_m);
+    const auto bm = static_cast<std::uint64_t>(r.tiles.block_m);
     const std::uint64_t block_first = i / bm * bm, block_last = std::min<std::uint64_t>(block_first + bm, sh.n_q) - 1;
     for (const std::uint64_t c0 : starts) {
-        const std::uint64_t c1 = std::min<std::uint64_t>(c0 + static_cast<std::uint64_t>(r.block_n), nk);
+        const std::uint64_t c1 = std::min<std::uint64_t>(c0 + static_cast<std::uint64_t>(r.tiles.block_n), nk);
         if (c0 >= mask.band(block_last).second || c1 <= mask.band(block_first).first) continue;
         std::vector<float> t(c1 - c0), raw(c1 - c0);
         float block_max = emu::steps::minus_infinity(), raw_max = emu::steps::minus_infinity();
@@ -133,24 +138,27 @@ inline RowResult scalar_online_row(const emu::AttentionRecipe& r, const emu::Att
             if (seen(j)) raw_max = std::max(raw_max, s);
         }
         const float m_new = std::max(m, block_max), m_raw_new = std::max(m_raw, raw_max);
-        float factor = emu::steps::rescale(m, m_new, r.exp2);
-        if (r.rescale_arg == emu::RescaleArg::raw)  // exp2(RN(RN(m_old - m_new) c)), the raw maxima
+        float factor = emu::steps::rescale(m, m_new, r.softmax.exp2);
+        if (r.softmax.rescale_arg == emu::RescaleArg::raw)  // exp2(RN(RN(m_old - m_new) c)), the raw maxima
             factor = m_raw == emu::steps::minus_infinity()
                          ? 0.0f
-                         : emu::exp2_of(a::mul(a::sub(m_raw, emu::steps::usable_max(m_raw_new)), scale_log2), r.exp2);
+                         : emu::exp2_of(a::mul(a::sub(m_raw, emu::steps::usable_max(m_raw_new)), scale_log2),
+                                        r.softmax.exp2);
         float sum = 0;
         std::vector<float> pbar(c1 - c0);
         std::vector<std::uint32_t> p(c1 - c0);
         for (std::uint64_t j = 0; j < c1 - c0; ++j) {
             // P-bar = exp2(RN(t - m)), or with s c - m in one rounding; a masked key's t is -inf
-            pbar[j] = r.exp2_arg == emu::Exp2Arg::fma && seen(c0 + j) && bias[c0 + j] == 0.0f
-                          ? emu::exp2_of(a::fma(raw[j], scale_log2, -emu::steps::usable_max(m_new)), r.exp2)
-                          : emu::exp2_of(a::sub(t[j], emu::steps::usable_max(m_new)), r.exp2);
+            pbar[j] = r.softmax.exp2_arg == emu::Exp2Arg::fma && seen(c0 + j) && bias[c0 + j] == 0.0f
+                          ? emu::exp2_of(a::fma(raw[j], scale_log2, -emu::steps::usable_max(m_new)), r.softmax.exp2)
+                          : emu::exp2_of(a::sub(t[j], emu::steps::usable_max(m_new)), r.softmax.exp2);
             if (!seen(c0 + j)) pbar[j] = 0.0f;
             sum = a::add(sum, pbar[j]);
-            p[j] = emu::steps::cast_p(pbar[j], r.p_scale, r.p_quant != nullptr ? f32 : *r.p_format);
+            p[j] = emu::steps::cast_p(pbar[j], r.p_and_v.p_scale,
+                                      r.p_and_v.p_quant != nullptr ? f32 : *r.p_and_v.p_format);
         }
-        if (r.p_quant != nullptr) p = mx_blocks(p.data(), p.size(), f32, *r.p_quant, *r.p_format);  // P * S
+        if (r.p_and_v.p_quant != nullptr)
+            p = mx_blocks(p.data(), p.size(), f32, *r.p_and_v.p_quant, *r.p_and_v.p_format);  // P * S
         if (quad) {  // lane u: keys 2u, 2u + 1, 2u + 8, 2u + 9, ...; its first fused with the rescale
             for (std::uint64_t u = 0; u < 4; ++u) {
                 lanes[u] = a::fma(lanes[u], factor, 2 * u < c1 - c0 ? pbar[2 * u] : 0.0f);
@@ -164,29 +172,30 @@ inline RowResult scalar_online_row(const emu::AttentionRecipe& r, const emu::Att
         m = m_new, m_raw = m_raw_new;
         for (std::uint64_t c = 0; c < dv; ++c) {
             const std::uint32_t scaled = bits_of(a::mul(float_from_bits(acc[c]), factor));
-            if (*r.o_accumulator == f32) {
+            if (*r.output.accumulator == f32) {
                 acc[c] = pv(p.data(), v + c0 * dv + c, static_cast<long>(dv), static_cast<int>(c1 - c0), scaled);
             } else {  // the running O rounded to its format after each operation
                 const std::uint32_t product =
                     pv(p.data(), v + c0 * dv + c, static_cast<long>(dv), static_cast<int>(c1 - c0), 0);
                 auto round = [&](double x) {
-                    return emu::decode(*r.o_accumulator, emu::cast_from_f64(x, *r.o_accumulator, emu::CastOptions{}));
+                    return emu::decode(*r.output.accumulator,
+                                       emu::cast_from_f64(x, *r.output.accumulator, emu::CastOptions{}));
                 };
                 acc[c] = bits_of(
                     static_cast<float>(round(round(float_from_bits(scaled)) + round(float_from_bits(product)))));
             }
         }
     }
-    const bool torch = r.epilogue == emu::Epilogue::torch_flash, empty = !(l > 0.0f);
+    const bool torch = r.output.epilogue == emu::Epilogue::torch_flash, empty = !(l > 0.0f);
     const float lse_torch = empty ? INFINITY : a::fma(m_raw, sh.scale, emu::cuda_logf(l));
     RowResult out{std::vector<std::uint32_t>(dv),
                   torch ? a::mul(lse_torch, emu::steps::log2e) : emu::steps::lse_log2(m, l)};
-    const float factor = torch ? (empty ? 1.0f : a::div(1.0f, l)) : emu::steps::output_factor(l, r.p_scale);
+    const float factor = torch ? (empty ? 1.0f : a::div(1.0f, l)) : emu::steps::output_factor(l, r.p_and_v.p_scale);
     emu::CastOptions o;
     o.saturate = true;
     for (std::uint64_t c = 0; c < dv; ++c)
-        out.o[c] =
-            static_cast<std::uint32_t>(emu::cast_from_f32(a::mul(float_from_bits(acc[c]), factor), *r.o_format, o));
+        out.o[c] = static_cast<std::uint32_t>(
+            emu::cast_from_f32(a::mul(float_from_bits(acc[c]), factor), *r.output.format, o));
     return out;
 }
 

@@ -159,16 +159,18 @@ bool additive(int kind) { return kind == 2 || kind == 3; }
 TEST_CASE("Every mask kind in the emulator equals the scalar reference bit for bit, for every online preset",
           "[flash][mask]") {
     for (const AttentionRecipe& preset : recipe_presets()) {
-        if (preset.softmax != SoftmaxKind::online || preset.v_quant != nullptr || preset.max_adjust) continue;
+        if (preset.softmax.kind != SoftmaxKind::online || preset.p_and_v.v_quant != nullptr ||
+            preset.softmax.max_adjust)
+            continue;
         for (int kind = 0; kind < mask_kinds; ++kind) {
             for (const std::uint64_t group : {1, 2}) {
                 AttentionRecipe r = preset;
                 apply_setting(r, "block_m=32");
                 apply_setting(r, "block_n=32");
                 const MaskCase c = mask_case(kind, group);
-                const AttentionOperands in = random_operands(c.shape, *r.input, 11 + kind, 2.0);
+                const AttentionOperands in = random_operands(c.shape, *r.target.input, 11 + kind, 2.0);
                 INFO(r.name << ": " << c.name << ", group " << group);
-                const bool raw_form = r.exp2_arg == Exp2Arg::fma || r.rescale_arg == RescaleArg::raw;
+                const bool raw_form = r.softmax.exp2_arg == Exp2Arg::fma || r.softmax.rescale_arg == RescaleArg::raw;
                 if (additive(kind) && raw_form) {  // no such kernel form: refused, naming the recipe
                     CHECK_THROWS_WITH(flash_forward(r, c.shape, in, 2),
                                       Catch::Contains("recipe '" + r.name + "'") && Catch::Contains("additive"));
@@ -185,7 +187,7 @@ TEST_CASE("A masked key contributes nothing: changing it changes no bit, and a f
           "[flash][mask]") {
     const AttentionRecipe r = find_recipe("fa2-bf16");
     const MaskCase c = mask_case(0, 1);  // row 5 of every head has no key
-    AttentionOperands in = random_operands(c.shape, *r.input, 3);
+    AttentionOperands in = random_operands(c.shape, *r.target.input, 3);
     const ForwardResult f = flash_forward(r, c.shape, in, 2);
     // head 0's masked keys of row 0 given other values: row 0 of head 0 keeps its bits
     for (std::uint64_t j = 0; j < c.shape.n_kv; ++j) {
@@ -203,7 +205,8 @@ TEST_CASE("A masked key contributes nothing: changing it changes no bit, and a f
 TEST_CASE("A causal mask given as a boolean tensor gives the causal flag's bits, forward and backward",
           "[flash][mask]") {
     for (const AttentionRecipe& preset : recipe_presets()) {
-        if (preset.softmax == SoftmaxKind::online_torch || preset.softmax == SoftmaxKind::compiled_torch) continue;
+        if (preset.softmax.kind == SoftmaxKind::online_torch || preset.softmax.kind == SoftmaxKind::compiled_torch)
+            continue;
         AttentionRecipe r = preset;
         apply_setting(r, "block_m=32");
         apply_setting(r, "block_n=32");
@@ -215,13 +218,14 @@ TEST_CASE("A causal mask given as a boolean tensor gives the causal flag's bits,
         ScoreMask m;
         m.dense.emplace_back(causal.tensor, 1, 2, 70, 90, "tensor 'attn_mask'");
         tensor.mask = std::make_shared<const ScoreMask>(m);
-        const AttentionOperands in = random_operands(flag, *r.input, 5, 2.0);
+        const AttentionOperands in = random_operands(flag, *r.target.input, 5, 2.0);
         INFO(r.name);
         const ForwardResult a = flash_forward(r, flag, in, 2), b = flash_forward(r, tensor, in, 2);
         CHECK(a.o == b.o);
         CHECK(a.lse == b.lse);
-        const bool backward = r.softmax == SoftmaxKind::online && r.epilogue != Epilogue::torch_flash &&
-                              r.p_quant == nullptr && r.input->man_bits <= r.ds_format->man_bits;
+        const bool backward = r.softmax.kind == SoftmaxKind::online && r.output.epilogue != Epilogue::torch_flash &&
+                              r.p_and_v.p_quant == nullptr &&
+                              r.target.input->man_bits <= r.backward.ds_format->man_bits;
         if (!backward) continue;
         const BackwardResult ga = flash_backward(r, flag, in, a, 2), gb = flash_backward(r, tensor, in, b, 2);
         CHECK(ga.dq == gb.dq);
@@ -239,7 +243,7 @@ TEST_CASE("Grouped query heads equal their key-value heads repeated; dK and dV a
         apply_setting(r, "block_n=32");
         AttentionShape gqa = attention_shape(6, 40, 50, 32, true);
         gqa.kv_group = 3;
-        const AttentionOperands in = random_operands(gqa, *r.input, 9);
+        const AttentionOperands in = random_operands(gqa, *r.target.input, 9);
         // the same problem with k and v repeated to every query head
         const AttentionShape mha = attention_shape(6, 40, 50, 32, true);
         AttentionOperands repeated = in;
@@ -268,15 +272,16 @@ TEST_CASE("Grouped query heads equal their key-value heads repeated; dK and dV a
                 float sum = 0;
                 double chained = 0;
                 for (std::uint64_t h = kv * 3; h < kv * 3 + 3; ++h) {
-                    const double g = decode(*r.grad_format, bm.dk[h * per_head + x]);
+                    const double g = decode(*r.backward.grad_format, bm.dk[h * per_head + x]);
                     sum = f32_arith::add(sum, static_cast<float>(g));
-                    chained = decode(*r.grad_format, cast_from_f64(chained + g, *r.grad_format, CastOptions{}));
+                    chained = decode(*r.backward.grad_format,
+                                     cast_from_f64(chained + g, *r.backward.grad_format, CastOptions{}));
                 }
-                CHECK(b.dk[kv * per_head + x] == steps::saturating_cast(sum, *r.grad_format));
-                differs_from_bf16_chain += decode(*r.grad_format, b.dk[kv * per_head + x]) != chained;
+                CHECK(b.dk[kv * per_head + x] == steps::saturating_cast(sum, *r.backward.grad_format));
+                differs_from_bf16_chain += decode(*r.backward.grad_format, b.dk[kv * per_head + x]) != chained;
             }
         }
-        if (*r.grad_format != f32) CHECK(differs_from_bf16_chain > 0);  // the rule is seen to matter
+        if (*r.backward.grad_format != f32) CHECK(differs_from_bf16_chain > 0);  // the rule is seen to matter
     }
 }
 
@@ -296,16 +301,18 @@ TEST_CASE(
     "with masks too",
     "[flash][softcap]") {
     for (const AttentionRecipe& preset : recipe_presets()) {
-        if (preset.softmax != SoftmaxKind::online || preset.v_quant != nullptr || preset.max_adjust) continue;
+        if (preset.softmax.kind != SoftmaxKind::online || preset.p_and_v.v_quant != nullptr ||
+            preset.softmax.max_adjust)
+            continue;
         for (const int kind : {4, 0, 5}) {  // top-left causal, a boolean mask, a window
             AttentionRecipe r = preset;
             apply_setting(r, "block_m=32");
             apply_setting(r, "block_n=32");
             MaskCase c = mask_case(kind, 2);
             c.shape.softcap = 2.5;  // below the scores' spread: the cap bites
-            const AttentionOperands in = random_operands(c.shape, *r.input, 31 + kind, 3.0);
+            const AttentionOperands in = random_operands(c.shape, *r.target.input, 31 + kind, 3.0);
             INFO(r.name << ": " << c.name);
-            if (r.epilogue != Epilogue::fa2) {
+            if (r.output.epilogue != Epilogue::fa2) {
                 CHECK_THROWS_WITH(flash_forward(r, c.shape, in, 2), Catch::Contains("soft-capped"));
                 continue;
             }
@@ -322,7 +329,7 @@ TEST_CASE(
     const AttentionOperands in = random_operands(capped, bf16, 2);
     for (const char* name : {"fa2-bf16-torch", "naive-f32"})
         CHECK_THROWS_WITH(
-            flash_forward(find_recipe(name), capped, random_operands(capped, *find_recipe(name).input, 2), 1),
+            flash_forward(find_recipe(name), capped, random_operands(capped, *find_recipe(name).target.input, 2), 1),
             Catch::Contains(std::string("recipe '") + name + "'") && Catch::Contains("soft-capped"));
 }
 
@@ -336,13 +343,16 @@ namespace {
 test::RowResult naive_row(const AttentionRecipe& r, const AttentionShape& sh, const AttentionOperands& in,
                           std::uint64_t head, std::uint64_t i, const test::RowMask& mask) {
     namespace a = f32_arith;
-    const Format& f = *r.softmax_format;
-    const Format& sum_format = r.row_sum_format != nullptr ? *r.row_sum_format : f;
+    const Format& f = *r.softmax.format;
+    const Format& sum_format = r.softmax.row_sum_format != nullptr ? *r.softmax.row_sum_format : f;
     auto round = [](double x, const Format& g) { return rounded_value(x, g); };
-    const test::ScalarProduct score{r.score_product, find_mma_model(r.arch, r.instruction, *r.input, *r.input, f32),
-                                    r.input, r.input};
-    const test::ScalarProduct pv{r.pv_product, find_mma_model(r.arch, r.instruction, *r.p_format, *r.input, f32),
-                                 r.p_format, r.input};
+    const test::ScalarProduct score{
+        r.scores.product, find_mma_model(r.target.arch, r.target.instruction, *r.target.input, *r.target.input, f32),
+        r.target.input, r.target.input};
+    const test::ScalarProduct pv{
+        r.p_and_v.product,
+        find_mma_model(r.target.arch, r.target.instruction, *r.p_and_v.p_format, *r.target.input, f32),
+        r.p_and_v.p_format, r.target.input};
     const std::uint64_t d = sh.d, dv = sh.d_v, nk = sh.n_kv, kv = head / sh.kv_group;
     const auto [begin, end] = mask.band(i);
     std::vector<double> x(nk, 0);
@@ -359,23 +369,24 @@ test::RowResult naive_row(const AttentionRecipe& r, const AttentionShape& sh, co
         m = std::max(m, x[j]);
     }
     const bool any = m != -std::numeric_limits<double>::infinity();
-    const double shift = r.softmax == SoftmaxKind::naive && any ? m : 0.0;
+    const double shift = r.softmax.kind == SoftmaxKind::naive && any ? m : 0.0;
     double l = 0;
     for (std::uint64_t j = 0; j < nk; ++j) {
         if (!seen[j]) continue;
-        x[j] = round(exp2_of(a::mul(static_cast<float>(round(x[j] - shift, f)), steps::log2e), r.exp2), f);
+        x[j] = round(exp2_of(a::mul(static_cast<float>(round(x[j] - shift, f)), steps::log2e), r.softmax.exp2), f);
         l = round(l + x[j], sum_format);
     }
     std::vector<std::uint32_t> p(nk, 0);
     for (std::uint64_t j = 0; j < nk; ++j)
-        if (seen[j]) p[j] = steps::cast_p(static_cast<float>(round(x[j] / l, f)), r.p_scale, *r.p_format);
+        if (seen[j])
+            p[j] = steps::cast_p(static_cast<float>(round(x[j] / l, f)), r.p_and_v.p_scale, *r.p_and_v.p_format);
     test::RowResult out{std::vector<std::uint32_t>(dv), !any ? steps::minus_infinity()
                                                              : a::add(a::mul(static_cast<float>(shift), steps::log2e),
                                                                       soft_log2(static_cast<float>(l)))};
     for (std::uint64_t c = 0; c < dv; ++c) {
         const float acc = float_from_bits(
             pv(p.data(), in.v.data() + kv * nk * dv + c, static_cast<long>(dv), static_cast<int>(nk), 0));
-        out.o[c] = steps::saturating_cast(a::mul(acc, a::div(1.0f, r.p_scale)), *r.o_format);
+        out.o[c] = steps::saturating_cast(a::mul(acc, a::div(1.0f, r.p_and_v.p_scale)), *r.output.format);
     }
     return out;
 }
@@ -390,7 +401,7 @@ TEST_CASE("Every mask kind in the naive softmax equals the row written from its 
                 AttentionRecipe r = find_recipe(name);
                 if (!shifted) apply_setting(r, "softmax=naive-unshifted");
                 const MaskCase c = mask_case(kind, 2);
-                const AttentionOperands in = random_operands(c.shape, *r.input, 41 + kind);
+                const AttentionOperands in = random_operands(c.shape, *r.target.input, 41 + kind);
                 const ForwardResult f = flash_forward(r, c.shape, in, 2);
                 std::uint64_t mismatches = 0;
                 for (std::uint64_t h = 0; h < c.shape.heads; ++h) {
@@ -410,7 +421,7 @@ TEST_CASE("Every mask kind in the naive softmax equals the row written from its 
     // the reference sees the mask: read without it, the same run differs
     const AttentionRecipe r = find_recipe("naive-f32");
     const MaskCase c = mask_case(0, 1);
-    const AttentionOperands in = random_operands(c.shape, *r.input, 41);
+    const AttentionOperands in = random_operands(c.shape, *r.target.input, 41);
     const ForwardResult f = flash_forward(r, c.shape, in, 2);
     const test::RowResult unmasked = naive_row(r, c.shape, in, 0, 0, test::causal_mask(c.shape));
     CHECK_FALSE(std::equal(unmasked.o.begin(), unmasked.o.end(), f.o.begin()));

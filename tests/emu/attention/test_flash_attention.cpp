@@ -50,10 +50,10 @@ TEST_CASE("Every preset validates, prints its settings and parses them back", "[
         CHECK(find_recipe(preset.name).name == preset.name);
     }
     AttentionRecipe r = find_recipe("fa3-fp8");
-    CHECK(r.p_scale == 256);
-    CHECK(r.kv_order == KvOrder::reverse);
+    CHECK(r.p_and_v.p_scale == 256);
+    CHECK(r.tiles.kv_order == KvOrder::reverse);
     apply_setting(r, "p_scale=16");
-    CHECK(r.p_scale == 16);
+    CHECK(r.p_and_v.p_scale == 16);
     CHECK(r.name == "fa3-fp8+");
     CHECK_THROWS_WITH(find_recipe("fa9"), Catch::Contains("unknown recipe 'fa9'"));
     CHECK_THROWS_WITH(apply_setting(r, "colour=red"), Catch::Contains("unknown recipe key 'colour'"));
@@ -75,13 +75,15 @@ TEST_CASE("The tiled emulator equals a row-at-a-time scalar implementation, bit 
           "[flash]") {
     for (const AttentionRecipe& preset : recipe_presets()) {
         // online presets without V quantization (the MX ones: see the leakage test)
-        if (preset.softmax != SoftmaxKind::online || preset.v_quant != nullptr || preset.max_adjust) continue;
+        if (preset.softmax.kind != SoftmaxKind::online || preset.p_and_v.v_quant != nullptr ||
+            preset.softmax.max_adjust)
+            continue;
         for (const bool causal : {false, true}) {
             AttentionRecipe r = preset;
             apply_setting(r, "block_m=32");  // several row blocks at these sizes
             apply_setting(r, "block_n=32");
             const AttentionShape sh = attention_shape(2, 70, 90, 32, causal);
-            const AttentionOperands in = random_operands(sh, *r.input, 11, 2.0);
+            const AttentionOperands in = random_operands(sh, *r.target.input, 11, 2.0);
             const ForwardResult f = flash_forward(r, sh, in, 2);
             INFO(r.name << " causal " << causal);
             CHECK(scalar_mismatches(r, sh, in, f) == 0);
@@ -99,7 +101,7 @@ TEST_CASE("Block-quantized Q, K and P (qk_quant, p_quant) equal the scalar refer
                 if (std::string(which) != "p_quant") apply_setting(r, std::string("qk_quant=") + format);
                 if (std::string(which) != "qk_quant") apply_setting(r, std::string("p_quant=") + format);
                 const AttentionShape sh = attention_shape(2, 50, 90, 40, causal);  // D = 40: a block of 8 after 32
-                const AttentionOperands in = random_operands(sh, *r.input, 13, 2.0);
+                const AttentionOperands in = random_operands(sh, *r.target.input, 13, 2.0);
                 const ForwardResult f = flash_forward(r, sh, in, 2);
                 const ForwardResult plain = flash_forward(find_recipe("fa2-bf16"), sh, in, 2);
                 INFO(format << " " << which << " causal " << causal);
@@ -112,7 +114,7 @@ TEST_CASE("Block-quantized Q, K and P (qk_quant, p_quant) equal the scalar refer
     AttentionRecipe r = find_recipe("fa2-bf16");
     apply_setting(r, "p_quant=mxfp4");
     const AttentionShape sh = attention_shape(1, 8, 8, 32, true);
-    AttentionOperands in = random_operands(sh, *r.input, 3, 1.0);
+    AttentionOperands in = random_operands(sh, *r.target.input, 3, 1.0);
     in.d_o = in.v;
     const ForwardResult f = flash_forward(r, sh, in, 1);
     CHECK_THROWS_WITH(flash_backward(r, sh, in, f, 1), Catch::Contains("p_quant"));
@@ -133,8 +135,8 @@ TEST_CASE("qk_quant's backward is straight through: the plain recipe's on the qu
         const AttentionRecipe plain = r;
         apply_setting(r, "qk_quant=mxfp4");
         const AttentionShape sh = attention_shape(2, 50, 90, 40, causal);
-        AttentionOperands in = random_operands(sh, *r.input, 19, 2.0);
-        in.d_o = random_operands(sh, *r.input, 23, 1.0).q;
+        AttentionOperands in = random_operands(sh, *r.target.input, 19, 2.0);
+        in.d_o = random_operands(sh, *r.target.input, 23, 1.0).q;
         // Q and K quantized along D, dequantized into BF16: what the score product takes
         const AttentionOperands held = quantized_qk(flash_context(r, sh), in);
         REQUIRE(held.q != in.q);
@@ -160,7 +162,7 @@ TEST_CASE("exp2_arg=fma: the forward equals the scalar reference bit for bit, an
             const AttentionRecipe mul_sub = r;
             apply_setting(r, "exp2_arg=fma");
             const AttentionShape sh = attention_shape(2, 70, 90, 32, causal);
-            const AttentionOperands in = random_operands(sh, *r.input, 17, 2.0);
+            const AttentionOperands in = random_operands(sh, *r.target.input, 17, 2.0);
             const ForwardResult f = flash_forward(r, sh, in, 2);
             INFO(name << " causal " << causal);
             CHECK(scalar_mismatches(r, sh, in, f) == 0);
@@ -193,7 +195,7 @@ TEST_CASE("exp2_arg=fma: the backward's P takes the fused argument; the choice i
     AttentionRecipe r = find_recipe("fa2-bf16");
     apply_setting(r, "exp2_arg=fma");
     const AttentionShape sh = attention_shape(1, 40, 40, 32, true);
-    AttentionOperands in = random_operands(sh, *r.input, 9, 6.0);  // scores of tens of nats
+    AttentionOperands in = random_operands(sh, *r.target.input, 9, 6.0);  // scores of tens of nats
     in.d_o = in.v;
     const ForwardResult f = flash_forward(r, sh, in, 1);
     const BackwardResult b1 = flash_backward(r, sh, in, f, 1), b2 = flash_backward(r, sh, in, f, 2);
@@ -208,7 +210,7 @@ TEST_CASE("The emulator's bits do not depend on the thread count, forward and ba
     for (const char* name : {"fa2-bf16", "fa3-fp8", "mxfp4-v-fixed"}) {
         const AttentionRecipe r = find_recipe(name);
         const AttentionShape sh = attention_shape(2, 150, 130, 64, true);
-        const AttentionOperands in = random_operands(sh, *r.input, 5);
+        const AttentionOperands in = random_operands(sh, *r.target.input, 5);
         const ForwardResult one = flash_forward(r, sh, in, 1), two = flash_forward(r, sh, in, 2);
         INFO(name);
         CHECK(same(one.o, two.o));

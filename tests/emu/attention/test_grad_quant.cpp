@@ -50,31 +50,33 @@ struct Gradients {
 Gradients reference(const AttentionRecipe& r, const AttentionShape& sh, const AttentionOperands& in,
                     const ForwardResult& f, const BlockFormat& b, bool wrong = false) {
     const FlashContext ctx = flash_context(r, sh);
-    const Format& g = *r.ds_format;
-    const MmaModel& score = *find_mma_model(r.arch, r.instruction, *r.input, *r.input, f32);
-    const MmaModel& grad = *find_mma_model(r.arch, r.instruction, g, g, f32);
+    const Format& g = *r.backward.ds_format;
+    const MmaModel& score = *find_mma_model(r.target.arch, r.target.instruction, *r.target.input, *r.target.input, f32);
+    const MmaModel& grad = *find_mma_model(r.target.arch, r.target.instruction, g, g, f32);
     const std::size_t nq = sh.n_q, nk = sh.n_kv, d = sh.d, dv = sh.d_v;
-    const std::vector<std::uint32_t> qg = exact_in(in.q, *r.input, g, "q"), kg = exact_in(in.k, *r.input, g, "k");
-    const std::vector<std::uint32_t> vg = exact_in(in.v, *r.input, g, "v"), dog = exact_in(in.d_o, *r.input, g, "do");
+    const std::vector<std::uint32_t> qg = exact_in(in.q, *r.target.input, g, "q"),
+                                     kg = exact_in(in.k, *r.target.input, g, "k");
+    const std::vector<std::uint32_t> vg = exact_in(in.v, *r.target.input, g, "v"),
+                                     dog = exact_in(in.d_o, *r.target.input, g, "do");
     const std::vector<std::uint32_t> do_d = along(dog, nq, dv, false, g, b), v_d = along(vg, nk, dv, false, g, b);
     const std::vector<std::uint32_t> do_rows = along(dog, nq, dv, true, g, b), q_rows = along(qg, nq, d, true, g, b);
     const std::vector<std::uint32_t> k_keys = along(kg, nk, d, true, g, b);
     std::vector<std::uint32_t> p(nq * nk), ds(nq * nk);
     for (std::size_t i = 0; i < nq; ++i) {
         const float delta =
-            recipe_delta_row(r, in.d_o.data() + i * dv, f.o.data() + i * dv, *r.o_format, static_cast<int>(dv));
+            recipe_delta_row(r, in.d_o.data() + i * dv, f.o.data() + i * dv, *r.output.format, static_cast<int>(dv));
         for (std::size_t j = 0; j < nk; ++j) {
             const std::uint32_t s = mma_dot(score, in.q.data() + i * d, in.k.data() + j * d, 1, static_cast<int>(d), 0);
             const std::uint32_t dp =
                 mma_dot(grad, do_d.data() + i * dv, v_d.data() + j * dv, 1, static_cast<int>(dv), 0);
             const steps::BackwardElement e = steps::backward_element(s, dp, j < ctx.visible(i), f.lse_log2[i], delta,
-                                                                     ctx.scale_log2, ctx.exp2, g, r.exp2_arg);
+                                                                     ctx.scale_log2, ctx.exp2, g, r.softmax.exp2_arg);
             p[i * nk + j] = e.p_cast, ds[i * nk + j] = e.ds_cast;
         }
     }
     const std::vector<std::uint32_t> p_rows = along(p, nq, nk, !wrong, g, b), ds_rows = along(ds, nq, nk, true, g, b);
     const std::vector<std::uint32_t> ds_keys = along(ds, nq, nk, false, g, b);
-    const std::vector<Span> row_blocks = blocks_of(nq, r.block_m), key_blocks = blocks_of(nk, r.block_n);
+    const std::vector<Span> row_blocks = blocks_of(nq, r.tiles.block_m), key_blocks = blocks_of(nk, r.tiles.block_n);
     // P and dS transposed (a key's column contiguous over the rows), for dV and dK
     std::vector<std::uint32_t> pt(nk * nq), dst(nk * nq);
     for (std::size_t i = 0; i < nq; ++i)
@@ -89,7 +91,7 @@ Gradients reference(const AttentionRecipe& r, const AttentionShape& sh, const At
                     if (!ctx.tile_masked(rows, keys))
                         acc = mma_dot(grad, pt.data() + j * nq + rows.begin, do_rows.data() + rows.begin * dv + c,
                                       static_cast<long>(dv), static_cast<int>(rows.size()), acc);
-                out.dv[j * dv + c] = steps::gradient_bits(acc, 1.0f, *r.grad_format);
+                out.dv[j * dv + c] = steps::gradient_bits(acc, 1.0f, *r.backward.grad_format);
             }
             for (std::size_t c = 0; c < d; ++c) {
                 std::uint32_t acc = 0;
@@ -97,7 +99,7 @@ Gradients reference(const AttentionRecipe& r, const AttentionShape& sh, const At
                     if (!ctx.tile_masked(rows, keys))
                         acc = mma_dot(grad, dst.data() + j * nq + rows.begin, q_rows.data() + rows.begin * d + c,
                                       static_cast<long>(d), static_cast<int>(rows.size()), acc);
-                out.dk[j * d + c] = steps::gradient_bits(acc, static_cast<float>(sh.scale), *r.grad_format);
+                out.dk[j * d + c] = steps::gradient_bits(acc, static_cast<float>(sh.scale), *r.backward.grad_format);
             }
         }
     }
@@ -109,7 +111,7 @@ Gradients reference(const AttentionRecipe& r, const AttentionShape& sh, const At
                     if (!ctx.tile_masked(rows, keys))
                         acc = mma_dot(grad, ds_keys.data() + i * nk + keys.begin, k_keys.data() + keys.begin * d + c,
                                       static_cast<long>(d), static_cast<int>(keys.size()), acc);
-                out.dq[i * d + c] = steps::gradient_bits(acc, static_cast<float>(sh.scale), *r.grad_format);
+                out.dq[i * d + c] = steps::gradient_bits(acc, static_cast<float>(sh.scale), *r.backward.grad_format);
             }
         }
     }
@@ -126,8 +128,8 @@ AttentionRecipe quantized(const char* format, const char* rounding = "nearest", 
 }
 
 AttentionOperands operands(const AttentionShape& sh, const AttentionRecipe& r) {
-    AttentionOperands in = random_operands(sh, *r.input, 29, 2.0);
-    in.d_o = random_operands(sh, *r.input, 31, 1.0).q;
+    AttentionOperands in = random_operands(sh, *r.target.input, 29, 2.0);
+    in.d_o = random_operands(sh, *r.target.input, 31, 1.0).q;
     return in;
 }
 

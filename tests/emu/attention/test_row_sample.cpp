@@ -80,7 +80,7 @@ TEST_CASE("A sample of query rows gives each row the whole problem's bits, for e
         for (const bool causal : {false, true}) {
             DYNAMIC_SECTION(r.name << (causal ? " causal" : "")) {
                 const AttentionShape sh = attention_shape(1, 150, 170, 32, causal);
-                const AttentionOperands in = random_operands(sh, *r.input, 11, 2.0);
+                const AttentionOperands in = random_operands(sh, *r.target.input, 11, 2.0);
                 ForwardResult whole;
                 try {
                     whole = flash_forward(r, sh, in, 2);

@@ -40,7 +40,7 @@ TEST_CASE("Runs with shared S, and kept passes, give the plain runs' bits, forwa
         for (const bool causal : {false, true}) {
             DYNAMIC_SECTION(r.name << (causal ? " causal" : "")) {
                 const AttentionShape sh = attention_shape(2, 150, 170, 32, causal);
-                const AttentionOperands in = random_operands(sh, *r.input, 11, 2.0);
+                const AttentionOperands in = random_operands(sh, *r.target.input, 11, 2.0);
                 RunCache cache;
                 ForwardOptions plain, shared;
                 plain.threads = shared.threads = 2;
@@ -63,7 +63,7 @@ TEST_CASE("Runs with shared S, and kept passes, give the plain runs' bits, forwa
                 }
                 // Another recipe over the same Q and K (the tiles in the other order): its S from the entry.
                 AttentionRecipe reversed = r;
-                reversed.kv_order = r.kv_order == KvOrder::reverse ? KvOrder::forward : KvOrder::reverse;
+                reversed.tiles.kv_order = r.tiles.kv_order == KvOrder::reverse ? KvOrder::forward : KvOrder::reverse;
                 ForwardResult plain_reversed;
                 try {
                     plain_reversed = flash_forward(reversed, sh, in, plain);
@@ -78,7 +78,7 @@ TEST_CASE("Runs with shared S, and kept passes, give the plain runs' bits, forwa
                     CHECK(same_bits(plain_reversed.lse, d.lse));
                     CHECK(same_counts(plain_reversed.counts, d.counts));
                 }
-                if (r.softmax != SoftmaxKind::online && r.softmax != SoftmaxKind::online_torch) continue;
+                if (r.softmax.kind != SoftmaxKind::online && r.softmax.kind != SoftmaxKind::online_torch) continue;
                 BackwardResult pa;
                 try {
                     pa = flash_backward(r, sh, in, a, 2);
@@ -113,7 +113,7 @@ TEST_CASE("An entry serves only its own Q, K, mask and product", "[flash][scores
     open.causal = false;
     flash_forward(r, open, in, o);
     CHECK(cache.computed() == 3);
-    r.score_product = Product::exact_f64;
+    r.scores.product = Product::exact_f64;
     const ForwardResult exact = flash_forward(r, sh, in, o);
     CHECK(cache.computed() == 4);
     CHECK(same_bits(exact.o, flash_forward(r, sh, in, 1).o));
@@ -138,7 +138,7 @@ TEST_CASE("A subset of the rows gets the bits the whole run gives those rows", "
     for (const char* name : {"fa2-bf16", "fa3-fp8", "mxfp4-v", "mxfp4-v-fixed", "fa2-bf16-torch"}) {
         const AttentionRecipe r = find_recipe(name);
         const AttentionShape sh = attention_shape(2, 200, 200, 32, true);
-        const AttentionOperands in = random_operands(sh, *r.input, 7);
+        const AttentionOperands in = random_operands(sh, *r.target.input, 7);
         const ForwardResult all = flash_forward(r, sh, in, 1);
         for (const auto& [begin, end] :
              {std::pair<std::uint64_t, std::uint64_t>{0, 1}, {5, 37}, {63, 65}, {130, 200}}) {
@@ -176,7 +176,7 @@ TEST_CASE("A kept pass serves only the same recipe, shape, operands, sink and ro
     rows.row_end = 40;
     flash_forward(r, sh, in, rows);
     AttentionRecipe scaled = r;
-    scaled.p_scale = r.p_scale == 256 ? 1 : 256;
+    scaled.p_and_v.p_scale = r.p_and_v.p_scale == 256 ? 1 : 256;
     flash_forward(scaled, sh, in, o);
     in.v[3] ^= 1;  // one bit of V: S is the same, the pass is not
     const ForwardResult changed = flash_forward(r, sh, in, o);
