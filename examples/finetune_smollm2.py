@@ -46,7 +46,7 @@ def arguments(argv=None):
     p.add_argument("--text", default="jargon", choices=sorted(TEXTS), help="the training text (default: jargon)")
     p.add_argument("--lr", type=float, default=2e-5, help="AdamW's learning rate (default: 2e-5)")
     p.add_argument("--seed", type=int, default=0, help="the windows' and the sampled rows' seed (default: 0)")
-    p.add_argument("--bench", action="store_true", help="run the steps with and without the monitor; print its overhead")
+    p.add_argument("--bench", action="store_true", help="also run the steps unmonitored; print the overhead")
     a = p.parse_args(argv)
     if a.steps < 1 or a.freq < 1 or a.tokens < 2 or a.rows < 0 or a.lr <= 0:
         p.error("--steps, --freq and --tokens must be positive (--tokens at least 2), --rows from 0, --lr positive")
