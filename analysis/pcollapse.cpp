@@ -148,15 +148,17 @@ PCollapseHead measure_head(const Measurement& m, std::uint64_t h, const PCollaps
             const std::uint64_t zero = f.counts.p_underflow + (counted - f.counts.p_nonzero);
             t.underflow += zero, t.saturated += f.counts.p_saturated;
             t.predicted += prediction.predicted_underflow[r], t.empirical += prediction.counted_underflow[r];
+            std::optional<double> closed_form;  // the closed form assumes the sink tile comes first
             if (prediction.rows > 0 && prediction.score_spread > 0) {
                 const double shift = (prediction.sink_strength - m.threshold - std::log(static_cast<double>(s))) /
                                      prediction.score_spread;
                 t.closed_form += static_cast<double>(counted) * normal_cdf(shift + delta_k);
                 t.averaged += static_cast<double>(counted) * expected_cdf_of_shifted_maximum(shift, o.k_sink);
+                if (order == emu::KvOrder::forward) closed_form = normal_cdf(shift + delta_k);
             }
             const auto share = [&](double part) { return counted == 0 ? 0 : part / static_cast<double>(counted); };
             head.runs.push_back({share(static_cast<double>(zero)), share(prediction.predicted_underflow[r]),
-                                 share(prediction.counted_underflow[r]), counted, std::nullopt});
+                                 share(prediction.counted_underflow[r]), counted, std::nullopt, closed_form});
             if (o.without_sink) {
                 const emu::ForwardResult g = emu::flash_forward(recipe, one_head, no_sink, fo);
                 const std::uint64_t g_zero = g.counts.p_underflow + (counted - g.counts.p_nonzero);

@@ -62,6 +62,8 @@ struct PCollapseHead {
         double underflow_fraction, predicted_fraction, predicted_fraction_empirical;
         std::uint64_t counted;
         std::optional<double> underflow_without_sink;
+        std::optional<double> closed_form_fraction;  // forward order, a head with a sink: the paper's closed
+                                                     // form from this head's effective Delta and spread
     };
     std::vector<Run> runs;
 };

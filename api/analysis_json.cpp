@@ -66,6 +66,7 @@ nlohmann::json pcollapse_json(const analysis::PCollapseResult& r, bool with_scal
                                  {"underflow_without_sink", json_number(h.runs[i].underflow_without_sink)},
                                  {"predicted_fraction", json_number(h.runs[i].predicted_fraction)},
                                  {"predicted_fraction_empirical", json_number(h.runs[i].predicted_fraction_empirical)},
+                                 {"closed_form_fraction", json_number(h.runs[i].closed_form_fraction)},
                                  {"counted", h.runs[i].counted}});
         heads.push_back({{"head", h.head},
                          {"effective_sink_strength", json_number(h.sink_strength)},

@@ -7,7 +7,8 @@ For every dump under DUMPS it runs `roundscope pcollapse --recipe fa3-fp8 --k-si
 --without-sink` (the first token is the sink; forward and reverse KV order, S = 1 and 256; each
 run again with the sink key replaced by its neighbour), then prints, over all heads: the
 measured underflow and the underflow without the sink; how far the normal model and the count
-of the held scores are from the measure; how many heads reverse order with S = 256 leaves with
+of the held scores are from the measure; how far the paper's closed form (forward order) is, by
+the heads' sink mass; how many heads reverse order with S = 256 leaves with
 no underflow; the two remedies' MSE of O against each other; and per layer the median sink
 mass and the mean underflow of each run. Results are kept in DUMPS/pcollapse/ (a second run
 reads them)."""
@@ -70,6 +71,16 @@ def main(argv=None) -> int:
               f"{spread(y['underflow_without_sink'] for y in x)}; normal model off by up to {max(normal):.4f} "
               f"(over 0.02 on {sum(e > 0.02 for e in normal)} heads); held scores counted off by up to "
               f"{max(counted):.5f}")
+    # The seed's own predictor, the closed form from each head's effective Delta and spread (forward
+    # order), by how much of its attention the head puts on the sink.
+    for run in RUNS[:2]:
+        for name, low, high in (("sink mass >= 0.5", 0.5, 2), ("0.1 to 0.5", 0.1, 0.5), ("under 0.1", -1, 0.1)):
+            x = [h[2][run] for h in heads if low <= h[1]["sink_mass"] < high]
+            off = sorted(abs(y["underflow_fraction"] - y["closed_form_fraction"]) for y in x
+                         if y.get("closed_form_fraction") is not None)
+            if off:
+                print(f"{run[0]} S={run[1]:g}, heads with {name}: closed form off by median {off[len(off) // 2]:.4f}, "
+                      f"max {off[-1]:.4f} (within 0.01 on {sum(e <= 0.01 for e in off)} of {len(off)} heads)")
     none = sum(h[2][("reverse", 256.0)]["underflow_fraction"] == 0 for h in heads)
     print(f"reverse order with S = 256 leaves no underflow on {none} of {len(heads)} heads")
     mse = [{(x["order"], x["scale"]): x["mse"] for x in r["runs"]} for r in results]

@@ -28,6 +28,7 @@ class PcollapseHeadRun(_PcollapseHeadRunMore):
     underflow_fraction: Number
     predicted_fraction: Number
     predicted_fraction_empirical: Number
+    closed_form_fraction: Number  # null in reverse order and for a head without a sink
     counted: int
 
 
@@ -42,7 +43,6 @@ class _PcollapseRunMore(_PcollapseHeadRunMore, total=False):
 class PcollapseRun(_PcollapseRunMore, PcollapseHeadRun):
     """A run over every head."""
     predicted_fraction_averaged: Number
-    closed_form_fraction: Number
     saturated: int
     delta_c: Number
     mse: Number

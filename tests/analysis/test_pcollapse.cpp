@@ -103,16 +103,22 @@ TEST_CASE("Per-head runs add up to the whole", "[pcollapse]") {
     const PCollapseResult r = run(6.0, {1, 256}, {emu::KvOrder::forward, emu::KvOrder::reverse}, 64, "fa3-fp8", 3);
     REQUIRE(r.heads.size() == 3);
     for (std::size_t i = 0; i < r.runs.size(); ++i) {
-        double underflow = 0, predicted = 0;
+        double underflow = 0, predicted = 0, closed_form = 0;
         std::uint64_t counted = 0;
         for (const PCollapseHead& h : r.heads) {
             underflow += h.runs[i].underflow_fraction * static_cast<double>(h.runs[i].counted);
             predicted += h.runs[i].predicted_fraction * static_cast<double>(h.runs[i].counted);
+            // each head's own closed form, in forward order only (it assumes the sink tile first)
+            REQUIRE(h.runs[i].closed_form_fraction.has_value() == (r.runs[i].order == emu::KvOrder::forward));
+            if (h.runs[i].closed_form_fraction)
+                closed_form += *h.runs[i].closed_form_fraction * static_cast<double>(h.runs[i].counted);
             counted += h.runs[i].counted;
         }
         CHECK(counted == r.runs[i].counted);
         CHECK(underflow / static_cast<double>(counted) == Approx(r.runs[i].underflow_fraction).epsilon(1e-12));
         CHECK(predicted / static_cast<double>(counted) == Approx(r.runs[i].predicted_fraction).epsilon(1e-12));
+        if (r.runs[i].closed_form_fraction)
+            CHECK(closed_form / static_cast<double>(counted) == Approx(*r.runs[i].closed_form_fraction).epsilon(1e-12));
     }
     for (const PCollapseHead& h : r.heads) {
         CHECK(h.sink_strength == Approx(6).margin(0.05));
