@@ -1,7 +1,7 @@
 """P-collapse on every head of a pretrained model's dumps: the tables of docs/findings.md.
 
     python -m roundscope.llama_dumps DUMPS --n 1024          # SmolLM2-135M, two texts, all layers
-    python examples/pretrained_pcollapse.py DUMPS [--threads 2]
+    python examples/pretrained_pcollapse.py DUMPS [--threads 2] [--recipe fp8-p-cast-only]
 
 For every dump under DUMPS it runs `roundscope pcollapse --recipe fa3-fp8 --k-sink 1
 --without-sink` (the first token is the sink; forward and reverse KV order, S = 1 and 256; each
@@ -10,8 +10,9 @@ measured underflow and the underflow without the sink; how far the normal model 
 of the held scores are from the measure; how far the paper's closed form (forward order) is, by
 the heads' sink mass; how many heads reverse order with S = 256 leaves with
 no underflow; the two remedies' MSE of O against each other; and per layer the median sink
-mass and the mean underflow of each run. Results are kept in DUMPS/pcollapse/ (a second run
-reads them)."""
+mass and the mean underflow of each run. --recipe fp8-p-cast-only is the paper's own set-up
+(float32 Q, K and V, only P cast to E4M3). Results are kept in DUMPS/pcollapse/ (DUMPS/pcollapse-
+RECIPE/ for another recipe; a second run reads them)."""
 import argparse
 import collections
 import concurrent.futures
@@ -26,11 +27,11 @@ from roundscope.dump import replacing
 RUNS = (("forward", 1.0), ("forward", 256.0), ("reverse", 1.0), ("reverse", 256.0))
 
 
-def measure(path: str, cache: str) -> dict:
+def measure(path: str, cache: str, recipe: str = "fa3-fp8") -> dict:
     if os.path.isfile(cache):
         with open(cache) as f:
             return json.load(f)
-    r = roundscope.pcollapse(path, recipe="fa3-fp8", k_sink=1, without_sink=True, threads=1)
+    r = roundscope.pcollapse(path, recipe=recipe, k_sink=1, without_sink=True, threads=1)
     with replacing(cache, "w") as (f, _):  # a name of its own: never a file already there
         json.dump(r, f)
     return r
@@ -45,17 +46,18 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("dumps", help="a folder of attention dumps (python -m roundscope.llama_dumps)")
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="files measured at once")
+    p.add_argument("--recipe", default="fa3-fp8", help="the FP8 recipe (default: fa3-fp8)")
     a = p.parse_args(argv)
     files = sorted(os.path.join(d, f) for d, _, names in os.walk(a.dumps) for f in names
                    if f.endswith(".safetensors"))
     if not files:
         print(f"{a.dumps}: no .safetensors dumps", file=sys.stderr)
         return 2
-    out = os.path.join(a.dumps, "pcollapse")
+    out = os.path.join(a.dumps, "pcollapse" if a.recipe == "fa3-fp8" else f"pcollapse-{a.recipe}")
     os.makedirs(out, exist_ok=True)
     caches = [os.path.join(out, os.path.relpath(f, a.dumps).replace(os.sep, "_") + ".json") for f in files]
     with concurrent.futures.ThreadPoolExecutor(a.threads) as pool:
-        results = list(pool.map(measure, files, caches))
+        results = list(pool.map(measure, files, caches, [a.recipe] * len(files)))
 
     heads = []  # (layer, head's dict, its runs by (order, scale))
     for f, r in zip(files, results):
@@ -88,6 +90,12 @@ def main(argv=None) -> int:
     print("MSE of O, reverse order (S = 1) over S = 256 (forward order), per dump: "
           f"median {ratio[len(ratio) // 2]:.2f}, "
           f"range {ratio[0]:.2f} to {ratio[-1]:.2f}")
+    for scale in (1.0, 256.0):
+        gain = sorted(x["mse_gain_over_forward"] for r in results for x in r["runs"]
+                      if x["order"] == "reverse" and x["scale"] == scale and x.get("mse_gain_over_forward") is not None)
+        if gain:
+            print(f"MSE of O, forward order over reverse (S = {scale:g}), per dump: median {gain[len(gain) // 2]:.2f}, "
+                  f"range {gain[0]:.2f} to {gain[-1]:.2f}")
     by_layer = collections.defaultdict(list)
     for h in heads:
         by_layer[h[0]].append(h)
