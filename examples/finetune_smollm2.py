@@ -23,6 +23,7 @@ from the same initial weights in this process, with the monitor and without, and
 is printed against the unmonitored run (wall clock and process CPU time; docs/performance.md).
 """
 import argparse
+import contextlib
 import copy
 import json
 import os
@@ -74,7 +75,7 @@ def train(model, batches, lr, monitor=None, report=None):
     for step, window in enumerate(batches):
         w0, c0 = time.perf_counter(), time.process_time()
         ids = window[None, :-1]
-        with monitor.step(step) if monitor is not None else _nothing():
+        with monitor.step(step) if monitor is not None else contextlib.nullcontext():
             loss = torch.nn.functional.cross_entropy(model(input_ids=ids).logits[0], window[1:])
             loss.backward()
         optimizer.step()
@@ -85,14 +86,6 @@ def train(model, batches, lr, monitor=None, report=None):
         if report is not None:
             report(step, wall, losses)
     return wall, cpu, losses
-
-
-class _nothing:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False
 
 
 def main(argv=None):

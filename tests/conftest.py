@@ -5,11 +5,19 @@ import json
 import os
 import pathlib
 import subprocess
+import sys
 
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 GOLDEN = ROOT / "tests" / "data" / "golden" / "h100"
+
+
+def run_example(name, *args, timeout=600):
+    """The example script `name` (a file of the examples folder) run with this Python and `args`; the
+    finished process (output captured)."""
+    return subprocess.run([sys.executable, ROOT / "examples" / name, *map(str, args)], capture_output=True,
+                          text=True, timeout=timeout)
 
 
 class Cli:

@@ -5,19 +5,16 @@ wrote are read back: one a logged step and layer, each the mean of that layer's 
 JSON-lines file. Bad options are refused with exit 2."""
 import json
 import math
-import subprocess
-import sys
 
 import pytest
 
-from conftest import ROOT
+from conftest import run_example
 
-EXAMPLE = ROOT / "examples" / "finetune_smollm2.py"
 pytestmark = pytest.mark.slow
 
 
 def finetune(*args, timeout=900):
-    return subprocess.run([sys.executable, EXAMPLE, *map(str, args)], capture_output=True, text=True, timeout=timeout)
+    return run_example("finetune_smollm2.py", *args, timeout=timeout)
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ import pytest
 
 import roundscope
 
-from conftest import ROOT
+from conftest import ROOT, run_example
 
 sys.path.insert(0, str(ROOT / "examples"))
 import train_real  # noqa: E402
@@ -24,7 +24,7 @@ pytestmark = pytest.mark.slow
 
 
 def train(*args, timeout=600):
-    return subprocess.run([sys.executable, EXAMPLE, *map(str, args)], capture_output=True, text=True, timeout=timeout)
+    return run_example("train_real.py", *args, timeout=timeout)
 
 
 @pytest.fixture(scope="module")

@@ -13,6 +13,11 @@ namespace roundscope::emu {
 
 namespace {
 
+// One refusal for the online softmax's choices, whichever stage holds the key (the softmax's own
+// row_sum, rescale_arg, exp2_arg; the scores' scale_log2; the output's epilogue).
+constexpr const char* online_choices =
+    "row_sum, rescale_arg, scale_log2, exp2_arg and epilogue are choices of the online softmax";
+
 [[noreturn]] void fail(std::string_view recipe, std::string_view key, const std::string& why) {
     throw Error(fmt::format("recipe '{}': {} ({})", recipe, why, key));
 }
@@ -28,8 +33,7 @@ void TileStage::validate(std::string_view recipe) const {
 void SoftmaxStage::validate(std::string_view recipe) const {
     if ((row_sum != RowSum::sequential || rescale_arg != RescaleArg::scaled || exp2_arg != Exp2Arg::mul_sub) &&
         kind != SoftmaxKind::online)
-        fail(recipe, "softmax",
-             "row_sum, rescale_arg, scale_log2, exp2_arg and epilogue are choices of the online softmax");
+        fail(recipe, "softmax", online_choices);
     if (row_sum_format != nullptr && kind == SoftmaxKind::online)
         fail(recipe, "row_sum_format",
              "the online softmax keeps its row sum in float32; row_sum_format is a choice of the "
@@ -97,8 +101,7 @@ public:
         if (s.naive() && r_.tiles.kv_order == KvOrder::reverse) fail("kv_order", "a naive softmax has no KV order");
         if ((r_.output.epilogue != Epilogue::fa2 || r_.scores.scale_log2 != ScaleLog2::float32) &&
             s.kind != SoftmaxKind::online)
-            fail("softmax",
-                 "row_sum, rescale_arg, scale_log2, exp2_arg and epilogue are choices of the online softmax");
+            fail("softmax", online_choices);
         if (s.kind == SoftmaxKind::compiled_torch && r_.p_and_v.p_scale != 1.0f)
             fail("p_scale", "the compiled softmax casts P-bar unscaled (p_scale 1)");
         if (s.kind == SoftmaxKind::aten_cpu) aten_cpu();
