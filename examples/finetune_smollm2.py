@@ -27,6 +27,7 @@ import contextlib
 import copy
 import json
 import os
+import sys
 import time
 
 import torch
@@ -49,8 +50,9 @@ def arguments(argv=None):
     p.add_argument("--seed", type=int, default=0, help="the windows' and the sampled rows' seed (default: 0)")
     p.add_argument("--bench", action="store_true", help="also run the steps unmonitored; print the overhead")
     a = p.parse_args(argv)
-    if a.steps < 1 or a.freq < 1 or a.tokens < 2 or a.rows < 0 or a.lr <= 0:
-        p.error("--steps, --freq and --tokens must be positive (--tokens at least 2), --rows from 0, --lr positive")
+    if a.steps < 1 or a.freq < 1 or a.tokens < 2 or a.rows < 0 or not 0 < a.lr < float("inf"):
+        p.error("--steps, --freq and --tokens must be positive (--tokens at least 2), --rows from 0, --lr positive "
+                "and finite")
     try:
         a.layers = sorted({int(x) for x in a.layers.split(",")})
     except ValueError:
@@ -95,6 +97,10 @@ def main(argv=None):
     model, tokenizer = hf.smollm2()
     model.train()  # SmolLM2's dropout is 0: train mode changes no arithmetic here
     tokens = torch.tensor(tokenizer(read_text(a.text))["input_ids"], dtype=torch.long)
+    if a.tokens + 2 > tokens.numel():
+        print(f"finetune_smollm2.py: error: --tokens {a.tokens}: the text {a.text} has only {tokens.numel()} tokens",
+              file=sys.stderr)
+        raise SystemExit(2)
     batches = windows(tokens, a.tokens, a.steps, a.seed)
     print(f"SmolLM2-135M, {a.text}: {tokens.numel()} tokens, {a.steps} steps of {a.tokens}; "
           f"monitor every {a.freq} steps on layers {a.layers}, {a.rows or 'all'} rows a head", flush=True)

@@ -52,7 +52,7 @@ def test_tensorboard_holds_each_layers_mean_of_the_jsonl_heads(short_run):
 
 
 @pytest.mark.parametrize("args", [["--layers", "30"], ["--layers", "a"], ["--steps", "0"], ["--rows", "-1"],
-                                  ["--text", "nope"]])
+                                  ["--text", "nope"], ["--lr", "nan"], ["--lr", "inf"], ["--lr", "0"]])
 def test_bad_options_exit_2(args, tmp_path):
     p = finetune("--out", tmp_path, *args, timeout=120)
     assert p.returncode == 2 and "error:" in p.stderr.strip().splitlines()[-1], p.stderr
