@@ -1,5 +1,7 @@
 #include "analysis/pcollapse.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 
@@ -13,6 +15,7 @@
 #include "emu/batch/tensor_cast.hpp"
 #include "emu/numbers/format_info.hpp"
 #include "emu/numbers/unpack.hpp"
+#include "lib/error.hpp"
 
 namespace roundscope::analysis {
 namespace {
@@ -103,6 +106,17 @@ struct Measurement {
     double threshold;  // underflow_log of the recipe's P format
 };
 
+// S, the factor P-bar is cast at: p_scale, or under a recipe that offsets its max (FlashAttention-3's
+// FP8) the offset 2^k itself, its own way to scale P (S a power of two: pcollapse_scales_fit).
+void scale_p(emu::AttentionRecipe& recipe, float s) {
+    if (recipe.softmax.max_offset == 0) {
+        recipe.p_and_v.p_scale = s;
+        return;
+    }
+    recipe.softmax.max_offset = std::ilogb(s);
+    recipe.p_and_v.p_scale = 1;
+}
+
 // Head h: the model's prediction, then each run's kernel, measured; adds to `tallies`.
 // `has_sink`: the model found rows with a sink key and a spread of other scores.
 PCollapseHead measure_head(const Measurement& m, std::uint64_t h, const PCollapseOptions& o, double delta_k,
@@ -138,7 +152,8 @@ PCollapseHead measure_head(const Measurement& m, std::uint64_t h, const PCollaps
     for (const emu::KvOrder order : o.orders) {
         for (const float s : o.scales) {
             emu::AttentionRecipe recipe = o.recipe;
-            recipe.tiles.kv_order = order, recipe.p_and_v.p_scale = s;
+            recipe.tiles.kv_order = order;
+            scale_p(recipe, s);
             emu::ForwardOptions fo;
             fo.threads = o.threads, fo.uncounted_keys = k_sink, fo.runs = o.runs;
             const emu::ForwardResult f = emu::flash_forward(recipe, one_head, x, fo);
@@ -211,7 +226,18 @@ std::vector<PCollapseRun> summarize_runs(const std::vector<RunTally>& tallies, c
 
 }  // namespace
 
+bool p_scale_reachable(const emu::AttentionRecipe& recipe, float s) {
+    if (!(s > 0)) return false;
+    if (recipe.softmax.max_offset == 0) return true;
+    const int k = std::ilogb(s);
+    return k >= 0 && k <= 30 && std::ldexp(1.0f, k) == s;
+}
+
 PCollapseResult pcollapse(const emu::AttentionInputs& given, const PCollapseOptions& o) {
+    for (const float s : o.scales)
+        if (!p_scale_reachable(o.recipe, s))
+            throw Error(fmt::format("recipe '{}' scales P by its max offset: S = {} is not 2^k with k in [0, 30]",
+                                    o.recipe.name, s));
     // k and v indexed by query head (the truth cache knows the inputs by their address: kept)
     const emu::AttentionInputs expanded =
         emu::kv_group(given) > 1 ? emu::kv_per_query_head(given) : emu::AttentionInputs{};

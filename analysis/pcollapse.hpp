@@ -80,6 +80,10 @@ struct PCollapseResult {
 
 PCollapseResult pcollapse(const emu::AttentionInputs& in, const PCollapseOptions& options);
 
+/// Whether P can be cast at S under `recipe`: any S > 0 by p_scale, or, where the recipe offsets
+/// its max (max_offset, FlashAttention-3's FP8), S = 2^k with k in [0, 30], set as the offset.
+bool p_scale_reachable(const emu::AttentionRecipe& recipe, float s);
+
 /// E[max of k standard normals] (1.0294 for k = 4), by numerical integration.
 double expected_normal_maximum(int k);
 

@@ -52,6 +52,15 @@ analysis::PCollapseOptions pcollapse_options(const PCollapseRequest& request) {
         }
     }
     if (request.sweep_scale) o.scales = {1, 2, 3, 4, 6, 8, 16, 32, 64, 96, 128, 192, 256, 320, 384, 448, 512, 1024};
+    // a recipe that scales P by its max offset (h100-fp8) reaches the powers of two: its sweep
+    // takes those, and a given S must be one
+    if (request.sweep_scale)
+        std::erase_if(o.scales, [&](float s) { return !analysis::p_scale_reachable(o.recipe, s); });
+    for (const float s : o.scales)
+        if (!analysis::p_scale_reachable(o.recipe, s))
+            throw ArgumentError("scale", fmt::format("recipe '{}' scales P by its max offset (max_offset): S must "
+                                                     "be 2^k with k in [0, 30], not {}",
+                                                     o.recipe.name, s));
     o.without_sink = request.without_sink;
     if (in.source.synthetic) {
         check_in("sink_strength", in.source.spec.sink_strength, ranges::sink_strength);

@@ -57,4 +57,9 @@ float h100_lg2_ftz(float x) {
     return float_from_bits(m(bits_of(x)));
 }
 
+float h100_rcp_ftz(float x) {
+    static const MufuModel& m = h100_mufu(MufuVariant::rcp_ftz);
+    return float_from_bits(m(bits_of(x)));
+}
+
 }  // namespace roundscope::emu

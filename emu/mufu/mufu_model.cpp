@@ -60,8 +60,11 @@ std::int64_t fixed_point_23(std::uint32_t xb, FixedRounding r) {
     return negative ? -static_cast<std::int64_t>(q) : static_cast<std::int64_t>(q);
 }
 
-// v 2^-f rounded to float32 under r by emu's one rounding rule (exact for any int64 v).
-std::uint32_t to_float(std::int64_t v, int f, FixedRounding r) {
+// v 2^-f rounded to float32 under r by emu's one rounding rule (exact for any int64 v). The
+// format is a local constant and the rule flattened in, so the compiler specializes it for
+// float32 (a third of a verification over 2^32 inputs went to the general routine).
+__attribute__((flatten)) std::uint32_t to_float(std::int64_t v, int f, FixedRounding r) {
+    constexpr Format target = f32;
     CastOptions o;
     o.mode = r == FixedRounding::nearest_even  ? RoundingMode::nearest_even
              : r == FixedRounding::toward_zero ? RoundingMode::toward_zero
@@ -73,7 +76,7 @@ std::uint32_t to_float(std::int64_t v, int f, FixedRounding r) {
     x.negative = v < 0;
     x.m = v < 0 ? static_cast<std::uint64_t>(-v) : static_cast<std::uint64_t>(v);
     x.e = -f;
-    return static_cast<std::uint32_t>(round_to_format(f32, x, o));
+    return static_cast<std::uint32_t>(round_to_format(target, x, o));
 }
 
 std::uint32_t nan_output(const MufuModel& model, std::uint32_t x) {
@@ -107,7 +110,9 @@ std::uint32_t lg2_centred(const MufuModel& model, std::int64_t e, std::uint32_t 
     const bool one = m == 0;
     if (one && e1 == 0) return 0;  // log2 1 = +0
     const float lv = float_from_bits(one ? model.at_one : lb);
-    const auto l = static_cast<std::int64_t>(std::ldexp(static_cast<double>(lv), centred_bits));
+    // times 2^50 exactly (a power of two, and lv a float): libm's ldexp was a tenth of the time
+    constexpr double scale = static_cast<double>(std::int64_t{1} << centred_bits);
+    const auto l = static_cast<std::int64_t>(static_cast<double>(lv) * scale);
     std::int64_t sum = (e1 * (std::int64_t{1} << centred_bits) + l) * 2;
     if (model.beyond) sum += halved || (one && lv != 0.0f) ? -1 : 1;
     return to_float(sum, centred_bits + 1, model.rounding);

@@ -17,7 +17,15 @@ ml_dtypes. One head, no mask. The choices (each a recipe key of the same name):
   row_sum      "sequential" | "quad-ffma" (four lanes of two keys in eight, the first fused with
                the rescale, summed as (l0 + l2) + (l1 + l3))
   scale_log2   "f32" (c = RN(scale RN(log2 e))) | "f64" (c = RN(scale log2 e) from a double product)
-The exp2 is the software exp2 the recipes call "software": x = n + f, n = rint(x), 2^f by the
+  max_offset   k: exp2's argument against the max less k (FlashAttention-3's FP8: 8), as
+               fma(m_raw, c, -k) where exp2_arg is "fma", else RN(m - k); P-bar in [0, 2^k]
+  row_sum      also "lane-tile" (FlashAttention-3's: each lane sums its keys of the tile in order,
+               then l_t = fma(l_t, alpha, that))
+  epilogue     "fa2" | "fa3" (O = RN(acc rcp(l)), 0 for an empty row; LSE = fma(m_raw, RN(c RN(ln 2)),
+               RN(lg2(l 2^-k) RN(ln 2))))
+  units        the hardware functions "ex2", "lg2", "rcp" (float32 arrays in and out): with them the
+               exp2 is the unit's ex2 (exp2="ex2.approx.ftz") and the fa3 epilogue takes lg2 and rcp
+The exp2 is otherwise the software exp2 the recipes call "software": x = n + f, n = rint(x), 2^f by the
 degree-7 Taylor polynomial of e^(f ln 2) in fused steps, times 2^n exactly (one rounding where the
 result is subnormal); the log2 of the LSE the atanh series the recipes use."""
 from __future__ import annotations
@@ -28,7 +36,7 @@ import ml_dtypes
 import numpy as np
 
 F32 = np.float32
-FORMATS = {"bf16": ml_dtypes.bfloat16, "f16": np.float16, "f32": np.float32}
+FORMATS = {"bf16": ml_dtypes.bfloat16, "f16": np.float16, "f32": np.float32, "e4m3": ml_dtypes.float8_e4m3fn}
 LOG2E = F32(1.4426950216293334961)  # log2(e) rounded to float32
 LN2 = F32(0.693147182464599609375)  # ln(2) rounded to float32
 
@@ -51,7 +59,7 @@ def fma(a, b, c):
     return fixed.astype(F32)
 
 
-def soft_exp2(x):
+def _soft_exp2(x):
     x = np.asarray(x, dtype=F32)
     nan, over, under = np.isnan(x), x >= F32(128), x < F32(-151)
     xc = np.where(nan | over | under, F32(0), x).astype(F32)
@@ -97,10 +105,12 @@ def soft_log2(x: np.float32) -> np.float32:
 def rounded(x, format_name):
     """x (float32) rounded to the format, nearest even, saturating at its largest finite value."""
     t = FORMATS[format_name]
-    big = float(ml_dtypes.finfo(t).max) if t is ml_dtypes.bfloat16 else float(np.finfo(t).max)
+    narrow = (ml_dtypes.bfloat16, ml_dtypes.float8_e4m3fn)  # numpy's finfo knows neither
+    big = float(ml_dtypes.finfo(t).max) if t in narrow else float(np.finfo(t).max)
     x = np.asarray(x, dtype=F32)
     y = x.astype(t)
-    clipped = np.where(np.isinf(y) & np.isfinite(x), np.copysign(big, x), y.astype(np.float64))
+    over = ~np.isfinite(y.astype(np.float64)) & np.isfinite(x)  # Inf, or e4m3's NaN, from a finite x
+    clipped = np.where(over, np.copysign(big, x), y.astype(np.float64))
     return clipped.astype(t)
 
 
@@ -115,9 +125,12 @@ def product(a, b, c=None):
 
 def flash_forward(q, k, v, *, scale: float, kv_order="forward", block_n=64, p_format="bf16", p_scale=1.0,
                   o_format="bf16", exp2_arg="mul-sub", rescale_arg="scaled", row_sum="sequential",
-                  scale_log2="f32"):
+                  scale_log2="f32", max_offset=0, epilogue="fa2", exp2="software", units=None):
     """One head: q [N, D], k [N, D], v [N, Dv] already in the input format (as float32). Returns
     (o in o_format, lse float32)."""
+    if exp2 != "software" or epilogue == "fa3":
+        assert units is not None, "the hardware's exp2, lg2 and rcp are given as units"
+    soft_exp2 = _soft_exp2 if exp2 == "software" else (lambda x: units["ex2"](np.asarray(x, dtype=F32)))
     n_q, n_kv, d_v = q.shape[0], k.shape[0], v.shape[1]
     s_scale = F32(scale)
     c = F32(s_scale * LOG2E) if scale_log2 == "f32" else F32(float(s_scale) * math.log2(math.e))
@@ -143,6 +156,9 @@ def flash_forward(q, k, v, *, scale: float, kv_order="forward", block_n=64, p_fo
             factor = np.where(m_raw == -np.inf, F32(0),
                               soft_exp2((((m_raw - usable_raw).astype(F32)) * c).astype(F32)))
         factor = factor.astype(F32)
+        if max_offset:  # FlashAttention-3's max_scaled, 0 while the row has no key
+            shifted = fma(raw_new, c, F32(-max_offset)) if exp2_arg == "fma" else (usable - F32(max_offset))
+            usable = np.where(m_new == -np.inf, F32(0), shifted).astype(F32)
         if exp2_arg == "fma":
             arg = fma(s, c, -usable[:, None])
         else:
@@ -154,6 +170,14 @@ def flash_forward(q, k, v, *, scale: float, kv_order="forward", block_n=64, p_fo
             for j in range(end - begin):
                 total = (total + p[:, j]).astype(F32)
             ell = ((ell * factor).astype(F32) + total).astype(F32)
+        elif row_sum == "lane-tile":
+            for lane in range(4):
+                keys = [j for j in range(end - begin) if (j % 8) // 2 == lane]
+                total = p[:, keys[0]] if keys else np.zeros(n_q, dtype=F32)
+                for j in keys[1:]:
+                    total = (total + p[:, j]).astype(F32)
+                lanes[:, lane] = fma(lanes[:, lane], factor, total)
+            ell = ((lanes[:, 0] + lanes[:, 2]).astype(F32) + (lanes[:, 1] + lanes[:, 3]).astype(F32)).astype(F32)
         else:
             for j in range(end - begin):
                 lane = (j % 8) // 2
@@ -168,8 +192,16 @@ def flash_forward(q, k, v, *, scale: float, kv_order="forward", block_n=64, p_fo
         m, m_raw = m_new, raw_new
         acc = (acc * factor[:, None]).astype(F32)
         acc = product(p_cast.astype(F32), v[begin:end], acc)
+    unscaled = (ell * F32(2.0 ** -max_offset)).astype(F32)  # l without the offset's 2^k (exact)
+    if epilogue == "fa3":
+        empty = (ell == 0) | np.isnan(ell)
+        out_factor = np.where(empty, F32(0), units["rcp"](np.where(empty, F32(1), ell).astype(F32))).astype(F32)
+        o = rounded((acc * out_factor[:, None]).astype(F32), o_format)
+        log_l = (units["lg2"](np.where(empty, F32(1), unscaled).astype(F32)) * LN2).astype(F32)
+        lse = np.where(empty, F32(-np.inf), fma(m_raw, F32(c * LN2), log_l)).astype(F32)
+        return o, lse
     out_factor = np.where(ell == 0, F32(1), (F32(1) / (ell * p_scale).astype(F32)).astype(F32)).astype(F32)
     o = rounded((acc * out_factor[:, None]).astype(F32), o_format)
     lse = np.array([F32(F32((F32(0) if mi == -np.inf else mi) + soft_log2(li)) * LN2) if li != 0 else F32(-np.inf)
-                    for mi, li in zip(m, ell)], dtype=F32)
+                    for mi, li in zip(m, unscaled)], dtype=F32)
     return o, lse

@@ -1,6 +1,7 @@
-// C entry points to the batch casts, the tensor-core models and the models of torch.compile's
-// exp and log, so that tests in Python can put roundscope beside peer implementations (ml_dtypes
-// over all 2^32 float32 inputs; MMA-Sim on random tiles; Inductor's code). Test-only; not installed.
+// C entry points to the batch casts, the tensor-core models, the models of torch.compile's exp and
+// log and the H100's MUFU, so that tests in Python can put roundscope beside peer implementations
+// (ml_dtypes over all 2^32 float32 inputs; MMA-Sim on random tiles; Inductor's code; the numpy
+// flash forward, which takes the MUFU as the hardware's own function). Test-only; not installed.
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -10,6 +11,7 @@
 #include "emu/batch/batch_cast.hpp"
 #include "emu/mma/mma_gemm.hpp"
 #include "emu/mma/mma_model.hpp"
+#include "emu/mufu/h100_mufu.hpp"
 #include "emu/numbers/cast_options.hpp"
 #include "emu/numbers/format.hpp"
 #include "lib/fma_clones.hpp"
@@ -70,6 +72,17 @@ int roundscope_mma(const char* arch, const char* instruction, const char* a_form
     const MmaModel* model = find_mma_model(arch, instruction, *fa, *fb, *fc);
     if (model == nullptr) return -1;
     mma_gemm(*model, GemmOperands{a, b, c, d, batch, m, n, k}, 0);
+    return 0;
+}
+
+/// out[i] = an H100's ex2.approx.ftz (function 0), lg2.approx.ftz (1) or rcp.approx.ftz (2) of
+/// in[i] (emu/mufu/h100_mufu.hpp: bit-exact with the hardware on all 2^32 inputs). Returns 0, or
+/// -1 for another function.
+int roundscope_h100_mufu(int function, const float* in, std::size_t n, float* out) {
+    using namespace roundscope::emu;
+    float (*const units[])(float) = {h100_ex2_ftz, h100_lg2_ftz, h100_rcp_ftz};
+    if (function < 0 || function > 2) return -1;
+    for (std::size_t i = 0; i < n; ++i) out[i] = units[function](in[i]);
     return 0;
 }
 

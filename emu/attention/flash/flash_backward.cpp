@@ -197,6 +197,9 @@ BackwardResult flash_backward(const AttentionRecipe& recipe, const AttentionShap
         throw Error(fmt::format("recipe '{}': the backward pass needs an online softmax", recipe.name));
     if (recipe.output.epilogue == Epilogue::torch_flash)
         throw Error(fmt::format("recipe '{}': PyTorch's flash forward is modelled, its backward is not", recipe.name));
+    if (recipe.output.epilogue == Epilogue::fa3)
+        throw Error(
+            fmt::format("recipe '{}': FlashAttention-3's forward is modelled, its backward is not", recipe.name));
     if (recipe.softmax.kind == SoftmaxKind::aten_cpu || recipe.scores.product == Product::amx)
         throw Error(fmt::format(
             "recipe '{}': ATen's CPU forward (softmax=aten-cpu, the AMX GEMM) is modelled, its backward is not",

@@ -149,7 +149,7 @@ FlashContext flash_context(const AttentionRecipe& recipe, const AttentionShape& 
     validate(recipe);
     FlashContext ctx{recipe, shape};
     ctx.recipe.tiles.block_n = resolved_block_n(recipe, shape.d);
-    if (recipe.tiles.block_n == 0) validate(ctx.recipe);  // the resolved tile against the V blocks
+    if (recipe.tiles.block_n <= 0) validate(ctx.recipe);  // the resolved tile against the V blocks
     if (recipe.tiles.split_kv_sms > 0) {
         ctx.splits = torch_flash_splits(shape.heads, shape.n_q, shape.n_kv, shape.d, recipe.tiles.split_kv_sms);
         if (ctx.splits > 1 &&
@@ -178,9 +178,16 @@ FlashContext flash_context(const AttentionRecipe& recipe, const AttentionShape& 
     ctx.exp2 = recipe.softmax.exp2;
     // under p_quant the row step leaves P * S in float32 for the block quantization
     const Format& p_step = recipe.p_and_v.p_quant != nullptr ? f32 : *recipe.p_and_v.p_format;
-    ctx.softmax = {ctx.scale_log2,         ctx.exp2, recipe.softmax.max_adjust,  recipe.softmax.max_adjust_beta,
-                   recipe.p_and_v.p_scale, p_step,   recipe.softmax.rescale_arg, recipe.softmax.row_sum,
-                   recipe.softmax.exp2_arg};
+    ctx.softmax = {ctx.scale_log2,
+                   ctx.exp2,
+                   recipe.softmax.max_adjust,
+                   recipe.softmax.max_adjust_beta,
+                   recipe.p_and_v.p_scale,
+                   p_step,
+                   recipe.softmax.rescale_arg,
+                   recipe.softmax.row_sum,
+                   recipe.softmax.exp2_arg,
+                   recipe.softmax.max_offset};
     ctx.torch = {static_cast<float>(shape.scale), recipe.softmax.format,          &recipe.softmax.stored_row_sum(),
                  recipe.softmax.max_adjust,       recipe.softmax.max_adjust_beta, recipe.p_and_v.p_scale,
                  recipe.p_and_v.p_format};

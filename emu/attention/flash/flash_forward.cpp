@@ -225,6 +225,21 @@ void finish_torch_flash_row(const FlashContext& ctx, const std::uint32_t* acc, c
     out.lse_log2[i] = a::mul(out.lse[i], steps::log2e);
 }
 
+// FlashAttention-3's epilogue (hopper/softmax.h, finalize, built with --use_fast_math): 1 / l by
+// MUFU.RCP (rcp.approx.ftz), 0 when l is 0 or NaN, so an empty row's O is 0; l 2^-k (exact: the
+// max offset's 2^k taken out) for the LSE, fma(m, RN(c RN(ln 2)), __logf(l 2^-k)) from the raw max,
+// __logf = RN(lg2.approx.ftz RN(ln 2)) under fast math and fused as PyTorch's FlashAttention-2
+// build fuses the same expression (docs/findings.md says what of this is read from source only).
+void finish_fa3_row(const FlashContext& ctx, const std::uint32_t* acc, const steps::OnlineRowState& st, std::uint64_t i,
+                    ForwardResult& out) {
+    const bool empty = st.l == 0.0f || st.l != st.l;
+    write_output_row(ctx, acc, empty ? 0.0f : mufu_rcp_ftz(st.l), i, out);
+    const float l = a::mul(st.l, 1.0f / steps::offset_scale(ctx.recipe.softmax.max_offset));
+    const float log_l = a::mul(detail::mufu_lg2_ftz(l), steps::ln2);
+    out.lse[i] = empty ? steps::minus_infinity() : a::fma(st.m_raw, a::mul(ctx.scale_log2, steps::ln2), log_l);
+    out.lse_log2[i] = a::mul(out.lse[i], steps::log2e);
+}
+
 // O, LSE and the counts of a finished row block into the result.
 void finish_block(const FlashContext& ctx, const RowBlock& b, std::uint64_t head, ForwardResult& out) {
     const AttentionRecipe& r = ctx.recipe;
@@ -245,9 +260,15 @@ void finish_block(const FlashContext& ctx, const RowBlock& b, std::uint64_t head
             finish_torch_flash_row(ctx, b.acc.data() + row * ctx.shape.d_v, b.state[row], i, out);
             continue;
         }
+        if (r.output.epilogue == Epilogue::fa3) {
+            finish_fa3_row(ctx, b.acc.data() + row * ctx.shape.d_v, b.state[row], i, out);
+            continue;
+        }
         write_output_row(ctx, b.acc.data() + row * ctx.shape.d_v,
                          steps::output_factor(b.state[row].l, r.p_and_v.p_scale), i, out);
-        out.lse_log2[i] = steps::lse_log2(b.state[row].m, b.state[row].l);
+        // the LSE of l without the max offset's 2^k (an exact scaling)
+        const float l = a::mul(b.state[row].l, 1.0f / steps::offset_scale(r.softmax.max_offset));
+        out.lse_log2[i] = steps::lse_log2(b.state[row].m, l);
         out.lse[i] = a::mul(out.lse_log2[i], steps::ln2);
     }
 }

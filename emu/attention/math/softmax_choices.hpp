@@ -18,6 +18,9 @@ enum class Exp2Kind : std::uint8_t {
     cuda_exp2f,       // CUDA's exp2f without fast math (PyTorch's flash kernels): MUFU.EX2 behind
                       // the -126 guard, on the CPU an H100's MUFU.EX2 (the same function as
                       // ex2.approx.f32 on sm_90, which compiles to that guard)
+    hardware_ftz,     // ex2.approx.ftz.f32, what exp2f compiles to under --use_fast_math
+                      // (FlashAttention-3): MUFU.EX2 alone, subnormal inputs and outputs flushed;
+                      // on the CPU an H100's
 };
 
 /// How a row's sum l is formed across a tile's keys.
@@ -26,6 +29,8 @@ enum class RowSum : std::uint8_t {
     quad_ffma,   // FlashAttention-2's four lanes per row: lane t holds keys j with (j mod 8) / 2 = t
                  // in order, each tile l_t = fma(l_t, alpha, its first P-bar) + the rest; at the end
                  // l = (l_0 + l_2) + (l_1 + l_3) (the butterfly with offset 2, then 1)
+    lane_tile,   // FlashAttention-3's (hopper/softmax.h): the same four lanes, but each sums its keys
+                 // of the tile first, r_t = P-bar_first + ... in order, then l_t = fma(l_t, alpha, r_t)
 };
 
 /// How exp2's argument for P-bar is formed from a score s, the scale c = scale log2(e) and the
@@ -81,6 +86,12 @@ ROUNDSCOPE_HD inline float cuda_log2f(float x) {
     return detail::mufu_lg2_ftz(x);
 }
 
+/// rcp.approx.ftz.f32 (MUFU.RCP), what 1.0f / x compiles to under --use_fast_math; on the CPU an
+/// H100's. Host only: no kernel runs it yet.
+#if !defined(__CUDA_ARCH__)
+inline float mufu_rcp_ftz(float x) { return h100_rcp_ftz(x); }
+#endif
+
 /// __logf without fast math (SASS: a 2^24 scaling below 2^-126, MUFU.LG2, -24, FMUL by RN(ln 2)).
 /// On the CPU with an H100's MUFU.LG2.
 ROUNDSCOPE_HD inline float cuda_logf(float x) {
@@ -93,6 +104,7 @@ ROUNDSCOPE_HD inline float cuda_logf(float x) {
 /// both are an H100's).
 ROUNDSCOPE_HD inline float exp2_of(float x, Exp2Kind kind) {
     if (kind == Exp2Kind::software) return soft_exp2(x);
+    if (kind == Exp2Kind::hardware_ftz) return detail::mufu_ex2_ftz(x);
 #if defined(__CUDA_ARCH__)
     if (kind == Exp2Kind::hardware_approx) {
         float y;

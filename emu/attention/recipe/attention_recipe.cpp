@@ -27,7 +27,8 @@ constexpr const char* online_choices =
 // Each stage's own rules: each names the key it refuses and why.
 
 void TileStage::validate(std::string_view recipe) const {
-    if (block_m % 16 != 0 || block_n % 16 != 0) fail(recipe, "block_m/block_n", "tiles must be multiples of 16");
+    if (block_m % 16 != 0 || (block_n != block_n_fa3_fp8 && block_n % 16 != 0))
+        fail(recipe, "block_m/block_n", "tiles must be multiples of 16");
 }
 
 void SoftmaxStage::validate(std::string_view recipe) const {
@@ -51,6 +52,10 @@ void SoftmaxStage::validate(std::string_view recipe) const {
     }
     if (rescale_arg == RescaleArg::raw && max_adjust)
         fail(recipe, "rescale_arg", "the raw maxima and the max adjustment exclude each other");
+    if (max_offset != 0 && kind != SoftmaxKind::online)
+        fail(recipe, "max_offset", "the max offset is a choice of the online softmax");
+    if (max_offset != 0 && max_adjust)
+        fail(recipe, "max_offset", "the max offset and the max adjustment both move the max: choose one");
 }
 
 void PvStage::validate(std::string_view recipe) const {
@@ -123,14 +128,14 @@ public:
     void p_and_v() const {
         const PvStage& p = r_.p_and_v;
         const int block_n = r_.tiles.block_n;
-        if (p.v_quant != nullptr && p.diagonal_fix && block_n != 0 && block_n % p.v_block != 0)
+        if (p.v_quant != nullptr && p.diagonal_fix && block_n > 0 && block_n % p.v_block != 0)
             fail("v_block",
                  fmt::format("the diagonal fix needs V blocks ({}) that divide block_n ({})", p.v_block, block_n));
         if (p.p_quant != nullptr && r_.softmax.kind != SoftmaxKind::online)
             fail("p_quant", "P is block-quantized in the online softmax only");
         if (p.depth == PvDepth::tile && r_.softmax.kind != SoftmaxKind::online)
             fail("pv_depth", "P V over the whole tile is modelled for the online softmax without the diagonal fix");
-        if (p.p_quant != nullptr && block_n % 32 != 0)
+        if (p.p_quant != nullptr && block_n >= 0 && block_n % 32 != 0)
             fail("p_quant", "P's blocks of 32 keys must tile block_n (a multiple of 32)");
         if (p.p_quant != nullptr && r_.output.epilogue != Epilogue::fa2)
             fail("p_quant", "P is block-quantized under FlashAttention-2's epilogue only");
@@ -140,10 +145,17 @@ public:
         if (r_.output.epilogue == Epilogue::torch_flash &&
             (r_.p_and_v.p_scale != 1.0f || !(*r_.output.accumulator == f32)))
             fail("epilogue", "PyTorch's flash epilogue has P unscaled (p_scale 1) and O accumulated in f32");
+        if (r_.output.epilogue == Epilogue::fa3 && (r_.p_and_v.p_scale != 1.0f || !(*r_.output.accumulator == f32)))
+            fail("epilogue",
+                 "FlashAttention-3's epilogue has P scaled only by its max offset (p_scale 1) and O accumulated "
+                 "in f32");
+        if (r_.softmax.max_offset != 0 && r_.output.epilogue == Epilogue::torch_flash)
+            fail("max_offset", "PyTorch's flash epilogue has no max offset (FlashAttention-3's has: epilogue=fa3)");
     }
 
     void backward() const {
-        if (r_.backward.quant != nullptr && (r_.tiles.block_m % 32 != 0 || r_.tiles.block_n % 32 != 0))
+        if (r_.backward.quant != nullptr &&
+            (r_.tiles.block_m % 32 != 0 || (r_.tiles.block_n >= 0 && r_.tiles.block_n % 32 != 0)))
             fail("grad_quant", "the gradient operands' blocks of 32 must tile block_m and block_n (multiples of 32)");
     }
 
@@ -171,6 +183,8 @@ void validate(const AttentionRecipe& r) {
 }
 
 int resolved_block_n(const AttentionRecipe& r, std::uint64_t d) {
+    if (r.tiles.block_n == block_n_fa3_fp8)
+        return d <= 64 ? 160 : d <= 96 ? 128 : d <= 128 ? 224 : d <= 192 ? 160 : 128;
     if (r.tiles.block_n != 0) return r.tiles.block_n;
     if (d > 128)
         throw Error(fmt::format("recipe '{}': block_n=auto follows PyTorch's flash tiles for D <= 128 only (D is {})",

@@ -51,6 +51,10 @@ enum class Epilogue : std::uint8_t {
     torch_flash,  // PyTorch's flash (normalize_softmax_lse): O = acc RN(1 / l), 1/l taken as 1
                   // when l is 0 or NaN; LSE = fma(m, scale, logf(l)) with the raw max m and the
                   // proxy logf; +inf when empty
+    fa3,          // FlashAttention-3's (hopper/softmax.h finalize, under --use_fast_math): O =
+                  // RN(acc rcp.approx.ftz(l)), O = 0 when l is 0 or NaN; LSE = fma(m, RN(c RN(ln 2)),
+                  // RN(lg2.approx.ftz(l 2^-k) RN(ln 2))) with the raw max m, c = scale log2 e and k the
+                  // max offset; -inf when empty
 };
 
 /// "forward" or "reverse": the one spelling of KV orders (recipes, the CLI, JSON).
@@ -98,10 +102,16 @@ struct TargetStage {
     std::string instruction = "mma.sync";
 };
 
+/// block_n's value "fa3-fp8": the KV tile FlashAttention-3's FP8 forward takes for the head dimension
+/// (hopper/tile_size.h, tile_size_fwd_sm90 with one-byte elements: D <= 64: 160, <= 96: 128,
+/// <= 128: 224, <= 192: 160, else 128).
+inline constexpr int block_n_fa3_fp8 = -1;
+
 /// The schedule: tile sizes, the KV order and the launch facts some kernels' bits depend on.
 struct TileStage {
     int block_m = 128, block_n = 64;  // Br x Bc tiles of S; block_n 0: "auto", FlashAttention-2's as
-                                      // PyTorch builds it (D <= 64: 128, D <= 128: 64)
+                                      // PyTorch builds it (D <= 64: 128, D <= 128: 64); block_n
+                                      // block_n_fa3_fp8: FlashAttention-3's FP8 tile for D
     KvOrder kv_order = KvOrder::forward;
     int aten_threads = 0;  // the threads ATen's CPU kernel ran with (torch.get_num_threads()): its packed
                            // GEMM path depends on it; 0: unknown (refused where it matters)
@@ -132,6 +142,8 @@ struct SoftmaxStage {
     RowSum row_sum = RowSum::sequential;
     bool max_adjust = false;  // Qiu & Yao's fix: no P-bar entry exactly 1
     float max_adjust_beta = 2;
+    int max_offset = 0;  // k: exp2's argument taken against the max less k, so P-bar lies in [0, 2^k]
+                         // before its cast (FlashAttention-3's FP8 forward: 8); l carries the 2^k
     bool naive() const { return kind == SoftmaxKind::naive || kind == SoftmaxKind::naive_unshifted; }
     /// The format the row sum is stored in (row_sum_format, or `format` where that is null).
     const Format& stored_row_sum() const { return row_sum_format != nullptr ? *row_sum_format : *format; }

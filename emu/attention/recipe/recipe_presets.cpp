@@ -75,6 +75,32 @@ AttentionRecipe fa3_fp8() {
     return r;
 }
 
+// FlashAttention-3's FP8 forward on sm_90 as its source reads (Dao-AILab/flash-attention hopper/:
+// softmax.h, flash_fwd_kernel_sm90.h, tile_size.h; built with --use_fast_math by its setup.py):
+// Q, K, V and P in E4M3 (descale factors 1), S and P V by wgmma; 128-row tiles over FA3's FP8 KV
+// tile for D (160 at D <= 64, 224 at D <= 128), in reverse; c = RN(scale log2 e) in double; the
+// max offset of 8 inside exp2's argument, P-bar = ex2.approx.ftz(fma(s, c, -fma(m, c, -8))), so
+// P-bar lies in [0, 256] before its satfinite E4M3 cast; alpha = ex2.approx.ftz(RN(RN(m_old - m)
+// c)) from the raw maxima; each lane sums its keys of the tile, then fma(l_t, alpha, that); O =
+// RN(acc rcp.approx.ftz(l)) in BF16, LSE from l 2^-8 (Epilogue::fa3). Forward only. The fused
+// forms where the source leaves a multiply and an add apart follow nvcc's contraction as PyTorch's
+// FlashAttention-2 binary shows it; FA3's own binary was not available to check (docs/findings.md).
+AttentionRecipe h100_fp8() {
+    AttentionRecipe r = fa3_fp8();
+    r.name = "h100-fp8";
+    r.tiles.block_n = block_n_fa3_fp8;
+    r.scores.scale_log2 = ScaleLog2::float64;
+    r.softmax.exp2 = Exp2Kind::hardware_ftz;
+    r.softmax.exp2_arg = Exp2Arg::fma;
+    r.softmax.rescale_arg = RescaleArg::raw;
+    r.softmax.row_sum = RowSum::lane_tile;
+    r.softmax.max_offset = 8;
+    r.p_and_v.p_scale = 1;
+    r.p_and_v.depth = PvDepth::tile;
+    r.output.epilogue = Epilogue::fa3;
+    return r;
+}
+
 AttentionRecipe fp8_forward_order() {
     AttentionRecipe r = fa3_fp8();
     r.name = "fp8-forward-order";
@@ -205,10 +231,10 @@ AttentionRecipe torch_cpu_bf16() {
 
 const std::vector<AttentionRecipe>& presets() {
     static const std::vector<AttentionRecipe> all{
-        fa2_bf16(),          fa2_bf16_fixed(),  fa2_bf16_o_bf16(),  fa2_bf16_torch(), fa2_bf16_torch_compiled(),
-        fa2_f16(),           fa2_f32(),         fa3_bf16(),         h100_bf16(),      fa3_fp8(),
-        fp8_forward_order(), fp8_p_cast_only(), mxfp4_v(false),     mxfp4_v(true),    naive(f32, f32),
-        naive(bf16, f32),    naive(f16, f16),   torch_flash_sm90(), torch_cpu_bf16()};
+        fa2_bf16(),      fa2_bf16_fixed(),    fa2_bf16_o_bf16(), fa2_bf16_torch(),   fa2_bf16_torch_compiled(),
+        fa2_f16(),       fa2_f32(),           fa3_bf16(),        h100_bf16(),        fa3_fp8(),
+        h100_fp8(),      fp8_forward_order(), fp8_p_cast_only(), mxfp4_v(false),     mxfp4_v(true),
+        naive(f32, f32), naive(bf16, f32),    naive(f16, f16),   torch_flash_sm90(), torch_cpu_bf16()};
     return all;
 }
 

@@ -25,14 +25,17 @@ constexpr NamedValues<SoftmaxKind, 6> softmax_names{{{{SoftmaxKind::online, "onl
                                                       {SoftmaxKind::online_torch, "online-torch"},
                                                       {SoftmaxKind::compiled_torch, "compiled-torch"},
                                                       {SoftmaxKind::aten_cpu, "aten-cpu"}}}};
-constexpr NamedValues<Exp2Kind, 3> exp2_names{
-    {{{Exp2Kind::software, "software"}, {Exp2Kind::hardware_approx, "ex2.approx"}, {Exp2Kind::cuda_exp2f, "exp2f"}}}};
+constexpr NamedValues<Exp2Kind, 4> exp2_names{{{{Exp2Kind::software, "software"},
+                                                {Exp2Kind::hardware_approx, "ex2.approx"},
+                                                {Exp2Kind::cuda_exp2f, "exp2f"},
+                                                {Exp2Kind::hardware_ftz, "ex2.approx.ftz"}}}};
 constexpr NamedValues<ScaleLog2, 2> scale_log2_names{{{{ScaleLog2::float32, "f32"}, {ScaleLog2::float64, "f64"}}}};
 constexpr NamedValues<Exp2Arg, 2> exp2_arg_names{{{{Exp2Arg::mul_sub, "mul-sub"}, {Exp2Arg::fma, "fma"}}}};
 constexpr NamedValues<RescaleArg, 2> rescale_arg_names{{{{RescaleArg::scaled, "scaled"}, {RescaleArg::raw, "raw"}}}};
-constexpr NamedValues<RowSum, 2> row_sum_names{
-    {{{RowSum::sequential, "sequential"}, {RowSum::quad_ffma, "quad-ffma"}}}};
-constexpr NamedValues<Epilogue, 2> epilogue_names{{{{Epilogue::fa2, "fa2"}, {Epilogue::torch_flash, "torch-flash"}}}};
+constexpr NamedValues<RowSum, 3> row_sum_names{
+    {{{RowSum::sequential, "sequential"}, {RowSum::quad_ffma, "quad-ffma"}, {RowSum::lane_tile, "lane-tile"}}}};
+constexpr NamedValues<Epilogue, 3> epilogue_names{
+    {{{Epilogue::fa2, "fa2"}, {Epilogue::torch_flash, "torch-flash"}, {Epilogue::fa3, "fa3"}}}};
 constexpr NamedValues<KvOrder, 2> order_names{{{{KvOrder::forward, "forward"}, {KvOrder::reverse, "reverse"}}}};
 constexpr NamedValues<DeltaKind, 3> delta_names{
     {{{DeltaKind::stored_o, "o-stored"}, {DeltaKind::f32_o, "o-f32"}, {DeltaKind::p_dp, "p-dp"}}}};
@@ -198,14 +201,19 @@ std::vector<Setting> tile_settings() {
         integer_setting<&R::tiles, &TileStage::block_m, 16, 1024>("block_m", "Br, a multiple of 16",
                                                                   {"16", "32", "64", "128"}, 16),
         {"block_n",
-         "Bc, a multiple of 16, or auto (PyTorch's flash tile for the head dimension)",
-         [](const R& r) { return r.tiles.block_n == 0 ? std::string("auto") : std::to_string(r.tiles.block_n); },
-         [](R& r, std::string_view k, std::string_view v) {
-             r.tiles.block_n = v == "auto" ? 0 : parse_integer(k, v, 16, 1024);
+         "Bc, a multiple of 16, auto (PyTorch's flash tile for the head dimension) or fa3-fp8 "
+         "(FlashAttention-3's FP8 tile for it)",
+         [](const R& r) {
+             return r.tiles.block_n == 0                 ? std::string("auto")
+                    : r.tiles.block_n == block_n_fa3_fp8 ? std::string("fa3-fp8")
+                                                         : std::to_string(r.tiles.block_n);
          },
-         {"auto", "16", "32", "64", "128", "256", "512"},
+         [](R& r, std::string_view k, std::string_view v) {
+             r.tiles.block_n = v == "auto" ? 0 : v == "fa3-fp8" ? block_n_fa3_fp8 : parse_integer(k, v, 16, 1024);
+         },
+         {"auto", "fa3-fp8", "16", "32", "64", "128", "256", "512"},
          {},
-         integers(16, 1024, 16, {"auto"})},
+         integers(16, 1024, 16, {"auto", "fa3-fp8"})},
         named_setting<&R::tiles, &TileStage::kv_order, order_names>("kv_order"),
         integer_setting<&R::tiles, &TileStage::aten_threads, 0, 65536>(
             "aten_threads", "the threads ATen's CPU kernel ran with (0: unknown, refused where it matters)",
@@ -248,6 +256,8 @@ std::vector<Setting> softmax_settings() {
         named_setting<&R::softmax, &SoftmaxStage::max_adjust, switch_names>("max_adjust"),
         positive_setting<&R::softmax, &SoftmaxStage::max_adjust_beta>("max_adjust_beta", "a positive number",
                                                                       {"2", "8"}),
+        integer_setting<&R::softmax, &SoftmaxStage::max_offset, 0, 30>(
+            "max_offset", "k, an integer in [0, 30] (online softmax)", {"0", "8"}),
     };
 }
 
@@ -313,12 +323,15 @@ const std::map<std::string_view, std::string_view>& meanings() {
          "the softmax: online (flash), naive, naive without the max shift, PyTorch's ops, or ATen's CPU flash"},
         {"softmax_format", "naive and online-torch: the format of exp, the sums and the division"},
         {"row_sum_format", "naive and online-torch: the format the row sum is stored in"},
-        {"exp2", "exp2: the project's correctly written software exp2, ex2.approx.f32, or CUDA's exp2f"},
+        {"exp2",
+         "exp2: the project's correctly written software exp2, ex2.approx.f32, CUDA's exp2f, or "
+         "ex2.approx.ftz.f32 (exp2f under fast math)"},
         {"exp2_arg", "exp2's argument: the product rounded, then the max subtracted, or one fma"},
         {"rescale_arg", "the rescale's argument: the difference of the scaled maxima, or of the raw ones"},
-        {"row_sum", "the order of the row sum l: sequential, or FlashAttention-2's four lanes"},
+        {"row_sum", "the order of the row sum l: sequential, FlashAttention-2's four lanes, or FlashAttention-3's"},
         {"max_adjust", "Qiu and Yao's fix: the max raised so that no P-bar entry is exactly 1"},
         {"max_adjust_beta", "the max adjustment's beta"},
+        {"max_offset", "k: exp2's argument against the max less k, P-bar in [0, 2^k] before its cast (FA3's FP8: 8)"},
         {"p_format", "the format P (times p_scale) is cast to before P V"},
         {"p_scale", "S: P is multiplied by it before its cast (a power of two or 448), O divided after"},
         {"p_quant", "each row's P block-quantized along keys (blocks of 32) before P V"},
@@ -329,7 +342,8 @@ const std::map<std::string_view, std::string_view>& meanings() {
         {"pv_depth", "P V over a partial tile: over its keys, or over the whole tile (zero products)"},
         {"o_accumulator", "the format of the running O (f32 in kernels)"},
         {"o_format", "the format O is written in"},
-        {"epilogue", "how a row ends (O, its LSE, an empty row): FlashAttention-2's or PyTorch's flash"},
+        {"epilogue",
+         "how a row ends (O, its LSE, an empty row): FlashAttention-2's, PyTorch's flash or FlashAttention-3's"},
         {"grad_product", "the backward's products by the tensor-core model, or exactly in float64"},
         {"delta", "delta = rowsum(dO * O) from the stored O, O in float32, or rowsum(P * dP)"},
         {"delta_format", "the format each dO * O and delta's sum are rounded to"},

@@ -175,7 +175,21 @@ struct OnlineSoftmax {
     RescaleArg rescale_arg = RescaleArg::scaled;
     RowSum row_sum = RowSum::sequential;
     Exp2Arg exp2_arg = Exp2Arg::mul_sub;
+    int max_offset = 0;  // k: P-bar = exp2(s c - (m - k)), in [0, 2^k]
 };
+
+/// 2^k: what a max offset of k scales P-bar and l by.
+ROUNDSCOPE_HD inline float offset_scale(int max_offset) { return static_cast<float>(std::uint64_t{1} << max_offset); }
+
+/// The max exp2's argument is taken against: the row max m (log2 units, 0 when -inf), or under a
+/// max offset k FlashAttention-3's max_scaled, m c - k from the raw max in one fma where the
+/// argument is an fma (its `max * scale - max_offset`, contracted as its `s * scale - max_scaled`
+/// is), else RN(m - k); 0 when the row has no key yet (its Check_inf).
+ROUNDSCOPE_HD inline float exp2_max(const OnlineSoftmax& f, float m, float m_raw) {
+    if (f.max_offset == 0 || m == minus_infinity()) return usable_max(m);
+    const float k = static_cast<float>(f.max_offset);
+    return f.exp2_arg == Exp2Arg::fma ? f32_arith::fma(m_raw, f.scale_log2, -k) : f32_arith::sub(m, k);
+}
 
 /// A row's running state: max m (log2 units, after any adjustment), sum l, the largest
 /// unadjusted score with how many keys reached it (the analyses' repeated maxima), the max of the
@@ -315,20 +329,24 @@ ROUNDSCOPE_HD inline float online_row_step(const OnlineSoftmax& f, const std::ui
                                                           : rescale(st.m, m_new, f.exp2);
     if (ties != nullptr) ties->rescale(factor);
     float sum = 0;
-    const PCastConstants k(f.p_scale, f.p_format);
+    float lane_sums[4] = {0, 0, 0, 0};  // row_sum=lane-tile: each lane's keys of this tile
+    const PCastConstants k(a::mul(f.p_scale, offset_scale(f.max_offset)), f.p_format);
+    const float m_arg = exp2_max(f, m_new, m_raw_new);
     for (int j = 0; j < n; ++j) {
         // P-bar = exp2(s c - m) in the recipe's form; 0 for a masked key
-        const float p =
-            masked(j) ? 0.0f
-            : biased(j)
-                ? exp2(a::sub(t_of(j), usable_max(m_new)), f.exp2)
-                : exp2(exp2_argument(float_from_bits(s[j]), f.scale_log2, usable_max(m_new), f.exp2_arg), f.exp2);
+        const float p = masked(j) ? 0.0f
+                        : biased(j)
+                            ? exp2(a::sub(t_of(j), m_arg), f.exp2)
+                            : exp2(exp2_argument(float_from_bits(s[j]), f.scale_log2, m_arg, f.exp2_arg), f.exp2);
         p_out[j] = cast_p(p, f.p_scale, f.p_format);
         if (counts != nullptr && !masked(j))
             count_p(p, f.p_scale, p_out[j], f.p_format, key0 + static_cast<std::uint64_t>(j), *counts, k);
         if (ties != nullptr && !masked(j)) ties->add(p, p_out[j] == k.one);
         if (f.row_sum == RowSum::sequential) {
             sum = a::add(sum, p);
+        } else if (f.row_sum == RowSum::lane_tile) {  // lane (j mod 8) / 2, this tile's keys first
+            float& lane = lane_sums[(j % 8) / 2];
+            lane = j < 8 && j % 2 == 0 ? p : a::add(lane, p);
         } else {  // lane (j mod 8) / 2: its first key of the tile fused with the rescale
             float& lane = st.lanes[(j % 8) / 2];
             lane = j < 8 && j % 2 == 0 ? a::fma(lane, factor, p) : a::add(lane, p);
@@ -336,6 +354,11 @@ ROUNDSCOPE_HD inline float online_row_step(const OnlineSoftmax& f, const std::ui
     }
     st.m = m_new;
     st.m_raw = m_raw_new;
+    if (f.row_sum == RowSum::lane_tile) {  // a lane with no key in the tile adds its +0
+        for (int t = 0; t < 4; ++t) st.lanes[t] = a::fma(st.lanes[t], factor, lane_sums[t]);
+        st.l = quad_sum(st.lanes);
+        return factor;
+    }
     if (f.row_sum == RowSum::quad_ffma) {
         for (int t = 0; t < 4; ++t)  // a lane whose keys all lie past the tile's end: fma(l, alpha, 0)
             if (2 * t >= n) st.lanes[t] = a::mul(st.lanes[t], factor);

@@ -112,18 +112,22 @@ inline RowResult scalar_online_row(const emu::AttentionRecipe& r, const emu::Att
                              : r.scores.scale_log2 == emu::ScaleLog2::float64
                                  ? static_cast<float>(static_cast<double>(sh.scale) * 1.4426950408889634074)
                                  : emu::steps::scale_log2(sh.scale);
-    const bool quad = r.softmax.row_sum == emu::RowSum::quad_ffma;
+    const bool quad = r.softmax.row_sum == emu::RowSum::quad_ffma,
+               lane_tile = r.softmax.row_sum == emu::RowSum::lane_tile;
+    const int offset = r.softmax.max_offset;  // P-bar against the max less k: in [0, 2^k]
+    const float two_k = std::ldexp(1.0f, offset);
     float m = emu::steps::minus_infinity(), m_raw = emu::steps::minus_infinity(), l = 0;
     float lanes[4] = {0, 0, 0, 0};
     std::vector<std::uint32_t> acc(dv, 0);
     std::vector<std::uint64_t> starts;
-    for (std::uint64_t c0 = 0; c0 < nk; c0 += static_cast<std::uint64_t>(r.tiles.block_n)) starts.push_back(c0);
+    const auto block_n = static_cast<std::uint64_t>(emu::resolved_block_n(r, d));
+    for (std::uint64_t c0 = 0; c0 < nk; c0 += block_n) starts.push_back(c0);
     if (r.tiles.kv_order == emu::KvOrder::reverse) std::reverse(starts.begin(), starts.end());
     // the tiles the kernel skips: outside the band of every row of the row block
     const auto bm = static_cast<std::uint64_t>(r.tiles.block_m);
     const std::uint64_t block_first = i / bm * bm, block_last = std::min<std::uint64_t>(block_first + bm, sh.n_q) - 1;
     for (const std::uint64_t c0 : starts) {
-        const std::uint64_t c1 = std::min<std::uint64_t>(c0 + static_cast<std::uint64_t>(r.tiles.block_n), nk);
+        const std::uint64_t c1 = std::min<std::uint64_t>(c0 + block_n, nk);
         if (c0 >= mask.band(block_last).second || c1 <= mask.band(block_first).first) continue;
         std::vector<float> t(c1 - c0), raw(c1 - c0);
         float block_max = emu::steps::minus_infinity(), raw_max = emu::steps::minus_infinity();
@@ -144,14 +148,20 @@ inline RowResult scalar_online_row(const emu::AttentionRecipe& r, const emu::Att
                          ? 0.0f
                          : emu::exp2_of(a::mul(a::sub(m_raw, emu::steps::usable_max(m_raw_new)), scale_log2),
                                         r.softmax.exp2);
+        // FlashAttention-3's max_scaled under an offset: m c - k (one fma from the raw max where
+        // exp2's argument is an fma), 0 while the row has no key
+        float m_arg = emu::steps::usable_max(m_new);
+        if (offset != 0 && m_new != emu::steps::minus_infinity())
+            m_arg = r.softmax.exp2_arg == emu::Exp2Arg::fma ? a::fma(m_raw_new, scale_log2, -static_cast<float>(offset))
+                                                            : a::sub(m_new, static_cast<float>(offset));
         float sum = 0;
         std::vector<float> pbar(c1 - c0);
         std::vector<std::uint32_t> p(c1 - c0);
         for (std::uint64_t j = 0; j < c1 - c0; ++j) {
             // P-bar = exp2(RN(t - m)), or with s c - m in one rounding; a masked key's t is -inf
             pbar[j] = r.softmax.exp2_arg == emu::Exp2Arg::fma && seen(c0 + j) && bias[c0 + j] == 0.0f
-                          ? emu::exp2_of(a::fma(raw[j], scale_log2, -emu::steps::usable_max(m_new)), r.softmax.exp2)
-                          : emu::exp2_of(a::sub(t[j], emu::steps::usable_max(m_new)), r.softmax.exp2);
+                          ? emu::exp2_of(a::fma(raw[j], scale_log2, -m_arg), r.softmax.exp2)
+                          : emu::exp2_of(a::sub(t[j], m_arg), r.softmax.exp2);
             if (!seen(c0 + j)) pbar[j] = 0.0f;
             sum = a::add(sum, pbar[j]);
             p[j] = emu::steps::cast_p(pbar[j], r.p_and_v.p_scale,
@@ -164,6 +174,17 @@ inline RowResult scalar_online_row(const emu::AttentionRecipe& r, const emu::Att
                 lanes[u] = a::fma(lanes[u], factor, 2 * u < c1 - c0 ? pbar[2 * u] : 0.0f);
                 for (std::uint64_t j = 2 * u + 1; j < c1 - c0; j += (j % 2 == 0 ? 1 : 7))
                     lanes[u] = a::add(lanes[u], pbar[j]);
+            }
+            l = a::add(a::add(lanes[0], lanes[2]), a::add(lanes[1], lanes[3]));
+        } else if (lane_tile) {  // lane u sums its keys of the tile in order, then fma(lane, factor, that)
+            for (std::uint64_t u = 0; u < 4; ++u) {
+                float tile_sum = 0;
+                bool first = true;
+                for (std::uint64_t j = 2 * u; j < c1 - c0; j += (j % 2 == 0 ? 1 : 7)) {
+                    tile_sum = first ? pbar[j] : a::add(tile_sum, pbar[j]);
+                    first = false;
+                }
+                lanes[u] = a::fma(lanes[u], factor, tile_sum);
             }
             l = a::add(a::add(lanes[0], lanes[2]), a::add(lanes[1], lanes[3]));
         } else {
@@ -187,10 +208,18 @@ inline RowResult scalar_online_row(const emu::AttentionRecipe& r, const emu::Att
         }
     }
     const bool torch = r.output.epilogue == emu::Epilogue::torch_flash, empty = !(l > 0.0f);
+    const bool fa3 = r.output.epilogue == emu::Epilogue::fa3;
     const float lse_torch = empty ? INFINITY : a::fma(m_raw, sh.scale, emu::cuda_logf(l));
-    RowResult out{std::vector<std::uint32_t>(dv),
-                  torch ? a::mul(lse_torch, emu::steps::log2e) : emu::steps::lse_log2(m, l)};
-    const float factor = torch ? (empty ? 1.0f : a::div(1.0f, l)) : emu::steps::output_factor(l, r.p_and_v.p_scale);
+    const float l_unscaled = a::div(l, two_k);  // exact: a power of two
+    const float lse_fa3 = empty ? emu::steps::minus_infinity()
+                                : a::fma(m_raw, a::mul(scale_log2, emu::steps::ln2),
+                                         a::mul(emu::h100_lg2_ftz(l_unscaled), emu::steps::ln2));
+    RowResult out{std::vector<std::uint32_t>(dv), torch ? a::mul(lse_torch, emu::steps::log2e)
+                                                  : fa3 ? a::mul(lse_fa3, emu::steps::log2e)
+                                                        : emu::steps::lse_log2(m, l_unscaled)};
+    const float factor = torch ? (empty ? 1.0f : a::div(1.0f, l))
+                         : fa3 ? (empty ? 0.0f : emu::h100_rcp_ftz(l))
+                               : emu::steps::output_factor(l, r.p_and_v.p_scale);
     emu::CastOptions o;
     o.saturate = true;
     for (std::uint64_t c = 0; c < dv; ++c)

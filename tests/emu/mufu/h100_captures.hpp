@@ -16,8 +16,8 @@ inline gpu::MufuCapture h100_capture(emu::MufuVariant v) {
                                   std::string(emu::mufu_ptx(v)) + ".safetensors");
 }
 
-/// What the emulator gives for `variant`: the built-in models, the non-ftz ones behind the guards
-/// of softmax_choices.hpp (exp2f, lg2.approx.f32).
+/// What the emulator gives for `variant`: the built-in models (rcp through mufu_rcp_ftz, FlashAttention-3's
+/// 1 / l), the non-ftz ones behind the guards of softmax_choices.hpp (exp2f, lg2.approx.f32).
 inline std::uint32_t emulated(emu::MufuVariant variant, std::uint32_t x) {
     const float f = float_from_bits(x);
     switch (variant) {
@@ -30,7 +30,7 @@ inline std::uint32_t emulated(emu::MufuVariant variant, std::uint32_t x) {
         case emu::MufuVariant::lg2:
             return bits_of(emu::cuda_log2f(f));
         case emu::MufuVariant::rcp_ftz:
-            break;
+            return bits_of(emu::mufu_rcp_ftz(f));
     }
     return 0;
 }

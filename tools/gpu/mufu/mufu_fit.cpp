@@ -2,9 +2,9 @@
 // i.e. all 2^32 inputs; writes the models and a JSON summary.
 //
 //   mufu_fit CAPTURE.safetensors... [--models DIR] [--json FILE] [--threads N] [--pack FILE]
-//     --pack  the exact models of the ftz exp2 and log2 (what the emulator evaluates; their
-//             non-ftz variants add only the guards) as one pack (emu/mufu/mufu_pack.hpp), the
-//             form emu/mufu/h100_mufu.pack is built in; refused unless both are exact
+//     --pack  the exact models of the ftz exp2, log2 and reciprocal (what the emulator evaluates;
+//             the non-ftz variants add only the guards) as one pack (emu/mufu/mufu_pack.hpp), the
+//             form emu/mufu/h100_mufu.pack is built in; refused unless all three are exact
 // Exit 0 when every capture has a model exact on all 2^32 inputs, 1 when one has not (the
 // failing chunks are listed as input ranges), 2 on bad arguments or an unreadable capture.
 #include <nlohmann/json.hpp>
@@ -132,7 +132,8 @@ int main(int argc, char** argv) {
             for (const std::string& r : ranges(failing)) std::printf("  differs in %s\n", r.c_str());
             all_exact = all_exact && failing.empty();
             if (!o.models.empty()) write_model(o.models, *fit.model, c);
-            const bool packed = c.variant == gpu::MufuVariant::ex2_ftz || c.variant == gpu::MufuVariant::lg2_ftz;
+            const bool packed = c.variant == gpu::MufuVariant::ex2_ftz || c.variant == gpu::MufuVariant::lg2_ftz ||
+                                c.variant == gpu::MufuVariant::rcp_ftz;
             if (packed && failing.empty()) {
                 pack.models.push_back(*fit.model);
                 for (const char* key : {"device", "compute_capability", "cuda_driver", "cuda_runtime", "cuda_compiler"})
@@ -144,8 +145,10 @@ int main(int argc, char** argv) {
     }
     if (!o.json.empty()) write_text(o.json, summary.dump(2) + "\n");
     if (!o.pack.empty()) {
-        if (pack.models.size() != 2) {
-            std::fprintf(stderr, "mufu_fit: --pack needs exact models of ex2.approx.ftz.f32 and lg2.approx.ftz.f32\n");
+        if (pack.models.size() != 3) {
+            std::fprintf(stderr,
+                         "mufu_fit: --pack needs exact models of ex2.approx.ftz.f32, lg2.approx.ftz.f32 and "
+                         "rcp.approx.ftz.f32\n");
             return 1;
         }
         const std::vector<unsigned char> bytes = emu::pack_mufu_models(pack);
