@@ -27,6 +27,20 @@ def test_pcollapse_defaults_to_the_papers_setup_and_ranks_no_saturating_scale_fi
     assert e4m3_inputs["recipe"].startswith("fp8-p-cast-only"), e4m3_inputs["recipe"]
 
 
+def test_pcollapse_under_fa3s_fp8_recipe_scales_p_by_its_max_offset(cli):
+    """h100-fp8 scales P by the 2^k of its max offset, not by a multiply: S = 1 runs it without
+    the offset, S = 256 with its 8; only powers of two are reachable, and another S is refused."""
+    j = cli.json("pcollapse", "--synthetic", "--n", "256", "--recipe", "h100-fp8", "--order", "forward")
+    by_scale = {r["scale"]: r for r in j["runs"]}
+    assert set(by_scale) == {1, 256}
+    assert by_scale[256]["underflow_fraction"] < by_scale[1]["underflow_fraction"] / 2, by_scale
+    sweep = cli.json("pcollapse", "--synthetic", "--n", "128", "--recipe", "h100-fp8", "--order", "forward",
+                     "--sweep-scale")
+    assert [r["scale"] for r in sweep["runs"]] == [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
+    message = cli.error("pcollapse", "--synthetic", "--n", "128", "--recipe", "h100-fp8", "--scale", "448")
+    assert "--scale" in message and "max_offset" in message and "448" in message, message
+
+
 def test_leak_leaks_without_the_fix_and_not_with_it(cli):
     j = cli.json("leak", "--synthetic", "--n", "64")
     assert {"leaking_pairs", "max_future_influence", "parallel_vs_autoregressive_max_abs_diff"} <= set(j)
