@@ -62,16 +62,26 @@ public:
     void run(bool with_o_f32) {
         hopper::ForwardParams p = params_;
         p.o_f32 = with_o_f32 ? b_.o_f32.get() : nullptr;
-        const bool software = ctx_.recipe.softmax.exp2 == emu::Exp2Kind::software;
-        if (sh_.d == 64 && software)
-            run_kernel(hopper::forward_kernel<64, emu::Exp2Kind::software>, hopper::SharedLayout<64>::bytes, p);
-        else if (sh_.d == 64)
-            run_kernel(hopper::forward_kernel<64, emu::Exp2Kind::hardware_approx>, hopper::SharedLayout<64>::bytes, p);
-        else if (software)
-            run_kernel(hopper::forward_kernel<128, emu::Exp2Kind::software>, hopper::SharedLayout<128>::bytes, p);
+        if (sh_.d == 64)
+            run_for_d<64>(p);
         else
-            run_kernel(hopper::forward_kernel<128, emu::Exp2Kind::hardware_approx>, hopper::SharedLayout<128>::bytes,
-                       p);
+            run_for_d<128>(p);
+    }
+
+    // The kernel instantiated for the recipe's exp2 (a template argument: no branch per score).
+    template <int D>
+    void run_for_d(const hopper::ForwardParams& p) {
+        switch (ctx_.recipe.softmax.exp2) {
+            case emu::Exp2Kind::software:
+                run_kernel(hopper::forward_kernel<D, emu::Exp2Kind::software>, hopper::SharedLayout<D>::bytes, p);
+                return;
+            case emu::Exp2Kind::hardware_ftz:
+                run_kernel(hopper::forward_kernel<D, emu::Exp2Kind::hardware_ftz>, hopper::SharedLayout<D>::bytes, p);
+                return;
+            default:  // ex2.approx (the capabilities refuse exp2f)
+                run_kernel(hopper::forward_kernel<D, emu::Exp2Kind::hardware_approx>, hopper::SharedLayout<D>::bytes,
+                           p);
+        }
     }
 
     emu::ForwardResult result() const {

@@ -12,8 +12,8 @@ namespace roundscope::gpu {
 /// Why the Hopper kernel cannot run `recipe` on `shape` (empty: it can): it is written for
 /// h100-bf16's arithmetic (BF16 inputs, P and O; wgmma; 128 x 128 tiles; the online softmax with
 /// row_sum=quad-ffma), d = d_v of 64 or 128, whole problems, and an sm_90 GPU. The choices it
-/// takes from the recipe: kv_order, exp2 (software or ex2.approx), exp2_arg, rescale_arg,
-/// scale_log2 and p_scale.
+/// takes from the recipe: kv_order, exp2 (software, ex2.approx or ex2.approx.ftz), exp2_arg,
+/// rescale_arg, scale_log2 and p_scale.
 std::string hopper_flash_unsupported(const emu::AttentionRecipe& recipe, const emu::AttentionShape& shape);
 
 /// O, its float32 values before the cast, and the LSE; Error when unsupported.

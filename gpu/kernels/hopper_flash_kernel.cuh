@@ -270,8 +270,8 @@ ROUNDSCOPE_DEVICE void consume(const ForwardParams& p, const TileWalk& walk, std
 
 }  // namespace detail
 
-/// Exp2: the recipe's exp2 (software or ex2.approx), fixed at compile time so that the inner loop
-/// holds one of them.
+/// Exp2: the recipe's exp2 (software, ex2.approx or ex2.approx.ftz), fixed at compile time so
+/// that the inner loop holds one of them.
 template <int D, emu::Exp2Kind Exp2>
 ROUNDSCOPE_KERNEL void ROUNDSCOPE_LAUNCH_BOUNDS(threads, 1) forward_kernel(ROUNDSCOPE_GRID_CONSTANT ForwardParams p) {
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
