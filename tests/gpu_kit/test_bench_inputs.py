@@ -55,3 +55,33 @@ def test_a_bad_inputs_file_is_refused(tmp_path, case):
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
         assert p.returncode == 2 and p.stdout == "", (cmd, p.stdout, p.stderr)
         assert "--inputs" in p.stderr.splitlines()[0], p.stderr
+
+
+SWEEP = BUILD / "tools" / "gpu" / "gpu_sweep_host"
+
+
+def test_set_changes_every_preset_and_a_bad_setting_is_refused(inputs, tmp_path):
+    """--set KEY=VALUE (the device check's new recipe values, e.g. exp2=ex2.approx.ftz): the sweep
+    holds the changed preset's kernel to the emulator and says which setting ran; a preset the
+    change makes inconsistent is a line with runnable false; a key the table refuses exits 2."""
+    sweep = tmp_path / "sweep.jsonl"
+    p = subprocess.run([SWEEP, "--presets", "h100-bf16,fa2-bf16-max-adjust", "--set", "exp2=ex2.approx.ftz",
+                        "--set", "rescale_arg=raw", "--n", "65", "--d", "64", "--scenarios", "sink",
+                        "--forward-only", "--out", sweep], capture_output=True, text=True, timeout=600)
+    lines = [json.loads(x) for x in sweep.read_text().splitlines()]
+    ran = [x for x in lines if x["preset"] == "h100-bf16"]
+    assert len(ran) == 2 and all(x["exact"] and x["kernel"] == "hopper" for x in ran), ran
+    assert all(x["settings"] == ["exp2=ex2.approx.ftz", "rescale_arg=raw"] for x in ran)
+    refused = [x for x in lines if x["preset"] == "fa2-bf16-max-adjust"]
+    assert len(refused) == 1 and not refused[0]["runnable"] and "rescale_arg" in refused[0]["why"], refused
+    assert p.returncode == 0, p.stderr  # every case that ran is bit-exact
+    ours = tmp_path / "ours.jsonl"
+    p = subprocess.run([BENCH_OURS, "--presets", "h100-bf16", "--inputs", inputs, "--repeats", "1",
+                        "--set", "exp2=ex2.approx.ftz", "--out", ours], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    line = json.loads(ours.read_text())
+    assert line["kernel"] == "roundscope hopper h100-bf16" and line["settings"] == ["exp2=ex2.approx.ftz"], line
+    for program in (SWEEP, BENCH_OURS):
+        p = subprocess.run([program, "--set", "exp2=ex3"], capture_output=True, text=True, timeout=60)
+        assert p.returncode == 2 and p.stdout == "", (program, p.stdout, p.stderr)
+        assert "--set" in p.stderr.splitlines()[0] and "exp2" in p.stderr, p.stderr

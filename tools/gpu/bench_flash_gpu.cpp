@@ -7,7 +7,8 @@
 // h100-bf16 runs on the Hopper kernel (gpu/kernels/hopper_flash.hpp) where the device is an sm_90 GPU.
 //
 //   bench_flash_gpu [--heads 64] [--n 4096] [--d 128] [--presets fa2-bf16,fa3-fp8,h100-bf16] [--repeats 5]
-//                   [--causal] [--inputs FILE.safetensors] [--out FILE.jsonl]
+//                   [--set KEY=VALUE]... [--causal] [--inputs FILE.safetensors] [--out FILE.jsonl]
+// --set changes every preset timed (e.g. exp2=ex2.approx.ftz).
 // --inputs: q, k and v from a kit_inputs file (the shape is the file's), the inputs
 // tools/gpu/bench_sdpa.py --inputs times PyTorch's backends on; else random ones.
 // Exit 0, 1 when a preset cannot run here, 2 on bad arguments, 3 without a usable GPU.
@@ -41,7 +42,7 @@ namespace {
 [[noreturn]] void usage(const std::string& why) {
     std::fprintf(stderr,
                  "bench_flash_gpu: %s\nusage: bench_flash_gpu [--heads H] [--n N] [--d D] [--presets LIST] "
-                 "[--repeats R] [--causal] [--inputs FILE.safetensors] [--out FILE.jsonl]\n",
+                 "[--repeats R] [--set KEY=VALUE]... [--causal] [--inputs FILE.safetensors] [--out FILE.jsonl]\n",
                  why.c_str());
     std::exit(2);
 }
@@ -59,6 +60,7 @@ int main(int argc, char** argv) {
     bool causal = false;
     std::vector<std::string> presets{"fa2-bf16", "fa3-fp8", "h100-bf16"};
     std::string out, inputs_path;
+    std::vector<std::string> settings;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         if (a == "--causal") {
@@ -81,6 +83,12 @@ int main(int argc, char** argv) {
             inputs_path = v;
         else if (a == "--presets") {
             presets = kit::split(v);
+        } else if (a == "--set") {
+            try {
+                settings.push_back(kit::checked_setting(v));
+            } catch (const Error& e) {
+                usage(std::string("--set: ") + e.what());
+            }
         } else {
             usage("unknown option '" + a + "'");
         }
@@ -111,9 +119,11 @@ int main(int argc, char** argv) {
     const emu::AttentionShape shape{heads, n, n, d, d, causal, static_cast<float>(1.0 / std::sqrt(double(d)))};
     for (const std::string& name : presets) {
         nlohmann::json line{{"kernel", "roundscope " + name}, {"heads", heads}, {"n", n}, {"d", d}, {"causal", causal},
-                            {"device", gpu::device_name()}};
+                            {"settings", settings}, {"device", gpu::device_name()}};
         try {
             emu::AttentionRecipe recipe = emu::find_recipe(name);
+            kit::apply_settings(recipe, settings);
+            emu::validate(recipe);
             recipe.target.arch = gpu::model_arch(cc);
             // the Hopper kernel where it runs the preset, else the twins (wgmma as mma.sync)
             const bool hopper = gpu::hopper_flash_unsupported(recipe, shape).empty();

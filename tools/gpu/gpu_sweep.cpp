@@ -4,7 +4,9 @@
 // GPU (gpu_sweep_host, the kit's dry run), from this one source.
 //
 //   gpu_sweep [--n 1,63,64,65,1000] [--d 64,128] [--presets NAME,...] [--scenarios NAME,...]
-//             [--forward-only] [--out FILE.jsonl] [--threads T]
+//             [--set KEY=VALUE]... [--forward-only] [--out FILE.jsonl] [--threads T]
+// --set changes every preset swept (e.g. exp2=ex2.approx.ftz); a preset the change leaves
+// inconsistent, or that no kernel then runs, is a line with runnable false and why.
 // Exit 0 when every case is bit-exact, 1 when one is not or none ran, 2 on bad arguments, 3
 // without a usable GPU.
 #include <nlohmann/json.hpp>
@@ -36,6 +38,7 @@ namespace {
 struct Options {
     std::vector<std::uint64_t> n{1, 63, 64, 65, 1000}, d{64, 128};
     std::set<std::string> presets;  // empty: all the kernels run
+    std::vector<std::string> settings;  // --set, applied to each preset
     std::vector<analysis::Scenario> scenarios{analysis::Scenario::random, analysis::Scenario::sink,
                                               analysis::Scenario::repeated_max, analysis::Scenario::wide};
     bool backward = true;
@@ -46,7 +49,7 @@ struct Options {
 [[noreturn]] void usage(const std::string& why) {
     std::fprintf(stderr,
                  "gpu_sweep: %s\nusage: gpu_sweep [--n LIST] [--d LIST] [--presets LIST] [--scenarios LIST] "
-                 "[--forward-only] [--out FILE.jsonl] [--threads T]\n",
+                 "[--set KEY=VALUE]... [--forward-only] [--out FILE.jsonl] [--threads T]\n",
                  why.c_str());
     std::exit(2);
 }
@@ -82,6 +85,8 @@ Options parse(int argc, char** argv) {
                 o.scenarios.clear();
                 for (const std::string& name : kit::split(value))
                     o.scenarios.push_back(analysis::parse_scenario(name, a));
+            } else if (a == "--set") {
+                o.settings.push_back(kit::checked_setting(value));
             } else if (a == "--out") {
                 o.out = value;
             } else if (a == "--threads") {
@@ -120,6 +125,14 @@ int main(int argc, char** argv) {
     int cases = 0, failures = 0;
     for (emu::AttentionRecipe recipe : emu::recipe_presets()) {
         if (!o.presets.empty() && !o.presets.count(recipe.name)) continue;
+        const std::string preset = recipe.name;
+        try {
+            kit::apply_settings(recipe, o.settings);
+            emu::validate(recipe);
+        } catch (const Error& e) {
+            emit({{"preset", preset}, {"settings", o.settings}, {"runnable", false}, {"why", e.what()}});
+            continue;
+        }
         const std::string preset_instruction = recipe.target.instruction;
         recipe.target.arch = gpu::model_arch(cc);
         // the Hopper kernel where it runs the preset (forward only), else the twins (wgmma as mma.sync)
@@ -129,7 +142,7 @@ int main(int argc, char** argv) {
         std::string why = hopper ? std::string() : gpu::flash_unsupported(recipe);
         if (why.empty() && !hopper) why = gpu::flash_not_runnable_here(recipe, o.backward);
         if (!why.empty()) {
-            emit({{"preset", recipe.name}, {"runnable", false}, {"why", why}});
+            emit({{"preset", preset}, {"settings", o.settings}, {"runnable", false}, {"why", why}});
             continue;
         }
         for (const analysis::Scenario scenario : o.scenarios)
@@ -141,7 +154,8 @@ int main(int argc, char** argv) {
                         const emu::AttentionInputs in = analysis::synthetic_attention(spec);
                         const emu::AttentionShape shape = emu::attention_shape_of(in, causal, 0);
                         const auto start = std::chrono::steady_clock::now();
-                        nlohmann::json line{{"preset", recipe.name},
+                        nlohmann::json line{{"preset", preset},
+                                            {"settings", o.settings},
                                             {"kernel", hopper ? "hopper" : "twins"},
                                             {"instruction", recipe.target.instruction},
                                             {"preset_instruction", preset_instruction},

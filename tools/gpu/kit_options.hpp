@@ -1,11 +1,14 @@
 #pragma once
 // The command-line pieces the kit's programs share (gpu_sweep, bench_flash_gpu, kit_inputs, and
-// tests/gpu/test_gpu_flash): comma lists and bounded sizes, refused with the option's name.
+// tests/gpu/test_gpu_flash): comma lists, bounded sizes and recipe settings, refused with the
+// option's name.
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "emu/attention/recipe/attention_recipe.hpp"
 
 namespace roundscope::kit {
 
@@ -33,6 +36,19 @@ inline std::optional<std::uint64_t> number(std::string_view text, std::uint64_t 
     }
     if (v < least || v > most) return std::nullopt;
     return v;
+}
+
+/// `--set KEY=VALUE` settings, applied in order to `recipe` (each checked against the key table as
+/// it is given: apply_settings throws Error naming a bad key or value).
+inline void apply_settings(emu::AttentionRecipe& recipe, const std::vector<std::string>& settings) {
+    for (const std::string& s : settings) emu::apply_setting(recipe, s);
+}
+
+/// One `--set` value, checked now (a key or value the table refuses is an Error before any work).
+inline std::string checked_setting(const std::string& setting) {
+    emu::AttentionRecipe r;
+    emu::apply_setting(r, setting);
+    return setting;
 }
 
 }  // namespace roundscope::kit
