@@ -118,8 +118,13 @@ int main(int argc, char** argv) {
     int status = 0;
     const emu::AttentionShape shape{heads, n, n, d, d, causal, static_cast<float>(1.0 / std::sqrt(double(d)))};
     for (const std::string& name : presets) {
-        nlohmann::json line{{"kernel", "roundscope " + name}, {"heads", heads}, {"n", n}, {"d", d}, {"causal", causal},
-                            {"settings", settings}, {"device", gpu::device_name()}};
+        nlohmann::json line{{"kernel", "roundscope " + name},
+                            {"heads", heads},
+                            {"n", n},
+                            {"d", d},
+                            {"causal", causal},
+                            {"settings", settings},
+                            {"device", gpu::device_name()}};
         try {
             emu::AttentionRecipe recipe = emu::find_recipe(name);
             kit::apply_settings(recipe, settings);

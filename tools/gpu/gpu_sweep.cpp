@@ -37,7 +37,7 @@ namespace {
 
 struct Options {
     std::vector<std::uint64_t> n{1, 63, 64, 65, 1000}, d{64, 128};
-    std::set<std::string> presets;  // empty: all the kernels run
+    std::set<std::string> presets;      // empty: all the kernels run
     std::vector<std::string> settings;  // --set, applied to each preset
     std::vector<analysis::Scenario> scenarios{analysis::Scenario::random, analysis::Scenario::sink,
                                               analysis::Scenario::repeated_max, analysis::Scenario::wide};
