@@ -7,7 +7,6 @@ The H100's MUFU (ex2, lg2 and rcp, .approx.ftz) comes through roundscope's C ent
 they are on all 2^32 inputs (test_emu_mufu_exhaustive); what is checked here is the arithmetic
 around them. Products are exact (score_product and pv_product f64, numpy's float64 sums)."""
 import ctypes
-import os
 
 import ml_dtypes
 import numpy as np
@@ -15,6 +14,7 @@ import pytest
 
 import roundscope as rs
 from numpy_flash import flash_forward
+from capi import capi_path
 
 H, N, D = 2, 300, 16  # 300 keys: a partial last tile under every block_n below
 SCALE = 0.25
@@ -23,10 +23,7 @@ F64_PRODUCTS = {"score_product": "f64", "pv_product": "f64"}
 
 @pytest.fixture(scope="module")
 def units():
-    path = os.environ.get("ROUNDSCOPE_CAPI")
-    if not path:
-        pytest.fail("ROUNDSCOPE_CAPI names no library (ctest sets it)")
-    lib = ctypes.CDLL(path)
+    lib = ctypes.CDLL(capi_path())
     lib.roundscope_h100_mufu.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
 
     def unit(function):

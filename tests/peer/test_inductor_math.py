@@ -14,6 +14,7 @@ import os
 import numpy as np
 import pytest
 import torch
+from capi import capi_path
 
 CHUNK = 1 << 24
 FUNCTIONS = {"exp": 0, "log": 1}
@@ -21,9 +22,7 @@ FUNCTIONS = {"exp": 0, "log": 1}
 
 @pytest.fixture(scope="module")
 def lib():
-    path = os.environ.get("ROUNDSCOPE_CAPI")
-    if not path:
-        pytest.fail("ROUNDSCOPE_CAPI names no library (ctest sets it)")
+    path = capi_path()
     if torch.backends.cpu.get_cpu_capability() != "AVX512":
         pytest.skip("the models are of Inductor's AVX-512 code; this CPU runs "
                     f"{torch.backends.cpu.get_cpu_capability()}")

@@ -13,6 +13,7 @@ import os
 import ml_dtypes
 import numpy as np
 import pytest
+from capi import capi_path
 
 pytestmark = pytest.mark.exhaustive
 
@@ -96,10 +97,7 @@ CASES = [  # ml_dtypes type, roundscope format, bytes
 
 @pytest.fixture(scope="module")
 def lib():
-    path = os.environ.get("ROUNDSCOPE_CAPI")
-    if not path:
-        pytest.fail("ROUNDSCOPE_CAPI names no library (ctest sets it)")
-    return load(path)
+    return load(capi_path())
 
 
 @pytest.mark.parametrize("name, fmt, width", CASES, ids=[c[0] for c in CASES])

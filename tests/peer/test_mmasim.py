@@ -17,6 +17,7 @@ import os
 import numpy as np
 import pytest
 import torch
+from capi import capi_path
 
 torch.set_num_threads(2)
 import mmasim.nv_ptx as nv  # noqa: E402  (after the thread setting)
@@ -107,10 +108,7 @@ def theirs(op, a, b, c):
 
 @pytest.fixture(scope="module")
 def lib():
-    path = os.environ.get("ROUNDSCOPE_CAPI")
-    if not path:
-        pytest.fail("ROUNDSCOPE_CAPI names no library (ctest sets it)")
-    lib = ctypes.CDLL(path)
+    lib = ctypes.CDLL(capi_path())
     lib.roundscope_mma.argtypes = [ctypes.c_char_p] * 5 + [ctypes.POINTER(ctypes.c_uint32)] * 4 + [ctypes.c_int64] * 4
     return lib
 

@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from test_ml_dtypes_exhaustive import CHUNK, CHUNKS, load, ours
+from capi import capi_path
 
 pytestmark = pytest.mark.exhaustive
 
@@ -49,10 +50,7 @@ def known_torch_deviations(name, x):
 
 @pytest.fixture(scope="module")
 def lib():
-    path = os.environ.get("ROUNDSCOPE_CAPI")
-    if not path:
-        pytest.fail("ROUNDSCOPE_CAPI names no library (ctest sets it)")
-    return load(path)
+    return load(capi_path())
 
 
 def test_the_torch_checked_is_the_torch_installed():
