@@ -234,7 +234,7 @@ void finish_fa3_row(const FlashContext& ctx, const std::uint32_t* acc, const ste
                     ForwardResult& out) {
     const bool empty = st.l == 0.0f || st.l != st.l;
     write_output_row(ctx, acc, empty ? 0.0f : mufu_rcp_ftz(st.l), i, out);
-    const float l = a::mul(st.l, 1.0f / steps::offset_scale(ctx.recipe.softmax.max_offset));
+    const float l = steps::offset_free_sum(st.l, ctx.recipe.softmax.max_offset);
     const float log_l = a::mul(detail::mufu_lg2_ftz(l), steps::ln2);
     out.lse[i] = empty ? steps::minus_infinity() : a::fma(st.m_raw, a::mul(ctx.scale_log2, steps::ln2), log_l);
     out.lse_log2[i] = a::mul(out.lse[i], steps::log2e);
@@ -266,9 +266,7 @@ void finish_block(const FlashContext& ctx, const RowBlock& b, std::uint64_t head
         }
         write_output_row(ctx, b.acc.data() + row * ctx.shape.d_v,
                          steps::output_factor(b.state[row].l, r.p_and_v.p_scale), i, out);
-        // the LSE of l without the max offset's 2^k (an exact scaling)
-        const float l = a::mul(b.state[row].l, 1.0f / steps::offset_scale(r.softmax.max_offset));
-        out.lse_log2[i] = steps::lse_log2(b.state[row].m, l);
+        out.lse_log2[i] = steps::lse_log2(b.state[row].m, steps::offset_free_sum(b.state[row].l, r.softmax.max_offset));
         out.lse[i] = a::mul(out.lse_log2[i], steps::ln2);
     }
 }

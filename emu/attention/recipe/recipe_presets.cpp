@@ -86,17 +86,13 @@ AttentionRecipe fa3_fp8() {
 // forms where the source leaves a multiply and an add apart follow nvcc's contraction as PyTorch's
 // FlashAttention-2 binary shows it; FA3's own binary was not available to check (docs/findings.md).
 AttentionRecipe h100_fp8() {
-    AttentionRecipe r = fa3_fp8();
+    AttentionRecipe r = h100_bf16();  // wgmma, reverse order, c in double, the fma argument, raw rescale
     r.name = "h100-fp8";
+    r.target.input = r.p_and_v.p_format = &e4m3;
     r.tiles.block_n = block_n_fa3_fp8;
-    r.scores.scale_log2 = ScaleLog2::float64;
     r.softmax.exp2 = Exp2Kind::hardware_ftz;
-    r.softmax.exp2_arg = Exp2Arg::fma;
-    r.softmax.rescale_arg = RescaleArg::raw;
     r.softmax.row_sum = RowSum::lane_tile;
     r.softmax.max_offset = 8;
-    r.p_and_v.p_scale = 1;
-    r.p_and_v.depth = PvDepth::tile;
     r.output.epilogue = Epilogue::fa3;
     return r;
 }

@@ -181,6 +181,11 @@ struct OnlineSoftmax {
 /// 2^k: what a max offset of k scales P-bar and l by.
 ROUNDSCOPE_HD inline float offset_scale(int max_offset) { return static_cast<float>(std::uint64_t{1} << max_offset); }
 
+/// The row sum without the max offset's 2^k, l 2^-k (exact: a power of two), as the LSE takes it.
+ROUNDSCOPE_HD inline float offset_free_sum(float l, int max_offset) {
+    return f32_arith::mul(l, 1.0f / offset_scale(max_offset));
+}
+
 /// The max exp2's argument is taken against: the row max m (log2 units, 0 when -inf), or under a
 /// max offset k FlashAttention-3's max_scaled, m c - k from the raw max in one fma where the
 /// argument is an fma (its `max * scale - max_offset`, contracted as its `s * scale - max_scaled`
