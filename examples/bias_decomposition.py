@@ -21,8 +21,9 @@ same with Qiu & Yao's max adjustment (its residue); and the residue against the 
 beta. Each cell is the sum over steps, with the steps of the sign of the sum in brackets.
 Runs one `roundscope bias` per cell (1.5 s each at the defaults, 2 cores).
 
-`--recipe fa2-bf16-torch-compiled` decomposes the same code as torch.compile runs it (Inductor
-keeps the row sum in float32, so it has no l stage)."""
+`--recipe fa2-bf16-torch-compiled` decomposes the same code as torch.compile runs it: Inductor
+keeps the row sum in float32 within one 512-key bucket, so at N <= 512 it has no l stage; past
+one bucket O's division reloads the BF16 row sums in some row blocks and the l stage is back."""
 import argparse
 import concurrent.futures
 import json
@@ -45,9 +46,12 @@ BETAS = (1.25, 1.5, 2, 4, 8)
 RECIPES = ("fa2-bf16-torch", "fa2-bf16-torch-compiled")
 
 
-def stages_of(recipe: str):
-    """The stages that round in BF16 under the recipe: the compiled one never stores l."""
-    return tuple(s for s in STAGES if not (recipe.endswith("-compiled") and s[0] == "l"))
+BUCKET = 512  # the released code's buckets of keys
+
+
+def stages_of(recipe: str, n: int):
+    """The stages that round in BF16 under the recipe: the compiled one stores no l in one bucket."""
+    return tuple(s for s in STAGES if not (recipe.endswith("-compiled") and n <= BUCKET and s[0] == "l"))
 
 
 def cumulative_settings(stages, base: dict) -> list[dict]:
@@ -67,7 +71,7 @@ def bias_sum(a, gap: float, tied: int, settings: dict) -> tuple[float, int, int]
 
 def decompose(pool, a, gap: float, tied: int, base: dict):
     """[(sum, positive, negative)] for as is, each stage's term, and the rest."""
-    runs = list(pool.map(lambda s: bias_sum(a, gap, tied, s), cumulative_settings(stages_of(a.recipe), base)))
+    runs = list(pool.map(lambda s: bias_sum(a, gap, tied, s), cumulative_settings(stages_of(a.recipe, a.n), base)))
     terms = [runs[0]]
     for before, after in zip(runs, runs[1:]):
         terms.append((before[0] - after[0], None, None))
@@ -119,7 +123,7 @@ def main(argv=None) -> int:
                            [(f"{b:g}", decompose(pool, a, g, 2, {"max_adjust": "on", "max_adjust_beta": f"{b:g}"}))
                             for b in a.betas]))
     if a.json:
-        names = ["as is", *(name for name, _ in stages_of(a.recipe)), "rest"]
+        names = ["as is", *(name for name, _ in stages_of(a.recipe, a.n)), "rest"]
         json.dump([{"title": t, "rows": [{"label": label, **{n: {"sum": x[0], "positive_steps": x[1],
                                                                   "negative_steps": x[2]}
                                                               for n, x in zip(names, terms)}}
@@ -127,7 +131,7 @@ def main(argv=None) -> int:
         print()
     else:
         for t in tables:
-            table(stages_of(a.recipe), *t)
+            table(stages_of(a.recipe, a.n), *t)
     return 0
 
 

@@ -2,7 +2,8 @@
 fa3-fp8 outputs lie within their recipes' rounding error of PyTorch's float64 SDPA and autograd,
 the --truth errors agree with those measured here, the files carry the recipe, the bits do not
 depend on --threads, fa2-bf16-torch is the BF16-bias paper's released forward bit for bit (and
-fa2-bf16-torch-compiled the same under torch.compile), `bias`
+fa2-bf16-torch-compiled the same under torch.compile for one bucket; test_compiled_torch_buckets.py
+past it), `bias`
 with the layer input agrees with autograd, and bad input gives one-line errors."""
 import json
 
@@ -10,6 +11,7 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
+from cpu_vectors import compiled_at, need
 from files_by_hand import read_safetensors
 
 
@@ -275,11 +277,6 @@ def released_bucket(q, k, v, causal, stable):
     return o, (row_sum.float().log() + m.float()).squeeze(-1)
 
 
-def need_avx512():
-    if torch.backends.cpu.get_cpu_capability() != "AVX512":
-        pytest.skip(f"fa2-bf16-torch-compiled models Inductor's AVX-512 code; this CPU runs "
-                    f"{torch.backends.cpu.get_cpu_capability()}")
-
 
 def exact_product_head(n, d, seed):
     """q, k whose products are small integers over 4 (exact in any order, so PyTorch's BF16
@@ -295,36 +292,39 @@ def exact_product_head(n, d, seed):
 # fa2-bf16-torch-compiled is the released forward under torch.compile (train.py's compile = True)
 # bit for bit: Inductor keeps S scale, the exp argument and the row sum in float32, with SLEEF's
 # exp and log and its 16-lane sum, so the eager forward's bits differ in most places.
-@pytest.mark.parametrize("n, d, causal, stable", [(100, 128, False, False), (100, 128, False, True),
-                                                  (100, 128, True, False), (100, 128, True, True),
-                                                  (64, 64, True, True)])
-def test_fa2_bf16_torch_compiled_is_the_compiled_forward(cli, tmp_path, n, d, causal, stable):
-    need_avx512()
+@pytest.mark.parametrize("n, d, causal, stable, vector", [
+    (100, 128, False, False, "avx512"), (100, 128, False, True, "avx512"), (100, 128, True, False, "avx512"),
+    (100, 128, True, True, "avx512"), (64, 64, True, True, "avx512"), (100, 128, True, True, "avx2"),
+    (64, 64, False, False, "avx2")])
+def test_fa2_bf16_torch_compiled_is_the_compiled_forward(cli, tmp_path, n, d, causal, stable, vector):
+    need(vector)
     q, k, v = exact_product_head(n, d, 5)
     save_file({"q": q, "k": k, "v": v}, tmp_path / "in.safetensors", metadata={"causal": str(causal).lower()})
     cli.run("attention", tmp_path / "in.safetensors", "--recipe", "fa2-bf16-torch-compiled", "--set",
-            f"max_adjust={'on' if stable else 'off'}", "-o", tmp_path / "out.safetensors")
+            f"max_adjust={'on' if stable else 'off'}", "--set", f"cpu_vector={vector}", "-o",
+            tmp_path / "out.safetensors")
     out = load_file(tmp_path / "out.safetensors")
-    o, lse = torch.compile(released_bucket, dynamic=False)(q, k, v, causal, stable)
+    o, lse = compiled_at(released_bucket, vector)(q, k, v, causal, stable)
     assert torch.equal(out["o"].view(torch.int16), o.view(torch.int16)), int((out["o"] != o).sum())
     assert torch.equal(out["lse"].view(torch.int32), lse.view(torch.int32)), int((out["lse"] != lse).sum())
     eager = released_bucket(q, k, v, causal, stable)[0]
     assert (eager.view(torch.int16) != o.view(torch.int16)).float().mean() > 0.1, "eager and compiled must part"
 
 
-@pytest.mark.parametrize("d", [40, 64, 128])
-def test_fa2_bf16_torch_compiled_delta_is_inductors_sum(cli, tmp_path, d):
-    """Its delta is Inductor's (dO * O).sum(-1) bit for bit (32 float lanes, as a loop over BF16
-    loads has them); the sequential float32 sum of fa2-bf16-torch is not."""
-    need_avx512()
+@pytest.mark.parametrize("d, vector", [(40, "avx512"), (64, "avx512"), (128, "avx512"), (64, "avx2"), (40, "avx2")])
+def test_fa2_bf16_torch_compiled_delta_is_inductors_sum(cli, tmp_path, d, vector):
+    """Its delta is Inductor's (dO * O).sum(-1) bit for bit (two vectors of float lanes, as a loop
+    over BF16 loads has them: 32 with AVX-512, 16 with AVX2); the sequential float32 sum of
+    fa2-bf16-torch is not."""
+    need(vector)
     g = torch.Generator().manual_seed(6)
     q, k, v, d_o = (torch.randn(2, 96, d, generator=g).bfloat16() for _ in range(4))
     save_file({"q": q, "k": k, "v": v, "do": d_o}, tmp_path / "in.safetensors")
-    compiled = torch.compile(lambda a, b: (a.float() * b.float()).sum(dim=-1), dynamic=False)
+    compiled = compiled_at(lambda a, b: (a.float() * b.float()).sum(dim=-1), vector)
     parted = {}
     for recipe in ("fa2-bf16-torch-compiled", "fa2-bf16-torch"):
         cli.run("attention", tmp_path / "in.safetensors", "--recipe", recipe, "--backward", "-o",
-                tmp_path / "out.safetensors")
+                tmp_path / "out.safetensors", *(["--set", f"cpu_vector={vector}"] if "compiled" in recipe else []))
         out = load_file(tmp_path / "out.safetensors")
         parted[recipe] = int((compiled(d_o, out["o"]).view(torch.int32) != out["delta"].view(torch.int32)).sum())
     assert parted["fa2-bf16-torch-compiled"] == 0 and (d == 40 or parted["fa2-bf16-torch"] > 0), parted
@@ -349,13 +349,14 @@ def released_bucket_backward(s, dp, lse, o, d_o, q, k, causal):
     return {"dq": dq, "dk": dk, "dv": dv, "delta": delta.squeeze(-1)}
 
 
-@pytest.mark.parametrize("n, d, causal", [(100, 128, False), (100, 128, True), (64, 64, True)])
-def test_fa2_bf16_torch_compiled_backward_is_the_compiled_backward(cli, tmp_path, n, d, causal):
+@pytest.mark.parametrize("n, d, causal, vector", [(100, 128, False, "avx512"), (100, 128, True, "avx512"),
+                                                  (64, 64, True, "avx512"), (100, 128, True, "avx2")])
+def test_fa2_bf16_torch_compiled_backward_is_the_compiled_backward(cli, tmp_path, n, d, causal, vector):
     """dQ, dK, dV and delta of the recipe are those of the released backward under torch.compile
     bit for bit (products in float64 on both sides: score, P V and gradient products); those of
     fa2-bf16-torch (the eager forward and the kernels' backward: exp2 of the scaled score, the
     scale applied to dK and dQ at the end) are not."""
-    need_avx512()
+    need(vector)
     g = torch.Generator().manual_seed(8)
     q, k, v, d_o = (torch.randn(2, n, d, generator=g).bfloat16() for _ in range(4))
     save_file({"q": q, "k": k, "v": v, "do": d_o}, tmp_path / "in.safetensors",
@@ -363,13 +364,14 @@ def test_fa2_bf16_torch_compiled_backward_is_the_compiled_backward(cli, tmp_path
     exact = [x for kv in ("score_product=f64", "pv_product=f64", "grad_product=f64") for x in ("--set", kv)]
     outs = {}
     for recipe in ("fa2-bf16-torch-compiled", "fa2-bf16-torch"):
-        cli.run("attention", tmp_path / "in.safetensors", "--recipe", recipe, "--backward", *exact, "-o",
+        vectors = ["--set", f"cpu_vector={vector}"] if "compiled" in recipe else []
+        cli.run("attention", tmp_path / "in.safetensors", "--recipe", recipe, "--backward", *exact, *vectors, "-o",
                 tmp_path / f"{recipe}.safetensors")
         outs[recipe] = load_file(tmp_path / f"{recipe}.safetensors")
     out = outs["fa2-bf16-torch-compiled"]
     s = (q.double() @ k.double().transpose(-1, -2)).float().bfloat16()
     dp = (d_o.double() @ v.double().transpose(-1, -2)).float().bfloat16()
-    theirs = torch.compile(released_bucket_backward, dynamic=False)(s, dp, out["lse"], out["o"], d_o, q, k, causal)
+    theirs = compiled_at(released_bucket_backward, vector)(s, dp, out["lse"], out["o"], d_o, q, k, causal)
     for name, x in theirs.items():
         bits = torch.int16 if x.dtype == torch.bfloat16 else torch.int32
         assert torch.equal(out[name].view(bits), x.view(bits)), f"{name}: {int((out[name] != x).sum())} differ"
@@ -383,10 +385,7 @@ def test_fa2_bf16_torch_compiled_refuses_what_it_does_not_model(cli, tmp_path):
     x = tmp_path / "x.safetensors"
     m = cli.error("attention", tmp_path / "in.safetensors", "--recipe", "fa2-bf16-torch-compiled", "--set",
                   "block_n=32", "-o", x)
-    assert "one KV bucket" in m and "64 keys" in m, m
-    m = cli.error("attention", tmp_path / "in.safetensors", "--recipe", "fa2-bf16-torch-compiled", "--set",
-                  "row_sum_format=f32", "-o", x)
-    assert "row_sum_format" in m, m
+    assert "past one KV bucket" in m and "64 keys" in m and "block_m = block_n = 512" in m, m
     m = cli.error("attention", tmp_path / "in.safetensors", "--recipe", "fa2-bf16-torch", "--set", "delta_sum=lanes32",
                   "--set", "delta_format=bf16", "-o", x)
     assert "delta_sum" in m, m

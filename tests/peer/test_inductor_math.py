@@ -1,13 +1,13 @@
-"""Property: torch.compile's exp and log on a CPU with AVX-512 (Inductor's vectorized code,
-which calls SLEEF's Sleef_expf16_u10 and Sleef_logf16_u10 from libtorch_cpu) give, for every one
-of the 2^32 float32 bit patterns, the bits of roundscope's models of them
-(emu/attention/math/inductor_cpu_math.hpp), NaN payloads included. The fast test takes every 4099th
-pattern and the boundaries; the exhaustive one every pattern (ROUNDSCOPE_CHUNKS: K of the 256
-chunks of 2^24).
+"""Property: torch.compile's exp and log on a CPU (Inductor's vectorized code, which calls
+SLEEF's Sleef_expf16_u10 and Sleef_logf16_u10 with AVX-512, Sleef_expf8_u10 and Sleef_logf8_u10
+with AVX2, from libtorch_cpu) give, for every one of the 2^32 float32 bit patterns, the bits of
+roundscope's models of them (emu/attention/math/inductor_cpu_math.hpp), NaN payloads included.
+The fast test takes every 4099th pattern and the boundaries; the exhaustive one every pattern
+(ROUNDSCOPE_CHUNKS: K of the 256 chunks of 2^24) at the widest vectors this CPU has, and where
+it has AVX-512 also holds AVX2's code to it on every pattern (cheaper than the model again).
 
-The library under test is roundscope's C entry point (ROUNDSCOPE_CAPI, set by ctest). The models
-are those of the AVX-512 build: on a CPU without it Inductor runs other code, and the test says
-so and skips."""
+The library under test is roundscope's C entry point (ROUNDSCOPE_CAPI, set by ctest). On a CPU
+with neither vector set Inductor runs scalar code, and the test says so and skips."""
 import ctypes
 import os
 
@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import torch
 from capi import capi_path
+from cpu_vectors import compiled_at, this_cpu_runs
 
 CHUNK = 1 << 24
 FUNCTIONS = {"exp": 0, "log": 1}
@@ -23,8 +24,8 @@ FUNCTIONS = {"exp": 0, "log": 1}
 @pytest.fixture(scope="module")
 def lib():
     path = capi_path()
-    if torch.backends.cpu.get_cpu_capability() != "AVX512":
-        pytest.skip("the models are of Inductor's AVX-512 code; this CPU runs "
+    if not this_cpu_runs():
+        pytest.skip("the models are of Inductor's AVX-512 and AVX2 code; this CPU runs "
                     f"{torch.backends.cpu.get_cpu_capability()}")
     lib = ctypes.CDLL(path)
     lib.roundscope_inductor_math.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
@@ -32,10 +33,20 @@ def lib():
     return lib
 
 
+def compiled_functions(vector):
+    """The compiled functions at one vector width, for a fixed length (one compilation each)."""
+    out = {}
+    for name in FUNCTIONS:
+        f = compiled_at(getattr(torch, name), vector)
+        f(torch.zeros(CHUNK))  # compiled now, before another width's reset
+        out[name] = f
+    return out
+
+
 @pytest.fixture(scope="module")
-def compiled():
-    """The compiled functions, for a fixed length (one compilation each)."""
-    return {name: torch.compile(getattr(torch, name), dynamic=False) for name in FUNCTIONS}
+def compiled(lib):
+    """At the widest vectors this CPU runs."""
+    return compiled_functions(this_cpu_runs()[0])
 
 
 def ours(lib, name, x):
@@ -69,6 +80,20 @@ def test_a_wrong_model_fails(lib):
     x = np.linspace(-80, 80, CHUNK, dtype=np.float32)
     exact = np.exp(x.astype(np.float64)).astype(np.float32)
     assert (ours(lib, "exp", x).view(np.uint32) != exact.view(np.uint32)).sum() > 1000
+
+
+@pytest.mark.exhaustive
+@pytest.mark.parametrize("name", FUNCTIONS)
+def test_avx2_code_gives_the_avx512_bits_on_every_float32(lib, name):
+    if this_cpu_runs() != ("avx512", "avx2"):
+        pytest.skip("this CPU runs one vector width, which test_every_float32 holds to the model")
+    wide, narrow = compiled_functions("avx512")[name], compiled_functions("avx2")[name]
+    chunks = int(os.environ.get("ROUNDSCOPE_CHUNKS", (1 << 32) // CHUNK))
+    bad, offsets = 0, np.arange(CHUNK, dtype=np.uint32)
+    for c in np.linspace(0, (1 << 32) // CHUNK - 1, chunks).astype(np.int64):
+        x = torch.from_numpy((offsets + np.uint32(int(c) * CHUNK)).view(np.float32))
+        bad += int((wide(x).view(torch.int32) != narrow(x).view(torch.int32)).sum())
+    assert bad == 0, f"{name}: {bad} of {chunks * CHUNK} differ between AVX-512 and AVX2"
 
 
 @pytest.mark.exhaustive

@@ -207,6 +207,11 @@ BackwardResult flash_backward(const AttentionRecipe& recipe, const AttentionShap
     if (recipe.p_and_v.p_quant != nullptr)
         throw Error(
             fmt::format("recipe '{}': the backward of block-quantized P (p_quant) is not modelled", recipe.name));
+    if (recipe.softmax.kind == SoftmaxKind::compiled_torch && ctx.kv_buckets() > 1)
+        throw Error(
+            fmt::format("recipe '{}': the compiled backward is modelled for one KV bucket; {} keys fill {} "
+                        "of block_n = {} (its forward runs past one)",
+                        recipe.name, shape.n_kv, ctx.kv_buckets(), ctx.recipe.tiles.block_n));
     if (in.d_o.size() != shape.heads * shape.n_q * shape.d_v)
         throw Error("attention: the backward pass needs a tensor 'do' of shape [.., Nq, Dv]");
     const Format& g = *recipe.backward.ds_format;

@@ -8,6 +8,7 @@
 
 #include "emu/attention/math/inductor_cpu_math.hpp"
 #include "emu/attention/softmax/attention_steps.hpp"
+#include "emu/attention/softmax/compiled_torch_softmax.hpp"
 #include "emu/batch/tensor_cast.hpp"
 #include "emu/block/block_quantize.hpp"
 #include "emu/numbers/round.hpp"
@@ -63,6 +64,27 @@ bool FlashContext::diagonal_key(std::uint64_t i, std::uint64_t j) const {
 }
 
 namespace {
+
+// The compiled softmax past one KV bucket divides O by a row sum whose form Inductor's fusion
+// chose per row block (compiled_torch_softmax.hpp): known for the released code's buckets of 512
+// queries and keys, as many row blocks as buckets, up to four of them; anything else refused.
+void check_compiled_buckets(const FlashContext& ctx) {
+    const AttentionShape& s = ctx.shape;
+    const AttentionRecipe& r = ctx.recipe;
+    const std::uint64_t buckets = ctx.kv_buckets();
+    if (buckets <= 1) return;
+    const std::string why = fmt::format(
+        "recipe '{}': past one KV bucket ({} keys over block_n = {}) the compiled softmax is modelled for "
+        "the released code's buckets as Inductor fuses them: ",
+        r.name, s.n_kv, r.tiles.block_n);
+    if (r.tiles.block_m != 512 || r.tiles.block_n != 512)
+        throw Error(why + fmt::format("block_m = block_n = 512 (here {} and {})", r.tiles.block_m, r.tiles.block_n));
+    if (s.n_q != s.n_kv) throw Error(why + fmt::format("as many queries as keys (here {} and {})", s.n_q, s.n_kv));
+    if (buckets > torch_compiled::max_measured_buckets)
+        throw Error(why + fmt::format("up to {} buckets ({} keys) were measured; {} were not",
+                                      torch_compiled::max_measured_buckets, torch_compiled::max_measured_buckets * 512,
+                                      buckets));
+}
 
 // A mask the recipe's softmax cannot take: refused, naming the recipe and the reason.
 void check_mask(const FlashContext& ctx) {
@@ -159,10 +181,7 @@ FlashContext flash_context(const AttentionRecipe& recipe, const AttentionShape& 
                             "and the online softmax",
                             recipe.name));
     }
-    if (recipe.softmax.kind == SoftmaxKind::compiled_torch &&
-        shape.n_kv > static_cast<std::uint64_t>(ctx.recipe.tiles.block_n))
-        throw Error(fmt::format("recipe '{}': the compiled softmax models one KV bucket; {} keys exceed block_n = {}",
-                                recipe.name, shape.n_kv, ctx.recipe.tiles.block_n));
+    if (recipe.softmax.kind == SoftmaxKind::compiled_torch) check_compiled_buckets(ctx);
     check_mask(ctx);
     ctx.aten_packed = aten_packed(ctx.recipe, shape);
     check_amx_shape(ctx);
@@ -188,9 +207,10 @@ FlashContext flash_context(const AttentionRecipe& recipe, const AttentionShape& 
                    recipe.softmax.row_sum,
                    recipe.softmax.exp2_arg,
                    recipe.softmax.max_offset};
-    ctx.torch = {static_cast<float>(shape.scale), recipe.softmax.format,          &recipe.softmax.stored_row_sum(),
-                 recipe.softmax.max_adjust,       recipe.softmax.max_adjust_beta, recipe.p_and_v.p_scale,
-                 recipe.p_and_v.p_format};
+    ctx.torch = {static_cast<float>(shape.scale),  recipe.softmax.format,
+                 &recipe.softmax.stored_row_sum(), recipe.softmax.max_adjust,
+                 recipe.softmax.max_adjust_beta,   recipe.p_and_v.p_scale,
+                 recipe.p_and_v.p_format,          cpu_vector_lanes(recipe.target.cpu_vector)};
     return ctx;
 }
 
@@ -236,8 +256,9 @@ float recipe_delta_row(const AttentionRecipe& recipe, const std::uint32_t* d_o, 
     for (int c = 0; c < n; ++c)  // float32 products, as Inductor's (exact for BF16 dO and O)
         products[c] = f32_arith::mul(static_cast<float>(decode(*recipe.target.input, d_o[c])),
                                      static_cast<float>(decode(o_format, o[c])));
+    const int vector = cpu_vector_lanes(recipe.target.cpu_vector);
     return inductor::lane_sum(products.data(), products.size(),
-                              recipe.backward.delta_sum == DeltaSum::lanes32 ? 32 : 16);
+                              recipe.backward.delta_sum == DeltaSum::lanes32 ? 2 * vector : vector, vector);
 }
 
 std::vector<float> delta_from_o(const FlashContext& ctx, const AttentionOperands& in, const ForwardResult& forward) {

@@ -43,6 +43,11 @@ struct FlashContext {
     bool softcapped = false;
     SoftcapConstants softcap{};
     bool aten_packed = false;  // the AMX GEMM on ATen's packed path (aten_packed below)
+    /// How many KV tiles (buckets, in the released PyTorch code's word) the keys fill.
+    std::uint64_t kv_buckets() const {
+        const auto n = static_cast<std::uint64_t>(recipe.tiles.block_n);
+        return (shape.n_kv + n - 1) / n;
+    }
     /// What dQ and dK are multiplied by at the end: the scale, or under a soft cap the cap.
     float dk_dq_scale() const { return softcapped ? softcap.cap : shape.scale; }
 

@@ -37,8 +37,10 @@ struct RowBlock {
     std::vector<steps::OnlineRowState> state;
     std::vector<steps::RowTies> ties;
     std::vector<std::uint32_t> acc;  // f32 bits [rows][d_v]
+    std::vector<float> l_reloaded;   // compiled-torch: l updated from its BF16-stored value
     ForwardCounts counts;
-    RowBlock(Span r, std::uint64_t d_v) : rows(r), state(r.size()), ties(r.size()), acc(r.size() * d_v, 0) {}
+    RowBlock(Span r, std::uint64_t d_v)
+        : rows(r), state(r.size()), ties(r.size()), acc(r.size() * d_v, 0), l_reloaded(r.size(), 0.0f) {}
 };
 
 // P times V for the keys of one tile, into acc: one product with V as quantized, or, under the
@@ -147,15 +149,15 @@ void online_tile(const FlashContext& ctx, const ForwardModels& models, const Hea
         std::uint32_t* p = p_cast.data() + row * n;
         const int width = static_cast<int>(n);
         const float factor =
-            compiled ? torch_compiled::row_step(ctx.torch, scores, width, in_tile, b.state[row], p, &b.counts,
-                                                keys.begin, &b.ties[row])
+            compiled ? torch_compiled::row_step(ctx.torch, scores, width, in_tile, b.state[row], b.l_reloaded[row], p,
+                                                &b.counts, keys.begin, &b.ties[row])
             : torch  ? torch_eager::row_step(ctx.torch, scores, width, in_tile, b.state[row], p, &b.counts, keys.begin,
                                              &b.ties[row])
                      : steps::online_row_step(ctx.softmax, scores, width, in_tile, b.state[row], p, &b.counts,
                                               keys.begin, &b.ties[row], bias.empty() ? nullptr : bias.data() + row * n);
-        for (std::uint64_t c = 0; c < dv; ++c) {
+        for (std::uint64_t c = 0; c < dv; ++c) {  // compiled: O carried in float32 (never stored)
             const float rescaled = a::mul(float_from_bits(b.acc[row * dv + c]), factor);
-            b.acc[row * dv + c] = bits_of(torch ? torch_eager::stored(rescaled, running) : rescaled);
+            b.acc[row * dv + c] = bits_of(torch && !compiled ? torch_eager::stored(rescaled, running) : rescaled);
         }
     }
     // P * S, left in float32 by the row steps, quantized along the tile's keys (blocks of 32
@@ -163,12 +165,13 @@ void online_tile(const FlashContext& ctx, const ForwardModels& models, const Hea
     if (ctx.recipe.p_and_v.p_quant != nullptr)
         p_cast = block_fake_quantized(p_cast, f32, {b.rows.size(), n}, -1, *ctx.recipe.p_and_v.p_quant, 32,
                                       *ctx.recipe.p_and_v.p_format, "quantized P");
-    if (torch) {  // O.mul_(factor).add_(P V): P V stored (einsum), the sum in float32, stored
+    if (torch) {  // O.mul_(factor).add_(P V): P V stored (einsum), the sum in float32, stored (eager)
         std::vector<std::uint32_t> pv(b.acc.size(), 0);
         pv_product(ctx, models.pv, h, b.rows, keys, p_cast, pv);
-        for (std::size_t x = 0; x < pv.size(); ++x)
-            b.acc[x] = bits_of(torch_eager::stored(
-                a::add(float_from_bits(b.acc[x]), torch_eager::stored(float_from_bits(pv[x]), running)), running));
+        for (std::size_t x = 0; x < pv.size(); ++x) {
+            const float sum = a::add(float_from_bits(b.acc[x]), torch_eager::stored(float_from_bits(pv[x]), running));
+            b.acc[x] = bits_of(compiled ? sum : torch_eager::stored(sum, running));
+        }
         return;
     }
     if (running == f32) {
@@ -198,12 +201,12 @@ void write_output_row(const FlashContext& ctx, const std::uint32_t* acc, float f
 }
 
 // Under online-torch: O.div_(l) in float32, stored in the O format; LSE = ln l + m (float32), the
-// log SLEEF's under compiled-torch.
-void finish_torch_row(const FlashContext& ctx, const std::uint32_t* acc, const steps::OnlineRowState& st,
+// log SLEEF's under compiled-torch, whose division reads l as the row block's form says.
+void finish_torch_row(const FlashContext& ctx, const std::uint32_t* acc, const steps::OnlineRowState& st, float divisor,
                       std::uint64_t i, ForwardResult& out) {
     const std::uint64_t dv = ctx.shape.d_v;
     for (std::uint64_t c = 0; c < dv; ++c) {
-        const float o = st.l == 0.0f ? 0.0f : a::div(float_from_bits(acc[c]), st.l);
+        const float o = st.l == 0.0f ? 0.0f : a::div(float_from_bits(acc[c]), divisor);
         out.o_f32[i * dv + c] = o;
         out.o[i * dv + c] = static_cast<std::uint32_t>(cast_from_f32(o, *ctx.recipe.output.format, CastOptions{}));
     }
@@ -240,13 +243,22 @@ void finish_fa3_row(const FlashContext& ctx, const std::uint32_t* acc, const ste
     out.lse_log2[i] = a::mul(out.lse[i], steps::log2e);
 }
 
-// O, LSE and the counts of a finished row block into the result.
-void finish_block(const FlashContext& ctx, const RowBlock& b, std::uint64_t head, ForwardResult& out) {
+// O, LSE and the counts of a finished row block (the `block_index`th) into the result.
+void finish_block(const FlashContext& ctx, const RowBlock& b, std::uint64_t block_index, std::uint64_t head,
+                  ForwardResult& out) {
     const AttentionRecipe& r = ctx.recipe;
+    const auto form = r.softmax.kind == SoftmaxKind::compiled_torch
+                          ? torch_compiled::division_form(ctx.kv_buckets(), block_index)
+                          : torch_compiled::Division::never;
     for (std::uint64_t row = 0; row < b.rows.size(); ++row) {
         const std::uint64_t i = head * ctx.shape.n_q + b.rows.begin + row;
-        if (r.softmax.kind == SoftmaxKind::online_torch || r.softmax.kind == SoftmaxKind::compiled_torch) {
-            finish_torch_row(ctx, b.acc.data() + row * ctx.shape.d_v, b.state[row], i, out);
+        if (r.softmax.kind == SoftmaxKind::online_torch) {
+            finish_torch_row(ctx, b.acc.data() + row * ctx.shape.d_v, b.state[row], b.state[row].l, i, out);
+            continue;
+        }
+        if (r.softmax.kind == SoftmaxKind::compiled_torch) {
+            const float divisor = torch_compiled::division_sum(form, ctx.torch, b.state[row].l, b.l_reloaded[row]);
+            finish_torch_row(ctx, b.acc.data() + row * ctx.shape.d_v, b.state[row], divisor, i, out);
             continue;
         }
         if (r.softmax.kind == SoftmaxKind::aten_cpu) {
@@ -285,7 +297,7 @@ void online_row_block(const FlashContext& ctx, const ForwardModels& models, cons
         if (keys.begin < ctx.split_keys.begin || keys.begin >= ctx.split_keys.end) continue;  // another split's
         online_tile(ctx, models, h, head, b, keys);
     }
-    finish_block(ctx, b, head, out);
+    finish_block(ctx, b, block.begin / static_cast<std::uint64_t>(ctx.recipe.tiles.block_m), head, out);
     counts = b.counts;
     for (std::uint64_t row = 0; row < rows.size(); ++row) {
         if (b.state[row].true_max_count >= 2) ++counts.repeated_max_rows;

@@ -101,22 +101,25 @@ inline float logf(float x) {
     return a::add(hi2, lo);
 }
 
-/// The float32 sum of x[0..n) as Inductor's AVX-512 reduction loop forms it over `lanes` (16, or
-/// 32 where the loop loads BF16: a VectorizedN<float, 2>): x[j] added in order into lane
-/// j mod lanes (from +0; a tail adds only its own lanes); 32 lanes folded to 16 (lane i plus lane
-/// 16 + i); the 16 reduced by vec_reduce_all (lane i with i ^ 8, then i ^ 4, i ^ 2, i ^ 1); the
-/// result added to a scalar 0.
-inline float lane_sum(const float* x, std::size_t n, int lanes = 16) {
+/// The float32 sum of x[0..n) as Inductor's reduction loop forms it over `lanes` accumulators on a
+/// CPU whose vectors hold `vector` floats (16 with AVX-512, 8 with AVX2; lanes is that, or twice
+/// it where the loop loads BF16: a VectorizedN<float, 2>): x[j] added in order into lane
+/// j mod lanes (from +0; a tail adds only its own lanes); two vectors folded to one (lane i plus
+/// lane vector + i); the vector reduced by vec_reduce_all (lane i with i ^ vector/2, then down to
+/// i ^ 1: AVX2's permute and shuffles pair the lanes the same way); the result added to a
+/// scalar 0.
+inline float lane_sum(const float* x, std::size_t n, int lanes = 16, int vector = 16) {
     namespace a = f32_arith;
     float lane[32] = {};
-    const auto width = static_cast<std::size_t>(lanes == 32 ? 32 : 16);
+    const auto v = static_cast<std::size_t>(vector == 8 ? 8 : 16);
+    const std::size_t width = lanes == static_cast<int>(2 * v) ? 2 * v : v;
     for (std::size_t j = 0; j < n; ++j) lane[j % width] = a::add(lane[j % width], x[j]);
-    if (width == 32)
-        for (int i = 0; i < 16; ++i) lane[i] = a::add(lane[i], lane[16 + i]);
-    for (const int step : {8, 4, 2, 1}) {
+    if (width == 2 * v)
+        for (std::size_t i = 0; i < v; ++i) lane[i] = a::add(lane[i], lane[v + i]);
+    for (std::size_t step = v / 2; step >= 1; step /= 2) {
         float next[16];
-        for (int i = 0; i < 16; ++i) next[i] = a::add(lane[i], lane[i ^ step]);
-        for (int i = 0; i < 16; ++i) lane[i] = next[i];
+        for (std::size_t i = 0; i < v; ++i) next[i] = a::add(lane[i], lane[i ^ step]);
+        for (std::size_t i = 0; i < v; ++i) lane[i] = next[i];
     }
     return a::add(0.0f, lane[0]);
 }

@@ -39,8 +39,6 @@ void SoftmaxStage::validate(std::string_view recipe) const {
         fail(recipe, "row_sum_format",
              "the online softmax keeps its row sum in float32; row_sum_format is a choice of the "
              "naive and online-torch softmax");
-    if (kind == SoftmaxKind::compiled_torch && row_sum_format != nullptr)
-        fail(recipe, "row_sum_format", "the compiled softmax never stores its row sum (it stays in float32)");
     if (kind == SoftmaxKind::aten_cpu) {
         // ATen's CPU softmax: natural exps, S, m and l in float32.
         if (exp2 != Exp2Kind::software)
@@ -109,6 +107,11 @@ public:
             fail("softmax", online_choices);
         if (s.kind == SoftmaxKind::compiled_torch && r_.p_and_v.p_scale != 1.0f)
             fail("p_scale", "the compiled softmax casts P-bar unscaled (p_scale 1)");
+        if (r_.target.cpu_vector != CpuVector::avx512 && s.kind != SoftmaxKind::compiled_torch)
+            fail("cpu_vector",
+                 s.kind == SoftmaxKind::aten_cpu
+                     ? "ATen's CPU flash attention is modelled as its AVX-512 build runs (cpu_vector=avx512)"
+                     : "the CPU's vectors are a choice of PyTorch's CPU code (softmax=compiled-torch takes avx2)");
         if (s.kind == SoftmaxKind::aten_cpu) aten_cpu();
     }
 

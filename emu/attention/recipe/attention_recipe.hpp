@@ -28,8 +28,8 @@ enum class SoftmaxKind : std::uint8_t {
     online_torch,     // online, as a flash attention in PyTorch tensor ops under autocast runs
                       // it: S, the row max and sum stored in softmax_format, natural exp in
                       // float32 (torch_softmax.hpp); the emulator's only
-    compiled_torch,   // the same code under torch.compile on an AVX-512 CPU: intermediates in
-                      // float32, SLEEF's exp and log, one KV tile (compiled_torch_softmax.hpp)
+    compiled_torch,   // the same code under torch.compile on a CPU (AVX-512 or AVX2): intermediates
+                      // in float32, SLEEF's exp and log (compiled_torch_softmax.hpp)
     aten_cpu,         // ATen's CPU flash attention (F.scaled_dot_product_attention on a CPU with
                       // AVX-512): natural exp by fexp_u20 and expf, its vector row sum, O times
                       // RN(1/l), LSE m + logf(l) (aten_cpu_softmax.hpp); BF16 inputs
@@ -87,8 +87,10 @@ enum class SoftcapTanh : std::uint8_t { exact };
 
 enum class DeltaSum : std::uint8_t {
     sequential,  // c = 0, 1, ...
-    lanes16,     // Inductor's AVX-512 reduction over 16 float lanes, then their tree
-    lanes32,     // the same over 32 lanes (a loop that loads BF16) folded to 16 (inductor_cpu_math.hpp)
+    lanes16,     // Inductor's AVX-512 reduction over 16 float lanes, then their tree (one vector: 8
+                 // lanes under cpu_vector=avx2)
+    lanes32,     // the same over 32 lanes (a loop that loads BF16) folded to 16 (inductor_cpu_math.hpp;
+                 // two vectors: 16 lanes folded to 8 under cpu_vector=avx2)
 };
 
 // The recipe, stage by stage in the order a kernel runs them (the stages of recipe_key_table).
@@ -96,10 +98,20 @@ enum class DeltaSum : std::uint8_t {
 // AttentionRecipe's (validate below).
 
 /// What runs the products: the input format and the tensor-core model.
+/// The vector registers PyTorch's CPU code ran with: its reductions' lanes follow them.
+enum class CpuVector : std::uint8_t {
+    avx512,  // 16 float lanes (torch.backends.cpu.get_cpu_capability() "AVX512")
+    avx2,    // 8 float lanes ("AVX2"; under compiled-torch only: ATen's AVX2 kernel is not modelled)
+};
+
+/// Float lanes of one vector register.
+constexpr int cpu_vector_lanes(CpuVector v) { return v == CpuVector::avx2 ? 8 : 16; }
+
 struct TargetStage {
     const Format* input = &bf16;  // q, k, v and dO are rounded to it (RNE) first
     std::string arch = "sm90";    // the tensor-core model of every product (mma_model.hpp)
     std::string instruction = "mma.sync";
+    CpuVector cpu_vector = CpuVector::avx512;  // the CPU code's vectors (compiled-torch, aten-cpu)
 };
 
 /// block_n's value "fa3-fp8": the KV tile FlashAttention-3's FP8 forward takes for the head dimension

@@ -36,6 +36,7 @@ constexpr NamedValues<RowSum, 3> row_sum_names{
     {{{RowSum::sequential, "sequential"}, {RowSum::quad_ffma, "quad-ffma"}, {RowSum::lane_tile, "lane-tile"}}}};
 constexpr NamedValues<Epilogue, 3> epilogue_names{
     {{{Epilogue::fa2, "fa2"}, {Epilogue::torch_flash, "torch-flash"}, {Epilogue::fa3, "fa3"}}}};
+constexpr NamedValues<CpuVector, 2> cpu_vector_names{{{{CpuVector::avx512, "avx512"}, {CpuVector::avx2, "avx2"}}}};
 constexpr NamedValues<KvOrder, 2> order_names{{{{KvOrder::forward, "forward"}, {KvOrder::reverse, "reverse"}}}};
 constexpr NamedValues<DeltaKind, 3> delta_names{
     {{{DeltaKind::stored_o, "o-stored"}, {DeltaKind::f32_o, "o-f32"}, {DeltaKind::p_dp, "p-dp"}}}};
@@ -193,6 +194,7 @@ std::vector<Setting> target_settings() {
         format_setting<&R::target, &TargetStage::input>("input", "a format (q, k, v, dO rounded to it)"),
         text_setting<&R::target, &TargetStage::arch>("arch", {"sm80", "sm89", "sm90", "sm100"}),
         text_setting<&R::target, &TargetStage::instruction>("instruction", {"mma.sync", "wgmma", "tcgen05.mma"}),
+        named_setting<&R::target, &TargetStage::cpu_vector, cpu_vector_names>("cpu_vector"),
     };
 }
 
@@ -239,7 +241,7 @@ std::vector<Setting> softmax_settings() {
         named_setting<&R::softmax, &SoftmaxStage::kind, softmax_names>("softmax"),
         format_setting<&R::softmax, &SoftmaxStage::format>("softmax_format",
                                                            "a format (naive and online-torch softmax)"),
-        {"row_sum_format", "a format, or softmax (as softmax_format; naive and online-torch softmax)",
+        {"row_sum_format", "a format, or softmax (as softmax_format; naive, online-torch and compiled-torch softmax)",
          [](const R& r) { return std::string(r.softmax.row_sum_format ? r.softmax.row_sum_format->name : "softmax"); },
          [](R& r, std::string_view k, std::string_view v) {
              r.softmax.row_sum_format = v == "softmax" ? nullptr : parse_format(k, v);
@@ -309,6 +311,9 @@ const std::map<std::string_view, std::string_view>& meanings() {
         {"input", "the format q, k, v and dO are rounded to (RNE) before anything else"},
         {"arch", "the GPU architecture whose tensor-core model computes every product"},
         {"instruction", "the tensor-core instruction modelled: mma.sync, wgmma (sm90) or tcgen05.mma (sm100)"},
+        {"cpu_vector",
+         "the vectors PyTorch's CPU code ran with, whose lanes its sums follow: avx512 (16 floats) or avx2 (8; "
+         "compiled-torch only)"},
         {"block_m", "Br, the rows of a tile of S: a schedule, which changes no bits (rows are independent)"},
         {"block_n", "Bc, the keys of a tile of S: where the running max, the rescale and P V's chains restart"},
         {"kv_order", "the order the KV tiles are visited: forward, or reverse as FlashAttention-3 does"},
@@ -322,7 +327,9 @@ const std::map<std::string_view, std::string_view>& meanings() {
         {"softmax",
          "the softmax: online (flash), naive, naive without the max shift, PyTorch's ops, or ATen's CPU flash"},
         {"softmax_format", "naive and online-torch: the format of exp, the sums and the division"},
-        {"row_sum_format", "naive and online-torch: the format the row sum is stored in"},
+        {"row_sum_format",
+         "naive, online-torch and compiled-torch: the format the row sum is stored in (compiled: the buffer "
+         "O's division reloads past one bucket)"},
         {"exp2",
          "exp2: the project's correctly written software exp2, ex2.approx.f32, CUDA's exp2f, or "
          "ex2.approx.ftz.f32 (exp2f under fast math)"},
@@ -340,14 +347,18 @@ const std::map<std::string_view, std::string_view>& meanings() {
         {"diagonal_fix", "the diagonal tile of P multiplies the unquantized V"},
         {"pv_product", "P V by the tensor-core model, exactly in float64 rounded once, or by AMX (ATen's CPU GEMM)"},
         {"pv_depth", "P V over a partial tile: over its keys, or over the whole tile (zero products)"},
-        {"o_accumulator", "the format of the running O (f32 in kernels)"},
+        {"o_accumulator",
+         "the format of the running O (f32 in kernels); under compiled-torch that of P-bar V, the running O "
+         "staying float32"},
         {"o_format", "the format O is written in"},
         {"epilogue",
          "how a row ends (O, its LSE, an empty row): FlashAttention-2's, PyTorch's flash or FlashAttention-3's"},
         {"grad_product", "the backward's products by the tensor-core model, or exactly in float64"},
         {"delta", "delta = rowsum(dO * O) from the stored O, O in float32, or rowsum(P * dP)"},
         {"delta_format", "the format each dO * O and delta's sum are rounded to"},
-        {"delta_sum", "the order of delta's float32 sum over the head dimension"},
+        {"delta_sum",
+         "the order of delta's float32 sum over the head dimension (lanes16, lanes32: one and two vectors, of 8 "
+         "lanes under cpu_vector=avx2)"},
         {"ds_format", "the format dS and P are cast to before dK, dQ and dV"},
         {"grad_format", "the format dQ, dK and dV are written in"},
         {"grad_quant", "both operands of every backward product block-quantized along its sum"},

@@ -37,6 +37,7 @@ struct TorchSoftmax {
     float max_adjust_beta;
     float p_scale;
     const Format* p_format;
+    int lanes = 16;  // compiled-torch: float lanes of the CPU's vectors, which Inductor's sums follow
 };
 
 /// One row of one tile: s holds the n score products (float32 bits), the first `visible`
