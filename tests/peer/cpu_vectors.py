@@ -21,9 +21,12 @@ def need(vector):
 
 
 def compiled_at(fn, vector):
-    """fn under torch.compile (static shapes), generating code for `vector`'s registers."""
-    torch._dynamo.reset()  # each width its own graph
-    compiled = torch.compile(fn, dynamic=False)
+    """fn under torch.compile (static shapes), generating code for `vector`'s registers. Dynamo
+    keeps compiled code by code object and does not guard on Inductor's settings, so each call
+    compiles a trampoline of its own code object: two widths of one function never share code."""
+    namespace = {}
+    exec("def trampoline(*args):\n    return fn(*args)\n", {"fn": fn}, namespace)
+    compiled = torch.compile(namespace["trampoline"], dynamic=False)
 
     def call(*args):
         with inductor_config.patch({"cpp.simdlen": SIMDLEN[vector]}):

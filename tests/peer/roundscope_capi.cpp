@@ -22,7 +22,10 @@ namespace {
 ROUNDSCOPE_FMA_CLONES void inductor_math_part(int function, const float* in, float* out, std::size_t begin,
                                               std::size_t end) {
     using namespace roundscope::emu;
-    for (std::size_t i = begin; i < end; ++i) out[i] = function == 0 ? inductor::expf(in[i]) : inductor::logf(in[i]);
+    for (std::size_t i = begin; i < end; ++i)
+        out[i] = function == 0   ? inductor::expf(in[i])
+                 : function == 1 ? inductor::logf(in[i])
+                                 : inductor::logf_avx2(in[i]);
 }
 
 }  // namespace
@@ -87,9 +90,10 @@ int roundscope_h100_mufu(int function, const float* in, std::size_t n, float* ou
 }
 
 /// out[i] = exp (function 0) or log (function 1) of in[i] as torch.compile's AVX-512 code
-/// computes them (inductor_cpu_math.hpp), on two threads. Returns 0, or -1 for another function.
+/// computes them, or log as its AVX2 code does (function 2; its exp is AVX-512's)
+/// (inductor_cpu_math.hpp), on two threads. Returns 0, or -1 for another function.
 int roundscope_inductor_math(int function, const float* in, std::size_t n, float* out) {
-    if (function != 0 && function != 1) return -1;
+    if (function < 0 || function > 2) return -1;
     std::thread half(inductor_math_part, function, in, out, 0, n / 2);
     inductor_math_part(function, in, out, n / 2, n);
     half.join();

@@ -163,6 +163,25 @@ std::vector<std::uint32_t> transpose(const std::vector<std::uint32_t>& x, std::u
     return detail::transposed(x.data(), rows, cols, {0, cols});
 }
 
+// acc += a b (m x n, over k) by the gradient model. Under the compiled softmax the released
+// code's einsum gives each bucket's product in the gradient format (BF16) and Inductor adds it to
+// the float32 gradient it carries across buckets: the product from zero, cast, then added.
+void accumulate(const AttentionRecipe& recipe, const detail::TileProduct& grad, const std::uint32_t* a,
+                const std::uint32_t* b, std::vector<std::uint32_t>& acc, std::uint64_t m, std::uint64_t n,
+                std::uint64_t k) {
+    if (recipe.softmax.kind != SoftmaxKind::compiled_torch) {
+        grad.run(a, b, acc.data(), acc.data(), m, n, k);
+        return;
+    }
+    const Format& f = *recipe.backward.grad_format;
+    std::vector<std::uint32_t> product(acc.size(), 0);
+    grad.run(a, b, product.data(), product.data(), m, n, k);
+    for (std::size_t x = 0; x < acc.size(); ++x) {
+        const auto cast = static_cast<float>(decode(f, steps::saturating_cast(float_from_bits(product[x]), f)));
+        acc[x] = bits_of(a::add(float_from_bits(acc[x]), cast));
+    }
+}
+
 // Accumulated f32 bits times the scale (1: none), cast to the gradient format.
 void write_gradient(const std::vector<std::uint32_t>& acc, float scale, const Format& f, std::uint32_t* out) {
     for (std::size_t i = 0; i < acc.size(); ++i) out[i] = steps::gradient_bits(acc[i], scale, f);
@@ -207,11 +226,6 @@ BackwardResult flash_backward(const AttentionRecipe& recipe, const AttentionShap
     if (recipe.p_and_v.p_quant != nullptr)
         throw Error(
             fmt::format("recipe '{}': the backward of block-quantized P (p_quant) is not modelled", recipe.name));
-    if (recipe.softmax.kind == SoftmaxKind::compiled_torch && ctx.kv_buckets() > 1)
-        throw Error(
-            fmt::format("recipe '{}': the compiled backward is modelled for one KV bucket; {} keys fill {} "
-                        "of block_n = {} (its forward runs past one)",
-                        recipe.name, shape.n_kv, ctx.kv_buckets(), ctx.recipe.tiles.block_n));
     if (in.d_o.size() != shape.heads * shape.n_q * shape.d_v)
         throw Error("attention: the backward pass needs a tensor 'do' of shape [.., Nq, Dv]");
     const Format& g = *recipe.backward.ds_format;
@@ -283,10 +297,10 @@ BackwardResult flash_backward(const AttentionRecipe& recipe, const AttentionShap
                     const std::vector<std::uint32_t> pt = transpose(quantize ? p : t.p_cast, rows.size(), keys.size());
                     const std::vector<std::uint32_t> dst =
                         transpose(quantize ? dsr : t.ds_cast, rows.size(), keys.size());
-                    models.grad.run(pt.data(), go.dv_do + rows.begin * dv, dv_acc.data(), dv_acc.data(), keys.size(),
-                                    dv, rows.size());
-                    models.grad.run(dst.data(), go.dk_q + rows.begin * d, dk_acc.data(), dk_acc.data(), keys.size(), d,
-                                    rows.size());
+                    accumulate(recipe, models.grad, pt.data(), go.dv_do + rows.begin * dv, dv_acc, keys.size(), dv,
+                               rows.size());
+                    accumulate(recipe, models.grad, dst.data(), go.dk_q + rows.begin * d, dk_acc, keys.size(), d,
+                               rows.size());
                 }
                 write_gradient(dv_acc, 1.0f, *recipe.backward.grad_format,
                                out.dv.data() + (head * nk + keys.begin) * dv);
@@ -311,8 +325,8 @@ BackwardResult flash_backward(const AttentionRecipe& recipe, const AttentionShap
                         tile =
                             grad_quantized(recipe, tile.data(), rows.size(), keys.size(), -1,
                                            grad_rounding(recipe, head, 7, rb * key_blocks.size() + kb), "dS (for dQ)");
-                    models.grad.run(tile.data(), go.dq_k + keys.begin * d, dq_acc.data(), dq_acc.data(), rows.size(), d,
-                                    keys.size());
+                    accumulate(recipe, models.grad, tile.data(), go.dq_k + keys.begin * d, dq_acc, rows.size(), d,
+                               keys.size());
                 }
                 write_gradient(dq_acc, dk_dq_scale, *recipe.backward.grad_format,
                                out.dq.data() + (head * nq + rows.begin) * d);

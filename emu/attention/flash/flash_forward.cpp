@@ -211,7 +211,7 @@ void finish_torch_row(const FlashContext& ctx, const std::uint32_t* acc, const s
         out.o[i * dv + c] = static_cast<std::uint32_t>(cast_from_f32(o, *ctx.recipe.output.format, CastOptions{}));
     }
     const bool compiled = ctx.recipe.softmax.kind == SoftmaxKind::compiled_torch;
-    const float log_l = compiled ? inductor::logf(st.l) : std::log(st.l);
+    const float log_l = compiled ? inductor::logf(st.l, ctx.torch.lanes) : std::log(st.l);
     out.lse[i] = st.l == 0.0f ? steps::minus_infinity() : a::add(log_l, st.m);
     out.lse_log2[i] = a::mul(out.lse[i], steps::log2e);
 }

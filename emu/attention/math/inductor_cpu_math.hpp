@@ -101,6 +101,17 @@ inline float logf(float x) {
     return a::add(hi2, lo);
 }
 
+/// SLEEF's logf on AVX2 (Sleef_logf8_u10): the AVX-512 path's value everywhere but where it is a
+/// NaN (a NaN or negative x), which AVX2 returns as the default NaN 0x7FC00000 (all 2^32 inputs
+/// compared: tests/peer/test_inductor_math.py). expf is the same on both.
+inline float logf_avx2(float x) {
+    const float y = logf(x);
+    return y != y ? float_from_bits(0x7FC00000u) : y;
+}
+
+/// logf as Inductor's code calls it with vectors of `lanes` floats (16: AVX-512, 8: AVX2).
+inline float logf(float x, int lanes) { return lanes == 8 ? logf_avx2(x) : logf(x); }
+
 /// The float32 sum of x[0..n) as Inductor's reduction loop forms it over `lanes` accumulators on a
 /// CPU whose vectors hold `vector` floats (16 with AVX-512, 8 with AVX2; lanes is that, or twice
 /// it where the loop loads BF16: a VectorizedN<float, 2>): x[j] added in order into lane

@@ -178,9 +178,10 @@ AttentionRecipe fa2_bf16_torch() {
 }
 
 // fa2-bf16-torch as train.py runs it, under torch.compile (compiled_torch_softmax.hpp): Inductor
-// on an AVX-512 CPU keeps S scale, the exp argument and the row sum in float32, with SLEEF's exp
-// and log, and sums delta in its 32 lanes. One KV bucket of up to 512 keys, as the forward above.
-// Its backward is the released code's (compiled_torch_softmax.hpp), which only ever ran compiled.
+// on an AVX-512 CPU (cpu_vector=avx2: its AVX2 code) keeps S scale, the exp argument, the row sum
+// and O in float32, with SLEEF's exp and log, and sums delta in its 32 lanes; buckets of 512, as
+// the forward above, up to five of them. Its backward is the released code's
+// (compiled_torch_softmax.hpp), which only ever ran compiled.
 AttentionRecipe fa2_bf16_torch_compiled() {
     AttentionRecipe r = fa2_bf16_torch();
     r.name = "fa2-bf16-torch-compiled";

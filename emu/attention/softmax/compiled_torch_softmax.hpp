@@ -14,10 +14,11 @@
 // l' is where the fusion lottery shows: the row sums live in one BF16 buffer that the released
 // code updates in place, and Inductor reloads it from memory for the division in some row blocks
 // and not in others (division_form below, read off torch 2.15's generated code and measured).
-// The backward (the released code's, which only runs compiled), for one KV bucket: P = exp(S scale
-// - LSE) from the BF16 score product, dP the BF16 einsum, dS = P scale (dP - delta) in float32,
-// cast to BF16 for dQ = dS K and dK = dS^T Q (the scale inside dS, none after), P cast for dV =
-// P^T dO.
+// The backward (the released code's, which only runs compiled): P = exp(S scale - LSE) from the
+// BF16 score product, dP the BF16 einsum, dS = P scale (dP - delta) in float32, cast to BF16 for
+// dQ = dS K and dK = dS^T Q (the scale inside dS, none after), P cast for dV = P^T dO; each
+// bucket's einsum (BF16) added to dQ, dK and dV carried in float32 (flash_backward.cpp's
+// accumulate), which are stored in BF16 at the end.
 #include <cstdint>
 #include <vector>
 
