@@ -323,6 +323,10 @@ TEXTS = {t.name: t for t in (
          "the Python 3.11 tutorial's reStructuredText sources, PSF License Version 2"),
     Text("gpl-3", "/usr/share/common-licenses/GPL-3", "base-files",
          "the GNU General Public License v3, verbatim copying permitted"),
+    Text("python-howto", "/usr/share/doc/python3.11/html/_sources/howto/*.rst.txt", "python3.11-doc",
+         "the Python 3.11 HOWTOs' reStructuredText sources, PSF License Version 2"),
+    Text("python-faq", "/usr/share/doc/python3.11/html/_sources/faq/*.rst.txt", "python3.11-doc",
+         "the Python 3.11 FAQ's reStructuredText sources, PSF License Version 2"),
 )}
 
 

@@ -13,6 +13,7 @@ import torch
 
 from conftest import ROOT
 from files_by_hand import read_safetensors
+import roundscope
 from roundscope import llama, llama_dumps
 
 N = 128
@@ -172,6 +173,31 @@ def test_bf16_dumps_go_through_the_report(cli, tmp_path):
     assert any(x.startswith("leakage, MXFP4 V, first 64 tokens") for x in table), summary.stdout
     assert any(x.startswith("bias regime (fa2-bf16, the kernel's O) over 9 head-steps, 576 rows") for x in table)
     assert table[-1].split()[0] == "29", summary.stdout
+    # examples/pretrained_bias.py, the bias regime per head under the compiled released code
+    bias_json = tmp_path / "bias.json"
+    regime = subprocess.run([sys.executable, str(ROOT / "examples" / "pretrained_bias.py"), str(tmp_path / "dumps"),
+                             "--threads", "1", "--json", str(bias_json)], capture_output=True, text=True, timeout=600)
+    assert regime.returncode == 0, regime.stderr[-2000:]
+    assert regime.stdout.splitlines()[0] == "fa2-bf16-torch-compiled: 9 heads, 9 head-steps over 1 dumps, 576 rows"
+    steps = json.loads(bias_json.read_text())["head_steps"]
+    # the heads, each run alone, add up to the whole file run at once (its grouped heads expanded)
+    whole = roundscope.bias({k: v for k, v in roundscope.read(tmp_path / "dumps" / "gpl-3" /
+                                                              "step0_layer29.safetensors").items() if k != "o"},
+                            recipe="fa2-bf16-torch-compiled", causal=True, softmax_scale=0.125, threads=1)
+    assert sum(s["rows"] for s in steps) == whole["rows"] == 576
+    for key in ("tied_rows", "tie_dominated_rows", "one_key_rows"):
+        assert sum(s[key] for s in steps) == whole[key], key
+    total = sum(s["coefficient_sum"] for s in steps)
+    assert abs(total - whole["coefficient_sum"]) <= 1e-9 * sum(abs(s["coefficient_sum"]) for s in steps)
+    empty = subprocess.run([sys.executable, str(ROOT / "examples" / "pretrained_bias.py"), str(tmp_path / "report")],
+                           capture_output=True, text=True, timeout=60)
+    assert empty.returncode == 2 and "no dumps" in empty.stderr
+
+
+@pytest.mark.parametrize("name", sorted(llama.TEXTS))
+def test_every_text_reads(name):
+    text = llama.read_text(name)
+    assert len(text) > 20_000, (name, len(text))  # three windows of 1024 tokens at least
 
 
 @pytest.mark.parametrize("args, phrase", [
