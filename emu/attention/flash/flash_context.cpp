@@ -67,7 +67,7 @@ namespace {
 
 // The compiled softmax past one KV bucket divides O by a row sum whose form Inductor's fusion
 // chose per row block (compiled_torch_softmax.hpp): known for the released code's buckets of 512
-// queries and keys, as many row blocks as buckets, up to four of them; anything else refused.
+// queries and keys, as many row blocks as buckets, up to five of them; anything else refused.
 void check_compiled_buckets(const FlashContext& ctx) {
     const AttentionShape& s = ctx.shape;
     const AttentionRecipe& r = ctx.recipe;
