@@ -1,14 +1,14 @@
 #pragma once
 // The released flash attention of torch_softmax.hpp as torch.compile runs it (train.py's
-// compile = True), on a CPU with AVX-512: Inductor fuses the element-wise chain of every bucket
-// and keeps each intermediate in float32, storing only what leaves a fused kernel in its graph
-// dtype. So, unlike eager, per KV bucket:
+// compile = True), on a CPU with AVX-512 (or AVX2: cpu_vector): Inductor fuses the element-wise
+// chain of every bucket and keeps each intermediate in float32, storing only what leaves a fused
+// kernel in its graph dtype. So, unlike eager, per KV bucket:
 //   S scale                    float32, not stored in BF16
 //   m_b = rowmax, stored BF16  the max adjustment's threshold m_b - RN_bf16(1e-3) in float32, its
 //                              2 m_b (beta m_b) in float32; m = max(m_b, m_old), a BF16 value
 //   P-bar = exp(S scale - m)   the difference in float32; exp is SLEEF's (inductor_cpu_math.hpp)
 //   f = exp(m_old - m)         the same exp, from the running max (the masked value at first)
-//   l = f l + max(rowsum P-bar, 1e-10)  the 16-lane float32 sum, l carried in float32
+//   l = f l + max(rowsum P-bar, 1e-10)  a float32 sum in the vector's lanes, l carried in float32
 //   O = O f + P-bar V          P-bar V from the BF16 einsum (o_accumulator), O carried in float32
 // and at the end O / l' in float32, stored BF16, and LSE = log l + m (SLEEF's log, float32).
 // l' is where the fusion lottery shows: the row sums live in one BF16 buffer that the released
@@ -36,8 +36,8 @@ enum class Division { never, last, before_last };
 
 /// The form Inductor (torch 2.15, buckets of 512 queries and keys, as many row blocks as KV
 /// buckets) gives row block `row_block` of a forward over `buckets` KV buckets, read off its
-/// generated code at N = 1024 and matched bit for bit at N = 1024, 1536, 2048 and 2560 (causal or
-/// not, with and without the max adjustment, D 32 to 128: tests/peer/test_attention_torch.py). No
+/// generated code at N = 1024 and matched bit for bit at N = 1000 to 2560 (causal or not, with
+/// and without the max adjustment, D 32 to 128: tests/peer/test_compiled_torch_buckets.py). No
 /// rule generates the table; it is what the scheduler did. Known for one to five buckets;
 /// flash_context refuses more.
 inline constexpr std::uint64_t max_measured_buckets = 5;
