@@ -12,7 +12,10 @@ of the row (the paper's tied pair: `tie_dominated_rows`), the rows where one key
 holds that much but not all (`one_key_rows`), and the sum of delta's error over the head's rows,
 whose sign over the steps is put to an exact two-sided sign test per head. It names the heads
 where either regime holds at least 1 % of a step's rows, with their signs. Results are kept in
-DUMPS/bias-RECIPE/ (a second run reads them)."""
+DUMPS/bias-RECIPE/ (a second run reads them; an entry that is not this very dump's result under
+this recipe is measured again: examples/result_cache.py). Bad options and dumps (an unknown
+recipe, --json naming an input, a file that is not a llama_dumps dump) stop it with one line
+and exit 2 before any work."""
 import argparse
 import collections
 import concurrent.futures
@@ -27,42 +30,32 @@ from roundscope.dump import replacing
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bias_verdict import sign_test  # noqa: E402
+from head_split import head_inputs, problem  # noqa: E402
+from result_cache import Refused, cached, check_entries, output_path, preset  # noqa: E402
 
 REGIME_SHARE = 0.01  # a head-step where a regime holds at least this share of the rows
 
 
-def head_inputs(tensors: dict, head: int) -> dict:
-    """Query head `head` and the key-value head it reads ([B, H, N, D] dumps, grouped or not),
-    without O: the recipe forms its own."""
-    group = tensors["q"].shape[1] // tensors["k"].shape[1]
-    kv = head // group
-    return {"q": tensors["q"][:, head:head + 1], "k": tensors["k"][:, kv:kv + 1],
-            "v": tensors["v"][:, kv:kv + 1], "do": tensors["do"][:, head:head + 1]}
-
-
-def measure(path: str, cache: str, recipe: str) -> list[dict]:
-    """Each head of one dump: its rows, regime counts and delta's error sum."""
-    if os.path.isfile(cache):
-        with open(cache) as f:
-            return json.load(f)
-    tensors, meta = roundscope.read(path), roundscope.read_metadata(path)
-    if meta.get("causal_alignment", "top-left") != "top-left" and tensors["q"].shape[2] != tensors["k"].shape[2]:
-        raise SystemExit(f"{path}: a bottom-right causal mask over Nq != Nk is not what the released code runs")
-    causal, scale = meta.get("causal") == "true", float(meta["softmax_scale"])
-    heads = []
-    for h in range(tensors["q"].shape[1]):
-        r = roundscope.bias(head_inputs(tensors, h), recipe=recipe, causal=causal, softmax_scale=scale, threads=1)
-        heads.append({"rows": r["rows"], "coefficient_sum": r["coefficient_sum"], "tied_rows": r["tied_rows"],
-                      "tie_dominated_rows": r["tie_dominated_rows"], "one_key_rows": r["one_key_rows"]})
-    with replacing(cache, "w") as (f, _):
-        json.dump(heads, f)
-    return heads
+def measure(path: str, cache: str, recipe: str) -> tuple[list[dict], str]:
+    """Each head of one dump: its rows, regime counts and delta's error sum (and how the cache
+    answered: result_cache.cached)."""
+    def heads() -> list[dict]:
+        causal, scale = problem(path)
+        tensors = roundscope.read(path)
+        out = []
+        for h in range(tensors["q"].shape[1]):
+            r = roundscope.bias(head_inputs(tensors, h), recipe=recipe, causal=causal, softmax_scale=scale,
+                                threads=1)
+            out.append({"rows": r["rows"], "coefficient_sum": r["coefficient_sum"], "tied_rows": r["tied_rows"],
+                        "tie_dominated_rows": r["tie_dominated_rows"], "one_key_rows": r["one_key_rows"]})
+        return out
+    return cached(cache, path, "pretrained_bias", recipe, heads)
 
 
 def step_and_layer(path: str) -> tuple[int, int]:
     m = re.search(r"step(\d+)_layer(\d+)\.safetensors$", path)
     if m is None:
-        raise SystemExit(f"{path}: not a llama_dumps file name (stepS_layerL.safetensors)")
+        raise Refused(f"{path}: not a llama_dumps file name (stepS_layerL.safetensors)")
     return int(m.group(1)), int(m.group(2))
 
 
@@ -73,19 +66,37 @@ def main(argv=None) -> int:
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="dumps at once")
     p.add_argument("--json", help="also write every head-step's counts here")
     a = p.parse_args(argv)
-    if a.threads < 1:
-        print("--threads: at least 1", file=sys.stderr)
+    try:
+        return run(a)
+    except Refused as e:
+        print(e, file=sys.stderr)
         return 2
+
+
+def run(a) -> int:
+    if a.threads < 1:
+        raise Refused("--threads: at least 1")
+    recipe = preset(a.recipe)
     files = sorted(glob.glob(os.path.join(a.dumps, "*", "step*_layer*.safetensors")))
     if not files:
-        print(f"{a.dumps}: no dumps (stepS_layerL.safetensors in its texts' folders)", file=sys.stderr)
-        return 2
-    cache = os.path.join(a.dumps, f"bias-{a.recipe}")
+        raise Refused(f"{a.dumps}: no dumps (stepS_layerL.safetensors in its texts' folders)")
+    cache = os.path.join(a.dumps, f"bias-{recipe}")
+    keys = [(os.path.basename(os.path.dirname(f)), *step_and_layer(f)) for f in files]
+    caches = [os.path.join(cache, f"{t}_step{s}_layer{L}.json") for t, s, L in keys]
+    json_out = output_path(a.json, files + caches)
+    for f in files:
+        problem(f)
+    check_entries(cache, caches)
     os.makedirs(cache, exist_ok=True)
-    with concurrent.futures.ProcessPoolExecutor(a.threads) as pool:
-        keys = [(os.path.basename(os.path.dirname(f)), *step_and_layer(f)) for f in files]
-        caches = [os.path.join(cache, f"{t}_step{s}_layer{L}.json") for t, s, L in keys]
-        results = list(pool.map(measure, files, caches, [a.recipe] * len(files)))
+    with concurrent.futures.ProcessPoolExecutor(min(a.threads, len(files))) as pool:
+        try:
+            measured = list(pool.map(measure, files, caches, [recipe] * len(files)))
+        except (ValueError, OSError) as e:  # a dump that changed since it was checked
+            raise Refused(str(e).splitlines()[0]) from None
+    results = [heads for heads, _ in measured]
+    how = collections.Counter(was for _, was in measured)
+    print(f"{how['read']} of {len(files)} dumps read from {cache}, {how['replaced']} measured again "
+          "(entries not this dump's result)", file=sys.stderr)
     steps = collections.defaultdict(list)  # (layer, head) -> [(text, step, counts)]
     for (text, step, layer), heads in zip(keys, results):
         for h, c in enumerate(heads):
@@ -95,7 +106,7 @@ def main(argv=None) -> int:
     one = sum(c["one_key_rows"] for v in steps.values() for _, _, c in v)
     head_steps = sum(len(v) for v in steps.values())
     positive = sum(c["coefficient_sum"] > 0 for v in steps.values() for _, _, c in v)
-    print(f"{a.recipe}: {len(steps)} heads, {head_steps} head-steps over {len(files)} dumps, {rows:,} rows")
+    print(f"{recipe}: {len(steps)} heads, {head_steps} head-steps over {len(files)} dumps, {rows:,} rows")
     print(f"  tied pair holding > 1 - 2^-9 of its row: {tied:,} rows; one key holding it: {one:,} rows")
     print(f"  delta's error summed over a head's rows: positive in {positive} of {head_steps} head-steps")
     print(f"heads where a regime holds at least {REGIME_SHARE:.0%} of a step's rows:")
@@ -117,9 +128,9 @@ def main(argv=None) -> int:
     print(f"smallest sign-test p over all {len(table)} heads: {smallest['sign_p']:.3g} "
           f"(layer {smallest['layer']} head {smallest['head']}, {smallest['positive_steps']}/"
           f"{smallest['negative_steps']}); below 0.05 by chance: about {0.05 * len(table):.0f} heads")
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump({"recipe": a.recipe, "heads": table,
+    if json_out:
+        with replacing(json_out, "w") as (f, _):
+            json.dump({"recipe": recipe, "heads": table,
                        "head_steps": [{"layer": L, "head": h, "text": t, "step": s, **c}
                                       for (L, h), v in sorted(steps.items()) for t, s, c in v]}, f)
     return 0

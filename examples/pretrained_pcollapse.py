@@ -8,33 +8,48 @@ For every dump under DUMPS it runs `roundscope pcollapse --recipe fa3-fp8 --k-si
 run again with the sink key replaced by its neighbour), then prints, over all heads: the
 measured underflow and the underflow without the sink; how far the normal model and the count
 of the held scores are from the measure; how far the paper's closed form (forward order) is, by
-the heads' sink mass; how many heads reverse order with S = 256 leaves with
-no underflow; the two remedies' MSE of O against each other; and per layer the median sink
-mass and the mean underflow of each run. --recipe fp8-p-cast-only is the paper's own set-up
-(float32 Q, K and V, only P cast to E4M3). Results are kept in DUMPS/pcollapse/ (DUMPS/pcollapse-
-RECIPE/ for another recipe; a second run reads them)."""
+the heads' sink mass; how many heads reverse order with S = 256 leaves with no underflow (or
+under 0.1 %); the two remedies' MSE of O against each other; where the sinks form (from the
+first layer whose median head puts 0.25 on the first token); and per layer the median sink
+mass and score spread and the mean underflow of each run. Each head is measured alone (examples/head_split.py), so
+that it also prints, head by head, the share of the underflow the sink causes and reverse
+order's gain in the MSE of O. --recipe fp8-p-cast-only is the paper's own set-up (float32 Q, K
+and V, only P cast to E4M3). Results are kept in DUMPS/pcollapse/ (DUMPS/pcollapse-RECIPE/ for
+another recipe; a second run reads them, and measures again an entry that is not this very
+dump's result: examples/result_cache.py). Bad options and dumps stop it with one line and exit
+2 before any work."""
 import argparse
 import collections
 import concurrent.futures
-import json
 import os
 import statistics
 import sys
 
 import roundscope
-from roundscope.dump import replacing
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from head_split import head_inputs, problem  # noqa: E402
+from result_cache import Refused, cached, check_entries, preset  # noqa: E402
 
 RUNS = (("forward", 1.0), ("forward", 256.0), ("reverse", 1.0), ("reverse", 256.0))
+SINK_LAYER = 0.25  # a layer's median sink mass from which the sinks count as formed
+SINK_CLASSES = (("sink mass >= 0.5", 0.5, 2), ("0.1 to 0.5", 0.1, 0.5), ("under 0.1", -1, 0.1))
 
 
-def measure(path: str, cache: str, recipe: str = "fa3-fp8") -> dict:
-    if os.path.isfile(cache):
-        with open(cache) as f:
-            return json.load(f)
-    r = roundscope.pcollapse(path, recipe=recipe, k_sink=1, without_sink=True, threads=1)
-    with replacing(cache, "w") as (f, _):  # a name of its own: never a file already there
-        json.dump(r, f)
-    return r
+def measure(path: str, cache: str, recipe: str = "fa3-fp8") -> tuple[dict, str]:
+    """pcollapse on each head of a dump alone: {"heads": [its head entry, with "mse": {"ORDER S":
+    the MSE of its O}]} (the dump's MSE is the heads' mean: equal sizes)."""
+    def heads() -> dict:
+        causal, scale = problem(path)
+        tensors = roundscope.read(path)
+        out = []
+        for h in range(tensors["q"].shape[1]):
+            r = roundscope.pcollapse(head_inputs(tensors, h, ("q", "k", "v")), recipe=recipe, k_sink=1,
+                                     without_sink=True, causal=causal, softmax_scale=scale, threads=1)
+            out.append({**r["heads"][0], "head": h, "mse": {f"{x['order']} {x['scale']:g}": x["mse"]
+                                                            for x in r["runs"]}})
+        return {"heads": out}
+    return cached(cache, path, "pretrained_pcollapse", recipe, heads)
 
 
 def spread(values) -> str:
@@ -48,20 +63,47 @@ def main(argv=None) -> int:
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="files measured at once")
     p.add_argument("--recipe", default="fa3-fp8", help="the FP8 recipe (default: fa3-fp8)")
     a = p.parse_args(argv)
+    try:
+        return run(a)
+    except Refused as e:
+        print(e, file=sys.stderr)
+        return 2
+
+
+def layer_of(path: str) -> int:
+    layer = roundscope.read_metadata(path).get("layer", "-1")
+    if not layer.lstrip("-").isdigit():
+        raise Refused(f"{path}: metadata layer {layer!r} is not a whole number")
+    return int(layer)
+
+
+def run(a) -> int:
+    if a.threads < 1:
+        raise Refused("--threads: at least 1")
+    recipe = preset(a.recipe)
     files = sorted(os.path.join(d, f) for d, _, names in os.walk(a.dumps) for f in names
                    if f.endswith(".safetensors"))
     if not files:
-        print(f"{a.dumps}: no .safetensors dumps", file=sys.stderr)
-        return 2
-    out = os.path.join(a.dumps, "pcollapse" if a.recipe == "fa3-fp8" else f"pcollapse-{a.recipe}")
-    os.makedirs(out, exist_ok=True)
+        raise Refused(f"{a.dumps}: no .safetensors dumps")
+    for f in files:
+        problem(f)
+    layers = [layer_of(f) for f in files]
+    out = os.path.join(a.dumps, "pcollapse" if recipe == "fa3-fp8" else f"pcollapse-{recipe}")
     caches = [os.path.join(out, os.path.relpath(f, a.dumps).replace(os.sep, "_") + ".json") for f in files]
-    with concurrent.futures.ThreadPoolExecutor(a.threads) as pool:
-        results = list(pool.map(measure, files, caches, [a.recipe] * len(files)))
+    check_entries(out, caches)
+    os.makedirs(out, exist_ok=True)
+    with concurrent.futures.ThreadPoolExecutor(min(a.threads, len(files))) as pool:
+        try:
+            measured = list(pool.map(measure, files, caches, [recipe] * len(files)))
+        except (ValueError, OSError) as e:  # a dump that changed since it was checked
+            raise Refused(str(e).splitlines()[0]) from None
+    results = [r for r, _ in measured]
+    how = collections.Counter(was for _, was in measured)
+    print(f"{how['read']} of {len(files)} dumps read from {out}, {how['replaced']} measured again "
+          "(entries not this dump's result)", file=sys.stderr)
 
     heads = []  # (layer, head's dict, its runs by (order, scale))
-    for f, r in zip(files, results):
-        layer = int(roundscope.read_metadata(f).get("layer", -1))
+    for layer, r in zip(layers, results):
         for h in r["heads"]:
             heads.append((layer, h, {(x["order"], x["scale"]): x for x in h["runs"]}))
     print(f"{len(heads)} heads in {len(files)} dumps")
@@ -76,36 +118,65 @@ def main(argv=None) -> int:
     # The seed's own predictor, the closed form from each head's effective Delta and spread (forward
     # order), by how much of its attention the head puts on the sink.
     for run in RUNS[:2]:
-        for name, low, high in (("sink mass >= 0.5", 0.5, 2), ("0.1 to 0.5", 0.1, 0.5), ("under 0.1", -1, 0.1)):
+        for name, low, high in SINK_CLASSES:
             x = [h[2][run] for h in heads if low <= h[1]["sink_mass"] < high]
             off = sorted(abs(y["underflow_fraction"] - y["closed_form_fraction"]) for y in x
                          if y.get("closed_form_fraction") is not None)
             if off:
                 print(f"{run[0]} S={run[1]:g}, heads with {name}: closed form off by median {off[len(off) // 2]:.4f}, "
                       f"max {off[-1]:.4f} (within 0.01 on {sum(e <= 0.01 for e in off)} of {len(off)} heads)")
-    none = sum(h[2][("reverse", 256.0)]["underflow_fraction"] == 0 for h in heads)
-    print(f"reverse order with S = 256 leaves no underflow on {none} of {len(heads)} heads")
-    mse = [{(x["order"], x["scale"]): x["mse"] for x in r["runs"]} for r in results]
+    left = [h[2][("reverse", 256.0)]["underflow_fraction"] for h in heads]
+    print(f"reverse order with S = 256 leaves no underflow on {sum(x == 0 for x in left)} of {len(heads)} heads, "
+          f"under 0.1 % on {sum(0 < x < 0.001 for x in left)}")
+    # The MSE of O per dump (the heads' mean) and per head, under each remedy.
+    mse = [{run: statistics.fmean(h["mse"][f"{run[0]} {run[1]:g}"] for h in r["heads"]) for run in RUNS}
+           for r in results]
     ratio = sorted(m[("reverse", 1.0)] / m[("forward", 256.0)] for m in mse)
     print("MSE of O, reverse order (S = 1) over S = 256 (forward order), per dump: "
           f"median {ratio[len(ratio) // 2]:.2f}, "
           f"range {ratio[0]:.2f} to {ratio[-1]:.2f}")
     for scale in (1.0, 256.0):
-        gain = sorted(x["mse_gain_over_forward"] for r in results for x in r["runs"]
-                      if x["order"] == "reverse" and x["scale"] == scale and x.get("mse_gain_over_forward") is not None)
-        if gain:
-            print(f"MSE of O, forward order over reverse (S = {scale:g}), per dump: median {gain[len(gain) // 2]:.2f}, "
-                  f"range {gain[0]:.2f} to {gain[-1]:.2f}")
+        gain = sorted(m[("forward", scale)] / m[("reverse", scale)] for m in mse)
+        print(f"MSE of O, forward order over reverse (S = {scale:g}), per dump: median {gain[len(gain) // 2]:.2f}, "
+              f"range {gain[0]:.2f} to {gain[-1]:.2f}")
+    for scale in (1.0, 256.0):
+        for name, low, high in SINK_CLASSES:
+            gain = sorted(h[1]["mse"][f"forward {scale:g}"] / h[1]["mse"][f"reverse {scale:g}"] for h in heads
+                          if low <= h[1]["sink_mass"] < high)
+            if gain:
+                print(f"MSE of O, forward order over reverse (S = {scale:g}), heads with {name}: median "
+                      f"{gain[len(gain) // 2]:.2f}, range {gain[0]:.2f} to {gain[-1]:.2f}, below 1 on "
+                      f"{sum(g < 1 for g in gain)} of {len(gain)}")
+    # The sink's share of a head's underflow (forward order, S = 1): what replacing it removes.
+    for name, low, high in SINK_CLASSES:
+        share = sorted(1 - h[2][RUNS[0]]["underflow_without_sink"] / h[2][RUNS[0]]["underflow_fraction"]
+                       for h in heads if low <= h[1]["sink_mass"] < high and h[2][RUNS[0]]["underflow_fraction"] > 0)
+        if share:
+            print(f"the sink's share of the underflow (forward S=1), heads with {name}: median "
+                  f"{share[len(share) // 2]:.2f}, most of it on {sum(x > 0.5 for x in share)} of {len(share)} heads")
     by_layer = collections.defaultdict(list)
     for h in heads:
         by_layer[h[0]].append(h)
-    print("layer  sink mass (median)  " + "  ".join(f"{o} S={s:g}" for o, s in RUNS) + "  forward S=1 without the sink")
+    median = {layer: sorted(h[1]["sink_mass"] for h in hs)[len(hs) // 2] for layer, hs in by_layer.items()}
+    # Where the sinks are: from the first layer whose median head puts at least SINK_LAYER on
+    # the first token.
+    first = min((layer for layer in by_layer if median[layer] >= SINK_LAYER), default=None)
+    if first is not None:
+        late = sorted(h[1]["sink_mass"] for h in heads if h[0] >= first)
+        early = sorted(median[layer] for layer in by_layer if layer < first)
+        print(f"the first token as a sink: from layer {first} on (the first whose median head puts at least "
+              f"{SINK_LAYER} on it) the median head puts {late[len(late) // 2]:.2f} on it, "
+              f"{sum(x >= 0.5 for x in late)} of {len(late)} heads at least 0.5, the most {late[-1]:.2f}"
+              + (f"; before it, layer medians {early[0]:.2f} to {early[-1]:.2f}" if early else ""))
+    print("layer  sink mass (median)  score spread (median)  " + "  ".join(f"{o} S={s:g}" for o, s in RUNS)
+          + "  forward S=1 without the sink")
     for layer in sorted(by_layer):
         hs = by_layer[layer]
-        mass = sorted(h[1]["sink_mass"] for h in hs)[len(hs) // 2]
+        spread_median = sorted(h[1]["score_spread"] for h in hs)[len(hs) // 2]
         means = [statistics.fmean(h[2][run]["underflow_fraction"] for h in hs) for run in RUNS]
         alone = statistics.fmean(h[2][RUNS[0]]["underflow_without_sink"] for h in hs)
-        print(f"{layer:5d}  {mass:18.2f}  " + "  ".join(f"{m:13.3f}" for m in means) + f"  {alone:13.3f}")
+        print(f"{layer:5d}  {median[layer]:18.2f}  {spread_median:21.2f}  " + "  ".join(f"{m:13.3f}" for m in means)
+              + f"  {alone:13.3f}")
     return 0
 
 

@@ -3,7 +3,8 @@
 with no Python), every Python file passes ruff.toml's rules
 (tests/repo/check_python.sh) and the package and tools pass mypy.ini's type checks
 (tests/repo/check_types.sh), includes point down the layers (tests/repo/check_layers.py), and
-every repository path a comment, a doc or a script names exists (tests/repo/check_paths.py).
+every repository path a comment, a doc or a script names exists (tests/repo/check_paths.py),
+and the figures the docs quote in several places agree (tests/repo/check_figures.py).
 Each check also runs on a scratch repository holding one fault, which it must report."""
 import pathlib
 import shutil
@@ -134,6 +135,44 @@ def test_a_source_file_outside_every_room_fails(tmp_path):
     p = layer_check(repo)
     assert p.returncode == 1 and f"{EMU}/attention/loose.hpp: in no room" in p.stdout, p.stdout
     assert "ok.hpp" not in p.stdout, p.stdout
+
+
+def test_the_docs_quote_each_figure_alike():
+    p = subprocess.run([sys.executable, HERE / "check_figures.py", ROOT], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stdout[-2000:]
+
+
+def figure_check():
+    sys.path.insert(0, str(HERE))
+    import check_figures
+    return check_figures
+
+
+def test_one_digit_changed_in_one_quote_fails_the_figure_check():
+    """Every quantity: its first quote with one digit changed, the rest as they are."""
+    import re
+    figures = figure_check()
+    texts = {}
+
+    def read(path):
+        return texts.setdefault(path, (ROOT / path).read_text())
+    for name, places in figures.QUANTITIES.items():
+        path, pattern = places[0]
+        text = read(path)
+        m = re.search(pattern, text)
+        digit = max(i for i in range(m.start(1), m.end(1)) if text[i].isdigit())
+        changed = text[:digit] + str((int(text[digit]) + 1) % 10) + text[digit + 1:]
+        problems = figures.check(lambda p: changed if p == path else read(p))
+        assert [x for x in problems if x.startswith(name + ":")], (name, problems)
+        assert not [x for x in problems if not x.startswith(name + ":")], (name, problems)
+
+
+@pytest.mark.parametrize("values, same", [
+    (["0.08", "0.080"], True), (["17", "17.15"], True), (["0.09", "0.080"], False),
+    (["4,050", "4050"], True), (["+251.5", "+251.4"], False), (["4 min 6 s", "4 min 6 s"], True),
+    (["4 min 6 s", "4 min 7 s"], False)])
+def test_quotes_agree_at_the_coarser_precision(values, same):
+    assert figure_check().agree(values) == same
 
 
 def test_every_named_path_exists():
