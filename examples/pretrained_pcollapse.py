@@ -127,7 +127,11 @@ def run(a) -> int:
                       f"max {off[-1]:.4f} (within 0.01 on {sum(e <= 0.01 for e in off)} of {len(off)} heads)")
     left = [h[2][("reverse", 256.0)]["underflow_fraction"] for h in heads]
     print(f"reverse order with S = 256 leaves no underflow on {sum(x == 0 for x in left)} of {len(heads)} heads, "
-          f"under 0.1 % on {sum(0 < x < 0.001 for x in left)}")
+          f"under 0.1 % on {sum(x < 0.001 for x in left)}")
+    strongest = max(heads, key=lambda h: h[1]["sink_mass"])
+    print(f"  on the strongest sink head (layer {strongest[0]} head {strongest[1]['head']}, sink mass "
+          f"{strongest[1]['sink_mass']:.2f}) it leaves {strongest[2][('reverse', 256.0)]['underflow_fraction']:.3f} "
+          f"(forward order, S = 1: {strongest[2][RUNS[0]]['underflow_fraction']:.3f})")
     # The MSE of O per dump (the heads' mean) and per head, under each remedy.
     mse = [{run: statistics.fmean(h["mse"][f"{run[0]} {run[1]:g}"] for h in r["heads"]) for run in RUNS}
            for r in results]

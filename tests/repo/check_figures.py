@@ -24,12 +24,12 @@ QUANTITIES = {
     ],
     "SmolLM2 heads in the P-collapse run": [
         ("docs/findings.md", r"backward, (\d+) heads in all:"),
-        ("docs/findings.md", r"on SmolLM2-135M's (\d+) heads most underflow"),
+        ("docs/findings.md", r"the two remedies together leave underflow on \d+ of the (\d+)\s+heads"),
         ("docs/findings.md", r"It leaves\s+none on \d+ of the (\d+) heads"),
     ],
     "SmolLM2 P-collapse, forward S = 1, mean underflow (fa3-fp8)": [
         ("docs/findings.md", r"\| forward, S = 1 \| ([\d.]+) \(0\.\d+, [\d.]+\) \| 0\.\d+ \(0\.\d+\) \|"),
-        ("docs/findings.md", r"that leaves 0\.\d+ of the ([\d.]+), so the sink"),
+        ("docs/findings.md", r"that leaves 0\.\d+ of the ([\d.]+), so\s+the sink"),
         ("docs/findings.md", r"\| forward, S = 1 \| 0\.\d+ \([\d., ]+\) \| ([\d.]+) \([\d., ]+\) \| 0\.\d+ \|"),
     ],
     "SmolLM2 P-collapse, the normal model's largest miss": [
@@ -45,6 +45,18 @@ QUANTITIES = {
     "SmolLM2 closed form, strong-sink heads, median miss (forward, S = 1)": [
         ("docs/findings.md", r"closed form per head is off by a median ([\d.]+) \(max [\d.]+\) on heads with sink"),
         ("docs/findings.md", r"In forward order with S = 1 it is off by a median\s+([\d.]+) \(max"),
+    ],
+    "seed's set-up, reverse order's MSE gain, strong-sink heads (S = 1, median)": [
+        ("docs/findings.md", r"reverse order lowers O's MSE a median " + N + "x"),
+        ("docs/findings.md", r"reverse order lowers the\s+MSE a median " + N + r" times at S = 1"),
+    ],
+    "seed's set-up, heads without a sink where reverse order raises the MSE": [
+        ("docs/findings.md", r"but raises it on (\d+) of the \d+ heads with sink mass under 0\.1"),
+        ("docs/findings.md", r"reverse order raises the MSE\s+on (\d+) of them"),
+    ],
+    "FlashAttention-3's FP8 recipe as it runs: non-sink P at zero (mean)": [
+        ("docs/findings.md", r"\(`h100-fp8`, whose offset of 8 inside exp2 is that S = 256\) ([\d.]+) % of the non-sink P"),
+        ("docs/findings.md", r"FlashAttention-3 as it runs leaves ([\d.]+) % of the non-sink P at zero"),
     ],
     "SmolLM2 bias run: head-steps": [
         ("docs/findings.md", r"under the compiled code \(([\d,]+) head-steps"),
