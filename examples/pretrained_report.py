@@ -29,7 +29,7 @@ def spread(values) -> str:
     v = sorted(values)
     if not v:
         return "-"
-    return f"mean {statistics.fmean(v):.4g}, median {v[len(v) // 2]:.4g}, max {v[-1]:.4g}"
+    return f"min {v[0]:.4g}, mean {statistics.fmean(v):.4g}, median {v[len(v) // 2]:.4g}, max {v[-1]:.4g}"
 
 
 def formats(head):
