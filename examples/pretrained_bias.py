@@ -86,7 +86,7 @@ def run(a) -> int:
     json_out = output_path(a.json, files + caches)
     for f in files:
         problem(f)
-    check_entries(cache, caches)
+    check_entries(cache, list(zip(files, caches)))
     os.makedirs(cache, exist_ok=True)
     with concurrent.futures.ProcessPoolExecutor(min(a.threads, len(files))) as pool:
         try:

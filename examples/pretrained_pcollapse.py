@@ -90,7 +90,7 @@ def run(a) -> int:
     layers = [layer_of(f) for f in files]
     out = os.path.join(a.dumps, "pcollapse" if recipe == "fa3-fp8" else f"pcollapse-{recipe}")
     caches = [os.path.join(out, os.path.relpath(f, a.dumps).replace(os.sep, "_") + ".json") for f in files]
-    check_entries(out, caches)
+    check_entries(out, list(zip(files, caches)))
     os.makedirs(out, exist_ok=True)
     with concurrent.futures.ThreadPoolExecutor(min(a.threads, len(files))) as pool:
         try:

@@ -58,16 +58,23 @@ def cached(entry: str, dump: str, example: str, recipe: str, compute) -> tuple[o
         raise Refused(f"{entry}: a folder where a cache entry belongs")
     was = "replaced" if os.path.lexists(entry) else "new"
     result = compute()
+    if file_digest(dump) != key["dump"]:  # never a result filed under bytes it was not measured on
+        raise Refused(f"{dump}: changed while it was measured")
     with replacing(entry, "w") as (f, _):
         json.dump({"key": key, "digest": result_digest(result), "result": result}, f)
     return result, was
 
 
-def check_entries(folder: str, entries: list[str]) -> None:
-    """Before any work: the cache folder and its entries' names can take a file."""
+def check_entries(folder: str, entries: list[tuple[str, str]]) -> None:
+    """Before any work, for (dump, its entry) pairs: the cache folder and each entry's name can
+    take a file, and no two dumps share an entry."""
     if os.path.exists(folder) and not os.path.isdir(folder):
         raise Refused(f"{folder}: not a folder (the cache of this recipe's results)")
-    for entry in entries:
+    seen = {}
+    for dump, entry in entries:
+        if entry in seen:
+            raise Refused(f"{seen[entry]} and {dump}: both would be cached as {entry}")
+        seen[entry] = dump
         if os.path.isdir(entry) and not os.path.islink(entry):
             raise Refused(f"{entry}: a folder where a cache entry belongs")
 

@@ -157,3 +157,26 @@ def test_an_edited_result_is_not_believed(dumps, capsys):
 def test_a_folder_where_a_cache_entry_belongs_is_refused(dumps, capsys):
     (cache_of(bias_example, dumps) / "text_step0_layer0.json").mkdir(parents=True)
     refused(bias_example, [dumps, "--threads", "1"], capsys, "a folder where a cache entry belongs", dumps.parent)
+
+
+def test_two_dumps_that_would_share_a_cache_entry_are_refused(dumps, capsys):
+    (dumps / "a").mkdir()
+    (dumps / "a_b").mkdir()
+    write_dump(dumps / "a" / "b_c.safetensors")
+    write_dump(dumps / "a_b" / "c.safetensors")
+    refused(pcollapse_example, [dumps], capsys, "both would be cached as", dumps.parent)
+
+
+def test_a_dump_changed_while_measured_is_not_filed_under_its_old_bytes(dumps):
+    result_cache = importlib.import_module("result_cache")
+    dump = dumps / "text" / "step0_layer0.safetensors"
+    entry = dumps / "entry.json"
+
+    def compute():
+        write_dump(dump, softmax_scale="0.5")  # rewritten during the measurement
+        return {"rows": 1}
+    with pytest.raises(result_cache.Refused, match="changed while it was measured"):
+        result_cache.cached(str(entry), str(dump), "test", "fa2-bf16", compute)
+    assert not entry.exists()
+    assert result_cache.cached(str(entry), str(dump), "test", "fa2-bf16", lambda: {"rows": 2}) == ({"rows": 2}, "new")
+    assert result_cache.cached(str(entry), str(dump), "test", "fa2-bf16", lambda: {"rows": 3}) == ({"rows": 2}, "read")
