@@ -41,6 +41,10 @@ td.l,th.l{text-align:left}td.bad{background:#fde2dd;color:#8b1a00;font-weight:60
 .chart{width:100%;height:400px;border:1px solid #eee;margin:6px 0}
 .note{color:#555;font-size:13px}.se{color:#777;font-size:11px;font-weight:400}
 nav ul{columns:3}li.bad{color:#8b1a00}details{margin:6px 0}
+#head-view{position:fixed;top:0;right:0;width:460px;max-width:100%;height:100%;overflow:auto;background:#fff;
+  border-left:1px solid #ccc;box-shadow:-4px 0 12px rgba(0,0,0,.12);padding:12px 16px;z-index:3;box-sizing:border-box}
+#head-view table{width:100%}#head-view td:first-child{text-align:left}#head-view h3{margin:14px 0 4px}
+#head-view-close{float:right}tr.viewed td{outline:2px solid #0072B2}
 """
 
 # Sorting the tables, and telling a test what drew: data-charts on <body> is the number of
@@ -70,6 +74,59 @@ document.addEventListener('DOMContentLoaded',function(){
   if(filter)filter.addEventListener('change',function(){
     document.querySelectorAll('#heads-table tbody tr').forEach(function(r){
       r.hidden=filter.value!==''&&r.getAttribute('data-layer')!==filter.value;});});
+  // The per-head view: a head's every figure in one column, each with its rank among the
+  // head-steps and its layer's median, read from the head's row of the table (its data-v values
+  // and red marks), opened by any link to the row (the first screen's worst heads, the table's
+  // head names) or a page address ending in the row's id.
+  var meta=JSON.parse(document.getElementById('head-metrics').textContent);
+  var view=document.getElementById('head-view'),viewBody=document.getElementById('head-view-body');
+  function value(td){var v=td.getAttribute('data-v');if(v===null)return null;var x=parseFloat(v);
+    return isNaN(x)&&v!=='nan'?null:x;}
+  function badness(m,x){if(isNaN(x))return -Infinity;
+    return m.worst==='min'?x:m.worst==='abs'?-Math.abs(x):-x;}
+  function cell(tr,text,cls){var td=document.createElement(tr.parentNode&&tr.parentNode.tagName==='THEAD'?'th':'td');
+    td.textContent=text;if(cls)td.className=cls;tr.appendChild(td);return td;}
+  function show(id){
+    var row=id?document.getElementById(id):null;
+    document.querySelectorAll('tr.viewed').forEach(function(r){r.classList.remove('viewed');});
+    if(!row||!row.closest('#heads-table')){view.hidden=true;delete document.body.dataset.view;return;}
+    row.classList.add('viewed');
+    var rows=Array.prototype.slice.call(document.querySelectorAll('#heads-table tbody tr'));
+    var same=rows.filter(function(r){return r.getAttribute('data-layer')===row.getAttribute('data-layer');});
+    viewBody.textContent='';
+    var title=document.createElement('h2');
+    title.textContent='layer '+row.cells[1].textContent+', '+row.cells[2].textContent+', step '+
+      row.cells[3].textContent;
+    var file=document.createElement('p');file.className='note';file.textContent=row.cells[0].textContent+
+      ': every figure of this head-step, its rank among the '+rows.length+' head-steps (1: the worst) and '+
+      'the median of the '+same.length+' of its layer.';
+    viewBody.appendChild(title);viewBody.appendChild(file);
+    var section=null,body=null;
+    meta.forEach(function(m,i){
+      var td=row.cells[4+i],x=value(td);
+      if(m.section!==section){section=m.section;
+        var h=document.createElement('h3');h.textContent=m.section_title;viewBody.appendChild(h);
+        var t=document.createElement('table'),head=document.createElement('thead'),tr=document.createElement('tr');
+        head.appendChild(tr);['figure','value','rank','layer median'].forEach(function(c){cell(tr,c);});
+        t.appendChild(head);body=document.createElement('tbody');t.appendChild(body);viewBody.appendChild(t);}
+      var tr=document.createElement('tr');body.appendChild(tr);
+      cell(tr,m.label+(m.threshold?' (red: '+m.threshold+')':''));
+      var v=cell(tr,td.textContent,td.classList.contains('bad')?'bad':'');
+      if(x===null){cell(tr,'-');cell(tr,'-');return;}
+      var all=rows.map(function(r){return value(r.cells[4+i]);}).filter(function(y){return y!==null;});
+      var worse=all.filter(function(y){return badness(m,y)<badness(m,x);}).length;
+      cell(tr,(worse+1)+' of '+all.length);
+      var mine=same.map(function(r){return value(r.cells[4+i]);}).filter(function(y){return y!==null&&!isNaN(y);})
+        .sort(function(a,b){return a-b;});
+      cell(tr,mine.length?String(Number(mine[Math.floor(mine.length/2)].toPrecision(4))):'-');
+    });
+    view.hidden=false;document.body.dataset.view=id;
+  }
+  document.getElementById('head-view-close').addEventListener('click',function(){show(null);});
+  document.addEventListener('keydown',function(e){if(e.key==='Escape')show(null);});
+  document.addEventListener('click',function(e){var a=e.target.closest('a[href^="#h-"]');
+    if(a)show(decodeURIComponent(a.getAttribute('href').slice(1)));});
+  if(location.hash.indexOf('#h-')===0)show(decodeURIComponent(location.hash.slice(1)));
   function paint(){var p=performance.getEntriesByName('first-contentful-paint')[0];
     if(p)document.body.dataset.paintMs=Math.round(p.startTime);}
   var charts=JSON.parse(document.getElementById('charts').textContent);
@@ -336,7 +393,8 @@ class Page:
         for h in heads:
             rows.append(f'<tr id="{self.anchor(h)}" data-layer="{self.layer(h)}"><td class="l">{esc(h["file"])}</td>'
                         f'<td>{self.layer(h)}</td>'
-                        f'<td class="l">{esc(self.label(h))}</td><td>{self.step(h)}</td>'
+                        f'<td class="l"><a href="#{self.anchor(h)}">{esc(self.label(h))}</a></td>'
+                        f'<td>{self.step(h)}</td>'
                         + "".join(self.cell(m, h) for m in self.metrics) + "</tr>")
         return head + "".join(rows) + "</tbody></table>"
 
@@ -395,6 +453,14 @@ class Page:
                 '<th class="l">output</th><th>rel. rms</th><th>bits equal</th><th>max ulp</th></tr></thead><tbody>'
                 + "".join(rows) + "</tbody></table>" + not_compared)
 
+    def head_metrics(self) -> str:
+        """The table's figure columns, in order, for the per-head view (its script reads the row)."""
+        titles = {**rm.SECTIONS, "attribute": "Attribution: the relative rms error of O"}
+        meta = [{"label": m.label, "section": m.section, "section_title": titles.get(m.section, m.section),
+                 "threshold": m.threshold_text(), "worst": m.worst} for m in self.metrics]
+        # shown by textContent, so as they are; no markup characters left to end or open anything
+        return json.dumps(meta).replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
+
     def sampling_note(self) -> str:
         return _sampling_note(self.r.get("options", {}))
 
@@ -417,7 +483,10 @@ class Page:
             + self.sampling_note()
             + "Every figure is in report.json beside this page.</p>"
             f"<nav><h2>Contents</h2><ul>{toc}</ul></nav>{body}"
+            '<aside id="head-view" hidden><button id="head-view-close" title="Escape">close</button>'
+            '<div id="head-view-body"></div></aside>'
             f"<script type=\"application/json\" id=\"charts\">{charts}</script>"
+            f"<script type=\"application/json\" id=\"head-metrics\">{self.head_metrics()}</script>"
             f"<script>{SCRIPT}</script>"
             "</body></html>\n")
 

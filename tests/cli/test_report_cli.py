@@ -6,6 +6,7 @@ steps per layer and head; a re-run takes everything from the cache and writes th
 byte; the HTML is self-contained and its Plotly charts draw in headless Chromium (tools/setup.sh
 installs it) without an error; TensorBoard's own reader reads the exported scalars and
 histograms back; bad input gets one line and exit 2 before anything is written."""
+import html
 import json
 import os
 import pty
@@ -386,6 +387,37 @@ def test_the_page_loads_only_its_library_beside_it_and_its_charts_draw(first, tm
     pixels = (matplotlib.image.imread(png)[..., :3] * 255).round().astype(int)
     blue = ((abs(pixels - [0, 114, 178]).sum(axis=-1)) < 40).sum()
     assert blue > 200, f"{blue} pixels of the charts' blue: nothing drawn"
+
+
+@pytest.mark.slow  # several seconds: the full suite runs it, the fast loop does not
+def test_a_head_named_on_the_first_screen_opens_its_own_view(first):
+    """One click (here, the page's address ending in the link's target, as the click sets it):
+    the head's every figure in one column, with its rank among the head-steps and its layer's
+    median, read from its row of the table; an address naming no row opens nothing."""
+    page = first[3] / "report.html"
+    text = page.read_text()
+    anchor = re.search(r'<h2 id="first">.*?href="#(h-[^"]+)"', text, re.S).group(1)
+    row = re.search(rf'<tr id="{anchor}"[^>]*>(.*?)</tr>', text, re.S).group(1)
+    labels = re.findall(r'<th title="([^"]*)">', text)
+    p = chromium("--dump-dom", f"file://{page}#{anchor}")
+    assert p.returncode == 0, p.stderr[-500:]
+    body = re.search(r"<body([^>]*)>", p.stdout).group(1)
+    assert f'data-view="{anchor}"' in body and "data-errors" not in body, body
+    view = re.search(r'<aside id="head-view"([^>]*)>(.*?)</aside>', p.stdout, re.S)
+    assert "hidden" not in view.group(1), view.group(1)
+    cells = [html.unescape(c) for c in re.findall(r"<td[^>]*>(.*?)</td>", view.group(2), re.S)]
+    heads = len(re.findall(r'<tr id="h-', text))
+    # a row per figure: its label, the table's value, its rank, its layer's median
+    assert len(cells) == 4 * len(labels), (len(cells), len(labels))
+    values = [html.unescape(re.sub(r"<[^>]+>", "", c)) for c in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)[4:]]
+    for i, label in enumerate(labels):
+        assert cells[4 * i].startswith(html.unescape(label)), (cells[4 * i], label)
+        assert cells[4 * i + 1] == values[i], (label, cells[4 * i + 1], values[i])
+        assert cells[4 * i + 2] == "-" or re.fullmatch(rf"\d+ of {heads}", cells[4 * i + 2]), cells[4 * i + 2]
+    assert f'<tr id="{anchor}" data-layer' in p.stdout and 'class="viewed"' in p.stdout
+    p = chromium("--dump-dom", f"file://{page}#h-no-such-head")
+    body = re.search(r"<body([^>]*)>", p.stdout).group(1)
+    assert "data-view" not in body and re.search(r'<aside id="head-view" hidden', p.stdout), body
 
 
 def test_bias_over_steps_sums_a_heads_batch_as_its_weight_gradient_does(cli, tmp_path):

@@ -3,6 +3,7 @@ report's tasks run on a local Dask cluster of 2 worker processes give the report
 gives, every task computed there (the gathering run finds them all in its cache) with progress
 as they finish; run_task gives what the cache holds; shards and TensorBoard from Python."""
 import json
+import re
 import os
 
 import numpy as np
@@ -177,7 +178,7 @@ def _edit_report(out, edit_report=None, edit_layer=None):
 def test_a_hand_edited_report_injects_nothing_into_its_page(fa2_report, tmp_path):
     """A shared report.json edited by hand, with markup in every text field the page shows
     (options, the folder, a recipe name, a head's file, a compare's file, recipe and output
-    names): the page escapes each one, in text, attributes and the charts' JSON (Plotly draws a
+    names, a figure's name): the page escapes each one, in text, attributes and the charts' JSON (Plotly draws a
     subset of HTML); and the page writer refuses to write over the report it reads."""
     out = _copy_of(fa2_report, tmp_path)
 
@@ -190,6 +191,7 @@ def test_a_hand_edited_report_injects_nothing_into_its_page(fa2_report, tmp_path
     def edit_layer(content):
         for h in content["heads"]:
             h["file"] = PAYLOAD
+            h["attribute"][PAYLOAD] = h["attribute"].pop("fa2-bf16")  # a figure's name
         for c in content["compare"]:
             c["file"] = PAYLOAD
             for recipe in list(c["compare"]):
@@ -202,6 +204,9 @@ def test_a_hand_edited_report_injects_nothing_into_its_page(fa2_report, tmp_path
     page = (out / "page.html").read_text()
     assert "<img" not in page and "<script>alert" not in page and "onerror=alert(1)>" not in page
     assert page.count("&lt;img src=x onerror=alert(1)&gt;") > 5, "the fields are shown, escaped"
+    # the per-head view's figure names: JSON with no '<' in it, the name itself once parsed (shown as text)
+    meta = re.search(r'<script type="application/json" id="head-metrics">(.*?)</script>', page).group(1)
+    assert not set("<>&") & set(meta) and any(PAYLOAD in m["label"] for m in json.loads(meta)), meta[:300]
     before = (out / "report.json").read_bytes()
     p = _page_writer(out / "report.json", out / "." / "report.json")
     assert p.returncode == 2 and "is the report it reads" in p.stderr, p.stderr
