@@ -1,6 +1,7 @@
 #include "analysis/collapse_model.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 
@@ -22,7 +23,33 @@ struct RowModel {
     double sink_strength = 0, spread = 0, sink_mass = 0;
     bool has_keys = false;
     std::vector<double> predicted, counted;  // [order][scale]: normal model, held scores
+    std::array<std::uint32_t, profile_bins> score_gaps{}, p_binades{};
 };
+
+// A value's bin of one unit, the last holding everything from profile_bins - 1 on.
+std::size_t profile_bin(double x) {
+    return static_cast<std::size_t>(std::min(x, static_cast<double>(profile_bins - 1)));
+}
+
+// The row's profile (HeadCollapseModel::score_gaps, p_binades) from its live scores, `e` scratch
+// of n_kv.
+void add_profile(RowModel& r, const double* s, const std::vector<char>& live, std::uint64_t visible,
+                 std::uint64_t k_sink, std::vector<double>& e) {
+    double top = -std::numeric_limits<double>::infinity();
+    for (std::uint64_t j = 0; j < visible; ++j)
+        if (live[j]) top = std::max(top, s[j]);
+    double total = 0;
+    for (std::uint64_t j = 0; j < visible; ++j)
+        if (live[j]) e[j] = std::exp(s[j] - top), total += e[j];
+    for (std::uint64_t j = 0; j < visible; ++j) {
+        if (!live[j]) continue;
+        if (j >= k_sink) ++r.score_gaps[profile_bin(top - s[j])];
+        const double p = e[j] / total;
+        int exponent = 0;
+        std::frexp(p, &exponent);  // p in [2^(exponent - 1), 2^exponent)
+        ++r.p_binades[p == 0 ? profile_bins - 1 : profile_bin(std::max(0, -exponent))];
+    }
+}
 
 struct Moments {
     double mean = 0, sd = 0;
@@ -45,9 +72,10 @@ double below(const Moments& m, double threshold) {
 }
 
 // Row i's model from its scores over the keys it sees (the mask's value added, masked keys left
-// out), `s` scratch of n_kv.
+// out), `s` and `exps` scratch of n_kv.
 RowModel row_model(const double* qi, const std::vector<double>& k, std::uint64_t i, std::uint64_t d,
-                   const CollapseModelOptions& o, std::vector<double>& s, std::vector<char>& live) {
+                   const CollapseModelOptions& o, std::vector<double>& s, std::vector<double>& exps,
+                   std::vector<char>& live) {
     RowModel r;
     const std::uint64_t visible = emu::visible_keys(o.shape, i);
     std::vector<double> sink_scores, rest_scores;
@@ -64,6 +92,7 @@ RowModel row_model(const double* qi, const std::vector<double>& k, std::uint64_t
     }
     if (rest_scores.empty()) return r;
     r.has_keys = true;
+    add_profile(r, s.data(), live, visible, o.k_sink, exps);
     const Moments rest = moments(rest_scores.data(), rest_scores.size());
     if (!sink_scores.empty() && rest.sd > 0) {
         r.measured = true, r.spread = rest.sd;
@@ -113,16 +142,19 @@ HeadCollapseModel collapse_model(const std::vector<double>& q, const std::vector
                                  std::uint64_t n_kv, std::uint64_t d, const CollapseModelOptions& o) {
     std::vector<RowModel> rows(n_q);
     parallel_for(n_q, 16, o.threads, [&](std::size_t begin, std::size_t end) {
-        std::vector<double> scores(n_kv);
+        std::vector<double> scores(n_kv), exps(n_kv);
         std::vector<char> live(n_kv);
-        for (std::size_t i = begin; i < end; ++i) rows[i] = row_model(q.data() + i * d, k, i, d, o, scores, live);
+        for (std::size_t i = begin; i < end; ++i) rows[i] = row_model(q.data() + i * d, k, i, d, o, scores, exps, live);
     });
     // summed in row order: the same bits on any thread count
     HeadCollapseModel m;
     m.predicted_underflow.assign(o.orders.size() * o.scales.size(), 0.0);
     m.counted_underflow.assign(m.predicted_underflow.size(), 0.0);
+    m.score_gaps.assign(profile_bins, 0), m.p_binades.assign(profile_bins, 0);
     for (const RowModel& r : rows) {
         if (!r.has_keys) continue;
+        for (std::size_t b = 0; b < profile_bins; ++b)
+            m.score_gaps[b] += r.score_gaps[b], m.p_binades[b] += r.p_binades[b];
         for (std::size_t i = 0; i < r.predicted.size(); ++i)
             m.predicted_underflow[i] += r.predicted[i], m.counted_underflow[i] += r.counted[i];
         if (!r.measured) continue;

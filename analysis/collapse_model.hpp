@@ -19,6 +19,7 @@
 // minus it is what the kernel's rounding adds. The effective Delta reported is the sink scores'
 // mean above mu (in score units, as Delta is where the other scores are N(0, 1)): what the closed
 // form should be given.
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -49,6 +50,10 @@ struct CollapseModelOptions {
     emu::AttentionShape shape;
 };
 
+/// The bins of a head's profile (HeadCollapseModel::score_gaps, p_binades): 40 of one unit and
+/// the rest.
+inline constexpr std::size_t profile_bins = 41;
+
 /// One head's model. Rows without a visible non-sink key add nothing; rows whose non-sink
 /// scores are all equal predict with a step at mu.
 struct HeadCollapseModel {
@@ -58,6 +63,11 @@ struct HeadCollapseModel {
     std::uint64_t rows = 0;                   // rows with a sink key and two distinct non-sink scores (the means above)
     std::vector<double> predicted_underflow;  // expected non-sink P cast to zero, [order][scale]
     std::vector<double> counted_underflow;    // non-sink scores at or below m - ln 1024 - ln S, [order][scale]
+    // The head's profile, over the visible keys of its rows with a non-sink key (profile_bins
+    // each): how far each non-sink score lies below its row's maximum (bin i: [i, i + 1) nats,
+    // the last: 40 or more), and each key's exact softmax probability by binade (bin i:
+    // [2^-(i+1), 2^-i), P = 1 in bin 0, the last: below 2^-40, zero included).
+    std::vector<std::uint64_t> score_gaps, p_binades;
 };
 
 /// q [n_q][d] and k [n_kv][d], one head, as held by the kernel (exact doubles).

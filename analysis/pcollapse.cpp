@@ -138,7 +138,8 @@ PCollapseHead measure_head(const Measurement& m, std::uint64_t h, const PCollaps
     const HeadCollapseModel prediction =
         collapse_model(head_slice(m.q, h, q_size), head_slice(m.k, h, k_size), shape.n_q, shape.n_kv, shape.d, model);
     has_sink = prediction.rows > 0;
-    PCollapseHead head{h, prediction.sink_strength, prediction.score_spread, prediction.sink_mass, {}};
+    PCollapseHead head{h, prediction.sink_strength, prediction.score_spread, prediction.sink_mass, {}, {}, {}};
+    head.score_gaps = prediction.score_gaps, head.p_binades = prediction.p_binades;
     emu::AttentionOperands x;
     x.q = head_slice(m.operands.q, h, q_size), x.k = head_slice(m.operands.k, h, k_size);
     x.v = head_slice(m.operands.v, h, v_size);
@@ -242,7 +243,7 @@ PCollapseResult pcollapse(const emu::AttentionInputs& given, const PCollapseOpti
     const emu::AttentionInputs expanded =
         emu::kv_group(given) > 1 ? emu::kv_per_query_head(given) : emu::AttentionInputs{};
     const emu::AttentionInputs& in = emu::kv_group(given) > 1 ? expanded : given;
-    PCollapseResult result{expected_normal_maximum(o.k_sink), 0, 0, 0, {}, {}, o.recipe.p_and_v.p_format};
+    PCollapseResult result{expected_normal_maximum(o.k_sink), 0, 0, 0, {}, {}, {}, {}, o.recipe.p_and_v.p_format};
     const emu::Format& input = *o.recipe.target.input;
     Measurement m;
     m.shape = emu::attention_shape_of(in, o.causal, o.softmax_scale);
@@ -271,6 +272,9 @@ PCollapseResult pcollapse(const emu::AttentionInputs& given, const PCollapseOpti
         result.sink_strength += head.sink_strength / heads;
         result.score_spread += head.score_spread / heads;
         result.sink_mass += head.sink_mass / heads;
+        result.score_gaps.resize(head.score_gaps.size()), result.p_binades.resize(head.p_binades.size());
+        for (std::size_t b = 0; b < head.score_gaps.size(); ++b)
+            result.score_gaps[b] += head.score_gaps[b], result.p_binades[b] += head.p_binades[b];
         result.heads.push_back(std::move(head));
     }
     result.runs = summarize_runs(tallies, m, truth, every_head_has_a_sink, result.delta_k, o);

@@ -66,6 +66,7 @@ struct PCollapseHead {
                                                      // form from this head's effective Delta and spread
     };
     std::vector<Run> runs;
+    std::vector<std::uint64_t> score_gaps, p_binades;  // its profile (collapse_model.hpp)
 };
 
 struct PCollapseResult {
@@ -75,7 +76,8 @@ struct PCollapseResult {
     double sink_mass;      // mean over heads
     std::vector<PCollapseRun> runs;
     std::vector<PCollapseHead> heads;
-    const emu::Format* p_format = &emu::e4m3;  // what P S was cast to (the recipe's)
+    std::vector<std::uint64_t> score_gaps, p_binades;  // the heads' profiles added
+    const emu::Format* p_format = &emu::e4m3;          // what P S was cast to (the recipe's)
 };
 
 PCollapseResult pcollapse(const emu::AttentionInputs& in, const PCollapseOptions& options);

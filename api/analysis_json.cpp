@@ -72,12 +72,16 @@ nlohmann::json pcollapse_json(const analysis::PCollapseResult& r, bool with_scal
                          {"effective_sink_strength", json_number(h.sink_strength)},
                          {"score_spread", json_number(h.score_spread)},
                          {"sink_mass", json_number(h.sink_mass)},
+                         {"score_gap_histogram", h.score_gaps},
+                         {"p_binade_histogram", h.p_binades},
                          {"runs", head_runs}});
     }
     return {{"delta_k", r.delta_k},
             {"effective_sink_strength", json_number(r.sink_strength)},
             {"score_spread", json_number(r.score_spread)},
             {"sink_mass", json_number(r.sink_mass)},
+            {"score_gap_histogram", r.score_gaps},
+            {"p_binade_histogram", r.p_binades},
             {"runs", runs},
             {"heads", heads}};
 }

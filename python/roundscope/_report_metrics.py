@@ -241,7 +241,8 @@ def compare_skipped(compare):
 def read_report(path):
     """(report, heads, compare): report.json at `path` and the results its layer files hold, read
     one layer at a time and cut down to the figures, so that memory holds one layer's results and
-    not the model's. A head is {file, layer, step, head, values: {metric name: value}}; a compare
+    not the model's. A head is {file, layer, step, head, values: {metric name: value}, profile: its
+    [score gaps, P binades] histograms or None}; a compare
     keeps each output's rel_rms, matched, total, max_ulp and ulp_histogram. A sampled head (report
     --rows) also has errors: {metric name: its sampling error}; its totals over rows (Metric.total)
     are estimates for the whole head, the sample's sums scaled by sample_scale."""
@@ -256,11 +257,19 @@ def read_report(path):
         for h in content.get("heads", []):
             up = sample_scale(h)
             heads.append({"file": h["file"], "layer": h.get("layer"), "step": h.get("step"), "head": h["head"],
-                          "values": {m.name: _scaled(m, m.get(h, h), up) for m in candidates}})
+                          "values": {m.name: _scaled(m, m.get(h, h), up) for m in candidates},
+                          "profile": profile(h)})
             if isinstance(h.get("sampling_error"), dict):
                 heads[-1]["errors"] = {m.name: _scaled(m, m.get(h, h["sampling_error"]), up) for m in candidates}
         compare += [_slim_compare(c) for c in content.get("compare", [])]
     return report, heads, compare
+
+
+def profile(head):
+    """A head's profile, its pcollapse histograms (schema.PROFILE_KEYS, checked by check_layer), or
+    None where the report has none (written before it had them)."""
+    p = head.get("pcollapse") if isinstance(head.get("pcollapse"), dict) else {}
+    return [p[k] for k in schema.PROFILE_KEYS] if all(k in p for k in schema.PROFILE_KEYS) else None
 
 
 def sample_scale(head) -> float:

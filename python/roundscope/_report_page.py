@@ -79,6 +79,7 @@ document.addEventListener('DOMContentLoaded',function(){
   // and red marks), opened by any link to the row (the first screen's worst heads, the table's
   // head names) or a page address ending in the row's id.
   var meta=JSON.parse(document.getElementById('head-metrics').textContent);
+  var profiles=JSON.parse(document.getElementById('head-profiles').textContent);
   var view=document.getElementById('head-view'),viewBody=document.getElementById('head-view-body');
   function value(td){var v=td.getAttribute('data-v');if(v===null)return null;var x=parseFloat(v);
     return isNaN(x)&&v!=='nan'?null:x;}
@@ -120,6 +121,33 @@ document.addEventListener('DOMContentLoaded',function(){
         .sort(function(a,b){return a-b;});
       cell(tr,mine.length?String(Number(mine[Math.floor(mine.length/2)].toPrecision(4))):'-');
     });
+    var profile=profiles[id];
+    if(profile&&window.Plotly){
+      var gaps=profile[0].map(function(_,i){return i<profile[0].length-1?String(i):i+'+';});
+      var binades=profile[1].map(function(_,i){return i<profile[1].length-1?'2^-'+i:'<2^-'+(i-1);});
+      // where fa3-fp8 casts P S to zero with the row's max in view: ln 1024 (+ ln 256 at S = 256)
+      [['head-view-gaps','non-sink scores below the row maximum (nats)',gaps,profile[0],
+        [[6.93,'S = 1'],[12.48,'S = 256']]],
+       ['head-view-p','exact softmax probabilities by binade',binades,profile[1],[]]]
+      .forEach(function(c){
+        var div=document.createElement('div');div.id=c[0];div.className='chart';div.style.height='260px';
+        viewBody.appendChild(div);
+        Plotly.newPlot(div,[{type:'bar',x:c[2],y:c[3],marker:{color:'#0072B2'},
+          hovertemplate:'%{x}: %{y} keys<extra></extra>'}],
+          {title:{text:c[1],font:{size:12}},margin:{l:50,r:10,t:40,b:40},yaxis:{type:'log',title:{text:'keys'}},
+           xaxis:{type:'category'},
+           shapes:c[4].map(function(s){return {type:'line',xref:'x',x0:s[0],x1:s[0],yref:'paper',y0:0,y1:1,
+             line:{color:'#D55E00',dash:'dot',width:1}};}),
+           annotations:c[4].map(function(s){return {xref:'x',x:s[0],yref:'paper',y:1,text:s[1],showarrow:false,
+             font:{size:9,color:'#D55E00'}};})},
+          {displaylogo:false,responsive:true}).then(function(){div.dataset.drawn='1';},fail);
+      });
+      var note=document.createElement('p');note.className='note';
+      note.textContent='From the scores as fa3-fp8 holds Q and K (E4M3), over the visible keys of the rows with a '+
+        'key besides the sink'+(document.body.dataset.sampled?' (the sampled rows)':'')+'; dotted: how far below '+
+        'the running maximum fa3-fp8 casts P S to zero (ln 1024, and + ln 256 at S = 256).';
+      viewBody.appendChild(note);
+    }
     view.hidden=false;document.body.dataset.view=id;
   }
   document.getElementById('head-view-close').addEventListener('click',function(){show(null);});
@@ -461,6 +489,13 @@ class Page:
         # shown by textContent, so as they are; no markup characters left to end or open anything
         return json.dumps(meta).replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
 
+    def head_profiles(self) -> str:
+        """{row id: [score gaps, P binades]} for the heads of the table that have a profile (the
+        per-head view draws them; counts only, so no markup can be in them)."""
+        profiles = {html.unescape(self.anchor(h)): h["profile"] for h in self.heads[:TABLE_ROWS] if h.get("profile")}
+        return json.dumps(profiles, separators=(",", ":")).replace("&", "\\u0026").replace("<", "\\u003c") \
+            .replace(">", "\\u003e")
+
     def sampling_note(self) -> str:
         return _sampling_note(self.r.get("options", {}))
 
@@ -475,8 +510,9 @@ class Page:
         return (
             "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>roundscope report</title>"
             f"<style>{STYLE}</style>"
-            + (f'<script defer src="{esc(plotly_file)}"></script>' if plotly_file else "") + "</head><body>"
-            f"<h1>roundscope report: {esc(r.get('dir', ''))}</h1><p class=\"note\">{len(r.get('files', []))} "
+            + (f'<script defer src="{esc(plotly_file)}"></script>' if plotly_file else "") + "</head>"
+            + ('<body data-sampled="1">' if self.sampled else "<body>")
+            + f"<h1>roundscope report: {esc(r.get('dir', ''))}</h1><p class=\"note\">{len(r.get('files', []))} "
             f"file(s), {len(self.heads)} head-step(s) over {len(self.layers)} layer(s) and {len(self.steps)} step(s). "
             f"Recipes: {recipes}; sink: the first {fmt(r.get('options', {}).get('k_sink', 1))} key(s). "
             + ("Heads of a batched dump are named by batch and head. " if batched else "")
@@ -487,6 +523,7 @@ class Page:
             '<div id="head-view-body"></div></aside>'
             f"<script type=\"application/json\" id=\"charts\">{charts}</script>"
             f"<script type=\"application/json\" id=\"head-metrics\">{self.head_metrics()}</script>"
+            f"<script type=\"application/json\" id=\"head-profiles\">{self.head_profiles()}</script>"
             f"<script>{SCRIPT}</script>"
             "</body></html>\n")
 

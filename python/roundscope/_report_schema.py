@@ -17,6 +17,11 @@ _PLAIN_KEY = re.compile(r"[\w.+-]{1,64}", re.ASCII)
 ULP_LABEL = re.compile(r"0|1|[0-9]{1,20}-[0-9]{1,20}|nan")
 
 
+# A head's profile (analysis/collapse_model.hpp): pcollapse's histograms, PROFILE_BINS counts each.
+PROFILE_KEYS = ("score_gap_histogram", "p_binade_histogram")
+PROFILE_BINS = 41
+
+
 class ReportError(ValueError):
     """A report file that is not what `roundscope report` writes; the message names the field."""
 
@@ -80,6 +85,14 @@ def _int64(x, where):
 def _where_and_when(obj, where):
     _optional(obj, "layer", _int64, where)
     _optional(obj, "step", _int64, where)
+
+
+def _histogram(x, where):
+    """PROFILE_BINS counts."""
+    if len(_list(x, where)) != PROFILE_BINS:
+        _fail(where, f"does not hold {PROFILE_BINS} counts")
+    for i, count in enumerate(x):
+        _count(count, _at(where, i))
 
 
 def _optional(obj, key, check, where, *args):
@@ -157,6 +170,9 @@ def check_layer(content, path: str) -> None:
         _count(head.get("head"), _at(where, "head"))
         _where_and_when(head, where)
         _optional(head, "sampling_error", _dict, where)
+        if isinstance(head.get("pcollapse"), dict):
+            for key in PROFILE_KEYS:
+                _optional(head["pcollapse"], key, _histogram, _at(where, "pcollapse"))
     for c, where in _items(content, "compare", top):
         _str(c.get("file"), _at(where, "file"))
         _where_and_when(c, where)

@@ -53,6 +53,8 @@ class PcollapseHead(TypedDict):
     sink_mass: Number
     effective_sink_strength: Number
     score_spread: Number
+    score_gap_histogram: List[int]
+    p_binade_histogram: List[int]
     runs: List[PcollapseHeadRun]
 
 
@@ -67,6 +69,8 @@ class PcollapseResult(_PcollapseMore):
     sink_mass: Number
     effective_sink_strength: Number
     score_spread: Number
+    score_gap_histogram: List[int]
+    p_binade_histogram: List[int]
     runs: List[PcollapseRun]
     heads: List[PcollapseHead]
 

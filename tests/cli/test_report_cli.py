@@ -415,6 +415,13 @@ def test_a_head_named_on_the_first_screen_opens_its_own_view(first):
         assert cells[4 * i + 1] == values[i], (label, cells[4 * i + 1], values[i])
         assert cells[4 * i + 2] == "-" or re.fullmatch(rf"\d+ of {heads}", cells[4 * i + 2]), cells[4 * i + 2]
     assert f'<tr id="{anchor}" data-layer' in p.stdout and 'class="viewed"' in p.stdout
+    # its profile, drawn: the head's pcollapse histograms as the report holds them
+    for chart in ("head-view-gaps", "head-view-p"):
+        assert re.search(rf'<div id="{chart}"[^>]*data-drawn="1"', p.stdout), chart
+    profiles = json.loads(re.search(r'id="head-profiles">(.*?)</script>', text).group(1))
+    where = tuple(int(x) for x in anchor.split("-")[1:])
+    mine = [h["pcollapse"] for h in load(first[3])["heads"] if (h["layer"], h["head"], h["step"]) == where]
+    assert profiles[anchor] == [mine[0]["score_gap_histogram"], mine[0]["p_binade_histogram"]]
     p = chromium("--dump-dom", f"file://{page}#h-no-such-head")
     body = re.search(r"<body([^>]*)>", p.stdout).group(1)
     assert "data-view" not in body and re.search(r'<aside id="head-view" hidden', p.stdout), body
