@@ -47,6 +47,7 @@ nav ul{columns:3}li.bad{color:#8b1a00}details{margin:6px 0}
 #head-view-close{float:right}tr.viewed td{outline:2px solid #0072B2}
 """
 
+# No '<' in it: the page's every '<' opens a tag (tests/fuzz/fuzz_report_page.py holds it to that).
 # Sorting the tables, and telling a test what drew: data-charts on <body> is the number of
 # charts, data-drawn how many Plotly finished, data-errors any error the page met.
 SCRIPT = """
@@ -115,16 +116,17 @@ document.addEventListener('DOMContentLoaded',function(){
       var v=cell(tr,td.textContent,td.classList.contains('bad')?'bad':'');
       if(x===null){cell(tr,'-');cell(tr,'-');return;}
       var all=rows.map(function(r){return value(r.cells[4+i]);}).filter(function(y){return y!==null;});
-      var worse=all.filter(function(y){return badness(m,y)<badness(m,x);}).length;
+      var worse=all.filter(function(y){return badness(m,x)>badness(m,y);}).length;
       cell(tr,(worse+1)+' of '+all.length);
       var mine=same.map(function(r){return value(r.cells[4+i]);}).filter(function(y){return y!==null&&!isNaN(y);})
         .sort(function(a,b){return a-b;});
       cell(tr,mine.length?String(Number(mine[Math.floor(mine.length/2)].toPrecision(4))):'-');
     });
-    var profile=profiles[id];
+    view.hidden=false;  // shown before its charts are drawn: Plotly sizes them to the view
+    var profile=Object.prototype.hasOwnProperty.call(profiles,id)?profiles[id]:null;
     if(profile&&window.Plotly){
-      var gaps=profile[0].map(function(_,i){return i<profile[0].length-1?String(i):i+'+';});
-      var binades=profile[1].map(function(_,i){return i<profile[1].length-1?'2^-'+i:'<2^-'+(i-1);});
+      var gaps=profile[0].map(function(_,i){return profile[0].length-1>i?String(i):i+'+';});
+      var binades=profile[1].map(function(_,i){return profile[1].length-1>i?'2^-'+i:'below 2^-'+(i-1);});
       // where fa3-fp8 casts P S to zero with the row's max in view: ln 1024 (+ ln 256 at S = 256)
       [['head-view-gaps','non-sink scores below the row maximum (nats)',gaps,profile[0],
         [[6.93,'S = 1'],[12.48,'S = 256']]],
@@ -133,14 +135,14 @@ document.addEventListener('DOMContentLoaded',function(){
         var div=document.createElement('div');div.id=c[0];div.className='chart';div.style.height='260px';
         viewBody.appendChild(div);
         Plotly.newPlot(div,[{type:'bar',x:c[2],y:c[3],marker:{color:'#0072B2'},
-          hovertemplate:'%{x}: %{y} keys<extra></extra>'}],
+          name:'',hovertemplate:'%{x}: %{y} keys'}],
           {title:{text:c[1],font:{size:12}},margin:{l:50,r:10,t:40,b:40},yaxis:{type:'log',title:{text:'keys'}},
            xaxis:{type:'category'},
            shapes:c[4].map(function(s){return {type:'line',xref:'x',x0:s[0],x1:s[0],yref:'paper',y0:0,y1:1,
              line:{color:'#D55E00',dash:'dot',width:1}};}),
            annotations:c[4].map(function(s){return {xref:'x',x:s[0],yref:'paper',y:1,text:s[1],showarrow:false,
              font:{size:9,color:'#D55E00'}};})},
-          {displaylogo:false,responsive:true}).then(function(){div.dataset.drawn='1';},fail);
+          {displayModeBar:false,responsive:true}).then(function(){div.dataset.drawn='1';},fail);
       });
       var note=document.createElement('p');note.className='note';
       note.textContent='From the scores as fa3-fp8 holds Q and K (E4M3), over the visible keys of the rows with a '+
@@ -148,7 +150,7 @@ document.addEventListener('DOMContentLoaded',function(){
         'the running maximum fa3-fp8 casts P S to zero (ln 1024, and + ln 256 at S = 256).';
       viewBody.appendChild(note);
     }
-    view.hidden=false;document.body.dataset.view=id;
+    document.body.dataset.view=id;
   }
   document.getElementById('head-view-close').addEventListener('click',function(){show(null);});
   document.addEventListener('keydown',function(e){if(e.key==='Escape')show(null);});
@@ -157,7 +159,9 @@ document.addEventListener('DOMContentLoaded',function(){
   if(location.hash.indexOf('#h-')===0)show(decodeURIComponent(location.hash.slice(1)));
   function paint(){var p=performance.getEntriesByName('first-contentful-paint')[0];
     if(p)document.body.dataset.paintMs=Math.round(p.startTime);}
-  var charts=JSON.parse(document.getElementById('charts').textContent);
+  var drawing=JSON.parse(document.getElementById('charts').textContent),charts=drawing.charts;
+  charts.forEach(function(c){c.data.forEach(function(t){
+    if(t.label_index){t.text=t.label_index.map(function(i){return drawing.labels[i];});delete t.label_index;}});});
   document.body.dataset.charts=charts.length;document.body.dataset.drawn=0;
   var logButtons=[{type:'buttons',direction:'left',x:1,y:1.18,xanchor:'right',showactive:true,
     buttons:[{label:'linear',method:'relayout',args:[{'yaxis.type':'linear'}]},
@@ -302,14 +306,15 @@ class Page:
         data = []
         for i, m in enumerate(section_metrics):
             colour = COLOURS[i % len(COLOURS)]
-            points = [(self.layer(h), m.value(h), f"layer {self.layer(h)} {self.label(h)} step {self.step(h)}")
-                      for h in self.heads if rm.finite(m.value(h))]
+            # each point's hover text by its head's index in the page's one list of names
+            points = [(self.layer(h), m.value(h), i) for i, h in enumerate(self.heads) if rm.finite(m.value(h))]
             if not points:
                 continue
             # WebGL past a few thousand points: a model's every head stays responsive.
             data.append({"type": "scattergl" if len(points) > 5000 else "scatter", "mode": "markers",
                          "name": m.label + " (heads)", "legendgroup": m.name,
-                         "x": [p[0] for p in points], "y": [p[1] for p in points], "text": [p[2] for p in points],
+                         "x": [p[0] for p in points], "y": [p[1] for p in points],
+                         "label_index": [p[2] for p in points],
                          "marker": {"color": colour, "size": 5, "opacity": 0.45}, "hovertemplate": "%{text}: %{y}"})
             per_layer = defaultdict(list)
             for x, y, _ in points:
@@ -505,7 +510,10 @@ class Page:
         recipes = ", ".join(esc(x["name"]) for x in r.get("options", {}).get("recipes", []))
         body = self.worst_first() + self.sections() + self.heads_table() + self.compare_section()
         toc = "".join(f'<li><a href="#{i}">{esc(t)}</a></li>' for i, t in _headings(body))
-        charts = json.dumps(self.charts, allow_nan=False).replace("</", "<\\/")
+        # the heads' names once, for the points' hover texts (a chart's label_index), escaped as every string
+        # of a chart is (Plotly draws a subset of HTML)
+        names = _escaped([f"layer {self.layer(h)} {self.label(h)} step {self.step(h)}" for h in self.heads])
+        charts = json.dumps({"labels": names, "charts": self.charts}, allow_nan=False).replace("</", "<\\/")
         batched = any(f.get("batch", 1) > 1 for f in r.get("files", []))
         return (
             "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>roundscope report</title>"

@@ -10,7 +10,8 @@ A finding is any of:
   - a report that reads draws a page or events with an exception;
   - the page holds markup the writer does not write: an element outside its template's, an
     attribute outside its template's or a link that is not to an anchor, more scripts than its
-    three, or a chart string with '<' or '>' in it (Plotly draws a subset of HTML).
+    five, a chart string with '<' or '>' in it (Plotly draws a subset of HTML), or a '<', '>' or
+    '&' in the per-head view's data.
 """
 from __future__ import annotations
 
@@ -34,9 +35,11 @@ with atheris.instrument_imports(include=["roundscope"]):
 
 ELEMENTS = {"html", "head", "meta", "title", "style", "script", "body", "h1", "h2", "h3", "p", "nav", "ul", "li", "a",
             "div", "table", "thead", "tbody", "tr", "th", "td", "details", "summary", "b", "span", "code", "select",
-            "option"}
+            "option", "aside", "button"}
 ATTRIBUTES = {"lang", "charset", "id", "class", "href", "title", "data-v", "type", "src", "defer", "value",
-              "data-layer"}
+              "data-layer", "hidden", "data-sampled"}
+SCRIPTS = 5  # Plotly's beside the page, the charts, the per-head view's figures and profiles, the page's own
+DATA = re.compile(r'<script type="application/json" id="(?:head-metrics|head-profiles)">(.*?)</script>', re.S)
 LIBRARY = "plotly-fuzz.min.js"  # the one script a page loads, from beside it
 WORK = tempfile.mkdtemp(prefix="roundscope-fuzz-page-")
 atexit.register(shutil.rmtree, WORK, True)
@@ -71,8 +74,9 @@ def page_problems(page: str) -> list[str]:
                 problems.append(f"<{tag}> loads {value!r}")
     if "<" in page[at:]:
         problems.append(f"a '<' that opens no tag: {page[at:][:80]!r}")
-    if scripts != 3:
-        problems.append(f"{scripts} scripts, not 3")
+    if scripts != SCRIPTS:
+        problems.append(f"{scripts} scripts, not {SCRIPTS}")
+    problems += [f"'<', '>' or '&' in the view's data: {d[:60]!r}" for d in DATA.findall(page) if set("<>&") & set(d)]
     charts = CHARTS.search(page)
     if charts is None:
         return problems + ["no charts"]
