@@ -31,7 +31,7 @@ from roundscope.dump import replacing
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bias_verdict import sign_test  # noqa: E402
 from head_split import head_inputs, problem  # noqa: E402
-from result_cache import Refused, cached, check_entries, output_path, preset  # noqa: E402
+from result_cache import Refused, cached, measure_all, output_path, preset  # noqa: E402
 
 REGIME_SHARE = 0.01  # a head-step where a regime holds at least this share of the rows
 
@@ -86,17 +86,7 @@ def run(a) -> int:
     json_out = output_path(a.json, files + caches)
     for f in files:
         problem(f)
-    check_entries(cache, list(zip(files, caches)))
-    os.makedirs(cache, exist_ok=True)
-    with concurrent.futures.ProcessPoolExecutor(min(a.threads, len(files))) as pool:
-        try:
-            measured = list(pool.map(measure, files, caches, [recipe] * len(files)))
-        except (ValueError, OSError) as e:  # a dump that changed since it was checked
-            raise Refused(str(e).splitlines()[0]) from None
-    results = [heads for heads, _ in measured]
-    how = collections.Counter(was for _, was in measured)
-    print(f"{how['read']} of {len(files)} dumps read from {cache}, {how['replaced']} measured again "
-          "(entries not this dump's result)", file=sys.stderr)
+    results = measure_all(concurrent.futures.ProcessPoolExecutor, a.threads, measure, files, cache, caches, recipe)
     steps = collections.defaultdict(list)  # (layer, head) -> [(text, step, counts)]
     for (text, step, layer), heads in zip(keys, results):
         for h, c in enumerate(heads):

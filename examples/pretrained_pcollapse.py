@@ -29,7 +29,7 @@ import roundscope
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from head_split import head_inputs, problem  # noqa: E402
-from result_cache import Refused, cached, check_entries, preset  # noqa: E402
+from result_cache import Refused, cached, measure_all, preset  # noqa: E402
 
 RUNS = (("forward", 1.0), ("forward", 256.0), ("reverse", 1.0), ("reverse", 256.0))
 SINK_LAYER = 0.25  # a layer's median sink mass from which the sinks count as formed
@@ -90,17 +90,7 @@ def run(a) -> int:
     layers = [layer_of(f) for f in files]
     out = os.path.join(a.dumps, "pcollapse" if recipe == "fa3-fp8" else f"pcollapse-{recipe}")
     caches = [os.path.join(out, os.path.relpath(f, a.dumps).replace(os.sep, "_") + ".json") for f in files]
-    check_entries(out, list(zip(files, caches)))
-    os.makedirs(out, exist_ok=True)
-    with concurrent.futures.ThreadPoolExecutor(min(a.threads, len(files))) as pool:
-        try:
-            measured = list(pool.map(measure, files, caches, [recipe] * len(files)))
-        except (ValueError, OSError) as e:  # a dump that changed since it was checked
-            raise Refused(str(e).splitlines()[0]) from None
-    results = [r for r, _ in measured]
-    how = collections.Counter(was for _, was in measured)
-    print(f"{how['read']} of {len(files)} dumps read from {out}, {how['replaced']} measured again "
-          "(entries not this dump's result)", file=sys.stderr)
+    results = measure_all(concurrent.futures.ThreadPoolExecutor, a.threads, measure, files, out, caches, recipe)
 
     heads = []  # (layer, head's dict, its runs by (order, scale))
     for layer, r in zip(layers, results):

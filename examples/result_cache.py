@@ -5,10 +5,12 @@ roundscope version, with a digest over the result. Anything else there (truncate
 another dump's or recipe's, `{}`) is never believed but measured again and replaced, atomically.
 Also the checks the examples' own options need before any work, which raise Refused: the
 example prints its message as one line and exits 2."""
+import collections
 import hashlib
 import json
 import os
 import stat
+import sys
 
 import roundscope
 from roundscope.dump import replacing
@@ -77,6 +79,24 @@ def check_entries(folder: str, entries: list[tuple[str, str]]) -> None:
         seen[entry] = dump
         if os.path.isdir(entry) and not os.path.islink(entry):
             raise Refused(f"{entry}: a folder where a cache entry belongs")
+
+
+def measure_all(executor, threads: int, measure, files: list[str], folder: str, entries: list[str],
+                recipe: str) -> list:
+    """measure(file, entry, recipe) -> (result, how: cached's) over every dump, `threads` at once in
+    `executor` (a concurrent.futures class), after the cache folder's checks; says on standard
+    error how many were read from the cache and how many measured again. The results in order."""
+    check_entries(folder, list(zip(files, entries)))
+    os.makedirs(folder, exist_ok=True)
+    with executor(min(threads, len(files))) as pool:
+        try:
+            measured = list(pool.map(measure, files, entries, [recipe] * len(files)))
+        except (ValueError, OSError) as e:  # a dump that changed since it was checked
+            raise Refused(str(e).splitlines()[0]) from None
+    how = collections.Counter(was for _, was in measured)
+    print(f"{how['read']} of {len(files)} dumps read from {folder}, {how['replaced']} measured again "
+          "(entries not this dump's result)", file=sys.stderr)
+    return [result for result, _ in measured]
 
 
 def preset(recipe: str) -> str:
