@@ -31,10 +31,11 @@ std::size_t profile_bin(double x) {
     return static_cast<std::size_t>(std::min(x, static_cast<double>(profile_bins - 1)));
 }
 
-// The row's profile (HeadCollapseModel::score_gaps, p_binades) from its live scores, `e` scratch
-// of n_kv.
-void add_profile(RowModel& r, const double* s, const std::vector<char>& live, std::uint64_t visible,
-                 std::uint64_t k_sink, std::vector<double>& e) {
+// The row's profile (HeadCollapseModel::score_gaps, p_binades) from its live scores; leaves each
+// live key's exp(s - max) in `e` (scratch of n_kv) and returns their sum, in key order, which the
+// sink's mass reads.
+double add_profile(RowModel& r, const double* s, const std::vector<char>& live, std::uint64_t visible,
+                   std::uint64_t k_sink, std::vector<double>& e) {
     double top = -std::numeric_limits<double>::infinity();
     for (std::uint64_t j = 0; j < visible; ++j)
         if (live[j]) top = std::max(top, s[j]);
@@ -49,6 +50,7 @@ void add_profile(RowModel& r, const double* s, const std::vector<char>& live, st
         std::frexp(p, &exponent);  // p in [2^(exponent - 1), 2^exponent)
         ++r.p_binades[p == 0 ? profile_bins - 1 : profile_bin(std::max(0, -exponent))];
     }
+    return total;
 }
 
 struct Moments {
@@ -92,21 +94,14 @@ RowModel row_model(const double* qi, const std::vector<double>& k, std::uint64_t
     }
     if (rest_scores.empty()) return r;
     r.has_keys = true;
-    add_profile(r, s.data(), live, visible, o.k_sink, exps);
+    const double total = add_profile(r, s.data(), live, visible, o.k_sink, exps);
     const Moments rest = moments(rest_scores.data(), rest_scores.size());
     if (!sink_scores.empty() && rest.sd > 0) {
         r.measured = true, r.spread = rest.sd;
         r.sink_strength = moments(sink_scores.data(), sink_scores.size()).mean - rest.mean;
-        double top = -std::numeric_limits<double>::infinity();
-        for (std::uint64_t j = 0; j < visible; ++j)
-            if (live[j]) top = std::max(top, s[j]);
-        double total = 0, sink = 0;
-        for (std::uint64_t j = 0; j < visible; ++j) {
-            if (!live[j]) continue;
-            const double e = std::exp(s[j] - top);
-            total += e;
-            if (j < o.k_sink) sink += e;
-        }
+        double sink = 0;
+        for (std::uint64_t j = 0; j < std::min(visible, o.k_sink); ++j)
+            if (live[j]) sink += exps[j];
         r.sink_mass = sink / total;
     }
     const std::uint64_t tiles = (visible + o.block_n - 1) / o.block_n;
