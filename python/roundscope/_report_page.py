@@ -4,8 +4,10 @@
 
 (`roundscope report` runs it.) The charts are Plotly's (hover for a value, click a legend entry
 to hide a series, a button for a log axis); its JavaScript, 4.6 MB, is written once beside the
-page as plotly-VERSION.min.js and loaded from there, so that the page itself stays small and
-reports in one folder share it. The tables sort on a click (numbers as numbers, names with their
+page as plotly-VERSION.min.js, so that the page itself stays small and reports in one folder
+share it, and loaded after the first screen is painted: it takes longer to run than the page to
+draw, so the heat maps (layer by head) are the page's own tables of coloured cells and each
+Plotly chart is drawn as it nears the screen. The tables sort on a click (numbers as numbers, names with their
 numbers in order) and filter by layer. The page opens with the heads where each failure is
 worst, then a section per analysis (a chart by layer, and over steps where there are several).
 """
@@ -45,17 +47,38 @@ nav ul{columns:3}li.bad{color:#8b1a00}details{margin:6px 0}
   border-left:1px solid #ccc;box-shadow:-4px 0 12px rgba(0,0,0,.12);padding:12px 16px;z-index:3;box-sizing:border-box}
 #head-view table{width:100%}#head-view td:first-child{text-align:left}#head-view h3{margin:14px 0 4px}
 #head-view-close{float:right}tr.viewed td{outline:2px solid #0072B2}
+.heat{margin:8px 0 16px}.heat-title{font-weight:600;font-size:13px;margin:4px 0}
+table.heat{border-collapse:separate;border-spacing:1px}table.heat td{width:22px;min-width:14px;height:14px;padding:0;
+  border:0;cursor:pointer}table.heat th{background:none;cursor:default;font-weight:400;font-size:10px;padding:0 4px;
+  border:0;position:static}table.heat td:hover{outline:2px solid #000}
+/* the table of every head is laid out only near the screen: 540 rows delayed the first screen by 0.5 s */
+.below{content-visibility:auto;contain-intrinsic-size:auto 20000px}
+.heat-scale{font-size:11px;color:#555}.heat-bar{display:inline-block;width:160px;height:10px;vertical-align:middle}
 """
 
 # No '<' in it: the page's every '<' opens a tag (tests/fuzz/fuzz_report_page.py holds it to that).
-# Sorting the tables, and telling a test what drew: data-charts on <body> is the number of
-# charts, data-drawn how many Plotly finished, data-errors any error the page met.
+# Sorting the tables, drawing the heat maps and the charts, the per-head view, and telling a test
+# what drew: data-charts on <body> is the number of charts, data-drawn how many Plotly finished,
+# data-errors any error the page met.
 SCRIPT = """
-// after the deferred Plotly has run: DOMContentLoaded waits for deferred scripts
-document.addEventListener('DOMContentLoaded',function(){
+(function(){
   var errors=[];
   function fail(m){errors.push(String(m));document.body.dataset.errors=errors.join(' | ');}
   window.addEventListener('error',function(e){fail(e.message);});
+  // Plotly's script (4.6 MB, beside the page) takes a second or more to run: it is loaded after
+  // the first screen is painted (this script ends the body: it draws the heat maps and sets up the
+  // tables and the head view first), and each Plotly chart is drawn once it is there and the
+  // chart comes near the screen.
+  var plotly=new Promise(function(ready,missing){
+    var src=document.body.dataset.plotly;
+    if(!src){missing('no Plotly script named for the page');return;}
+    requestAnimationFrame(function(){setTimeout(function(){
+      var tag=document.createElement('script');tag.src=src;
+      tag.addEventListener('load',function(){ready();});
+      tag.addEventListener('error',function(){missing('the Plotly script did not load: '+src);});
+      document.head.appendChild(tag);},0);});
+  });
+  plotly.catch(fail);
   function key(td){var v=td.getAttribute('data-v');return v===null?td.textContent:v;}
   function sortBy(th){
     var table=th.closest('table'),body=table.tBodies[0],col=th.cellIndex;
@@ -70,15 +93,50 @@ document.addEventListener('DOMContentLoaded',function(){
       return up?c:-c;});
     rows.forEach(function(r){body.appendChild(r);});
   }
-  document.addEventListener('click',function(e){var th=e.target.closest('th');if(th)sortBy(th);});
+  document.addEventListener('click',function(e){var th=e.target.closest('th');
+    if(th&&!th.closest('table.heat'))sortBy(th);});
   var filter=document.getElementById('layer-filter');
   if(filter)filter.addEventListener('change',function(){
     document.querySelectorAll('#heads-table tbody tr').forEach(function(r){
       r.hidden=filter.value!==''&&r.getAttribute('data-layer')!==filter.value;});});
+  var drawing=JSON.parse(document.getElementById('charts').textContent),charts=drawing.charts;
+  // The heat maps: a table a map, a cell a head coloured on Viridis from the map's least value to
+  // its largest, its value in its title; a click opens the head's view at its worst step.
+  function mix(a,b,t){var x=parseInt(a.slice(1),16),y=parseInt(b.slice(1),16),out='#';
+    [16,8,0].forEach(function(s){var u=Math.floor(x/Math.pow(2,s))%256,v=Math.floor(y/Math.pow(2,s))%256,
+      c=Math.round(u*(1-t)+v*t);
+      out+=(c+256).toString(16).slice(1);});return out;}
+  function colour(t){var stops=drawing.colours,n=stops.length-1,i=Math.min(n-1,Math.floor(t*n));
+    return mix(stops[i],stops[i+1],t*n-i);}
+  drawing.heats.forEach(function(h){
+    var div=document.getElementById(h.id),values=[];
+    h.z.forEach(function(row){row.forEach(function(v){if(v!==null)values.push(v);});});
+    var lo=Math.min.apply(null,values),hi=Math.max.apply(null,values);
+    var table=document.createElement('table'),head=document.createElement('thead'),tr=document.createElement('tr');
+    table.className='heat';head.appendChild(tr);
+    var corner=document.createElement('th');corner.textContent='layer \\\\ head';tr.appendChild(corner);
+    h.x.forEach(function(x){var th=document.createElement('th');th.textContent=x;tr.appendChild(th);});
+    table.appendChild(head);var body=document.createElement('tbody');table.appendChild(body);
+    h.y.forEach(function(layer,r){
+      var row=document.createElement('tr'),th=document.createElement('th');th.textContent=layer;row.appendChild(th);
+      h.z[r].forEach(function(v,c){var td=document.createElement('td');row.appendChild(td);
+        if(v===null)return;
+        td.style.background=colour(hi===lo?0.5:(v-lo)/(hi-lo));
+        td.title='layer '+layer+' head '+h.x[c]+': '+Number(v.toPrecision(4));
+        td.dataset.view=drawing.anchors[h.worst[r][c]];});
+      body.appendChild(row);});
+    div.appendChild(table);
+    var scale=document.createElement('p');scale.className='heat-scale';
+    var bar=document.createElement('span');bar.className='heat-bar';
+    bar.style.background='linear-gradient(to right,'+drawing.colours.join(',')+')';
+    scale.appendChild(document.createTextNode(String(Number(lo.toPrecision(4)))+' '));scale.appendChild(bar);
+    scale.appendChild(document.createTextNode(' '+String(Number(hi.toPrecision(4)))));
+    div.appendChild(scale);
+  });
   // The per-head view: a head's every figure in one column, each with its rank among the
   // head-steps and its layer's median, read from the head's row of the table (its data-v values
   // and red marks), opened by any link to the row (the first screen's worst heads, the table's
-  // head names) or a page address ending in the row's id.
+  // head names, a heat map's cell) or a page address ending in the row's id.
   var meta=JSON.parse(document.getElementById('head-metrics').textContent);
   var profiles=JSON.parse(document.getElementById('head-profiles').textContent);
   var view=document.getElementById('head-view'),viewBody=document.getElementById('head-view-body');
@@ -88,6 +146,32 @@ document.addEventListener('DOMContentLoaded',function(){
     return m.worst==='min'?x:m.worst==='abs'?-Math.abs(x):-x;}
   function cell(tr,text,cls){var td=document.createElement(tr.parentNode&&tr.parentNode.tagName==='THEAD'?'th':'td');
     td.textContent=text;if(cls)td.className=cls;tr.appendChild(td);return td;}
+  function drawProfile(profile){
+    var gaps=profile[0].map(function(_,i){return profile[0].length-1>i?String(i):i+'+';});
+    var binades=profile[1].map(function(_,i){return profile[1].length-1>i?'2^-'+i:'below 2^-'+(i-1);});
+    // where fa3-fp8 casts P S to zero with the row's max in view: ln 1024 (+ ln 256 at S = 256)
+    [['head-view-gaps','non-sink scores below the row maximum (nats)',gaps,profile[0],
+      [[6.93,'S = 1'],[12.48,'S = 256']]],
+     ['head-view-p','exact softmax probabilities by binade',binades,profile[1],[]]]
+    .forEach(function(c){
+      var div=document.createElement('div');div.id=c[0];div.className='chart';div.style.height='260px';
+      viewBody.appendChild(div);
+      plotly.then(function(){return Plotly.newPlot(div,[{type:'bar',x:c[2],y:c[3],marker:{color:'#0072B2'},
+        name:'',hovertemplate:'%{x}: %{y} keys'}],
+        {title:{text:c[1],font:{size:12}},margin:{l:50,r:10,t:40,b:40},yaxis:{type:'log',title:{text:'keys'}},
+         xaxis:{type:'category'},
+         shapes:c[4].map(function(s){return {type:'line',xref:'x',x0:s[0],x1:s[0],yref:'paper',y0:0,y1:1,
+           line:{color:'#D55E00',dash:'dot',width:1}};}),
+         annotations:c[4].map(function(s){return {xref:'x',x:s[0],yref:'paper',y:1,text:s[1],showarrow:false,
+           font:{size:9,color:'#D55E00'}};})},
+        {displayModeBar:false,responsive:true});}).then(function(){div.dataset.drawn='1';},fail);
+    });
+    var note=document.createElement('p');note.className='note';
+    note.textContent='From the scores as fa3-fp8 holds Q and K (E4M3), over the visible keys of the rows with a '+
+      'key besides the sink'+(document.body.dataset.sampled?' (the sampled rows)':'')+'; dotted: how far below '+
+      'the running maximum fa3-fp8 casts P S to zero (ln 1024, and + ln 256 at S = 256).';
+    viewBody.appendChild(note);
+  }
   function show(id){
     var row=id?document.getElementById(id):null;
     document.querySelectorAll('tr.viewed').forEach(function(r){r.classList.remove('viewed');});
@@ -123,59 +207,52 @@ document.addEventListener('DOMContentLoaded',function(){
       cell(tr,mine.length?String(Number(mine[Math.floor(mine.length/2)].toPrecision(4))):'-');
     });
     view.hidden=false;  // shown before its charts are drawn: Plotly sizes them to the view
-    var profile=Object.prototype.hasOwnProperty.call(profiles,id)?profiles[id]:null;
-    if(profile&&window.Plotly){
-      var gaps=profile[0].map(function(_,i){return profile[0].length-1>i?String(i):i+'+';});
-      var binades=profile[1].map(function(_,i){return profile[1].length-1>i?'2^-'+i:'below 2^-'+(i-1);});
-      // where fa3-fp8 casts P S to zero with the row's max in view: ln 1024 (+ ln 256 at S = 256)
-      [['head-view-gaps','non-sink scores below the row maximum (nats)',gaps,profile[0],
-        [[6.93,'S = 1'],[12.48,'S = 256']]],
-       ['head-view-p','exact softmax probabilities by binade',binades,profile[1],[]]]
-      .forEach(function(c){
-        var div=document.createElement('div');div.id=c[0];div.className='chart';div.style.height='260px';
-        viewBody.appendChild(div);
-        Plotly.newPlot(div,[{type:'bar',x:c[2],y:c[3],marker:{color:'#0072B2'},
-          name:'',hovertemplate:'%{x}: %{y} keys'}],
-          {title:{text:c[1],font:{size:12}},margin:{l:50,r:10,t:40,b:40},yaxis:{type:'log',title:{text:'keys'}},
-           xaxis:{type:'category'},
-           shapes:c[4].map(function(s){return {type:'line',xref:'x',x0:s[0],x1:s[0],yref:'paper',y0:0,y1:1,
-             line:{color:'#D55E00',dash:'dot',width:1}};}),
-           annotations:c[4].map(function(s){return {xref:'x',x:s[0],yref:'paper',y:1,text:s[1],showarrow:false,
-             font:{size:9,color:'#D55E00'}};})},
-          {displayModeBar:false,responsive:true}).then(function(){div.dataset.drawn='1';},fail);
-      });
-      var note=document.createElement('p');note.className='note';
-      note.textContent='From the scores as fa3-fp8 holds Q and K (E4M3), over the visible keys of the rows with a '+
-        'key besides the sink'+(document.body.dataset.sampled?' (the sampled rows)':'')+'; dotted: how far below '+
-        'the running maximum fa3-fp8 casts P S to zero (ln 1024, and + ln 256 at S = 256).';
-      viewBody.appendChild(note);
-    }
+    if(Object.prototype.hasOwnProperty.call(profiles,id))drawProfile(profiles[id]);
     document.body.dataset.view=id;
   }
   document.getElementById('head-view-close').addEventListener('click',function(){show(null);});
   document.addEventListener('keydown',function(e){if(e.key==='Escape')show(null);});
   document.addEventListener('click',function(e){var a=e.target.closest('a[href^="#h-"]');
-    if(a)show(decodeURIComponent(a.getAttribute('href').slice(1)));});
+    if(a)show(decodeURIComponent(a.getAttribute('href').slice(1)));
+    var td=e.target.closest('table.heat td[data-view]');if(td){location.hash=td.dataset.view;show(td.dataset.view);}});
   if(location.hash.indexOf('#h-')===0)show(decodeURIComponent(location.hash.slice(1)));
-  function paint(){var p=performance.getEntriesByName('first-contentful-paint')[0];
-    if(p)document.body.dataset.paintMs=Math.round(p.startTime);}
-  var drawing=JSON.parse(document.getElementById('charts').textContent),charts=drawing.charts;
+  // The Plotly charts, each drawn once Plotly is there and it is within a screen of the view
+  // (every one at once for printing, or with ?draw=all in the address). Timings for the tests and
+  // docs/performance.md on the body: data-paint-ms (first text painted), data-screen-ms (the first
+  // screen drawn: its heat maps and any chart on it), data-draw-ms (every chart drawn).
   charts.forEach(function(c){c.data.forEach(function(t){
     if(t.label_index){t.text=t.label_index.map(function(i){return drawing.labels[i];});delete t.label_index;}});});
   document.body.dataset.charts=charts.length;document.body.dataset.drawn=0;
   var logButtons=[{type:'buttons',direction:'left',x:1,y:1.18,xanchor:'right',showactive:true,
     buttons:[{label:'linear',method:'relayout',args:[{'yaxis.type':'linear'}]},
              {label:'log',method:'relayout',args:[{'yaxis.type':'log'}]}]}];
-  charts.forEach(function(c){
-    var layout=Object.assign({margin:{l:60,r:10,t:60,b:50},hovermode:'closest',
-      legend:{font:{size:10}},updatemenus:logButtons},c.layout);
-    try{
-      Plotly.newPlot(c.id,c.data,layout,{displaylogo:false,responsive:true}).then(function(){
-        var drawn=Number(document.body.dataset.drawn)+1;document.body.dataset.drawn=drawn;
-        if(drawn===charts.length){document.body.dataset.drawMs=Math.round(performance.now());paint();}},fail);
-    }catch(e){fail(e);}
-  });
-});
+  function paint(){var p=performance.getEntriesByName('first-contentful-paint')[0];
+    if(p)document.body.dataset.paintMs=Math.round(p.startTime);}
+  var onScreen=charts.filter(function(c){
+    return window.innerHeight>document.getElementById(c.id).getBoundingClientRect().top;});
+  var screenLeft=onScreen.length;
+  function screenDrawn(){requestAnimationFrame(function(){setTimeout(function(){
+    document.body.dataset.screenMs=Math.round(performance.now());paint();},0);});}
+  if(!screenLeft)screenDrawn();
+  function draw(c){
+    if(c.started)return;c.started=true;
+    plotly.then(function(){
+      var layout=Object.assign({margin:{l:60,r:10,t:60,b:50},hovermode:'closest',
+        legend:{font:{size:10}},updatemenus:logButtons},c.layout);
+      return Plotly.newPlot(c.id,c.data,layout,{displaylogo:false,responsive:true});
+    }).then(function(){
+      var drawn=Number(document.body.dataset.drawn)+1;document.body.dataset.drawn=drawn;
+      if(onScreen.indexOf(c)!==-1&&--screenLeft===0)screenDrawn();
+      if(drawn===charts.length){document.body.dataset.drawMs=Math.round(performance.now());paint();}},fail);
+  }
+  function drawAll(){charts.forEach(draw);}
+  window.addEventListener('beforeprint',drawAll);
+  if(/[?&]draw=all(&|$)/.test(location.search)||!('IntersectionObserver' in window)){drawAll();return;}
+  var near=new IntersectionObserver(function(entries){entries.forEach(function(e){
+    if(e.isIntersecting){near.unobserve(e.target);draw(charts.filter(function(c){return c.id===e.target.id;})[0]);}});},
+    {rootMargin:'100% 0px'});
+  charts.forEach(function(c){near.observe(document.getElementById(c.id));});
+})();
 """
 
 
@@ -207,6 +284,7 @@ class Page:
         self.label = rm.head_labels(report)
         self.step = rm.steps(report)
         self.charts = []
+        self.heats = []  # the heat maps the page's script draws: numbers only
         self.heads = sorted(heads,
                             key=lambda h: (h.get("layer") if isinstance(h.get("layer"), int) else -1, h["head"],
                                            self.step(h)))
@@ -339,21 +417,26 @@ class Page:
 
     def heat_map(self, m) -> str:
         """Layer by head, the figure's mean over the steps: where in the model it sits, at a glance
-        (a head is its index within a batch entry; a layer without it, or a head, is left blank)."""
-        cells: defaultdict[tuple[int, int], list[float]] = defaultdict(list)
-        for h in self.heads:
+        (a head is its index within a batch entry; a layer without it, or a head, is left blank).
+        Drawn by the page's own script as a table of coloured cells, not by Plotly, so that the first
+        screen is drawn before Plotly's script has run; a cell opens the view of its head at its
+        worst step."""
+        cells: defaultdict[tuple[int, int], list[tuple[float, int]]] = defaultdict(list)
+        for i, h in enumerate(self.heads):
             if rm.finite(m.value(h)):
-                cells[(self.layer(h), self.batch_heads(h)[1])].append(m.value(h))
+                cells[(self.layer(h), self.batch_heads(h)[1])].append((m.value(h), i))
         if len({layer for layer, _ in cells}) < 2:
             return ""  # one layer: the chart by layer shows it
         heads = sorted({head for _, head in cells})
-        z = [[mean(cells[(layer, head)]) if (layer, head) in cells else None for head in heads]
+        order = {"max": lambda v: -v, "min": lambda v: v, "abs": lambda v: -abs(v)}[m.worst]
+        z = [[mean(v for v, _ in cells[(layer, head)]) if (layer, head) in cells else None for head in heads]
              for layer in self.layers]
-        data = [{"type": "heatmap", "x": heads, "y": self.layers, "z": z, "colorscale": "Viridis",
-                 "colorbar": {"title": {"text": m.unit}},
-                 "hovertemplate": "layer %{y} head %{x}: %{z}<extra></extra>"}]
-        return self.chart(f"{m.label}: layer by head (mean over steps){self.undrawn([m])}", data, "head", "layer",
-                          integer_x=True, updatemenus=[])
+        worst = [[min(cells[(layer, head)], key=lambda p: order(p[0]))[1] if (layer, head) in cells else -1
+                  for head in heads] for layer in self.layers]
+        hid = f"heat{len(self.heats)}"
+        self.heats.append({"id": hid, "x": heads, "y": self.layers, "z": z, "worst": worst})
+        return (f'<div class="heat" id="{hid}"><p class="heat-title">{esc(m.label)}: layer by head (mean over '
+                f'steps; {esc(m.unit)}){self.undrawn([m])}</p></div>')
 
     def over_steps_chart(self, m) -> str:
         if len(self.steps) < 2:
@@ -442,7 +525,7 @@ class Page:
         return ('<h2 id="heads">Every head and step</h2><p class="note">Click a column to sort it; red cells are '
                 f'worth a look.{more}</p><details><summary>the columns</summary><ul>{legend}</ul></details>'
                 f'<p class="note">Show <select id="layer-filter"><option value="">every layer</option>{options}'
-                '</select></p>' + self.head_rows(shown))
+                '</select></p><div class="below">' + self.head_rows(shown) + "</div>")
 
     def compare_section(self) -> str:
         rows: list[str] = []
@@ -513,13 +596,17 @@ class Page:
         # the heads' names once, for the points' hover texts (a chart's label_index), escaped as every string
         # of a chart is (Plotly draws a subset of HTML)
         names = _escaped([f"layer {self.layer(h)} {self.label(h)} step {self.step(h)}" for h in self.heads])
-        charts = json.dumps({"labels": names, "charts": self.charts}, allow_nan=False).replace("</", "<\\/")
+        from plotly.colors import sequential  # the heat maps' colour scale, Plotly's own Viridis
+
+        anchors = [html.unescape(self.anchor(h)) for h in self.heads]  # 'h-' and three integers
+        charts = json.dumps({"labels": names, "charts": self.charts, "heats": self.heats, "anchors": anchors,
+                             "colours": sequential.Viridis}, allow_nan=False).replace("</", "<\\/")
         batched = any(f.get("batch", 1) > 1 for f in r.get("files", []))
         return (
             "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>roundscope report</title>"
             f"<style>{STYLE}</style>"
-            + (f'<script defer src="{esc(plotly_file)}"></script>' if plotly_file else "") + "</head>"
-            + ('<body data-sampled="1">' if self.sampled else "<body>")
+            + "</head><body" + (' data-sampled="1"' if self.sampled else "")
+            + (f' data-plotly="{esc(plotly_file)}"' if plotly_file else "") + ">"
             + f"<h1>roundscope report: {esc(r.get('dir', ''))}</h1><p class=\"note\">{len(r.get('files', []))} "
             f"file(s), {len(self.heads)} head-step(s) over {len(self.layers)} layer(s) and {len(self.steps)} step(s). "
             f"Recipes: {recipes}; sink: the first {fmt(r.get('options', {}).get('k_sink', 1))} key(s). "

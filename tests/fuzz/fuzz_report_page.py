@@ -9,9 +9,10 @@ A finding is any of:
   - reading the report raises anything but ReportError or OSError (the writers' one-line exit 2);
   - a report that reads draws a page or events with an exception;
   - the page holds markup the writer does not write: an element outside its template's, an
-    attribute outside its template's or a link that is not to an anchor, more scripts than its
-    five, a chart string with '<' or '>' in it (Plotly draws a subset of HTML), or a '<', '>' or
-    '&' in the per-head view's data.
+    attribute outside its template's or a link that is not to an anchor, a script loaded from
+    anything but its library's name beside it, more scripts than its four, a chart string with
+    '<' or '>' in it (Plotly draws a subset of HTML), or a '<', '>' or '&' in the per-head view's
+    data.
 """
 from __future__ import annotations
 
@@ -37,10 +38,10 @@ ELEMENTS = {"html", "head", "meta", "title", "style", "script", "body", "h1", "h
             "div", "table", "thead", "tbody", "tr", "th", "td", "details", "summary", "b", "span", "code", "select",
             "option", "aside", "button"}
 ATTRIBUTES = {"lang", "charset", "id", "class", "href", "title", "data-v", "type", "src", "defer", "value",
-              "data-layer", "hidden", "data-sampled"}
-SCRIPTS = 5  # Plotly's beside the page, the charts, the per-head view's figures and profiles, the page's own
+              "data-layer", "hidden", "data-sampled", "data-plotly"}
+SCRIPTS = 4  # the charts, the per-head view's figures and profiles, the page's own (which loads Plotly's)
 DATA = re.compile(r'<script type="application/json" id="(?:head-metrics|head-profiles)">(.*?)</script>', re.S)
-LIBRARY = "plotly-fuzz.min.js"  # the one script a page loads, from beside it
+LIBRARY = "plotly-fuzz.min.js"  # the one script a page loads (its body's data-plotly), from beside it
 WORK = tempfile.mkdtemp(prefix="roundscope-fuzz-page-")
 atexit.register(shutil.rmtree, WORK, True)
 
@@ -70,7 +71,7 @@ def page_problems(page: str) -> list[str]:
                 problems.append(f"attribute {name}= on <{tag}>")
             if name.lower() == "href" and not value.startswith("#"):
                 problems.append(f"link to {value!r}")
-            if name.lower() == "src" and (tag != "script" or value != LIBRARY):
+            if name.lower() == "src" or name.lower() == "data-plotly" and (tag != "body" or value != LIBRARY):
                 problems.append(f"<{tag}> loads {value!r}")
     if "<" in page[at:]:
         problems.append(f"a '<' that opens no tag: {page[at:][:80]!r}")

@@ -430,7 +430,7 @@ def test_the_page_shares_its_chart_library_beside_it_and_refuses_a_foreign_file_
         assert p.returncode == 0, p.stderr
     assert sorted(x.name for x in out.iterdir()) == ["a.html", "b.html", library]
     text = (out / "a.html").read_text()
-    assert f'<script defer src="{library}"></script>' in text and text.count("<table id=\"heads-table\"") == 1
+    assert f'<body data-plotly="{library}">' in text and text.count("<table id=\"heads-table\"") == 1
     assert '<select id="layer-filter"><option value="">every layer</option><option value="0">layer 0</option>' in text
     assert 'data-layer="0"' in text
     foreign = tmp_path / "foreign"
