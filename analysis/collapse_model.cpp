@@ -22,6 +22,7 @@ struct RowModel {
     bool measured = false;  // has a sink key and a score spread
     double sink_strength = 0, spread = 0, sink_mass = 0;
     bool has_keys = false;
+    std::uint64_t rest_keys = 0;             // visible non-sink keys
     std::vector<double> predicted, counted;  // [order][scale]: normal model, held scores
     std::array<std::uint32_t, profile_bins> score_gaps{}, p_binades{};
 };
@@ -93,7 +94,7 @@ RowModel row_model(const double* qi, const std::vector<double>& k, std::uint64_t
         (j < o.k_sink ? sink_scores : rest_scores).push_back(s[j]);
     }
     if (rest_scores.empty()) return r;
-    r.has_keys = true;
+    r.has_keys = true, r.rest_keys = rest_scores.size();
     const double total = add_profile(r, s.data(), live, visible, o.k_sink, exps);
     const Moments rest = moments(rest_scores.data(), rest_scores.size());
     if (!sink_scores.empty() && rest.sd > 0) {
@@ -133,6 +134,15 @@ RowModel row_model(const double* qi, const std::vector<double>& k, std::uint64_t
 
 }  // namespace
 
+bool collapses_more(const CollapsingRow& a, const CollapsingRow& b) {
+    if (a.counted != b.counted) return a.counted > b.counted;
+    // then a.counted / a.keys > b.counted / b.keys, exactly (keys are far below 2^32)
+    const unsigned __int128 left = static_cast<unsigned __int128>(a.counted) * b.keys,
+                            right = static_cast<unsigned __int128>(b.counted) * a.keys;
+    if (left != right) return left > right;
+    return a.head != b.head ? a.head < b.head : a.position < b.position;
+}
+
 HeadCollapseModel collapse_model(const std::vector<double>& q, const std::vector<double>& k, std::uint64_t n_q,
                                  std::uint64_t n_kv, std::uint64_t d, const CollapseModelOptions& o) {
     std::vector<RowModel> rows(n_q);
@@ -146,12 +156,30 @@ HeadCollapseModel collapse_model(const std::vector<double>& q, const std::vector
     m.predicted_underflow.assign(o.orders.size() * o.scales.size(), 0.0);
     m.counted_underflow.assign(m.predicted_underflow.size(), 0.0);
     m.score_gaps.assign(profile_bins, 0), m.p_binades.assign(profile_bins, 0);
-    for (const RowModel& r : rows) {
+    m.sink_mass_sums.assign(position_bins, 0.0), m.position_rows.assign(position_bins, 0);
+    const std::uint64_t problem = emu::problem_rows(o.shape);
+    m.problem_rows = problem;
+    for (std::uint64_t i = 0; i < n_q; ++i) {
+        const RowModel& r = rows[i];
         if (!r.has_keys) continue;
+        const std::uint64_t position = emu::query_position(o.shape, i);
+        if (r.measured) {
+            const std::size_t bin =
+                static_cast<std::size_t>(position * position_bins / std::max<std::uint64_t>(1, problem));
+            m.sink_mass_sums[std::min(bin, position_bins - 1)] += r.sink_mass;
+            ++m.position_rows[std::min(bin, position_bins - 1)];
+        }
+        if (!r.counted.empty() && r.counted[0] > 0) {
+            const CollapsingRow row{0, position, r.rest_keys, static_cast<std::uint64_t>(r.counted[0]),
+                                    r.measured ? r.sink_mass : std::numeric_limits<double>::quiet_NaN()};
+            m.collapsing_rows.push_back(row);
+            std::sort(m.collapsing_rows.begin(), m.collapsing_rows.end(), collapses_more);
+            if (m.collapsing_rows.size() > collapsing_row_count) m.collapsing_rows.pop_back();
+        }
         for (std::size_t b = 0; b < profile_bins; ++b)
             m.score_gaps[b] += r.score_gaps[b], m.p_binades[b] += r.p_binades[b];
-        for (std::size_t i = 0; i < r.predicted.size(); ++i)
-            m.predicted_underflow[i] += r.predicted[i], m.counted_underflow[i] += r.counted[i];
+        for (std::size_t x = 0; x < r.predicted.size(); ++x)
+            m.predicted_underflow[x] += r.predicted[x], m.counted_underflow[x] += r.counted[x];
         if (!r.measured) continue;
         ++m.rows;
         m.sink_strength += r.sink_strength, m.score_spread += r.spread, m.sink_mass += r.sink_mass;

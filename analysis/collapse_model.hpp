@@ -54,6 +54,27 @@ struct CollapseModelOptions {
 /// the rest.
 inline constexpr std::size_t profile_bins = 41;
 
+/// The query positions a head's sink mass is averaged over (HeadCollapseModel::sink_mass_sums):
+/// bin b holds positions [b P / 16, (b + 1) P / 16) of a problem of P rows, rounded down.
+inline constexpr std::size_t position_bins = 16;
+
+/// How many rows a head names as collapsing (HeadCollapseModel::collapsing_rows).
+inline constexpr std::size_t collapsing_row_count = 3;
+
+/// A row whose non-sink keys the held scores put below the cast's threshold (the first order and
+/// scale of CollapseModelOptions).
+struct CollapsingRow {
+    std::uint64_t head = 0, position = 0;  // position: the row's own index in the problem
+    std::uint64_t keys = 0;                // its visible non-sink keys
+    std::uint64_t counted = 0;             // of them, at or below m - ln 1024 - ln S
+    double sink_mass = 0;                  // exact softmax's mass on its sink keys; NaN: not measured (no
+                                           // sink key, or its other scores all equal)
+};
+
+/// Orders rows by the keys counted (most first), then by their share of the row's keys, then by
+/// head and position.
+bool collapses_more(const CollapsingRow& a, const CollapsingRow& b);
+
 /// One head's model. Rows without a visible non-sink key add nothing; rows whose non-sink
 /// scores are all equal predict with a step at mu.
 struct HeadCollapseModel {
@@ -68,6 +89,13 @@ struct HeadCollapseModel {
     // the last: 40 or more), and each key's exact softmax probability by binade (bin i:
     // [2^-(i+1), 2^-i), P = 1 in bin 0, the last: below 2^-40, zero included).
     std::vector<std::uint64_t> score_gaps, p_binades;
+    // Where in the sequence the sink takes its mass: per position bin (position_bins), the sum of
+    // the measured rows' sink mass and their count. And the rows that collapse most
+    // (collapsing_row_count at most, collapses_more first).
+    std::vector<double> sink_mass_sums;
+    std::vector<std::uint64_t> position_rows;
+    std::uint64_t problem_rows = 0;  // P, the rows of the problem the positions are of
+    std::vector<CollapsingRow> collapsing_rows;
 };
 
 /// q [n_q][d] and k [n_kv][d], one head, as held by the kernel (exact doubles).

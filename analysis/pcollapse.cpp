@@ -138,8 +138,13 @@ PCollapseHead measure_head(const Measurement& m, std::uint64_t h, const PCollaps
     const HeadCollapseModel prediction =
         collapse_model(head_slice(m.q, h, q_size), head_slice(m.k, h, k_size), shape.n_q, shape.n_kv, shape.d, model);
     has_sink = prediction.rows > 0;
-    PCollapseHead head{h, prediction.sink_strength, prediction.score_spread, prediction.sink_mass, {}, {}, {}};
+    PCollapseHead head{h, prediction.sink_strength, prediction.score_spread, prediction.sink_mass, {}, {}, {}, {}, {},
+                       {}};
     head.score_gaps = prediction.score_gaps, head.p_binades = prediction.p_binades;
+    head.sink_mass_sums = prediction.sink_mass_sums, head.position_rows = prediction.position_rows;
+    head.problem_rows = prediction.problem_rows;
+    head.collapsing_rows = prediction.collapsing_rows;
+    for (CollapsingRow& row : head.collapsing_rows) row.head = h;
     emu::AttentionOperands x;
     x.q = head_slice(m.operands.q, h, q_size), x.k = head_slice(m.operands.k, h, k_size);
     x.v = head_slice(m.operands.v, h, v_size);
@@ -275,6 +280,15 @@ PCollapseResult pcollapse(const emu::AttentionInputs& given, const PCollapseOpti
         result.score_gaps.resize(head.score_gaps.size()), result.p_binades.resize(head.p_binades.size());
         for (std::size_t b = 0; b < head.score_gaps.size(); ++b)
             result.score_gaps[b] += head.score_gaps[b], result.p_binades[b] += head.p_binades[b];
+        result.sink_mass_sums.resize(head.sink_mass_sums.size()),
+            result.position_rows.resize(head.position_rows.size());
+        result.problem_rows = head.problem_rows;
+        for (std::size_t b = 0; b < head.sink_mass_sums.size(); ++b)
+            result.sink_mass_sums[b] += head.sink_mass_sums[b], result.position_rows[b] += head.position_rows[b];
+        result.collapsing_rows.insert(result.collapsing_rows.end(), head.collapsing_rows.begin(),
+                                      head.collapsing_rows.end());
+        std::sort(result.collapsing_rows.begin(), result.collapsing_rows.end(), collapses_more);
+        if (result.collapsing_rows.size() > collapsing_row_count) result.collapsing_rows.resize(collapsing_row_count);
         result.heads.push_back(std::move(head));
     }
     result.runs = summarize_runs(tallies, m, truth, every_head_has_a_sink, result.delta_k, o);

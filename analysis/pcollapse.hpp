@@ -9,6 +9,7 @@
 #include <optional>
 #include <vector>
 
+#include "analysis/collapse_model.hpp"
 #include "emu/attention/inputs/attention_inputs.hpp"
 #include "emu/attention/recipe/attention_recipe.hpp"
 
@@ -67,6 +68,10 @@ struct PCollapseHead {
     };
     std::vector<Run> runs;
     std::vector<std::uint64_t> score_gaps, p_binades;  // its profile (collapse_model.hpp)
+    std::vector<double> sink_mass_sums;                // by position (collapse_model.hpp)
+    std::vector<std::uint64_t> position_rows;
+    std::uint64_t problem_rows = 0;
+    std::vector<CollapsingRow> collapsing_rows;  // orders[0], scales[0]
 };
 
 struct PCollapseResult {
@@ -78,6 +83,10 @@ struct PCollapseResult {
     std::vector<PCollapseHead> heads;
     std::vector<std::uint64_t> score_gaps, p_binades;  // the heads' profiles added
     const emu::Format* p_format = &emu::e4m3;          // what P S was cast to (the recipe's)
+    std::vector<double> sink_mass_sums;                // the heads' added
+    std::vector<std::uint64_t> position_rows;
+    std::uint64_t problem_rows = 0;
+    std::vector<CollapsingRow> collapsing_rows;  // the heads' most collapsing rows
 };
 
 PCollapseResult pcollapse(const emu::AttentionInputs& in, const PCollapseOptions& options);

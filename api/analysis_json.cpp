@@ -10,6 +10,31 @@
 namespace roundscope::api {
 namespace {
 
+// A head's (or the heads') sink mass by query position: the mean of each bin's measured rows
+// (null where it has none), their count, and the first position of each bin.
+void add_position_profile(nlohmann::json& j, const std::vector<double>& sums, const std::vector<std::uint64_t>& rows,
+                          std::uint64_t problem_rows) {
+    nlohmann::json means = nlohmann::json::array(), starts = nlohmann::json::array();
+    for (std::size_t b = 0; b < sums.size(); ++b) {
+        means.push_back(rows[b] > 0 ? json_number(sums[b] / static_cast<double>(rows[b])) : nlohmann::json());
+        starts.push_back((b * problem_rows + sums.size() - 1) / sums.size());  // least p with p 16 / P >= b
+    }
+    j["sink_mass_by_position"] = means;
+    j["rows_by_position"] = rows;
+    j["position_bins"] = starts;
+}
+
+nlohmann::json collapsing_rows_json(const std::vector<analysis::CollapsingRow>& rows) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& r : rows)
+        out.push_back({{"head", r.head},
+                       {"row", r.position},
+                       {"keys", r.keys},
+                       {"counted", r.counted},
+                       {"sink_mass", json_number(r.sink_mass)}});
+    return out;
+}
+
 nlohmann::json query_weight_json(const analysis::QueryWeightError& q) {
     nlohmann::json heads = nlohmann::json::array();
     for (const auto& h : q.per_head)
@@ -74,16 +99,23 @@ nlohmann::json pcollapse_json(const analysis::PCollapseResult& r, bool with_scal
                          {"sink_mass", json_number(h.sink_mass)},
                          {"score_gap_histogram", h.score_gaps},
                          {"p_binade_histogram", h.p_binades},
+                         {"collapsing_rows", collapsing_rows_json(h.collapsing_rows)},
                          {"runs", head_runs}});
+        add_position_profile(heads.back(), h.sink_mass_sums, h.position_rows, h.problem_rows);
     }
-    return {{"delta_k", r.delta_k},
-            {"effective_sink_strength", json_number(r.sink_strength)},
-            {"score_spread", json_number(r.score_spread)},
-            {"sink_mass", json_number(r.sink_mass)},
-            {"score_gap_histogram", r.score_gaps},
-            {"p_binade_histogram", r.p_binades},
-            {"runs", runs},
-            {"heads", heads}};
+    nlohmann::json j{{"delta_k", r.delta_k},
+                     {"effective_sink_strength", json_number(r.sink_strength)},
+                     {"score_spread", json_number(r.score_spread)},
+                     {"sink_mass", json_number(r.sink_mass)},
+                     {"score_gap_histogram", r.score_gaps},
+                     {"p_binade_histogram", r.p_binades},
+                     {"collapsing_rows", collapsing_rows_json(r.collapsing_rows)},
+                     {"runs", runs},
+                     {"heads", heads}};
+    add_position_profile(j, r.sink_mass_sums, r.position_rows, r.problem_rows);
+    if (!r.runs.empty())  // the run the collapsing rows are counted for
+        j["collapsing_rows_run"] = {{"order", emu::kv_order_name(r.runs[0].order)}, {"scale", r.runs[0].scale}};
+    return j;
 }
 
 nlohmann::json bias_json(const analysis::BiasResult& b) {

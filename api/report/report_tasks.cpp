@@ -316,7 +316,7 @@ nlohmann::json options_json(const ReportOptions& o) {
 
 // What a task's result holds: raised whenever a task computes or stores anything differently,
 // so that a cache written before is not taken for today's results.
-constexpr int task_schema = 13;
+constexpr int task_schema = 14;
 
 std::vector<ReportTask> report_tasks(const std::vector<DumpFile>& files, const ReportOptions& options) {
     const std::string fingerprint =

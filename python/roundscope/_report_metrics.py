@@ -266,10 +266,29 @@ def read_report(path):
 
 
 def profile(head):
-    """A head's profile, its pcollapse histograms (schema.PROFILE_KEYS, checked by check_layer), or
-    None where the report has none (written before it had them)."""
+    """A head's profile for the page's per-head view, or None where the report has none (written
+    before it had them): [score gaps, P binades] (pcollapse's histograms), then, where the report
+    has them, [sink mass by position (3 digits; None: no row), the bins' first positions, the
+    most collapsing rows as [row, keys, counted, sink mass or None], their run's order and scale]
+    (checked by check_layer; numbers and two fixed words only)."""
     p = head.get("pcollapse") if isinstance(head.get("pcollapse"), dict) else {}
-    return [p[k] for k in schema.PROFILE_KEYS] if all(k in p for k in schema.PROFILE_KEYS) else None
+    if not all(k in p for k in schema.PROFILE_KEYS):
+        return None
+    out = [p[k] for k in schema.PROFILE_KEYS]
+    if "sink_mass_by_position" in p and "collapsing_rows" in p:
+        run = p.get("collapsing_rows_run") if isinstance(p.get("collapsing_rows_run"), dict) else {}
+        order = run.get("order") if run.get("order") in ("forward", "reverse") else None
+        scale = number(run.get("scale"))
+        out += [[_digits(x) for x in p["sink_mass_by_position"]], p["position_bins"],
+                [[r["row"], r["keys"], r["counted"], _digits(r.get("sink_mass"))] for r in p["collapsing_rows"]],
+                [order, scale if scale is not None and math.isfinite(scale) else None]]
+    return out
+
+
+def _digits(x):
+    """A share to 3 significant digits for the page; None where it has none."""
+    x = number(x)
+    return None if x is None or not math.isfinite(x) else float(f"{x:.3g}")
 
 
 def sample_scale(head) -> float:

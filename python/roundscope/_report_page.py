@@ -30,6 +30,7 @@ from ._report_schema import ReportError, refuse
 COLOURS = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442", "#000000"]
 BAD = ' class="bad"'
 TABLE_ROWS = 5000  # the every-head table stops here (report.json has them all)
+NUMBER = re.compile(r"-?(\d+\.?\d*|\.\d+)(e[-+]?\d+)?", re.I)  # what the page's script reads as a number
 ESTIMATED = " (estimated, whole head)"  # an axis of sampled totals scaled to the whole head
 
 STYLE = """
@@ -79,7 +80,10 @@ SCRIPT = """
       document.head.appendChild(tag);},0);});
   });
   plotly.catch(fail);
+  // A cell's value: its data-v (exact), else its text where that is the number itself.
   function key(td){var v=td.getAttribute('data-v');return v===null?td.textContent:v;}
+  function num(t){t=t.trim();if(t==='nan')return NaN;if(t==='inf'||t==='-inf')return t==='inf'?Infinity:-Infinity;
+    return /^-?([0-9]+[.]?[0-9]*|[.][0-9]+)(e[-+]?[0-9]+)?$/i.test(t)?Number(t):null;}
   function sortBy(th){
     var table=th.closest('table'),body=table.tBodies[0],col=th.cellIndex;
     var up=!th.classList.contains('sorted-up');
@@ -87,8 +91,9 @@ SCRIPT = """
     th.classList.add(up?'sorted-up':'sorted-down');
     var rows=Array.prototype.slice.call(body.rows);
     rows.sort(function(a,b){
-      var x=key(a.cells[col]),y=key(b.cells[col]),nx=parseFloat(x),ny=parseFloat(y);
-      var c=(!isNaN(nx)&&!isNaN(ny)&&String(nx)===x.trim()&&String(ny)===y.trim())?nx-ny
+      var x=key(a.cells[col]),y=key(b.cells[col]),nx=num(x),ny=num(y);
+      // numbers as numbers (NaN past every one), the rest as names with their numbers in order
+      var c=nx!==null&&ny!==null?(isNaN(nx)||isNaN(ny)?isNaN(nx)-isNaN(ny):nx===ny?0:nx-ny)
             :x.localeCompare(y,undefined,{numeric:true});
       return up?c:-c;});
     rows.forEach(function(r){body.appendChild(r);});
@@ -140,8 +145,7 @@ SCRIPT = """
   var meta=JSON.parse(document.getElementById('head-metrics').textContent);
   var profiles=JSON.parse(document.getElementById('head-profiles').textContent);
   var view=document.getElementById('head-view'),viewBody=document.getElementById('head-view-body');
-  function value(td){var v=td.getAttribute('data-v');if(v===null)return null;var x=parseFloat(v);
-    return isNaN(x)&&v!=='nan'?null:x;}
+  function value(td){return num(key(td));}
   function badness(m,x){if(isNaN(x))return -Infinity;
     return m.worst==='min'?x:m.worst==='abs'?-Math.abs(x):-x;}
   function cell(tr,text,cls){var td=document.createElement(tr.parentNode&&tr.parentNode.tagName==='THEAD'?'th':'td');
@@ -171,6 +175,31 @@ SCRIPT = """
       'key besides the sink'+(document.body.dataset.sampled?' (the sampled rows)':'')+'; dotted: how far below '+
       'the running maximum fa3-fp8 casts P S to zero (ln 1024, and + ln 256 at S = 256).';
     viewBody.appendChild(note);
+    if(profile.length===2)return;  // a report written before the view had the rows
+    var sinks=profile[2],starts=profile[3],worst=profile[4],run=profile[5];
+    var h=document.createElement('h3');h.textContent='The sink, row by row';viewBody.appendChild(h);
+    var div=document.createElement('div');div.id='head-view-sink';div.className='chart';div.style.height='220px';
+    viewBody.appendChild(div);
+    plotly.then(function(){return Plotly.newPlot(div,[{type:'bar',x:starts.map(String),y:sinks,
+      marker:{color:'#009E73'},name:'',hovertemplate:'rows from %{x}: %{y}'}],
+      {title:{text:'mass on the sink by query position (mean of the rows from each position on)',font:{size:12}},
+       margin:{l:50,r:10,t:40,b:40},yaxis:{range:[0,1],title:{text:'share'}},
+       xaxis:{type:'category',title:{text:'query position'}}},
+      {displayModeBar:false,responsive:true});}).then(function(){div.dataset.drawn='1';},fail);
+    h=document.createElement('h3');h.textContent='The rows that collapse most';viewBody.appendChild(h);
+    var p=document.createElement('p');p.className='note';
+    p.textContent='Non-sink keys whose P S fa3-fp8 casts to zero, counted from the held scores against the '+
+      'running maximum ('+(run[0]||'?')+' order, S = '+(run[1]===null?'?':run[1])+')'+
+      (document.body.dataset.sampled?', among the sampled rows':'')+'.';
+    viewBody.appendChild(p);
+    if(!worst.length){p.textContent+=' No row loses any.';return;}
+    var t=document.createElement('table'),head=document.createElement('thead'),tr=document.createElement('tr');
+    head.appendChild(tr);['row','non-sink keys','cast to zero','its sink mass'].forEach(function(c){cell(tr,c);});
+    t.appendChild(head);var body=document.createElement('tbody');t.appendChild(body);t.id='head-view-rows';
+    worst.forEach(function(r){var tr=document.createElement('tr');body.appendChild(tr);
+      cell(tr,String(r[0]));cell(tr,String(r[1]));
+      cell(tr,r[2]+' ('+Number((100*r[2]/r[1]).toPrecision(3))+'%)');cell(tr,r[3]===null?'-':String(r[3]));});
+    viewBody.appendChild(t);
   }
   function show(id){
     var row=id?document.getElementById(id):null;
@@ -498,7 +527,11 @@ class Page:
         v = m.value(h)
         if v is None:
             return "<td>-</td>"
-        return f'<td data-v="{v!r}"{BAD if m.bad(v) else ""}>{fmt(v, 4)}{self.error_span(m.error(h))}</td>'
+        text, error = fmt(v, 4), self.error_span(m.error(h))
+        # the value for sorting and the head view: the text where it is the value, else data-v
+        exact = not error and NUMBER.fullmatch(text) is not None and float(text) == v
+        attribute = "" if exact else f' data-v="{v!r}"'
+        return f'<td{attribute}{BAD if m.bad(v) else ""}>{text}{error}</td>'
 
     def head_rows(self, heads) -> str:
         head = ("<table id=\"heads-table\"><thead><tr><th class=\"l\">file</th><th>layer</th>"

@@ -20,6 +20,7 @@ ULP_LABEL = re.compile(r"0|1|[0-9]{1,20}-[0-9]{1,20}|nan")
 # A head's profile (analysis/collapse_model.hpp): pcollapse's histograms, PROFILE_BINS counts each.
 PROFILE_KEYS = ("score_gap_histogram", "p_binade_histogram")
 PROFILE_BINS = 41
+POSITION_BINS = 16  # and its sink mass by query position in as many bins
 
 
 class ReportError(ValueError):
@@ -93,6 +94,36 @@ def _histogram(x, where):
         _fail(where, f"does not hold {PROFILE_BINS} counts")
     for i, count in enumerate(x):
         _count(count, _at(where, i))
+
+
+def _share_or_none(x, where):
+    """A share in [0, 1], or null or "nan" (no row measured)."""
+    if x is None or x == "nan":
+        return None
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or not 0 <= x <= 1:
+        _fail(where, "is not a share from 0 to 1, null or \"nan\"")
+    return x
+
+
+def _by_position(p, where):
+    """pcollapse's sink mass by query position: POSITION_BINS shares (or none), counts, starts."""
+    for key, check in (("sink_mass_by_position", _share_or_none), ("rows_by_position", _count),
+                       ("position_bins", _count)):
+        if len(_list(p.get(key), _at(where, key))) != POSITION_BINS:
+            _fail(_at(where, key), f"does not hold {POSITION_BINS} values")
+        for i, x in enumerate(p[key]):
+            check(x, _at(_at(where, key), i))
+
+
+def _collapsing_rows(x, where):
+    """pcollapse's most collapsing rows: row, keys and counted as counts (counted at most keys)."""
+    for i, row in enumerate(_list(x, where)):
+        at = _at(where, i)
+        _dict(row, at)
+        if _count(row.get("counted"), _at(at, "counted")) > _count(row.get("keys"), _at(at, "keys")):
+            _fail(_at(at, "counted"), "is more than keys")
+        _count(row.get("row"), _at(at, "row"))
+        _share_or_none(row.get("sink_mass"), _at(at, "sink_mass"))
 
 
 def _optional(obj, key, check, where, *args):
@@ -171,8 +202,12 @@ def check_layer(content, path: str) -> None:
         _where_and_when(head, where)
         _optional(head, "sampling_error", _dict, where)
         if isinstance(head.get("pcollapse"), dict):
+            p, at = head["pcollapse"], _at(where, "pcollapse")
             for key in PROFILE_KEYS:
-                _optional(head["pcollapse"], key, _histogram, _at(where, "pcollapse"))
+                _optional(p, key, _histogram, at)
+            if "sink_mass_by_position" in p:
+                _by_position(p, at)
+            _optional(p, "collapsing_rows", _collapsing_rows, at)
     for c, where in _items(content, "compare", top):
         _str(c.get("file"), _at(where, "file"))
         _where_and_when(c, where)

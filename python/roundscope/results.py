@@ -6,7 +6,7 @@ key of real results against these declarations, both ways."""
 from __future__ import annotations
 
 import sys
-from typing import Dict, List, Optional, Union
+from typing import Any, Dict, List, Optional, Union
 
 if sys.version_info >= (3, 11):
     from typing import TypedDict
@@ -48,6 +48,14 @@ class PcollapseRun(_PcollapseRunMore, PcollapseHeadRun):
     mse: Number
 
 
+class CollapsingRow(TypedDict):
+    head: int
+    row: int  # its position in the problem
+    keys: int  # visible non-sink keys
+    counted: int  # of them at or below the running max - ln 1024 - ln S (the first run's order and scale)
+    sink_mass: Number
+
+
 class PcollapseHead(TypedDict):
     head: int
     sink_mass: Number
@@ -55,6 +63,10 @@ class PcollapseHead(TypedDict):
     score_spread: Number
     score_gap_histogram: List[int]
     p_binade_histogram: List[int]
+    sink_mass_by_position: List[Optional[Number]]  # 16 bins of query position; None: no row measured
+    rows_by_position: List[int]
+    position_bins: List[int]  # each bin's first position
+    collapsing_rows: List[CollapsingRow]
     runs: List[PcollapseHeadRun]
 
 
@@ -71,6 +83,11 @@ class PcollapseResult(_PcollapseMore):
     score_spread: Number
     score_gap_histogram: List[int]
     p_binade_histogram: List[int]
+    sink_mass_by_position: List[Optional[Number]]
+    rows_by_position: List[int]
+    position_bins: List[int]
+    collapsing_rows: List[CollapsingRow]
+    collapsing_rows_run: Dict[str, Any]  # the order and scale the rows are counted for
     runs: List[PcollapseRun]
     heads: List[PcollapseHead]
 

@@ -419,7 +419,8 @@ def test_a_head_named_on_the_first_screen_opens_its_own_view(first):
     assert f'data-view="{anchor}"' in body and "data-errors" not in body, body
     view = re.search(r'<aside id="head-view"([^>]*)>(.*?)</aside>', p.stdout, re.S)
     assert "hidden" not in view.group(1), view.group(1)
-    cells = [html.unescape(c) for c in re.findall(r"<td[^>]*>(.*?)</td>", view.group(2), re.S)]
+    figures, collapsing = view.group(2).split('<table id="head-view-rows">')
+    cells = [html.unescape(c) for c in re.findall(r"<td[^>]*>(.*?)</td>", figures, re.S)]
     heads = len(re.findall(r'<tr id="h-', text))
     # a row per figure: its label, the table's value, its rank, its layer's median
     assert len(cells) == 4 * len(labels), (len(cells), len(labels))
@@ -429,13 +430,22 @@ def test_a_head_named_on_the_first_screen_opens_its_own_view(first):
         assert cells[4 * i + 1] == values[i], (label, cells[4 * i + 1], values[i])
         assert cells[4 * i + 2] == "-" or re.fullmatch(rf"\d+ of {heads}", cells[4 * i + 2]), cells[4 * i + 2]
     assert f'<tr id="{anchor}" data-layer' in p.stdout and 'class="viewed"' in p.stdout
-    # its profile, drawn: the head's pcollapse histograms as the report holds them
-    for chart in ("head-view-gaps", "head-view-p"):
+    # its profile, drawn: the head's pcollapse histograms and its sink mass by query position as
+    # the report holds them, and its most collapsing rows, a row each
+    for chart in ("head-view-gaps", "head-view-p", "head-view-sink"):
         assert re.search(rf'<div id="{chart}"[^>]*data-drawn="1"', p.stdout), chart
     profiles = json.loads(re.search(r'id="head-profiles">(.*?)</script>', text).group(1))
     where = tuple(int(x) for x in anchor.split("-")[1:])
-    mine = [h["pcollapse"] for h in load(first[3])["heads"] if (h["layer"], h["head"], h["step"]) == where]
-    assert profiles[anchor] == [mine[0]["score_gap_histogram"], mine[0]["p_binade_histogram"]]
+    mine = [h["pcollapse"] for h in load(first[3])["heads"] if (h["layer"], h["head"], h["step"]) == where][0]
+    assert profiles[anchor][:2] == [mine["score_gap_histogram"], mine["p_binade_histogram"]]
+    assert profiles[anchor][3] == mine["position_bins"] and all(
+        x is None and y in (None, "nan") or x == pytest.approx(y, rel=5e-3)
+        for x, y in zip(profiles[anchor][2], mine["sink_mass_by_position"]))
+    body_rows = collapsing.split("<tbody>")[1].split("</table>")[0]
+    rows = [re.findall(r"<td>([^<]*)</td>", r) for r in re.findall(r"<tr>(.*?)</tr>", body_rows)]
+    assert mine["collapsing_rows"] and len(rows) == len(mine["collapsing_rows"]), (rows, mine["collapsing_rows"])
+    for cells_of, r in zip(rows, mine["collapsing_rows"]):
+        assert cells_of[:2] == [str(r["row"]), str(r["keys"])] and cells_of[2].startswith(f'{r["counted"]} ('), cells_of
     p = chromium("--dump-dom", f"file://{page}#h-no-such-head")
     body = re.search(r"<body([^>]*)>", p.stdout).group(1)
     assert "data-view" not in body and re.search(r'<aside id="head-view" hidden', p.stdout), body
