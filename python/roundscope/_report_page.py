@@ -24,7 +24,7 @@ from decimal import Decimal
 from statistics import mean
 
 from . import _report_metrics as rm
-from ._report_schema import ReportError, refuse
+from ._report_schema import PROFILE_BINS, ReportError, refuse
 
 # Colour-blind-safe (Okabe-Ito), one per series.
 COLOURS = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442", "#000000"]
@@ -70,18 +70,24 @@ SCRIPT = """
   // the first screen is painted (this script ends the body: it draws the heat maps and sets up the
   // tables and the head view first), and each Plotly chart is drawn once it is there and the
   // chart comes near the screen.
+  // After the next frame is painted; or after 50 ms where no frame comes (a headless browser
+  // running on virtual time draws none).
+  function afterPaint(f){var done=false;function once(){if(!done){done=true;f();}}
+    requestAnimationFrame(function(){setTimeout(once,0);});setTimeout(once,50);}
   var plotly=new Promise(function(ready,missing){
     var src=document.body.dataset.plotly;
     if(!src){missing('no Plotly script named for the page');return;}
-    requestAnimationFrame(function(){setTimeout(function(){
+    afterPaint(function(){
       var tag=document.createElement('script');tag.src=src;
       tag.addEventListener('load',function(){ready();});
       tag.addEventListener('error',function(){missing('the Plotly script did not load: '+src);});
-      document.head.appendChild(tag);},0);});
+      document.head.appendChild(tag);});
   });
   plotly.catch(fail);
-  // A cell's value: its data-v (exact), else its text where that is the number itself.
-  function key(td){var v=td.getAttribute('data-v');return v===null?td.textContent:v;}
+  // A cell's value: its data-v (exact), else its text (before any standard error) where that is
+  // the number itself.
+  function key(td){var v=td.getAttribute('data-v');
+    return v!==null?v:td.firstChild&&td.firstChild.nodeType===3?td.firstChild.nodeValue:td.textContent;}
   function num(t){t=t.trim();if(t==='nan')return NaN;if(t==='inf'||t==='-inf')return t==='inf'?Infinity:-Infinity;
     return /^-?([0-9]+[.]?[0-9]*|[.][0-9]+)(e[-+]?[0-9]+)?$/i.test(t)?Number(t):null;}
   function sortBy(th){
@@ -144,6 +150,11 @@ SCRIPT = """
   // head names, a heat map's cell) or a page address ending in the row's id.
   var meta=JSON.parse(document.getElementById('head-metrics').textContent);
   var profiles=JSON.parse(document.getElementById('head-profiles').textContent);
+  // a profile as rm.profile made it: histograms padded back to their bins, the shared parts put back
+  function profileOf(id){var p=profiles.heads[id],bins=profiles.bins;
+    var out=[0,1].map(function(i){var h=p[i].slice();while(bins>h.length)h.push(0);return h;});
+    if(p.length===2)return out;
+    var shared=profiles.shared[p[3]];return out.concat([p[2],shared[0],p[4],shared[1]]);}
   var view=document.getElementById('head-view'),viewBody=document.getElementById('head-view-body');
   function value(td){return num(key(td));}
   function badness(m,x){if(isNaN(x))return -Infinity;
@@ -236,7 +247,7 @@ SCRIPT = """
       cell(tr,mine.length?String(Number(mine[Math.floor(mine.length/2)].toPrecision(4))):'-');
     });
     view.hidden=false;  // shown before its charts are drawn: Plotly sizes them to the view
-    if(Object.prototype.hasOwnProperty.call(profiles,id))drawProfile(profiles[id]);
+    if(Object.prototype.hasOwnProperty.call(profiles.heads,id))drawProfile(profileOf(id));
     document.body.dataset.view=id;
   }
   document.getElementById('head-view-close').addEventListener('click',function(){show(null);});
@@ -260,8 +271,7 @@ SCRIPT = """
   var onScreen=charts.filter(function(c){
     return window.innerHeight>document.getElementById(c.id).getBoundingClientRect().top;});
   var screenLeft=onScreen.length;
-  function screenDrawn(){requestAnimationFrame(function(){setTimeout(function(){
-    document.body.dataset.screenMs=Math.round(performance.now());paint();},0);});}
+  function screenDrawn(){afterPaint(function(){document.body.dataset.screenMs=Math.round(performance.now());paint();});}
   if(!screenLeft)screenDrawn();
   function draw(c){
     if(c.started)return;c.started=true;
@@ -521,7 +531,7 @@ class Page:
     # -- tables -------------------------------------------------------------------------
     @staticmethod
     def error_span(e) -> str:
-        return "" if e is None else f' <span class="se">&plusmn; {fmt(e, 2)}</span>'
+        return "" if e is None else f' <span class="se">\u00b1 {fmt(e, 2)}</span>'
 
     def cell(self, m, h) -> str:
         v = m.value(h)
@@ -529,7 +539,7 @@ class Page:
             return "<td>-</td>"
         text, error = fmt(v, 4), self.error_span(m.error(h))
         # the value for sorting and the head view: the text where it is the value, else data-v
-        exact = not error and NUMBER.fullmatch(text) is not None and float(text) == v
+        exact = NUMBER.fullmatch(text) is not None and float(text) == v
         attribute = "" if exact else f' data-v="{v!r}"'
         return f'<td{attribute}{BAD if m.bad(v) else ""}>{text}{error}</td>'
 
@@ -611,10 +621,24 @@ class Page:
         return json.dumps(meta).replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
 
     def head_profiles(self) -> str:
-        """{row id: [score gaps, P binades]} for the heads of the table that have a profile (the
-        per-head view draws them; counts only, so no markup can be in them)."""
-        profiles = {html.unescape(self.anchor(h)): h["profile"] for h in self.heads[:TABLE_ROWS] if h.get("profile")}
-        return json.dumps(profiles, separators=(",", ":")).replace("&", "\\u0026").replace("<", "\\u003c") \
+        """{"heads": {row id: profile}, "shared": [...]} for the heads of the table that have a profile
+        (rm.profile; the per-head view draws them): each histogram without its trailing zeros, and
+        the position bins' starts and the collapsing rows' run, the same for most heads, once in
+        "shared" with the profile holding its index (numbers and two fixed words only, so no markup
+        can be in them)."""
+        shared: dict[str, int] = {}
+        heads = {}
+        for h in self.heads[:TABLE_ROWS]:
+            p = h.get("profile")
+            if not p:
+                continue
+            p = [_trimmed(p[0]), _trimmed(p[1])] + p[2:]
+            if len(p) == 6:
+                key = json.dumps([p[3], p[5]])
+                p = p[:3] + [shared.setdefault(key, len(shared)), p[4]]
+            heads[html.unescape(self.anchor(h))] = p
+        data = {"bins": PROFILE_BINS, "heads": heads, "shared": [json.loads(k) for k in shared]}
+        return json.dumps(data, separators=(",", ":")).replace("&", "\\u0026").replace("<", "\\u003c") \
             .replace(">", "\\u003e")
 
     def sampling_note(self) -> str:
@@ -654,6 +678,14 @@ class Page:
             f"<script type=\"application/json\" id=\"head-profiles\">{self.head_profiles()}</script>"
             f"<script>{SCRIPT}</script>"
             "</body></html>\n")
+
+
+def _trimmed(counts):
+    """A histogram without its trailing zeros (the page pads it back)."""
+    n = len(counts)
+    while n and counts[n - 1] == 0:
+        n -= 1
+    return counts[:n]
 
 
 def _escaped(x):
@@ -722,8 +754,8 @@ def main(argv):
     if not os.path.exists(beside):
         with replacing(beside, "wb") as (f, _):
             f.write(script)
-    with replacing(argv[2], "w") as (f, _):  # whole or not at all
-        f.write(text)
+    with replacing(argv[2], "wb") as (f, _):  # whole or not at all; UTF-8 whatever the locale, as the page says
+        f.write(text.encode("utf-8"))
 
 
 if __name__ == "__main__":

@@ -437,10 +437,11 @@ def test_a_head_named_on_the_first_screen_opens_its_own_view(first):
     profiles = json.loads(re.search(r'id="head-profiles">(.*?)</script>', text).group(1))
     where = tuple(int(x) for x in anchor.split("-")[1:])
     mine = [h["pcollapse"] for h in load(first[3])["heads"] if (h["layer"], h["head"], h["step"]) == where][0]
-    assert profiles[anchor][:2] == [mine["score_gap_histogram"], mine["p_binade_histogram"]]
-    assert profiles[anchor][3] == mine["position_bins"] and all(
-        x is None and y in (None, "nan") or x == pytest.approx(y, rel=5e-3)
-        for x, y in zip(profiles[anchor][2], mine["sink_mass_by_position"]))
+    profile, bins = profiles["heads"][anchor], profiles["bins"]
+    assert [p + [0] * (bins - len(p)) for p in profile[:2]] == [mine["score_gap_histogram"], mine["p_binade_histogram"]]
+    assert profiles["shared"][profile[3]] == [mine["position_bins"], ["forward", 1.0]]
+    assert all(x is None and y in (None, "nan") or x == pytest.approx(y, rel=5e-3)
+               for x, y in zip(profile[2], mine["sink_mass_by_position"]))
     body_rows = collapsing.split("<tbody>")[1].split("</table>")[0]
     rows = [re.findall(r"<td>([^<]*)</td>", r) for r in re.findall(r"<tr>(.*?)</tr>", body_rows)]
     assert mine["collapsing_rows"] and len(rows) == len(mine["collapsing_rows"]), (rows, mine["collapsing_rows"])
