@@ -79,7 +79,7 @@ SCRIPT = """
     if(!src){missing('no Plotly script named for the page');return;}
     afterPaint(function(){
       var tag=document.createElement('script');tag.src=src;
-      tag.addEventListener('load',function(){ready();});
+      tag.addEventListener('load',function(){document.body.dataset.plotlyMs=Math.round(performance.now());ready();});
       tag.addEventListener('error',function(){missing('the Plotly script did not load: '+src);});
       document.head.appendChild(tag);});
   });
@@ -259,7 +259,8 @@ SCRIPT = """
   // The Plotly charts, each drawn once Plotly is there and it is within a screen of the view
   // (every one at once for printing, or with ?draw=all in the address). Timings for the tests and
   // docs/performance.md on the body: data-paint-ms (first text painted), data-screen-ms (the first
-  // screen drawn: its heat maps and any chart on it), data-draw-ms (every chart drawn).
+  // screen drawn: its heat maps and any chart on it), data-plotly-ms (Plotly's script run),
+  // data-draw-ms (every chart drawn).
   charts.forEach(function(c){c.data.forEach(function(t){
     if(t.label_index){t.text=t.label_index.map(function(i){return drawing.labels[i];});delete t.label_index;}});});
   document.body.dataset.charts=charts.length;document.body.dataset.drawn=0;

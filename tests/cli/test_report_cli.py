@@ -15,6 +15,7 @@ import re
 import shutil
 import struct
 import subprocess
+import sys
 
 import pytest
 
@@ -391,6 +392,12 @@ def test_the_page_loads_only_its_library_beside_it_and_its_charts_draw(first, tm
     charts, drawn = (int(re.search(rf'data-{k}="(\d+)"', body).group(1)) for k in ("charts", "drawn"))
     assert charts >= 4 and drawn == charts and "data-errors" not in body, body
     assert p.stdout.count('class="main-svg"') >= charts, "Plotly's SVG in every chart"
+    # The same on the wall clock, no virtual time (the tool docs/performance.md's timings come from)
+    tool = os.path.join(os.path.dirname(__file__), "..", "..", "tools", "bench", "page_timing.py")
+    p = subprocess.run([sys.executable, tool, str(page), "--runs", "1", "--all"], capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0 and re.fullmatch(
+        rf"run 1: paintMs \d+, screenMs \d+, plotlyMs \d+, drawMs \d+; charts {charts}/{charts}\n", p.stdout), p
     # The screenshot: the charts' colours are on it (the first series' Okabe-Ito blue), drawn as
     # they come near the screen.
     png = tmp_path / "report.png"
