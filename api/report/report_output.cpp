@@ -117,10 +117,18 @@ struct FileComparison {
                 to[recipe].push_back(api::compare_part_from_json(part));
         }
     }
-    // One head's result: its compare and its groups' (taken out of the result).
+    // One head's result: its compare and its groups' (taken out of the result), leaving the head
+    // its own worst elements (the per-head view's) and bits matched, per recipe and output.
     void add(std::size_t f, nlohmann::json& r) {
         file = f;
         add_parts(parts, r["compare"]);
+        nlohmann::json worst = nlohmann::json::object();
+        for (const auto& [recipe, part] : r["compare"].items()) {
+            if (part.contains("skipped")) continue;
+            for (const auto& [name, o] : part["outputs"].items())
+                worst[recipe][name] = {{"matched", o["matched"]}, {"total", o["total"]}, {"worst", o["worst"]}};
+        }
+        r["compare_worst"] = worst;
         r.erase("compare");
         if (r.contains("sampling_error")) r["sampling_error"].erase("compare");
         if (!r.contains("sample") || !r["sample"].contains("group_compare")) return;

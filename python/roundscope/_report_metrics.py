@@ -258,7 +258,7 @@ def read_report(path):
             up = sample_scale(h)
             heads.append({"file": h["file"], "layer": h.get("layer"), "step": h.get("step"), "head": h["head"],
                           "values": {m.name: _scaled(m, m.get(h, h), up) for m in candidates},
-                          "profile": profile(h)})
+                          "profile": profile(h), "worst": worst_element(h)})
             if isinstance(h.get("sampling_error"), dict):
                 heads[-1]["errors"] = {m.name: _scaled(m, m.get(h, h["sampling_error"]), up) for m in candidates}
         compare += [_slim_compare(c) for c in content.get("compare", [])]
@@ -283,6 +283,28 @@ def profile(head):
                 [[r["row"], r["keys"], r["counted"], _digits(r.get("sink_mass"))] for r in p["collapsing_rows"]],
                 [order, scale if scale is not None and math.isfinite(scale) else None]]
     return out
+
+
+def worst_element(head):
+    """The head's element of O furthest from the exact attention, as the per-head view shows it:
+    [recipe, its share of O's bits, row, column, kernel, truth, recipe's value, ulps from it (None:
+    not finite)] for the recipe that matches most of the head's O (the first on a tie); None where
+    the report has no compare for the head (checked by check_layer)."""
+    best = None
+    for recipe, outputs in (head.get("compare_worst") or {}).items():
+        o = outputs.get("o")
+        if not o or not o["worst"] or not o["total"]:
+            continue
+        share = o["matched"] / o["total"]
+        if best is None or share > best[1]:
+            best = (recipe, share, o["worst"][0])
+    if best is None:
+        return None
+    recipe, share, w = best
+    index = w["index"]
+    values = [w[k] if isinstance(w[k], str) else figure(w[k]) for k in ("kernel", "truth", "recipe")]
+    return [recipe, round(share, 4), index[-2] if len(index) >= 2 else None, index[-1] if index else None,
+            *values, w.get("ulp")]
 
 
 def _digits(x):

@@ -212,6 +212,23 @@ SCRIPT = """
       cell(tr,r[2]+' ('+Number((100*r[2]/r[1]).toPrecision(3))+'%)');cell(tr,r[3]===null?'-':String(r[3]));});
     viewBody.appendChild(t);
   }
+  // The head's element of O furthest from the exact attention, beside the recipe nearest the
+  // kernel on the head's O (rm.worst_element).
+  function showWorst(w){
+    var h=document.createElement('h3');h.textContent='The worst element of O';viewBody.appendChild(h);
+    var p=document.createElement('p');p.className='note';
+    p.textContent='The value of the kernel furthest from the exact attention'+
+      (document.body.dataset.sampled?' among the sampled rows':'')+', beside '+w[0]+', the recipe that matches '+
+      Number((100*w[1]).toPrecision(4))+'% of the O of this head bit for bit (the layer files of report.json keep '+
+      'the four worst of each output and recipe).';
+    viewBody.appendChild(p);
+    var t=document.createElement('table'),head=document.createElement('thead'),tr=document.createElement('tr');
+    head.appendChild(tr);['row','column','kernel','exact',w[0],'ulps from it'].forEach(function(c){cell(tr,c);});
+    t.appendChild(head);var body=document.createElement('tbody');t.appendChild(body);t.id='head-view-worst';
+    tr=document.createElement('tr');body.appendChild(tr);
+    w.slice(2).forEach(function(x){cell(tr,x===null?'-':String(x));});
+    viewBody.appendChild(t);
+  }
   function show(id){
     var row=id?document.getElementById(id):null;
     document.querySelectorAll('tr.viewed').forEach(function(r){r.classList.remove('viewed');});
@@ -248,6 +265,7 @@ SCRIPT = """
     });
     view.hidden=false;  // shown before its charts are drawn: Plotly sizes them to the view
     if(Object.prototype.hasOwnProperty.call(profiles.heads,id))drawProfile(profileOf(id));
+    if(Object.prototype.hasOwnProperty.call(profiles.worst,id))showWorst(profiles.worst[id]);
     document.body.dataset.view=id;
   }
   document.getElementById('head-view-close').addEventListener('click',function(){show(null);});
@@ -622,11 +640,12 @@ class Page:
         return json.dumps(meta).replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
 
     def head_profiles(self) -> str:
-        """{"heads": {row id: profile}, "shared": [...]} for the heads of the table that have a profile
-        (rm.profile; the per-head view draws them): each histogram without its trailing zeros, and
-        the position bins' starts and the collapsing rows' run, the same for most heads, once in
-        "shared" with the profile holding its index (numbers and two fixed words only, so no markup
-        can be in them)."""
+        """{"heads": {row id: profile}, "shared": [...], "worst": {row id: element}} for the heads of
+        the table that have a profile (rm.profile; the per-head view draws them): each histogram
+        without its trailing zeros, and the position bins' starts and the collapsing rows' run, the
+        same for most heads, once in "shared" with the profile holding its index; and each head's
+        element of O furthest from the truth (rm.worst_element). Shown as text; '&', '<' and '>'
+        written as JSON escapes, so no markup can be in it."""
         shared: dict[str, int] = {}
         heads = {}
         for h in self.heads[:TABLE_ROWS]:
@@ -638,7 +657,8 @@ class Page:
                 key = json.dumps([p[3], p[5]])
                 p = p[:3] + [shared.setdefault(key, len(shared)), p[4]]
             heads[html.unescape(self.anchor(h))] = p
-        data = {"bins": PROFILE_BINS, "heads": heads, "shared": [json.loads(k) for k in shared]}
+        worst = {html.unescape(self.anchor(h)): h["worst"] for h in self.heads[:TABLE_ROWS] if h.get("worst")}
+        data = {"bins": PROFILE_BINS, "heads": heads, "shared": [json.loads(k) for k in shared], "worst": worst}
         return json.dumps(data, separators=(",", ":")).replace("&", "\\u0026").replace("<", "\\u003c") \
             .replace(">", "\\u003e")
 

@@ -126,6 +126,34 @@ def _collapsing_rows(x, where):
         _share_or_none(row.get("sink_mass"), _at(at, "sink_mass"))
 
 
+def _figure(x, where):
+    """A JSON number, or "nan", "inf", "-inf" (how the report writes those)."""
+    if x in ("nan", "inf", "-inf"):
+        return x
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        _fail(where, "is not a number, \"nan\", \"inf\" or \"-inf\"")
+    return x
+
+
+def _compare_worst(x, where):
+    """A head's own worst elements, per recipe and output: {"matched", "total", "worst": [{"index",
+    "kernel", "truth", "recipe", "ulp"}]}."""
+    for recipe, outputs in _dict(x, where).items():
+        for name, o in _dict(outputs, _at(where, recipe)).items():
+            at = _at(_at(where, recipe), name)
+            if _count(_dict(o, at).get("matched"), _at(at, "matched")) > _count(o.get("total"), _at(at, "total")):
+                _fail(_at(at, "matched"), "is more than total")
+            for i, w in enumerate(_list(o.get("worst"), _at(at, "worst"))):
+                element = _at(_at(at, "worst"), i)
+                _dict(w, element)
+                for k, c in enumerate(_list(w.get("index"), _at(element, "index"))):
+                    _count(c, _at(_at(element, "index"), k))
+                for key in ("kernel", "truth", "recipe"):
+                    _figure(w.get(key), _at(element, key))
+                if w.get("ulp") is not None:
+                    _count(w.get("ulp"), _at(element, "ulp"))
+
+
 def _optional(obj, key, check, where, *args):
     if key in obj:
         check(obj[key], _at(where, key), *args)
@@ -208,6 +236,7 @@ def check_layer(content, path: str) -> None:
             if "sink_mass_by_position" in p:
                 _by_position(p, at)
             _optional(p, "collapsing_rows", _collapsing_rows, at)
+        _optional(head, "compare_worst", _compare_worst, where)
     for c, where in _items(content, "compare", top):
         _str(c.get("file"), _at(where, "file"))
         _where_and_when(c, where)

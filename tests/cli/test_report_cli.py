@@ -454,6 +454,15 @@ def test_a_head_named_on_the_first_screen_opens_its_own_view(first):
     assert mine["collapsing_rows"] and len(rows) == len(mine["collapsing_rows"]), (rows, mine["collapsing_rows"])
     for cells_of, r in zip(rows, mine["collapsing_rows"]):
         assert cells_of[:2] == [str(r["row"]), str(r["keys"])] and cells_of[2].startswith(f'{r["counted"]} ('), cells_of
+    # and its element of O furthest from the truth, beside the recipe that matches most of its O
+    compared = [h["compare_worst"] for h in load(first[3])["heads"] if (h["layer"], h["head"], h["step"]) == where][0]
+    recipe = max(compared, key=lambda x: compared[x]["o"]["matched"])  # the first on a tie (dicts keep order)
+    w = compared[recipe]["o"]["worst"][0]
+    shown = re.findall(r"<td>([^<]*)</td>", re.search(r'<table id="head-view-worst">.*?<tbody>(.*?)</tbody>',
+                                                      view.group(2), re.S).group(1))
+    expected = [w["index"][-2], w["index"][-1], *(w[k] for k in ("kernel", "truth", "recipe")), w["ulp"]]
+    assert [float(x) for x in shown] == expected, (shown, w)  # the same doubles (JS and Python write exponents apart)
+    assert f"beside {recipe}, the recipe that matches" in html.unescape(view.group(2))
     p = chromium("--dump-dom", f"file://{page}#h-no-such-head")
     body = re.search(r"<body([^>]*)>", p.stdout).group(1)
     assert "data-view" not in body and re.search(r'<aside id="head-view" hidden', p.stdout), body
