@@ -193,7 +193,7 @@ SCRIPT = """
     viewBody.appendChild(div);
     plotly.then(function(){return Plotly.newPlot(div,[{type:'bar',x:starts.map(String),y:sinks,
       marker:{color:'#009E73'},name:'',hovertemplate:'rows from %{x}: %{y}'}],
-      {title:{text:'mass on the sink by query position (mean of the rows from each position on)',font:{size:12}},
+      {title:{text:'sink mass by query position (rows from each on)',font:{size:12}},
        margin:{l:50,r:10,t:40,b:40},yaxis:{range:[0,1],title:{text:'share'}},
        xaxis:{type:'category',title:{text:'query position'}}},
       {displayModeBar:false,responsive:true});}).then(function(){div.dataset.drawn='1';},fail);
@@ -273,7 +273,9 @@ SCRIPT = """
   document.addEventListener('click',function(e){var a=e.target.closest('a[href^="#h-"]');
     if(a)show(decodeURIComponent(a.getAttribute('href').slice(1)));
     var td=e.target.closest('table.heat td[data-view]');if(td){location.hash=td.dataset.view;show(td.dataset.view);}});
-  if(location.hash.indexOf('#h-')===0)show(decodeURIComponent(location.hash.slice(1)));
+  function fromAddress(){if(location.hash.indexOf('#h-')===0)show(decodeURIComponent(location.hash.slice(1)));}
+  window.addEventListener('hashchange',fromAddress);  // an address typed or the back button
+  fromAddress();
   // The Plotly charts, each drawn once Plotly is there and it is within a screen of the view
   // (every one at once for printing, or with ?draw=all in the address). Timings for the tests and
   // docs/performance.md on the body: data-paint-ms (first text painted), data-screen-ms (the first
