@@ -13,6 +13,7 @@
 #include "api/argument_checks.hpp"
 #include "api/argument_error.hpp"
 #include "api/python_script.hpp"
+#include "api/report/fitted_recipe.hpp"
 #include "api/report/report_cache.hpp"
 #include "api/report/report_folder.hpp"
 #include "api/report/report_output.hpp"
@@ -71,6 +72,7 @@ ReportOptions options_of(const ReportRequest& r) {
         emu::validate(recipe);
         options.recipes.push_back(recipe);
     }
+    if (r.fitted) options.recipes.push_back(fitted_recipe(*r.fitted));
     options.k_sink = r.k_sink;
     options.leak_tokens = r.leak_tokens, options.headroom_emulate_within = r.headroom_within;
     options.rows = r.rows, options.seed = r.seed.value_or(0);

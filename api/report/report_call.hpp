@@ -23,6 +23,7 @@ struct ReportRequest {
     std::string dir, out = "roundscope-report";
     std::vector<std::string> recipes{"fa2-bf16", "fa3-fp8"};
     std::vector<std::string> settings;  // KEY=VALUE, for every recipe
+    std::optional<std::string> fitted;  // roundscope fit --json's file: its best recipe compared too (not --set's)
     int k_sink = 1;
     std::uint64_t leak_tokens = ReportOptions{}.leak_tokens;
     double headroom_within = ReportOptions{}.headroom_emulate_within;

@@ -38,7 +38,7 @@ namespace roundscope::cli {
 namespace {
 
 struct ReportArgs {
-    std::string dir, out = "roundscope-report", run_task_key, task_file, shard, tensorboard, tensorboard_run;
+    std::string dir, out = "roundscope-report", run_task_key, task_file, shard, tensorboard, tensorboard_run, fitted;
     std::vector<std::string> recipes{"fa2-bf16", "fa3-fp8"};
     std::vector<std::string> settings;  // --set KEY=VALUE, for every recipe
     int k_sink = 1, threads = 0;
@@ -64,6 +64,7 @@ void check_report_args(const ReportArgs& a) {
 api::ReportRequest request_of(const ReportArgs& a) {
     api::ReportRequest r;
     r.dir = a.dir, r.out = a.out, r.recipes = a.recipes, r.settings = a.settings;
+    if (!a.fitted.empty()) r.fitted = a.fitted;
     r.k_sink = a.k_sink, r.leak_tokens = a.leak_tokens, r.headroom_within = a.headroom_within;
     r.rows = a.rows;
     if (a.seed_given) r.seed = a.seed;
@@ -167,6 +168,9 @@ void add_report_command(CLI::App& app) {
                 emu::apply_setting(r, key_value);
             },
             "KEY=VALUE"));
+    cmd->add_option("--fitted", a->fitted,
+                    "FIT.json: also compare against the recipe `roundscope fit DUMP --json > FIT.json` found for "
+                    "the kernel, named 'fitted' (--set leaves it as it is)");
     cmd->add_option("--k-sink", a->k_sink, "Sink tokens (the first keys) for P-collapse")
         ->check(integer_in(1, 1 << 20))
         ->capture_default_str();

@@ -18,6 +18,7 @@ api::ReportRequest request_of(const std::string& dir, const std::string& out, Ke
     r.dir = dir, r.out = out;
     if (auto v = k.texts("recipe")) r.recipes = *v;
     if (auto v = k.settings("settings")) r.settings = *v;
+    r.fitted = k.text("fitted");
     if (auto v = k.integer("k_sink")) r.k_sink = static_cast<int>(checked("k_sink", *v, api::ranges::k_sink));
     if (auto v = k.integer("rows")) r.rows = static_cast<std::uint64_t>(checked("rows", *v, api::ranges::report_rows));
     r.seed = k.seed("seed");

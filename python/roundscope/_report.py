@@ -41,21 +41,24 @@ def load_report(out: str | os.PathLike = "roundscope-report") -> dict:
 
 def list_tasks(dir: str | os.PathLike, out: str | os.PathLike = "roundscope-report", *,
                recipe: Sequence[str] | None = None, settings: Mapping | None = None, k_sink: int | None = None,
-               rows: int | None = None, seed: int | None = None) -> list[dict]:
+               rows: int | None = None, seed: int | None = None, fitted: str | os.PathLike | None = None) -> list[dict]:
     """The report's tasks (`roundscope report --list-tasks`): [{"key", "file", "head"}], one a
     head (a file's compare is gathered from its heads'), in the order --shard counts them."""
-    options = dict(recipe=recipe, settings=settings, k_sink=k_sink, rows=rows, seed=seed)
+    options = dict(recipe=recipe, settings=settings, k_sink=k_sink, rows=rows, seed=seed,
+                   fitted=None if fitted is None else os.fsdecode(fitted))
     listed = cast(dict[str, Any], _core.report_task_list(os.fsdecode(dir), os.fsdecode(out), **options))
     return list(listed["tasks"])
 
 
 def run_task(dir: str | os.PathLike, key: str, file: str | os.PathLike | None = None, *,
              recipe: Sequence[str] | None = None, settings: Mapping | None = None, k_sink: int | None = None,
-             rows: int | None = None, seed: int | None = None, threads: int = 1) -> dict:
+             rows: int | None = None, seed: int | None = None, fitted: str | os.PathLike | None = None,
+             threads: int = 1) -> dict:
     """One task's result (`roundscope report --run-task KEY`), what OUT/cache/KEY.json holds:
     for an engine of your own. With `file` (the task's, as list_tasks names it) only that file
     is read; a ValueError if it changed since (no such task)."""
-    options = dict(recipe=recipe, settings=settings, k_sink=k_sink, rows=rows, seed=seed)
+    options = dict(recipe=recipe, settings=settings, k_sink=k_sink, rows=rows, seed=seed,
+                   fitted=None if fitted is None else os.fsdecode(fitted))
     task_file = None if file is None else os.fsdecode(file)
     return cast(dict[str, Any], _core.report_run_task(os.fsdecode(dir), key, file=task_file, **options,
                                                       threads=threads))
@@ -110,7 +113,7 @@ def _gather(client, dir, out, options: dict, progress, every: float) -> int:
 
 def report(dir: str | os.PathLike, out: str | os.PathLike = "roundscope-report", *,
            recipe: Sequence[str] | None = None, settings: Mapping | None = None, k_sink: int | None = None,
-           rows: int | None = None, seed: int | None = None, client=None,
+           rows: int | None = None, seed: int | None = None, fitted: str | os.PathLike | None = None, client=None,
            threads: int = 0, shard: str | None = None, tensorboard: str | os.PathLike | None = None,
            tensorboard_run: str | None = None, tensorboard_heads: bool = False, html: bool = True,
            progress: Callable[[int, int, float], None] | None = print_progress,
@@ -129,8 +132,11 @@ def report(dir: str | os.PathLike, out: str | os.PathLike = "roundscope-report",
     name), per layer (`METRIC/layerLL`; tensorboard_heads=True: each head's scalar too). rows:
     each head's analyses on a sample of that many query rows (at least 32), drawn from seed, every
     figure with its sampling error (`--rows`, `--seed`). settings: recipe keys changed in every
-    recipe, as --set does (o_format=f32 to compare a float32 model's dumps)."""
-    options = dict(recipe=recipe, settings=settings, k_sink=k_sink, rows=rows, seed=seed)
+    recipe, as --set does (o_format=f32 to compare a float32 model's dumps). fitted: the file
+    `roundscope fit DUMP --json` wrote, whose best recipe is compared too, named "fitted"
+    (`--fitted`; settings leave it as it is)."""
+    options = dict(recipe=recipe, settings=settings, k_sink=k_sink, rows=rows, seed=seed,
+                   fitted=None if fitted is None else os.fsdecode(fitted))
     if client is not None and shard is not None:
         raise ValueError("shard: the cluster runs every task; give shard or client, not both")
     cluster_tasks = None

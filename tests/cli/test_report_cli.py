@@ -571,6 +571,43 @@ def test_bad_input_gets_one_line_before_anything_is_written(cli, dumps, tmp_path
     assert not any((tmp_path / d).exists() for d in ("s", "t", "tb")), "before any work"
 
 
+def test_the_recipe_fit_found_is_compared_as_fitted(cli, dumps, tmp_path):
+    """`report --fitted FIT.json` compares the kernel against the recipe `roundscope fit` found
+    for it, beside the presets: here the dumps' own fa2-bf16 against fa3-fp8 alone, so that the
+    fitted recipe is the nearest, matches every bit, and the first screen has no unmatched kernel.
+    Anything but fit's JSON is refused in one line before any work."""
+    fit = tmp_path / "fit.json"
+    p = cli.run("fit", dumps / "step0_layer0.safetensors", "--from", "fa2-bf16", "--from", "fa3-bf16",
+                "--max-evaluations", "80", "--json")
+    fit.write_text(p.stdout)
+    best = json.loads(p.stdout)["best"]
+    out = tmp_path / "fitted"
+    cli.run("report", dumps, "-o", out, "--recipe", "fa3-fp8", "--fitted", fit, "--json", timeout=900)
+    r = load(out)
+    recipes = {x["name"]: x["settings"] for x in r["options"]["recipes"]}
+    assert list(recipes) == ["fa3-fp8", "fitted"] and best["preset"] == "fa2-bf16", (recipes, best)
+    assert all(recipes["fitted"][k] == v for k, v in best["settings"].items())
+    for c in r["compare"]:
+        o = c["compare"]["fitted"]["outputs"]["o"]
+        assert o["matched"] == o["total"], (c["file"], o["matched"], o["total"])
+    page = (out / "report.html").read_text()
+    assert "match no compared recipe" not in page and "fitted (nearest)" in page
+    # refused, one line, nothing written
+    (tmp_path / "garbage.json").write_text("{not json")
+    (tmp_path / "nobest.json").write_text('{"candidates": []}')
+    (tmp_path / "preset.json").write_text('{"best": {"preset": "no-such-preset", "settings": {}}}')
+    (tmp_path / "key.json").write_text('{"best": {"preset": "fa2-bf16", "settings": {"no_such_key": "1"}}}')
+    (tmp_path / "value.json").write_text('{"best": {"preset": "fa2-bf16", "settings": {"exp2": 3}}}')
+    os.mkfifo(tmp_path / "fifo.json")
+    for name, why in (("garbage.json", "not the JSON of roundscope fit"), ("nobest.json", "no \"best\""),
+                      ("preset.json", "no-such-preset"), ("key.json", "no_such_key"), ("value.json", "exp2"),
+                      ("fifo.json", "not a regular file"), ("missing.json", "not a regular file"),
+                      ("", "not a regular file")):
+        message = cli.error("report", dumps, "-o", tmp_path / "r", "--fitted", tmp_path / name)
+        assert "fitted" in message and why in message and message.count("\n") <= 1, (name, message)
+    assert not (tmp_path / "r").exists(), "before any work"
+
+
 def test_what_would_stop_the_report_late_stops_it_first(cli, dumps, tmp_path):
     """A kernel output of the wrong shape, a mask a recipe cannot take, a step beyond 64 bits, and
     a folder where report.json goes are errors before the first task; an output in another dtype

@@ -40,6 +40,21 @@ def test_report_matches_the_command_line(dumps, tmp_path, cli):
         assert mine[key] == theirs[key], key
 
 
+def test_a_fitted_recipe_is_compared_and_a_bad_fit_file_named(dumps, tmp_path):
+    """fitted= adds fit's best recipe (preset and settings, as `report --fitted`) named "fitted";
+    a file that is not fit's JSON is a ValueError naming the argument, before anything is written."""
+    fit = tmp_path / "fit.json"
+    fit.write_text(json.dumps({"best": {"preset": "fa2-bf16", "settings": {"kv_order": "reverse"}}}))
+    roundscope.report(dumps, tmp_path / "r", recipe=["fa3-fp8"], fitted=fit, html=False)
+    recipes = {x["name"]: x["settings"] for x in roundscope.load_report(tmp_path / "r")["options"]["recipes"]}
+    assert list(recipes) == ["fa3-fp8", "fitted"] and recipes["fitted"]["kv_order"] == "reverse"
+    assert recipes["fitted"]["block_n"] == "64", "fa2-bf16's own settings under the change"
+    fit.write_text("[]")
+    with pytest.raises(ValueError, match="fitted"):
+        roundscope.report(dumps, tmp_path / "bad", fitted=fit, html=False)
+    assert not (tmp_path / "bad").exists()
+
+
 @pytest.mark.slow  # several seconds: the full suite runs it, the fast loop does not
 def test_report_on_a_dask_cluster(dumps, tmp_path):
     distributed = pytest.importorskip("distributed")  # tools/setup.sh installs it; missing, the check below fails
