@@ -24,6 +24,21 @@ void add_position_profile(nlohmann::json& j, const std::vector<double>& sums, co
     j["position_bins"] = starts;
 }
 
+nlohmann::json collapsing_rows_json(const std::vector<analysis::CollapsingRow>& rows);
+
+// What a head (PCollapseHead) and the heads together (PCollapseResult) both report: the sink,
+// the profile, the sink by position and the rows that collapse most.
+template <class Sink>
+void add_sink_figures(nlohmann::json& j, const Sink& x) {
+    j["effective_sink_strength"] = json_number(x.sink_strength);
+    j["score_spread"] = json_number(x.score_spread);
+    j["sink_mass"] = json_number(x.sink_mass);
+    j["score_gap_histogram"] = x.score_gaps;
+    j["p_binade_histogram"] = x.p_binades;
+    j["collapsing_rows"] = collapsing_rows_json(x.collapsing_rows);
+    add_position_profile(j, x.sink_mass_sums, x.position_rows, x.problem_rows);
+}
+
 nlohmann::json collapsing_rows_json(const std::vector<analysis::CollapsingRow>& rows) {
     nlohmann::json out = nlohmann::json::array();
     for (const auto& r : rows)
@@ -93,26 +108,11 @@ nlohmann::json pcollapse_json(const analysis::PCollapseResult& r, bool with_scal
                                  {"predicted_fraction_empirical", json_number(h.runs[i].predicted_fraction_empirical)},
                                  {"closed_form_fraction", json_number(h.runs[i].closed_form_fraction)},
                                  {"counted", h.runs[i].counted}});
-        heads.push_back({{"head", h.head},
-                         {"effective_sink_strength", json_number(h.sink_strength)},
-                         {"score_spread", json_number(h.score_spread)},
-                         {"sink_mass", json_number(h.sink_mass)},
-                         {"score_gap_histogram", h.score_gaps},
-                         {"p_binade_histogram", h.p_binades},
-                         {"collapsing_rows", collapsing_rows_json(h.collapsing_rows)},
-                         {"runs", head_runs}});
-        add_position_profile(heads.back(), h.sink_mass_sums, h.position_rows, h.problem_rows);
+        heads.push_back({{"head", h.head}, {"runs", head_runs}});
+        add_sink_figures(heads.back(), h);
     }
-    nlohmann::json j{{"delta_k", r.delta_k},
-                     {"effective_sink_strength", json_number(r.sink_strength)},
-                     {"score_spread", json_number(r.score_spread)},
-                     {"sink_mass", json_number(r.sink_mass)},
-                     {"score_gap_histogram", r.score_gaps},
-                     {"p_binade_histogram", r.p_binades},
-                     {"collapsing_rows", collapsing_rows_json(r.collapsing_rows)},
-                     {"runs", runs},
-                     {"heads", heads}};
-    add_position_profile(j, r.sink_mass_sums, r.position_rows, r.problem_rows);
+    nlohmann::json j{{"delta_k", r.delta_k}, {"runs", runs}, {"heads", heads}};
+    add_sink_figures(j, r);
     if (!r.runs.empty())  // the run the collapsing rows are counted for
         j["collapsing_rows_run"] = {{"order", emu::kv_order_name(r.runs[0].order)}, {"scale", r.runs[0].scale}};
     return j;

@@ -386,7 +386,7 @@ class Page:
                 facts.setdefault(m.structural, []).append(f"{esc(m.label)} ({esc(m.threshold_text())}, "
                                                           f"{len(valued)} of {len(valued)})")
                 continue
-            order = {"max": lambda v: -v, "min": lambda v: v, "abs": lambda v: -abs(v)}[m.worst]
+            order = _worst_first(m)
             # a NaN first: no value at all is worse than any number past the threshold
             top = sorted(bad, key=lambda p: (0, 0.0) if math.isnan(p[0]) else (1, order(p[0])))[:3]
             names = ", ".join(f'<a href="#{self.anchor(h)}">layer {self.layer(h)} {esc(self.label(h))} step '
@@ -488,7 +488,7 @@ class Page:
         if len({layer for layer, _ in cells}) < 2:
             return ""  # one layer: the chart by layer shows it
         heads = sorted({head for _, head in cells})
-        order = {"max": lambda v: -v, "min": lambda v: v, "abs": lambda v: -abs(v)}[m.worst]
+        order = _worst_first(m)
         z = [[mean(v for v, _ in cells[(layer, head)]) if (layer, head) in cells else None for head in heads]
              for layer in self.layers]
         worst = [[min(cells[(layer, head)], key=lambda p: order(p[0]))[1] if (layer, head) in cells else -1
@@ -701,6 +701,12 @@ class Page:
             f"<script type=\"application/json\" id=\"head-profiles\">{self.head_profiles()}</script>"
             f"<script>{SCRIPT}</script>"
             "</body></html>\n")
+
+
+def _worst_first(m):
+    """A sort key putting m's worst values first (its worst end: the largest, the smallest or the
+    furthest from zero)."""
+    return {"max": lambda v: -v, "min": lambda v: v, "abs": lambda v: -abs(v)}[m.worst]
 
 
 def _trimmed(counts):
