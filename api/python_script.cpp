@@ -6,11 +6,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <optional>
 
 #include "lib/error.hpp"
@@ -64,22 +65,40 @@ std::string python_path() {
     return path;
 }
 
-std::string last_line(const std::string& path) {
-    std::ifstream in(path);
-    std::string line, last;
-    while (std::getline(in, line))
-        if (!line.empty()) last = line;
+// The last non-empty line of what was written to `fd` (rewound first).
+std::string last_line(int fd) {
+    std::string text;
+    char buffer[4096];
+    ::lseek(fd, 0, SEEK_SET);
+    for (ssize_t n; (n = ::read(fd, buffer, sizeof buffer)) != 0;) {
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) break;
+        text.append(buffer, static_cast<std::size_t>(n));
+    }
+    std::string last;
+    for (std::size_t begin = 0; begin < text.size();) {
+        const std::size_t end = std::min(text.find('\n', begin), text.size());
+        if (end > begin) last = text.substr(begin, end - begin);
+        begin = end + 1;
+    }
     return last;
 }
 
 // Runs the project's Python with `arguments` (its standard input: `input`) and waits for it;
 // true if it exited 0. `why`: the last line it wrote to standard error.
 bool run_python(const std::vector<std::string>& arguments, const std::string& input, std::string& why) {
+    // The script's standard error goes to a file that has no name once made (nothing to leave
+    // behind), held open to read its last line.
     char log[] = "/tmp/roundscope-python-XXXXXX";
-    const int log_fd = mkstemp(log);
+    int log_fd = -1;
+    {
+        const CleanupSignalsHeld held;
+        log_fd = ::mkstemp(log);
+        if (log_fd >= 0) ::unlink(log);
+    }
     int in[2] = {-1, -1};
     if (log_fd < 0 || ::pipe(in) != 0) {
-        if (log_fd >= 0) ::close(log_fd), std::remove(log);
+        if (log_fd >= 0) ::close(log_fd);
         why = "cannot start Python (no temporary file or pipe)";
         return false;
     }
@@ -127,9 +146,8 @@ bool run_python(const std::vector<std::string>& arguments, const std::string& in
         while (pid > 0 && ::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
         }
     }
-    ::close(log_fd);
-    why = last_line(log);
-    std::remove(log);
+    why = log_fd >= 0 ? last_line(log_fd) : std::string();
+    if (log_fd >= 0) ::close(log_fd);
     return pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 

@@ -1,5 +1,6 @@
 #include "lib/file_write.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -27,6 +28,8 @@ struct PendingFile {
     char path[max_path] = {};
 };
 std::array<PendingFile, max_open_files> pending;
+constexpr int max_folders = 8;
+std::array<PendingFile, max_folders> pending_folders;
 
 // The child processes to end before the files are removed (0: a free slot).
 constexpr int max_children = 16;
@@ -42,9 +45,55 @@ void end_children() noexcept {
     }
 }
 
+// `name` in the folder `parent`, removed with what it holds down to `depth` levels of folders;
+// async-signal-safe (system calls only: no allocation, no opendir).
+void remove_tree(int parent, const char* name, int depth) noexcept {
+    const int fd = depth < 0 ? -1 : ::openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+        ::unlinkat(parent, name, 0);
+        return;
+    }
+    alignas(8) char buffer[4096];
+    // Entries removed while listing may shift the listing: list again until a pass finds none.
+    for (bool removed = true; removed;) {
+        removed = false;
+        ::lseek(fd, 0, SEEK_SET);
+        for (ssize_t n; (n = ::getdents64(fd, buffer, sizeof buffer)) > 0;) {
+            for (ssize_t at = 0; at < n;) {
+                const auto* entry = reinterpret_cast<const struct dirent64*>(buffer + at);
+                at += entry->d_reclen;
+                const char* leaf = entry->d_name;
+                if (leaf[0] == '.' && (leaf[1] == 0 || (leaf[1] == '.' && leaf[2] == 0))) continue;
+                remove_tree(fd, leaf, depth - 1);
+                removed = true;
+            }
+        }
+    }
+    ::close(fd);
+    ::unlinkat(parent, name, AT_REMOVEDIR);
+}
+
+int remember_in(std::span<PendingFile> table, const std::string& path) {
+    if (path.size() >= max_path) return -1;
+    for (std::size_t i = 0; i < table.size(); ++i) {
+        bool expected = false;
+        PendingFile& f = table[i];
+        if (f.used.load() || !f.used.compare_exchange_strong(expected, true)) continue;
+        std::memcpy(f.path, path.c_str(), path.size() + 1);
+        return static_cast<int>(i);
+    }
+    return -1;  // more at once than the table holds: still removed on errors, not on signals
+}
+
+void remove_pending_folders() noexcept {
+    for (PendingFile& f : pending_folders)
+        if (f.used.load()) remove_tree(AT_FDCWD, f.path, 2);
+}
+
 extern "C" void remove_pending_and_reraise(int signal) {
     end_children();
     remove_pending_files();
+    remove_pending_folders();
     std::signal(signal, SIG_DFL);
     std::raise(signal);
 }
@@ -64,17 +113,7 @@ void install_cleanup_handlers() {
     });
 }
 
-int remember(const std::string& path) {
-    if (path.size() >= max_path) return -1;
-    for (int i = 0; i < max_open_files; ++i) {
-        bool expected = false;
-        PendingFile& f = pending[static_cast<std::size_t>(i)];
-        if (f.used.load() || !f.used.compare_exchange_strong(expected, true)) continue;
-        std::memcpy(f.path, path.c_str(), path.size() + 1);
-        return i;
-    }
-    return -1;  // more at once than the table holds: still removed on errors, not on signals
-}
+int remember(const std::string& path) { return remember_in(pending, path); }
 
 void forget(int slot) {
     if (slot >= 0) pending[static_cast<std::size_t>(slot)].used.store(false);
@@ -99,6 +138,28 @@ std::string message(const std::string& path, const char* what, int err) {
 void cleanup_signals(sigset_t& set) {
     sigemptyset(&set);
     for (int s : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&set, s);
+}
+
+CleanupSignalsHeld::CleanupSignalsHeld() {
+    sigset_t set;
+    cleanup_signals(set);
+    ::pthread_sigmask(SIG_BLOCK, &set, &previous_);
+}
+
+CleanupSignalsHeld::~CleanupSignalsHeld() { ::pthread_sigmask(SIG_SETMASK, &previous_, nullptr); }
+
+TemporaryFolder::TemporaryFolder(std::string pattern) {
+    install_cleanup_handlers();
+    const CleanupSignalsHeld held;  // until the folder is in the cleanup's table
+    if (::mkdtemp(pattern.data()) == nullptr) throw FileError(message(pattern, "cannot create a folder", errno));
+    path_ = std::move(pattern);
+    slot_ = remember_in(pending_folders, path_);
+}
+
+TemporaryFolder::~TemporaryFolder() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+    if (slot_ >= 0) pending_folders[static_cast<std::size_t>(slot_)].used.store(false);
 }
 
 ChildProcessGuard::ChildProcessGuard(int pid) {
@@ -136,6 +197,7 @@ AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
     leaf += ".XXXXXX";
     leaf += extension;
     std::string pattern = (folder / leaf).string();
+    const CleanupSignalsHeld held;  // until the file is in the cleanup's table
     fd_ = ::mkstemps(pattern.data(), static_cast<int>(extension.size()));
     if (fd_ < 0) throw FileError(message(path_, "cannot create a file in its folder", errno));
     temporary_ = pattern;
@@ -195,6 +257,7 @@ void check_output_path(const std::string& option, const std::string& path, const
         throw FileError(named + ": the folder '" + printable(folder, 200) + "' does not exist");
     // access(W_OK) says yes to root on a read-only mount: create and remove a file instead.
     std::string probe = (std::filesystem::path(folder) / ".roundscope-probe.XXXXXX").string();
+    const CleanupSignalsHeld held;  // until the probe is gone again
     const int fd = ::mkstemp(probe.data());
     if (fd < 0)
         throw FileError(named + ": cannot create a file in the folder '" + printable(folder, 200) +

@@ -38,6 +38,23 @@ private:
 /// that end the process.
 void remove_pending_files() noexcept;
 
+/// A folder of this run's, made with mkdtemp from `pattern` (ending in XXXXXX): removed with
+/// what it holds when this ends, after an error as after success, and by the cleanup on
+/// SIGINT, SIGTERM or SIGHUP (to two levels of folders below it). FileError if it cannot be made.
+class TemporaryFolder {
+public:
+    explicit TemporaryFolder(std::string pattern);
+    ~TemporaryFolder();
+    TemporaryFolder(const TemporaryFolder&) = delete;
+    TemporaryFolder& operator=(const TemporaryFolder&) = delete;
+
+    const std::string& path() const { return path_; }
+
+private:
+    std::string path_;
+    int slot_ = -1;  // in the table the signal handler cleans up
+};
+
 /// A child process (a script writing an AtomicFile's temporary file, say) that the cleanup on
 /// SIGINT, SIGTERM or SIGHUP kills and waits for before it removes the temporary files: one
 /// left running would write its file after the cleanup. Register it while those signals are
@@ -55,6 +72,20 @@ private:
 
 /// The signals the cleanup handles (SIGINT, SIGTERM, SIGHUP), for blocking them around a fork.
 void cleanup_signals(sigset_t& set);
+
+/// Holds back the cleanup's signals on this thread while it lives: a file made and then removed
+/// (a probe) or registered for the cleanup (an AtomicFile's) between the two would otherwise be
+/// left behind by a signal that falls in between. A held signal is handled when it ends.
+class CleanupSignalsHeld {
+public:
+    CleanupSignalsHeld();
+    ~CleanupSignalsHeld();
+    CleanupSignalsHeld(const CleanupSignalsHeld&) = delete;
+    CleanupSignalsHeld& operator=(const CleanupSignalsHeld&) = delete;
+
+private:
+    sigset_t previous_;
+};
 
 /// The parts, concatenated, written to `path` through an AtomicFile.
 void write_file(const std::string& path, std::span<const std::span<const std::byte>> parts);

@@ -103,6 +103,7 @@ void check_outputs(const ReportRequest& r, bool engine) {
         while (!std::filesystem::exists(there) && there.has_parent_path() && there != there.parent_path())
             there = there.parent_path();
         std::string probe = (there / ".roundscope-probe-XXXXXX").string();  // a folder made there and removed
+        const CleanupSignalsHeld held;                                      // until it is gone again
         if (::mkdtemp(probe.data()) == nullptr)
             throw ArgumentError("tensorboard",
                                 logdir + ": cannot make a folder in " + there.string() + ": " + std::strerror(errno));

@@ -91,13 +91,11 @@ void check_report_folder(const fs::path& out) {
     if (ec) throw FileError(failed("read", layers, ec));
 }
 
-fs::path report_staging_folder(const fs::path& out) {
+TemporaryFolder report_staging_folder(const fs::path& out) {
     std::error_code ec;
     fs::create_directories(out, ec);
     if (ec) throw FileError(failed("create", out, ec));
-    std::string name = (out / ".report-XXXXXX").string();
-    if (::mkdtemp(name.data()) == nullptr) throw FileError("create " + name + ": " + std::strerror(errno));
-    return name;
+    return TemporaryFolder((out / ".report-XXXXXX").string());
 }
 
 void write_layers_manifest(const fs::path& layers, const std::vector<std::string>& names) {
@@ -106,6 +104,8 @@ void write_layers_manifest(const fs::path& layers, const std::vector<std::string
 
 std::string install_report(const fs::path& out, const fs::path& staging) {
     const FolderLock lock(out);
+    // A signal between the renames would leave OUT without its layers: held until they are done.
+    const CleanupSignalsHeld held;
     check_report_folder(out);  // again: another run may have put its report there meanwhile
     const fs::path layers = out / "layers", old = staging / "replaced-layers";
     std::error_code ec;
@@ -114,17 +114,28 @@ std::string install_report(const fs::path& out, const fs::path& staging) {
         fs::rename(layers, old, ec);
         if (ec) throw FileError(failed("move aside", layers, ec));
     }
+    const auto put_back_old = [&] {
+        std::error_code ignored;
+        if (had_layers) fs::rename(old, layers, ignored);
+    };
     fs::rename(staging / "layers", layers, ec);
-    if (ec) throw FileError(failed("put in place", layers, ec));
+    if (ec) {
+        put_back_old();
+        throw FileError(failed("put in place", layers, ec));
+    }
     const fs::path report = out / "report.json";
     fs::rename(staging / "report.json", report, ec);
-    if (ec) throw FileError(failed("put in place", report, ec));
+    if (ec) {
+        std::error_code ignored;
+        fs::rename(layers, staging / "layers", ignored);
+        put_back_old();
+        throw FileError(failed("put in place", report, ec));
+    }
     if (had_layers) {  // only what its manifest lists (check_report_folder saw nothing else there)
         for (const std::string& name : manifest_names(old)) fs::remove(old / name, ec);
         fs::remove(old / manifest_name, ec);
         fs::remove(old, ec);
     }
-    fs::remove(staging, ec);
     return report.string();
 }
 

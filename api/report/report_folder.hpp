@@ -9,21 +9,24 @@
 #include <string>
 #include <vector>
 
+#include "lib/file_write.hpp"
+
 namespace roundscope::api {
 
 /// Before any work: an Error naming the path when OUT/layers is a link, not a folder, or holds a
 /// file its manifest does not list (a user's, or an older report's without a manifest).
 void check_report_folder(const std::filesystem::path& out);
 
-/// A new, empty folder of this run's under OUT (created with OUT itself if need be).
-std::filesystem::path report_staging_folder(const std::filesystem::path& out);
+/// A new, empty folder of this run's under OUT (created with OUT itself if need be), removed
+/// with what it holds when the run ends, however it ends.
+TemporaryFolder report_staging_folder(const std::filesystem::path& out);
 
 /// The manifest of a layers folder holding `names`, written into it.
 void write_layers_manifest(const std::filesystem::path& layers, const std::vector<std::string>& names);
 
-/// Under OUT's lock: checks OUT again, puts staging/layers and staging/report.json in place, and
-/// removes the layers folder they replace (the files its manifest lists) and the staging folder.
-/// Returns OUT/report.json.
+/// Under OUT's lock, with SIGINT, SIGTERM and SIGHUP held: checks OUT again, puts staging/layers
+/// and staging/report.json in place, and removes the layers folder they replace (the files its
+/// manifest lists). If a step fails, what it moved goes back. Returns OUT/report.json.
 std::string install_report(const std::filesystem::path& out, const std::filesystem::path& staging);
 
 }  // namespace roundscope::api

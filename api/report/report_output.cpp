@@ -178,7 +178,8 @@ std::string write_report(const std::string& dir, const std::filesystem::path& ou
     std::map<std::optional<std::int64_t>, std::vector<const ReportTask*>> by_layer;  // each in the tasks' order
     for (const ReportTask& t : tasks) by_layer[files[t.file].layer].push_back(&t);
     // written into a folder of this run's, then put in place whole (report_folder.hpp)
-    const std::filesystem::path staging = report_staging_folder(out);
+    const TemporaryFolder staging_folder = report_staging_folder(out);
+    const std::filesystem::path staging = staging_folder.path();
     std::error_code ec;
     std::filesystem::create_directories(staging / "layers", ec);
     if (ec) throw FileError("create " + (staging / "layers").string() + ": " + ec.message());

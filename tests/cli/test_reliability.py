@@ -24,6 +24,7 @@ import pytest
 
 from files_by_hand import f32_bytes as f32
 from files_by_hand import write_safetensors
+from signal_at_temp import build_shim, runs_stopped_at_each_temporary
 
 SCRATCH = "{scratch}"  # stands for the scratch folder's path in an argument
 SCRATCH_NAME = "{scratch_name}"  # and for its name
@@ -577,6 +578,31 @@ def test_a_signal_during_a_write_leaves_the_target_old_or_whole(cli, tmp_path, b
     assert not leftovers, leftovers
     assert content == OLD_OUTPUT or len(content) > 8 * BIG, f"{len(content)} bytes"
     assert code in (0, -sig), code
+
+
+@pytest.fixture(scope="module")
+def shim(tmp_path_factory):
+    return build_shim(tmp_path_factory.mktemp("shim"))
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=lambda s: signal.Signals(s).name)
+def test_a_signal_just_after_any_temporary_is_made_leaves_nothing_behind(cli, tmp_path, shim, sig):
+    """The output folder's probe and the output's temporary file: a signal right after either is
+    made (before it is removed or registered for the cleanup) leaves neither, and the old output."""
+    folder = str(tmp_path)
+    write_safetensors(os.path.join(folder, "vec.safetensors"), {"x": ("F32", [4, 64], f32(gaussian(256, 5)))})
+
+    def after_each(n, code):
+        names = sorted(os.listdir(folder))
+        assert names == ["out.safetensors", "vec.safetensors"], (n, names)
+        content = open(os.path.join(folder, "out.safetensors"), "rb").read()
+        assert content == OLD_OUTPUT if code else content != OLD_OUTPUT, n
+        open(os.path.join(folder, "out.safetensors"), "wb").write(OLD_OUTPUT)
+
+    open(os.path.join(folder, "out.safetensors"), "wb").write(OLD_OUTPUT)
+    made = runs_stopped_at_each_temporary(shim, [cli.path, "cast", "vec.safetensors", "--to", "bf16", "-o",
+                                                 "out.safetensors"], folder, sig, after_each)
+    assert made == 2, "the probe and the temporary file"
 
 
 def test_the_size_guard_heeds_the_address_space_limit(cli):

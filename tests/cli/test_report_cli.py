@@ -13,6 +13,7 @@ import pty
 import random
 import re
 import shutil
+import signal
 import struct
 import subprocess
 import sys
@@ -20,6 +21,7 @@ import sys
 import pytest
 
 from files_by_hand import read_safetensors, write_safetensors
+from signal_at_temp import build_shim, runs_stopped_at_each_temporary
 
 H, N, D = 2, 64, 16
 TASKS = 4 * H  # a task per head (a file's compare gathered from its heads')
@@ -673,6 +675,34 @@ def test_the_report_removes_nothing_it_did_not_write_and_follows_no_link(cli, du
     manifest = json.loads((out / "layers" / ".roundscope-layers").read_text())
     assert manifest == {"files": ["layer0.json", "layer1.json"]}
     assert not [p for p in out.iterdir() if p.name.startswith(".report-")], "no staging folder left"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=lambda s: signal.Signals(s).name)
+def test_a_signal_just_after_any_temporary_is_made_leaves_the_last_whole_report(cli, dumps, first, tmp_path, sig):
+    """A run stopped right after it makes each of its temporary files and folders in turn (its
+    cache entries, its staging folder, its layer files, report.json): OUT holds no temporary
+    and no staging folder after any of them, and report.json with its layers is absent or whole;
+    a second sweep over a finished OUT leaves the earlier report whole every time."""
+    shim = build_shim(tmp_path)
+    out = tmp_path / "out"
+    whole = output_bytes(first[3])
+    command = [cli.path, "report", str(dumps), "-o", str(out), "--recipe", "fa2-bf16", "--no-html", "--threads", "1"]
+
+    stopped_while_computing = []
+
+    def after_each(n, code):
+        hidden = sorted(str(p.relative_to(out)) for p in out.rglob(".*"))
+        assert set(hidden) <= {".roundscope-report.lock", "layers/.roundscope-layers"}, (n, hidden)
+        if (out / "report.json").exists() or (out / "layers").exists():
+            assert output_bytes(out) == whole, n
+        elif code:
+            stopped_while_computing.append(n)
+
+    # each stopped run keeps the cache entries it finished, so the next goes one further
+    stopped_fresh = runs_stopped_at_each_temporary(shim, command, tmp_path, sig, after_each)
+    stopped_again = runs_stopped_at_each_temporary(shim, command, tmp_path, sig, after_each)
+    assert stopped_again == 5, "the staging folder, two layer files, the manifest, report.json"
+    assert stopped_fresh == len(stopped_while_computing) >= 3, "the fresh sweep stopped before any report"
 
 
 def test_two_reports_on_one_folder_never_mix(cli, dumps, tmp_path):
