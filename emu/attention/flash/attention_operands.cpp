@@ -5,7 +5,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <map>
+#include <mutex>
 
+#include "emu/batch/format_dtype.hpp"
 #include "emu/batch/tensor_cast.hpp"
 #include "emu/batch/tensor_decode.hpp"
 #include "lib/dtype.hpp"
@@ -14,8 +17,46 @@
 namespace roundscope::emu {
 namespace {
 
-// The first element of t that is NaN or Inf, or t.size() (through the batch decoder: exact).
+// Which of the 2^bits encodings of a float dtype of 8 or 16 bits are NaN or Inf, decoded once.
+const std::vector<char>& nonfinite_encodings(DType d) {
+    static std::mutex mutex;
+    static std::map<DType, std::vector<char>> tables;
+    const std::lock_guard<std::mutex> lock(mutex);
+    std::vector<char>& table = tables[d];
+    if (table.empty()) {
+        const Format& f = format_of(d);
+        table.resize(std::size_t{1} << (8 * info(d).storage_bytes));
+        for (std::size_t bits = 0; bits < table.size(); ++bits) table[bits] = !std::isfinite(decode(f, bits));
+    }
+    return table;
+}
+
+// The first element of t that is NaN or Inf, or t.size(): by its encoding for floats of 8, 16
+// and 32 bits (each encoding decoded once, or float32's own test), else through the batch
+// decoder (exact).
 std::uint64_t first_nonfinite(const Tensor& t) {
+    const DTypeInfo& i = info(t.dtype());
+    const std::byte* at = t.bytes().data();
+    if (i.kind == DTypeKind::floating && (i.storage_bytes == 1 || i.storage_bytes == 2)) {
+        const std::vector<char>& bad = nonfinite_encodings(t.dtype());
+        auto scan = [&]<class Unit>(Unit) {
+            for (std::uint64_t e = 0; e < t.size(); ++e) {
+                Unit u;
+                std::memcpy(&u, at + e * sizeof(Unit), sizeof(Unit));
+                if (bad[u]) return e;
+            }
+            return t.size();
+        };
+        return i.storage_bytes == 1 ? scan(std::uint8_t{}) : scan(std::uint16_t{});
+    }
+    if (t.dtype() == DType::f32) {
+        for (std::uint64_t e = 0; e < t.size(); ++e) {
+            float x;
+            std::memcpy(&x, at + 4 * e, 4);
+            if (!std::isfinite(x)) return e;
+        }
+        return t.size();
+    }
     const std::vector<double> values = decode_tensor<double>(t);
     return static_cast<std::uint64_t>(
         std::find_if(values.begin(), values.end(), [](double x) { return !std::isfinite(x); }) - values.begin());
@@ -53,6 +94,8 @@ std::vector<std::uint32_t> operand(const Tensor& t, const Format& input) {
     if (const std::uint64_t i = first_nonfinite(t); i < t.size())
         throw TensorError("", t.name(),
                           fmt::format("holds NaN or Inf (element {}); attention of it is meaningless", i));
+    // A finite value rounded into its own format is itself: the elements are the operand.
+    if (from == input && dtype_of(input) == t.dtype()) return storage_bits(t);
     const Tensor cast = cast_tensor(t, input, CastOptions{});
     if (const std::uint64_t i = first_nonfinite(cast); i < cast.size())
         throw TensorError("", t.name(),
