@@ -1,8 +1,10 @@
 #include "analysis/truth_cache.hpp"
 
+#include <algorithm>
 #include <bit>
 
 #include "analysis/attention_run.hpp"
+#include "emu/attention/flash/attention_operands.hpp"
 
 namespace roundscope::analysis {
 namespace {
@@ -28,9 +30,61 @@ const AttentionTruth& TruthCache::truth(const emu::AttentionInputs& in, const em
     }
     TruthOptions o = options;
     o.intermediates = false;
-    entries_.push_back({&in, held, f, options.causal, options.backward, options.backward && options.gradients,
-                        options.scale, attention_truth(inputs_as_held(in, held, f), o)});
+    std::optional<AttentionTruth> rows = rows_from_ ? rows_from_->rows_of(in, held, f, options) : std::nullopt;
+    if (rows) {
+        ++sliced_;
+    } else {
+        ++computed_;
+        rows = attention_truth(inputs_as_held(in, held, f), o);
+    }
+    entries_.push_back({&in, emu::attention_shape_of(in, options.causal, options.scale), held, f, options.causal,
+                        options.backward, options.backward && options.gradients, options.scale, std::move(*rows)});
     return entries_.back().truth;
+}
+
+std::optional<AttentionTruth> TruthCache::rows_of(const emu::AttentionInputs& in, const emu::AttentionOperands& held,
+                                                  const emu::Format& f, const TruthOptions& options) {
+    if (!in.query_rows || in.batch * in.heads != 1 || options.intermediates || (options.backward && options.gradients))
+        return std::nullopt;
+    const emu::AttentionShape want = emu::attention_shape_of(in, options.causal, options.scale);
+    const std::vector<std::uint64_t>& rows = *in.query_rows;
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const Entry& e : entries_) {
+        const std::vector<std::uint64_t>* have = e.shape.query_rows.get();
+        if (!have || e.shape.query_rows_of != want.query_rows_of || e.shape.heads != 1 || !(e.format == f) ||
+            e.causal != options.causal ||
+            std::bit_cast<std::uint64_t>(e.scale) != std::bit_cast<std::uint64_t>(options.scale) ||
+            (options.backward && !e.backward) || !emu::same_mask_and_groups(e.shape, want) ||
+            e.shape.n_kv != want.n_kv || e.shape.d != want.d || e.shape.d_v != want.d_v || e.held.k != held.k ||
+            e.held.v != held.v || !e.truth.dk.empty() || !e.truth.dv.empty() ||
+            !std::includes(have->begin(), have->end(), rows.begin(), rows.end()))
+            continue;
+        const AttentionTruth& from = e.truth;
+        AttentionTruth t;
+        t.heads = 1, t.n_q = rows.size(), t.n_kv = from.n_kv, t.d = from.d, t.d_v = from.d_v;
+        t.causal = from.causal, t.scale = from.scale, t.kv_heads = from.kv_heads;
+        const std::uint64_t d = want.d, dv = want.d_v;
+        // Row i's part of x (per values a row) from kept row j.
+        auto take = [](const std::vector<double>& x, std::vector<double>& to, std::uint64_t j, std::uint64_t per) {
+            to.insert(to.end(), x.begin() + static_cast<std::ptrdiff_t>(j * per),
+                      x.begin() + static_cast<std::ptrdiff_t>((j + 1) * per));
+        };
+        bool same = true;
+        for (std::uint64_t i = 0, j = 0; i < rows.size() && same; ++i) {
+            while ((*have)[j] != rows[i]) ++j;
+            same = std::equal(held.q.begin() + static_cast<std::ptrdiff_t>(i * d),
+                              held.q.begin() + static_cast<std::ptrdiff_t>((i + 1) * d),
+                              e.held.q.begin() + static_cast<std::ptrdiff_t>(j * d)) &&
+                   (!options.backward || std::equal(held.d_o.begin() + static_cast<std::ptrdiff_t>(i * dv),
+                                                    held.d_o.begin() + static_cast<std::ptrdiff_t>((i + 1) * dv),
+                                                    e.held.d_o.begin() + static_cast<std::ptrdiff_t>(j * dv)));
+            take(from.o, t.o, j, dv), take(from.lse, t.lse, j, 1);
+            if (options.backward) take(from.delta, t.delta, j, 1);
+            if (options.backward && !from.dq.empty()) take(from.dq, t.dq, j, d);
+        }
+        if (same) return t;  // (its statistics, which only the truth command reads, are not a slice's)
+    }
+    return std::nullopt;
 }
 
 AttentionTruth shared_truth(TruthCache* cache, const emu::AttentionInputs& in, const emu::AttentionOperands& held,

@@ -7,6 +7,7 @@
 // (with the gradients) when one is asked for: a hit is the very truth a fresh computation would give.
 #include <list>
 #include <mutex>
+#include <optional>
 
 #include "analysis/truth/attention_truth.hpp"
 #include "emu/attention/flash/flash_attention.hpp"
@@ -16,23 +17,35 @@ namespace roundscope::analysis {
 
 class TruthCache {
 public:
+    /// `rows_from`: a cache of a larger sample of the same head's query rows (alive as long as
+    /// this one, its inputs too), from whose truths a sample's is taken row by row: every
+    /// output of a row but dK and dV (which are not asked of a sample) is that row's own.
+    explicit TruthCache(TruthCache* rows_from = nullptr) : rows_from_(rows_from) {}
+
     /// The truth of `in` as held in format `f` (the operands `held`), computed on first use.
     const AttentionTruth& truth(const emu::AttentionInputs& in, const emu::AttentionOperands& held,
                                 const emu::Format& f, const TruthOptions& options);
-    std::size_t computed() const { return entries_.size(); }  // truths computed
-    std::size_t reused() const { return reused_; }            // requests answered from the cache
+    std::size_t computed() const { return computed_; }  // truths computed
+    std::size_t reused() const { return reused_; }      // requests answered from the cache
+    std::size_t sliced() const { return sliced_; }      // truths taken from rows_from's
 
 private:
     struct Entry {
         const emu::AttentionInputs* source;
+        emu::AttentionShape shape;  // its rows, mask and groups (for a sample's rows)
         emu::AttentionOperands held;
         emu::Format format;
         bool causal, backward, gradients;
         double scale;
         AttentionTruth truth;
     };
+    // The truth of the sample `in` from the rows of one of this cache's samples, if one holds them.
+    std::optional<AttentionTruth> rows_of(const emu::AttentionInputs& in, const emu::AttentionOperands& held,
+                                          const emu::Format& f, const TruthOptions& options);
+
     std::list<Entry> entries_;  // stable addresses: the references handed out stay valid
-    std::size_t reused_ = 0;
+    TruthCache* rows_from_;
+    std::size_t computed_ = 0, reused_ = 0, sliced_ = 0;
     std::mutex mutex_;
 };
 

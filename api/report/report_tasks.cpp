@@ -134,18 +134,19 @@ nlohmann::json head_compare(const TensorFile& tensors, const emu::AttentionInput
 }
 
 // Every analysis of one head's inputs `in` (the whole head, or a sample of its rows), but
-// leakage, which looks at the head's first tokens whatever the sample.
+// leakage, which looks at the head's first tokens whatever the sample. A group of a sample takes
+// its rows' runs and truths from the sample's: `run_cache` holds the sample's runs
+// (emu::RunCache::forward), `truth_cache` its truths (the group's are sliced from them).
 nlohmann::json row_analyses(const TensorFile& tensors, const emu::AttentionInputs& file_in,
-                            const emu::AttentionInputs& in, std::uint64_t head, const ReportOptions& o, int threads) {
+                            const emu::AttentionInputs& in, std::uint64_t head, const ReportOptions& o, int threads,
+                            emu::RunCache& run_cache, analysis::TruthCache& truth_cache) {
     const bool causal = in.causal.value_or(false);
     const double scale = in.softmax_scale.value_or(0);
     nlohmann::json j;
     // One truth for each way the recipes hold the inputs, shared: attribution asks first with the
     // backward pass (when there is a dO), so the bias and P-collapse find theirs computed. The
     // score products S are shared the same way, by the runs over the same Q and K.
-    analysis::TruthCache cache;
-    analysis::TruthCache* truths = o.share_truth ? &cache : nullptr;
-    emu::RunCache run_cache;
+    analysis::TruthCache* truths = o.share_truth ? &truth_cache : nullptr;
     emu::RunCache* runs = o.share_truth ? &run_cache : nullptr;
     if (in.o) j["compare"] = head_compare(tensors, file_in, in, head, o, truths, runs, threads);
     nlohmann::json attribution;
@@ -193,16 +194,23 @@ nlohmann::json head_analyses(const TensorFile& tensors, const emu::AttentionInpu
                              const ReportOptions& o, int threads) {
     const emu::AttentionInputs in = emu::head_inputs(file_in, head);
     nlohmann::json j;
+    emu::RunCache runs;
     if (o.rows == 0 || o.rows >= in.n_q) {
-        j = row_analyses(tensors, file_in, in, head, o, threads);
+        analysis::TruthCache truths;
+        j = row_analyses(tensors, file_in, in, head, o, threads, runs, truths);
     } else {
         const std::size_t groups = std::clamp<std::size_t>(o.rows / 16, 2, analysis::sampling_groups);
         const emu::RowSample sample = emu::sample_row_groups(in.n_q, o.rows, head_seed(o.seed, head), groups);
-        j = row_analyses(tensors, file_in, emu::sampled_rows(in, sample.rows), head, o, threads);
+        const emu::AttentionInputs sampled = emu::sampled_rows(in, sample.rows);  // alive with its truths
+        analysis::TruthCache truths;
+        j = row_analyses(tensors, file_in, sampled, head, o, threads, runs, truths);
         std::vector<nlohmann::json> results;
         nlohmann::json group_compare = nlohmann::json::array();
         for (const auto& rows : sample.groups) {
-            results.push_back(row_analyses(tensors, file_in, emu::sampled_rows(in, rows), head, o, threads));
+            // the groups' forward passes and truths are rows of the sample's
+            analysis::TruthCache group_truths(&truths);
+            results.push_back(
+                row_analyses(tensors, file_in, emu::sampled_rows(in, rows), head, o, threads, runs, group_truths));
             if (results.back().contains("compare")) group_compare.push_back(results.back()["compare"]);
         }
         j["sampling_error"] = analysis::sampling_errors(j, results);

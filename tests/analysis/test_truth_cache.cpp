@@ -5,7 +5,9 @@
 // read from the run before its cast, equals a run with a float32 O.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <bit>
+#include <memory>
 
 #include "analysis/attention_run.hpp"
 #include "analysis/attribute.hpp"
@@ -14,6 +16,7 @@
 #include "analysis/synthetic_attention.hpp"
 #include "analysis/truth_cache.hpp"
 #include "emu/attention/flash/attention_operands.hpp"
+#include "emu/attention/inputs/row_sample.hpp"
 
 using namespace roundscope;
 using namespace roundscope::analysis;
@@ -95,6 +98,50 @@ TEST_CASE("A truth of delta alone has delta's bits and no gradients, and serves 
     CHECK(&cache.truth(in, bf16, emu::bf16, delta_only) == &first);  // and delta alone is served
     CHECK(cache.computed() == 2);
     CHECK(cache.reused() == 1);
+}
+
+TEST_CASE("A group's truth is taken row by row from its sample's, with the bits a fresh computation gives",
+          "[truth][cache]") {
+    const emu::AttentionInputs head = sink_head(5);
+    const auto rows = std::make_shared<const std::vector<std::uint64_t>>(emu::sample_rows(head.n_q, 90, 2));
+    std::vector<std::uint64_t> every_third;
+    for (std::size_t i = 0; i < rows->size(); i += 3) every_third.push_back((*rows)[i]);
+    const auto group = std::make_shared<const std::vector<std::uint64_t>>(every_third);
+    const emu::AttentionInputs sample = emu::sampled_rows(head, rows), part = emu::sampled_rows(head, group);
+    const emu::AttentionOperands sample_held = emu::attention_operands(sample, emu::bf16, true),
+                                 part_held = emu::attention_operands(part, emu::bf16, true);
+    TruthOptions delta_only, forward;
+    delta_only.causal = forward.causal = true;
+    delta_only.backward = true, delta_only.gradients = false;
+    TruthCache sample_truths;
+    sample_truths.truth(sample, sample_held, emu::bf16, delta_only);
+    for (const TruthOptions* asked : {&delta_only, &forward}) {
+        TruthCache group_truths(&sample_truths);
+        const AttentionTruth& taken = group_truths.truth(part, part_held, emu::bf16, *asked);
+        const AttentionTruth fresh = attention_truth(inputs_as_held(part, part_held, emu::bf16), *asked);
+        CHECK((group_truths.sliced() == 1 && group_truths.computed() == 0));
+        CHECK((taken.heads == 1 && taken.n_q == every_third.size()));
+        CHECK(same_bits(taken.o, fresh.o));
+        CHECK(same_bits(taken.lse, fresh.lse));
+        CHECK(same_bits(taken.delta, fresh.delta));
+        CHECK(taken.delta.size() == (asked->backward ? every_third.size() : 0));
+    }
+    // Computed afresh: a dO bit of the group that is not the sample's, another format, rows the
+    // sample lacks (a sample has no dK or dV, so gradients are never asked of one).
+    emu::AttentionOperands changed = part_held;
+    changed.d_o[5] ^= 1;
+    TruthCache g2(&sample_truths), g3(&sample_truths), g4(&sample_truths);
+    const AttentionTruth& other_do = g2.truth(part, changed, emu::bf16, delta_only);
+    CHECK(same_bits(other_do.delta, attention_truth(inputs_as_held(part, changed, emu::bf16), delta_only).delta));
+    g3.truth(part, emu::attention_operands(part, emu::e4m3, true), emu::e4m3, delta_only);
+    std::vector<std::uint64_t> beyond = every_third;
+    std::uint64_t missing = 0;
+    while (std::binary_search(rows->begin(), rows->end(), missing)) ++missing;
+    beyond.insert(std::lower_bound(beyond.begin(), beyond.end(), missing), missing);
+    const emu::AttentionInputs wider =
+        emu::sampled_rows(head, std::make_shared<const std::vector<std::uint64_t>>(beyond));
+    g4.truth(wider, emu::attention_operands(wider, emu::bf16, true), emu::bf16, delta_only);
+    for (const TruthCache* g : {&g2, &g3, &g4}) CHECK((g->sliced() == 0 && g->computed() == 1));
 }
 
 TEST_CASE("P-collapse, the bias and attribution give the same numbers with the shared truth", "[truth][cache]") {

@@ -121,7 +121,14 @@ struct ForwardResult {
     std::vector<float> lse_log2;   // m + log2 l, what the backward pass reads
     ForwardCounts counts;
     std::vector<ForwardCounts> head_counts;  // the same, head by head
+    // The same, row by row, [h][n_q] (empty for a split-KV run): counts and head_counts are their
+    // sums (sum_row_counts), so the rows of a sample can be taken from a larger one's run.
+    std::vector<ForwardCounts> row_counts;
 };
+
+/// counts and head_counts of `out` as the sums of its row_counts, in the order a run forms them:
+/// row by row within each row block of `block_m` rows, then the blocks head by head.
+void sum_row_counts(ForwardResult& out, std::uint64_t heads, std::uint64_t n_q, std::uint64_t block_m);
 
 struct BackwardResult {
     std::vector<std::uint32_t> dq, dk, dv;  // grad_format bits

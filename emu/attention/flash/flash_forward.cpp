@@ -36,11 +36,16 @@ struct RowBlock {
     Span rows;
     std::vector<steps::OnlineRowState> state;
     std::vector<steps::RowTies> ties;
-    std::vector<std::uint32_t> acc;  // f32 bits [rows][d_v]
-    std::vector<float> l_reloaded;   // compiled-torch: l updated from its BF16-stored value
-    ForwardCounts counts;
-    RowBlock(Span r, std::uint64_t d_v)
-        : rows(r), state(r.size()), ties(r.size()), acc(r.size() * d_v, 0), l_reloaded(r.size(), 0.0f) {}
+    std::vector<std::uint32_t> acc;     // f32 bits [rows][d_v]
+    std::vector<float> l_reloaded;      // compiled-torch: l updated from its BF16-stored value
+    std::vector<ForwardCounts> counts;  // row by row
+    RowBlock(Span r, std::uint64_t d_v, std::uint64_t skip_keys)
+        : rows(r),
+          state(r.size()),
+          ties(r.size()),
+          acc(r.size() * d_v, 0),
+          l_reloaded(r.size(), 0.0f),
+          counts(r.size(), ForwardCounts{.skip_keys = skip_keys}) {}
 };
 
 // P times V for the keys of one tile, into acc: one product with V as quantized, or, under the
@@ -118,7 +123,7 @@ void aten_cpu_tile(const FlashContext& ctx, const ForwardModels& models, const H
         const float factor =
             aten_cpu::row_step(static_cast<float>(ctx.shape.scale), *ctx.recipe.p_and_v.p_format, s.data() + row * n,
                                static_cast<int>(n), in_tile, mask.empty() ? nullptr : mask.data() + row * n,
-                               b.state[row], p_cast.data() + row * n, &b.counts, keys.begin, &b.ties[row]);
+                               b.state[row], p_cast.data() + row * n, &b.counts[row], keys.begin, &b.ties[row]);
         for (std::uint64_t c = 0; c < dv; ++c)
             b.acc[row * dv + c] = bits_of(a::mul(float_from_bits(b.acc[row * dv + c]), factor));
     }
@@ -150,10 +155,10 @@ void online_tile(const FlashContext& ctx, const ForwardModels& models, const Hea
         const int width = static_cast<int>(n);
         const float factor =
             compiled ? torch_compiled::row_step(ctx.torch, scores, width, in_tile, b.state[row], b.l_reloaded[row], p,
-                                                &b.counts, keys.begin, &b.ties[row])
-            : torch  ? torch_eager::row_step(ctx.torch, scores, width, in_tile, b.state[row], p, &b.counts, keys.begin,
-                                             &b.ties[row])
-                     : steps::online_row_step(ctx.softmax, scores, width, in_tile, b.state[row], p, &b.counts,
+                                                &b.counts[row], keys.begin, &b.ties[row])
+            : torch  ? torch_eager::row_step(ctx.torch, scores, width, in_tile, b.state[row], p, &b.counts[row],
+                                             keys.begin, &b.ties[row])
+                     : steps::online_row_step(ctx.softmax, scores, width, in_tile, b.state[row], p, &b.counts[row],
                                               keys.begin, &b.ties[row], bias.empty() ? nullptr : bias.data() + row * n);
         for (std::uint64_t c = 0; c < dv; ++c) {  // compiled: O carried in float32 (never stored)
             const float rescaled = a::mul(float_from_bits(b.acc[row * dv + c]), factor);
@@ -287,9 +292,8 @@ void finish_block(const FlashContext& ctx, const RowBlock& b, std::uint64_t bloc
 // (a tile a row does not see still passes through its state when another row of the block
 // sees it), so a subset of the rows gets the bits the whole block gives them.
 void online_row_block(const FlashContext& ctx, const ForwardModels& models, const HeadView& h, std::uint64_t head,
-                      Span block, Span rows, ForwardResult& out, ForwardCounts& counts) {
-    RowBlock b(rows, ctx.shape.d_v);
-    b.counts.skip_keys = counts.skip_keys;
+                      Span block, Span rows, ForwardResult& out, std::uint64_t skip_keys) {
+    RowBlock b(rows, ctx.shape.d_v, skip_keys);
     const bool every_tile = ctx.recipe.softmax.kind == SoftmaxKind::online_torch ||
                             ctx.recipe.softmax.kind == SoftmaxKind::compiled_torch;  // as the released code does
     for (const Span keys : blocks_of(ctx.shape.n_kv, ctx.recipe.tiles.block_n, ctx.recipe.tiles.kv_order)) {
@@ -298,17 +302,17 @@ void online_row_block(const FlashContext& ctx, const ForwardModels& models, cons
         online_tile(ctx, models, h, head, b, keys);
     }
     finish_block(ctx, b, block.begin / static_cast<std::uint64_t>(ctx.recipe.tiles.block_m), head, out);
-    counts = b.counts;
     for (std::uint64_t row = 0; row < rows.size(); ++row) {
-        if (b.state[row].true_max_count >= 2) ++counts.repeated_max_rows;
-        steps::count_ties(b.ties[row], counts);
+        if (b.state[row].true_max_count >= 2) ++b.counts[row].repeated_max_rows;
+        steps::count_ties(b.ties[row], b.counts[row]);
+        out.row_counts[head * ctx.shape.n_q + rows.begin + row] = b.counts[row];
     }
 }
 
 // The naive softmax over one row block: arithmetic in softmax_format (each operation exact in
 // double, then rounded once, which equals the format's own correctly rounded operation).
 void naive_row_block(const FlashContext& ctx, const ForwardModels& models, const HeadView& h, std::uint64_t head,
-                     Span rows, ForwardResult& out, ForwardCounts& counts) {
+                     Span rows, ForwardResult& out, std::uint64_t skip_keys) {
     const AttentionRecipe& r = ctx.recipe;
     const Format& f = *r.softmax.format;
     const std::uint64_t nk = ctx.shape.n_kv;
@@ -322,8 +326,7 @@ void naive_row_block(const FlashContext& ctx, const ForwardModels& models, const
             std::copy_n(tile.begin() + static_cast<std::ptrdiff_t>(row * keys.size()), keys.size(),
                         s.begin() + static_cast<std::ptrdiff_t>(row * nk + keys.begin));
     }
-    RowBlock b(rows, ctx.shape.d_v);
-    b.counts.skip_keys = counts.skip_keys;
+    RowBlock b(rows, ctx.shape.d_v, skip_keys);
     std::vector<std::uint32_t> p_cast(rows.size() * nk, 0);
     std::vector<double> x(nk);
     const steps::PCastConstants k(r.p_and_v.p_scale, *r.p_and_v.p_format);
@@ -359,7 +362,7 @@ void naive_row_block(const FlashContext& ctx, const ForwardModels& models, const
             if (!seen[j]) continue;
             const auto p = static_cast<float>(round(x[j] / l));
             p_cast[row * nk + j] = steps::cast_p(p, r.p_and_v.p_scale, *r.p_and_v.p_format);
-            steps::count_p(p, r.p_and_v.p_scale, p_cast[row * nk + j], *r.p_and_v.p_format, j, b.counts, k);
+            steps::count_p(p, r.p_and_v.p_scale, p_cast[row * nk + j], *r.p_and_v.p_format, j, b.counts[row], k);
         }
         // LSE = ln l + shift, from log2 as the online softmax forms it.
         const float lse2 =
@@ -373,7 +376,8 @@ void naive_row_block(const FlashContext& ctx, const ForwardModels& models, const
     const float factor = a::div(1.0f, r.p_and_v.p_scale);  // O = P V / S
     for (std::uint64_t row = 0; row < rows.size(); ++row)
         write_output_row(ctx, b.acc.data() + row * ctx.shape.d_v, factor, head * ctx.shape.n_q + rows.begin + row, out);
-    counts = b.counts;
+    std::copy(b.counts.begin(), b.counts.end(),
+              out.row_counts.begin() + static_cast<std::ptrdiff_t>(head * ctx.shape.n_q + rows.begin));
 }
 
 void check_sizes(const AttentionShape& s, const AttentionOperands& in, bool backward) {
@@ -428,42 +432,51 @@ ForwardResult run_forward(const FlashContext& ctx, const AttentionOperands& give
     out.o_f32.assign(out.o.size(), 0);
     out.lse.assign(shape.heads * shape.n_q, 0);
     out.lse_log2.assign(out.lse.size(), 0);
+    out.row_counts.assign(out.lse.size(), ForwardCounts{.skip_keys = options.uncounted_keys});
     const std::vector<Span> row_blocks = blocks_of(shape.n_q, recipe.tiles.block_m);
-    std::vector<ForwardCounts> counts(shape.heads * row_blocks.size());
-    parallel_for(counts.size(), 1, options.threads, [&](std::size_t begin, std::size_t end) {
+    parallel_for(shape.heads * row_blocks.size(), 1, options.threads, [&](std::size_t begin, std::size_t end) {
         for (std::size_t task = begin; task < end; ++task) {
             const std::uint64_t head = task / row_blocks.size();
             const Span block = row_blocks[task % row_blocks.size()];
             const Span rows{std::max(block.begin, options.row_begin), std::min(block.end, options.row_end)};
             if (rows.begin >= rows.end) continue;
-            counts[task].skip_keys = options.uncounted_keys;
             const std::uint64_t kv = head / shape.kv_group;
             const HeadView h{in.q.data() + head * shape.n_q * shape.d, in.k.data() + kv * shape.n_kv * shape.d,
                              in.v.data() + kv * shape.n_kv * shape.d_v,
                              v_quantized.empty() ? nullptr : v_quantized.data() + kv * shape.n_kv * shape.d_v,
                              scores ? scores->data() + head * shape.n_q * shape.n_kv : nullptr};
             if (!recipe.softmax.naive())
-                online_row_block(ctx, models, h, head, block, rows, out, counts[task]);
+                online_row_block(ctx, models, h, head, block, rows, out, options.uncounted_keys);
             else
-                naive_row_block(ctx, models, h, head, rows, out, counts[task]);
+                naive_row_block(ctx, models, h, head, rows, out, options.uncounted_keys);
         }
     });
-    out.head_counts.assign(shape.heads, ForwardCounts{});
-    for (std::size_t task = 0; task < counts.size(); ++task) {
-        steps::add_counts(out.counts, counts[task]);
-        steps::add_counts(out.head_counts[task / row_blocks.size()], counts[task]);
-    }
+    sum_row_counts(out, shape.heads, shape.n_q, static_cast<std::uint64_t>(recipe.tiles.block_m));
     return out;
 }
 
 }  // namespace
+
+void sum_row_counts(ForwardResult& out, std::uint64_t heads, std::uint64_t n_q, std::uint64_t block_m) {
+    out.counts = ForwardCounts{};
+    out.head_counts.assign(heads, ForwardCounts{});
+    for (std::uint64_t head = 0; head < heads; ++head)
+        for (const Span block : blocks_of(n_q, block_m)) {
+            ForwardCounts sum;
+            for (std::uint64_t row = block.begin; row < block.end; ++row)
+                steps::add_counts(sum, out.row_counts[head * n_q + row]);
+            steps::add_counts(out.counts, sum);
+            steps::add_counts(out.head_counts[head], sum);
+        }
+}
 
 ForwardResult flash_forward(const AttentionRecipe& recipe, const AttentionShape& shape, const AttentionOperands& in,
                             const ForwardOptions& options) {
     const FlashContext ctx = flash_context(recipe, shape);
     check_sizes(shape, in, false);
     if (options.runs != nullptr)
-        if (const std::shared_ptr<const ForwardResult> kept = options.runs->forward(recipe, shape, in, options))
+        if (const std::shared_ptr<const ForwardResult> kept =
+                options.runs->forward(recipe, shape, in, options, static_cast<std::uint64_t>(ctx.recipe.tiles.block_m)))
             return *kept;
     ForwardResult out = run_forward(ctx, in, options);
     if (options.runs != nullptr) options.runs->keep_forward(recipe, shape, in, options, out);

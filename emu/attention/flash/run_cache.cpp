@@ -84,13 +84,52 @@ bool RunCache::same(const RunKey& a, const RunKey& b) {
            a.row_end == b.row_end;
 }
 
+bool RunCache::rows_within(const RunKey& a, const RunKey& b) {
+    const AttentionShape &x = a.shape, &y = b.shape;
+    constexpr std::uint64_t all = ~std::uint64_t{0};
+    if (!x.query_rows || !y.query_rows || x.query_rows_of != y.query_rows_of || x.heads != 1 || y.heads != 1)
+        return false;
+    if (a.row_begin != 0 || a.row_end != all || b.row_begin != 0 || b.row_end != all) return false;
+    return a.recipe == b.recipe && x.n_kv == y.n_kv && x.d == y.d && x.d_v == y.d_v && x.causal == y.causal &&
+           bits_of(x.scale) == bits_of(y.scale) && same_mask_and_groups(x, y) && a.uncounted_keys == b.uncounted_keys &&
+           std::includes(x.query_rows->begin(), x.query_rows->end(), y.query_rows->begin(), y.query_rows->end());
+}
+
+std::shared_ptr<const ForwardResult> RunCache::slice(const Run& kept, const AttentionShape& shape,
+                                                     const AttentionOperands& in, std::uint64_t block_m) {
+    const ForwardResult& from = *kept.result;
+    const std::vector<std::uint64_t>&have = *kept.key.shape.query_rows, &want = *shape.query_rows;
+    const std::uint64_t d = shape.d, dv = shape.d_v;
+    if (from.row_counts.size() != have.size() || in.k != kept.k || in.v != kept.v) return nullptr;
+    auto out = std::make_shared<ForwardResult>();
+    out->o.resize(want.size() * dv), out->o_f32.resize(want.size() * dv);
+    out->lse.resize(want.size()), out->lse_log2.resize(want.size()), out->row_counts.resize(want.size());
+    std::uint64_t j = 0;  // the kept row of row i: both lists ascending
+    for (std::uint64_t i = 0; i < want.size(); ++i) {
+        while (have[j] != want[i]) ++j;
+        if (!std::equal(in.q.begin() + static_cast<std::ptrdiff_t>(i * d),
+                        in.q.begin() + static_cast<std::ptrdiff_t>((i + 1) * d),
+                        kept.q.begin() + static_cast<std::ptrdiff_t>(j * d)))
+            return nullptr;  // another query at that position
+        std::copy_n(from.o.begin() + static_cast<std::ptrdiff_t>(j * dv), dv,
+                    out->o.begin() + static_cast<std::ptrdiff_t>(i * dv));
+        std::copy_n(from.o_f32.begin() + static_cast<std::ptrdiff_t>(j * dv), dv,
+                    out->o_f32.begin() + static_cast<std::ptrdiff_t>(i * dv));
+        out->lse[i] = from.lse[j], out->lse_log2[i] = from.lse_log2[j], out->row_counts[i] = from.row_counts[j];
+    }
+    sum_row_counts(*out, 1, want.size(), block_m);
+    return out;
+}
+
 std::uint64_t RunCache::Run::bytes() const {
     const ForwardResult& f = *result;
-    return 4 * (q.size() + k.size() + v.size() + f.o.size() + f.o_f32.size() + f.lse.size() + f.lse_log2.size());
+    return 4 * (q.size() + k.size() + v.size() + f.o.size() + f.o_f32.size() + f.lse.size() + f.lse_log2.size()) +
+           sizeof(ForwardCounts) * f.row_counts.size();
 }
 
 std::shared_ptr<const ForwardResult> RunCache::forward(const AttentionRecipe& recipe, const AttentionShape& shape,
-                                                       const AttentionOperands& in, const ForwardOptions& options) {
+                                                       const AttentionOperands& in, const ForwardOptions& options,
+                                                       std::uint64_t block_m) {
     const RunKey key = run_key(recipe, shape, options);
     const std::lock_guard<std::mutex> lock(mutex_);
     for (auto it = runs_.begin(); it != runs_.end(); ++it) {
@@ -98,6 +137,13 @@ std::shared_ptr<const ForwardResult> RunCache::forward(const AttentionRecipe& re
             runs_.splice(runs_.end(), runs_, it);
             ++forwards_reused_;
             return runs_.back().result;
+        }
+    }
+    for (auto it = runs_.begin(); it != runs_.end(); ++it) {
+        if (!rows_within(it->key, key)) continue;
+        if (std::shared_ptr<const ForwardResult> rows = slice(*it, shape, in, block_m)) {
+            ++forwards_reused_, ++forwards_sliced_;
+            return rows;
         }
     }
     return nullptr;

@@ -33,9 +33,13 @@ public:
                                                              const AttentionOperands& in, int threads);
 
     /// The forward pass kept for exactly these arguments (recipe settings and name, shape, Q, K,
-    /// V bit for bit, sink and rows; not the thread count, which changes no bit), or null.
+    /// V bit for bit, sink and rows; not the thread count, which changes no bit), or null. A
+    /// sample of a head's query rows is also taken from the kept run of a sample that holds
+    /// them all (its Q rows, K and V the same bits; every row's results are its own, as
+    /// row_sample.hpp says), its counts summed over its row blocks of `block_m` rows.
     std::shared_ptr<const ForwardResult> forward(const AttentionRecipe& recipe, const AttentionShape& shape,
-                                                 const AttentionOperands& in, const ForwardOptions& options);
+                                                 const AttentionOperands& in, const ForwardOptions& options,
+                                                 std::uint64_t block_m);
     /// Keeps `result`, flash_forward's for these arguments.
     void keep_forward(const AttentionRecipe& recipe, const AttentionShape& shape, const AttentionOperands& in,
                       const ForwardOptions& options, const ForwardResult& result);
@@ -43,6 +47,7 @@ public:
     std::uint64_t computed() const { return computed_; }  // S made (misses)
     std::uint64_t reused() const { return reused_; }      // runs served S from an entry
     std::uint64_t forwards_reused() const { return forwards_reused_; }
+    std::uint64_t forwards_sliced() const { return forwards_sliced_; }  // of those, rows of a larger sample
 
 private:
     struct RunKey {
@@ -51,12 +56,16 @@ private:
         std::uint64_t uncounted_keys, row_begin, row_end;
     };
     static bool same(const RunKey& a, const RunKey& b);
+    // The same problem but for the rows: both samples of one head's rows, `b`'s within `a`'s.
+    static bool rows_within(const RunKey& a, const RunKey& b);
     struct Run {
         RunKey key;
         std::vector<std::uint32_t> q, k, v;
         std::shared_ptr<const ForwardResult> result;
         std::uint64_t bytes() const;
     };
+    static std::shared_ptr<const ForwardResult> slice(const Run& kept, const AttentionShape& shape,
+                                                      const AttentionOperands& in, std::uint64_t block_m);
     static RunKey run_key(const AttentionRecipe& recipe, const AttentionShape& shape, const ForwardOptions& options);
     void make_room(std::uint64_t bytes);
 
@@ -73,7 +82,7 @@ private:
     };
     std::list<Entry> entries_;
     std::list<Run> runs_;
-    std::uint64_t max_bytes_, computed_ = 0, reused_ = 0, forwards_reused_ = 0;
+    std::uint64_t max_bytes_, computed_ = 0, reused_ = 0, forwards_reused_ = 0, forwards_sliced_ = 0;
     std::mutex mutex_;
 };
 

@@ -7,6 +7,7 @@
 #include <bit>
 #include <memory>
 #include <set>
+#include <tuple>
 
 #include "emu/attention/flash/flash_attention.hpp"
 #include "emu/attention/flash/random_operands.hpp"
@@ -135,4 +136,82 @@ TEST_CASE("A sample has no backward pass, and sampled_rows refuses rows out of o
     CHECK(two.q.shape() == Shape{2, 4});
     CHECK(two.query_rows_of == 8);
     CHECK_THROWS_WITH(sampled_rows(two, list({0})), Catch::Contains("already a sample"));
+}
+
+namespace {
+
+bool same_counts(const ForwardCounts& a, const ForwardCounts& b) {
+    return std::tie(a.p_bar_one, a.p_nonzero, a.p_underflow, a.p_saturated, a.repeated_max_rows, a.tied_rows,
+                    a.tie_dominated_rows, a.one_key_rows) == std::tie(b.p_bar_one, b.p_nonzero, b.p_underflow,
+                                                                      b.p_saturated, b.repeated_max_rows, b.tied_rows,
+                                                                      b.tie_dominated_rows, b.one_key_rows) &&
+           std::bit_cast<std::uint64_t>(a.tie_share_sum) == std::bit_cast<std::uint64_t>(b.tie_share_sum);
+}
+
+bool same_result(const ForwardResult& a, const ForwardResult& b) {
+    bool rows = a.row_counts.size() == b.row_counts.size() && a.head_counts.size() == b.head_counts.size();
+    for (std::size_t i = 0; rows && i < a.row_counts.size(); ++i) rows = same_counts(a.row_counts[i], b.row_counts[i]);
+    for (std::size_t h = 0; rows && h < a.head_counts.size(); ++h)
+        rows = same_counts(a.head_counts[h], b.head_counts[h]);
+    return rows && same_bits(a.o, b.o) && same_bits(a.o_f32, b.o_f32) && same_bits(a.lse, b.lse) &&
+           same_bits(a.lse_log2, b.lse_log2) && same_counts(a.counts, b.counts);
+}
+
+}  // namespace
+
+TEST_CASE(
+    "A group of a sample's rows is taken from the sample's kept run with its own run's bits and counts, for "
+    "every preset",
+    "[row_sample][flash][scores]") {
+    const std::vector<std::uint64_t> rows = sample_rows(300, 200, 9);
+    std::vector<std::uint64_t> group;  // 67 rows: more than one row block of most presets
+    for (std::size_t i = 0; i < rows.size(); i += 3) group.push_back(rows[i]);
+    for (const AttentionRecipe& r : recipe_presets()) {
+        for (const bool causal : {false, true}) {
+            DYNAMIC_SECTION(r.name << (causal ? " causal" : "")) {
+                const AttentionShape sh = attention_shape(1, 300, 320, 32, causal);
+                AttentionOperands in = random_operands(sh, *r.target.input, 17, 2.0);
+                // keys 1 to 6 repeat key 0, so that rows tie at their maximum (the counts' double sum)
+                for (std::uint64_t j = 1; j <= 6; ++j)
+                    std::copy_n(in.k.begin(), sh.d, in.k.begin() + static_cast<std::ptrdiff_t>(j * sh.d));
+                ForwardOptions plain, shared;
+                plain.threads = shared.threads = 2;
+                plain.uncounted_keys = shared.uncounted_keys = 1;
+                ForwardResult whole;
+                try {
+                    whole = flash_forward(r, sh, in, plain);
+                } catch (const std::exception&) {
+                    continue;  // a preset this shape cannot run (its own test says why)
+                }
+                const Sampled s = sampled(sh, in, rows), g = sampled(sh, in, group);
+                RunCache cache;
+                shared.runs = &cache;
+                const ForwardResult kept = flash_forward(r, s.shape, s.operands, shared);
+                const ForwardResult own = flash_forward(r, g.shape, g.operands, plain);
+                const ForwardResult taken = flash_forward(r, g.shape, g.operands, shared);
+                const bool split = whole.row_counts.empty();  // a split-KV run keeps no row counts: computed
+                CHECK(cache.forwards_sliced() == (split ? 0 : 1));
+                CHECK(same_result(own, taken));
+                if (!split) {
+                    REQUIRE(kept.row_counts.size() == rows.size());
+                    for (std::size_t i = 0; i < rows.size(); ++i)
+                        CHECK(same_counts(kept.row_counts[i], whole.row_counts[rows[i]]));
+                    if (r.name == "fa2-bf16") CHECK(whole.counts.tie_share_sum > 0);  // the double sum is tested
+                }
+                // another query at one of the positions, or a row the sample lacks: computed, not taken
+                Sampled other = g;
+                other.operands.q[3] ^= 1;
+                CHECK(same_result(flash_forward(r, other.shape, other.operands, plain),
+                                  flash_forward(r, other.shape, other.operands, shared)));
+                std::vector<std::uint64_t> beyond = group;
+                std::uint64_t missing = 0;
+                while (std::binary_search(rows.begin(), rows.end(), missing)) ++missing;
+                beyond.insert(std::lower_bound(beyond.begin(), beyond.end(), missing), missing);
+                const Sampled b = sampled(sh, in, beyond);
+                CHECK(same_result(flash_forward(r, b.shape, b.operands, plain),
+                                  flash_forward(r, b.shape, b.operands, shared)));
+                CHECK(cache.forwards_sliced() == (split ? 0 : 1));
+            }
+        }
+    }
 }
