@@ -208,9 +208,10 @@ nlohmann::json head_analyses(const TensorFile& tensors, const emu::AttentionInpu
         nlohmann::json group_compare = nlohmann::json::array();
         for (const auto& rows : sample.groups) {
             // the groups' forward passes and truths are rows of the sample's
-            analysis::TruthCache group_truths(&truths);
-            results.push_back(
-                row_analyses(tensors, file_in, emu::sampled_rows(in, rows), head, o, threads, runs, group_truths));
+            emu::RunCache own_runs;
+            analysis::TruthCache group_truths(o.groups_from_sample ? &truths : nullptr);
+            results.push_back(row_analyses(tensors, file_in, emu::sampled_rows(in, rows), head, o, threads,
+                                           o.groups_from_sample ? runs : own_runs, group_truths));
             if (results.back().contains("compare")) group_compare.push_back(results.back()["compare"]);
         }
         j["sampling_error"] = analysis::sampling_errors(j, results);

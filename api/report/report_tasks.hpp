@@ -20,6 +20,8 @@ struct ReportOptions {
     int k_sink = 1;                             // the first k_sink keys are the sink (P-collapse)
     std::uint64_t leak_tokens = 128;            // leakage on the first tokens of each file (4 MX blocks)
     bool share_truth = true;             // one truth for the analyses of a head (off: each its own; the same results)
+    bool groups_from_sample = true;      // --rows: the groups' runs and truths rows of the sample's (off: run
+                                         // afresh; the same results)
     double headroom_emulate_within = 8;  // nats: a format's softmax emulated only this near overflow
     bool attribute_stages = false;       // attribution stage by stage (off: all low, all exact and delta)
     // Row sampling: each head's analyses on `rows` of its query rows (0, or as many as it has:

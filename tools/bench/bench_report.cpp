@@ -4,7 +4,8 @@
 // truth, leakage over 512 tokens and every format's softmax emulated (the defaults before the
 // report shared its work). The same defaults with and without the shared truth give the same
 // bits, which the run checks on the first head. With --rows K, also the defaults on a sample
-// of K rows of each head with its sampling errors (`report --rows K`).
+// of K rows of each head with its sampling errors (`report --rows K`), and beside it the same
+// with the sample's groups run afresh rather than taken from the sample's runs.
 //
 //   bench_report DIR [--heads K] [--rows K] [--simd TARGET]
 #include <time.h>
@@ -76,6 +77,14 @@ int main(int argc, char** argv) try {
     const std::vector<ReportTask> tasks = report_tasks(files, report);
     const bool same =
         run_task(files[tasks[0].file], tasks[0], report, 1) == run_task(files[tasks[0].file], tasks[0], unshared, 1);
+    bool same_sampled = true;
+    if (rows > 0) {
+        ReportOptions sampled = report, afresh = report;
+        sampled.rows = afresh.rows = rows;
+        afresh.groups_from_sample = false;
+        same_sampled =
+            run_task(files[tasks[0].file], tasks[0], sampled, 1) == run_task(files[tasks[0].file], tasks[0], afresh, 1);
+    }
     const Cost now = cost(files, report, max_heads), before = cost(files, baseline, max_heads);
     const auto heads = static_cast<double>(now.heads);
     std::printf("bench_report: %zu head(s) of %s, one thread, CPU-seconds a head\n", now.heads, argv[1]);
@@ -87,9 +96,15 @@ int main(int argc, char** argv) try {
         sampled.rows = rows;
         std::printf("sampled, %llu rows  %7.2f\n", static_cast<unsigned long long>(rows),
                     cost(files, sampled, max_heads).seconds / heads);
+        ReportOptions afresh = sampled;
+        afresh.groups_from_sample = false;
+        std::printf("  groups run afresh %6.2f\n", cost(files, afresh, max_heads).seconds / heads);
     }
     std::printf("shared truth gives the same results as unshared (first head): %s\n", same ? "yes" : "NO");
-    return same ? 0 : 1;
+    if (rows > 0)
+        std::printf("groups from the sample give the same results as afresh (first head): %s\n",
+                    same_sampled ? "yes" : "NO");
+    return same && same_sampled ? 0 : 1;
 } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_report: error: %s\n", e.what());
     return 2;
