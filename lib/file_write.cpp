@@ -158,8 +158,14 @@ TemporaryFolder::TemporaryFolder(std::string pattern) {
 
 TemporaryFolder::~TemporaryFolder() {
     std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
+    if (!kept_) std::filesystem::remove_all(path_, ec);
     if (slot_ >= 0) pending_folders[static_cast<std::size_t>(slot_)].used.store(false);
+}
+
+void TemporaryFolder::keep() {
+    kept_ = true;
+    if (slot_ >= 0) pending_folders[static_cast<std::size_t>(slot_)].used.store(false);
+    slot_ = -1;
 }
 
 ChildProcessGuard::ChildProcessGuard(int pid) {

@@ -49,10 +49,13 @@ public:
     TemporaryFolder& operator=(const TemporaryFolder&) = delete;
 
     const std::string& path() const { return path_; }
+    /// Left in place after all (it holds what must not be lost), on a signal too.
+    void keep();
 
 private:
     std::string path_;
     int slot_ = -1;  // in the table the signal handler cleans up
+    bool kept_ = false;
 };
 
 /// A child process (a script writing an AtomicFile's temporary file, say) that the cleanup on

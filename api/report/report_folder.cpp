@@ -102,11 +102,12 @@ void write_layers_manifest(const fs::path& layers, const std::vector<std::string
     write_text((layers / manifest_name).string(), nlohmann::json{{"files", names}}.dump(1));
 }
 
-std::string install_report(const fs::path& out, const fs::path& staging) {
+std::string install_report(const fs::path& out, TemporaryFolder& staging_folder) {
     const FolderLock lock(out);
     // A signal between the renames would leave OUT without its layers: held until they are done.
     const CleanupSignalsHeld held;
     check_report_folder(out);  // again: another run may have put its report there meanwhile
+    const fs::path staging = staging_folder.path();
     const fs::path layers = out / "layers", old = staging / "replaced-layers";
     std::error_code ec;
     const bool had_layers = fs::exists(fs::symlink_status(layers, ec));
@@ -114,22 +115,22 @@ std::string install_report(const fs::path& out, const fs::path& staging) {
         fs::rename(layers, old, ec);
         if (ec) throw FileError(failed("move aside", layers, ec));
     }
-    const auto put_back_old = [&] {
-        std::error_code ignored;
-        if (had_layers) fs::rename(old, layers, ignored);
+    // Puts the earlier layers back, or keeps them where they are and says so.
+    const auto put_back_old = [&](const std::string& what) {
+        std::error_code back;
+        if (had_layers) fs::rename(old, layers, back);
+        if (!back) return FileError(what);
+        staging_folder.keep();
+        return FileError(what + "; the earlier layers are in " + old.string());
     };
     fs::rename(staging / "layers", layers, ec);
-    if (ec) {
-        put_back_old();
-        throw FileError(failed("put in place", layers, ec));
-    }
+    if (ec) throw put_back_old(failed("put in place", layers, ec));
     const fs::path report = out / "report.json";
     fs::rename(staging / "report.json", report, ec);
     if (ec) {
         std::error_code ignored;
         fs::rename(layers, staging / "layers", ignored);
-        put_back_old();
-        throw FileError(failed("put in place", report, ec));
+        throw put_back_old(failed("put in place", report, ec));
     }
     if (had_layers) {  // only what its manifest lists (check_report_folder saw nothing else there)
         for (const std::string& name : manifest_names(old)) fs::remove(old / name, ec);

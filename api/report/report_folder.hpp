@@ -26,7 +26,8 @@ void write_layers_manifest(const std::filesystem::path& layers, const std::vecto
 
 /// Under OUT's lock, with SIGINT, SIGTERM and SIGHUP held: checks OUT again, puts staging/layers
 /// and staging/report.json in place, and removes the layers folder they replace (the files its
-/// manifest lists). If a step fails, what it moved goes back. Returns OUT/report.json.
-std::string install_report(const std::filesystem::path& out, const std::filesystem::path& staging);
+/// manifest lists). If a step fails, what it moved goes back; if that fails too, the staging
+/// folder is kept (the error names it: it holds the earlier layers). Returns OUT/report.json.
+std::string install_report(const std::filesystem::path& out, TemporaryFolder& staging);
 
 }  // namespace roundscope::api

@@ -178,7 +178,7 @@ std::string write_report(const std::string& dir, const std::filesystem::path& ou
     std::map<std::optional<std::int64_t>, std::vector<const ReportTask*>> by_layer;  // each in the tasks' order
     for (const ReportTask& t : tasks) by_layer[files[t.file].layer].push_back(&t);
     // written into a folder of this run's, then put in place whole (report_folder.hpp)
-    const TemporaryFolder staging_folder = report_staging_folder(out);
+    TemporaryFolder staging_folder = report_staging_folder(out);
     const std::filesystem::path staging = staging_folder.path();
     std::error_code ec;
     std::filesystem::create_directories(staging / "layers", ec);
@@ -214,7 +214,7 @@ std::string write_report(const std::string& dir, const std::filesystem::path& ou
     const nlohmann::json r{{"dir", dir},       {"options", options_json(options)},         {"files", file_list},
                            {"layers", layers}, {"bias_over_steps", bias_over_steps(bias)}, {"tasks", tasks.size()}};
     write_text((staging / "report.json").string(), r.dump(1));
-    return install_report(out, staging);
+    return install_report(out, staging_folder);
 }
 
 }  // namespace roundscope::api
