@@ -176,6 +176,11 @@ Answer<analysis::KernelComparison> compare(const CompareRequest& request) {
     j["recipe"] = recipe.name;
     j["causal"] = c.causal;
     j["softmax_scale"] = json_number(static_cast<double>(r.shape.scale));
+    j["notes"] = nlohmann::json::array();
+    const bool dq = std::any_of(r.outputs.begin(), r.outputs.end(),
+                                [](const analysis::OutputComparison& x) { return x.name == "dq"; });
+    if (const std::string note = emu::dq_order_note(recipe, r.shape.n_kv, r.shape.d); dq && !note.empty())
+        j["notes"].push_back(note);
     return {std::move(r), std::move(j)};
 }
 

@@ -82,6 +82,7 @@ void compare(const CompareArgs& a) {
                  "max ulp of row scale"},
                 rows);
     for (const analysis::OutputComparison& x : r.outputs) print_output_details(x);
+    for (const auto& note : answer.json.at("notes")) fmt::print("{}\n", note.get<std::string>());
     fmt::print("{} of {} output bit patterns equal the recipe's\n", r.matched, r.total);
 }
 

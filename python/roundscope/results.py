@@ -271,6 +271,7 @@ class CompareResult(TypedDict):
     matched: int
     total: int
     outputs: Dict[str, CompareOutput]
+    notes: List[str]  # what the recipe's bits cannot settle (dQ's atomic adds past one key block)
 
 
 class FitOutput(TypedDict):

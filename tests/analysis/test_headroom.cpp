@@ -12,7 +12,7 @@
 using namespace roundscope;
 using namespace roundscope::analysis;
 
-TEST_CASE("The naive softmax overflows exactly past ln(max): 11.09 in FP16, 88.72 in FP32; the online one never",
+TEST_CASE("The naive softmax overflows exactly past ln(max): 11.09 in FP16, 88.72 in FP32 - the online one never",
           "[headroom]") {
     const std::vector<double> top{10.5, 11.0, 11.25, 12.0, 88.5, 89.0};  // each row's largest score (scale 1)
     const std::uint64_t rows = top.size(), keys = 4, d = 8;

@@ -10,7 +10,7 @@
 using namespace roundscope;
 using namespace roundscope::analysis;
 
-TEST_CASE("Block-quantized V leaks the future; the diagonal fix removes it exactly", "[leak]") {
+TEST_CASE("Block-quantized V leaks the future - the diagonal fix removes it exactly", "[leak]") {
     SyntheticSpec spec;
     spec.n = 96, spec.d = 32, spec.heads = 2, spec.seed = 5;
     const emu::AttentionInputs in = synthetic_attention(spec);

@@ -21,7 +21,7 @@ using namespace roundscope;
 using namespace roundscope::analysis;
 
 TEST_CASE(
-    "Rows with a repeated max give P-bar = 1 twice; a BF16 running O over many tiles makes delta's error one-signed",
+    "Rows with a repeated max give P-bar = 1 twice - a BF16 running O over many tiles makes delta's error one-signed",
     "[bias]") {
     SyntheticSpec spec;
     spec.scenario = Scenario::repeated_max, spec.n = 512, spec.d = 64, spec.heads = 2, spec.seed = 0;

@@ -284,7 +284,7 @@ emu::AttentionInputs grouped(const emu::AttentionInputs& in, std::uint64_t group
 
 TEST_CASE(
     "Truth under grouped-query attention: each query head as if its key-value head were its own, dK and "
-    "dV the group's exact sums; fast equals reference bit for bit",
+    "dV the group's exact sums - fast equals reference bit for bit",
     "[truth][fast][gqa]") {
     const std::uint64_t group = GENERATE(3, 6);
     const bool causal = GENERATE(false, true);

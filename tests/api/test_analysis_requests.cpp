@@ -127,7 +127,7 @@ TEST_CASE("a request with both a file and synthetic inputs, or neither, is refus
     CHECK_THROWS_WITH(api::bias(b), "bias: give input files or synthetic inputs, not both");
 }
 
-TEST_CASE("an error about a caller's own tensor names the tensor; about a file's, the file and the tensor") {
+TEST_CASE("an error about a caller's own tensor names the tensor - about a file's, the file and the tensor") {
     const TensorFile file = arrays_with_a_nan_mask();
     api::HeadroomRequest r;
     r.input.source.name = "inputs";

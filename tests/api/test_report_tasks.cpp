@@ -37,7 +37,7 @@ ReportOptions options() {
 
 }  // namespace
 
-TEST_CASE("A dump rewritten after the scan stops its task; a result is checked against its task", "[report]") {
+TEST_CASE("A dump rewritten after the scan stops its task - a result is checked against its task", "[report]") {
     const auto dir = std::filesystem::temp_directory_path() / "roundscope_test_report_tasks";
     std::filesystem::remove_all(dir);
     std::filesystem::create_directories(dir);

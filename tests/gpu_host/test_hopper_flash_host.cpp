@@ -96,7 +96,7 @@ TEST_CASE("the Hopper kernel equals h100-bf16 over many tiles: N = 1000", "[.][s
             }
 }
 
-TEST_CASE("the Hopper kernel takes the recipe's exp2, its argument, the rescale and the KV order; the check can fail",
+TEST_CASE("the Hopper kernel takes the recipe's exp2, its argument, the rescale and the KV order - the check can fail",
           "[gpu-host][hopper]") {
     gpu::simt::set_simulated_architecture("sm90");
     const Case c{analysis::Scenario::random, 2, 300, 64, true};

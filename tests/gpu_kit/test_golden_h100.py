@@ -1,6 +1,7 @@
 """The H100 captures of 2026-11-27 (tests/data/golden/h100, docs/gpu.md), ingested as a GPU
 session's output is: phase B's crosscheck sweep must be bit-exact in every case, and phase C's
-PyTorch flash forward must be reproduced bit for bit (O and LSE) by the torch-flash-sm90 recipe,
+PyTorch flash forward and backward must be reproduced bit for bit (O, LSE; dQ, dK, dV) by the
+torch-flash-sm90 recipe,
 whose MUFU.EX2 and MUFU.LG2 are the H100's own (emu/mufu/h100_mufu.hpp). cuDNN runs another
 kernel: its fraction is reported, not required. The inputs are made again here by kit_inputs
 and must hash as on the GPU."""
@@ -48,8 +49,9 @@ def phase_c(tmp_path_factory):
 
 def test_pytorchs_flash_forward_is_reproduced_bit_for_bit(phase_c):
     r, _ = phase_c
-    flash = [e for e in r["sdpa"] if e["case"].startswith("flash.")]
-    cudnn = [e for e in r["sdpa"] if e["case"].startswith("cudnn.")]
+    forward = [e for e in r["sdpa"] if e["pass"] == "forward"]
+    flash = [e for e in forward if e["case"].startswith("flash.")]
+    cudnn = [e for e in forward if e["case"].startswith("cudnn.")]
     unsplit = [e for e in flash if not e["file"].startswith("sdpa_S2_")]
     split = [e for e in flash if e["file"].startswith("sdpa_S2_")]
     assert len(unsplit) == 8 + 8  # S1 and S3, four scenarios, causal and not
@@ -61,6 +63,32 @@ def test_pytorchs_flash_forward_is_reproduced_bit_for_bit(phase_c):
         assert got["matched"] == got["total"], e
     # cuDNN's kernel is not PyTorch's flash: some bits differ, and the recipe says so.
     assert cudnn and all(e["torch-flash-sm90"]["matched"] < e["torch-flash-sm90"]["total"] for e in cudnn)
+
+
+def test_pytorchs_flash_backward_is_reproduced_bit_for_bit(phase_c):
+    """S1's backward captures (B 1, H 2, N 128, D 64, BF16; four scenarios, causal and not):
+    torch-flash-sm90 gives PyTorch's flash dQ, dK and dV bit for bit, with the forward's O and LSE
+    (65,792 values a case). Its delta is FlashAttention-2's dot_do_o order: summed in feature
+    order instead, most cases differ. cuDNN's and the efficient kernel's backward are other kernels:
+    their fractions are reported."""
+    r, dumps = phase_c
+    backward = [e for e in r["sdpa"] if e["pass"] == "backward"]
+    flash = [e for e in backward if e["case"].startswith("flash.")]
+    assert len(flash) == 8 and {e["file"] for e in flash} == {"sdpa_S1_bf16_bwd.safetensors"}
+    for e in flash:
+        got = e["torch-flash-sm90"]
+        assert got["total"] == 2 * 128 * (64 + 1) + 3 * 2 * 128 * 64 and got["matched"] == got["total"], e
+        assert got["notes"] == []  # one key block: dQ does not depend on the atomics' order
+    others = [e for e in backward if not e["case"].startswith("flash.")]
+    assert len(others) == 16 and all(e["torch-flash-sm90"]["matched"] < e["torch-flash-sm90"]["total"] for e in others)
+    # the negative control: delta summed in feature order
+    differ = 0
+    for f in sorted(dumps.glob("S1.flash.*.grad.safetensors")):
+        c = json.loads(subprocess.run([BUILD / "roundscope", "compare", f, "--recipe", "torch-flash-sm90", "--set",
+                                       "delta_sum=sequential", "--json"], capture_output=True, text=True,
+                                      check=True).stdout)
+        differ += c["matched"] < c["total"]
+    assert differ >= 6
 
 
 def test_fit_finds_pytorchs_flash_forward_from_the_generic_presets(phase_c):
@@ -78,7 +106,7 @@ def test_fit_finds_pytorchs_flash_forward_from_the_generic_presets(phase_c):
     assert j["exact"], j["best"]
     best = j["best"]
     flags = ["--recipe", best["preset"], *[x for k, v in best["settings"].items() for x in ("--set", f"{k}={v}")]]
-    unsplit = sorted(dumps.glob("S[13].flash.*.safetensors"))
+    unsplit = sorted(f for f in dumps.glob("S[13].flash.*.safetensors") if not f.name.endswith(".grad.safetensors"))
     assert len(unsplit) == 16
     for f in unsplit:
         c = json.loads(subprocess.run([BUILD / "roundscope", "compare", f, *flags, "--json"], capture_output=True,

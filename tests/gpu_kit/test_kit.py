@@ -90,10 +90,12 @@ def test_each_phase_runs_dry_within_the_budgets_and_ingests(kit, tmp_path, phase
         for name in ours:
             assert kernels[name]["tflops"] > 0 and set(kernels[name]["ratio_to"]) == {"torch flash", "torch math"}
     if phase == "C":
-        assert len(report["sdpa"]) == 8
+        # S1's flash forward and backward on the CPU, four scenarios, causal and not
+        assert sorted(e["pass"] for e in report["sdpa"]) == ["backward"] * 8 + ["forward"] * 8
         for e in report["sdpa"]:
+            o_lse = 2 * 128 * 64 + 2 * 128  # o and lse of S1's two heads
             for recipe in ("torch-flash-sm90", "fa2-bf16"):
-                assert e[recipe]["total"] == 2 * 128 * 64 + 2 * 128, e  # o and lse of S1's two heads
+                assert e[recipe]["total"] == o_lse + (3 * 2 * 128 * 64 if e["pass"] == "backward" else 0), e
 
 
 def test_a_corrupted_capture_is_not_fitted(kit, tmp_path):

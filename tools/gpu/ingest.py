@@ -10,10 +10,12 @@ archive is checked against the summary's SHA-256, then:
   B  the crosscheck sweep is counted: every case must be bit-exact; the benchmark's lines (our
      kernels' TFLOP/s and their ratios to PyTorch's backends) go into the report;
   C  the SDPA captures' inputs are made again by kit_inputs and must hash as on the GPU; each
-     BF16 flash and cuDNN forward case is written as a dump and compared with
-     `roundscope compare` against the exact truth and the emulations of torch-flash-sm90 (PyTorch's
-     flash op order with an H100's MUFU, its split-KV path where PyTorch splits) and fa2-bf16: the
-     fractions that match are reported, not required (docs/gpu.md; golden_h100 requires them).
+     BF16 flash and cuDNN forward case, and each BF16 backward case (flash, cuDNN, efficient: dq,
+     dk and dv beside the o and lse of its forward capture), is written as a dump and compared
+     with `roundscope compare` against the exact truth and the emulations of torch-flash-sm90
+     (PyTorch's flash op order with an H100's MUFU, its split-KV path where PyTorch splits, its
+     backward) and fa2-bf16: the fractions that match are reported, not required (docs/gpu.md;
+     golden_h100 requires them).
 Golden files are regenerable: each phase's archives are copied as they came (compressed
 outputs), with golden.json naming the generator, the kit commit and the input hashes.
 Exit 0 when every required check passes, 1 when one fails, 2 on bad input.
@@ -185,6 +187,53 @@ def kernel_output(f, tensors, name, shape):
     return x.reshape(shape)
 
 
+def compare_dump(bins, out, recipe, extra):
+    """`roundscope compare` of one dump: {matched, total, set, notes} and each output's error
+    against the exact truth, or {error}."""
+    r = run([bins["roundscope"], "compare", out, "--recipe", recipe, "--json", *extra])
+    if r.returncode != 0:
+        return {"error": r.stderr.strip()[-400:]}, None
+    j = json.loads(r.stdout)
+    outs = j.get("outputs", {})
+    got = {"matched": j.get("matched"), "total": j.get("total"), "set": extra[1::2], "notes": j.get("notes", []),
+           "outputs": {name: {"matched": o.get("matched"), "total": o.get("total")} for name, o in outs.items()}}
+    truth = {name: {"rel_rms": o.get("rel_rms"), "max_abs": o.get("max_abs")} for name, o in outs.items()}
+    return got, truth
+
+
+def bf16_case(bins, tmp, dumps, shape, key, mask, scale, x, kernels, forward, backward=None):
+    """One BF16 case (BACKEND.bf16.SCENARIO.MASK) written as a dump, its forward capture's o and
+    lse (and with `backward`, do and the backward capture's dq, dk, dv), and compared: its report
+    entry. `forward`, `backward`: (capture file, its tensors)."""
+    import torch
+    from safetensors.torch import save_file
+
+    (f, tensors), (h, n, d) = forward, x["q"].shape
+    dump = {k: v.to(torch.bfloat16) for k, v in x.items() if k != "do" or backward}
+    dump["o"] = kernel_output(f, tensors, key + ".o", (h, n, d))
+    if key + ".lse" in tensors:
+        dump["lse"] = kernel_output(f, tensors, key + ".lse", (h, n))
+    if backward:
+        for g in ("dq", "dk", "dv"):
+            dump[g] = kernel_output(backward[0], backward[1], f"{key}.{g}", (h, n, d))
+    name = f"{key}.grad" if backward else key
+    out = tmp / f"{name}.safetensors"
+    save_file(dump, str(out), metadata={"causal": str(mask == "causal").lower(), "softmax_scale": scale})
+    if dumps is not None:  # kept for the caller: a kernel's dump to fit or compare
+        shutil.copyfile(out, dumps / f"{shape}.{name}.safetensors")
+    entry = {"file": (backward or forward)[0].name, "case": key, "pass": "backward" if backward else "forward"}
+    backend = key.split(".")[0]
+    ran = kernels.get((shape, backend, "bf16", mask), [])
+    unsplit = backend == "flash" and any("flash_fwd_kernel<" in k for k in ran) and not any("splitkv" in k for k in ran)
+    for recipe in ("torch-flash-sm90", "fa2-bf16"):
+        unsplit_model = recipe == "torch-flash-sm90" and (unsplit or backend != "flash")
+        extra = ["--set", "split_kv_sms=0"] if unsplit_model else []
+        entry[recipe], truth = compare_dump(bins, out, recipe, extra)
+        if truth is not None:  # the kernel's own error against the exact truth (the same for both recipes)
+            entry["truth"] = truth
+    return entry
+
+
 def phase_c(root, golden, bins, report, dumps=None):
     from safetensors import SafetensorError, safe_open
 
@@ -197,16 +246,29 @@ def phase_c(root, golden, bins, report, dumps=None):
     captures = sorted((root / "sdpa").glob("sdpa_*_fwd.safetensors"))
     # Every capture's metadata checked before torch is imported (seconds) and anything is run.
     described = [(f, capture_metadata(f, header_metadata(f))) for f in captures]
-    import torch
-    from safetensors.torch import save_file
+    # A backward capture (dq, dk, dv) is compared beside its shape's forward capture of the same
+    # dtype, whose o and lse the backward pass started from (the same kernel, deterministic).
+    backward = {}
+    for f in sorted((root / "sdpa").glob("sdpa_*_bwd.safetensors")):
+        forward_file = f.with_name(f.name[:-len("_bwd.safetensors")] + "_fwd.safetensors")
+        if forward_file in captures:
+            backward[forward_file] = (f, capture_metadata(f, header_metadata(f)))
+
+    def load(f):
+        try:
+            with safe_open(str(f), "pt") as st:
+                return {k: st.get_tensor(k) for k in st.keys()}
+        except (SafetensorError, OSError, ValueError, RuntimeError) as e:
+            raise KitDataError(f"{f.name}: not a capture the kit writes ({e})") from None
+
     with tempfile.TemporaryDirectory() as tmp:
         tmp = pathlib.Path(tmp)
         for f, (b, h, n, d, hashes, shape, scale) in described:
-            try:
-                with safe_open(str(f), "pt") as st:
-                    tensors = {k: st.get_tensor(k) for k in st.keys()}
-            except (SafetensorError, OSError, ValueError, RuntimeError) as e:
-                raise KitDataError(f"{f.name}: not a capture the kit writes ({e})") from None
+            tensors = load(f)
+            grads_file = backward.get(f)
+            grads = load(grads_file[0]) if grads_file else {}
+            if grads_file and grads_file[1] != (b, h, n, d, hashes, shape, scale):
+                raise KitDataError(f"{grads_file[0].name}: its metadata differs from {f.name}'s")
             for scenario, want in hashes.items():
                 path = tmp / f"{shape}_{scenario}.safetensors"
                 if not path.exists():
@@ -221,40 +283,21 @@ def phase_c(root, golden, bins, report, dumps=None):
                     ok = False
                     continue
                 with safe_open(str(path), "pt") as st:
-                    x = {k: st.get_tensor(k)[:h] for k in ("q", "k", "v")}  # batch 0: its H heads
-                for backend in ("flash", "cudnn"):
+                    x = {k: st.get_tensor(k)[:h] for k in ("q", "k", "v", "do")}  # batch 0: its H heads
+                for backend in ("flash", "cudnn", "efficient"):
                     for mask in ("full", "causal"):
                         key = f"{backend}.bf16.{scenario}.{mask}"
                         if key + ".o" not in tensors:
                             continue
-                        dump = {k: v.to(torch.bfloat16) for k, v in x.items()}
-                        dump["o"] = kernel_output(f, tensors, key + ".o", (h, n, d))
-                        if key + ".lse" in tensors:
-                            dump["lse"] = kernel_output(f, tensors, key + ".lse", (h, n))
-                        out = tmp / f"{key}.safetensors"
-                        save_file(dump, str(out), metadata={"causal": str(mask == "causal").lower(),
-                                                            "softmax_scale": scale})
-                        if dumps is not None:  # kept for the caller: a kernel's dump to fit or compare
-                            shutil.copyfile(out, dumps / f"{shape}.{key}.safetensors")
-                        entry = {"file": f.name, "case": key}
-                        ran = kernels.get((shape, backend, "bf16", mask), [])
-                        unsplit = backend == "flash" and any("flash_fwd_kernel<" in k for k in ran) and \
-                            not any("splitkv" in k for k in ran)
-                        for recipe in ("torch-flash-sm90", "fa2-bf16"):
-                            unsplit_model = recipe == "torch-flash-sm90" and (unsplit or backend == "cudnn")
-                            extra = ["--set", "split_kv_sms=0"] if unsplit_model else []
-                            r = run([bins["roundscope"], "compare", out, "--recipe", recipe, "--json", *extra])
-                            if r.returncode == 0:
-                                j = json.loads(r.stdout)
-                                outs = j.get("outputs", {})
-                                entry[recipe] = {"matched": j.get("matched"), "total": j.get("total"), "set": extra[1:]}
-                                # The kernel's own error against the exact truth (the same for both recipes).
-                                entry["truth"] = {name: {"rel_rms": o.get("rel_rms"), "max_abs": o.get("max_abs")}
-                                                  for name, o in outs.items()}
-                            else:
-                                entry[recipe] = {"error": r.stderr.strip()[-400:]}
-                                ok = False
-                        report["sdpa"].append(entry)
+                        for with_grads in (False, True):
+                            if with_grads and key + ".dq" not in grads:
+                                continue
+                            if backend == "efficient" and not with_grads:
+                                continue  # its forward's error is phase C's table; its bits no recipe models
+                            entry = bf16_case(bins, tmp, dumps, shape, key, mask, scale, x, kernels, (f, tensors),
+                                              (grads_file[0], grads) if with_grads else None)
+                            ok &= all("error" not in entry[recipe] for recipe in ("torch-flash-sm90", "fa2-bf16"))
+                            report["sdpa"].append(entry)
     return ok
 
 

@@ -214,8 +214,6 @@ BackwardResult flash_backward(const AttentionRecipe& recipe, const AttentionShap
         throw Error("a sample of query rows has no backward pass: dK and dV need every row (delta needs only its own)");
     if (recipe.softmax.naive())
         throw Error(fmt::format("recipe '{}': the backward pass needs an online softmax", recipe.name));
-    if (recipe.output.epilogue == Epilogue::torch_flash)
-        throw Error(fmt::format("recipe '{}': PyTorch's flash forward is modelled, its backward is not", recipe.name));
     if (recipe.output.epilogue == Epilogue::fa3)
         throw Error(
             fmt::format("recipe '{}': FlashAttention-3's forward is modelled, its backward is not", recipe.name));
@@ -248,8 +246,11 @@ BackwardResult flash_backward(const AttentionRecipe& recipe, const AttentionShap
     const std::uint64_t group = shape.kv_group;  // dK and dV per query head, then summed over groups
     out.dq.assign(in.q.size(), 0), out.dk.assign(in.k.size() * group, 0), out.dv.assign(in.v.size() * group, 0);
     out.delta.assign(shape.heads * shape.n_q, 0);
-    const std::vector<Span> row_blocks = blocks_of(shape.n_q, recipe.tiles.block_m);
-    const std::vector<Span> key_blocks = blocks_of(shape.n_kv, ctx.recipe.tiles.block_n);
+    const bool torch_flash = recipe.backward.schedule == GradSchedule::torch_flash;
+    const BackwardTiles tiles = torch_flash ? torch_flash_backward_tiles(recipe, shape.d)
+                                            : BackwardTiles{recipe.tiles.block_m, ctx.recipe.tiles.block_n};
+    const std::vector<Span> row_blocks = blocks_of(shape.n_q, tiles.block_m);
+    const std::vector<Span> key_blocks = blocks_of(shape.n_kv, tiles.block_n);
     // the kernels scale dK and dQ at the end; the compiled softmax's dS holds the scale already
     const float dk_dq_scale = recipe.softmax.kind == SoftmaxKind::compiled_torch ? 1.0f : ctx.dk_dq_scale();
     const std::uint64_t d = shape.d, dv = shape.d_v, nq = shape.n_q, nk = shape.n_kv;
@@ -276,7 +277,9 @@ BackwardResult flash_backward(const AttentionRecipe& recipe, const AttentionShap
             for (std::size_t kb = begin; kb < end; ++kb) {
                 const Span keys = key_blocks[kb];
                 std::vector<std::uint32_t> dv_acc(keys.size() * dv, 0), dk_acc(keys.size() * d, 0);
-                for (std::size_t rb = 0; rb < row_blocks.size(); ++rb) {
+                for (std::size_t step = 0; step < row_blocks.size(); ++step) {
+                    // PyTorch's flash backward walks a key block's row blocks from the last
+                    const std::size_t rb = torch_flash ? row_blocks.size() - 1 - step : step;
                     const Span rows = row_blocks[rb];
                     if (ctx.tile_masked(rows, keys)) continue;
                     const TileGradients t = tile_gradients(ctx, models, h, go, rows, keys);
@@ -325,8 +328,17 @@ BackwardResult flash_backward(const AttentionRecipe& recipe, const AttentionShap
                         tile =
                             grad_quantized(recipe, tile.data(), rows.size(), keys.size(), -1,
                                            grad_rounding(recipe, head, 7, rb * key_blocks.size() + kb), "dS (for dQ)");
-                    accumulate(recipe, models.grad, tile.data(), go.dq_k + keys.begin * d, dq_acc, rows.size(), d,
-                               keys.size());
+                    if (!torch_flash) {
+                        accumulate(recipe, models.grad, tile.data(), go.dq_k + keys.begin * d, dq_acc, rows.size(), d,
+                                   keys.size());
+                        continue;
+                    }
+                    // each key block's dQ from zero in registers, then added to the buffer (atomicAdd)
+                    std::vector<std::uint32_t> part(dq_acc.size(), 0);
+                    models.grad.run(tile.data(), go.dq_k + keys.begin * d, part.data(), part.data(), rows.size(), d,
+                                    keys.size());
+                    for (std::size_t x = 0; x < part.size(); ++x)
+                        dq_acc[x] = bits_of(a::add(float_from_bits(dq_acc[x]), float_from_bits(part[x])));
                 }
                 write_gradient(dq_acc, dk_dq_scale, *recipe.backward.grad_format,
                                out.dq.data() + (head * nq + rows.begin) * d);

@@ -1,5 +1,6 @@
 #include "emu/attention/flash/flash_context.hpp"
 
+#include <array>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -248,8 +249,41 @@ const MmaModel& model_for(const AttentionRecipe& r, const Format& x, const Forma
     return *m;
 }
 
+namespace {
+
+// FlashAttention-2's dot_do_o (flash_bwd_preprocess_kernel.h): a row's features in pages of 64
+// (32 where the kernel's head dimension is not a multiple of 64), each page over 8 (4) threads
+// of 8 consecutive features; a thread's float32 products summed in a chain (an FFMA each,
+// the first a multiply) page after page, the features past n zeros; then the threads' sums by a
+// butterfly of shuffles (offsets 4, 2, 1), thread 0's sum kept.
+float fa2_threads_delta(const AttentionRecipe& recipe, const std::uint32_t* d_o, const std::uint32_t* o,
+                        const Format& o_format, int n) {
+    const int head_dim = flash_head_dim(recipe, static_cast<std::uint64_t>(n));
+    const int page = head_dim % 64 == 0 ? 64 : 32, threads = page / 8;
+    std::array<float, 8> sum{};
+    for (int t = 0; t < threads; ++t) {
+        for (int p = 0; p < head_dim / page; ++p) {
+            for (int e = 0; e < 8; ++e) {
+                const int c = p * page + 8 * t + e;
+                const float x = c < n ? static_cast<float>(decode(*recipe.target.input, d_o[c])) : 0.0f;
+                const float y = c < n ? static_cast<float>(decode(o_format, o[c])) : 0.0f;
+                sum[t] = p == 0 && e == 0 ? f32_arith::mul(x, y) : f32_arith::fma(x, y, sum[t]);
+            }
+        }
+    }
+    for (int offset = threads / 2; offset >= 1; offset /= 2) {
+        std::array<float, 8> next{};
+        for (int t = 0; t < threads; ++t) next[t] = f32_arith::add(sum[t], sum[t ^ offset]);
+        sum = next;
+    }
+    return sum[0];
+}
+
+}  // namespace
+
 float recipe_delta_row(const AttentionRecipe& recipe, const std::uint32_t* d_o, const std::uint32_t* o,
                        const Format& o_format, int n) {
+    if (recipe.backward.delta_sum == DeltaSum::fa2_threads) return fa2_threads_delta(recipe, d_o, o, o_format, n);
     if (recipe.backward.delta_sum == DeltaSum::sequential)
         return steps::delta_rowsum(d_o, *recipe.target.input, o, o_format, n, *recipe.backward.delta_format);
     std::vector<float> products(static_cast<std::size_t>(n));

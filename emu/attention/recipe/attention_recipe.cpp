@@ -157,6 +157,12 @@ public:
     }
 
     void backward() const {
+        const BackwardStage& b = r_.backward;
+        const bool online = r_.softmax.kind == SoftmaxKind::online;
+        if (b.schedule != GradSchedule::in_order && !online)
+            fail("grad_schedule", "PyTorch's flash backward schedule runs the online softmax only");
+        if (b.schedule != GradSchedule::in_order && b.quant != nullptr)
+            fail("grad_schedule", "PyTorch's flash backward does not block-quantize its operands (grad_quant none)");
         if (r_.backward.quant != nullptr &&
             (r_.tiles.block_m % 32 != 0 || (r_.tiles.block_n >= 0 && r_.tiles.block_n % 32 != 0)))
             fail("grad_quant", "the gradient operands' blocks of 32 must tile block_m and block_n (multiples of 32)");
@@ -222,6 +228,30 @@ int torch_flash_splits(std::uint64_t heads, std::uint64_t n_q, std::uint64_t n_k
             static_cast<double>(efficiency[static_cast<std::size_t>(s - 1)]) >= 0.85 * static_cast<double>(best))
             return s;
     return 1;
+}
+
+int flash_head_dim(const AttentionRecipe& r, std::uint64_t d) {
+    if (d > 256)
+        throw Error(
+            fmt::format("recipe '{}': FlashAttention-2's kernels run head dimensions up to 256 (D is {})", r.name, d));
+    return static_cast<int>((d + 31) / 32 * 32);
+}
+
+BackwardTiles torch_flash_backward_tiles(const AttentionRecipe& r, std::uint64_t d) {
+    const int head_dim = flash_head_dim(r, d);
+    if (head_dim <= 64) return {128, 128};
+    if (head_dim <= 128) return {64, 128};
+    return {64, 64};
+}
+
+std::string dq_order_note(const AttentionRecipe& r, std::uint64_t n_kv, std::uint64_t d) {
+    if (r.backward.schedule != GradSchedule::torch_flash) return "";
+    const auto block_n = static_cast<std::uint64_t>(torch_flash_backward_tiles(r, d).block_n);
+    if (n_kv <= block_n) return "";
+    return fmt::format(
+        "dq: PyTorch's flash backward adds the dQ of each of the {} key blocks ({} keys each) with atomicAdd, in an "
+        "order the GPU does not fix; the recipe adds them in key order, one of the results the GPU can give",
+        (n_kv + block_n - 1) / block_n, block_n);
 }
 
 }  // namespace roundscope::emu

@@ -86,11 +86,19 @@ enum class DeltaKind : std::uint8_t {
 enum class SoftcapTanh : std::uint8_t { exact };
 
 enum class DeltaSum : std::uint8_t {
-    sequential,  // c = 0, 1, ...
-    lanes16,     // Inductor's AVX-512 reduction over 16 float lanes, then their tree (one vector: 8
-                 // lanes under cpu_vector=avx2)
-    lanes32,     // the same over 32 lanes (a loop that loads BF16) folded to 16 (inductor_cpu_math.hpp;
-                 // two vectors: 16 lanes folded to 8 under cpu_vector=avx2)
+    sequential,   // c = 0, 1, ...
+    lanes16,      // Inductor's AVX-512 reduction over 16 float lanes, then their tree (one vector: 8
+                  // lanes under cpu_vector=avx2)
+    lanes32,      // the same over 32 lanes (a loop that loads BF16) folded to 16 (inductor_cpu_math.hpp;
+                  // two vectors: 16 lanes folded to 8 under cpu_vector=avx2)
+    fa2_threads,  // FlashAttention-2's dot_do_o: a row over 8 (or 4) threads, each a chain over its
+                  // 8 consecutive features of every 64- (or 32-) feature page, then a butterfly
+};
+
+/// How the backward pass visits its tiles and sums dQ.
+enum class GradSchedule : std::uint8_t {
+    in_order,     // dK, dV over the row blocks in order; dQ over the key blocks in order, in registers
+    torch_flash,  // PyTorch's flash backward on an H100 (flash_context.hpp: TorchFlashBackwardTiles)
 };
 
 // The recipe, stage by stage in the order a kernel runs them (the stages of recipe_key_table).
@@ -192,15 +200,16 @@ struct BackwardStage {
     const Format* delta_format = &f32;          // delta from O: each dO * O and the sum rounded to it
                                                 // (float32 accumulation), as PyTorch's BF16 ops do
     DeltaSum delta_sum = DeltaSum::sequential;  // with delta_format f32 (host only)
-    const Format* ds_format = &bf16;            // dS and P are cast to it before dK, dQ and dV
-    const Format* grad_format = &bf16;          // dQ, dK, dV as written
-    const BlockFormat* quant = nullptr;         // the products dP = dO V^T, dV = P^T dO, dK = dS^T Q,
-                                                // dQ = dS K: both operands block-quantized in this
-                                                // format, blocks of 32 along the product's reduction
-                                                // axis, dequantized exactly into ds_format
-    bool stochastic = false;                    // quant's elements rounded stochastically (probability
-                                                // exactly proportional), else to nearest even
-    int seed = 0;                               // the stochastic rounding's seed
+    GradSchedule schedule = GradSchedule::in_order;
+    const Format* ds_format = &bf16;     // dS and P are cast to it before dK, dQ and dV
+    const Format* grad_format = &bf16;   // dQ, dK, dV as written
+    const BlockFormat* quant = nullptr;  // the products dP = dO V^T, dV = P^T dO, dK = dS^T Q,
+                                         // dQ = dS K: both operands block-quantized in this
+                                         // format, blocks of 32 along the product's reduction
+                                         // axis, dequantized exactly into ds_format
+    bool stochastic = false;             // quant's elements rounded stochastically (probability
+                                         // exactly proportional), else to nearest even
+    int seed = 0;                        // the stochastic rounding's seed
     void validate(std::string_view recipe) const;
 };
 
@@ -267,6 +276,25 @@ int resolved_block_n(const AttentionRecipe& recipe, std::uint64_t d);
 /// and n_kv keys at head dimension d on a GPU of `sms` SMs (flash_api.cpp: set_params_splitkv,
 /// num_splits_heuristic); 1: the non-split kernel.
 int torch_flash_splits(std::uint64_t heads, std::uint64_t n_q, std::uint64_t n_kv, std::uint64_t d, int sms);
+
+/// The head dimension FlashAttention-2's kernels are built for that runs a head of dimension d
+/// (flash_api.cpp's dispatch: the next of 32, 64, 96, ..., 256); Error naming the recipe above
+/// 256.
+int flash_head_dim(const AttentionRecipe& recipe, std::uint64_t d);
+
+/// PyTorch's flash backward tiles on an H100 (flash_bwd_launch_template.h, the branches an H100's
+/// shared memory takes): rows x keys 128 x 128 for a kernel head dimension of 32 or 64, 64 x 128
+/// for 96 and 128, 64 x 64 above.
+struct BackwardTiles {
+    int block_m = 0, block_n = 0;
+};
+BackwardTiles torch_flash_backward_tiles(const AttentionRecipe& recipe, std::uint64_t d);
+
+/// Where the recipe's dQ is one of several the GPU can give: under grad_schedule=torch-flash with
+/// more than one key block, each key block's dQ is added to the buffer by atomicAdd, in an order
+/// the GPU does not fix (the emulator adds them in key order). Empty where dQ is determined, else
+/// one line saying why.
+std::string dq_order_note(const AttentionRecipe& recipe, std::uint64_t n_kv, std::uint64_t d);
 
 /// Throws Error (naming the recipe and the key) for combinations the emulator cannot run: each
 /// stage's own rules (tiles that are not multiples of 16, a choice of another softmax kind), then

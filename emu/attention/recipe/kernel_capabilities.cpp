@@ -64,6 +64,7 @@ std::vector<KeyCapability> twins() {
             {"delta", {"o-stored", "o-f32"}, "the CUDA twins form delta from O"},
             {"delta_format", {"f32"}, "the CUDA twins sum delta in float32"},
             {"delta_sum", {"sequential"}, "the CUDA twins sum delta over the head dimension in order"},
+            {"grad_schedule", {"in-order"}, "the CUDA twins run their own backward tiles"},
             {"ds_format", {"bf16", "f16"}, "the CUDA twins' backward kernels multiply dS and P in BF16 or FP16"},
             {"grad_quant", {"none"}, "the CUDA twins do not block-quantize the backward's operands"},
             {"grad_rounding", {"nearest"}, "the CUDA twins do not block-quantize the backward's operands"},

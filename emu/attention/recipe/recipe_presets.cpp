@@ -208,6 +208,12 @@ AttentionRecipe torch_flash_sm90() {
     r.softmax.row_sum = RowSum::quad_ffma;
     r.output.epilogue = Epilogue::torch_flash;
     r.tiles.split_kv_sms = 132;
+    // its backward: FlashAttention-2's seqk-parallel kernel (flash_bwd_kernel.h,
+    // flash_bwd_preprocess_kernel.h): delta by dot_do_o's threads, PyTorch's backward tiles for
+    // an H100, dQ summed in a float32 buffer; P against RN(LSE RN(log2 e)), the epilogue's
+    // lse_log2
+    r.backward.delta_sum = DeltaSum::fa2_threads;
+    r.backward.schedule = GradSchedule::torch_flash;
     return r;
 }
 

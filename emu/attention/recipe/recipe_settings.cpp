@@ -40,8 +40,12 @@ constexpr NamedValues<CpuVector, 2> cpu_vector_names{{{{CpuVector::avx512, "avx5
 constexpr NamedValues<KvOrder, 2> order_names{{{{KvOrder::forward, "forward"}, {KvOrder::reverse, "reverse"}}}};
 constexpr NamedValues<DeltaKind, 3> delta_names{
     {{{DeltaKind::stored_o, "o-stored"}, {DeltaKind::f32_o, "o-f32"}, {DeltaKind::p_dp, "p-dp"}}}};
-constexpr NamedValues<DeltaSum, 3> delta_sum_names{
-    {{{DeltaSum::sequential, "sequential"}, {DeltaSum::lanes16, "lanes16"}, {DeltaSum::lanes32, "lanes32"}}}};
+constexpr NamedValues<DeltaSum, 4> delta_sum_names{{{{DeltaSum::sequential, "sequential"},
+                                                     {DeltaSum::lanes16, "lanes16"},
+                                                     {DeltaSum::lanes32, "lanes32"},
+                                                     {DeltaSum::fa2_threads, "fa2-threads"}}}};
+constexpr NamedValues<GradSchedule, 2> grad_schedule_names{
+    {{{GradSchedule::in_order, "in-order"}, {GradSchedule::torch_flash, "torch-flash"}}}};
 constexpr NamedValues<SoftcapTanh, 1> softcap_tanh_names{{{{SoftcapTanh::exact, "exact"}}}};
 constexpr NamedValues<bool, 2> grad_rounding_names{{{{false, "nearest"}, {true, "stochastic"}}}};
 constexpr NamedValues<bool, 2> switch_names{{{{false, "off"}, {true, "on"}}}};
@@ -294,6 +298,7 @@ std::vector<Setting> backward_settings() {
         format_setting<&R::backward, &BackwardStage::delta_format>("delta_format",
                                                                    "a format (dO * O and delta, float32 sums)"),
         named_setting<&R::backward, &BackwardStage::delta_sum, delta_sum_names>("delta_sum"),
+        named_setting<&R::backward, &BackwardStage::schedule, grad_schedule_names>("grad_schedule"),
         format_setting<&R::backward, &BackwardStage::ds_format>("ds_format", "a format (dS, and P for dV)"),
         format_setting<&R::backward, &BackwardStage::grad_format>("grad_format", "a format (dQ, dK, dV)"),
         block_format_setting<&R::backward, &BackwardStage::quant>(
@@ -358,7 +363,11 @@ const std::map<std::string_view, std::string_view>& meanings() {
         {"delta_format", "the format each dO * O and delta's sum are rounded to"},
         {"delta_sum",
          "the order of delta's float32 sum over the head dimension (lanes16, lanes32: one and two vectors, of 8 "
-         "lanes under cpu_vector=avx2)"},
+         "lanes under cpu_vector=avx2; fa2-threads: FlashAttention-2's threads, each over 8 features a page, "
+         "then a butterfly)"},
+        {"grad_schedule",
+         "the backward's tiles: in order (dQ summed in registers), or PyTorch's flash backward on an H100 (its "
+         "tiles, row blocks in reverse, dQ added tile by tile to a zeroed float32 buffer)"},
         {"ds_format", "the format dS and P are cast to before dK, dQ and dV"},
         {"grad_format", "the format dQ, dK and dV are written in"},
         {"grad_quant", "both operands of every backward product block-quantized along its sum"},

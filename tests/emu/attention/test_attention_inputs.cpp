@@ -48,7 +48,7 @@ TEST_CASE("an additive bias is [.., Nq, Nk] per head or [Nq, Nk] for all heads",
     CHECK_THROWS_WITH(with_bias({2, 2, 2, 6, 5}), Catch::Contains("tensor 'bias' has shape [2, 2, 2, 6, 5]"));
 }
 
-TEST_CASE("the layer input x is [Nq, M] or [B, Nq, M]; the query weight wq [M, H * D] or [H, M, D]",
+TEST_CASE("the layer input x is [Nq, M] or [B, Nq, M] - the query weight wq [M, H * D] or [H, M, D]",
           "[attention_inputs]") {
     // q [B=2, H=3, N=6, D=8]
     auto with = [](std::vector<Tensor> extra) {
@@ -102,7 +102,7 @@ TEST_CASE("attention inputs with missing or disagreeing tensors are errors namin
                       Catch::Contains("metadata 'causal'"));
 }
 
-TEST_CASE("FILE:NAME selects a tensor of a safetensors file; other paths are whole files", "[tensor_io]") {
+TEST_CASE("FILE:NAME selects a tensor of a safetensors file - other paths are whole files", "[tensor_io]") {
     CHECK(parse_tensor_selection("dump/layer3.safetensors:q").path == "dump/layer3.safetensors");
     CHECK(parse_tensor_selection("dump/layer3.safetensors:q").name == "q");
     CHECK(parse_tensor_selection("c:/x.safetensors:attn.k").name == "attn.k");

@@ -235,7 +235,7 @@ TEST_CASE("A causal mask given as a boolean tensor gives the causal flag's bits,
     }
 }
 
-TEST_CASE("Grouped query heads equal their key-value heads repeated; dK and dV are the group's sums in float32",
+TEST_CASE("Grouped query heads equal their key-value heads repeated - dK and dV are the group's sums in float32",
           "[flash][gqa]") {
     for (const char* name : {"fa2-bf16", "fa3-fp8", "fa2-bf16-torch"}) {
         AttentionRecipe r = find_recipe(name);

@@ -172,7 +172,7 @@ TEST_CASE("exp2_arg=fma: the forward equals the scalar reference bit for bit, an
     }
 }
 
-TEST_CASE("exp2_arg=fma: the backward's P takes the fused argument; the choice is the online softmax's",
+TEST_CASE("exp2_arg=fma: the backward's P takes the fused argument - the choice is the online softmax's",
           "[flash][exp2_arg]") {
     // at the max key (lse2 = RN(s c)) the unfused argument is 0 and the fused one the product's
     // rounding error: the first s = 150 + k 2^-12 (s c near 27, where an ulp of the product moves

@@ -51,7 +51,7 @@ TEST_CASE("FP8 P-collapse behind a sink: forward order loses most small P, rever
     CHECK(fixed.counts.p_saturated == 0);
 }
 
-TEST_CASE("MXFP4 V leaks the future into causal attention; the diagonal fix stops it, exactly", "[flash][recipes]") {
+TEST_CASE("MXFP4 V leaks the future into causal attention - the diagonal fix stops it, exactly", "[flash][recipes]") {
     const AttentionShape sh = attention_shape(1, 96, 96, 32, true);
     const AttentionOperands in = random_operands(sh, bf16, 31);
     AttentionOperands changed = in;

@@ -2,8 +2,10 @@
 // each of its choices does what the SASS does, checked against the formula written out here;
 // switched back to FlashAttention-2's defaults it is fa2-bf16 in reverse order, bit for bit, and
 // each choice alone changes bits (none is vacuous); the split-KV decision is num_splits_heuristic's,
-// and the split path (flash_split_kv.hpp) runs its splits and combine; the backward pass, not
-// modelled, is refused, not approximated.
+// and the split path (flash_split_kv.hpp) runs its splits and combine. Its backward pass
+// (FlashAttention-2's as PyTorch builds it): delta in dot_do_o's threads against the order
+// written out here, dK and dV over the row blocks in reverse (the in-order pass on the row
+// blocks reversed), dQ added key block by key block.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -11,8 +13,10 @@
 #include <vector>
 
 #include "emu/attention/flash/flash_attention.hpp"
+#include "emu/attention/flash/flash_context.hpp"
 #include "emu/attention/flash/random_operands.hpp"
 #include "emu/attention/softmax/attention_steps.hpp"
+#include "emu/numbers/round.hpp"
 #include "lib/bits.hpp"
 #include "lib/error.hpp"
 
@@ -141,7 +145,7 @@ TEST_CASE("torch-flash-sm90: O and LSE of a row with one key, and of a row with 
     CHECK(std::isfinite(w.lse[47]));
 }
 
-TEST_CASE("torch-flash-sm90 with FlashAttention-2's defaults is fa2-bf16 in reverse order; each choice changes bits",
+TEST_CASE("torch-flash-sm90 with FlashAttention-2's defaults is fa2-bf16 in reverse order - each choice changes bits",
           "[flash][torch-flash]") {
     // D = 112: there c = scale log2(e) in float32 and in double differ (they agree at 64 and 128).
     const AttentionShape sh = shape(2, 300, 112, false);
@@ -189,12 +193,117 @@ TEST_CASE("torch-flash-sm90: tiles by head dimension, PyTorch's split-KV decisio
     for (std::size_t i = 0; i < s1.lse.size(); ++i) CHECK(std::fabs(s1.lse[i] - unsplit.lse[i]) < 1e-5f);
     CHECK_THROWS_WITH(flash_forward(with(find_recipe("fa2-bf16"), {"split_kv_sms=132"}), split, in),
                       Catch::Contains("epilogue=torch-flash"));
-    const AttentionShape small = shape(1, 64, 64);
-    AttentionOperands b = random_operands(small, bf16, 4);
-    b.d_o = b.q;
-    const ForwardResult fwd = flash_forward(r, small, b);
-    CHECK_THROWS_WITH(flash_backward(r, small, b, fwd), Catch::Contains("backward is not"));
     CHECK_THROWS_WITH(validate(with(r, {"p_scale=256"})), Catch::Contains("epilogue"));
     CHECK_THROWS_WITH(validate(with(find_recipe("fa2-bf16"), {"rescale_arg=raw", "max_adjust=on"})),
                       Catch::Contains("rescale_arg"));
+}
+
+namespace {
+
+// dot_do_o written out: thread t of a row holds features page * P + 8 t + e (e = 0..7) of every
+// page of P features (64 where the kernel's head dimension is a multiple of 64, else 32), those
+// past D zeros; its sum a chain from its first product; the threads joined by xor-butterflies.
+float dot_do_o_delta(const std::vector<float>& d_o, const std::vector<float>& o, int kernel_d) {
+    const int page = kernel_d % 64 == 0 ? 64 : 32, threads = page / 8;
+    std::vector<float> t_sum(static_cast<std::size_t>(threads));
+    for (int t = 0; t < threads; ++t) {
+        bool first = true;
+        for (int base = 0; base < kernel_d; base += page) {
+            for (int e = 0; e < 8; ++e) {
+                const auto c = static_cast<std::size_t>(base + 8 * t + e);
+                const float x = c < d_o.size() ? d_o[c] : 0.0f, y = c < o.size() ? o[c] : 0.0f;
+                t_sum[static_cast<std::size_t>(t)] =
+                    first ? a::mul(x, y) : a::fma(x, y, t_sum[static_cast<std::size_t>(t)]);
+                first = false;
+            }
+        }
+    }
+    const auto& x = t_sum;
+    if (threads == 8)
+        return a::add(a::add(a::add(x[0], x[4]), a::add(x[2], x[6])), a::add(a::add(x[1], x[5]), a::add(x[3], x[7])));
+    return a::add(a::add(x[0], x[2]), a::add(x[1], x[3]));
+}
+
+}  // namespace
+
+TEST_CASE("torch-flash-sm90's backward: delta in FlashAttention-2's dot_do_o threads", "[flash][torch-flash]") {
+    const AttentionRecipe r = find_recipe("torch-flash-sm90");
+    REQUIRE(recipe_settings(r).at("delta_sum") == "fa2-threads");
+    const AttentionRecipe sequential = with(r, {"delta_sum=sequential"});
+    std::uint32_t x = 12345;
+    auto next = [&] {
+        x = x * 1664525u + 1013904223u;
+        return static_cast<float>(static_cast<int>(x >> 9) % 20001 - 10000) / 1024.0f;
+    };
+    // D 64 (8 threads, one page), 128 (two pages), 96 (4 threads of 32-feature pages), 40 (run
+    // by the D 64 kernel: features past 40 are zeros)
+    for (const auto& [d, kernel_d] : {std::pair{64, 64}, {128, 128}, {96, 96}, {40, 64}}) {
+        int differ = 0;
+        for (int row = 0; row < 200; ++row) {
+            std::vector<std::uint32_t> d_o(static_cast<std::size_t>(d)), o(d_o.size());
+            std::vector<float> d_o_value(d_o.size()), o_value(d_o.size());
+            for (std::size_t c = 0; c < d_o.size(); ++c) {
+                d_o[c] = bf16_saturating_rne(next()), o[c] = bf16_saturating_rne(next());
+                d_o_value[c] = static_cast<float>(decode(bf16, d_o[c]));
+                o_value[c] = static_cast<float>(decode(bf16, o[c]));
+            }
+            const float got = recipe_delta_row(r, d_o.data(), o.data(), bf16, d);
+            INFO("D " << d << " row " << row);
+            REQUIRE(bits_of(got) == bits_of(dot_do_o_delta(d_o_value, o_value, kernel_d)));
+            differ += bits_of(got) != bits_of(recipe_delta_row(sequential, d_o.data(), o.data(), bf16, d));
+        }
+        CHECK(differ > 10);  // the order changes delta on many of these rows
+    }
+    CHECK_THROWS_WITH(flash_head_dim(r, 264), Catch::Contains("up to 256"));
+}
+
+TEST_CASE("torch-flash-sm90's backward: its tiles, row blocks in reverse, dQ added key block by key block",
+          "[flash][torch-flash]") {
+    const AttentionRecipe r = with(find_recipe("torch-flash-sm90"), {"split_kv_sms=0"});
+    const AttentionRecipe in_order = with(r, {"grad_schedule=in-order"});
+    CHECK(torch_flash_backward_tiles(r, 64).block_m == 128);
+    CHECK(torch_flash_backward_tiles(r, 64).block_n == 128);
+    CHECK(torch_flash_backward_tiles(r, 128).block_m == 64);
+    CHECK(torch_flash_backward_tiles(r, 128).block_n == 128);
+    CHECK(torch_flash_backward_tiles(r, 256).block_n == 64);
+    // D 128: 64 x 128 tiles. N 320: five row blocks, three key blocks.
+    const AttentionShape sh = shape(1, 320, 128);
+    AttentionOperands in = random_operands(sh, bf16, 21, 1.4);
+    in.d_o = random_operands(sh, bf16, 22).q;
+    const ForwardResult fwd = flash_forward(r, sh, in);
+    const BackwardResult got = flash_backward(r, sh, in, fwd, 1);
+    const BackwardResult again = flash_backward(r, sh, in, fwd, 2);
+    CHECK((got.dq == again.dq && got.dk == again.dk && got.dv == again.dv));
+    // dK and dV: the in-order pass over the row blocks reversed is this pass, bit for bit (rows
+    // are independent in the forward pass, and delta is each row's own).
+    AttentionOperands reversed = in;
+    const std::uint64_t d = sh.d, rows = 64;
+    for (std::uint64_t b = 0; b < 5; ++b)
+        for (std::uint64_t i = 0; i < rows * d; ++i) {
+            reversed.q[b * rows * d + i] = in.q[(4 - b) * rows * d + i];
+            reversed.d_o[b * rows * d + i] = in.d_o[(4 - b) * rows * d + i];
+        }
+    const ForwardResult fwd_reversed = flash_forward(in_order, sh, reversed);
+    const BackwardResult want = flash_backward(in_order, sh, reversed, fwd_reversed);
+    CHECK(want.dk == got.dk);
+    CHECK(want.dv == got.dv);
+    const BackwardResult plain = flash_backward(in_order, sh, in, fwd);
+    CHECK(plain.dk != got.dk);  // the order changes bits
+    CHECK(plain.dq != got.dq);  // three chains added, not one
+    CHECK(dq_order_note(r, 320, 128).find("3 key blocks") != std::string::npos);
+    CHECK(dq_order_note(r, 128, 128).empty());
+    CHECK(dq_order_note(in_order, 320, 128).empty());
+    // One tile (N 64 at D 128): the schedules agree but for dQ's zeros, which the buffer's
+    // atomicAdd makes +0.
+    const AttentionShape one = shape(1, 64, 128, true);
+    AttentionOperands small = random_operands(one, bf16, 23);
+    small.d_o = random_operands(one, bf16, 24).q;
+    const ForwardResult f1 = flash_forward(r, one, small);
+    const BackwardResult t = flash_backward(r, one, small, f1), u = flash_backward(in_order, one, small, f1);
+    CHECK(t.dk == u.dk);
+    CHECK(t.dv == u.dv);
+    for (std::size_t i = 0; i < t.dq.size(); ++i) CHECK(t.dq[i] == (u.dq[i] == 0x8000u ? 0u : u.dq[i]));
+    CHECK_THROWS_WITH(validate(with(find_recipe("fa2-bf16-torch-compiled"), {"grad_schedule=torch-flash"})),
+                      Catch::Contains("grad_schedule"));
+    CHECK_THROWS_WITH(validate(with(r, {"grad_quant=mxfp8_e4m3"})), Catch::Contains("grad_schedule"));
 }

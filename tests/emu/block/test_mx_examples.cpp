@@ -105,7 +105,7 @@ TEST_CASE("NVFP4: single- and two-level scales", "[nvfp4]") {
     CHECK((out[0] == 0x3 && out[1] == 0x7 && out[2] == 0xD));
 }
 
-TEST_CASE("block_quantize: blocks along any axis with an offset equal the block routine; any thread count", "[mx]") {
+TEST_CASE("block_quantize: blocks along any axis with an offset equal the block routine - any thread count", "[mx]") {
     const Tensor t = [] {
         Tensor x = Tensor::zeros("v", DType::f32, {3, 50, 4});
         std::mt19937_64 rng(5);

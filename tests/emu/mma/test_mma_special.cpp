@@ -56,7 +56,7 @@ TEST_CASE("NaN anywhere gives the canonical NaN of the accumulator", "[mma][spec
     CHECK(dot(model("sm90", e4m3), {qnan}, {1}, 0) == 0x7FFFFFFFu);
 }
 
-TEST_CASE("Inf times zero, and Infs of both signs, give NaN; a lone Inf gives that Inf", "[mma][special]") {
+TEST_CASE("Inf times zero, and Infs of both signs, give NaN - a lone Inf gives that Inf", "[mma][special]") {
     const MmaModel& m = model("sm90", bf16);
     CHECK(dot(m, {infinity}, {0}, 0) == 0x7FFFFFFFu);
     CHECK(dot(m, {-0.0}, {-infinity}, 0) == 0x7FFFFFFFu);
