@@ -49,7 +49,7 @@ def phase_c(tmp_path_factory):
 
 def test_pytorchs_flash_forward_is_reproduced_bit_for_bit(phase_c):
     r, _ = phase_c
-    forward = [e for e in r["sdpa"] if e["pass"] == "forward"]
+    forward = [e for e in r["sdpa"] if e["pass"] == "forward" and e["dtype"] == "bf16"]
     flash = [e for e in forward if e["case"].startswith("flash.")]
     cudnn = [e for e in forward if e["case"].startswith("cudnn.")]
     unsplit = [e for e in flash if not e["file"].startswith("sdpa_S2_")]
@@ -63,6 +63,46 @@ def test_pytorchs_flash_forward_is_reproduced_bit_for_bit(phase_c):
         assert got["matched"] == got["total"], e
     # cuDNN's kernel is not PyTorch's flash: some bits differ, and the recipe says so.
     assert cudnn and all(e["torch-flash-sm90"]["matched"] < e["torch-flash-sm90"]["total"] for e in cudnn)
+
+
+def test_cudnns_forward_is_reproduced_bit_for_bit(phase_c):
+    """cuDNN's SDPA forward (`cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16`, knob 7,
+    64 x 128 tiles) on S1 and S3's batch 0, four scenarios, causal and not: torch-cudnn-sm90 gives
+    every O and LSE bit. Each of its choices alone (the 64-key tiles PyTorch's flash takes at D 128,
+    the reverse KV order, the rescale from the raw maxima, FlashAttention-3's join of the row sum's
+    lanes, PyTorch's flash epilogue) changes at least one capture."""
+    r, dumps = phase_c
+    cudnn = [e for e in r["sdpa"] if e["pass"] == "forward" and e["dtype"] == "bf16" and e["case"].startswith("cudnn.")]
+    assert len(cudnn) == 16
+    for e in cudnn:
+        got = e["torch-cudnn-sm90"]
+        assert got["matched"] == got["total"] and got["total"] in (2 * 128 * 65, 1000 * 129), e
+    flash = [e for e in r["sdpa"] if e["pass"] == "forward" and e["dtype"] == "bf16" and e["case"].startswith("flash.")]
+    assert all(e["torch-cudnn-sm90"]["matched"] < e["torch-cudnn-sm90"]["total"] for e in flash if "S3" in e["file"])
+    files = sorted(f for f in dumps.glob("S[13].cudnn.bf16.*.safetensors") if not f.name.endswith(".grad.safetensors"))
+    assert len(files) == 16
+    for choice in ("block_n=auto", "kv_order=reverse", "rescale_arg=raw", "row_sum=lane-tile", "epilogue=torch-flash"):
+        differ = 0
+        for f in files:
+            c = json.loads(subprocess.run([BUILD / "roundscope", "compare", f, "--recipe", "torch-cudnn-sm90", "--set",
+                                           choice, "--json"], capture_output=True, text=True, check=True).stdout)
+            differ += c["matched"] < c["total"]
+        assert differ >= 4, choice
+
+
+def test_fp16_forward_of_flash_and_cudnn_is_reproduced_bit_for_bit(phase_c):
+    """S1's FP16 forward captures: PyTorch's flash under torch-flash-sm90 and cuDNN under
+    torch-cudnn-sm90, each with FP16 inputs, P and O (`--set input=f16 --set p_format=f16 --set
+    o_format=f16`), give every O and LSE bit; fa2-f16 does not."""
+    r, _ = phase_c
+    f16 = [e for e in r["sdpa"] if e["dtype"] == "f16"]
+    assert sorted(e["case"].split(".")[0] for e in f16) == ["cudnn"] * 8 + ["flash"] * 8
+    for e in f16:
+        recipe = "torch-cudnn-sm90" if e["case"].startswith("cudnn.") else "torch-flash-sm90"
+        got = e[recipe]
+        assert got["matched"] == got["total"] == 2 * 128 * 65, e
+        assert "input=f16" in got["set"] and "o_format=f16" in got["set"], e
+    assert any(e["fa2-f16"]["matched"] < e["fa2-f16"]["total"] for e in f16)
 
 
 def test_pytorchs_flash_backward_is_reproduced_bit_for_bit(phase_c):
@@ -106,7 +146,8 @@ def test_fit_finds_pytorchs_flash_forward_from_the_generic_presets(phase_c):
     assert j["exact"], j["best"]
     best = j["best"]
     flags = ["--recipe", best["preset"], *[x for k, v in best["settings"].items() for x in ("--set", f"{k}={v}")]]
-    unsplit = sorted(f for f in dumps.glob("S[13].flash.*.safetensors") if not f.name.endswith(".grad.safetensors"))
+    unsplit = sorted(f for f in dumps.glob("S[13].flash.bf16.*.safetensors")
+                     if not f.name.endswith(".grad.safetensors"))
     assert len(unsplit) == 16
     for f in unsplit:
         c = json.loads(subprocess.run([BUILD / "roundscope", "compare", f, *flags, "--json"], capture_output=True,

@@ -90,11 +90,12 @@ def test_each_phase_runs_dry_within_the_budgets_and_ingests(kit, tmp_path, phase
         for name in ours:
             assert kernels[name]["tflops"] > 0 and set(kernels[name]["ratio_to"]) == {"torch flash", "torch math"}
     if phase == "C":
-        # S1's flash forward and backward on the CPU, four scenarios, causal and not
-        assert sorted(e["pass"] for e in report["sdpa"]) == ["backward"] * 8 + ["forward"] * 8
+        # S1's flash forward (BF16, FP16) and backward (BF16) on the CPU, four scenarios, causal and not
+        assert sorted((e["pass"], e["dtype"]) for e in report["sdpa"]) == \
+            [("backward", "bf16")] * 8 + [("forward", "bf16")] * 8 + [("forward", "f16")] * 8
         for e in report["sdpa"]:
             o_lse = 2 * 128 * 64 + 2 * 128  # o and lse of S1's two heads
-            for recipe in ("torch-flash-sm90", "fa2-bf16"):
+            for recipe in ("torch-flash-sm90", f"fa2-{e['dtype']}"):
                 assert e[recipe]["total"] == o_lse + (3 * 2 * 128 * 64 if e["pass"] == "backward" else 0), e
 
 

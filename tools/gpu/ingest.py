@@ -14,8 +14,8 @@ archive is checked against the summary's SHA-256, then:
      dk and dv beside the o and lse of its forward capture), is written as a dump and compared
      with `roundscope compare` against the exact truth and the emulations of torch-flash-sm90
      (PyTorch's flash op order with an H100's MUFU, its split-KV path where PyTorch splits, its
-     backward) and fa2-bf16: the fractions that match are reported, not required (docs/gpu.md;
-     golden_h100 requires them).
+     backward), torch-cudnn-sm90 (cuDNN's forward) and fa2-bf16: the fractions that match are
+     reported, not required (docs/gpu.md; golden_h100 requires them).
 Golden files are regenerable: each phase's archives are copied as they came (compressed
 outputs), with golden.json naming the generator, the kit commit and the input hashes.
 Exit 0 when every required check passes, 1 when one fails, 2 on bad input.
@@ -201,15 +201,23 @@ def compare_dump(bins, out, recipe, extra):
     return got, truth
 
 
-def bf16_case(bins, tmp, dumps, shape, key, mask, scale, x, kernels, forward, backward=None):
-    """One BF16 case (BACKEND.bf16.SCENARIO.MASK) written as a dump, its forward capture's o and
-    lse (and with `backward`, do and the backward capture's dq, dk, dv), and compared: its report
-    entry. `forward`, `backward`: (capture file, its tensors)."""
+# What a recipe is set to for each captured dtype: FP16 inputs, P and O (the presets are BF16's),
+# and the FlashAttention-2 preset of that dtype.
+DTYPE_SETS = {"bf16": [], "f16": ["input=f16", "p_format=f16", "o_format=f16"]}
+FA2_PRESET = {"bf16": "fa2-bf16", "f16": "fa2-f16"}
+
+
+def sdpa_case(bins, tmp, dumps, shape, key, mask, scale, x, kernels, forward, backward=None):
+    """One case (BACKEND.DTYPE.SCENARIO.MASK, DTYPE bf16 or f16) written as a dump, its forward
+    capture's o and lse (and with `backward`, do and the backward capture's dq, dk, dv), and
+    compared: its report entry. `forward`, `backward`: (capture file, its tensors)."""
     import torch
     from safetensors.torch import save_file
 
     (f, tensors), (h, n, d) = forward, x["q"].shape
-    dump = {k: v.to(torch.bfloat16) for k, v in x.items() if k != "do" or backward}
+    backend, dtype = key.split(".")[:2]
+    dump = {k: v.to(torch.float16 if dtype == "f16" else torch.bfloat16) for k, v in x.items()
+            if k != "do" or backward}
     dump["o"] = kernel_output(f, tensors, key + ".o", (h, n, d))
     if key + ".lse" in tensors:
         dump["lse"] = kernel_output(f, tensors, key + ".lse", (h, n))
@@ -221,14 +229,18 @@ def bf16_case(bins, tmp, dumps, shape, key, mask, scale, x, kernels, forward, ba
     save_file(dump, str(out), metadata={"causal": str(mask == "causal").lower(), "softmax_scale": scale})
     if dumps is not None:  # kept for the caller: a kernel's dump to fit or compare
         shutil.copyfile(out, dumps / f"{shape}.{name}.safetensors")
-    entry = {"file": (backward or forward)[0].name, "case": key, "pass": "backward" if backward else "forward"}
-    backend = key.split(".")[0]
-    ran = kernels.get((shape, backend, "bf16", mask), [])
+    entry = {"file": (backward or forward)[0].name, "case": key, "dtype": dtype,
+             "pass": "backward" if backward else "forward"}
+    ran = kernels.get((shape, backend, dtype, mask), [])
     unsplit = backend == "flash" and any("flash_fwd_kernel<" in k for k in ran) and not any("splitkv" in k for k in ran)
-    for recipe in ("torch-flash-sm90", "fa2-bf16"):
+    # torch-cudnn-sm90 models cuDNN's forward only (it never splits)
+    recipes = ("torch-flash-sm90", "fa2-bf16") if backward else ("torch-flash-sm90", "torch-cudnn-sm90", "fa2-bf16")
+    for recipe in recipes:
         unsplit_model = recipe == "torch-flash-sm90" and (unsplit or backend != "flash")
-        extra = ["--set", "split_kv_sms=0"] if unsplit_model else []
-        entry[recipe], truth = compare_dump(bins, out, recipe, extra)
+        sets = (["split_kv_sms=0"] if unsplit_model else []) + (DTYPE_SETS[dtype] if recipe.startswith("torch") else [])
+        extra = [x for s in sets for x in ("--set", s)]
+        preset = FA2_PRESET[dtype] if recipe == "fa2-bf16" else recipe
+        entry[preset], truth = compare_dump(bins, out, preset, extra)
         if truth is not None:  # the kernel's own error against the exact truth (the same for both recipes)
             entry["truth"] = truth
     return entry
@@ -264,6 +276,10 @@ def phase_c(root, golden, bins, report, dumps=None):
     with tempfile.TemporaryDirectory() as tmp:
         tmp = pathlib.Path(tmp)
         for f, (b, h, n, d, hashes, shape, scale) in described:
+            dtype = f.name[len(f"sdpa_{shape}_"):-len("_fwd.safetensors")]
+            if not f.name.startswith(f"sdpa_{shape}_") or dtype not in DTYPE_SETS:
+                raise KitDataError(f"{f.name}: not sdpa_{shape}_DTYPE_fwd.safetensors with DTYPE one of "
+                                   f"{', '.join(DTYPE_SETS)}")
             tensors = load(f)
             grads_file = backward.get(f)
             grads = load(grads_file[0]) if grads_file else {}
@@ -286,7 +302,7 @@ def phase_c(root, golden, bins, report, dumps=None):
                     x = {k: st.get_tensor(k)[:h] for k in ("q", "k", "v", "do")}  # batch 0: its H heads
                 for backend in ("flash", "cudnn", "efficient"):
                     for mask in ("full", "causal"):
-                        key = f"{backend}.bf16.{scenario}.{mask}"
+                        key = f"{backend}.{dtype}.{scenario}.{mask}"
                         if key + ".o" not in tensors:
                             continue
                         for with_grads in (False, True):
@@ -294,9 +310,9 @@ def phase_c(root, golden, bins, report, dumps=None):
                                 continue
                             if backend == "efficient" and not with_grads:
                                 continue  # its forward's error is phase C's table; its bits no recipe models
-                            entry = bf16_case(bins, tmp, dumps, shape, key, mask, scale, x, kernels, (f, tensors),
+                            entry = sdpa_case(bins, tmp, dumps, shape, key, mask, scale, x, kernels, (f, tensors),
                                               (grads_file[0], grads) if with_grads else None)
-                            ok &= all("error" not in entry[recipe] for recipe in ("torch-flash-sm90", "fa2-bf16"))
+                            ok &= not any(isinstance(v, dict) and "error" in v for v in entry.values())
                             report["sdpa"].append(entry)
     return ok
 

@@ -214,6 +214,8 @@ BackwardResult flash_backward(const AttentionRecipe& recipe, const AttentionShap
         throw Error("a sample of query rows has no backward pass: dK and dV need every row (delta needs only its own)");
     if (recipe.softmax.naive())
         throw Error(fmt::format("recipe '{}': the backward pass needs an online softmax", recipe.name));
+    if (recipe.output.epilogue == Epilogue::cudnn)
+        throw Error(fmt::format("recipe '{}': cuDNN's forward is modelled, its backward is not", recipe.name));
     if (recipe.output.epilogue == Epilogue::fa3)
         throw Error(
             fmt::format("recipe '{}': FlashAttention-3's forward is modelled, its backward is not", recipe.name));

@@ -248,6 +248,19 @@ void finish_fa3_row(const FlashContext& ctx, const std::uint32_t* acc, const ste
     out.lse_log2[i] = a::mul(out.lse[i], steps::log2e);
 }
 
+// cuDNN's SDPA on sm_90 (measured on the H100 captures, docs/gpu.md): O = RN(acc
+// rcp.approx.ftz(l)) as FlashAttention-3's; LSE = fma(RN(m c), RN(ln 2), RN(lg2.approx.ftz(l)
+// RN(ln 2))) from the scaled max. l >= 1 in every captured row, where lg2's ftz form and
+// __logf's agree; an empty row (O 0, LSE -inf, as FlashAttention-3's) was never captured.
+void finish_cudnn_row(const FlashContext& ctx, const std::uint32_t* acc, const steps::OnlineRowState& st,
+                      std::uint64_t i, ForwardResult& out) {
+    const bool empty = st.l == 0.0f || st.l != st.l;
+    write_output_row(ctx, acc, empty ? 0.0f : mufu_rcp_ftz(st.l), i, out);
+    const float log_l = a::mul(detail::mufu_lg2_ftz(st.l), steps::ln2);
+    out.lse[i] = empty ? steps::minus_infinity() : a::fma(st.m, steps::ln2, log_l);
+    out.lse_log2[i] = a::mul(out.lse[i], steps::log2e);
+}
+
 // O, LSE and the counts of a finished row block (the `block_index`th) into the result.
 void finish_block(const FlashContext& ctx, const RowBlock& b, std::uint64_t block_index, std::uint64_t head,
                   ForwardResult& out) {
@@ -279,6 +292,10 @@ void finish_block(const FlashContext& ctx, const RowBlock& b, std::uint64_t bloc
         }
         if (r.output.epilogue == Epilogue::fa3) {
             finish_fa3_row(ctx, b.acc.data() + row * ctx.shape.d_v, b.state[row], i, out);
+            continue;
+        }
+        if (r.output.epilogue == Epilogue::cudnn) {
+            finish_cudnn_row(ctx, b.acc.data() + row * ctx.shape.d_v, b.state[row], i, out);
             continue;
         }
         write_output_row(ctx, b.acc.data() + row * ctx.shape.d_v,

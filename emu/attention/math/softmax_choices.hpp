@@ -31,6 +31,8 @@ enum class RowSum : std::uint8_t {
                  // l = (l_0 + l_2) + (l_1 + l_3) (the butterfly with offset 2, then 1)
     lane_tile,   // FlashAttention-3's (hopper/softmax.h): the same four lanes, but each sums its keys
                  // of the tile first, r_t = P-bar_first + ... in order, then l_t = fma(l_t, alpha, r_t)
+    cudnn,       // cuDNN's SDPA on sm_90 (measured on its captures): lane_tile's lanes and steps, joined
+                 // at the end as l = (l_0 + l_1) + (l_2 + l_3) (the butterfly with offset 1, then 2)
 };
 
 /// How exp2's argument for P-bar is formed from a score s, the scale c = scale log2(e) and the

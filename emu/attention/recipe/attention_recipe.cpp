@@ -145,15 +145,18 @@ public:
     }
 
     void output() const {
-        if (r_.output.epilogue == Epilogue::torch_flash &&
+        if ((r_.output.epilogue == Epilogue::torch_flash || r_.output.epilogue == Epilogue::cudnn) &&
             (r_.p_and_v.p_scale != 1.0f || !(*r_.output.accumulator == f32)))
-            fail("epilogue", "PyTorch's flash epilogue has P unscaled (p_scale 1) and O accumulated in f32");
+            fail("epilogue",
+                 "PyTorch's flash and cuDNN's epilogues have P unscaled (p_scale 1) and O accumulated in f32");
         if (r_.output.epilogue == Epilogue::fa3 && (r_.p_and_v.p_scale != 1.0f || !(*r_.output.accumulator == f32)))
             fail("epilogue",
                  "FlashAttention-3's epilogue has P scaled only by its max offset (p_scale 1) and O accumulated "
                  "in f32");
-        if (r_.softmax.max_offset != 0 && r_.output.epilogue == Epilogue::torch_flash)
-            fail("max_offset", "PyTorch's flash epilogue has no max offset (FlashAttention-3's has: epilogue=fa3)");
+        if (r_.softmax.max_offset != 0 &&
+            (r_.output.epilogue == Epilogue::torch_flash || r_.output.epilogue == Epilogue::cudnn))
+            fail("max_offset",
+                 "PyTorch's flash and cuDNN's epilogues have no max offset (FlashAttention-3's has: epilogue=fa3)");
     }
 
     void backward() const {

@@ -55,6 +55,9 @@ enum class Epilogue : std::uint8_t {
                   // RN(acc rcp.approx.ftz(l)), O = 0 when l is 0 or NaN; LSE = fma(m, RN(c RN(ln 2)),
                   // RN(lg2.approx.ftz(l 2^-k) RN(ln 2))) with the raw max m, c = scale log2 e and k the
                   // max offset; -inf when empty
+    cudnn,        // cuDNN's SDPA on sm_90 (measured on its captures): O as fa3's (MUFU.RCP);
+                  // LSE = fma(RN(m c), RN(ln 2), RN(lg2.approx.ftz(l) RN(ln 2))) from the scaled max
+                  // m c; an empty row (never captured) as fa3's
 };
 
 /// "forward" or "reverse": the one spelling of KV orders (recipes, the CLI, JSON).

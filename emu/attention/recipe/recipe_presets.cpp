@@ -217,6 +217,23 @@ AttentionRecipe torch_flash_sm90() {
     return r;
 }
 
+// cuDNN's SDPA on sm_90 as PyTorch calls it (the engine `..._sdpa_sm90_flash_fprop_wgmma_f16_knob_7`,
+// tiles 64 x 128), found on the H100 captures (docs/gpu.md): PyTorch's flash arithmetic but the
+// 128-key tiles in forward order, the rescale from the scaled maxima, FlashAttention-3's lanes
+// of the row sum joined (l_0 + l_1) + (l_2 + l_3), and the LSE from the scaled max. Forward only.
+AttentionRecipe torch_cudnn_sm90() {
+    AttentionRecipe r = torch_flash_sm90();
+    r.name = "torch-cudnn-sm90";
+    r.tiles.block_n = 128;
+    r.tiles.kv_order = KvOrder::forward;
+    r.tiles.split_kv_sms = 0;
+    r.softmax.rescale_arg = RescaleArg::scaled;
+    r.softmax.row_sum = RowSum::cudnn;
+    r.output.epilogue = Epilogue::cudnn;
+    r.backward = BackwardStage{};
+    return r;
+}
+
 // F.scaled_dot_product_attention on BF16 tensors on a CPU with AVX-512 and AMX-BF16, as torch
 // 2.15 runs it there (ATen's cpu_flash_attention): KV blocks of 512 keys in order, S and P V by
 // oneDNN's AMX GEMM (amx_gemm.hpp), natural exp by fexp_u20 and expf, l in the kernel's vector
@@ -237,7 +254,8 @@ const std::vector<AttentionRecipe>& presets() {
         fa2_bf16(),      fa2_bf16_fixed(),    fa2_bf16_o_bf16(), fa2_bf16_torch(),   fa2_bf16_torch_compiled(),
         fa2_f16(),       fa2_f32(),           fa3_bf16(),        h100_bf16(),        fa3_fp8(),
         h100_fp8(),      fp8_forward_order(), fp8_p_cast_only(), mxfp4_v(false),     mxfp4_v(true),
-        naive(f32, f32), naive(bf16, f32),    naive(f16, f16),   torch_flash_sm90(), torch_cpu_bf16()};
+        naive(f32, f32), naive(bf16, f32),    naive(f16, f16),   torch_flash_sm90(), torch_cudnn_sm90(),
+        torch_cpu_bf16()};
     return all;
 }
 

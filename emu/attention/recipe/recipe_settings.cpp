@@ -32,10 +32,14 @@ constexpr NamedValues<Exp2Kind, 4> exp2_names{{{{Exp2Kind::software, "software"}
 constexpr NamedValues<ScaleLog2, 2> scale_log2_names{{{{ScaleLog2::float32, "f32"}, {ScaleLog2::float64, "f64"}}}};
 constexpr NamedValues<Exp2Arg, 2> exp2_arg_names{{{{Exp2Arg::mul_sub, "mul-sub"}, {Exp2Arg::fma, "fma"}}}};
 constexpr NamedValues<RescaleArg, 2> rescale_arg_names{{{{RescaleArg::scaled, "scaled"}, {RescaleArg::raw, "raw"}}}};
-constexpr NamedValues<RowSum, 3> row_sum_names{
-    {{{RowSum::sequential, "sequential"}, {RowSum::quad_ffma, "quad-ffma"}, {RowSum::lane_tile, "lane-tile"}}}};
-constexpr NamedValues<Epilogue, 3> epilogue_names{
-    {{{Epilogue::fa2, "fa2"}, {Epilogue::torch_flash, "torch-flash"}, {Epilogue::fa3, "fa3"}}}};
+constexpr NamedValues<RowSum, 4> row_sum_names{{{{RowSum::sequential, "sequential"},
+                                                 {RowSum::quad_ffma, "quad-ffma"},
+                                                 {RowSum::lane_tile, "lane-tile"},
+                                                 {RowSum::cudnn, "cudnn"}}}};
+constexpr NamedValues<Epilogue, 4> epilogue_names{{{{Epilogue::fa2, "fa2"},
+                                                    {Epilogue::torch_flash, "torch-flash"},
+                                                    {Epilogue::fa3, "fa3"},
+                                                    {Epilogue::cudnn, "cudnn"}}}};
 constexpr NamedValues<CpuVector, 2> cpu_vector_names{{{{CpuVector::avx512, "avx512"}, {CpuVector::avx2, "avx2"}}}};
 constexpr NamedValues<KvOrder, 2> order_names{{{{KvOrder::forward, "forward"}, {KvOrder::reverse, "reverse"}}}};
 constexpr NamedValues<DeltaKind, 3> delta_names{
@@ -340,7 +344,8 @@ const std::map<std::string_view, std::string_view>& meanings() {
          "ex2.approx.ftz.f32 (exp2f under fast math)"},
         {"exp2_arg", "exp2's argument: the product rounded, then the max subtracted, or one fma"},
         {"rescale_arg", "the rescale's argument: the difference of the scaled maxima, or of the raw ones"},
-        {"row_sum", "the order of the row sum l: sequential, FlashAttention-2's four lanes, or FlashAttention-3's"},
+        {"row_sum",
+         "the order of the row sum l: sequential, FlashAttention-2's four lanes, FlashAttention-3's, or cuDNN's"},
         {"max_adjust", "Qiu and Yao's fix: the max raised so that no P-bar entry is exactly 1"},
         {"max_adjust_beta", "the max adjustment's beta"},
         {"max_offset", "k: exp2's argument against the max less k, P-bar in [0, 2^k] before its cast (FA3's FP8: 8)"},
@@ -357,7 +362,8 @@ const std::map<std::string_view, std::string_view>& meanings() {
          "staying float32"},
         {"o_format", "the format O is written in"},
         {"epilogue",
-         "how a row ends (O, its LSE, an empty row): FlashAttention-2's, PyTorch's flash or FlashAttention-3's"},
+         "how a row ends (O, its LSE, an empty row): FlashAttention-2's, PyTorch's flash, FlashAttention-3's or "
+         "cuDNN's"},
         {"grad_product", "the backward's products by the tensor-core model, or exactly in float64"},
         {"delta", "delta = rowsum(dO * O) from the stored O, O in float32, or rowsum(P * dP)"},
         {"delta_format", "the format each dO * O and delta's sum are rounded to"},

@@ -349,7 +349,8 @@ ROUNDSCOPE_HD inline float online_row_step(const OnlineSoftmax& f, const std::ui
         if (ties != nullptr && !masked(j)) ties->add(p, p_out[j] == k.one);
         if (f.row_sum == RowSum::sequential) {
             sum = a::add(sum, p);
-        } else if (f.row_sum == RowSum::lane_tile) {  // lane (j mod 8) / 2, this tile's keys first
+        } else if (f.row_sum == RowSum::lane_tile ||
+                   f.row_sum == RowSum::cudnn) {  // lane (j mod 8) / 2, the tile's first
             float& lane = lane_sums[(j % 8) / 2];
             lane = j < 8 && j % 2 == 0 ? p : a::add(lane, p);
         } else {  // lane (j mod 8) / 2: its first key of the tile fused with the rescale
@@ -359,9 +360,10 @@ ROUNDSCOPE_HD inline float online_row_step(const OnlineSoftmax& f, const std::ui
     }
     st.m = m_new;
     st.m_raw = m_raw_new;
-    if (f.row_sum == RowSum::lane_tile) {  // a lane with no key in the tile adds its +0
+    if (f.row_sum == RowSum::lane_tile || f.row_sum == RowSum::cudnn) {  // a lane with no key in the tile adds +0
         for (int t = 0; t < 4; ++t) st.lanes[t] = a::fma(st.lanes[t], factor, lane_sums[t]);
-        st.l = quad_sum(st.lanes);
+        st.l = f.row_sum == RowSum::cudnn ? a::add(a::add(st.lanes[0], st.lanes[1]), a::add(st.lanes[2], st.lanes[3]))
+                                          : quad_sum(st.lanes);
         return factor;
     }
     if (f.row_sum == RowSum::quad_ffma) {

@@ -113,7 +113,8 @@ inline RowResult scalar_online_row(const emu::AttentionRecipe& r, const emu::Att
                                  ? static_cast<float>(static_cast<double>(sh.scale) * 1.4426950408889634074)
                                  : emu::steps::scale_log2(sh.scale);
     const bool quad = r.softmax.row_sum == emu::RowSum::quad_ffma,
-               lane_tile = r.softmax.row_sum == emu::RowSum::lane_tile;
+               cudnn_lanes = r.softmax.row_sum == emu::RowSum::cudnn,
+               lane_tile = r.softmax.row_sum == emu::RowSum::lane_tile || cudnn_lanes;
     const int offset = r.softmax.max_offset;  // P-bar against the max less k: in [0, 2^k]
     const float two_k = std::ldexp(1.0f, offset);
     float m = emu::steps::minus_infinity(), m_raw = emu::steps::minus_infinity(), l = 0;
@@ -186,7 +187,9 @@ inline RowResult scalar_online_row(const emu::AttentionRecipe& r, const emu::Att
                 }
                 lanes[u] = a::fma(lanes[u], factor, tile_sum);
             }
-            l = a::add(a::add(lanes[0], lanes[2]), a::add(lanes[1], lanes[3]));
+            // joined by offsets 2 then 1 (FlashAttention-3), or 1 then 2 (cuDNN)
+            l = cudnn_lanes ? a::add(a::add(lanes[0], lanes[1]), a::add(lanes[2], lanes[3]))
+                            : a::add(a::add(lanes[0], lanes[2]), a::add(lanes[1], lanes[3]));
         } else {
             l = a::add(a::mul(l, factor), sum);
         }
@@ -208,12 +211,14 @@ inline RowResult scalar_online_row(const emu::AttentionRecipe& r, const emu::Att
         }
     }
     const bool torch = r.output.epilogue == emu::Epilogue::torch_flash, empty = !(l > 0.0f);
-    const bool fa3 = r.output.epilogue == emu::Epilogue::fa3;
+    const bool cudnn = r.output.epilogue == emu::Epilogue::cudnn;
+    const bool fa3 = r.output.epilogue == emu::Epilogue::fa3 || cudnn;  // cuDNN's O is FlashAttention-3's
     const float lse_torch = empty ? INFINITY : a::fma(m_raw, sh.scale, emu::cuda_logf(l));
     const float l_unscaled = a::div(l, two_k);  // exact: a power of two
-    const float lse_fa3 = empty ? emu::steps::minus_infinity()
-                                : a::fma(m_raw, a::mul(scale_log2, emu::steps::ln2),
-                                         a::mul(emu::h100_lg2_ftz(l_unscaled), emu::steps::ln2));
+    const float log_l = a::mul(emu::h100_lg2_ftz(l_unscaled), emu::steps::ln2);
+    const float lse_fa3 = empty   ? emu::steps::minus_infinity()
+                          : cudnn ? a::fma(m, emu::steps::ln2, log_l)  // from the scaled max RN(m c)
+                                  : a::fma(m_raw, a::mul(scale_log2, emu::steps::ln2), log_l);
     RowResult out{std::vector<std::uint32_t>(dv), torch ? a::mul(lse_torch, emu::steps::log2e)
                                                   : fa3 ? a::mul(lse_fa3, emu::steps::log2e)
                                                         : emu::steps::lse_log2(m, l_unscaled)};
