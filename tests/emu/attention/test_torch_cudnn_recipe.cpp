@@ -110,7 +110,7 @@ TEST_CASE("torch-cudnn-sm90: O by MUFU.RCP of l, the LSE from the scaled max", "
     CHECK(g.o == x.v);
 }
 
-TEST_CASE("torch-cudnn-sm90: each choice changes bits; its backward is refused", "[flash][torch-cudnn]") {
+TEST_CASE("torch-cudnn-sm90: each choice changes bits, and its backward is refused", "[flash][torch-cudnn]") {
     const AttentionRecipe r = find_recipe("torch-cudnn-sm90");
     const std::map<std::string, std::string> settings = recipe_settings(r);
     CHECK(settings.at("block_n") == "128");
