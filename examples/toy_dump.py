@@ -8,7 +8,7 @@ The text it learns is its own source, read as bytes (nothing is downloaded). d_m
 (D = 16), context 128, batch 1: each file holds q, k, v, o and do, dq, dk, dv as [1, 4, 128, 16]
 BF16.
 """
-import sys
+import argparse
 
 import torch
 import torch.nn.functional as F
@@ -20,7 +20,9 @@ CONTEXT, D_MODEL, HEADS, LAYERS, VOCAB = 128, 64, 4, 2, 256
 
 
 def main():
-    out = sys.argv[1] if len(sys.argv) > 1 else "dumps"
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("dir", nargs="?", default="dumps", help="where the dumps go (default: dumps)")
+    out = p.parse_args().dir  # an option it does not know is refused (exit 2), not taken for DIR
     torch.manual_seed(0)
     torch.set_num_threads(1)  # the same bits on every machine of the same kind
     text = torch.tensor(list(open(__file__, "rb").read()), dtype=torch.long)

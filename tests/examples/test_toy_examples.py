@@ -19,6 +19,15 @@ def test_toy_dump_writes_a_dump_per_layer(cli, tmp_path):
         assert all(t["dtype"] == "bf16" and t["shape"] == [1, 4, 128, 16] for t in tensors.values()), tensors
 
 
+def test_toy_dump_takes_no_option_for_a_folder(tmp_path):
+    """`--help` prints the usage and an unknown option is refused: neither becomes a folder."""
+    for args, rc in ((["--help"], 0), (["--out", "x"], 2), (["a", "b"], 2)):
+        p = subprocess.run([sys.executable, ROOT / "examples" / "toy_dump.py", *args], capture_output=True, text=True,
+                           timeout=300, cwd=tmp_path)
+        assert p.returncode == rc and "Traceback" not in p.stderr, (args, p.stderr)
+        assert list(tmp_path.iterdir()) == [], args
+
+
 def test_train_emulated_trains_every_run(tmp_path):
     p = subprocess.run([sys.executable, ROOT / "examples" / "train_emulated.py", "--steps", "3", "--threads", "1"],
                        capture_output=True, text=True, timeout=300)
