@@ -42,14 +42,17 @@ def probe_capture() -> bytes:
     return save(small, metadata={**meta, "capture_tiles": "3"})
 
 
-def flash_capture() -> bytes:
+def flash_capture(backward=False) -> bytes:
+    """A flash forward capture (o, lse) of one head of 4 tokens at D 2, or its backward (dq, dk, dv)."""
     with tempfile.TemporaryDirectory() as tmp:
         inputs = pathlib.Path(tmp) / "inputs.safetensors"
         subprocess.run([ROOT / "build/tools/gpu/kit_inputs", "--scenario", "random", "--heads", "1", "--n", "4",
                         "--d", "2", "--seed", "7", "-o", inputs], check=True)
         sha = hashlib.sha256(inputs.read_bytes()).hexdigest()
     o = torch.tensor([[[0.25, -0.5], [0.125, 1.0], [-0.75, 0.5], [0.0, 0.375]]], dtype=torch.bfloat16)
-    return save_torch({"flash.bf16.random.full.o": o, "flash.bf16.random.full.lse": torch.zeros(1, 4)},
+    tensors = {f"flash.bf16.random.full.{g}": o.flip(1) for g in ("dq", "dk", "dv")} if backward else \
+        {"flash.bf16.random.full.o": o, "flash.bf16.random.full.lse": torch.zeros(1, 4)}
+    return save_torch(tensors,
                       metadata={"bhnd": "[1, 1, 4, 2]", "input_sha256": json.dumps({"random": sha}), "shape": "S1",
                                 "softmax_scale": "0.7071067811865476"})
 
@@ -65,7 +68,8 @@ def main():
         "phase_c": phase("C", {"sdpa/sdpa_cases.json": json.dumps([
             {"pass": "forward", "shape": "S1", "backend": "flash", "dtype": "bf16", "causal": False,
              "kernels": ["void flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128, 64, 4>>(Flash_fwd_params)"]}]),
-            "sdpa/sdpa_S1_fwd.safetensors": b64(flash_capture())}),
+            "sdpa/sdpa_S1_bf16_fwd.safetensors": b64(flash_capture()),
+            "sdpa/sdpa_S1_bf16_bwd.safetensors": b64(flash_capture(backward=True))}),
     }
     for name, doc in seeds.items():
         (SEEDS / f"{name}.json").write_text(json.dumps(doc, indent=1) + "\n")
