@@ -16,23 +16,13 @@
 #include "emu/numbers/round.hpp"
 #include "lib/bits.hpp"
 #include "lib/error.hpp"
+#include "tests/emu/attention/recipe_test_helpers.hpp"
 
 using namespace roundscope;
 using namespace roundscope::emu;
 namespace a = roundscope::emu::f32_arith;
 
-namespace {
-
-AttentionShape shape(std::uint64_t heads, std::uint64_t n, std::uint64_t d, bool causal = false) {
-    return {heads, n, n, d, d, causal, static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)))};
-}
-
-AttentionRecipe with(AttentionRecipe r, const std::vector<std::string>& settings) {
-    for (const std::string& s : settings) apply_setting(r, s);
-    return r;
-}
-
-}  // namespace
+using test::with;
 
 TEST_CASE("torch-cudnn-sm90: the lanes' tile sums fused into their sums, joined with offset 1, then 2",
           "[flash][torch-cudnn]") {
@@ -81,7 +71,7 @@ TEST_CASE("torch-cudnn-sm90: the lanes' tile sums fused into their sums, joined 
 TEST_CASE("torch-cudnn-sm90: O by MUFU.RCP of l, the LSE from the scaled max", "[flash][torch-cudnn]") {
     const AttentionRecipe r = find_recipe("torch-cudnn-sm90");
     // One head of 40 keys in one tile: l and m from the row step, then the epilogue by hand.
-    const AttentionShape sh = shape(1, 40, 64);
+    const AttentionShape sh = test::square_shape(1, 40, 64);
     const AttentionOperands in = random_operands(sh, bf16, 31, 1.5);
     const ForwardResult f = flash_forward(r, sh, in);
     const ForwardResult torch = flash_forward(with(r, {"epilogue=torch-flash"}), sh, in);
@@ -95,7 +85,7 @@ TEST_CASE("torch-cudnn-sm90: O by MUFU.RCP of l, the LSE from the scaled max", "
     CHECK(differ > 0);
     // A row with one key: l = 1, lg2(1) = 0, so LSE = RN(RN(s c) ln 2) and O = V's row (rcp(1) = 1).
     // q and k of small integers: S = q . k is exact in any order.
-    const AttentionShape one = shape(1, 1, 64);
+    const AttentionShape one = test::square_shape(1, 1, 64);
     AttentionOperands x = random_operands(one, bf16, 32);
     float s = 0;
     for (std::size_t c = 0; c < 64; ++c) {
@@ -117,7 +107,7 @@ TEST_CASE("torch-cudnn-sm90: each choice changes bits, and its backward is refus
     CHECK(settings.at("kv_order") == "forward");
     CHECK(settings.at("split_kv_sms") == "0");
     // D 128, 300 keys: three tiles of 128 (PyTorch's flash: 64 at this D)
-    const AttentionShape sh = shape(2, 300, 128);
+    const AttentionShape sh = test::square_shape(2, 300, 128);
     const AttentionOperands in = random_operands(sh, bf16, 33, 1.6);
     const ForwardResult base = flash_forward(r, sh, in);
     for (const std::string choice : {"block_n=64", "kv_order=reverse", "rescale_arg=raw", "row_sum=lane-tile",
@@ -126,10 +116,11 @@ TEST_CASE("torch-cudnn-sm90: each choice changes bits, and its backward is refus
         INFO(choice);
         CHECK_FALSE((base.o == one.o && base.lse == one.lse));
     }
-    AttentionOperands b = random_operands(shape(1, 32, 64), bf16, 34);
+    AttentionOperands b = random_operands(test::square_shape(1, 32, 64), bf16, 34);
     b.d_o = b.q;
-    const ForwardResult fwd = flash_forward(r, shape(1, 32, 64), b);
-    CHECK_THROWS_WITH(flash_backward(r, shape(1, 32, 64), b, fwd), Catch::Contains("cuDNN's forward is modelled"));
+    const ForwardResult fwd = flash_forward(r, test::square_shape(1, 32, 64), b);
+    CHECK_THROWS_WITH(flash_backward(r, test::square_shape(1, 32, 64), b, fwd),
+                      Catch::Contains("cuDNN's forward is modelled"));
     CHECK_THROWS_WITH(validate(with(r, {"p_scale=256"})), Catch::Contains("epilogue"));
     CHECK_THROWS_WITH(validate(with(r, {"max_offset=8"})), Catch::Contains("max_offset"));
 }

@@ -19,6 +19,7 @@
 #include "emu/numbers/round.hpp"
 #include "lib/bits.hpp"
 #include "lib/error.hpp"
+#include "tests/emu/attention/recipe_test_helpers.hpp"
 
 using namespace roundscope;
 using namespace roundscope::emu;
@@ -26,14 +27,7 @@ namespace a = roundscope::emu::f32_arith;
 
 namespace {
 
-AttentionShape shape(std::uint64_t heads, std::uint64_t n, std::uint64_t d, bool causal = false) {
-    return {heads, n, n, d, d, causal, static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)))};
-}
-
-AttentionRecipe with(AttentionRecipe r, const std::vector<std::string>& settings) {
-    for (const std::string& s : settings) apply_setting(r, s);
-    return r;
-}
+using test::with;
 
 // Scores of one row (float32 bits) spread over a few units, so that sums round.
 std::vector<std::uint32_t> row_scores(int n, std::uint32_t seed) {
@@ -120,7 +114,7 @@ TEST_CASE("torch-flash-sm90: exp2f's guard below -126 and __logf's scaling, on a
 TEST_CASE("torch-flash-sm90: O and LSE of a row with one key, and of a row with none", "[flash][torch-flash]") {
     // Q and K with small integer entries, products in float64: the first causal row sees one key
     // whose score s is exact, so l = 1, O = V's first row, LSE = RN(s scale).
-    AttentionShape sh = shape(1, 40, 64, true);
+    AttentionShape sh = test::square_shape(1, 40, 64, true);
     AttentionOperands in = random_operands(sh, bf16, 5);
     for (std::size_t i = 0; i < in.q.size(); ++i) {
         in.q[i] = static_cast<std::uint32_t>(
@@ -148,7 +142,7 @@ TEST_CASE("torch-flash-sm90: O and LSE of a row with one key, and of a row with 
 TEST_CASE("torch-flash-sm90 with FlashAttention-2's defaults is fa2-bf16 in reverse order - each choice changes bits",
           "[flash][torch-flash]") {
     // D = 112: there c = scale log2(e) in float32 and in double differ (they agree at 64 and 128).
-    const AttentionShape sh = shape(2, 300, 112, false);
+    const AttentionShape sh = test::square_shape(2, 300, 112, false);
     const AttentionOperands in = random_operands(sh, bf16, 11, 1.6);
     const AttentionRecipe fa2_reverse = with(find_recipe("fa2-bf16"), {"kv_order=reverse"});
     const std::vector<std::string> defaults{"exp2=software",      "scale_log2=f32", "rescale_arg=scaled",
@@ -182,7 +176,7 @@ TEST_CASE("torch-flash-sm90: tiles by head dimension, PyTorch's split-KV decisio
     CHECK(torch_flash_splits(2, 128, 128, 64, 132) == 1);      // one block of 256 keys
     // The split path: another kernel (64 x 128 tiles, a combine), so other bits, the same values
     // within a few ulps; the same bits on any thread count.
-    const AttentionShape split = shape(2, 1000, 128);
+    const AttentionShape split = test::square_shape(2, 1000, 128);
     const AttentionOperands in = random_operands(split, bf16, 3);
     const ForwardResult s1 = flash_forward(r, split, in, 1), s2 = flash_forward(r, split, in, 2);
     const ForwardResult unsplit = flash_forward(with(r, {"split_kv_sms=0"}), split, in);
@@ -267,7 +261,7 @@ TEST_CASE("torch-flash-sm90's backward: its tiles, row blocks in reverse, dQ add
     CHECK(torch_flash_backward_tiles(r, 128).block_n == 128);
     CHECK(torch_flash_backward_tiles(r, 256).block_n == 64);
     // D 128: 64 x 128 tiles. N 320: five row blocks, three key blocks.
-    const AttentionShape sh = shape(1, 320, 128);
+    const AttentionShape sh = test::square_shape(1, 320, 128);
     AttentionOperands in = random_operands(sh, bf16, 21, 1.4);
     in.d_o = random_operands(sh, bf16, 22).q;
     const ForwardResult fwd = flash_forward(r, sh, in);
@@ -295,7 +289,7 @@ TEST_CASE("torch-flash-sm90's backward: its tiles, row blocks in reverse, dQ add
     CHECK(dq_order_note(in_order, 320, 128).empty());
     // One tile (N 64 at D 128): the schedules agree but for dQ's zeros, which the buffer's
     // atomicAdd makes +0.
-    const AttentionShape one = shape(1, 64, 128, true);
+    const AttentionShape one = test::square_shape(1, 64, 128, true);
     AttentionOperands small = random_operands(one, bf16, 23);
     small.d_o = random_operands(one, bf16, 24).q;
     const ForwardResult f1 = flash_forward(r, one, small);
