@@ -12,6 +12,8 @@
 #include "api/argument_checks.hpp"
 #include "api/argument_error.hpp"
 #include "api/json_numbers.hpp"
+#include "emu/attention/flash/flash_attention.hpp"
+#include "emu/attention/flash/mem_eff_backward.hpp"
 #include "emu/batch/tensor_cast.hpp"
 #include "lib/memory_budget.hpp"
 
@@ -163,6 +165,18 @@ Answer<analysis::KernelComparison> compare(const CompareRequest& request) {
     validate(request.mask);
     const TensorFile file = naming_input(request.source, [&] { return request.source.read(); });
     const ChosenInputs c = naming_input(request.source, [&] { return file_inputs(file, request.mask); });
+    // A dump with gradients against a recipe whose backward is not modelled: its forward outputs
+    // compared, and the output says so (asked for by name, the gradients are refused).
+    std::string forward_only;
+    if (const std::string why = emu::backward_refusal(recipe);
+        !why.empty() && choice.outputs.empty() &&
+        std::any_of(analysis::kernel_output_names().begin(), analysis::kernel_output_names().end(),
+                    [&](const std::string& n) { return n[0] == 'd' && file.find(n) != nullptr; })) {
+        for (const char* n : {"o", "lse"})
+            if (file.find(n) != nullptr) choice.outputs.emplace_back(n);
+        if (choice.outputs.empty()) throw Error(why);
+        forward_only = why + ": the dump's gradients are not compared, its forward outputs are";
+    }
     const bool gradients = choice.outputs.empty() ? c.in.d_o.has_value()
                                                   : std::any_of(choice.outputs.begin(), choice.outputs.end(),
                                                                 [](const std::string& n) { return n[0] == 'd'; });
@@ -181,6 +195,12 @@ Answer<analysis::KernelComparison> compare(const CompareRequest& request) {
                                 [](const analysis::OutputComparison& x) { return x.name == "dq"; });
     if (const std::string note = emu::dq_order_note(recipe, r.shape.n_kv, r.shape.d); dq && !note.empty())
         j["notes"].push_back(note);
+    if (dq && recipe.backward.schedule == emu::GradSchedule::mem_eff)  // the plan ran: the backward did
+        if (const std::string note = emu::mem_eff_dq_note(emu::mem_eff_backward_plan(
+                recipe, emu::launched_heads(r.shape), r.shape.n_q, r.shape.n_kv, std::max(r.shape.d, r.shape.d_v), r.shape.causal));
+            !note.empty())
+            j["notes"].push_back(note);
+    if (!forward_only.empty()) j["notes"].push_back(forward_only);
     return {std::move(r), std::move(j)};
 }
 

@@ -49,6 +49,15 @@ constexpr std::string_view hopper_fp8_found =
 constexpr std::string_view hopper_wgmma_fp8 =
     "MMA-Sim and Khattak & Mikaitis (Hopper wgmma FP8: F = 13, e8m13); DeepSeek-V3 report";
 constexpr std::string_view mmasim_blackwell = "MMA-Sim (arXiv:2511.10909), Blackwell";
+// m16n8k8 with 16-bit inputs (HMMA.1688: CUTLASS's SM80 BF16/FP16 instruction shape, which
+// PyTorch's memory-efficient kernels issue): the architecture's m16n8k16 block over the
+// instruction's 8 products. Not probed; the sm_90 row reproduces the memory-efficient kernel's
+// H100 captures (docs/gpu.md), where the m16n8k16 model does not.
+constexpr std::string_view k8_from_k16 =
+    "the m16n8k16 model's fused block over the instruction's 8 products (HMMA.1688; not probed)";
+constexpr std::string_view k8_hopper =
+    "the sm_90 m16n8k16 block over 8 products (HMMA.1688); reproduces PyTorch's memory-efficient kernel on "
+    "the H100 captures (tests/data/golden/h100/phase-C), not probed";
 
 constexpr auto rz = BlockRounding::rz_f32;
 constexpr auto first = AccumulatorEntry::first_block;
@@ -74,6 +83,11 @@ constexpr Family families[] = {
     {"sm100", "tcgen05.mma", "m128nNk16", Inputs::sixteen_bit, 16, 16, 25, rz, -133, -21, first, seq, mmasim_blackwell},
     {"sm100", "tcgen05.mma", "m128nNk32", Inputs::fp8, 32, 32, 25, rz, -133, -21, first, seq, mmasim_blackwell},
     {"sm100", "tcgen05.mma", "m128nNk8", Inputs::tf32, 8, 8, 25, rz, -133, 0, first, seq, mmasim_blackwell},
+    // after each architecture's m16n8k16 rows: "mma.sync" alone names those (find_mma_model)
+    {"sm80", "mma.sync", "m16n8k8", Inputs::sixteen_bit, 8, 8, 24, rz, -132, -20, first, seq, k8_from_k16},
+    {"sm89", "mma.sync", "m16n8k8", Inputs::sixteen_bit, 8, 8, 24, rz, -132, -20, first, seq, k8_from_k16},
+    {"sm90", "mma.sync", "m16n8k8", Inputs::sixteen_bit, 8, 8, 25, rz, -133, -21, first, seq, k8_hopper},
+    {"sm100", "mma.sync", "m16n8k8", Inputs::sixteen_bit, 8, 8, 25, rz, -133, -21, first, seq, k8_from_k16},
 };
 
 std::vector<MmaModel> build_models() {
@@ -127,10 +141,15 @@ std::string mma_model_name(const MmaModel& m) {
 
 const MmaModel* find_mma_model(std::string_view arch, std::string_view instruction, const Format& a, const Format& b,
                                const Format& accumulator) {
+    // "mma.sync.m16n8k8": the instruction and its shape
+    std::string_view shape;
+    if (const auto dot = instruction.rfind('.'); dot != std::string_view::npos && instruction.substr(dot + 1) == "m16n8k8")
+        shape = instruction.substr(dot + 1), instruction = instruction.substr(0, dot);
     const MmaModel* found = nullptr;
     for (const MmaModel& m : all_mma_models()) {
         if (m.arch != arch || !(m.a == a) || !(m.b == b) || !(m.accumulator == accumulator)) continue;
         if (!instruction.empty() && m.instruction != instruction) continue;
+        if (!shape.empty() && m.shape != shape) continue;
         if (m.instruction == "mma.sync") return &m;
         if (found == nullptr) found = &m;
     }

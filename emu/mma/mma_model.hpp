@@ -64,8 +64,9 @@ std::string_view ptx_input_name(const MmaModel& m, const Format& f);
 std::span<const MmaModel> all_mma_models();
 
 /// The model for `arch` and `instruction` with these input and accumulator formats; nullptr if
-/// there is none. `instruction` empty picks mma.sync where it exists, else the first listed.
-/// f32 inputs mean TF32.
+/// there is none. `instruction` empty picks mma.sync where it exists, else the first listed;
+/// "mma.sync" its m16n8k16 (or m16n8k32, m16n8k8 for TF32); "mma.sync.m16n8k8" the m16n8k8
+/// shape. f32 inputs mean TF32.
 const MmaModel* find_mma_model(std::string_view arch, std::string_view instruction, const Format& a, const Format& b,
                                const Format& accumulator);
 

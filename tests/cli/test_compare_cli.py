@@ -166,10 +166,16 @@ def test_a_forward_only_recipe_compares_the_forward_outputs_of_a_dump_with_gradi
     j = cli.json("compare", path, "--recipe", "fa2-bf16", "--outputs", "o,lse")
     assert list(j["outputs"]) == ["lse", "o"] or sorted(j["outputs"]) == ["lse", "o"], j["outputs"].keys()
     assert j["matched"] == j["total"] == H * N * (D + 1), j
-    # h100-fp8 models FlashAttention-3's forward pass only: the gradients refused, the forward compared
-    assert "backward" in cli.error("compare", path, "--recipe", "h100-fp8").lower()
+    # h100-fp8 models FlashAttention-3's forward pass only: asked for, the gradients are refused;
+    # by default the forward outputs are compared, and the output says the gradients were not
+    assert "backward" in cli.error("compare", path, "--recipe", "h100-fp8", "--outputs", "o,dq").lower()
     forward = cli.json("compare", path, "--recipe", "h100-fp8", "--outputs", "o,lse")
     assert sorted(forward["outputs"]) == ["lse", "o"] and forward["notes"] == [], forward
+    implicit = cli.json("compare", path, "--recipe", "h100-fp8")
+    assert sorted(implicit["outputs"]) == ["lse", "o"] and implicit["total"] == forward["total"], implicit
+    assert len(implicit["notes"]) == 1 and "FlashAttention-3's forward is modelled" in implicit["notes"][0], implicit
+    assert "gradients are not compared" in implicit["notes"][0]
+    assert implicit["notes"][0] in cli.run("compare", path, "--recipe", "h100-fp8").stdout
     # torch-flash-sm90 models PyTorch's flash backward too; past one key block (N 128 at D 64)
     # its dQ is one order of the GPU's atomic adds, and compare says so
     both = cli.json("compare", path, "--recipe", "torch-flash-sm90", "--set", "split_kv_sms=0")

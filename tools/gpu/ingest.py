@@ -10,12 +10,13 @@ archive is checked against the summary's SHA-256, then:
   B  the crosscheck sweep is counted: every case must be bit-exact; the benchmark's lines (our
      kernels' TFLOP/s and their ratios to PyTorch's backends) go into the report;
   C  the SDPA captures' inputs are made again by kit_inputs and must hash as on the GPU; each
-     BF16 flash and cuDNN forward case, and each BF16 backward case (flash, cuDNN, efficient: dq,
-     dk and dv beside the o and lse of its forward capture), is written as a dump and compared
-     with `roundscope compare` against the exact truth and the emulations of torch-flash-sm90
-     (PyTorch's flash op order with an H100's MUFU, its split-KV path where PyTorch splits, its
-     backward), torch-cudnn-sm90 (cuDNN's forward) and fa2-bf16: the fractions that match are
-     reported, not required (docs/gpu.md; golden_h100 requires them).
+     flash, cuDNN and efficient forward case (BF16 and FP16), and each BF16 backward case (flash,
+     cuDNN, efficient: dq, dk and dv beside the o and lse of its forward capture), is written as a
+     dump and compared with `roundscope compare` against the exact truth and the emulations of
+     torch-flash-sm90 (PyTorch's flash op order with an H100's MUFU, its split-KV path where
+     PyTorch splits, its backward), torch-cudnn-sm90 (cuDNN's forward), torch-efficient-sm90 (the
+     memory-efficient kernel's forward) and fa2-bf16: the fractions that match are reported, not
+     required (docs/gpu.md; golden_h100 requires them).
 Golden files are regenerable: each phase's archives are copied as they came (compressed
 outputs), with golden.json naming the generator, the kit commit and the input hashes.
 Exit 0 when every required check passes, 1 when one fails, 2 on bad input.
@@ -233,8 +234,12 @@ def sdpa_case(bins, tmp, dumps, shape, key, mask, scale, x, kernels, forward, ba
              "pass": "backward" if backward else "forward"}
     ran = kernels.get((shape, backend, dtype, mask), [])
     unsplit = backend == "flash" and any("flash_fwd_kernel<" in k for k in ran) and not any("splitkv" in k for k in ran)
-    # torch-cudnn-sm90 models cuDNN's forward only (it never splits)
-    recipes = ("torch-flash-sm90", "fa2-bf16") if backward else ("torch-flash-sm90", "torch-cudnn-sm90", "fa2-bf16")
+    # torch-cudnn-sm90 models cuDNN's forward only; torch-efficient-sm90 the memory-efficient
+    # kernel's forward and backward (neither splits KV)
+    if backward:
+        recipes = ("torch-flash-sm90", "fa2-bf16") + (("torch-efficient-sm90",) if backend == "efficient" else ())
+    else:
+        recipes = ("torch-flash-sm90", "torch-cudnn-sm90", "torch-efficient-sm90", "fa2-bf16")
     for recipe in recipes:
         unsplit_model = recipe == "torch-flash-sm90" and (unsplit or backend != "flash")
         sets = (["split_kv_sms=0"] if unsplit_model else []) + (DTYPE_SETS[dtype] if recipe.startswith("torch") else [])
@@ -308,8 +313,6 @@ def phase_c(root, golden, bins, report, dumps=None):
                         for with_grads in (False, True):
                             if with_grads and key + ".dq" not in grads:
                                 continue
-                            if backend == "efficient" and not with_grads:
-                                continue  # its forward's error is phase C's table; its bits no recipe models
                             entry = sdpa_case(bins, tmp, dumps, shape, key, mask, scale, x, kernels, (f, tensors),
                                               (grads_file[0], grads) if with_grads else None)
                             ok &= not any(isinstance(v, dict) and "error" in v for v in entry.values())

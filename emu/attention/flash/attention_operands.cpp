@@ -109,6 +109,7 @@ std::vector<std::uint32_t> operand(const Tensor& t, const Format& input) {
 AttentionShape attention_shape_of(const AttentionInputs& in, bool causal, double scale) {
     AttentionShape s;
     s.heads = in.batch * in.heads, s.n_q = in.n_q, s.n_kv = in.n_kv, s.d = in.d, s.d_v = in.d_v;
+    s.launch_heads = in.launch_heads;
     s.causal = causal;
     s.scale = static_cast<float>(scale != 0 ? scale : 1.0 / std::sqrt(static_cast<double>(in.d)));
     s.query_rows = in.query_rows, s.query_rows_of = in.query_rows_of;

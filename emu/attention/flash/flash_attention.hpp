@@ -44,7 +44,13 @@ struct AttentionShape {
     // query_rows_of, for the causal mask. Forward passes only (dK and dV need every row).
     std::shared_ptr<const std::vector<std::uint64_t>> query_rows;
     std::uint64_t query_rows_of = 0;
+    // B x H of the problem the kernel was launched on, where these heads are some of it (a dump
+    // compared head by head): PyTorch's split-KV and split-key choices read it; 0: heads
+    std::uint64_t launch_heads = 0;
 };
+
+/// B x H as the kernel was launched (launch_heads, or heads).
+inline std::uint64_t launched_heads(const AttentionShape& s) { return s.launch_heads != 0 ? s.launch_heads : s.heads; }
 
 /// The problem's query rows (a sample's whole problem, or n_q).
 inline std::uint64_t problem_rows(const AttentionShape& s) { return s.query_rows ? s.query_rows_of : s.n_q; }
@@ -156,6 +162,11 @@ inline ForwardResult flash_forward(const AttentionRecipe& recipe, const Attentio
     o.threads = threads;
     return flash_forward(recipe, shape, in, o);
 }
+
+/// Why the recipe's backward pass is not modelled (a kernel whose forward only is: cuDNN's,
+/// FlashAttention-3's, the memory-efficient kernel's, ATen's CPU kernel; a naive softmax; block-
+/// quantized P), in one sentence naming the recipe; empty where flash_backward runs it.
+std::string backward_refusal(const AttentionRecipe& recipe);
 
 /// Needs in.d_o and the forward pass of the same inputs; online softmax only. `runs`: S
 /// shared with other runs over the same Q and K (or null).

@@ -3,8 +3,10 @@
 
 #include "emu/attention/flash/flash_attention.hpp"
 #include "emu/attention/flash/flash_context.hpp"
+#include "emu/attention/flash/mem_eff_backward.hpp"
 #include "emu/attention/flash/run_cache.hpp"
 #include "emu/attention/flash/tile_product.hpp"
+#include "emu/attention/math/libdevice_math.hpp"
 #include "emu/attention/softmax/attention_steps.hpp"
 #include "emu/attention/softmax/compiled_torch_softmax.hpp"
 #include "lib/error.hpp"
@@ -81,6 +83,17 @@ struct TileGradients {
     std::vector<std::uint32_t> p_cast, ds_cast;
 };
 
+// One element of the memory-efficient backward (kernel_backward.h): P = expf(RN(s scale) - LSE) with
+// the natural LSE and libdevice's expf, stored in the gradient format; dS = RN(RN(RN(dP - delta) P)
+// scale) from that stored P, cast (dK and dQ need no scale after).
+steps::BackwardElement mem_eff_element(std::uint32_t s, std::uint32_t dp, bool visible, float lse, float delta,
+                                       float scale, const Format& g) {
+    const float p = visible ? libdevice_expf(a::sub(a::mul(float_from_bits(s), scale), lse)) : 0.0f;
+    const std::uint32_t p_cast = steps::saturating_cast(p, g);
+    const float ds = a::mul(steps::d_score(static_cast<float>(decode(g, p_cast)), float_from_bits(dp), delta), scale);
+    return {p, p_cast, steps::saturating_cast(ds, g)};
+}
+
 // S, P, dP and dS of one tile, as the recipe rounds them.
 TileGradients tile_gradients(const FlashContext& ctx, const BackwardModels& models, const HeadOperands& h,
                              const GradOperands& go, Span rows, Span keys, std::vector<float>* p_times_dp = nullptr) {
@@ -100,6 +113,7 @@ TileGradients tile_gradients(const FlashContext& ctx, const BackwardModels& mode
     models.grad.run(go.dp_do + rows.begin * sh.d_v, vt.data(), dp.data(), dp.data(), br, n, sh.d_v);
     TileGradients out{std::vector<std::uint32_t>(br * n), std::vector<std::uint32_t>(br * n)};
     const bool compiled = ctx.recipe.softmax.kind == SoftmaxKind::compiled_torch;
+    const bool mem_eff = ctx.recipe.backward.schedule == GradSchedule::mem_eff;
     const std::vector<float> bias = ctx.tile_bias(h.head, rows, keys);  // the forward's
     for (std::uint64_t r = 0; r < br; ++r) {
         const std::uint64_t i = rows.begin + r, visible = ctx.visible(i);
@@ -115,6 +129,9 @@ TileGradients tile_gradients(const FlashContext& ctx, const BackwardModels& mode
                                                             static_cast<float>(sh.scale), g)
                          : steps::backward_element(score, dp[at], seen, h.lse2[i], delta, ctx.scale_log2, ctx.exp2, g,
                                                    ctx.recipe.softmax.exp2_arg, bias.empty() ? 0.0f : bias[at]);
+            if (mem_eff)  // a boolean mask's -inf: the kernel's additive bias, P = expf(-inf) = 0
+                e = mem_eff_element(s[at], dp[at], seen && (bias.empty() || bias[at] != steps::minus_infinity()),
+                                    h.lse[i], delta, static_cast<float>(sh.scale), g);
             if (ctx.softcapped) {
                 const float ds = a::mul(steps::d_score(e.p, float_from_bits(dp[at]), delta),
                                         capped_score_derivative(t, ctx.softcap));
@@ -207,25 +224,30 @@ std::vector<std::uint32_t> group_sums(const std::vector<std::uint32_t>& per_head
 
 }  // namespace
 
+std::string backward_refusal(const AttentionRecipe& recipe) {
+    const std::string& name = recipe.name;
+    if (recipe.softmax.naive()) return fmt::format("recipe '{}': the backward pass needs an online softmax", name);
+    if (recipe.output.epilogue == Epilogue::cudnn)
+        return fmt::format("recipe '{}': cuDNN's forward is modelled, its backward is not", name);
+    if ((recipe.output.epilogue == Epilogue::mem_eff || recipe.scores.scale_log2 == ScaleLog2::scale_first) &&
+        recipe.backward.schedule != GradSchedule::mem_eff)
+        return fmt::format("recipe '{}': the memory-efficient forward's backward is grad_schedule=mem-eff's", name);
+    if (recipe.output.epilogue == Epilogue::fa3)
+        return fmt::format("recipe '{}': FlashAttention-3's forward is modelled, its backward is not", name);
+    if (recipe.softmax.kind == SoftmaxKind::aten_cpu || recipe.scores.product == Product::amx)
+        return fmt::format(
+            "recipe '{}': ATen's CPU forward (softmax=aten-cpu, the AMX GEMM) is modelled, its backward is not", name);
+    if (recipe.p_and_v.p_quant != nullptr)
+        return fmt::format("recipe '{}': the backward of block-quantized P (p_quant) is not modelled", name);
+    return {};
+}
+
 BackwardResult flash_backward(const AttentionRecipe& recipe, const AttentionShape& shape, const AttentionOperands& in,
                               const ForwardResult& forward, int threads, RunCache* runs) {
     const FlashContext ctx = flash_context(recipe, shape);
     if (shape.query_rows)
         throw Error("a sample of query rows has no backward pass: dK and dV need every row (delta needs only its own)");
-    if (recipe.softmax.naive())
-        throw Error(fmt::format("recipe '{}': the backward pass needs an online softmax", recipe.name));
-    if (recipe.output.epilogue == Epilogue::cudnn)
-        throw Error(fmt::format("recipe '{}': cuDNN's forward is modelled, its backward is not", recipe.name));
-    if (recipe.output.epilogue == Epilogue::fa3)
-        throw Error(
-            fmt::format("recipe '{}': FlashAttention-3's forward is modelled, its backward is not", recipe.name));
-    if (recipe.softmax.kind == SoftmaxKind::aten_cpu || recipe.scores.product == Product::amx)
-        throw Error(fmt::format(
-            "recipe '{}': ATen's CPU forward (softmax=aten-cpu, the AMX GEMM) is modelled, its backward is not",
-            recipe.name));
-    if (recipe.p_and_v.p_quant != nullptr)
-        throw Error(
-            fmt::format("recipe '{}': the backward of block-quantized P (p_quant) is not modelled", recipe.name));
+    if (const std::string why = backward_refusal(recipe); !why.empty()) throw Error(why);
     if (in.d_o.size() != shape.heads * shape.n_q * shape.d_v)
         throw Error("attention: the backward pass needs a tensor 'do' of shape [.., Nq, Dv]");
     const Format& g = *recipe.backward.ds_format;
@@ -249,12 +271,34 @@ BackwardResult flash_backward(const AttentionRecipe& recipe, const AttentionShap
     out.dq.assign(in.q.size(), 0), out.dk.assign(in.k.size() * group, 0), out.dv.assign(in.v.size() * group, 0);
     out.delta.assign(shape.heads * shape.n_q, 0);
     const bool torch_flash = recipe.backward.schedule == GradSchedule::torch_flash;
+    const bool mem_eff = recipe.backward.schedule == GradSchedule::mem_eff;
+    const MemEffBackwardPlan plan = mem_eff ? mem_eff_backward_plan(recipe, launched_heads(shape), shape.n_q, shape.n_kv,
+                                                                    std::max(shape.d, shape.d_v), shape.causal)
+                                            : MemEffBackwardPlan{};
     const BackwardTiles tiles = torch_flash ? torch_flash_backward_tiles(recipe, shape.d)
+                                : mem_eff   ? BackwardTiles{plan.block_i, plan.block_j}
                                             : BackwardTiles{recipe.tiles.block_m, ctx.recipe.tiles.block_n};
     const std::vector<Span> row_blocks = blocks_of(shape.n_q, tiles.block_m);
     const std::vector<Span> key_blocks = blocks_of(shape.n_kv, tiles.block_n);
-    // the kernels scale dK and dQ at the end; the compiled softmax's dS holds the scale already
-    const float dk_dq_scale = recipe.softmax.kind == SoftmaxKind::compiled_torch ? 1.0f : ctx.dk_dq_scale();
+    // The order a key block visits its row blocks (dK, dV) and a row block its key blocks (dQ):
+    // in order, PyTorch's flash backward's row blocks from the last, or the memory-efficient plan's.
+    auto rows_of_key_block = [&](std::size_t kb) {
+        if (mem_eff) return plan.queries_of_key_block[kb];
+        std::vector<std::uint64_t> order(row_blocks.size());
+        for (std::size_t step = 0; step < order.size(); ++step)
+            order[step] = torch_flash ? row_blocks.size() - 1 - step : step;
+        return order;
+    };
+    auto keys_of_row_block = [&](std::size_t rb) {
+        if (mem_eff) return plan.key_blocks_of_query[rb];
+        std::vector<std::uint64_t> order(key_blocks.size());
+        for (std::size_t kb = 0; kb < order.size(); ++kb) order[kb] = kb;
+        return order;
+    };
+    // the kernels scale dK and dQ at the end; the compiled softmax's and the memory-efficient
+    // kernel's dS hold the scale already
+    const float dk_dq_scale =
+        recipe.softmax.kind == SoftmaxKind::compiled_torch || mem_eff ? 1.0f : ctx.dk_dq_scale();
     const std::uint64_t d = shape.d, dv = shape.d_v, nq = shape.n_q, nk = shape.n_kv;
     for (std::uint64_t head = 0; head < shape.heads; ++head) {
         const std::uint64_t kv = head / group;
@@ -279,9 +323,7 @@ BackwardResult flash_backward(const AttentionRecipe& recipe, const AttentionShap
             for (std::size_t kb = begin; kb < end; ++kb) {
                 const Span keys = key_blocks[kb];
                 std::vector<std::uint32_t> dv_acc(keys.size() * dv, 0), dk_acc(keys.size() * d, 0);
-                for (std::size_t step = 0; step < row_blocks.size(); ++step) {
-                    // PyTorch's flash backward walks a key block's row blocks from the last
-                    const std::size_t rb = torch_flash ? row_blocks.size() - 1 - step : step;
+                for (const std::uint64_t rb : rows_of_key_block(kb)) {
                     const Span rows = row_blocks[rb];
                     if (ctx.tile_masked(rows, keys)) continue;
                     const TileGradients t = tile_gradients(ctx, models, h, go, rows, keys);
@@ -318,7 +360,7 @@ BackwardResult flash_backward(const AttentionRecipe& recipe, const AttentionShap
             for (std::size_t rb = begin; rb < end; ++rb) {
                 const Span rows = row_blocks[rb];
                 std::vector<std::uint32_t> dq_acc(rows.size() * d, 0);
-                for (std::size_t kb = 0; kb < key_blocks.size(); ++kb) {
+                for (const std::uint64_t kb : keys_of_row_block(rb)) {
                     const Span keys = key_blocks[kb];
                     if (ctx.tile_masked(rows, keys)) continue;
                     std::vector<std::uint32_t> tile(rows.size() * keys.size());

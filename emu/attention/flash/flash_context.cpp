@@ -96,6 +96,10 @@ void check_mask(const FlashContext& ctx) {
             fmt::format("recipe '{}': soft-capped scores (softcap = {}) are FlashAttention's (the online "
                         "softmax with its own epilogue); this recipe's kernel takes none",
                         r.name, s.softcap));
+    if (s.softcap != 0 && (r.scores.scale_log2 == ScaleLog2::scale_first || r.backward.schedule == GradSchedule::mem_eff))
+        throw Error(fmt::format("recipe '{}': soft-capped scores are FlashAttention's; scale_log2=scale-first is the "
+                                "memory-efficient kernel's, which caps none",
+                                r.name));
     if (!has_key_bias(s)) return;  // a prefix of the keys, which every softmax takes
     if (r.softmax.kind == SoftmaxKind::online_torch || r.softmax.kind == SoftmaxKind::compiled_torch)
         throw Error(
@@ -112,6 +116,11 @@ void check_mask(const FlashContext& ctx) {
             fmt::format("recipe '{}' forms exp2's argument from the raw scores (exp2_arg=fma or "
                         "rescale_arg=raw), as kernels without an additive mask do; an additive mask with "
                         "values other than 0 and -inf has no such form (a boolean mask has)",
+                        r.name));
+    if (additive && (r.scores.scale_log2 == ScaleLog2::scale_first || r.backward.schedule == GradSchedule::mem_eff))
+        throw Error(
+            fmt::format("recipe '{}': the memory-efficient kernel adds a bias to S scale before its log2 e "
+                        "(scale_log2=scale-first), which is not modelled; a boolean mask (0 and -inf) is",
                         r.name));
 }
 
@@ -174,7 +183,8 @@ FlashContext flash_context(const AttentionRecipe& recipe, const AttentionShape& 
     ctx.recipe.tiles.block_n = resolved_block_n(recipe, shape.d);
     if (recipe.tiles.block_n <= 0) validate(ctx.recipe);  // the resolved tile against the V blocks
     if (recipe.tiles.split_kv_sms > 0) {
-        ctx.splits = torch_flash_splits(shape.heads, shape.n_q, shape.n_kv, shape.d, recipe.tiles.split_kv_sms);
+        ctx.splits =
+            torch_flash_splits(launched_heads(shape), shape.n_q, shape.n_kv, shape.d, recipe.tiles.split_kv_sms);
         if (ctx.splits > 1 &&
             (recipe.output.epilogue != Epilogue::torch_flash || recipe.softmax.kind != SoftmaxKind::online))
             throw Error(
@@ -190,6 +200,7 @@ FlashContext flash_context(const AttentionRecipe& recipe, const AttentionShape& 
     ctx.scale_log2 = recipe.scores.scale_log2 == ScaleLog2::float64
                          ? static_cast<float>(static_cast<double>(scale) * 1.4426950408889634074)  // M_LOG2E
                          : steps::scale_log2(scale);
+    if (recipe.scores.scale_log2 == ScaleLog2::scale_first) ctx.score_prescale = scale, ctx.scale_log2 = steps::log2e;
     if (shape.softcap != 0) {  // the softmax's constant is the cap's
         ctx.softcapped = true;
         ctx.softcap = softcap_constants(scale, static_cast<float>(shape.softcap));
@@ -279,11 +290,39 @@ float fa2_threads_delta(const AttentionRecipe& recipe, const std::uint32_t* d_o,
     return sum[0];
 }
 
+// The memory-efficient backward's computeDelta (kernel_backward.h, 128-bit loads of 8 elements):
+// a row over `threads` threads, thread t an FFMA chain from 0 over features 8t to 8t + 7 of every
+// page of 8 threads features (features past n zeros), then the threads' sums by shuffles with
+// offset 1, then 2.
+float mem_eff_threads_delta(const AttentionRecipe& recipe, const std::uint32_t* d_o, const std::uint32_t* o,
+                            const Format& o_format, int n, int threads) {
+    const int page = 8 * threads, pages = (n + page - 1) / page;
+    std::array<float, 4> sum{};
+    for (int t = 0; t < threads; ++t) {
+        for (int p = 0; p < pages; ++p) {
+            for (int e = 0; e < 8; ++e) {
+                const int c = p * page + 8 * t + e;
+                if (c >= n) continue;  // fma(0, 0, sum) = sum
+                sum[t] = f32_arith::fma(static_cast<float>(decode(o_format, o[c])),
+                                        static_cast<float>(decode(*recipe.target.input, d_o[c])), sum[t]);
+            }
+        }
+    }
+    for (int offset = 1; offset < threads; offset *= 2) {
+        std::array<float, 4> next{};
+        for (int t = 0; t < threads; ++t) next[t] = f32_arith::add(sum[t], sum[t ^ offset]);
+        sum = next;
+    }
+    return sum[0];
+}
+
 }  // namespace
 
 float recipe_delta_row(const AttentionRecipe& recipe, const std::uint32_t* d_o, const std::uint32_t* o,
                        const Format& o_format, int n) {
     if (recipe.backward.delta_sum == DeltaSum::fa2_threads) return fa2_threads_delta(recipe, d_o, o, o_format, n);
+    if (recipe.backward.delta_sum == DeltaSum::mem_eff_threads)  // 128 threads over 64 rows (D <= 64)
+        return mem_eff_threads_delta(recipe, d_o, o, o_format, n, n <= 64 ? 2 : 4);
     if (recipe.backward.delta_sum == DeltaSum::sequential)
         return steps::delta_rowsum(d_o, *recipe.target.input, o, o_format, n, *recipe.backward.delta_format);
     std::vector<float> products(static_cast<std::size_t>(n));

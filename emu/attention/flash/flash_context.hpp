@@ -42,6 +42,9 @@ struct FlashContext {
     // whose constant is then softcap.scale_log2.
     bool softcapped = false;
     SoftcapConstants softcap{};
+    // Under scale_log2=scale-first: the float32 scale each score is multiplied by (and rounded)
+    // before the softmax, whose constant is then RN(log2 e) (prescaled_scores); 0: none.
+    float score_prescale = 0;
     bool aten_packed = false;  // the AMX GEMM on ATen's packed path (aten_packed below)
     /// How many KV tiles (buckets, in the released PyTorch code's word) the keys fill.
     std::uint64_t kv_buckets() const {

@@ -10,6 +10,7 @@
 #include "emu/attention/flash/flash_split_kv.hpp"
 #include "emu/attention/flash/run_cache.hpp"
 #include "emu/attention/flash/tile_product.hpp"
+#include "emu/attention/math/libdevice_math.hpp"
 #include "emu/attention/softmax/aten_cpu_softmax.hpp"
 #include "emu/attention/softmax/attention_steps.hpp"
 #include "emu/attention/softmax/compiled_torch_softmax.hpp"
@@ -145,6 +146,8 @@ void online_tile(const FlashContext& ctx, const ForwardModels& models, const Hea
     std::vector<std::uint32_t> s = score_tile(ctx, models.score, h, b.rows, keys);
     if (ctx.softcapped)
         for (std::uint32_t& x : s) x = bits_of(capped_score(float_from_bits(x), ctx.softcap));
+    if (ctx.score_prescale != 0)  // scale_log2=scale-first: S scale rounded, before the softmax's RN(log2 e)
+        for (std::uint32_t& x : s) x = bits_of(a::mul(float_from_bits(x), ctx.score_prescale));
     const std::vector<float> bias = ctx.tile_bias(head, b.rows, keys);  // empty: none (the torch steps take none)
     std::vector<std::uint32_t> p_cast(b.rows.size() * n);
     for (std::uint64_t row = 0; row < b.rows.size(); ++row) {
@@ -261,6 +264,16 @@ void finish_cudnn_row(const FlashContext& ctx, const std::uint32_t* acc, const s
     out.lse_log2[i] = a::mul(out.lse[i], steps::log2e);
 }
 
+// PyTorch's memory-efficient epilogue (kernel_forward.h, epilogue_rescale_output.h): O = acc RN(1 /
+// l), 1/l taken as 1 when l is 0 (a NaN l stays NaN); LSE = RN(RN(m / RN(log2 e)) + logf(l)) from
+// the scaled max m, logf libdevice's; an empty row's LSE is -inf (-inf / log2 e + logf(0)).
+void finish_mem_eff_row(const FlashContext& ctx, const std::uint32_t* acc, const steps::OnlineRowState& st,
+                        std::uint64_t i, ForwardResult& out) {
+    write_output_row(ctx, acc, a::div(1.0f, st.l == 0.0f ? 1.0f : st.l), i, out);
+    out.lse[i] = a::add(a::div(st.m, steps::log2e), libdevice_logf(st.l));
+    out.lse_log2[i] = a::mul(out.lse[i], steps::log2e);
+}
+
 // O, LSE and the counts of a finished row block (the `block_index`th) into the result.
 void finish_block(const FlashContext& ctx, const RowBlock& b, std::uint64_t block_index, std::uint64_t head,
                   ForwardResult& out) {
@@ -296,6 +309,10 @@ void finish_block(const FlashContext& ctx, const RowBlock& b, std::uint64_t bloc
         }
         if (r.output.epilogue == Epilogue::cudnn) {
             finish_cudnn_row(ctx, b.acc.data() + row * ctx.shape.d_v, b.state[row], i, out);
+            continue;
+        }
+        if (r.output.epilogue == Epilogue::mem_eff) {
+            finish_mem_eff_row(ctx, b.acc.data() + row * ctx.shape.d_v, b.state[row], i, out);
             continue;
         }
         write_output_row(ctx, b.acc.data() + row * ctx.shape.d_v,

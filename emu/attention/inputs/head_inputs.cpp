@@ -31,6 +31,7 @@ AttentionInputs head_inputs(const AttentionInputs& in, std::uint64_t head) {
     if (head >= head_count(in))
         throw Error("head " + std::to_string(head) + " of " + std::to_string(head_count(in)) + ": no such head");
     AttentionInputs one = in;
+    one.launch_heads = in.launch_heads != 0 ? in.launch_heads : head_count(in);
     one.batch = 1, one.heads = 1;
     one.q = slice(in.q, head, {in.n_q, in.d});
     one.kv_heads = 1;
@@ -58,6 +59,7 @@ AttentionInputs group_inputs(const AttentionInputs& in, std::uint64_t kv_head) {
                     std::to_string(in.batch * kv_head_count(in)) + ": no such head");
     const std::uint64_t first = kv_head * g;
     AttentionInputs group = in;
+    group.launch_heads = in.launch_heads != 0 ? in.launch_heads : head_count(in);
     group.batch = 1, group.heads = g, group.kv_heads = 1;
     auto heads_of = [&](const Tensor& t, std::uint64_t from, std::uint64_t count, const Shape& tail) {
         std::uint64_t elements = count;

@@ -33,6 +33,9 @@ enum class RowSum : std::uint8_t {
                  // of the tile first, r_t = P-bar_first + ... in order, then l_t = fma(l_t, alpha, r_t)
     cudnn,       // cuDNN's SDPA on sm_90 (measured on its captures): lane_tile's lanes and steps, joined
                  // at the end as l = (l_0 + l_1) + (l_2 + l_3) (the butterfly with offset 1, then 2)
+    mem_eff,     // PyTorch's memory-efficient kernel (kernel_forward.h, iterative_softmax): each warp's 32
+                 // keys of a tile over the same four lanes, each lane's keys summed from zero, joined
+                 // (r_0 + r_1) + (r_2 + r_3); l = RN(l alpha), then each warp's sum added in key order
 };
 
 /// How exp2's argument for P-bar is formed from a score s, the scale c = scale log2(e) and the

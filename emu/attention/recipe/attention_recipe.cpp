@@ -27,7 +27,7 @@ constexpr const char* online_choices =
 // Each stage's own rules: each names the key it refuses and why.
 
 void TileStage::validate(std::string_view recipe) const {
-    if (block_m % 16 != 0 || (block_n != block_n_fa3_fp8 && block_n % 16 != 0))
+    if (block_m % 16 != 0 || (block_n != block_n_fa3_fp8 && block_n != block_n_mem_eff && block_n % 16 != 0))
         fail(recipe, "block_m/block_n", "tiles must be multiples of 16");
 }
 
@@ -145,27 +145,31 @@ public:
     }
 
     void output() const {
-        if ((r_.output.epilogue == Epilogue::torch_flash || r_.output.epilogue == Epilogue::cudnn) &&
-            (r_.p_and_v.p_scale != 1.0f || !(*r_.output.accumulator == f32)))
+        const Epilogue e = r_.output.epilogue;
+        const bool torch_kernel = e == Epilogue::torch_flash || e == Epilogue::cudnn || e == Epilogue::mem_eff;
+        if (torch_kernel && (r_.p_and_v.p_scale != 1.0f || !(*r_.output.accumulator == f32)))
             fail("epilogue",
-                 "PyTorch's flash and cuDNN's epilogues have P unscaled (p_scale 1) and O accumulated in f32");
+                 "PyTorch's flash, cuDNN's and the memory-efficient epilogues have P unscaled (p_scale 1) and O "
+                 "accumulated in f32");
         if (r_.output.epilogue == Epilogue::fa3 && (r_.p_and_v.p_scale != 1.0f || !(*r_.output.accumulator == f32)))
             fail("epilogue",
                  "FlashAttention-3's epilogue has P scaled only by its max offset (p_scale 1) and O accumulated "
                  "in f32");
-        if (r_.softmax.max_offset != 0 &&
-            (r_.output.epilogue == Epilogue::torch_flash || r_.output.epilogue == Epilogue::cudnn))
+        if (r_.softmax.max_offset != 0 && torch_kernel)
             fail("max_offset",
-                 "PyTorch's flash and cuDNN's epilogues have no max offset (FlashAttention-3's has: epilogue=fa3)");
+                 "PyTorch's flash, cuDNN's and the memory-efficient epilogues have no max offset (FlashAttention-3's "
+                 "has: epilogue=fa3)");
     }
 
     void backward() const {
         const BackwardStage& b = r_.backward;
         const bool online = r_.softmax.kind == SoftmaxKind::online;
         if (b.schedule != GradSchedule::in_order && !online)
-            fail("grad_schedule", "PyTorch's flash backward schedule runs the online softmax only");
+            fail("grad_schedule", "PyTorch's flash and memory-efficient backward schedules run the online softmax only");
         if (b.schedule != GradSchedule::in_order && b.quant != nullptr)
-            fail("grad_schedule", "PyTorch's flash backward does not block-quantize its operands (grad_quant none)");
+            fail("grad_schedule",
+                 "PyTorch's flash and memory-efficient backwards do not block-quantize their operands (grad_quant "
+                 "none)");
         if (r_.backward.quant != nullptr &&
             (r_.tiles.block_m % 32 != 0 || (r_.tiles.block_n >= 0 && r_.tiles.block_n % 32 != 0)))
             fail("grad_quant", "the gradient operands' blocks of 32 must tile block_m and block_n (multiples of 32)");
@@ -197,10 +201,12 @@ void validate(const AttentionRecipe& r) {
 int resolved_block_n(const AttentionRecipe& r, std::uint64_t d) {
     if (r.tiles.block_n == block_n_fa3_fp8)
         return d <= 64 ? 160 : d <= 96 ? 128 : d <= 128 ? 224 : d <= 192 ? 160 : 128;
-    if (r.tiles.block_n != 0) return r.tiles.block_n;
+    if (r.tiles.block_n > 0) return r.tiles.block_n;
+    const bool mem_eff = r.tiles.block_n == block_n_mem_eff;
     if (d > 128)
-        throw Error(fmt::format("recipe '{}': block_n=auto follows PyTorch's flash tiles for D <= 128 only (D is {})",
-                                r.name, d));
+        throw Error(fmt::format("recipe '{}': block_n={} follows PyTorch's {} tiles for D <= 128 only (D is {})",
+                                r.name, mem_eff ? "mem-eff" : "auto", mem_eff ? "memory-efficient" : "flash", d));
+    if (mem_eff) return d <= 64 ? 64 : 128;
     return d <= 64 ? 128 : 64;
 }
 

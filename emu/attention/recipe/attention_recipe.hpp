@@ -43,6 +43,9 @@ enum class KvOrder : std::uint8_t { forward, reverse };
 enum class ScaleLog2 : std::uint8_t {
     float32,  // RN(scale x RN(log2 e)), a float32 product
     float64,  // RN(scale x log2 e), the product in double (PyTorch's flash: params.scale_softmax_log2)
+    scale_first,  // S scaled first, RN(s scale), then times RN(log2 e): PyTorch's memory-efficient kernel
+                  // (kernel_forward.h, built with bias support: `accum = scale * accum`, then
+                  // iterative_softmax's `scaling * kLog2e` with scaling 1)
 };
 
 /// How a row ends: O, its LSE and an empty row.
@@ -58,6 +61,9 @@ enum class Epilogue : std::uint8_t {
     cudnn,        // cuDNN's SDPA on sm_90 (measured on its captures): O as fa3's (MUFU.RCP);
                   // LSE = fma(RN(m c), RN(ln 2), RN(lg2.approx.ftz(l) RN(ln 2))) from the scaled max
                   // m c; an empty row (never captured) as fa3's
+    mem_eff,      // PyTorch's memory-efficient kernel (kernel_forward.h, epilogue_rescale_output.h): O =
+                  // acc RN(1 / l), 1/l taken as 1 when l is 0; LSE = RN(RN(m / RN(log2 e)) + logf(l))
+                  // from the scaled max m, logf libdevice's (cutlass::fast_log without fast math)
 };
 
 /// "forward" or "reverse": the one spelling of KV orders (recipes, the CLI, JSON).
@@ -96,12 +102,17 @@ enum class DeltaSum : std::uint8_t {
                   // two vectors: 16 lanes folded to 8 under cpu_vector=avx2)
     fa2_threads,  // FlashAttention-2's dot_do_o: a row over 8 (or 4) threads, each a chain over its
                   // 8 consecutive features of every 64- (or 32-) feature page, then a butterfly
+    mem_eff_threads,  // the memory-efficient backward's computeDelta: a row over 2 threads (4 at D > 64),
+                      // each an FFMA chain from 0 over its 8 consecutive features of every 16- (32-)
+                      // feature page, then their shuffles with offset 1 (then 2)
 };
 
 /// How the backward pass visits its tiles and sums dQ.
 enum class GradSchedule : std::uint8_t {
     in_order,     // dK, dV over the row blocks in order; dQ over the key blocks in order, in registers
     torch_flash,  // PyTorch's flash backward on an H100 (flash_context.hpp: TorchFlashBackwardTiles)
+    mem_eff,      // PyTorch's memory-efficient backward (mem_eff_backward.hpp): its split-key blocks'
+                  // orders, P from the natural LSE by expf, dS with the scale, dQ chained over key blocks
 };
 
 // The recipe, stage by stage in the order a kernel runs them (the stages of recipe_key_table).
@@ -130,11 +141,17 @@ struct TargetStage {
 /// <= 128: 224, <= 192: 160, else 128).
 inline constexpr int block_n_fa3_fp8 = -1;
 
+/// block_n's value "mem-eff": the KV tile of PyTorch's memory-efficient forward for the head
+/// dimension (cutlassF: fmha_cutlassF_*_64x64_rf at D <= 64, 64x128_rf at D <= 128; the 32x128_gmem
+/// kernel above, whose O passes through global memory, is not modelled).
+inline constexpr int block_n_mem_eff = -2;
+
 /// The schedule: tile sizes, the KV order and the launch facts some kernels' bits depend on.
 struct TileStage {
     int block_m = 128, block_n = 64;  // Br x Bc tiles of S; block_n 0: "auto", FlashAttention-2's as
                                       // PyTorch builds it (D <= 64: 128, D <= 128: 64); block_n
-                                      // block_n_fa3_fp8: FlashAttention-3's FP8 tile for D
+                                      // block_n_fa3_fp8: FlashAttention-3's FP8 tile for D,
+                                      // block_n_mem_eff: the memory-efficient kernel's
     KvOrder kv_order = KvOrder::forward;
     int aten_threads = 0;  // the threads ATen's CPU kernel ran with (torch.get_num_threads()): its packed
                            // GEMM path depends on it; 0: unknown (refused where it matters)
@@ -271,8 +288,9 @@ struct RecipeKey {
 std::vector<RecipeKey> recipe_key_table();
 
 /// The KV tile width for head dimension d: block_n, or under "auto" (0) FlashAttention-2's as
-/// PyTorch builds it for sm_80 and newer (D <= 64: 128, D <= 128: 64); Error naming the recipe
-/// for auto with D > 128.
+/// PyTorch builds it for sm_80 and newer (D <= 64: 128, D <= 128: 64), under "mem-eff" the
+/// memory-efficient kernel's (D <= 64: 64, D <= 128: 128); Error naming the recipe for auto or
+/// mem-eff with D > 128.
 int resolved_block_n(const AttentionRecipe& recipe, std::uint64_t d);
 
 /// How many KV splits PyTorch's flash forward runs for `heads` (batch x heads) of n_q queries

@@ -40,7 +40,7 @@ std::vector<KeyCapability> twins() {
         {
             {"instruction", {"mma.sync"}, "the CUDA twins issue mma.sync only"},
             {"input", {"bf16", "f16", "e4m3", "e5m2"}, "the formats mma.sync multiplies"},
-            {"block_n", {"*", "!auto", "!fa3-fp8"}, "the CUDA twins need a fixed KV tile"},
+            {"block_n", {"*", "!auto", "!fa3-fp8", "!mem-eff"}, "the CUDA twins need a fixed KV tile"},
             {"split_kv_sms", {"0"}, "the CUDA twins do not split KV"},
             {"score_product", {"model"}, "the CUDA twins compute every product on the tensor cores"},
             {"scale_log2", {"f32"}, fa2_default},

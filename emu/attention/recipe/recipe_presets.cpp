@@ -234,6 +234,31 @@ AttentionRecipe torch_cudnn_sm90() {
     return r;
 }
 
+// PyTorch's memory-efficient SDPA on sm_90 (fmha_cutlassF_bf16_aligned_64x64_rf_sm80 and 64x128_rf:
+// xformers' CUTLASS kernel, built with bias support, read from kernel_forward.h and checked on the
+// H100 captures, docs/gpu.md): every product by mma.sync m16n8k8 (the torch wheel's SASS: HMMA.1688,
+// 8 products a step); 64 or 128 keys a tile in order; S times the float32 scale, rounded,
+// then times RN(log2 e); p = exp2f(RN(t - m)); alpha = exp2f(RN(m_old - m)) from the scaled maxima;
+// each warp's 32 keys summed over four lanes, the warps' sums added to RN(l alpha) in order; O =
+// acc RN(1/l); LSE = RN(m / RN(log2 e)) + logf(l) with libdevice's logf. P V runs every k-step of a
+// partial tile. Its backward (fmha_cutlassB_*_64x64_k64, kernel_backward.h; D <= 64): delta by
+// computeDelta's two threads a row, P = expf(RN(s scale) - LSE) stored in BF16, dS = RN(RN(RN(dP -
+// delta) P) scale), the split keys' block orders (mem_eff_backward.hpp).
+AttentionRecipe torch_efficient_sm90() {
+    AttentionRecipe r;
+    r.name = "torch-efficient-sm90";
+    r.target.instruction = "mma.sync.m16n8k8";  // HMMA.1688 (CUTLASS's SM80 BF16 and FP16 instruction shape)
+    r.tiles.block_n = block_n_mem_eff;
+    r.scores.scale_log2 = ScaleLog2::scale_first;
+    r.softmax.exp2 = Exp2Kind::cuda_exp2f;
+    r.softmax.row_sum = RowSum::mem_eff;
+    r.p_and_v.depth = PvDepth::tile;
+    r.output.epilogue = Epilogue::mem_eff;
+    r.backward.delta_sum = DeltaSum::mem_eff_threads;
+    r.backward.schedule = GradSchedule::mem_eff;
+    return r;
+}
+
 // F.scaled_dot_product_attention on BF16 tensors on a CPU with AVX-512 and AMX-BF16, as torch
 // 2.15 runs it there (ATen's cpu_flash_attention): KV blocks of 512 keys in order, S and P V by
 // oneDNN's AMX GEMM (amx_gemm.hpp), natural exp by fexp_u20 and expf, l in the kernel's vector
@@ -255,7 +280,7 @@ const std::vector<AttentionRecipe>& presets() {
         fa2_f16(),       fa2_f32(),           fa3_bf16(),        h100_bf16(),        fa3_fp8(),
         h100_fp8(),      fp8_forward_order(), fp8_p_cast_only(), mxfp4_v(false),     mxfp4_v(true),
         naive(f32, f32), naive(bf16, f32),    naive(f16, f16),   torch_flash_sm90(), torch_cudnn_sm90(),
-        torch_cpu_bf16()};
+        torch_efficient_sm90(), torch_cpu_bf16()};
     return all;
 }
 

@@ -29,27 +29,32 @@ constexpr NamedValues<Exp2Kind, 4> exp2_names{{{{Exp2Kind::software, "software"}
                                                 {Exp2Kind::hardware_approx, "ex2.approx"},
                                                 {Exp2Kind::cuda_exp2f, "exp2f"},
                                                 {Exp2Kind::hardware_ftz, "ex2.approx.ftz"}}}};
-constexpr NamedValues<ScaleLog2, 2> scale_log2_names{{{{ScaleLog2::float32, "f32"}, {ScaleLog2::float64, "f64"}}}};
+constexpr NamedValues<ScaleLog2, 3> scale_log2_names{
+    {{{ScaleLog2::float32, "f32"}, {ScaleLog2::float64, "f64"}, {ScaleLog2::scale_first, "scale-first"}}}};
 constexpr NamedValues<Exp2Arg, 2> exp2_arg_names{{{{Exp2Arg::mul_sub, "mul-sub"}, {Exp2Arg::fma, "fma"}}}};
 constexpr NamedValues<RescaleArg, 2> rescale_arg_names{{{{RescaleArg::scaled, "scaled"}, {RescaleArg::raw, "raw"}}}};
-constexpr NamedValues<RowSum, 4> row_sum_names{{{{RowSum::sequential, "sequential"},
+constexpr NamedValues<RowSum, 5> row_sum_names{{{{RowSum::sequential, "sequential"},
                                                  {RowSum::quad_ffma, "quad-ffma"},
                                                  {RowSum::lane_tile, "lane-tile"},
-                                                 {RowSum::cudnn, "cudnn"}}}};
-constexpr NamedValues<Epilogue, 4> epilogue_names{{{{Epilogue::fa2, "fa2"},
+                                                 {RowSum::cudnn, "cudnn"},
+                                                 {RowSum::mem_eff, "mem-eff"}}}};
+constexpr NamedValues<Epilogue, 5> epilogue_names{{{{Epilogue::fa2, "fa2"},
                                                     {Epilogue::torch_flash, "torch-flash"},
                                                     {Epilogue::fa3, "fa3"},
-                                                    {Epilogue::cudnn, "cudnn"}}}};
+                                                    {Epilogue::cudnn, "cudnn"},
+                                                    {Epilogue::mem_eff, "mem-eff"}}}};
 constexpr NamedValues<CpuVector, 2> cpu_vector_names{{{{CpuVector::avx512, "avx512"}, {CpuVector::avx2, "avx2"}}}};
 constexpr NamedValues<KvOrder, 2> order_names{{{{KvOrder::forward, "forward"}, {KvOrder::reverse, "reverse"}}}};
 constexpr NamedValues<DeltaKind, 3> delta_names{
     {{{DeltaKind::stored_o, "o-stored"}, {DeltaKind::f32_o, "o-f32"}, {DeltaKind::p_dp, "p-dp"}}}};
-constexpr NamedValues<DeltaSum, 4> delta_sum_names{{{{DeltaSum::sequential, "sequential"},
+constexpr NamedValues<DeltaSum, 5> delta_sum_names{{{{DeltaSum::sequential, "sequential"},
                                                      {DeltaSum::lanes16, "lanes16"},
                                                      {DeltaSum::lanes32, "lanes32"},
-                                                     {DeltaSum::fa2_threads, "fa2-threads"}}}};
-constexpr NamedValues<GradSchedule, 2> grad_schedule_names{
-    {{{GradSchedule::in_order, "in-order"}, {GradSchedule::torch_flash, "torch-flash"}}}};
+                                                     {DeltaSum::fa2_threads, "fa2-threads"},
+                                                     {DeltaSum::mem_eff_threads, "mem-eff-threads"}}}};
+constexpr NamedValues<GradSchedule, 3> grad_schedule_names{{{{GradSchedule::in_order, "in-order"},
+                                                             {GradSchedule::torch_flash, "torch-flash"},
+                                                             {GradSchedule::mem_eff, "mem-eff"}}}};
 constexpr NamedValues<SoftcapTanh, 1> softcap_tanh_names{{{{SoftcapTanh::exact, "exact"}}}};
 constexpr NamedValues<bool, 2> grad_rounding_names{{{{false, "nearest"}, {true, "stochastic"}}}};
 constexpr NamedValues<bool, 2> switch_names{{{{false, "off"}, {true, "on"}}}};
@@ -201,7 +206,8 @@ std::vector<Setting> target_settings() {
     return {
         format_setting<&R::target, &TargetStage::input>("input", "a format (q, k, v, dO rounded to it)"),
         text_setting<&R::target, &TargetStage::arch>("arch", {"sm80", "sm89", "sm90", "sm100"}),
-        text_setting<&R::target, &TargetStage::instruction>("instruction", {"mma.sync", "wgmma", "tcgen05.mma"}),
+        text_setting<&R::target, &TargetStage::instruction>("instruction",
+                                                            {"mma.sync", "mma.sync.m16n8k8", "wgmma", "tcgen05.mma"}),
         named_setting<&R::target, &TargetStage::cpu_vector, cpu_vector_names>("cpu_vector"),
     };
 }
@@ -211,19 +217,23 @@ std::vector<Setting> tile_settings() {
         integer_setting<&R::tiles, &TileStage::block_m, 16, 1024>("block_m", "Br, a multiple of 16",
                                                                   {"16", "32", "64", "128"}, 16),
         {"block_n",
-         "Bc, a multiple of 16, auto (PyTorch's flash tile for the head dimension) or fa3-fp8 "
-         "(FlashAttention-3's FP8 tile for it)",
+         "Bc, a multiple of 16, auto (PyTorch's flash tile for the head dimension), fa3-fp8 "
+         "(FlashAttention-3's FP8 tile for it) or mem-eff (PyTorch's memory-efficient kernel's)",
          [](const R& r) {
              return r.tiles.block_n == 0                 ? std::string("auto")
                     : r.tiles.block_n == block_n_fa3_fp8 ? std::string("fa3-fp8")
+                    : r.tiles.block_n == block_n_mem_eff ? std::string("mem-eff")
                                                          : std::to_string(r.tiles.block_n);
          },
          [](R& r, std::string_view k, std::string_view v) {
-             r.tiles.block_n = v == "auto" ? 0 : v == "fa3-fp8" ? block_n_fa3_fp8 : parse_integer(k, v, 16, 1024);
+             r.tiles.block_n = v == "auto"      ? 0
+                               : v == "fa3-fp8" ? block_n_fa3_fp8
+                               : v == "mem-eff" ? block_n_mem_eff
+                                                : parse_integer(k, v, 16, 1024);
          },
-         {"auto", "fa3-fp8", "16", "32", "64", "128", "256", "512"},
+         {"auto", "fa3-fp8", "mem-eff", "16", "32", "64", "128", "256", "512"},
          {},
-         integers(16, 1024, 16, {"auto", "fa3-fp8"})},
+         integers(16, 1024, 16, {"auto", "fa3-fp8", "mem-eff"})},
         named_setting<&R::tiles, &TileStage::kv_order, order_names>("kv_order"),
         integer_setting<&R::tiles, &TileStage::aten_threads, 0, 65536>(
             "aten_threads", "the threads ATen's CPU kernel ran with (0: unknown, refused where it matters)",
@@ -319,7 +329,9 @@ const std::map<std::string_view, std::string_view>& meanings() {
     static const std::map<std::string_view, std::string_view> m{
         {"input", "the format q, k, v and dO are rounded to (RNE) before anything else"},
         {"arch", "the GPU architecture whose tensor-core model computes every product"},
-        {"instruction", "the tensor-core instruction modelled: mma.sync, wgmma (sm90) or tcgen05.mma (sm100)"},
+        {"instruction",
+         "the tensor-core instruction modelled: mma.sync, mma.sync.m16n8k8 (8 products a step, as CUTLASS's SM80 "
+         "BF16 and FP16 tiles issue it), wgmma (sm90) or tcgen05.mma (sm100)"},
         {"cpu_vector",
          "the vectors PyTorch's CPU code ran with, whose lanes its sums follow: avx512 (16 floats) or avx2 (8; "
          "compiled-torch only)"},
@@ -330,7 +342,9 @@ const std::map<std::string_view, std::string_view>& meanings() {
         {"split_kv_sms", "split KV as PyTorch's flash path would on a GPU of this many SMs, then combine"},
         {"score_product",
          "S = Q K^T by the tensor-core model, exactly in float64 rounded once, or by AMX (ATen's CPU GEMM)"},
-        {"scale_log2", "the constant scale log2(e): a float32 product, or rounded once from double"},
+        {"scale_log2",
+         "the constant scale log2(e): a float32 product, rounded once from double, or S times the scale first "
+         "(rounded), then times RN(log2 e)"},
         {"qk_quant", "Q and K block-quantized along D (blocks of 32) before S = Q K^T"},
         {"softcap_tanh", "how a soft cap's tanh rounds (where the problem caps its scores)"},
         {"softmax",
@@ -345,7 +359,8 @@ const std::map<std::string_view, std::string_view>& meanings() {
         {"exp2_arg", "exp2's argument: the product rounded, then the max subtracted, or one fma"},
         {"rescale_arg", "the rescale's argument: the difference of the scaled maxima, or of the raw ones"},
         {"row_sum",
-         "the order of the row sum l: sequential, FlashAttention-2's four lanes, FlashAttention-3's, or cuDNN's"},
+         "the order of the row sum l: sequential, FlashAttention-2's four lanes, FlashAttention-3's, cuDNN's, or "
+         "PyTorch's memory-efficient kernel's"},
         {"max_adjust", "Qiu and Yao's fix: the max raised so that no P-bar entry is exactly 1"},
         {"max_adjust_beta", "the max adjustment's beta"},
         {"max_offset", "k: exp2's argument against the max less k, P-bar in [0, 2^k] before its cast (FA3's FP8: 8)"},
@@ -362,18 +377,20 @@ const std::map<std::string_view, std::string_view>& meanings() {
          "staying float32"},
         {"o_format", "the format O is written in"},
         {"epilogue",
-         "how a row ends (O, its LSE, an empty row): FlashAttention-2's, PyTorch's flash, FlashAttention-3's or "
-         "cuDNN's"},
+         "how a row ends (O, its LSE, an empty row): FlashAttention-2's, PyTorch's flash, FlashAttention-3's, "
+         "cuDNN's or PyTorch's memory-efficient kernel's"},
         {"grad_product", "the backward's products by the tensor-core model, or exactly in float64"},
         {"delta", "delta = rowsum(dO * O) from the stored O, O in float32, or rowsum(P * dP)"},
         {"delta_format", "the format each dO * O and delta's sum are rounded to"},
         {"delta_sum",
          "the order of delta's float32 sum over the head dimension (lanes16, lanes32: one and two vectors, of 8 "
          "lanes under cpu_vector=avx2; fa2-threads: FlashAttention-2's threads, each over 8 features a page, "
-         "then a butterfly)"},
+         "then a butterfly; mem-eff-threads: the memory-efficient backward's two or four threads a row)"},
         {"grad_schedule",
          "the backward's tiles: in order (dQ summed in registers), or PyTorch's flash backward on an H100 (its "
-         "tiles, row blocks in reverse, dQ added tile by tile to a zeroed float32 buffer)"},
+         "tiles, row blocks in reverse, dQ added tile by tile to a zeroed float32 buffer), or PyTorch's "
+         "memory-efficient backward (its split keys' block orders, P by expf from the natural LSE, dS times the "
+         "scale, dQ chained over key blocks)"},
         {"ds_format", "the format dS and P are cast to before dK, dQ and dV"},
         {"grad_format", "the format dQ, dK and dV are written in"},
         {"grad_quant", "both operands of every backward product block-quantized along its sum"},

@@ -334,7 +334,9 @@ ROUNDSCOPE_HD inline float online_row_step(const OnlineSoftmax& f, const std::ui
                                                           : rescale(st.m, m_new, f.exp2);
     if (ties != nullptr) ties->rescale(factor);
     float sum = 0;
-    float lane_sums[4] = {0, 0, 0, 0};  // row_sum=lane-tile: each lane's keys of this tile
+    float lane_sums[4] = {0, 0, 0, 0};  // row_sum=lane-tile, mem-eff: each lane's keys of this tile (mem-eff: of
+                                        // this warp's 32 keys)
+    float mem_eff_sum = a::mul(st.l, factor);  // row_sum=mem-eff: l alpha, then each warp's sum
     const PCastConstants k(a::mul(f.p_scale, offset_scale(f.max_offset)), f.p_format);
     const float m_arg = exp2_max(f, m_new, m_raw_new);
     for (int j = 0; j < n; ++j) {
@@ -349,6 +351,14 @@ ROUNDSCOPE_HD inline float online_row_step(const OnlineSoftmax& f, const std::ui
         if (ties != nullptr && !masked(j)) ties->add(p, p_out[j] == k.one);
         if (f.row_sum == RowSum::sequential) {
             sum = a::add(sum, p);
+        } else if (f.row_sum == RowSum::mem_eff) {  // a warp's lane t: keys j with (j mod 8) / 2 = t, from zero
+            float& lane = lane_sums[(j % 8) / 2];
+            lane = a::add(lane, p);
+            if (j % 32 == 31 || j == n - 1) {  // the warp's quad joins its lanes (xor 1, then 2)
+                mem_eff_sum = a::add(mem_eff_sum, a::add(a::add(lane_sums[0], lane_sums[1]),
+                                                         a::add(lane_sums[2], lane_sums[3])));
+                for (float& x : lane_sums) x = 0;
+            }
         } else if (f.row_sum == RowSum::lane_tile ||
                    f.row_sum == RowSum::cudnn) {  // lane (j mod 8) / 2, the tile's first
             float& lane = lane_sums[(j % 8) / 2];
@@ -364,6 +374,10 @@ ROUNDSCOPE_HD inline float online_row_step(const OnlineSoftmax& f, const std::ui
         for (int t = 0; t < 4; ++t) st.lanes[t] = a::fma(st.lanes[t], factor, lane_sums[t]);
         st.l = f.row_sum == RowSum::cudnn ? a::add(a::add(st.lanes[0], st.lanes[1]), a::add(st.lanes[2], st.lanes[3]))
                                           : quad_sum(st.lanes);
+        return factor;
+    }
+    if (f.row_sum == RowSum::mem_eff) {
+        st.l = mem_eff_sum;
         return factor;
     }
     if (f.row_sum == RowSum::quad_ffma) {

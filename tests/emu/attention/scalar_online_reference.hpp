@@ -108,7 +108,10 @@ inline RowResult scalar_online_row(const emu::AttentionRecipe& r, const emu::Att
     // The constant c, and the row's state: max m (log2 units), raw max, sum l or four lanes' sums.
     // under a soft cap (FlashAttention-2's): the score tanh(RN(s RN(scale / cap))), the constant RN(cap log2 e)
     const emu::SoftcapConstants cap = emu::softcap_constants(sh.scale, static_cast<float>(sh.softcap));
+    // scale-first (the memory-efficient kernel): s scale rounded first, then times RN(log2 e)
+    const bool scale_first = r.scores.scale_log2 == emu::ScaleLog2::scale_first;
     const float scale_log2 = sh.softcap != 0 ? cap.scale_log2
+                             : scale_first   ? emu::steps::log2e
                              : r.scores.scale_log2 == emu::ScaleLog2::float64
                                  ? static_cast<float>(static_cast<double>(sh.scale) * 1.4426950408889634074)
                                  : emu::steps::scale_log2(sh.scale);
@@ -135,7 +138,9 @@ inline RowResult scalar_online_row(const emu::AttentionRecipe& r, const emu::Att
         for (std::uint64_t j = c0; j < c1; ++j) {
             std::vector<std::uint32_t> kj(k + j * d, k + (j + 1) * d);
             const float product = float_from_bits(score(q, kj.data(), 1, static_cast<int>(d), 0));
-            const float s = sh.softcap != 0 ? emu::tanh_rn(a::mul(product, cap.score_factor)) : product;
+            const float s = sh.softcap != 0 ? emu::tanh_rn(a::mul(product, cap.score_factor))
+                            : scale_first   ? a::mul(product, sh.scale)
+                                            : product;
             raw[j - c0] = s;
             const float sc = a::mul(s, scale_log2);
             t[j - c0] = !seen(j) ? emu::steps::minus_infinity() : bias[j] == 0.0f ? sc : a::add(sc, bias[j]);
@@ -190,6 +195,16 @@ inline RowResult scalar_online_row(const emu::AttentionRecipe& r, const emu::Att
             // joined by offsets 2 then 1 (FlashAttention-3), or 1 then 2 (cuDNN)
             l = cudnn_lanes ? a::add(a::add(lanes[0], lanes[1]), a::add(lanes[2], lanes[3]))
                             : a::add(a::add(lanes[0], lanes[2]), a::add(lanes[1], lanes[3]));
+        } else if (r.softmax.row_sum == emu::RowSum::mem_eff) {
+            // warp w holds keys [32 w, 32 w + 32) of the tile; its lane u sums those with (j mod 8) / 2
+            // = u from zero; the quad joins (r_0 + r_1) + (r_2 + r_3); l alpha, then the warps in order
+            l = a::mul(l, factor);
+            for (std::uint64_t w = 0; 32 * w < c1 - c0; ++w) {
+                float r4[4] = {0, 0, 0, 0};
+                for (std::uint64_t j = 32 * w; j < std::min<std::uint64_t>(32 * w + 32, c1 - c0); ++j)
+                    r4[(j % 8) / 2] = a::add(r4[(j % 8) / 2], pbar[j]);
+                l = a::add(l, a::add(a::add(r4[0], r4[1]), a::add(r4[2], r4[3])));
+            }
         } else {
             l = a::add(a::mul(l, factor), sum);
         }
@@ -219,12 +234,17 @@ inline RowResult scalar_online_row(const emu::AttentionRecipe& r, const emu::Att
     const float lse_fa3 = empty   ? emu::steps::minus_infinity()
                           : cudnn ? a::fma(m, emu::steps::ln2, log_l)  // from the scaled max RN(m c)
                                   : a::fma(m_raw, a::mul(scale_log2, emu::steps::ln2), log_l);
-    RowResult out{std::vector<std::uint32_t>(dv), torch ? a::mul(lse_torch, emu::steps::log2e)
-                                                  : fa3 ? a::mul(lse_fa3, emu::steps::log2e)
-                                                        : emu::steps::lse_log2(m, l_unscaled)};
-    const float factor = torch ? (empty ? 1.0f : a::div(1.0f, l))
-                         : fa3 ? (empty ? 0.0f : emu::h100_rcp_ftz(l))
-                               : emu::steps::output_factor(l, r.p_and_v.p_scale);
+    // the memory-efficient kernel's: RN(m / RN(log2 e)) + libdevice's logf(l); 1/l with l 0 taken as 1
+    const bool mem_eff = r.output.epilogue == emu::Epilogue::mem_eff;
+    const float lse_mem_eff = a::add(a::div(m, emu::steps::log2e), emu::libdevice_logf(l));
+    RowResult out{std::vector<std::uint32_t>(dv), torch     ? a::mul(lse_torch, emu::steps::log2e)
+                                                  : fa3     ? a::mul(lse_fa3, emu::steps::log2e)
+                                                  : mem_eff ? a::mul(lse_mem_eff, emu::steps::log2e)
+                                                            : emu::steps::lse_log2(m, l_unscaled)};
+    const float factor = torch     ? (empty ? 1.0f : a::div(1.0f, l))
+                         : fa3     ? (empty ? 0.0f : emu::h100_rcp_ftz(l))
+                         : mem_eff ? a::div(1.0f, l == 0.0f ? 1.0f : l)
+                                   : emu::steps::output_factor(l, r.p_and_v.p_scale);
     emu::CastOptions o;
     o.saturate = true;
     for (std::uint64_t c = 0; c < dv; ++c)
