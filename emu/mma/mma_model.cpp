@@ -143,7 +143,8 @@ const MmaModel* find_mma_model(std::string_view arch, std::string_view instructi
                                const Format& accumulator) {
     // "mma.sync.m16n8k8": the instruction and its shape
     std::string_view shape;
-    if (const auto dot = instruction.rfind('.'); dot != std::string_view::npos && instruction.substr(dot + 1) == "m16n8k8")
+    if (const auto dot = instruction.rfind('.');
+        dot != std::string_view::npos && instruction.substr(dot + 1) == "m16n8k8")
         shape = instruction.substr(dot + 1), instruction = instruction.substr(0, dot);
     const MmaModel* found = nullptr;
     for (const MmaModel& m : all_mma_models()) {

@@ -4,9 +4,11 @@ writes, and prints what the page shows, line for line (`roundscope demo`, the RE
 and compared by test_demo.py, which checks its files too).
 
 Examples that read dumps/ are the exception: their numbers come from a few steps of BF16
-training, whose bits depend on the CPU's PyTorch kernels (its SIMD width included), so for them
-the exit code, the number of lines and each line's first word (the tensor names, headers and
-rules; a number as "a number") are compared."""
+training, whose bits depend on the CPU's PyTorch kernels (its SIMD width and AMX included), so for
+them the exit code and each shown line's first word (the tensor names, headers and rules; a number
+as "a number") are compared, the shown lines as the start of the output: where the CPU's kernels
+are not the ones a page's fit found (torch-cpu-bf16 models ATen's AMX path), the fit prints where
+its best recipe differs after them."""
 import re
 import shlex
 import subprocess
@@ -48,7 +50,7 @@ def test_an_example_prints_what_its_page_shows(cli, work, page, command, expecte
     assert p.returncode == 0, p.stderr.strip()[:400]
     got = p.stdout.rstrip("\n").split("\n")
     if any(a.startswith("dumps/") for a in args):
-        assert len(got) == len(expected), "\n".join(got)
-        assert [lead(g) for g in got] == [lead(e) for e in expected], "\n".join(got)
+        assert len(got) >= len(expected), "\n".join(got)
+        assert [lead(g) for g in got[:len(expected)]] == [lead(e) for e in expected], "\n".join(got)
     else:
         assert got == expected

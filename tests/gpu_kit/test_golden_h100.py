@@ -1,10 +1,10 @@
 """The H100 captures of 2026-11-27 (tests/data/golden/h100, docs/gpu.md), ingested as a GPU
 session's output is: phase B's crosscheck sweep must be bit-exact in every case, and phase C's
 PyTorch flash forward and backward must be reproduced bit for bit (O, LSE; dQ, dK, dV) by the
-torch-flash-sm90 recipe,
-whose MUFU.EX2 and MUFU.LG2 are the H100's own (emu/mufu/h100_mufu.hpp). cuDNN runs another
-kernel: its fraction is reported, not required. The inputs are made again here by kit_inputs
-and must hash as on the GPU."""
+torch-flash-sm90 recipe, whose MUFU.EX2 and MUFU.LG2 are the H100's own (emu/mufu/h100_mufu.hpp);
+cuDNN's forward by torch-cudnn-sm90 and the memory-efficient kernel's forward and backward by
+torch-efficient-sm90. cuDNN's backward and the math path are reported, not required. The inputs
+are made again here by kit_inputs and must hash as on the GPU."""
 import json
 import os
 import pathlib
@@ -96,9 +96,10 @@ def test_fp16_forward_of_flash_and_cudnn_is_reproduced_bit_for_bit(phase_c):
     o_format=f16`), give every O and LSE bit; fa2-f16 does not."""
     r, _ = phase_c
     f16 = [e for e in r["sdpa"] if e["dtype"] == "f16"]
-    assert sorted(e["case"].split(".")[0] for e in f16) == ["cudnn"] * 8 + ["flash"] * 8
+    assert sorted(e["case"].split(".")[0] for e in f16) == ["cudnn"] * 8 + ["efficient"] * 8 + ["flash"] * 8
     for e in f16:
-        recipe = "torch-cudnn-sm90" if e["case"].startswith("cudnn.") else "torch-flash-sm90"
+        recipe = {"cudnn": "torch-cudnn-sm90", "efficient": "torch-efficient-sm90"}.get(e["case"].split(".")[0],
+                                                                                       "torch-flash-sm90")
         got = e[recipe]
         assert got["matched"] == got["total"] == 2 * 128 * 65, e
         assert "input=f16" in got["set"] and "o_format=f16" in got["set"], e
@@ -129,6 +130,45 @@ def test_pytorchs_flash_backward_is_reproduced_bit_for_bit(phase_c):
                                       check=True).stdout)
         differ += c["matched"] < c["total"]
     assert differ >= 6
+
+
+def test_the_memory_efficient_kernel_is_reproduced_bit_for_bit_forward_and_backward(phase_c):
+    """PyTorch's memory-efficient SDPA (fmha_cutlassF_*_64x64_rf_sm80 at D 64, 64x128_rf at D 128;
+    fmha_cutlassB_bf16_aligned_64x64_k64_seqaligned_sm80) under torch-efficient-sm90: every O and
+    LSE bit of S1 and S3's BF16 forward and S1's FP16 forward, and every dQ, dK and dV bit of S1's
+    backward, where two key splits continue dQ in the order they reach each query block (the
+    note says the GPU does not fix it). Negative controls: the m16n8k16 instruction (PyTorch's
+    flash and cuDNN's) changes every forward capture, delta summed in feature order most
+    backward ones."""
+    r, dumps = phase_c
+    efficient = [e for e in r["sdpa"] if e["case"].startswith("efficient.")]
+    forward = [e for e in efficient if e["pass"] == "forward"]
+    backward = [e for e in efficient if e["pass"] == "backward"]
+    assert len(forward) == 16 + 8 and len(backward) == 8
+    for e in forward + backward:
+        got = e["torch-efficient-sm90"]
+        assert got["matched"] == got["total"], e
+    for e in backward:
+        got = e["torch-efficient-sm90"]
+        assert got["total"] == 2 * 128 * (64 + 1) + 3 * 2 * 128 * 64, e
+        assert len(got["notes"]) == 1 and got["notes"][0].startswith("dq: ") and "2 key splits" in got["notes"][0]
+    # PyTorch's flash and cuDNN are other kernels: their recipes miss bits of every forward capture
+    for e in forward:
+        assert all(e[other]["matched"] < e[other]["total"] for other in ("torch-flash-sm90", "torch-cudnn-sm90")), e
+
+    def changed(pattern, choice):
+        files = sorted(dumps.glob(pattern))
+        out = 0
+        for f in files:
+            c = json.loads(subprocess.run([BUILD / "roundscope", "compare", f, "--recipe", "torch-efficient-sm90",
+                                           "--set", choice, "--json"], capture_output=True, text=True,
+                                          check=True).stdout)
+            out += c["matched"] < c["total"]
+        return out, len(files)
+
+    assert changed("S[13].efficient.bf16.*.full.safetensors", "instruction=mma.sync") == (8, 8)
+    differ, n = changed("S1.efficient.bf16.*.grad.safetensors", "delta_sum=sequential")
+    assert n == 8 and differ >= 4
 
 
 def test_fit_finds_pytorchs_flash_forward_from_the_generic_presets(phase_c):

@@ -236,10 +236,10 @@ def sdpa_case(bins, tmp, dumps, shape, key, mask, scale, x, kernels, forward, ba
     unsplit = backend == "flash" and any("flash_fwd_kernel<" in k for k in ran) and not any("splitkv" in k for k in ran)
     # torch-cudnn-sm90 models cuDNN's forward only; torch-efficient-sm90 the memory-efficient
     # kernel's forward and backward (neither splits KV)
-    if backward:
-        recipes = ("torch-flash-sm90", "fa2-bf16") + (("torch-efficient-sm90",) if backend == "efficient" else ())
-    else:
-        recipes = ("torch-flash-sm90", "torch-cudnn-sm90", "torch-efficient-sm90", "fa2-bf16")
+    # (each compare computes the exact truth: the memory-efficient recipe runs on its own captures)
+    recipes = ("torch-flash-sm90", "fa2-bf16") if backward else ("torch-flash-sm90", "torch-cudnn-sm90", "fa2-bf16")
+    if backend == "efficient":
+        recipes += ("torch-efficient-sm90",)
     for recipe in recipes:
         unsplit_model = recipe == "torch-flash-sm90" and (unsplit or backend != "flash")
         sets = (["split_kv_sms=0"] if unsplit_model else []) + (DTYPE_SETS[dtype] if recipe.startswith("torch") else [])

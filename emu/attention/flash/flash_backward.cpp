@@ -272,9 +272,10 @@ BackwardResult flash_backward(const AttentionRecipe& recipe, const AttentionShap
     out.delta.assign(shape.heads * shape.n_q, 0);
     const bool torch_flash = recipe.backward.schedule == GradSchedule::torch_flash;
     const bool mem_eff = recipe.backward.schedule == GradSchedule::mem_eff;
-    const MemEffBackwardPlan plan = mem_eff ? mem_eff_backward_plan(recipe, launched_heads(shape), shape.n_q, shape.n_kv,
-                                                                    std::max(shape.d, shape.d_v), shape.causal)
-                                            : MemEffBackwardPlan{};
+    const MemEffBackwardPlan plan = mem_eff
+                                        ? mem_eff_backward_plan(recipe, launched_heads(shape), shape.n_q, shape.n_kv,
+                                                                std::max(shape.d, shape.d_v), shape.causal)
+                                        : MemEffBackwardPlan{};
     const BackwardTiles tiles = torch_flash ? torch_flash_backward_tiles(recipe, shape.d)
                                 : mem_eff   ? BackwardTiles{plan.block_i, plan.block_j}
                                             : BackwardTiles{recipe.tiles.block_m, ctx.recipe.tiles.block_n};
@@ -297,8 +298,7 @@ BackwardResult flash_backward(const AttentionRecipe& recipe, const AttentionShap
     };
     // the kernels scale dK and dQ at the end; the compiled softmax's and the memory-efficient
     // kernel's dS hold the scale already
-    const float dk_dq_scale =
-        recipe.softmax.kind == SoftmaxKind::compiled_torch || mem_eff ? 1.0f : ctx.dk_dq_scale();
+    const float dk_dq_scale = recipe.softmax.kind == SoftmaxKind::compiled_torch || mem_eff ? 1.0f : ctx.dk_dq_scale();
     const std::uint64_t d = shape.d, dv = shape.d_v, nq = shape.n_q, nk = shape.n_kv;
     for (std::uint64_t head = 0; head < shape.heads; ++head) {
         const std::uint64_t kv = head / group;

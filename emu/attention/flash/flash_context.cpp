@@ -96,10 +96,12 @@ void check_mask(const FlashContext& ctx) {
             fmt::format("recipe '{}': soft-capped scores (softcap = {}) are FlashAttention's (the online "
                         "softmax with its own epilogue); this recipe's kernel takes none",
                         r.name, s.softcap));
-    if (s.softcap != 0 && (r.scores.scale_log2 == ScaleLog2::scale_first || r.backward.schedule == GradSchedule::mem_eff))
-        throw Error(fmt::format("recipe '{}': soft-capped scores are FlashAttention's; scale_log2=scale-first is the "
-                                "memory-efficient kernel's, which caps none",
-                                r.name));
+    if (s.softcap != 0 &&
+        (r.scores.scale_log2 == ScaleLog2::scale_first || r.backward.schedule == GradSchedule::mem_eff))
+        throw Error(
+            fmt::format("recipe '{}': soft-capped scores are FlashAttention's; scale_log2=scale-first is the "
+                        "memory-efficient kernel's, which caps none",
+                        r.name));
     if (!has_key_bias(s)) return;  // a prefix of the keys, which every softmax takes
     if (r.softmax.kind == SoftmaxKind::online_torch || r.softmax.kind == SoftmaxKind::compiled_torch)
         throw Error(
@@ -119,8 +121,9 @@ void check_mask(const FlashContext& ctx) {
                         r.name));
     if (additive && (r.scores.scale_log2 == ScaleLog2::scale_first || r.backward.schedule == GradSchedule::mem_eff))
         throw Error(
-            fmt::format("recipe '{}': the memory-efficient kernel adds a bias to S scale before its log2 e "
-                        "(scale_log2=scale-first), which is not modelled; a boolean mask (0 and -inf) is",
+            fmt::format("recipe '{}': an additive mask with values other than 0 and -inf is added to S scale "
+                        "before log2 e by the memory-efficient kernel (scale_log2=scale-first), which is not "
+                        "modelled; a boolean mask (0 and -inf) is",
                         r.name));
 }
 

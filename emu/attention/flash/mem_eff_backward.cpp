@@ -15,13 +15,15 @@ MemEffBackwardPlan mem_eff_backward_plan(const AttentionRecipe& r, std::uint64_t
     // dispatch_cutlassB on sm_90, the first kernel whose kMaxK holds D: fmha_cutlassB_*_64x64_k64 up
     // to 64 (k32 below 32: the same tiles); the 128 x 128 kernels above are not modelled
     if (d > 64)
-        throw Error(fmt::format("recipe '{}': the memory-efficient backward is modelled for D <= 64 (its 64 x 64 "
-                                "kernels); D {} runs another (not captured)",
-                                r.name, d));
+        throw Error(
+            fmt::format("recipe '{}': the memory-efficient backward is modelled for D <= 64 (its 64 x 64 "
+                        "kernels); D {} runs another (not captured)",
+                        r.name, d));
     if (causal && n_q != n_kv)
-        throw Error(fmt::format("recipe '{}': SDPA's memory-efficient kernel masks from the top left, the dump's "
-                                "causal flag from the bottom right: they agree only where n_q = n_kv ({} and {})",
-                                r.name, n_q, n_kv));
+        throw Error(
+            fmt::format("recipe '{}': SDPA's memory-efficient kernel masks from the top left, the dump's "
+                        "causal flag from the bottom right: they agree only where n_q = n_kv ({} and {})",
+                        r.name, n_q, n_kv));
     MemEffBackwardPlan plan;
     plan.block_i = plan.block_j = 64;
     plan.delta_threads = 2;  // 128 threads over 64 rows
@@ -37,7 +39,8 @@ MemEffBackwardPlan mem_eff_backward_plan(const AttentionRecipe& r, std::uint64_t
     for (std::uint64_t j = 0; j < key_blocks; ++j) {
         auto& order = plan.queries_of_key_block[j];
         const std::uint64_t first = causal ? j * bj / bi : 0;
-        const std::uint64_t shift = !causal && plan.splits > 1 ? (j % static_cast<std::uint64_t>(plan.splits)) % query_blocks : 0;
+        const std::uint64_t shift =
+            !causal && plan.splits > 1 ? (j % static_cast<std::uint64_t>(plan.splits)) % query_blocks : 0;
         for (std::uint64_t step = 0; step < query_blocks - first; ++step)
             order.push_back(first + (shift + step) % (query_blocks - first));
     }

@@ -33,7 +33,7 @@ struct AttentionInputs {
     // B x H of the whole problem a kernel was launched on, where these inputs are some of its heads
     // (head_inputs, group_inputs keep it): PyTorch's split choices read it; 0: batch x heads
     std::uint64_t launch_heads = 0;
-    std::uint64_t kv_heads = 0;          // k's and v's heads per batch entry (fewer under GQA); 0: heads
+    std::uint64_t kv_heads = 0;  // k's and v's heads per batch entry (fewer under GQA); 0: heads
     std::uint64_t n_q = 0, n_kv = 0, d = 0, d_v = 0;
     std::optional<bool> causal;           // from the file's metadata "causal"
     std::optional<double> softmax_scale;  // from the file's metadata "softmax_scale"

@@ -165,7 +165,8 @@ public:
         const BackwardStage& b = r_.backward;
         const bool online = r_.softmax.kind == SoftmaxKind::online;
         if (b.schedule != GradSchedule::in_order && !online)
-            fail("grad_schedule", "PyTorch's flash and memory-efficient backward schedules run the online softmax only");
+            fail("grad_schedule",
+                 "PyTorch's flash and memory-efficient backward schedules run the online softmax only");
         if (b.schedule != GradSchedule::in_order && b.quant != nullptr)
             fail("grad_schedule",
                  "PyTorch's flash and memory-efficient backwards do not block-quantize their operands (grad_quant "

@@ -41,8 +41,8 @@ enum class KvOrder : std::uint8_t { forward, reverse };
 // The values are not named f32 and f64, which are the formats (emu::f32): the recipe key
 // scale_log2 spells them so.
 enum class ScaleLog2 : std::uint8_t {
-    float32,  // RN(scale x RN(log2 e)), a float32 product
-    float64,  // RN(scale x log2 e), the product in double (PyTorch's flash: params.scale_softmax_log2)
+    float32,      // RN(scale x RN(log2 e)), a float32 product
+    float64,      // RN(scale x log2 e), the product in double (PyTorch's flash: params.scale_softmax_log2)
     scale_first,  // S scaled first, RN(s scale), then times RN(log2 e): PyTorch's memory-efficient kernel
                   // (kernel_forward.h, built with bias support: `accum = scale * accum`, then
                   // iterative_softmax's `scaling * kLog2e` with scaling 1)
@@ -95,13 +95,13 @@ enum class DeltaKind : std::uint8_t {
 enum class SoftcapTanh : std::uint8_t { exact };
 
 enum class DeltaSum : std::uint8_t {
-    sequential,   // c = 0, 1, ...
-    lanes16,      // Inductor's AVX-512 reduction over 16 float lanes, then their tree (one vector: 8
-                  // lanes under cpu_vector=avx2)
-    lanes32,      // the same over 32 lanes (a loop that loads BF16) folded to 16 (inductor_cpu_math.hpp;
-                  // two vectors: 16 lanes folded to 8 under cpu_vector=avx2)
-    fa2_threads,  // FlashAttention-2's dot_do_o: a row over 8 (or 4) threads, each a chain over its
-                  // 8 consecutive features of every 64- (or 32-) feature page, then a butterfly
+    sequential,       // c = 0, 1, ...
+    lanes16,          // Inductor's AVX-512 reduction over 16 float lanes, then their tree (one vector: 8
+                      // lanes under cpu_vector=avx2)
+    lanes32,          // the same over 32 lanes (a loop that loads BF16) folded to 16 (inductor_cpu_math.hpp;
+                      // two vectors: 16 lanes folded to 8 under cpu_vector=avx2)
+    fa2_threads,      // FlashAttention-2's dot_do_o: a row over 8 (or 4) threads, each a chain over its
+                      // 8 consecutive features of every 64- (or 32-) feature page, then a butterfly
     mem_eff_threads,  // the memory-efficient backward's computeDelta: a row over 2 threads (4 at D > 64),
                       // each an FFMA chain from 0 over its 8 consecutive features of every 16- (32-)
                       // feature page, then their shuffles with offset 1 (then 2)

@@ -74,31 +74,34 @@ std::vector<KeyCapability> twins() {
 // The Hopper forward kernel (gpu/kernels/hopper_flash.cu): h100-bf16's arithmetic, TMA and wgmma.
 std::vector<KeyCapability> hopper() {
     constexpr std::string_view arithmetic = "the Hopper kernel is written for h100-bf16's arithmetic";
-    return narrowed(every_key(), {
-                                     {"input", {"bf16"}, "the Hopper kernel runs BF16 inputs"},
-                                     {"arch", {"sm90"}, "the Hopper kernel multiplies by wgmma on sm90"},
-                                     {"instruction", {"wgmma"}, "the Hopper kernel multiplies by wgmma on sm90"},
-                                     {"block_m", {"128"}, "the Hopper kernel's tiles are 128 x 128"},
-                                     {"block_n", {"128"}, "the Hopper kernel's tiles are 128 x 128"},
-                                     {"split_kv_sms", {"0"}, "the Hopper kernel does not split KV"},
-                                     {"score_product", {"model"}, "the Hopper kernel computes every product by wgmma"},
-                                     {"qk_quant", {"none"}, "the Hopper kernel quantizes nothing"},
-                                     {"softmax", {"online"}, arithmetic},
-                                     {"exp2",
-                                      {"software", "ex2.approx", "ex2.approx.ftz"},
-                                      "its exp2 is software, ex2.approx or ex2.approx.ftz"},
-                                     {"row_sum", {"quad-ffma"}, arithmetic},
-                                     {"max_adjust", {"off"}, arithmetic},
-                                     {"max_offset", {"0"}, arithmetic},
-                                     {"p_format", {"bf16"}, "the Hopper kernel runs a BF16 P"},
-                                     {"p_quant", {"none"}, "the Hopper kernel quantizes nothing"},
-                                     {"v_quant", {"none"}, "the Hopper kernel quantizes nothing"},
-                                     {"pv_product", {"model"}, "the Hopper kernel computes every product by wgmma"},
-                                     {"pv_depth", {"tile"}, "its P V runs over every k-step of a tile"},
-                                     {"o_accumulator", {"f32"}, arithmetic},
-                                     {"o_format", {"bf16"}, "the Hopper kernel writes a BF16 O"},
-                                     {"epilogue", {"fa2"}, arithmetic},
-                                 });
+    return narrowed(
+        every_key(),
+        {
+            {"input", {"bf16"}, "the Hopper kernel runs BF16 inputs"},
+            {"arch", {"sm90"}, "the Hopper kernel multiplies by wgmma on sm90"},
+            {"instruction", {"wgmma"}, "the Hopper kernel multiplies by wgmma on sm90"},
+            {"block_m", {"128"}, "the Hopper kernel's tiles are 128 x 128"},
+            {"block_n", {"128"}, "the Hopper kernel's tiles are 128 x 128"},
+            {"split_kv_sms", {"0"}, "the Hopper kernel does not split KV"},
+            {"score_product", {"model"}, "the Hopper kernel computes every product by wgmma"},
+            {"qk_quant", {"none"}, "the Hopper kernel quantizes nothing"},
+            {"scale_log2", {"f32", "f64"}, "the Hopper kernel folds the scale into exp2's constant (no scaled S)"},
+            {"softmax", {"online"}, arithmetic},
+            {"exp2",
+             {"software", "ex2.approx", "ex2.approx.ftz"},
+             "its exp2 is software, ex2.approx or ex2.approx.ftz"},
+            {"row_sum", {"quad-ffma"}, arithmetic},
+            {"max_adjust", {"off"}, arithmetic},
+            {"max_offset", {"0"}, arithmetic},
+            {"p_format", {"bf16"}, "the Hopper kernel runs a BF16 P"},
+            {"p_quant", {"none"}, "the Hopper kernel quantizes nothing"},
+            {"v_quant", {"none"}, "the Hopper kernel quantizes nothing"},
+            {"pv_product", {"model"}, "the Hopper kernel computes every product by wgmma"},
+            {"pv_depth", {"tile"}, "its P V runs over every k-step of a tile"},
+            {"o_accumulator", {"f32"}, arithmetic},
+            {"o_format", {"bf16"}, "the Hopper kernel writes a BF16 O"},
+            {"epilogue", {"fa2"}, arithmetic},
+        });
 }
 
 bool is_backward_key(std::string_view key) {

@@ -275,12 +275,28 @@ AttentionRecipe torch_cpu_bf16() {
 }
 
 const std::vector<AttentionRecipe>& presets() {
-    static const std::vector<AttentionRecipe> all{
-        fa2_bf16(),      fa2_bf16_fixed(),    fa2_bf16_o_bf16(), fa2_bf16_torch(),   fa2_bf16_torch_compiled(),
-        fa2_f16(),       fa2_f32(),           fa3_bf16(),        h100_bf16(),        fa3_fp8(),
-        h100_fp8(),      fp8_forward_order(), fp8_p_cast_only(), mxfp4_v(false),     mxfp4_v(true),
-        naive(f32, f32), naive(bf16, f32),    naive(f16, f16),   torch_flash_sm90(), torch_cudnn_sm90(),
-        torch_efficient_sm90(), torch_cpu_bf16()};
+    static const std::vector<AttentionRecipe> all{fa2_bf16(),
+                                                  fa2_bf16_fixed(),
+                                                  fa2_bf16_o_bf16(),
+                                                  fa2_bf16_torch(),
+                                                  fa2_bf16_torch_compiled(),
+                                                  fa2_f16(),
+                                                  fa2_f32(),
+                                                  fa3_bf16(),
+                                                  h100_bf16(),
+                                                  fa3_fp8(),
+                                                  h100_fp8(),
+                                                  fp8_forward_order(),
+                                                  fp8_p_cast_only(),
+                                                  mxfp4_v(false),
+                                                  mxfp4_v(true),
+                                                  naive(f32, f32),
+                                                  naive(bf16, f32),
+                                                  naive(f16, f16),
+                                                  torch_flash_sm90(),
+                                                  torch_cudnn_sm90(),
+                                                  torch_efficient_sm90(),
+                                                  torch_cpu_bf16()};
     return all;
 }
 

@@ -334,8 +334,8 @@ ROUNDSCOPE_HD inline float online_row_step(const OnlineSoftmax& f, const std::ui
                                                           : rescale(st.m, m_new, f.exp2);
     if (ties != nullptr) ties->rescale(factor);
     float sum = 0;
-    float lane_sums[4] = {0, 0, 0, 0};  // row_sum=lane-tile, mem-eff: each lane's keys of this tile (mem-eff: of
-                                        // this warp's 32 keys)
+    float lane_sums[4] = {0, 0, 0, 0};         // row_sum=lane-tile, mem-eff: each lane's keys of this tile (mem-eff: of
+                                               // this warp's 32 keys)
     float mem_eff_sum = a::mul(st.l, factor);  // row_sum=mem-eff: l alpha, then each warp's sum
     const PCastConstants k(a::mul(f.p_scale, offset_scale(f.max_offset)), f.p_format);
     const float m_arg = exp2_max(f, m_new, m_raw_new);
@@ -355,8 +355,8 @@ ROUNDSCOPE_HD inline float online_row_step(const OnlineSoftmax& f, const std::ui
             float& lane = lane_sums[(j % 8) / 2];
             lane = a::add(lane, p);
             if (j % 32 == 31 || j == n - 1) {  // the warp's quad joins its lanes (xor 1, then 2)
-                mem_eff_sum = a::add(mem_eff_sum, a::add(a::add(lane_sums[0], lane_sums[1]),
-                                                         a::add(lane_sums[2], lane_sums[3])));
+                mem_eff_sum =
+                    a::add(mem_eff_sum, a::add(a::add(lane_sums[0], lane_sums[1]), a::add(lane_sums[2], lane_sums[3])));
                 for (float& x : lane_sums) x = 0;
             }
         } else if (f.row_sum == RowSum::lane_tile ||

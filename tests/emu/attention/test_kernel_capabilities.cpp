@@ -69,7 +69,7 @@ TEST_CASE("a refusal names the key, its value and why - backward keys bind a ker
     r = emu::find_recipe("fa2-bf16");
     emu::apply_setting(r, "block_n=auto");
     CHECK(emu::capability_refusal(twins, r, false) ==
-          "block_n=auto: the CUDA twins need a fixed KV tile (block_n runs every value but auto, fa3-fp8)");
+          "block_n=auto: the CUDA twins need a fixed KV tile (block_n runs every value but auto, fa3-fp8, mem-eff)");
     r = emu::find_recipe("fa2-bf16");
     emu::apply_setting(r, "delta_sum=lanes16");
     CHECK(emu::capability_refusal(twins, r, false).starts_with("delta_sum=lanes16: "));  // the twins' forward too

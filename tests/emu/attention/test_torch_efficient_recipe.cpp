@@ -226,7 +226,8 @@ TEST_CASE("torch-efficient-sm90's backward: delta over two threads a row, P by e
     const AttentionRecipe f32_grads = with(r, {"grad_format=f32"});
     AttentionShape big = two;
     big.launch_heads = 256;
-    const BackwardResult one_split = flash_backward(f32_grads, big, x, fx), split = flash_backward(f32_grads, two, x, fx);
+    const BackwardResult one_split = flash_backward(f32_grads, big, x, fx),
+                         split = flash_backward(f32_grads, two, x, fx);
     const auto block0 = static_cast<std::ptrdiff_t>(64 * 64);  // key block 0 visits 0, 1 either way
     CHECK(std::equal(one_split.dv.begin(), one_split.dv.begin() + block0, split.dv.begin()));
     CHECK_FALSE(std::equal(one_split.dv.begin() + block0, one_split.dv.end(), split.dv.begin() + block0));
