@@ -2,6 +2,7 @@
 
 #include "api/recipe_reference.hpp"
 #include "emu/attention/recipe/attention_recipe.hpp"
+#include "emu/attention/recipe/recipe_sources.hpp"
 #include "emu/numbers/format_info.hpp"
 
 namespace roundscope::api {
@@ -29,7 +30,8 @@ nlohmann::json formats_json() {
 nlohmann::json recipes_json() {
     nlohmann::json recipes = nlohmann::json::array();
     for (const emu::AttentionRecipe& r : emu::recipe_presets())
-        recipes.push_back({{"name", r.name}, {"settings", emu::recipe_settings(r)}});
+        recipes.push_back(
+            {{"name", r.name}, {"settings", emu::recipe_settings(r)}, {"source", emu::recipe_source(r.name)}});
     return {{"recipes", recipes},
             {"keys", emu::recipe_keys()},
             {"key_table", recipe_key_table_json()},

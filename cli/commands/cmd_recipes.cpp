@@ -11,6 +11,7 @@
 #include "cli/command_files.hpp"
 #include "cli/commands.hpp"
 #include "emu/attention/recipe/attention_recipe.hpp"
+#include "emu/attention/recipe/recipe_sources.hpp"
 
 namespace roundscope::cli {
 
@@ -44,6 +45,9 @@ void add_recipes_command(CLI::App& app) {
             rows.push_back(row);
         }
         print_table(headers, rows);
+        fmt::print("\nSources:\n");
+        for (const emu::AttentionRecipe& r : emu::recipe_presets())
+            fmt::print("  {:24} {}\n", r.name, emu::recipe_source(r.name));
         fmt::print("\n--set KEY=VALUE:\n");
         for (const auto& [key, accepts] : keys) fmt::print("  {:16} {}\n", key, accepts);
     });

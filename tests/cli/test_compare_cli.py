@@ -204,3 +204,14 @@ def test_torch_flash_backward_says_when_dq_depends_on_the_order_of_atomic_adds(c
     assert j["notes"][0] in text
     forward = cli.json("compare", tmp_path / "dump.safetensors", "--recipe", "torch-flash-sm90", "--outputs", "o,lse")
     assert forward["notes"] == []  # no dQ compared
+
+
+def test_recipes_name_each_presets_sources(cli):
+    """`roundscope recipes` says where each preset comes from (the kernel or paper, what checks it):
+    in its JSON (`source`) and under its text table."""
+    presets = cli.json("recipes")["recipes"]
+    assert len(presets) >= 22 and all(p["source"] for p in presets), [p["name"] for p in presets if not p["source"]]
+    sources = {p["name"]: p["source"] for p in presets}
+    assert "HMMA.1688" in sources["torch-efficient-sm90"] and "bit-exact" in sources["torch-cudnn-sm90"]
+    text = cli.run("recipes").stdout
+    assert "Sources:" in text and all(f"  {name}" in text and source in text for name, source in sources.items())
