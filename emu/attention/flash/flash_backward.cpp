@@ -124,14 +124,14 @@ TileGradients tile_gradients(const FlashContext& ctx, const BackwardModels& mode
             // under a soft cap the score is T = capped_score(s), and dS is multiplied by its derivative
             const float t = ctx.softcapped ? capped_score(float_from_bits(s[at]), ctx.softcap) : 0.0f;
             const std::uint32_t score = ctx.softcapped ? bits_of(t) : s[at];
+            // under mem-eff a boolean mask's -inf is the kernel's additive bias: P = expf(-inf) = 0
             steps::BackwardElement e =
-                compiled ? torch_compiled::backward_element(score, dp[at], seen, h.lse[i], delta,
-                                                            static_cast<float>(sh.scale), g)
-                         : steps::backward_element(score, dp[at], seen, h.lse2[i], delta, ctx.scale_log2, ctx.exp2, g,
-                                                   ctx.recipe.softmax.exp2_arg, bias.empty() ? 0.0f : bias[at]);
-            if (mem_eff)  // a boolean mask's -inf: the kernel's additive bias, P = expf(-inf) = 0
-                e = mem_eff_element(s[at], dp[at], seen && (bias.empty() || bias[at] != steps::minus_infinity()),
-                                    h.lse[i], delta, static_cast<float>(sh.scale), g);
+                mem_eff ? mem_eff_element(s[at], dp[at], seen && (bias.empty() || bias[at] != steps::minus_infinity()),
+                                          h.lse[i], delta, static_cast<float>(sh.scale), g)
+                : compiled ? torch_compiled::backward_element(score, dp[at], seen, h.lse[i], delta,
+                                                              static_cast<float>(sh.scale), g)
+                           : steps::backward_element(score, dp[at], seen, h.lse2[i], delta, ctx.scale_log2, ctx.exp2, g,
+                                                     ctx.recipe.softmax.exp2_arg, bias.empty() ? 0.0f : bias[at]);
             if (ctx.softcapped) {
                 const float ds = a::mul(steps::d_score(e.p, float_from_bits(dp[at]), delta),
                                         capped_score_derivative(t, ctx.softcap));
