@@ -213,5 +213,6 @@ def test_recipes_name_each_presets_sources(cli):
     assert len(presets) >= 22 and all(p["source"] for p in presets), [p["name"] for p in presets if not p["source"]]
     sources = {p["name"]: p["source"] for p in presets}
     assert "HMMA.1688" in sources["torch-efficient-sm90"] and "bit-exact" in sources["torch-cudnn-sm90"]
+    assert "softmax_warp_forward" in sources["torch-math-sm90"]
     text = cli.run("recipes").stdout
     assert "Sources:" in text and all(f"  {name}" in text and source in text for name, source in sources.items())

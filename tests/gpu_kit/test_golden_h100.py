@@ -19,6 +19,11 @@ GOLDEN = ROOT / "tests" / "data" / "golden" / "h100"
 BUILD = pathlib.Path(os.environ.get("ROUNDSCOPE_BUILD", ROOT / "build"))
 
 
+# torch-math-sm90's choices, each alone, and how many of the 16 BF16 math captures it changes at least
+# (measured: 14 and 10)
+MATH_NEGATIVE_CONTROLS = {"score_product=f64": 14, "pv_product=f64": 10}
+
+
 def ingest(phase, tmp_path, *more):
     bins = tmp_path / "bin"
     bins.mkdir()
@@ -96,7 +101,9 @@ def test_fp16_forward_of_flash_and_cudnn_is_reproduced_bit_for_bit(phase_c):
     o_format=f16`), give every O and LSE bit; fa2-f16 does not."""
     r, _ = phase_c
     f16 = [e for e in r["sdpa"] if e["dtype"] == "f16"]
-    assert sorted(e["case"].split(".")[0] for e in f16) == ["cudnn"] * 8 + ["efficient"] * 8 + ["flash"] * 8
+    assert sorted(e["case"].split(".")[0] for e in f16) == ["cudnn"] * 8 + ["efficient"] * 8 + ["flash"] * 8 + \
+        ["math"] * 8
+    f16 = [e for e in f16 if not e["case"].startswith("math.")]  # (test_pytorchs_math_path_...)
     for e in f16:
         recipe = {"cudnn": "torch-cudnn-sm90", "efficient": "torch-efficient-sm90"}.get(e["case"].split(".")[0],
                                                                                        "torch-flash-sm90")
@@ -169,6 +176,38 @@ def test_the_memory_efficient_kernel_is_reproduced_bit_for_bit_forward_and_backw
     assert changed("S[13].efficient.bf16.*.full.safetensors", "instruction=mma.sync") == (8, 8)
     differ, n = changed("S1.efficient.bf16.*.grad.safetensors", "delta_sum=sequential")
     assert n == 8 and differ >= 4
+
+
+def test_pytorchs_math_path_is_reproduced_bit_for_bit(phase_c):
+    """PyTorch's math path (cuBLAS's sm80_xmma_gemm_f32f32_*_ffma SGEMMs, ATen's
+    softmax_warp_forward, float32 between them) under torch-math-sm90: every O bit of S1 and S3's
+    BF16 captures and S1's FP16 ones (it writes no LSE). Negative controls: either GEMM exact
+    (score_product=f64, pv_product=f64) changes captures; the fused kernels' recipes miss bits."""
+    r, dumps = phase_c
+    math = [e for e in r["sdpa"] if e["case"].startswith("math.")]
+    assert len(math) == 16 + 8 and all(e["pass"] == "forward" for e in math)
+    for e in math:
+        got = e["torch-math-sm90"]
+        assert got["matched"] == got["total"] and got["total"] in (2 * 128 * 64, 1000 * 128), e
+        assert set(got["outputs"]) == {"o"}, e
+
+    def changed(choice):
+        files = sorted(dumps.glob("S[13].math.bf16.*.safetensors"))
+        differ = 0
+        for f in files:
+            c = json.loads(subprocess.run([BUILD / "roundscope", "compare", f, "--recipe", "torch-math-sm90",
+                                           "--set", choice, "--json"], capture_output=True, text=True,
+                                          check=True).stdout)
+            differ += c["matched"] < c["total"]
+        return differ, len(files)
+
+    for choice, least in MATH_NEGATIVE_CONTROLS.items():
+        differ, n = changed(choice)
+        assert n == 16 and differ >= least, (choice, differ)
+    flash = json.loads(subprocess.run([BUILD / "roundscope", "compare", dumps / "S1.math.bf16.random.full.safetensors",
+                                       "--recipe", "torch-flash-sm90", "--json"], capture_output=True, text=True,
+                                      check=True).stdout)
+    assert flash["matched"] < flash["total"]
 
 
 def test_fit_finds_pytorchs_flash_forward_from_the_generic_presets(phase_c):

@@ -10,12 +10,13 @@ archive is checked against the summary's SHA-256, then:
   B  the crosscheck sweep is counted: every case must be bit-exact; the benchmark's lines (our
      kernels' TFLOP/s and their ratios to PyTorch's backends) go into the report;
   C  the SDPA captures' inputs are made again by kit_inputs and must hash as on the GPU; each
-     flash, cuDNN and efficient forward case (BF16 and FP16), and each BF16 backward case (flash,
+     flash, cuDNN, efficient and math forward case (BF16 and FP16), and each BF16 backward case (flash,
      cuDNN, efficient: dq, dk and dv beside the o and lse of its forward capture), is written as a
      dump and compared with `roundscope compare` against the exact truth and the emulations of
      torch-flash-sm90 (PyTorch's flash op order with an H100's MUFU, its split-KV path where
      PyTorch splits, its backward), torch-cudnn-sm90 (cuDNN's forward), torch-efficient-sm90 (the
-     memory-efficient kernel's forward) and fa2-bf16: the fractions that match are reported, not
+     memory-efficient kernel's forward) and fa2-bf16, or for the math path torch-math-sm90 alone
+     (float32 between its GEMMs, no fused kernel's recipe is near it): the fractions that match are reported, not
      required (docs/gpu.md; golden_h100 requires them).
 Golden files are regenerable: each phase's archives are copied as they came (compressed
 outputs), with golden.json naming the generator, the kit commit and the input hashes.
@@ -206,6 +207,8 @@ def compare_dump(bins, out, recipe, extra):
 # and the FlashAttention-2 preset of that dtype.
 DTYPE_SETS = {"bf16": [], "f16": ["input=f16", "p_format=f16", "o_format=f16"]}
 FA2_PRESET = {"bf16": "fa2-bf16", "f16": "fa2-f16"}
+# The math path keeps P in float32 whatever the inputs' dtype.
+MATH_DTYPE_SETS = {"bf16": [], "f16": ["input=f16", "o_format=f16"]}
 
 
 def sdpa_case(bins, tmp, dumps, shape, key, mask, scale, x, kernels, forward, backward=None):
@@ -240,9 +243,12 @@ def sdpa_case(bins, tmp, dumps, shape, key, mask, scale, x, kernels, forward, ba
     recipes = ("torch-flash-sm90", "fa2-bf16") if backward else ("torch-flash-sm90", "torch-cudnn-sm90", "fa2-bf16")
     if backend == "efficient":
         recipes += ("torch-efficient-sm90",)
+    if backend == "math":  # float32 between its GEMMs: no fused kernel's recipe is near it
+        recipes = ("torch-math-sm90",)
     for recipe in recipes:
         unsplit_model = recipe == "torch-flash-sm90" and (unsplit or backend != "flash")
-        sets = (["split_kv_sms=0"] if unsplit_model else []) + (DTYPE_SETS[dtype] if recipe.startswith("torch") else [])
+        dtype_sets = MATH_DTYPE_SETS[dtype] if recipe == "torch-math-sm90" else DTYPE_SETS[dtype]
+        sets = (["split_kv_sms=0"] if unsplit_model else []) + (dtype_sets if recipe.startswith("torch") else [])
         extra = [x for s in sets for x in ("--set", s)]
         preset = FA2_PRESET[dtype] if recipe == "fa2-bf16" else recipe
         entry[preset], truth = compare_dump(bins, out, preset, extra)
@@ -305,7 +311,7 @@ def phase_c(root, golden, bins, report, dumps=None):
                     continue
                 with safe_open(str(path), "pt") as st:
                     x = {k: st.get_tensor(k)[:h] for k in ("q", "k", "v", "do")}  # batch 0: its H heads
-                for backend in ("flash", "cudnn", "efficient"):
+                for backend in ("flash", "cudnn", "efficient", "math"):
                     for mask in ("full", "causal"):
                         key = f"{backend}.{dtype}.{scenario}.{mask}"
                         if key + ".o" not in tensors:

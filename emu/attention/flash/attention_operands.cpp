@@ -111,7 +111,8 @@ AttentionShape attention_shape_of(const AttentionInputs& in, bool causal, double
     s.heads = in.batch * in.heads, s.n_q = in.n_q, s.n_kv = in.n_kv, s.d = in.d, s.d_v = in.d_v;
     s.launch_heads = in.launch_heads;
     s.causal = causal;
-    s.scale = static_cast<float>(scale != 0 ? scale : 1.0 / std::sqrt(static_cast<double>(in.d)));
+    s.scale_given = scale != 0 ? scale : 1.0 / std::sqrt(static_cast<double>(in.d));
+    s.scale = static_cast<float>(s.scale_given);
     s.query_rows = in.query_rows, s.query_rows_of = in.query_rows_of;
     s.kv_group = kv_group(in);
     if (!in.mask.prefix_only()) s.mask = std::make_shared<const ScoreMask>(in.mask);

@@ -47,6 +47,9 @@ struct AttentionShape {
     // B x H of the problem the kernel was launched on, where these heads are some of it (a dump
     // compared head by head): PyTorch's split-KV and split-key choices read it; 0: heads
     std::uint64_t launch_heads = 0;
+    // The scale as the caller gave it, in double (0: unknown); PyTorch's math path takes its
+    // square root in double, where 1/sqrt(d) and the float32 scale's root can round apart.
+    double scale_given = 0;
 };
 
 /// B x H as the kernel was launched (launch_heads, or heads).

@@ -196,6 +196,11 @@ FlashContext flash_context(const AttentionRecipe& recipe, const AttentionShape& 
                             recipe.name));
     }
     if (recipe.softmax.kind == SoftmaxKind::compiled_torch) check_compiled_buckets(ctx);
+    if (recipe.softmax.kind == SoftmaxKind::cuda_math && shape.n_kv > 1024)
+        throw Error(
+            fmt::format("recipe '{}': PyTorch's math path is modelled for rows of up to 1024 keys "
+                        "(softmax_warp_forward); {} keys take ATen's block softmax, which is not modelled",
+                        recipe.name, shape.n_kv));
     check_mask(ctx);
     ctx.aten_packed = aten_packed(ctx.recipe, shape);
     check_amx_shape(ctx);
@@ -265,67 +270,66 @@ const MmaModel& model_for(const AttentionRecipe& r, const Format& x, const Forma
 
 namespace {
 
-// FlashAttention-2's dot_do_o (flash_bwd_preprocess_kernel.h): a row's features in pages of 64
-// (32 where the kernel's head dimension is not a multiple of 64), each page over 8 (4) threads
-// of 8 consecutive features; a thread's float32 products summed in a chain (an FFMA each,
-// the first a multiply) page after page, the features past n zeros; then the threads' sums by a
-// butterfly of shuffles (offsets 4, 2, 1), thread 0's sum kept.
-float fa2_threads_delta(const AttentionRecipe& recipe, const std::uint32_t* d_o, const std::uint32_t* o,
-                        const Format& o_format, int n) {
-    const int head_dim = flash_head_dim(recipe, static_cast<std::uint64_t>(n));
-    const int page = head_dim % 64 == 0 ? 64 : 32, threads = page / 8;
+// How a GPU kernel's preprocessing sums a row's delta over threads: thread t an FFMA chain over
+// features 8t to 8t + 7 of every page of 8 x threads features, page after page (features past n
+// zeros); then the threads' sums joined by butterfly shuffles, thread 0's kept.
+struct ThreadsDelta {
+    int threads;              // threads a row: 2, 4 or 8
+    int features;             // features summed, a multiple of the page (zeros past the row's n)
+    bool first_multiply;      // the chain's first operation a multiply (where FFMAs onto +0 would hide -0)
+    bool offsets_descending;  // butterfly offsets threads / 2 down to 1, or 1 up to threads / 2
+};
+
+float threads_delta(const AttentionRecipe& recipe, const std::uint32_t* d_o, const std::uint32_t* o,
+                    const Format& o_format, int n, const ThreadsDelta& how) {
+    const int page = 8 * how.threads;
     std::array<float, 8> sum{};
-    for (int t = 0; t < threads; ++t) {
-        for (int p = 0; p < head_dim / page; ++p) {
+    for (int t = 0; t < how.threads; ++t) {
+        for (int p = 0; p < how.features / page; ++p) {
             for (int e = 0; e < 8; ++e) {
                 const int c = p * page + 8 * t + e;
                 const float x = c < n ? static_cast<float>(decode(*recipe.target.input, d_o[c])) : 0.0f;
                 const float y = c < n ? static_cast<float>(decode(o_format, o[c])) : 0.0f;
-                sum[t] = p == 0 && e == 0 ? f32_arith::mul(x, y) : f32_arith::fma(x, y, sum[t]);
+                sum[t] = how.first_multiply && p == 0 && e == 0 ? f32_arith::mul(x, y) : f32_arith::fma(x, y, sum[t]);
             }
         }
     }
-    for (int offset = threads / 2; offset >= 1; offset /= 2) {
+    const auto join = [&](int offset) {
         std::array<float, 8> next{};
-        for (int t = 0; t < threads; ++t) next[t] = f32_arith::add(sum[t], sum[t ^ offset]);
+        for (int t = 0; t < how.threads; ++t) next[t] = f32_arith::add(sum[t], sum[t ^ offset]);
         sum = next;
-    }
+    };
+    if (how.offsets_descending)
+        for (int offset = how.threads / 2; offset >= 1; offset /= 2) join(offset);
+    else
+        for (int offset = 1; offset < how.threads; offset *= 2) join(offset);
     return sum[0];
 }
 
+// FlashAttention-2's dot_do_o (flash_bwd_preprocess_kernel.h): pages of 64 features over 8
+// threads (32 over 4 where the kernel's head dimension is not a multiple of 64), up to the
+// kernel's head dimension; the first operation a multiply; offsets 4, 2, 1.
+ThreadsDelta fa2_threads(const AttentionRecipe& recipe, int n) {
+    const int head_dim = flash_head_dim(recipe, static_cast<std::uint64_t>(n));
+    return {head_dim % 64 == 0 ? 8 : 4, head_dim, true, true};
+}
+
 // The memory-efficient backward's computeDelta (kernel_backward.h, 128-bit loads of 8 elements):
-// a row over `threads` threads, thread t an FFMA chain from 0 over features 8t to 8t + 7 of every
-// page of 8 threads features (features past n zeros), then the threads' sums by shuffles with
-// offset 1, then 2.
-float mem_eff_threads_delta(const AttentionRecipe& recipe, const std::uint32_t* d_o, const std::uint32_t* o,
-                            const Format& o_format, int n, int threads) {
-    const int page = 8 * threads, pages = (n + page - 1) / page;
-    std::array<float, 4> sum{};
-    for (int t = 0; t < threads; ++t) {
-        for (int p = 0; p < pages; ++p) {
-            for (int e = 0; e < 8; ++e) {
-                const int c = p * page + 8 * t + e;
-                if (c >= n) continue;  // fma(0, 0, sum) = sum
-                sum[t] = f32_arith::fma(static_cast<float>(decode(o_format, o[c])),
-                                        static_cast<float>(decode(*recipe.target.input, d_o[c])), sum[t]);
-            }
-        }
-    }
-    for (int offset = 1; offset < threads; offset *= 2) {
-        std::array<float, 4> next{};
-        for (int t = 0; t < threads; ++t) next[t] = f32_arith::add(sum[t], sum[t ^ offset]);
-        sum = next;
-    }
-    return sum[0];
+// 2 threads a row where D <= 64 (128 threads over 64 rows), 4 above; chains from +0 (which never
+// hold -0, so the zero features past n change nothing); offsets 1, then 2.
+ThreadsDelta mem_eff_threads(int n) {
+    const int threads = n <= 64 ? 2 : 4, page = 8 * threads;
+    return {threads, (n + page - 1) / page * page, false, false};
 }
 
 }  // namespace
 
 float recipe_delta_row(const AttentionRecipe& recipe, const std::uint32_t* d_o, const std::uint32_t* o,
                        const Format& o_format, int n) {
-    if (recipe.backward.delta_sum == DeltaSum::fa2_threads) return fa2_threads_delta(recipe, d_o, o, o_format, n);
-    if (recipe.backward.delta_sum == DeltaSum::mem_eff_threads)  // 128 threads over 64 rows (D <= 64)
-        return mem_eff_threads_delta(recipe, d_o, o, o_format, n, n <= 64 ? 2 : 4);
+    if (recipe.backward.delta_sum == DeltaSum::fa2_threads)
+        return threads_delta(recipe, d_o, o, o_format, n, fa2_threads(recipe, n));
+    if (recipe.backward.delta_sum == DeltaSum::mem_eff_threads)
+        return threads_delta(recipe, d_o, o, o_format, n, mem_eff_threads(n));
     if (recipe.backward.delta_sum == DeltaSum::sequential)
         return steps::delta_rowsum(d_o, *recipe.target.input, o, o_format, n, *recipe.backward.delta_format);
     std::vector<float> products(static_cast<std::size_t>(n));

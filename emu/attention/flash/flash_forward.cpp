@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "emu/attention/flash/cuda_math_forward.hpp"
 #include "emu/attention/flash/flash_attention.hpp"
 #include "emu/attention/flash/flash_context.hpp"
 #include "emu/attention/flash/flash_split_kv.hpp"
@@ -458,8 +459,10 @@ ForwardResult run_forward(const FlashContext& ctx, const AttentionOperands& give
         detail::TileProduct(recipe, *recipe.p_and_v.p_format, *recipe.target.input, recipe.p_and_v.product,
                             ctx.aten_packed)};
     const std::vector<std::uint32_t> v_quantized = quantized_v(ctx, in.v);
+    // (the math path's S is of q and k scaled first: the cache's S, of the inputs, is not it)
+    const bool math = recipe.softmax.kind == SoftmaxKind::cuda_math;
     const std::shared_ptr<const std::vector<std::uint32_t>> scores =
-        options.runs != nullptr ? options.runs->scores(recipe, shape, in, options.threads) : nullptr;
+        options.runs != nullptr && !math ? options.runs->scores(recipe, shape, in, options.threads) : nullptr;
 
     ForwardResult out;
     out.o.assign(shape.heads * shape.n_q * shape.d_v, 0);
@@ -479,7 +482,9 @@ ForwardResult run_forward(const FlashContext& ctx, const AttentionOperands& give
                              in.v.data() + kv * shape.n_kv * shape.d_v,
                              v_quantized.empty() ? nullptr : v_quantized.data() + kv * shape.n_kv * shape.d_v,
                              scores ? scores->data() + head * shape.n_q * shape.n_kv : nullptr};
-            if (!recipe.softmax.naive())
+            if (math)
+                detail::cuda_math_rows(ctx, h.q, h.k, h.v, head, rows, out, options.uncounted_keys);
+            else if (!recipe.softmax.naive())
                 online_row_block(ctx, models, h, head, block, rows, out, options.uncounted_keys);
             else
                 naive_row_block(ctx, models, h, head, rows, out, options.uncounted_keys);

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "emu/mma/amx_gemm.hpp"
+#include "emu/numbers/f32_arith.hpp"
 #include "emu/numbers/unpack.hpp"
 
 namespace roundscope::emu::detail {
@@ -21,7 +22,22 @@ void TileProduct::run(const std::uint32_t* a, const std::uint32_t* b, const std:
     std::vector<std::uint32_t> zeros;
     if (c == nullptr) zeros.assign(m * n, 0), c = zeros.data();
     std::vector<std::uint32_t> out(m * n);
-    if (mma_) {
+    if (kind_ == Product::ffma) {
+        // Each element: C, then fma(A[i][t], B[t][j], acc) for t in order, in float32 (cuBLAS's
+        // SIMT SGEMM, each thread's FFMA chain over k).
+        std::vector<float> fa(m * k), fb(k * n), acc(n);
+        for (std::uint64_t x = 0; x < m * k; ++x) fa[x] = static_cast<float>(decode(a_, a[x]));
+        for (std::uint64_t x = 0; x < k * n; ++x) fb[x] = static_cast<float>(decode(b_, b[x]));
+        for (std::uint64_t i = 0; i < m; ++i) {
+            for (std::uint64_t j = 0; j < n; ++j) acc[j] = float_from_bits(c[i * n + j]);
+            for (std::uint64_t t = 0; t < k; ++t) {
+                const float x = fa[i * k + t];
+                const float* row = fb.data() + t * n;
+                for (std::uint64_t j = 0; j < n; ++j) acc[j] = f32_arith::fma(x, row[j], acc[j]);
+            }
+            for (std::uint64_t j = 0; j < n; ++j) out[i * n + j] = bits_of(acc[j]);
+        }
+    } else if (mma_) {
         GemmOperands g;
         g.a = a, g.b = b, g.c = c, g.d = out.data();
         g.m = static_cast<std::int64_t>(m), g.n = static_cast<std::int64_t>(n), g.k = static_cast<std::int64_t>(k);

@@ -11,8 +11,8 @@
 namespace roundscope::emu::detail {
 
 /// One product of a recipe: its tensor-core model, prepared once, float64 (each element
-/// C + sum A B with exact products summed in double, rounded once to float32), or the AMX GEMM
-/// of ATen's CPU kernel, on its packed path or not (amx_gemm.hpp).
+/// C + sum A B with exact products summed in double, rounded once to float32), the AMX GEMM
+/// of ATen's CPU kernel, on its packed path or not (amx_gemm.hpp), or a float32 FFMA chain.
 class TileProduct {
 public:
     TileProduct(const AttentionRecipe& recipe, const Format& a, const Format& b, Product kind, bool packed = false);

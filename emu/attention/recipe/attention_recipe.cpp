@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 #include <vector>
 
 #include "emu/mma/mma_model.hpp"
@@ -47,6 +48,14 @@ void SoftmaxStage::validate(std::string_view recipe) const {
         if (max_adjust) fail(recipe, "max_adjust", "ATen's CPU softmax has no max adjustment");
         if (!(*format == f32) || row_sum_format != nullptr)
             fail(recipe, "softmax_format", "ATen's CPU softmax keeps S, m and l in float32");
+    }
+    if (kind == SoftmaxKind::cuda_math) {
+        // PyTorch's math path: libdevice's expf, S, m, l and P in float32.
+        if (exp2 != Exp2Kind::software)
+            fail(recipe, "exp2", "PyTorch's math path takes libdevice's expf, no exp2 (leave exp2=software)");
+        if (max_adjust) fail(recipe, "max_adjust", "PyTorch's math path has no max adjustment");
+        if (!(*format == f32) || row_sum_format != nullptr)
+            fail(recipe, "softmax_format", "PyTorch's math path keeps S, m, l and P in float32");
     }
     if (rescale_arg == RescaleArg::raw && max_adjust)
         fail(recipe, "rescale_arg", "the raw maxima and the max adjustment exclude each other");
@@ -113,6 +122,28 @@ public:
                      ? "ATen's CPU flash attention is modelled as its AVX-512 build runs (cpu_vector=avx512)"
                      : "the CPU's vectors are a choice of PyTorch's CPU code (softmax=compiled-torch takes avx2)");
         if (s.kind == SoftmaxKind::aten_cpu) aten_cpu();
+        if (s.kind == SoftmaxKind::cuda_math) cuda_math();
+        for (const auto& [key, product] :
+             {std::pair{"score_product", r_.scores.product}, std::pair{"pv_product", r_.p_and_v.product}})
+            if (product == Product::ffma && s.kind != SoftmaxKind::cuda_math)
+                fail(key, "the FFMA chains are the float32 GEMMs of PyTorch's math path (softmax=cuda-math)");
+    }
+
+    // PyTorch's math path on a GPU: float32 GEMMs (cuBLAS's, or exact), P in float32, O cast once.
+    void cuda_math() const {
+        const Format& in = *r_.target.input;
+        if (!(in == bf16 || in == f16 || in == f32))
+            fail("input", "PyTorch's math path takes bf16, f16 or f32 tensors");
+        for (const auto& [key, product] :
+             {std::pair{"score_product", r_.scores.product}, std::pair{"pv_product", r_.p_and_v.product}})
+            if (product != Product::ffma && product != Product::exact_f64)
+                fail(key, "PyTorch's math path multiplies by cuBLAS's float32 GEMMs (ffma, or f64 for exact ones)");
+        if (r_.tiles.kv_order != KvOrder::forward) fail("kv_order", "PyTorch's math path sums the keys in order");
+        if (!(*r_.p_and_v.p_format == f32) || r_.p_and_v.p_scale != 1.0f)
+            fail("p_format", "PyTorch's math path multiplies V by P in float32, unscaled (p_format f32, p_scale 1)");
+        if (r_.scores.qk_quant != nullptr || r_.p_and_v.v_quant != nullptr)
+            fail(r_.scores.qk_quant != nullptr ? "qk_quant" : "v_quant", "PyTorch's math path quantizes nothing");
+        if (!(*r_.output.accumulator == f32)) fail("o_accumulator", "PyTorch's math path accumulates O in float32");
     }
 
     // ATen's CPU flash attention: BF16 inputs, P-bar cast unscaled, O in float32, KV blocks in order.

@@ -33,6 +33,11 @@ enum class SoftmaxKind : std::uint8_t {
     aten_cpu,         // ATen's CPU flash attention (F.scaled_dot_product_attention on a CPU with
                       // AVX-512): natural exp by fexp_u20 and expf, its vector row sum, O times
                       // RN(1/l), LSE m + logf(l) (aten_cpu_softmax.hpp); BF16 inputs
+    cuda_math,        // PyTorch's math SDPA on a GPU (attention.cpp's _scaled_dot_product_attention_math):
+                      // q, k and v upcast to float32, q and k each times RN(sqrt(scale)), S and P V
+                      // by cuBLAS's float32 GEMMs, ATen's softmax_warp_forward (32 lanes, libdevice's
+                      // expf, the lanes' sums joined by a butterfly, one division), O cast once
+                      // (cuda_math_forward.hpp)
 };
 
 enum class KvOrder : std::uint8_t { forward, reverse };
@@ -72,9 +77,10 @@ std::string_view kv_order_name(KvOrder order);
 KvOrder parse_kv_order(std::string_view text, const std::string& what);
 
 /// How a product is computed: by the recipe's tensor-core model, in float64 (exact products, a
-/// double sum, one rounding to float32: the "exact" stage of the attribution), or as oneDNN's
-/// BF16 GEMM on a CPU with AMX-BF16 runs it for ATen (amx_gemm.hpp).
-enum class Product : std::uint8_t { model, exact_f64, amx };  // the key spells exact_f64 "f64"
+/// double sum, one rounding to float32: the "exact" stage of the attribution), as oneDNN's
+/// BF16 GEMM on a CPU with AMX-BF16 runs it for ATen (amx_gemm.hpp), or as a float32 FFMA chain
+/// over k in order from +0 (cuBLAS's SIMT SGEMM with TF32 off, which PyTorch's math path calls).
+enum class Product : std::uint8_t { model, exact_f64, amx, ffma };  // the key spells exact_f64 "f64"
 
 /// How far P V's chain of k-steps runs over a tile that holds fewer keys than block_n (a head's
 /// last tile): over the keys (ceil(keys / k) steps, the last zero-padded), or over the whole

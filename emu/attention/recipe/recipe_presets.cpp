@@ -274,6 +274,20 @@ AttentionRecipe torch_cpu_bf16() {
     return r;
 }
 
+// F.scaled_dot_product_attention's math path on an H100 (SDPBackend.MATH; what PyTorch runs where
+// no fused kernel takes the call), as torch 2.11 composes it for CUDA tensors: float32 throughout,
+// q and k each times RN(sqrt(scale)), cuBLAS's FFMA SGEMMs (TF32 off, PyTorch's default),
+// softmax_warp_forward with libdevice's expf (cuda_math_forward.hpp); O cast once. Found on the
+// H100 captures, bit-exact on each. Forward only, rows of up to 1024 keys.
+AttentionRecipe torch_math_sm90() {
+    AttentionRecipe r;
+    r.name = "torch-math-sm90";
+    r.softmax.kind = SoftmaxKind::cuda_math;
+    r.scores.product = r.p_and_v.product = Product::ffma;
+    r.p_and_v.p_format = &f32;
+    return r;
+}
+
 const std::vector<AttentionRecipe>& presets() {
     static const std::vector<AttentionRecipe> all{fa2_bf16(),
                                                   fa2_bf16_fixed(),
@@ -296,6 +310,7 @@ const std::vector<AttentionRecipe>& presets() {
                                                   torch_flash_sm90(),
                                                   torch_cudnn_sm90(),
                                                   torch_efficient_sm90(),
+                                                  torch_math_sm90(),
                                                   torch_cpu_bf16()};
     return all;
 }

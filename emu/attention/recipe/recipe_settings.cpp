@@ -19,12 +19,13 @@ namespace {
 
 using R = AttentionRecipe;
 
-constexpr NamedValues<SoftmaxKind, 6> softmax_names{{{{SoftmaxKind::online, "online"},
+constexpr NamedValues<SoftmaxKind, 7> softmax_names{{{{SoftmaxKind::online, "online"},
                                                       {SoftmaxKind::naive, "naive"},
                                                       {SoftmaxKind::naive_unshifted, "naive-unshifted"},
                                                       {SoftmaxKind::online_torch, "online-torch"},
                                                       {SoftmaxKind::compiled_torch, "compiled-torch"},
-                                                      {SoftmaxKind::aten_cpu, "aten-cpu"}}}};
+                                                      {SoftmaxKind::aten_cpu, "aten-cpu"},
+                                                      {SoftmaxKind::cuda_math, "cuda-math"}}}};
 constexpr NamedValues<Exp2Kind, 4> exp2_names{{{{Exp2Kind::software, "software"},
                                                 {Exp2Kind::hardware_approx, "ex2.approx"},
                                                 {Exp2Kind::cuda_exp2f, "exp2f"},
@@ -58,8 +59,8 @@ constexpr NamedValues<GradSchedule, 3> grad_schedule_names{{{{GradSchedule::in_o
 constexpr NamedValues<SoftcapTanh, 1> softcap_tanh_names{{{{SoftcapTanh::exact, "exact"}}}};
 constexpr NamedValues<bool, 2> grad_rounding_names{{{{false, "nearest"}, {true, "stochastic"}}}};
 constexpr NamedValues<bool, 2> switch_names{{{{false, "off"}, {true, "on"}}}};
-constexpr NamedValues<Product, 3> product_names{
-    {{{Product::model, "model"}, {Product::exact_f64, "f64"}, {Product::amx, "amx"}}}};
+constexpr NamedValues<Product, 4> product_names{
+    {{{Product::model, "model"}, {Product::exact_f64, "f64"}, {Product::amx, "amx"}, {Product::ffma, "ffma"}}}};
 // the backward's: no backward runs the AMX GEMM (ATen's CPU backward is not modelled)
 constexpr NamedValues<Product, 2> grad_product_names{{{{Product::model, "model"}, {Product::exact_f64, "f64"}}}};
 constexpr NamedValues<PvDepth, 2> pv_depth_names{{{{PvDepth::keys, "keys"}, {PvDepth::tile, "tile"}}}};
@@ -341,14 +342,16 @@ const std::map<std::string_view, std::string_view>& meanings() {
         {"aten_threads", "torch.get_num_threads() of the run: whether ATen's CPU kernel packs its GEMM operands"},
         {"split_kv_sms", "split KV as PyTorch's flash path would on a GPU of this many SMs, then combine"},
         {"score_product",
-         "S = Q K^T by the tensor-core model, exactly in float64 rounded once, or by AMX (ATen's CPU GEMM)"},
+         "S = Q K^T by the tensor-core model, exactly in float64 rounded once, by AMX (ATen's CPU GEMM), or by a "
+         "float32 FFMA chain over D in order (cuBLAS's SIMT SGEMM: softmax=cuda-math)"},
         {"scale_log2",
          "the constant scale log2(e): a float32 product, rounded once from double, or S times the scale first "
          "(rounded), then times RN(log2 e)"},
         {"qk_quant", "Q and K block-quantized along D (blocks of 32) before S = Q K^T"},
         {"softcap_tanh", "how a soft cap's tanh rounds (where the problem caps its scores)"},
         {"softmax",
-         "the softmax: online (flash), naive, naive without the max shift, PyTorch's ops, or ATen's CPU flash"},
+         "the softmax: online (flash), naive, naive without the max shift, PyTorch's ops, ATen's CPU flash, or "
+         "PyTorch's math path on a GPU (float32 ops, ATen's warp softmax with libdevice's expf)"},
         {"softmax_format", "naive and online-torch: the format of exp, the sums and the division"},
         {"row_sum_format",
          "naive, online-torch and compiled-torch: the format the row sum is stored in (compiled: the buffer "
@@ -370,7 +373,9 @@ const std::map<std::string_view, std::string_view>& meanings() {
         {"v_quant", "V block-quantized along tokens before P V"},
         {"v_block", "the tokens sharing one V scale"},
         {"diagonal_fix", "the diagonal tile of P multiplies the unquantized V"},
-        {"pv_product", "P V by the tensor-core model, exactly in float64 rounded once, or by AMX (ATen's CPU GEMM)"},
+        {"pv_product",
+         "P V by the tensor-core model, exactly in float64 rounded once, by AMX (ATen's CPU GEMM), or by a float32 "
+         "FFMA chain over the keys in order (cuBLAS's SIMT SGEMM: softmax=cuda-math)"},
         {"pv_depth", "P V over a partial tile: over its keys, or over the whole tile (zero products)"},
         {"o_accumulator",
          "the format of the running O (f32 in kernels); under compiled-torch that of P-bar V, the running O "

@@ -38,6 +38,9 @@ std::string_view recipe_source(std::string_view name) {
         {"torch-efficient-sm90",
          "PyTorch's memory-efficient SDPA (mem_eff_attention source, the wheel's SASS: HMMA.1688); bit-exact on every "
          "H100 capture, forward and backward (docs/gpu.md)"},
+        {"torch-math-sm90",
+         "PyTorch's math SDPA on a GPU (attention.cpp's composition, the captures' kernels: cuBLAS's FFMA SGEMM, "
+         "ATen's softmax_warp_forward, libdevice's expf); bit-exact on every H100 capture; forward only (docs/gpu.md)"},
         {"torch-cpu-bf16",
          "PyTorch's CPU SDPA on BF16 tensors with AVX-512 and AMX-BF16 (ATen's cpu_flash_attention, oneDNN's AMX "
          "GEMM); bit-exact with torch on such a CPU (docs/torch-cpu.md)"},

@@ -14,6 +14,7 @@
 #include "emu/attention/flash/run_cache.hpp"
 #include "emu/attention/inputs/row_sample.hpp"
 #include "lib/error.hpp"
+#include "tests/emu/attention/recipe_test_helpers.hpp"
 
 using namespace roundscope;
 using namespace roundscope::emu;
@@ -28,12 +29,7 @@ std::vector<T> rows_of(const std::vector<T>& x, const std::vector<std::uint64_t>
     return out;
 }
 
-template <class T>
-bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
-    return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](T x, T y) {
-               return std::bit_cast<std::uint32_t>(x) == std::bit_cast<std::uint32_t>(y);
-           });
-}
+using test::same_bits;
 
 struct Sampled {
     AttentionShape shape;

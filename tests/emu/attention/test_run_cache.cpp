@@ -12,6 +12,7 @@
 #include "emu/attention/flash/flash_attention.hpp"
 #include "emu/attention/flash/random_operands.hpp"
 #include "emu/attention/flash/run_cache.hpp"
+#include "tests/emu/attention/recipe_test_helpers.hpp"
 
 using namespace roundscope;
 using namespace roundscope::emu;
@@ -25,12 +26,7 @@ bool same_counts(const ForwardCounts& a, const ForwardCounts& b) {
            a.one_key_rows == b.one_key_rows;
 }
 
-template <class T>
-bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
-    return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](T x, T y) {
-               return std::bit_cast<std::uint32_t>(x) == std::bit_cast<std::uint32_t>(y);
-           });
-}
+using test::same_bits;
 
 }  // namespace
 
