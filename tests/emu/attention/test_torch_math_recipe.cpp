@@ -85,7 +85,7 @@ TEST_CASE("torch-math-sm90: the root of the scale as the caller gave it, and an 
     CHECK(std::isfinite(f.lse[2]));
 }
 
-TEST_CASE("torch-math-sm90: each GEMM exact changes bits; what it refuses", "[flash][torch-math]") {
+TEST_CASE("torch-math-sm90: each GEMM exact changes bits, and what it refuses", "[flash][torch-math]") {
     const AttentionRecipe r = find_recipe("torch-math-sm90");
     const AttentionShape sh = test::square_shape(2, 200, 64, true);
     const AttentionOperands in = random_operands(sh, bf16, 53, 1.6);
