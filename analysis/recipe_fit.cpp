@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -230,6 +231,35 @@ void insert_ranked(std::vector<FitCandidate>& ranked, const FitCandidate& c, std
     if (ranked.size() > keep) ranked.resize(keep);
 }
 
+bool same_recipe(const FitCandidate& a, const FitCandidate& b) {
+    return a.preset == b.preset && a.settings == b.settings;
+}
+
+/// The next round's beam from `pool` (best first): the best of each preset, presets in rank
+/// order, for half the beam (rounded up), then the best of the rest. A preset that leads can be a
+/// dead end: torch-math-sm90's float32 P is nearer a kernel that rounds P to f16 than any bf16
+/// preset is, but no key of it rounds P; a beam of its variants alone never leaves it.
+std::vector<FitCandidate> diverse_beam(const std::vector<FitCandidate>& pool, std::size_t width) {
+    std::vector<FitCandidate> beam;
+    std::set<std::string> presets;
+    for (const FitCandidate& c : pool)
+        if (beam.size() < (width + 1) / 2 && presets.insert(c.preset).second) beam.push_back(c);
+    for (const FitCandidate& c : pool) {
+        if (beam.size() >= width) break;
+        if (std::none_of(beam.begin(), beam.end(), [&](const FitCandidate& b) { return same_recipe(b, c); }))
+            beam.push_back(c);
+    }
+    std::stable_sort(beam.begin(), beam.end(), better);
+    return beam;
+}
+
+/// Do `a` and `b` hold the same recipes (in any order)?
+bool same_members(const std::vector<FitCandidate>& a, const std::vector<FitCandidate>& b) {
+    return a.size() == b.size() && std::all_of(a.begin(), a.end(), [&](const FitCandidate& x) {
+               return std::any_of(b.begin(), b.end(), [&](const FitCandidate& y) { return same_recipe(x, y); });
+           });
+}
+
 }  // namespace
 
 void check_fit_keys(const std::vector<std::string>& keys) { keys_searched(emu::recipe_key_table(), keys, true); }
@@ -296,61 +326,74 @@ FitResult fit_recipe(const std::vector<FitDump>& dumps, const FitOptions& option
         if (auto scored = search.score(c)) insert_ranked(ranked, *scored, std::max(options.top, options.beam));
     }
     if (ranked.empty()) throw Error("no preset runs on these dumps; the first refused: " + search.first_refusal);
-    beam.assign(ranked.begin(), ranked.begin() + static_cast<std::ptrdiff_t>(std::min(options.beam, ranked.size())));
+    beam = diverse_beam(ranked, options.beam);
     auto report = [&](int round) {
         if (options.progress) options.progress({round, search.evaluations, search.seconds(), &ranked.front()});
     };
     report(0);
 
-    // Rounds: every single change of every beam member; where none helps, pairs of the best
-    // changes of the leader.
+    // Rounds: every single change of every beam member; where none enters the beam, pairs of
+    // changes from the best of each preset in the beam (a choice that matters only with another:
+    // P's format with P V's product, say). The search goes on while the beam moves: a line of
+    // search below the leader may still be climbing past it.
     const std::size_t keep = std::max(options.top, options.beam);
     auto rounds = [&](int first) {
         for (int round = first;; ++round) {
             result.rounds = round;
-            const FitCandidate leader = ranked.front();
-            if (leader.matched == leader.total) return std::string("every bit matches");
-            std::vector<FitCandidate> next = beam, singles;  // singles: the leader's own changes
+            if (ranked.front().matched == ranked.front().total) return std::string("every bit matches");
+            // heads: the best of each preset in the beam; pool: the beam and what this round
+            // scored (the next beam's choice); singles: each head's best changes
+            std::vector<FitCandidate> heads, pool = beam;
+            for (const FitCandidate& c : beam)
+                if (std::none_of(heads.begin(), heads.end(),
+                                 [&](const FitCandidate& h) { return h.preset == c.preset; }))
+                    heads.push_back(c);
+            std::vector<std::vector<FitCandidate>> singles(heads.size());
             auto take = [&](const FitCandidate& c) {
-                insert_ranked(next, c, options.beam);
+                insert_ranked(pool, c, std::numeric_limits<std::size_t>::max());
                 insert_ranked(ranked, c, keep);
             };
-            for (const FitCandidate& base : beam)
+            auto moved = [&] { return !same_members(diverse_beam(pool, options.beam), beam); };
+            for (const FitCandidate& base : beam) {
+                const auto head = std::find_if(heads.begin(), heads.end(),
+                                               [&](const FitCandidate& h) { return same_recipe(h, base); });
                 for (const emu::RecipeKey* k : keys)
                     for (const std::string& v : k->values)
                         if (auto c = search.changed(base, k->key, v))
                             if (auto scored = search.score(*c)) {
                                 take(*scored);
-                                if (base.settings == leader.settings && base.preset == leader.preset)
-                                    insert_ranked(singles, *scored, 8);
+                                if (head != heads.end()) insert_ranked(singles[head - heads.begin()], *scored, 8);
                             }
-            // No single change helps: two at once, first of the leader's best changes, then every
-            // pair of values of two keys of one stage (a choice that matters only with another:
-            // P's scale with its format, say).
-            if (!better(ranked.front(), leader))
-                for (std::size_t i = 0; i < singles.size(); ++i)
-                    for (std::size_t j = i + 1; j < singles.size(); ++j) {
-                        std::optional<FitCandidate> c = singles[i];
-                        for (const auto& [key, value] : singles[j].settings)
+            }
+            // No single change moves the beam: two at once from each head, first of its best
+            // changes, then every pair of values of two keys of one stage.
+            const bool singles_moved = moved();
+            for (std::size_t h = 0; h < heads.size() && !singles_moved; ++h)
+                for (std::size_t i = 0; i < singles[h].size(); ++i)
+                    for (std::size_t j = i + 1; j < singles[h].size(); ++j) {
+                        std::optional<FitCandidate> c = singles[h][i];
+                        for (const auto& [key, value] : singles[h][j].settings)
                             if (auto x = search.changed(*c, key, value)) c = x;
-                        if (c->settings == singles[i].settings) continue;
+                        if (c->settings == singles[h][i].settings) continue;
                         if (auto scored = search.score(*c)) take(*scored);
                     }
-            for (std::size_t x = 0; x < keys.size() && !better(ranked.front(), leader); ++x)
-                for (std::size_t y = x + 1; y < keys.size(); ++y) {
-                    if (keys[x]->stage != keys[y]->stage) continue;
-                    for (const std::string& vx : keys[x]->values)
-                        for (const std::string& vy : keys[y]->values)
-                            if (auto c = search.changed(leader, keys[x]->key, vx))
-                                if (auto both = search.changed(*c, keys[y]->key, vy))
-                                    if (auto scored = search.score(*both)) take(*scored);
-                }
-            beam = next;
+            for (std::size_t h = 0; h < heads.size() && !singles_moved && !moved(); ++h)
+                for (std::size_t x = 0; x < keys.size() && !moved(); ++x)
+                    for (std::size_t y = x + 1; y < keys.size(); ++y) {
+                        if (keys[x]->stage != keys[y]->stage) continue;
+                        for (const std::string& vx : keys[x]->values)
+                            for (const std::string& vy : keys[y]->values)
+                                if (auto c = search.changed(heads[h], keys[x]->key, vx))
+                                    if (auto both = search.changed(*c, keys[y]->key, vy))
+                                        if (auto scored = search.score(*both)) take(*scored);
+                    }
+            const bool any_moved = singles_moved || moved();
+            beam = diverse_beam(pool, options.beam);
             report(round);
             if (search.out_of_budget())
                 return std::string(search.evaluations >= options.max_evaluations ? "the evaluation limit"
                                                                                  : "the time limit");
-            if (!better(ranked.front(), leader)) return std::string("no change of one or two keys helps");
+            if (!any_moved) return std::string("no change of one or two keys helps");
         }
     };
     result.stopped = rounds(1);
@@ -367,8 +410,7 @@ FitResult fit_recipe(const std::vector<FitDump>& dumps, const FitOptions& option
                 if (auto x = search.score(c)) insert_ranked(rescored, *x, keep);
             if (!rescored.empty()) {
                 ranked = rescored;
-                beam.assign(ranked.begin(),
-                            ranked.begin() + static_cast<std::ptrdiff_t>(std::min(options.beam, ranked.size())));
+                beam = diverse_beam(ranked, options.beam);
                 result.stopped = rounds(result.rounds + 1);
                 result.best = ranked.front();
             } else if (!confirmed) {

@@ -1,8 +1,9 @@
 #pragma once
 // `roundscope fit`'s work: which recipe reproduces a kernel's outputs bit for bit? A beam search
 // over the recipe space scored by the bits each candidate matches: every preset first, then
-// each key over the values its domain lists (recipe_key_table), one change at a time from the
-// best few, then pairs of the most promising changes where no single one helps. The cost grows
+// each key over the values its domain lists (recipe_key_table), one change at a time from a
+// beam that holds more than one preset, then pairs of the most promising changes where no single
+// one moves the beam. The cost grows
 // with the number of keys and values, not their product. A sample of query rows keeps each
 // evaluation cheap; the winner is confirmed on every row. Several dumps are fitted together.
 #include <cstdint>

@@ -66,6 +66,19 @@ def test_the_choices_change_the_bits(inputs):
         assert not (same_o and np.array_equal(bits(lse), bits(plain["lse"]))), choices
 
 
+def test_a_leading_preset_that_is_a_dead_end_does_not_hold_the_search(inputs, tmp_path):
+    """torch-math-sm90's float32 P is nearer a kernel's f16 P than any bf16 preset, so it leads
+    from the first round, yet no key of it rounds P: the search must go on along the next preset
+    (a beam of the leader's variants alone stopped at 94.6 % of the bits)."""
+    x, held = inputs
+    o, lse = kernel_outputs(held, KERNELS[2])
+    path = tmp_path / "kernel.safetensors"
+    rs.write(path, {"q": x[0], "k": x[1], "v": x[2], "o": o, "lse": lse}, {"softmax_scale": str(SCALE)})
+    r = rs.fit(path, presets=["torch-math-sm90", "fa2-bf16"], keys=["score_product", "pv_product", "p_format",
+                                                                      "block_n"], rows=32)
+    assert r["exact"] and r["best"]["preset"] == "fa2-bf16", r["best"]
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("index", range(len(KERNELS)))
 def test_fit_recovers_each_hidden_kernel_bit_for_bit(inputs, tmp_path, index):
