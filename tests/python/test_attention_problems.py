@@ -216,3 +216,21 @@ def test_grouped_heads_give_the_figures_of_their_key_value_heads_repeated(cli, t
             h["compare_worst"] = {recipe: {o: x for o, x in outputs.items() if o not in ("dk", "dv")}
                                   for recipe, outputs in h["compare_worst"].items()}
     assert heads["grouped"] == heads["repeated"]
+
+
+@pytest.mark.parametrize("alignment", ["top-left", "bottom-right"])
+def test_the_efficient_backward_runs_causal_across_shapes_as_its_mask_is_aligned(alignment):
+    """PyTorch's memory-efficient backward with Nq != Nk under a causal mask, as SDPA's is_causal
+    (top-left) or a lower-right causal bias (bottom-right) runs it: each key block's first query
+    block follows the alignment (getSmallestQueryForKey). A plan of the other alignment visits
+    blocks the mask hides or skips blocks it shows: its gradients are far from the truth."""
+    g = torch.Generator().manual_seed(5)
+    q, do = (torch.randn(1, 128, 32, generator=g) for _ in range(2))
+    k, v = (torch.randn(1, 256, 32, generator=g) for _ in range(2))
+    r = rs.attention(q, k, v, recipe="torch-efficient-sm90", causal=True, causal_alignment=alignment, backward=True,
+                     do=do, truth=True)
+    for name in ("o", "dq", "dk", "dv"):
+        assert r["errors"][name]["rel_rms"] < 0.02, (name, r["errors"][name])
+    unseen = slice(128, 256) if alignment == "top-left" else slice(0, 0)  # keys past the last query's diagonal
+    assert not r["dk"][:, unseen].any() and not r["dv"][:, unseen].any()
+    assert r["dk"][:, 120:128].any() and (alignment == "top-left" or r["dk"][:, 248:].any())

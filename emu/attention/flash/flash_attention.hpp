@@ -63,6 +63,11 @@ inline std::uint64_t query_position(const AttentionShape& s, std::uint64_t r) {
     return s.query_rows ? (*s.query_rows)[r] : r;
 }
 
+/// Where the causal mask's diagonal sits: the mask's alignment, bottom-right without one.
+inline Alignment causal_alignment(const AttentionShape& s) {
+    return s.mask ? s.mask->alignment : Alignment::bottom_right;
+}
+
 /// The keys the causal flag, the alignment and the window leave to row r (at its position).
 inline KeyRange key_band(const AttentionShape& s, std::uint64_t r) {
     const std::uint64_t n_q = problem_rows(s);

@@ -275,10 +275,10 @@ BackwardResult flash_backward(const AttentionRecipe& recipe, const AttentionShap
     out.delta.assign(shape.heads * shape.n_q, 0);
     const bool torch_flash = recipe.backward.schedule == GradSchedule::torch_flash;
     const bool mem_eff = recipe.backward.schedule == GradSchedule::mem_eff;
-    const MemEffBackwardPlan plan = mem_eff
-                                        ? mem_eff_backward_plan(recipe, launched_heads(shape), shape.n_q, shape.n_kv,
-                                                                std::max(shape.d, shape.d_v), shape.causal)
-                                        : MemEffBackwardPlan{};
+    const MemEffBackwardPlan plan =
+        mem_eff ? mem_eff_backward_plan(recipe, launched_heads(shape), shape.n_q, shape.n_kv,
+                                        std::max(shape.d, shape.d_v), shape.causal, causal_alignment(shape))
+                : MemEffBackwardPlan{};
     const BackwardTiles tiles = torch_flash ? torch_flash_backward_tiles(recipe, shape.d)
                                 : mem_eff   ? BackwardTiles{plan.block_i, plan.block_j}
                                             : BackwardTiles{recipe.tiles.block_m, ctx.recipe.tiles.block_n};

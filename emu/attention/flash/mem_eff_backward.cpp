@@ -11,7 +11,7 @@
 namespace roundscope::emu {
 
 MemEffBackwardPlan mem_eff_backward_plan(const AttentionRecipe& r, std::uint64_t heads, std::uint64_t n_q,
-                                         std::uint64_t n_kv, std::uint64_t d, bool causal) {
+                                         std::uint64_t n_kv, std::uint64_t d, bool causal, Alignment alignment) {
     // dispatch_cutlassB on sm_90, the first kernel whose kMaxK holds D: fmha_cutlassB_*_64x64_k64 up
     // to 64 (k32 below 32: the same tiles); the 128 x 128 kernels above are not modelled
     if (d > 64)
@@ -19,11 +19,6 @@ MemEffBackwardPlan mem_eff_backward_plan(const AttentionRecipe& r, std::uint64_t
             fmt::format("recipe '{}': the memory-efficient backward is modelled for D <= 64 (its 64 x 64 "
                         "kernels); D {} runs another (not captured)",
                         r.name, d));
-    if (causal && n_q != n_kv)
-        throw Error(
-            fmt::format("recipe '{}': SDPA's memory-efficient kernel masks from the top left, the dump's "
-                        "causal flag from the bottom right: they agree only where n_q = n_kv ({} and {})",
-                        r.name, n_q, n_kv));
     MemEffBackwardPlan plan;
     plan.block_i = plan.block_j = 64;
     plan.delta_threads = 2;  // 128 threads over 64 rows
@@ -33,12 +28,18 @@ MemEffBackwardPlan mem_eff_backward_plan(const AttentionRecipe& r, std::uint64_t
     // is already large and the keys few
     plan.splits = static_cast<int>(key_blocks);
     if (heads >= 256 && n_kv <= 2 * bj) plan.splits = 1;
-    // getQueryStart: under the causal mask a key block's first query block; without it, with split
+    // getQueryStart: under the causal mask the query block of the first query that sees the key
+    // block's first key (from the top left: that key's own index; from the bottom right: it less
+    // n_kv - n_q, at least 0), none where that is past the last query; without it, with split
     // keys, split s starts at query block s (kBlockSizeI s mod the padded queries) and wraps
     plan.queries_of_key_block.resize(key_blocks);
     for (std::uint64_t j = 0; j < key_blocks; ++j) {
         auto& order = plan.queries_of_key_block[j];
-        const std::uint64_t first = causal ? j * bj / bi : 0;
+        const std::uint64_t key_start = j * bj;
+        std::uint64_t first_query = key_start;
+        if (alignment == Alignment::bottom_right) first_query = key_start + n_q >= n_kv ? key_start + n_q - n_kv : 0;
+        if (causal && first_query >= n_q) continue;  // no query sees the block: dK and dV stay 0
+        const std::uint64_t first = causal ? first_query / bi : 0;
         const std::uint64_t shift =
             !causal && plan.splits > 1 ? (j % static_cast<std::uint64_t>(plan.splits)) % query_blocks : 0;
         for (std::uint64_t step = 0; step < query_blocks - first; ++step)

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "emu/attention/inputs/attention_mask.hpp"
 #include "emu/attention/recipe/attention_recipe.hpp"
 
 namespace roundscope::emu {
@@ -22,11 +23,11 @@ struct MemEffBackwardPlan {
 };
 
 /// The plan for `heads` (batch x heads) of n_q queries and n_kv keys at head dimension d, causal
-/// or not (top-left, as SDPA calls the kernel, equal to bottom-right where n_q = n_kv). Error
-/// naming the recipe for what is not modelled: D above 64 (another kernel), causal with n_q !=
-/// n_kv.
+/// (aligned as `alignment` says: the kernel's CausalFromTopLeft, which SDPA's is_causal passes,
+/// or CausalFromBottomRight, a lower-right causal bias) or not. Error naming the recipe for D
+/// above 64 (another kernel, not modelled).
 MemEffBackwardPlan mem_eff_backward_plan(const AttentionRecipe& recipe, std::uint64_t heads, std::uint64_t n_q,
-                                         std::uint64_t n_kv, std::uint64_t d, bool causal);
+                                         std::uint64_t n_kv, std::uint64_t d, bool causal, Alignment alignment);
 
 /// Where dQ is one of several the GPU can give: more than one split adds to a query block's dQ,
 /// in the order the splits take its lock, which the GPU does not fix (the plan takes them in the

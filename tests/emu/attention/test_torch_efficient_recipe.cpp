@@ -148,30 +148,42 @@ TEST_CASE("torch-efficient-sm90's backward: its split keys' block orders, from t
           "[flash][torch-efficient]") {
     const AttentionRecipe r = find_recipe("torch-efficient-sm90");
     using Orders = std::vector<std::vector<std::uint64_t>>;
+    constexpr Alignment TL = Alignment::top_left, BR = Alignment::bottom_right;
     // two key blocks, two splits: split 1 starts at query block 1 and wraps; each query block's dQ
     // is reached first by the split whose first block it is
-    MemEffBackwardPlan p = mem_eff_backward_plan(r, 2, 128, 128, 64, false);
+    MemEffBackwardPlan p = mem_eff_backward_plan(r, 2, 128, 128, 64, false, TL);
     CHECK(p.splits == 2);
     CHECK(p.delta_threads == 2);
     CHECK(p.queries_of_key_block == Orders{{0, 1}, {1, 0}});
     CHECK(p.key_blocks_of_query == Orders{{0, 1}, {1, 0}});
     CHECK_FALSE(mem_eff_dq_note(p).empty());
     // causal: a key block starts at its first query block; query block 1 is split 1's first
-    p = mem_eff_backward_plan(r, 2, 128, 128, 64, true);
+    p = mem_eff_backward_plan(r, 2, 128, 128, 64, true, TL);
     CHECK(p.queries_of_key_block == Orders{{0, 1}, {1}});
     CHECK(p.key_blocks_of_query == Orders{{0}, {1, 0}});
     // three blocks: split s starts at s and wraps
-    p = mem_eff_backward_plan(r, 1, 150, 150, 32, false);
+    p = mem_eff_backward_plan(r, 1, 150, 150, 32, false, TL);
     CHECK(p.queries_of_key_block == Orders{{0, 1, 2}, {1, 2, 0}, {2, 0, 1}});
     CHECK(p.key_blocks_of_query == Orders{{0, 2, 1}, {1, 0, 2}, {2, 1, 0}});
     // a large grid and few keys: one split, every order the keys' and the queries' own
-    p = mem_eff_backward_plan(r, 256, 128, 128, 64, false);
+    p = mem_eff_backward_plan(r, 256, 128, 128, 64, false, TL);
     CHECK(p.splits == 1);
     CHECK(p.queries_of_key_block == Orders{{0, 1}, {0, 1}});
     CHECK(p.key_blocks_of_query == Orders{{0, 1}, {0, 1}});
     CHECK(mem_eff_dq_note(p).empty());
-    CHECK_THROWS_WITH(mem_eff_backward_plan(r, 1, 64, 64, 128, false), Catch::Contains("D <= 64"));
-    CHECK_THROWS_WITH(mem_eff_backward_plan(r, 1, 64, 80, 64, true), Catch::Contains("top left"));
+    // causal where n_q != n_kv (getSmallestQueryForKey): from the top left, key block j's first
+    // query is its first key's index; from the bottom right, that less n_kv - n_q (at least 0). A
+    // key block no query sees is visited by none (its dK and dV stay 0).
+    p = mem_eff_backward_plan(r, 1, 128, 256, 64, true, TL);
+    CHECK(p.queries_of_key_block == Orders{{0, 1}, {1}, {}, {}});
+    CHECK(p.key_blocks_of_query == Orders{{0}, {1, 0}});
+    p = mem_eff_backward_plan(r, 1, 128, 256, 64, true, BR);
+    CHECK(p.queries_of_key_block == Orders{{0, 1}, {0, 1}, {0, 1}, {1}});
+    CHECK(p.key_blocks_of_query == Orders{{0, 1, 2}, {3, 0, 1, 2}});
+    p = mem_eff_backward_plan(r, 1, 256, 128, 64, true, BR);  // more queries than keys: none hidden at the top
+    CHECK(p.queries_of_key_block == Orders{{2, 3}, {3}});
+    CHECK(p.key_blocks_of_query == Orders{{}, {}, {0}, {1, 0}});
+    CHECK_THROWS_WITH(mem_eff_backward_plan(r, 1, 64, 64, 128, false, TL), Catch::Contains("D <= 64"));
 }
 
 TEST_CASE("torch-efficient-sm90's backward: delta over two threads a row, P by expf, dS times the scale",
