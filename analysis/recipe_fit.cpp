@@ -387,8 +387,9 @@ FitResult fit_recipe(const std::vector<FitDump>& dumps, const FitOptions& option
                                     if (auto both = search.changed(*c, keys[y]->key, vy))
                                         if (auto scored = search.score(*both)) take(*scored);
                     }
-            const bool any_moved = singles_moved || moved();
-            beam = diverse_beam(pool, options.beam);
+            std::vector<FitCandidate> next = diverse_beam(pool, options.beam);
+            const bool any_moved = !same_members(next, beam);
+            beam = std::move(next);
             report(round);
             if (search.out_of_budget())
                 return std::string(search.evaluations >= options.max_evaluations ? "the evaluation limit"

@@ -3,9 +3,9 @@
 // over the recipe space scored by the bits each candidate matches: every preset first, then
 // each key over the values its domain lists (recipe_key_table), one change at a time from a
 // beam that holds more than one preset, then pairs of the most promising changes where no single
-// one moves the beam. The cost grows
-// with the number of keys and values, not their product. A sample of query rows keeps each
-// evaluation cheap; the winner is confirmed on every row. Several dumps are fitted together.
+// one moves the beam. The cost grows with the number of keys and values, not their product. A
+// sample of query rows keeps each evaluation cheap; the winner is confirmed on every row.
+// Several dumps are fitted together.
 #include <cstdint>
 #include <functional>
 #include <optional>
