@@ -234,3 +234,14 @@ def test_the_efficient_backward_runs_causal_across_shapes_as_its_mask_is_aligned
     unseen = slice(128, 256) if alignment == "top-left" else slice(0, 0)  # keys past the last query's diagonal
     assert not r["dk"][:, unseen].any() and not r["dv"][:, unseen].any()
     assert r["dk"][:, 120:128].any() and (alignment == "top-left" or r["dk"][:, 248:].any())
+
+
+def test_the_efficient_backward_refuses_a_window():
+    """Its block order follows the causal mask type only: a sliding window, which SDPA never passes
+    it, is refused rather than ordered as if absent. The forward, which visits every block, takes
+    it as it takes a boolean mask; other recipes' backwards take it."""
+    q = k = v = do = torch.zeros(1, 128, 32)
+    with pytest.raises(ValueError, match="sliding window"):
+        rs.attention(q, k, v, recipe="torch-efficient-sm90", causal=True, window_left=16, backward=True, do=do)
+    rs.attention(q, k, v, recipe="torch-efficient-sm90", causal=True, window_left=16)
+    rs.attention(q, k, v, recipe="fa2-bf16", causal=True, window_left=16, backward=True, do=do)

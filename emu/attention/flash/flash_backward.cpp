@@ -275,6 +275,14 @@ BackwardResult flash_backward(const AttentionRecipe& recipe, const AttentionShap
     out.delta.assign(shape.heads * shape.n_q, 0);
     const bool torch_flash = recipe.backward.schedule == GradSchedule::torch_flash;
     const bool mem_eff = recipe.backward.schedule == GradSchedule::mem_eff;
+    // The backward's block order follows the kernel's causal mask type; SDPA passes it no window,
+    // so none is modelled (its elements would be masked, its blocks ordered as without it). The
+    // forward visits every block either way: there a window is a boolean mask.
+    if (mem_eff && shape.mask && shape.mask->has_window())
+        throw Error(
+            fmt::format("recipe '{}': the memory-efficient backward (grad_schedule=mem-eff) takes no "
+                        "sliding window (SDPA passes it none); its block order under one is not modelled",
+                        recipe.name));
     const MemEffBackwardPlan plan =
         mem_eff ? mem_eff_backward_plan(recipe, launched_heads(shape), shape.n_q, shape.n_kv,
                                         std::max(shape.d, shape.d_v), shape.causal, causal_alignment(shape))
