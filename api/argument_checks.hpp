@@ -23,7 +23,8 @@ namespace ranges {
 inline constexpr IntegerRange tokens{1, std::int64_t{1} << 31};  // what cannot fit is refused by its memory
 inline constexpr IntegerRange head_dim{2, 1024};
 inline constexpr IntegerRange heads{1, 4096};
-inline constexpr IntegerRange threads{0, 1024};  // 0: all cores
+inline constexpr IntegerRange launch_heads{1, std::int64_t{1} << 31};  // B x H of a kernel launch
+inline constexpr IntegerRange threads{0, 1024};                        // 0: all cores
 inline constexpr IntegerRange k_sink{1, 1 << 20};
 inline constexpr IntegerRange tied_keys{1, 1 << 20};
 inline constexpr IntegerRange d_model{0, 1 << 16};  // 0: no layer input

@@ -24,6 +24,7 @@ void validate(const MaskChoice& mask) {
     if (mask.window_left) check_in("window_left", *mask.window_left, ranges::window);
     if (mask.window_right) check_in("window_right", *mask.window_right, ranges::window);
     if (mask.softcap) check_in("softcap", *mask.softcap, ranges::softcap);
+    if (mask.launch_heads) check_in("launch_heads", *mask.launch_heads, ranges::launch_heads);
 }
 
 void validate(const char* command, const AttentionSource& source) {
@@ -68,6 +69,13 @@ void apply_mask_shape(emu::AttentionInputs& in, const MaskChoice& mask) {
     if (mask.window_left) in.mask.window_left = *mask.window_left;
     if (mask.window_right) in.mask.window_right = *mask.window_right;
     if (mask.softcap) in.softcap = *mask.softcap;
+    if (mask.launch_heads) {
+        const auto launch = static_cast<std::uint64_t>(*mask.launch_heads);
+        if (launch < in.batch * in.heads)
+            throw ArgumentError("launch_heads", fmt::format("{} is fewer than the inputs' own {} (batch x heads)",
+                                                            launch, in.batch * in.heads));
+        in.launch_heads = launch;
+    }
 }
 
 void apply_mask(emu::AttentionInputs& in, const MaskChoice& mask) {

@@ -28,6 +28,9 @@ struct MaskChoice {
     std::optional<std::string> causal_alignment;            // bottom-right or top-left
     std::optional<std::int64_t> window_left, window_right;  // -1: unbounded
     std::optional<double> softcap;                          // 0: none
+    // B x H of the launch the inputs are a part of (one head of a layer, measured alone): PyTorch's
+    // split-KV and split-key choices read the whole grid. None: the inputs are the whole launch.
+    std::optional<std::int64_t> launch_heads;
 };
 
 /// ArgumentError unless `name` is bottom-right or top-left.

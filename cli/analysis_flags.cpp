@@ -78,6 +78,10 @@ void AttentionFlags::add_to(CLI::App* cmd, const std::string& scale_names) {
     cmd->add_option("--softcap", softcap,
                     "Cap the scores at +-SOFTCAP as softcap tanh(s / softcap) (0: none; default: the file's metadata)")
         ->check(finite_in(api::ranges::softcap));
+    cmd->add_option("--launch-heads", launch_heads,
+                    "B x H of the kernel launch the input is a part of (a head measured alone): PyTorch's split-KV "
+                    "and split-key choices read the whole grid (default: the input is the whole launch)")
+        ->check(integer_in(api::ranges::launch_heads));
     add_output_flags(cmd, json, threads);
 }
 
@@ -90,6 +94,7 @@ api::MaskChoice AttentionFlags::mask() const {
     if (window_left != -2) m.window_left = window_left;
     if (window_right != -2) m.window_right = window_right;
     if (softcap >= 0) m.softcap = softcap;
+    if (launch_heads > 0) m.launch_heads = launch_heads;
     return m;
 }
 

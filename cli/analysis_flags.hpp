@@ -39,14 +39,15 @@ struct InputFlags {
 };
 
 /// --causal / --no-causal, --softmax-scale, the mask's --causal-alignment, --window-left,
-/// --window-right and --softcap (each over the file's metadata of the same name), --threads and
-/// --json.
+/// --window-right and --softcap (each over the file's metadata of the same name), --launch-heads,
+/// --threads and --json.
 struct AttentionFlags {
     bool causal = false, no_causal = false, json = false;
     double softmax_scale = 0;                          // 0: the file's metadata, else 1/sqrt(D)
     std::string causal_alignment;                      // empty: the file's metadata, else bottom-right
     std::int64_t window_left = -2, window_right = -2;  // -2: the file's metadata; -1: unbounded
     double softcap = -1;                               // below 0: the file's metadata; 0: none
+    std::int64_t launch_heads = 0;                     // 0: the input is the whole launch
     int threads = 0;
 
     /// `scale_names`: "--softmax-scale", or with an alias ("--softmax-scale,--scale").

@@ -31,6 +31,7 @@ api::MaskChoice mask_of(Keywords& k) {
     m.window_left = k.integer("window_left");
     m.window_right = k.integer("window_right");
     m.softcap = k.number("softcap");
+    m.launch_heads = k.integer("launch_heads");
     return m;
 }
 

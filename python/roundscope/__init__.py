@@ -237,7 +237,8 @@ def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, recipe: str = "fa2-bf16"
               settings: Mapping[str, object] | None = None, causal: bool = False,
               softmax_scale: float | None = None, backward: bool = False, do: ArrayLike = None, truth: bool = False,
               attn_mask: ArrayLike = None, causal_alignment: str | None = None, window_left: int | None = None,
-              window_right: int | None = None, softcap: float | None = None, threads: int = 0) -> dict[str, Any]:
+              window_right: int | None = None, softcap: float | None = None, launch_heads: int | None = None,
+              threads: int = 0) -> dict[str, Any]:
     """A recipe's flash attention, bit for bit as its kernel computes it (`roundscope attention`).
 
     q [.., Nq, D], k [.., Nk, D], v [.., Nk, Dv], with ".." nothing, [H] or [B, H]; k and v may
@@ -246,15 +247,16 @@ def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, recipe: str = "fa2-bf16"
     boolean (True takes part) or additive mask broadcast over [B, H, Nq, Nk] as PyTorch's
     scaled_dot_product_attention takes it; causal_alignment "top-left" (PyTorch's is_causal) or
     "bottom-right" (FlashAttention's, the default) where Nq != Nk; window_left, window_right:
-    FlashAttention's window_size. Returns {"o", "lse"} and, with backward=True (needs do), "dq",
-    "dk", "dv", "delta"; with truth=True also "errors": each output's max_abs, rms and rel_rms
-    against the exact attention. Arrays come back as torch tensors on q's device where q is a
-    torch tensor."""
+    FlashAttention's window_size; launch_heads: B x H of the launch these heads are a part of
+    (PyTorch's split-KV and split-key choices read the whole grid; None: q's own). Returns {"o",
+    "lse"} and, with backward=True (needs do), "dq", "dk", "dv", "delta"; with truth=True also
+    "errors": each output's max_abs, rms and rel_rms against the exact attention. Arrays come
+    back as torch tensors on q's device where q is a torch tensor."""
     result, (out, _) = _core.attention(
         _arrays.tensors_in(_attention_inputs(q, k, v, do, attn_mask=attn_mask), "inputs", by_name=True),
         recipe=recipe, settings=settings, causal=bool(causal), softmax_scale=softmax_scale, backward=bool(backward),
         truth=bool(truth), causal_alignment=causal_alignment, window_left=window_left, window_right=window_right,
-        softcap=softcap, threads=_threads(threads))
+        softcap=softcap, launch_heads=launch_heads, threads=_threads(threads))
     tensors: dict[str, Any] = _arrays.like(q, _arrays.tensors_out(out))
     if truth:
         tensors["errors"] = result["errors"]
@@ -296,17 +298,18 @@ def pcollapse(inputs: Path | Arrays | None = None, *, synthetic: bool = False, n
               sink_strength: float | None = None, scale: Sequence[float] | None = None, order: str | None = None,
               sweep_scale: bool = False, recipe: str | None = None, settings: Mapping[str, object] | None = None,
               causal: bool | None = None, softmax_scale: float | None = None, without_sink: bool = False,
-              threads: int = 0) -> results.PcollapseResult:
+              launch_heads: int | None = None, threads: int = 0) -> results.PcollapseResult:
     """FP8 P-cast underflow behind an attention sink (`roundscope pcollapse --json`). inputs: a
     file, {"q", "k", "v"} arrays, or None for the synthetic scenario. None options keep the
     command's defaults. without_sink: also each run with the sink keys replaced by their
-    neighbour (underflow_without_sink: what the spread of scores causes alone)."""
+    neighbour (underflow_without_sink: what the spread of scores causes alone). launch_heads: B x H
+    of the launch the inputs are a part of (one head of a layer measured alone), as attention()."""
     if scale is not None and not isinstance(scale, (int, float)) and len(scale) == 0:
         raise ValueError("scale: no static scale given (None runs the defaults, 1 and 256)")
     result = _core.pcollapse(_analysis_inputs(inputs), synthetic=synthetic, n=n, d=d, seed=seed, k_sink=k_sink,
                              sink_strength=sink_strength, scale=scale, order=order, sweep_scale=sweep_scale,
                              without_sink=without_sink, recipe=recipe, settings=settings, causal=causal,
-                             softmax_scale=softmax_scale, threads=_threads(threads))
+                             softmax_scale=softmax_scale, launch_heads=launch_heads, threads=_threads(threads))
     return _cast(results.PcollapseResult, result)
 
 
@@ -315,12 +318,13 @@ def leak(inputs: Path | Arrays | None = None, *, synthetic: bool = False, n: int
          fix: bool = False, natural: bool = False, recipe: str | None = None,
          settings: Mapping[str, object] | None = None,
          max_tokens: int | None = None, causal: bool | None = None, softmax_scale: float | None = None,
-         threads: int = 0) -> results.LeakResult:
+         launch_heads: int | None = None, threads: int = 0) -> results.LeakResult:
     """Future leakage through V block-quantized along tokens (`roundscope leak --json`); `natural`
     also replaces each later token's K and V rows by another token's, beside V x 16."""
     result = _core.leak(_analysis_inputs(inputs), synthetic=synthetic, n=n, d=d, seed=seed, format=format, block=block,
                         fix=fix, natural=natural, recipe=recipe, settings=settings, max_tokens=max_tokens,
-                        causal=causal, softmax_scale=softmax_scale, threads=_threads(threads))
+                        causal=causal, softmax_scale=softmax_scale, launch_heads=launch_heads,
+                        threads=_threads(threads))
     return _cast(results.LeakResult, result)
 
 
@@ -339,25 +343,28 @@ def bias(inputs: Path | Arrays | Sequence[Path | Arrays] | None = None, *, synth
          recipe: str | None = None, settings: Mapping[str, object] | None = None, fix: bool = False,
          steps: int | None = None,
          tie_gap: float | None = None, tied_keys: int | None = None, d_model: int | None = None,
-         causal: bool | None = None, softmax_scale: float | None = None, threads: int = 0) -> results.BiasResult:
+         causal: bool | None = None, softmax_scale: float | None = None, launch_heads: int | None = None,
+         threads: int = 0) -> results.BiasResult:
     """The rounding bias of delta = rowsum(dO * O) (`roundscope bias --json`); several inputs
     (files or array mappings, one per training step) accumulate over steps. Synthetic: `tie_gap`
-    (G) and `tied_keys` (1 for a single dominant key) shape the leading keys."""
+    (G) and `tied_keys` (1 for a single dominant key) shape the leading keys. launch_heads: B x H
+    of the launch the inputs are a part of, as attention()."""
     result = _core.bias(_analysis_inputs(inputs), synthetic=synthetic, n=n, d=d, seed=seed, heads=heads, recipe=recipe,
                         settings=settings, fix=fix, steps=steps, tie_gap=tie_gap, tied_keys=tied_keys,
-                        d_model=d_model, causal=causal, softmax_scale=softmax_scale, threads=_threads(threads))
+                        d_model=d_model, causal=causal, softmax_scale=softmax_scale, launch_heads=launch_heads,
+                        threads=_threads(threads))
     return _cast(results.BiasResult, result)
 
 
 def attribute(inputs: Path | Arrays | None = None, *, recipe: str, synthetic: bool = False,
               n: int | None = None, d: int | None = None, seed: int | None = None, scenario: str | None = None,
               settings: Mapping[str, object] | None = None, causal: bool | None = None,
-              softmax_scale: float | None = None,
+              softmax_scale: float | None = None, launch_heads: int | None = None,
               threads: int = 0) -> results.AttributeResult:
     """Each rounding step's share of a recipe's error (`roundscope attribute --json`)."""
     result = _core.attribute(_analysis_inputs(inputs), synthetic=synthetic, n=n, d=d, seed=seed, scenario=scenario,
                              recipe=recipe, settings=settings, causal=causal, softmax_scale=softmax_scale,
-                             threads=_threads(threads))
+                             launch_heads=launch_heads, threads=_threads(threads))
     return _cast(results.AttributeResult, result)
 
 
@@ -371,22 +378,25 @@ def _output_list(outputs: Sequence[str] | None) -> str | None:
 
 def compare(path: Path | Arrays, recipe: str, *, settings: Mapping[str, object] | None = None,
             causal: bool | None = None, softmax_scale: float | None = None, outputs: Sequence[str] | None = None,
-            rtol: float | None = None, atol: float | None = None, threads: int = 0) -> results.CompareResult:
+            rtol: float | None = None, atol: float | None = None, launch_heads: int | None = None,
+            threads: int = 0) -> results.CompareResult:
     """The outputs a kernel wrote into a dump (a file, or a mapping of arrays: q, k, v, do and
     the outputs) against the truth and the recipe's emulation (`roundscope compare --json`).
     outputs: compare only these (["o", "lse"]: a forward-only recipe against a dump with
-    gradients); rtol and atol: count each output's elements outside them."""
+    gradients); rtol and atol: count each output's elements outside them; launch_heads: B x H of
+    the launch the dump's heads are a part of, as attention()."""
     dump = os.fsdecode(_cast(Any, path)) if _arrays.is_path(path) else _arrays.tensors_in(_cast(Any, path), "path")
     return _cast(results.CompareResult, _core.compare(
         dump, recipe=recipe, settings=settings, causal=causal, softmax_scale=softmax_scale,
-        outputs=_output_list(outputs), rtol=rtol, atol=atol, threads=_threads(threads)))
+        outputs=_output_list(outputs), rtol=rtol, atol=atol, launch_heads=launch_heads, threads=_threads(threads)))
 
 
 def fit(dumps: Path | Arrays | Sequence[Path | Arrays], *, presets: Sequence[str] | None = None,
         keys: Sequence[str] | None = None, outputs: Sequence[str] | None = None, rows: int | None = None,
         seed: int | None = None, beam: int | None = None, max_evaluations: int | None = None,
         max_seconds: float | None = None, top: int | None = None, explain_rows: int | None = None,
-        causal: bool | None = None, softmax_scale: float | None = None, threads: int = 0) -> results.FitResult:
+        causal: bool | None = None, softmax_scale: float | None = None, launch_heads: int | None = None,
+        threads: int = 0) -> results.FitResult:
     """Which recipe reproduces a kernel's outputs bit for bit (`roundscope fit --json`): a beam
     search from the presets (presets=[...] to start from some) over every key, or those named in
     keys, scored by the bits of every dump given (files, or mappings of arrays: q, k, v and the
@@ -399,7 +409,7 @@ def fit(dumps: Path | Arrays | Sequence[Path | Arrays], *, presets: Sequence[str
          for d in listed],
         presets=presets, keys=keys, outputs=outputs, rows=rows, seed=seed, beam=beam,
         max_evaluations=max_evaluations, max_seconds=max_seconds, top=top, explain_rows=explain_rows,
-        causal=causal, softmax_scale=softmax_scale, threads=_threads(threads)))
+        causal=causal, softmax_scale=softmax_scale, launch_heads=launch_heads, threads=_threads(threads)))
 
 
 def check(dir: Path, *, junit: Path | None = None, max_ulp: int | None = None, max_row_ulp: float | None = None,

@@ -5,6 +5,7 @@ folder made, no file changed); a cache entry that is not this very dump's result
 another dump's, a FIFO, a link) is measured again and replaced, never believed, never followed."""
 import hashlib
 import importlib
+import json
 import os
 import sys
 
@@ -180,3 +181,66 @@ def test_a_dump_changed_while_measured_is_not_filed_under_its_old_bytes(dumps):
     assert not entry.exists()
     assert result_cache.cached(str(entry), str(dump), "test", "fa2-bf16", lambda: {"rows": 2}) == ({"rows": 2}, "new")
     assert result_cache.cached(str(entry), str(dump), "test", "fa2-bf16", lambda: {"rows": 3}) == ({"rows": 2}, "read")
+
+
+def test_a_wide_p_recipe_is_measured_in_both_orders_without_the_fp8_remedies(dumps, capsys):
+    """A production BF16 kernel holds P in float32 or BF16: no static scale, so no S = 256 runs
+    and no remedy lines, and each run says how many of the non-sink P reach zero."""
+    assert pcollapse_example.runs_of("torch-flash-sm90") == pcollapse_example.WIDE_RUNS
+    assert pcollapse_example.runs_of("h100-fp8") == pcollapse_example.FP8_RUNS
+    assert pcollapse_example.main([str(dumps), "--threads", "1", "--recipe", "torch-flash-sm90"]) == 0
+    out = capsys.readouterr()[0]
+    assert "S=256" not in out and "S = 256" not in out and "reverse order with S = 256" not in out, out
+    counted = [line for line in out.splitlines() if "non-sink P at zero" in line]
+    assert len(counted) == 2, out
+    assert pcollapse_example.main([str(dumps), "--threads", "1", "--recipe", "fa3-fp8"]) == 0
+    out = capsys.readouterr()[0]
+    assert sum("non-sink P at zero" in line for line in out.splitlines()) == 4
+    assert "reverse order with S = 256 leaves" in out
+
+
+across = importlib.import_module("bias_across_kernels")
+
+
+def test_delta_error_compared_across_kernels(dumps, tmp_path, capsys):
+    results = []
+    for recipe in ("fa2-bf16-torch-compiled", "torch-flash-sm90"):
+        results.append(tmp_path / f"{recipe}.json")
+        assert bias_example.main([str(dumps), "--threads", "1", "--recipe", recipe, "--json", str(results[-1])]) == 0
+    capsys.readouterr()
+    assert across.main([str(x) for x in results]) == 0
+    out = capsys.readouterr()[0].splitlines()
+    assert out[0].startswith("8 head-steps; reference fa2-bf16-torch-compiled"), out
+    assert out[1].startswith("  torch-flash-sm90: same sign in "), out
+    assert [x.split(":")[0] for x in out[2:]] == ["fa2-bf16-torch-compiled", "torch-flash-sm90"], out
+    # against itself: every sign the same, correlation 1, the same size
+    assert across.main([str(results[0]), str(results[0])]) == 0
+    line = capsys.readouterr()[0].splitlines()[1]
+    assert "(100.0%), correlation +1.000" in line and "(1.00x)" in line, line
+
+
+@pytest.mark.parametrize("content, phrase", [
+    ("not json", "not a pretrained_bias.py --json result (JSONDecodeError"),
+    ('{"recipe": "x", "heads": []}', "not a pretrained_bias.py --json result (KeyError"),
+    ('{"recipe": "x", "heads": [], "head_steps": [{"layer": 0}]}', "(KeyError"),
+    ('{"recipe": "x", "heads": [], "head_steps": [{"layer": 0, "head": 0, "text": "t", "step": 0, '
+     '"coefficient_sum": "nan"}]}', "coefficient_sum is not a finite number"),
+])
+def test_a_file_that_is_not_a_bias_result_is_refused(content, phrase, tmp_path, capsys):
+    bad = tmp_path / "bad.json"
+    bad.write_text(content)
+    assert across.main([str(bad)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.strip().splitlines()) == 1 and phrase in err, err
+
+
+def test_results_over_other_dumps_are_refused(tmp_path, capsys):
+    def result(name, steps):
+        (tmp_path / name).write_text(json.dumps({"recipe": name, "heads": [], "head_steps": [
+            {"layer": 0, "head": h, "text": "t", "step": 0, "coefficient_sum": 1.0} for h in range(steps)]}))
+        return str(tmp_path / name)
+    assert across.main([result("a", 2), result("b", 3)]) == 2
+    err = capsys.readouterr()[1]
+    assert "b: other head-steps than" in err and len(err.strip().splitlines()) == 1, err
+    assert across.main([str(tmp_path / "missing.json")]) == 2
+    assert "missing.json: not a pretrained_bias.py --json result (FileNotFoundError" in capsys.readouterr()[1]

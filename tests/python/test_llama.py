@@ -162,7 +162,9 @@ def test_bf16_dumps_go_through_the_report(cli, tmp_path):
     assert example.returncode == 0, example.stderr[-2000:]
     lines = example.stdout.splitlines()
     assert lines[0] == "9 heads in 1 dumps" and lines[-1].split()[0] == "29", example.stdout
-    for line in lines[1:5]:  # the held scores counted: within the kernel's rounding of the measure
+    runs = [line for line in lines if "held scores counted off by up to" in line]
+    assert [line.split(":")[0] for line in runs] == ["forward S=1", "forward S=256", "reverse S=1", "reverse S=256"]
+    for line in runs:  # the held scores counted: within the kernel's rounding of the measure
         assert float(line.rsplit("off by up to ", 1)[1]) < 0.002, line
     # examples/pretrained_report.py, the report's tables of docs/findings.md
     summary = subprocess.run([sys.executable, str(ROOT / "examples" / "pretrained_report.py"),
