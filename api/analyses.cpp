@@ -27,7 +27,7 @@ std::vector<emu::KvOrder> orders_of(const std::string& s) {
 Answer<analysis::HeadroomResult> headroom(const HeadroomRequest& request) {
     const AnalysisInput& in = request.input;
     check_threads(in);
-    const ChosenInputs c = choose_inputs("headroom", in.source, in.mask);
+    const ChosenInputs c = choose_inputs("headroom", in.source, in.problem);
     analysis::HeadroomOptions o;
     o.threads = in.threads, o.causal = c.causal, o.softmax_scale = c.softmax_scale;
     analysis::HeadroomResult r = naming_input(in.source, [&] { return analysis::headroom(c.in, o); });
@@ -76,7 +76,7 @@ Answer<analysis::PCollapseResult> pcollapse(const PCollapseRequest& request) {
     if (in.source.synthetic && static_cast<std::uint64_t>(o.k_sink) >= in.source.spec.n)
         throw ArgumentError("k_sink", fmt::format("{} sink tokens leave none of the N = {} keys to measure", o.k_sink,
                                                   in.source.spec.n));
-    const ChosenInputs c = choose_inputs("pcollapse", in.source, in.mask);
+    const ChosenInputs c = choose_inputs("pcollapse", in.source, in.problem);
     if (static_cast<std::uint64_t>(o.k_sink) >= c.in.n_kv)
         throw ArgumentError("k_sink", fmt::format("{} sink tokens leave none of the file's Nk = {} keys to measure",
                                                   o.k_sink, c.in.n_kv));
@@ -101,8 +101,8 @@ Answer<analysis::LeakResult> leak(const LeakRequest& request) {
     o.block = request.block, o.fix = request.fix, o.max_tokens = request.max_tokens, o.threads = in.threads;
     o.natural = request.natural;
     // Leakage is a property of causal attention: the mask is always on.
-    if (in.mask.causal == false) throw ArgumentError("causal", "leakage is measured under the causal mask");
-    MaskChoice causal = in.mask;
+    if (in.problem.causal == false) throw ArgumentError("causal", "leakage is measured under the causal mask");
+    ProblemChoice causal = in.problem;
     causal.causal = true;
     const ChosenInputs c = choose_inputs("leak", in.source, causal);
     o.softmax_scale = c.softmax_scale;
@@ -135,7 +135,7 @@ Answer<analysis::BiasSteps> bias(const BiasRequest& request) {
     check_threads(in);
     if (in.source.synthetic == !request.files.empty())
         throw Error("bias: give input files or synthetic inputs, not both");
-    validate(in.mask);
+    validate(in.problem);
     analysis::BiasOptions o;
     o.recipe = recipe_of(request.recipe);
     o.threads = in.threads;
@@ -163,7 +163,7 @@ Answer<analysis::BiasSteps> bias(const BiasRequest& request) {
     }
     const analysis::BiasStepSource masked = [&](std::size_t i) {
         analysis::BiasStepInput step = source(i);
-        apply_mask(step.inputs, in.mask);
+        apply_problem(step.inputs, in.problem);
         return step;
     };
     analysis::BiasSteps s = analysis::bias_over_steps(count, masked, o, request.fix);
@@ -178,7 +178,7 @@ Answer<analysis::AttributeResult> attribute(const AttributeRequest& request) {
     analysis::AttributeOptions o;
     o.recipe = recipe_of(request.recipe);
     o.threads = in.threads;
-    const ChosenInputs c = choose_inputs("attribute", in.source, in.mask);
+    const ChosenInputs c = choose_inputs("attribute", in.source, in.problem);
     o.causal = c.causal, o.softmax_scale = c.softmax_scale;
     analysis::AttributeResult r = naming_input(in.source, [&] { return analysis::attribute(c.in, o); });
     nlohmann::json j = attribute_json(r);

@@ -23,7 +23,7 @@ namespace roundscope::api {
 /// What an analysis runs on: its inputs, their mask and scale, and its worker threads.
 struct AnalysisInput {
     AttentionSource source;
-    MaskChoice mask;
+    ProblemChoice problem;
     int threads = 0;  // 0: all cores
 };
 

@@ -30,18 +30,18 @@ nlohmann::json stats_json(const analysis::ErrorStats& s) {
 }
 
 // The inputs of a file request, checked first.
-ChosenInputs file_request_inputs(const char* command, const AttentionSource& source, const MaskChoice& mask,
+ChosenInputs file_request_inputs(const char* command, const AttentionSource& source, const ProblemChoice& problem,
                                  int threads) {
     check_in("threads", threads, ranges::threads);
     if (!source.has_file()) throw Error(std::string(command) + ": needs an input file");
-    return choose_inputs(command, source, mask);
+    return choose_inputs(command, source, problem);
 }
 
 }  // namespace
 
 TensorAnswer attention(const AttentionRequest& request) {
     const emu::AttentionRecipe recipe = recipe_of(request.recipe);
-    const ChosenInputs c = file_request_inputs("attention", request.source, request.mask, request.threads);
+    const ChosenInputs c = file_request_inputs("attention", request.source, request.problem, request.threads);
     const emu::AttentionInputs& in = c.in;
     check_memory(attention_bytes(in, request.backward, request.truth, request.threads), request.source.name);
     analysis::AttentionRunOptions o;
@@ -88,7 +88,7 @@ TensorAnswer attention(const AttentionRequest& request) {
 
 TensorAnswer truth(const TruthRequest& request) {
     check_in("bits", request.bits, ranges::truth_bits);
-    const ChosenInputs c = file_request_inputs("truth", request.source, request.mask, request.threads);
+    const ChosenInputs c = file_request_inputs("truth", request.source, request.problem, request.threads);
     const emu::AttentionInputs& in = c.in;
     if (request.backward && !in.d_o)
         throw ArgumentError("backward", fmt::format("needs a tensor 'do', which {} lacks", request.source.name));
@@ -162,9 +162,9 @@ Answer<analysis::KernelComparison> compare(const CompareRequest& request) {
         choice.tolerance = analysis::Tolerance{*request.rtol, *request.atol};
     }
     if (!request.source.has_file()) throw Error("compare: needs an input file");
-    validate(request.mask);
+    validate(request.problem);
     const TensorFile file = naming_input(request.source, [&] { return request.source.read(); });
-    const ChosenInputs c = naming_input(request.source, [&] { return file_inputs(file, request.mask); });
+    const ChosenInputs c = naming_input(request.source, [&] { return file_inputs(file, request.problem); });
     // A dump with gradients against a recipe whose backward is not modelled: its forward outputs
     // compared, and the output says so (asked for by name, the gradients are refused).
     std::string forward_only;

@@ -26,7 +26,7 @@ struct TensorAnswer {
 
 struct AttentionRequest {
     AttentionSource source;  // a file of q, k, v (and do)
-    MaskChoice mask;
+    ProblemChoice problem;
     RecipeChoice recipe;  // required
     bool backward = false, truth = false;
     int threads = 0;
@@ -37,7 +37,7 @@ TensorAnswer attention(const AttentionRequest& request);
 
 struct TruthRequest {
     AttentionSource source;
-    MaskChoice mask;
+    ProblemChoice problem;
     int bits = 256;  // the first attempt's precision, doubled until every output is decided
     bool backward = false, intermediates = false, reference = false;
     int threads = 0;
@@ -47,7 +47,7 @@ TensorAnswer truth(const TruthRequest& request);
 
 struct CompareRequest {
     AttentionSource source;  // a dump: q, k, v and what the kernel wrote
-    MaskChoice mask;
+    ProblemChoice problem;
     RecipeChoice recipe;                 // required
     std::optional<std::string> outputs;  // comma-separated: o,lse,dq,dk,dv (none: all the dump holds)
     std::optional<double> rtol, atol;    // both or neither

@@ -18,13 +18,13 @@ void check_alignment(const std::string& name) {
                             fmt::format("'{}' is not one of bottom-right|top-left", printable(name)));
 }
 
-void validate(const MaskChoice& mask) {
-    if (mask.softmax_scale) check_in("softmax_scale", *mask.softmax_scale, ranges::softmax_scale);
-    if (mask.causal_alignment) check_alignment(*mask.causal_alignment);
-    if (mask.window_left) check_in("window_left", *mask.window_left, ranges::window);
-    if (mask.window_right) check_in("window_right", *mask.window_right, ranges::window);
-    if (mask.softcap) check_in("softcap", *mask.softcap, ranges::softcap);
-    if (mask.launch_heads) check_in("launch_heads", *mask.launch_heads, ranges::launch_heads);
+void validate(const ProblemChoice& problem) {
+    if (problem.softmax_scale) check_in("softmax_scale", *problem.softmax_scale, ranges::softmax_scale);
+    if (problem.causal_alignment) check_alignment(*problem.causal_alignment);
+    if (problem.window_left) check_in("window_left", *problem.window_left, ranges::window);
+    if (problem.window_right) check_in("window_right", *problem.window_right, ranges::window);
+    if (problem.softcap) check_in("softcap", *problem.softcap, ranges::softcap);
+    if (problem.launch_heads) check_in("launch_heads", *problem.launch_heads, ranges::launch_heads);
 }
 
 void validate(const char* command, const AttentionSource& source) {
@@ -53,24 +53,25 @@ void check_synthetic_memory(const analysis::SyntheticSpec& spec) {
 
 namespace {
 
-ChosenInputs chosen(emu::AttentionInputs in, const MaskChoice& mask) {
-    apply_mask_shape(in, mask);
+ChosenInputs chosen(emu::AttentionInputs in, const ProblemChoice& problem) {
+    apply_problem_shape(in, problem);
     ChosenInputs c;
-    c.causal = mask.causal.value_or(in.causal.value_or(false));
-    c.softmax_scale = mask.softmax_scale.value_or(in.softmax_scale.value_or(0));
+    c.causal = problem.causal.value_or(in.causal.value_or(false));
+    c.softmax_scale = problem.softmax_scale.value_or(in.softmax_scale.value_or(0));
     c.in = std::move(in);
     return c;
 }
 
 }  // namespace
 
-void apply_mask_shape(emu::AttentionInputs& in, const MaskChoice& mask) {
-    if (mask.causal_alignment) in.mask.alignment = emu::parse_alignment(*mask.causal_alignment, "causal_alignment");
-    if (mask.window_left) in.mask.window_left = *mask.window_left;
-    if (mask.window_right) in.mask.window_right = *mask.window_right;
-    if (mask.softcap) in.softcap = *mask.softcap;
-    if (mask.launch_heads) {
-        const auto launch = static_cast<std::uint64_t>(*mask.launch_heads);
+void apply_problem_shape(emu::AttentionInputs& in, const ProblemChoice& problem) {
+    if (problem.causal_alignment)
+        in.mask.alignment = emu::parse_alignment(*problem.causal_alignment, "causal_alignment");
+    if (problem.window_left) in.mask.window_left = *problem.window_left;
+    if (problem.window_right) in.mask.window_right = *problem.window_right;
+    if (problem.softcap) in.softcap = *problem.softcap;
+    if (problem.launch_heads) {
+        const auto launch = static_cast<std::uint64_t>(*problem.launch_heads);
         if (launch < in.batch * in.heads)
             throw ArgumentError("launch_heads", fmt::format("{} is fewer than the inputs' own {} (batch x heads)",
                                                             launch, in.batch * in.heads));
@@ -78,14 +79,14 @@ void apply_mask_shape(emu::AttentionInputs& in, const MaskChoice& mask) {
     }
 }
 
-void apply_mask(emu::AttentionInputs& in, const MaskChoice& mask) {
-    in.causal = mask.causal.value_or(in.causal.value_or(false));
-    if (mask.softmax_scale) in.softmax_scale = *mask.softmax_scale;
-    apply_mask_shape(in, mask);
+void apply_problem(emu::AttentionInputs& in, const ProblemChoice& problem) {
+    in.causal = problem.causal.value_or(in.causal.value_or(false));
+    if (problem.softmax_scale) in.softmax_scale = *problem.softmax_scale;
+    apply_problem_shape(in, problem);
 }
 
-ChosenInputs file_inputs(const TensorFile& file, const MaskChoice& mask) {
-    return chosen(emu::find_attention_inputs(file), mask);
+ChosenInputs file_inputs(const TensorFile& file, const ProblemChoice& problem) {
+    return chosen(emu::find_attention_inputs(file), problem);
 }
 
 double attention_bytes(const emu::AttentionInputs& in, bool backward, bool truth, int threads) {
@@ -101,14 +102,14 @@ double attention_bytes(const emu::AttentionInputs& in, bool backward, bool truth
     return bytes;
 }
 
-ChosenInputs choose_inputs(const char* command, const AttentionSource& source, const MaskChoice& mask) {
+ChosenInputs choose_inputs(const char* command, const AttentionSource& source, const ProblemChoice& problem) {
     validate(command, source);
-    validate(mask);
-    if (!source.synthetic) return naming_input(source, [&] { return file_inputs(source.read(), mask); });
+    validate(problem);
+    if (!source.synthetic) return naming_input(source, [&] { return file_inputs(source.read(), problem); });
     analysis::SyntheticSpec spec = source.spec;
     if (source.scenario) spec.scenario = analysis::parse_scenario(*source.scenario, "scenario");
     check_synthetic_memory(spec);
-    return chosen(analysis::synthetic_attention(spec), mask);
+    return chosen(analysis::synthetic_attention(spec), problem);
 }
 
 }  // namespace roundscope::api

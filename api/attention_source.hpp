@@ -21,8 +21,9 @@ struct AttentionSource : FileSource {
     std::optional<std::string> scenario;  // synthetic: a scenario by name over spec's
 };
 
-/// The mask and scale, each over the file's metadata of the same name where it is not given.
-struct MaskChoice {
+/// The problem as a request states it: the mask, scale and soft cap, each over the file's metadata of
+/// the same name where it is not given, and the launch the inputs are a part of.
+struct ProblemChoice {
     std::optional<bool> causal;                             // none: the file's metadata, else off
     std::optional<double> softmax_scale;                    // none: the file's metadata, else 1/sqrt(D)
     std::optional<std::string> causal_alignment;            // bottom-right or top-left
@@ -36,7 +37,7 @@ struct MaskChoice {
 /// ArgumentError unless `name` is bottom-right or top-left.
 void check_alignment(const std::string& name);
 /// ArgumentError for a value out of its range or an alignment that is not one.
-void validate(const MaskChoice& mask);
+void validate(const ProblemChoice& problem);
 /// ArgumentError for a synthetic size, seed or scenario out of range (`command` names the
 /// request where it has both a file and synthetic inputs or neither).
 void validate(const char* command, const AttentionSource& source);
@@ -48,18 +49,18 @@ struct ChosenInputs {
     double softmax_scale = 0;  // 0: 1/sqrt(D)
 };
 
-/// The inputs of `source` under `mask`; the memory a synthetic input needs is checked before it
+/// The inputs of `source` under `problem`; the memory a synthetic input needs is checked before it
 /// is built.
-ChosenInputs choose_inputs(const char* command, const AttentionSource& source, const MaskChoice& mask);
+ChosenInputs choose_inputs(const char* command, const AttentionSource& source, const ProblemChoice& problem);
 
-/// The attention inputs of a file already read, under `mask`.
-ChosenInputs file_inputs(const TensorFile& file, const MaskChoice& mask);
+/// The attention inputs of a file already read, under `problem`.
+ChosenInputs file_inputs(const TensorFile& file, const ProblemChoice& problem);
 
-/// `in` with its causal flag, softmax scale and mask as `mask` and its metadata choose them.
-void apply_mask(emu::AttentionInputs& in, const MaskChoice& mask);
-/// `in`'s mask (alignment, window) and soft cap as `mask` gives them over its metadata; its
+/// `in` with its causal flag, softmax scale and mask as `problem` and its metadata choose them.
+void apply_problem(emu::AttentionInputs& in, const ProblemChoice& problem);
+/// `in`'s mask (alignment, window) and soft cap as `problem` gives them over its metadata; its
 /// causal flag and scale as they are.
-void apply_mask_shape(emu::AttentionInputs& in, const MaskChoice& mask);
+void apply_problem_shape(emu::AttentionInputs& in, const ProblemChoice& problem);
 
 /// Memory that emulating (and with `truth`, the exact attention of) `in` takes beyond the
 /// inputs: operands and outputs per element, and the truth's 24 bytes per score of each head

@@ -53,7 +53,7 @@ void check_options(const FitRequest& request) {
     for (const std::string& p : request.presets) for_argument("presets", [&] { emu::find_recipe(p); });
     for_argument("keys", [&] { analysis::check_fit_keys(request.keys); });
     if (request.dumps.empty()) throw ArgumentError("dumps", "fit needs at least one dump");
-    validate(request.mask);
+    validate(request.problem);
 }
 
 }  // namespace
@@ -68,7 +68,7 @@ Answer<analysis::FitResult> fit(const FitRequest& request) {
     std::vector<analysis::FitDump> dumps;
     for (const FileSource& source : request.dumps) {
         const TensorFile& file = files.emplace_back(naming_input(source, [&] { return source.read(); }));
-        const ChosenInputs c = naming_input(source, [&] { return file_inputs(file, request.mask); });
+        const ChosenInputs c = naming_input(source, [&] { return file_inputs(file, request.problem); });
         check_memory(attention_bytes(c.in, c.in.d_o.has_value(), false, o.threads), source.name);
         dumps.push_back({&file, c.in, c.causal, c.softmax_scale});
     }

@@ -15,7 +15,7 @@ namespace roundscope::api {
 
 struct FitRequest {
     std::vector<FileSource> dumps;  // q, k, v and what the kernel wrote; fitted together
-    MaskChoice mask;
+    ProblemChoice problem;
     std::vector<std::string> presets;    // where the search starts (empty: every preset)
     std::vector<std::string> keys;       // the keys it changes (empty: every key the outputs depend on)
     std::optional<std::string> outputs;  // comma-separated: o,lse,dq,dk,dv (none: all the dumps hold)

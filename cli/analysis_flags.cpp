@@ -85,8 +85,8 @@ void AttentionFlags::add_to(CLI::App* cmd, const std::string& scale_names) {
     add_output_flags(cmd, json, threads);
 }
 
-api::MaskChoice AttentionFlags::mask() const {
-    api::MaskChoice m;
+api::ProblemChoice AttentionFlags::problem() const {
+    api::ProblemChoice m;
     if (causal) m.causal = true;
     if (no_causal) m.causal = false;
     if (softmax_scale != 0) m.softmax_scale = softmax_scale;
@@ -115,7 +115,7 @@ api::AttentionSource InputFlags::source(const char* command) const {
 }
 
 void apply_mask_flags(emu::AttentionInputs& in, const AttentionFlags& flags) {
-    api::apply_mask_shape(in, flags.mask());
+    api::apply_problem_shape(in, flags.problem());
 }
 
 void add_output_flags(CLI::App* cmd, bool& json, int& threads) {
@@ -125,18 +125,20 @@ void add_output_flags(CLI::App* cmd, bool& json, int& threads) {
         ->capture_default_str();
 }
 
-void apply_attention_flags(emu::AttentionInputs& in, const AttentionFlags& flags) { api::apply_mask(in, flags.mask()); }
+void apply_attention_flags(emu::AttentionInputs& in, const AttentionFlags& flags) {
+    api::apply_problem(in, flags.problem());
+}
 
 ChosenInputs file_inputs(const std::string& path, const AttentionFlags& flags) {
-    return api::file_inputs(read_input(path), flags.mask());
+    return api::file_inputs(read_input(path), flags.problem());
 }
 
 ChosenInputs file_inputs(const TensorFile& file, const AttentionFlags& flags) {
-    return api::file_inputs(file, flags.mask());
+    return api::file_inputs(file, flags.problem());
 }
 
 ChosenInputs choose_inputs(const char* command, const InputFlags& input, const AttentionFlags& flags) {
-    return api::choose_inputs(command, input.source(command), flags.mask());
+    return api::choose_inputs(command, input.source(command), flags.problem());
 }
 
 }  // namespace roundscope::cli

@@ -52,8 +52,8 @@ struct AttentionFlags {
 
     /// `scale_names`: "--softmax-scale", or with an alias ("--softmax-scale,--scale").
     void add_to(CLI::App* cmd, const std::string& scale_names = "--softmax-scale");
-    /// The flags as a request's mask choice (what is not given: none).
-    api::MaskChoice mask() const;
+    /// The flags as a request's problem choice (what is not given: none).
+    api::ProblemChoice problem() const;
 };
 
 /// The source of the file `path` (read through read_input, named by its path in messages).

@@ -22,6 +22,12 @@ def head_inputs(tensors: dict, head: int, names=("q", "k", "v", "do")) -> dict:
     return {n: tensors[n][:, kv:kv + 1] if n in ("k", "v") else tensors[n][:, head:head + 1] for n in names}
 
 
+def launch_heads(tensors: dict) -> int:
+    """B x H of the dump's launch, which a head measured alone passes on (launch_heads): PyTorch's
+    split-KV and split-key choices read the whole grid."""
+    return tensors["q"].shape[0] * tensors["q"].shape[1]
+
+
 def problem(path: str) -> tuple[bool, float]:
     """(causal, softmax_scale) of a dump whose heads can be taken one at a time; Refused names
     what cannot, before any work."""

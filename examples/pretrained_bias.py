@@ -30,7 +30,7 @@ from roundscope.dump import replacing
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bias_verdict import sign_test  # noqa: E402
-from head_split import head_inputs, problem  # noqa: E402
+from head_split import head_inputs, launch_heads, problem  # noqa: E402
 from result_cache import Refused, cached, measure_all, output_path, preset  # noqa: E402
 
 REGIME_SHARE = 0.01  # a head-step where a regime holds at least this share of the rows
@@ -43,10 +43,9 @@ def measure(path: str, cache: str, recipe: str) -> tuple[list[dict], str]:
         causal, scale = problem(path)
         tensors = roundscope.read(path)
         out = []
-        launch = tensors["q"].shape[0] * tensors["q"].shape[1]  # PyTorch's split choices read the whole grid
         for h in range(tensors["q"].shape[1]):
             r = roundscope.bias(head_inputs(tensors, h), recipe=recipe, causal=causal, softmax_scale=scale,
-                                launch_heads=launch, threads=1)
+                                launch_heads=launch_heads(tensors), threads=1)
             out.append({"rows": r["rows"], "coefficient_sum": r["coefficient_sum"], "tied_rows": r["tied_rows"],
                         "tie_dominated_rows": r["tie_dominated_rows"], "one_key_rows": r["one_key_rows"]})
         return out

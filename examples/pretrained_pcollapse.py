@@ -31,7 +31,7 @@ import sys
 import roundscope
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from head_split import head_inputs, problem  # noqa: E402
+from head_split import head_inputs, launch_heads, problem  # noqa: E402
 from result_cache import Refused, cached, measure_all, preset  # noqa: E402
 
 FP8_RUNS = (("forward", 1.0), ("forward", 256.0), ("reverse", 1.0), ("reverse", 256.0))
@@ -60,7 +60,7 @@ def measure(path: str, cache: str, recipe: str = "fa3-fp8") -> tuple[dict, str]:
             r = roundscope.pcollapse(head_inputs(tensors, h, ("q", "k", "v")), recipe=recipe, k_sink=1,
                                      scale=sorted({s for _, s in runs_of(recipe)}), without_sink=True,
                                      causal=causal, softmax_scale=scale, threads=1,
-                                     launch_heads=tensors["q"].shape[0] * tensors["q"].shape[1])
+                                     launch_heads=launch_heads(tensors))
             out.append({**r["heads"][0], "head": h, "mse": {f"{x['order']} {x['scale']:g}": x["mse"]
                                                             for x in r["runs"]}})
         return {"heads": out}

@@ -36,7 +36,7 @@ void run(const AttentionArgs& a) {
     request.recipe = a.recipe.choice();
     recipe_of(request.recipe);  // an unknown recipe before the output's path
     check_output("-o", a.output, {a.input});
-    request.source = file_source(a.input), request.mask = a.flags.mask(), request.threads = a.flags.threads;
+    request.source = file_source(a.input), request.problem = a.flags.problem(), request.threads = a.flags.threads;
     request.backward = a.backward, request.truth = a.truth;
     const api::TensorAnswer answer = api::attention(request);
     write_output(a.output, answer.tensors, answer.metadata);

@@ -48,7 +48,7 @@ void print_report(const analysis::AttributeResult& r) {
 void run(const AttributeArgs& a) {
     check_plot(a.plot, {a.input.file});
     api::AttributeRequest request;
-    request.input = {a.input.source("attribute"), a.flags.mask(), a.flags.threads};
+    request.input = {a.input.source("attribute"), a.flags.problem(), a.flags.threads};
     request.recipe = a.recipe.choice();
     const api::Answer answer = api::attribute(request);
     const auto& r = answer.result;

@@ -109,7 +109,7 @@ void run(const BiasArgs& a) {
     check_plot(a.plot, {a.files.empty() ? "" : a.files.front()});
     api::BiasRequest request;
     request.input.source.synthetic = a.input.synthetic, request.input.source.spec = a.input.spec;
-    request.input.mask = a.flags.mask(), request.input.threads = a.flags.threads;
+    request.input.problem = a.flags.problem(), request.input.threads = a.flags.threads;
     for (const std::string& path : a.files) request.files.push_back(file_source(path));
     request.steps = a.steps, request.recipe = a.recipe.choice(), request.fix = a.fix;
     const api::Answer answer = api::bias(request);

@@ -58,7 +58,7 @@ void print_output_details(const analysis::OutputComparison& x) {
 
 void compare(const CompareArgs& a) {
     api::CompareRequest request;
-    request.source = file_source(a.input), request.mask = a.flags.mask(), request.threads = a.flags.threads;
+    request.source = file_source(a.input), request.problem = a.flags.problem(), request.threads = a.flags.threads;
     request.recipe = a.recipe.choice();
     if (!a.outputs.empty()) request.outputs = a.outputs;
     request.rtol = a.rtol, request.atol = a.atol;

@@ -90,7 +90,7 @@ std::string scores_text(const analysis::FitCandidate& c) {
 void fit(FitArgs& a) {
     api::FitRequest request;
     for (const std::string& path : a.inputs) request.dumps.push_back(file_source(path));
-    request.mask = a.flags.mask();
+    request.problem = a.flags.problem();
     request.presets = a.presets;
     if (!a.keys.empty()) request.keys = split_commas(a.keys);
     if (!a.outputs.empty()) request.outputs = a.outputs;

@@ -59,7 +59,7 @@ void print_report(const analysis::HeadroomResult& r) {
 void run(const HeadroomArgs& a) {
     check_plot(a.plot, {a.input.file});
     api::HeadroomRequest request;
-    request.input = {a.input.source("headroom"), a.flags.mask(), a.flags.threads};
+    request.input = {a.input.source("headroom"), a.flags.problem(), a.flags.threads};
     const api::Answer answer = api::headroom(request);
     const auto& r = answer.result;
     output_analysis(

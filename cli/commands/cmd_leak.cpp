@@ -61,7 +61,7 @@ void run(const LeakArgs& a) {
     if (a.flags.no_causal) throw Error("--no-causal: leakage is measured under the causal mask");
     check_plot(a.plot, {a.input.file});
     api::LeakRequest request;
-    request.input = {a.input.source("leak"), a.flags.mask(), a.flags.threads};
+    request.input = {a.input.source("leak"), a.flags.problem(), a.flags.threads};
     request.format = a.format, request.block = a.block, request.fix = a.fix, request.natural = a.natural;
     request.recipe = a.recipe.choice(), request.max_tokens = a.max_tokens;
     const api::Answer answer = api::leak(request);

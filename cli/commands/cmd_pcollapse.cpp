@@ -97,7 +97,7 @@ void print_report(const PCollapseArgs& a, const analysis::PCollapseOptions& o, c
 
 void run(const PCollapseArgs& a) {
     api::PCollapseRequest request;
-    request.input = {a.input.source("pcollapse"), a.flags.mask(), a.flags.threads};
+    request.input = {a.input.source("pcollapse"), a.flags.problem(), a.flags.threads};
     request.recipe = a.recipe.choice();
     request.scales.assign(a.scales.begin(), a.scales.end());
     request.order = a.order, request.sweep_scale = a.sweep, request.without_sink = a.without_sink;

@@ -36,7 +36,7 @@ struct TruthArgs {
 void run_truth(const TruthArgs& a) {
     check_output("-o", a.output, {a.input});
     api::TruthRequest request;
-    request.source = file_source(a.input), request.mask = a.flags.mask(), request.threads = a.flags.threads;
+    request.source = file_source(a.input), request.problem = a.flags.problem(), request.threads = a.flags.threads;
     request.bits = a.bits, request.backward = a.backward, request.intermediates = a.intermediates;
     request.reference = a.reference;
     const api::TensorAnswer answer = api::truth(request);

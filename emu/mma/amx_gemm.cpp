@@ -54,4 +54,28 @@ ROUNDSCOPE_FMA_CLONES void amx_bf16_gemm(const std::uint32_t* a, const std::uint
     }
 }
 
+ROUNDSCOPE_FMA_CLONES void avx512_bf16_gemm(const std::uint32_t* a, const std::uint32_t* b, const std::uint32_t* c,
+                                            std::uint32_t* d, std::uint64_t m, std::uint64_t n, std::uint64_t k) {
+    std::vector<float> bk(k * n), acc(n), out(n);
+    for (std::uint64_t x = 0; x < k * n; ++x) bk[x] = bf16_daz(b[x]);
+    for (std::uint64_t i = 0; i < m; ++i) {
+        for (std::uint64_t j = 0; j < n; ++j) out[j] = c != nullptr ? float_from_bits(c[i * n + j]) : 0.0f;
+        const std::uint64_t blk = k <= 256 ? k : 256;  // K = 512: two blocks (other K above 256 are refused)
+        for (std::uint64_t b0 = 0; b0 < k; b0 += blk) {
+            std::fill(acc.begin(), acc.end(), 0.0f);
+            for (std::uint64_t t0 = b0; t0 < std::min(k, b0 + blk); t0 += 2)
+                for (const std::uint64_t t : {t0 + 1, t0}) {  // the pair's odd product first
+                    if (t >= k) continue;                     // past an odd K: a zero product
+                    const float x = bf16_daz(a[i * k + t]);
+                    const float* row = bk.data() + t * n;
+                    for (std::uint64_t j = 0; j < n; ++j) acc[j] = ftz(std::fma(x, row[j], acc[j]));
+                }
+            // without C, the first block's chain is D's start (beta = 0: no +0 added)
+            const bool first = c == nullptr && b0 == 0;
+            for (std::uint64_t j = 0; j < n; ++j) out[j] = first ? acc[j] : out[j] + acc[j];
+        }
+        for (std::uint64_t j = 0; j < n; ++j) d[i * n + j] = bits_of(out[j]);
+    }
+}
+
 }  // namespace roundscope::emu

@@ -35,7 +35,7 @@ api::AnalysisInput analysis_input(Keywords& k, nb::handle inputs, api::Attention
     if (auto v = k.integer("d")) s.d = static_cast<std::uint64_t>(checked("d", *v, api::ranges::head_dim));
     if (auto v = k.seed("seed")) s.seed = *v;
     in.source.scenario = k.text("scenario");
-    in.mask = mask_of(k);
+    in.problem = problem_of(k);
     in.threads = threads_of(k);
     return in;
 }

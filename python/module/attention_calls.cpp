@@ -29,7 +29,7 @@ nb::tuple attention(const nb::dict& tensors, nb::kwargs kwargs) {
     Keywords k(std::move(kwargs));
     api::AttentionRequest r;
     r.source = source_of(tensors, "inputs");
-    r.mask = mask_of(k);
+    r.problem = problem_of(k);
     r.recipe = recipe_choice(k, r.recipe);
     r.backward = k.flag("backward").value_or(false);
     r.truth = k.flag("truth").value_or(false);
@@ -42,7 +42,7 @@ nb::tuple truth(const nb::dict& tensors, nb::kwargs kwargs) {
     Keywords k(std::move(kwargs));
     api::TruthRequest r;
     r.source = source_of(tensors, "inputs");
-    r.mask = mask_of(k);
+    r.problem = problem_of(k);
     if (auto v = k.integer("bits")) r.bits = static_cast<int>(checked("bits", *v, api::ranges::truth_bits));
     r.backward = k.flag("backward").value_or(false);
     r.intermediates = k.flag("intermediates").value_or(false);
@@ -56,7 +56,7 @@ nb::object compare(nb::handle dump, nb::kwargs kwargs) {
     Keywords k(std::move(kwargs));
     api::CompareRequest r;
     r.source = source_of(dump, "path");
-    r.mask = mask_of(k);
+    r.problem = problem_of(k);
     r.recipe = recipe_choice(k, r.recipe);
     r.outputs = k.text("outputs");
     r.rtol = k.number("rtol");
@@ -90,7 +90,7 @@ nb::object fit(const nb::list& dumps, nb::kwargs kwargs) {
     api::FitRequest r;
     for (std::size_t i = 0; i < dumps.size(); ++i)
         r.dumps.push_back(source_of(dumps[i], dumps.size() == 1 ? "dumps" : "dumps[" + std::to_string(i) + "]"));
-    r.mask = mask_of(k);
+    r.problem = problem_of(k);
     r.presets = names_of(k, "presets");
     r.keys = names_of(k, "keys");
     if (auto outputs = k.texts("outputs")) {

@@ -23,8 +23,8 @@ api::AttentionSource source_of(nb::handle inputs, const std::string& name) {
     return s;
 }
 
-api::MaskChoice mask_of(Keywords& k) {
-    api::MaskChoice m;
+api::ProblemChoice problem_of(Keywords& k) {
+    api::ProblemChoice m;
     m.causal = k.flag("causal");
     m.softmax_scale = k.number("softmax_scale");
     m.causal_alignment = k.text("causal_alignment");

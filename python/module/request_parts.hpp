@@ -17,7 +17,7 @@ namespace roundscope::python {
 api::AttentionSource source_of(nb::handle inputs, const std::string& name);
 
 /// causal, softmax_scale, causal_alignment, window_left, window_right, softcap.
-api::MaskChoice mask_of(Keywords& k);
+api::ProblemChoice problem_of(Keywords& k);
 
 /// recipe and settings over `defaults`.
 api::RecipeChoice recipe_choice(Keywords& k, api::RecipeChoice defaults);

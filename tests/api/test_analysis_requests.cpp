@@ -66,9 +66,9 @@ TEST_CASE("each analysis refuses an argument out of its range, naming it") {
     CHECK(refused(headroom([](auto& r) { r.input.source.spec.n = 0; })) == "n");
     CHECK(refused(headroom([](auto& r) { r.input.source.spec.d = 1; })) == "d");
     CHECK(refused(headroom([](auto& r) { r.input.threads = -1; })) == "threads");
-    CHECK(refused(headroom([&](auto& r) { r.input.mask.softmax_scale = nan; })) == "softmax_scale");
-    CHECK(refused(headroom([](auto& r) { r.input.mask.window_left = -3; })) == "window_left");
-    CHECK(refused(headroom([](auto& r) { r.input.mask.causal_alignment = "middle"; })) == "causal_alignment");
+    CHECK(refused(headroom([&](auto& r) { r.input.problem.softmax_scale = nan; })) == "softmax_scale");
+    CHECK(refused(headroom([](auto& r) { r.input.problem.window_left = -3; })) == "window_left");
+    CHECK(refused(headroom([](auto& r) { r.input.problem.causal_alignment = "middle"; })) == "causal_alignment");
 
     auto pcollapse = [](auto change) {
         return [change] {
@@ -97,7 +97,7 @@ TEST_CASE("each analysis refuses an argument out of its range, naming it") {
     CHECK(refused(leak([](auto& r) { r.format = "mxfp5"; })) == "format");
     CHECK(refused(leak([](auto& r) { r.block = 0; })) == "block");
     CHECK(refused(leak([](auto& r) { r.max_tokens = 0; })) == "max_tokens");
-    CHECK(refused(leak([](auto& r) { r.input.mask.causal = false; })) == "causal");
+    CHECK(refused(leak([](auto& r) { r.input.problem.causal = false; })) == "causal");
 
     auto bias = [](auto change) {
         return [change] {
@@ -160,7 +160,7 @@ TEST_CASE("a request's JSON is the analysis's own, on the inputs the request nam
     api::HeadroomRequest r;
     r.input = synthetic(96, 32);
     r.input.source.scenario = "sink";
-    r.input.mask.causal = true;
+    r.input.problem.causal = true;
     const api::Answer answer = api::headroom(r);
     roundscope::analysis::SyntheticSpec spec = r.input.source.spec;
     spec.scenario = roundscope::analysis::Scenario::sink;

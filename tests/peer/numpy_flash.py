@@ -23,11 +23,21 @@ ml_dtypes. One head, no mask. The choices (each a recipe key of the same name):
                then l_t = fma(l_t, alpha, that))
   epilogue     "fa2" | "fa3" (O = RN(acc rcp(l)), 0 for an empty row; LSE = fma(m_raw, RN(c RN(ln 2)),
                RN(lg2(l 2^-k) RN(ln 2))))
+  kv_splits    the KV tiles cut into this many runs (ceil(tiles / splits) each), each a pass of its
+               own whose O stays float32, then FlashAttention-2's combine (below)
   units        the hardware functions "ex2", "lg2", "rcp" (float32 arrays in and out): with them the
-               exp2 is the unit's ex2 (exp2="ex2.approx.ftz") and the fa3 epilogue takes lg2 and rcp
+               exp2 is the unit's ex2 (exp2="ex2.approx.ftz"), the fa3 epilogue takes lg2 and rcp,
+               and the combine's expf its ex2
 The exp2 is otherwise the software exp2 the recipes call "software": x = n + f, n = rint(x), 2^f by the
 degree-7 Taylor polynomial of e^(f ln 2) in fused steps, times 2^n exactly (one rounding where the
-result is subnormal); the log2 of the LSE the atanh series the recipes use."""
+result is subnormal); the log2 of the LSE the atanh series the recipes use.
+
+The combine of split passes is FlashAttention-2's combine kernel as nvcc compiles it for sm_90:
+per query row, LSE = logf(sum_s expf(LSE_s - max)) + max and O = sum_s expf(LSE_s - LSE) O_s by
+fused multiply-adds in split order from zero; the maximum and the sum over the splits run across
+the kernel's lanes (splits padded to a power of two, `width` lanes a row, a lane's splits l width +
+lane summed first, then a butterfly over the lanes); expf and logf are libdevice's (CUDA's
+documented algorithms: a 2^j split and the unit's ex2; log(m) = u + u^2 p(u) on m in [2/3, 4/3))."""
 from __future__ import annotations
 
 import math
@@ -46,9 +56,10 @@ def fma(a, b, c):
     a, b, c = (np.asarray(x, dtype=np.float64) for x in (a, b, c))
     p = a * b  # exact: 24 + 24 bits
     s = p + c
-    # the sum's rounding error, exactly (two-sum)
-    bb = s - p
-    err = (p - (s - bb)) + (c - bb)
+    # the sum's rounding error, exactly (two-sum; NaN where s is infinite, and unused there)
+    with np.errstate(invalid="ignore"):
+        bb = s - p
+        err = (p - (s - bb)) + (c - bb)
     r = s.astype(F32)
     # double rounding errs only where s lands exactly between two float32 values: there the
     # error's sign says which of the two the exact sum is nearer
@@ -123,19 +134,107 @@ def product(a, b, c=None):
     return acc.astype(F32)
 
 
-def flash_forward(q, k, v, *, scale: float, kv_order="forward", block_n=64, p_format="bf16", p_scale=1.0,
-                  o_format="bf16", exp2_arg="mul-sub", rescale_arg="scaled", row_sum="sequential",
-                  scale_log2="f32", max_offset=0, epilogue="fa2", exp2="software", units=None):
+def flash_forward(q, k, v, *, scale: float, block_n=64, o_format="bf16", kv_splits=1, units=None, **choices):
     """One head: q [N, D], k [N, D], v [N, Dv] already in the input format (as float32). Returns
     (o in o_format, lse float32)."""
+    n_kv = k.shape[0]
+    tiles = [(b, min(n_kv, b + block_n)) for b in range(0, n_kv, block_n)]
+    if kv_splits == 1:
+        o, lse = _forward_pass(q, k, v, tiles, scale=scale, units=units, **choices)
+        return rounded(o, o_format), lse
+    assert units is not None, "the combine's expf takes the hardware's ex2 (units)"
+    per_split = -(-len(tiles) // kv_splits)
+    passes = [_forward_pass(q, k, v, tiles[s * per_split:(s + 1) * per_split], scale=scale, units=units, **choices)
+              for s in range(kv_splits)]
+    return _combine(passes, q.shape[1], o_format, units["ex2"])
+
+
+def libdevice_expf(x, ex2):
+    """CUDA's expf: j = floor(x log2 e) from a saturated fused step into 1.5 2^23 + 1 (whose low
+    bits hold j + 126), 2^j from those bits, f = x log2 e - j in two fused steps, 2^j ex2(f)."""
+    x = np.asarray(x, dtype=F32)
+    t = fma(x, np.array(0x3BBB989D, dtype=np.uint32).view(F32), F32(0.5))  # log2 e / 252
+    t = np.where(np.isnan(t), F32(0), np.clip(t, F32(0), F32(1))).astype(F32)
+    n = np.floor(t.astype(np.float64) * 252.0).astype(np.uint32)  # rounding down: the floor
+    r_bits = (np.uint32(0x4B400001) + n).astype(np.uint32)
+    j = (r_bits.view(F32) + F32(-12583039.0)).astype(F32)
+    two_j = (r_bits << np.uint32(23)).astype(np.uint32).view(F32)
+    f = fma(x, F32(1.4426950216293334961), -j)
+    f = fma(x, F32(1.925963033500011079e-08), f)
+    return (two_j * ex2(f)).astype(F32)
+
+
+def libdevice_logf(x):
+    """CUDA's logf: x = 2^k m, m in [2/3, 4/3) from the bits, u = m - 1, log(m) = u + u^2 p(u) (p of
+    degree 8 in fused steps), plus k ln 2; subnormals scaled by 2^23 first."""
+    x = np.asarray(x, dtype=F32)
+    small = ~(x >= F32(2.0 ** -126))
+    x = np.where(small, (x * F32(8388608.0)).astype(F32), x).astype(F32)
+    e0 = np.where(small, F32(-23), F32(0)).astype(F32)
+    bits = x.view(np.uint32)
+    k_bits = ((bits - np.uint32(0x3F2AAAAB)).astype(np.uint32) & np.uint32(0xFF800000)).astype(np.uint32)
+    u = ((bits - k_bits).astype(np.uint32).view(F32) + F32(-1)).astype(F32)
+    k = fma(k_bits.view(np.int32).astype(F32), F32(2.0 ** -23), e0)
+    p = fma(u, -np.array(0x3E055027, dtype=np.uint32).view(F32), F32(0.14084610342979431152))
+    for coefficient in (-0.12148627638816833496, 0.13980610668659210205, -0.16684235632419586182,
+                        0.20012299716472625732, -0.24999669194221496582, 0.33333182334899902344, -0.5):
+        p = fma(u, p, F32(coefficient))
+    p = (u * p).astype(F32)
+    r = fma(k, F32(0.69314718246459960938), fma(u, p, u))
+    with np.errstate(invalid="ignore"):
+        special = fma(x, F32(np.inf), F32(np.inf))  # +inf, NaN and negatives
+    r = np.where(bits >= np.uint32(0x7F800000), special, r)
+    return np.where(x != 0, r, F32(-np.inf)).astype(F32)
+
+
+def _combine(passes, d, o_format, ex2):
+    """FlashAttention-2's combine of the split passes ((O float32, LSE) each) into (O, LSE)."""
+    block_m = 4 if d % 128 == 0 else 8 if d % 64 == 0 else 16  # the combine kernel's rows a block
+    max_splits = 2
+    while max_splits < len(passes):
+        max_splits *= 2
+    width = min(128 // block_m, max_splits)
+    per_lane = (max_splits * block_m + 127) // 128
+    lse = [p[1] for p in passes] + [np.full_like(passes[0][1], -np.inf)] * (width * per_lane - len(passes))
+
+    def across_lanes(term, op):
+        x = [term(lse[lane]) for lane in range(width)]
+        for lane in range(width):
+            for lane_split in range(1, per_lane):
+                x[lane] = op(x[lane], term(lse[lane_split * width + lane]))
+        offset = width // 2
+        while offset >= 1:
+            x = [op(x[lane], x[lane ^ offset]) for lane in range(width)]
+            offset //= 2
+        return x[0]
+
+    def add(a, b):
+        return (a + b).astype(F32)
+
+    lse_max = across_lanes(lambda x: x, np.fmax)
+    lse_max = np.where(lse_max == -np.inf, F32(0), lse_max).astype(F32)
+    total = across_lanes(lambda x: libdevice_expf((x - lse_max).astype(F32), ex2), add)
+    empty = (total == 0) | np.isnan(total)
+    lse_out = np.where(empty, F32(np.inf), (libdevice_logf(np.where(empty, F32(1), total)) + lse_max)).astype(F32)
+    o = np.zeros_like(passes[0][0])
+    for o_split, lse_split in passes:
+        weight = libdevice_expf((lse_split - lse_out).astype(F32), ex2)
+        o = fma(weight[:, None], o_split, o)
+    return rounded(o, o_format), lse_out
+
+
+def _forward_pass(q, k, v, tiles, *, scale: float, kv_order="forward", p_format="bf16", p_scale=1.0,
+                  exp2_arg="mul-sub", rescale_arg="scaled", row_sum="sequential", scale_log2="f32", max_offset=0,
+                  epilogue="fa2", exp2="software", units=None):
+    """The online softmax over the KV tiles `tiles` (spans of keys): (O in float32, LSE)."""
     if exp2 != "software" or epilogue == "fa3":
         assert units is not None, "the hardware's exp2, lg2 and rcp are given as units"
     soft_exp2 = _soft_exp2 if exp2 == "software" else (lambda x: units["ex2"](np.asarray(x, dtype=F32)))
-    n_q, n_kv, d_v = q.shape[0], k.shape[0], v.shape[1]
+    n_q, d_v = q.shape[0], v.shape[1]
     s_scale = F32(scale)
     c = F32(s_scale * LOG2E) if scale_log2 == "f32" else F32(float(s_scale) * math.log2(math.e))
     p_scale = F32(p_scale)
-    tiles = [(b, min(n_kv, b + block_n)) for b in range(0, n_kv, block_n)]
+    tiles = list(tiles)
     if kv_order == "reverse":
         tiles.reverse()
     m = np.full(n_q, -np.inf, dtype=F32)
@@ -196,12 +295,12 @@ def flash_forward(q, k, v, *, scale: float, kv_order="forward", block_n=64, p_fo
     if epilogue == "fa3":
         empty = (ell == 0) | np.isnan(ell)
         out_factor = np.where(empty, F32(0), units["rcp"](np.where(empty, F32(1), ell).astype(F32))).astype(F32)
-        o = rounded((acc * out_factor[:, None]).astype(F32), o_format)
+        o = (acc * out_factor[:, None]).astype(F32)
         log_l = (units["lg2"](np.where(empty, F32(1), unscaled).astype(F32)) * LN2).astype(F32)
         lse = np.where(empty, F32(-np.inf), fma(m_raw, F32(c * LN2), log_l)).astype(F32)
         return o, lse
     out_factor = np.where(ell == 0, F32(1), (F32(1) / (ell * p_scale).astype(F32)).astype(F32)).astype(F32)
-    o = rounded((acc * out_factor[:, None]).astype(F32), o_format)
+    o = (acc * out_factor[:, None]).astype(F32)
     lse = np.array([F32(F32((F32(0) if mi == -np.inf else mi) + soft_log2(li)) * LN2) if li != 0 else F32(-np.inf)
                     for mi, li in zip(m, unscaled)], dtype=F32)
     return o, lse

@@ -1,10 +1,15 @@
 """The torch-cpu-bf16 recipe against PyTorch's own CPU attention: F.scaled_dot_product_attention on
-BF16 tensors (ATen's cpu_flash_attention, on a CPU with AVX-512 and AMX-BF16) gives O and the LSE
-that `roundscope attention` computes, bit for bit, over shapes that reach every rule the recipe
-holds: one and several KV blocks (and a tail past the last whole vector of 16 keys), fewer and
-more than 64 query rows (the AMX GEMM's two chunk rules, head dimensions that 32 does not divide),
-ATen's causal mask, a boolean padding mask, an additive mask, grouped-query heads. The shapes the
-recipe refuses (a one-row query block, a one-key KV block) are refused with a reason."""
+BF16 tensors (ATen's cpu_flash_attention on an AVX-512 CPU) gives O and the LSE that `roundscope
+attention` computes, bit for bit, over shapes that reach every rule the recipe holds: one and
+several KV blocks (and a tail past the last whole vector of 16 keys), fewer and more than 64 query
+rows (the AMX GEMM's two chunk rules, head dimensions that 32 does not divide), ATen's causal mask,
+a boolean padding mask, an additive mask, grouped-query heads. The shapes the recipe refuses (a
+one-row query block, a one-key KV block) are refused with a reason.
+
+oneDNN's GEMM is the CPU's: with AMX-BF16 the recipe as it is (score_product=amx, pv_product=amx,
+told torch's thread count); on an Intel CPU with AVX512-BF16 and no AMX, the same recipe with
+score_product=avx512-bf16 and pv_product=avx512-bf16 (VDPBF16PS, emu/mma/amx_gemm.hpp). Elsewhere
+the tests skip, saying why: an AMD CPU with AVX512-BF16 runs the same instruction, untested here."""
 import pathlib
 
 import numpy as np
@@ -17,14 +22,29 @@ import roundscope as rs
 RECIPE = "torch-cpu-bf16"
 
 
-def _amx_avx512_cpu():
-    flags = pathlib.Path("/proc/cpuinfo").read_text() if pathlib.Path("/proc/cpuinfo").exists() else ""
-    return torch.backends.cpu.get_cpu_capability() == "AVX512" and " amx_bf16" in flags
+def _gemm():
+    """"amx", "avx512-bf16" or None: the oneDNN GEMM this CPU runs, where the recipe models it."""
+    info = pathlib.Path("/proc/cpuinfo").read_text() if pathlib.Path("/proc/cpuinfo").exists() else ""
+    if torch.backends.cpu.get_cpu_capability() != "AVX512":
+        return None
+    if " amx_bf16" in info:
+        return "amx"
+    return "avx512-bf16" if " avx512_bf16" in info and "GenuineIntel" in info else None
 
 
-# The recipe models the AVX-512 build of the kernel with oneDNN's AMX GEMM: elsewhere torch runs
-# other code (AVX2's exp, another GEMM), which the recipe does not claim to reproduce.
-pytestmark = pytest.mark.skipif(not _amx_avx512_cpu(), reason="torch-cpu-bf16 models AVX-512 CPUs with AMX-BF16")
+GEMM = _gemm()
+# The recipe models the AVX-512 build of the kernel with oneDNN's AMX or AVX512-BF16 GEMM: elsewhere
+# torch runs other code (AVX2's exp, another GEMM), which the recipe does not claim to reproduce.
+pytestmark = pytest.mark.skipif(GEMM is None, reason="torch-cpu-bf16 models Intel AVX-512 CPUs with AMX-BF16 or "
+                                                     "AVX512-BF16 (an AMD CPU's AVX512-BF16 is untested)")
+
+
+def _settings(threads=None):
+    """The recipe's settings on this CPU: AMX's packing follows torch's thread count; AVX512-BF16
+    never packs."""
+    if GEMM == "amx":
+        return {"aten_threads": threads or torch.get_num_threads()}
+    return {"score_product": "avx512-bf16", "pv_product": "avx512-bf16"}
 
 # (batch, heads, kv heads, Nq, Nk, D, mask); torch's own thread count, which the recipe is told
 # (aten_threads): whether ATen packs its GEMM operands depends on it
@@ -39,8 +59,15 @@ CASES = [
     (1, 4, 2, 70, 96, 64, "causal"),  # grouped-query heads, Nq != Nk (top-left)
     (1, 1, 1, 800, 520, 64, None),  # ATen's 256-row query blocks, an 8-key last KV block
     (1, 2, 2, 200, 40, 48, None),  # fewer than 64 keys: ATen's unpacked GEMM, chunks of 32
-    (1, 1, 1, 65, 513, 48, "causal"),  # packed: a one-row query block and a one-key KV block
+    (1, 1, 1, 65, 513, 48, "causal"),  # packed (AMX): a one-row query block and a one-key KV block
+    (1, 2, 2, 64, 768, 64, None),  # 512 + 256 keys: AVX512-BF16's two blocks of 256, then one
+    (1, 2, 2, 100, 1024, 128, "causal"),  # two whole KV blocks under ATen's causal mask
 ]
+# What AVX512-BF16 refuses (amx_gemm.hpp): a one-row query block (AMX packs it), P V over 257 to
+# 511 keys
+AMX_ONLY = {(1, 1, 1, 65, 513, 48, "causal"): "one-row block of queries",
+            (1, 2, 2, 100, 300, 48, None): "KV block of 300",
+            (1, 1, 1, 64, 1000, 64, None): "KV block of 488"}
 
 
 def _mask(kind, b, h, nq, nk, g):
@@ -66,6 +93,12 @@ def _bits(t):
 @pytest.mark.parametrize("case", CASES, ids=_case_id)
 def test_the_recipe_is_pytorch_cpu_attention_bit_for_bit(case):
     b, h, hkv, nq, nk, d, kind = case
+    if GEMM != "amx" and case in AMX_ONLY:
+        with pytest.raises(ValueError, match=AMX_ONLY[case]):
+            rs.attention(np.zeros((h, nq, d), np.float32), np.zeros((hkv, nk, d), np.float32),
+                         np.zeros((hkv, nk, d), np.float32), recipe=RECIPE, settings=_settings(),
+                         causal=kind == "causal")
+        return
     g = torch.Generator().manual_seed(nq * 7 + nk + d)
     q = torch.randn(b, h, nq, d, generator=g).bfloat16()
     k, v = (torch.randn(b, hkv, nk, d, generator=g).bfloat16() for _ in range(2))
@@ -79,7 +112,7 @@ def test_the_recipe_is_pytorch_cpu_attention_bit_for_bit(case):
     o, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, kx, vx, 0.0, causal, attn_mask=additive)[:2]
     sdpa = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, enable_gqa=hkv != h)
     assert torch.equal(_bits_t(sdpa), _bits_t(o)), "F.scaled_dot_product_attention ran another kernel"
-    e = rs.attention(q, k, v, recipe=RECIPE, settings={"aten_threads": torch.get_num_threads()}, causal=causal,
+    e = rs.attention(q, k, v, recipe=RECIPE, settings=_settings(), causal=causal,
                      causal_alignment="top-left", attn_mask=mask)
     o_diff = int((_bits(e["o"]) != _bits(o)).sum())
     lse_diff = int((_bits(e["lse"].float()) != _bits(lse)).sum())
@@ -92,7 +125,7 @@ def _bits_t(t):
 
 def _differing(q, k, v, settings):
     o, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, False)[:2]
-    e = rs.attention(q, k, v, recipe=RECIPE, settings={"aten_threads": torch.get_num_threads(), **settings})
+    e = rs.attention(q, k, v, recipe=RECIPE, settings={**_settings(), **settings})
     return int((_bits(e["o"]) != _bits(o)).sum()) + int((_bits(e["lse"].float()) != _bits(lse)).sum())
 
 
@@ -111,6 +144,7 @@ def test_the_recipe_differs_from_its_neighbours():
     assert _differing(torch.zeros_like(q), k, v, {"pv_product": "f64"}) > 0
 
 
+@pytest.mark.skipif(GEMM != "amx", reason="ATen packs its GEMM operands on AMX only")
 def test_the_thread_count_chooses_the_path():
     """16 heads of 64 queries and keys: ATen packs its GEMM operands with 2 threads, not with 32
     (each thread's work is then below four times the packing's), and the bits differ; the
@@ -133,13 +167,20 @@ def test_the_thread_count_chooses_the_path():
         rs.attention(q, k, v, recipe=RECIPE)
 
 
-@pytest.mark.parametrize("nq, nk, why", [(33, 64, "one-row block of queries"), (40, 513, "KV block of one key"),
-                                         (1, 64, "one-row block of queries")])
-def test_shapes_another_kernel_runs_are_refused(nq, nk, why):
-    q = np.zeros((1, nq, 64), np.float32)
-    k = v = np.zeros((1, nk, 64), np.float32)
+@pytest.mark.parametrize("nq, nk, d, why", [(33, 64, 64, "one-row block of queries"),
+                                            (40, 513, 64, "KV block of one key"),
+                                            (1, 64, 64, "one-row block of queries"),
+                                            (64, 64, 320, "head dimension above 256"),
+                                            (64, 400, 64, "KV block of 400")])
+def test_shapes_another_kernel_runs_are_refused(nq, nk, d, why):
+    """On AVX512-BF16 too: its one-row, one-key, D > 256 GEMMs and P V over 257 to 511 keys differ
+    from the model (1 to 68 values of O and up to 24 LSE in a probe), by a rule not found."""
+    q = np.zeros((1, nq, d), np.float32)
+    k = v = np.zeros((1, nk, d), np.float32)
+    if GEMM == "amx" and why in ("head dimension above 256", "KV block of 400"):
+        pytest.skip("AMX's chunks hold there")
     with pytest.raises(ValueError, match=why):
-        rs.attention(q, k, v, recipe=RECIPE)
+        rs.attention(q, k, v, recipe=RECIPE, settings=_settings() if GEMM != "amx" else {})
 
 
 def test_the_backward_is_refused_not_guessed():
@@ -164,8 +205,9 @@ def test_fit_finds_the_recipe_from_the_generic_presets(tmp_path):
     assert r["exact"], r["best"]
     table = {x["name"]: x["settings"] for x in rs.recipes()["recipes"]}
     found = {**table[r["best"]["preset"]], **{k: str(v) for k, v in r["best"]["settings"].items()}}
+    want = {**table[RECIPE], "score_product": GEMM, "pv_product": GEMM}
     for key in ("softmax", "score_product", "pv_product", "block_n", "input", "p_format", "o_format"):
-        assert found[key] == table[RECIPE][key], (key, r["best"])
+        assert found[key] == want[key], (key, r["best"])
     e = rs.attention(q, k, v, recipe=r["best"]["preset"], settings=r["best"]["settings"])
     assert (_bits(e["o"]) == _bits(o)).all() and (_bits(e["lse"].float()) == _bits(lse)).all()
 
@@ -183,5 +225,5 @@ def test_unpacked_256_row_blocks_at_many_threads():
         o, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, False)[:2]
     finally:
         torch.set_num_threads(before)
-    e = rs.attention(q, k, v, recipe=RECIPE, settings={"aten_threads": 1024})
+    e = rs.attention(q, k, v, recipe=RECIPE, settings=_settings(1024))
     assert (_bits(e["o"]) == _bits(o)).all() and (_bits(e["lse"].float()) == _bits(lse)).all()

@@ -6,15 +6,13 @@ The H100's MUFU (ex2, lg2 and rcp, .approx.ftz) comes through roundscope's C ent
 (ROUNDSCOPE_CAPI, set by ctest): the peer takes those units as the hardware's own functions, which
 they are on all 2^32 inputs (test_emu_mufu_exhaustive); what is checked here is the arithmetic
 around them. Products are exact (score_product and pv_product f64, numpy's float64 sums)."""
-import ctypes
-
 import ml_dtypes
 import numpy as np
 import pytest
 
 import roundscope as rs
 from numpy_flash import flash_forward
-from capi import capi_path
+from capi import mufu_units
 
 H, N, D = 2, 300, 16  # 300 keys: a partial last tile under every block_n below
 SCALE = 0.25
@@ -23,18 +21,7 @@ F64_PRODUCTS = {"score_product": "f64", "pv_product": "f64"}
 
 @pytest.fixture(scope="module")
 def units():
-    lib = ctypes.CDLL(capi_path())
-    lib.roundscope_h100_mufu.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
-
-    def unit(function):
-        def apply(x):
-            x = np.ascontiguousarray(x, dtype=np.float32)
-            out = np.empty_like(x)
-            assert lib.roundscope_h100_mufu(function, x.ctypes.data, x.size, out.ctypes.data) == 0
-            return out
-        return apply
-
-    return {"ex2": unit(0), "lg2": unit(1), "rcp": unit(2)}
+    return mufu_units()
 
 
 @pytest.fixture(scope="module")

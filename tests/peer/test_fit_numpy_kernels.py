@@ -1,13 +1,16 @@
 """A flash-attention forward written in numpy (numpy_flash.py), sharing no code with the emulator:
 it equals the recipe of the same choices bit for bit (a peer of the emulator's online softmax),
-and `roundscope fit` recovers ten kernels with hidden choices from the generic presets, bit for
-bit, within its evaluation budget (the time each takes is tools/bench/bench_fit.py's)."""
+and `roundscope fit` recovers twelve kernels with hidden choices from the generic presets, bit for
+bit, within its evaluation budget (the time each takes is tools/bench/bench_fit.py's). Two split KV
+and combine as FlashAttention-2's combine kernel does, whose expf takes the H100's ex2 through
+roundscope's C entry point (ROUNDSCOPE_CAPI, as test_fa3_numpy.py's units)."""
 import ml_dtypes
 import numpy as np
 import pytest
 
 import roundscope as rs
 from numpy_flash import flash_forward
+from capi import mufu_units
 
 H, N, D = 2, 256, 16
 SCALE = 0.25  # 1/sqrt(D)
@@ -25,6 +28,8 @@ KERNELS = [
     dict(p_scale=256.0, p_format="f16", kv_order="reverse"),
     dict(o_format="f32", block_n=32, rescale_arg="raw"),
     dict(row_sum="quad-ffma", exp2_arg="fma", kv_order="reverse", block_n=32),
+    dict(kv_splits=2),
+    dict(kv_splits=3, block_n=32, kv_order="reverse"),
 ]
 
 
@@ -36,8 +41,14 @@ def inputs():
     return x, held
 
 
-def kernel_outputs(held, choices):
-    outs = [flash_forward(held[0][h], held[1][h], held[2][h], scale=SCALE, **choices) for h in range(H)]
+@pytest.fixture(scope="module")
+def units():
+    return mufu_units()
+
+
+def kernel_outputs(held, choices, units):
+    outs = [flash_forward(held[0][h], held[1][h], held[2][h], scale=SCALE, units=units, **choices)
+            for h in range(H)]
     return np.stack([o for o, _ in outs]), np.stack([lse for _, lse in outs])
 
 
@@ -46,32 +57,33 @@ def bits(a):
     return a.view({2: np.uint16, 4: np.uint32}[a.dtype.itemsize])
 
 
-@pytest.mark.parametrize("choices", KERNELS + [{}, {"p_format": "f32"}, {"o_format": "f16", "p_scale": 256.0}],
+@pytest.mark.parametrize("choices", KERNELS + [{}, {"p_format": "f32"}, {"o_format": "f16", "p_scale": 256.0},
+                                     {"kv_splits": 8, "block_n": 128}, {"kv_splits": 5, "o_format": "f32"}],
                          ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items()) or "defaults")
-def test_the_numpy_kernel_equals_the_recipe_of_its_choices(inputs, choices):
+def test_the_numpy_kernel_equals_the_recipe_of_its_choices(inputs, units, choices):
     x, held = inputs
-    o, lse = kernel_outputs(held, choices)
+    o, lse = kernel_outputs(held, choices, units)
     e = rs.attention(*x, recipe="fa2-bf16", settings={**F64_PRODUCTS, **choices}, softmax_scale=SCALE)
     assert np.array_equal(bits(o), bits(e["o"])), f"{int((bits(o) != bits(e['o'])).sum())} of o's bits differ"
     assert np.array_equal(bits(lse), bits(e["lse"]))
 
 
-def test_the_choices_change_the_bits(inputs):
+def test_the_choices_change_the_bits(inputs, units):
     """Each hidden kernel differs from FA2's recipe with float64 products: there is something to find."""
     x, held = inputs
     plain = rs.attention(*x, recipe="fa2-bf16", settings=F64_PRODUCTS, softmax_scale=SCALE)
     for choices in KERNELS:
-        o, lse = kernel_outputs(held, choices)
+        o, lse = kernel_outputs(held, choices, units)
         same_o = o.dtype == np.asarray(plain["o"]).dtype and np.array_equal(bits(o), bits(plain["o"]))
         assert not (same_o and np.array_equal(bits(lse), bits(plain["lse"]))), choices
 
 
-def test_a_leading_preset_that_is_a_dead_end_does_not_hold_the_search(inputs, tmp_path):
+def test_a_leading_preset_that_is_a_dead_end_does_not_hold_the_search(inputs, units, tmp_path):
     """torch-math-sm90's float32 P is nearer a kernel's f16 P than any bf16 preset, so it leads
     from the first round, yet no key of it rounds P: the search must go on along the next preset
     (a beam of the leader's variants alone stopped at 94.6 % of the bits)."""
     x, held = inputs
-    o, lse = kernel_outputs(held, KERNELS[2])
+    o, lse = kernel_outputs(held, KERNELS[2], units)
     path = tmp_path / "kernel.safetensors"
     rs.write(path, {"q": x[0], "k": x[1], "v": x[2], "o": o, "lse": lse}, {"softmax_scale": str(SCALE)})
     r = rs.fit(path, presets=["torch-math-sm90", "fa2-bf16"], keys=["score_product", "pv_product", "p_format",
@@ -81,9 +93,9 @@ def test_a_leading_preset_that_is_a_dead_end_does_not_hold_the_search(inputs, tm
 
 @pytest.mark.slow
 @pytest.mark.parametrize("index", range(len(KERNELS)))
-def test_fit_recovers_each_hidden_kernel_bit_for_bit(inputs, tmp_path, index):
+def test_fit_recovers_each_hidden_kernel_bit_for_bit(inputs, units, tmp_path, index):
     x, held = inputs
-    o, lse = kernel_outputs(held, KERNELS[index])
+    o, lse = kernel_outputs(held, KERNELS[index], units)
     path = tmp_path / "kernel.safetensors"
     rs.write(path, {"q": x[0], "k": x[1], "v": x[2], "o": o, "lse": lse}, {"softmax_scale": str(SCALE)})
     r = rs.fit(path, rows=32, max_evaluations=4000)

@@ -1,4 +1,4 @@
-"""`roundscope fit` on the ten numpy kernels with hidden choices of tests/peer/test_fit_numpy_kernels.py,
+"""`roundscope fit` on the twelve numpy kernels with hidden choices of tests/peer/test_fit_numpy_kernels.py,
 against one `roundscope compare` of the same dump in the same run (what one full evaluation with the
 truth costs): the search's time, its evaluations, and its cost in compares.
 
@@ -10,6 +10,7 @@ budget (6000 evaluations), the winner confirmed on every row. Then PyTorch's own
 fitted from every preset but torch-cpu-bf16, on every row. Prints a table (docs/performance.md);
 `bench_fit.py BUILD_DIR torch-cpu` runs the last row alone."""
 import json
+import os
 import pathlib
 import platform
 import subprocess
@@ -28,6 +29,9 @@ from numpy_flash import flash_forward  # type: ignore[import-not-found]  # noqa:
 from test_fit_numpy_kernels import D, H, KERNELS, N, SCALE  # type: ignore[import-not-found]  # noqa: E402
 
 BUILD = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else "build")
+# the split kernels' combine takes the H100's ex2 through the tests' C entry point (tests/peer/capi.py)
+os.environ.setdefault("ROUNDSCOPE_CAPI", str(BUILD / "tests" / "libroundscope_capi.so"))
+from capi import mufu_units  # type: ignore[import-not-found]  # noqa: E402
 
 
 def timed(args):
@@ -60,12 +64,14 @@ def main():
     rng = np.random.default_rng(1)
     x = [(rng.standard_normal((H, N, D)) * s).astype(np.float32) for s in (2, 2, 1)]
     held = [t.astype(ml_dtypes.bfloat16).astype(np.float32) for t in x]
-    print(f"{platform.processor() or platform.machine()}, {len(__import__('os').sched_getaffinity(0))} cores")
+    print(f"{platform.processor() or platform.machine()}, {len(os.sched_getaffinity(0))} cores")
     print("| hidden choices | exact | evaluations | fit (s) | one compare (s) | fit / compare |")
     print("| --- | --- | ---: | ---: | ---: | ---: |")
     with tempfile.TemporaryDirectory() as tmp:
+        units = mufu_units()
         for choices in [] if only_torch_cpu else KERNELS:
-            outs = [flash_forward(held[0][h], held[1][h], held[2][h], scale=SCALE, **choices) for h in range(H)]
+            outs = [flash_forward(held[0][h], held[1][h], held[2][h], scale=SCALE, units=units, **choices)
+                    for h in range(H)]
             path = pathlib.Path(tmp) / "kernel.safetensors"
             rs.write(path, {"q": x[0], "k": x[1], "v": x[2], "o": np.stack([o for o, _ in outs]),
                             "lse": np.stack([lse for _, lse in outs])}, {"softmax_scale": str(SCALE)})

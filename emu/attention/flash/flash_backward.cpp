@@ -237,9 +237,11 @@ std::string backward_refusal(const AttentionRecipe& recipe) {
         return fmt::format("recipe '{}': the memory-efficient forward's backward is grad_schedule=mem-eff's", name);
     if (recipe.output.epilogue == Epilogue::fa3)
         return fmt::format("recipe '{}': FlashAttention-3's forward is modelled, its backward is not", name);
-    if (recipe.softmax.kind == SoftmaxKind::aten_cpu || recipe.scores.product == Product::amx)
+    if (recipe.softmax.kind == SoftmaxKind::aten_cpu || recipe.scores.product == Product::amx ||
+        recipe.scores.product == Product::avx512_bf16)
         return fmt::format(
-            "recipe '{}': ATen's CPU forward (softmax=aten-cpu, the AMX GEMM) is modelled, its backward is not", name);
+            "recipe '{}': ATen's CPU forward (softmax=aten-cpu, oneDNN's BF16 GEMM) is modelled, its backward is not",
+            name);
     if (recipe.p_and_v.p_quant != nullptr)
         return fmt::format("recipe '{}': the backward of block-quantized P (p_quant) is not modelled", name);
     return {};

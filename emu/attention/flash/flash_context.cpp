@@ -145,17 +145,32 @@ double aten_pack_ratio(const AttentionShape& s, std::uint64_t n_q, std::int64_t 
     return per_thread * static_cast<double>(q_block) * static_cast<double>(keys) * static_cast<double>(d) / pack_size;
 }
 
-// The AMX GEMM's shapes that run another oneDNN kernel (amx_gemm.hpp): refused, not guessed.
-// On the packed path brgemm takes a one-row or one-key block like any other.
+// oneDNN's BF16 GEMM's shapes that run another of its kernels (amx_gemm.hpp): refused, not
+// guessed. On the packed path (AMX only) brgemm takes a one-row or one-key block like any other.
 void check_amx_shape(const FlashContext& ctx) {
     const AttentionRecipe& r = ctx.recipe;
-    if ((r.scores.product != Product::amx && r.p_and_v.product != Product::amx) || ctx.aten_packed) return;
+    const auto onednn = [](Product p) { return p == Product::amx || p == Product::avx512_bf16; };
+    if ((!onednn(r.scores.product) && !onednn(r.p_and_v.product)) || ctx.aten_packed) return;
     const std::uint64_t n_q = problem_rows(ctx.shape);
     if (n_q > 0 && (n_q - 1) % aten_query_block(n_q) == 0)  // the last block holds one row
         throw Error(
             fmt::format("recipe '{}': {} query rows leave ATen a one-row block of queries, whose GEMM is "
                         "another oneDNN kernel (not modelled)",
                         r.name, n_q));
+    if (r.scores.product == Product::avx512_bf16 && ctx.shape.d > 256)
+        throw Error(
+            fmt::format("recipe '{}': oneDNN's AVX512-BF16 GEMM sums a head dimension above 256 ({}) in an "
+                        "order not modelled",
+                        r.name, ctx.shape.d));
+    // P V on AVX512-BF16: its order is known over up to 256 keys and over 512
+    const auto block_n = static_cast<std::uint64_t>(r.tiles.block_n), n_kv = ctx.shape.n_kv;
+    const auto unknown = [](std::uint64_t k) { return k > 256 && k != 512; };
+    const std::uint64_t odd_block = n_kv >= block_n && unknown(block_n) ? block_n : n_kv % block_n;
+    if (r.p_and_v.product == Product::avx512_bf16 && unknown(odd_block))
+        throw Error(
+            fmt::format("recipe '{}': {} keys make a KV block of {}; oneDNN's AVX512-BF16 GEMM sums P V over "
+                        "more than 256 keys (but 512) in an order not modelled",
+                        r.name, n_kv, odd_block));
     if (ctx.shape.n_kv > 0 && (ctx.shape.n_kv - 1) % static_cast<std::uint64_t>(r.tiles.block_n) == 0)
         throw Error(
             fmt::format("recipe '{}': {} keys leave a KV block of one key (block_n = {}), whose GEMM is "
@@ -195,6 +210,7 @@ FlashContext flash_context(const AttentionRecipe& recipe, const AttentionShape& 
                             "and the online softmax",
                             recipe.name));
     }
+    if (recipe.tiles.kv_splits > 1) ctx.splits = recipe.tiles.kv_splits;  // a fixed split (validate: online)
     if (recipe.softmax.kind == SoftmaxKind::compiled_torch) check_compiled_buckets(ctx);
     if (recipe.softmax.kind == SoftmaxKind::cuda_math && shape.n_kv > 1024)
         throw Error(

@@ -33,8 +33,9 @@ struct FlashContext {
     Exp2Kind exp2 = Exp2Kind::software;
     steps::OnlineSoftmax softmax{};
     torch_eager::TorchSoftmax torch{};  // the online-torch softmax's choices
-    // PyTorch's split-KV path (flash_split_kv.hpp): how many splits the shape takes (1: none),
-    // and within a split's pass, its keys and its epilogue (O in float32, -inf for an empty row).
+    // A split-KV forward (flash_split_kv.hpp: PyTorch's path, or kv_splits): how many splits the
+    // shape takes (1: none), and within a split's pass, its keys and its epilogue (O in float32,
+    // -inf for an empty row).
     int splits = 1;
     Span split_keys{0, ~std::uint64_t{0}};
     bool split_pass = false;

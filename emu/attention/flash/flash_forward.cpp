@@ -431,15 +431,18 @@ void check_sizes(const AttentionShape& s, const AttentionOperands& in, bool back
 
 ForwardResult run_forward(const FlashContext& ctx, const AttentionOperands& given, const ForwardOptions& options);
 
-// PyTorch's split-KV path: each split's pass on the split kernel's tiles, then the combine.
+// A split-KV forward: each split's pass, then the combine. PyTorch's (split_kv_sms) runs its split
+// kernel's tiles; a fixed split (kv_splits) the recipe's.
 ForwardResult run_split_forward(const FlashContext& ctx, const AttentionOperands& in, const ForwardOptions& options) {
     FlashContext split = ctx;
-    const SplitKvTiles tiles = split_kv_tiles(ctx.shape.d);
-    split.recipe.tiles.block_m = tiles.block_m, split.recipe.tiles.block_n = tiles.block_n;
+    if (ctx.recipe.tiles.split_kv_sms > 0) {
+        const SplitKvTiles tiles = split_kv_tiles(ctx.shape.d);
+        split.recipe.tiles.block_m = tiles.block_m, split.recipe.tiles.block_n = tiles.block_n;
+    }
     split.split_pass = true;
     std::vector<ForwardResult> passes;
     for (int s = 0; s < ctx.splits; ++s) {
-        split.split_keys = split_keys(ctx.shape.n_kv, tiles.block_n, ctx.splits, s);
+        split.split_keys = split_keys(ctx.shape.n_kv, split.recipe.tiles.block_n, ctx.splits, s);
         passes.push_back(run_forward(split, in, options));
     }
     return combine_splits(ctx, passes);

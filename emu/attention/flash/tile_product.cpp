@@ -19,6 +19,10 @@ void TileProduct::run(const std::uint32_t* a, const std::uint32_t* b, const std:
         amx_bf16_gemm(a, b, c, d, m, n, k, amx_k_chunk(k, packed_));
         return;
     }
+    if (kind_ == Product::avx512_bf16) {
+        avx512_bf16_gemm(a, b, c, d, m, n, k);
+        return;
+    }
     std::vector<std::uint32_t> zeros;
     if (c == nullptr) zeros.assign(m * n, 0), c = zeros.data();
     std::vector<std::uint32_t> out(m * n);

@@ -101,9 +101,11 @@ public:
             fail("p_format", fmt::format("no {} {} model multiplies P in {} by V in {}", t.arch, t.instruction,
                                          r_.p_and_v.p_format->name, t.input->name));
         const bool amx = r_.scores.product == Product::amx || r_.p_and_v.product == Product::amx;
-        if (amx && !(*t.input == bf16)) fail("input", "the AMX GEMM multiplies BF16 (input bf16)");
-        if (r_.p_and_v.product == Product::amx && !(*r_.p_and_v.p_format == bf16))
-            fail("p_format", "the AMX GEMM multiplies P in BF16 (p_format bf16)");
+        const auto cpu_bf16 = [](Product p) { return p == Product::amx || p == Product::avx512_bf16; };
+        if ((cpu_bf16(r_.scores.product) || cpu_bf16(r_.p_and_v.product)) && !(*t.input == bf16))
+            fail("input", "oneDNN's BF16 GEMM (amx, avx512-bf16) multiplies BF16 (input bf16)");
+        if (cpu_bf16(r_.p_and_v.product) && !(*r_.p_and_v.p_format == bf16))
+            fail("p_format", "oneDNN's BF16 GEMM (amx, avx512-bf16) multiplies P in BF16 (p_format bf16)");
         if (r_.tiles.aten_threads != 0 && !amx)
             fail("aten_threads", "the thread count chooses the AMX GEMM's path; no product of this recipe takes it");
     }
@@ -121,6 +123,10 @@ public:
                  s.kind == SoftmaxKind::aten_cpu
                      ? "ATen's CPU flash attention is modelled as its AVX-512 build runs (cpu_vector=avx512)"
                      : "the CPU's vectors are a choice of PyTorch's CPU code (softmax=compiled-torch takes avx2)");
+        if (r_.tiles.kv_splits > 1 && s.kind != SoftmaxKind::online)
+            fail("kv_splits", "KV is split and combined under the online softmax only");
+        if (r_.tiles.kv_splits > 1 && r_.tiles.split_kv_sms > 0)
+            fail("kv_splits", "split_kv_sms chooses the split as PyTorch does: set kv_splits=1 with it");
         if (s.kind == SoftmaxKind::aten_cpu) aten_cpu();
         if (s.kind == SoftmaxKind::cuda_math) cuda_math();
         for (const auto& [key, product] :

@@ -80,7 +80,8 @@ KvOrder parse_kv_order(std::string_view text, const std::string& what);
 /// double sum, one rounding to float32: the "exact" stage of the attribution), as oneDNN's
 /// BF16 GEMM on a CPU with AMX-BF16 runs it for ATen (amx_gemm.hpp), or as a float32 FFMA chain
 /// over k in order from +0 (cuBLAS's SIMT SGEMM with TF32 off, which PyTorch's math path calls).
-enum class Product : std::uint8_t { model, exact_f64, amx, ffma };  // the key spells exact_f64 "f64"
+// the key spells exact_f64 "f64" and avx512_bf16 "avx512-bf16"
+enum class Product : std::uint8_t { model, exact_f64, amx, ffma, avx512_bf16 };
 
 /// How far P V's chain of k-steps runs over a tile that holds fewer keys than block_n (a head's
 /// last tile): over the keys (ceil(keys / k) steps, the last zero-padded), or over the whole
@@ -163,6 +164,9 @@ struct TileStage {
                            // GEMM path depends on it; 0: unknown (refused where it matters)
     int split_kv_sms = 0;  // > 0: split KV where PyTorch's flash would on a GPU of this many SMs
                            // (num_splits_heuristic), its split kernel and combine (flash_split_kv.hpp)
+    int kv_splits = 1;     // > 1: KV's tiles cut into this many runs, each its own online softmax pass
+                           // (O left in float32), combined as FlashAttention-2's combine kernel does
+                           // (flash_split_kv.hpp): a split-KV kernel of a fixed split count
     void validate(std::string_view recipe) const;
 };
 

@@ -59,8 +59,11 @@ constexpr NamedValues<GradSchedule, 3> grad_schedule_names{{{{GradSchedule::in_o
 constexpr NamedValues<SoftcapTanh, 1> softcap_tanh_names{{{{SoftcapTanh::exact, "exact"}}}};
 constexpr NamedValues<bool, 2> grad_rounding_names{{{{false, "nearest"}, {true, "stochastic"}}}};
 constexpr NamedValues<bool, 2> switch_names{{{{false, "off"}, {true, "on"}}}};
-constexpr NamedValues<Product, 4> product_names{
-    {{{Product::model, "model"}, {Product::exact_f64, "f64"}, {Product::amx, "amx"}, {Product::ffma, "ffma"}}}};
+constexpr NamedValues<Product, 5> product_names{{{{Product::model, "model"},
+                                                  {Product::exact_f64, "f64"},
+                                                  {Product::amx, "amx"},
+                                                  {Product::ffma, "ffma"},
+                                                  {Product::avx512_bf16, "avx512-bf16"}}}};
 // the backward's: no backward runs the AMX GEMM (ATen's CPU backward is not modelled)
 constexpr NamedValues<Product, 2> grad_product_names{{{{Product::model, "model"}, {Product::exact_f64, "f64"}}}};
 constexpr NamedValues<PvDepth, 2> pv_depth_names{{{{PvDepth::keys, "keys"}, {PvDepth::tile, "tile"}}}};
@@ -242,6 +245,9 @@ std::vector<Setting> tile_settings() {
         integer_setting<&R::tiles, &TileStage::split_kv_sms, 0, 1024>(
             "split_kv_sms", "SMs of the GPU whose split-KV choice PyTorch's flash path follows (0: never split)",
             {"0", "1", "132"}),
+        integer_setting<&R::tiles, &TileStage::kv_splits, 1, 1024>(
+            "kv_splits", "how many runs of whole KV tiles are softmaxed apart, then combined (1: none)",
+            {"1", "2", "3", "4"}),
     };
 }
 
@@ -341,9 +347,13 @@ const std::map<std::string_view, std::string_view>& meanings() {
         {"kv_order", "the order the KV tiles are visited: forward, or reverse as FlashAttention-3 does"},
         {"aten_threads", "torch.get_num_threads() of the run: whether ATen's CPU kernel packs its GEMM operands"},
         {"split_kv_sms", "split KV as PyTorch's flash path would on a GPU of this many SMs, then combine"},
+        {"kv_splits",
+         "split KV into this many runs of whole tiles (ceil(tiles / splits) each), each an online softmax pass with "
+         "O in float32, combined as FlashAttention-2's combine kernel does (libdevice expf and logf)"},
         {"score_product",
-         "S = Q K^T by the tensor-core model, exactly in float64 rounded once, by AMX (ATen's CPU GEMM), or by a "
-         "float32 FFMA chain over D in order (cuBLAS's SIMT SGEMM: softmax=cuda-math)"},
+         "S = Q K^T by the tensor-core model, exactly in float64 rounded once, by AMX (ATen's CPU GEMM), by "
+         "AVX512-BF16 (the same GEMM on a CPU without AMX), or by a float32 FFMA chain over D in order (cuBLAS's "
+         "SIMT SGEMM: softmax=cuda-math)"},
         {"scale_log2",
          "the constant scale log2(e): a float32 product, rounded once from double, or S times the scale first "
          "(rounded), then times RN(log2 e)"},
@@ -374,8 +384,9 @@ const std::map<std::string_view, std::string_view>& meanings() {
         {"v_block", "the tokens sharing one V scale"},
         {"diagonal_fix", "the diagonal tile of P multiplies the unquantized V"},
         {"pv_product",
-         "P V by the tensor-core model, exactly in float64 rounded once, by AMX (ATen's CPU GEMM), or by a float32 "
-         "FFMA chain over the keys in order (cuBLAS's SIMT SGEMM: softmax=cuda-math)"},
+         "P V by the tensor-core model, exactly in float64 rounded once, by AMX (ATen's CPU GEMM), by AVX512-BF16 "
+         "(the same GEMM on a CPU without AMX), or by a float32 FFMA chain over the keys in order (cuBLAS's SIMT "
+         "SGEMM: softmax=cuda-math)"},
         {"pv_depth", "P V over a partial tile: over its keys, or over the whole tile (zero products)"},
         {"o_accumulator",
          "the format of the running O (f32 in kernels); under compiled-torch that of P-bar V, the running O "

@@ -1,18 +1,22 @@
 // PyTorch's split-KV path (emu/attention/flash/flash_split_kv.hpp): libdevice's expf and logf as the
 // combine kernel's SASS computes them, within CUDA's documented error bounds (2 and 1 ulps)
 // against the correctly rounded functions, with their special values; the splits' keys; the
-// combine of rows no split sees. Bit-exactness with the GPU: golden_h100 (S2's 8 cases).
+// combine of rows no split sees; kv_splits, a fixed split of any online recipe's own tiles, against
+// the unsplit recipe. Bit-exactness with the GPU: golden_h100 (S2's 8 cases); with a peer: the numpy
+// flash forward's split kernels (tests/peer/test_fit_numpy_kernels.py).
 #include <catch2/catch.hpp>
 
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <utility>
 
 #include "emu/attention/flash/flash_attention.hpp"
 #include "emu/attention/flash/flash_split_kv.hpp"
 #include "emu/attention/flash/random_operands.hpp"
 #include "emu/attention/math/libdevice_math.hpp"
 #include "lib/bits.hpp"
+#include "tests/emu/attention/recipe_test_helpers.hpp"
 
 using namespace roundscope;
 using namespace roundscope::emu;
@@ -80,4 +84,55 @@ TEST_CASE("A row no split sees gets O = 0 and LSE = +inf from the combine, as Py
         for (std::uint64_t c = 0; c < 128; ++c) CHECK(f.o[i * 128 + c] == 0);
     }
     CHECK(std::isfinite(f.lse[400]));
+}
+
+TEST_CASE("kv_splits: the recipe's own tiles split and combined, under every online epilogue", "[split-kv]") {
+    // Causal, 300 keys in tiles of 64: two splits take keys 0 .. 191 and 192 .. 299. A row below
+    // 192 sees the first split alone, and the combine of one split with an empty one is exact
+    // (expf(0) = 1, logf(1) = 0): its O and LSE are the unsplit kernel's bit for bit. The rows
+    // that see both differ, by little.
+    const AttentionShape sh = test::square_shape(2, 300, 64, true);
+    for (const auto& [preset, input] :
+         {std::pair{"fa2-bf16", &bf16}, std::pair{"torch-flash-sm90", &bf16}, std::pair{"torch-cudnn-sm90", &bf16},
+          std::pair{"torch-efficient-sm90", &bf16}, std::pair{"h100-fp8", &e4m3}}) {
+        INFO(preset);
+        const AttentionRecipe r = test::with(find_recipe(preset), {"split_kv_sms=0", "block_n=64"});
+        const AttentionOperands in = random_operands(sh, *input, 5);
+        const ForwardResult whole = flash_forward(r, sh, in, 1);
+        const ForwardResult split = flash_forward(test::with(r, {"kv_splits=2"}), sh, in, 1);
+        const ForwardResult threads = flash_forward(test::with(r, {"kv_splits=2"}), sh, in, 2);
+        CHECK(test::same_bits(split.o, threads.o));
+        CHECK(test::same_bits(split.lse, threads.lse));
+        std::size_t differ = 0;
+        for (std::uint64_t head = 0; head < 2; ++head)
+            for (std::uint64_t row = 0; row < 300; ++row) {
+                const std::uint64_t i = head * 300 + row;
+                bool same = bits_of(split.lse[i]) == bits_of(whole.lse[i]);
+                for (std::uint64_t c = 0; c < 64; ++c) same = same && split.o[i * 64 + c] == whole.o[i * 64 + c];
+                if (row < 192) {
+                    CHECK(same);
+                } else {
+                    differ += same ? 0 : 1;
+                    CHECK(std::fabs(split.lse[i] - whole.lse[i]) <= 1e-5f * std::fmax(1.0f, std::fabs(whole.lse[i])));
+                }
+            }
+        CHECK(differ > 0);  // the split is not vacuous
+    }
+}
+
+TEST_CASE("kv_splits: more splits than tiles leave some empty, and the split is refused where it has no meaning",
+          "[split-kv]") {
+    const AttentionShape sh = test::square_shape(1, 200, 64);
+    const AttentionOperands in = random_operands(sh, bf16, 6);
+    const AttentionRecipe r = test::with(find_recipe("fa2-bf16"), {"block_n=64"});
+    const ForwardResult four = flash_forward(r, sh, in, 1),
+                        eight = flash_forward(test::with(r, {"kv_splits=8"}), sh, in, 1);
+    for (std::size_t i = 0; i < 200; ++i) {
+        CHECK(std::isfinite(eight.lse[i]));
+        CHECK(std::fabs(eight.lse[i] - four.lse[i]) <= 1e-5f * std::fmax(1.0f, std::fabs(four.lse[i])));
+    }
+    CHECK_THROWS_WITH(validate(test::with(find_recipe("naive-f32"), {"kv_splits=2"})), Catch::Contains("kv_splits"));
+    CHECK_THROWS_WITH(validate(test::with(find_recipe("torch-flash-sm90"), {"kv_splits=2"})),
+                      Catch::Contains("split_kv_sms"));
+    CHECK_THROWS_WITH(test::with(r, {"kv_splits=0"}), Catch::Contains("kv_splits"));
 }

@@ -135,6 +135,6 @@ TEST_CASE("every key's domain can be enumerated: enumerations whole, integers as
                 break;
         }
     }
-    CHECK(integers == 7);   // block_m, block_n, aten_threads, split_kv_sms, max_offset, v_block, grad_seed
+    CHECK(integers == 8);   // block_m, block_n, aten_threads, split_kv_sms, kv_splits, max_offset, v_block, grad_seed
     CHECK(positives == 2);  // max_adjust_beta, p_scale
 }

@@ -1,0 +1,39 @@
+"""PyTorch's CPU attention as captured on a CPU of each GEMM the recipe models
+(tests/data/golden/cpu, tools/torch_cpu_capture.py): the recipe with the settings a capture names
+reproduces its O and LSE bit for bit on any machine, and the other GEMM's products do not, so a
+CPU that lacks the captured one still checks its model. The peer test on the CPU itself:
+tests/peer/test_aten_cpu_torch.py."""
+import pathlib
+
+import pytest
+
+import roundscope as rs
+from conftest import ROOT
+
+CAPTURES = sorted((ROOT / "tests" / "data" / "golden" / "cpu").glob("*/*.safetensors"))
+OTHER = {"avx512-bf16": {"score_product": "amx", "pv_product": "amx", "aten_threads": "2"}}
+
+
+def _settings(path: pathlib.Path) -> dict:
+    return dict(kv.split("=", 1) for kv in rs.read_metadata(path)["settings"].split(","))
+
+
+def test_there_are_captures_of_each_gemm():
+    assert {p.parent.name for p in CAPTURES} >= {"avx512-bf16"}
+
+
+@pytest.mark.parametrize("path", CAPTURES, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_the_recipe_reproduces_the_capture_bit_for_bit(path):
+    meta = rs.read_metadata(path)
+    r = rs.compare(path, meta["recipe"], settings=_settings(path))
+    for name in ("o", "lse"):
+        out = r["outputs"][name]
+        assert out["matched"] == out["total"], f"{name}: {out['total'] - out['matched']} of {out['total']} differ"
+
+
+@pytest.mark.parametrize("path", [p for p in CAPTURES if p.parent.name in OTHER], ids=lambda p: p.stem)
+def test_the_other_gemm_does_not(path):
+    """A negative control: the capture tells the two GEMMs apart."""
+    meta = rs.read_metadata(path)
+    r = rs.compare(path, meta["recipe"], settings=OTHER[path.parent.name])
+    assert sum(r["outputs"][n]["total"] - r["outputs"][n]["matched"] for n in ("o", "lse")) > 0

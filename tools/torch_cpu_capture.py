@@ -1,0 +1,62 @@
+"""Captures PyTorch's CPU attention (the kernel F.scaled_dot_product_attention runs on BF16 tensors,
+called by name for its LSE) as golden files: q, k, v and the O and LSE torch gave, with the machine
+in the metadata, so that a CPU without that machine's GEMM still checks the recipe that models it
+(tests/python/test_torch_cpu_golden.py).
+
+    PYTHONPATH=build/python .venv/bin/python tools/torch_cpu_capture.py OUT_DIR
+
+Each file holds one shape; its metadata names the recipe settings that reproduce it on this CPU
+(`settings`: KEY=VALUE, comma-separated), torch's version and thread count, and the CPU's model and
+the flags that choose oneDNN's GEMM."""
+import pathlib
+import platform
+import sys
+
+import torch
+
+import roundscope as rs
+
+# (name, heads, Nq, Nk, D, causal): S over D of 48 to 128, P V over whole (512) and partial KV blocks
+SHAPES = [
+    ("two-blocks", 1, 100, 768, 64, False),  # 512 + 256 keys
+    ("causal", 1, 130, 600, 48, True),  # 512 + 88 keys under ATen's causal mask (Nq != Nk: top-left)
+    ("one-block", 2, 40, 200, 80, False),  # 200 keys, D = 80
+]
+
+
+def cpu() -> tuple[str, str]:
+    info = pathlib.Path("/proc/cpuinfo").read_text()
+    model = next((line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("model name")), "")
+    flags = set(next(line for line in info.splitlines() if line.startswith("flags")).split(":", 1)[1].split())
+    return model, " ".join(sorted(f for f in flags if f.startswith(("avx512", "amx"))))
+
+
+def settings(flags: str) -> str:
+    if "amx_bf16" in flags.split():
+        return f"aten_threads={torch.get_num_threads()}"
+    if "avx512_bf16" in flags.split():
+        return "score_product=avx512-bf16,pv_product=avx512-bf16"
+    sys.exit("torch_cpu_capture.py: this CPU has neither AMX-BF16 nor AVX512-BF16, whose GEMMs the recipe models")
+
+
+def main():
+    out = pathlib.Path(sys.argv[1])
+    out.mkdir(parents=True, exist_ok=True)
+    model, flags = cpu()
+    if torch.backends.cpu.get_cpu_capability() != "AVX512":
+        sys.exit("torch_cpu_capture.py: torch does not run its AVX-512 kernels here")
+    g = torch.Generator().manual_seed(11)
+    for name, h, nq, nk, d, causal in SHAPES:
+        q = torch.randn(1, h, nq, d, generator=g).bfloat16()
+        k, v = (torch.randn(1, h, nk, d, generator=g).bfloat16() for _ in range(2))
+        o, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, causal)[:2]
+        rs.write(out / f"{name}.safetensors", {"q": q, "k": k, "v": v, "o": o, "lse": lse},
+                 {"causal": str(causal).lower(), "causal_alignment": "top-left", "source": "torch CPU SDPA",
+                  "recipe": "torch-cpu-bf16", "settings": settings(flags), "torch_version": torch.__version__,
+                  "torch_threads": str(torch.get_num_threads()), "cpu": model, "cpu_flags": flags,
+                  "machine": platform.machine()})
+        print(out / f"{name}.safetensors")
+
+
+if __name__ == "__main__":
+    main()
