@@ -21,6 +21,7 @@ SHAPES = [
     ("two-blocks", 1, 100, 768, 64, False),  # 512 + 256 keys
     ("causal", 1, 130, 600, 48, True),  # 512 + 88 keys under ATen's causal mask (Nq != Nk: top-left)
     ("one-block", 2, 40, 200, 80, False),  # 200 keys, D = 80
+    ("odd-halves", 1, 64, 390, 320, False),  # P V over two blocks of 195 on AVX512-BF16, D = 320
 ]
 
 

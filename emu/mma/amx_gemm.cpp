@@ -54,18 +54,25 @@ ROUNDSCOPE_FMA_CLONES void amx_bf16_gemm(const std::uint32_t* a, const std::uint
     }
 }
 
+std::uint64_t avx512_bf16_k_block(std::uint64_t k) {
+    if (k <= 384) return k;               // bk_traditional: one block
+    if (k < 2 * 768) return (k + 1) / 2;  // under two bk: two halves
+    return 768;
+}
+
 ROUNDSCOPE_FMA_CLONES void avx512_bf16_gemm(const std::uint32_t* a, const std::uint32_t* b, const std::uint32_t* c,
                                             std::uint32_t* d, std::uint64_t m, std::uint64_t n, std::uint64_t k) {
     std::vector<float> bk(k * n), acc(n), out(n);
     for (std::uint64_t x = 0; x < k * n; ++x) bk[x] = bf16_daz(b[x]);
+    const std::uint64_t block = avx512_bf16_k_block(k);
     for (std::uint64_t i = 0; i < m; ++i) {
         for (std::uint64_t j = 0; j < n; ++j) out[j] = c != nullptr ? float_from_bits(c[i * n + j]) : 0.0f;
-        const std::uint64_t blk = k <= 256 ? k : 256;  // K = 512: two blocks (other K above 256 are refused)
-        for (std::uint64_t b0 = 0; b0 < k; b0 += blk) {
+        for (std::uint64_t b0 = 0; b0 < k; b0 += block) {
+            const std::uint64_t end = std::min(k, b0 + block);
             std::fill(acc.begin(), acc.end(), 0.0f);
-            for (std::uint64_t t0 = b0; t0 < std::min(k, b0 + blk); t0 += 2)
+            for (std::uint64_t t0 = b0; t0 < end; t0 += 2)
                 for (const std::uint64_t t : {t0 + 1, t0}) {  // the pair's odd product first
-                    if (t >= k) continue;                     // past an odd K: a zero product
+                    if (t >= end) continue;                   // past an odd block: a zero product
                     const float x = bf16_daz(a[i * k + t]);
                     const float* row = bk.data() + t * n;
                     for (std::uint64_t j = 0; j < n; ++j) acc[j] = ftz(std::fma(x, row[j], acc[j]));

@@ -12,15 +12,15 @@
 // equal chunks, the largest even divisor of it that is at most 32 (K = 48: two of 24; K = 80:
 // four of 20; K = 74: 37 of 2). cpublas::gemm with one row or one column (a one-row query block,
 // a one-key KV block) runs another oneDNN kernel, which is not modelled.
-// On an Intel CPU with AVX512-BF16 and no AMX, oneDNN's GEMM runs VDPBF16PS: each element one
-// float32 chain over K in order from +0, each pair of products as the Intel SDM's pseudo-code
-// orders it (the odd-indexed product added first, then the even, each addition rounded;
-// subnormal inputs read as zero, subnormal results flushed), K = 512 in two blocks of 256 whose
-// chains C (when the GEMM has one) gains in order. Found the same way (docs/torch-cpu.md) for K up
-// to 256 and K = 512; between them (P V over a last KV block of 257 to 511 keys) and for S's K
-// above 256 (D > 256) no split of the chain reproduced every value, and flash_context refuses
-// them, as it refuses ATen's one-row and one-key GEMMs there too. ATen never packs on such a
-// CPU (packing needs AMX).
+// On an Intel CPU with AVX512-BF16 and no AMX, oneDNN's BF16 GEMM runs VDPBF16PS under its gemm
+// driver's K blocking: K up to 384 (bk_traditional) in one block, K below 1536 (twice bk) in two
+// of (K + 1) / 2 and the rest, longer K in blocks of 768. Each element's block is one float32
+// chain in order from +0, over pairs of products from the block's start (an odd block's last
+// pair has a zero), each pair in the order the Intel SDM's pseudo-code for VDPBF16PS gives (the
+// odd one added first, then the even, each addition rounded; subnormal inputs read as zero,
+// subnormal results flushed); C (when the GEMM has one) gains the blocks in order. Found as the
+// AMX GEMM was (docs/torch-cpu.md). ATen never packs on such a CPU (packing needs AMX); its
+// one-row and one-key GEMMs run oneDNN's GEMV kernel, not modelled.
 #include <cstdint>
 
 namespace roundscope::emu {
@@ -32,6 +32,9 @@ int amx_k_chunk(std::uint64_t k, bool packed);
 /// patterns (one per uint32), C and D float32 bits [m][n]; D may be C.
 void amx_bf16_gemm(const std::uint32_t* a, const std::uint32_t* b, const std::uint32_t* c, std::uint32_t* d,
                    std::uint64_t m, std::uint64_t n, std::uint64_t k, int chunk);
+
+/// The K block of the AVX512-BF16 GEMM for a reduction of k products (see above).
+std::uint64_t avx512_bf16_k_block(std::uint64_t k);
 
 /// The same GEMM on AVX512-BF16 (VDPBF16PS, see above); operands as amx_bf16_gemm's.
 void avx512_bf16_gemm(const std::uint32_t* a, const std::uint32_t* b, const std::uint32_t* c, std::uint32_t* d,

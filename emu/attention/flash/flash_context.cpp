@@ -157,20 +157,6 @@ void check_amx_shape(const FlashContext& ctx) {
             fmt::format("recipe '{}': {} query rows leave ATen a one-row block of queries, whose GEMM is "
                         "another oneDNN kernel (not modelled)",
                         r.name, n_q));
-    if (r.scores.product == Product::avx512_bf16 && ctx.shape.d > 256)
-        throw Error(
-            fmt::format("recipe '{}': oneDNN's AVX512-BF16 GEMM sums a head dimension above 256 ({}) in an "
-                        "order not modelled",
-                        r.name, ctx.shape.d));
-    // P V on AVX512-BF16: its order is known over up to 256 keys and over 512
-    const auto block_n = static_cast<std::uint64_t>(r.tiles.block_n), n_kv = ctx.shape.n_kv;
-    const auto unknown = [](std::uint64_t k) { return k > 256 && k != 512; };
-    const std::uint64_t odd_block = n_kv >= block_n && unknown(block_n) ? block_n : n_kv % block_n;
-    if (r.p_and_v.product == Product::avx512_bf16 && unknown(odd_block))
-        throw Error(
-            fmt::format("recipe '{}': {} keys make a KV block of {}; oneDNN's AVX512-BF16 GEMM sums P V over "
-                        "more than 256 keys (but 512) in an order not modelled",
-                        r.name, n_kv, odd_block));
     if (ctx.shape.n_kv > 0 && (ctx.shape.n_kv - 1) % static_cast<std::uint64_t>(r.tiles.block_n) == 0)
         throw Error(
             fmt::format("recipe '{}': {} keys leave a KV block of one key (block_n = {}), whose GEMM is "
