@@ -237,8 +237,7 @@ std::string backward_refusal(const AttentionRecipe& recipe) {
         return fmt::format("recipe '{}': the memory-efficient forward's backward is grad_schedule=mem-eff's", name);
     if (recipe.output.epilogue == Epilogue::fa3)
         return fmt::format("recipe '{}': FlashAttention-3's forward is modelled, its backward is not", name);
-    if (recipe.softmax.kind == SoftmaxKind::aten_cpu || recipe.scores.product == Product::amx ||
-        recipe.scores.product == Product::avx512_bf16)
+    if (recipe.softmax.kind == SoftmaxKind::aten_cpu || onednn_bf16(recipe.scores.product))
         return fmt::format(
             "recipe '{}': ATen's CPU forward (softmax=aten-cpu, oneDNN's BF16 GEMM) is modelled, its backward is not",
             name);

@@ -149,8 +149,7 @@ double aten_pack_ratio(const AttentionShape& s, std::uint64_t n_q, std::int64_t 
 // guessed. On the packed path (AMX only) brgemm takes a one-row or one-key block like any other.
 void check_amx_shape(const FlashContext& ctx) {
     const AttentionRecipe& r = ctx.recipe;
-    const auto onednn = [](Product p) { return p == Product::amx || p == Product::avx512_bf16; };
-    if ((!onednn(r.scores.product) && !onednn(r.p_and_v.product)) || ctx.aten_packed) return;
+    if ((!onednn_bf16(r.scores.product) && !onednn_bf16(r.p_and_v.product)) || ctx.aten_packed) return;
     const std::uint64_t n_q = problem_rows(ctx.shape);
     if (n_q > 0 && (n_q - 1) % aten_query_block(n_q) == 0)  // the last block holds one row
         throw Error(

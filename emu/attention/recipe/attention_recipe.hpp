@@ -83,6 +83,9 @@ KvOrder parse_kv_order(std::string_view text, const std::string& what);
 // the key spells exact_f64 "f64" and avx512_bf16 "avx512-bf16"
 enum class Product : std::uint8_t { model, exact_f64, amx, ffma, avx512_bf16 };
 
+/// Whether `p` is oneDNN's BF16 GEMM as ATen's CPU kernel runs it (on AMX or on AVX512-BF16).
+constexpr bool onednn_bf16(Product p) { return p == Product::amx || p == Product::avx512_bf16; }
+
 /// How far P V's chain of k-steps runs over a tile that holds fewer keys than block_n (a head's
 /// last tile): over the keys (ceil(keys / k) steps, the last zero-padded), or over the whole
 /// tile (a kernel's fixed loop: the steps past the keys add zero products, which turn a -0
