@@ -22,6 +22,7 @@ SHAPES = [
     ("causal", 1, 130, 600, 48, True),  # 512 + 88 keys under ATen's causal mask (Nq != Nk: top-left)
     ("one-block", 2, 40, 200, 80, False),  # 200 keys, D = 80
     ("odd-halves", 1, 64, 390, 320, False),  # P V over two blocks of 195 on AVX512-BF16, D = 320
+    ("decode", 4, 1, 600, 64, False),  # one query: the GEMV, on 512 + 88 keys
 ]
 
 
@@ -41,6 +42,8 @@ def settings(flags: str) -> str:
 
 
 def main():
+    if len(sys.argv) != 2:
+        sys.exit("usage: torch_cpu_capture.py OUT_DIR")
     out = pathlib.Path(sys.argv[1])
     out.mkdir(parents=True, exist_ok=True)
     model, flags = cpu()

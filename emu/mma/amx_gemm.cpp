@@ -4,19 +4,15 @@
 #include <cmath>
 #include <vector>
 
-#include "emu/numbers/unpack.hpp"
+#include "emu/mma/vdpbf16ps.hpp"
 #include "lib/bits.hpp"
 #include "lib/fma_clones.hpp"
 
 namespace roundscope::emu {
-namespace {
 
-// TDPBF16PS reads a subnormal input as zero and writes a subnormal result as zero (its sign kept).
-float ftz(float x) { return std::fabs(x) < 0x1p-126f ? std::copysign(0.0f, x) : x; }
-
-float bf16_daz(std::uint32_t bits) { return ftz(static_cast<float>(decode(bf16, bits))); }
-
-}  // namespace
+using vdp::bf16_daz;
+using vdp::fma_ftz;
+using vdp::ftz;
 
 int amx_k_chunk(std::uint64_t k, bool packed) {
     if (!packed) return 32;
@@ -41,7 +37,7 @@ ROUNDSCOPE_FMA_CLONES void amx_bf16_gemm(const std::uint32_t* a, const std::uint
                 const float x = bf16_daz(a[i * k + t]);
                 const float* row = bk.data() + t * n;
                 std::vector<float>& acc = t % 2 == 0 ? even : odd;
-                for (std::uint64_t j = 0; j < n; ++j) acc[j] = ftz(std::fma(x, row[j], acc[j]));
+                for (std::uint64_t j = 0; j < n; ++j) acc[j] = fma_ftz(x, row[j], acc[j]);
             }
             // without C, the first chunk's sum is D's start (the GEMM's beta = 0: no +0 added)
             const bool first = c == nullptr && t0 == 0;
@@ -75,7 +71,7 @@ ROUNDSCOPE_FMA_CLONES void avx512_bf16_gemm(const std::uint32_t* a, const std::u
                     if (t >= end) continue;                   // past an odd block: a zero product
                     const float x = bf16_daz(a[i * k + t]);
                     const float* row = bk.data() + t * n;
-                    for (std::uint64_t j = 0; j < n; ++j) acc[j] = ftz(std::fma(x, row[j], acc[j]));
+                    for (std::uint64_t j = 0; j < n; ++j) acc[j] = fma_ftz(x, row[j], acc[j]);
                 }
             // without C, the first block's chain is D's start (beta = 0: no +0 added)
             const bool first = c == nullptr && b0 == 0;

@@ -11,7 +11,7 @@
 // "need_pack" path, flash_context.hpp: aten_packed): K rounded up to even (a zero pads it) in
 // equal chunks, the largest even divisor of it that is at most 32 (K = 48: two of 24; K = 80:
 // four of 20; K = 74: 37 of 2). cpublas::gemm with one row or one column (a one-row query block,
-// a one-key KV block) runs another oneDNN kernel, which is not modelled.
+// a one-key KV block) runs the GEMV (onednn_gemv.hpp), modelled on AVX512-BF16, untested on AMX.
 // On an Intel CPU with AVX512-BF16 and no AMX, oneDNN's BF16 GEMM runs VDPBF16PS under its gemm
 // driver's K blocking: K up to 384 (bk_traditional) in one block, K below 1536 (twice bk) in two
 // of (K + 1) / 2 and the rest, longer K in blocks of 768. Each element's block is one float32
@@ -20,7 +20,10 @@
 // odd one added first, then the even, each addition rounded; subnormal inputs read as zero,
 // subnormal results flushed); C (when the GEMM has one) gains the blocks in order. Found as the
 // AMX GEMM was (docs/torch-cpu.md). ATen never packs on such a CPU (packing needs AMX); its
-// one-row and one-key GEMMs run oneDNN's GEMV kernel, not modelled.
+// one-row and one-key GEMMs run the GEMV (onednn_gemv.hpp).
+// The library: ATen's cpublas::gemm calls MKL's BF16 GEMM on x86 (MKL_VERBOSE prints
+// GEMM_BF16BF16F32 for each call); its arithmetic is that of the kernels oneDNN publishes, which
+// share its lineage, and is named after them here.
 #include <cstdint>
 
 namespace roundscope::emu {

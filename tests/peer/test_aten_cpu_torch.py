@@ -3,8 +3,8 @@ BF16 tensors (ATen's cpu_flash_attention on an AVX-512 CPU) gives O and the LSE 
 attention` computes, bit for bit, over shapes that reach every rule the recipe holds: one and
 several KV blocks (and a tail past the last whole vector of 16 keys), fewer and more than 64 query
 rows (the AMX GEMM's two chunk rules, head dimensions that 32 does not divide), ATen's causal mask,
-a boolean padding mask, an additive mask, grouped-query heads. The shapes the recipe refuses (a
-one-row query block, a one-key KV block) are refused with a reason.
+a boolean padding mask, an additive mask, grouped-query heads, and the shapes whose GEMM ATen's
+BLAS runs as a GEMV (a query block of one row, decoding one token; a KV block of one key).
 
 oneDNN's GEMM is the CPU's: with AMX-BF16 the recipe as it is (score_product=amx, pv_product=amx,
 told torch's thread count); on an Intel CPU with AVX512-BF16 and no AMX, the same recipe with
@@ -63,9 +63,17 @@ CASES = [
     (1, 2, 2, 64, 768, 64, None),  # 512 + 256 keys: AVX512-BF16's P V in two halves of 256, then one
     (1, 2, 2, 100, 1024, 128, "causal"),  # two whole KV blocks under ATen's causal mask
     (1, 1, 1, 40, 390, 320, None),  # AVX512-BF16: S over D = 320 in one block, P V in two of 195
+    # the GEMV (emu/mma/onednn_gemv.hpp): decoding one token, several heads (ATen's parallel region)
+    # and one head (outside it, where the BLAS may thread), two KV blocks, GQA and a padding mask;
+    # a last query block of one row; a last KV block of one key
+    (1, 8, 8, 1, 300, 128, None),
+    (1, 1, 1, 1, 1000, 64, None),
+    (2, 4, 2, 1, 200, 64, "padding"),
+    (1, 2, 2, 33, 64, 64, None),
+    (1, 2, 2, 40, 513, 48, None),
 ]
-# What AVX512-BF16 refuses (amx_gemm.hpp): a one-row query block, which AMX's packed path takes
-AMX_ONLY = {(1, 1, 1, 65, 513, 48, "causal"): "one-row block of queries"}
+# What the AMX recipe refuses (amx_gemm.hpp): the unpacked GEMV shapes, the same kernel untested there
+GEMV_CASES = {c for c in CASES if c[3] == 1 or c[3] in (33, 40)}
 
 
 def _mask(kind, b, h, nq, nk, g):
@@ -91,8 +99,8 @@ def _bits(t):
 @pytest.mark.parametrize("case", CASES, ids=_case_id)
 def test_the_recipe_is_pytorch_cpu_attention_bit_for_bit(case):
     b, h, hkv, nq, nk, d, kind = case
-    if GEMM != "amx" and case in AMX_ONLY:
-        with pytest.raises(ValueError, match=AMX_ONLY[case]):
+    if GEMM == "amx" and case in GEMV_CASES:
+        with pytest.raises(ValueError, match="untested on AMX"):
             rs.attention(np.zeros((h, nq, d), np.float32), np.zeros((hkv, nk, d), np.float32),
                          np.zeros((hkv, nk, d), np.float32), recipe=RECIPE, settings=_settings(),
                          causal=kind == "causal")
@@ -167,13 +175,72 @@ def test_the_thread_count_chooses_the_path():
 
 @pytest.mark.parametrize("nq, nk, why", [(33, 64, "one-row block of queries"), (40, 513, "KV block of one key"),
                                          (1, 64, "one-row block of queries")])
-def test_shapes_another_kernel_runs_are_refused(nq, nk, why):
-    """On AVX512-BF16 too, where the one-row and one-key GEMMs run oneDNN's GEMV kernel (decoding
-    one token: 1 or 2 LSE values of 8 differ from the GEMM's model)."""
+def test_the_amx_recipe_refuses_the_gemv_shapes(nq, nk, why):
+    """The AMX recipe refuses the shapes whose GEMM runs as a GEMV on its unpacked path: modelled on
+    AVX512-BF16 (avx512-bf16), the same kernel is untested on an AMX CPU."""
     q = np.zeros((1, nq, 64), np.float32)
     k = v = np.zeros((1, nk, 64), np.float32)
-    with pytest.raises(ValueError, match=why):
-        rs.attention(q, k, v, recipe=RECIPE, settings=_settings() if GEMM != "amx" else {})
+    with pytest.raises(ValueError, match=why + ".*untested on AMX"):
+        rs.attention(q, k, v, recipe=RECIPE)
+
+
+def _chain(x, a):
+    """sum x a as one float32 chain of VDPBF16PS pairs (the GEMM's order for a short K)."""
+    acc = np.float32(0)
+    for t in range(0, len(x), 2):
+        for u in (t + 1, t):
+            if u < len(x):
+                acc = np.float32(np.float64(x[u]) * np.float64(a[u]) + np.float64(acc))
+    return acc
+
+
+@pytest.mark.skipif(GEMM != "avx512-bf16", reason="the GEMV is modelled on AVX512-BF16 (refused on AMX)")
+@pytest.mark.parametrize("d", [64, 100, 256])
+def test_the_gemv_dot_reads_out_through_the_lse(d):
+    """One key (a KV block of one key) and scale 1: torch's LSE is S itself, each row's dot product
+    by the GEMV. Rows of large values and their negatives among small ones make the order show:
+    one float32 chain (the GEMM's) misses some rows, the recipe none."""
+    g = torch.Generator().manual_seed(d)
+    small = torch.randint(-8, 9, (1, 1, 40, d), generator=g).float()
+    sign = torch.randn(1, 1, 40, d, generator=g).sign()
+    big = torch.randint(2, 255, (1, 1, 40, d), generator=g).float() * 2.0**12 * sign
+    q = torch.where(torch.rand(1, 1, 40, d, generator=g) < 0.3, big, small).bfloat16()
+    k = torch.randint(-8, 9, (1, 1, 1, d), generator=g).float().bfloat16()
+    v = torch.randn(1, 1, 1, d, generator=g).bfloat16()
+    lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, False, scale=1.0)[1]
+    e = rs.attention(q, k, v, recipe=RECIPE, settings=_settings(), softmax_scale=1.0)
+    assert (_bits(e["lse"].float()) == _bits(lse)).all()
+    qn, kn = q.float().numpy().reshape(40, d), k.float().numpy().reshape(d)
+    assert sum(_chain(qn[r], kn) != lse.reshape(-1)[r].item() for r in range(40)) > 0, "the data no longer tells"
+
+
+@pytest.mark.skipif(GEMM != "avx512-bf16", reason="the GEMV is modelled on AVX512-BF16 (refused on AMX)")
+@pytest.mark.parametrize("threads", [1, 2, 4])
+def test_the_gemv_sums_p_v_in_groups_of_eight_at_any_thread_count(threads):
+    """Decoding one token of one head, which ATen runs outside its parallel region so that the
+    BLAS may split the GEMV among threads: with q = 0 every P is 1 and V's columns of large values
+    and their negatives among small ones make the order show in O. Torch sums in groups of 8 on
+    one thread at 1, 2 and 4 threads, as the recipe does, and one chain over the keys differs."""
+    g = torch.Generator().manual_seed(threads)
+    before = torch.get_num_threads()
+    chained = 0
+    try:
+        torch.set_num_threads(threads)
+        for n in (64, 256, 512):
+            big = torch.randint(2, 255, (n // 5, 32), generator=g).float() * 2.0**22
+            small = torch.randint(-8, 9, (n - 2 * (n // 5), 32), generator=g).float()
+            v = torch.cat([big, -big, small])[torch.randperm(n, generator=g)].bfloat16().reshape(1, 1, n, 32)
+            q = torch.zeros(1, 1, 1, 32).bfloat16()
+            k = torch.randn(1, 1, n, 32, generator=g).bfloat16()
+            o = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, False)[0]
+            e = rs.attention(q, k, v, recipe=RECIPE, settings=_settings())
+            assert (_bits(e["o"]) == _bits(o)).all(), n
+            vn = v.float().numpy().reshape(n, 32)
+            one_chain = np.array([_chain(np.ones(n, np.float32), vn[:, c]) for c in range(32)], np.float32) / n
+            chained += int((_bits(torch.from_numpy(one_chain).bfloat16()) != _bits(o.reshape(32))).sum())
+    finally:
+        torch.set_num_threads(before)
+    assert chained > 0, "the data no longer tells one chain from groups of 8"
 
 
 def test_the_backward_is_refused_not_guessed():

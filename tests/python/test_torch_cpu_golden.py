@@ -31,7 +31,12 @@ def test_the_recipe_reproduces_the_capture_bit_for_bit(path):
         assert out["matched"] == out["total"], f"{name}: {out['total'] - out['matched']} of {out['total']} differ"
 
 
-@pytest.mark.parametrize("path", [p for p in CAPTURES if p.parent.name in OTHER], ids=lambda p: p.stem)
+# one query: the AMX recipe refuses the GEMV's shapes (tests/peer/test_aten_cpu_torch.py)
+GEMV = {"decode"}
+
+
+@pytest.mark.parametrize("path", [p for p in CAPTURES if p.parent.name in OTHER and p.stem not in GEMV],
+                         ids=lambda p: p.stem)
 def test_the_other_gemm_does_not(path):
     """A negative control: the capture tells the two GEMMs apart."""
     meta = rs.read_metadata(path)

@@ -127,12 +127,6 @@ void check_mask(const FlashContext& ctx) {
                         r.name));
 }
 
-// ATen's query blocks (flash_attention_kernel_impl): 256 rows from 768 queries on, 64 from 192.
-std::uint64_t aten_query_block(std::uint64_t n_q) {
-    const std::uint64_t split = n_q >= 768 ? 256 : n_q >= 192 ? 64 : 32;
-    return std::min(split, n_q);
-}
-
 // need_pack's ratio at `threads` threads, in ATen's arithmetic (int64 counts, double sizes).
 double aten_pack_ratio(const AttentionShape& s, std::uint64_t n_q, std::int64_t threads) {
     const auto q_block = static_cast<std::int64_t>(aten_query_block(n_q));
@@ -145,25 +139,31 @@ double aten_pack_ratio(const AttentionShape& s, std::uint64_t n_q, std::int64_t 
     return per_thread * static_cast<double>(q_block) * static_cast<double>(keys) * static_cast<double>(d) / pack_size;
 }
 
-// oneDNN's BF16 GEMM's shapes that run another of its kernels (amx_gemm.hpp): refused, not
-// guessed. On the packed path (AMX only) brgemm takes a one-row or one-key block like any other.
+// oneDNN's one-row and one-key GEMMs run its GEMV (aten_gemv.hpp), modelled on AVX512-BF16 and
+// refused on AMX's unpacked path, where nobody has checked it (the same kernel, untested). On the
+// packed path brgemm takes a one-row or one-key block like any other.
 void check_amx_shape(const FlashContext& ctx) {
     const AttentionRecipe& r = ctx.recipe;
-    if ((!onednn_bf16(r.scores.product) && !onednn_bf16(r.p_and_v.product)) || ctx.aten_packed) return;
+    if ((r.scores.product != Product::amx && r.p_and_v.product != Product::amx) || ctx.aten_packed) return;
     const std::uint64_t n_q = problem_rows(ctx.shape);
     if (n_q > 0 && (n_q - 1) % aten_query_block(n_q) == 0)  // the last block holds one row
         throw Error(
-            fmt::format("recipe '{}': {} query rows leave ATen a one-row block of queries, whose GEMM is "
-                        "another oneDNN kernel (not modelled)",
+            fmt::format("recipe '{}': {} query rows leave ATen a one-row block of queries, whose GEMM the BLAS "
+                        "runs as a GEMV, modelled on AVX512-BF16 (avx512-bf16) and untested on AMX",
                         r.name, n_q));
     if (ctx.shape.n_kv > 0 && (ctx.shape.n_kv - 1) % static_cast<std::uint64_t>(r.tiles.block_n) == 0)
         throw Error(
-            fmt::format("recipe '{}': {} keys leave a KV block of one key (block_n = {}), whose GEMM is "
-                        "another oneDNN kernel (not modelled)",
+            fmt::format("recipe '{}': {} keys leave a KV block of one key (block_n = {}), whose GEMM the BLAS "
+                        "runs as a GEMV, modelled on AVX512-BF16 (avx512-bf16) and untested on AMX",
                         r.name, ctx.shape.n_kv, r.tiles.block_n));
 }
 
 }  // namespace
+
+std::uint64_t aten_query_block(std::uint64_t n_q) {
+    const std::uint64_t split = n_q >= 768 ? 256 : n_q >= 192 ? 64 : 32;
+    return std::min(split, n_q);
+}
 
 bool aten_packed(const AttentionRecipe& r, const AttentionShape& s) {
     if (r.scores.product != Product::amx && r.p_and_v.product != Product::amx) return false;

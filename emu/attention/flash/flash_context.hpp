@@ -77,6 +77,10 @@ FlashContext flash_context(const AttentionRecipe& recipe, const AttentionShape& 
 /// recipe where there is none.
 const MmaModel& model_for(const AttentionRecipe& recipe, const Format& x, const Format& y);
 
+/// ATen's CPU flash attention's query block for n_q queries (flash_attention_kernel_impl): 256
+/// rows from 768 queries on, 64 from 192, else 32, at most n_q.
+std::uint64_t aten_query_block(std::uint64_t n_q);
+
 /// Whether ATen's CPU flash attention takes its packed path for this shape (need_pack in
 /// cpu_flash_attention, BF16): both lengths at least 64, and each thread's GEMM work at least
 /// four times the packing's, which depends on the thread count (recipe key aten_threads).

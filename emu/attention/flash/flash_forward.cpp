@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "emu/attention/flash/aten_gemv.hpp"
 #include "emu/attention/flash/cuda_math_forward.hpp"
 #include "emu/attention/flash/flash_attention.hpp"
 #include "emu/attention/flash/flash_context.hpp"
@@ -15,6 +16,7 @@
 #include "emu/attention/softmax/aten_cpu_softmax.hpp"
 #include "emu/attention/softmax/attention_steps.hpp"
 #include "emu/attention/softmax/compiled_torch_softmax.hpp"
+#include "emu/mma/onednn_gemv.hpp"
 #include "lib/error.hpp"
 #include "lib/parallel.hpp"
 
@@ -79,7 +81,15 @@ void pv_product(const FlashContext& ctx, const detail::TileProduct& mma, const H
     const std::uint32_t* v_past = (h.v_quantized != nullptr ? h.v_quantized : h.v) + keys.begin * dv;
     const std::uint32_t* c = without_c ? nullptr : acc.data();
     if (h.v_quantized == nullptr || !ctx.recipe.p_and_v.diagonal_fix) {
+        // a row alone in ATen's query block: the BLAS's GEMV (aten_gemv.hpp), from the C it was given
+        const std::vector<std::uint64_t> gemv = detail::aten_gemv_pv_rows(ctx, rows);
+        std::vector<std::uint32_t> c_rows;
+        for (const std::uint64_t r : gemv)
+            c_rows.insert(c_rows.end(), acc.begin() + r * dv, acc.begin() + (r + 1) * dv);
         mma.run(p.data(), v_past, c, acc.data(), rows.size(), dv, keys.size());
+        for (std::size_t i = 0; i < gemv.size(); ++i)
+            avx512_bf16_gemv_rows(p.data() + gemv[i] * keys.size(), v_past, without_c ? nullptr : &c_rows[i * dv],
+                                  acc.data() + gemv[i] * dv, keys.size(), dv);
         return;
     }
     std::vector<std::uint32_t> past(p.size(), 0), diagonal(p.size(), 0);
@@ -108,6 +118,7 @@ std::vector<std::uint32_t> score_tile(const FlashContext& ctx, const detail::Til
         detail::transposed(h.k + keys.begin * d, keys.size(), d, {0, d});  // [d][keys]
     std::vector<std::uint32_t> s(rows.size() * keys.size(), 0);
     mma.run(h.q + rows.begin * d, kt.data(), nullptr, s.data(), rows.size(), keys.size(), d);
+    detail::aten_gemv_scores(ctx, h.q + rows.begin * d, h.k, rows, keys, s);
     return s;
 }
 
