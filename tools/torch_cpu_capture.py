@@ -24,6 +24,11 @@ SHAPES = [
     ("odd-halves", 1, 64, 390, 320, False),  # P V over two blocks of 195 on AVX512-BF16, D = 320
     ("decode", 4, 1, 600, 64, False),  # one query: the GEMV, on 512 + 88 keys
 ]
+# (name, heads, Nq, Nk, D, causal): the backward over several query blocks (dK and dV summed in
+# BF16) and two KV blocks (dQ summed across them)
+BACKWARD_SHAPES = [
+    ("backward", 2, 200, 600, 64, False),
+]
 
 
 def cpu() -> tuple[str, str]:
@@ -56,6 +61,22 @@ def main():
         o, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, causal)[:2]
         rs.write(out / f"{name}.safetensors", {"q": q, "k": k, "v": v, "o": o, "lse": lse},
                  {"causal": str(causal).lower(), "causal_alignment": "top-left", "source": "torch CPU SDPA",
+                  "recipe": "torch-cpu-bf16", "settings": settings(flags), "torch_version": torch.__version__,
+                  "torch_threads": str(torch.get_num_threads()), "cpu": model, "cpu_flags": flags,
+                  "machine": platform.machine()})
+        print(out / f"{name}.safetensors")
+    # the backward (autograd through F.scaled_dot_product_attention): do and the gradients too
+    for name, h, nq, nk, d, causal in BACKWARD_SHAPES:
+        q, k, v = (torch.randn(1, h, n, d, generator=g).bfloat16().requires_grad_() for n in (nq, nk, nk))
+        o = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        do = torch.randn(1, h, nq, d, generator=g).bfloat16()
+        o.backward(do)
+        lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q.detach(), k.detach(), v.detach(), 0.0,
+                                                                          causal)[1]
+        tensors = {"q": q.detach(), "k": k.detach(), "v": v.detach(), "o": o.detach(), "lse": lse, "do": do,
+                   "dq": q.grad, "dk": k.grad, "dv": v.grad}
+        rs.write(out / f"{name}.safetensors", tensors,
+                 {"causal": str(causal).lower(), "causal_alignment": "top-left", "source": "torch CPU SDPA backward",
                   "recipe": "torch-cpu-bf16", "settings": settings(flags), "torch_version": torch.__version__,
                   "torch_threads": str(torch.get_num_threads()), "cpu": model, "cpu_flags": flags,
                   "machine": platform.machine()})

@@ -56,11 +56,15 @@ std::uint64_t avx512_bf16_k_block(std::uint64_t k) {
     return 768;
 }
 
-ROUNDSCOPE_FMA_CLONES void avx512_bf16_gemm(const std::uint32_t* a, const std::uint32_t* b, const std::uint32_t* c,
-                                            std::uint32_t* d, std::uint64_t m, std::uint64_t n, std::uint64_t k) {
+namespace {
+
+// Each element: C, then the blocks of `block` products in order, each one chain of VDPBF16PS pairs
+// from +0 (without C, the first block's chain is D's start: beta = 0, no +0 added).
+ROUNDSCOPE_FMA_CLONES void vdpbf16ps_blocks(const std::uint32_t* a, const std::uint32_t* b, const std::uint32_t* c,
+                                            std::uint32_t* d, std::uint64_t m, std::uint64_t n, std::uint64_t k,
+                                            std::uint64_t block) {
     std::vector<float> bk(k * n), acc(n), out(n);
     for (std::uint64_t x = 0; x < k * n; ++x) bk[x] = bf16_daz(b[x]);
-    const std::uint64_t block = avx512_bf16_k_block(k);
     for (std::uint64_t i = 0; i < m; ++i) {
         for (std::uint64_t j = 0; j < n; ++j) out[j] = c != nullptr ? float_from_bits(c[i * n + j]) : 0.0f;
         for (std::uint64_t b0 = 0; b0 < k; b0 += block) {
@@ -73,12 +77,23 @@ ROUNDSCOPE_FMA_CLONES void avx512_bf16_gemm(const std::uint32_t* a, const std::u
                     const float* row = bk.data() + t * n;
                     for (std::uint64_t j = 0; j < n; ++j) acc[j] = fma_ftz(x, row[j], acc[j]);
                 }
-            // without C, the first block's chain is D's start (beta = 0: no +0 added)
             const bool first = c == nullptr && b0 == 0;
             for (std::uint64_t j = 0; j < n; ++j) out[j] = first ? acc[j] : out[j] + acc[j];
         }
         for (std::uint64_t j = 0; j < n; ++j) d[i * n + j] = bits_of(out[j]);
     }
+}
+
+}  // namespace
+
+void avx512_bf16_gemm(const std::uint32_t* a, const std::uint32_t* b, const std::uint32_t* c, std::uint32_t* d,
+                      std::uint64_t m, std::uint64_t n, std::uint64_t k) {
+    vdpbf16ps_blocks(a, b, c, d, m, n, k, avx512_bf16_k_block(k));
+}
+
+void avx512_bf16_brgemm(const std::uint32_t* a, const std::uint32_t* b, std::uint32_t* d, std::uint64_t m,
+                        std::uint64_t n, std::uint64_t k) {
+    vdpbf16ps_blocks(a, b, nullptr, d, m, n, k, std::max<std::uint64_t>(k, 1));
 }
 
 }  // namespace roundscope::emu

@@ -43,4 +43,11 @@ std::uint64_t avx512_bf16_k_block(std::uint64_t k);
 void avx512_bf16_gemm(const std::uint32_t* a, const std::uint32_t* b, const std::uint32_t* c, std::uint32_t* d,
                       std::uint64_t m, std::uint64_t n, std::uint64_t k);
 
+/// D = A B as oneDNN's brgemm matmul on AVX512-BF16 (brg_matmul:avx512_core_bf16, which ATen's
+/// CPU backward calls for its BF16 gradients) computes it before its post-ops: each element one
+/// chain of VDPBF16PS pairs over the whole of K from +0 (at least up to K = 512, the longest the
+/// backward asks: docs/torch-cpu.md). Operands as amx_bf16_gemm's.
+void avx512_bf16_brgemm(const std::uint32_t* a, const std::uint32_t* b, std::uint32_t* d, std::uint64_t m,
+                        std::uint64_t n, std::uint64_t k);
+
 }  // namespace roundscope::emu

@@ -1,6 +1,7 @@
 // The backward pass of the flash-attention emulator (flash_attention.hpp).
 #include <fmt/format.h>
 
+#include "emu/attention/flash/aten_cpu_backward.hpp"
 #include "emu/attention/flash/flash_attention.hpp"
 #include "emu/attention/flash/flash_context.hpp"
 #include "emu/attention/flash/mem_eff_backward.hpp"
@@ -237,9 +238,17 @@ std::string backward_refusal(const AttentionRecipe& recipe) {
         return fmt::format("recipe '{}': the memory-efficient forward's backward is grad_schedule=mem-eff's", name);
     if (recipe.output.epilogue == Epilogue::fa3)
         return fmt::format("recipe '{}': FlashAttention-3's forward is modelled, its backward is not", name);
-    if (recipe.softmax.kind == SoftmaxKind::aten_cpu || onednn_bf16(recipe.scores.product))
+    if (recipe.softmax.kind == SoftmaxKind::aten_cpu &&
+        (recipe.scores.product != Product::avx512_bf16 || recipe.p_and_v.product != Product::avx512_bf16))
         return fmt::format(
-            "recipe '{}': ATen's CPU forward (softmax=aten-cpu, oneDNN's BF16 GEMM) is modelled, its backward is not",
+            "recipe '{}': ATen's CPU backward is modelled on AVX512-BF16 (score_product=avx512-bf16, "
+            "pv_product=avx512-bf16), untested on AMX",
+            name);
+    if (recipe.softmax.kind != SoftmaxKind::aten_cpu &&
+        (onednn_bf16(recipe.scores.product) || onednn_bf16(recipe.p_and_v.product)))
+        return fmt::format(
+            "recipe '{}': the CPU's BF16 GEMM (amx, avx512-bf16) has a backward only as ATen's CPU "
+            "kernel runs it (softmax=aten-cpu)",
             name);
     if (recipe.p_and_v.p_quant != nullptr)
         return fmt::format("recipe '{}': the backward of block-quantized P (p_quant) is not modelled", name);
@@ -254,6 +263,10 @@ BackwardResult flash_backward(const AttentionRecipe& recipe, const AttentionShap
     if (const std::string why = backward_refusal(recipe); !why.empty()) throw Error(why);
     if (in.d_o.size() != shape.heads * shape.n_q * shape.d_v)
         throw Error("attention: the backward pass needs a tensor 'do' of shape [.., Nq, Dv]");
+    if (recipe.softmax.kind == SoftmaxKind::aten_cpu) {  // ATen's own loop (aten_cpu_backward.hpp)
+        if (const std::string why = detail::aten_cpu_backward_refusal(ctx); !why.empty()) throw Error(why);
+        return detail::aten_cpu_backward(ctx, in, forward, threads);
+    }
     const Format& g = *recipe.backward.ds_format;
     const BackwardModels models{
         detail::TileProduct(recipe, *recipe.target.input, *recipe.target.input, recipe.scores.product),

@@ -64,7 +64,7 @@ constexpr NamedValues<Product, 5> product_names{{{{Product::model, "model"},
                                                   {Product::amx, "amx"},
                                                   {Product::ffma, "ffma"},
                                                   {Product::avx512_bf16, "avx512-bf16"}}}};
-// the backward's: no backward runs the AMX GEMM (ATen's CPU backward is not modelled)
+// the backward's: ATen's CPU backward runs its own products (aten_cpu_backward.hpp), no other the CPU's
 constexpr NamedValues<Product, 2> grad_product_names{{{{Product::model, "model"}, {Product::exact_f64, "f64"}}}};
 constexpr NamedValues<PvDepth, 2> pv_depth_names{{{{PvDepth::keys, "keys"}, {PvDepth::tile, "tile"}}}};
 

@@ -43,7 +43,8 @@ std::string_view recipe_source(std::string_view name) {
          "ATen's softmax_warp_forward, libdevice's expf); bit-exact on every H100 capture; forward only (docs/gpu.md)"},
         {"torch-cpu-bf16",
          "PyTorch's CPU SDPA on BF16 tensors with AVX-512 and AMX-BF16 (ATen's cpu_flash_attention, oneDNN's AMX "
-         "GEMM); bit-exact with torch on such a CPU (docs/torch-cpu.md)"},
+         "GEMM); bit-exact with torch on such a CPU; with the avx512-bf16 products, on an Intel CPU with "
+         "AVX512-BF16 and no AMX, forward and backward (docs/torch-cpu.md)"},
     };
     for (const auto& [preset, source] : sources)
         if (preset == name) return source;

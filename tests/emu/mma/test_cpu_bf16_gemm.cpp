@@ -55,3 +55,18 @@ TEST_CASE("AVX512-BF16 GEMM: each block's chain starts from +0 and D gains the b
     a[195] = 16777216.0f, a[197] = 1.0f;
     CHECK(one_by_k(a, b) == 16777218.0f);
 }
+
+TEST_CASE("AVX512-BF16 brgemm: one chain over the whole of K, where the GEMM cuts two blocks", "[cpu-gemm]") {
+    // K = 512: the GEMM sums 2^24 in its first block of 256 and 1 + 1 in its second, then adds
+    // them (2^24 + 2, exact); oneDNN's brgemm (ATen's backward) runs one chain, which loses each 1
+    // to the tie at 2^24
+    std::vector<float> a(512, 0.0f), b(512, 1.0f);
+    a[0] = 16777216.0f, a[256] = 1.0f, a[258] = 1.0f;
+    std::vector<std::uint32_t> pa, pb;
+    for (float x : a) pa.push_back(bf16_of(x));
+    for (float x : b) pb.push_back(bf16_of(x));
+    std::uint32_t d = 0;
+    avx512_bf16_brgemm(pa.data(), pb.data(), &d, 1, 1, 512);
+    CHECK(float_from_bits(d) == 16777216.0f);
+    CHECK(one_by_k(a, b) == 16777218.0f);
+}

@@ -1,0 +1,150 @@
+#include "emu/attention/flash/aten_cpu_backward.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "emu/attention/flash/aten_gemv.hpp"
+#include "emu/attention/flash/tile_product.hpp"
+#include "emu/attention/math/inductor_cpu_math.hpp"
+#include "emu/mma/amx_gemm.hpp"
+#include "emu/numbers/f32_arith.hpp"
+#include "emu/numbers/round.hpp"
+#include "emu/numbers/unpack.hpp"
+#include "lib/bits.hpp"
+#include "lib/parallel.hpp"
+
+namespace roundscope::emu::detail {
+namespace {
+
+namespace a = f32_arith;
+
+std::uint32_t to_bf16(float x) { return static_cast<std::uint32_t>(cast_from_f32(x, bf16, CastOptions{})); }
+
+float from_bf16(std::uint32_t bits) { return static_cast<float>(decode(bf16, bits)); }
+
+// grad (BF16 bits) += RN(acc x scale), in float32, rounded back to BF16: the brgemm's source
+// scale (skipped at 1) and sum post-op on a BF16 destination.
+void add_into_bf16(std::uint32_t* grad, const std::vector<std::uint32_t>& acc, float scale) {
+    for (std::size_t x = 0; x < acc.size(); ++x) {
+        const float product = scale == 1.0f ? float_from_bits(acc[x]) : a::mul(float_from_bits(acc[x]), scale);
+        grad[x] = to_bf16(a::add(product, from_bf16(grad[x])));
+    }
+}
+
+struct HeadGrads {
+    const std::uint32_t *q, *k, *v, *d_o, *o;
+    const float* lse;
+    std::uint32_t *dq, *dk, *dv;
+    float* delta;
+    std::uint64_t head;
+};
+
+void head_backward(const FlashContext& ctx, const HeadGrads& h) {
+    const AttentionShape& s = ctx.shape;
+    const std::uint64_t nq = s.n_q, nk = s.n_kv, d = s.d;
+    const float scale = s.scale;
+    for (std::uint64_t r = 0; r < nq; ++r) {  // delta: map2_reduce_all, two vectors of 16 lanes then the tree
+        std::vector<float> prod(d);
+        for (std::uint64_t c = 0; c < d; ++c) prod[c] = a::mul(from_bf16(h.d_o[r * d + c]), from_bf16(h.o[r * d + c]));
+        h.delta[r] = inductor::lane_sum(prod.data(), d, 32, 16);
+    }
+    const std::uint64_t q_block = aten_query_block(nq);
+    const auto kv_block = static_cast<std::uint64_t>(ctx.recipe.tiles.block_n);  // ATen's kvSplitSize, 512
+    for (std::uint64_t m = 0; m < nq; m += q_block) {
+        const Span rows{m, std::min(nq, m + q_block)};
+        const std::uint64_t nr = rows.size();
+        const std::uint64_t num_keys = s.causal ? std::min(rows.end, nk) : nk;  // ATen's top-left causal
+        for (std::uint64_t n = 0; n < num_keys; n += kv_block) {
+            const Span keys{n, std::min(nk, n + kv_block)};
+            const std::uint64_t nn = keys.size();
+            std::vector<std::uint32_t> score(nr * nn), dp(nr * nn);
+            const std::vector<std::uint32_t> kt = transposed(h.k + n * d, nn, d, {0, d}),
+                                             vt = transposed(h.v + n * d, nn, d, {0, d});
+            avx512_bf16_gemm(h.q + m * d, kt.data(), nullptr, score.data(), nr, nn, d);
+            avx512_bf16_gemm(h.d_o + m * d, vt.data(), nullptr, dp.data(), nr, nn, d);
+            const std::vector<float> mask = ctx.tile_mask(h.head, rows, keys);  // empty: none
+            std::vector<float> p(nr * nn);
+            std::vector<std::uint32_t> p_bf16(nr * nn), ds_bf16(nr * nn);
+            for (std::uint64_t r = 0; r < nr; ++r) {
+                const std::uint64_t visible = ctx.visible(m + r);
+                for (std::uint64_t j = 0; j < nn; ++j) {
+                    const std::uint64_t x = r * nn + j;
+                    float sc = a::mul(float_from_bits(score[x]), scale);
+                    if (!mask.empty()) sc = a::add(sc, mask[x]);
+                    p[x] = n + j >= visible ? 0.0f : inductor::expf(a::sub(sc, h.lse[m + r]));
+                    p_bf16[x] = to_bf16(p[x]);
+                    const float dsc = a::mul(p[x], a::sub(float_from_bits(dp[x]), h.delta[m + r]));
+                    ds_bf16[x] = to_bf16(dsc);
+                }
+            }
+            const std::vector<std::uint32_t> pt = transposed(p_bf16.data(), nr, nn, {0, nn}),
+                                             dst = transposed(ds_bf16.data(), nr, nn, {0, nn});
+            std::vector<std::uint32_t> acc(nn * d);
+            avx512_bf16_brgemm(pt.data(), h.d_o + m * d, acc.data(), nn, d, nr);  // dV: P^T dO
+            add_into_bf16(h.dv + n * d, acc, 1.0f);
+            avx512_bf16_brgemm(dst.data(), h.q + m * d, acc.data(), nn, d, nr);  // dK: dS^T Q
+            add_into_bf16(h.dk + n * d, acc, scale);
+            std::vector<std::uint32_t> acc_q(nr * d);
+            avx512_bf16_brgemm(ds_bf16.data(), h.k + n * d, acc_q.data(), nr, d, nn);  // dQ: dS K
+            add_into_bf16(h.dq + m * d, acc_q, scale);
+        }
+    }
+}
+
+}  // namespace
+
+std::string aten_cpu_backward_refusal(const FlashContext& ctx) {
+    const AttentionRecipe& r = ctx.recipe;
+    const AttentionShape& s = ctx.shape;
+    const std::string why = fmt::format("recipe '{}': ATen's CPU backward is modelled ", r.name);
+    if (r.scores.product != Product::avx512_bf16 || r.p_and_v.product != Product::avx512_bf16)
+        return why + "on AVX512-BF16 (score_product=avx512-bf16, pv_product=avx512-bf16), untested on AMX";
+    if (!(*r.target.input == bf16) || !(*r.backward.grad_format == bf16) || !(*r.backward.ds_format == bf16))
+        return why + "for BF16 inputs, P, dS and gradients (input, ds_format, grad_format bf16)";
+    const BackwardStage plain;  // the backward's keys ATen's loop has no choice of
+    if (r.backward.product != plain.product || r.backward.delta != plain.delta ||
+        !(*r.backward.delta_format == *plain.delta_format) || r.backward.delta_sum != plain.delta_sum ||
+        r.backward.schedule != plain.schedule || r.backward.quant != nullptr || r.backward.stochastic)
+        return why + "as ATen runs it: its products, delta and order are its own (leave the backward's keys unset)";
+    if (s.d != s.d_v || s.d < 32 || s.d > 384)
+        return why + fmt::format("for D from 32 to 384 (here {}): other lengths take paths not probed", s.d);
+    if (s.kv_group != 1) return why + "without grouped-query heads (their gradients' sum is not probed)";
+    if (s.n_q > 0 && aten_gemv_row(s, s.n_q - 1))
+        return why + "where no query block is one row (its GEMMs run as a GEMV, not probed backward)";
+    if (s.n_kv > 0 && (s.n_kv - 1) % static_cast<std::uint64_t>(r.tiles.block_n) == 0)
+        return why + "where no KV block is one key (its GEMMs run as a GEMV, not probed backward)";
+    if (s.causal && causal_alignment(s) != Alignment::top_left)
+        return why + "under ATen's causal mask, which is top-left (causal_alignment top-left)";
+    return {};
+}
+
+BackwardResult aten_cpu_backward(const FlashContext& ctx, const AttentionOperands& in, const ForwardResult& forward,
+                                 int threads) {
+    const AttentionShape& s = ctx.shape;
+    const std::uint64_t nq = s.n_q, nk = s.n_kv, d = s.d;
+    BackwardResult out;
+    out.dq.assign(in.q.size(), 0), out.dk.assign(in.k.size(), 0), out.dv.assign(in.v.size(), 0);
+    out.delta.assign(s.heads * nq, 0.0f);
+    parallel_for(s.heads, 1, threads, [&](std::size_t begin, std::size_t end) {
+        for (std::size_t head = begin; head < end; ++head) {
+            const HeadGrads h{in.q.data() + head * nq * d,
+                              in.k.data() + head * nk * d,
+                              in.v.data() + head * nk * d,
+                              in.d_o.data() + head * nq * d,
+                              forward.o.data() + head * nq * d,
+                              forward.lse.data() + head * nq,
+                              out.dq.data() + head * nq * d,
+                              out.dk.data() + head * nk * d,
+                              out.dv.data() + head * nk * d,
+                              out.delta.data() + head * nq,
+                              head};
+            head_backward(ctx, h);
+        }
+    });
+    return out;
+}
+
+}  // namespace roundscope::emu::detail

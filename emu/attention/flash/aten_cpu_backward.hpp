@@ -1,0 +1,31 @@
+#pragma once
+// ATen's CPU flash attention backward (FlashAttentionKernel.cpp, cpu_flash_attention_backward) on
+// BF16 inputs on an Intel CPU with AVX512-BF16 and no AMX: for each query block (ATen's 32, 64 or
+// 256 rows) and each KV block of 512 keys, in order,
+//   S     = RN(scale x Q K^T)                  MKL's BF16 GEMM (avx512_bf16_gemm), alpha the scale
+//   s     = RN(S + mask)                       an additive or boolean mask (-inf), where one is given
+//   P     = SLEEF expf(RN(s - LSE))            Vectorized<float>::exp; 0 past a row's causal end
+//   dV   += P_bf16^T dO                        oneDNN's brgemm (avx512_bf16_brgemm), added in float32
+//   dP    = dO V^T                             MKL's BF16 GEMM
+//   dS    = RN(P RN(dP - delta))               delta = rowsum(dO O) as map2_reduce_all sums it
+//   dQ   += RN(scale x dS_bf16 K)              brgemm, the scale a source scale, then added
+//   dK   += RN(scale x dS_bf16^T Q)
+// where each "+=" adds in float32 to the BF16 gradient and rounds it back to BF16 (the gradients
+// are BF16 tensors; the brgemm's sum post-op). Found by probes against the installed torch
+// (docs/torch-cpu.md); held to it by tests/peer/test_aten_cpu_torch.py. Internal to
+// emu/attention/flash.
+#include "emu/attention/flash/flash_attention.hpp"
+#include "emu/attention/flash/flash_context.hpp"
+
+namespace roundscope::emu::detail {
+
+/// Why the shape or recipe is outside what the probes cover (empty where aten_cpu_backward runs
+/// it): the products must be avx512-bf16, the formats BF16, D between 32 and 384, no grouped
+/// heads, no one-row query block or one-key KV block (the BLAS's GEMV, not probed backward).
+std::string aten_cpu_backward_refusal(const FlashContext& ctx);
+
+/// dQ, dK, dV (BF16 bits) and delta, head by head (threads over heads: the same bits on any count).
+BackwardResult aten_cpu_backward(const FlashContext& ctx, const AttentionOperands& in, const ForwardResult& forward,
+                                 int threads);
+
+}  // namespace roundscope::emu::detail
