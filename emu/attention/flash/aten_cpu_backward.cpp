@@ -111,7 +111,6 @@ std::string aten_cpu_backward_refusal(const FlashContext& ctx) {
         return why + "as ATen runs it: its products, delta and order are its own (leave the backward's keys unset)";
     if (s.d != s.d_v || s.d < 32 || s.d > 384)
         return why + fmt::format("for D from 32 to 384 (here {}): other lengths take paths not probed", s.d);
-    if (s.kv_group != 1) return why + "without grouped-query heads (their gradients' sum is not probed)";
     if (s.n_q > 0 && aten_gemv_row(s, s.n_q - 1))
         return why + "where no query block is one row (its GEMMs run as a GEMV, not probed backward)";
     if (s.n_kv > 0 && (s.n_kv - 1) % static_cast<std::uint64_t>(r.tiles.block_n) == 0)
@@ -128,21 +127,26 @@ BackwardResult aten_cpu_backward(const FlashContext& ctx, const AttentionOperand
     BackwardResult out;
     out.dq.assign(in.q.size(), 0), out.dk.assign(in.k.size(), 0), out.dv.assign(in.v.size(), 0);
     out.delta.assign(s.heads * nq, 0.0f);
-    parallel_for(s.heads, 1, threads, [&](std::size_t begin, std::size_t end) {
-        for (std::size_t head = begin; head < end; ++head) {
-            const HeadGrads h{in.q.data() + head * nq * d,
-                              in.k.data() + head * nk * d,
-                              in.v.data() + head * nk * d,
-                              in.d_o.data() + head * nq * d,
-                              forward.o.data() + head * nq * d,
-                              forward.lse.data() + head * nq,
-                              out.dq.data() + head * nq * d,
-                              out.dk.data() + head * nk * d,
-                              out.dv.data() + head * nk * d,
-                              out.delta.data() + head * nq,
-                              head};
-            head_backward(ctx, h);
-        }
+    // Grouped heads: ATen's loop takes a key-value head's query heads in order, each adding to the
+    // same BF16 dK and dV, block after block (found by probe: docs/torch-cpu.md); key-value heads
+    // are independent, so threads over them give the same bits on any count.
+    const std::uint64_t group = s.kv_group;
+    parallel_for(s.heads / group, 1, threads, [&](std::size_t begin, std::size_t end) {
+        for (std::size_t kv = begin; kv < end; ++kv)
+            for (std::uint64_t head = kv * group; head < (kv + 1) * group; ++head) {
+                const HeadGrads h{in.q.data() + head * nq * d,
+                                  in.k.data() + kv * nk * d,
+                                  in.v.data() + kv * nk * d,
+                                  in.d_o.data() + head * nq * d,
+                                  forward.o.data() + head * nq * d,
+                                  forward.lse.data() + head * nq,
+                                  out.dq.data() + head * nq * d,
+                                  out.dk.data() + kv * nk * d,
+                                  out.dv.data() + kv * nk * d,
+                                  out.delta.data() + head * nq,
+                                  head};
+                head_backward(ctx, h);
+            }
     });
     return out;
 }

@@ -11,7 +11,8 @@
 //   dQ   += RN(scale x dS_bf16 K)              brgemm, the scale a source scale, then added
 //   dK   += RN(scale x dS_bf16^T Q)
 // where each "+=" adds in float32 to the BF16 gradient and rounds it back to BF16 (the gradients
-// are BF16 tensors; the brgemm's sum post-op). Found by probes against the installed torch
+// are BF16 tensors; the brgemm's sum post-op); with grouped heads, a key-value head's query heads
+// in order add to the same dK and dV. Found by probes against the installed torch
 // (docs/torch-cpu.md); held to it by tests/peer/test_aten_cpu_torch.py. Internal to
 // emu/attention/flash.
 #include "emu/attention/flash/flash_attention.hpp"
@@ -20,11 +21,12 @@
 namespace roundscope::emu::detail {
 
 /// Why the shape or recipe is outside what the probes cover (empty where aten_cpu_backward runs
-/// it): the products must be avx512-bf16, the formats BF16, D between 32 and 384, no grouped
-/// heads, no one-row query block or one-key KV block (the BLAS's GEMV, not probed backward).
+/// it): the products must be avx512-bf16, the formats BF16, D between 32 and 384, no one-row
+/// query block or one-key KV block (the BLAS's GEMV, not probed backward).
 std::string aten_cpu_backward_refusal(const FlashContext& ctx);
 
-/// dQ, dK, dV (BF16 bits) and delta, head by head (threads over heads: the same bits on any count).
+/// dQ, dK, dV (BF16 bits; dK and dV of the key-value heads) and delta (threads over key-value
+/// heads: the same bits on any count).
 BackwardResult aten_cpu_backward(const FlashContext& ctx, const AttentionOperands& in, const ForwardResult& forward,
                                  int threads);
 
