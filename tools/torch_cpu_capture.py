@@ -15,6 +15,7 @@ import sys
 import torch
 
 import roundscope as rs
+import roundscope.torch as rst
 
 # (name, heads, Nq, Nk, D, causal): S over D of 48 to 128, P V over whole (512) and partial KV blocks
 SHAPES = [
@@ -38,12 +39,11 @@ def cpu() -> tuple[str, str]:
     return model, " ".join(sorted(f for f in flags if f.startswith(("avx512", "amx"))))
 
 
-def settings(flags: str) -> str:
-    if "amx_bf16" in flags.split():
-        return f"aten_threads={torch.get_num_threads()}"
-    if "avx512_bf16" in flags.split():
-        return "score_product=avx512-bf16,pv_product=avx512-bf16"
-    sys.exit("torch_cpu_capture.py: this CPU has neither AMX-BF16 nor AVX512-BF16, whose GEMMs the recipe models")
+def settings() -> str:
+    try:
+        return ",".join(f"{key}={value}" for key, value in rst.cpu_settings().items())
+    except ValueError as e:
+        sys.exit(f"torch_cpu_capture.py: {e}")
 
 
 def main():
@@ -52,8 +52,7 @@ def main():
     out = pathlib.Path(sys.argv[1])
     out.mkdir(parents=True, exist_ok=True)
     model, flags = cpu()
-    if torch.backends.cpu.get_cpu_capability() != "AVX512":
-        sys.exit("torch_cpu_capture.py: torch does not run its AVX-512 kernels here")
+    settings()  # exits where the recipe has no settings for this CPU
     g = torch.Generator().manual_seed(11)
     for name, h, nq, nk, d, causal in SHAPES:
         q = torch.randn(1, h, nq, d, generator=g).bfloat16()
@@ -61,7 +60,7 @@ def main():
         o, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, causal)[:2]
         rs.write(out / f"{name}.safetensors", {"q": q, "k": k, "v": v, "o": o, "lse": lse},
                  {"causal": str(causal).lower(), "causal_alignment": "top-left", "source": "torch CPU SDPA",
-                  "recipe": "torch-cpu-bf16", "settings": settings(flags), "torch_version": torch.__version__,
+                  "recipe": "torch-cpu-bf16", "settings": settings(), "torch_version": torch.__version__,
                   "torch_threads": str(torch.get_num_threads()), "cpu": model, "cpu_flags": flags,
                   "machine": platform.machine()})
         print(out / f"{name}.safetensors")
@@ -77,7 +76,7 @@ def main():
                    "dq": q.grad, "dk": k.grad, "dv": v.grad}
         rs.write(out / f"{name}.safetensors", tensors,
                  {"causal": str(causal).lower(), "causal_alignment": "top-left", "source": "torch CPU SDPA backward",
-                  "recipe": "torch-cpu-bf16", "settings": settings(flags), "torch_version": torch.__version__,
+                  "recipe": "torch-cpu-bf16", "settings": settings(), "torch_version": torch.__version__,
                   "torch_threads": str(torch.get_num_threads()), "cpu": model, "cpu_flags": flags,
                   "machine": platform.machine()})
         print(out / f"{name}.safetensors")

@@ -11,7 +11,6 @@ oneDNN's GEMM is the CPU's: with AMX-BF16 the recipe as it is (score_product=amx
 told torch's thread count); on an Intel CPU with AVX512-BF16 and no AMX, the same recipe with
 score_product=avx512-bf16 and pv_product=avx512-bf16 (VDPBF16PS, emu/mma/amx_gemm.hpp). Elsewhere
 the tests skip, saying why: an AMD CPU with AVX512-BF16 runs the same instruction, untested here."""
-import pathlib
 
 import numpy as np
 import pytest
@@ -19,25 +18,25 @@ import torch
 import torch.nn.functional as F
 
 import roundscope as rs
+import roundscope.torch as rst
 
 RECIPE = "torch-cpu-bf16"
 
 
-def _gemm():
-    """"amx", "avx512-bf16" or None: the oneDNN GEMM this CPU runs, where the recipe models it."""
-    info = pathlib.Path("/proc/cpuinfo").read_text() if pathlib.Path("/proc/cpuinfo").exists() else ""
-    if torch.backends.cpu.get_cpu_capability() != "AVX512":
-        return None
-    if " amx_bf16" in info:
-        return "amx"
-    return "avx512-bf16" if " avx512_bf16" in info and "GenuineIntel" in info else None
+def _cpu():
+    """This CPU's settings of the recipe (roundscope.torch.cpu_settings), or why it has none."""
+    try:
+        return rst.cpu_settings(), ""
+    except ValueError as e:
+        return None, str(e)
 
 
-GEMM = _gemm()
-# The recipe models the AVX-512 build of the kernel with oneDNN's AMX or AVX512-BF16 GEMM: elsewhere
+SETTINGS, WHY = _cpu()
+# "amx", "avx512-bf16" or None: the BF16 GEMM this CPU runs, where the recipe models it
+GEMM = None if SETTINGS is None else "amx" if "aten_threads" in SETTINGS else "avx512-bf16"
+# The recipe models the AVX-512 build of the kernel with the AMX or AVX512-BF16 GEMM: elsewhere
 # torch runs other code (AVX2's exp, another GEMM), which the recipe does not claim to reproduce.
-pytestmark = pytest.mark.skipif(GEMM is None, reason="torch-cpu-bf16 models Intel AVX-512 CPUs with AMX-BF16 or "
-                                                     "AVX512-BF16 (an AMD CPU's AVX512-BF16 is untested)")
+pytestmark = pytest.mark.skipif(GEMM is None, reason=WHY)
 
 
 def _settings(threads=None):
@@ -45,7 +44,7 @@ def _settings(threads=None):
     never packs."""
     if GEMM == "amx":
         return {"aten_threads": threads or torch.get_num_threads()}
-    return {"score_product": "avx512-bf16", "pv_product": "avx512-bf16"}
+    return dict(SETTINGS)
 
 # (batch, heads, kv heads, Nq, Nk, D, mask); torch's own thread count, which the recipe is told
 # (aten_threads): whether ATen packs its GEMM operands depends on it

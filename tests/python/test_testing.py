@@ -112,13 +112,13 @@ def test_the_example_of_docs_python_md_prints_what_the_page_shows():
 
 def test_the_torch_cpu_example_passes_as_the_page_says():
     """PyTorch's CPU attention against torch-cpu-bf16, every bit (docs/python.md)."""
-    import pathlib
     import re
 
-    import torch
-    flags = pathlib.Path("/proc/cpuinfo").read_text() if pathlib.Path("/proc/cpuinfo").exists() else ""
-    if torch.backends.cpu.get_cpu_capability() != "AVX512" or " amx_bf16" not in flags:
-        pytest.skip("torch-cpu-bf16 models AVX-512 CPUs with AMX-BF16")
+    import roundscope.torch as rst
+    try:
+        rst.cpu_settings()
+    except ValueError as e:
+        pytest.skip(str(e))
     from conftest import ROOT
     page = (ROOT / "docs" / "python.md").read_text()
     code = re.search(r"<!-- torch-cpu example -->\n```python\n(.*?)```", page, flags=re.S).group(1)

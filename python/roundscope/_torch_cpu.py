@@ -1,0 +1,37 @@
+"""Which settings of the recipe torch-cpu-bf16 reproduce PyTorch's CPU attention on this machine
+(docs/torch-cpu.md): the BF16 GEMM ATen's kernel runs depends on the CPU."""
+from __future__ import annotations
+
+import pathlib
+
+import torch
+
+
+def _cpu() -> tuple[str, set[str]]:
+    """The CPU's vendor and flags, from /proc/cpuinfo."""
+    path = pathlib.Path("/proc/cpuinfo")
+    if not path.exists():
+        raise ValueError("cpu_settings: no /proc/cpuinfo: the recipe models Linux x86 CPUs whose flags it reads there")
+    lines = path.read_text().splitlines()
+    vendor = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("vendor_id")), "")
+    flags = next((line.split(":", 1)[1] for line in lines if line.startswith("flags")), "")
+    return vendor, set(flags.split())
+
+
+def cpu_settings() -> dict[str, str]:
+    """The settings that make torch-cpu-bf16 PyTorch's CPU attention here: with AMX-BF16, torch's
+    thread count (whether ATen packs its GEMM operands turns on it); on an Intel CPU with
+    AVX512-BF16 and no AMX, the products avx512-bf16. ValueError, saying why, on any other CPU:
+    torch runs code there that the recipe does not model (no AVX-512), or that is untested (an
+    AMD CPU's AVX512-BF16)."""
+    capability = torch.backends.cpu.get_cpu_capability()
+    if capability != "AVX512":
+        raise ValueError(f"cpu_settings: torch runs its {capability} kernels on this CPU; torch-cpu-bf16 models "
+                         "the AVX512 build")
+    vendor, flags = _cpu()
+    if "amx_bf16" in flags:
+        return {"aten_threads": str(torch.get_num_threads())}
+    if "avx512_bf16" in flags and vendor == "GenuineIntel":
+        return {"score_product": "avx512-bf16", "pv_product": "avx512-bf16"}
+    raise ValueError(f"cpu_settings: this CPU ({vendor}) has neither AMX-BF16 nor Intel's AVX512-BF16, whose GEMMs "
+                     "torch-cpu-bf16 models (an AMD CPU's AVX512-BF16 is untested)")

@@ -1,0 +1,48 @@
+"""roundscope.torch.cpu_settings: the settings of torch-cpu-bf16 for the CPU it reads, or a
+ValueError saying why there are none (python/roundscope/_torch_cpu.py)."""
+import pytest
+import torch
+
+import roundscope._torch_cpu as tc
+import roundscope.torch as rst
+
+
+@pytest.fixture
+def cpu(monkeypatch):
+    def set_cpu(capability, vendor, flags):
+        monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: capability)
+        monkeypatch.setattr(tc, "_cpu", lambda: (vendor, set(flags.split())))
+    return set_cpu
+
+
+def test_amx_takes_torch_thread_count(cpu):
+    cpu("AVX512", "GenuineIntel", "avx512f avx512_bf16 amx_bf16 amx_tile")
+    assert rst.cpu_settings() == {"aten_threads": str(torch.get_num_threads())}
+
+
+def test_intel_avx512_bf16_takes_its_products(cpu):
+    cpu("AVX512", "GenuineIntel", "avx512f avx512_bf16 avx512_fp16")
+    assert rst.cpu_settings() == {"score_product": "avx512-bf16", "pv_product": "avx512-bf16"}
+
+
+@pytest.mark.parametrize("capability, vendor, flags, why", [
+    ("AVX2", "GenuineIntel", "avx2", "AVX2 kernels"),
+    ("AVX512", "AuthenticAMD", "avx512f avx512_bf16", "AMD CPU's AVX512-BF16 is untested"),
+    ("AVX512", "GenuineIntel", "avx512f", "neither AMX-BF16 nor"),
+])
+def test_other_cpus_are_refused_with_the_reason(cpu, capability, vendor, flags, why):
+    cpu(capability, vendor, flags)
+    with pytest.raises(ValueError, match=why):
+        rst.cpu_settings()
+
+
+def test_each_cpus_settings_are_taken_by_the_recipe(cpu):
+    """Both CPUs' settings run the recipe (on any machine: the emulator does not need that CPU)."""
+    import numpy as np
+
+    import roundscope as rs
+    z = np.zeros((1, 40, 64), np.float32)
+    for flags in ("avx512_bf16 amx_bf16", "avx512_bf16"):
+        cpu("AVX512", "GenuineIntel", flags)
+        out = rs.attention(z, z, z, recipe="torch-cpu-bf16", settings=rst.cpu_settings())
+        assert out["o"].shape == (1, 40, 64)
