@@ -300,6 +300,7 @@ AVX512 = {"score_product": "avx512-bf16", "pv_product": "avx512-bf16"}
     (AVX512, (1, 64, 64, 1), "one row"),
     (AVX512, (64, 513, 64, 1), "one key"),
     ({**AVX512, "grad_product": "f64"}, (64, 64, 64, 1), "leave the backward's keys unset"),
+    ({**AVX512, "o_format": "f32"}, (64, 64, 64, 1), "o_format"),
 ])
 def test_what_the_backward_does_not_model_is_refused(settings, shape, why):
     """What the probes have not covered is refused with the reason, on any CPU."""

@@ -46,8 +46,8 @@ void head_backward(const FlashContext& ctx, const HeadGrads& h) {
     const AttentionShape& s = ctx.shape;
     const std::uint64_t nq = s.n_q, nk = s.n_kv, d = s.d;
     const float scale = s.scale;
+    std::vector<float> prod(d);
     for (std::uint64_t r = 0; r < nq; ++r) {  // delta: map2_reduce_all, two vectors of 16 lanes then the tree
-        std::vector<float> prod(d);
         for (std::uint64_t c = 0; c < d; ++c) prod[c] = a::mul(from_bf16(h.d_o[r * d + c]), from_bf16(h.o[r * d + c]));
         h.delta[r] = inductor::lane_sum(prod.data(), d, 32, 16);
     }
@@ -102,8 +102,9 @@ std::string aten_cpu_backward_refusal(const FlashContext& ctx) {
     const std::string why = fmt::format("recipe '{}': ATen's CPU backward is modelled ", r.name);
     if (r.scores.product != Product::avx512_bf16 || r.p_and_v.product != Product::avx512_bf16)
         return why + "on AVX512-BF16 (score_product=avx512-bf16, pv_product=avx512-bf16), untested on AMX";
-    if (!(*r.target.input == bf16) || !(*r.backward.grad_format == bf16) || !(*r.backward.ds_format == bf16))
-        return why + "for BF16 inputs, P, dS and gradients (input, ds_format, grad_format bf16)";
+    if (!(*r.target.input == bf16) || !(*r.output.format == bf16) || !(*r.backward.grad_format == bf16) ||
+        !(*r.backward.ds_format == bf16))
+        return why + "for BF16 inputs, O, P, dS and gradients (input, o_format, ds_format, grad_format bf16)";
     const BackwardStage plain;  // the backward's keys ATen's loop has no choice of
     if (r.backward.product != plain.product || r.backward.delta != plain.delta ||
         !(*r.backward.delta_format == *plain.delta_format) || r.backward.delta_sum != plain.delta_sum ||
@@ -111,9 +112,9 @@ std::string aten_cpu_backward_refusal(const FlashContext& ctx) {
         return why + "as ATen runs it: its products, delta and order are its own (leave the backward's keys unset)";
     if (s.d != s.d_v || s.d < 32 || s.d > 384)
         return why + fmt::format("for D from 32 to 384 (here {}): other lengths take paths not probed", s.d);
-    if (s.n_q > 0 && aten_gemv_row(s, s.n_q - 1))
+    if (aten_one_row_block(s))
         return why + "where no query block is one row (its GEMMs run as a GEMV, not probed backward)";
-    if (s.n_kv > 0 && (s.n_kv - 1) % static_cast<std::uint64_t>(r.tiles.block_n) == 0)
+    if (aten_one_key_block(r, s))
         return why + "where no KV block is one key (its GEMMs run as a GEMV, not probed backward)";
     if (s.causal && causal_alignment(s) != Alignment::top_left)
         return why + "under ATen's causal mask, which is top-left (causal_alignment top-left)";

@@ -7,6 +7,7 @@
 
 #include <cstring>
 
+#include "emu/attention/flash/aten_gemv.hpp"
 #include "emu/attention/math/inductor_cpu_math.hpp"
 #include "emu/attention/softmax/attention_steps.hpp"
 #include "emu/attention/softmax/compiled_torch_softmax.hpp"
@@ -145,13 +146,12 @@ double aten_pack_ratio(const AttentionShape& s, std::uint64_t n_q, std::int64_t 
 void check_amx_shape(const FlashContext& ctx) {
     const AttentionRecipe& r = ctx.recipe;
     if ((r.scores.product != Product::amx && r.p_and_v.product != Product::amx) || ctx.aten_packed) return;
-    const std::uint64_t n_q = problem_rows(ctx.shape);
-    if (n_q > 0 && (n_q - 1) % aten_query_block(n_q) == 0)  // the last block holds one row
+    if (detail::aten_one_row_block(ctx.shape))
         throw Error(
             fmt::format("recipe '{}': {} query rows leave ATen a one-row block of queries, whose GEMM the BLAS "
                         "runs as a GEMV, modelled on AVX512-BF16 (avx512-bf16) and untested on AMX",
-                        r.name, n_q));
-    if (ctx.shape.n_kv > 0 && (ctx.shape.n_kv - 1) % static_cast<std::uint64_t>(r.tiles.block_n) == 0)
+                        r.name, problem_rows(ctx.shape)));
+    if (detail::aten_one_key_block(r, ctx.shape))
         throw Error(
             fmt::format("recipe '{}': {} keys leave a KV block of one key (block_n = {}), whose GEMM the BLAS "
                         "runs as a GEMV, modelled on AVX512-BF16 (avx512-bf16) and untested on AMX",

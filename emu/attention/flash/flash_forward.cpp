@@ -82,7 +82,7 @@ void pv_product(const FlashContext& ctx, const detail::TileProduct& mma, const H
     const std::uint32_t* c = without_c ? nullptr : acc.data();
     if (h.v_quantized == nullptr || !ctx.recipe.p_and_v.diagonal_fix) {
         // a row alone in ATen's query block: the BLAS's GEMV (aten_gemv.hpp), from the C it was given
-        const std::vector<std::uint64_t> gemv = detail::aten_gemv_pv_rows(ctx, rows);
+        const std::vector<std::uint64_t> gemv = detail::aten_gemv_pv_rows(ctx.recipe, ctx.shape, rows);
         std::vector<std::uint32_t> c_rows;
         for (const std::uint64_t r : gemv)
             c_rows.insert(c_rows.end(), acc.begin() + r * dv, acc.begin() + (r + 1) * dv);
@@ -118,7 +118,7 @@ std::vector<std::uint32_t> score_tile(const FlashContext& ctx, const detail::Til
         detail::transposed(h.k + keys.begin * d, keys.size(), d, {0, d});  // [d][keys]
     std::vector<std::uint32_t> s(rows.size() * keys.size(), 0);
     mma.run(h.q + rows.begin * d, kt.data(), nullptr, s.data(), rows.size(), keys.size(), d);
-    detail::aten_gemv_scores(ctx, h.q + rows.begin * d, h.k, rows, keys, s);
+    detail::aten_gemv_scores(ctx.recipe, ctx.shape, h.q + rows.begin * d, h.k, rows, keys, s);
     return s;
 }
 

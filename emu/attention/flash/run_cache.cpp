@@ -36,7 +36,6 @@ std::shared_ptr<const std::vector<std::uint32_t>> RunCache::scores(const Attenti
     auto all = std::make_shared<std::vector<std::uint32_t>>(shape.heads * shape.n_q * shape.n_kv, 0);
     const detail::TileProduct product(recipe, *recipe.target.input, *recipe.target.input, recipe.scores.product,
                                       aten_packed(recipe, shape));
-    const FlashContext ctx = flash_context(recipe, shape);  // for the scores the BLAS's GEMV computes (aten_gemv.hpp)
     const std::uint64_t blocks = (shape.n_q + row_block - 1) / row_block, d = shape.d;
     parallel_for(shape.heads * blocks, 1, threads, [&](std::size_t begin, std::size_t end) {
         for (std::size_t task = begin; task < end; ++task) {
@@ -49,7 +48,7 @@ std::shared_ptr<const std::vector<std::uint32_t>> RunCache::scores(const Attenti
             std::vector<std::uint32_t> s(rows * keys, 0);
             const std::uint32_t* q = in.q.data() + (head * shape.n_q + first) * d;
             product.run(q, kt.data(), nullptr, s.data(), rows, keys, d);
-            detail::aten_gemv_scores(ctx, q, k, {first, first + rows}, {0, keys}, s);
+            detail::aten_gemv_scores(recipe, shape, q, k, {first, first + rows}, {0, keys}, s);
             for (std::uint64_t r = 0; r < rows; ++r)
                 std::copy_n(s.begin() + static_cast<std::ptrdiff_t>(r * keys), keys,
                             all->begin() + static_cast<std::ptrdiff_t>((head * shape.n_q + first + r) * shape.n_kv));
