@@ -5,7 +5,8 @@ in the metadata, so that a CPU without that machine's GEMM still checks the reci
 
     PYTHONPATH=build/python .venv/bin/python tools/torch_cpu_capture.py OUT_DIR
 
-Each file holds one shape; its metadata names the recipe settings that reproduce it on this CPU
+Each file holds one shape (those the recipe refuses with this CPU's settings are left out, saying
+so); its metadata names the recipe settings that reproduce it on this CPU
 (`settings`: KEY=VALUE, comma-separated), torch's version and thread count, and the CPU's model and
 the flags that choose oneDNN's GEMM."""
 import pathlib
@@ -24,6 +25,7 @@ SHAPES = [
     ("one-block", 2, 40, 200, 80, False),  # 200 keys, D = 80
     ("odd-halves", 1, 64, 390, 320, False),  # P V over two blocks of 195 on AVX512-BF16, D = 320
     ("decode", 4, 1, 600, 64, False),  # one query: the GEMV, on 512 + 88 keys
+    ("causal-blocks", 2, 128, 600, 48, True),  # whole query blocks under the causal mask (MKL's AVX2 GEMM)
 ]
 # (name, heads, Nq, Nk, D, causal): the backward over several query blocks (dK and dV summed in
 # BF16) and two KV blocks (dQ summed across them)
@@ -46,6 +48,18 @@ def settings() -> str:
         sys.exit(f"torch_cpu_capture.py: {e}")
 
 
+def refusal(h: int, nq: int, nk: int, d: int, causal: bool, backward: bool = False) -> str:
+    """Why the recipe refuses this shape with this CPU's settings, or ""."""
+    z = torch.zeros(h, nq, d)
+    try:
+        rs.attention(z, torch.zeros(h, nk, d), torch.zeros(h, nk, d), recipe="torch-cpu-bf16",
+                     settings=rst.cpu_settings(), causal=causal, causal_alignment="top-left", backward=backward,
+                     do=z if backward else None)
+    except ValueError as e:
+        return str(e)
+    return ""
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit("usage: torch_cpu_capture.py OUT_DIR")
@@ -57,6 +71,9 @@ def main():
     for name, h, nq, nk, d, causal in SHAPES:
         q = torch.randn(1, h, nq, d, generator=g).bfloat16()
         k, v = (torch.randn(1, h, nk, d, generator=g).bfloat16() for _ in range(2))
+        if why := refusal(h, nq, nk, d, causal):
+            print(f"{name}: not captured: {why}")
+            continue
         o, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, causal)[:2]
         rs.write(out / f"{name}.safetensors", {"q": q, "k": k, "v": v, "o": o, "lse": lse},
                  {"causal": str(causal).lower(), "causal_alignment": "top-left", "source": "torch CPU SDPA",
@@ -67,6 +84,9 @@ def main():
     # the backward (autograd through F.scaled_dot_product_attention): do and the gradients too
     for name, h, nq, nk, d, causal in BACKWARD_SHAPES:
         q, k, v = (torch.randn(1, h, n, d, generator=g).bfloat16().requires_grad_() for n in (nq, nk, nk))
+        if why := refusal(h, nq, nk, d, causal, backward=True):
+            print(f"{name}: not captured: {why}")
+            continue
         o = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
         do = torch.randn(1, h, nq, d, generator=g).bfloat16()
         o.backward(do)

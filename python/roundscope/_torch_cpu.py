@@ -21,9 +21,9 @@ def _cpu() -> tuple[str, set[str]]:
 def cpu_settings() -> dict[str, str]:
     """The settings that make torch-cpu-bf16 PyTorch's CPU attention here: with AMX-BF16, torch's
     thread count (whether ATen packs its GEMM operands turns on it); on an Intel CPU with
-    AVX512-BF16 and no AMX, the products avx512-bf16. ValueError, saying why, on any other CPU:
-    torch runs code there that the recipe does not model (no AVX-512), or that is untested (an
-    AMD CPU's AVX512-BF16)."""
+    AVX512-BF16 and no AMX, the products avx512-bf16; on an AMD CPU with AVX-512, the products
+    mkl-avx2 (MKL runs its AVX2 GEMM there). ValueError, saying why, on any other CPU: torch runs
+    code there that the recipe does not model (no AVX-512)."""
     capability = torch.backends.cpu.get_cpu_capability()
     if capability != "AVX512":
         raise ValueError(f"cpu_settings: torch runs its {capability} kernels on this CPU; torch-cpu-bf16 models "
@@ -33,5 +33,7 @@ def cpu_settings() -> dict[str, str]:
         return {"aten_threads": str(torch.get_num_threads())}
     if "avx512_bf16" in flags and vendor == "GenuineIntel":
         return {"score_product": "avx512-bf16", "pv_product": "avx512-bf16"}
-    raise ValueError(f"cpu_settings: this CPU ({vendor}) has neither AMX-BF16 nor Intel's AVX512-BF16, whose GEMMs "
-                     "torch-cpu-bf16 models (an AMD CPU's AVX512-BF16 is untested)")
+    if vendor == "AuthenticAMD":
+        return {"score_product": "mkl-avx2", "pv_product": "mkl-avx2"}
+    raise ValueError(f"cpu_settings: this CPU ({vendor}) has neither AMX-BF16 nor Intel's AVX512-BF16, and is not "
+                     "an AMD CPU, whose GEMMs torch-cpu-bf16 models")

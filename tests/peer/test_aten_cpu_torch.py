@@ -7,10 +7,12 @@ rows (the AMX GEMM's two chunk rules, head dimensions that 32 does not divide), 
 a boolean padding mask, an additive mask, grouped-query heads, and the shapes whose GEMM ATen's
 BLAS runs as a GEMV (a query block of one row, decoding one token; a KV block of one key).
 
-oneDNN's GEMM is the CPU's: with AMX-BF16 the recipe as it is (score_product=amx, pv_product=amx,
+The BF16 GEMM is the CPU's: with AMX-BF16 the recipe as it is (score_product=amx, pv_product=amx,
 told torch's thread count); on an Intel CPU with AVX512-BF16 and no AMX, the same recipe with
-score_product=avx512-bf16 and pv_product=avx512-bf16 (VDPBF16PS, emu/mma/amx_gemm.hpp). Elsewhere
-the tests skip, saying why: an AMD CPU with AVX512-BF16 runs the same instruction, untested here."""
+score_product=avx512-bf16 and pv_product=avx512-bf16 (VDPBF16PS, emu/mma/amx_gemm.hpp); on an AMD
+CPU with AVX-512, score_product=mkl-avx2 and pv_product=mkl-avx2 (MKL's AVX2 GEMM,
+emu/mma/mkl_avx2_gemm.hpp), which models GEMMs of at least 24 x 4 and refuses the shapes that
+need others. Elsewhere the tests skip, saying why (roundscope.torch.cpu_settings)."""
 
 import numpy as np
 import pytest
@@ -32,8 +34,8 @@ def _cpu():
 
 
 SETTINGS, WHY = _cpu()
-# "amx", "avx512-bf16" or None: the BF16 GEMM this CPU runs, where the recipe models it
-GEMM = None if SETTINGS is None else "amx" if "aten_threads" in SETTINGS else "avx512-bf16"
+# "amx", "avx512-bf16", "mkl-avx2" or None: the BF16 GEMM this CPU runs, where the recipe models it
+GEMM = None if SETTINGS is None else "amx" if "aten_threads" in SETTINGS else SETTINGS["score_product"]
 # The recipe models the AVX-512 build of the kernel with the AMX or AVX512-BF16 GEMM: elsewhere
 # torch runs other code (AVX2's exp, another GEMM), which the recipe does not claim to reproduce.
 pytestmark = pytest.mark.skipif(GEMM is None, reason=WHY)
@@ -71,9 +73,26 @@ CASES = [
     (2, 4, 2, 1, 200, 64, "padding"),
     (1, 2, 2, 33, 64, 64, None),
     (1, 2, 2, 40, 513, 48, None),
+    # MKL's AVX2 GEMM: S over D = 256 in two blocks of 128; a last KV block of 8 keys that ATen's
+    # causal rows never reach; a padding mask with whole query blocks
+    (1, 1, 1, 64, 300, 256, None),
+    (1, 1, 1, 100, 520, 64, "causal"),
+    (2, 2, 2, 128, 600, 128, "padding"),
 ]
 # What the AMX recipe refuses (amx_gemm.hpp): the unpacked GEMV shapes, the same kernel untested there
 GEMV_CASES = {c for c in CASES if c[3] == 1 or c[3] in (33, 40)}
+
+
+def _mkl_small(case):
+    """Whether ATen asks MKL for a GEMM below the 24 x 4 that mkl-avx2 models: a query block of
+    fewer than 4 rows (blocks of 32, 64 or 256 rows as Nq grows), a KV block of fewer than 24 keys
+    (blocks of 512) that a causal row reaches, or D below 24 (P V is D x queries)."""
+    _, _, _, nq, nk, d, kind = case
+    q_block = min(nq, 256 if nq >= 768 else 64 if nq >= 192 else 32)
+    rows = min(q_block, nq % q_block or q_block)
+    last = nk % 512 or min(nk, 512)
+    reached = kind != "causal" or min(nq, nk) > nk - last
+    return rows < 4 or (last < 24 and reached) or d < 24
 
 
 def _mask(kind, b, h, nq, nk, g):
@@ -101,6 +120,12 @@ def test_the_recipe_is_pytorch_cpu_attention_bit_for_bit(case):
     b, h, hkv, nq, nk, d, kind = case
     if GEMM == "amx" and case in GEMV_CASES:
         with pytest.raises(ValueError, match="untested on AMX"):
+            rs.attention(np.zeros((h, nq, d), np.float32), np.zeros((hkv, nk, d), np.float32),
+                         np.zeros((hkv, nk, d), np.float32), recipe=RECIPE, settings=_settings(),
+                         causal=kind == "causal")
+        return
+    if GEMM == "mkl-avx2" and _mkl_small(case):
+        with pytest.raises(ValueError, match="at least 24 x 4"):
             rs.attention(np.zeros((h, nq, d), np.float32), np.zeros((hkv, nk, d), np.float32),
                          np.zeros((hkv, nk, d), np.float32), recipe=RECIPE, settings=_settings(),
                          causal=kind == "causal")
@@ -266,12 +291,13 @@ def _backward_id(c):
 
 @pytest.mark.parametrize("case", BACKWARD_CASES, ids=_backward_id)
 def test_the_backward_is_pytorch_cpu_backward_bit_for_bit(case):
-    """On AVX512-BF16, dQ, dK and dV of autograd through F.scaled_dot_product_attention (ATen's
-    cpu_flash_attention_backward) equal the recipe's, bit for bit; on AMX the recipe refuses the
-    backward, untested there."""
+    """On Intel's AVX512-BF16, dQ, dK and dV of autograd through F.scaled_dot_product_attention
+    (ATen's cpu_flash_attention_backward) equal the recipe's, bit for bit; on AMX and on an AMD
+    CPU the recipe refuses the backward, untested there."""
     b, h, hkv, nq, nk, d, kind = case
     if GEMM != "avx512-bf16":
-        with pytest.raises(ValueError, match="untested on AMX"):
+        # (on an AMD CPU a shape the forward's GEMM refuses says so first)
+        with pytest.raises(ValueError, match="untested on AMX and on an AMD CPU|at least 24 x 4"):
             z = np.zeros((h, nq, d), np.float32)
             rs.attention(z, np.zeros((hkv, nk, d), np.float32), np.zeros((hkv, nk, d), np.float32), recipe=RECIPE,
                          settings=_settings(), backward=True, do=z)
@@ -296,6 +322,7 @@ AVX512 = {"score_product": "avx512-bf16", "pv_product": "avx512-bf16"}
 
 @pytest.mark.parametrize("settings, shape, why", [
     ({}, (64, 64, 64, 1), "untested on AMX"),
+    ({"score_product": "mkl-avx2", "pv_product": "mkl-avx2"}, (64, 64, 64, 1), "on an AMD CPU"),
     (AVX512, (64, 64, 16, 1), "D from 32 to 384"),
     (AVX512, (1, 64, 64, 1), "one row"),
     (AVX512, (64, 513, 64, 1), "one key"),
@@ -315,10 +342,16 @@ def test_what_the_backward_does_not_model_is_refused(settings, shape, why):
 def test_fit_finds_the_recipe_from_the_generic_presets(tmp_path):
     """`fit`, from every preset but torch-cpu-bf16, rediscovers PyTorch's CPU attention from a dump
     of torch's own outputs: two heads, 128 queries, 700 keys (two KV blocks), D = 80 (chunks of
-    20), O and LSE. Its time: tools/bench/bench_fit.py."""
+    20), O and LSE; the second head's values make P V's order show. Its time: tools/bench/bench_fit.py."""
     g = torch.Generator().manual_seed(3)
     q = torch.randn(1, 2, 128, 80, generator=g).bfloat16()
     k, v = (torch.randn(1, 2, 700, 80, generator=g).bfloat16() for _ in range(2))
+    # the second head's P V shows its order: q = 0 makes every P 1, and V's columns cancel
+    # (large values and their negatives among small ones), so that no other product ties it
+    q[:, 1] = 0
+    big = torch.randint(2, 255, (280, 80), generator=g) * 2.0**16
+    small = torch.randint(-8, 9, (140, 80), generator=g).float()
+    v[0, 1] = torch.cat([big, -big, small])[torch.randperm(700, generator=g)]
     o, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, False)[:2]
     path = tmp_path / "cpu.safetensors"
     rs.write(path, {"q": q, "k": k, "v": v, "o": o, "lse": lse})

@@ -25,9 +25,17 @@ def test_intel_avx512_bf16_takes_its_products(cpu):
     assert rst.cpu_settings() == {"score_product": "avx512-bf16", "pv_product": "avx512-bf16"}
 
 
+def test_amd_takes_mkls_avx2_products(cpu):
+    """MKL runs its AVX2 GEMM on an AMD CPU, AVX512-BF16 or not; torch's own kernels are AVX-512's."""
+    for flags in ("avx512f avx512_bf16", "avx512f"):
+        cpu("AVX512", "AuthenticAMD", flags)
+        assert rst.cpu_settings() == {"score_product": "mkl-avx2", "pv_product": "mkl-avx2"}
+
+
 @pytest.mark.parametrize("capability, vendor, flags, why", [
     ("AVX2", "GenuineIntel", "avx2", "AVX2 kernels"),
-    ("AVX512", "AuthenticAMD", "avx512f avx512_bf16", "AMD CPU's AVX512-BF16 is untested"),
+    ("AVX2", "AuthenticAMD", "avx2", "AVX2 kernels"),
+    ("AVX512", "HygonGenuine", "avx512f avx512_bf16", "not an AMD CPU"),
     ("AVX512", "GenuineIntel", "avx512f", "neither AMX-BF16 nor"),
 ])
 def test_other_cpus_are_refused_with_the_reason(cpu, capability, vendor, flags, why):
@@ -37,12 +45,13 @@ def test_other_cpus_are_refused_with_the_reason(cpu, capability, vendor, flags, 
 
 
 def test_each_cpus_settings_are_taken_by_the_recipe(cpu):
-    """Both CPUs' settings run the recipe (on any machine: the emulator does not need that CPU)."""
+    """Each CPU's settings run the recipe (on any machine: the emulator does not need that CPU)."""
     import numpy as np
 
     import roundscope as rs
     z = np.zeros((1, 40, 64), np.float32)
-    for flags in ("avx512_bf16 amx_bf16", "avx512_bf16"):
-        cpu("AVX512", "GenuineIntel", flags)
+    for vendor, flags in (("GenuineIntel", "avx512_bf16 amx_bf16"), ("GenuineIntel", "avx512_bf16"),
+                          ("AuthenticAMD", "avx512_bf16")):
+        cpu("AVX512", vendor, flags)
         out = rs.attention(z, z, z, recipe="torch-cpu-bf16", settings=rst.cpu_settings())
         assert out["o"].shape == (1, 40, 64)

@@ -101,7 +101,9 @@ std::string aten_cpu_backward_refusal(const FlashContext& ctx) {
     const AttentionShape& s = ctx.shape;
     const std::string why = fmt::format("recipe '{}': ATen's CPU backward is modelled ", r.name);
     if (r.scores.product != Product::avx512_bf16 || r.p_and_v.product != Product::avx512_bf16)
-        return why + "on AVX512-BF16 (score_product=avx512-bf16, pv_product=avx512-bf16), untested on AMX";
+        return why +
+               "on Intel's AVX512-BF16 (score_product=avx512-bf16, pv_product=avx512-bf16), untested on AMX "
+               "and on an AMD CPU (mkl-avx2)";
     if (!(*r.target.input == bf16) || !(*r.output.format == bf16) || !(*r.backward.grad_format == bf16) ||
         !(*r.backward.ds_format == bf16))
         return why + "for BF16 inputs, O, P, dS and gradients (input, o_format, ds_format, grad_format bf16)";

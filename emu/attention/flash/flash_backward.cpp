@@ -241,13 +241,13 @@ std::string backward_refusal(const AttentionRecipe& recipe) {
     if (recipe.softmax.kind == SoftmaxKind::aten_cpu &&
         (recipe.scores.product != Product::avx512_bf16 || recipe.p_and_v.product != Product::avx512_bf16))
         return fmt::format(
-            "recipe '{}': ATen's CPU backward is modelled on AVX512-BF16 (score_product=avx512-bf16, "
-            "pv_product=avx512-bf16), untested on AMX",
+            "recipe '{}': ATen's CPU backward is modelled on Intel's AVX512-BF16 (score_product=avx512-bf16, "
+            "pv_product=avx512-bf16), untested on AMX and on an AMD CPU (mkl-avx2)",
             name);
     if (recipe.softmax.kind != SoftmaxKind::aten_cpu &&
-        (onednn_bf16(recipe.scores.product) || onednn_bf16(recipe.p_and_v.product)))
+        (cpu_bf16_gemm(recipe.scores.product) || cpu_bf16_gemm(recipe.p_and_v.product)))
         return fmt::format(
-            "recipe '{}': the CPU's BF16 GEMM (amx, avx512-bf16) has a backward only as ATen's CPU "
+            "recipe '{}': the CPU's BF16 GEMM (amx, avx512-bf16, mkl-avx2) has a backward only as ATen's CPU "
             "kernel runs it (softmax=aten-cpu)",
             name);
     if (recipe.p_and_v.p_quant != nullptr)

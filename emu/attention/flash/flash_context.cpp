@@ -13,6 +13,7 @@
 #include "emu/attention/softmax/compiled_torch_softmax.hpp"
 #include "emu/batch/tensor_cast.hpp"
 #include "emu/block/block_quantize.hpp"
+#include "emu/mma/mkl_avx2_gemm.hpp"
 #include "emu/numbers/round.hpp"
 #include "emu/numbers/unpack.hpp"
 #include "lib/dtype.hpp"
@@ -158,6 +159,36 @@ void check_amx_shape(const FlashContext& ctx) {
                         r.name, ctx.shape.n_kv, r.tiles.block_n));
 }
 
+// MKL's AVX2 kernel (mkl_avx2_gemm.hpp) is modelled for GEMMs of at least 24 x 4 (column-major, as
+// ATen calls them): S is keys x queries, P V is D x queries. A query block of fewer than 4 rows, a
+// KV block of fewer than 24 keys that a row reaches, or D below 24 runs MKL's other kernels.
+void check_mkl_avx2_shape(const FlashContext& ctx) {
+    const AttentionRecipe& r = ctx.recipe;
+    const bool scores = r.scores.product == Product::mkl_avx2, pv = r.p_and_v.product == Product::mkl_avx2;
+    const AttentionShape& s = ctx.shape;
+    const std::uint64_t n_q = problem_rows(s);
+    if (!(scores || pv) || n_q == 0 || s.n_kv == 0) return;
+    const std::uint64_t q_block = aten_query_block(n_q);
+    const std::uint64_t rows = std::min(q_block, n_q % q_block == 0 ? q_block : n_q % q_block);
+    const auto block_n = static_cast<std::uint64_t>(r.tiles.block_n);
+    const std::uint64_t last_keys = s.n_kv % block_n == 0 ? block_n : s.n_kv % block_n;
+    // ATen's causal rows stop at min(query block's end, keys): the last KV block is reached when
+    // the last query block's end passes its start
+    const bool last_reached = !s.causal || std::min(n_q, s.n_kv) > s.n_kv - last_keys;
+    const std::uint64_t keys = last_reached ? last_keys : block_n;
+    std::string why;
+    if (scores && !mkl_avx2_modelled(keys, rows))
+        why = fmt::format("S's GEMM has {} x {} (keys x queries: {} keys, block_n = {}, and {} query rows)", keys, rows,
+                          s.n_kv, block_n, n_q);
+    else if (pv && !mkl_avx2_modelled(s.d_v, rows))
+        why = fmt::format("P V's GEMM has {} x {} (D x queries: {} query rows)", s.d_v, rows, n_q);
+    if (!why.empty())
+        throw Error(
+            fmt::format("recipe '{}': {}, a GEMM MKL runs with kernels other than the AVX2 one mkl-avx2 "
+                        "models (at least 24 x 4)",
+                        r.name, why));
+}
+
 }  // namespace
 
 std::uint64_t aten_query_block(std::uint64_t n_q) {
@@ -205,6 +236,7 @@ FlashContext flash_context(const AttentionRecipe& recipe, const AttentionShape& 
     check_mask(ctx);
     ctx.aten_packed = aten_packed(ctx.recipe, shape);
     check_amx_shape(ctx);
+    check_mkl_avx2_shape(ctx);
     const float scale = static_cast<float>(shape.scale);
     ctx.scale_log2 = recipe.scores.scale_log2 == ScaleLog2::float64
                          ? static_cast<float>(static_cast<double>(scale) * 1.4426950408889634074)  // M_LOG2E

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "emu/mma/amx_gemm.hpp"
+#include "emu/mma/mkl_avx2_gemm.hpp"
 #include "emu/numbers/f32_arith.hpp"
 #include "emu/numbers/unpack.hpp"
 
@@ -21,6 +22,10 @@ void TileProduct::run(const std::uint32_t* a, const std::uint32_t* b, const std:
     }
     if (kind_ == Product::avx512_bf16) {
         avx512_bf16_gemm(a, b, c, d, m, n, k);
+        return;
+    }
+    if (kind_ == Product::mkl_avx2) {
+        mkl_avx2_bf16_gemm(a, b, c, d, m, n, k);
         return;
     }
     std::vector<std::uint32_t> zeros;

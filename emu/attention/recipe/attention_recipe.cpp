@@ -101,10 +101,10 @@ public:
             fail("p_format", fmt::format("no {} {} model multiplies P in {} by V in {}", t.arch, t.instruction,
                                          r_.p_and_v.p_format->name, t.input->name));
         const bool amx = r_.scores.product == Product::amx || r_.p_and_v.product == Product::amx;
-        if ((onednn_bf16(r_.scores.product) || onednn_bf16(r_.p_and_v.product)) && !(*t.input == bf16))
-            fail("input", "oneDNN's BF16 GEMM (amx, avx512-bf16) multiplies BF16 (input bf16)");
-        if (onednn_bf16(r_.p_and_v.product) && !(*r_.p_and_v.p_format == bf16))
-            fail("p_format", "oneDNN's BF16 GEMM (amx, avx512-bf16) multiplies P in BF16 (p_format bf16)");
+        if ((cpu_bf16_gemm(r_.scores.product) || cpu_bf16_gemm(r_.p_and_v.product)) && !(*t.input == bf16))
+            fail("input", "the CPU's BF16 GEMM (amx, avx512-bf16, mkl-avx2) multiplies BF16 (input bf16)");
+        if (cpu_bf16_gemm(r_.p_and_v.product) && !(*r_.p_and_v.p_format == bf16))
+            fail("p_format", "the CPU's BF16 GEMM (amx, avx512-bf16, mkl-avx2) multiplies P in BF16 (p_format bf16)");
         if (r_.tiles.aten_threads != 0 && !amx)
             fail("aten_threads", "the thread count chooses the AMX GEMM's path; no product of this recipe takes it");
     }

@@ -78,13 +78,16 @@ KvOrder parse_kv_order(std::string_view text, const std::string& what);
 
 /// How a product is computed: by the recipe's tensor-core model, in float64 (exact products, a
 /// double sum, one rounding to float32: the "exact" stage of the attribution), as oneDNN's
-/// BF16 GEMM on a CPU with AMX-BF16 runs it for ATen (amx_gemm.hpp), or as a float32 FFMA chain
-/// over k in order from +0 (cuBLAS's SIMT SGEMM with TF32 off, which PyTorch's math path calls).
-// the key spells exact_f64 "f64" and avx512_bf16 "avx512-bf16"
-enum class Product : std::uint8_t { model, exact_f64, amx, ffma, avx512_bf16 };
+/// BF16 GEMM on a CPU with AMX-BF16 runs it for ATen (amx_gemm.hpp) or on AVX512-BF16, as MKL's
+/// on an AMD CPU (mkl_avx2_gemm.hpp), or as a float32 FFMA chain over k in order from +0 (cuBLAS's
+/// SIMT SGEMM with TF32 off, which PyTorch's math path calls).
+// the key spells exact_f64 "f64", avx512_bf16 "avx512-bf16" and mkl_avx2 "mkl-avx2"
+enum class Product : std::uint8_t { model, exact_f64, amx, ffma, avx512_bf16, mkl_avx2 };
 
-/// Whether `p` is oneDNN's BF16 GEMM as ATen's CPU kernel runs it (on AMX or on AVX512-BF16).
-constexpr bool onednn_bf16(Product p) { return p == Product::amx || p == Product::avx512_bf16; }
+/// Whether `p` is the CPU's BF16 GEMM as ATen's CPU kernel runs it (AMX, AVX512-BF16, MKL's AVX2).
+constexpr bool cpu_bf16_gemm(Product p) {
+    return p == Product::amx || p == Product::avx512_bf16 || p == Product::mkl_avx2;
+}
 
 /// How far P V's chain of k-steps runs over a tile that holds fewer keys than block_n (a head's
 /// last tile): over the keys (ceil(keys / k) steps, the last zero-padded), or over the whole

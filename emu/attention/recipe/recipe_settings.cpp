@@ -59,11 +59,12 @@ constexpr NamedValues<GradSchedule, 3> grad_schedule_names{{{{GradSchedule::in_o
 constexpr NamedValues<SoftcapTanh, 1> softcap_tanh_names{{{{SoftcapTanh::exact, "exact"}}}};
 constexpr NamedValues<bool, 2> grad_rounding_names{{{{false, "nearest"}, {true, "stochastic"}}}};
 constexpr NamedValues<bool, 2> switch_names{{{{false, "off"}, {true, "on"}}}};
-constexpr NamedValues<Product, 5> product_names{{{{Product::model, "model"},
+constexpr NamedValues<Product, 6> product_names{{{{Product::model, "model"},
                                                   {Product::exact_f64, "f64"},
                                                   {Product::amx, "amx"},
                                                   {Product::ffma, "ffma"},
-                                                  {Product::avx512_bf16, "avx512-bf16"}}}};
+                                                  {Product::avx512_bf16, "avx512-bf16"},
+                                                  {Product::mkl_avx2, "mkl-avx2"}}}};
 // the backward's: ATen's CPU backward runs its own products (aten_cpu_backward.hpp), no other the CPU's
 constexpr NamedValues<Product, 2> grad_product_names{{{{Product::model, "model"}, {Product::exact_f64, "f64"}}}};
 constexpr NamedValues<PvDepth, 2> pv_depth_names{{{{PvDepth::keys, "keys"}, {PvDepth::tile, "tile"}}}};
@@ -352,7 +353,8 @@ const std::map<std::string_view, std::string_view>& meanings() {
          "O in float32, combined as FlashAttention-2's combine kernel does (libdevice expf and logf)"},
         {"score_product",
          "S = Q K^T by the tensor-core model, exactly in float64 rounded once, by AMX (ATen's CPU GEMM), by "
-         "AVX512-BF16 (the same GEMM on a CPU without AMX), or by a float32 FFMA chain over D in order (cuBLAS's "
+         "AVX512-BF16 (the same GEMM on a CPU without AMX), by MKL's AVX2 kernel (the GEMM on an AMD CPU), or by a "
+         "float32 FFMA chain over D in order (cuBLAS's "
          "SIMT SGEMM: softmax=cuda-math)"},
         {"scale_log2",
          "the constant scale log2(e): a float32 product, rounded once from double, or S times the scale first "
@@ -385,7 +387,8 @@ const std::map<std::string_view, std::string_view>& meanings() {
         {"diagonal_fix", "the diagonal tile of P multiplies the unquantized V"},
         {"pv_product",
          "P V by the tensor-core model, exactly in float64 rounded once, by AMX (ATen's CPU GEMM), by AVX512-BF16 "
-         "(the same GEMM on a CPU without AMX), or by a float32 FFMA chain over the keys in order (cuBLAS's SIMT "
+         "(the same GEMM on a CPU without AMX), by MKL's AVX2 kernel (the GEMM on an AMD CPU), or by a float32 FFMA "
+         "chain over the keys in order (cuBLAS's SIMT "
          "SGEMM: softmax=cuda-math)"},
         {"pv_depth", "P V over a partial tile: over its keys, or over the whole tile (zero products)"},
         {"o_accumulator",
