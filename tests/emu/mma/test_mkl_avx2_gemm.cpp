@@ -65,7 +65,7 @@ TEST_CASE("MKL AVX2 GEMM: one chain in order within a block, a fresh chain in th
     CHECK(sum(x) == 1.0f);
 }
 
-TEST_CASE("MKL AVX2 GEMM: C gains the blocks; no flush to zero", "[cpu-gemm]") {
+TEST_CASE("MKL AVX2 GEMM: C gains the blocks, and nothing flushes to zero", "[cpu-gemm]") {
     std::vector<float> x(64, 0.0f);
     x[0] = 1.0f, x[1] = -big;
     const float c = big;
