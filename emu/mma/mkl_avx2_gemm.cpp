@@ -17,10 +17,11 @@ std::uint64_t mkl_avx2_k_block(std::uint64_t k) {
 }
 
 ROUNDSCOPE_FMA_CLONES void mkl_avx2_bf16_gemm(const std::uint32_t* a, const std::uint32_t* b, const std::uint32_t* c,
-                                              std::uint32_t* d, std::uint64_t m, std::uint64_t n, std::uint64_t k) {
+                                              std::uint32_t* d, std::uint64_t m, std::uint64_t n, std::uint64_t k,
+                                              float b_scale) {
     const std::uint64_t block = mkl_avx2_k_block(k);
     std::vector<float> bk(k * n), acc(n), out(n);
-    for (std::uint64_t x = 0; x < k * n; ++x) bk[x] = static_cast<float>(decode(bf16, b[x]));
+    for (std::uint64_t x = 0; x < k * n; ++x) bk[x] = static_cast<float>(decode(bf16, b[x])) * b_scale;
     for (std::uint64_t i = 0; i < m; ++i) {
         for (std::uint64_t j = 0; j < n; ++j) out[j] = c != nullptr ? float_from_bits(c[i * n + j]) : 0.0f;
         // the second block of a split below 384 is the longer one: k - k / 2

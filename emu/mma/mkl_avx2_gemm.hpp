@@ -19,8 +19,10 @@ std::uint64_t mkl_avx2_k_block(std::uint64_t k);
 constexpr bool mkl_avx2_modelled(std::uint64_t m, std::uint64_t n) { return m >= 24 && n >= 4; }
 
 /// D = A B, or C + A B block by block where C is not null. A [m][k] and B [k][n] hold BF16 bit
-/// patterns (one per uint32), C and D float32 bits [m][n]; D may be C.
+/// patterns (one per uint32), C and D float32 bits [m][n]; D may be C. b_scale: the GEMM's alpha
+/// where ATen's column-major call multiplies by it (S = scale K^T Q in the backward): MKL
+/// multiplies the operand it packs, K (B here), by it in float32 before the chains.
 void mkl_avx2_bf16_gemm(const std::uint32_t* a, const std::uint32_t* b, const std::uint32_t* c, std::uint32_t* d,
-                        std::uint64_t m, std::uint64_t n, std::uint64_t k);
+                        std::uint64_t m, std::uint64_t n, std::uint64_t k, float b_scale = 1.0f);
 
 }  // namespace roundscope::emu

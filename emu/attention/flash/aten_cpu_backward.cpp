@@ -10,6 +10,7 @@
 #include "emu/attention/flash/tile_product.hpp"
 #include "emu/attention/math/inductor_cpu_math.hpp"
 #include "emu/mma/amx_gemm.hpp"
+#include "emu/mma/mkl_avx2_gemm.hpp"
 #include "emu/numbers/f32_arith.hpp"
 #include "emu/numbers/round.hpp"
 #include "emu/numbers/unpack.hpp"
@@ -63,8 +64,16 @@ void head_backward(const FlashContext& ctx, const HeadGrads& h) {
             std::vector<std::uint32_t> score(nr * nn), dp(nr * nn);
             const std::vector<std::uint32_t> kt = transposed(h.k + n * d, nn, d, {0, d}),
                                              vt = transposed(h.v + n * d, nn, d, {0, d});
-            avx512_bf16_gemm(h.q + m * d, kt.data(), nullptr, score.data(), nr, nn, d);
-            avx512_bf16_gemm(h.d_o + m * d, vt.data(), nullptr, dp.data(), nr, nn, d);
+            // S = scale Q K^T: MKL's GEMM with alpha = scale, applied after the chain by its AVX-512
+            // kernel (below), to K before it by its AVX2 kernel on an AMD CPU
+            const bool amd = ctx.recipe.scores.product == Product::mkl_avx2;
+            if (amd) {
+                mkl_avx2_bf16_gemm(h.q + m * d, kt.data(), nullptr, score.data(), nr, nn, d, scale);
+                mkl_avx2_bf16_gemm(h.d_o + m * d, vt.data(), nullptr, dp.data(), nr, nn, d);
+            } else {
+                avx512_bf16_gemm(h.q + m * d, kt.data(), nullptr, score.data(), nr, nn, d);
+                avx512_bf16_gemm(h.d_o + m * d, vt.data(), nullptr, dp.data(), nr, nn, d);
+            }
             const std::vector<float> mask = ctx.tile_mask(h.head, rows, keys);  // empty: none
             std::vector<float> p(nr * nn);
             std::vector<std::uint32_t> p_bf16(nr * nn), ds_bf16(nr * nn);
@@ -72,7 +81,7 @@ void head_backward(const FlashContext& ctx, const HeadGrads& h) {
                 const std::uint64_t visible = ctx.visible(m + r);
                 for (std::uint64_t j = 0; j < nn; ++j) {
                     const std::uint64_t x = r * nn + j;
-                    float sc = a::mul(float_from_bits(score[x]), scale);
+                    float sc = amd ? float_from_bits(score[x]) : a::mul(float_from_bits(score[x]), scale);
                     if (!mask.empty()) sc = a::add(sc, mask[x]);
                     p[x] = n + j >= visible ? 0.0f : inductor::expf(a::sub(sc, h.lse[m + r]));
                     p_bf16[x] = to_bf16(p[x]);
@@ -96,14 +105,20 @@ void head_backward(const FlashContext& ctx, const HeadGrads& h) {
 
 }  // namespace
 
+std::string aten_cpu_backward_products(const AttentionRecipe& r) {
+    const Product s = r.scores.product, pv = r.p_and_v.product;
+    if (s == pv && (s == Product::avx512_bf16 || s == Product::mkl_avx2)) return {};
+    return fmt::format(
+        "recipe '{}': ATen's CPU backward is modelled with the products of Intel's AVX512-BF16 "
+        "(score_product=avx512-bf16, pv_product=avx512-bf16) or of an AMD CPU (both mkl-avx2), untested on AMX",
+        r.name);
+}
+
 std::string aten_cpu_backward_refusal(const FlashContext& ctx) {
     const AttentionRecipe& r = ctx.recipe;
     const AttentionShape& s = ctx.shape;
     const std::string why = fmt::format("recipe '{}': ATen's CPU backward is modelled ", r.name);
-    if (r.scores.product != Product::avx512_bf16 || r.p_and_v.product != Product::avx512_bf16)
-        return why +
-               "on Intel's AVX512-BF16 (score_product=avx512-bf16, pv_product=avx512-bf16), untested on AMX "
-               "and on an AMD CPU (mkl-avx2)";
+    if (std::string products = aten_cpu_backward_products(r); !products.empty()) return products;
     if (!(*r.target.input == bf16) || !(*r.output.format == bf16) || !(*r.backward.grad_format == bf16) ||
         !(*r.backward.ds_format == bf16))
         return why + "for BF16 inputs, O, P, dS and gradients (input, o_format, ds_format, grad_format bf16)";

@@ -1,7 +1,9 @@
 #pragma once
 // ATen's CPU flash attention backward (FlashAttentionKernel.cpp, cpu_flash_attention_backward) on
-// BF16 inputs on an Intel CPU with AVX512-BF16 and no AMX: for each query block (ATen's 32, 64 or
-// 256 rows) and each KV block of 512 keys, in order,
+// BF16 inputs on an Intel CPU with AVX512-BF16 and no AMX, and on an AMD CPU (whose MKL runs
+// mkl_avx2_gemm.hpp's GEMM, alpha applied to K before the chain: S = Q RN(scale K)^T, where
+// below it is applied after): for each query block (ATen's 32, 64 or 256 rows) and each KV block
+// of 512 keys, in order,
 //   S     = RN(scale x Q K^T)                  MKL's BF16 GEMM (avx512_bf16_gemm), alpha the scale
 //   s     = RN(S + mask)                       an additive or boolean mask (-inf), where one is given
 //   P     = SLEEF expf(RN(s - LSE))            Vectorized<float>::exp; 0 past a row's causal end
@@ -20,8 +22,12 @@
 
 namespace roundscope::emu::detail {
 
+/// Why the recipe's products are not a CPU's whose backward is modelled (empty where they are):
+/// both avx512-bf16 (Intel's AVX512-BF16) or both mkl-avx2 (an AMD CPU); AMX's is untested.
+std::string aten_cpu_backward_products(const AttentionRecipe& r);
+
 /// Why the shape or recipe is outside what the probes cover (empty where aten_cpu_backward runs
-/// it): the products must be avx512-bf16, the formats BF16, D between 32 and 384, no one-row
+/// it): the products must be avx512-bf16 or mkl-avx2, the formats BF16, D between 32 and 384, no one-row
 /// query block or one-key KV block (the BLAS's GEMV, not probed backward).
 std::string aten_cpu_backward_refusal(const FlashContext& ctx);
 

@@ -238,12 +238,9 @@ std::string backward_refusal(const AttentionRecipe& recipe) {
         return fmt::format("recipe '{}': the memory-efficient forward's backward is grad_schedule=mem-eff's", name);
     if (recipe.output.epilogue == Epilogue::fa3)
         return fmt::format("recipe '{}': FlashAttention-3's forward is modelled, its backward is not", name);
-    if (recipe.softmax.kind == SoftmaxKind::aten_cpu &&
-        (recipe.scores.product != Product::avx512_bf16 || recipe.p_and_v.product != Product::avx512_bf16))
-        return fmt::format(
-            "recipe '{}': ATen's CPU backward is modelled on Intel's AVX512-BF16 (score_product=avx512-bf16, "
-            "pv_product=avx512-bf16), untested on AMX and on an AMD CPU (mkl-avx2)",
-            name);
+    if (recipe.softmax.kind == SoftmaxKind::aten_cpu) {
+        if (std::string products = detail::aten_cpu_backward_products(recipe); !products.empty()) return products;
+    }
     if (recipe.softmax.kind != SoftmaxKind::aten_cpu &&
         (cpu_bf16_gemm(recipe.scores.product) || cpu_bf16_gemm(recipe.p_and_v.product)))
         return fmt::format(

@@ -45,7 +45,7 @@ std::string_view recipe_source(std::string_view name) {
          "PyTorch's CPU SDPA on BF16 tensors with AVX-512 and AMX-BF16 (ATen's cpu_flash_attention, oneDNN's AMX "
          "GEMM); bit-exact with torch on such a CPU; with the avx512-bf16 products, on an Intel CPU with "
          "AVX512-BF16 and no AMX, forward and backward; with the mkl-avx2 products, on an AMD CPU with AVX-512, "
-         "the forward's GEMMs of at least 24 x 4 (docs/torch-cpu.md)"},
+         "forward and backward where MKL's GEMMs are at least 24 x 4 (docs/torch-cpu.md)"},
     };
     for (const auto& [preset, source] : sources)
         if (preset == name) return source;
