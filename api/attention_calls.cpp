@@ -12,6 +12,8 @@
 #include "api/argument_checks.hpp"
 #include "api/argument_error.hpp"
 #include "api/json_numbers.hpp"
+#include "emu/attention/flash/attention_operands.hpp"
+#include "emu/attention/flash/backward_refusal.hpp"
 #include "emu/attention/flash/flash_attention.hpp"
 #include "emu/attention/flash/mem_eff_backward.hpp"
 #include "emu/batch/tensor_cast.hpp"
@@ -165,10 +167,11 @@ Answer<analysis::KernelComparison> compare(const CompareRequest& request) {
     validate(request.problem);
     const TensorFile file = naming_input(request.source, [&] { return request.source.read(); });
     const ChosenInputs c = naming_input(request.source, [&] { return file_inputs(file, request.problem); });
-    // A dump with gradients against a recipe whose backward is not modelled: its forward outputs
-    // compared, and the output says so (asked for by name, the gradients are refused).
+    // A dump with gradients against a recipe whose backward is not modelled (for this shape): its
+    // forward outputs compared, and the output says so (asked for by name, the gradients are refused).
     std::string forward_only;
-    if (const std::string why = emu::backward_refusal(recipe);
+    const emu::AttentionShape shape = emu::attention_shape_of(c.in, c.causal, c.softmax_scale);
+    if (const std::string why = naming_input(request.source, [&] { return emu::backward_refusal(recipe, shape); });
         !why.empty() && choice.outputs.empty() &&
         std::any_of(analysis::kernel_output_names().begin(), analysis::kernel_output_names().end(),
                     [&](const std::string& n) { return n[0] == 'd' && file.find(n) != nullptr; })) {

@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include "emu/attention/flash/aten_cpu_backward.hpp"
+#include "emu/attention/flash/backward_refusal.hpp"
 #include "emu/attention/flash/flash_attention.hpp"
 #include "emu/attention/flash/flash_context.hpp"
 #include "emu/attention/flash/mem_eff_backward.hpp"
@@ -252,18 +253,22 @@ std::string backward_refusal(const AttentionRecipe& recipe) {
     return {};
 }
 
+std::string backward_refusal(const AttentionRecipe& recipe, const AttentionShape& shape) {
+    if (std::string why = backward_refusal(recipe); !why.empty()) return why;
+    if (recipe.softmax.kind != SoftmaxKind::aten_cpu) return {};
+    return detail::aten_cpu_backward_refusal(flash_context(recipe, shape));
+}
+
 BackwardResult flash_backward(const AttentionRecipe& recipe, const AttentionShape& shape, const AttentionOperands& in,
                               const ForwardResult& forward, int threads, RunCache* runs) {
     const FlashContext ctx = flash_context(recipe, shape);
     if (shape.query_rows)
         throw Error("a sample of query rows has no backward pass: dK and dV need every row (delta needs only its own)");
-    if (const std::string why = backward_refusal(recipe); !why.empty()) throw Error(why);
+    if (const std::string why = backward_refusal(recipe, shape); !why.empty()) throw Error(why);
     if (in.d_o.size() != shape.heads * shape.n_q * shape.d_v)
         throw Error("attention: the backward pass needs a tensor 'do' of shape [.., Nq, Dv]");
-    if (recipe.softmax.kind == SoftmaxKind::aten_cpu) {  // ATen's own loop (aten_cpu_backward.hpp)
-        if (const std::string why = detail::aten_cpu_backward_refusal(ctx); !why.empty()) throw Error(why);
+    if (recipe.softmax.kind == SoftmaxKind::aten_cpu)  // ATen's own loop (aten_cpu_backward.hpp)
         return detail::aten_cpu_backward(ctx, in, forward, threads);
-    }
     const Format& g = *recipe.backward.ds_format;
     const BackwardModels models{
         detail::TileProduct(recipe, *recipe.target.input, *recipe.target.input, recipe.scores.product),
