@@ -268,6 +268,24 @@ def test_the_gemv_sums_p_v_in_groups_of_eight_at_any_thread_count(threads):
     assert chained > 0, "the data no longer tells one chain from groups of 8"
 
 
+@pytest.mark.skipif(GEMM != "mkl-avx2", reason="the rule it shows is MKL's AVX2 GEMM's (an AMD CPU)")
+@pytest.mark.parametrize("nk", [193, 255, 321, 383, 512 + 193, 512 + 383])
+def test_mkl_sums_an_odd_kv_blocks_last_key_alone(nk):
+    """A last KV block of an odd 193 to 383 keys: MKL's P V sums two halves of (keys - 1) / 2 and
+    then the last key on its own. With q = 0 every P is 1, and a column of V holding -2^24 at the
+    block's first key, 2^24 at its middle and 1 at its last gives O = 1 / keys there, where a
+    second half that runs on to the last key rounds 2^24 + 1 back to 2^24 and gives 0."""
+    last = nk % 512
+    v = torch.zeros(1, 1, nk, 32)
+    v[..., nk - last, :], v[..., nk - last + last // 2, :], v[..., nk - 1, :] = -(2.0**24), 2.0**24, 1.0
+    q, v = torch.zeros(1, 1, 32, 32).bfloat16(), v.bfloat16()
+    k = torch.randn(1, 1, nk, 32, generator=torch.Generator().manual_seed(nk)).bfloat16()
+    o = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, False)[0]
+    assert (o == torch.tensor(1.0 / nk).bfloat16()).all(), "torch no longer sums the last key alone"
+    e = rs.attention(q, k, v, recipe=RECIPE, settings=_settings())
+    assert (_bits(e["o"]) == _bits(o)).all()
+
+
 # (batch, heads, kv heads, Nq, Nk, D, mask): one and several query blocks of 32, 64 and 256 rows
 # (dK and dV accumulated in BF16 across them), one and several KV blocks (dQ across them, over 512
 # keys in one brgemm chain), D = 48 to 128, ATen's causal mask, a boolean padding mask, an

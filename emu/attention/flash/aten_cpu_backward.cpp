@@ -68,8 +68,8 @@ void head_backward(const FlashContext& ctx, const HeadGrads& h) {
             // kernel (below), to K before it by its AVX2 kernel on an AMD CPU
             const bool amd = ctx.recipe.scores.product == Product::mkl_avx2;
             if (amd) {
-                mkl_avx2_bf16_gemm(h.q + m * d, kt.data(), nullptr, score.data(), nr, nn, d, scale);
-                mkl_avx2_bf16_gemm(h.d_o + m * d, vt.data(), nullptr, dp.data(), nr, nn, d);
+                mkl_avx2_gemm(bf16, h.q + m * d, kt.data(), nullptr, score.data(), nr, nn, d, scale);
+                mkl_avx2_gemm(bf16, h.d_o + m * d, vt.data(), nullptr, dp.data(), nr, nn, d);
             } else {
                 avx512_bf16_gemm(h.q + m * d, kt.data(), nullptr, score.data(), nr, nn, d);
                 avx512_bf16_gemm(h.d_o + m * d, vt.data(), nullptr, dp.data(), nr, nn, d);

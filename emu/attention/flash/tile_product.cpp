@@ -25,7 +25,7 @@ void TileProduct::run(const std::uint32_t* a, const std::uint32_t* b, const std:
         return;
     }
     if (kind_ == Product::mkl_avx2) {
-        mkl_avx2_bf16_gemm(a, b, c, d, m, n, k);
+        mkl_avx2_gemm(a_, a, b, c, d, m, n, k);
         return;
     }
     std::vector<std::uint32_t> zeros;
