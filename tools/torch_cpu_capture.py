@@ -1,4 +1,4 @@
-"""Captures PyTorch's CPU attention (the kernel F.scaled_dot_product_attention runs on BF16 tensors,
+"""Captures PyTorch's CPU attention (the kernel F.scaled_dot_product_attention runs on BF16 and FP16 tensors,
 called by name for its LSE) as golden files: q, k, v and the O and LSE torch gave, with the machine
 in the metadata, so that a CPU without that machine's GEMM still checks the recipe that models it
 (tests/python/test_torch_cpu_golden.py).
@@ -32,6 +32,13 @@ SHAPES = [
 BACKWARD_SHAPES = [
     ("backward", 2, 200, 600, 64, False),
 ]
+# (name, dtype, heads, Nq, Nk, D, causal), captured after the above: a last KV block of an odd
+# 321 keys (MKL's AVX2 GEMM sums its last key alone), and FP16, where the recipe models it
+MORE_SHAPES = [
+    ("odd-tail", torch.bfloat16, 1, 64, 833, 64, False),
+    ("fp16-odd-tail", torch.float16, 2, 100, 833, 64, False),
+    ("fp16-causal-blocks", torch.float16, 2, 128, 600, 48, True),
+]
 
 
 def cpu() -> tuple[str, str]:
@@ -41,23 +48,34 @@ def cpu() -> tuple[str, str]:
     return model, " ".join(sorted(f for f in flags if f.startswith(("avx512", "amx"))))
 
 
-def settings() -> str:
+def settings(dtype: torch.dtype = torch.bfloat16) -> str:
     try:
-        return ",".join(f"{key}={value}" for key, value in rst.cpu_settings().items())
+        return ",".join(f"{key}={value}" for key, value in rst.cpu_settings(dtype).items())
     except ValueError as e:
         sys.exit(f"torch_cpu_capture.py: {e}")
 
 
-def refusal(h: int, nq: int, nk: int, d: int, causal: bool, backward: bool = False) -> str:
-    """Why the recipe refuses this shape with this CPU's settings, or ""."""
+def refusal(h: int, nq: int, nk: int, d: int, causal: bool, backward: bool = False,
+            dtype: torch.dtype = torch.bfloat16) -> str:
+    """Why the recipe refuses this shape (or dtype) with this CPU's settings, or ""."""
     z = torch.zeros(h, nq, d)
     try:
         rs.attention(z, torch.zeros(h, nk, d), torch.zeros(h, nk, d), recipe="torch-cpu-bf16",
-                     settings=rst.cpu_settings(), causal=causal, causal_alignment="top-left", backward=backward,
+                     settings=rst.cpu_settings(dtype), causal=causal, causal_alignment="top-left", backward=backward,
                      do=z if backward else None)
     except ValueError as e:
         return str(e)
     return ""
+
+
+def capture_forward(path: pathlib.Path, q, k, v, causal: bool, model: str, flags: str) -> None:
+    o, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, causal)[:2]
+    rs.write(path, {"q": q, "k": k, "v": v, "o": o, "lse": lse},
+             {"causal": str(causal).lower(), "causal_alignment": "top-left", "source": "torch CPU SDPA",
+              "recipe": "torch-cpu-bf16", "settings": settings(q.dtype), "torch_version": torch.__version__,
+              "torch_threads": str(torch.get_num_threads()), "cpu": model, "cpu_flags": flags,
+              "machine": platform.machine()})
+    print(path)
 
 
 def main():
@@ -74,13 +92,7 @@ def main():
         if why := refusal(h, nq, nk, d, causal):
             print(f"{name}: not captured: {why}")
             continue
-        o, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, causal)[:2]
-        rs.write(out / f"{name}.safetensors", {"q": q, "k": k, "v": v, "o": o, "lse": lse},
-                 {"causal": str(causal).lower(), "causal_alignment": "top-left", "source": "torch CPU SDPA",
-                  "recipe": "torch-cpu-bf16", "settings": settings(), "torch_version": torch.__version__,
-                  "torch_threads": str(torch.get_num_threads()), "cpu": model, "cpu_flags": flags,
-                  "machine": platform.machine()})
-        print(out / f"{name}.safetensors")
+        capture_forward(out / f"{name}.safetensors", q, k, v, causal, model, flags)
     # the backward (autograd through F.scaled_dot_product_attention): do and the gradients too
     for name, h, nq, nk, d, causal in BACKWARD_SHAPES:
         q, k, v = (torch.randn(1, h, n, d, generator=g).bfloat16().requires_grad_() for n in (nq, nk, nk))
@@ -100,6 +112,19 @@ def main():
                   "torch_threads": str(torch.get_num_threads()), "cpu": model, "cpu_flags": flags,
                   "machine": platform.machine()})
         print(out / f"{name}.safetensors")
+    for name, dtype, h, nq, nk, d, causal in MORE_SHAPES:
+        q = torch.randn(1, h, nq, d, generator=g).to(dtype)
+        k, v = (torch.randn(1, h, nk, d, generator=g).to(dtype) for _ in range(2))
+        if name == "odd-tail":
+            # half the rows with P = 1 (q = 0) over -2^24, 2^24 and 1 at the last block's first, middle
+            # and last keys: their O is 1 / 833 only where the last key is summed alone
+            last = nk % 512
+            q[..., : nq // 2, :] = 0
+            v[..., nk - last, :], v[..., nk - last + last // 2, :], v[..., nk - 1, :] = -(2.0**24), 2.0**24, 1
+        if why := refusal(h, nq, nk, d, causal, dtype=dtype):
+            print(f"{name}: not captured: {why}")
+            continue
+        capture_forward(out / f"{name}.safetensors", q, k, v, causal, model, flags)
 
 
 if __name__ == "__main__":

@@ -112,27 +112,33 @@ def _case_id(case):
 
 
 def _bits(t):
-    return t.contiguous().view(torch.int16 if t.dtype == torch.bfloat16 else torch.int32).numpy()
+    return t.contiguous().view(torch.int16 if t.dtype in (torch.bfloat16, torch.float16) else torch.int32).numpy()
 
 
 @pytest.mark.parametrize("case", CASES, ids=_case_id)
 def test_the_recipe_is_pytorch_cpu_attention_bit_for_bit(case):
+    _check_forward(case, torch.bfloat16, _settings())
+
+
+def _check_forward(case, dtype, settings):
+    """O and the LSE of torch's CPU kernel on `dtype` tensors against the recipe under `settings`,
+    every bit; a shape the recipe refuses on this CPU is refused with the reason."""
     b, h, hkv, nq, nk, d, kind = case
     if GEMM == "amx" and case in GEMV_CASES:
         with pytest.raises(ValueError, match="untested on AMX"):
             rs.attention(np.zeros((h, nq, d), np.float32), np.zeros((hkv, nk, d), np.float32),
-                         np.zeros((hkv, nk, d), np.float32), recipe=RECIPE, settings=_settings(),
+                         np.zeros((hkv, nk, d), np.float32), recipe=RECIPE, settings=settings,
                          causal=kind == "causal")
         return
     if GEMM == "mkl-avx2" and _mkl_small(case):
         with pytest.raises(ValueError, match="at least 24 x 4"):
             rs.attention(np.zeros((h, nq, d), np.float32), np.zeros((hkv, nk, d), np.float32),
-                         np.zeros((hkv, nk, d), np.float32), recipe=RECIPE, settings=_settings(),
+                         np.zeros((hkv, nk, d), np.float32), recipe=RECIPE, settings=settings,
                          causal=kind == "causal")
         return
     g = torch.Generator().manual_seed(nq * 7 + nk + d)
-    q = torch.randn(b, h, nq, d, generator=g).bfloat16()
-    k, v = (torch.randn(b, hkv, nk, d, generator=g).bfloat16() for _ in range(2))
+    q = torch.randn(b, h, nq, d, generator=g).to(dtype)
+    k, v = (torch.randn(b, hkv, nk, d, generator=g).to(dtype) for _ in range(2))
     mask = _mask(kind, b, h, nq, nk, g)
     causal = kind == "causal"
     # the kernel F.scaled_dot_product_attention picks on the CPU, called by name for its LSE
@@ -143,15 +149,40 @@ def test_the_recipe_is_pytorch_cpu_attention_bit_for_bit(case):
     o, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, kx, vx, 0.0, causal, attn_mask=additive)[:2]
     sdpa = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, enable_gqa=hkv != h)
     assert torch.equal(_bits_t(sdpa), _bits_t(o)), "F.scaled_dot_product_attention ran another kernel"
-    e = rs.attention(q, k, v, recipe=RECIPE, settings=_settings(), causal=causal,
+    e = rs.attention(q, k, v, recipe=RECIPE, settings=settings, causal=causal,
                      causal_alignment="top-left", attn_mask=mask)
+    assert e["o"].dtype == dtype
     o_diff = int((_bits(e["o"]) != _bits(o)).sum())
     lse_diff = int((_bits(e["lse"].float()) != _bits(lse)).sum())
     assert o_diff == 0 and lse_diff == 0, f"{o_diff} of {o.numel()} O values and {lse_diff} of {lse.numel()} LSE differ"
 
 
+@pytest.mark.parametrize("case", CASES, ids=_case_id)
+def test_fp16_is_pytorch_cpu_attention_bit_for_bit_on_amd(case):
+    """FP16 tensors: on an AMD CPU MKL's FP16 GEMM runs the AVX2 kernel its BF16 one does, and the
+    recipe with FP16 throughout (cpu_settings(torch.float16)) is torch's kernel; elsewhere the
+    settings are refused with the reason (Intel's FP16 GEMMs are not modelled)."""
+    if GEMM != "mkl-avx2":
+        with pytest.raises(ValueError, match="float16"):
+            rst.cpu_settings(torch.float16)
+        return
+    _check_forward(case, torch.float16, rst.cpu_settings(torch.float16))
+
+
+@pytest.mark.skipif(GEMM != "mkl-avx2", reason="FP16 is modelled on an AMD CPU (mkl-avx2)")
+@pytest.mark.parametrize("threads", [1, 8])
+def test_fp16_bits_do_not_depend_on_torchs_thread_count(threads):
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(threads)
+        for case in [(2, 4, 2, 100, 600, 64, "causal"), (2, 2, 2, 128, 833, 128, "padding")]:
+            _check_forward(case, torch.float16, rst.cpu_settings(torch.float16))
+    finally:
+        torch.set_num_threads(before)
+
+
 def _bits_t(t):
-    return t.contiguous().view(torch.int16)
+    return t.contiguous().view(torch.int16)  # BF16 and FP16 alike
 
 
 def _differing(q, k, v, settings):

@@ -32,6 +32,25 @@ def test_amd_takes_mkls_avx2_products(cpu):
         assert rst.cpu_settings() == {"score_product": "mkl-avx2", "pv_product": "mkl-avx2"}
 
 
+def test_amd_takes_fp16_too(cpu):
+    """MKL's FP16 GEMM runs the same AVX2 kernel there; the recipe then takes FP16 throughout."""
+    cpu("AVX512", "AuthenticAMD", "avx512f avx512_bf16")
+    assert rst.cpu_settings(torch.float16) == {"score_product": "mkl-avx2", "pv_product": "mkl-avx2",
+                                               "input": "f16", "p_format": "f16", "o_format": "f16"}
+
+
+@pytest.mark.parametrize("vendor, flags, dtype, why", [
+    ("GenuineIntel", "avx512f avx512_bf16 amx_bf16", torch.float16, "Intel's FP16 GEMMs are not modelled"),
+    ("GenuineIntel", "avx512f avx512_bf16 avx512_fp16", torch.float16, "Intel's FP16 GEMMs are not modelled"),
+    ("AuthenticAMD", "avx512f avx512_bf16", torch.float32, "dtype torch.float32"),
+    ("AuthenticAMD", "avx512f avx512_bf16", torch.float64, "dtype torch.float64"),
+])
+def test_dtypes_it_does_not_model_are_refused(cpu, vendor, flags, dtype, why):
+    cpu("AVX512", vendor, flags)
+    with pytest.raises(ValueError, match=why):
+        rst.cpu_settings(dtype)
+
+
 @pytest.mark.parametrize("capability, vendor, flags, why", [
     ("AVX2", "GenuineIntel", "avx2", "AVX2 kernels"),
     ("AVX2", "AuthenticAMD", "avx2", "AVX2 kernels"),
@@ -55,3 +74,25 @@ def test_each_cpus_settings_are_taken_by_the_recipe(cpu):
         cpu("AVX512", vendor, flags)
         out = rs.attention(z, z, z, recipe="torch-cpu-bf16", settings=rst.cpu_settings())
         assert out["o"].shape == (1, 40, 64)
+    out = rs.attention(z, z, z, recipe="torch-cpu-bf16", settings=rst.cpu_settings(torch.float16))
+    assert out["o"].shape == (1, 40, 64)
+
+
+@pytest.mark.parametrize("settings, why", [
+    ({"input": "f16", "p_format": "f16", "o_format": "f16"}, "the CPU's BF16 GEMM .amx, avx512-bf16."),
+    ({"score_product": "avx512-bf16", "pv_product": "avx512-bf16", "input": "f16", "p_format": "f16"},
+     "multiplies BF16 .input bf16."),
+    ({"score_product": "mkl-avx2", "pv_product": "mkl-avx2", "input": "f32", "p_format": "f32"},
+     "mkl-avx2. multiplies BF16 or FP16"),
+    ({"score_product": "mkl-avx2", "pv_product": "mkl-avx2", "input": "f16"}, "P in V's format"),
+    ({"score_product": "model", "pv_product": "model", "input": "f16", "p_format": "f16"},
+     "FP16 on an AMD CPU .products mkl-avx2, or f64."),
+])
+def test_the_recipe_refuses_formats_its_gemm_does_not_take(settings, why):
+    """FP16 is modelled with MKL's AVX2 GEMM only (an AMD CPU), P in V's format; nothing in float32."""
+    import numpy as np
+
+    import roundscope as rs
+    z = np.zeros((1, 40, 64), np.float32)
+    with pytest.raises(ValueError, match=why):
+        rs.attention(z, z, z, recipe="torch-cpu-bf16", settings=settings)
