@@ -1,4 +1,4 @@
-"""Captures PyTorch's CPU attention (the kernel F.scaled_dot_product_attention runs on BF16 and FP16 tensors,
+"""Captures PyTorch's CPU attention (the kernel F.scaled_dot_product_attention runs on BF16, FP16 and float32 tensors,
 called by name for its LSE) as golden files: q, k, v and the O and LSE torch gave, with the machine
 in the metadata, so that a CPU without that machine's GEMM still checks the recipe that models it
 (tests/python/test_torch_cpu_golden.py).
@@ -33,11 +33,13 @@ BACKWARD_SHAPES = [
     ("backward", 2, 200, 600, 64, False),
 ]
 # (name, dtype, heads, Nq, Nk, D, causal), captured after the above: a last KV block of an odd
-# 321 keys (MKL's AVX2 GEMM sums its last key alone), and FP16, where the recipe models it
+# 321 keys (MKL's AVX2 GEMM sums its last key alone), and FP16 and float32, where the recipe models them
 MORE_SHAPES = [
     ("odd-tail", torch.bfloat16, 1, 64, 833, 64, False),
     ("fp16-odd-tail", torch.float16, 2, 100, 833, 64, False),
     ("fp16-causal-blocks", torch.float16, 2, 128, 600, 48, True),
+    ("fp32-odd-tail", torch.float32, 2, 100, 833, 64, False),
+    ("fp32-causal-blocks", torch.float32, 2, 128, 600, 48, True),
 ]
 
 

@@ -83,16 +83,25 @@ CASES = [
 GEMV_CASES = {c for c in CASES if c[3] == 1 or c[3] in (33, 40)}
 
 
-def _mkl_small(case):
-    """Whether ATen asks MKL for a GEMM below the 24 x 4 that mkl-avx2 models: a query block of
-    fewer than 4 rows (blocks of 32, 64 or 256 rows as Nq grows), a KV block of fewer than 24 keys
-    (blocks of 512) that a causal row reaches, or D below 24 (P V is D x queries)."""
+def _mkl_small(case, dtype=torch.bfloat16):
+    """Whether ATen asks MKL for a GEMM its AVX2 kernel does not run (so mkl-avx2 refuses): BF16 and
+    FP16 below 24 x 4, float32 below 12 rows or with other than 4, 8 or at least 12 columns
+    (column-major: S is keys x queries, P V is D x queries). The short GEMMs are the last query
+    block's (blocks of 32, 64 or 256 rows as Nq grows) and the last KV block's (blocks of 512,
+    whole under ATen's causal mask, where a causal row reaches it)."""
     _, _, _, nq, nk, d, kind = case
     q_block = min(nq, 256 if nq >= 768 else 64 if nq >= 192 else 32)
     rows = min(q_block, nq % q_block or q_block)
     last = nk % 512 or min(nk, 512)
     reached = kind != "causal" or min(nq, nk) > nk - last
-    return rows < 4 or (last < 24 and reached) or d < 24
+    keys = last if reached else 512
+    if dtype == torch.float32:
+        def runs(m, n):
+            return m >= 12 and (n in (4, 8) or n >= 12)
+    else:
+        def runs(m, n):
+            return m >= 24 and n >= 4
+    return not runs(keys, rows) or not runs(d, rows)
 
 
 def _mask(kind, b, h, nq, nk, g):
@@ -130,8 +139,8 @@ def _check_forward(case, dtype, settings):
                          np.zeros((hkv, nk, d), np.float32), recipe=RECIPE, settings=settings,
                          causal=kind == "causal")
         return
-    if GEMM == "mkl-avx2" and _mkl_small(case):
-        with pytest.raises(ValueError, match="at least 24 x 4"):
+    if GEMM == "mkl-avx2" and _mkl_small(case, dtype):
+        with pytest.raises(ValueError, match="kernels other than the AVX2 one"):
             rs.attention(np.zeros((h, nq, d), np.float32), np.zeros((hkv, nk, d), np.float32),
                          np.zeros((hkv, nk, d), np.float32), recipe=RECIPE, settings=settings,
                          causal=kind == "causal")
@@ -157,32 +166,71 @@ def _check_forward(case, dtype, settings):
     assert o_diff == 0 and lse_diff == 0, f"{o_diff} of {o.numel()} O values and {lse_diff} of {lse.numel()} LSE differ"
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32], ids=["fp16", "fp32"])
 @pytest.mark.parametrize("case", CASES, ids=_case_id)
-def test_fp16_is_pytorch_cpu_attention_bit_for_bit_on_amd(case):
-    """FP16 tensors: on an AMD CPU MKL's FP16 GEMM runs the AVX2 kernel its BF16 one does, and the
-    recipe with FP16 throughout (cpu_settings(torch.float16)) is torch's kernel; elsewhere the
-    settings are refused with the reason (Intel's FP16 GEMMs are not modelled)."""
+def test_fp16_and_fp32_are_pytorch_cpu_attention_bit_for_bit_on_amd(case, dtype):
+    """FP16 and float32 tensors: on an AMD CPU MKL's FP16 GEMM and SGEMM run AVX2 kernels of the
+    blocks its BF16 one does (SGEMM from 12 x 4, 8 or 12 on), and the recipe with the dtype
+    throughout (cpu_settings(dtype)) is torch's kernel: float32 with exp_u20, one vector
+    accumulator and P kept in float32. Elsewhere the settings are refused with the reason
+    (Intel's FP16 and float32 GEMMs are not modelled)."""
     if GEMM != "mkl-avx2":
-        with pytest.raises(ValueError, match="float16"):
-            rst.cpu_settings(torch.float16)
+        with pytest.raises(ValueError, match="not modelled"):
+            rst.cpu_settings(dtype)
         return
-    _check_forward(case, torch.float16, rst.cpu_settings(torch.float16))
+    _check_forward(case, dtype, rst.cpu_settings(dtype))
 
 
-@pytest.mark.skipif(GEMM != "mkl-avx2", reason="FP16 is modelled on an AMD CPU (mkl-avx2)")
+@pytest.mark.skipif(GEMM != "mkl-avx2", reason="FP16 and float32 are modelled on an AMD CPU (mkl-avx2)")
 @pytest.mark.parametrize("threads", [1, 8])
-def test_fp16_bits_do_not_depend_on_torchs_thread_count(threads):
+def test_fp16_and_fp32_bits_do_not_depend_on_torchs_thread_count(threads):
     before = torch.get_num_threads()
     try:
         torch.set_num_threads(threads)
-        for case in [(2, 4, 2, 100, 600, 64, "causal"), (2, 2, 2, 128, 833, 128, "padding")]:
-            _check_forward(case, torch.float16, rst.cpu_settings(torch.float16))
+        for dtype in (torch.float16, torch.float32):
+            for case in [(2, 4, 2, 100, 600, 64, "causal"), (2, 2, 2, 128, 833, 128, "padding")]:
+                _check_forward(case, dtype, rst.cpu_settings(dtype))
     finally:
         torch.set_num_threads(before)
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+def test_the_keys_past_the_last_vector_take_exp_in_double(dtype):
+    """The keys past a block's last whole vector of 16 take C's exp(double) rounded to float
+    (glibc's expf differs from it in about 1 argument in 400), the rescale glibc's expf. Rows of
+    one key at 0 and 15 keys past two vectors at scaled random arguments: O (with V the identity)
+    holds each P, and float32's O shows it unrounded."""
+    settings = _settings() if dtype == torch.bfloat16 else _settings_or_refusal(dtype)
+    if settings is None:
+        return
+    rng = np.random.default_rng(5)
+    nk, d = 47, 48
+    for _ in range(20):
+        x = torch.from_numpy(rng.uniform(-40, 0, (32, 15)).astype(np.float32))
+        q = torch.zeros(1, 1, 32, d)
+        q[0, 0, torch.arange(32), torch.arange(32)] = 1.0
+        k = torch.zeros(1, 1, nk, d)
+        k[0, 0, 1:32, :32] = -1000.0
+        k[0, 0, 32:, :32] = x.T
+        v = torch.zeros(1, 1, nk, d)
+        v[0, 0, torch.arange(nk), torch.arange(nk)] = 1.0
+        q, k, v = q.to(dtype), k.to(dtype), v.to(dtype)
+        o, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, False, scale=0.0731)[:2]
+        e = rs.attention(q, k, v, recipe=RECIPE, settings=settings, softmax_scale=0.0731)
+        assert (_bits(e["o"]) == _bits(o)).all() and (_bits(e["lse"].float()) == _bits(lse)).all()
+
+
+def _settings_or_refusal(dtype):
+    """This CPU's settings for dtype, or None after checking that they are refused with the reason."""
+    if GEMM != "mkl-avx2":
+        with pytest.raises(ValueError, match="not modelled"):
+            rst.cpu_settings(dtype)
+        return None
+    return rst.cpu_settings(dtype)
+
+
 def _bits_t(t):
-    return t.contiguous().view(torch.int16)  # BF16 and FP16 alike
+    return t.contiguous().view(torch.int16 if t.element_size() == 2 else torch.int32)
 
 
 def _differing(q, k, v, settings):

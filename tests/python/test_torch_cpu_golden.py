@@ -41,10 +41,10 @@ GEMV = {"decode"}
 @pytest.mark.parametrize("path", [p for p in CAPTURES if p.parent.name in OTHER and p.stem not in GEMV],
                          ids=lambda p: p.stem)
 def test_the_other_gemm_does_not(path):
-    """A negative control: the capture tells the GEMMs apart (FP16, which no other CPU's GEMM takes,
-    from the exact products rounded once)."""
+    """A negative control: the capture tells the GEMMs apart (FP16 and float32, which no other CPU's
+    GEMM takes, from the exact products rounded once)."""
     meta = rs.read_metadata(path)
-    fp16 = _settings(path).get("input") == "f16"
-    other = {**_settings(path), "score_product": "f64", "pv_product": "f64"} if fp16 else OTHER[path.parent.name]
+    not_bf16 = _settings(path).get("input") in ("f16", "f32")
+    other = {**_settings(path), "score_product": "f64", "pv_product": "f64"} if not_bf16 else OTHER[path.parent.name]
     r = rs.compare(path, meta["recipe"], settings=other)
     assert sum(r["outputs"][n]["total"] - r["outputs"][n]["matched"] for n in ("o", "lse")) > 0

@@ -32,17 +32,19 @@ def test_amd_takes_mkls_avx2_products(cpu):
         assert rst.cpu_settings() == {"score_product": "mkl-avx2", "pv_product": "mkl-avx2"}
 
 
-def test_amd_takes_fp16_too(cpu):
-    """MKL's FP16 GEMM runs the same AVX2 kernel there; the recipe then takes FP16 throughout."""
+def test_amd_takes_fp16_and_float32_too(cpu):
+    """MKL's FP16 GEMM and SGEMM run AVX2 kernels of the same blocks there; the recipe then takes
+    the dtype throughout."""
     cpu("AVX512", "AuthenticAMD", "avx512f avx512_bf16")
-    assert rst.cpu_settings(torch.float16) == {"score_product": "mkl-avx2", "pv_product": "mkl-avx2",
-                                               "input": "f16", "p_format": "f16", "o_format": "f16"}
+    for dtype, name in ((torch.float16, "f16"), (torch.float32, "f32")):
+        assert rst.cpu_settings(dtype) == {"score_product": "mkl-avx2", "pv_product": "mkl-avx2",
+                                           "input": name, "p_format": name, "o_format": name}
 
 
 @pytest.mark.parametrize("vendor, flags, dtype, why", [
-    ("GenuineIntel", "avx512f avx512_bf16 amx_bf16", torch.float16, "Intel's FP16 GEMMs are not modelled"),
-    ("GenuineIntel", "avx512f avx512_bf16 avx512_fp16", torch.float16, "Intel's FP16 GEMMs are not modelled"),
-    ("AuthenticAMD", "avx512f avx512_bf16", torch.float32, "dtype torch.float32"),
+    ("GenuineIntel", "avx512f avx512_bf16 amx_bf16", torch.float16, "Intel's FP16 and float32 GEMMs are not"),
+    ("GenuineIntel", "avx512f avx512_bf16 avx512_fp16", torch.float16, "Intel's FP16 and float32 GEMMs are not"),
+    ("GenuineIntel", "avx512f avx512_bf16", torch.float32, "Intel's FP16 and float32 GEMMs are not modelled"),
     ("AuthenticAMD", "avx512f avx512_bf16", torch.float64, "dtype torch.float64"),
 ])
 def test_dtypes_it_does_not_model_are_refused(cpu, vendor, flags, dtype, why):
@@ -74,22 +76,25 @@ def test_each_cpus_settings_are_taken_by_the_recipe(cpu):
         cpu("AVX512", vendor, flags)
         out = rs.attention(z, z, z, recipe="torch-cpu-bf16", settings=rst.cpu_settings())
         assert out["o"].shape == (1, 40, 64)
-    out = rs.attention(z, z, z, recipe="torch-cpu-bf16", settings=rst.cpu_settings(torch.float16))
-    assert out["o"].shape == (1, 40, 64)
+    for dtype in (torch.float16, torch.float32):
+        out = rs.attention(z, z, z, recipe="torch-cpu-bf16", settings=rst.cpu_settings(dtype))
+        assert out["o"].shape == (1, 40, 64)
 
 
 @pytest.mark.parametrize("settings, why", [
     ({"input": "f16", "p_format": "f16", "o_format": "f16"}, "the CPU's BF16 GEMM .amx, avx512-bf16."),
     ({"score_product": "avx512-bf16", "pv_product": "avx512-bf16", "input": "f16", "p_format": "f16"},
      "multiplies BF16 .input bf16."),
-    ({"score_product": "mkl-avx2", "pv_product": "mkl-avx2", "input": "f32", "p_format": "f32"},
-     "mkl-avx2. multiplies BF16 or FP16"),
+    ({"score_product": "mkl-avx2", "pv_product": "mkl-avx2", "input": "e4m3", "p_format": "e4m3"},
+     "mkl-avx2. multiplies BF16, FP16 or float32"),
     ({"score_product": "mkl-avx2", "pv_product": "mkl-avx2", "input": "f16"}, "P in V's format"),
     ({"score_product": "model", "pv_product": "model", "input": "f16", "p_format": "f16"},
-     "FP16 on an AMD CPU .products mkl-avx2, or f64."),
+     "FP16 and float32 on an AMD CPU .products mkl-avx2, or f64."),
+    ({"score_product": "model", "pv_product": "model", "input": "f32", "p_format": "f32"},
+     "FP16 and float32 on an AMD CPU"),
 ])
 def test_the_recipe_refuses_formats_its_gemm_does_not_take(settings, why):
-    """FP16 is modelled with MKL's AVX2 GEMM only (an AMD CPU), P in V's format; nothing in float32."""
+    """FP16 and float32 are modelled with MKL's AVX2 GEMMs only (an AMD CPU), P in V's format."""
     import numpy as np
 
     import roundscope as rs

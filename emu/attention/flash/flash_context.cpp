@@ -159,15 +159,18 @@ void check_amx_shape(const FlashContext& ctx) {
                         r.name, ctx.shape.n_kv, r.tiles.block_n));
 }
 
-// MKL's AVX2 kernel (mkl_avx2_gemm.hpp) is modelled for GEMMs of at least 24 x 4 (column-major, as
-// ATen calls them): S is keys x queries, P V is D x queries. A query block of fewer than 4 rows, a
-// KV block of fewer than 24 keys that a row reaches, or D below 24 runs MKL's other kernels.
+// MKL's AVX2 kernel (mkl_avx2_gemm.hpp) is modelled for GEMMs of at least 24 x 4 (BF16, FP16; an
+// SGEMM's edge is its own) column-major, as ATen calls them: S is keys x queries, P V is D x
+// queries. Query blocks are ATen's (32, 64 or 256 rows, the last what is left); KV blocks are 512
+// keys and the rest, whole even under the causal mask (which masks inside a block), so the last
+// KV block counts where some query block reaches it.
 void check_mkl_avx2_shape(const FlashContext& ctx) {
     const AttentionRecipe& r = ctx.recipe;
     const bool scores = r.scores.product == Product::mkl_avx2, pv = r.p_and_v.product == Product::mkl_avx2;
     const AttentionShape& s = ctx.shape;
     const std::uint64_t n_q = problem_rows(s);
     if (!(scores || pv) || n_q == 0 || s.n_kv == 0) return;
+    const Format& in = *r.target.input;
     const std::uint64_t q_block = aten_query_block(n_q);
     const std::uint64_t rows = std::min(q_block, n_q % q_block == 0 ? q_block : n_q % q_block);
     const auto block_n = static_cast<std::uint64_t>(r.tiles.block_n);
@@ -177,16 +180,16 @@ void check_mkl_avx2_shape(const FlashContext& ctx) {
     const bool last_reached = !s.causal || std::min(n_q, s.n_kv) > s.n_kv - last_keys;
     const std::uint64_t keys = last_reached ? last_keys : block_n;
     std::string why;
-    if (scores && !mkl_avx2_modelled(keys, rows))
+    if (scores && !mkl_avx2_modelled(in, keys, rows))
         why = fmt::format("S's GEMM has {} x {} (keys x queries: {} keys, block_n = {}, and {} query rows)", keys, rows,
                           s.n_kv, block_n, n_q);
-    else if (pv && !mkl_avx2_modelled(s.d_v, rows))
+    else if (pv && !mkl_avx2_modelled(in, s.d_v, rows))
         why = fmt::format("P V's GEMM has {} x {} (D x queries: {} query rows)", s.d_v, rows, n_q);
     if (!why.empty())
         throw Error(
-            fmt::format("recipe '{}': {}, a GEMM MKL runs with kernels other than the AVX2 one mkl-avx2 "
-                        "models (at least 24 x 4)",
-                        r.name, why));
+            fmt::format("recipe '{}': {}, a GEMM MKL runs on {} with kernels other than the AVX2 one "
+                        "mkl-avx2 models ({})",
+                        r.name, why, in.name, mkl_avx2_modelled_shapes(in)));
 }
 
 }  // namespace

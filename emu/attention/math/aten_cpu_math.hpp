@@ -9,9 +9,13 @@
 //   vector_sum     the row sum _exp_reduce_sum_fusion_kernel forms: two accumulators of 16 lanes
 //                  taking alternate vectors (an odd last one to the first), added, then reduced
 //                  as vec_reduce_all does (lanes i + (i ^ 8), then ^ 4, ^ 2, ^ 1)
-//   libm_expf/logf the C library's expf and logf, which ATen calls for the keys past the last
-//                  whole vector, the rescale and the LSE (glibc 2.28 and later: the same bits on
-//                  every machine of one glibc; the peer test holds them to the installed torch)
+//   exp_u20, vector_sum_one   the float32 kernel's: Vectorized<float>::exp_u20 (a degree-5
+//                  polynomial of the remainder against ln 2, times 2^(n - 1), times 2) and one
+//                  accumulator of 16 lanes, reduced the same way
+//   libm_expf/logf the C library's expf and logf, which ATen calls for the rescale and the LSE,
+//                  and its exp(double) rounded to float for the keys past the last whole vector
+//                  (glibc 2.28 and later: the same bits on every machine of one glibc; the peer
+//                  test holds them to the installed torch)
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -56,8 +60,51 @@ inline float vector_sum(const float* p, std::size_t vectors) {
     return lanes[0];
 }
 
+/// Vectorized<float>::exp_u20 (AVX-512), which ATen's float32 kernel takes: x clamped to
+/// [ln(FLT_MIN), ln(FLT_MAX)] (0xc2aeac50, 0x42b17218; a NaN becomes the upper bound, as MINPS
+/// returns its second operand), n = floor(fma(x, log2 e, 1/2)), r = fma(-n, ln 2, x), the
+/// polynomial 1 + r(c1 + r(c2 + r(c3 + r(c4 + r c5)))) by fmas, times 2^(n - 1) (0 where x is
+/// below the lower bound), times 2. Constants from ATen's vec512_float.h.
+inline float exp_u20(float x) {
+    namespace a = f32_arith;
+    const float lo = float_from_bits(0xc2aeac50u), hi = float_from_bits(0x42b17218u);
+    const bool below = x < lo;  // an ordered compare: false for a NaN
+    float src = x < hi ? x : hi;
+    src = src > lo ? src : lo;
+    const float n = std::floor(a::fma(src, float_from_bits(0x3fb8aa3bu), 0.5f));  // log2(e)
+    const float r = a::fma(-n, float_from_bits(0x3f317218u), src);                // ln(2)
+    float poly = a::fma(r, 0.00828929059f, 0.0418978221f);
+    poly = a::fma(r, poly, 0.166676521f);
+    poly = a::fma(r, poly, 0.499991506f);
+    poly = a::fma(r, poly, 0.999999701f);
+    poly = a::fma(r, poly, 1.0f);
+    const auto biased = static_cast<std::uint32_t>(static_cast<std::int32_t>(a::sub(n, 1.0f)) + 127);
+    const float two_pow = below ? 0.0f : float_from_bits(biased << 23);
+    return a::mul(a::mul(poly, two_pow), 2.0f);
+}
+
+/// The float32 sum of p[0, 16 v) as the float32 kernel forms it: one accumulator of 16 lanes,
+/// then the lanes reduced as vector_sum's are.
+inline float vector_sum_one(const float* p, std::size_t vectors) {
+    namespace a = f32_arith;
+    float lanes[16] = {};
+    for (std::size_t v = 0; v < vectors; ++v)
+        for (int l = 0; l < 16; ++l) lanes[l] = a::add(lanes[l], p[v * 16 + static_cast<std::size_t>(l)]);
+    for (const int step : {8, 4, 2, 1}) {
+        float next[16];
+        for (int l = 0; l < 16; ++l) next[l] = a::add(lanes[l], lanes[l ^ step]);
+        for (int l = 0; l < 16; ++l) lanes[l] = next[l];
+    }
+    return lanes[0];
+}
+
 /// The C library's expf and logf, as ATen's std::exp and std::log on a float call them.
 inline float libm_expf(float x) { return ::expf(x); }
+/// exp in double rounded to float (the C library's exp): the keys past a block's last whole
+/// vector, where ATen's unqualified exp on a float takes C's exp(double). glibc's expf differs
+/// from it in about 1 argument in 400 (0.502 ulp against double rounding); the rescale, std::exp
+/// on a float, is expf.
+inline float libm_exp_rounded(float x) { return static_cast<float>(::exp(static_cast<double>(x))); }
 inline float libm_logf(float x) { return ::logf(x); }
 
 }  // namespace roundscope::emu::aten_cpu

@@ -101,17 +101,20 @@ public:
             fail("p_format", fmt::format("no {} {} model multiplies P in {} by V in {}", t.arch, t.instruction,
                                          r_.p_and_v.p_format->name, t.input->name));
         const bool amx = r_.scores.product == Product::amx || r_.p_and_v.product == Product::amx;
-        // MKL's AVX2 kernel multiplies BF16 or FP16 (the same kernel for both); AMX's and VDPBF16PS's BF16
+        // MKL's AVX2 kernels multiply BF16, FP16 or float32 (the same blocks for each); AMX's and
+        // VDPBF16PS's BF16
         const auto takes = [](Product p, const Format& f) {
-            return f == bf16 || (p == Product::mkl_avx2 && f == f16);
+            return f == bf16 || (p == Product::mkl_avx2 && (f == f16 || f == f32));
         };
         for (const Product p : {r_.scores.product, r_.p_and_v.product})
             if (cpu_bf16_gemm(p) && !takes(p, *t.input))
-                fail("input", p == Product::mkl_avx2
-                                  ? "MKL's AVX2 GEMM (mkl-avx2) multiplies BF16 or FP16 (input bf16 or f16)"
-                                  : "the CPU's BF16 GEMM (amx, avx512-bf16) multiplies BF16 (input bf16)");
+                fail("input",
+                     p == Product::mkl_avx2
+                         ? "MKL's AVX2 GEMM (mkl-avx2) multiplies BF16, FP16 or float32 (input bf16, f16 or f32)"
+                         : "the CPU's BF16 GEMM (amx, avx512-bf16) multiplies BF16 (input bf16)");
         if (cpu_bf16_gemm(r_.p_and_v.product) && !(*r_.p_and_v.p_format == *t.input))
-            fail("p_format", "the CPU's GEMM (amx, avx512-bf16, mkl-avx2) multiplies P in V's format (p_format as input)");
+            fail("p_format",
+                 "the CPU's GEMM (amx, avx512-bf16, mkl-avx2) multiplies P in V's format (p_format as input)");
         if (r_.tiles.aten_threads != 0 && !amx)
             fail("aten_threads", "the thread count chooses the AMX GEMM's path; no product of this recipe takes it");
     }
@@ -160,13 +163,15 @@ public:
 
     // ATen's CPU flash attention: BF16 inputs, P-bar cast unscaled, O in float32, KV blocks in order.
     void aten_cpu() const {
-        // FP16: MKL's AVX2 GEMM (an AMD CPU), or the exact products an attribution compares it with
+        // FP16 and float32: MKL's AVX2 GEMMs (an AMD CPU), or the exact products an attribution
+        // compares them with
         const auto amd_or_exact = [](Product p) { return p == Product::mkl_avx2 || p == Product::exact_f64; };
-        const bool fp16 = amd_or_exact(r_.scores.product) && amd_or_exact(r_.p_and_v.product);
-        if (!(*r_.target.input == bf16) && !(fp16 && *r_.target.input == f16))
+        const bool amd = amd_or_exact(r_.scores.product) && amd_or_exact(r_.p_and_v.product);
+        const Format& in = *r_.target.input;
+        if (!(in == bf16) && !(amd && (in == f16 || in == f32)))
             fail("input",
-                 "ATen's CPU flash attention is modelled for BF16 inputs, and FP16 on an AMD CPU (products "
-                 "mkl-avx2, or f64); f32, and f16 on Intel, run GEMMs not modelled");
+                 "ATen's CPU flash attention is modelled for BF16 inputs, and FP16 and float32 on an AMD CPU "
+                 "(products mkl-avx2, or f64); on Intel, f16 and f32 run GEMMs not modelled");
         if (r_.tiles.kv_order != KvOrder::forward)
             fail("kv_order", "ATen's CPU flash attention walks the KV blocks forward");
         if (r_.p_and_v.p_scale != 1.0f) fail("p_scale", "ATen's CPU softmax casts P-bar unscaled (p_scale 1)");

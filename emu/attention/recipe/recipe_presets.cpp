@@ -259,9 +259,10 @@ AttentionRecipe torch_efficient_sm90() {
     return r;
 }
 
-// F.scaled_dot_product_attention on BF16 tensors on a CPU with AVX-512 and AMX-BF16, as torch
+// F.scaled_dot_product_attention on BF16 tensors on a CPU with AVX-512 and AMX-BF16 (FP16 and float32
+// on an AMD CPU with the mkl-avx2 products), as torch
 // 2.15 runs it there (ATen's cpu_flash_attention): KV blocks of 512 keys in order, S and P V by
-// oneDNN's AMX GEMM (amx_gemm.hpp), natural exp by fexp_u20 and expf, l in the kernel's vector
+// oneDNN's AMX GEMM (amx_gemm.hpp), natural exp by fexp_u20 and C's exp, l in the kernel's vector
 // order, O = acc RN(1/l), LSE = m + logf(l) (aten_cpu_softmax.hpp). Found by hypothesis and
 // test against torch itself, bit-exact on every shape tests/peer/test_aten_cpu_torch.py runs.
 // Forward only.

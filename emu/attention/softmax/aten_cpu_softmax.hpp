@@ -1,11 +1,13 @@
 #pragma once
 // The online softmax of ATen's CPU flash attention (FlashAttentionKernel.cpp, cpu_flash_attention,
-// the AVX-512 build) on BF16 inputs, one row of one KV block (block_n keys, ATen's kvSplitSize 512):
+// the AVX-512 build) on BF16 and FP16 inputs, one row of one KV block (block_n keys, ATen's
+// kvSplitSize 512); on float32 inputs (P not cast) exp_u20 and vector_sum_one in their places:
 //   s = S scale                 float32; with an additive mask fma(S, scale, mask) (the compiler
 //                               contracts ATen's a * scale + b)
 //   m' = max(m, rowmax s)       exact
 //   P-bar = exp(s - m')         the difference in float32; fexp_u20 on the keys of the block's
-//                               whole vectors of 16, the C library's expf on the rest
+//                               whole vectors of 16, the C library's exp (double) rounded to
+//                               float on the rest
 //   l' = fma(expf(m - m'), l, sum P-bar)   the sum as vector_sum forms it, then the rest in order
 //   O' = O expf(m - m') + P V   P-bar cast to BF16; P V by the AMX GEMM (amx_gemm.hpp)
 // and at the end O = RN(O RN(1 / l)), LSE = RN(m + logf(l)), an empty row's m and l taken as 0
@@ -42,11 +44,13 @@ inline float row_step(float scale, const Format& p_format, const std::uint32_t* 
         return 1.0f;
     }
     const std::size_t vectors = count / 16;
+    // P kept in float32 is ATen's float32 kernel, whose exp and sum differ from the BF16 and FP16 ones'
+    const bool float_kernel = p_format == f32;
     for (std::size_t j = 0; j < count; ++j) {
         const float d = a::sub(x[j], m_new);
-        p[j] = j < vectors * 16 ? fexp_u20(d) : libm_expf(d);
+        p[j] = j >= vectors * 16 ? libm_exp_rounded(d) : float_kernel ? exp_u20(d) : fexp_u20(d);
     }
-    float sum = vector_sum(p.data(), vectors);
+    float sum = float_kernel ? vector_sum_one(p.data(), vectors) : vector_sum(p.data(), vectors);
     for (std::size_t j = vectors * 16; j < count; ++j) sum = a::add(sum, p[j]);
     const float factor = libm_expf(a::sub(st.m, m_new));
     if (ties != nullptr) ties->rescale(factor);

@@ -88,7 +88,7 @@ TEST_CASE("MKL AVX2 GEMM: C gains the blocks, and nothing flushes to zero", "[cp
     std::uint32_t d = 0;
     mkl_avx2_gemm(f16, h.data(), one.data(), nullptr, &d, 1, 1, 2);
     CHECK(float_from_bits(d) == 0x1p-23f);
-    CHECK(mkl_avx2_modelled(24, 4));
-    CHECK_FALSE(mkl_avx2_modelled(23, 64));
-    CHECK_FALSE(mkl_avx2_modelled(512, 3));
+    CHECK(mkl_avx2_modelled(bf16, 24, 4));
+    CHECK_FALSE(mkl_avx2_modelled(bf16, 23, 64));
+    CHECK_FALSE(mkl_avx2_modelled(bf16, 512, 3));
 }
