@@ -101,3 +101,16 @@ def test_the_recipe_refuses_formats_its_gemm_does_not_take(settings, why):
     z = np.zeros((1, 40, 64), np.float32)
     with pytest.raises(ValueError, match=why):
         rs.attention(z, z, z, recipe="torch-cpu-bf16", settings=settings)
+
+
+def test_the_recipe_refuses_a_value_head_dimension_of_its_own():
+    """F.scaled_dot_product_attention runs PyTorch's math path on the CPU where V's head dimension
+    differs from Q's (torch._fused_sdp_choice gives MATH), so the flash kernel's recipe refuses it."""
+    import numpy as np
+
+    import roundscope as rs
+    q, v = np.zeros((1, 40, 64), np.float32), np.zeros((1, 100, 32), np.float32)
+    with pytest.raises(ValueError, match="math path"):
+        rs.attention(q, np.zeros((1, 100, 64), np.float32), v, recipe="torch-cpu-bf16")
+    assert torch._fused_sdp_choice(*(torch.zeros(1, 1, n, d).bfloat16() for n, d in ((40, 64), (100, 64), (100, 32)))) \
+        == 0  # SDPBackend.MATH: the fact the refusal rests on, on the installed torch

@@ -237,6 +237,12 @@ FlashContext flash_context(const AttentionRecipe& recipe, const AttentionShape& 
                         "(softmax_warp_forward); {} keys take ATen's block softmax, which is not modelled",
                         recipe.name, shape.n_kv));
     check_mask(ctx);
+    if (recipe.softmax.kind == SoftmaxKind::aten_cpu && shape.d != shape.d_v)
+        throw Error(fmt::format(
+            "recipe '{}': V's head dimension ({}) differs from Q's and K's ({}): there "
+            "F.scaled_dot_product_attention runs PyTorch's math path on the CPU, not the flash kernel this recipe "
+            "models",
+            recipe.name, shape.d_v, shape.d));
     ctx.aten_packed = aten_packed(ctx.recipe, shape);
     check_amx_shape(ctx);
     check_mkl_avx2_shape(ctx);
