@@ -48,3 +48,18 @@ def test_the_other_gemm_does_not(path):
     other = {**_settings(path), "score_product": "f64", "pv_product": "f64"} if not_bf16 else OTHER[path.parent.name]
     r = rs.compare(path, meta["recipe"], settings=other)
     assert sum(r["outputs"][n]["total"] - r["outputs"][n]["matched"] for n in ("o", "lse")) > 0
+
+
+@pytest.mark.parametrize("name", ["fp16-odd-tail", "fp32-odd-tail"])
+def test_fit_finds_the_fp16_and_fp32_recipes_from_the_generic_presets(name):
+    """`fit`, from every preset but torch-cpu-bf16 and on 32 rows a head, rediscovers the FP16 and
+    float32 recipes from the AMD captures (833 keys: two KV blocks of 512 and 321), on any machine."""
+    path = ROOT / "tests" / "data" / "golden" / "cpu" / "mkl-avx2" / f"{name}.safetensors"
+    presets = [r["name"] for r in rs.recipes()["recipes"] if r["name"] != "torch-cpu-bf16"]
+    r = rs.fit(path, presets=presets, rows=32, explain_rows=0)
+    assert r["exact"], r["best"]
+    table = {x["name"]: x["settings"] for x in rs.recipes()["recipes"]}
+    found = {**table[r["best"]["preset"]], **{k: str(v) for k, v in r["best"]["settings"].items()}}
+    want = {"softmax": "aten-cpu", "score_product": "mkl-avx2", "pv_product": "mkl-avx2", "block_n": "512",
+            **{k: v for k, v in _settings(path).items() if k in ("input", "p_format", "o_format")}}
+    assert {k: found[k] for k in want} == want, r["best"]

@@ -88,10 +88,10 @@ def test_each_cpus_settings_are_taken_by_the_recipe(cpu):
     ({"score_product": "mkl-avx2", "pv_product": "mkl-avx2", "input": "e4m3", "p_format": "e4m3"},
      "mkl-avx2. multiplies BF16, FP16 or float32"),
     ({"score_product": "mkl-avx2", "pv_product": "mkl-avx2", "input": "f16"}, "P in V's format"),
-    ({"score_product": "model", "pv_product": "model", "input": "f16", "p_format": "f16"},
-     "FP16 and float32 on an AMD CPU .products mkl-avx2, or f64."),
-    ({"score_product": "model", "pv_product": "model", "input": "f32", "p_format": "f32"},
-     "FP16 and float32 on an AMD CPU"),
+    ({"score_product": "mkl-avx2", "pv_product": "mkl-avx2", "input": "e5m2", "p_format": "e5m2"},
+     "multiplies BF16, FP16 or float32"),
+    ({"score_product": "f64", "pv_product": "f64", "input": "e4m3", "p_format": "e4m3"},
+     "runs BF16, FP16 and float32 inputs"),
 ])
 def test_the_recipe_refuses_formats_its_gemm_does_not_take(settings, why):
     """FP16 and float32 are modelled with MKL's AVX2 GEMMs only (an AMD CPU), P in V's format."""

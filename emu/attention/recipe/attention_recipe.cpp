@@ -161,17 +161,14 @@ public:
         if (!(*r_.output.accumulator == f32)) fail("o_accumulator", "PyTorch's math path accumulates O in float32");
     }
 
-    // ATen's CPU flash attention: BF16 inputs, P-bar cast unscaled, O in float32, KV blocks in order.
+    // ATen's CPU flash attention: BF16, FP16 or float32 inputs, P-bar cast unscaled, O in float32, KV
+    // blocks in order.
     void aten_cpu() const {
-        // FP16 and float32: MKL's AVX2 GEMMs (an AMD CPU), or the exact products an attribution
-        // compares them with
-        const auto amd_or_exact = [](Product p) { return p == Product::mkl_avx2 || p == Product::exact_f64; };
-        const bool amd = amd_or_exact(r_.scores.product) && amd_or_exact(r_.p_and_v.product);
+        // BF16, FP16 and float32 (the kernel's scalar_t); which CPU's GEMMs take FP16 and float32 is
+        // the products' rule (target(): mkl-avx2, not amx or avx512-bf16)
         const Format& in = *r_.target.input;
-        if (!(in == bf16) && !(amd && (in == f16 || in == f32)))
-            fail("input",
-                 "ATen's CPU flash attention is modelled for BF16 inputs, and FP16 and float32 on an AMD CPU "
-                 "(products mkl-avx2, or f64); on Intel, f16 and f32 run GEMMs not modelled");
+        if (!(in == bf16) && !(in == f16) && !(in == f32))
+            fail("input", "ATen's CPU flash attention runs BF16, FP16 and float32 inputs");
         if (r_.tiles.kv_order != KvOrder::forward)
             fail("kv_order", "ATen's CPU flash attention walks the KV blocks forward");
         if (r_.p_and_v.p_scale != 1.0f) fail("p_scale", "ATen's CPU softmax casts P-bar unscaled (p_scale 1)");
