@@ -42,6 +42,17 @@ inline float fexp_u20(float x) {
     return float_from_bits(static_cast<std::uint32_t>(static_cast<std::int32_t>(biased)));
 }
 
+/// vec_reduce_all's sum of one vector of 16 lanes: lanes i + (i ^ 8), then ^ 4, ^ 2, ^ 1.
+inline float reduce_lanes(float (&lanes)[16]) {
+    namespace a = f32_arith;
+    for (const int step : {8, 4, 2, 1}) {
+        float next[16];
+        for (int l = 0; l < 16; ++l) next[l] = a::add(lanes[l], lanes[l ^ step]);
+        for (int l = 0; l < 16; ++l) lanes[l] = next[l];
+    }
+    return lanes[0];
+}
+
 /// The float32 sum of p[0, 16 v) as _exp_reduce_sum_fusion_kernel forms it (see above).
 inline float vector_sum(const float* p, std::size_t vectors) {
     namespace a = f32_arith;
@@ -52,12 +63,7 @@ inline float vector_sum(const float* p, std::size_t vectors) {
     }
     float lanes[16];
     for (int l = 0; l < 16; ++l) lanes[l] = a::add(acc[0][l], acc[1][l]);
-    for (const int step : {8, 4, 2, 1}) {
-        float next[16];
-        for (int l = 0; l < 16; ++l) next[l] = a::add(lanes[l], lanes[l ^ step]);
-        for (int l = 0; l < 16; ++l) lanes[l] = next[l];
-    }
-    return lanes[0];
+    return reduce_lanes(lanes);
 }
 
 /// Vectorized<float>::exp_u20 (AVX-512), which ATen's float32 kernel takes: x clamped to
@@ -90,12 +96,7 @@ inline float vector_sum_one(const float* p, std::size_t vectors) {
     float lanes[16] = {};
     for (std::size_t v = 0; v < vectors; ++v)
         for (int l = 0; l < 16; ++l) lanes[l] = a::add(lanes[l], p[v * 16 + static_cast<std::size_t>(l)]);
-    for (const int step : {8, 4, 2, 1}) {
-        float next[16];
-        for (int l = 0; l < 16; ++l) next[l] = a::add(lanes[l], lanes[l ^ step]);
-        for (int l = 0; l < 16; ++l) lanes[l] = next[l];
-    }
-    return lanes[0];
+    return reduce_lanes(lanes);
 }
 
 /// The C library's expf and logf, as ATen's std::exp and std::log on a float call them.
