@@ -41,6 +41,12 @@ MORE_SHAPES = [
     ("fp32-odd-tail", torch.float32, 2, 100, 833, 64, False),
     ("fp32-causal-blocks", torch.float32, 2, 128, 600, 48, True),
 ]
+# (name, dtype, heads, Nq, Nk, D, causal), captured last: the FP16 and float32 backward (their
+# gradients added by ATen's own GEMM and by SGEMM) over two query and two KV blocks, causal
+MORE_BACKWARD_SHAPES = [
+    ("fp16-backward", torch.float16, 2, 128, 600, 64, True),
+    ("fp32-backward", torch.float32, 2, 128, 600, 64, True),
+]
 
 
 def cpu() -> tuple[str, str]:
@@ -80,6 +86,29 @@ def capture_forward(path: pathlib.Path, q, k, v, causal: bool, model: str, flags
     print(path)
 
 
+def capture_backward(path: pathlib.Path, dtype: torch.dtype, shape: tuple, g: torch.Generator, model: str,
+                     flags: str) -> None:
+    """Autograd through F.scaled_dot_product_attention: q, k, v, O, LSE, dO and the gradients."""
+    h, nq, nk, d, causal = shape
+    q, k, v = (torch.randn(1, h, n, d, generator=g).to(dtype).requires_grad_() for n in (nq, nk, nk))
+    if why := refusal(h, nq, nk, d, causal, backward=True, dtype=dtype):
+        print(f"{path.stem}: not captured: {why}")
+        return
+    o = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    do = torch.randn(1, h, nq, d, generator=g).to(dtype)
+    o.backward(do)
+    lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q.detach(), k.detach(), v.detach(), 0.0,
+                                                                      causal)[1]
+    tensors = {"q": q.detach(), "k": k.detach(), "v": v.detach(), "o": o.detach(), "lse": lse, "do": do,
+               "dq": q.grad, "dk": k.grad, "dv": v.grad}
+    rs.write(path, tensors,
+             {"causal": str(causal).lower(), "causal_alignment": "top-left", "source": "torch CPU SDPA backward",
+              "recipe": "torch-cpu-bf16", "settings": settings(dtype), "torch_version": torch.__version__,
+              "torch_threads": str(torch.get_num_threads()), "cpu": model, "cpu_flags": flags,
+              "machine": platform.machine()})
+    print(path)
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit("usage: torch_cpu_capture.py OUT_DIR")
@@ -95,25 +124,8 @@ def main():
             print(f"{name}: not captured: {why}")
             continue
         capture_forward(out / f"{name}.safetensors", q, k, v, causal, model, flags)
-    # the backward (autograd through F.scaled_dot_product_attention): do and the gradients too
     for name, h, nq, nk, d, causal in BACKWARD_SHAPES:
-        q, k, v = (torch.randn(1, h, n, d, generator=g).bfloat16().requires_grad_() for n in (nq, nk, nk))
-        if why := refusal(h, nq, nk, d, causal, backward=True):
-            print(f"{name}: not captured: {why}")
-            continue
-        o = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
-        do = torch.randn(1, h, nq, d, generator=g).bfloat16()
-        o.backward(do)
-        lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q.detach(), k.detach(), v.detach(), 0.0,
-                                                                          causal)[1]
-        tensors = {"q": q.detach(), "k": k.detach(), "v": v.detach(), "o": o.detach(), "lse": lse, "do": do,
-                   "dq": q.grad, "dk": k.grad, "dv": v.grad}
-        rs.write(out / f"{name}.safetensors", tensors,
-                 {"causal": str(causal).lower(), "causal_alignment": "top-left", "source": "torch CPU SDPA backward",
-                  "recipe": "torch-cpu-bf16", "settings": settings(), "torch_version": torch.__version__,
-                  "torch_threads": str(torch.get_num_threads()), "cpu": model, "cpu_flags": flags,
-                  "machine": platform.machine()})
-        print(out / f"{name}.safetensors")
+        capture_backward(out / f"{name}.safetensors", torch.bfloat16, (h, nq, nk, d, causal), g, model, flags)
     for name, dtype, h, nq, nk, d, causal in MORE_SHAPES:
         q = torch.randn(1, h, nq, d, generator=g).to(dtype)
         k, v = (torch.randn(1, h, nk, d, generator=g).to(dtype) for _ in range(2))
@@ -127,6 +139,8 @@ def main():
             print(f"{name}: not captured: {why}")
             continue
         capture_forward(out / f"{name}.safetensors", q, k, v, causal, model, flags)
+    for name, dtype, h, nq, nk, d, causal in MORE_BACKWARD_SHAPES:
+        capture_backward(out / f"{name}.safetensors", dtype, (h, nq, nk, d, causal), g, model, flags)
 
 
 if __name__ == "__main__":

@@ -23,8 +23,9 @@ def cpu_settings(dtype: torch.dtype = torch.bfloat16) -> dict[str, str]:
     AMX-BF16, torch's thread count (whether ATen packs its GEMM operands turns on it); on an Intel
     CPU with AVX512-BF16 and no AMX, the products avx512-bf16; on an AMD CPU with AVX-512, the
     products mkl-avx2 (MKL runs its AVX2 GEMMs there), which take FP16 and float32 as well (input,
-    p_format and o_format f16 or f32). ValueError, saying why, on any other CPU or dtype: torch runs
-    code there that the recipe does not model (no AVX-512; FP16 and float32 on Intel; float64)."""
+    p_format, o_format, ds_format and grad_format f16 or f32: the forward and the backward).
+    ValueError, saying why, on any other CPU or dtype: torch runs code there that the recipe does
+    not model (no AVX-512; FP16 and float32 on Intel; float64)."""
     if dtype not in (torch.bfloat16, torch.float16, torch.float32):
         raise ValueError(f"cpu_settings: dtype {dtype}: torch-cpu-bf16 models bfloat16, and float16 and float32 on "
                          "an AMD CPU")
@@ -40,7 +41,7 @@ def cpu_settings(dtype: torch.dtype = torch.bfloat16) -> dict[str, str]:
                              "and float32 on an AMD CPU (MKL's AVX2 GEMMs); Intel's FP16 and float32 GEMMs are not "
                              "modelled")
         return {"score_product": "mkl-avx2", "pv_product": "mkl-avx2", "input": name, "p_format": name,
-                "o_format": name}
+                "o_format": name, "ds_format": name, "grad_format": name}
     if "amx_bf16" in flags:
         return {"aten_threads": str(torch.get_num_threads())}
     if "avx512_bf16" in flags and vendor == "GenuineIntel":

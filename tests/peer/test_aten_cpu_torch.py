@@ -391,27 +391,51 @@ def test_the_backward_is_pytorch_cpu_backward_bit_for_bit(case):
     F.scaled_dot_product_attention (ATen's cpu_flash_attention_backward) equal the recipe's, bit for
     bit; on AMX the recipe refuses the backward, untested there, and on an AMD CPU the shapes whose
     GEMMs MKL runs with its small kernels."""
+    if GEMM == "amx":
+        _check_backward_refused(case, _settings(), "untested on AMX")
+    else:
+        _check_backward(case, torch.bfloat16, _settings())
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32], ids=["fp16", "fp32"])
+@pytest.mark.parametrize("case", BACKWARD_CASES, ids=_backward_id)
+def test_the_fp16_and_fp32_backward_is_pytorch_cpu_backward_on_amd(case, dtype):
+    """FP16 and float32 gradients on an AMD CPU: S and dP by MKL's FP16 GEMM or SGEMM as in the
+    forward; float32 adds its gradients by SGEMM (beta = 1, alpha on Q or K), FP16 by ATen's own
+    GEMM (dV and dK one fused chain per element, alpha on P or dS first; dQ in four partial sums).
+    Elsewhere cpu_settings refuses the dtype, saying why."""
+    settings = _settings_or_refusal(dtype)
+    if settings is not None:
+        _check_backward(case, dtype, settings)
+
+
+def _check_backward_refused(case, settings, why):
     b, h, hkv, nq, nk, d, kind = case
-    refused = "untested on AMX" if GEMM == "amx" else ""
-    if GEMM == "mkl-avx2" and _mkl_small(case):
-        refused = "at least 24 x 4"
-    if refused:
-        with pytest.raises(ValueError, match=refused):
-            z = np.zeros((h, nq, d), np.float32)
-            rs.attention(z, np.zeros((hkv, nk, d), np.float32), np.zeros((hkv, nk, d), np.float32), recipe=RECIPE,
-                         settings=_settings(), backward=True, do=z)
+    z = np.zeros((h, nq, d), np.float32)
+    with pytest.raises(ValueError, match=why):
+        rs.attention(z, np.zeros((hkv, nk, d), np.float32), np.zeros((hkv, nk, d), np.float32), recipe=RECIPE,
+                     settings=settings, causal=kind == "causal", backward=True, do=z)
+
+
+def _check_backward(case, dtype, settings):
+    """O, dQ, dK and dV of autograd through torch's CPU kernel on `dtype` tensors against the recipe,
+    every bit; a shape MKL's small kernels would take is refused with the reason."""
+    b, h, hkv, nq, nk, d, kind = case
+    if GEMM == "mkl-avx2" and _mkl_small(case, dtype):
+        _check_backward_refused(case, settings, "kernels other than the AVX2 one")
         return
     g = torch.Generator().manual_seed(nq + nk + d)
-    q = torch.randn(b, h, nq, d, generator=g).bfloat16().requires_grad_()
-    k, v = (torch.randn(b, hkv, nk, d, generator=g).bfloat16().requires_grad_() for _ in range(2))
+    q = torch.randn(b, h, nq, d, generator=g).to(dtype).requires_grad_()
+    k, v = (torch.randn(b, hkv, nk, d, generator=g).to(dtype).requires_grad_() for _ in range(2))
     mask = _mask(kind, b, h, nq, nk, g)
     o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=kind == "causal", enable_gqa=hkv != h)
-    do = torch.randn(b, h, nq, d, generator=g).bfloat16()
+    do = torch.randn(b, h, nq, d, generator=g).to(dtype)
     o.backward(do)
-    e = rs.attention(q.detach(), k.detach(), v.detach(), recipe=RECIPE, settings=_settings(),
+    e = rs.attention(q.detach(), k.detach(), v.detach(), recipe=RECIPE, settings=settings,
                      causal=kind == "causal", causal_alignment="top-left", attn_mask=mask, backward=True, do=do)
     assert (_bits(e["o"]) == _bits(o.detach())).all()
     for name, t in (("dq", q), ("dk", k), ("dv", v)):
+        assert e[name].dtype == dtype
         diff = int((_bits(e[name]) != _bits(t.grad)).sum())
         assert diff == 0, f"{name}: {diff} of {t.grad.numel()} differ"
 
@@ -428,6 +452,10 @@ AVX512 = {"score_product": "avx512-bf16", "pv_product": "avx512-bf16"}
     (AVX512, (64, 513, 64, 1), "one key"),
     ({**AVX512, "grad_product": "f64"}, (64, 64, 64, 1), "leave the backward's keys unset"),
     ({**AVX512, "o_format": "f32"}, (64, 64, 64, 1), "o_format"),
+    ({**AVX512, "input": "f32", "p_format": "f32", "o_format": "f32", "ds_format": "f32", "grad_format": "f32"},
+     (64, 64, 64, 1), "multiplies BF16"),
+    ({"score_product": "mkl-avx2", "pv_product": "mkl-avx2", "input": "f16", "p_format": "f16", "o_format": "f16"},
+     (64, 64, 64, 1), "grad_format the input's"),
 ])
 def test_what_the_backward_does_not_model_is_refused(settings, shape, why):
     """What the probes have not covered is refused with the reason, on any CPU."""

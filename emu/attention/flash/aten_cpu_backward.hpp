@@ -14,7 +14,11 @@
 //   dK   += RN(scale x dS_bf16^T Q)
 // where each "+=" adds in float32 to the BF16 gradient and rounds it back to BF16 (the gradients
 // are BF16 tensors; the brgemm's sum post-op); with grouped heads, a key-value head's query heads
-// in order add to the same dK and dV. Found by probes against the installed torch
+// in order add to the same dK and dV. On an AMD CPU, FP16 and float32 inputs take the same steps
+// with their own GEMMs: float32 keeps P and dS unrounded and adds every gradient by MKL's SGEMM
+// (beta = 1: mkl_avx2_gemm with C, alpha on Q for dK and on K for dQ); FP16 rounds P and dS to FP16
+// and adds its FP16 gradients by ATen's own GEMM (aten_blas_gemm.hpp: dV and dK its gemm_transb_,
+// dQ its gemm_notrans_). Found by probes against the installed torch
 // (docs/torch-cpu.md); held to it by tests/peer/test_aten_cpu_torch.py. Internal to
 // emu/attention/flash.
 #include "emu/attention/flash/flash_attention.hpp"
@@ -27,11 +31,12 @@ namespace roundscope::emu::detail {
 std::string aten_cpu_backward_products(const AttentionRecipe& r);
 
 /// Why the shape or recipe is outside what the probes cover (empty where aten_cpu_backward runs
-/// it): the products must be avx512-bf16 or mkl-avx2, the formats BF16, D between 32 and 384, no one-row
+/// it): the products must be avx512-bf16 or mkl-avx2, the formats BF16 (or, with mkl-avx2, FP16 or
+/// float32, the input's throughout), D between 32 and 384, no one-row
 /// query block or one-key KV block (the BLAS's GEMV, not probed backward).
 std::string aten_cpu_backward_refusal(const FlashContext& ctx);
 
-/// dQ, dK, dV (BF16 bits; dK and dV of the key-value heads) and delta (threads over key-value
+/// dQ, dK, dV (bits of the input's format; dK and dV of the key-value heads) and delta (threads over key-value
 /// heads: the same bits on any count).
 BackwardResult aten_cpu_backward(const FlashContext& ctx, const AttentionOperands& in, const ForwardResult& forward,
                                  int threads);
