@@ -50,3 +50,22 @@ def cpu_settings(dtype: torch.dtype = torch.bfloat16) -> dict[str, str]:
         return {"score_product": "mkl-avx2", "pv_product": "mkl-avx2"}
     raise ValueError(f"cpu_settings: this CPU ({vendor}) has neither AMX-BF16 nor Intel's AVX512-BF16, and is not "
                      "an AMD CPU, whose GEMMs torch-cpu-bf16 models")
+
+
+def cpu_math_settings(dtype: torch.dtype = torch.bfloat16) -> dict[str, str]:
+    """The settings that make torch-cpu-math PyTorch's CPU math path here on `dtype` tensors (what
+    F.scaled_dot_product_attention runs where V's head dimension is not Q's): the input and output
+    formats; the recipe's products are MKL's AVX2 SGEMM, which MKL runs on an AMD CPU. ValueError,
+    saying why, on any other CPU or dtype."""
+    names = {torch.bfloat16: "bf16", torch.float16: "f16", torch.float32: "f32"}
+    if dtype not in names:
+        raise ValueError(f"cpu_math_settings: dtype {dtype}: torch-cpu-math models bfloat16, float16 and float32")
+    capability = torch.backends.cpu.get_cpu_capability()
+    if capability != "AVX512":
+        raise ValueError(f"cpu_math_settings: torch runs its {capability} kernels on this CPU; torch-cpu-math models "
+                         "the AVX512 build")
+    vendor, _ = _cpu()
+    if vendor != "AuthenticAMD":
+        raise ValueError(f"cpu_math_settings: this CPU ({vendor}) is not an AMD CPU: torch-cpu-math models MKL's "
+                         "SGEMM as it runs there (its AVX2 kernel); Intel's is not modelled")
+    return {"input": names[dtype], "o_format": names[dtype]}

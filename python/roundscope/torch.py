@@ -10,7 +10,8 @@ trains with the numerics of FA2 in BF16, FA3 in FP8 or MXFP4 V on a machine with
 
 rst.monitor (roundscope/monitor.py) logs the report's figures of chosen layers every N steps of a
 training run, to TensorBoard and a JSON-lines file. rst.cpu_settings() gives the settings of
-torch-cpu-bf16 that reproduce PyTorch's own CPU attention on this machine.
+torch-cpu-bf16 that reproduce PyTorch's own CPU attention on this machine, rst.cpu_math_settings()
+those of torch-cpu-math (its math path, where V's head dimension is not Q's).
 """
 from __future__ import annotations
 
@@ -28,10 +29,10 @@ import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
 from . import attention as _attention
-from ._torch_cpu import cpu_settings
+from ._torch_cpu import cpu_math_settings, cpu_settings
 from .monitor import monitor
 
-__all__ = ["scaled_dot_product_attention", "sdpa", "emulate", "monitor", "cpu_settings"]
+__all__ = ["scaled_dot_product_attention", "sdpa", "emulate", "monitor", "cpu_settings", "cpu_math_settings"]
 
 class _EmulatedAttention(torch.autograd.Function):
     """Forward and backward by the emulator (roundscope attention [--backward]). The mask is

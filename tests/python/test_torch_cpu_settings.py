@@ -38,7 +38,8 @@ def test_amd_takes_fp16_and_float32_too(cpu):
     cpu("AVX512", "AuthenticAMD", "avx512f avx512_bf16")
     for dtype, name in ((torch.float16, "f16"), (torch.float32, "f32")):
         assert rst.cpu_settings(dtype) == {"score_product": "mkl-avx2", "pv_product": "mkl-avx2",
-                                           "input": name, "p_format": name, "o_format": name}
+                                           "input": name, "p_format": name, "o_format": name,
+                                           "ds_format": name, "grad_format": name}
 
 
 @pytest.mark.parametrize("vendor, flags, dtype, why", [
@@ -110,7 +111,29 @@ def test_the_recipe_refuses_a_value_head_dimension_of_its_own():
 
     import roundscope as rs
     q, v = np.zeros((1, 40, 64), np.float32), np.zeros((1, 100, 32), np.float32)
-    with pytest.raises(ValueError, match="math path"):
+    with pytest.raises(ValueError, match="math path.*torch-cpu-math"):
         rs.attention(q, np.zeros((1, 100, 64), np.float32), v, recipe="torch-cpu-bf16")
     assert torch._fused_sdp_choice(*(torch.zeros(1, 1, n, d).bfloat16() for n, d in ((40, 64), (100, 64), (100, 32)))) \
         == 0  # SDPBackend.MATH: the fact the refusal rests on, on the installed torch
+
+
+def test_the_math_paths_settings_are_an_amd_cpus(cpu):
+    """torch-cpu-math models MKL's SGEMM as it runs on an AMD CPU: the settings name the dtype there
+    (and run the recipe on any machine), and raise, saying why, on other CPUs and dtypes."""
+    import numpy as np
+
+    import roundscope as rs
+    cpu("AVX512", "AuthenticAMD", "avx512f avx512_bf16")
+    q, k, v = np.zeros((1, 16, 64), np.float32), np.zeros((1, 20, 64), np.float32), np.zeros((1, 20, 32), np.float32)
+    for dtype, name in ((torch.bfloat16, "bf16"), (torch.float16, "f16"), (torch.float32, "f32")):
+        assert rst.cpu_math_settings(dtype) == {"input": name, "o_format": name}
+        assert rs.attention(q, k, v, recipe="torch-cpu-math", settings=rst.cpu_math_settings(dtype))["o"].shape \
+            == (1, 16, 32)
+    with pytest.raises(ValueError, match="dtype torch.float64"):
+        rst.cpu_math_settings(torch.float64)
+    cpu("AVX512", "GenuineIntel", "avx512f avx512_bf16 amx_bf16")
+    with pytest.raises(ValueError, match="not an AMD CPU"):
+        rst.cpu_math_settings()
+    cpu("AVX2", "AuthenticAMD", "avx2")
+    with pytest.raises(ValueError, match="AVX2 kernels"):
+        rst.cpu_math_settings()

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <vector>
 
+#include "emu/attention/flash/math_path_operands.hpp"
 #include "emu/attention/flash/tile_product.hpp"
 #include "emu/attention/math/libdevice_math.hpp"
 #include "emu/numbers/f32_arith.hpp"
@@ -21,13 +22,6 @@ int warp_lanes(std::uint64_t n_kv) {
     std::uint64_t pow2 = 1;
     while (pow2 < n_kv) pow2 *= 2;
     return static_cast<int>(pow2 < 32 ? pow2 : 32);
-}
-
-// x times the factor, rounded to float32 (ATen's multiply of a float tensor by a scalar), as bits.
-std::vector<std::uint32_t> scaled(const std::uint32_t* x, std::uint64_t count, const Format& f, float factor) {
-    std::vector<std::uint32_t> out(count);
-    for (std::uint64_t i = 0; i < count; ++i) out[i] = bits_of(a::mul(static_cast<float>(decode(f, x[i])), factor));
-    return out;
 }
 
 // One row's softmax as softmax_warp_forward computes it, x its n scores (masked ones -inf):
@@ -77,24 +71,15 @@ bool warp_softmax(const std::vector<float>& x, std::uint64_t n, int lanes, std::
 
 }  // namespace
 
-float cuda_math_root_scale(const AttentionShape& shape) {
-    const double by_d = 1.0 / std::sqrt(static_cast<double>(shape.d));
-    const double scale = shape.scale_given != 0 && static_cast<float>(shape.scale_given) == shape.scale
-                             ? shape.scale_given
-                         : static_cast<float>(by_d) == shape.scale ? by_d
-                                                                   : static_cast<double>(shape.scale);
-    return static_cast<float>(std::sqrt(scale));
-}
-
 void cuda_math_rows(const FlashContext& ctx, const std::uint32_t* q, const std::uint32_t* k, const std::uint32_t* v,
                     std::uint64_t head, Span rows, ForwardResult& out, std::uint64_t skip_keys) {
     const AttentionRecipe& r = ctx.recipe;
     const AttentionShape& sh = ctx.shape;
     const Format& input = *r.target.input;
     const std::uint64_t nk = sh.n_kv, d = sh.d, dv = sh.d_v, n = rows.size();
-    const float root = cuda_math_root_scale(sh);
-    const std::vector<std::uint32_t> qs = scaled(q + rows.begin * d, n * d, input, root);
-    const std::vector<std::uint32_t> ks = scaled(k, nk * d, input, root);
+    const float root = math_path_root_scale(sh);
+    const std::vector<std::uint32_t> qs = math_path_scaled(q + rows.begin * d, n * d, input, root);
+    const std::vector<std::uint32_t> ks = math_path_scaled(k, nk * d, input, root);
     std::vector<std::uint32_t> s(n * nk);
     TileProduct(r, f32, f32, r.scores.product)
         .run(qs.data(), transposed(ks.data(), nk, d, {0, d}).data(), nullptr, s.data(), n, nk, d);

@@ -16,10 +16,6 @@
 
 namespace roundscope::emu::detail {
 
-/// The factor q and k are each multiplied by: RN(sqrt(scale)) from the scale as the caller gave
-/// it (scale_given), else from 1/sqrt(d) where that is the float32 scale, else from the float32 scale.
-float cuda_math_root_scale(const AttentionShape& shape);
-
 /// The rows `rows` of head `head` (q: that head's [n_q][d], k and v: its KV head's, input
 /// bits) into `out`: O, o_f32, the recipe's LSE and the rows' counts (keys below skip_keys
 /// uncounted, as ForwardOptions::uncounted_keys).

@@ -231,7 +231,7 @@ std::string backward_refusal(const AttentionRecipe& recipe) {
     if (recipe.softmax.naive()) return fmt::format("recipe '{}': the backward pass needs an online softmax", name);
     if (recipe.output.epilogue == Epilogue::cudnn)
         return fmt::format("recipe '{}': cuDNN's forward is modelled, its backward is not", name);
-    if (recipe.softmax.kind == SoftmaxKind::cuda_math)
+    if (recipe.softmax.kind == SoftmaxKind::cuda_math || recipe.softmax.kind == SoftmaxKind::aten_cpu_math)
         return fmt::format("recipe '{}': PyTorch's math path is modelled forward, its backward (autograd's ops) is not",
                            name);
     if ((recipe.output.epilogue == Epilogue::mem_eff || recipe.scores.scale_log2 == ScaleLog2::scale_first) &&

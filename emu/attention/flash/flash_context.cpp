@@ -170,6 +170,20 @@ void check_mkl_avx2_shape(const FlashContext& ctx) {
     const AttentionShape& s = ctx.shape;
     const std::uint64_t n_q = problem_rows(s);
     if (!(scores || pv) || n_q == 0 || s.n_kv == 0) return;
+    if (r.softmax.kind == SoftmaxKind::aten_cpu_math) {
+        // the math path: one batched SGEMM each for S (keys x all queries) and P V (D_v x all queries)
+        std::string why;
+        if (scores && !mkl_avx2_modelled(f32, s.n_kv, n_q))
+            why = fmt::format("S's GEMM has {} x {} (keys x queries)", s.n_kv, n_q);
+        else if (pv && !mkl_avx2_modelled(f32, s.d_v, n_q))
+            why = fmt::format("P V's GEMM has {} x {} (D_v x queries)", s.d_v, n_q);
+        if (!why.empty())
+            throw Error(
+                fmt::format("recipe '{}': {}, an SGEMM MKL runs with kernels other than the AVX2 one "
+                            "mkl-avx2 models ({})",
+                            r.name, why, mkl_avx2_modelled_shapes(f32)));
+        return;
+    }
     const Format& in = *r.target.input;
     const std::uint64_t q_block = aten_query_block(n_q);
     const std::uint64_t rows = std::min(q_block, n_q % q_block == 0 ? q_block : n_q % q_block);
@@ -241,7 +255,7 @@ FlashContext flash_context(const AttentionRecipe& recipe, const AttentionShape& 
         throw Error(fmt::format(
             "recipe '{}': V's head dimension ({}) differs from Q's and K's ({}): there "
             "F.scaled_dot_product_attention runs PyTorch's math path on the CPU, not the flash kernel this recipe "
-            "models",
+            "models (the recipe torch-cpu-math models that path)",
             recipe.name, shape.d_v, shape.d));
     ctx.aten_packed = aten_packed(ctx.recipe, shape);
     check_amx_shape(ctx);

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "emu/attention/flash/aten_cpu_math_forward.hpp"
 #include "emu/attention/flash/aten_gemv.hpp"
 #include "emu/attention/flash/cuda_math_forward.hpp"
 #include "emu/attention/flash/flash_attention.hpp"
@@ -474,7 +475,8 @@ ForwardResult run_forward(const FlashContext& ctx, const AttentionOperands& give
                             ctx.aten_packed)};
     const std::vector<std::uint32_t> v_quantized = quantized_v(ctx, in.v);
     // (the math path's S is of q and k scaled first: the cache's S, of the inputs, is not it)
-    const bool math = recipe.softmax.kind == SoftmaxKind::cuda_math;
+    const bool math =
+        recipe.softmax.kind == SoftmaxKind::cuda_math || recipe.softmax.kind == SoftmaxKind::aten_cpu_math;
     const std::shared_ptr<const std::vector<std::uint32_t>> scores =
         options.runs != nullptr && !math ? options.runs->scores(recipe, shape, in, options.threads) : nullptr;
 
@@ -496,7 +498,9 @@ ForwardResult run_forward(const FlashContext& ctx, const AttentionOperands& give
                              in.v.data() + kv * shape.n_kv * shape.d_v,
                              v_quantized.empty() ? nullptr : v_quantized.data() + kv * shape.n_kv * shape.d_v,
                              scores ? scores->data() + head * shape.n_q * shape.n_kv : nullptr};
-            if (math)
+            if (recipe.softmax.kind == SoftmaxKind::aten_cpu_math)
+                detail::aten_cpu_math_rows(ctx, h.q, h.k, h.v, head, rows, out, options.uncounted_keys);
+            else if (math)
                 detail::cuda_math_rows(ctx, h.q, h.k, h.v, head, rows, out, options.uncounted_keys);
             else if (!recipe.softmax.naive())
                 online_row_block(ctx, models, h, head, block, rows, out, options.uncounted_keys);

@@ -99,6 +99,22 @@ inline float vector_sum_one(const float* p, std::size_t vectors) {
     return reduce_lanes(lanes);
 }
 
+/// vec::reduce_all's float32 sum of x[0, n) (ATen's softmax, _vec_softmax_lastdim): under 16
+/// values one sum in order from x[0] (vec_reduce_all over the partial vector's size); else x[j]
+/// into lane j mod 16 (the tail into its own lanes only), the lanes reduced by reduce_lanes.
+inline float reduce_all_sum(const float* x, std::size_t n) {
+    namespace a = f32_arith;
+    if (n == 0) return 0.0f;
+    if (n < 16) {
+        float sum = x[0];
+        for (std::size_t j = 1; j < n; ++j) sum = a::add(sum, x[j]);
+        return sum;
+    }
+    float lanes[16] = {};
+    for (std::size_t j = 0; j < n; ++j) lanes[j % 16] = a::add(lanes[j % 16], x[j]);
+    return reduce_lanes(lanes);
+}
+
 /// The C library's expf and logf, as ATen's std::exp and std::log on a float call them.
 inline float libm_expf(float x) { return ::expf(x); }
 /// exp in double rounded to float (the C library's exp): the keys past a block's last whole

@@ -49,10 +49,10 @@ void SoftmaxStage::validate(std::string_view recipe) const {
         if (!(*format == f32) || row_sum_format != nullptr)
             fail(recipe, "softmax_format", "ATen's CPU softmax keeps S, m and l in float32");
     }
-    if (kind == SoftmaxKind::cuda_math) {
-        // PyTorch's math path: libdevice's expf, S, m, l and P in float32.
+    if (kind == SoftmaxKind::cuda_math || kind == SoftmaxKind::aten_cpu_math) {
+        // PyTorch's math path: libdevice's expf (SLEEF's on a CPU), S, m, l and P in float32.
         if (exp2 != Exp2Kind::software)
-            fail(recipe, "exp2", "PyTorch's math path takes libdevice's expf, no exp2 (leave exp2=software)");
+            fail(recipe, "exp2", "PyTorch's math path takes a natural expf, no exp2 (leave exp2=software)");
         if (max_adjust) fail(recipe, "max_adjust", "PyTorch's math path has no max adjustment");
         if (!(*format == f32) || row_sum_format != nullptr)
             fail(recipe, "softmax_format", "PyTorch's math path keeps S, m, l and P in float32");
@@ -106,13 +106,15 @@ public:
         const auto takes = [](Product p, const Format& f) {
             return f == bf16 || (p == Product::mkl_avx2 && (f == f16 || f == f32));
         };
+        // (the math path upcasts first: its GEMMs multiply float32, aten_cpu_math())
+        const bool math = r_.softmax.kind == SoftmaxKind::aten_cpu_math;
         for (const Product p : {r_.scores.product, r_.p_and_v.product})
-            if (cpu_bf16_gemm(p) && !takes(p, *t.input))
+            if (cpu_bf16_gemm(p) && !takes(p, *t.input) && !math)
                 fail("input",
                      p == Product::mkl_avx2
                          ? "MKL's AVX2 GEMM (mkl-avx2) multiplies BF16, FP16 or float32 (input bf16, f16 or f32)"
                          : "the CPU's BF16 GEMM (amx, avx512-bf16) multiplies BF16 (input bf16)");
-        if (cpu_bf16_gemm(r_.p_and_v.product) && !(*r_.p_and_v.p_format == *t.input))
+        if (cpu_bf16_gemm(r_.p_and_v.product) && !(*r_.p_and_v.p_format == *t.input) && !math)
             fail("p_format",
                  "the CPU's GEMM (amx, avx512-bf16, mkl-avx2) multiplies P in V's format (p_format as input)");
         if (r_.tiles.aten_threads != 0 && !amx)
@@ -129,8 +131,8 @@ public:
             fail("p_scale", "the compiled softmax casts P-bar unscaled (p_scale 1)");
         if (r_.target.cpu_vector != CpuVector::avx512 && s.kind != SoftmaxKind::compiled_torch)
             fail("cpu_vector",
-                 s.kind == SoftmaxKind::aten_cpu
-                     ? "ATen's CPU flash attention is modelled as its AVX-512 build runs (cpu_vector=avx512)"
+                 s.kind == SoftmaxKind::aten_cpu || s.kind == SoftmaxKind::aten_cpu_math
+                     ? "ATen's CPU attention is modelled as its AVX-512 build runs (cpu_vector=avx512)"
                      : "the CPU's vectors are a choice of PyTorch's CPU code (softmax=compiled-torch takes avx2)");
         if (r_.tiles.kv_splits > 1 && s.kind != SoftmaxKind::online)
             fail("kv_splits", "KV is split and combined under the online softmax only");
@@ -138,6 +140,7 @@ public:
             fail("kv_splits", "split_kv_sms chooses the split as PyTorch does: set kv_splits=1 with it");
         if (s.kind == SoftmaxKind::aten_cpu) aten_cpu();
         if (s.kind == SoftmaxKind::cuda_math) cuda_math();
+        if (s.kind == SoftmaxKind::aten_cpu_math) aten_cpu_math();
         for (const auto& [key, product] :
              {std::pair{"score_product", r_.scores.product}, std::pair{"pv_product", r_.p_and_v.product}})
             if (product == Product::ffma && s.kind != SoftmaxKind::cuda_math)
@@ -153,6 +156,26 @@ public:
              {std::pair{"score_product", r_.scores.product}, std::pair{"pv_product", r_.p_and_v.product}})
             if (product != Product::ffma && product != Product::exact_f64)
                 fail(key, "PyTorch's math path multiplies by cuBLAS's float32 GEMMs (ffma, or f64 for exact ones)");
+        if (r_.tiles.kv_order != KvOrder::forward) fail("kv_order", "PyTorch's math path sums the keys in order");
+        if (!(*r_.p_and_v.p_format == f32) || r_.p_and_v.p_scale != 1.0f)
+            fail("p_format", "PyTorch's math path multiplies V by P in float32, unscaled (p_format f32, p_scale 1)");
+        if (r_.scores.qk_quant != nullptr || r_.p_and_v.v_quant != nullptr)
+            fail(r_.scores.qk_quant != nullptr ? "qk_quant" : "v_quant", "PyTorch's math path quantizes nothing");
+        if (!(*r_.output.accumulator == f32)) fail("o_accumulator", "PyTorch's math path accumulates O in float32");
+    }
+
+    // PyTorch's math path on a CPU: the inputs upcast, MKL's float32 GEMMs (or exact ones), P in
+    // float32, O cast once.
+    void aten_cpu_math() const {
+        const Format& in = *r_.target.input;
+        if (!(in == bf16 || in == f16 || in == f32))
+            fail("input", "PyTorch's math path takes bf16, f16 or f32 tensors");
+        for (const auto& [key, product] :
+             {std::pair{"score_product", r_.scores.product}, std::pair{"pv_product", r_.p_and_v.product}})
+            if (product != Product::mkl_avx2 && product != Product::exact_f64)
+                fail(key,
+                     "PyTorch's math path on a CPU multiplies by MKL's float32 GEMM, modelled on an AMD CPU "
+                     "(mkl-avx2, or f64 for exact ones)");
         if (r_.tiles.kv_order != KvOrder::forward) fail("kv_order", "PyTorch's math path sums the keys in order");
         if (!(*r_.p_and_v.p_format == f32) || r_.p_and_v.p_scale != 1.0f)
             fail("p_format", "PyTorch's math path multiplies V by P in float32, unscaled (p_format f32, p_scale 1)");

@@ -38,6 +38,9 @@ enum class SoftmaxKind : std::uint8_t {
                       // by cuBLAS's float32 GEMMs, ATen's softmax_warp_forward (32 lanes, libdevice's
                       // expf, the lanes' sums joined by a butterfly, one division), O cast once
                       // (cuda_math_forward.hpp)
+    aten_cpu_math,    // PyTorch's math SDPA on a CPU (the same composition): MKL's float32 GEMMs,
+                      // ATen's _vec_softmax_lastdim (SLEEF's expf, 16 lanes, P = e RN(1/l)), O cast
+                      // once (aten_cpu_math_forward.hpp)
 };
 
 enum class KvOrder : std::uint8_t { forward, reverse };

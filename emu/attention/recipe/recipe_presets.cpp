@@ -289,6 +289,20 @@ AttentionRecipe torch_math_sm90() {
     return r;
 }
 
+// F.scaled_dot_product_attention's math path on a CPU (where its flash kernel does not take the
+// call: V's head dimension other than Q's, or dropout), as torch 2.15 composes it: float32
+// throughout, q and k each times RN(sqrt(scale)), MKL's batched SGEMM (its AVX2 kernel on an AMD
+// CPU: mkl-avx2), ATen's vectorized softmax (aten_cpu_math_forward.hpp); O cast once. Found on an
+// AMD EPYC (Zen 4), bit-exact on BF16, FP16 and float32. Forward only.
+AttentionRecipe torch_cpu_math() {
+    AttentionRecipe r;
+    r.name = "torch-cpu-math";
+    r.softmax.kind = SoftmaxKind::aten_cpu_math;
+    r.scores.product = r.p_and_v.product = Product::mkl_avx2;
+    r.p_and_v.p_format = &f32;
+    return r;
+}
+
 const std::vector<AttentionRecipe>& presets() {
     static const std::vector<AttentionRecipe> all{fa2_bf16(),
                                                   fa2_bf16_fixed(),
@@ -312,7 +326,8 @@ const std::vector<AttentionRecipe>& presets() {
                                                   torch_cudnn_sm90(),
                                                   torch_efficient_sm90(),
                                                   torch_math_sm90(),
-                                                  torch_cpu_bf16()};
+                                                  torch_cpu_bf16(),
+                                                  torch_cpu_math()};
     return all;
 }
 

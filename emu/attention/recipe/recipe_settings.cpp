@@ -19,13 +19,14 @@ namespace {
 
 using R = AttentionRecipe;
 
-constexpr NamedValues<SoftmaxKind, 7> softmax_names{{{{SoftmaxKind::online, "online"},
+constexpr NamedValues<SoftmaxKind, 8> softmax_names{{{{SoftmaxKind::online, "online"},
                                                       {SoftmaxKind::naive, "naive"},
                                                       {SoftmaxKind::naive_unshifted, "naive-unshifted"},
                                                       {SoftmaxKind::online_torch, "online-torch"},
                                                       {SoftmaxKind::compiled_torch, "compiled-torch"},
                                                       {SoftmaxKind::aten_cpu, "aten-cpu"},
-                                                      {SoftmaxKind::cuda_math, "cuda-math"}}}};
+                                                      {SoftmaxKind::cuda_math, "cuda-math"},
+                                                      {SoftmaxKind::aten_cpu_math, "aten-cpu-math"}}}};
 constexpr NamedValues<Exp2Kind, 4> exp2_names{{{{Exp2Kind::software, "software"},
                                                 {Exp2Kind::hardware_approx, "ex2.approx"},
                                                 {Exp2Kind::cuda_exp2f, "exp2f"},
@@ -362,8 +363,9 @@ const std::map<std::string_view, std::string_view>& meanings() {
         {"qk_quant", "Q and K block-quantized along D (blocks of 32) before S = Q K^T"},
         {"softcap_tanh", "how a soft cap's tanh rounds (where the problem caps its scores)"},
         {"softmax",
-         "the softmax: online (flash), naive, naive without the max shift, PyTorch's ops, ATen's CPU flash, or "
-         "PyTorch's math path on a GPU (float32 ops, ATen's warp softmax with libdevice's expf)"},
+         "the softmax: online (flash), naive, naive without the max shift, PyTorch's ops, ATen's CPU flash, "
+         "PyTorch's math path on a GPU (float32 ops, ATen's warp softmax with libdevice's expf), or on a CPU "
+         "(float32 ops, ATen's vectorized softmax with SLEEF's expf)"},
         {"softmax_format", "naive and online-torch: the format of exp, the sums and the division"},
         {"row_sum_format",
          "naive, online-torch and compiled-torch: the format the row sum is stored in (compiled: the buffer "

@@ -46,6 +46,11 @@ std::string_view recipe_source(std::string_view name) {
          "GEMM); bit-exact with torch on such a CPU; with the avx512-bf16 products, on an Intel CPU with "
          "AVX512-BF16 and no AMX, forward and backward; with the mkl-avx2 products, on an AMD CPU with AVX-512, "
          "forward and backward where MKL's GEMMs are at least 24 x 4 (docs/torch-cpu.md)"},
+        {"torch-cpu-math",
+         "PyTorch's math SDPA on a CPU, which F.scaled_dot_product_attention runs where V's head dimension is not "
+         "Q's (attention.cpp's composition in float32, MKL's batched SGEMM, ATen's vectorized softmax); bit-exact "
+         "with torch on an AMD CPU with AVX-512 (mkl-avx2) on BF16, FP16 and float32; forward only "
+         "(docs/torch-cpu.md)"},
     };
     for (const auto& [preset, source] : sources)
         if (preset == name) return source;

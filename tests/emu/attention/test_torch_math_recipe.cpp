@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "emu/attention/flash/cuda_math_forward.hpp"
 #include "emu/attention/flash/flash_attention.hpp"
+#include "emu/attention/flash/math_path_operands.hpp"
 #include "emu/attention/flash/random_operands.hpp"
 #include "emu/attention/math/libdevice_math.hpp"
 #include "emu/numbers/round.hpp"
@@ -71,11 +71,11 @@ TEST_CASE("torch-math-sm90: the root of the scale as the caller gave it, and an 
     AttentionShape sh = test::square_shape(1, 4, 96);
     const auto by_d = static_cast<float>(std::sqrt(1 / std::sqrt(96.0)));
     CHECK(by_d != static_cast<float>(std::sqrt(static_cast<double>(sh.scale))));
-    CHECK(detail::cuda_math_root_scale(sh) == by_d);  // 1/sqrt(d), the default scale, rounds to it
+    CHECK(detail::math_path_root_scale(sh) == by_d);  // 1/sqrt(d), the default scale, rounds to it
     sh.scale = 0.1f;
-    CHECK(detail::cuda_math_root_scale(sh) == static_cast<float>(std::sqrt(static_cast<double>(0.1f))));
+    CHECK(detail::math_path_root_scale(sh) == static_cast<float>(std::sqrt(static_cast<double>(0.1f))));
     sh.scale_given = 0.1;
-    CHECK(detail::cuda_math_root_scale(sh) == static_cast<float>(std::sqrt(0.1)));
+    CHECK(detail::math_path_root_scale(sh) == static_cast<float>(std::sqrt(0.1)));
     // causal, 4 queries on 2 keys (bottom-right): rows 0 and 1 see no key; _safe_softmax's zeros
     AttentionShape empty{1, 4, 2, 8, 8, true, 0.25f};
     const ForwardResult f = flash_forward(find_recipe("torch-math-sm90"), empty, random_operands(empty, bf16, 52));
