@@ -235,15 +235,32 @@ bool same_recipe(const FitCandidate& a, const FitCandidate& b) {
     return a.preset == b.preset && a.settings == b.settings;
 }
 
+// Whether a and b match the same number of O's bits (the output every dump holds): two presets
+// that compute the same O here (torch-math-sm90 and torch-cpu-math: both P in float32, their
+// GEMMs' orders hidden by O's cast; the LSE, which the math path does not write, is each recipe's
+// own) are one line of search, not two.
+bool same_o(const FitCandidate& a, const FitCandidate& b) {
+    const auto o = [](const FitCandidate& c) {
+        const auto it =
+            std::find_if(c.outputs.begin(), c.outputs.end(), [](const OutputScore& x) { return x.name == "o"; });
+        return it == c.outputs.end() ? std::optional<std::uint64_t>{} : std::optional<std::uint64_t>{it->matched};
+    };
+    return o(a).has_value() && o(a) == o(b);
+}
+
 /// The next round's beam from `pool` (best first): the best of each preset, presets in rank
 /// order, for half the beam (rounded up), then the best of the rest. A preset that leads can be a
 /// dead end: torch-math-sm90's float32 P is nearer a kernel that rounds P to f16 than any bf16
-/// preset is, but no key of it rounds P; a beam of its variants alone never leaves it.
+/// preset is, but no key of it rounds P; a beam of its variants alone never leaves it. A preset
+/// whose best matches as many of O's bits as one already taken takes no slot of the first half:
+/// the GPU's and the CPU's math paths are one dead end, not two.
 std::vector<FitCandidate> diverse_beam(const std::vector<FitCandidate>& pool, std::size_t width) {
     std::vector<FitCandidate> beam;
     std::set<std::string> presets;
     for (const FitCandidate& c : pool)
-        if (beam.size() < (width + 1) / 2 && presets.insert(c.preset).second) beam.push_back(c);
+        if (beam.size() < (width + 1) / 2 && presets.insert(c.preset).second &&
+            std::none_of(beam.begin(), beam.end(), [&](const FitCandidate& b) { return same_o(b, c); }))
+            beam.push_back(c);
     for (const FitCandidate& c : pool) {
         if (beam.size() >= width) break;
         if (std::none_of(beam.begin(), beam.end(), [&](const FitCandidate& b) { return same_recipe(b, c); }))

@@ -89,6 +89,11 @@ def test_a_leading_preset_that_is_a_dead_end_does_not_hold_the_search(inputs, un
     r = rs.fit(path, presets=["torch-math-sm90", "fa2-bf16"], keys=["score_product", "pv_product", "p_format",
                                                                       "block_n"], rows=32)
     assert r["exact"] and r["best"]["preset"] == "fa2-bf16", r["best"]
+    # two dead ends that compute the same bits (the GPU's and the CPU's math paths, exact products)
+    # are one line of search: they do not take both of the beam's first two slots
+    r = rs.fit(path, presets=["torch-math-sm90", "torch-cpu-math", "fa2-bf16"],
+               keys=["score_product", "pv_product", "p_format", "block_n"], rows=32)
+    assert r["exact"] and r["best"]["preset"] == "fa2-bf16", r["best"]
 
 
 @pytest.mark.slow
