@@ -1,5 +1,5 @@
-"""Captures PyTorch's CPU attention (the kernel F.scaled_dot_product_attention runs on BF16, FP16 and float32 tensors,
-called by name for its LSE) as golden files: q, k, v and the O and LSE torch gave, with the machine
+"""Captures PyTorch's CPU attention (the kernel F.scaled_dot_product_attention runs on BF16, FP16 and float32
+tensors, called by name for its LSE, and its math path where V's head dimension is not Q's) as golden files: q, k, v and the O and LSE torch gave, with the machine
 in the metadata, so that a CPU without that machine's GEMM still checks the recipe that models it
 (tests/python/test_torch_cpu_golden.py).
 
@@ -43,6 +43,12 @@ MORE_SHAPES = [
 ]
 # (name, dtype, heads, Nq, Nk, D, causal), captured last: the FP16 and float32 backward (their
 # gradients added by ATen's own GEMM and by SGEMM) over two query and two KV blocks, causal
+# (name, dtype, heads, Nq, Nk, D, D_v, causal), captured last: PyTorch's math path (V's head
+# dimension not Q's), which torch-cpu-math models; it writes no LSE
+MATH_SHAPES = [
+    ("math-fp32", torch.float32, 2, 100, 600, 96, 64, True),
+    ("math-fp16", torch.float16, 2, 64, 333, 64, 32, False),
+]
 MORE_BACKWARD_SHAPES = [
     ("fp16-backward", torch.float16, 2, 128, 600, 64, True),
     ("fp32-backward", torch.float32, 2, 128, 600, 64, True),
@@ -141,6 +147,17 @@ def main():
         capture_forward(out / f"{name}.safetensors", q, k, v, causal, model, flags)
     for name, dtype, h, nq, nk, d, causal in MORE_BACKWARD_SHAPES:
         capture_backward(out / f"{name}.safetensors", dtype, (h, nq, nk, d, causal), g, model, flags)
+    for name, dtype, h, nq, nk, d, dv, causal in MATH_SHAPES:
+        q, k = torch.randn(1, h, nq, d, generator=g).to(dtype), torch.randn(1, h, nk, d, generator=g).to(dtype)
+        v = torch.randn(1, h, nk, dv, generator=g).to(dtype)
+        o = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)  # the math path
+        math = ",".join(f"{key}={value}" for key, value in rst.cpu_math_settings(dtype).items())
+        rs.write(out / f"{name}.safetensors", {"q": q, "k": k, "v": v, "o": o},
+                 {"causal": str(causal).lower(), "causal_alignment": "top-left", "source": "torch CPU SDPA math path",
+                  "recipe": "torch-cpu-math", "settings": math, "torch_version": torch.__version__,
+                  "torch_threads": str(torch.get_num_threads()), "cpu": model, "cpu_flags": flags,
+                  "machine": platform.machine()})
+        print(out / f"{name}.safetensors")
 
 
 if __name__ == "__main__":

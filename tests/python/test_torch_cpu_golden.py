@@ -28,7 +28,8 @@ def test_there_are_captures_of_each_gemm():
 def test_the_recipe_reproduces_the_capture_bit_for_bit(path):
     meta = rs.read_metadata(path)
     r = rs.compare(path, meta["recipe"], settings=_settings(path))
-    assert set(r["outputs"]) >= ({"o", "lse", "dq", "dk", "dv"} if "dq" in rs.read(path) else {"o", "lse"})
+    held = rs.read(path)
+    assert set(r["outputs"]) >= {"o", "lse", "dq", "dk", "dv"} & set(held) and "o" in r["outputs"]
     for name in r["outputs"]:
         out = r["outputs"][name]
         assert out["matched"] == out["total"], f"{name}: {out['total'] - out['matched']} of {out['total']} differ"
@@ -41,13 +42,13 @@ GEMV = {"decode"}
 @pytest.mark.parametrize("path", [p for p in CAPTURES if p.parent.name in OTHER and p.stem not in GEMV],
                          ids=lambda p: p.stem)
 def test_the_other_gemm_does_not(path):
-    """A negative control: the capture tells the GEMMs apart (FP16 and float32, which no other CPU's
-    GEMM takes, from the exact products rounded once)."""
+    """A negative control: the capture tells the GEMMs apart (FP16, float32 and the math path, which
+    no other CPU's GEMM takes, from the exact products rounded once)."""
     meta = rs.read_metadata(path)
-    not_bf16 = _settings(path).get("input") in ("f16", "f32")
-    other = {**_settings(path), "score_product": "f64", "pv_product": "f64"} if not_bf16 else OTHER[path.parent.name]
+    exact = _settings(path).get("input") in ("f16", "f32") or meta["recipe"] == "torch-cpu-math"
+    other = {**_settings(path), "score_product": "f64", "pv_product": "f64"} if exact else OTHER[path.parent.name]
     r = rs.compare(path, meta["recipe"], settings=other)
-    assert sum(r["outputs"][n]["total"] - r["outputs"][n]["matched"] for n in ("o", "lse")) > 0
+    assert sum(r["outputs"][n]["total"] - r["outputs"][n]["matched"] for n in r["outputs"]) > 0
 
 
 @pytest.mark.parametrize("name", ["fp16-odd-tail", "fp32-odd-tail"])
@@ -62,4 +63,17 @@ def test_fit_finds_the_fp16_and_fp32_recipes_from_the_generic_presets(name):
     found = {**table[r["best"]["preset"]], **{k: str(v) for k, v in r["best"]["settings"].items()}}
     want = {"softmax": "aten-cpu", "score_product": "mkl-avx2", "pv_product": "mkl-avx2", "block_n": "512",
             **{k: v for k, v in _settings(path).items() if k in ("input", "p_format", "o_format")}}
+    assert {k: found[k] for k in want} == want, r["best"]
+
+
+def test_fit_finds_the_math_path_from_the_generic_presets():
+    """`fit`, from every preset but torch-cpu-math, rediscovers PyTorch's CPU math path from its
+    float32 capture (V's head dimension not Q's): the CPU's softmax and MKL's SGEMM, on any machine."""
+    path = ROOT / "tests" / "data" / "golden" / "cpu" / "mkl-avx2" / "math-fp32.safetensors"
+    presets = [r["name"] for r in rs.recipes()["recipes"] if r["name"] != "torch-cpu-math"]
+    r = rs.fit(path, presets=presets, rows=32, explain_rows=0)
+    assert r["exact"], r["best"]
+    table = {x["name"]: x["settings"] for x in rs.recipes()["recipes"]}
+    found = {**table[r["best"]["preset"]], **{k: str(v) for k, v in r["best"]["settings"].items()}}
+    want = {"softmax": "aten-cpu-math", "score_product": "mkl-avx2", "pv_product": "mkl-avx2"}
     assert {k: found[k] for k in want} == want, r["best"]
