@@ -1,6 +1,7 @@
-"""Captures PyTorch's CPU attention (the kernel F.scaled_dot_product_attention runs on BF16, FP16 and float32
-tensors, called by name for its LSE, and its math path where V's head dimension is not Q's) as golden files: q, k, v and the O and LSE torch gave, with the machine
-in the metadata, so that a CPU without that machine's GEMM still checks the recipe that models it
+"""Captures PyTorch's CPU attention (the kernel F.scaled_dot_product_attention runs on BF16, FP16 and
+float32 tensors, called by name for its LSE, and its math path where V's head dimension is not Q's)
+as golden files: q, k, v and the O and LSE torch gave (and dO and the gradients of some), with the
+machine in the metadata, so that a CPU without that machine's GEMM still checks the recipe that models it
 (tests/python/test_torch_cpu_golden.py).
 
     PYTHONPATH=build/python .venv/bin/python tools/torch_cpu_capture.py OUT_DIR
@@ -44,7 +45,7 @@ MORE_SHAPES = [
 # (name, dtype, heads, Nq, Nk, D, causal), captured last: the FP16 and float32 backward (their
 # gradients added by ATen's own GEMM and by SGEMM) over two query and two KV blocks, causal
 # (name, dtype, heads, Nq, Nk, D, D_v, causal), captured last: PyTorch's math path (V's head
-# dimension not Q's), which torch-cpu-math models; it writes no LSE
+# dimension not Q's), which torch-cpu-math models, forward and backward; it writes no LSE
 MATH_SHAPES = [
     ("math-fp32", torch.float32, 2, 100, 600, 96, 64, True),
     ("math-fp16", torch.float16, 2, 64, 333, 64, 32, False),
@@ -148,11 +149,15 @@ def main():
     for name, dtype, h, nq, nk, d, causal in MORE_BACKWARD_SHAPES:
         capture_backward(out / f"{name}.safetensors", dtype, (h, nq, nk, d, causal), g, model, flags)
     for name, dtype, h, nq, nk, d, dv, causal in MATH_SHAPES:
-        q, k = torch.randn(1, h, nq, d, generator=g).to(dtype), torch.randn(1, h, nk, d, generator=g).to(dtype)
-        v = torch.randn(1, h, nk, dv, generator=g).to(dtype)
+        q, k = (torch.randn(1, h, n, d, generator=g).to(dtype).requires_grad_() for n in (nq, nk))
+        v = torch.randn(1, h, nk, dv, generator=g).to(dtype).requires_grad_()
         o = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)  # the math path
+        do = torch.randn(1, h, nq, dv, generator=g).to(dtype)
+        o.backward(do)
         math = ",".join(f"{key}={value}" for key, value in rst.cpu_math_settings(dtype).items())
-        rs.write(out / f"{name}.safetensors", {"q": q, "k": k, "v": v, "o": o},
+        tensors = {"q": q.detach(), "k": k.detach(), "v": v.detach(), "o": o.detach(), "do": do, "dq": q.grad,
+                   "dk": k.grad, "dv": v.grad}
+        rs.write(out / f"{name}.safetensors", tensors,
                  {"causal": str(causal).lower(), "causal_alignment": "top-left", "source": "torch CPU SDPA math path",
                   "recipe": "torch-cpu-math", "settings": math, "torch_version": torch.__version__,
                   "torch_threads": str(torch.get_num_threads()), "cpu": model, "cpu_flags": flags,

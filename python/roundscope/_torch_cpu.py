@@ -68,4 +68,4 @@ def cpu_math_settings(dtype: torch.dtype = torch.bfloat16) -> dict[str, str]:
     if vendor != "AuthenticAMD":
         raise ValueError(f"cpu_math_settings: this CPU ({vendor}) is not an AMD CPU: torch-cpu-math models MKL's "
                          "SGEMM as it runs there (its AVX2 kernel); Intel's is not modelled")
-    return {"input": names[dtype], "o_format": names[dtype]}
+    return {"input": names[dtype], "o_format": names[dtype], "grad_format": names[dtype]}

@@ -5,8 +5,9 @@ SDPBackend.MATH forced. Its O equals the recipe's bit for bit on BF16, FP16 and 
 shapes that reach every rule the recipe holds: fewer and more than 16 keys (vec::reduce_all's
 sequential and lane sums), a tail past the last whole vector, keys past 192 and 384 (MKL's K blocks
 in P V), ATen's causal mask, a boolean padding mask (a fully masked row: _safe_softmax's zeros),
-an additive mask, grouped-query heads and a scale the caller gives. MKL's SGEMM is modelled as it
-runs on an AMD CPU (mkl-avx2); elsewhere the tests skip, saying why
+an additive mask, grouped-query heads and a scale the caller gives; and dQ, dK and dV of autograd
+through it (grouped heads refused: the sum of the repeated K's and V's gradients is not modelled).
+MKL's SGEMM is modelled as it runs on an AMD CPU (mkl-avx2); elsewhere the tests skip, saying why
 (roundscope.torch.cpu_math_settings)."""
 
 import numpy as np
@@ -71,10 +72,11 @@ def _operands(case, dtype):
     return q, k, v, mask
 
 
-def _emulate(q, k, v, mask, case, dtype, settings=None):
+def _emulate(q, k, v, mask, case, dtype, settings=None, do=None):
     kind, scale = case[7], case[8]
     return rs.attention(q, k, v, recipe=RECIPE, settings=settings or rst.cpu_math_settings(dtype),
-                        causal=kind == "causal", causal_alignment="top-left", attn_mask=mask, softmax_scale=scale)
+                        causal=kind == "causal", causal_alignment="top-left", attn_mask=mask, softmax_scale=scale,
+                        backward=do is not None, do=do)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=["bf16", "fp16", "fp32"])
@@ -90,6 +92,26 @@ def test_the_recipe_is_pytorch_cpu_math_path_bit_for_bit(case, dtype):
     assert e["o"].dtype == dtype
     diff = int((_bits(e["o"]) != _bits(o)).sum())
     assert diff == 0, f"{diff} of {o.numel()} O values differ"
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["bf16", "fp16", "fp32"])
+@pytest.mark.parametrize("case", CASES, ids=_case_id)
+def test_the_backward_is_autograd_through_the_math_path_bit_for_bit(case, dtype):
+    q, k, v, mask = _operands(case, dtype)
+    kind, scale, hkv, h = case[7], case[8], case[2], case[1]
+    do = torch.randn(*q.shape[:-1], v.shape[-1], generator=torch.Generator().manual_seed(5)).to(dtype)
+    if hkv != h:
+        with pytest.raises(ValueError, match="without grouped heads"):
+            _emulate(q, k, v, mask, case, dtype, do=do)
+        return
+    q, k, v = (t.requires_grad_() for t in (q, k, v))
+    o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=kind == "causal", scale=scale)
+    o.backward(do)
+    e = _emulate(q.detach(), k.detach(), v.detach(), mask, case, dtype, do=do)
+    for name, t in (("dq", q), ("dk", k), ("dv", v)):
+        assert e[name].dtype == dtype
+        diff = int((_bits(e[name]) != _bits(t.grad)).sum())
+        assert diff == 0, f"{name}: {diff} of {t.grad.numel()} differ"
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=["bf16", "fp16", "fp32"])
@@ -126,11 +148,17 @@ def test_sgemm_shapes_mkl_runs_with_other_kernels_are_refused(nq, nk, why):
         rs.attention(z, np.zeros((1, nk, 64), np.float32), np.zeros((1, nk, 32), np.float32), recipe=RECIPE)
 
 
-def test_the_backward_is_refused():
-    z = np.zeros((1, 16, 64), np.float32)
-    with pytest.raises(ValueError, match="math path is modelled forward"):
-        rs.attention(z, np.zeros((1, 20, 64), np.float32), np.zeros((1, 20, 32), np.float32), recipe=RECIPE,
-                     backward=True, do=np.zeros((1, 16, 32), np.float32))
+@pytest.mark.parametrize("d, settings, why", [
+    (8, {}, "D of at least 12"),
+    (64, {"ds_format": "bf16"}, "ds_format f32"),
+    (64, {"grad_format": "f32"}, "grad_format the input's"),
+    (64, {"grad_product": "f64"}, "leave the backward's keys unset"),
+])
+def test_what_the_backward_does_not_model_is_refused(d, settings, why):
+    z = np.zeros((1, 16, d), np.float32)
+    with pytest.raises(ValueError, match=why):
+        rs.attention(z, np.zeros((1, 20, d), np.float32), np.zeros((1, 20, 32), np.float32), recipe=RECIPE,
+                     settings=settings, backward=True, do=np.zeros((1, 16, 32), np.float32))
 
 
 def test_the_flash_recipe_points_to_this_one():

@@ -126,7 +126,7 @@ def test_the_math_paths_settings_are_an_amd_cpus(cpu):
     cpu("AVX512", "AuthenticAMD", "avx512f avx512_bf16")
     q, k, v = np.zeros((1, 16, 64), np.float32), np.zeros((1, 20, 64), np.float32), np.zeros((1, 20, 32), np.float32)
     for dtype, name in ((torch.bfloat16, "bf16"), (torch.float16, "f16"), (torch.float32, "f32")):
-        assert rst.cpu_math_settings(dtype) == {"input": name, "o_format": name}
+        assert rst.cpu_math_settings(dtype) == {"input": name, "o_format": name, "grad_format": name}
         assert rs.attention(q, k, v, recipe="torch-cpu-math", settings=rst.cpu_math_settings(dtype))["o"].shape \
             == (1, 16, 32)
     with pytest.raises(ValueError, match="dtype torch.float64"):

@@ -17,9 +17,9 @@ namespace {
 
 constexpr float minus_inf = -__builtin_huge_valf();
 
-// One row's softmax as _vec_softmax_lastdim computes it, x its n scores (masked ones -inf): p into
-// `p`, m and l into the arguments; false for a row of -inf only (_safe_softmax's zeros).
-bool vec_softmax(const std::vector<float>& x, std::uint64_t n, std::vector<float>& p, float& m, float& l) {
+}  // namespace
+
+bool aten_cpu_math_softmax(const std::vector<float>& x, std::uint64_t n, std::vector<float>& p, float& m, float& l) {
     m = minus_inf;
     bool nan = false;
     for (std::uint64_t j = 0; j < n; ++j) nan = nan || x[j] != x[j], m = x[j] > m ? x[j] : m;
@@ -31,8 +31,6 @@ bool vec_softmax(const std::vector<float>& x, std::uint64_t n, std::vector<float
     for (std::uint64_t j = 0; j < n; ++j) p[j] = a::mul(p[j], inverse);
     return true;
 }
-
-}  // namespace
 
 void aten_cpu_math_rows(const FlashContext& ctx, const std::uint32_t* q, const std::uint32_t* k, const std::uint32_t* v,
                         std::uint64_t head, Span rows, ForwardResult& out, std::uint64_t skip_keys) {
@@ -58,7 +56,7 @@ void aten_cpu_math_rows(const FlashContext& ctx, const std::uint32_t* q, const s
             x[j] = j >= visible ? minus_inf : a::add(float_from_bits(s[row * nk + j]), b);
         }
         float m = 0, l = 0;
-        const bool any = vec_softmax(x, nk, p, m, l);
+        const bool any = aten_cpu_math_softmax(x, nk, p, m, l);
         ForwardCounts& counts = out.row_counts[head * sh.n_q + rows.begin + row];
         counts = ForwardCounts{.skip_keys = skip_keys};
         for (std::uint64_t j = 0; j < nk && any; ++j) {

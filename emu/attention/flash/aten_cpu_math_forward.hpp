@@ -10,13 +10,19 @@
 // vec::reduce_all's 16 lanes, P = e RN(1 / l)); _safe_softmax's P = 0 for a row with no key; O =
 // P V by the SGEMM over all keys, cast once to the output format. The math path returns no LSE:
 // the recipe's is RN(m + logf(l)) (glibc), which no kernel wrote. Found against the installed
-// torch on an AMD EPYC (docs/torch-cpu.md); held to it by tests/peer/test_aten_cpu_torch.py.
+// torch on an AMD EPYC (docs/torch-cpu.md); held to it by tests/peer/test_aten_cpu_math_torch.py;
+// its backward: aten_cpu_math_backward.hpp.
 #include <cstdint>
+#include <vector>
 
 #include "emu/attention/flash/flash_attention.hpp"
 #include "emu/attention/flash/flash_context.hpp"
 
 namespace roundscope::emu::detail {
+
+/// One row's softmax as _vec_softmax_lastdim computes it, x its n scores (masked ones -inf): P into
+/// `p`, the max and the sum into m and l; false for a row of -inf only (_safe_softmax's zeros).
+bool aten_cpu_math_softmax(const std::vector<float>& x, std::uint64_t n, std::vector<float>& p, float& m, float& l);
 
 /// The rows `rows` of head `head` (q: that head's [n_q][d], k and v: its KV head's, input
 /// bits) into `out`: O, o_f32, the recipe's LSE and the rows' counts (keys below skip_keys

@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include "emu/attention/flash/aten_cpu_backward.hpp"
+#include "emu/attention/flash/aten_cpu_math_backward.hpp"
 #include "emu/attention/flash/backward_refusal.hpp"
 #include "emu/attention/flash/flash_attention.hpp"
 #include "emu/attention/flash/flash_context.hpp"
@@ -231,7 +232,7 @@ std::string backward_refusal(const AttentionRecipe& recipe) {
     if (recipe.softmax.naive()) return fmt::format("recipe '{}': the backward pass needs an online softmax", name);
     if (recipe.output.epilogue == Epilogue::cudnn)
         return fmt::format("recipe '{}': cuDNN's forward is modelled, its backward is not", name);
-    if (recipe.softmax.kind == SoftmaxKind::cuda_math || recipe.softmax.kind == SoftmaxKind::aten_cpu_math)
+    if (recipe.softmax.kind == SoftmaxKind::cuda_math)
         return fmt::format("recipe '{}': PyTorch's math path is modelled forward, its backward (autograd's ops) is not",
                            name);
     if ((recipe.output.epilogue == Epilogue::mem_eff || recipe.scores.scale_log2 == ScaleLog2::scale_first) &&
@@ -242,7 +243,7 @@ std::string backward_refusal(const AttentionRecipe& recipe) {
     if (recipe.softmax.kind == SoftmaxKind::aten_cpu) {
         if (std::string products = detail::aten_cpu_backward_products(recipe); !products.empty()) return products;
     }
-    if (recipe.softmax.kind != SoftmaxKind::aten_cpu &&
+    if (recipe.softmax.kind != SoftmaxKind::aten_cpu && recipe.softmax.kind != SoftmaxKind::aten_cpu_math &&
         (cpu_bf16_gemm(recipe.scores.product) || cpu_bf16_gemm(recipe.p_and_v.product)))
         return fmt::format(
             "recipe '{}': the CPU's BF16 GEMM (amx, avx512-bf16, mkl-avx2) has a backward only as ATen's CPU "
@@ -255,6 +256,8 @@ std::string backward_refusal(const AttentionRecipe& recipe) {
 
 std::string backward_refusal(const AttentionRecipe& recipe, const AttentionShape& shape) {
     if (std::string why = backward_refusal(recipe); !why.empty()) return why;
+    if (recipe.softmax.kind == SoftmaxKind::aten_cpu_math)
+        return detail::aten_cpu_math_backward_refusal(flash_context(recipe, shape));
     if (recipe.softmax.kind != SoftmaxKind::aten_cpu) return {};
     return detail::aten_cpu_backward_refusal(flash_context(recipe, shape));
 }
@@ -269,6 +272,8 @@ BackwardResult flash_backward(const AttentionRecipe& recipe, const AttentionShap
         throw Error("attention: the backward pass needs a tensor 'do' of shape [.., Nq, Dv]");
     if (recipe.softmax.kind == SoftmaxKind::aten_cpu)  // ATen's own loop (aten_cpu_backward.hpp)
         return detail::aten_cpu_backward(ctx, in, forward, threads);
+    if (recipe.softmax.kind == SoftmaxKind::aten_cpu_math)  // autograd's ops (aten_cpu_math_backward.hpp)
+        return detail::aten_cpu_math_backward(ctx, in, threads);
     const Format& g = *recipe.backward.ds_format;
     const BackwardModels models{
         detail::TileProduct(recipe, *recipe.target.input, *recipe.target.input, recipe.scores.product),

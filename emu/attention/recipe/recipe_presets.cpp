@@ -293,13 +293,15 @@ AttentionRecipe torch_math_sm90() {
 // call: V's head dimension other than Q's, or dropout), as torch 2.15 composes it: float32
 // throughout, q and k each times RN(sqrt(scale)), MKL's batched SGEMM (its AVX2 kernel on an AMD
 // CPU: mkl-avx2), ATen's vectorized softmax (aten_cpu_math_forward.hpp); O cast once. Found on an
-// AMD EPYC (Zen 4), bit-exact on BF16, FP16 and float32. Forward only.
+// AMD EPYC (Zen 4), bit-exact on BF16, FP16 and float32, forward and backward (autograd through
+// the same ops: aten_cpu_math_backward.hpp).
 AttentionRecipe torch_cpu_math() {
     AttentionRecipe r;
     r.name = "torch-cpu-math";
     r.softmax.kind = SoftmaxKind::aten_cpu_math;
     r.scores.product = r.p_and_v.product = Product::mkl_avx2;
     r.p_and_v.p_format = &f32;
+    r.backward.ds_format = &f32;  // autograd's dS stays in float32
     return r;
 }
 

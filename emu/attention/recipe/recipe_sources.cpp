@@ -49,7 +49,7 @@ std::string_view recipe_source(std::string_view name) {
         {"torch-cpu-math",
          "PyTorch's math SDPA on a CPU, which F.scaled_dot_product_attention runs where V's head dimension is not "
          "Q's (attention.cpp's composition in float32, MKL's batched SGEMM, ATen's vectorized softmax); bit-exact "
-         "with torch on an AMD CPU with AVX-512 (mkl-avx2) on BF16, FP16 and float32; forward only "
+         "with torch on an AMD CPU with AVX-512 (mkl-avx2) on BF16, FP16 and float32, forward and backward "
          "(docs/torch-cpu.md)"},
     };
     for (const auto& [preset, source] : sources)
