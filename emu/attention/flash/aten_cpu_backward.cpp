@@ -134,6 +134,13 @@ void head_backward(const FlashContext& ctx, const HeadGrads& h) {
 
 }  // namespace
 
+bool backward_keys_unset(const AttentionRecipe& r) {
+    const BackwardStage plain;
+    return r.backward.product == plain.product && r.backward.delta == plain.delta &&
+           *r.backward.delta_format == *plain.delta_format && r.backward.delta_sum == plain.delta_sum &&
+           r.backward.schedule == plain.schedule && r.backward.quant == nullptr && !r.backward.stochastic;
+}
+
 std::string aten_cpu_backward_products(const AttentionRecipe& r) {
     const Product s = r.scores.product, pv = r.p_and_v.product;
     if (s == pv && (s == Product::avx512_bf16 || s == Product::mkl_avx2)) return {};
@@ -154,10 +161,7 @@ std::string aten_cpu_backward_refusal(const FlashContext& ctx) {
         return why +
                "for BF16 inputs (FP16 and float32 with an AMD CPU's products, mkl-avx2), with o_format, "
                "ds_format and grad_format the input's";
-    const BackwardStage plain;  // the backward's keys ATen's loop has no choice of
-    if (r.backward.product != plain.product || r.backward.delta != plain.delta ||
-        !(*r.backward.delta_format == *plain.delta_format) || r.backward.delta_sum != plain.delta_sum ||
-        r.backward.schedule != plain.schedule || r.backward.quant != nullptr || r.backward.stochastic)
+    if (!backward_keys_unset(r))
         return why + "as ATen runs it: its products, delta and order are its own (leave the backward's keys unset)";
     if (s.d != s.d_v || s.d < 32 || s.d > 384)
         return why + fmt::format("for D from 32 to 384 (here {}): other lengths take paths not probed", s.d);

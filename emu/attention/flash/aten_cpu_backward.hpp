@@ -30,6 +30,10 @@ namespace roundscope::emu::detail {
 /// both avx512-bf16 (Intel's AVX512-BF16) or both mkl-avx2 (an AMD CPU); AMX's is untested.
 std::string aten_cpu_backward_products(const AttentionRecipe& r);
 
+/// Whether the backward's keys are left as they are by default: ATen's loop and autograd's ops
+/// have no choice of product, delta, order or quantization (both CPU backwards refuse others).
+bool backward_keys_unset(const AttentionRecipe& r);
+
 /// Why the shape or recipe is outside what the probes cover (empty where aten_cpu_backward runs
 /// it): the products must be avx512-bf16 or mkl-avx2, the formats BF16 (or, with mkl-avx2, FP16 or
 /// float32, the input's throughout), D between 32 and 384, no one-row

@@ -4,6 +4,7 @@
 
 #include <vector>
 
+#include "emu/attention/flash/aten_cpu_backward.hpp"
 #include "emu/attention/flash/aten_cpu_math_forward.hpp"
 #include "emu/attention/flash/math_path_operands.hpp"
 #include "emu/attention/flash/tile_product.hpp"
@@ -99,10 +100,7 @@ std::string aten_cpu_math_backward_refusal(const FlashContext& ctx) {
         return why +
                "with dS in float32 and the gradients in the input's format (ds_format f32, grad_format "
                "the input's)";
-    const BackwardStage plain;  // the backward's keys autograd's ops have no choice of
-    if (r.backward.product != plain.product || r.backward.delta != plain.delta ||
-        !(*r.backward.delta_format == *plain.delta_format) || r.backward.delta_sum != plain.delta_sum ||
-        r.backward.schedule != plain.schedule || r.backward.quant != nullptr || r.backward.stochastic)
+    if (!backward_keys_unset(r))
         return why + "as autograd runs it: its products and order are the forward's (leave the backward's keys unset)";
     return {};
 }
