@@ -1,5 +1,7 @@
 #include "analysis/recipe_fit.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <chrono>
 #include <limits>
@@ -50,7 +52,7 @@ public:
     std::vector<std::vector<emu::AttentionInputs>> heads;  // each dump's sample of each head; empty: every row
     std::map<std::string, std::string> formats;            // o_format and grad_format: the dump's dtypes
     std::size_t evaluations = 0, refused = 0;
-    std::string first_refusal;
+    std::string first_refusal, last_refusal;
 
     double seconds() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
     bool out_of_budget() const {
@@ -93,6 +95,7 @@ public:
             return c;
         } catch (const Error& e) {
             if (refused++ == 0) first_refusal = e.what();
+            last_refusal = e.what();
             return std::nullopt;
         }
     }
@@ -418,6 +421,7 @@ FitResult fit_recipe(const std::vector<FitDump>& dumps, const FitOptions& option
     result.best = ranked.front();
     if (result.sampled) {
         const std::optional<FitCandidate> confirmed = search.confirm(ranked.front(), all);
+        const std::string best_refusal = confirmed ? "" : search.last_refusal;
         if (confirmed) result.best = *confirmed;
         if (!confirmed || (result.best.matched != result.best.total && !search.out_of_budget())) {
             // The sample matches where every row does not: the search goes on over every row,
@@ -432,7 +436,13 @@ FitResult fit_recipe(const std::vector<FitDump>& dumps, const FitOptions& option
                 result.stopped = rounds(result.rounds + 1);
                 result.best = ranked.front();
             } else if (!confirmed) {
-                throw Error("no candidate runs on every row and output; the first refused: " + search.first_refusal);
+                // the sample scores o and lse only: its best may have no backward where the dumps hold gradients
+                std::string best = "recipe " + ranked.front().preset;
+                for (const auto& [key, value] : ranked.front().settings) best += " " + key + "=" + value;
+                throw Error(
+                    fmt::format("no candidate runs on every row and output: the best on the sampled rows "
+                                "({}) refused: {}; its forward alone: outputs o and lse (--outputs o,lse)",
+                                best, best_refusal));
             }
             result.sampled = false;
         }

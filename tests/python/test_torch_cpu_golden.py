@@ -78,3 +78,14 @@ def test_fit_finds_the_math_path_from_the_generic_presets():
     found = {**table[r["best"]["preset"]], **{k: str(v) for k, v in r["best"]["settings"].items()}}
     want = {"softmax": "aten-cpu-math", "score_product": "mkl-avx2", "pv_product": "mkl-avx2"}
     assert {k: found[k] for k in want} == want, r["best"]
+
+
+def test_fit_says_which_best_has_no_backward():
+    """On a capture with gradients, the sampled search scores o and lse only; where its best has no
+    backward (here fa2-f32's exact gradient products under the math path), fit names that recipe and
+    why, and how to fit the forward alone, rather than another recipe's refusal."""
+    path = ROOT / "tests" / "data" / "golden" / "cpu" / "mkl-avx2" / "math-fp32.safetensors"
+    presets = [r["name"] for r in rs.recipes()["recipes"] if r["name"] != "torch-cpu-math"]
+    with pytest.raises(ValueError, match=r"the best on the sampled rows \(recipe fa2-f32 .*softmax=aten-cpu-math.*\) "
+                                         r"refused: .*backward.*--outputs o,lse"):
+        rs.fit(path, presets=presets, rows=32, explain_rows=0)
