@@ -123,3 +123,18 @@ def test_the_torch_cpu_example_passes_as_the_page_says():
     page = (ROOT / "docs" / "python.md").read_text()
     code = re.search(r"<!-- torch-cpu example -->\n```python\n(.*?)```", page, flags=re.S).group(1)
     exec(code, {})
+
+
+def test_the_torch_cpu_math_example_passes_as_the_page_says():
+    """PyTorch's CPU math path (V's head dimension not Q's) against torch-cpu-math (docs/python.md)."""
+    import re
+
+    import roundscope.torch as rst
+    try:
+        rst.cpu_math_settings()
+    except ValueError as e:
+        pytest.skip(str(e))
+    from conftest import ROOT
+    page = (ROOT / "docs" / "python.md").read_text()
+    code = re.search(r"<!-- torch-cpu-math example -->\n```python\n(.*?)```", page, flags=re.S).group(1)
+    exec(code, {})
