@@ -21,16 +21,23 @@ namespace a = f32_arith;
 
 constexpr float minus_inf = -__builtin_huge_valf();
 
-// float32 bits of x times the factor, rounded, then cast to `to` (the mul's backward, then the
-// upcast's: the gradient in the input's format)
-void scaled_into(const std::vector<std::uint32_t>& x, float factor, const Format& to, std::uint32_t* out) {
+// float32 bits of x times the factor, rounded (the scalar multiply's backward)
+std::vector<float> scaled(const std::vector<std::uint32_t>& x, float factor) {
+    std::vector<float> out(x.size());
+    for (std::size_t i = 0; i < x.size(); ++i) out[i] = a::mul(float_from_bits(x[i]), factor);
+    return out;
+}
+
+// float32 values cast to the gradient's format (the upcast's backward)
+void cast_into(const std::vector<float>& x, const Format& to, std::uint32_t* out) {
     for (std::size_t i = 0; i < x.size(); ++i)
-        out[i] = static_cast<std::uint32_t>(cast_from_f32(a::mul(float_from_bits(x[i]), factor), to, CastOptions{}));
+        out[i] = static_cast<std::uint32_t>(cast_from_f32(x[i], to, CastOptions{}));
 }
 
 struct HeadGrads {
     const std::uint32_t *q, *k, *v, *d_o;
-    std::uint32_t *dq, *dk, *dv;
+    std::uint32_t* dq;
+    std::vector<float>&dk, &dv;  // float32: a group's heads add to them before the cast
     float* delta;
     std::uint64_t head;
 };
@@ -80,9 +87,9 @@ void head_backward(const FlashContext& ctx, const HeadGrads& h) {
     std::vector<std::uint32_t> dqs(nq * d), dks(nk * d);
     score.run(ds.data(), ks.data(), nullptr, dqs.data(), nq, d, nk);
     score.run(transposed(ds.data(), nq, nk, {0, nk}).data(), qs.data(), nullptr, dks.data(), nk, d, nq);
-    scaled_into(dqs, root, grad, h.dq);
-    scaled_into(dks, root, grad, h.dk);
-    scaled_into(dv32, 1.0f, grad, h.dv);
+    cast_into(scaled(dqs, root), grad, h.dq);
+    h.dk = scaled(dks, root);
+    h.dv = scaled(dv32, 1.0f);
 }
 
 }  // namespace
@@ -91,10 +98,6 @@ std::string aten_cpu_math_backward_refusal(const FlashContext& ctx) {
     const AttentionRecipe& r = ctx.recipe;
     const AttentionShape& s = ctx.shape;
     const std::string why = fmt::format("recipe '{}': the CPU math path's backward is modelled ", r.name);
-    if (s.kv_group != 1)
-        return why +
-               "without grouped heads (the math path repeats K and V before its upcast; the sum of their "
-               "gradients over a group is not modelled)";
     if (s.d < 12) return why + fmt::format("for D of at least 12 (here {}): dQ's SGEMM would run another kernel", s.d);
     if (!(*r.backward.ds_format == f32) || !(*r.backward.grad_format == *r.target.input))
         return why +
@@ -111,12 +114,29 @@ BackwardResult aten_cpu_math_backward(const FlashContext& ctx, const AttentionOp
     BackwardResult out;
     out.dq.assign(in.q.size(), 0), out.dk.assign(in.k.size(), 0), out.dv.assign(in.v.size(), 0);
     out.delta.assign(s.heads * nq, 0.0f);
-    parallel_for(s.heads, 1, threads, [&](std::size_t begin, std::size_t end) {
-        for (std::size_t head = begin; head < end; ++head)
-            head_backward(ctx, HeadGrads{in.q.data() + head * nq * d, in.k.data() + head * nk * d,
-                                         in.v.data() + head * nk * dv, in.d_o.data() + head * nq * dv,
-                                         out.dq.data() + head * nq * d, out.dk.data() + head * nk * d,
-                                         out.dv.data() + head * nk * dv, out.delta.data() + head * nq, head});
+    // Grouped heads: the math path repeats the upcast K and V over a group, so autograd adds a
+    // group's float32 dK and dV in head order, then casts once (found by probe: docs/torch-cpu.md);
+    // threads over key-value heads give the same bits on any count.
+    const std::uint64_t group = s.kv_group;
+    const Format& grad = *ctx.recipe.backward.grad_format;
+    parallel_for(s.heads / group, 1, threads, [&](std::size_t begin, std::size_t end) {
+        for (std::size_t kv = begin; kv < end; ++kv) {
+            std::vector<float> dk_sum, dv_sum, dk_head, dv_head;
+            for (std::uint64_t head = kv * group; head < (kv + 1) * group; ++head) {
+                head_backward(
+                    ctx, HeadGrads{in.q.data() + head * nq * d, in.k.data() + kv * nk * d, in.v.data() + kv * nk * dv,
+                                   in.d_o.data() + head * nq * dv, out.dq.data() + head * nq * d, dk_head, dv_head,
+                                   out.delta.data() + head * nq, head});
+                if (head == kv * group) {
+                    dk_sum = dk_head, dv_sum = dv_head;
+                    continue;
+                }
+                for (std::size_t i = 0; i < dk_sum.size(); ++i) dk_sum[i] = a::add(dk_sum[i], dk_head[i]);
+                for (std::size_t i = 0; i < dv_sum.size(); ++i) dv_sum[i] = a::add(dv_sum[i], dv_head[i]);
+            }
+            cast_into(dk_sum, grad, out.dk.data() + kv * nk * d);
+            cast_into(dv_sum, grad, out.dv.data() + kv * nk * dv);
+        }
     });
     return out;
 }
