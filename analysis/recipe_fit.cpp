@@ -441,7 +441,7 @@ FitResult fit_recipe(const std::vector<FitDump>& dumps, const FitOptions& option
                 for (const auto& [key, value] : ranked.front().settings) best += " " + key + "=" + value;
                 throw Error(
                     fmt::format("no candidate runs on every row and output: the best on the sampled rows "
-                                "({}) refused: {}; its forward alone: outputs o and lse (--outputs o,lse)",
+                                "({}) refused: {}; to fit its forward alone, score the outputs o and lse only",
                                 best, best_refusal));
             }
             result.sampled = false;
