@@ -11,7 +11,7 @@
 // P V by the SGEMM over all keys, cast once to the output format. The math path returns no LSE:
 // the recipe's is RN(m + logf(l)) (glibc), which no kernel wrote. Found against the installed
 // torch on an AMD EPYC (docs/torch-cpu.md); held to it by tests/peer/test_aten_cpu_math_torch.py;
-// its backward: aten_cpu_math_backward.hpp.
+// its backward: aten_cpu_math_backward.hpp; the frame it shares with the GPU's: math_path_forward.hpp.
 #include <cstdint>
 #include <vector>
 

@@ -8,7 +8,8 @@
 // e = expf(RN(s - m)) by libdevice, each lane's e summed in order from +0, the lanes' sums joined
 // by a butterfly of offsets 16 to 1, p = RN(e / l)); _safe_softmax's P = 0 for a row with no
 // key; O = P V by the float32 GEMM, cast once to the output format. The math path returns no
-// LSE: the recipe's is RN(m + logf(l)) (libdevice), which no kernel wrote.
+// LSE: the recipe's is RN(m + logf(l)) (libdevice), which no kernel wrote. The frame it shares with the
+// CPU's math path: math_path_forward.hpp.
 #include <cstdint>
 
 #include "emu/attention/flash/flash_attention.hpp"
