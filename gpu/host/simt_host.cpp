@@ -14,6 +14,7 @@
 #include "emu/mma/fused_dot_add.hpp"
 #include "emu/mma/mma_model.hpp"
 #include "gpu/host/simt_tma.hpp"
+#include "gpu/host/simt_wgmma.hpp"
 #include "gpu/host/warp_mma.hpp"
 #include "lib/error.hpp"
 
@@ -89,12 +90,15 @@ void run_grid(dim3 grid, dim3 block, std::size_t shared_bytes, const std::functi
                     threadIdx = index, blockIdx = blocks[i], blockDim = block, gridDim = grid;
                     try {
                         body();
+                        wgmma_check_finished();
                         tma_flush_stores();
                         shared->sync.finished(t);
                     } catch (const BlockFailed&) {
                         // the block's report is in shared->sync; run_grid throws it below
                     } catch (const Error& e) {
-                        // the simulated hardware refused a request (a misaligned TMA tile, ...)
+                        // the simulated hardware refused a request (a misaligned TMA tile, ...); the
+                        // thread leaves its warp's collective steps, which its lanes would wait at
+                        shared->warps[t / warp_size].barrier.arrive_and_drop();
                         shared->sync.refuse(t, e.what());
                     } catch (const std::exception& e) {
                         // Other exceptions are bugs of the kernel code: a simulated thread that

@@ -35,7 +35,7 @@ std::string ranges(const std::vector<unsigned>& t) {
 void set_watchdog(std::chrono::milliseconds limit) { watchdog_ms = limit.count(); }
 std::chrono::milliseconds watchdog() { return std::chrono::milliseconds(watchdog_ms.load()); }
 
-BlockSync::BlockSync(unsigned threads) : sites_(threads) {}
+BlockSync::BlockSync(unsigned threads) : sites_(threads), waited_(threads) {}
 
 std::string BlockSync::name(const void* bar) const {
     return fmt::format("mbarrier at shared +{}", static_cast<const char*>(bar) - static_cast<const char*>(shared_));
@@ -138,18 +138,21 @@ void BlockSync::mbarrier_init(unsigned, const void* bar, unsigned count) {
 void BlockSync::complete_if_done(Mbarrier& m) {
     if (m.pending == 0 && m.tx == 0) {
         m.pending = m.count, ++m.phase;
+        m.released = std::move(m.releasing);
+        m.releasing.clear();
         moved_.notify_all();
     }
 }
 
-std::uint64_t BlockSync::mbarrier_arrive(unsigned thread, const void* bar, std::uint32_t tx,
-                                         std::source_location site) {
+std::uint64_t BlockSync::mbarrier_arrive(unsigned thread, const void* bar, std::uint32_t tx, std::source_location site,
+                                         const std::vector<SharedSpan>& still_read) {
     std::unique_lock<std::mutex> lock(mutex_);
     Mbarrier& m = mbarrier(lock, bar, thread, "arrive");
     if (m.pending == 0)
         fail(lock,
              fmt::format("{} at {}: thread {} arrives past its count of {}", name(bar), where(site), thread, m.count));
     const std::uint64_t phase = m.phase;
+    for (const SharedSpan& span : still_read) m.releasing.push_back({span, thread, site});
     m.tx += tx;
     --m.pending;
     ++progress_;
@@ -189,7 +192,28 @@ bool BlockSync::mbarrier_try_wait_parity(unsigned thread, const void* bar, unsig
     std::unique_lock<std::mutex> lock(mutex_);
     Mbarrier& m = mbarrier(lock, bar, thread, "try_wait");
     land_copies(bar, m);
-    return (m.phase & 1) != (parity & 1);
+    const bool done = (m.phase & 1) != (parity & 1);
+    if (done) note_waited(thread, bar, m);
+    return done;
+}
+
+void BlockSync::note_waited(unsigned thread, const void* bar, const Mbarrier& m) {
+    if (m.released.empty())
+        waited_[thread].erase(bar);
+    else
+        waited_[thread][bar] = m.released;
+}
+
+void BlockSync::check_shared_write(unsigned thread, SharedSpan span, const char* what) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    for (const auto& [bar, releases] : waited_[thread])
+        for (const EarlyRelease& r : releases)
+            if (span.begin < r.span.end && r.span.begin < span.end)
+                fail(lock, fmt::format("{} into shared +{}..+{} by thread {}: {} was released at {} by thread {} while "
+                                       "its wgmma still read +{}..+{} (a wgmma reads shared memory until "
+                                       "wgmma.wait_group; arrive after it)",
+                                       what, span.begin, span.end, thread, name(bar), where(r.site), r.thread,
+                                       r.span.begin, r.span.end));
 }
 
 void BlockSync::mbarrier_wait_parity(unsigned thread, const void* bar, unsigned parity, std::source_location site) {
@@ -199,6 +223,7 @@ void BlockSync::mbarrier_wait_parity(unsigned thread, const void* bar, unsigned 
         land_copies(bar, m);  // the copies issued so far land now
         return (m.phase & 1) != (parity & 1);
     });
+    note_waited(thread, bar, m);
 }
 
 void BlockSync::refuse(unsigned thread, const std::string& why) {

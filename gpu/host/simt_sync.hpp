@@ -6,7 +6,10 @@
 // watchdog's time, the block fails with a report of where each of its threads waits, and
 // run_grid throws it as an Error. A protocol error (a barrier's count changed within a phase, a
 // count that is not whole warps, an mbarrier used before its init, more arrivals than its count)
-// fails the block the same way, at once.
+// fails the block the same way, at once. So does a buffer released too early: an arrival made
+// while the thread's wgmmas still read shared memory (they read it until wgmma.wait_group) marks
+// those spans on the phase, and a thread that waited for that phase and then loads into them by
+// TMA fails the block, whatever the host threads' timing.
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -21,6 +24,11 @@ namespace roundscope::gpu::simt {
 
 /// Thrown in a simulated thread whose block has failed; run_grid turns it into an Error.
 struct BlockFailed {};
+
+/// Bytes [begin, end) of the block's shared memory.
+struct SharedSpan {
+    std::uint32_t begin = 0, end = 0;
+};
 
 /// How long the block's threads may all stand still before the watchdog fails it (default 60 s).
 void set_watchdog(std::chrono::milliseconds limit);
@@ -38,7 +46,9 @@ public:
 
     void mbarrier_init(unsigned thread, const void* bar, unsigned count);
     /// Arrival (after adding `tx` bytes to the phase's expected transactions); the phase's number.
-    std::uint64_t mbarrier_arrive(unsigned thread, const void* bar, std::uint32_t tx, std::source_location site);
+    /// still_read: the shared memory the thread's wgmmas in flight read (released with the phase).
+    std::uint64_t mbarrier_arrive(unsigned thread, const void* bar, std::uint32_t tx, std::source_location site,
+                                  const std::vector<SharedSpan>& still_read = {});
     /// Transactions done (by the copy engine or complete_tx).
     void mbarrier_complete_tx(unsigned thread, const void* bar, std::uint32_t bytes, std::source_location site);
     bool mbarrier_try_wait_parity(unsigned thread, const void* bar, unsigned parity, std::source_location site);
@@ -47,6 +57,10 @@ public:
     /// A copy engine's copy of `bytes` that completes them on mbarrier `bar` when it lands;
     /// it lands when a thread waits on (or tests) that mbarrier.
     void add_copy(const void* bar, std::uint32_t bytes, std::function<void()> land);
+
+    /// A copy engine's write into `span` for `thread` (a TMA load it issued): the block fails if
+    /// a phase the thread waited for was ended by an arrival whose wgmmas still read that memory.
+    void check_shared_write(unsigned thread, SharedSpan span, const char* what);
 
     /// The simulated hardware refused what a thread asked (an Error in its kernel code): the
     /// block fails with `why`.
@@ -71,11 +85,19 @@ private:
         std::source_location where;
     };
     std::string describe(const Site& s) const;
+    // An arrival made while the arriving thread's wgmmas still read `span`.
+    struct EarlyRelease {
+        SharedSpan span;
+        unsigned thread = 0;
+        std::source_location site;
+    };
     struct Mbarrier {
         unsigned count = 0, pending = 0;
         std::int64_t tx = 0;
         std::uint64_t phase = 0;
+        std::vector<EarlyRelease> releasing, released;  // this phase's, the last ended phase's
     };
+    void note_waited(unsigned thread, const void* bar, const Mbarrier& m);
     void fail(std::unique_lock<std::mutex>& lock, std::string why);
     // Waits on `cv` until done() holds, with the watchdog, the thread standing at `site`.
     template <class Done>
@@ -95,6 +117,7 @@ private:
     std::multimap<const void*, std::pair<std::uint32_t, std::function<void()>>> copies_;  // not landed
     const void* shared_ = nullptr;
     std::vector<Site> sites_;
+    std::vector<std::map<const void*, std::vector<EarlyRelease>>> waited_;  // a thread's last wait on each
     std::string failure_;
 };
 

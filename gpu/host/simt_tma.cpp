@@ -93,7 +93,9 @@ void tma_load(const TmaMap& map, void* shared_dst, std::int32_t c0, std::int32_t
     check_tma_map(map);
     check_destination(map, shared_dst);
     auto* dst = static_cast<std::byte*>(shared_dst);
-    std::memset(dst, 0xFF, box_bytes(map));  // poisoned until the copy lands
+    const auto at = shared_offset(dst), bytes = static_cast<std::uint32_t>(box_bytes(map));
+    current_block().sync.check_shared_write(linear_thread(), {at, at + bytes}, "a TMA load");
+    std::memset(dst, 0xFF, bytes);  // poisoned until the copy lands
     const TmaMap m = map;
     current_block().sync.add_copy(bar, static_cast<std::uint32_t>(box_bytes(map)), [m, dst, c0, c1, c2] {
         for_each_element(m, c0, c1, c2, [&](std::uint32_t offset, const std::byte* global) {

@@ -22,12 +22,31 @@ namespace {
 
 constexpr std::uint32_t poison = 0x7FFFFFFFu;  // a NaN: accumulators read while pending
 
+// The shared operand elements one wgmma read at its issue, and the spans of A and B.
+struct SharedReads {
+    std::vector<std::pair<std::uint32_t, std::uint16_t>> values;  // (offset, BF16 bits)
+    SharedSpan a{~0u, 0}, b{~0u, 0};
+
+    std::uint16_t read(std::uint32_t address, SharedSpan& span) {
+        const Block& blk = current_block();
+        if (address + 2 > blk.shared_bytes)
+            throw Error(fmt::format("wgmma: an operand element at shared +{} lies outside the block's {} bytes",
+                                    address, blk.shared_bytes));
+        std::uint16_t v = 0;
+        std::memcpy(&v, blk.shared + address, 2);
+        values.emplace_back(address, v);
+        span.begin = std::min(span.begin, address), span.end = std::max(span.end, address + 2);
+        return v;
+    }
+};
+
 // The calling thread's wgmmas in flight: each group's accumulators and their results, oldest
 // first; the last group is open. `latest` holds the newest pending result of each accumulator
 // array, which a chained wgmma adds to.
 struct Pending {
     float* d;
     std::vector<std::uint32_t> result;
+    SharedReads reads;
 };
 thread_local std::deque<std::vector<Pending>> groups;
 struct Latest {
@@ -35,15 +54,38 @@ struct Latest {
     int in_flight = 0;  // the accumulators' wgmmas not yet completed
 };
 thread_local std::map<float*, Latest> latest;
+thread_local bool fenced = false;  // a wgmma.fence since the last wait_group
 
-std::uint16_t shared_bf16(std::uint32_t address) {
-    const Block& b = current_block();
-    if (address + 2 > b.shared_bytes)
-        throw Error(fmt::format("wgmma: an operand element at shared +{} lies outside the block's {} bytes", address,
-                                b.shared_bytes));
-    std::uint16_t v = 0;
-    std::memcpy(&v, b.shared + address, 2);
-    return v;
+std::size_t in_flight(std::size_t groups_from) {
+    std::size_t n = 0;
+    for (std::size_t g = groups_from; g < groups.size(); ++g) n += groups[g].size();
+    return n;
+}
+
+// A completed wgmma: its operands must read as at issue, and its accumulators, when no newer
+// wgmma on them is in flight, must still hold the poison (the thread did not write them).
+void complete(const Pending& p) {
+    const Block& blk = current_block();
+    for (const auto& [address, value] : p.reads.values) {
+        std::uint16_t now = 0;
+        std::memcpy(&now, blk.shared + address, 2);
+        if (now != value)
+            throw Error(
+                fmt::format("wgmma: its operand at shared +{} changed between its issue and its wait_group "
+                            "(0x{:04x}, then 0x{:04x}): a wgmma reads shared memory until it completes",
+                            address, value, now));
+    }
+    const auto it = latest.find(p.d);
+    if (--it->second.in_flight > 0) return;  // a newer wgmma on these accumulators is in flight
+    latest.erase(it);
+    for (std::size_t i = 0; i < p.result.size(); ++i) {
+        if (bits_of(p.d[i]) != poison)
+            throw Error(
+                fmt::format("wgmma: thread {} wrote its accumulator element {} while its wgmma was in flight "
+                            "(they are the wgmma's until wgmma.wait_group)",
+                            threadIdx.x, i));
+    }
+    for (std::size_t i = 0; i < p.result.size(); ++i) p.d[i] = float_from_bits(p.result[i]);
 }
 
 const emu::MmaModel& wgmma_model() {
@@ -65,6 +107,12 @@ const emu::PreparedMma& prepared(const emu::MmaModel& model) {
 void wgmma_bf16(float* d, int n, std::uint64_t desc_a, const std::uint32_t* a_regs, std::uint64_t desc_b, bool scale_d,
                 Major a_major, Major b_major) {
     if (n < 8 || n > 256 || n % 8 != 0) throw Error(fmt::format("wgmma: N = {} is not a multiple of 8 in [8, 256]", n));
+    if (!fenced)
+        throw Error(
+            fmt::format("wgmma: thread {} issued one without a wgmma.fence since its last wait_group (or the "
+                        "kernel's start), which the PTX ISA requires before a wgmma whose registers the "
+                        "thread may have touched",
+                        threadIdx.x));
     const unsigned t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
     std::array<std::uint32_t, 16 * 16> warp_a{};  // A from registers: the warp's 16 rows (a collective step)
     if (a_regs != nullptr) warp_a = warp_a_matrix(a_regs);
@@ -79,17 +127,19 @@ void wgmma_bf16(float* d, int n, std::uint64_t desc_a, const std::uint32_t* a_re
     // (16 w + l / 4 and 8 more) times the n / 4 columns it holds (2 (l % 4) and 2 (l % 4) + 1 of
     // every 8): d[4 j + 2 r + e] is row r, column 2 j + e of it.
     const auto cols = static_cast<std::size_t>(n / 4);
+    SharedReads reads;
     std::uint32_t x[2 * 16];
     std::vector<std::uint32_t> y(16 * cols), cc(2 * cols), result(static_cast<std::size_t>(n / 2));
     for (std::uint32_t r = 0; r < 2; ++r) {
         const std::uint32_t row = 16 * warp + lane / 4 + 8 * r;
         for (std::uint32_t k = 0; k < 16; ++k)
-            x[16 * r + k] =
-                a_regs != nullptr ? warp_a[16 * (row % 16) + k] : shared_bf16(operand_address(a, a_major, row, k, 2));
+            x[16 * r + k] = a_regs != nullptr ? warp_a[16 * (row % 16) + k]
+                                              : reads.read(operand_address(a, a_major, row, k, 2), reads.a);
     }
     for (std::size_t q = 0; q < cols; ++q) {
         const auto col = static_cast<std::uint32_t>(8 * (q / 2) + 2 * (lane % 4) + q % 2);
-        for (std::uint32_t k = 0; k < 16; ++k) y[k * cols + q] = shared_bf16(operand_address(b, b_major, col, k, 2));
+        for (std::uint32_t k = 0; k < 16; ++k)
+            y[k * cols + q] = reads.read(operand_address(b, b_major, col, k, 2), reads.b);
         for (std::size_t r = 0; r < 2; ++r) cc[r * cols + q] = c(4 * (q / 2) + 2 * r + q % 2);
     }
     std::vector<std::uint32_t> out(2 * cols);
@@ -100,22 +150,45 @@ void wgmma_bf16(float* d, int n, std::uint64_t desc_a, const std::uint32_t* a_re
     if (groups.empty()) groups.emplace_back();
     Latest& l = latest[d];
     l.result = result, ++l.in_flight;
-    groups.back().push_back({d, std::move(result)});
+    groups.back().push_back({d, std::move(result), std::move(reads)});
 }
+
+void wgmma_fence() { fenced = true; }
 
 void wgmma_commit_group() { groups.emplace_back(); }
 
 void wgmma_wait_group(int pending) {
+    if (!groups.empty() && !groups.back().empty())
+        throw Error(
+            fmt::format("wgmma: thread {} waits with {} wgmma(s) not committed (wgmma.commit_group closes "
+                        "the group that wait_group waits for)",
+                        threadIdx.x, groups.back().size()));
     std::size_t committed = groups.empty() ? 0 : groups.size() - 1;  // the open group is not committed
     while (committed > static_cast<std::size_t>(std::max(pending, 0))) {
-        for (const Pending& p : groups.front()) {
-            for (std::size_t i = 0; i < p.result.size(); ++i) p.d[i] = float_from_bits(p.result[i]);
-            const auto it = latest.find(p.d);
-            if (--it->second.in_flight == 0) latest.erase(it);  // nothing newer pending
-        }
+        for (const Pending& p : groups.front()) complete(p);
         groups.pop_front();
         --committed;
     }
+    fenced = false;
+}
+
+std::vector<SharedSpan> wgmma_shared_reads() {
+    std::vector<SharedSpan> spans;
+    for (const auto& group : groups)
+        for (const Pending& p : group)
+            for (const SharedSpan& s : {p.reads.a, p.reads.b})
+                if (s.begin < s.end) spans.push_back(s);
+    return spans;
+}
+
+void wgmma_check_finished() {
+    const std::size_t open = groups.empty() ? 0 : groups.back().size(), all = in_flight(0);
+    groups.clear(), latest.clear(), fenced = false;
+    if (all > 0)
+        throw Error(
+            fmt::format("wgmma: thread {} ended with {} wgmma(s) in flight ({} not committed): commit and "
+                        "wait for every wgmma before the kernel ends",
+                        threadIdx.x, all, open));
 }
 
 }  // namespace roundscope::gpu::simt

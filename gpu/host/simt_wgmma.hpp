@@ -11,8 +11,18 @@
 // K-major or MN-major (gpu/primitives/wgmma_descriptor.hpp). Each element is the emulator's
 // sm_90 wgmma model over the 16 products (emu/mma/mma_model.hpp), through the prepared GEMM
 // (emu/mma/mma_gemm.hpp) that the emulator's tiles use.
+// What the PTX ISA leaves undefined fails the block instead of passing by the host's timing
+// (each rule stricter than the ISA only where a kernel of ours never goes):
+// - a wgmma without a wgmma.fence since the thread's last wait_group (or the kernel's start);
+// - accumulators the thread wrote while their wgmma was in flight (they hold the poison until
+//   their last wgmma completes, and are checked for it then);
+// - a shared operand changed between issue and completion (compared at wait_group), or released
+//   by an mbarrier arrival before it (simt_sync.hpp: the TMA load that reuses it fails);
+// - a wait_group with wgmmas issued but not committed, and a thread that ends with any in flight.
 #include <cstdint>
+#include <vector>
 
+#include "gpu/host/simt_sync.hpp"
 #include "gpu/primitives/wgmma_descriptor.hpp"
 
 namespace roundscope::gpu::simt {
@@ -21,8 +31,13 @@ namespace roundscope::gpu::simt {
 /// (desc_a, read as a_major says), else the thread's 4 A registers; B read as b_major says.
 void wgmma_bf16(float* d, int n, std::uint64_t desc_a, const std::uint32_t* a_regs, std::uint64_t desc_b, bool scale_d,
                 Major a_major = Major::k, Major b_major = Major::k);
+void wgmma_fence();
 void wgmma_commit_group();
 /// Completes the thread's oldest groups until at most `pending` remain: their D are written.
 void wgmma_wait_group(int pending);
+/// The shared memory the calling thread's wgmmas in flight read (an mbarrier arrival's argument).
+std::vector<SharedSpan> wgmma_shared_reads();
+/// Error if the calling thread ends with wgmmas in flight (run_grid calls it after the kernel).
+void wgmma_check_finished();
 
 }  // namespace roundscope::gpu::simt

@@ -12,6 +12,8 @@
 
 #if defined(ROUNDSCOPE_SIMT_HOST)
 #include <source_location>
+
+#include "gpu/host/simt_wgmma.hpp"
 #endif
 
 namespace roundscope::gpu {
@@ -69,7 +71,7 @@ ROUNDSCOPE_DEVICE inline void mbarrier_init(std::uint64_t* bar, unsigned count) 
 ROUNDSCOPE_DEVICE inline void mbarrier_arrive(std::uint64_t* bar, std::uint32_t tx = 0,
                                               SyncSite site = SyncSite::current()) {
 #if defined(ROUNDSCOPE_SIMT_HOST)
-    simt::current_block().sync.mbarrier_arrive(simt::linear_thread(), bar, tx, site);
+    simt::current_block().sync.mbarrier_arrive(simt::linear_thread(), bar, tx, site, simt::wgmma_shared_reads());
 #else
     (void)site;
     if (tx == 0)

@@ -4,7 +4,8 @@
 // registers), and its fence, commit_group and wait_group. Under nvcc the PTX instructions
 // (gpu/primitives/wgmma_instructions.cuh, generated, for the N that kernels use); with
 // ROUNDSCOPE_SIMT_HOST the simulated warpgroup (gpu/host/simt_wgmma.hpp) for any N, which
-// snapshots operands at issue and poisons the accumulators until their group is waited for.
+// snapshots operands at issue and poisons the accumulators until their group is waited for, and
+// fails a kernel that skips a fence, a commit or a wait, or touches what a wgmma in flight reads.
 // Descriptors: gpu/primitives/wgmma_descriptor.hpp.
 #include <cstdint>
 
@@ -28,7 +29,9 @@ ROUNDSCOPE_DEVICE inline int wgmma_col(int t, int x) { return 8 * (x / 4) + frag
 
 /// wgmma.fence: the accumulator and A registers written before it are seen by later wgmmas.
 ROUNDSCOPE_DEVICE inline void wgmma_fence() {
-#if !defined(ROUNDSCOPE_SIMT_HOST)
+#if defined(ROUNDSCOPE_SIMT_HOST)
+    simt::wgmma_fence();
+#else
     asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
 #endif
 }
