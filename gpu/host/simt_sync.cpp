@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 
@@ -30,12 +31,18 @@ std::string ranges(const std::vector<unsigned>& t) {
     return out;
 }
 
+// The registers a thread is launched with when its kernel is compiled for one block of `threads`
+// an SM (__launch_bounds__(threads, 1)): the 64 K register file split evenly, in the allocation's
+// units of 8, at most 256.
+unsigned launch_registers(unsigned threads) { return std::min(256u, 65536u / std::max(threads, 1u) / 8u * 8u); }
+
 }  // namespace
 
 void set_watchdog(std::chrono::milliseconds limit) { watchdog_ms = limit.count(); }
 std::chrono::milliseconds watchdog() { return std::chrono::milliseconds(watchdog_ms.load()); }
 
-BlockSync::BlockSync(unsigned threads) : sites_(threads), waited_(threads) {}
+BlockSync::BlockSync(unsigned threads)
+    : sites_(threads), registers_(threads, launch_registers(threads)), waited_(threads) {}
 
 std::string BlockSync::name(const void* bar) const {
     return fmt::format("mbarrier at shared +{}", static_cast<const char*>(bar) - static_cast<const char*>(shared_));
@@ -76,6 +83,9 @@ std::string BlockSync::describe(const Site& s) const {
             return fmt::format("bar.sync {} for {} threads ({})", s.id, s.count, where(s.where));
         case Site::Kind::mbarrier:
             return fmt::format("{}: wait for parity {} ({})", name(s.bar), s.id, where(s.where));
+        case Site::Kind::registers:
+            return fmt::format("setmaxnreg.inc to {} registers, {} free in the block ({})", s.id, free_registers_,
+                               where(s.where));
     }
     return "?";
 }
@@ -127,10 +137,12 @@ BlockSync::Mbarrier& BlockSync::mbarrier(std::unique_lock<std::mutex>& lock, con
     return it->second;
 }
 
-void BlockSync::mbarrier_init(unsigned, const void* bar, unsigned count) {
+void BlockSync::mbarrier_init(unsigned thread, const void* bar, unsigned count) {
     std::unique_lock<std::mutex> lock(mutex_);
     if (!failure_.empty()) throw BlockFailed{};
-    mbarriers_[bar] = Mbarrier{count, count, 0, 0};
+    Mbarrier m;
+    m.count = m.pending = count, m.init_thread = thread;
+    mbarriers_[bar] = m;
     ++progress_;
     moved_.notify_all();
 }
@@ -169,8 +181,37 @@ void BlockSync::mbarrier_complete_tx(unsigned thread, const void* bar, std::uint
     complete_if_done(m);
 }
 
-void BlockSync::add_copy(const void* bar, std::uint32_t bytes, std::function<void()> land) {
+void BlockSync::fence_mbarrier_init(unsigned thread) {
     const std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& [bar, m] : mbarriers_)
+        if (m.init_thread == thread) m.copy_engine_sees_it = true;
+}
+
+void BlockSync::set_max_registers(unsigned thread, unsigned registers, bool increase, std::source_location site) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (!failure_.empty()) throw BlockFailed{};
+    const unsigned now = registers_[thread];
+    if (increase ? registers < now : registers > now)
+        fail(lock, fmt::format("setmaxnreg.{} {} at {}: thread {} holds {} registers", increase ? "inc" : "dec",
+                               registers, where(site), thread, now));
+    if (increase)
+        wait(lock, moved_, thread, Site{Site::Kind::registers, registers, 0, nullptr, site},
+             [&] { return free_registers_ >= registers - now; });
+    free_registers_ = free_registers_ + now - registers;
+    registers_[thread] = registers;
+    ++progress_;
+    moved_.notify_all();
+}
+
+void BlockSync::add_copy(const void* bar, std::uint32_t bytes, std::function<void()> land) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (!failure_.empty()) throw BlockFailed{};
+    const auto it = mbarriers_.find(bar);
+    if (it == mbarriers_.end()) fail(lock, fmt::format("{}: a TMA copy completes on it before its init", name(bar)));
+    if (!it->second.copy_engine_sees_it)
+        fail(lock, fmt::format("{}: a TMA copy completes on it, but thread {} did not fence its init "
+                               "(fence.mbarrier_init) for the copy engine",
+                               name(bar), it->second.init_thread));
     copies_.emplace(bar, std::make_pair(bytes, std::move(land)));
     ++progress_;
     moved_.notify_all();

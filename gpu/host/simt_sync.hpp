@@ -45,6 +45,9 @@ public:
     void named_barrier(unsigned thread, unsigned id, unsigned count, bool wait, std::source_location site);
 
     void mbarrier_init(unsigned thread, const void* bar, unsigned count);
+    /// fence.mbarrier_init by `thread`: the mbarriers it initialised become visible to the copy
+    /// engine, which may then complete copies on them (add_copy fails the block before that).
+    void fence_mbarrier_init(unsigned thread);
     /// Arrival (after adding `tx` bytes to the phase's expected transactions); the phase's number.
     /// still_read: the shared memory the thread's wgmmas in flight read (released with the phase).
     std::uint64_t mbarrier_arrive(unsigned thread, const void* bar, std::uint32_t tx, std::source_location site,
@@ -61,6 +64,13 @@ public:
     /// A copy engine's write into `span` for `thread` (a TMA load it issued): the block fails if
     /// a phase the thread waited for was ended by an arrival whose wgmmas still read that memory.
     void check_shared_write(unsigned thread, SharedSpan span, const char* what);
+
+    /// setmaxnreg: the thread's registers set to `registers`. A decrease returns the difference to
+    /// the block's pool (the registers it was launched with: 64 K split evenly, a multiple of 8 a
+    /// thread, at most 256); an increase waits until the pool holds what it takes, so that a split
+    /// that does not balance deadlocks here as on the GPU. An increase below the thread's count, or a
+    /// decrease above it, fails the block.
+    void set_max_registers(unsigned thread, unsigned registers, bool increase, std::source_location site);
 
     /// The simulated hardware refused what a thread asked (an Error in its kernel code): the
     /// block fails with `why`.
@@ -79,7 +89,14 @@ private:
     };
     // Where a thread is, described only when a report needs it (a wait is frequent, a report rare).
     struct Site {
-        enum class Kind : std::uint8_t { running, named_barrier, mbarrier, finished, refused } kind = Kind::running;
+        enum class Kind : std::uint8_t {
+            running,
+            named_barrier,
+            mbarrier,
+            registers,
+            finished,
+            refused
+        } kind = Kind::running;
         unsigned id = 0, count = 0;
         const void* bar = nullptr;
         std::source_location where;
@@ -95,6 +112,8 @@ private:
         unsigned count = 0, pending = 0;
         std::int64_t tx = 0;
         std::uint64_t phase = 0;
+        unsigned init_thread = 0;
+        bool copy_engine_sees_it = false;               // fence.mbarrier_init since its init
         std::vector<EarlyRelease> releasing, released;  // this phase's, the last ended phase's
     };
     void note_waited(unsigned thread, const void* bar, const Mbarrier& m);
@@ -117,6 +136,8 @@ private:
     std::multimap<const void*, std::pair<std::uint32_t, std::function<void()>>> copies_;  // not landed
     const void* shared_ = nullptr;
     std::vector<Site> sites_;
+    std::vector<unsigned> registers_;  // each thread's setmaxnreg count
+    std::uint64_t free_registers_ = 0;
     std::vector<std::map<const void*, std::vector<EarlyRelease>>> waited_;  // a thread's last wait on each
     std::string failure_;
 };

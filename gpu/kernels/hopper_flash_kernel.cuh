@@ -290,6 +290,7 @@ ROUNDSCOPE_KERNEL void ROUNDSCOPE_LAUNCH_BOUNDS(threads, 1) forward_kernel(ROUND
             mbarrier_init(&bar.k_full[s], 1), mbarrier_init(&bar.v_full[s], 1);
             mbarrier_init(&bar.k_empty[s], consumer_threads), mbarrier_init(&bar.v_empty[s], consumer_threads);
         }
+        fence_mbarrier_init();  // the copy engine completes its loads on them
     }
     sync_threads();
     if (threadIdx.x < consumer_threads) {

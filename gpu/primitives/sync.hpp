@@ -66,6 +66,17 @@ ROUNDSCOPE_DEVICE inline void mbarrier_init(std::uint64_t* bar, unsigned count) 
 #endif
 }
 
+/// fence.mbarrier_init.release.cluster: the mbarriers the thread initialised become visible to the
+/// copy engine (the async proxy), which completes TMA copies on them. As CUTLASS's pipelines do,
+/// the initialising thread issues it after its inits and before the barrier that publishes them.
+ROUNDSCOPE_DEVICE inline void fence_mbarrier_init() {
+#if defined(ROUNDSCOPE_SIMT_HOST)
+    simt::current_block().sync.fence_mbarrier_init(simt::linear_thread());
+#else
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+#endif
+}
+
 /// mbarrier.arrive(.expect_tx): one arrival, after announcing `tx` bytes that copies will
 /// complete (complete_tx) before the phase can end.
 ROUNDSCOPE_DEVICE inline void mbarrier_arrive(std::uint64_t* bar, std::uint32_t tx = 0,

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "gpu/host/simt_host.hpp"
+#include "gpu/primitives/register_budget.hpp"
 #include "gpu/primitives/sync.hpp"
 #include "lib/error.hpp"
 
@@ -143,6 +144,42 @@ TEST_CASE("a deadlock ends the kernel with where every thread waits", "[gpu-host
     }
     CHECK_THAT(m, Catch::Contains("deadlock") && Catch::Contains("threads 0-63: mbarrier") &&
                       Catch::Contains("wait for parity 0"));
+}
+
+// A block of 384 threads starts with 168 registers a thread (64 K / 384, in units of 8). Two
+// warpgroups take 240 from a third that gives back to 24: 2 x 128 x 240 + 128 x 24 = 384 x 168.
+// Each run: the consumers' increase (`take`), and whether they ask before the producer gives.
+std::string run_register_split(unsigned take, bool ask_first) {
+    std::string m;
+    try {
+        simt::run_grid(dim3(1), dim3(384), 0, [&] {
+            if (threadIdx.x < 256) {
+                if (!ask_first) sync_threads();
+                if (take == 240) warpgroup_registers_increase<240>();
+                if (take == 248) warpgroup_registers_increase<248>();
+                if (take == 160) warpgroup_registers_increase<160>();
+                if (ask_first) sync_threads();
+            } else {
+                warpgroup_registers_decrease<24>();
+                sync_threads();
+            }
+        });
+    } catch (const Error& e) {
+        m = e.what();
+    }
+    return m;
+}
+
+TEST_CASE("setmaxnreg is accounted: a split that does not balance deadlocks, a wrong direction fails",
+          "[gpu-host][sync][registers]") {
+    const ShortWatchdog watchdog;
+    CHECK(run_register_split(240, false).empty());
+    CHECK(run_register_split(240, true).empty());  // the increase waits for the producer's decrease
+    const std::string over = run_register_split(248, true);
+    CHECK_THAT(over, Catch::Contains("deadlock") && Catch::Contains(": setmaxnreg.inc to 248 registers, ") &&
+                         Catch::Contains("free in the block (tests/gpu_host/test_sync_host.cpp:"));
+    CHECK_THAT(run_register_split(160, false),
+               Catch::Contains("setmaxnreg.inc 160") && Catch::Contains("holds 168 registers"));
 }
 
 // The negative control, run only by ctest's gpu_host_sync_race_control under ThreadSanitizer,

@@ -63,7 +63,7 @@ TEST_CASE("TMA loads put every element where the swizzle says, zeros outside the
         simt::run_grid(dim3(1), dim3(64), 1024 + std::size(boxes) * 3072, [&] {
             std::uint64_t* bar = shared_memory<std::uint64_t>();
             std::byte* tiles = shared_memory<std::byte>() + 1024;
-            if (threadIdx.x == 0) mbarrier_init(bar, 1);
+            if (threadIdx.x == 0) mbarrier_init(bar, 1), fence_mbarrier_init();
             sync_threads();
             if (threadIdx.x == 0) {
                 mbarrier_arrive(bar, static_cast<std::uint32_t>(std::size(boxes)) * tile_bytes);
@@ -100,7 +100,7 @@ TEST_CASE("a TMA tile read without its mbarrier wait is poison", "[gpu-host][tma
         std::uint64_t* bar = shared_memory<std::uint64_t>();
         auto* tile = reinterpret_cast<std::uint16_t*>(shared_memory<std::byte>() + 1024);
         if (threadIdx.x == 0) {
-            mbarrier_init(bar, 1);
+            mbarrier_init(bar, 1), fence_mbarrier_init();
             mbarrier_arrive(bar, 64 * 8 * 2);
             tma_load(&map, tile, 0, 0, bar);
             for (int i = 0; i < 64; ++i) early[i] = tile[i];  // no wait: the copy has not landed
@@ -158,13 +158,33 @@ TEST_CASE("TMA maps and tiles the hardware refuses", "[gpu-host][tma]") {
         simt::run_grid(dim3(1), dim3(32), 4096, [&] {
             std::uint64_t* bar = shared_memory<std::uint64_t>();
             if (threadIdx.x != 0) return;
-            mbarrier_init(bar, 1);
+            mbarrier_init(bar, 1), fence_mbarrier_init();
             tma_load(&map, shared_memory<std::byte>() + 512, 0, 0, bar);  // a 128-byte swizzle needs 1024
         });
     } catch (const Error& e) {
         m = e.what();
     }
     CHECK_THAT(m, Catch::Contains("not aligned to 1024 bytes") && Catch::Contains("+512"));
+    // an mbarrier's init not fenced for the copy engine (fence.mbarrier_init) before a copy uses it
+    for (const bool fenced : {true, false}) {
+        m.clear();
+        try {
+            simt::run_grid(dim3(1), dim3(32), 2048, [&] {
+                std::uint64_t* bar = shared_memory<std::uint64_t>();
+                if (threadIdx.x != 0) return;
+                mbarrier_init(bar, 1);
+                if (fenced) fence_mbarrier_init();
+                mbarrier_arrive(bar, 64 * 8 * 2);
+                tma_load(&map, shared_memory<std::byte>() + 1024, 0, 0, bar);
+                mbarrier_wait_parity(bar, 0);
+            });
+        } catch (const Error& e) {
+            m = e.what();
+        }
+        INFO(m);
+        CHECK(m.empty() == fenced);
+        if (!fenced) CHECK_THAT(m, Catch::Contains("did not fence its init (fence.mbarrier_init)"));
+    }
 }
 
 TEST_CASE("3-D TMA boxes stay within their plane: zeros past a plane's rows, not the next plane's",
@@ -187,7 +207,7 @@ TEST_CASE("3-D TMA boxes stay within their plane: zeros past a plane's rows, not
         auto* bar = shared_memory<std::uint64_t>();
         std::byte* tile = shared_memory<std::byte>() + 1024;
         if (threadIdx.x == 0) {
-            mbarrier_init(bar, 1);
+            mbarrier_init(bar, 1), fence_mbarrier_init();
             mbarrier_arrive(bar, tile_bytes);
             tma_load(&map, tile, 40, 60, 1, bar);
             mbarrier_wait_parity(bar, 0);

@@ -61,7 +61,7 @@ TEST_CASE("a swizzled K-major operand is read as a TMA load with the same swizzl
             std::uint64_t* bar = shared_memory<std::uint64_t>();
             std::byte* at = shared_memory<std::byte>() + 1024;
             if (threadIdx.x == 0) {
-                mbarrier_init(bar, 1);
+                mbarrier_init(bar, 1), fence_mbarrier_init();
                 mbarrier_arrive(bar, rows * span);
                 tma_load(&map, at, 0, 0, bar);
                 mbarrier_wait_parity(bar, 0);
@@ -114,7 +114,7 @@ TEST_CASE("a row-major [K][MN] tile a swizzled TMA load lands is an MN-major ope
             std::uint64_t* bar = shared_memory<std::uint64_t>();
             std::byte* at = shared_memory<std::byte>() + 1024;
             if (threadIdx.x == 0) {
-                mbarrier_init(bar, 1);
+                mbarrier_init(bar, 1), fence_mbarrier_init();
                 mbarrier_arrive(bar, 2 * box_bytes);
                 tma_load(&map, at, 0, 0, bar);
                 tma_load(&map, at + box_bytes, static_cast<std::int32_t>(box_cols), 0, bar);

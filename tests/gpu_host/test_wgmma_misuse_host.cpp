@@ -81,6 +81,7 @@ std::string run_ring(bool early) {
                 std::memset(shared + a_at, 0, 2048);
                 mbarrier_init(full, 1);
                 mbarrier_init(empty, 128);
+                fence_mbarrier_init();
             }
             sync_threads();
             for (unsigned round = 0; round < 2; ++round) {
