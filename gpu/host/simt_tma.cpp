@@ -55,6 +55,22 @@ void check_tma_map(const TmaMap& map) {
     const std::uint32_t row = map.box[0] * map.element_bytes;
     if (map.base == nullptr || map.element_bytes == 0 || map.box[0] == 0 || map.box[1] == 0 || map.box[2] == 0)
         throw Error("TMA map: no tensor, element size or box");
+    if (reinterpret_cast<std::uintptr_t>(map.base) % 16 != 0)
+        throw Error("TMA map: the tensor's address is not 16-byte aligned");
+    if (map.element_bytes != 1 && map.element_bytes != 2 && map.element_bytes != 4 && map.element_bytes != 8)
+        throw Error(fmt::format("TMA map: no data type has {}-byte elements", map.element_bytes));
+    for (const std::uint64_t dim : map.dims)
+        if (dim == 0 || dim > (std::uint64_t{1} << 32))
+            throw Error(fmt::format("TMA map: a dimension of {} elements is not in 1 to 2^32", dim));
+    if (map.row_bytes >= (std::uint64_t{1} << 40) || map.plane_bytes >= (std::uint64_t{1} << 40))
+        throw Error("TMA map: a stride of 2^40 bytes or more");
+    // each stride spans the dimensions below it: rows and planes do not overlap
+    if (map.dims[1] > 1 && map.row_bytes < map.dims[0] * map.element_bytes)
+        throw Error(fmt::format("TMA map: rows {} bytes apart hold {} bytes each", map.row_bytes,
+                                map.dims[0] * map.element_bytes));
+    if (map.dims[2] > 1 && map.plane_bytes < map.dims[1] * map.row_bytes)
+        throw Error(fmt::format("TMA map: planes {} bytes apart hold {} bytes each", map.plane_bytes,
+                                map.dims[1] * map.row_bytes));
     if (map.box[0] > 256 || map.box[1] > 256 || map.box[2] > 256)
         throw Error(
             fmt::format("TMA map: a box of {} x {} x {} elements exceeds 256", map.box[0], map.box[1], map.box[2]));

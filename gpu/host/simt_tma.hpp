@@ -30,8 +30,10 @@ struct TmaMap {
 namespace simt {
 
 /// The map checked as cuTensorMapEncodeTiled checks it: Error for a box wider than its
-/// swizzle's span, over 256 elements a side, or whose row is not a multiple of 16 bytes, and for
-/// tensor rows not 16 bytes apart.
+/// swizzle's span, over 256 elements a side, or whose row is not a multiple of 16 bytes; for a
+/// tensor not 16-byte aligned, of an element size no data type has, a dimension of 0 or over
+/// 2^32 elements, strides not a multiple of 16 or of 2^40 bytes or more, and rows or planes that
+/// overlap (a stride shorter than what it spans).
 TmaMap make_tma_map(std::byte* base, std::uint32_t element_bytes, std::uint64_t cols, std::uint64_t rows,
                     std::uint64_t row_bytes, std::uint32_t box_cols, std::uint32_t box_rows, Swizzle swizzle);
 /// The same for a 3-D tensor (planes `plane_bytes` apart, a multiple of 16) and box.

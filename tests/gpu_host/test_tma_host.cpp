@@ -152,6 +152,22 @@ TEST_CASE("TMA maps and tiles the hardware refuses", "[gpu-host][tma]") {
                       Catch::Contains("wider than its 128-byte swizzle"));
     CHECK_THROWS_WITH(simt::make_tma_map(base, 2, cols, rows, 210, 64, 8, Swizzle::none),
                       Catch::Contains("not a multiple of 16"));
+    CHECK_THROWS_WITH(simt::make_tma_map(base + 8, 2, cols, rows, row_bytes, 64, 8, Swizzle::none),
+                      Catch::Contains("not 16-byte aligned"));
+    CHECK_THROWS_WITH(simt::make_tma_map(base, 3, cols, rows, row_bytes, 16, 8, Swizzle::none),
+                      Catch::Contains("no data type has 3-byte elements"));
+    CHECK_THROWS_WITH(simt::make_tma_map(base, 2, 0, rows, row_bytes, 64, 8, Swizzle::none),
+                      Catch::Contains("a dimension of 0 elements"));
+    CHECK_THROWS_WITH(simt::make_tma_map(base, 2, cols, rows, row_bytes - 32, 64, 8, Swizzle::none),
+                      Catch::Contains("rows " + std::to_string(row_bytes - 32) + " bytes apart hold"));
+    CHECK_THROWS_WITH(simt::make_tma_map(base, 2, cols, rows, std::uint64_t{1} << 40, 64, 8, Swizzle::none),
+                      Catch::Contains("2^40"));
+    {
+        const std::uint64_t dims[3] = {cols, rows, 2};
+        const std::uint32_t box[3] = {64, 8, 1};
+        CHECK_THROWS_WITH(simt::make_tma_map_3d(base, 2, dims, row_bytes, row_bytes * (rows - 1), box, Swizzle::none),
+                          Catch::Contains("planes"));
+    }
     const TmaMap map = simt::make_tma_map(base, 2, cols, rows, row_bytes, 64, 8, Swizzle::b128);
     std::string m;
     try {
