@@ -98,14 +98,18 @@ probe() {
   rm -rf full
 }
 
-# The SASS of our kernels, the Hopper kernel's speed estimated from it (sass_estimate.py), and
-# the canary's reading of torch's flash kernels where the machine has cuobjdump.
+# The SASS of our kernels, the Hopper kernel's speed estimated from it (sass_estimate.py), its
+# wgmma register hazards (sass_lint.py: the step fails on one), and the canary's reading of
+# torch's flash kernels where the machine has cuobjdump.
 sass() {
   kitrun cuobjdump -sass "$kit/bin/roundscope" >roundscope.sass
   kitrun cuobjdump -res-usage "$kit/bin/roundscope" >roundscope.resources
   "$python" "$root/tools/gpu/sass_estimate.py" --sass roundscope.sass --resources roundscope.resources --json \
     >estimate.jsonl
   "$python" "$root/tools/gpu/torch_flash_sass.py" --out torch_flash.json --sass torch_flash.sass
+  local torch_rc=$?
+  "$python" "$root/tools/gpu/sass_lint.py" --sass roundscope.sass >lint.txt || return 1
+  return $torch_rc
 }
 
 inputs() {  # the SDPA captures' inputs: every shape x scenario, made here from their seed

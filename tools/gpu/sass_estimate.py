@@ -68,8 +68,9 @@ def pipe_of(opcode):
     return "control"  # branches, barriers, mbarrier waits, fences, warpgroup arrive
 
 
-def functions(sass):
-    """{name: [(address, opcode, full mnemonic, operands)]} from cuobjdump -sass text."""
+def functions(sass, predicates=False):
+    """{name: [(address, opcode, full mnemonic, operands)]} from cuobjdump -sass text; with
+    predicates, each ends with its guard as written ("@!P0", or "")."""
     out, name = {}, None
     for line in sass.splitlines():
         m = FUNCTION.search(line)
@@ -80,7 +81,8 @@ def functions(sass):
         m = INSTRUCTION.match(line)
         if m and name is not None:
             opcode = m.group(3)
-            out[name].append((int(m.group(1), 16), opcode, opcode + (m.group(4) or ""), m.group(5)))
+            row = (int(m.group(1), 16), opcode, opcode + (m.group(4) or ""), m.group(5))
+            out[name].append(row + ((m.group(2) or "").strip(),) if predicates else row)
     return out
 
 
