@@ -27,4 +27,13 @@ template <class Bits>
 void cast_batch(std::span<const float> in, const emu::Format& to, const emu::CastOptions& o, std::span<Bits> out,
                 std::uint64_t first_index = 0);
 
+/// cvt.rn.satfinite.bf16x2.f32 (gpu/primitives/convert.hpp, the Hopper kernel's cast of P and O)
+/// on the GPU against emu::bf16_saturating_rne, every float32 input in each half of the pair:
+/// how many pairs differ, and the first input of one (0 where none does).
+struct ConvertCheck {
+    std::uint64_t mismatches = 0;
+    std::uint32_t first = 0;
+};
+ConvertCheck bf16x2_satfinite_check();
+
 }  // namespace roundscope::gpu

@@ -24,6 +24,7 @@
 
 #include "emu/attention/softmax/attention_steps.hpp"
 #include "emu/numbers/round.hpp"
+#include "gpu/primitives/convert.hpp"
 #include "gpu/primitives/register_budget.hpp"
 #include "gpu/primitives/sync.hpp"
 #include "gpu/primitives/tma.hpp"
@@ -205,18 +206,18 @@ ROUNDSCOPE_DEVICE void consume(const ForwardParams& p, const TileWalk& walk, std
                             : steps::rescale(st[r].m, m_new, Exp2);
             ROUNDSCOPE_UNROLL
             for (int j = 0; j < block_n / 8; ++j) {
+                float pb[2];
                 ROUNDSCOPE_UNROLL
                 for (int e = 0; e < 2; ++e) {
-                    const float pb = steps::exp2(
+                    pb[e] = steps::exp2(
                         steps::exp2_argument(score[2 * j + e], f.scale_log2, steps::usable_max(m_new), f.exp2_arg),
                         Exp2);
                     // the lane's first key of the tile carries the rescale (one FFMA)
                     st[r].lane_sum =
-                        j == 0 && e == 0 ? a::fma(st[r].lane_sum, factor[r], pb) : a::add(st[r].lane_sum, pb);
-                    // steps::cast_p into BF16, branch-light (emu/numbers/round.hpp)
-                    const std::uint32_t cast = emu::bf16_saturating_rne(a::mul(pb, f.p_scale));
-                    p_pairs[2 * j + r] = e == 0 ? cast : p_pairs[2 * j + r] | cast << 16;
+                        j == 0 && e == 0 ? a::fma(st[r].lane_sum, factor[r], pb[e]) : a::add(st[r].lane_sum, pb[e]);
                 }
+                // steps::cast_p into BF16, the pair by one cvt.rn.satfinite.bf16x2.f32
+                p_pairs[2 * j + r] = bf16x2_rn_satfinite(a::mul(pb[0], f.p_scale), a::mul(pb[1], f.p_scale));
             }
             st[r].m = m_new, st[r].m_raw = m_raw_new;
         }
@@ -238,17 +239,20 @@ ROUNDSCOPE_DEVICE void consume(const ForwardParams& p, const TileWalk& walk, std
         const float x = a::add(st[r].lane_sum, shfl_xor(st[r].lane_sum, 2));
         l[r] = a::add(x, shfl_xor(x, 1));
     }
+    // d[x] and d[x + 1] (x even) are one row's adjacent columns: one cvt.rn.satfinite.bf16x2.f32
     ROUNDSCOPE_UNROLL
-    for (int x = 0; x < D / 2; ++x) {
+    for (int x = 0; x < D / 2; x += 2) {
         const int r = x % 4 / 2;
-        const float out = a::mul(o[x], steps::output_factor(l[r], f.p_scale));
+        const float factor = steps::output_factor(l[r], f.p_scale);
+        const float out[2] = {a::mul(o[x], factor), a::mul(o[x + 1], factor)};
+        const std::uint32_t pair = bf16x2_rn_satfinite(out[0], out[1]);
         const auto row = static_cast<unsigned>(wgmma_row(static_cast<int>(t), x));
         const auto col = static_cast<unsigned>(wgmma_col(static_cast<int>(t), x));
-        const auto bits = static_cast<std::uint16_t>(emu::bf16_saturating_rne(out));
         std::byte* at = shared + L::q + col / panel_cols * panel_bytes + w * 64 * 128 +
                         swizzled(row * 128 + col % panel_cols * 2, Swizzle::b128);
-        std::memcpy(at, &bits, 2);
-        if (p.o_f32 != nullptr && rows[r] < p.n_q) p.o_f32[(head * p.n_q + rows[r]) * D + col] = out;
+        std::memcpy(at, &pair, 4);  // an even column: the pair stays within its 16-byte chunk
+        if (p.o_f32 != nullptr && rows[r] < p.n_q)
+            for (int e = 0; e < 2; ++e) p.o_f32[(head * p.n_q + rows[r]) * D + col + e] = out[e];
     }
     fence_async_shared();
     named_barrier_sync(1 + w, 128);

@@ -1,6 +1,8 @@
 // Property (on a machine with a GPU): the CUDA cast kernel gives the CPU emulator's bits on all
 // 2^32 float32 inputs, for e4m3 (satfinite), bf16 and e2m1 in nearest-even, and in every other
-// mode on a 2^28-input sweep. Exits 77 (CTest: skipped) where no GPU is usable.
+// mode on a 2^28-input sweep; and cvt.rn.satfinite.bf16x2.f32, the Hopper kernel's cast of P and
+// O, equals emu::bf16_saturating_rne on every input in each half of the pair. Exits 77 (CTest:
+// skipped) where no GPU is usable.
 #include <cstdio>
 #include <vector>
 
@@ -41,6 +43,13 @@ int main() {
                         mismatches<std::uint8_t>(emu::e2m1, "rne", 1);
     for (const char* mode : {"rna", "rtz", "up", "down", "odd", "sr", "sr:5"})
         bad += mismatches<std::uint8_t>(emu::e4m3, mode, 16) + mismatches<std::uint16_t>(emu::bf16, mode, 16);
+    // the Hopper kernel's pair cast (cvt.rn.satfinite.bf16x2.f32) against the function the simulated
+    // GPU and the emulator use in its place
+    const gpu::ConvertCheck pair = gpu::bf16x2_satfinite_check();
+    std::printf("cvt.rn.satfinite.bf16x2.f32: %llu mismatches", static_cast<unsigned long long>(pair.mismatches));
+    if (pair.mismatches != 0) std::printf(" (the first at input 0x%08x)", static_cast<unsigned>(pair.first));
+    std::printf("\n");
+    bad += pair.mismatches;
     std::printf("%s\n", bad == 0 ? "1 passed, 0 failed" : "0 passed, 1 failed");
     return bad == 0 ? 0 : 1;
 }
