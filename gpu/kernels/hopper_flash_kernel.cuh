@@ -147,7 +147,7 @@ ROUNDSCOPE_DEVICE void pv_product(float (&o)[D / 2], const std::uint32_t (&p)[bl
 }
 
 // One consumer warpgroup (w = 0, 1): rows row0 + 64 w .. + 63 of the block.
-template <int D, emu::Exp2Kind Exp2>
+template <int D, emu::Exp2Kind Exp2, emu::Exp2Arg Arg>
 ROUNDSCOPE_DEVICE void consume(const ForwardParams& p, const TileWalk& walk, std::byte* shared, Barriers& bar,
                                std::uint64_t row0, std::uint64_t head) {
     using L = SharedLayout<D>;
@@ -210,8 +210,7 @@ ROUNDSCOPE_DEVICE void consume(const ForwardParams& p, const TileWalk& walk, std
                 ROUNDSCOPE_UNROLL
                 for (int e = 0; e < 2; ++e) {
                     pb[e] = steps::exp2(
-                        steps::exp2_argument(score[2 * j + e], f.scale_log2, steps::usable_max(m_new), f.exp2_arg),
-                        Exp2);
+                        steps::exp2_argument(score[2 * j + e], f.scale_log2, steps::usable_max(m_new), Arg), Exp2);
                     // the lane's first key of the tile carries the rescale (one FFMA)
                     st[r].lane_sum =
                         j == 0 && e == 0 ? a::fma(st[r].lane_sum, factor[r], pb[e]) : a::add(st[r].lane_sum, pb[e]);
@@ -276,7 +275,7 @@ ROUNDSCOPE_DEVICE void consume(const ForwardParams& p, const TileWalk& walk, std
 
 /// Exp2: the recipe's exp2 (software, ex2.approx or ex2.approx.ftz), fixed at compile time so
 /// that the inner loop holds one of them.
-template <int D, emu::Exp2Kind Exp2>
+template <int D, emu::Exp2Kind Exp2, emu::Exp2Arg Arg>
 ROUNDSCOPE_KERNEL void ROUNDSCOPE_LAUNCH_BOUNDS(threads, 1) forward_kernel(ROUNDSCOPE_GRID_CONSTANT ForwardParams p) {
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
     (void)p;  // built for a GPU without wgmma and TMA: the host never launches it there
@@ -299,7 +298,7 @@ ROUNDSCOPE_KERNEL void ROUNDSCOPE_LAUNCH_BOUNDS(threads, 1) forward_kernel(ROUND
     sync_threads();
     if (threadIdx.x < consumer_threads) {
         warpgroup_registers_increase<consumer_registers>();
-        detail::consume<D, Exp2>(p, walk, shared, bar, row0, head);
+        detail::consume<D, Exp2, Arg>(p, walk, shared, bar, row0, head);
     } else {
         warpgroup_registers_decrease<producer_registers>();
         if (threadIdx.x / 32 == consumer_threads / 32 && elect_one())  // one thread of the first producer warp
