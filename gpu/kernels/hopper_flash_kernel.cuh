@@ -146,6 +146,96 @@ ROUNDSCOPE_DEVICE void pv_product(float (&o)[D / 2], const std::uint32_t (&p)[bl
     }
 }
 
+// What a consumer thread carries from tile to tile: its two rows (its warp's lane / 4 and lane / 4 + 8),
+// their online state, its share of O, and the ring's count of tiles consumed.
+template <int D>
+struct ConsumerState {
+    std::uint64_t rows[2];
+    RowState st[2];
+    float o[D / 2];
+    std::uint32_t i = 0;
+};
+
+// One tile of a consumer warpgroup: S = Q K^T, the online softmax, O += P V. Masked: the tile
+// holds keys some row of the block does not see (a partial last tile, the causal diagonal);
+// otherwise every score is taken as it is, without the mask's compare and select.
+template <int D, emu::Exp2Kind Exp2, emu::Exp2Arg Arg, bool Masked>
+ROUNDSCOPE_DEVICE void consume_tile(const ForwardParams& p, const TileWalk& walk, Barriers& bar, std::uint32_t base,
+                                    std::uint32_t q_rows, ConsumerState<D>& c, std::uint64_t step) {
+    using L = SharedLayout<D>;
+    const unsigned lane = threadIdx.x % 32;
+    const steps::OnlineSoftmax& f = p.softmax;
+    const std::uint64_t(&rows)[2] = c.rows;
+    RowState(&st)[2] = c.st;
+    float(&o)[D / 2] = c.o;
+    const std::uint32_t i = c.i;
+    const std::uint64_t key0 = walk.key0(step);
+    const std::uint64_t keys = p.n_kv - key0 < block_n ? p.n_kv - key0 : block_n;
+    const std::uint32_t s = i % 2, phase = i / 2 % 2;
+    // S = Q K^T over D / 16 chained steps
+    float acc[block_n / 2];
+    mbarrier_wait_parity(&bar.k_full[s], phase);
+    wgmma_fence();
+    ROUNDSCOPE_UNROLL
+    for (int kk = 0; kk < D / 16; ++kk)
+        wgmma_bf16_ss<block_n>(acc, k_major_step(q_rows, kk), k_major_step(base + L::k + s * L::tile, kk), kk > 0);
+    wgmma_commit_group();
+    wgmma_wait_group<0>();
+    mbarrier_arrive(&bar.k_empty[s]);
+    // the online softmax: acc[4 j + e] is row rows[e / 2], key key0 + 8 j + 2 (lane % 4) + e % 2
+    float factor[2];
+    std::uint32_t p_pairs[block_n / 4];  // [2 j + r]: P of row r at keys 8 j + 2 (lane % 4) and + 1, BF16
+    ROUNDSCOPE_UNROLL
+    for (int r = 0; r < 2; ++r) {
+        const std::uint64_t visible = steps::visible_keys(rows[r], p.n_q, p.n_kv, p.causal);
+        const int in_tile = static_cast<int>(visible <= key0 ? 0 : (visible - key0 < keys ? visible - key0 : keys));
+        // a masked key's score taken as -inf: P-bar = exp2(-inf) = +0, as the row step's
+        // masked keys, without a branch around each exp2; a whole tile takes its scores as they are
+        float score[block_n / 4];
+        ROUNDSCOPE_UNROLL
+        for (int j = 0; j < block_n / 8; ++j) {
+            ROUNDSCOPE_UNROLL
+            for (int e = 0; e < 2; ++e) {
+                const bool seen = !Masked || 8 * j + 2 * static_cast<int>(lane % 4) + e < in_tile;
+                score[2 * j + e] = seen ? acc[4 * j + 2 * r + e] : steps::minus_infinity();
+            }
+        }
+        float raw = steps::minus_infinity();
+        ROUNDSCOPE_UNROLL
+        for (int q = 0; q < block_n / 4; ++q) raw = a::max(raw, score[q]);
+        raw = quad_max(raw);
+        const float m_new = a::max(st[r].m, a::mul(raw, f.scale_log2)), m_raw_new = a::max(st[r].m_raw, raw);
+        factor[r] = f.rescale_arg == emu::RescaleArg::raw
+                        ? steps::rescale_raw(st[r].m_raw, m_raw_new, f.scale_log2, Exp2)
+                        : steps::rescale(st[r].m, m_new, Exp2);
+        ROUNDSCOPE_UNROLL
+        for (int j = 0; j < block_n / 8; ++j) {
+            float pb[2];
+            ROUNDSCOPE_UNROLL
+            for (int e = 0; e < 2; ++e) {
+                pb[e] = steps::exp2(steps::exp2_argument(score[2 * j + e], f.scale_log2, steps::usable_max(m_new), Arg),
+                                    Exp2);
+                // the lane's first key of the tile carries the rescale (one FFMA)
+                st[r].lane_sum =
+                    j == 0 && e == 0 ? a::fma(st[r].lane_sum, factor[r], pb[e]) : a::add(st[r].lane_sum, pb[e]);
+            }
+            // steps::cast_p into BF16, the pair by one cvt.rn.satfinite.bf16x2.f32
+            p_pairs[2 * j + r] = bf16x2_rn_satfinite(a::mul(pb[0], f.p_scale), a::mul(pb[1], f.p_scale));
+        }
+        st[r].m = m_new, st[r].m_raw = m_raw_new;
+    }
+    ROUNDSCOPE_UNROLL
+    for (int x = 0; x < D / 2; ++x) o[x] = a::mul(o[x], factor[x % 4 / 2]);
+    // O += P V: P's accumulator fragment is wgmma's A fragment (keys 16 kk .. 16 kk + 15)
+    mbarrier_wait_parity(&bar.v_full[s], phase);
+    wgmma_fence();
+    pv_product<D>(o, p_pairs, base + L::v + s * L::tile);
+    wgmma_commit_group();
+    wgmma_wait_group<0>();
+    mbarrier_arrive(&bar.v_empty[s]);
+    ++c.i;
+}
+
 // One consumer warpgroup (w = 0, 1): rows row0 + 64 w .. + 63 of the block.
 template <int D, emu::Exp2Kind Exp2, emu::Exp2Arg Arg>
 ROUNDSCOPE_DEVICE void consume(const ForwardParams& p, const TileWalk& walk, std::byte* shared, Barriers& bar,
@@ -154,83 +244,27 @@ ROUNDSCOPE_DEVICE void consume(const ForwardParams& p, const TileWalk& walk, std
     const unsigned t = threadIdx.x % 128, w = threadIdx.x / 128, lane = t % 32;
     const std::uint32_t base = shared_address(shared);
     const std::uint32_t q_rows = base + L::q + w * 64 * 128;  // the warpgroup's rows in each Q panel
-    const std::uint64_t rows[2] = {row0 + 64 * w + 16 * (t / 32) + lane / 4,
-                                   row0 + 64 * w + 16 * (t / 32) + lane / 4 + 8};
     const steps::OnlineSoftmax& f = p.softmax;
-    RowState st[2];
-    float o[D / 2];
+    ConsumerState<D> state;
+    state.rows[0] = row0 + 64 * w + 16 * (t / 32) + lane / 4, state.rows[1] = state.rows[0] + 8;
     ROUNDSCOPE_UNROLL
-    for (int x = 0; x < D / 2; ++x) o[x] = 0;
+    for (int x = 0; x < D / 2; ++x) state.o[x] = 0;
     mbarrier_wait_parity(&bar.q_full, 0);
-    std::uint32_t i = 0;
-    for (std::uint64_t step = 0; step < walk.tiles; ++step) {
-        if (walk.skipped(step)) continue;
-        const std::uint64_t key0 = walk.key0(step);
-        const std::uint64_t keys = p.n_kv - key0 < block_n ? p.n_kv - key0 : block_n;
-        const std::uint32_t s = i % 2, phase = i / 2 % 2;
-        // S = Q K^T over D / 16 chained steps
-        float acc[block_n / 2];
-        mbarrier_wait_parity(&bar.k_full[s], phase);
-        wgmma_fence();
-        ROUNDSCOPE_UNROLL
-        for (int kk = 0; kk < D / 16; ++kk)
-            wgmma_bf16_ss<block_n>(acc, k_major_step(q_rows, kk), k_major_step(base + L::k + s * L::tile, kk), kk > 0);
-        wgmma_commit_group();
-        wgmma_wait_group<0>();
-        mbarrier_arrive(&bar.k_empty[s]);
-        // the online softmax: acc[4 j + e] is row rows[e / 2], key key0 + 8 j + 2 (lane % 4) + e % 2
-        float factor[2];
-        std::uint32_t p_pairs[block_n / 4];  // [2 j + r]: P of row r at keys 8 j + 2 (lane % 4) and + 1, BF16
-        ROUNDSCOPE_UNROLL
-        for (int r = 0; r < 2; ++r) {
-            const std::uint64_t visible = steps::visible_keys(rows[r], p.n_q, p.n_kv, p.causal);
-            const int in_tile = static_cast<int>(visible <= key0 ? 0 : (visible - key0 < keys ? visible - key0 : keys));
-            // a masked key's score taken as -inf: P-bar = exp2(-inf) = +0, as the row step's
-            // masked keys, without a branch around each exp2
-            float score[block_n / 4];
-            ROUNDSCOPE_UNROLL
-            for (int j = 0; j < block_n / 8; ++j) {
-                ROUNDSCOPE_UNROLL
-                for (int e = 0; e < 2; ++e) {
-                    const bool seen = 8 * j + 2 * static_cast<int>(lane % 4) + e < in_tile;
-                    score[2 * j + e] = seen ? acc[4 * j + 2 * r + e] : steps::minus_infinity();
-                }
-            }
-            float raw = steps::minus_infinity();
-            ROUNDSCOPE_UNROLL
-            for (int q = 0; q < block_n / 4; ++q) raw = a::max(raw, score[q]);
-            raw = quad_max(raw);
-            const float m_new = a::max(st[r].m, a::mul(raw, f.scale_log2)), m_raw_new = a::max(st[r].m_raw, raw);
-            factor[r] = f.rescale_arg == emu::RescaleArg::raw
-                            ? steps::rescale_raw(st[r].m_raw, m_raw_new, f.scale_log2, Exp2)
-                            : steps::rescale(st[r].m, m_new, Exp2);
-            ROUNDSCOPE_UNROLL
-            for (int j = 0; j < block_n / 8; ++j) {
-                float pb[2];
-                ROUNDSCOPE_UNROLL
-                for (int e = 0; e < 2; ++e) {
-                    pb[e] = steps::exp2(
-                        steps::exp2_argument(score[2 * j + e], f.scale_log2, steps::usable_max(m_new), Arg), Exp2);
-                    // the lane's first key of the tile carries the rescale (one FFMA)
-                    st[r].lane_sum =
-                        j == 0 && e == 0 ? a::fma(st[r].lane_sum, factor[r], pb[e]) : a::add(st[r].lane_sum, pb[e]);
-                }
-                // steps::cast_p into BF16, the pair by one cvt.rn.satfinite.bf16x2.f32
-                p_pairs[2 * j + r] = bf16x2_rn_satfinite(a::mul(pb[0], f.p_scale), a::mul(pb[1], f.p_scale));
-            }
-            st[r].m = m_new, st[r].m_raw = m_raw_new;
-        }
-        ROUNDSCOPE_UNROLL
-        for (int x = 0; x < D / 2; ++x) o[x] = a::mul(o[x], factor[x % 4 / 2]);
-        // O += P V: P's accumulator fragment is wgmma's A fragment (keys 16 kk .. 16 kk + 15)
-        mbarrier_wait_parity(&bar.v_full[s], phase);
-        wgmma_fence();
-        pv_product<D>(o, p_pairs, base + L::v + s * L::tile);
-        wgmma_commit_group();
-        wgmma_wait_group<0>();
-        mbarrier_arrive(&bar.v_empty[s]);
-        ++i;
-    }
+    // The tiles every row of the block sees whole need no mask. In the walk's order they are one
+    // run, the others (a partial last tile, the causal diagonal) before it (reverse) or after it:
+    // three loops, so that the run's holds no mask at all.
+    const std::uint64_t seen_by_all = steps::visible_keys(row0, p.n_q, p.n_kv, p.causal);
+    auto whole = [&](std::uint64_t step) { return walk.key0(step) + block_n <= seen_by_all; };
+    std::uint64_t step = 0;
+    for (; step < walk.tiles && !whole(step); ++step)
+        if (!walk.skipped(step)) consume_tile<D, Exp2, Arg, true>(p, walk, bar, base, q_rows, state, step);
+    for (; step < walk.tiles && whole(step); ++step)
+        consume_tile<D, Exp2, Arg, false>(p, walk, bar, base, q_rows, state, step);
+    for (; step < walk.tiles; ++step)
+        if (!walk.skipped(step)) consume_tile<D, Exp2, Arg, true>(p, walk, bar, base, q_rows, state, step);
+    const std::uint64_t(&rows)[2] = state.rows;
+    const RowState(&st)[2] = state.st;
+    const float(&o)[D / 2] = state.o;
     // the epilogue: l from the four lanes (offset 2, then 1), O scaled and cast, staged in the
     // warpgroup's Q rows (no longer read) and stored by TMA; LSE by each row's lane 0
     float l[2];

@@ -52,6 +52,21 @@ def test_the_main_loop_and_its_pipes():
     assert overlapped == max(cycles.values()) and serial == cycles["tensor"] + cycles["issue"]
 
 
+def test_retry_stubs_after_exit_are_no_loop_ends():
+    # two loops of one HGMMA each (a masked tile's and a whole tile's) and, after EXIT, a retry
+    # stub branching back over both: the main loop is the smaller loop, not the stub's span
+    code = est.functions(listing([
+        "HGMMA.64x128x16.F32.BF16 R24, gdesc[UR4], RZ, !UPT",  # 0: the masked loop
+        "FSEL R1, R2, -INF , !P3",                              # 1
+        "@!P0 BRA 0x0000",                                      # 2
+        "HGMMA.64x128x16.F32.BF16 R24, gdesc[UR4], RZ, !UPT",  # 3: the whole loop
+        "@!P0 BRA 0x0030",                                      # 4
+        "EXIT",                                                 # 5
+        "BRA 0x0000",                                           # 6: a stub over both
+    ]))["_Z6kernel"]
+    assert est.main_loop(code) == (3, 4)
+
+
 def test_no_loop_with_hgmma_exits_1(tmp_path, capsys):
     f = tmp_path / "k.sass"
     f.write_text(listing(["FFMA R1, R2, R3, R4", "BRA 0x0000", "EXIT"]))

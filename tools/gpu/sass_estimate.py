@@ -88,12 +88,16 @@ def functions(sass, predicates=False):
 
 def main_loop(code):
     """The kernel's main loop: of the backward branches' bodies, the one with the most HGMMAs, the
-    smallest of those (ptxas places spin-wait retries after the function's end, whose branches
-    back span more than the loop): (first, last) indices, or None."""
+    smallest of those: (first, last) indices, or None. ptxas places spin-wait retries after the
+    function's last EXIT, branching back into a loop over more than the loop (over every loop
+    when a kernel runs its tiles in several, as the Hopper kernel's masked and whole tiles):
+    their branches are not loops' ends."""
     index = {address: i for i, (address, *_rest) in enumerate(code)}
+    exits = [i for i, row in enumerate(code) if row[1] == "EXIT"]
+    end = exits[-1] if exits else len(code)
     best, best_key = None, None
-    for i, (address, opcode, _full, operands) in enumerate(code):
-        if opcode != "BRA":
+    for i, (address, opcode, _full, operands, *_guard) in enumerate(code):
+        if opcode != "BRA" or i > end:
             continue
         target = re.search(r"0x([0-9a-f]+)", operands)
         if not target:
