@@ -41,6 +41,7 @@ FlashCrosscheck flash_crosscheck(emu::AttentionRecipe recipe, const emu::Attenti
         add(c, "o", want.o, got.o, *recipe.output.format);
         add(c, "o_f32", float_bits(want.o_f32), float_bits(got.o_f32), emu::f32);
         add(c, "lse", float_bits(want.lse), float_bits(got.lse), emu::f32);
+        c.gpu_forward = got;
         return c;
     }
     c.kernel = "twins";
@@ -59,6 +60,7 @@ FlashCrosscheck flash_crosscheck(emu::AttentionRecipe recipe, const emu::Attenti
         add(c, "dv", bw.dv, bg.dv, *recipe.backward.grad_format);
         add(c, "delta", float_bits(bw.delta), float_bits(bg.delta), emu::f32);
     }
+    c.gpu_forward = got;
     return c;
 }
 

@@ -16,6 +16,7 @@ struct FlashCrosscheck {
     std::map<std::string, emu::BitComparison> outputs;              // "o", "lse" (and "dq", "dk", "dv", "delta")
     std::map<std::string, std::pair<double, double>> first_values;  // emulator and GPU value at the first mismatch
     emu::BitComparison total;                                       // all outputs together
+    emu::ForwardResult gpu_forward;  // the kernel's own forward outputs (o, lse; o_f32 from the Hopper kernel)
 };
 
 /// Throws Error without a usable GPU or for a recipe the kernels do not run. A recipe the Hopper

@@ -1,7 +1,8 @@
 // `roundscope crosscheck --recipe NAME [--set KEY=VALUE]... (IN | --synthetic [--scenario S]
-// [--n N] [--d D] [--heads H] [--seed S]) [--backward] [--causal] [--json]`: the CUDA kernel
-// and the emulator on the same input, every output bit compared (gpu/flash_crosscheck.hpp).
-// Exit 1 on any mismatch, 3 without a GPU.
+// [--n N] [--d D] [--heads H] [--seed S]) [--backward] [--causal] [--dump FILE] [--json]`: the
+// CUDA kernel and the emulator on the same input, every output bit compared
+// (gpu/flash_crosscheck.hpp); --dump keeps the kernel's raw forward outputs beside the operands
+// it read, a dump `compare` reads (gpu/kernel_dump.hpp). Exit 1 on any mismatch, 3 without a GPU.
 #include <fmt/format.h>
 
 #include <cstdio>
@@ -21,6 +22,7 @@
 #include "lib/tensor_io.hpp"
 #if ROUNDSCOPE_WITH_GPU
 #include "gpu/flash_crosscheck.hpp"
+#include "gpu/kernel_dump.hpp"
 #endif
 
 namespace roundscope::cli {
@@ -31,12 +33,16 @@ struct CrosscheckArgs {
     AttentionFlags flags;
     RecipeFlags recipe;
     bool backward = false;
+    std::string dump;  // --dump FILE
 
     CrosscheckArgs() { input.spec.heads = 2; }
 };
 
 void run(const CrosscheckArgs& a) {
     const emu::AttentionRecipe recipe = a.recipe.recipe();
+    if (!a.dump.empty())
+        check_output("--dump", a.dump,
+                     a.input.file.empty() ? std::vector<std::string>{} : std::vector<std::string>{a.input.file});
     const ChosenInputs chosen = choose_inputs("crosscheck", a.input, a.flags);
     const emu::AttentionInputs& in = chosen.in;
     const emu::AttentionShape shape = emu::attention_shape_of(in, chosen.causal, chosen.softmax_scale);
@@ -52,6 +58,9 @@ void run(const CrosscheckArgs& a) {
             throw ExitCode{3};
         }
     }();
+    if (!a.dump.empty())  // kept whatever the comparison found: a mismatch is when it is wanted
+        gpu::write_kernel_dump(a.dump, recipe, shape, operands, c.gpu_forward,
+                               {{"arch", c.arch}, {"device", c.device}, {"kernel", c.kernel}});
     if (a.flags.json) {
         nlohmann::json outputs = nlohmann::json::object();
         for (const auto& [name, b] : c.outputs) {
@@ -65,6 +74,7 @@ void run(const CrosscheckArgs& a) {
         print_json(nlohmann::json{{"recipe", recipe.name},
                                   {"device", c.device},
                                   {"arch", c.arch},
+                                  {"kernel", c.kernel},
                                   {"matched", c.total.matched},
                                   {"total", c.total.total},
                                   {"max_ulp", c.total.max_ulp},
@@ -101,6 +111,9 @@ void add_crosscheck_command(CLI::App& app) {
     a->input.add_scenario(cmd);
     a->recipe.add_to(cmd);
     cmd->add_flag("--backward", a->backward, "Also compare the backward pass");
+    cmd->add_option("--dump", a->dump,
+                    "Write the kernel's forward outputs (o, lse) beside the operands it read (q, k, v) to this "
+                    ".safetensors file, a dump `compare` reads");
     a->flags.add_to(cmd);
     cmd->footer("Example: roundscope crosscheck --recipe fa2-bf16 --synthetic --scenario sink --backward\n");
     cmd->callback([a] { run(*a); });

@@ -2,6 +2,7 @@
 // The simulated GPU's runtime: "device" memory is host memory, and launch() runs the kernel on
 // simulated threads (gpu/host/simt_host.hpp).
 #include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <cstring>
 #include <limits>
@@ -37,10 +38,35 @@ inline DeviceLimits device_limits() {
             std::numeric_limits<std::size_t>::max()};
 }
 
+/// CUDA's KernelTimer (runtime_cuda.cuh) on the simulated GPU: the host's wall clock around each
+/// simulated grid.
+class KernelTimer {
+public:
+    KernelTimer() { active() = this; }
+    ~KernelTimer() { active() = nullptr; }
+    KernelTimer(const KernelTimer&) = delete;
+    KernelTimer& operator=(const KernelTimer&) = delete;
+
+    double seconds() const { return seconds_; }
+    void reset() { seconds_ = 0; }
+
+    static KernelTimer*& active() {
+        static KernelTimer* timer = nullptr;
+        return timer;
+    }
+    void add(double seconds) { seconds_ += seconds; }
+
+private:
+    double seconds_ = 0;
+};
+
 template <class... Params, class... Args>
 void launch(const char*, void (*kernel)(Params...), dim3 grid, unsigned threads, std::size_t shared_bytes,
             const Args&... args) {
+    const auto start = std::chrono::steady_clock::now();
     simt::run_grid(grid, dim3(threads), shared_bytes, [&] { kernel(args...); });
+    if (KernelTimer* timer = KernelTimer::active())
+        timer->add(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
 }
 
 }  // namespace roundscope::gpu

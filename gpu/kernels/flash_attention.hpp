@@ -24,9 +24,9 @@ std::string flash_not_runnable_here(const emu::AttentionRecipe& recipe, bool bac
 emu::ForwardResult flash_forward(const emu::AttentionRecipe& recipe, const emu::AttentionShape& shape,
                                  const emu::AttentionOperands& in);
 
-/// Wall-clock seconds of `repeats` forward launches on inputs uploaded once (after one launch
-/// that is not timed), each from launch to the kernel's end: what tools/gpu/bench_flash_gpu
-/// reports. On the simulated GPU, the simulation's time.
+/// The kernels' seconds in each of `repeats` forward passes on inputs uploaded once (after one
+/// that is not timed), by CUDA events around each kernel (KernelTimer): what
+/// tools/gpu/bench_flash_gpu reports. On the simulated GPU, the simulation's wall clock.
 std::vector<double> time_flash_forward(const emu::AttentionRecipe& recipe, const emu::AttentionShape& shape,
                                        const emu::AttentionOperands& in, int repeats);
 

@@ -20,8 +20,9 @@ std::string hopper_flash_unsupported(const emu::AttentionRecipe& recipe, const e
 emu::ForwardResult hopper_flash_forward(const emu::AttentionRecipe& recipe, const emu::AttentionShape& shape,
                                         const emu::AttentionOperands& in);
 
-/// Seconds of `repeats` launches on inputs uploaded once, after one launch that is not timed
-/// (without the float32 copy of O): what the benchmark reports.
+/// The kernel's seconds in each of `repeats` launches on inputs uploaded once, after one launch
+/// that is not timed (without the float32 copy of O), by CUDA events (KernelTimer): what the
+/// benchmark reports. On the simulated GPU, the simulation's wall clock.
 std::vector<double> time_hopper_flash_forward(const emu::AttentionRecipe& recipe, const emu::AttentionShape& shape,
                                               const emu::AttentionOperands& in, int repeats);
 

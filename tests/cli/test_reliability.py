@@ -336,6 +336,8 @@ for target in same_file:
     case(f"mma -o {target}", ["mma", "att.safetensors", "-o", target], phrases=("-o", "input"))
     case(f"pcollapse --plot {target}", ["pcollapse", "att.safetensors", "--plot", target],
          phrases=("--plot", "input"))
+    case(f"crosscheck --dump {target}", ["crosscheck", "att.safetensors", "--recipe", "fa2-bf16", "--dump", target],
+         phrases=("--dump", "input"))
 
 # ---------------------------------------------------------------- outputs that are not regular files or cannot be made
 for target in ["/dev/full", "/dev/null", "folder.safetensors", "fifo.safetensors"]:
@@ -347,6 +349,8 @@ for target in ["missing/out.safetensors", "/sys/out.safetensors", "notes.txt/out
     case(f"truth -o {target}", ["truth", "att.safetensors", "-o", target], phrases=("-o",))
     case(f"mx -o {target}", ["mx", "vec.safetensors", "--format", "mxfp8_e4m3", "-o", target], phrases=("-o",))
     case(f"leak --plot {target}", ATTENTION["leak"] + ["--plot", target], phrases=("--plot",))
+    case(f"crosscheck --dump {target}", ["crosscheck", "--recipe", "fa2-bf16", "--synthetic", "--dump", target],
+         phrases=("--dump",))
 case("demo --out a file", ["demo", "--out", "notes.txt", "--no-plots"], phrases=("--out", "notes.txt"))
 case("demo --out unwritable", ["demo", "--out", "/sys/roundscope-demo", "--no-plots"], phrases=("--out",))
 # ---------------------------------------------------------------- file-system errors name the path and the operation

@@ -45,6 +45,18 @@ def test_every_crosscheck_case_ran_bit_exact_on_the_h100(tmp_path):
     assert kernels["roundscope fa2-bf16"]["device"] == "NVIDIA H100 80GB HBM3"
 
 
+def test_the_hopper_kernel_gave_the_emulators_bits_on_hardware(tmp_path):
+    """The one-call Hopper check (tools/gpu/hopper_check.sh) once a GPU run has brought it back:
+    both sweeps of h100-bf16 bit-exact and every raw answer of the Hopper kernel (o and lse)
+    equal to the emulator's here, bit for bit. Its dry run (gpu_kit_dry_run) proves the check."""
+    if not (GOLDEN / "phase-H").is_dir():
+        pytest.skip("no Hopper check has come back from an H100 or H200 yet (docs/gpu.md)")
+    r = ingest("H", tmp_path)
+    assert r["sweep"]["cases"] == r["sweep-ex2"]["cases"] == 80
+    assert r["sweep"]["not_exact"] == r["sweep-ex2"]["not_exact"] == 0
+    assert len(r["goldens"]) == 16 and all(g["exact"] for g in r["goldens"]), r["goldens"]
+
+
 @pytest.fixture(scope="module")
 def phase_c(tmp_path_factory):
     """Phase C ingested, with the dumps it compared kept (tools/gpu/ingest.py --dumps)."""

@@ -104,6 +104,76 @@ def test_each_phase_runs_dry_within_the_budgets_and_ingests(kit, tmp_path, phase
                 assert e[recipe]["total"] == o_lse + (3 * 2 * 128 * 64 if e["pass"] == "backward" else 0), e
 
 
+@pytest.fixture(scope="module")
+def hopper_check(kit, tmp_path_factory):
+    """The one-call Hopper check's dry run (tools/gpu/hopper_check.sh), checked and ingested."""
+    folder = tmp_path_factory.mktemp("hopper_check")
+    out = folder / "out"
+    p = run(TOOLS / "hopper_check.sh", "--dry-run", "--kit", kit, "--out", out)
+    assert p.returncode == 0, p.stdout + p.stderr
+    i = ingest(out, folder / "golden", kit)
+    assert i.returncode == 0, i.stdout + i.stderr
+    return out, json.loads((folder / "golden" / "report.json").read_text())
+
+
+def test_the_hopper_check_runs_dry_in_one_archive_within_its_budget(hopper_check):
+    out, report = hopper_check
+    c = run(sys.executable, TOOLS / "kit_check.py", out)
+    assert c.returncode == 0, c.stdout
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["phase"] == "H" and summary["passed"] and summary["dry_run"]
+    assert summary["timeouts_s"] <= 480 == summary["budgets"]["max_phase_timeout_s"]  # one call, 8 minutes
+    assert [a["archive"] for a in summary["archives"]] == ["H-all.tar.xz"]
+    steps = [s["name"] for s in summary["steps"]]
+    assert steps[:3] == ["metadata", "smoke", "sweep"]  # the Hopper kernel first
+    # both exp2 forms swept bit-exact: N 1 and 65, D 64, random and sink, causal and not
+    assert report["sweep"]["cases"] == report["sweep-ex2"]["cases"] == 8
+    assert report["sweep"]["not_exact"] == report["sweep-ex2"]["not_exact"] == 0
+    # the raw answers: four cases a form, each every bit of o and lse against the emulator
+    goldens = report["goldens"]
+    assert len(goldens) == 8 and all(g["exact"] for g in goldens), goldens
+    assert sorted(g["settings"] for g in goldens) == [[]] * 4 + [["exp2=ex2.approx.ftz"]] * 4
+    kernels = {line["kernel"] for line in report["bench"]}
+    assert {"roundscope hopper h100-bf16", "roundscope hopper h100-bf16 exp2=ex2.approx.ftz", "torch flash"} <= kernels
+
+
+def test_a_golden_answer_one_bit_off_fails(hopper_check, tmp_path):
+    """A negative control of the Hopper goldens' check: o's first element one ulp off."""
+    import ingest as ingest_module
+
+    out, _ = hopper_check
+    import tarfile
+    with tarfile.open(out / "H-all.tar.xz") as tar:
+        tar.extractall(tmp_path, filter="data")
+    dump = sorted((tmp_path / "goldens" / "default").glob("*.safetensors"))[0]
+    bins = {"roundscope": BUILD / "roundscope"}
+    assert ingest_module.kernel_dump_check(bins["roundscope"], dump)["exact"]
+    data = bytearray(dump.read_bytes())
+    header_len = int.from_bytes(data[:8], "little")
+    begin = 8 + header_len + json.loads(data[8:8 + header_len])["o"]["data_offsets"][0]
+    data[begin] ^= 1
+    dump.write_bytes(bytes(data))
+    entry = ingest_module.kernel_dump_check(bins["roundscope"], dump)
+    assert not entry["exact"] and entry["outputs"]["o"]["matched"] == entry["outputs"]["o"]["total"] - 1, entry
+
+
+def test_a_hung_hopper_kernel_skips_the_later_kernel_steps(kit, tmp_path):
+    """A kernel step that outlives its timeout (a sweep program that sleeps) stops the Hopper
+    kernel's later steps; the rest of the check still runs and the check fails."""
+    broken = tmp_path / "kit"
+    shutil.copytree(kit, broken, symlinks=True)
+    (broken / "bin" / "gpu_sweep_host").write_text("#!/bin/sh\nexec sleep 600\n")
+    out = tmp_path / "out"
+    p = run(TOOLS / "hopper_check.sh", "--dry-run", "--kit", broken, "--out", out, timeout=200,
+            env={**os.environ, "ROUNDSCOPE_KIT_KERNEL_TIMEOUT_S": "3"})
+    assert p.returncode == 1, p.stdout + p.stderr
+    steps = {s["name"]: s for s in json.loads((out / "summary.json").read_text())["steps"]}
+    assert steps["smoke"]["status"] == "timeout"
+    for name in ("sweep", "sweep-ex2", "goldens"):
+        assert steps[name]["status"] == "skipped" and "hung in step smoke" in steps[name]["why"], steps[name]
+    assert steps["layout"]["status"] == "ok" and steps["bench"]["status"] == "ok"
+
+
 def test_a_corrupted_capture_is_not_fitted(kit, tmp_path):
     """One output of the window the exp2 table is read from, changed by one ulp: the two's
     complement structure fails the other windows; the sign-magnitude one, whose T+ comes from

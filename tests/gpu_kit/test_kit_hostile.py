@@ -3,6 +3,7 @@ error, exit 2, nothing written. What a GPU machine sends back (summary.json's ph
 names) is data, never a path; no script writes over its own input."""
 import hashlib
 import json
+import os
 import subprocess
 import sys
 
@@ -152,6 +153,7 @@ def capture(metadata, tensors=None):
     return save(tensors or {"flash.bf16.s.full.o": torch.zeros(1, 4, 2)}, metadata=metadata)
 
 
+GOLDEN_META = {"roundscope.preset": "h100-bf16", "roundscope.arch": "sm90", "roundscope.settings": ""}
 GOOD_META = {"bhnd": "[1, 1, 4, 2]", "input_sha256": json.dumps({"s": "0" * 64}), "shape": "S1",
              "softmax_scale": "0.5"}
 INGEST_CASES = {
@@ -186,6 +188,18 @@ INGEST_CASES = {
     "bhnd a float": ("C", "capture", {**GOOD_META, "bhnd": "[1, 1, 4, 2.0]"}, "bhnd"),
     "bhnd not JSON": ("C", "capture", {**GOOD_META, "bhnd": "four"}, "JSON"),
     "scale not a number": ("C", "capture", {**GOOD_META, "softmax_scale": "half"}, "softmax_scale"),
+    # the Hopper check's raw answers: what the metadata names is run as a command's arguments
+    "golden preset a path": ("H", "golden", {**GOLDEN_META, "roundscope.preset": "../x"}, "roundscope.preset"),
+    "golden preset an option": ("H", "golden", {**GOLDEN_META, "roundscope.preset": "--out"}, "roundscope.preset"),
+    "golden without a preset": ("H", "golden", {"roundscope.arch": "sm90"}, "roundscope.preset"),
+    "golden arch empty": ("H", "golden", {**GOLDEN_META, "roundscope.arch": ""}, "roundscope.arch"),
+    "golden setting an option": ("H", "golden", {**GOLDEN_META, "roundscope.settings": "--json=x"},
+                                 "roundscope.settings"),
+    "golden setting without a value": ("H", "golden", {**GOLDEN_META, "roundscope.settings": "exp2"},
+                                       "roundscope.settings"),
+    "golden not safetensors": ("H", {"goldens/default/x.safetensors": b"\x08" + b"\x00" * 7 + b"garbage!"}, None,
+                               "x.safetensors"),
+    "hopper sweep not JSON": ("H", {"sweep-ex2/sweep.jsonl": b"{nope\n"}, None, "line 1"),
 }
 
 
@@ -195,8 +209,9 @@ def test_ingest_refuses_what_the_gpu_sent_when_it_is_not_what_the_kit_writes(tmp
     a link out of it, a line that is not JSON, a capture whose names would be paths: one line,
     exit 2, no golden folder, nothing written anywhere."""
     phase, members, extra, named = INGEST_CASES[case]
-    if members == "capture":
-        members = {"sdpa/sdpa_S1_fwd.safetensors": capture(extra)}
+    if members in ("capture", "golden"):
+        where = "sdpa/sdpa_S1_fwd.safetensors" if members == "capture" else "goldens/default/x.safetensors"
+        members = {where: capture(extra)}
         extra = None
     folder = ingest_phase(tmp_path, phase, members or {}, archive_bytes=extra)
     bins = fake_bins(tmp_path)
@@ -345,6 +360,34 @@ def test_sass_estimate_refuses_what_it_cannot_estimate(tmp_path, args, named):
     refused(script("sass_estimate.py", *[a.format(tmp=tmp_path) for a in args]), named=named)
 
 
+@pytest.mark.parametrize("args, named", [
+    ([], "give a binary or --sass"),
+    (["x.o", "--sass", "{tmp}/code.sass"], "give a binary or --sass"),
+    (["--sass", "{tmp}/code.sass", "--kernel", "("], "--kernel"),
+    (["--sass", "{tmp}/nowhere.sass"], "nowhere.sass"),
+    (["--sass", "{tmp}/code.sass"], "no function matches"),
+    (["--sass", "{tmp}/code.sass", "--warps", "8"], "unrecognized"),
+    (["{tmp}/not-a-binary.o", "--cuobjdump", "{tmp}/no-cuobjdump"], "no-cuobjdump"),
+])
+def test_sass_lint_refuses_what_it_cannot_lint(tmp_path, args, named):
+    (tmp_path / "code.sass").write_text("garbage, not cuobjdump's output\n\x00\xff")
+    (tmp_path / "not-a-binary.o").write_bytes(b"\x7fELF nope")
+    refused(script("sass_lint.py", *[a.format(tmp=tmp_path) for a in args]), named=named)
+
+
+@pytest.mark.parametrize("value", ["0", "x", "-3", "1000", "3; rm -rf /"])
+def test_hopper_check_refuses_a_kernel_timeout_that_is_not_seconds(tmp_path, value):
+    kit = tmp_path / "kit"
+    (kit / "bin").mkdir(parents=True)
+    (kit / "manifest.json").write_text("{}")
+    before = snapshot(tmp_path)
+    p = subprocess.run(["bash", ROOT / "tools/gpu/hopper_check.sh", "--kit", kit, "--out", tmp_path / "out"],
+                       capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "ROUNDSCOPE_KIT_KERNEL_TIMEOUT_S": value})
+    refused(p, named="ROUNDSCOPE_KIT_KERNEL_TIMEOUT_S")
+    assert snapshot(tmp_path) == before
+
+
 @pytest.mark.parametrize("ours, named", [
     ("{nope\n", "line 1"),
     ("[1]\n", "line 1"),
@@ -485,6 +528,8 @@ def test_build_kit_never_replaces_what_is_not_a_kit(tmp_path, args, named):
     (["A", "--kit", "{tmp}"], "no kit"),
     (["D"], "unknown argument"),
     ([], "which phase"),
+    (["H", "B"], "one phase a run"),
+    (["H", "--out", "{kit}"], "inside the kit"),
 ])
 def test_run_all_refuses_bad_arguments_before_any_step(tmp_path, args, named):
     kit = tmp_path / "kit"

@@ -9,18 +9,11 @@ import subprocess
 import sys
 
 import pytest
+from sass_listing import NVCC, ROOT, compile_hopper_kernel, listing
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools" / "gpu"))
 
 import sass_estimate as est  # noqa: E402
-
-
-def listing(lines):
-    out = ["\t\tFunction : _Z6kernel"]
-    for i, text in enumerate(lines):
-        out.append(f"        /*{16 * i:04x}*/                   {text} ;   /* 0x0 */")
-    return "\n".join(out) + "\n"
 
 
 LOOP = [
@@ -80,17 +73,11 @@ def test_bad_arguments_exit_2(args):
     assert e.value.code == 2
 
 
-NVCC = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if pathlib.Path("/usr/local/cuda/bin/nvcc").exists()
-                                else None)
-
-
 @pytest.mark.skipif(NVCC is None, reason="no nvcc on this machine: the kernel's SASS cannot be made here")
 def test_the_hopper_kernel_has_no_spills_and_its_wgmmas_in_the_loop(tmp_path):
     obj = tmp_path / "hopper_flash.o"
-    subprocess.run([NVCC, "-std=c++20", "-DNDEBUG", f"-I{ROOT}", "--expt-relaxed-constexpr", "--fmad=false",
-                    "-ftz=false", "-prec-div=true", "-prec-sqrt=true", "-gencode", "arch=compute_90a,code=sm_90a",
-                    "-c", str(ROOT / "gpu" / "kernels" / "hopper_flash.cu"), "-o", str(obj)],
-                   check=True, capture_output=True)
+    compiled = compile_hopper_kernel(obj)
+    assert compiled.returncode == 0, compiled.stderr
     tool = est.default_cuobjdump()
     assert shutil.which(tool) or pathlib.Path(tool).exists(), "no cuobjdump (PATH or triton's) beside nvcc"
     p = subprocess.run([sys.executable, str(ROOT / "tools" / "gpu" / "sass_estimate.py"), str(obj), "--json"],

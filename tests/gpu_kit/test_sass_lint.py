@@ -5,25 +5,16 @@ over the same accumulators, DEPBAR.LE 1 and code after an unconditional branch a
 Hopper kernel compiled for sm_90a here (where nvcc is): no hazard in any of its twelve kernels, no
 ptxas warning that it serialized the wgmmas, and the same listing with one accumulator read moved
 before its DEPBAR is caught. Bad arguments exit 2."""
-import pathlib
-import shutil
 import subprocess
 import sys
 
 import pytest
+from sass_listing import NVCC, ROOT, compile_hopper_kernel, listing
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools" / "gpu"))
 
 import sass_estimate as est  # noqa: E402
 import sass_lint  # noqa: E402
-
-
-def listing(lines):
-    out = ["\t\tFunction : _Z6kernel"]
-    for i, text in enumerate(lines):
-        out.append(f"        /*{16 * i:04x}*/                   {text} ;   /* 0x0 */")
-    return "\n".join(out) + "\n"
 
 
 def hazards(lines):
@@ -91,17 +82,10 @@ def test_no_matching_function_exits_2(tmp_path):
     assert sass_lint.main(["--sass", str(f), "--kernel", "kernel"]) == 1
 
 
-NVCC = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if pathlib.Path("/usr/local/cuda/bin/nvcc").exists()
-                                else None)
-
-
 @pytest.mark.skipif(NVCC is None, reason="no nvcc on this machine: the kernel's SASS cannot be made here")
 def test_the_hopper_kernel_has_no_wgmma_hazard(tmp_path):
     obj = tmp_path / "hopper_flash.o"
-    p = subprocess.run([NVCC, "-std=c++20", "-DNDEBUG", f"-I{ROOT}", "--expt-relaxed-constexpr", "--fmad=false",
-                        "-ftz=false", "-prec-div=true", "-prec-sqrt=true", "-gencode", "arch=compute_90a,code=sm_90a",
-                        "-c", str(ROOT / "gpu" / "kernels" / "hopper_flash.cu"), "-o", str(obj)],
-                       capture_output=True, text=True)
+    p = compile_hopper_kernel(obj)
     assert p.returncode == 0, p.stderr
     assert "serialized" not in p.stderr, p.stderr  # ptxas: "wgmma.mma_async instructions are serialized"
     sass = subprocess.run([est.default_cuobjdump(), "-sass", str(obj)], capture_output=True, text=True,

@@ -133,7 +133,10 @@ int main(int argc, char** argv) {
             // the Hopper kernel where it runs the preset, else the twins (wgmma as mma.sync)
             const bool hopper = gpu::hopper_flash_unsupported(recipe, shape).empty();
             if (!hopper && recipe.target.instruction == "wgmma") emu::apply_setting(recipe, "instruction=mma.sync");
-            line["kernel"] = std::string(hopper ? "roundscope hopper " : "roundscope ") + name;
+            // named with its settings: one preset timed twice under different --set is two kernels
+            std::string kernel = std::string(hopper ? "roundscope hopper " : "roundscope ") + name;
+            for (const std::string& s : settings) kernel += " " + s;
+            line["kernel"] = kernel;
             const emu::AttentionOperands in = inputs ? emu::attention_operands(*inputs, *recipe.target.input, false)
                                                      : emu::random_operands(shape, *recipe.target.input, 1);
             std::vector<double> t = hopper

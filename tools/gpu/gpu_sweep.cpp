@@ -4,15 +4,19 @@
 // GPU (gpu_sweep_host, the kit's dry run), from this one source.
 //
 //   gpu_sweep [--n 1,63,64,65,1000] [--d 64,128] [--presets NAME,...] [--scenarios NAME,...]
-//             [--set KEY=VALUE]... [--forward-only] [--out FILE.jsonl] [--threads T]
+//             [--set KEY=VALUE]... [--forward-only] [--out FILE.jsonl] [--dump DIR] [--threads T]
 // --set changes every preset swept (e.g. exp2=ex2.approx.ftz); a preset the change leaves
 // inconsistent, or that no kernel then runs, is a line with runnable false and why.
+// --dump writes each case's forward outputs from the kernel beside the operands it read
+// (gpu/kernel_dump.hpp) as DIR/PRESET.SCENARIO.MASK.nN.dD.safetensors: the raw answers a GPU
+// run brings back, for CI to check against the emulator on the CPU.
 // Exit 0 when every case is bit-exact, 1 when one is not or none ran, 2 on bad arguments, 3
 // without a usable GPU.
 #include <nlohmann/json.hpp>
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <set>
@@ -25,6 +29,7 @@
 #include "emu/attention/recipe/attention_recipe.hpp"
 #include "gpu/device.hpp"
 #include "gpu/flash_crosscheck.hpp"
+#include "gpu/kernel_dump.hpp"
 #include "gpu/kernels/flash_attention.hpp"
 #include "gpu/kernels/hopper_flash.hpp"
 #include "gpu/probes/mma_probe.hpp"
@@ -42,14 +47,14 @@ struct Options {
     std::vector<analysis::Scenario> scenarios{analysis::Scenario::random, analysis::Scenario::sink,
                                               analysis::Scenario::repeated_max, analysis::Scenario::wide};
     bool backward = true;
-    std::string out;
+    std::string out, dump;
     int threads = 0;
 };
 
 [[noreturn]] void usage(const std::string& why) {
     std::fprintf(stderr,
                  "gpu_sweep: %s\nusage: gpu_sweep [--n LIST] [--d LIST] [--presets LIST] [--scenarios LIST] "
-                 "[--set KEY=VALUE]... [--forward-only] [--out FILE.jsonl] [--threads T]\n",
+                 "[--set KEY=VALUE]... [--forward-only] [--out FILE.jsonl] [--dump DIR] [--threads T]\n",
                  why.c_str());
     std::exit(2);
 }
@@ -89,6 +94,8 @@ Options parse(int argc, char** argv) {
                 o.settings.push_back(kit::checked_setting(value));
             } else if (a == "--out") {
                 o.out = value;
+            } else if (a == "--dump") {
+                o.dump = value;
             } else if (a == "--threads") {
                 o.threads = static_cast<int>(sizes(a, value, 1024).front());
             } else {
@@ -113,6 +120,12 @@ int main(int argc, char** argv) {
     if (cc == 0) {
         std::fprintf(stderr, "gpu_sweep: no usable CUDA device\n");
         return 3;
+    }
+    if (!o.dump.empty()) {  // checked before any case runs
+        std::error_code ec;
+        std::filesystem::create_directories(o.dump, ec);
+        if (!std::filesystem::is_directory(o.dump))
+            usage("--dump: '" + o.dump + "' is not a folder and cannot be made");
     }
     std::ofstream file;
     if (!o.out.empty()) {
@@ -167,14 +180,33 @@ int main(int argc, char** argv) {
                                             {"seed", spec.seed}};
                         bool exact = false;
                         try {
-                            const gpu::FlashCrosscheck c = gpu::flash_crosscheck(
-                                recipe, shape, emu::attention_operands(in, *recipe.target.input, o.backward),
-                                o.backward && !hopper, o.threads);
+                            const emu::AttentionOperands operands =
+                                emu::attention_operands(in, *recipe.target.input, o.backward);
+                            const gpu::FlashCrosscheck c =
+                                gpu::flash_crosscheck(recipe, shape, operands, o.backward && !hopper, o.threads);
                             line["device"] = c.device, line["arch"] = c.arch;
                             for (const auto& [name, b] : c.outputs) line["outputs"][name] = comparison(b);
                             for (const auto& [name, v] : c.first_values)
                                 line["first_mismatch"][name] = {{"emulator", v.first}, {"gpu", v.second}};
                             exact = c.total.total > 0 && c.total.matched == c.total.total;
+                            if (!o.dump.empty()) {
+                                const std::string scenario_name(analysis::scenario_name(scenario));
+                                const std::string name = preset + "." + scenario_name + (causal ? ".causal" : ".full") +
+                                                         ".n" + std::to_string(n) + ".d" + std::to_string(d) +
+                                                         ".safetensors";
+                                std::string settings;
+                                for (const std::string& s : o.settings) settings += (settings.empty() ? "" : ",") + s;
+                                gpu::write_kernel_dump((std::filesystem::path(o.dump) / name).string(), recipe, shape,
+                                                       operands, c.gpu_forward,
+                                                       {{"preset", preset},
+                                                        {"settings", settings},
+                                                        {"arch", c.arch},
+                                                        {"device", c.device},
+                                                        {"kernel", c.kernel},
+                                                        {"scenario", scenario_name},
+                                                        {"seed", std::to_string(spec.seed)}});
+                                line["dump"] = name;
+                            }
                         } catch (const Error& e) {
                             line["error"] = e.what();
                         }

@@ -17,7 +17,12 @@ archive is checked against the summary's SHA-256, then:
      PyTorch splits, its backward), torch-cudnn-sm90 (cuDNN's forward), torch-efficient-sm90 (the
      memory-efficient kernel's forward) and fa2-bf16, or for the math path torch-math-sm90 alone
      (float32 between its GEMMs, no fused kernel's recipe is near it): the fractions that match are reported, not
-     required (docs/gpu.md; golden_h100 requires them).
+     required (docs/gpu.md; golden_h100 requires them);
+  H  (the one-call Hopper check) both crosscheck sweeps of h100-bf16 (as the recipe is, and with
+     exp2=ex2.approx.ftz) are counted as in B, and every raw answer of the Hopper kernel (the
+     goldens: q, k, v as it read them, its o and lse) is compared by `roundscope compare` with
+     the emulator under the preset and settings it ran: every bit must match; the benchmark, the
+     SASS estimate and the wgmma lint go into the report.
 Golden files are regenerable: each phase's archives are copied as they came (compressed
 outputs), with golden.json naming the generator, the kit commit and the input hashes.
 Exit 0 when every required check passes, 1 when one fails, 2 on bad input.
@@ -94,8 +99,9 @@ def phase_a(root, golden, bins, report):
     return ok
 
 
-def phase_b(root, golden, bins, report):
-    sweep = root / "sweep" / "sweep.jsonl"
+def sweep_report(sweep):
+    """A crosscheck sweep's .jsonl counted: ({cases, not_exact, not_runnable, first_not_exact},
+    whether it ran and was bit-exact in every case)."""
     lines = json_objects(sweep) if sweep.exists() else []
     for i, x in enumerate(lines):
         runnable = x.get("runnable", True)
@@ -103,12 +109,63 @@ def phase_b(root, golden, bins, report):
             raise KitDataError(f"sweep.jsonl line {i + 1}: 'runnable' and 'exact' are not true or false")
     cases = [x for x in lines if x.get("runnable", True)]
     inexact = [x for x in cases if not x["exact"]]
-    report["sweep"] = {"cases": len(cases), "not_exact": len(inexact), "not_runnable":
-                       [{"preset": x.get("preset"), "why": x.get("why")} for x in lines if not x.get("runnable", True)],
-                       "first_not_exact": inexact[:10]}
+    counted = {"cases": len(cases), "not_exact": len(inexact), "not_runnable":
+               [{"preset": x.get("preset"), "why": x.get("why")} for x in lines if not x.get("runnable", True)],
+               "first_not_exact": inexact[:10]}
+    return counted, len(cases) > 0 and not inexact
+
+
+def phase_b(root, golden, bins, report):
+    report["sweep"], ok = sweep_report(root / "sweep" / "sweep.jsonl")
     bench = root / "bench" / "bench.jsonl"
     report["bench"] = json_objects(bench) if bench.exists() else []
-    return len(cases) > 0 and not inexact
+    return ok
+
+
+SETTING = re.compile(r"[a-z0-9_]{1,40}=[A-Za-z0-9._+-]{1,40}")
+
+
+def kernel_dump_check(roundscope, f, name=None):
+    """One raw answer of a kernel (gpu/kernel_dump.hpp) against the emulator of the preset and
+    settings it ran under, on the architecture it ran on: its report entry, `exact` when every
+    bit of o and lse matches. What the metadata names is checked before it is used."""
+    meta = header_metadata(f)
+    if not isinstance(meta, dict):
+        raise KitDataError(f"{f.name}: its metadata is not a JSON object")
+    preset = plain_name(meta.get("roundscope.preset"), f"{f.name}: metadata 'roundscope.preset'")
+    arch = plain_name(meta.get("roundscope.arch"), f"{f.name}: metadata 'roundscope.arch'")
+    settings = meta.get("roundscope.settings", "")
+    if not isinstance(settings, str):
+        raise KitDataError(f"{f.name}: metadata 'roundscope.settings' is not a string")
+    settings = [x for x in settings.split(",") if x]
+    for x in settings:
+        if not SETTING.fullmatch(x):
+            raise KitDataError(f"{f.name}: metadata 'roundscope.settings' holds {x[:60]!r}, not KEY=VALUE")
+    extra = [y for x in [f"arch={arch}", *settings] for y in ("--set", x)]
+    r = run([roundscope, "compare", f, "--recipe", preset, "--json", *extra])
+    entry = {"file": name or f.name, "preset": preset, "settings": settings, "arch": arch,
+             "device": str(meta.get("roundscope.device", ""))[:80]}
+    if r.returncode != 0:
+        return {**entry, "exact": False, "error": (r.stderr or r.stdout).strip()[-400:]}
+    j = json.loads(r.stdout)
+    outputs = j.get("outputs", {})
+    entry["outputs"] = {name: {"matched": o.get("matched"), "total": o.get("total")} for name, o in outputs.items()}
+    entry["exact"] = {"o", "lse"} <= outputs.keys() and all(
+        type(o.get("total")) is int and o["total"] > 0 and o.get("matched") == o["total"] for o in outputs.values())
+    return entry
+
+
+def phase_h(root, golden, bins, report):
+    report["sweep"], ok = sweep_report(root / "sweep" / "sweep.jsonl")
+    report["sweep-ex2"], ok_ex2 = sweep_report(root / "sweep-ex2" / "sweep.jsonl")
+    dumps = sorted((root / "goldens").rglob("*.safetensors"))
+    report["goldens"] = [kernel_dump_check(bins["roundscope"], f, str(f.relative_to(root / "goldens")))
+                         for f in dumps]
+    bench = root / "bench" / "bench.jsonl"
+    report["bench"] = json_objects(bench) if bench.exists() else []
+    estimate = root / "sass" / "estimate.jsonl"
+    report["sass_estimate"] = json_objects(estimate) if estimate.exists() else []
+    return ok and ok_ex2 and len(dumps) > 0 and all(e["exact"] for e in report["goldens"])
 
 
 def flash_kernels(cases_file):
@@ -335,8 +392,8 @@ def read_summary(phase_dir):
         raise KitDataError(f"not JSON ({e})") from None
     if not isinstance(summary, dict):
         raise KitDataError("not a JSON object")
-    if summary.get("phase") not in ("A", "B", "C"):
-        raise KitDataError(f"phase {str(summary.get('phase'))[:40]!r} is not A, B or C")
+    if summary.get("phase") not in ("A", "B", "C", "H"):
+        raise KitDataError(f"phase {str(summary.get('phase'))[:40]!r} is not A, B, C or H")
     archives = summary.get("archives")
     if not isinstance(archives, list):
         raise KitDataError("archives is not a list")
@@ -376,7 +433,7 @@ def unpack(phase_dir, summary, root):
 
 
 # The programs each phase runs, and where they are built.
-NEEDS = {"A": ("roundscope", "mufu_fit"), "B": (), "C": ("roundscope", "kit_inputs")}
+NEEDS = {"A": ("roundscope", "mufu_fit"), "B": (), "C": ("roundscope", "kit_inputs"), "H": ("roundscope",)}
 BUILT_IN = {"roundscope": ".", "mufu_fit": "tools/gpu", "kit_inputs": "tools/gpu"}
 
 
@@ -450,7 +507,7 @@ def main(argv=None):
                 pathlib.Path(a.dumps).mkdir(parents=True, exist_ok=True)
                 passed = phase_c(root, staging, bins, report, pathlib.Path(a.dumps))
             else:
-                passed = {"A": phase_a, "B": phase_b, "C": phase_c}[phase](root, staging, bins, report)
+                passed = {"A": phase_a, "B": phase_b, "C": phase_c, "H": phase_h}[phase](root, staging, bins, report)
             report["passed"] = bool(passed)
             (staging / "golden.json").write_text(json.dumps({
                 "generator": "tools/gpu/run_all.sh " + phase, "kit": summary.get("kit"),

@@ -5,9 +5,11 @@ The device tool returns at most 8 files of at most 16 MiB. This writes summary.j
 7 .tar.xz archives of at most 15 MiB each (60 MiB in all), in order of value: the logs and
 metadata first, then each step's outputs by its rank; a step whose archive is too large is
 packed file by file, most valuable first; what still does not fit is dropped and the drop is
-recorded in the summary. Standard library only (the GPU machine has no extra packages).
+recorded in the summary. Phase H (the one-call Hopper check) comes back as one archive where
+everything fits in one, else as the others do. Standard library only (the GPU machine has no
+extra packages).
 
-    kit_pack.py --phase A|B|C --work DIR --out DIR [--kit KIT] [--dry-run]
+    kit_pack.py --phase A|B|C|H --work DIR --out DIR [--kit KIT] [--dry-run]
 """
 import hashlib
 import io
@@ -26,9 +28,13 @@ MAX_FILES = 8  # summary.json included
 MAX_FILE_BYTES = 15 * 1024 * 1024
 MAX_PHASE_BYTES = 60 * 1024 * 1024
 MAX_PHASE_TIMEOUT_S = 540  # every phase under 9 minutes, the device tool's 10-minute cap aside
+# The Hopper check is one call of at most 8 minutes, packing and the tool's start included.
+PHASE_TIMEOUT_S = {"H": 480}
 
 # The steps of each phase, most valuable first (docs/gpu.md).
-STEP_ORDER = {"A": ["mufu", "probe", "sass"], "B": ["sweep", "gpu-tests", "bench"], "C": ["sdpa", "sanitizers"]}
+STEP_ORDER = {"A": ["mufu", "probe", "sass"], "B": ["sweep", "gpu-tests", "bench"], "C": ["sdpa", "sanitizers"],
+              "H": ["smoke", "sweep", "sweep-ex2", "bench", "goldens", "layout", "sanitizers", "sass"]}
+ONE_ARCHIVE = {"H"}  # phases that come back as one archive where it fits
 # Within a step packed file by file: what to keep first (the first matching fragment wins).
 FILE_ORDER = ["ex2.approx.f32", "lg2.approx.f32", "ex2.approx.ftz", "lg2.approx.ftz", "rcp.approx",
               "mma_", "_fwd", "_bwd"]
@@ -56,7 +62,14 @@ def archive(files, base):
 
 
 def candidates(phase, work):
-    """(label, files) in order of value; a step too big for one archive becomes one per file."""
+    """(label, files) in order of value; a step too big for one archive becomes one per file. A
+    phase of ONE_ARCHIVE is one ("all", every file) where that fits."""
+    if phase in ONE_ARCHIVE:
+        files = sorted(p for name in ["logs", "metadata", *STEP_ORDER[phase]] for p in (work / name).rglob("*")
+                       if p.is_file())
+        blob = archive(files, work)
+        if len(blob) <= MAX_FILE_BYTES:
+            return [("all", files, blob)]
     out = [("logs", sorted(p for p in (work / "logs").rglob("*") if p.is_file()) +
             sorted(p for p in (work / "metadata").rglob("*") if p.is_file()))]
     for name in STEP_ORDER[phase]:
@@ -90,7 +103,7 @@ def read_steps(work):
 
 def main(argv=None):
     p = Parser(description=__doc__.splitlines()[0])
-    p.add_argument("--phase", choices=("A", "B", "C"), required=True)
+    p.add_argument("--phase", choices=("A", "B", "C", "H"), required=True)
     p.add_argument("--work", required=True)
     p.add_argument("--out", required=True)
     p.add_argument("--dry-run", action="store_true")
@@ -141,7 +154,7 @@ def main(argv=None):
         "archives": kept,
         "dropped": dropped,
         "budgets": {"max_files": MAX_FILES, "max_file_bytes": MAX_FILE_BYTES, "max_phase_bytes": MAX_PHASE_BYTES,
-                    "max_phase_timeout_s": MAX_PHASE_TIMEOUT_S},
+                    "max_phase_timeout_s": PHASE_TIMEOUT_S.get(a.phase, MAX_PHASE_TIMEOUT_S)},
         "passed": all(s["status"] in ("ok", "skipped") for s in steps),
     }
     # summary.json last: it vouches for the archives written before it.

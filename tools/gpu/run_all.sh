@@ -3,7 +3,8 @@
 # at most 15 MiB (summary.json and up to 7 .tar.xz archives, the most valuable first).
 #
 #   tools/gpu/run_all.sh PHASE [--dry-run] [--kit KIT] [--out DIR]
-#     PHASE      A (hardware facts), B (our kernels), C (sanitizers and PyTorch's SDPA backends)
+#     PHASE      A (hardware facts), B (our kernels), C (sanitizers and PyTorch's SDPA backends),
+#                H (the Hopper check, tools/gpu/hopper_check.sh: the Hopper kernel first, one call)
 #     --dry-run  no GPU: our kernels on the simulated GPU, an invented MUFU, PyTorch on the CPU;
 #                what needs hardware is recorded as skipped (the kit's CTest, label `kit`)
 #     --kit      the kit of build_kit.sh (default build-gpukit/kit)
@@ -17,16 +18,22 @@ phase="" dry=0 kit="$root/build-gpukit/kit" out="${OUT:-$root/kit-out}"
 refuse() { echo "run_all.sh: $*" >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
-    A|B|C) [ -z "$phase" ] || refuse "one phase a run: $phase and $1 given"; phase=$1; shift ;;
+    A|B|C|H) [ -z "$phase" ] || refuse "one phase a run: $phase and $1 given"; phase=$1; shift ;;
     --dry-run) dry=1; shift ;;
     --kit|--out)
       [ $# -ge 2 ] && [ -n "$2" ] && [ "${2#--}" = "$2" ] || refuse "$1 needs a folder"
       if [ "$1" = --kit ]; then kit=$2; else out=$2; fi
       shift 2 ;;
-    *) refuse "unknown argument '$1' (expected A, B or C, --dry-run, --kit, --out)" ;;
+    *) refuse "unknown argument '$1' (expected A, B, C or H, --dry-run, --kit, --out)" ;;
   esac
 done
-[ -n "$phase" ] || refuse "which phase? A, B or C"
+[ -n "$phase" ] || refuse "which phase? A, B, C or H"
+# Lowers the Hopper kernel's steps' timeouts (kernel_step; the kit's tests make a hang short).
+kernel_limit=${ROUNDSCOPE_KIT_KERNEL_TIMEOUT_S:-}
+case "$kernel_limit" in
+  ""|[1-9]|[1-9][0-9]|[1-9][0-9][0-9]) ;;
+  *) refuse "ROUNDSCOPE_KIT_KERNEL_TIMEOUT_S: '$kernel_limit' is not 1 to 999 seconds" ;;
+esac
 [ -f "$kit/manifest.json" ] || refuse "no kit in '$kit' (run tools/gpu/build_kit.sh)"
 kit=$(cd "$kit" && pwd)
 # Checked before any step runs: a phase's device time is not spent to find the output unwritable.
@@ -49,7 +56,8 @@ threads=$(nproc)
 kitrun() { LD_LIBRARY_PATH="$kit/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$@"; }
 
 # step NAME TIMEOUT_S COMMAND...: runs the command (a program or one of the functions here) in
-# $work/NAME under its own timeout, with its log; records the outcome.
+# $work/NAME under its own timeout, with its log; records the outcome (also in $last_status).
+last_status=""
 step() {
   local name=$1 limit=$2
   shift 2
@@ -64,6 +72,25 @@ step() {
   printf '{"name": "%s", "status": "%s", "rc": %d, "timeout_s": %d, "seconds": %d.%03d}\n' \
     "$name" "$status" "$rc" "$limit" $((ms / 1000)) $((ms % 1000)) >>"$work/steps.jsonl"
   echo "run_all.sh: $phase/$name: $status (exit $rc)"
+  last_status=$status
+}
+
+# kernel_step NAME TIMEOUT_S COMMAND...: a step that runs the Hopper kernel; once one has hung (its
+# timeout), the later ones are skipped: a hung kernel can hold the GPU, and each would cost its
+# whole timeout.
+# ROUNDSCOPE_KIT_KERNEL_TIMEOUT_S lowers their timeouts.
+hung=""
+kernel_step() {
+  if [ -n "$hung" ]; then
+    skip "$1" "$2" "the Hopper kernel hung in step $hung"
+    return
+  fi
+  local name=$1 limit=$2
+  shift 2
+  [ -n "$kernel_limit" ] && [ "$kernel_limit" -lt "$limit" ] && limit=$kernel_limit
+  step "$name" "$limit" "$@"
+  [ "$last_status" = timeout ] && hung=$name
+  return 0
 }
 
 # skip NAME TIMEOUT_S WHY: a step this machine cannot run, with the reason.
@@ -112,6 +139,19 @@ sass() {
   return $torch_rc
 }
 
+# The SASS estimate and wgmma lint of the binary the Hopper check ran (the listing itself stays
+# here: megabytes, and made again from the kit).
+hopper_sass() {
+  kitrun cuobjdump -sass "$kit/bin/roundscope" >roundscope.sass || return 1
+  kitrun cuobjdump -res-usage "$kit/bin/roundscope" >roundscope.resources
+  "$python" "$root/tools/gpu/sass_estimate.py" --sass roundscope.sass --resources roundscope.resources --json \
+    >estimate.jsonl
+  local status=$?
+  "$python" "$root/tools/gpu/sass_lint.py" --sass roundscope.sass >lint.txt || status=1
+  rm -f roundscope.sass
+  return $status
+}
+
 inputs() {  # the SDPA captures' inputs: every shape x scenario, made here from their seed
   mkdir -p inputs
   local shape heads n d
@@ -143,8 +183,44 @@ sdpa() {  # $1: shapes, $2: device
     rm -rf inputs
 }
 
+# The Hopper kernel's raw answers (gpu/kernel_dump.hpp), for CI to check against the emulator on
+# the CPU: $1 the sweep program, then its options (--set ...). A tile-edge case (N 65, D 64) and a
+# many-tile one (N 1000, D 128: masked and whole tiles) of random and sink inputs, causal and not;
+# on the simulated GPU ($1 gpu_sweep_host) the small one alone.
+goldens() {
+  local program=$1
+  shift
+  kitrun "$kit/bin/$program" --presets h100-bf16 --forward-only --scenarios random,sink --n 65 --d 64 \
+    --dump . --out goldens.jsonl "$@" || return 1
+  [ "$program" = gpu_sweep_host ] && return 0
+  kitrun "$kit/bin/$program" --presets h100-bf16 --forward-only --scenarios random,sink --n 1000 --d 128 \
+    --dump . --out goldens-1000.jsonl "$@"
+}
+# The Hopper kernel's speed (CUDA events), as the recipe runs and with one MUFU for exp2, beside
+# PyTorch's backends on the same inputs: $1 device, $2 heads, $3 N, $4 D, $5 repeats. $6: "torch"
+# to time PyTorch's alone (after the kernel hung).
+bench_hopper() {
+  local program=bench_flash_gpu status=0
+  [ "$1" = cpu ] && program=bench_flash_gpu_host
+  kitrun "$kit/bin/kit_inputs" --scenario random --heads "$2" --n "$3" --d "$4" --seed 1 -o inputs.safetensors \
+    || return 1
+  local ours=()
+  if [ "${6:-}" != torch ]; then
+    for set in "" "--set exp2=ex2.approx.ftz"; do
+      # shellcheck disable=SC2086
+      kitrun "$kit/bin/$program" --presets h100-bf16 $set --inputs inputs.safetensors --repeats "$5" \
+        >>ours.jsonl || status=1
+    done
+    ours=(--ours ours.jsonl)
+  fi
+  "$python" "$root/tools/gpu/bench_sdpa.py" --device "$1" --inputs inputs.safetensors --repeats "$5" \
+    "${ours[@]}" --out bench.jsonl || status=1
+  rm -f inputs.safetensors
+  return $status
+}
+
 export kit root python
-export -f kitrun have metadata probe sass inputs sdpa bench
+export -f kitrun have metadata probe sass hopper_sass inputs sdpa bench goldens bench_hopper
 
 sanitizer_cases="--n 65 --d 64 --presets fa2-bf16,fa3-fp8,h100-bf16"
 case "$phase" in
@@ -185,6 +261,41 @@ case "$phase" in
         echo \"== \$tool\"; kitrun compute-sanitizer --tool \$tool --error-exitcode 1 \
           '$kit/bin/test_gpu_flash' $sanitizer_cases || exit 1; done"
       step sdpa 200 sdpa S1,S3,S2 cuda
+    fi
+    ;;
+  H)
+    # One device call of at most 8 minutes (the timeouts sum to 450 s), the Hopper kernel first.
+    step metadata 15 metadata
+    hopper=(--presets h100-bf16 --forward-only)
+    ex2=(--set exp2=ex2.approx.ftz)
+    if [ $dry = 1 ]; then
+      kernel_step smoke 30 kitrun "$kit/bin/gpu_sweep_host" "${hopper[@]}" --n 65 --d 64 --scenarios random
+      kernel_step sweep 75 kitrun "$kit/bin/gpu_sweep_host" "${hopper[@]}" --n 1,65 --d 64 --scenarios random,sink \
+        --out sweep.jsonl --threads "$threads"
+      kernel_step sweep-ex2 50 kitrun "$kit/bin/gpu_sweep_host" "${hopper[@]}" "${ex2[@]}" --n 1,65 --d 64 \
+        --scenarios random,sink --out sweep.jsonl --threads "$threads"
+      kernel_step goldens 60 bash -c 'mkdir -p default ex2.approx.ftz && (cd default && goldens gpu_sweep_host) &&
+        cd ex2.approx.ftz && goldens gpu_sweep_host --set exp2=ex2.approx.ftz'
+      step layout 45 kitrun "$kit/bin/test_gpu_host" "[wgmma][probe]"
+      step bench 60 bench_hopper cpu 2 128 64 2
+      skip sanitizers 90 "dry run: compute-sanitizer needs a GPU"
+      skip sass 25 "dry run: cuobjdump is on the GPU machine"
+    else
+      kernel_step smoke 30 kitrun "$kit/bin/roundscope" crosscheck --recipe h100-bf16 --synthetic --n 65 --d 64 \
+        --json
+      kernel_step sweep 75 kitrun "$kit/bin/gpu_sweep" "${hopper[@]}" --out sweep.jsonl --threads "$threads"
+      kernel_step sweep-ex2 50 kitrun "$kit/bin/gpu_sweep" "${hopper[@]}" "${ex2[@]}" --out sweep.jsonl --threads "$threads"
+      kernel_step goldens 60 bash -c 'mkdir -p default ex2.approx.ftz && (cd default && goldens gpu_sweep) &&
+        cd ex2.approx.ftz && goldens gpu_sweep --set exp2=ex2.approx.ftz'
+      # the 80 wgmma layouts (V MN-major, 128-byte swizzle) and the pair cast's proof on all 2^32 inputs
+      step layout 45 env ROUNDSCOPE_REQUIRE_GPU=1 bash -c \
+        'kitrun "$kit/bin/test_gpu_mma" && kitrun "$kit/bin/test_gpu_cast"'
+      step bench 60 bench_hopper cuda 64 4096 128 10 $([ -n "$hung" ] && echo torch)  # B 1 x H 64
+      # every ring stage reused (N 300: three KV tiles on two stages), D 64 and 128
+      kernel_step sanitizers 90 bash -c "for tool in memcheck synccheck racecheck initcheck; do
+        echo \"== \$tool\"; kitrun compute-sanitizer --tool \$tool --error-exitcode 1 \
+          '$kit/bin/test_gpu_flash' --n 300 --d 64,128 --presets h100-bf16 || exit 1; done"
+      if have cuobjdump; then step sass 25 hopper_sass; else skip sass 25 "cuobjdump absent"; fi
     fi
     ;;
 esac

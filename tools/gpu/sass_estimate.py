@@ -159,32 +159,45 @@ def run(cmd):
     return subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
 
 
-def main(argv=None):
-    p = Parser(description=__doc__.splitlines()[0])
+def add_sass_arguments(p, what):
+    """The options every SASS tool here takes: a binary or --sass, --kernel, --cuobjdump."""
     p.add_argument("binary", nargs="?", help="an object, library or executable with sm_90a code")
     p.add_argument("--sass", help="cuobjdump -sass output, instead of a binary")
-    p.add_argument("--resources", help="cuobjdump -res-usage output, with --sass")
-    p.add_argument("--kernel", default=r"hopper.*forward_kernel", help="regex of the kernels to estimate")
+    p.add_argument("--kernel", default=r"hopper.*forward_kernel", help=f"regex of the kernels to {what}")
     p.add_argument("--cuobjdump", default=None, help="default: on the PATH, else triton's")
-    p.add_argument("--warps", type=int, default=8, help="warps that run the main loop per block (default 8)")
-    p.add_argument("--json", action="store_true", help="one JSON line per kernel")
-    a = p.parse_args(argv)
+
+
+def read_sass(p, a, resources_file=None):
+    """(the --kernel regex, the SASS, the -res-usage text) of add_sass_arguments' options: a bad
+    option is p.error (exit 2); OSError or CalledProcessError where the SASS cannot be read. The
+    resources come from `resources_file` with --sass (none without it), from cuobjdump otherwise."""
     if (a.binary is None) == (a.sass is None):
         p.error("give a binary or --sass FILE")
-    if a.warps < 4 or a.warps % 4:
-        p.error("--warps must be a positive multiple of 4 (whole warpgroups)")
     try:
         kernel = re.compile(a.kernel)
     except re.error as e:
         p.error(f"--kernel: {e}")
+    if a.sass:
+        sass = open(a.sass, errors="replace").read()
+        resources = open(resources_file, errors="replace").read() if resources_file else ""
+    else:
+        tool = a.cuobjdump or default_cuobjdump()
+        sass = run([tool, "-sass", a.binary])
+        resources = run([tool, "-res-usage", a.binary])
+    return kernel, sass, resources
+
+
+def main(argv=None):
+    p = Parser(description=__doc__.splitlines()[0])
+    add_sass_arguments(p, "estimate")
+    p.add_argument("--resources", help="cuobjdump -res-usage output, with --sass")
+    p.add_argument("--warps", type=int, default=8, help="warps that run the main loop per block (default 8)")
+    p.add_argument("--json", action="store_true", help="one JSON line per kernel")
+    a = p.parse_args(argv)
+    if a.warps < 4 or a.warps % 4:
+        p.error("--warps must be a positive multiple of 4 (whole warpgroups)")
     try:
-        if a.sass:
-            sass = open(a.sass, errors="replace").read()
-            resources = open(a.resources, errors="replace").read() if a.resources else ""
-        else:
-            tool = a.cuobjdump or default_cuobjdump()
-            sass = run([tool, "-sass", a.binary])
-            resources = run([tool, "-res-usage", a.binary])
+        kernel, sass, resources = read_sass(p, a, a.resources)
     except (OSError, subprocess.CalledProcessError) as e:
         print(f"sass_estimate: {e}", file=sys.stderr)
         return 2

@@ -21,7 +21,7 @@ import pathlib
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from kit_files import Parser  # noqa: E402
-from sass_estimate import HGMMA_SHAPE, default_cuobjdump, functions  # noqa: E402
+from sass_estimate import HGMMA_SHAPE, add_sass_arguments, functions, read_sass  # noqa: E402
 
 REGISTER = re.compile(r"\bR(\d+)\b")
 DEPBAR = re.compile(r"gsb0,\s*0x([0-9a-f]+)")
@@ -100,23 +100,10 @@ def lint(code):
 
 def main(argv=None):
     p = Parser(description=__doc__.splitlines()[0])
-    p.add_argument("binary", nargs="?", help="an object, library or executable with sm_90a code")
-    p.add_argument("--sass", help="cuobjdump -sass output, instead of a binary")
-    p.add_argument("--kernel", default=r"hopper.*forward_kernel", help="regex of the kernels to lint")
-    p.add_argument("--cuobjdump", default=None, help="default: on the PATH, else triton's")
+    add_sass_arguments(p, "lint")
     a = p.parse_args(argv)
-    if (a.binary is None) == (a.sass is None):
-        p.error("give a binary or --sass FILE")
     try:
-        kernel = re.compile(a.kernel)
-    except re.error as e:
-        p.error(f"--kernel: {e}")
-    try:
-        if a.sass:
-            sass = open(a.sass, errors="replace").read()
-        else:
-            sass = subprocess.run([a.cuobjdump or default_cuobjdump(), "-sass", a.binary], capture_output=True,
-                                  text=True, check=True).stdout
+        kernel, sass, _ = read_sass(p, a)
     except (OSError, subprocess.CalledProcessError) as e:
         print(f"sass_lint: {e}", file=sys.stderr)
         return 2
