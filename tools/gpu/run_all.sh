@@ -264,31 +264,31 @@ case "$phase" in
     fi
     ;;
   H)
-    # One device call of at most 8 minutes (the timeouts sum to 450 s), the Hopper kernel first.
+    # One device call of at most 8 minutes (the timeouts sum to 445 s), the Hopper kernel first.
     step metadata 15 metadata
     hopper=(--presets h100-bf16 --forward-only)
     ex2=(--set exp2=ex2.approx.ftz)
     if [ $dry = 1 ]; then
       kernel_step smoke 30 kitrun "$kit/bin/gpu_sweep_host" "${hopper[@]}" --n 65 --d 64 --scenarios random
-      kernel_step sweep 75 kitrun "$kit/bin/gpu_sweep_host" "${hopper[@]}" --n 1,65 --d 64 --scenarios random,sink \
+      kernel_step sweep 60 kitrun "$kit/bin/gpu_sweep_host" "${hopper[@]}" --n 1,65 --d 64 --scenarios random,sink \
         --out sweep.jsonl --threads "$threads"
-      kernel_step sweep-ex2 50 kitrun "$kit/bin/gpu_sweep_host" "${hopper[@]}" "${ex2[@]}" --n 1,65 --d 64 \
+      kernel_step sweep-ex2 45 kitrun "$kit/bin/gpu_sweep_host" "${hopper[@]}" "${ex2[@]}" --n 1,65 --d 64 \
         --scenarios random,sink --out sweep.jsonl --threads "$threads"
       kernel_step goldens 60 bash -c 'mkdir -p default ex2.approx.ftz && (cd default && goldens gpu_sweep_host) &&
         cd ex2.approx.ftz && goldens gpu_sweep_host --set exp2=ex2.approx.ftz'
-      step layout 45 kitrun "$kit/bin/test_gpu_host" "[wgmma][probe]"
+      step layout 60 kitrun "$kit/bin/test_gpu_host" "[wgmma][probe]"
       step bench 60 bench_hopper cpu 2 128 64 2
       skip sanitizers 90 "dry run: compute-sanitizer needs a GPU"
       skip sass 25 "dry run: cuobjdump is on the GPU machine"
     else
       kernel_step smoke 30 kitrun "$kit/bin/roundscope" crosscheck --recipe h100-bf16 --synthetic --n 65 --d 64 \
         --json
-      kernel_step sweep 75 kitrun "$kit/bin/gpu_sweep" "${hopper[@]}" --out sweep.jsonl --threads "$threads"
-      kernel_step sweep-ex2 50 kitrun "$kit/bin/gpu_sweep" "${hopper[@]}" "${ex2[@]}" --out sweep.jsonl --threads "$threads"
+      kernel_step sweep 60 kitrun "$kit/bin/gpu_sweep" "${hopper[@]}" --out sweep.jsonl --threads "$threads"
+      kernel_step sweep-ex2 45 kitrun "$kit/bin/gpu_sweep" "${hopper[@]}" "${ex2[@]}" --out sweep.jsonl --threads "$threads"
       kernel_step goldens 60 bash -c 'mkdir -p default ex2.approx.ftz && (cd default && goldens gpu_sweep) &&
         cd ex2.approx.ftz && goldens gpu_sweep --set exp2=ex2.approx.ftz'
       # the 80 wgmma layouts (V MN-major, 128-byte swizzle) and the pair cast's proof on all 2^32 inputs
-      step layout 45 env ROUNDSCOPE_REQUIRE_GPU=1 bash -c \
+      step layout 60 env ROUNDSCOPE_REQUIRE_GPU=1 bash -c \
         'kitrun "$kit/bin/test_gpu_mma" && kitrun "$kit/bin/test_gpu_cast"'
       step bench 60 bench_hopper cuda 64 4096 128 10 $([ -n "$hung" ] && echo torch)  # B 1 x H 64
       # every ring stage reused (N 300: three KV tiles on two stages), D 64 and 128
