@@ -94,7 +94,10 @@ void run_grid(dim3 grid, dim3 block, std::size_t shared_bytes, const std::functi
                         tma_flush_stores();
                         shared->sync.finished(t);
                     } catch (const BlockFailed&) {
-                        // the block's report is in shared->sync; run_grid throws it below
+                        // the block's report is in shared->sync; run_grid throws it below. The
+                        // thread leaves its warp's collective steps too: its lanes may be waiting
+                        // at one (a wgmma's A fragment, a shuffle), which no watchdog sees.
+                        shared->warps[t / warp_size].barrier.arrive_and_drop();
                     } catch (const Error& e) {
                         // the simulated hardware refused a request (a misaligned TMA tile, ...); the
                         // thread leaves its warp's collective steps, which its lanes would wait at

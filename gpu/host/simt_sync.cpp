@@ -42,7 +42,7 @@ void set_watchdog(std::chrono::milliseconds limit) { watchdog_ms = limit.count()
 std::chrono::milliseconds watchdog() { return std::chrono::milliseconds(watchdog_ms.load()); }
 
 BlockSync::BlockSync(unsigned threads)
-    : sites_(threads), registers_(threads, launch_registers(threads)), waited_(threads) {}
+    : sites_(threads), registers_(threads, launch_registers(threads)), waited_(threads), known_completed_(threads) {}
 
 std::string BlockSync::name(const void* bar) const {
     return fmt::format("mbarrier at shared +{}", static_cast<const char*>(bar) - static_cast<const char*>(shared_));
@@ -152,19 +152,23 @@ void BlockSync::complete_if_done(Mbarrier& m) {
         m.pending = m.count, ++m.phase;
         m.released = std::move(m.releasing);
         m.releasing.clear();
+        m.completed = std::move(m.completing);
+        m.completing.clear();
         moved_.notify_all();
     }
 }
 
 std::uint64_t BlockSync::mbarrier_arrive(unsigned thread, const void* bar, std::uint32_t tx, std::source_location site,
-                                         const std::vector<SharedSpan>& still_read) {
+                                         const std::vector<InFlightRead>& still_read, std::uint64_t completed_groups) {
     std::unique_lock<std::mutex> lock(mutex_);
     Mbarrier& m = mbarrier(lock, bar, thread, "arrive");
     if (m.pending == 0)
         fail(lock,
              fmt::format("{} at {}: thread {} arrives past its count of {}", name(bar), where(site), thread, m.count));
     const std::uint64_t phase = m.phase;
-    for (const SharedSpan& span : still_read) m.releasing.push_back({span, thread, site});
+    for (const InFlightRead& r : still_read) m.releasing.push_back({r.span, thread, r.group, site, bar});
+    std::uint64_t& completed = m.completing[thread];
+    completed = std::max(completed, completed_groups);
     m.tx += tx;
     --m.pending;
     ++progress_;
@@ -238,23 +242,26 @@ bool BlockSync::mbarrier_try_wait_parity(unsigned thread, const void* bar, unsig
     return done;
 }
 
-void BlockSync::note_waited(unsigned thread, const void* bar, const Mbarrier& m) {
-    if (m.released.empty())
-        waited_[thread].erase(bar);
-    else
-        waited_[thread][bar] = m.released;
+void BlockSync::note_waited(unsigned thread, const void*, const Mbarrier& m) {
+    std::map<unsigned, std::uint64_t>& known = known_completed_[thread];
+    for (const auto& [arriving, completed] : m.completed) known[arriving] = std::max(known[arriving], completed);
+    std::vector<EarlyRelease>& open = waited_[thread];
+    open.insert(open.end(), m.released.begin(), m.released.end());
+    std::erase_if(open, [&](const EarlyRelease& r) {
+        const auto it = known.find(r.thread);
+        return it != known.end() && it->second > r.group;
+    });
 }
 
 void BlockSync::check_shared_write(unsigned thread, SharedSpan span, const char* what) {
     std::unique_lock<std::mutex> lock(mutex_);
-    for (const auto& [bar, releases] : waited_[thread])
-        for (const EarlyRelease& r : releases)
-            if (span.begin < r.span.end && r.span.begin < span.end)
-                fail(lock, fmt::format("{} into shared +{}..+{} by thread {}: {} was released at {} by thread {} while "
-                                       "its wgmma still read +{}..+{} (a wgmma reads shared memory until "
-                                       "wgmma.wait_group; arrive after it)",
-                                       what, span.begin, span.end, thread, name(bar), where(r.site), r.thread,
-                                       r.span.begin, r.span.end));
+    for (const EarlyRelease& r : waited_[thread])
+        if (span.begin < r.span.end && r.span.begin < span.end)
+            fail(lock, fmt::format("{} into shared +{}..+{} by thread {}: {} was released at {} by thread {} while "
+                                   "its wgmma still read +{}..+{} (a wgmma reads shared memory until "
+                                   "wgmma.wait_group; arrive after it)",
+                                   what, span.begin, span.end, thread, name(r.bar), where(r.site), r.thread,
+                                   r.span.begin, r.span.end));
 }
 
 void BlockSync::mbarrier_wait_parity(unsigned thread, const void* bar, unsigned parity, std::source_location site) {

@@ -30,6 +30,14 @@ struct SharedSpan {
     std::uint32_t begin = 0, end = 0;
 };
 
+/// Shared memory one of a thread's wgmmas in flight reads, and the wgmma's group: the thread's
+/// groups numbered from 0 in the order it commits them (group g has completed once the thread's
+/// wait_group calls have completed more than g groups).
+struct InFlightRead {
+    SharedSpan span;
+    std::uint64_t group = 0;
+};
+
 /// How long the block's threads may all stand still before the watchdog fails it (default 60 s).
 void set_watchdog(std::chrono::milliseconds limit);
 std::chrono::milliseconds watchdog();
@@ -49,9 +57,10 @@ public:
     /// engine, which may then complete copies on them (add_copy fails the block before that).
     void fence_mbarrier_init(unsigned thread);
     /// Arrival (after adding `tx` bytes to the phase's expected transactions); the phase's number.
-    /// still_read: the shared memory the thread's wgmmas in flight read (released with the phase).
+    /// still_read: the shared memory the thread's wgmmas in flight read (released with the phase);
+    /// completed_groups: how many of its wgmma groups have completed (what a waiter learns).
     std::uint64_t mbarrier_arrive(unsigned thread, const void* bar, std::uint32_t tx, std::source_location site,
-                                  const std::vector<SharedSpan>& still_read = {});
+                                  const std::vector<InFlightRead>& still_read = {}, std::uint64_t completed_groups = 0);
     /// Transactions done (by the copy engine or complete_tx).
     void mbarrier_complete_tx(unsigned thread, const void* bar, std::uint32_t bytes, std::source_location site);
     bool mbarrier_try_wait_parity(unsigned thread, const void* bar, unsigned parity, std::source_location site);
@@ -62,7 +71,9 @@ public:
     void add_copy(const void* bar, std::uint32_t bytes, std::function<void()> land);
 
     /// A copy engine's write into `span` for `thread` (a TMA load it issued): the block fails if
-    /// a phase the thread waited for was ended by an arrival whose wgmmas still read that memory.
+    /// a phase the thread waited for was ended by an arrival whose wgmmas still read that memory,
+    /// unless a later phase it waited for holds an arrival of the same thread made after that
+    /// wgmma completed (a barrier whose arrivals come after wgmma.wait_group then orders the write).
     void check_shared_write(unsigned thread, SharedSpan span, const char* what);
 
     /// setmaxnreg: the thread's registers set to `registers`. A decrease returns the difference to
@@ -102,11 +113,13 @@ private:
         std::source_location where;
     };
     std::string describe(const Site& s) const;
-    // An arrival made while the arriving thread's wgmmas still read `span`.
+    // An arrival on `bar` made while the arriving thread's wgmmas (of group `group`) still read `span`.
     struct EarlyRelease {
         SharedSpan span;
         unsigned thread = 0;
+        std::uint64_t group = 0;
         std::source_location site;
+        const void* bar = nullptr;
     };
     struct Mbarrier {
         unsigned count = 0, pending = 0;
@@ -115,6 +128,8 @@ private:
         unsigned init_thread = 0;
         bool copy_engine_sees_it = false;               // fence.mbarrier_init since its init
         std::vector<EarlyRelease> releasing, released;  // this phase's, the last ended phase's
+        // each arriving thread's completed wgmma groups at its arrival: this phase's, the last ended
+        std::map<unsigned, std::uint64_t> completing, completed;
     };
     void note_waited(unsigned thread, const void* bar, const Mbarrier& m);
     void fail(std::unique_lock<std::mutex>& lock, std::string why);
@@ -138,7 +153,10 @@ private:
     std::vector<Site> sites_;
     std::vector<unsigned> registers_;  // each thread's setmaxnreg count
     std::uint64_t free_registers_ = 0;
-    std::vector<std::map<const void*, std::vector<EarlyRelease>>> waited_;  // a thread's last wait on each
+    // What each thread has learned from the phases it waited for: early releases not yet known to
+    // be over, and each arriving thread's completed wgmma groups.
+    std::vector<std::vector<EarlyRelease>> waited_;
+    std::vector<std::map<unsigned, std::uint64_t>> known_completed_;
     std::string failure_;
 };
 

@@ -54,7 +54,8 @@ struct Latest {
     int in_flight = 0;  // the accumulators' wgmmas not yet completed
 };
 thread_local std::map<float*, Latest> latest;
-thread_local bool fenced = false;  // a wgmma.fence since the last wait_group
+thread_local bool fenced = false;                 // a wgmma.fence since the last wait_group
+thread_local std::uint64_t completed_groups = 0;  // groups[0] is group number completed_groups
 
 std::size_t in_flight(std::size_t groups_from) {
     std::size_t n = 0;
@@ -167,23 +168,29 @@ void wgmma_wait_group(int pending) {
     while (committed > static_cast<std::size_t>(std::max(pending, 0))) {
         for (const Pending& p : groups.front()) complete(p);
         groups.pop_front();
+        ++completed_groups;
         --committed;
     }
     fenced = false;
 }
 
-std::vector<SharedSpan> wgmma_shared_reads() {
-    std::vector<SharedSpan> spans;
-    for (const auto& group : groups)
+std::vector<InFlightRead> wgmma_shared_reads() {
+    std::vector<InFlightRead> reads;
+    std::uint64_t number = completed_groups;
+    for (const auto& group : groups) {
         for (const Pending& p : group)
             for (const SharedSpan& s : {p.reads.a, p.reads.b})
-                if (s.begin < s.end) spans.push_back(s);
-    return spans;
+                if (s.begin < s.end) reads.push_back({s, number});
+        ++number;
+    }
+    return reads;
 }
+
+std::uint64_t wgmma_completed_groups() { return completed_groups; }
 
 void wgmma_check_finished() {
     const std::size_t open = groups.empty() ? 0 : groups.back().size(), all = in_flight(0);
-    groups.clear(), latest.clear(), fenced = false;
+    groups.clear(), latest.clear(), fenced = false, completed_groups = 0;
     if (all > 0)
         throw Error(
             fmt::format("wgmma: thread {} ended with {} wgmma(s) in flight ({} not committed): commit and "

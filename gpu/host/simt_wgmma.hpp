@@ -35,8 +35,10 @@ void wgmma_fence();
 void wgmma_commit_group();
 /// Completes the thread's oldest groups until at most `pending` remain: their D are written.
 void wgmma_wait_group(int pending);
-/// The shared memory the calling thread's wgmmas in flight read (an mbarrier arrival's argument).
-std::vector<SharedSpan> wgmma_shared_reads();
+/// The shared memory the calling thread's wgmmas in flight read, with their groups, and how many
+/// of its groups have completed (an mbarrier arrival's arguments).
+std::vector<InFlightRead> wgmma_shared_reads();
+std::uint64_t wgmma_completed_groups();
 /// Error if the calling thread ends with wgmmas in flight (run_grid calls it after the kernel).
 void wgmma_check_finished();
 

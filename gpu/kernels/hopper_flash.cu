@@ -67,8 +67,8 @@ public:
             run_for_d<128>(p);
     }
 
-    // The kernel instantiated for the recipe's exp2 and its argument's form (template arguments:
-    // no branch per score).
+    // The kernel instantiated for the recipe's exp2, its argument's form and whether P is scaled
+    // (template arguments: no branch per score).
     template <int D>
     void run_for_d(const hopper::ForwardParams& p) {
         if (ctx_.softmax.exp2_arg == emu::Exp2Arg::fma)
@@ -79,16 +79,24 @@ public:
 
     template <int D, emu::Exp2Arg Arg>
     void run_for_arg(const hopper::ForwardParams& p) {
+        if (ctx_.softmax.p_scale == 1.0f)
+            run_for_scale<D, Arg, false>(p);
+        else
+            run_for_scale<D, Arg, true>(p);
+    }
+
+    template <int D, emu::Exp2Arg Arg, bool ScaledP>
+    void run_for_scale(const hopper::ForwardParams& p) {
         constexpr std::size_t bytes = hopper::SharedLayout<D>::bytes;
         switch (ctx_.recipe.softmax.exp2) {
             case emu::Exp2Kind::software:
-                run_kernel(hopper::forward_kernel<D, emu::Exp2Kind::software, Arg>, bytes, p);
+                run_kernel(hopper::forward_kernel<D, emu::Exp2Kind::software, Arg, ScaledP>, bytes, p);
                 return;
             case emu::Exp2Kind::hardware_ftz:
-                run_kernel(hopper::forward_kernel<D, emu::Exp2Kind::hardware_ftz, Arg>, bytes, p);
+                run_kernel(hopper::forward_kernel<D, emu::Exp2Kind::hardware_ftz, Arg, ScaledP>, bytes, p);
                 return;
             default:  // ex2.approx (the capabilities refuse exp2f)
-                run_kernel(hopper::forward_kernel<D, emu::Exp2Kind::hardware_approx, Arg>, bytes, p);
+                run_kernel(hopper::forward_kernel<D, emu::Exp2Kind::hardware_approx, Arg, ScaledP>, bytes, p);
         }
     }
 

@@ -82,7 +82,8 @@ ROUNDSCOPE_DEVICE inline void fence_mbarrier_init() {
 ROUNDSCOPE_DEVICE inline void mbarrier_arrive(std::uint64_t* bar, std::uint32_t tx = 0,
                                               SyncSite site = SyncSite::current()) {
 #if defined(ROUNDSCOPE_SIMT_HOST)
-    simt::current_block().sync.mbarrier_arrive(simt::linear_thread(), bar, tx, site, simt::wgmma_shared_reads());
+    simt::current_block().sync.mbarrier_arrive(simt::linear_thread(), bar, tx, site, simt::wgmma_shared_reads(),
+                                               simt::wgmma_completed_groups());
 #else
     (void)site;
     if (tx == 0)

@@ -65,10 +65,15 @@ std::string run_two_rounds(Misuse misuse) {
     return "";
 }
 
+// How the consumers release the buffer: after their wait_group; before it (early); or before it
+// on `empty` and after it on a second barrier `done` the producer also waits for before it reloads
+// (FlashAttention-3's pipelining releases K while P V still reads V, whose own barrier comes later).
+enum class Release { after_wait, early, early_then_ordered };
+
 // A producer warp (threads 128-159) loads B by TMA into one buffer twice, the second time after
-// the consumer warpgroup (threads 0-127) releases it on `empty`; the consumers release it after
-// their wait_group, or (early) before it.
-std::string run_ring(bool early) {
+// the consumer warpgroup (threads 0-127) releases it.
+std::string run_ring(Release release) {
+    const bool early = release != Release::after_wait;
     std::vector<std::uint16_t> global(8 * 16, 0);
     const TmaMap map =
         simt::make_tma_map(reinterpret_cast<std::byte*>(global.data()), 2, 16, 8, 32, 16, 8, Swizzle::none);
@@ -77,16 +82,19 @@ std::string run_ring(bool early) {
             std::byte* shared = shared_memory<std::byte>();
             auto* full = reinterpret_cast<std::uint64_t*>(shared);
             auto* empty = reinterpret_cast<std::uint64_t*>(shared + 8);
+            auto* done = reinterpret_cast<std::uint64_t*>(shared + 16);
             if (threadIdx.x == 0) {
                 std::memset(shared + a_at, 0, 2048);
                 mbarrier_init(full, 1);
                 mbarrier_init(empty, 128);
+                mbarrier_init(done, 128);
                 fence_mbarrier_init();
             }
             sync_threads();
             for (unsigned round = 0; round < 2; ++round) {
                 if (threadIdx.x == 128) {
                     if (round > 0) mbarrier_wait_parity(empty, 0);
+                    if (round > 0 && release == Release::early_then_ordered) mbarrier_wait_parity(done, 0);
                     mbarrier_arrive(full, 256);
                     tma_load(&map, shared + b_at, 0, 0, full);
                 } else if (threadIdx.x < 128) {
@@ -98,6 +106,7 @@ std::string run_ring(bool early) {
                     if (early) mbarrier_arrive(empty);
                     wgmma_wait_group<0>();
                     if (!early) mbarrier_arrive(empty);
+                    if (release == Release::early_then_ordered) mbarrier_arrive(done);
                 }
             }
         });
@@ -127,9 +136,11 @@ TEST_CASE("wgmma misuse fails the simulated block: what a wgmma in flight reads 
 
 TEST_CASE("a buffer released before wgmma.wait_group and reloaded by TMA fails, whatever the timing",
           "[gpu-host][wgmma][misuse][sanitized]") {
-    CHECK(run_ring(false).empty());
+    CHECK(run_ring(Release::after_wait).empty());
+    // released early, but reloaded only after a barrier whose arrivals follow the wait_group
+    CHECK(run_ring(Release::early_then_ordered).empty());
     for (int attempt = 0; attempt < 3; ++attempt) {
-        const std::string why = run_ring(true);
+        const std::string why = run_ring(Release::early);
         INFO(why);
         CHECK_THAT(why, Contains("a TMA load into shared +3072..+3328 by thread 128"));
         CHECK_THAT(why, Contains("mbarrier at shared +8 was released at tests/gpu_host/test_wgmma_misuse_host.cpp"));

@@ -85,7 +85,8 @@ def test_the_hopper_kernel_has_no_spills_and_its_wgmmas_in_the_loop(tmp_path):
     assert p.returncode == 0, p.stderr
     import json
     lines = [json.loads(x) for x in p.stdout.splitlines()]
-    assert len(lines) == 12  # D 64 and 128; the software exp2, ex2.approx and ex2.approx.ftz; two exp2 arguments
+    # D 64 and 128; the software exp2, ex2.approx and ex2.approx.ftz; two exp2 arguments; P scaled or not
+    assert len(lines) == 24
     for line in lines:
         d = 128 if "ILi128" in line["kernel"] else 64
         assert line["resources"]["STACK"] == 0 and line["resources"]["LOCAL"] == 0, line
@@ -93,11 +94,14 @@ def test_the_hopper_kernel_has_no_spills_and_its_wgmmas_in_the_loop(tmp_path):
         assert line["tile_macs"] == 2 * 128 * 128 * d, line
     # ex2.approx.ftz (Exp2Kind 3) drops the non-ftz form's guard: fewer instructions in the loop
     # than ex2.approx (Exp2Kind 1), the same MUFU count
-    loop = {(d, kind, arg): line for line in lines for d in (64, 128) for kind in (1, 3) for arg in (0, 1)
-            if f"ILi{d}E" in line["kernel"] and f"Exp2KindE{kind}E" in line["kernel"]
-            and f"Exp2ArgE{arg}E" in line["kernel"]}
+    loop = {(d, kind, arg, scaled): line for line in lines for d in (64, 128) for kind in (1, 3) for arg in (0, 1)
+            for scaled in (0, 1) if f"ILi{d}E" in line["kernel"] and f"Exp2KindE{kind}E" in line["kernel"]
+            and f"Exp2ArgE{arg}ELb{scaled}E" in line["kernel"]}
     for d in (64, 128):
         for arg in (0, 1):
-            ftz, approx = loop[d, 3, arg], loop[d, 1, arg]
-            assert ftz["loop_instructions"] < approx["loop_instructions"], (ftz, approx)
-            assert ftz["pipes"]["xu"] == approx["pipes"]["xu"]
+            for scaled in (0, 1):
+                ftz, approx = loop[d, 3, arg, scaled], loop[d, 1, arg, scaled]
+                assert ftz["loop_instructions"] < approx["loop_instructions"], (ftz, approx)
+                assert ftz["pipes"]["xu"] == approx["pipes"]["xu"]
+            # P unscaled (p_scale 1, h100-bf16's) drops a multiply a score
+            assert loop[d, 3, arg, 0]["loop_instructions"] < loop[d, 3, arg, 1]["loop_instructions"]
