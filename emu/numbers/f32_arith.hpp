@@ -53,7 +53,7 @@ ROUNDSCOPE_HD inline float fma(float a, float b, float c) {
 /// The larger of a and b (NaN-free callers). Which zero max(-0, +0) gives is not specified:
 /// the host's compare and select gives b, the device's fmaxf (one FMNMX instead of a compare and
 /// a select) either; no output of attention reads a maximum's zero sign (docs/design.md, and
-/// tests/emu/numbers/test_max_zero_sign.cpp).
+/// tests/emu/attention/test_max_zero_sign_exhaustive.cpp).
 ROUNDSCOPE_HD inline float max(float a, float b) {
 #if defined(__CUDA_ARCH__)
     return fmaxf(a, b);
