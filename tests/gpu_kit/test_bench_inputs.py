@@ -41,6 +41,27 @@ def test_both_benchmarks_time_the_files_inputs_and_pair_up(inputs, tmp_path):
     assert set(lines[-1]["ratio_to"]) == {x["kernel"] for x in torch_lines if "median_s" in x}
 
 
+def test_the_tensor_cores_rate_is_timed_beside_and_no_ratio_is_set_against_it(inputs, tmp_path):
+    """--gemm SIZE: one "torch matmul" line (a BF16 SIZE^3 product), what the SASS estimate's
+    figures at the quoted peak scale by; our kernels' ratios stay against the attention backends."""
+    ours = tmp_path / "ours.jsonl"
+    p = subprocess.run([BENCH_OURS, "--presets", "h100-bf16", "--inputs", inputs, "--repeats", "1", "--out", ours],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    p = subprocess.run([sys.executable, BENCH_SDPA, "--device", "cpu", "--inputs", inputs, "--repeats", "2",
+                        "--gemm", "48", "--ours", ours], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    lines = [json.loads(x) for x in p.stdout.splitlines()]
+    gemm = [x for x in lines if x["kernel"] == "torch matmul"]
+    assert len(gemm) == 1 and gemm[0]["gemm"] == [48, 48, 48] and gemm[0]["tflops"] > 0, gemm
+    assert gemm[0]["tflops"] == pytest.approx(2 * 48 ** 3 / gemm[0]["median_s"] / 1e12)
+    assert "torch matmul" not in lines[-1]["ratio_to"] and "torch flash" in lines[-1]["ratio_to"], lines[-1]
+    for bad in ("0", "40000", "x"):
+        p = subprocess.run([sys.executable, BENCH_SDPA, "--device", "cpu", "--gemm", bad], capture_output=True,
+                           text=True, timeout=60)
+        assert p.returncode == 2 and p.stdout == "" and "--gemm" in p.stderr, (bad, p.stderr)
+
+
 @pytest.mark.parametrize("case", ["missing", "corrupt", "mismatch"])
 def test_a_bad_inputs_file_is_refused(tmp_path, case):
     path = tmp_path / f"{case}.safetensors"
@@ -80,7 +101,9 @@ def test_set_changes_every_preset_and_a_bad_setting_is_refused(inputs, tmp_path)
                         "--set", "exp2=ex2.approx.ftz", "--out", ours], capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr
     line = json.loads(ours.read_text())
-    assert line["kernel"] == "roundscope hopper h100-bf16" and line["settings"] == ["exp2=ex2.approx.ftz"], line
+    # the kernel's name carries its settings, so two runs of one preset stay apart in a table
+    assert line["kernel"] == "roundscope hopper h100-bf16 exp2=ex2.approx.ftz", line
+    assert line["settings"] == ["exp2=ex2.approx.ftz"], line
     for program in (SWEEP, BENCH_OURS):
         p = subprocess.run([program, "--set", "exp2=ex3"], capture_output=True, text=True, timeout=60)
         assert p.returncode == 2 and p.stdout == "", (program, p.stdout, p.stderr)

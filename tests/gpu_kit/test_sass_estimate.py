@@ -66,7 +66,20 @@ def test_no_loop_with_hgmma_exits_1(tmp_path, capsys):
     assert est.main([f"--sass={f}", "--kernel", "kernel"]) == 1
 
 
-@pytest.mark.parametrize("args", [[], ["x.o", "--sass", "y"], ["x.o", "--warps", "6"], ["x.o", "--kernel", "("]])
+def test_the_launch_pays_its_fill_drain_and_last_wave():
+    code = est.functions(listing(LOOP), predicates=True)["_Z6kernel"]
+    sched = est.schedule(code, (1, 9), 8, (1, 2, 300))
+    # 300 keys: 3 tiles of 128 (the S wgmma's N); 2 heads x 3 blocks of 128 rows: 6 blocks, one wave
+    assert (sched["block_n"], sched["tiles"], sched["blocks"], sched["waves"]) == (128, 3, 6, 1)
+    assert sched["fill_drain"] > est.MEMORY_ROUND_TRIP_CYCLES
+    for k, cycles in sched["launch_cycles"].items():
+        assert cycles == 3 * sched["steady"][k] + sched["fill_drain"]
+    more = est.schedule(code, (1, 9), 8, (1, 89, 300))  # 267 blocks: three waves on 132 SMs
+    assert more["waves"] == 3 and more["launch_cycles"]["stated"] == 3 * sched["launch_cycles"]["stated"]
+
+
+@pytest.mark.parametrize("args", [[], ["x.o", "--sass", "y"], ["x.o", "--warps", "6"], ["x.o", "--kernel", "("],
+                                  ["x.o", "--shape", "1,2"], ["x.o", "--shape", "1,0,4"], ["x.o", "--shape", "a,b,c"]])
 def test_bad_arguments_exit_2(args):
     with pytest.raises(SystemExit) as e:
         est.main(args)
@@ -92,6 +105,13 @@ def test_the_hopper_kernel_has_no_spills_and_its_wgmmas_in_the_loop(tmp_path):
         assert line["resources"]["STACK"] == 0 and line["resources"]["LOCAL"] == 0, line
         assert line["pipes"]["tensor"] == d // 16 + 8, line  # S's D / 16 and P V's 8 k16 steps
         assert line["tile_macs"] == 2 * 128 * 128 * d, line
+        # the schedule cannot beat the pipes' bound (latencies are not monotone under a greedy
+        # scheduler: halving them can cost a few cycles); the launch pays fill and waves
+        t = line["tflops_scheduled"]
+        assert max(t.values()) <= line["tflops_overlapped"] + 0.1 and t["double"] <= t["stated"] + 0.1, line
+        k = line["launch"]
+        assert k["shape"] == [1, 64, 4096] and k["blocks"] == 64 * 32 and k["waves"] == 16, line
+        assert all(k["tflops"][x] < t[x] for x in t), line
     # ex2.approx.ftz (Exp2Kind 3) drops the non-ftz form's guard: fewer instructions in the loop
     # than ex2.approx (Exp2Kind 1), the same MUFU count
     loop = {(d, kind, arg, scaled): line for line in lines for d in (64, 128) for kind in (1, 3) for arg in (0, 1)

@@ -5,10 +5,14 @@ median of --repeats timed calls (CUDA events on a GPU), TFLOP/s counting 4 N^2 D
 per head (half under the causal mask). One JSON line per backend; with --ours FILE.jsonl (from
 bench_flash_gpu) each of our kernels' lines gains its ratio to every backend. With --inputs, q,
 k and v come from a kit_inputs file (float32 [H, N, D], cast to BF16), the inputs bench_flash_gpu
---inputs times ours on; the shape is the file's (batch 1).
+--inputs times ours on; the shape is the file's (batch 1). With --gemm SIZE, one more line,
+"torch matmul": a BF16 SIZE x SIZE x SIZE matrix product, the rate the tensor cores sustain on
+this device in the same run (what sass_estimate.py's figures, at NVIDIA's quoted peak, scale by);
+it is no backend to set ratios against.
 
     bench_sdpa.py [--batch 4] [--heads 16] [--n 4096] [--d 128] [--repeats 5] [--causal]
-                  [--device cuda|cpu] [--inputs FILE.safetensors] [--ours FILE.jsonl] [--out FILE.jsonl]
+                  [--device cuda|cpu] [--inputs FILE.safetensors] [--ours FILE.jsonl] [--gemm SIZE]
+                  [--out FILE.jsonl]
 Needs torch only. Exit 0, 2 on bad arguments, 3 without CUDA where --device cuda.
 """
 import json
@@ -82,6 +86,21 @@ def read_ours(path):
     return lines
 
 
+def gemm_line(size, repeats, device, name):
+    """The "torch matmul" line: a BF16 size^3 product's median time and its rate (2 size^3 FLOPs)."""
+    import torch
+
+    g = torch.Generator(device="cpu").manual_seed(2)
+    x, y = (torch.randn(size, size, generator=g).to(device, torch.bfloat16) for _ in range(2))
+    line = {"kernel": "torch matmul", "gemm": [size, size, size], "device": name, "torch": torch.__version__}
+    try:
+        t = sorted(timed(lambda: torch.matmul(x, y), repeats, device))
+        line.update(seconds=t, median_s=t[len(t) // 2], tflops=2.0 * size ** 3 / t[len(t) // 2] / 1e12)
+    except Exception as e:  # recorded, as a backend's
+        line["error"] = f"{type(e).__name__}: {e}"
+    return line
+
+
 def main(argv=None):
     p = Parser(description=__doc__.splitlines()[0])
     p.add_argument("--batch", type=int, default=4)
@@ -93,11 +112,14 @@ def main(argv=None):
     p.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     p.add_argument("--inputs", help="q, k, v float32 [H, N, D] (kit_inputs), instead of random ones")
     p.add_argument("--ours", help="bench_flash_gpu's JSON lines, to set ratios against")
+    p.add_argument("--gemm", type=int, help="also time a BF16 SIZE^3 matrix product (the tensor cores' rate)")
     p.add_argument("--out", help="write the JSON lines here (default: stdout)")
     a = p.parse_args(argv)
     for name in ("batch", "heads", "n", "d", "repeats"):
         if getattr(a, name) < 1:
             p.error(f"--{name} must be at least 1")
+    if a.gemm is not None and not 1 <= a.gemm <= 32768:
+        p.error("--gemm must be 1 to 32768")
     for name in ("inputs", "ours"):  # the lines go elsewhere than what they are made from
         if a.out and getattr(a, name) and is_same_file(a.out, getattr(a, name)):
             print(f"bench_sdpa: --out: {a.out} is the --{name} file; write the lines elsewhere", file=sys.stderr)
@@ -135,8 +157,10 @@ def main(argv=None):
         except Exception as e:  # a backend this device or shape cannot run: recorded
             line["error"] = f"{type(e).__name__}: {e}"
         lines.append(line)
+    torch_lines = [x for x in lines if "median_s" in x]
+    if a.gemm:
+        lines.append(gemm_line(a.gemm, a.repeats, a.device, device))
     if a.ours:
-        torch_lines = [x for x in lines if "median_s" in x]
         for line in ours:
             same_shape = (line.get("heads"), line.get("n"), line.get("d")) == (a.batch * a.heads, a.n, a.d)
             if "median_s" in line and same_shape:

@@ -19,8 +19,14 @@ and logic pipe 2, the special-function units (MUFU and conversions) 0.5, shared 
 tensor cores 2048 BF16 multiply-adds (an HGMMA 64 x N x 16 takes N / 2 cycles). It counts each
 loop instruction once (straight-line code: both sides of a branch are counted, a spin-wait
 loop once), and assumes the pipes overlap perfectly ("overlapped") or that the tensor cores
-and the rest take turns ("serial"). An estimate, to be replaced by a measurement.
+and the rest take turns ("serial"). Then "scheduled" (sass_schedule.py): the loop issued in
+order by the two consumer warps of one sub-partition, with latencies, pipe intervals, the
+tensor core's queue and the DEPBAR waits, at the stated latencies and at half and twice them;
+and "launch": that steady state over a whole launch of --shape B,H,N (non-causal), with each
+block's fill and drain (one tile of a warp alone, plus a memory round trip) and the last wave
+of blocks on the 132 SMs. An estimate, to be replaced by a measurement.
 """
+import math
 import json
 import pathlib
 import re
@@ -31,6 +37,7 @@ from collections import Counter
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from kit_files import Parser  # noqa: E402
+import sass_schedule  # noqa: E402
 
 CLOCK_HZ = 1.83e9
 SMS = 132
@@ -42,6 +49,8 @@ THROUGHPUT = {  # warp instructions per SM per cycle
     "shared": 1.0,
 }
 TENSOR_MACS_PER_CYCLE = 2048  # dense BF16 per SM
+MEMORY_ROUND_TRIP_CYCLES = 1500  # a block's first Q and K loads from HBM and its O store (about 0.8 us)
+BLOCK_M = 128  # query rows a block: two consumer warpgroups of 64
 
 PIPES = {
     "fp32": {"FFMA", "FMUL", "FADD", "FFMA32I", "FMUL32I", "FADD32I", "IMAD", "HFMA2", "HMUL2", "HADD2"},
@@ -128,6 +137,26 @@ def estimate(code, loop, warps):
     return body, pipes, macs * warpgroups, cycles, max(cycles.values()), cycles["tensor"] + scalar
 
 
+def schedule(code, loop, warps, shape):
+    """The latency-aware figures of one kernel's loop (code with guards, as functions(...,
+    predicates=True) gives): cycles a tile per SM at half, the stated and twice the latencies,
+    and the whole launch of `shape` = (B, H, N) at each."""
+    body = code[loop[0]:loop[1] + 1]
+    ops = [sass_schedule.decode(op, full, operands, guard) for _a, op, full, operands, guard in body]
+    per_smsp = warps // 4  # one warp of each consumer warpgroup on each sub-partition
+    steady = sass_schedule.scheduled_range(ops, per_smsp)
+    alone = sass_schedule.simulate(ops, 1)  # a tile with nothing to overlap: the fill and the drain
+    block_n = next((int(HGMMA_SHAPE.search(full).group(1)) for _a, op, full, operands, _g in body
+                    if op == "HGMMA" and operands.split(",")[1].strip().startswith("gdesc")), 128)
+    b, h, n = shape
+    tiles, blocks = math.ceil(n / block_n), b * h * math.ceil(n / BLOCK_M)
+    waves = math.ceil(blocks / SMS)
+    fill_drain = alone + MEMORY_ROUND_TRIP_CYCLES
+    launch = {k: waves * (tiles * v + fill_drain) for k, v in steady.items()}
+    return {"steady": steady, "block_n": block_n, "tiles": tiles, "blocks": blocks, "waves": waves,
+            "fill_drain": fill_drain, "launch_cycles": launch}
+
+
 def resource_usage(text, name):
     """REG, STACK, SHARED and LOCAL of `name` from cuobjdump -res-usage."""
     lines = text.splitlines()
@@ -192,19 +221,28 @@ def main(argv=None):
     add_sass_arguments(p, "estimate")
     p.add_argument("--resources", help="cuobjdump -res-usage output, with --sass")
     p.add_argument("--warps", type=int, default=8, help="warps that run the main loop per block (default 8)")
+    p.add_argument("--shape", default="1,64,4096",
+                   help="B,H,N of the launch the kernel figure is for (default 1,64,4096: docs/gpu.md's benchmark)")
     p.add_argument("--json", action="store_true", help="one JSON line per kernel")
     a = p.parse_args(argv)
     if a.warps < 4 or a.warps % 4:
         p.error("--warps must be a positive multiple of 4 (whole warpgroups)")
+    try:
+        shape = tuple(int(x) for x in a.shape.split(","))
+    except ValueError:
+        shape = ()
+    if len(shape) != 3 or not all(1 <= x <= 1 << 24 for x in shape):
+        p.error(f"--shape {a.shape!r}: three integers B,H,N, each 1 to 2^24")
     try:
         kernel, sass, resources = read_sass(p, a, a.resources)
     except (OSError, subprocess.CalledProcessError) as e:
         print(f"sass_estimate: {e}", file=sys.stderr)
         return 2
     found = 0
-    for name, code in functions(sass).items():
+    for name, guarded in functions(sass, predicates=True).items():
         if not kernel.search(name):
             continue
+        code = [row[:4] for row in guarded]
         loop = main_loop(code)
         if loop is None:
             print(f"sass_estimate: {name}: no loop with HGMMA", file=sys.stderr)
@@ -212,12 +250,21 @@ def main(argv=None):
         found += 1
         body, pipes, macs, cycles, overlapped, serial = estimate(code, loop, a.warps)
         flops = 2 * macs
+        sched = schedule(guarded, loop, a.warps, shape)
+        rate = flops * SMS * CLOCK_HZ / 1e12
+        launch_flops = flops * sched["tiles"] * sched["blocks"] / SMS  # per SM-equivalent, as `rate`
         line = {"kernel": name, "instructions": len(code), "loop_instructions": len(body),
                 "pipes": dict(sorted(pipes.items())), "tile_macs": macs,
                 "cycles_per_tile": {k: round(v, 1) for k, v in cycles.items()},
                 "bound": max(cycles, key=cycles.get),
                 "tflops_overlapped": round(flops * SMS * CLOCK_HZ / overlapped / 1e12, 1),
                 "tflops_serial": round(flops * SMS * CLOCK_HZ / serial / 1e12, 1),
+                "cycles_per_tile_scheduled": {k: round(v, 1) for k, v in sched["steady"].items()},
+                "tflops_scheduled": {k: round(rate / v, 1) for k, v in sched["steady"].items()},
+                "launch": {"shape": list(shape), "block_n": sched["block_n"], "blocks": sched["blocks"],
+                           "waves": sched["waves"], "fill_drain_cycles": round(sched["fill_drain"]),
+                           "tflops": {k: round(launch_flops / flops * rate / v, 1)
+                                      for k, v in sched["launch_cycles"].items()}},
                 "resources": resource_usage(resources, name)}
         if a.json:
             print(json.dumps(line))
@@ -228,6 +275,11 @@ def main(argv=None):
                   + f" -> bound by {line['bound']}")
             print(f"  estimate: {line['tflops_overlapped']} TFLOP/s overlapped, {line['tflops_serial']} serial; "
                   f"resources {line['resources']}")
+            t, k = line["tflops_scheduled"], line["launch"]
+            kt = k["tflops"]
+            print(f"  scheduled: {t['stated']} TFLOP/s a tile ({min(t.values())} to {max(t.values())} from twice to "
+                  f"half the latencies); the launch {a.shape}: {kt['stated']} ({min(kt.values())} to "
+                  f"{max(kt.values())}), {k['blocks']} blocks in {k['waves']} waves")
     if not found:  # nothing estimated is an answer only when the kernels were there to look at
         names = list(functions(sass))
         if not names:
