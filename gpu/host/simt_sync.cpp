@@ -42,7 +42,11 @@ void set_watchdog(std::chrono::milliseconds limit) { watchdog_ms = limit.count()
 std::chrono::milliseconds watchdog() { return std::chrono::milliseconds(watchdog_ms.load()); }
 
 BlockSync::BlockSync(unsigned threads)
-    : sites_(threads), registers_(threads, launch_registers(threads)), waited_(threads), known_completed_(threads) {}
+    : sites_(threads),
+      registers_(threads, launch_registers(threads)),
+      waited_(threads),
+      known_completed_(threads),
+      unfenced_(threads) {}
 
 std::string BlockSync::name(const void* bar) const {
     return fmt::format("mbarrier at shared +{}", static_cast<const char*>(bar) - static_cast<const char*>(shared_));
@@ -262,6 +266,31 @@ void BlockSync::check_shared_write(unsigned thread, SharedSpan span, const char*
                                    "wgmma.wait_group; arrive after it)",
                                    what, span.begin, span.end, thread, name(r.bar), where(r.site), r.thread,
                                    r.span.begin, r.span.end));
+}
+
+void BlockSync::generic_shared_write(unsigned thread, SharedSpan span, std::source_location site) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    auto& open = unfenced_[thread];
+    if (!open.empty() && open.back().first.end == span.begin)
+        open.back().first.end = span.end;  // a run of adjacent writes: one span, its first site
+    else
+        open.emplace_back(span, site);
+}
+
+void BlockSync::fence_proxy_async(unsigned thread) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    unfenced_[thread].clear();
+}
+
+void BlockSync::check_async_read(unsigned thread, SharedSpan span, const char* what) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    for (unsigned writer = 0; writer < unfenced_.size(); ++writer)
+        for (const auto& [w, site] : unfenced_[writer])
+            if (span.begin < w.end && w.begin < span.end)
+                fail(lock, fmt::format("{} by thread {} reads shared +{}..+{}, which thread {} wrote at {} "
+                                       "(+{}..+{}) with no fence.proxy.async.shared::cta after it: the copy "
+                                       "engine may read the bytes from before the write",
+                                       what, thread, span.begin, span.end, writer, where(site), w.begin, w.end));
 }
 
 void BlockSync::mbarrier_wait_parity(unsigned thread, const void* bar, unsigned parity, std::source_location site) {

@@ -76,6 +76,15 @@ public:
     /// wgmma completed (a barrier whose arrivals come after wgmma.wait_group then orders the write).
     void check_shared_write(unsigned thread, SharedSpan span, const char* what);
 
+    /// A generic-proxy write of `span` by `thread` (st.shared, gpu::store_shared_u32): the copy
+    /// engine (the async proxy) may not see it until the thread's fence.proxy.async.shared::cta.
+    void generic_shared_write(unsigned thread, SharedSpan span, std::source_location site);
+    /// fence.proxy.async.shared::cta by `thread`: its generic writes so far are the engine's to read.
+    void fence_proxy_async(unsigned thread);
+    /// The copy engine reading `span` for `thread` (a TMA store's source): the block fails if any
+    /// thread wrote into it by the generic proxy without fencing since.
+    void check_async_read(unsigned thread, SharedSpan span, const char* what);
+
     /// setmaxnreg: the thread's registers set to `registers`. A decrease returns the difference to
     /// the block's pool (the registers it was launched with: 64 K split evenly, a multiple of 8 a
     /// thread, at most 256); an increase waits until the pool holds what it takes, so that a split
@@ -157,6 +166,8 @@ private:
     // be over, and each arriving thread's completed wgmma groups.
     std::vector<std::vector<EarlyRelease>> waited_;
     std::vector<std::map<unsigned, std::uint64_t>> known_completed_;
+    // Each thread's generic shared writes since its last fence.proxy.async, and where they were made.
+    std::vector<std::vector<std::pair<SharedSpan, std::source_location>>> unfenced_;
     std::string failure_;
 };
 

@@ -126,6 +126,8 @@ void tma_load(const TmaMap& map, void* shared_dst, std::int32_t c0, std::int32_t
 void tma_store(const TmaMap& map, const void* shared_src, std::int32_t c0, std::int32_t c1, std::int32_t c2) {
     check_tma_map(map);
     check_destination(map, shared_src);
+    const auto at = shared_offset(shared_src), bytes = static_cast<std::uint32_t>(box_bytes(map));
+    current_block().sync.check_async_read(linear_thread(), {at, at + bytes}, "a TMA store");
     if (store_groups.empty()) store_groups.emplace_back();
     const TmaMap m = map;
     const auto* src = static_cast<const std::byte*>(shared_src);
@@ -135,6 +137,14 @@ void tma_store(const TmaMap& map, const void* shared_src, std::int32_t c0, std::
         });
     });
 }
+
+void store_shared_generic(void* shared_dst, const void* value, std::size_t bytes, std::source_location site) {
+    const auto at = shared_offset(shared_dst);
+    std::memcpy(shared_dst, value, bytes);
+    current_block().sync.generic_shared_write(linear_thread(), {at, at + static_cast<std::uint32_t>(bytes)}, site);
+}
+
+void fence_proxy_async_shared() { current_block().sync.fence_proxy_async(linear_thread()); }
 
 void tma_store_commit() { store_groups.emplace_back(); }
 

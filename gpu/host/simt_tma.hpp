@@ -9,6 +9,7 @@
 // sees the race.
 #include <cstddef>
 #include <cstdint>
+#include <source_location>
 
 #include "gpu/primitives/tma_swizzle.hpp"
 
@@ -48,6 +49,11 @@ void tma_load(const TmaMap& map, void* shared_dst, std::int32_t c0, std::int32_t
               std::uint64_t* bar);
 /// cp.async.bulk.tensor.2d/.3d.global.shared::cta.bulk_group, commit_group, wait_group(.read) n.
 void tma_store(const TmaMap& map, const void* shared_src, std::int32_t c0, std::int32_t c1, std::int32_t c2);
+/// st.shared of `bytes` at `shared_dst` by the calling thread, noted as a generic-proxy write a
+/// TMA store may not read before the thread's fence_proxy_async_shared.
+void store_shared_generic(void* shared_dst, const void* value, std::size_t bytes, std::source_location site);
+/// fence.proxy.async.shared::cta.
+void fence_proxy_async_shared();
 void tma_store_commit();
 void tma_store_wait(int pending_groups);
 /// At the end of a simulated thread: its stores land (the hardware completes them).

@@ -87,7 +87,7 @@ public:
 
     template <int D, emu::Exp2Arg Arg, bool ScaledP>
     void run_for_scale(const hopper::ForwardParams& p) {
-        constexpr std::size_t bytes = hopper::SharedLayout<D>::bytes;
+        constexpr std::size_t bytes = hopper::shared_bytes<D>;
         switch (ctx_.recipe.softmax.exp2) {
             case emu::Exp2Kind::software:
                 run_kernel(hopper::forward_kernel<D, emu::Exp2Kind::software, Arg, ScaledP>, bytes, p);
@@ -144,7 +144,7 @@ std::string hopper_flash_unsupported(const emu::AttentionRecipe& recipe, const e
         return "TMA coordinates are 32-bit and a grid has at most 65535 heads";
     const DeviceLimits device = device_limits();
     if (device.arch != "sm90") return "it needs an sm_90 GPU (wgmma, TMA); " + device.name + " is " + device.arch;
-    const std::size_t need = sh.d == 64 ? hopper::SharedLayout<64>::bytes : hopper::SharedLayout<128>::bytes;
+    const std::size_t need = sh.d == 64 ? hopper::shared_bytes<64> : hopper::shared_bytes<128>;
     if (need > device.shared_per_block)
         return "it needs " + std::to_string(need / 1024) + " KiB of shared memory per block; " + device.name +
                " allows " + std::to_string(device.shared_per_block / 1024) + " KiB";

@@ -93,12 +93,28 @@ ROUNDSCOPE_DEVICE inline void tma_store_wait_read() {
 #endif
 }
 
-/// fence.proxy.async.shared::cta: shared-memory writes by the threads become visible to the copy
-/// engine (before a store of them). The simulated engine reads shared memory directly.
+/// fence.proxy.async.shared::cta: the calling thread's shared-memory writes become visible to the
+/// copy engine (before a TMA store of them). The simulated GPU checks it for the writes made by
+/// store_shared_u32: a TMA store reading one that its writer did not fence fails the launch.
 ROUNDSCOPE_DEVICE inline void fence_async_shared() {
-#if !defined(ROUNDSCOPE_SIMT_HOST)
+#if defined(ROUNDSCOPE_SIMT_HOST)
+    simt::fence_proxy_async_shared();
+#else
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 #endif
 }
+
+/// A 4-byte shared-memory store (st.shared.b32) of what a TMA store will read: on the simulated
+/// GPU it is noted, so that a missing fence_async_shared is an error, not a silent race.
+#if defined(ROUNDSCOPE_SIMT_HOST)
+inline void store_shared_u32(void* at, std::uint32_t value,
+                             std::source_location site = std::source_location::current()) {
+    simt::store_shared_generic(at, &value, 4, site);
+}
+#else
+ROUNDSCOPE_DEVICE inline void store_shared_u32(void* at, std::uint32_t value) {
+    *static_cast<std::uint32_t*>(at) = value;
+}
+#endif
 
 }  // namespace roundscope::gpu

@@ -7,6 +7,8 @@
 // source when its group is waited for, not when it is issued. The map's and the tile's checks
 // (a box wider than its swizzle, a misaligned swizzled tile) end the launch with one error. A 3-D
 // box reads zeros past its plane's rows, not the next plane (heads as planes).
+// A store of shared memory that a thread wrote (store_shared_u32) and did not fence for the copy
+// engine (fence.proxy.async.shared::cta) fails the launch, naming the writer and where it wrote.
 #include <catch2/catch.hpp>
 
 #include <cstdint>
@@ -141,6 +143,45 @@ TEST_CASE("TMA stores write the tile through the swizzle, nothing outside the te
             const std::uint16_t want = r == 60 && c == 96 ? 7 : stored ? source[r * row_bytes / 2 + c] : 0;
             INFO("element " << c << ", " << r);
             REQUIRE(target[r * row_bytes / 2 + c] == want);
+        }
+    }
+}
+
+TEST_CASE("a TMA store of shared memory a thread wrote without fence.proxy.async fails the launch",
+          "[gpu-host][tma][misuse]") {
+    std::vector<std::uint16_t> target(rows * row_bytes / 2, 0);
+    const TmaMap out =
+        simt::make_tma_map(reinterpret_cast<std::byte*>(target.data()), 2, cols, rows, row_bytes, 64, 2, Swizzle::none);
+    // 32 threads write the 256-byte tile a word each (st.shared), fence unless they are `unfenced`,
+    // meet, and thread 0 stores it; a word written past the tile is no store's business
+    for (const int unfenced : {-1, 5}) {
+        for (const bool outside : {false, true}) {
+            std::string m;
+            try {
+                simt::run_grid(dim3(1), dim3(32), 1024 + 1024, [&] {
+                    std::byte* tile = shared_memory<std::byte>() + 1024;
+                    const unsigned t = threadIdx.x;
+                    store_shared_u32(tile + (outside && static_cast<int>(t) == unfenced ? 256 + 4 * t : 4 * t),
+                                     0x00010002u * (t + 1));
+                    if (static_cast<int>(t) != unfenced) fence_async_shared();
+                    sync_threads();
+                    if (t == 0) {
+                        tma_store(&out, tile, 0, 0);
+                        tma_store_commit();
+                        tma_store_wait_read<0>();
+                    }
+                });
+            } catch (const Error& e) {
+                m = e.what();
+            }
+            INFO(m);
+            const bool fails = unfenced >= 0 && !outside;
+            CHECK(m.empty() == !fails);
+            if (fails) {
+                CHECK_THAT(
+                    m, Catch::Contains("a TMA store by thread 0 reads shared +1024..+1280, which thread 5 wrote") &&
+                           Catch::Contains("no fence.proxy.async.shared::cta") && Catch::Contains("test_tma_host.cpp"));
+            }
         }
     }
 }

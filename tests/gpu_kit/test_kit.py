@@ -137,6 +137,14 @@ def test_the_hopper_check_runs_dry_in_one_archive_within_its_budget(hopper_check
     # and the tensor cores' own rate, a matmul, what the SASS estimate scales by
     assert {"roundscope hopper h100-bf16", "roundscope hopper h100-bf16 exp2=ex2.approx.ftz", "torch flash",
             "torch matmul"} <= kernels
+    # each h100-bf16 kernel the SASS estimate covers, beside its measured speed (none where the
+    # dry run's build has no sm_90a code to estimate)
+    beside = report["estimate_beside_bench"]
+    if report["sass_estimate"]:
+        names = ("roundscope hopper h100-bf16", "roundscope hopper h100-bf16 exp2=ex2.approx.ftz")
+        assert sorted((b["kernel"], b["d"]) for b in beside) == sorted((k, d) for k in names for d in (64, 128))
+    else:
+        assert beside == []
 
 
 def test_a_golden_answer_one_bit_off_fails(hopper_check, tmp_path):

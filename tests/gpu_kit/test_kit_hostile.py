@@ -541,3 +541,29 @@ def test_run_all_refuses_bad_arguments_before_any_step(tmp_path, args, named):
     p = shell_script("run_all.sh", *[str(a).format(tmp=tmp_path, kit=kit) for a in args], *defaults)
     refused(p, named=named)
     assert snapshot(tmp_path) == before
+
+
+def test_the_estimate_beside_the_bench_takes_only_numbers_it_can_trust():
+    """ingest's phase H puts each h100-bf16 estimate beside its measured speed and scales it by
+    the tensor cores' measured rate; a line of the wrong type or a non-number figure gives None
+    or no entry, never a crash or a figure made from it."""
+    sys.path.insert(0, str(ROOT / "tools" / "gpu"))
+    import ingest
+
+    name = "_ZN10roundscope3gpu6hopper14forward_kernelILi128ELNS_3emu8Exp2KindE3ELNS3_7Exp2ArgE1ELb0EEEvNS1_13FP"
+    estimate = {"kernel": name, "launch": {"shape": [1, 64, 4096], "tflops": {"stated": 900.0}}}
+    bench = [{"kernel": "torch matmul", "tflops": 659.6},
+             {"kernel": "roundscope hopper h100-bf16 exp2=ex2.approx.ftz", "heads": 64, "n": 4096, "d": 128,
+              "tflops": 600.0}]
+    [e] = ingest.estimate_beside_bench([estimate], bench)
+    assert e["kernel"] == bench[1]["kernel"] and e["d"] == 128 and e["measured"] == 600.0
+    assert e["estimate_at_measured_tensor_rate"] == pytest.approx(900.0 * 659.6 / 989.4, rel=1e-3)
+    # another shape is not this estimate's measurement; no matmul line: no scaled figure
+    [e] = ingest.estimate_beside_bench([estimate], [dict(bench[1], n=2048)])
+    assert e["measured"] is None and e["estimate_at_measured_tensor_rate"] is None
+    hostile = [{"kernel": 7}, {"kernel": name, "launch": "x"}, {"kernel": name, "launch": {"tflops": [1]}},
+               {"kernel": name.replace("KindE3", "KindE1"), "launch": estimate["launch"]},
+               {"kernel": name, "launch": {"shape": [1, 64, 4096], "tflops": {"stated": "NaN"}}}]
+    out = ingest.estimate_beside_bench(hostile, [{"kernel": "torch matmul", "tflops": float("inf")}] + bench[1:])
+    assert len(out) == 1 and out[0]["estimate_at_quoted_peak"] is None
+    assert out[0]["estimate_at_measured_tensor_rate"] is None and out[0]["measured"] == 600.0

@@ -26,6 +26,7 @@ LAYERS = [
     ["emu/attention/recipe", "emu/attention/inputs", "emu/attention/softmax"],
     ["emu/attention/flash"],
     ["analysis/truth", "gpu/primitives", "gpu/host"],
+    ["gpu/kernels/hopper"],
     ["gpu/kernels", "gpu/probes"],
     ["analysis", "gpu"],
     ["api"],

@@ -22,7 +22,9 @@ archive is checked against the summary's SHA-256, then:
      exp2=ex2.approx.ftz) are counted as in B, and every raw answer of the Hopper kernel (the
      goldens: q, k, v as it read them, its o and lse) is compared by `roundscope compare` with
      the emulator under the preset and settings it ran: every bit must match; the benchmark, the
-     SASS estimate and the wgmma lint go into the report.
+     SASS estimate and the wgmma lint go into the report, and each h100-bf16 kernel's estimate
+     beside its measured speed, the estimate scaled by the tensor cores' measured rate (the
+     benchmark's "torch matmul") over the quoted one.
 Golden files are regenerable: each phase's archives are copied as they came (compressed
 outputs), with golden.json naming the generator, the kit commit and the input hashes.
 Exit 0 when every required check passes, 1 when one fails, 2 on bad input.
@@ -43,6 +45,7 @@ import tempfile
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from kit_files import Parser, is_same_file, json_lines, write_whole  # noqa: E402
+from sass_estimate import CLOCK_HZ, SMS, TENSOR_MACS_PER_CYCLE  # noqa: E402
 
 # What a GPU machine sends back is data, never a path: the phase is one of the kit's, each archive
 # a plain file name in the phase's folder, and every name inside the archives' files (a shape, a
@@ -155,6 +158,40 @@ def kernel_dump_check(roundscope, f, name=None):
     return entry
 
 
+QUOTED_TENSOR_TFLOPS = 2 * TENSOR_MACS_PER_CYCLE * SMS * CLOCK_HZ / 1e12  # 989.4, sass_estimate's peak
+# sass_estimate's kernel names -> the benchmark's: h100-bf16 (exp2_arg fma, p_scale 1) with its
+# software exp2 (Exp2Kind 0) and with --set exp2=ex2.approx.ftz (3)
+HOPPER_KERNEL = re.compile(r"forward_kernelILi(\d+)ELNS_3emu8Exp2KindE([03])ELNS3_7Exp2ArgE1ELb0E")
+BENCH_NAME = {"0": "roundscope hopper h100-bf16", "3": "roundscope hopper h100-bf16 exp2=ex2.approx.ftz"}
+
+
+def _rate(x):
+    return x if type(x) in (int, float) and math.isfinite(x) and x > 0 else None
+
+
+def estimate_beside_bench(estimates, bench):
+    """For each h100-bf16 kernel the SASS estimate covers: its launch estimate at the quoted peak,
+    that estimate at the tensor rate the device sustained (the "torch matmul" line), and the
+    speed measured on the same shape (None where a figure is missing or not a number)."""
+    gemm = next((x for x in bench if x.get("kernel") == "torch matmul"), {})
+    tensor = _rate(gemm.get("tflops"))
+    out = []
+    for e in estimates:
+        m = HOPPER_KERNEL.search(e.get("kernel")) if isinstance(e.get("kernel"), str) else None
+        launch = e.get("launch")
+        if not m or not isinstance(launch, dict) or not isinstance(launch.get("tflops"), dict):
+            continue
+        d, name, shape = int(m.group(1)), BENCH_NAME[m.group(2)], launch.get("shape")
+        at_peak = _rate(launch["tflops"].get("stated"))
+        measured = next((_rate(x.get("tflops")) for x in bench if x.get("kernel") == name and x.get("d") == d
+                         and shape == [1, x.get("heads"), x.get("n")]), None)
+        out.append({"kernel": name, "d": d, "shape": shape, "estimate_at_quoted_peak": at_peak,
+                    "tensor_tflops_measured": tensor,
+                    "estimate_at_measured_tensor_rate": at_peak * tensor / QUOTED_TENSOR_TFLOPS
+                    if at_peak and tensor else None, "measured": measured})
+    return out
+
+
 def phase_h(root, golden, bins, report):
     report["sweep"], ok = sweep_report(root / "sweep" / "sweep.jsonl")
     report["sweep-ex2"], ok_ex2 = sweep_report(root / "sweep-ex2" / "sweep.jsonl")
@@ -165,6 +202,7 @@ def phase_h(root, golden, bins, report):
     report["bench"] = json_objects(bench) if bench.exists() else []
     estimate = root / "sass" / "estimate.jsonl"
     report["sass_estimate"] = json_objects(estimate) if estimate.exists() else []
+    report["estimate_beside_bench"] = estimate_beside_bench(report["sass_estimate"], report["bench"])
     return ok and ok_ex2 and len(dumps) > 0 and all(e["exact"] for e in report["goldens"])
 
 

@@ -296,6 +296,32 @@ ROUNDSCOPE_HD inline void count_p(float p, float p_scale, std::uint32_t cast, co
     count_p(p, p_scale, cast, f, key, c, PCastConstants(p_scale, f));
 }
 
+// ---- the row step's rules, one code for the emulator's row step and the kernels' ----------
+
+/// A row's running maxima after a tile whose largest score is `block_max` (log2 units) and
+/// largest raw score `raw_max`, and alpha, the factor that carries its sum and output to the new
+/// maximum (from the scaled maxima, or from the raw ones under rescale_arg=raw).
+struct MaxStep {
+    float m, m_raw, factor;
+};
+ROUNDSCOPE_HD inline MaxStep advance_max(float m, float m_raw, float block_max, float raw_max, RescaleArg arg,
+                                         float scale_log2, Exp2Kind kind) {
+    const float m_new = f32_arith::max(m, block_max), m_raw_new = f32_arith::max(m_raw, raw_max);
+    return {m_new, m_raw_new,
+            arg == RescaleArg::raw ? rescale_raw(m_raw, m_raw_new, scale_log2, kind) : rescale(m, m_new, kind)};
+}
+
+/// P-bar of an unmasked, unbiased score s: exp2 of its argument against m_arg in the recipe's form.
+ROUNDSCOPE_HD inline float p_bar(float s, float scale_log2, float m_arg, Exp2Arg arg, Exp2Kind kind) {
+    return exp2(exp2_argument(s, scale_log2, m_arg, arg), kind);
+}
+
+/// row_sum=quad-ffma: a lane's partial sum after one more P-bar; the lane's first key of a tile
+/// carries the rescale (one FFMA), the others are added.
+ROUNDSCOPE_HD inline float quad_ffma_add(float lane, float p, float factor, bool first_of_tile) {
+    return first_of_tile ? f32_arith::fma(lane, factor, p) : f32_arith::add(lane, p);
+}
+
 /// One row of one tile: s holds the n scores (f32 bits) of the tile's keys, the first `visible`
 /// unmasked. Updates the state, writes the cast P (p_format bits) and returns the factor that
 /// carries the row's accumulated output to the new max. Counts when asked (key0: the tile's
@@ -329,9 +355,8 @@ ROUNDSCOPE_HD inline float online_row_step(const OnlineSoftmax& f, const std::ui
     float raw_max = minus_infinity();
     for (int j = 0; j < visible; ++j)
         if (!masked(j)) raw_max = a::max(raw_max, float_from_bits(s[j]));
-    const float m_new = a::max(st.m, block_max), m_raw_new = a::max(st.m_raw, raw_max);
-    const float factor = f.rescale_arg == RescaleArg::raw ? rescale_raw(st.m_raw, m_raw_new, f.scale_log2, f.exp2)
-                                                          : rescale(st.m, m_new, f.exp2);
+    const auto [m_new, m_raw_new, factor] =
+        advance_max(st.m, st.m_raw, block_max, raw_max, f.rescale_arg, f.scale_log2, f.exp2);
     if (ties != nullptr) ties->rescale(factor);
     float sum = 0;
     float lane_sums[4] = {0, 0, 0, 0};         // row_sum=lane-tile, mem-eff: each lane's keys of this tile (mem-eff: of
@@ -341,10 +366,9 @@ ROUNDSCOPE_HD inline float online_row_step(const OnlineSoftmax& f, const std::ui
     const float m_arg = exp2_max(f, m_new, m_raw_new);
     for (int j = 0; j < n; ++j) {
         // P-bar = exp2(s c - m) in the recipe's form; 0 for a masked key
-        const float p = masked(j) ? 0.0f
-                        : biased(j)
-                            ? exp2(a::sub(t_of(j), m_arg), f.exp2)
-                            : exp2(exp2_argument(float_from_bits(s[j]), f.scale_log2, m_arg, f.exp2_arg), f.exp2);
+        const float p = masked(j)   ? 0.0f
+                        : biased(j) ? exp2(a::sub(t_of(j), m_arg), f.exp2)
+                                    : p_bar(float_from_bits(s[j]), f.scale_log2, m_arg, f.exp2_arg, f.exp2);
         p_out[j] = cast_p(p, f.p_scale, f.p_format);
         if (counts != nullptr && !masked(j))
             count_p(p, f.p_scale, p_out[j], f.p_format, key0 + static_cast<std::uint64_t>(j), *counts, k);
@@ -365,7 +389,7 @@ ROUNDSCOPE_HD inline float online_row_step(const OnlineSoftmax& f, const std::ui
             lane = j < 8 && j % 2 == 0 ? p : a::add(lane, p);
         } else {  // lane (j mod 8) / 2: its first key of the tile fused with the rescale
             float& lane = st.lanes[(j % 8) / 2];
-            lane = j < 8 && j % 2 == 0 ? a::fma(lane, factor, p) : a::add(lane, p);
+            lane = quad_ffma_add(lane, p, factor, j < 8 && j % 2 == 0);
         }
     }
     st.m = m_new;
