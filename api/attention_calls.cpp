@@ -198,6 +198,8 @@ Answer<analysis::KernelComparison> compare(const CompareRequest& request) {
                                 [](const analysis::OutputComparison& x) { return x.name == "dq"; });
     if (const std::string note = emu::dq_order_note(recipe, r.shape.n_kv, r.shape.d); dq && !note.empty())
         j["notes"].push_back(note);
+    if (const std::string note = emu::cudnn_backward_note(recipe, r.shape.n_q, r.shape.n_kv); dq && !note.empty())
+        j["notes"].push_back(note);
     if (dq && recipe.backward.schedule == emu::GradSchedule::mem_eff)  // the plan ran: the backward did
         if (const std::string note = emu::mem_eff_dq_note(emu::mem_eff_backward_plan(
                 recipe, emu::launched_heads(r.shape), r.shape.n_q, r.shape.n_kv, std::max(r.shape.d, r.shape.d_v),

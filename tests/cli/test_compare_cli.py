@@ -181,6 +181,11 @@ def test_a_forward_only_recipe_compares_the_forward_outputs_of_a_dump_with_gradi
     both = cli.json("compare", path, "--recipe", "torch-flash-sm90", "--set", "split_kv_sms=0")
     assert sorted(both["outputs"]) == ["dk", "dq", "dv", "lse", "o"], both
     assert (both["notes"] != []) == (N > 128) and all(n.startswith("dq: ") for n in both["notes"]), both
+    # torch-cudnn-sm90 models cuDNN's backward at D 64 only (its one captured engine): at D 16 the
+    # forward outputs are compared, and the note says why
+    cudnn = cli.json("compare", path, "--recipe", "torch-cudnn-sm90")
+    assert sorted(cudnn["outputs"]) == ["lse", "o"] and len(cudnn["notes"]) == 1, cudnn
+    assert "head dimension 64" in cudnn["notes"][0] and "gradients are not compared" in cudnn["notes"][0]
     assert "'x'" in cli.error("compare", path, "--recipe", "fa2-bf16", "--outputs", "o,x")
     assert "twice" in cli.error("compare", path, "--recipe", "fa2-bf16", "--outputs", "o,o")
     only_o = dump(folder, "only_o.safetensors", {"o": emulated["o"]})
@@ -216,3 +221,20 @@ def test_recipes_name_each_presets_sources(cli):
     assert "softmax_warp_forward" in sources["torch-math-sm90"]
     text = cli.run("recipes").stdout
     assert "Sources:" in text and all(f"  {name}" in text and source in text for name, source in sources.items())
+
+
+def test_cudnns_backward_past_its_captured_shape_is_compared_with_a_note(cli, tmp_path):
+    """torch-cudnn-sm90's backward at D 64 past the captured 128 keys: its own outputs match every
+    bit, and the note says the orders of the gradients' sums there are untested; at 128 keys none."""
+    for n, noted in ((136, True), (128, False)):
+        inputs = {name: ("F32", [1, n, 64], gaussian(n * 64, seed, scale))
+                  for seed, (name, scale) in enumerate([("q", 2.0), ("k", 2.0), ("v", 1.0), ("do", 1.0)])}
+        write_safetensors(tmp_path / f"in{n}.safetensors", inputs, CAUSAL)
+        cli.json("attention", tmp_path / f"in{n}.safetensors", "--recipe", "torch-cudnn-sm90", "--backward", "-o",
+                 tmp_path / f"out{n}.safetensors")
+        out, _ = read_safetensors(tmp_path / f"out{n}.safetensors")
+        write_safetensors(tmp_path / f"dump{n}.safetensors", {**inputs, **{k: out[k] for k in KERNEL_OUTPUTS}},
+                          CAUSAL)
+        j = cli.json("compare", tmp_path / f"dump{n}.safetensors", "--recipe", "torch-cudnn-sm90")
+        assert sorted(j["outputs"]) == sorted(KERNEL_OUTPUTS) and j["matched"] == j["total"], j
+        assert [("no GPU run has tested" in x) for x in j["notes"]] == ([True] if noted else []), j["notes"]

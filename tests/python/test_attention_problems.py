@@ -245,3 +245,25 @@ def test_the_efficient_backward_refuses_a_window():
         rs.attention(q, k, v, recipe="torch-efficient-sm90", causal=True, window_left=16, backward=True, do=do)
     rs.attention(q, k, v, recipe="torch-efficient-sm90", causal=True, window_left=16)
     rs.attention(q, k, v, recipe="fa2-bf16", causal=True, window_left=16, backward=True, do=do)
+
+
+def test_the_cudnn_backward_takes_boolean_masks_and_refuses_a_bias():
+    """cuDNN's backward (torch-cudnn-sm90 at D 64) is modelled with boolean masks, which zero P
+    where they hide a key; how cuDNN adds an additive bias to P's argument is not captured, so a
+    bias is refused for the backward (the forward takes it). At another head dimension the
+    backward is refused, naming the one captured."""
+    g = torch.Generator().manual_seed(6)
+    q, k, v, do = (torch.randn(1, 2, 32, 64, generator=g) for _ in range(4))
+    keep = torch.ones(1, 1, 32, 32, dtype=torch.bool)
+    keep[..., 3] = False
+    r = rs.attention(q, k, v, recipe="torch-cudnn-sm90", attn_mask=keep, backward=True, do=do, truth=True)
+    assert not r["dk"][:, :, 3].any() and not r["dv"][:, :, 3].any()
+    assert r["errors"]["dq"]["rel_rms"] < 0.02, r["errors"]["dq"]
+    bias = torch.zeros(1, 1, 32, 32)
+    bias[..., 3] = -1.5
+    rs.attention(q, k, v, recipe="torch-cudnn-sm90", attn_mask=bias)
+    with pytest.raises(ValueError, match="boolean masks"):
+        rs.attention(q, k, v, recipe="torch-cudnn-sm90", attn_mask=bias, backward=True, do=do)
+    wide = torch.zeros(1, 2, 32, 128)
+    with pytest.raises(ValueError, match="head dimension 64"):
+        rs.attention(wide, wide, wide, recipe="torch-cudnn-sm90", backward=True, do=wide)

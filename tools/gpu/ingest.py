@@ -14,8 +14,8 @@ archive is checked against the summary's SHA-256, then:
      cuDNN, efficient: dq, dk and dv beside the o and lse of its forward capture), is written as a
      dump and compared with `roundscope compare` against the exact truth and the emulations of
      torch-flash-sm90 (PyTorch's flash op order with an H100's MUFU, its split-KV path where
-     PyTorch splits, its backward), torch-cudnn-sm90 (cuDNN's forward), torch-efficient-sm90 (the
-     memory-efficient kernel's forward) and fa2-bf16, or for the math path torch-math-sm90 alone
+     PyTorch splits, its backward), torch-cudnn-sm90 (cuDNN's forward and backward), torch-efficient-sm90
+     (the memory-efficient kernel's forward and backward) and fa2-bf16, or for the math path torch-math-sm90 alone
      (float32 between its GEMMs, no fused kernel's recipe is near it): the fractions that match are reported, not
      required (docs/gpu.md; golden_h100 requires them);
   H  (the one-call Hopper check) both crosscheck sweeps of h100-bf16 (as the recipe is, and with
@@ -332,10 +332,12 @@ def sdpa_case(bins, tmp, dumps, shape, key, mask, scale, x, kernels, forward, ba
              "pass": "backward" if backward else "forward"}
     ran = kernels.get((shape, backend, dtype, mask), [])
     unsplit = backend == "flash" and any("flash_fwd_kernel<" in k for k in ran) and not any("splitkv" in k for k in ran)
-    # torch-cudnn-sm90 models cuDNN's forward only; torch-efficient-sm90 the memory-efficient
-    # kernel's forward and backward (neither splits KV)
-    # (each compare computes the exact truth: the memory-efficient recipe runs on its own captures)
+    # torch-cudnn-sm90 models cuDNN's forward, and its backward at D 64; torch-efficient-sm90 the
+    # memory-efficient kernel's forward and backward (neither splits KV)
+    # (each compare computes the exact truth: the backward recipes run on their own captures)
     recipes = ("torch-flash-sm90", "fa2-bf16") if backward else ("torch-flash-sm90", "torch-cudnn-sm90", "fa2-bf16")
+    if backward and backend == "cudnn":
+        recipes += ("torch-cudnn-sm90",)
     if backend == "efficient":
         recipes += ("torch-efficient-sm90",)
     if backend == "math":  # float32 between its GEMMs: no fused kernel's recipe is near it

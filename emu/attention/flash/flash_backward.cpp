@@ -97,6 +97,17 @@ steps::BackwardElement mem_eff_element(std::uint32_t s, std::uint32_t dp, bool v
     return {p, p_cast, steps::saturating_cast(ds, g)};
 }
 
+// One element of cuDNN's flash backward on sm_90 (grad_schedule=cudnn, found on the H100 captures,
+// docs/gpu.md): P = exp2(RN(RN(RN(s scale) - LSE) log2 e)) from the natural LSE (cuDNN's stats), exp2
+// the recipe's (MUFU.EX2 with ftz), cast; dS = RN(P (dP - delta)), cast (dK and dQ scaled after).
+steps::BackwardElement cudnn_element(std::uint32_t s, std::uint32_t dp, bool visible, float lse, float delta,
+                                     float scale, Exp2Kind exp2, const Format& g) {
+    const float p = visible && lse != steps::minus_infinity()
+                        ? steps::exp2(a::mul(a::sub(a::mul(float_from_bits(s), scale), lse), steps::log2e), exp2)
+                        : 0.0f;
+    return {p, steps::saturating_cast(p, g), steps::saturating_cast(steps::d_score(p, float_from_bits(dp), delta), g)};
+}
+
 // S, P, dP and dS of one tile, as the recipe rounds them.
 TileGradients tile_gradients(const FlashContext& ctx, const BackwardModels& models, const HeadOperands& h,
                              const GradOperands& go, Span rows, Span keys, std::vector<float>* p_times_dp = nullptr) {
@@ -117,6 +128,7 @@ TileGradients tile_gradients(const FlashContext& ctx, const BackwardModels& mode
     TileGradients out{std::vector<std::uint32_t>(br * n), std::vector<std::uint32_t>(br * n)};
     const bool compiled = ctx.recipe.softmax.kind == SoftmaxKind::compiled_torch;
     const bool mem_eff = ctx.recipe.backward.schedule == GradSchedule::mem_eff;
+    const bool cudnn = ctx.recipe.backward.schedule == GradSchedule::cudnn;
     const std::vector<float> bias = ctx.tile_bias(h.head, rows, keys);  // the forward's
     for (std::uint64_t r = 0; r < br; ++r) {
         const std::uint64_t i = rows.begin + r, visible = ctx.visible(i);
@@ -128,9 +140,11 @@ TileGradients tile_gradients(const FlashContext& ctx, const BackwardModels& mode
             const float t = ctx.softcapped ? capped_score(float_from_bits(s[at]), ctx.softcap) : 0.0f;
             const std::uint32_t score = ctx.softcapped ? bits_of(t) : s[at];
             // under mem-eff a boolean mask's -inf is the kernel's additive bias: P = expf(-inf) = 0
+            // (a boolean mask's -inf: P = 0; an additive mask is refused under both, flash_backward)
+            const bool kept = seen && (bias.empty() || bias[at] != steps::minus_infinity());
             steps::BackwardElement e =
-                mem_eff ? mem_eff_element(s[at], dp[at], seen && (bias.empty() || bias[at] != steps::minus_infinity()),
-                                          h.lse[i], delta, static_cast<float>(sh.scale), g)
+                mem_eff ? mem_eff_element(s[at], dp[at], kept, h.lse[i], delta, static_cast<float>(sh.scale), g)
+                : cudnn ? cudnn_element(s[at], dp[at], kept, h.lse[i], delta, static_cast<float>(sh.scale), ctx.exp2, g)
                 : compiled ? torch_compiled::backward_element(score, dp[at], seen, h.lse[i], delta,
                                                               static_cast<float>(sh.scale), g)
                            : steps::backward_element(score, dp[at], seen, h.lse2[i], delta, ctx.scale_log2, ctx.exp2, g,
@@ -207,6 +221,25 @@ void write_gradient(const std::vector<std::uint32_t>& acc, float scale, const Fo
     for (std::size_t i = 0; i < acc.size(); ++i) out[i] = steps::gradient_bits(acc[i], scale, f);
 }
 
+// cuDNN's backward engine was captured at D 64 (knob 26: 64 x 64 x 64 tiles) with boolean masks;
+// elsewhere cuDNN picks engines, or adds a bias, that no capture shows. Empty where it is modelled.
+std::string cudnn_backward_refusal(const AttentionRecipe& r, const AttentionShape& shape) {
+    if (shape.d != 64 || shape.d_v != 64)
+        return fmt::format(
+            "recipe '{}': cuDNN's backward (grad_schedule=cudnn) is modelled at head dimension 64, its "
+            "one captured engine (64 x 64 x 64 tiles); at D {} and D_v {} cuDNN picks another, not "
+            "modelled",
+            r.name, shape.d, shape.d_v);
+    if (shape.mask)
+        for (const DenseMask& m : shape.mask->dense)
+            if (m.has_finite_nonzero())
+                return fmt::format(
+                    "recipe '{}': cuDNN's backward (grad_schedule=cudnn) is modelled with boolean "
+                    "masks (0 and -inf); how it adds an additive bias to P's argument is not captured",
+                    r.name);
+    return {};
+}
+
 // Grouped-query attention: a key-value head's gradient is the sum of its group's query heads'
 // (each already in the gradient format), in float32 in head order, cast once: what
 // FlashAttention-2's mha_bwd does (at::sum of the expanded dK and dV) and what autograd gives
@@ -230,8 +263,11 @@ std::vector<std::uint32_t> group_sums(const std::vector<std::uint32_t>& per_head
 std::string backward_refusal(const AttentionRecipe& recipe) {
     const std::string& name = recipe.name;
     if (recipe.softmax.naive()) return fmt::format("recipe '{}': the backward pass needs an online softmax", name);
-    if (recipe.output.epilogue == Epilogue::cudnn)
-        return fmt::format("recipe '{}': cuDNN's forward is modelled, its backward is not", name);
+    if ((recipe.output.epilogue == Epilogue::cudnn) != (recipe.backward.schedule == GradSchedule::cudnn))
+        return fmt::format(
+            "recipe '{}': cuDNN's backward (grad_schedule=cudnn) takes its forward's LSE "
+            "(epilogue=cudnn), and that forward's backward is cuDNN's",
+            name);
     if (recipe.softmax.kind == SoftmaxKind::cuda_math)
         return fmt::format("recipe '{}': PyTorch's math path is modelled forward, its backward (autograd's ops) is not",
                            name);
@@ -256,6 +292,7 @@ std::string backward_refusal(const AttentionRecipe& recipe) {
 
 std::string backward_refusal(const AttentionRecipe& recipe, const AttentionShape& shape) {
     if (std::string why = backward_refusal(recipe); !why.empty()) return why;
+    if (recipe.backward.schedule == GradSchedule::cudnn) return cudnn_backward_refusal(recipe, shape);
     if (recipe.softmax.kind == SoftmaxKind::aten_cpu_math)
         return detail::aten_cpu_math_backward_refusal(flash_context(recipe, shape));
     if (recipe.softmax.kind != SoftmaxKind::aten_cpu) return {};
@@ -296,6 +333,7 @@ BackwardResult flash_backward(const AttentionRecipe& recipe, const AttentionShap
     out.delta.assign(shape.heads * shape.n_q, 0);
     const bool torch_flash = recipe.backward.schedule == GradSchedule::torch_flash;
     const bool mem_eff = recipe.backward.schedule == GradSchedule::mem_eff;
+    const bool cudnn = recipe.backward.schedule == GradSchedule::cudnn;
     // The backward's block order follows the kernel's causal mask type; SDPA passes it no window,
     // so none is modelled (its elements would be masked, its blocks ordered as without it). The
     // forward visits every block either way: there a window is a boolean mask.
@@ -310,6 +348,7 @@ BackwardResult flash_backward(const AttentionRecipe& recipe, const AttentionShap
                 : MemEffBackwardPlan{};
     const BackwardTiles tiles = torch_flash ? torch_flash_backward_tiles(recipe, shape.d)
                                 : mem_eff   ? BackwardTiles{plan.block_i, plan.block_j}
+                                : cudnn     ? BackwardTiles{64, 64}
                                             : BackwardTiles{recipe.tiles.block_m, ctx.recipe.tiles.block_n};
     const std::vector<Span> row_blocks = blocks_of(shape.n_q, tiles.block_m);
     const std::vector<Span> key_blocks = blocks_of(shape.n_kv, tiles.block_n);

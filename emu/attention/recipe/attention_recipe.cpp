@@ -326,6 +326,15 @@ BackwardTiles torch_flash_backward_tiles(const AttentionRecipe& r, std::uint64_t
     return {64, 64};
 }
 
+std::string cudnn_backward_note(const AttentionRecipe& r, std::uint64_t n_q, std::uint64_t n_kv) {
+    if (r.backward.schedule != GradSchedule::cudnn || (n_q <= 128 && n_kv <= 128)) return "";
+    return fmt::format(
+        "dq, dk, dv: cuDNN's backward was captured at 128 queries and 128 keys (two blocks of 64 each: dK and dV "
+        "summed over the row blocks in order, dQ chained over the key blocks); at {} queries and {} keys the recipe "
+        "keeps those orders, which no GPU run has tested",
+        n_q, n_kv);
+}
+
 std::string dq_order_note(const AttentionRecipe& r, std::uint64_t n_kv, std::uint64_t d) {
     if (r.backward.schedule != GradSchedule::torch_flash) return "";
     const auto block_n = static_cast<std::uint64_t>(torch_flash_backward_tiles(r, d).block_n);

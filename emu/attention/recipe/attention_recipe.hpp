@@ -129,6 +129,9 @@ enum class GradSchedule : std::uint8_t {
     torch_flash,  // PyTorch's flash backward on an H100 (flash_context.hpp: TorchFlashBackwardTiles)
     mem_eff,      // PyTorch's memory-efficient backward (mem_eff_backward.hpp): its split-key blocks'
                   // orders, P from the natural LSE by expf, dS with the scale, dQ chained over key blocks
+    cudnn,        // cuDNN's flash backward on sm_90 (flash_bprop knob 26, captured at D 64): 64 x 64
+                  // tiles, dK and dV over the row blocks in order, dQ chained over the key blocks in
+                  // order; P = exp2(RN(RN(RN(s scale) - LSE) log2 e)) from the natural LSE
 };
 
 // The recipe, stage by stage in the order a kernel runs them (the stages of recipe_key_table).
@@ -335,6 +338,10 @@ BackwardTiles torch_flash_backward_tiles(const AttentionRecipe& recipe, std::uin
 /// the GPU does not fix (the emulator adds them in key order). Empty where dQ is determined, else
 /// one line saying why.
 std::string dq_order_note(const AttentionRecipe& recipe, std::uint64_t n_kv, std::uint64_t d);
+
+/// Under grad_schedule=cudnn past the captured 128 queries and keys (two blocks of 64 each), one
+/// line saying that the orders of the gradients' sums there are the recipe's, untested; else empty.
+std::string cudnn_backward_note(const AttentionRecipe& recipe, std::uint64_t n_q, std::uint64_t n_kv);
 
 /// Throws Error (naming the recipe and the key) for combinations the emulator cannot run: each
 /// stage's own rules (tiles that are not multiples of 16, a choice of another softmax kind), then

@@ -220,7 +220,9 @@ AttentionRecipe torch_flash_sm90() {
 // cuDNN's SDPA on sm_90 as PyTorch calls it (the engine `..._sdpa_sm90_flash_fprop_wgmma_f16_knob_7`,
 // tiles 64 x 128), found on the H100 captures (docs/gpu.md): PyTorch's flash arithmetic but the
 // 128-key tiles in forward order, the rescale from the scaled maxima, FlashAttention-3's lanes
-// of the row sum joined (l_0 + l_1) + (l_2 + l_3), and the LSE from the scaled max. Forward only.
+// of the row sum joined (l_0 + l_1) + (l_2 + l_3), the LSE from the scaled max, and exp2 as
+// MUFU.EX2 with ftz (which the backward's P shows). Its backward (`..._flash_bprop_wgmma_f16_knob_26`,
+// at D 64): delta by `compute_dot_do_o` in FlashAttention-2's threads, grad_schedule=cudnn.
 AttentionRecipe torch_cudnn_sm90() {
     AttentionRecipe r = torch_flash_sm90();
     r.name = "torch-cudnn-sm90";
@@ -230,7 +232,10 @@ AttentionRecipe torch_cudnn_sm90() {
     r.softmax.rescale_arg = RescaleArg::scaled;
     r.softmax.row_sum = RowSum::cudnn;
     r.output.epilogue = Epilogue::cudnn;
+    r.softmax.exp2 = Exp2Kind::hardware_ftz;
     r.backward = BackwardStage{};
+    r.backward.delta_sum = DeltaSum::fa2_threads;
+    r.backward.schedule = GradSchedule::cudnn;
     return r;
 }
 

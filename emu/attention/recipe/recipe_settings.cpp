@@ -54,9 +54,10 @@ constexpr NamedValues<DeltaSum, 5> delta_sum_names{{{{DeltaSum::sequential, "seq
                                                      {DeltaSum::lanes32, "lanes32"},
                                                      {DeltaSum::fa2_threads, "fa2-threads"},
                                                      {DeltaSum::mem_eff_threads, "mem-eff-threads"}}}};
-constexpr NamedValues<GradSchedule, 3> grad_schedule_names{{{{GradSchedule::in_order, "in-order"},
+constexpr NamedValues<GradSchedule, 4> grad_schedule_names{{{{GradSchedule::in_order, "in-order"},
                                                              {GradSchedule::torch_flash, "torch-flash"},
-                                                             {GradSchedule::mem_eff, "mem-eff"}}}};
+                                                             {GradSchedule::mem_eff, "mem-eff"},
+                                                             {GradSchedule::cudnn, "cudnn"}}}};
 constexpr NamedValues<SoftcapTanh, 1> softcap_tanh_names{{{{SoftcapTanh::exact, "exact"}}}};
 constexpr NamedValues<bool, 2> grad_rounding_names{{{{false, "nearest"}, {true, "stochastic"}}}};
 constexpr NamedValues<bool, 2> switch_names{{{{false, "off"}, {true, "on"}}}};

@@ -33,8 +33,8 @@ std::string_view recipe_source(std::string_view name) {
          "PyTorch's flash SDPA on sm_90: the torch wheel's SASS and FlashAttention-2's source; bit-exact on every H100 "
          "capture, forward (split or not) and backward (docs/gpu.md)"},
         {"torch-cudnn-sm90",
-         "cuDNN's SDPA forward as PyTorch calls it on an H100, found on the captures; bit-exact on every one; forward "
-         "only"},
+         "cuDNN's SDPA as PyTorch calls it on an H100, forward and (at D 64) backward, found on the captures; "
+         "bit-exact on every one"},
         {"torch-efficient-sm90",
          "PyTorch's memory-efficient SDPA (mem_eff_attention source, the wheel's SASS: HMMA.1688); bit-exact on every "
          "H100 capture, forward and backward (docs/gpu.md)"},

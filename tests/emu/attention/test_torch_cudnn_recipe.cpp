@@ -100,7 +100,7 @@ TEST_CASE("torch-cudnn-sm90: O by MUFU.RCP of l, the LSE from the scaled max", "
     CHECK(g.o == x.v);
 }
 
-TEST_CASE("torch-cudnn-sm90: each choice changes bits, and its backward is refused", "[flash][torch-cudnn]") {
+TEST_CASE("torch-cudnn-sm90: each choice changes bits, its backward modelled at D 64 only", "[flash][torch-cudnn]") {
     const AttentionRecipe r = find_recipe("torch-cudnn-sm90");
     const std::map<std::string, std::string> settings = recipe_settings(r);
     CHECK(settings.at("block_n") == "128");
@@ -116,8 +116,17 @@ TEST_CASE("torch-cudnn-sm90: each choice changes bits, and its backward is refus
     AttentionOperands b = random_operands(test::square_shape(1, 32, 64), bf16, 34);
     b.d_o = b.q;
     const ForwardResult fwd = flash_forward(r, test::square_shape(1, 32, 64), b);
-    CHECK_THROWS_WITH(flash_backward(r, test::square_shape(1, 32, 64), b, fwd),
-                      Catch::Contains("cuDNN's forward is modelled"));
+    const BackwardResult g = flash_backward(r, test::square_shape(1, 32, 64), b, fwd);
+    CHECK(g.dq.size() == b.q.size());
+    // its one captured engine is D 64's; cuDNN's backward is its forward's, and only its
+    AttentionOperands wide = random_operands(test::square_shape(1, 32, 128), bf16, 35);
+    wide.d_o = wide.q;
+    CHECK_THROWS_WITH(
+        flash_backward(r, test::square_shape(1, 32, 128), wide, flash_forward(r, test::square_shape(1, 32, 128), wide)),
+        Catch::Contains("head dimension 64"));
+    CHECK_THROWS_WITH(flash_backward(with(r, {"grad_schedule=in-order"}), test::square_shape(1, 32, 64), b, fwd),
+                      Catch::Contains("grad_schedule=cudnn"));
+    CHECK_FALSE(backward_refusal(with(find_recipe("fa2-bf16"), {"grad_schedule=cudnn"})).empty());
     CHECK_THROWS_WITH(validate(with(r, {"p_scale=256"})), Catch::Contains("epilogue"));
     CHECK_THROWS_WITH(validate(with(r, {"max_offset=8"})), Catch::Contains("max_offset"));
 }
