@@ -40,8 +40,9 @@ ROUNDSCOPE_DEVICE void consume(const ForwardParams& p, const TileWalk& walk, Sha
                                std::uint64_t head) {
     const unsigned t = threadIdx.x % 128, w = threadIdx.x / 128, lane = t % 32;
     const std::uint32_t base = shared_address(&smem);
-    ConsumerOperands in{KvPipeline(smem.ring), base,
-                        base + static_cast<std::uint32_t>(offsetof(SharedStorage<D>, q)) + w * 64 * 128};
+    ConsumerOperands in{
+        KvPipeline(smem.ring), base,
+        base + static_cast<std::uint32_t>(offsetof(SharedStorage<D>, q)) + SharedStorage<D>::q_rows_offset(w)};
     ConsumerState<D> state;
     state.rows[0] = row0 + 64 * w + 16 * (t / 32) + lane / 4, state.rows[1] = state.rows[0] + 8;
     ROUNDSCOPE_UNROLL

@@ -28,7 +28,7 @@ ROUNDSCOPE_DEVICE void epilogue(const ForwardParams& p, const ConsumerState<D>& 
         const float x = a::add(c.st[r].lane_sum, shfl_xor(c.st[r].lane_sum, 2));
         l[r] = a::add(x, shfl_xor(x, 1));
     }
-    std::byte* staging = smem.q + w * 64 * 128;  // the warpgroup's 64 rows of each panel
+    std::byte* staging = smem.q + SharedStorage<D>::q_rows_offset(w);
     // o[x] and o[x + 1] (x even) are one row's adjacent columns: one cvt.rn.satfinite.bf16x2.f32
     ROUNDSCOPE_UNROLL
     for (int x = 0; x < D / 2; x += 2) {

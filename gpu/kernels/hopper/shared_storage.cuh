@@ -22,6 +22,9 @@ struct SharedStorage {
     std::uint64_t q_full;  // Q has landed
     KvBarriers ring;
 
+    /// Consumer warpgroup w's 64 rows within each panel of Q (128-byte rows): the rows its S reads,
+    /// then where it stages its O.
+    static constexpr std::uint32_t q_rows_offset(unsigned warpgroup) { return warpgroup * 64 * 128; }
     /// A tile's offset in the struct (what descriptors add to the struct's shared address).
     static constexpr std::uint32_t k_offset(std::uint32_t stage);
     static constexpr std::uint32_t v_offset(std::uint32_t stage);
