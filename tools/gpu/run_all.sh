@@ -155,7 +155,7 @@ hopper_sass() {
 inputs() {  # the SDPA captures' inputs: every shape x scenario, made here from their seed
   mkdir -p inputs
   local shape heads n d
-  for spec in "S1 2 128 64" "S3 14 1000 128" "S2 1 1000 128"; do
+  for spec in "S1 2 128 64" "S3 14 1000 128" "S2 1 1000 128" "S4 2 256 64" "S5 2 128 128"; do
     read -r shape heads n d <<<"$spec"
     case ",$1," in *",$shape,"*) ;; *) continue ;; esac
     for scenario in random sink repeated-max wide; do
@@ -211,6 +211,9 @@ bench_hopper() {
       kitrun "$kit/bin/$program" --presets h100-bf16 $set --inputs inputs.safetensors --repeats "$5" \
         >>ours.jsonl || status=1
     done
+    # our other kernels (the mma.sync twins) in the same run, for their ratio to PyTorch's
+    kitrun "$kit/bin/$program" --presets fa2-bf16,fa3-fp8 --inputs inputs.safetensors --repeats 2 >>ours.jsonl ||
+      status=1
     ours=(--ours ours.jsonl)
   fi
   # the tensor cores' sustained rate beside them (a BF16 matmul; a small one on the CPU's dry run)
@@ -263,12 +266,12 @@ case "$phase" in
       step sanitizers 240 bash -c "for tool in memcheck racecheck initcheck synccheck; do
         echo \"== \$tool\"; kitrun compute-sanitizer --tool \$tool --error-exitcode 1 \
           '$kit/bin/test_gpu_flash' $sanitizer_cases || exit 1; done"
-      step sdpa 200 sdpa S1,S3,S2 cuda
+      step sdpa 200 sdpa S1,S3,S2,S4,S5 cuda
     fi
     ;;
   H)
-    # One device call of at most 8 minutes (the timeouts sum to 445 s), the Hopper kernel first.
-    step metadata 15 metadata
+    # One device call of at most 8 minutes (the timeouts sum to 460 s), the Hopper kernel first.
+    step metadata 30 metadata
     hopper=(--presets h100-bf16 --forward-only)
     ex2=(--set exp2=ex2.approx.ftz)
     if [ $dry = 1 ]; then

@@ -13,7 +13,11 @@ Needs torch and safetensors only (the GPU machine's Python has nothing else).
     sdpa_capture.py --inputs DIR --out DIR [--device cuda|cpu] [--shapes S1,S2,S3]
 
 Shapes (B, H, N, D), after docs/gpu.md: S1 (1, 2, 128, 64) every backend; S3 (14, 1, 1000, 128)
-the non-split flash path, batch 0 kept; S2 (1, 1, 1000, 128) flash only, the split-KV path.
+the non-split flash path, batch 0 kept; S2 (1, 1, 1000, 128) flash only, the split-KV path; S4
+(1, 2, 256, 64) the backwards past one tile (flash's row and key blocks, cuDNN past 128, the
+efficient kernel's key splits); S5 (1, 2, 128, 128) the backwards at D 128 (other engines and
+kernels). Where a shape has a flash backward, it runs again under PyTorch's deterministic mode
+(`torch.use_deterministic_algorithms`), kept as backend `flash-deterministic`.
 Exit 0 when every case ran or was skipped for a stated reason, 1 when one failed, 2 on bad input.
 """
 import hashlib
@@ -22,6 +26,7 @@ import math
 import pathlib
 import sys
 import time
+import warnings
 
 import torch
 import torch.nn.functional as F
@@ -30,15 +35,18 @@ from safetensors.torch import save_file
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from kit_files import Parser  # noqa: E402
 
-SHAPES = {"S1": (1, 2, 128, 64), "S3": (14, 1, 1000, 128), "S2": (1, 1, 1000, 128)}
+SHAPES = {"S1": (1, 2, 128, 64), "S3": (14, 1, 1000, 128), "S2": (1, 1, 1000, 128), "S4": (1, 2, 256, 64),
+          "S5": (1, 2, 128, 128)}
 SCENARIOS = ("random", "sink", "repeated-max", "wide")
 BACKENDS = ("flash", "efficient", "cudnn", "math")
 DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16}
-# What runs where: S2 is flash's split path only; backward in BF16 on S1 (three fused
-# backends) and S3 (flash and cuDNN, random and sink).
-FORWARD_BACKENDS = {"S1": BACKENDS, "S3": BACKENDS, "S2": ("flash",)}
-BACKWARD_BACKENDS = {"S1": ("flash", "efficient", "cudnn"), "S3": ("flash", "cudnn"), "S2": ()}
-BACKWARD_SCENARIOS = {"S1": SCENARIOS, "S3": ("random", "sink"), "S2": ()}
+# What runs where: S2 is flash's split path only; backward on S1, S4 and S5 (three fused
+# backends, BF16 and FP16) and S3 (flash and cuDNN, BF16, random and sink).
+FUSED = ("flash", "efficient", "cudnn")
+FORWARD_BACKENDS = {"S1": BACKENDS, "S3": BACKENDS, "S2": ("flash",), "S4": BACKENDS, "S5": BACKENDS}
+BACKWARD_BACKENDS = {"S1": FUSED, "S3": ("flash", "cudnn"), "S2": (), "S4": FUSED, "S5": FUSED}
+BACKWARD_SCENARIOS = {"S1": SCENARIOS, "S3": ("random", "sink"), "S2": (), "S4": SCENARIOS, "S5": SCENARIOS}
+BACKWARD_DTYPES = {"S1": ("bf16", "f16"), "S3": ("bf16",), "S2": (), "S4": ("bf16", "f16"), "S5": ("bf16", "f16")}
 
 
 def sha256(path):
@@ -92,12 +100,21 @@ def forward(backend, q, k, v, causal, scale):
 
 
 def backward(backend, q, k, v, do, causal, scale):
+    """dq, dk, dv of the backend; `flash-deterministic` is flash under PyTorch's deterministic mode
+    (restored afterwards; a warning instead of an error where the kernel has no such mode)."""
     from torch.nn.attention import sdpa_kernel
 
+    deterministic = backend == "flash-deterministic"
+    was = (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled())
     q, k, v = (t.detach().clone().requires_grad_(True) for t in (q, k, v))
-    with sdpa_kernel(sdpa_backend(backend)):
-        o = F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
-    o.backward(do)
+    try:
+        if deterministic:
+            torch.use_deterministic_algorithms(True, warn_only=True)
+        with sdpa_kernel(sdpa_backend("flash" if deterministic else backend)):
+            o = F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
+        o.backward(do)
+    finally:
+        torch.use_deterministic_algorithms(was[0], warn_only=was[1])
     return q.grad, k.grad, v.grad
 
 
@@ -170,17 +187,22 @@ def capture_shape(shape_name, inputs_dir, device, out_dir):
                                 lambda: forward(backend, x["q"], x["k"], x["v"], causal, scale), device)
 
                     cases.append(record(case, run_forward))
-                if dtype_name != "bf16" or scenario not in BACKWARD_SCENARIOS[shape_name]:
+                if dtype_name not in BACKWARD_DTYPES[shape_name] or scenario not in BACKWARD_SCENARIOS[shape_name]:
                     continue
-                for backend in BACKWARD_BACKENDS[shape_name]:
+                backends = BACKWARD_BACKENDS[shape_name]
+                for backend in backends + (("flash-deterministic",) if "flash" in backends else ()):
                     key = f"{backend}.{dtype_name}.{scenario}.{mask}"
                     case = {"shape": shape_name, "backend": backend, "dtype": dtype_name, "scenario": scenario,
                             "causal": causal, "pass": "backward"}
 
                     def run_backward(case=case, key=key, backend=backend, x=x, causal=causal):
-                        if device == "cpu" and backend != "flash":
+                        if device == "cpu" and not backend.startswith("flash"):
                             raise NotImplementedError(f"no {backend} backend on the CPU")
-                        grads = backward(backend, x["q"], x["k"], x["v"], x["do"], causal, scale)
+                        with warnings.catch_warnings(record=True) as said:
+                            warnings.simplefilter("always")
+                            grads = backward(backend, x["q"], x["k"], x["v"], x["do"], causal, scale)
+                        if said:  # e.g. that the kernel has no deterministic mode
+                            case["warnings"] = sorted({str(w.message)[:300] for w in said})
                         again = backward(backend, x["q"], x["k"], x["v"], x["do"], causal, scale)
                         case["deterministic"] = all(same_bits(a, b) for a, b in zip(grads, again))
                         group = tensors.setdefault((dtype_name, "bwd"), {})
