@@ -21,6 +21,7 @@ public:
     void upload(const T* host) { std::memcpy(data_.data(), host, (data_.size() - 1) * sizeof(T)); }
     void download(T* host) const { std::memcpy(host, data_.data(), (data_.size() - 1) * sizeof(T)); }
     void zero() { std::fill(data_.begin(), data_.end(), T{}); }
+    void poison() { std::memset(static_cast<void*>(data_.data()), 0xFF, data_.size() * sizeof(T)); }
 
 private:
     std::vector<T> data_;  // one element more, as the CUDA buffer allocates a byte more: never empty

@@ -56,7 +56,13 @@ public:
                   sh_.n_kv,
                   sh_.causal,
                   ctx_.recipe.tiles.kv_order == emu::KvOrder::reverse,
-                  ctx_.softmax} {}
+                  ctx_.softmax} {
+        // NaN until the kernel writes them (DeviceBuffer::poison: initcheck does not see TMA stores)
+        b_.o.poison();
+        b_.o_f32.poison();
+        b_.lse.poison();
+        b_.lse2.poison();
+    }
 
     void run(bool with_o_f32) {
         hopper::ForwardParams p = params_;

@@ -32,6 +32,11 @@ public:
     }
     /// Every byte zero, on the device: no host buffer of the size (dS at a benchmark shape is GBs).
     void zero() { check(cudaMemset(data_, 0, size_ * sizeof(T)), "cudaMemset"); }
+    /// Every byte 0xFF (a NaN in each float format): an output the kernel leaves unwritten cannot
+    /// pass for an answer, and compute-sanitizer's initcheck, which does not see the TMA unit's
+    /// stores (H200, 2026-12-04: every sector of the TMA-stored O flagged, its bits exact), sees
+    /// the buffer as written.
+    void poison() { check(cudaMemset(data_, 0xFF, size_ * sizeof(T)), "cudaMemset"); }
 
 private:
     T* data_ = nullptr;

@@ -263,3 +263,28 @@ def test_kit_pack_keeps_the_most_valuable_files_within_the_limits(tmp_path, monk
     assert "over the 15360-byte file limit" in dropped["A-mufu-mufu_huge.tar.xz"]
     assert "over 61440" in dropped["A-mufu-mufu_rcp.approx.ftz.f32.tar.xz"]
     assert all(p.stat().st_size <= 15 * 1024 for p in out.iterdir())
+
+
+def test_kit_pack_joins_files_into_as_few_archives_as_fit(tmp_path, monkeypatch):
+    """A step too big for one archive but made of files that fit several to an archive (the SDPA
+    captures: 25 files, about 20 MB) comes back in few archives, not one a file: the device tool
+    returns at most 8 files, and one a file dropped the backward captures (H200, 2026-12-04)."""
+    monkeypatch.setattr(kit_pack, "MAX_FILE_BYTES", 15 * 1024)
+    work = tmp_path / "work"
+    (work / "logs").mkdir(parents=True)
+    (work / "logs" / "sdpa.log").write_text("ok\n")
+    (work / "sdpa").mkdir()
+    for i in range(12):  # 12 incompressible files of 4 KiB: three to an archive, never all in one
+        (work / "sdpa" / f"sdpa_S{i:02d}_bf16_bwd.safetensors").write_bytes(os.urandom(4 * 1024))
+    (work / "steps.jsonl").write_text(json.dumps({"name": "sdpa", "status": "ok", "rc": 0, "timeout_s": 200,
+                                                  "seconds": 1.0}) + "\n")
+    out = tmp_path / "out"
+    assert kit_pack.main(["--phase", "C", "--work", str(work), "--out", str(out)]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["dropped"] == []
+    archives = [a for a in summary["archives"] if a["archive"] != "C-logs.tar.xz"]
+    assert len(archives) == 4 and all(len(a["files"]) == 3 for a in archives)
+    assert archives[0]["archive"] == "C-sdpa-sdpa_S00_bf16_bwd-and-2-more.tar.xz"
+    assert sorted(f for a in archives for f in a["files"]) == [f"sdpa/sdpa_S{i:02d}_bf16_bwd.safetensors"
+                                                               for i in range(12)]
+    assert all(p.stat().st_size <= 15 * 1024 for p in out.iterdir())

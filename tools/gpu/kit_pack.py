@@ -4,7 +4,7 @@
 The device tool returns at most 8 files of at most 16 MiB. This writes summary.json and at most
 7 .tar.xz archives of at most 15 MiB each (60 MiB in all), in order of value: the logs and
 metadata first, then each step's outputs by its rank; a step whose archive is too large is
-packed file by file, most valuable first; what still does not fit is dropped and the drop is
+split into as few archives as fit, most valuable files first; what still does not fit is dropped and the drop is
 recorded in the summary. Phase H (the one-call Hopper check) comes back as one archive where
 everything fits in one, else as the others do. Standard library only (the GPU machine has no
 extra packages).
@@ -80,9 +80,30 @@ def candidates(phase, work):
         if len(blob) <= MAX_FILE_BYTES:
             out.append((name, files, blob))
         else:
-            for f in sorted(files, key=lambda p: (file_rank(p), p.name)):
-                out.append((f"{name}-{f.stem}", [f]))
+            out += [(f"{name}-{group[0].stem}" + (f"-and-{len(group) - 1}-more" if len(group) > 1 else ""), group)
+                    for group in file_groups(files, work)]
     return out
+
+
+def file_groups(files, work):
+    """A step too big for one archive as few archives as fit the file limit, most valuable files
+    first: each file compressed alone to size it, then files joined in order while their sizes
+    sum within the limit (an archive of several compresses to about the sum or less); a group
+    whose archive still does not fit goes back to one file an archive."""
+    groups, current, size = [], [], 0
+    for f in sorted(files, key=lambda p: (file_rank(p), p.name)):
+        alone = len(archive([f], work))
+        if current and size + alone > MAX_FILE_BYTES:
+            groups.append(current)
+            current, size = [], 0
+        current.append(f)
+        size += alone
+    if current:
+        groups.append(current)
+    fitted = []
+    for group in groups:
+        fitted += [group] if len(group) == 1 or len(archive(group, work)) <= MAX_FILE_BYTES else [[f] for f in group]
+    return fitted
 
 
 STEP_FIELDS = {"name": str, "status": str, "timeout_s": int}

@@ -17,7 +17,8 @@ the non-split flash path, batch 0 kept; S2 (1, 1, 1000, 128) flash only, the spl
 (1, 2, 256, 64) the backwards past one tile (flash's row and key blocks, cuDNN past 128, the
 efficient kernel's key splits); S5 (1, 2, 128, 128) the backwards at D 128 (other engines and
 kernels). Where a shape has a flash backward, it runs again under PyTorch's deterministic mode
-(`torch.use_deterministic_algorithms`), kept as backend `flash-deterministic`.
+(`torch.use_deterministic_algorithms(True)`), kept as backend `flash-deterministic`. `--backends`
+keeps some of them (forward and backward).
 Exit 0 when every case ran or was skipped for a stated reason, 1 when one failed, 2 on bad input.
 """
 import hashlib
@@ -101,7 +102,8 @@ def forward(backend, q, k, v, causal, scale):
 
 def backward(backend, q, k, v, do, causal, scale):
     """dq, dk, dv of the backend; `flash-deterministic` is flash under PyTorch's deterministic mode
-    (restored afterwards; a warning instead of an error where the kernel has no such mode)."""
+    (restored afterwards). Not warn_only: with it, PyTorch only warns and runs the default,
+    non-deterministic flash backward (seen on the H200, 2026-12-04)."""
     from torch.nn.attention import sdpa_kernel
 
     deterministic = backend == "flash-deterministic"
@@ -109,7 +111,7 @@ def backward(backend, q, k, v, do, causal, scale):
     q, k, v = (t.detach().clone().requires_grad_(True) for t in (q, k, v))
     try:
         if deterministic:
-            torch.use_deterministic_algorithms(True, warn_only=True)
+            torch.use_deterministic_algorithms(True)
         with sdpa_kernel(sdpa_backend("flash" if deterministic else backend)):
             o = F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
         o.backward(do)
@@ -155,7 +157,7 @@ def record(case, body):
     return case
 
 
-def capture_shape(shape_name, inputs_dir, device, out_dir):
+def capture_shape(shape_name, inputs_dir, device, out_dir, wanted=BACKENDS + ("flash-deterministic",)):
     """Writes sdpa_<shape>_<dtype>_<fwd|bwd>.safetensors; returns the case records."""
     shape = SHAPES[shape_name]
     keep = slice(0, 1)  # batch 0: S3's other 13 batches only make the launch realistic
@@ -169,7 +171,7 @@ def capture_shape(shape_name, inputs_dir, device, out_dir):
             x = {k: t.to(dtype) for k, t in raw.items()}  # round to nearest even, as the emulator rounds
             for causal in (False, True):
                 mask = "causal" if causal else "full"
-                for backend in FORWARD_BACKENDS[shape_name]:
+                for backend in (b for b in FORWARD_BACKENDS[shape_name] if b in wanted):
                     key = f"{backend}.{dtype_name}.{scenario}.{mask}"
                     case = {"shape": shape_name, "backend": backend, "dtype": dtype_name, "scenario": scenario,
                             "causal": causal, "pass": "forward"}
@@ -191,6 +193,8 @@ def capture_shape(shape_name, inputs_dir, device, out_dir):
                     continue
                 backends = BACKWARD_BACKENDS[shape_name]
                 for backend in backends + (("flash-deterministic",) if "flash" in backends else ()):
+                    if backend not in wanted:
+                        continue
                     key = f"{backend}.{dtype_name}.{scenario}.{mask}"
                     case = {"shape": shape_name, "backend": backend, "dtype": dtype_name, "scenario": scenario,
                             "causal": causal, "pass": "backward"}
@@ -239,11 +243,17 @@ def main(argv=None):
     p.add_argument("--out", required=True)
     p.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     p.add_argument("--shapes", default="S1,S3,S2")
+    p.add_argument("--backends", default=",".join(BACKENDS + ("flash-deterministic",)),
+                   help="which backends to run (flash-deterministic: flash's backward in deterministic mode)")
     a = p.parse_args(argv)
     shapes = a.shapes.split(",")
     for s in shapes:
         if s not in SHAPES:
             p.error(f"--shapes: unknown shape '{s}' (expected {', '.join(SHAPES)})")
+    wanted = tuple(a.backends.split(","))
+    for b in wanted:
+        if b not in BACKENDS + ("flash-deterministic",):
+            p.error(f"--backends: unknown backend '{b}' (expected {', '.join(BACKENDS)} or flash-deterministic)")
     if a.device == "cuda" and not torch.cuda.is_available():
         print("sdpa_capture: no CUDA device", file=sys.stderr)
         return 3
@@ -251,7 +261,7 @@ def main(argv=None):
     cases = []
     try:
         for s in shapes:
-            cases += capture_shape(s, a.inputs, a.device, a.out)
+            cases += capture_shape(s, a.inputs, a.device, a.out, wanted)
     except (OSError, ValueError) as e:
         print(f"sdpa_capture: {e}", file=sys.stderr)
         return 2
