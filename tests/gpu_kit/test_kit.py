@@ -45,10 +45,11 @@ def ingest(phase_dir, golden, kit):
 
 def test_the_kit_is_complete_and_its_manifest_true(kit):
     manifest = json.loads((kit / "manifest.json").read_text())
-    # 40 MiB for a kit of sm_90a code (what travels); packaged from a build for more architectures
-    # (a CUDA build's sm_80 and sm_89 code in every program), the 64 MiB carry limit
+    # 56 MiB for a kit of sm_90a code (what travels beside the tracked files, the golden ones set
+    # aside); packaged from a build for more architectures (a CUDA build's sm_80 and sm_89 code
+    # in every program), the 64 MiB carry limit
     wider = "bin/test_gpu_mma" in manifest["gpu_programs"] and manifest["cuda_architectures"] != "90a-real;90-virtual"
-    assert manifest["bytes"] < (64 if wider else 40) * 2**20
+    assert manifest["bytes"] < (64 if wider else 56) * 2**20
     for f in manifest["files"]:
         data = (kit / f["path"]).read_bytes()
         assert len(data) == f["bytes"] and hashlib.sha256(data).hexdigest() == f["sha256"], f["path"]

@@ -10,7 +10,7 @@
 #                   where that build has them)
 #     --out KIT     where the kit goes (default build-gpukit/kit)
 # Exit 0 with the kit checked (every library resolved from the kit, each program starts, under
-# 40 MiB; 64 MiB, the carry limit, when packaged from a build for more architectures than
+# 56 MiB; 64 MiB, the carry limit, when packaged from a build for more architectures than
 # sm_90a), 1 when a check fails, 2 on bad arguments.
 set -euo pipefail
 
@@ -123,10 +123,11 @@ manifest = {"commit": commit, "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.
 (out / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
 EOF
 bytes=$(du -sb "$out" | cut -f1)
-# The kit's budget, 40 MiB, is that of a kit for sm_90a (what travels; 64 MiB may be carried). A
-# kit packaged from a build for more architectures (the dry run's, with sm_80 and sm_89 code in
-# every CUDA program) is held to the carry limit instead.
-limit_mib=40
+# The kit's budget, 56 MiB, is that of a kit for sm_90a: 64 MiB may travel, the kit beside the
+# tracked files, less tests/data/golden (about 5 MiB; the golden files, which no GPU step reads,
+# are set aside for the call: docs/gpu.md). A kit packaged from a build for more architectures
+# (the dry run's, with sm_80 and sm_89 code in every CUDA program) is held to the carry limit.
+limit_mib=56
 archs=$(sed -n 's/^ROUNDSCOPE_CUDA_ARCHITECTURES:[A-Z]*=//p' "$from/CMakeCache.txt" 2>/dev/null)
 if [ -n "$archs" ] && [ "$archs" != "90a-real;90-virtual" ] && [ -n "$(ls "$from"/tests/test_gpu_mma 2>/dev/null)" ]; then
   limit_mib=64
