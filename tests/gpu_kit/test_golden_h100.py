@@ -62,6 +62,20 @@ def test_the_hopper_kernel_gave_the_emulators_bits_on_hardware(tmp_path):
     assert ex2["ratio_to"]["torch flash"] > 1.6 and ex2["tflops"] > 550
 
 
+def test_the_wgmma_layouts_and_the_pair_cast_held_on_the_h200():
+    """The check's layout step as it came back: the 80 wgmma layouts the Hopper kernel's operands
+    take (N 64 and 128, swizzles, K- and MN-major, A from registers) and cvt.rn.satfinite.bf16x2
+    on all 2^32 inputs, each with no output off the sm90 model."""
+    import re
+    import tarfile
+
+    with tarfile.open(GOLDEN / "phase-H" / "H-all.tar.xz") as tar:
+        log = tar.extractfile("logs/layout.log").read().decode()
+    layouts = re.findall(r"^wgmma layout .*: (\d+) of (\d+) outputs differ", log, re.M)
+    assert len(layouts) == 80 and all(bad == "0" for bad, _ in layouts)
+    assert "cvt.rn.satfinite.bf16x2.f32: 0 mismatches" in log
+
+
 def test_the_hopper_kernel_is_clean_under_every_sanitizer_on_hardware():
     """The H200's sanitizers on the Hopper kernel (N 300: every ring stage reused; D 64 and 128).
     The one call's initcheck flagged every 32-byte sector of the TMA-stored O and nothing else,
