@@ -16,6 +16,7 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "tests" / "data" / "golden" / "h100"
+H200 = GOLDEN.parent / "h200"
 BUILD = pathlib.Path(os.environ.get("ROUNDSCOPE_BUILD", ROOT / "build"))
 
 
@@ -24,13 +25,13 @@ BUILD = pathlib.Path(os.environ.get("ROUNDSCOPE_BUILD", ROOT / "build"))
 MATH_NEGATIVE_CONTROLS = {"score_product=f64": 14, "pv_product=f64": 10}
 
 
-def ingest(phase, tmp_path, *more):
+def ingest(phase, tmp_path, *more, golden=GOLDEN):
     bins = tmp_path / "bin"
     bins.mkdir()
     for name, where in (("roundscope", BUILD), ("mufu_fit", BUILD / "tools/gpu"), ("kit_inputs", BUILD / "tools/gpu")):
         (bins / name).symlink_to(where / name)
     report = tmp_path / "report.json"
-    p = subprocess.run([sys.executable, ROOT / "tools/gpu/ingest.py", GOLDEN / f"phase-{phase}", "--golden",
+    p = subprocess.run([sys.executable, ROOT / "tools/gpu/ingest.py", golden / f"phase-{phase}", "--golden",
                         tmp_path / "golden", "--bin", bins, "--json", report, *more], capture_output=True, text=True,
                        timeout=900)
     assert p.returncode == 0, p.stdout + p.stderr
@@ -332,3 +333,85 @@ def test_trim_probe_trims_a_capture_and_refuses_what_is_not_one(tmp_path):
         assert p.returncode == 2 and p.stderr.count("\n") == 1 and name in p.stderr, (name, p.stderr)
         assert "Traceback" not in p.stderr
         assert not (tmp_path / "out" / name).exists()
+
+
+# The H200's captures of 2026-12-04 that no earlier capture had: the backwards past one tile (S4:
+# N 256, D 64: flash's two row and key blocks, the efficient kernel's four key splits), flash's at
+# D 128 (S5) and the FP16 backwards (S1), one causal random case each (the rest, by hand: docs/gpu.md)
+H200_CASES = (r"^S4\.(flash|efficient)\.bf16\.random\.causal\.grad$|^S5\.flash\.bf16\.random\.causal\.grad$"
+              r"|^S1\.(flash|efficient)\.f16\.random\.causal\.grad$")
+
+
+def test_the_backwards_past_one_tile_at_d_128_and_in_fp16_are_reproduced_on_the_h200(tmp_path):
+    r = ingest("C", tmp_path, "--cases", H200_CASES, golden=H200)
+    got = {(e["file"], e["case"]): e for e in r["sdpa"]}
+    assert sorted(got) == [("sdpa_S1_f16_bwd.safetensors", "efficient.f16.random.causal"),
+                           ("sdpa_S1_f16_bwd.safetensors", "flash.f16.random.causal"),
+                           ("sdpa_S4_bf16_bwd.safetensors", "efficient.bf16.random.causal"),
+                           ("sdpa_S4_bf16_bwd.safetensors", "flash.bf16.random.causal"),
+                           ("sdpa_S5_bf16_bwd.safetensors", "flash.bf16.random.causal")]
+    for (_, case), e in got.items():
+        recipe = "torch-efficient-sm90" if case.startswith("efficient") else "torch-flash-sm90"
+        assert e[recipe]["matched"] == e[recipe]["total"] and {"dq", "dk", "dv"} <= e[recipe]["outputs"].keys(), e
+        # negative control: FlashAttention-2's generic recipe misses bits of every one
+        fa2 = e["fa2-f16" if ".f16." in case else "fa2-bf16"]
+        assert fa2["matched"] < fa2["total"], e
+
+
+def sdpa_tensors(archive, name):
+    """{key: tensor} of one capture file inside a phase's C-sdpa archive."""
+    import tarfile
+
+    from safetensors.torch import load
+
+    with tarfile.open(archive) as tar:
+        return load(tar.extractfile(f"sdpa/{name}").read())
+
+
+def same_bits(a, b):
+    import torch
+
+    return a.dtype == b.dtype and a.shape == b.shape and torch.equal(a.view(torch.uint8), b.view(torch.uint8))
+
+
+def test_the_h200_gives_the_h100s_bits_for_every_backend():
+    """PyTorch's kernels are the same machine code on both parts: every capture the two share
+    (S1 forward in BF16 and FP16 and backward in BF16, every backend; S3's BF16 forward) is equal
+    bit for bit, so the recipes fitted on the H100 hold on the H200."""
+    shared = 0
+    for name in ("sdpa_S1_bf16_fwd.safetensors", "sdpa_S1_f16_fwd.safetensors", "sdpa_S1_bf16_bwd.safetensors",
+                 "sdpa_S3_bf16_fwd.safetensors"):
+        h100 = sdpa_tensors(GOLDEN / "phase-C" / "C-sdpa.tar.xz", name)
+        h200 = sdpa_tensors(H200 / "phase-C" / "C-sdpa.tar.xz", name)
+        assert h100.keys() <= h200.keys(), name
+        for key in h100:
+            assert same_bits(h100[key], h200[key]), (name, key)
+        shared += len(h100)
+    assert shared == 56 + 56 + 72 + 56
+
+
+def test_pytorchs_deterministic_mode_makes_flashs_backward_deterministic():
+    """S3 (1000 queries and keys, D 128: 8 key blocks of 128 add into each dQ row) on the H200:
+    the default flash backward gave different bits on two runs in all four cases, and under
+    torch.use_deterministic_algorithms(True) the same bits, by another instantiation of the same
+    kernels (flash_bwd_dot_do_o_kernel<false>, after fills of its buffers); dK and dV (no
+    atomics) are the same in both modes, dQ not always (a model of that mode is still to come)."""
+    import tarfile
+
+    with tarfile.open(H200 / "phase-C" / "C-sdpa.tar.xz") as tar:
+        cases = json.loads(tar.extractfile("sdpa/sdpa_cases.json").read())
+    s3 = [c for c in cases if c["shape"] == "S3" and c["pass"] == "backward" and c["backend"].startswith("flash")]
+    default = [c for c in s3 if c["backend"] == "flash"]
+    strict = [c for c in s3 if c["backend"] == "flash-deterministic"]
+    assert len(default) == len(strict) == 4
+    assert not any(c["deterministic"] for c in default) and all(c["deterministic"] for c in strict)
+    kernels = [c for c in strict if c.get("kernels")][0]["kernels"]
+    assert any(k.startswith("void pytorch_flash::flash_bwd_dot_do_o_kernel<false") for k in kernels)
+    assert not any(c.get("warnings") for c in strict)
+    grads = sdpa_tensors(H200 / "phase-C" / "C-sdpa.tar.xz", "sdpa_S3_bf16_bwd.safetensors")
+    differ = set()
+    for key in grads:
+        if key.startswith("flash."):
+            if not same_bits(grads[key], grads["flash-deterministic." + key[len("flash."):]]):
+                differ.add(key)
+    assert differ == {"flash.bf16.random.full.dq", "flash.bf16.random.causal.dq"}

@@ -302,6 +302,9 @@ def compare_dump(bins, out, recipe, extra):
 # and the FlashAttention-2 preset of that dtype.
 DTYPE_SETS = {"bf16": [], "f16": ["input=f16", "p_format=f16", "o_format=f16"]}
 FA2_PRESET = {"bf16": "fa2-bf16", "f16": "fa2-f16"}
+# A backward's products and gradients in the dtype too (dS and P for dV, dQ, dK, dV): FP16
+# backwards captured on the H200, 2026-12-04.
+BACKWARD_DTYPE_SETS = {"bf16": [], "f16": ["ds_format=f16", "grad_format=f16"]}
 # The math path keeps P in float32 whatever the inputs' dtype.
 MATH_DTYPE_SETS = {"bf16": [], "f16": ["input=f16", "o_format=f16"]}
 
@@ -345,6 +348,8 @@ def sdpa_case(bins, tmp, dumps, shape, key, mask, scale, x, kernels, forward, ba
     for recipe in recipes:
         unsplit_model = recipe == "torch-flash-sm90" and (unsplit or backend != "flash")
         dtype_sets = MATH_DTYPE_SETS[dtype] if recipe == "torch-math-sm90" else DTYPE_SETS[dtype]
+        if backward:
+            dtype_sets = dtype_sets + BACKWARD_DTYPE_SETS[dtype]
         sets = (["split_kv_sms=0"] if unsplit_model else []) + (dtype_sets if recipe.startswith("torch") else [])
         extra = [x for s in sets for x in ("--set", s)]
         preset = FA2_PRESET[dtype] if recipe == "fa2-bf16" else recipe
@@ -354,7 +359,9 @@ def sdpa_case(bins, tmp, dumps, shape, key, mask, scale, x, kernels, forward, ba
     return entry
 
 
-def phase_c(root, golden, bins, report, dumps=None):
+def phase_c(root, golden, bins, report, dumps=None, cases=None):
+    """Every capture's cases compared (report["sdpa"]); `cases`, a compiled pattern, keeps those
+    whose SHAPE.BACKEND.DTYPE.SCENARIO.MASK (with .grad for a backward) it finds."""
     from safetensors import SafetensorError, safe_open
 
     ok = True
@@ -415,6 +422,8 @@ def phase_c(root, golden, bins, report, dumps=None):
                             continue
                         for with_grads in (False, True):
                             if with_grads and key + ".dq" not in grads:
+                                continue
+                            if cases is not None and not cases.search(f"{shape}.{key}" + (".grad" * with_grads)):
                                 continue
                             entry = sdpa_case(bins, tmp, dumps, shape, key, mask, scale, x, kernels, (f, tensors),
                                               (grads_file[0], grads) if with_grads else None)
@@ -512,9 +521,17 @@ def main(argv=None):
     p.add_argument("--golden", required=True, help="where the golden files go")
     p.add_argument("--bin", default=None, help="folder with roundscope, mufu_fit and kit_inputs (default: build)")
     p.add_argument("--json", help="write the report here")
+    p.add_argument("--cases", help="phase C: compare only the cases this regular expression finds in "
+                                   "SHAPE.BACKEND.DTYPE.SCENARIO.MASK (.grad added for a backward)")
     p.add_argument("--dumps", help="phase C: also keep each compared dump (q, k, v and the kernel's o and lse) "
                                    "in this folder, as SHAPE.BACKEND.DTYPE.SCENARIO.MASK.safetensors")
     a = p.parse_args(argv)
+    try:
+        cases = re.compile(a.cases) if a.cases is not None else None
+    except re.error as e:
+        return refuse(f"--cases: {a.cases[:80]!r} is not a regular expression ({e})")
+    if cases is not None and not a.cases:
+        return refuse("--cases: an empty pattern keeps every case; leave the option out instead")
     phase_dir = pathlib.Path(a.phase_dir)
     try:
         summary = read_summary(phase_dir)
@@ -543,9 +560,10 @@ def main(argv=None):
             for entry in summary["archives"]:
                 shutil.copyfile(phase_dir / entry["archive"], staging / entry["archive"])
                 report["archives"].append(entry["archive"])
-            if a.dumps is not None and phase == "C":
-                pathlib.Path(a.dumps).mkdir(parents=True, exist_ok=True)
-                passed = phase_c(root, staging, bins, report, pathlib.Path(a.dumps))
+            if phase == "C":
+                if a.dumps is not None:
+                    pathlib.Path(a.dumps).mkdir(parents=True, exist_ok=True)
+                passed = phase_c(root, staging, bins, report, a.dumps and pathlib.Path(a.dumps), cases)
             else:
                 passed = {"A": phase_a, "B": phase_b, "C": phase_c, "H": phase_h}[phase](root, staging, bins, report)
             report["passed"] = bool(passed)
