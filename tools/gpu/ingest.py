@@ -526,12 +526,12 @@ def main(argv=None):
     p.add_argument("--dumps", help="phase C: also keep each compared dump (q, k, v and the kernel's o and lse) "
                                    "in this folder, as SHAPE.BACKEND.DTYPE.SCENARIO.MASK.safetensors")
     a = p.parse_args(argv)
+    if a.cases == "":
+        return refuse("--cases: an empty pattern keeps every case; leave the option out instead")
     try:
         cases = re.compile(a.cases) if a.cases is not None else None
     except re.error as e:
         return refuse(f"--cases: {a.cases[:80]!r} is not a regular expression ({e})")
-    if cases is not None and not a.cases:
-        return refuse("--cases: an empty pattern keeps every case; leave the option out instead")
     phase_dir = pathlib.Path(a.phase_dir)
     try:
         summary = read_summary(phase_dir)
@@ -561,9 +561,10 @@ def main(argv=None):
                 shutil.copyfile(phase_dir / entry["archive"], staging / entry["archive"])
                 report["archives"].append(entry["archive"])
             if phase == "C":
-                if a.dumps is not None:
-                    pathlib.Path(a.dumps).mkdir(parents=True, exist_ok=True)
-                passed = phase_c(root, staging, bins, report, a.dumps and pathlib.Path(a.dumps), cases)
+                dumps = pathlib.Path(a.dumps) if a.dumps is not None else None
+                if dumps is not None:
+                    dumps.mkdir(parents=True, exist_ok=True)
+                passed = phase_c(root, staging, bins, report, dumps, cases)
             else:
                 passed = {"A": phase_a, "B": phase_b, "C": phase_c, "H": phase_h}[phase](root, staging, bins, report)
             report["passed"] = bool(passed)

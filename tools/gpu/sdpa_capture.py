@@ -47,6 +47,7 @@ FUSED = ("flash", "efficient", "cudnn")
 FORWARD_BACKENDS = {"S1": BACKENDS, "S3": BACKENDS, "S2": ("flash",), "S4": BACKENDS, "S5": BACKENDS}
 BACKWARD_BACKENDS = {"S1": FUSED, "S3": ("flash", "cudnn"), "S2": (), "S4": FUSED, "S5": FUSED}
 BACKWARD_SCENARIOS = {"S1": SCENARIOS, "S3": ("random", "sink"), "S2": (), "S4": SCENARIOS, "S5": SCENARIOS}
+CAPTURED = BACKENDS + ("flash-deterministic",)  # what --backends may name
 BACKWARD_DTYPES = {"S1": ("bf16", "f16"), "S3": ("bf16",), "S2": (), "S4": ("bf16", "f16"), "S5": ("bf16", "f16")}
 
 
@@ -157,7 +158,7 @@ def record(case, body):
     return case
 
 
-def capture_shape(shape_name, inputs_dir, device, out_dir, wanted=BACKENDS + ("flash-deterministic",)):
+def capture_shape(shape_name, inputs_dir, device, out_dir, wanted=CAPTURED):
     """Writes sdpa_<shape>_<dtype>_<fwd|bwd>.safetensors; returns the case records."""
     shape = SHAPES[shape_name]
     keep = slice(0, 1)  # batch 0: S3's other 13 batches only make the launch realistic
@@ -243,7 +244,7 @@ def main(argv=None):
     p.add_argument("--out", required=True)
     p.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     p.add_argument("--shapes", default="S1,S3,S2")
-    p.add_argument("--backends", default=",".join(BACKENDS + ("flash-deterministic",)),
+    p.add_argument("--backends", default=",".join(CAPTURED),
                    help="which backends to run (flash-deterministic: flash's backward in deterministic mode)")
     a = p.parse_args(argv)
     shapes = a.shapes.split(",")
@@ -252,7 +253,7 @@ def main(argv=None):
             p.error(f"--shapes: unknown shape '{s}' (expected {', '.join(SHAPES)})")
     wanted = tuple(a.backends.split(","))
     for b in wanted:
-        if b not in BACKENDS + ("flash-deterministic",):
+        if b not in CAPTURED:
             p.error(f"--backends: unknown backend '{b}' (expected {', '.join(BACKENDS)} or flash-deterministic)")
     if a.device == "cuda" and not torch.cuda.is_available():
         print("sdpa_capture: no CUDA device", file=sys.stderr)
