@@ -477,6 +477,9 @@ def test_trim_probe_refuses_a_file_that_is_not_safetensors(tmp_path, content, na
     ("trim_probe.py", [], "required"),
     ("trim_probe.py", ["x", "--out", "o", "--keep", "many"], "--keep"),
     ("sdpa_capture.py", ["--inputs", "i", "--out", "o", "--bogus"], "unrecognized"),
+    ("sdpa_capture.py", ["--inputs", "i", "--out", "o", "--backends", "flash,bogus"], "--backends"),
+    ("ingest.py", ["x", "--golden", "g", "--cases", "("], "--cases"),
+    ("ingest.py", ["x", "--golden", "g", "--cases", ""], "--cases"),
     ("torch_flash_sass.py", ["--bogus"], "unrecognized"),
     ("gen_wgmma_asm.py", ["--bogus"], "unrecognized"),
 ])
