@@ -35,5 +35,8 @@ struct ConvertCheck {
     std::uint32_t first = 0;
 };
 ConvertCheck bf16x2_satfinite_check();
+/// Two cvt.rn.satfinite.e4m3x2.f32 (gpu/primitives/convert.hpp, the FP8 Hopper kernel's cast of P)
+/// against emu::steps::saturating_cast into E4M3, every float32 input in each byte.
+ConvertCheck e4m3x4_satfinite_check();
 
 }  // namespace roundscope::gpu

@@ -277,18 +277,20 @@ void warp_mma(const emu::Format& input, std::uint32_t (&d)[4], const std::uint32
     }
 }
 
-std::array<std::uint32_t, 16 * 16> warp_a_matrix(const std::uint32_t* a) {
+std::array<std::uint32_t, 16 * 32> warp_a_matrix(const std::uint32_t* a, bool fp8) {
     const int lane = static_cast<int>(threadIdx.x % warp_size);
     Block::Warp& warp = current_block().warps[threadIdx.x / warp_size];
     Block::Warp::Registers& r = warp.buffers[mma_count++ & 1];  // a collective step as mma.sync's
     std::copy(a, a + 4, r.a[lane]);
     warp.barrier.arrive_and_wait();
-    const Holders& h = holders(false);
-    std::array<std::uint32_t, 16 * 16> m{};
+    const Holders& h = holders(fp8);
+    const int k = fp8 ? 32 : 16, per_register = fp8 ? 4 : 2;
+    std::array<std::uint32_t, 16 * 32> m{};
     for (int row = 0; row < 16; ++row)
-        for (int c = 0; c < 16; ++c) {
+        for (int c = 0; c < k; ++c) {
             const Holder x = h.a[row][c];
-            m[static_cast<std::size_t>(16 * row + c)] = element_bits(r.a[x.lane][x.element / 2], false, x.element);
+            m[static_cast<std::size_t>(k * row + c)] =
+                element_bits(r.a[x.lane][x.element / per_register], fp8, x.element);
         }
     return m;
 }

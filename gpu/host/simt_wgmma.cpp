@@ -24,18 +24,19 @@ constexpr std::uint32_t poison = 0x7FFFFFFFu;  // a NaN: accumulators read while
 
 // The shared operand elements one wgmma read at its issue, and the spans of A and B.
 struct SharedReads {
-    std::vector<std::pair<std::uint32_t, std::uint16_t>> values;  // (offset, BF16 bits)
+    std::vector<std::pair<std::uint32_t, std::uint16_t>> values;  // (offset, bits of a BF16 or an FP8)
+    std::uint32_t bytes = 2;                                      // an element's
     SharedSpan a{~0u, 0}, b{~0u, 0};
 
     std::uint16_t read(std::uint32_t address, SharedSpan& span) {
         const Block& blk = current_block();
-        if (address + 2 > blk.shared_bytes)
+        if (address + bytes > blk.shared_bytes)
             throw Error(fmt::format("wgmma: an operand element at shared +{} lies outside the block's {} bytes",
                                     address, blk.shared_bytes));
         std::uint16_t v = 0;
-        std::memcpy(&v, blk.shared + address, 2);
+        std::memcpy(&v, blk.shared + address, bytes);  // little-endian: an FP8 in the low byte
         values.emplace_back(address, v);
-        span.begin = std::min(span.begin, address), span.end = std::max(span.end, address + 2);
+        span.begin = std::min(span.begin, address), span.end = std::max(span.end, address + bytes);
         return v;
     }
 };
@@ -69,11 +70,11 @@ void complete(const Pending& p) {
     const Block& blk = current_block();
     for (const auto& [address, value] : p.reads.values) {
         std::uint16_t now = 0;
-        std::memcpy(&now, blk.shared + address, 2);
+        std::memcpy(&now, blk.shared + address, p.reads.bytes);
         if (now != value)
             throw Error(
                 fmt::format("wgmma: its operand at shared +{} changed between its issue and its wait_group "
-                            "(0x{:04x}, then 0x{:04x}): a wgmma reads shared memory until it completes",
+                            "(0x{:02x}, then 0x{:02x}): a wgmma reads shared memory until it completes",
                             address, value, now));
     }
     const auto it = latest.find(p.d);
@@ -89,9 +90,9 @@ void complete(const Pending& p) {
     for (std::size_t i = 0; i < p.result.size(); ++i) p.d[i] = float_from_bits(p.result[i]);
 }
 
-const emu::MmaModel& wgmma_model() {
-    const emu::MmaModel* m = emu::find_mma_model(current_block().arch, "wgmma", emu::bf16, emu::bf16, emu::f32);
-    if (m == nullptr) throw Error(fmt::format("wgmma: no bf16 model for {}", current_block().arch));
+const emu::MmaModel& wgmma_model(const emu::Format& input) {
+    const emu::MmaModel* m = emu::find_mma_model(current_block().arch, "wgmma", input, input, emu::f32);
+    if (m == nullptr) throw Error(fmt::format("wgmma: no {} model for {}", input.name, current_block().arch));
     return *m;
 }
 
@@ -103,10 +104,10 @@ const emu::PreparedMma& prepared(const emu::MmaModel& model) {
     return it->second;
 }
 
-}  // namespace
-
-void wgmma_bf16(float* d, int n, std::uint64_t desc_a, const std::uint32_t* a_regs, std::uint64_t desc_b, bool scale_d,
-                Major a_major, Major b_major) {
+// One wgmma of `input` elements (BF16: k16; E4M3: k32, both operands K-major, as the PTX ISA
+// allows for 8-bit types).
+void issue(const emu::Format& input, float* d, int n, std::uint64_t desc_a, const std::uint32_t* a_regs,
+           std::uint64_t desc_b, bool scale_d, Major a_major, Major b_major) {
     if (n < 8 || n > 256 || n % 8 != 0) throw Error(fmt::format("wgmma: N = {} is not a multiple of 8 in [8, 256]", n));
     if (!fenced)
         throw Error(
@@ -114,11 +115,13 @@ void wgmma_bf16(float* d, int n, std::uint64_t desc_a, const std::uint32_t* a_re
                         "kernel's start), which the PTX ISA requires before a wgmma whose registers the "
                         "thread may have touched",
                         threadIdx.x));
+    const bool fp8 = input.bits == 8;
+    const std::uint32_t k = fp8 ? 32 : 16, bytes = fp8 ? 1 : 2;
     const unsigned t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
-    std::array<std::uint32_t, 16 * 16> warp_a{};  // A from registers: the warp's 16 rows (a collective step)
-    if (a_regs != nullptr) warp_a = warp_a_matrix(a_regs);
+    std::array<std::uint32_t, 16 * 32> warp_a{};  // A from registers: the warp's 16 rows (a collective step)
+    if (a_regs != nullptr) warp_a = warp_a_matrix(a_regs, fp8);
     const WgmmaOperand a = decode_descriptor(desc_a), b = decode_descriptor(desc_b);
-    const emu::MmaModel& model = wgmma_model();
+    const emu::MmaModel& model = wgmma_model(input);
     // C: the pending result of a chained wgmma on these accumulators, else the registers
     const auto chained = latest.find(d);
     auto c = [&](std::size_t i) {
@@ -129,22 +132,23 @@ void wgmma_bf16(float* d, int n, std::uint64_t desc_a, const std::uint32_t* a_re
     // every 8): d[4 j + 2 r + e] is row r, column 2 j + e of it.
     const auto cols = static_cast<std::size_t>(n / 4);
     SharedReads reads;
-    std::uint32_t x[2 * 16];
-    std::vector<std::uint32_t> y(16 * cols), cc(2 * cols), result(static_cast<std::size_t>(n / 2));
+    reads.bytes = bytes;
+    std::uint32_t x[2 * 32];
+    std::vector<std::uint32_t> y(k * cols), cc(2 * cols), result(static_cast<std::size_t>(n / 2));
     for (std::uint32_t r = 0; r < 2; ++r) {
         const std::uint32_t row = 16 * warp + lane / 4 + 8 * r;
-        for (std::uint32_t k = 0; k < 16; ++k)
-            x[16 * r + k] = a_regs != nullptr ? warp_a[16 * (row % 16) + k]
-                                              : reads.read(operand_address(a, a_major, row, k, 2), reads.a);
+        for (std::uint32_t kk = 0; kk < k; ++kk)
+            x[k * r + kk] = a_regs != nullptr ? warp_a[k * (row % 16) + kk]
+                                              : reads.read(operand_address(a, a_major, row, kk, bytes), reads.a);
     }
     for (std::size_t q = 0; q < cols; ++q) {
         const auto col = static_cast<std::uint32_t>(8 * (q / 2) + 2 * (lane % 4) + q % 2);
-        for (std::uint32_t k = 0; k < 16; ++k)
-            y[k * cols + q] = reads.read(operand_address(b, b_major, col, k, 2), reads.b);
+        for (std::uint32_t kk = 0; kk < k; ++kk)
+            y[kk * cols + q] = reads.read(operand_address(b, b_major, col, kk, bytes), reads.b);
         for (std::size_t r = 0; r < 2; ++r) cc[r * cols + q] = c(4 * (q / 2) + 2 * r + q % 2);
     }
     std::vector<std::uint32_t> out(2 * cols);
-    prepared(model).run({x, y.data(), cc.data(), out.data(), 1, 2, static_cast<std::int64_t>(cols), 16});
+    prepared(model).run({x, y.data(), cc.data(), out.data(), 1, 2, static_cast<std::int64_t>(cols), k});
     for (std::size_t q = 0; q < cols; ++q)
         for (std::size_t r = 0; r < 2; ++r) result[4 * (q / 2) + 2 * r + q % 2] = out[r * cols + q];
     for (int i = 0; i < n / 2; ++i) d[i] = float_from_bits(poison);
@@ -152,6 +156,18 @@ void wgmma_bf16(float* d, int n, std::uint64_t desc_a, const std::uint32_t* a_re
     Latest& l = latest[d];
     l.result = result, ++l.in_flight;
     groups.back().push_back({d, std::move(result), std::move(reads)});
+}
+
+}  // namespace
+
+void wgmma_bf16(float* d, int n, std::uint64_t desc_a, const std::uint32_t* a_regs, std::uint64_t desc_b, bool scale_d,
+                Major a_major, Major b_major) {
+    issue(emu::bf16, d, n, desc_a, a_regs, desc_b, scale_d, a_major, b_major);
+}
+
+void wgmma_e4m3(float* d, int n, std::uint64_t desc_a, const std::uint32_t* a_regs, std::uint64_t desc_b,
+                bool scale_d) {
+    issue(emu::e4m3, d, n, desc_a, a_regs, desc_b, scale_d, Major::k, Major::k);
 }
 
 void wgmma_fence() { fenced = true; }

@@ -17,9 +17,10 @@ namespace roundscope::gpu::simt {
 void warp_mma(const emu::Format& input, std::uint32_t (&d)[4], const std::uint32_t (&a)[4],
               const std::uint32_t (&b)[2]);
 
-/// The warp's 16 x 16 A matrix of 16-bit elements (row-major bits) from its lanes' mma.sync A
-/// registers (a: the calling lane's 4), by the same fragment table: a warp-collective step (wgmma
-/// with A from registers).
-std::array<std::uint32_t, 16 * 16> warp_a_matrix(const std::uint32_t* a);
+/// The warp's A matrix from its lanes' mma.sync A registers (a: the calling lane's 4), by the same
+/// fragment table: 16 x 16 elements of 16 bits (m16n8k16), or with fp8 16 x 32 of 8 bits
+/// (m16n8k32), row-major bits with a row's K elements contiguous (16 or 32 apart). A
+/// warp-collective step (wgmma with A from registers).
+std::array<std::uint32_t, 16 * 32> warp_a_matrix(const std::uint32_t* a, bool fp8 = false);
 
 }  // namespace roundscope::gpu::simt

@@ -5,6 +5,7 @@
 #include "emu/attention/recipe/kernel_capabilities.hpp"
 #include "gpu/kernels/hopper_flash.hpp"
 #include "gpu/kernels/hopper_flash_kernel.cuh"
+#include "gpu/kernels/hopper_fp8_flash.hpp"
 #include "gpu/kernels/problem_support.hpp"
 #include "gpu/primitives/runtime.hpp"
 #include "gpu/primitives/tensor_map.hpp"
@@ -138,9 +139,14 @@ void require_supported(const emu::AttentionRecipe& recipe, const emu::AttentionS
     if (!why.empty()) throw Error("the Hopper kernel cannot run recipe '" + recipe.name + "': " + why);
 }
 
+// 8-bit inputs are the FP8 kernel's (hopper_fp8_flash.cu: it runs E4M3 and refuses the others,
+// saying so), every other the BF16 kernel's.
+bool fp8_inputs(const emu::AttentionRecipe& recipe) { return recipe.target.input->bits == 8; }
+
 }  // namespace
 
 std::string hopper_flash_unsupported(const emu::AttentionRecipe& recipe, const emu::AttentionShape& sh) {
+    if (fp8_inputs(recipe)) return hopper_fp8_flash_unsupported(recipe, sh);
     std::string why = emu::capability_refusal(emu::kernel_named("hopper"), recipe, false);
     if (!why.empty()) return why;
     if (sh.d != sh.d_v || (sh.d != 64 && sh.d != 128)) return "its head dimension is 64 or 128 (d = d_v)";
@@ -159,6 +165,7 @@ std::string hopper_flash_unsupported(const emu::AttentionRecipe& recipe, const e
 
 emu::ForwardResult hopper_flash_forward(const emu::AttentionRecipe& recipe, const emu::AttentionShape& sh,
                                         const emu::AttentionOperands& in) {
+    if (fp8_inputs(recipe)) return hopper_fp8_flash_forward(recipe, sh, in);
     require_supported(recipe, sh);
     HopperRun run(recipe, sh, in);
     run.run(true);
@@ -167,6 +174,7 @@ emu::ForwardResult hopper_flash_forward(const emu::AttentionRecipe& recipe, cons
 
 std::vector<double> time_hopper_flash_forward(const emu::AttentionRecipe& recipe, const emu::AttentionShape& sh,
                                               const emu::AttentionOperands& in, int repeats) {
+    if (fp8_inputs(recipe)) return time_hopper_fp8_flash_forward(recipe, sh, in, repeats);
     require_supported(recipe, sh);
     HopperRun run(recipe, sh, in);
     run.run(false);  // the first launch pays for module loading and caches

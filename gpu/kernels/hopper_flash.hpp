@@ -9,7 +9,9 @@
 
 namespace roundscope::gpu {
 
-/// Why the Hopper kernel cannot run `recipe` on `shape` (empty: it can): it is written for
+/// Why the Hopper kernel cannot run `recipe` on `shape` (empty: it can). A recipe with 8-bit
+/// inputs goes to the FP8 kernel (hopper_fp8_flash.hpp says what it runs); every other to the
+/// BF16 kernel, which is written for
 /// h100-bf16's arithmetic (BF16 inputs, P and O; wgmma; 128 x 128 tiles; the online softmax with
 /// row_sum=quad-ffma), d = d_v of 64 or 128, whole problems, and an sm_90 GPU. The choices it
 /// takes from the recipe: kv_order, exp2 (software, ex2.approx or ex2.approx.ftz), exp2_arg,

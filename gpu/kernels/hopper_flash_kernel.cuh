@@ -23,10 +23,12 @@
 #include "gpu/kernels/hopper/config.cuh"
 #include "gpu/kernels/hopper/consumer_state.cuh"
 #include "gpu/kernels/hopper/epilogue.cuh"
+#include "gpu/kernels/hopper/gemms.cuh"
 #include "gpu/kernels/hopper/kv_pipeline.cuh"
 #include "gpu/kernels/hopper/mainloop.cuh"
 #include "gpu/kernels/hopper/producer.cuh"
 #include "gpu/kernels/hopper/shared_storage.cuh"
+#include "gpu/kernels/hopper/softmax.cuh"
 #include "gpu/kernels/hopper/tile_walk.cuh"
 #include "gpu/primitives/register_budget.hpp"
 #include "gpu/primitives/sync.hpp"
@@ -34,10 +36,32 @@
 
 namespace roundscope::gpu::hopper {
 
+/// The BF16 kernel's tile steps (mainloop.cuh says what each is): 128 keys a tile, the GEMMs of
+/// gemms.cuh, the softmax and the cast of softmax.cuh.
+template <int D, emu::Exp2Kind Exp2, emu::Exp2Arg Arg, bool ScaledP>
+struct Bf16Steps {
+    static constexpr int block_n = hopper::block_n;
+    using Params = ForwardParams;
+    using State = ConsumerState<D>;
+    ROUNDSCOPE_DEVICE static void issue_scores(State& c, ConsumerOperands& in, RingSlot slot) {
+        hopper::issue_scores<D>(c.s, in.ring, in.smem, in.q_rows, slot);
+    }
+    ROUNDSCOPE_DEVICE static void issue_pv(State& c, ConsumerOperands& in, RingSlot slot) {
+        hopper::issue_pv<D>(c.o, c.p, in.ring, in.smem, slot);
+    }
+    template <bool Masked>
+    ROUNDSCOPE_DEVICE static void softmax(const Params& p, State& c, std::uint64_t key0, float (&factor)[2]) {
+        softmax_tile<D, Exp2, Arg, Masked>(p, c, key0, factor);
+    }
+    ROUNDSCOPE_DEVICE static void rescale_and_cast(const Params& p, State& c, const float (&factor)[2]) {
+        hopper::rescale_and_cast<D, ScaledP>(p, c, factor);
+    }
+};
+
 /// One consumer warpgroup (w = 0, 1): rows row0 + 64 w .. + 63 of the block.
 template <int D, emu::Exp2Kind Exp2, emu::Exp2Arg Arg, bool ScaledP>
-ROUNDSCOPE_DEVICE void consume(const ForwardParams& p, const TileWalk& walk, SharedStorage<D>& smem, std::uint64_t row0,
-                               std::uint64_t head) {
+ROUNDSCOPE_DEVICE void consume(const ForwardParams& p, const TileWalk<block_n>& walk, SharedStorage<D>& smem,
+                               std::uint64_t row0, std::uint64_t head) {
     const unsigned t = threadIdx.x % 128, w = threadIdx.x / 128, lane = t % 32;
     const std::uint32_t base = shared_address(&smem);
     ConsumerOperands in{
@@ -48,7 +72,7 @@ ROUNDSCOPE_DEVICE void consume(const ForwardParams& p, const TileWalk& walk, Sha
     ROUNDSCOPE_UNROLL
     for (int x = 0; x < D / 2; ++x) state.o[x] = 0;
     mbarrier_wait_parity(&smem.q_full, 0);
-    mainloop<D, Exp2, Arg, ScaledP>(p, walk, in, state, row0);
+    mainloop<Bf16Steps<D, Exp2, Arg, ScaledP>>(p, walk, in, state, row0);
     epilogue<D>(p, state, smem, row0, head);
 }
 
@@ -65,7 +89,7 @@ ROUNDSCOPE_KERNEL void ROUNDSCOPE_LAUNCH_BOUNDS(threads, 1) forward_kernel(ROUND
     auto& smem = *reinterpret_cast<SharedStorage<D>*>(shared);
     const std::uint64_t head = blockIdx.y, row0 = static_cast<std::uint64_t>(blockIdx.x) * block_m;
     const std::uint64_t rows = p.n_q - row0 < block_m ? p.n_q - row0 : block_m;
-    const TileWalk walk{(p.n_kv + block_n - 1) / block_n, row0 + rows, p.n_q, p.n_kv, p.causal, p.reverse};
+    const TileWalk<block_n> walk{(p.n_kv + block_n - 1) / block_n, row0 + rows, p.n_q, p.n_kv, p.causal, p.reverse};
     if (threadIdx.x == 0) {
         mbarrier_init(&smem.q_full, 1);
         KvPipeline(smem.ring).init(consumer_threads);

@@ -1,7 +1,7 @@
 #pragma once
 // wgmma for kernel code, one spelling for both builds: wgmma.mma_async m64nNk16 with BF16 inputs
-// and float32 accumulators (B from shared memory by descriptor, A by descriptor or from
-// registers), and its fence, commit_group and wait_group. Under nvcc the PTX instructions
+// or m64nNk32 with E4M3 inputs, and float32 accumulators (B from shared memory by descriptor, A
+// by descriptor or from registers), and its fence, commit_group and wait_group. Under nvcc the PTX instructions
 // (gpu/primitives/wgmma_instructions.cuh, generated, for the N that kernels use); with
 // ROUNDSCOPE_SIMT_HOST the simulated warpgroup (gpu/host/simt_wgmma.hpp) for any N, which
 // snapshots operands at issue and poisons the accumulators until their group is waited for, and
@@ -74,6 +74,31 @@ ROUNDSCOPE_DEVICE inline void wgmma_bf16_rs(float (&d)[N / 2], const std::uint32
     simt::wgmma_bf16(d, N, 0, a, desc_b, scale_d, Major::k, BMajor);
 #else
     detail::WgmmaBf16<N>::template rs<BMajor == Major::mn>(d, a, desc_b, scale_d ? 1 : 0);
+#endif
+}
+
+/// D = A B + (scale_d ? D : 0) with E4M3 inputs: A 64 x 32 and B (as N rows of K) 32 x N from
+/// shared memory, both K-major (the PTX ISA transposes only 16-bit operands).
+template <int N>
+ROUNDSCOPE_DEVICE inline void wgmma_e4m3_ss(float (&d)[N / 2], std::uint64_t desc_a, std::uint64_t desc_b,
+                                            bool scale_d) {
+#if defined(ROUNDSCOPE_SIMT_HOST)
+    simt::wgmma_e4m3(d, N, desc_a, nullptr, desc_b, scale_d);
+#else
+    detail::WgmmaE4m3<N>::ss(d, desc_a, desc_b, scale_d ? 1 : 0);
+#endif
+}
+
+/// The same with A from the thread's 4 registers of four E4M3 each (its warp's 16 rows, mma.sync
+/// m16n8k32's A fragment: register r holds row l / 4 + 8 (r % 2), columns 4 (l % 4) + 16 (r / 2)
+/// and the next three, the lowest byte first).
+template <int N>
+ROUNDSCOPE_DEVICE inline void wgmma_e4m3_rs(float (&d)[N / 2], const std::uint32_t (&a)[4], std::uint64_t desc_b,
+                                            bool scale_d) {
+#if defined(ROUNDSCOPE_SIMT_HOST)
+    simt::wgmma_e4m3(d, N, 0, a, desc_b, scale_d);
+#else
+    detail::WgmmaE4m3<N>::rs(d, a, desc_b, scale_d ? 1 : 0);
 #endif
 }
 

@@ -4,6 +4,7 @@
 // O, equals emu::bf16_saturating_rne on every input in each half of the pair. Exits 77 (CTest:
 // skipped) where no GPU is usable.
 #include <cstdio>
+#include <utility>
 #include <vector>
 
 #include "emu/batch/batch_cast.hpp"
@@ -45,11 +46,16 @@ int main() {
         bad += mismatches<std::uint8_t>(emu::e4m3, mode, 16) + mismatches<std::uint16_t>(emu::bf16, mode, 16);
     // the Hopper kernel's pair cast (cvt.rn.satfinite.bf16x2.f32) against the function the simulated
     // GPU and the emulator use in its place
-    const gpu::ConvertCheck pair = gpu::bf16x2_satfinite_check();
-    std::printf("cvt.rn.satfinite.bf16x2.f32: %llu mismatches", static_cast<unsigned long long>(pair.mismatches));
-    if (pair.mismatches != 0) std::printf(" (the first at input 0x%08x)", static_cast<unsigned>(pair.first));
-    std::printf("\n");
-    bad += pair.mismatches;
+    // and the FP8 Hopper kernel's cast of P (two cvt.rn.satfinite.e4m3x2.f32)
+    const std::pair<const char*, gpu::ConvertCheck> casts[] = {
+        {"cvt.rn.satfinite.bf16x2.f32", gpu::bf16x2_satfinite_check()},
+        {"cvt.rn.satfinite.e4m3x2.f32 (four E4M3)", gpu::e4m3x4_satfinite_check()}};
+    for (const auto& [name, check] : casts) {
+        std::printf("%s: %llu mismatches", name, static_cast<unsigned long long>(check.mismatches));
+        if (check.mismatches != 0) std::printf(" (the first at input 0x%08x)", static_cast<unsigned>(check.first));
+        std::printf("\n");
+        bad += check.mismatches;
+    }
     std::printf("%s\n", bad == 0 ? "1 passed, 0 failed" : "0 passed, 1 failed");
     return bad == 0 ? 0 : 1;
 }

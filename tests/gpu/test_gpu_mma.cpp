@@ -59,8 +59,11 @@ int main() {
     }
     if (cc == 90) {
         unsigned seed = 1;
-        for (const gpu::WgmmaLayoutCase& c : gpu::wgmma_layout_cases()) {
-            const test::WgmmaProblem p = test::random_wgmma_problem(c.n, c.k, seed++);
+        std::vector<gpu::WgmmaLayoutCase> cases = gpu::wgmma_layout_cases();
+        for (const gpu::WgmmaLayoutCase& c : gpu::wgmma_e4m3_layout_cases()) cases.push_back(c);
+        for (const gpu::WgmmaLayoutCase& c : cases) {
+            const test::WgmmaProblem p = c.e4m3 ? test::random_wgmma_problem_e4m3(c.n, c.k, seed++)
+                                                : test::random_wgmma_problem(c.n, c.k, seed++);
             const std::size_t bad =
                 test::differing_floats(gpu::run_wgmma_layout_probe(c, p.a, p.b, p.c), test::wgmma_reference(p, true));
             std::printf("wgmma layout %s: %zu of %d outputs differ from the sm90 model\n",

@@ -1,7 +1,7 @@
 // Property: each kernel runs bit for bit what its row of the capability table
 // (emu/attention/recipe/kernel_capabilities.cpp) says it runs, and refuses the rest with the table's
 // reason: the capability walk (capability_walk.hpp) over every value of every recipe key, on
-// the CUDA twins and the Hopper kernel compiled for the simulated GPU. The walk can fail: a
+// the CUDA twins and the Hopper kernels (BF16, FP8) compiled for the simulated GPU. The walk can fail: a
 // kernel that ignores a key it claims to run (here the emulator with grad_product forced back
 // to the tensor-core model) is caught on the problem below. What the problem cannot show (a
 // setting whose bits equal the base recipe's) is listed, so that it is a decision, not a gap.
@@ -14,6 +14,7 @@
 #include "gpu/host/simt_host.hpp"
 #include "gpu/kernels/flash_attention.hpp"
 #include "gpu/kernels/hopper_flash.hpp"
+#include "gpu/kernels/hopper_fp8_flash.hpp"
 #include "tests/gpu_host/capability_walk.hpp"
 
 using namespace roundscope;
@@ -105,6 +106,30 @@ TEST_CASE("capability walk: the Hopper kernel runs what its row says, bit for bi
         {"max_adjust_beta", "read with max_adjust=on alone, which the kernel refuses"},
         {"p_scale=256", "a power-of-two scale of a BF16 P is exact on this problem; p_scale=448 shows the key"},
         {"v_block", "read with v_quant alone, which the kernel refuses"},
+    };
+    CHECK(joined(test::unshown_in_all({&w}, by_design)) == "");
+}
+
+TEST_CASE("capability walk: the FP8 Hopper kernel runs what its row says, bit for bit",
+          "[.][slow][gpu-host][capabilities]") {
+    gpu::simt::set_simulated_architecture("sm90");
+    const emu::AttentionInputs inputs = problem(200, 64);  // two KV tiles of 160
+    const emu::AttentionShape shape = emu::attention_shape_of(inputs, true, scale);
+    // the FP8 kernel alone (hopper_flash_forward would send a BF16 input to the BF16 kernel)
+    const test::WalkedKernel hopper_fp8{&emu::kernel_named("hopper-fp8"), gpu::hopper_fp8_flash_forward, {}};
+    const test::WalkResult w = test::walk(hopper_fp8, emu::find_recipe("h100-fp8"), shape, inputs);
+    INFO(joined(w.failures));
+    CHECK(w.failures.empty());
+    CHECK(w.ran > 0);
+    CHECK(w.refused > 0);
+    const std::map<std::string, std::string> by_design{
+        {"softmax_format", "the online softmax does not read it"},
+        {"diagonal_fix", "read with v_quant alone, which the kernel refuses"},
+        {"max_adjust_beta", "read with max_adjust=on alone, which the kernel refuses"},
+        {"v_block", "read with v_quant alone, which the kernel refuses"},
+        {"exp2=ex2.approx",
+         "differs from ex2.approx.ftz only where P-bar is subnormal, which the max offset keeps this problem from; "
+         "the BF16 kernel's walk shows the key"},
     };
     CHECK(joined(test::unshown_in_all({&w}, by_design)) == "");
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Writes gpu/primitives/wgmma_instructions.cuh: the inline PTX of wgmma.mma_async m64nNk16 with BF16
-inputs and float32 accumulators for the N that kernels use, A from shared memory (ss) or from
-registers (rs), each operand's major-ness an immediate. An instruction of width N names N / 2
+inputs and m64nNk32 with E4M3 inputs, float32 accumulators, for the N that kernels use, A from
+shared memory (ss) or from registers (rs); a BF16 operand's major-ness an immediate (the PTX ISA
+has no transpose for 8-bit types). An instruction of width N names N / 2
 accumulator registers one by one, so the operand lists are generated rather than written.
 
     python tools/gpu/gen_wgmma_asm.py            # rewrite the header
@@ -16,6 +17,9 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from kit_files import Parser  # noqa: E402
 
 WIDTHS = (8, 64, 128)
+# E4M3: the probes' 8 and 64; an FP8 kernel's P V (64, 128 = D) and S (160, 224: FlashAttention-3's
+# FP8 KV tiles)
+E4M3_WIDTHS = (8, 64, 128, 160, 224)
 HEADER = pathlib.Path(__file__).resolve().parents[2] / "gpu" / "primitives" / "wgmma_instructions.cuh"
 
 
@@ -63,6 +67,40 @@ def width(n):
         f"}};\n")
 
 
+def e4m3_width(n):
+    acc = n // 2
+    ss = (
+        f'        asm volatile(\n'
+        f'            "{{ .reg .pred p; setp.ne.b32 p, %{acc + 2}, 0;\\n"\n'
+        f'            "wgmma.mma_async.sync.aligned.m64n{n}k32.f32.e4m3.e4m3 "\n'
+        f'            "{{{registers(0, acc)}}}, "\n'
+        f'            "%{acc}, %{acc + 1}, p, 1, 1; }}"\n'
+        f'            : {accumulators(n)}\n'
+        f'            : "l"(desc_a), "l"(desc_b), "r"(scale_d)\n'
+        f'            : "memory");\n')
+    rs = (
+        f'        asm volatile(\n'
+        f'            "{{ .reg .pred p; setp.ne.b32 p, %{acc + 5}, 0;\\n"\n'
+        f'            "wgmma.mma_async.sync.aligned.m64n{n}k32.f32.e4m3.e4m3 "\n'
+        f'            "{{{registers(0, acc)}}}, "\n'
+        f'            "{{{registers(acc, 4)}}}, %{acc + 4}, p, 1, 1; }}"\n'
+        f'            : {accumulators(n)}\n'
+        f'            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d)\n'
+        f'            : "memory");\n')
+    return (
+        f"template <>\n"
+        f"struct WgmmaE4m3<{n}> {{\n"
+        f"    __device__ static void ss(float (&d)[{acc}], std::uint64_t desc_a, std::uint64_t desc_b, "
+        f"int scale_d) {{\n"
+        f"{ss}"
+        f"    }}\n"
+        f"    __device__ static void rs(float (&d)[{acc}], const std::uint32_t (&a)[4], std::uint64_t desc_b, "
+        f"int scale_d) {{\n"
+        f"{rs}"
+        f"    }}\n"
+        f"}};\n")
+
+
 def header():
     parts = [
         "#pragma once\n",
@@ -70,12 +108,16 @@ def header():
         "// BF16 inputs, float32 accumulators, for N = " + ", ".join(map(str, WIDTHS))
         + ": ss (A and B by descriptor)\n",
         "// and rs (A from 4 registers); scale-d a predicate; imm-trans-a/b 1 for an MN-major operand.\n",
+        "// And m64nNk32 with E4M3 inputs for N = " + ", ".join(map(str, E4M3_WIDTHS))
+        + " (both operands K-major).\n",
         "// Used by gpu/primitives/wgmma.hpp under nvcc only (sm_90a).\n",
         "#include <cstdint>\n\n",
         "namespace roundscope::gpu::detail {\n\n",
         "template <int N>\nstruct WgmmaBf16;\n\n",
+        "template <int N>\nstruct WgmmaE4m3;\n\n",
     ]
     parts += [width(n) + "\n" for n in WIDTHS]
+    parts += [e4m3_width(n) + "\n" for n in E4M3_WIDTHS]
     parts.append("}  // namespace roundscope::gpu::detail\n")
     # formatted as the repository's every file is (.clang-format)
     return subprocess.run(["clang-format", f"--assume-filename={HEADER}"], input="".join(parts), text=True,

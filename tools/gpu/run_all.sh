@@ -211,6 +211,8 @@ bench_hopper() {
       kitrun "$kit/bin/$program" --presets h100-bf16 $set --inputs inputs.safetensors --repeats "$5" \
         >>ours.jsonl || status=1
     done
+    # the FP8 Hopper kernel (h100-fp8: E4M3 inputs cast from the same BF16 ones)
+    kitrun "$kit/bin/$program" --presets h100-fp8 --inputs inputs.safetensors --repeats "$5" >>ours.jsonl || status=1
     # our other kernels (the mma.sync twins) in the same run, for their ratio to PyTorch's
     kitrun "$kit/bin/$program" --presets fa2-bf16,fa3-fp8 --inputs inputs.safetensors --repeats 2 >>ours.jsonl ||
       status=1
@@ -270,13 +272,14 @@ case "$phase" in
     fi
     ;;
   H)
-    # One device call of at most 8 minutes (the timeouts sum to 460 s), the Hopper kernel first.
+    # One device call of at most 8 minutes (the timeouts sum to 475 s), the Hopper kernels first.
     step metadata 30 metadata
     hopper=(--presets h100-bf16 --forward-only)
+    both=(--presets h100-bf16,h100-fp8 --forward-only)  # the BF16 kernel, and the FP8 kernel (E4M3 wgmma)
     ex2=(--set exp2=ex2.approx.ftz)
     if [ $dry = 1 ]; then
       kernel_step smoke 30 kitrun "$kit/bin/gpu_sweep_host" "${hopper[@]}" --n 65 --d 64 --scenarios random
-      kernel_step sweep 60 kitrun "$kit/bin/gpu_sweep_host" "${hopper[@]}" --n 1,65 --d 64 --scenarios random,sink \
+      kernel_step sweep 75 kitrun "$kit/bin/gpu_sweep_host" "${both[@]}" --n 1,65 --d 64 --scenarios random,sink \
         --out sweep.jsonl --threads "$threads"
       kernel_step sweep-ex2 45 kitrun "$kit/bin/gpu_sweep_host" "${hopper[@]}" "${ex2[@]}" --n 1,65 --d 64 \
         --scenarios random,sink --out sweep.jsonl --threads "$threads"
@@ -289,11 +292,12 @@ case "$phase" in
     else
       kernel_step smoke 30 kitrun "$kit/bin/roundscope" crosscheck --recipe h100-bf16 --synthetic --n 65 --d 64 \
         --json
-      kernel_step sweep 60 kitrun "$kit/bin/gpu_sweep" "${hopper[@]}" --out sweep.jsonl --threads "$threads"
+      kernel_step sweep 75 kitrun "$kit/bin/gpu_sweep" "${both[@]}" --out sweep.jsonl --threads "$threads"
       kernel_step sweep-ex2 45 kitrun "$kit/bin/gpu_sweep" "${hopper[@]}" "${ex2[@]}" --out sweep.jsonl --threads "$threads"
       kernel_step goldens 60 bash -c 'mkdir -p default ex2.approx.ftz && (cd default && goldens gpu_sweep) &&
         cd ex2.approx.ftz && goldens gpu_sweep --set exp2=ex2.approx.ftz'
-      # the 80 wgmma layouts (V MN-major, 128-byte swizzle) and the pair cast's proof on all 2^32 inputs
+      # the 80 BF16 wgmma layouts (V MN-major, 128-byte swizzle) and the 56 E4M3 ones (K-major, 32- to
+      # 128-byte swizzles), and the pair casts' proofs on all 2^32 inputs
       step layout 60 env ROUNDSCOPE_REQUIRE_GPU=1 bash -c \
         'kitrun "$kit/bin/test_gpu_mma" && kitrun "$kit/bin/test_gpu_cast"'
       step bench 60 bench_hopper cuda 64 4096 128 10 $([ -n "$hung" ] && echo torch)  # B 1 x H 64

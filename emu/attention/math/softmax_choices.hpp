@@ -91,11 +91,17 @@ ROUNDSCOPE_HD inline float cuda_log2f(float x) {
     return detail::mufu_lg2_ftz(x);
 }
 
-/// rcp.approx.ftz.f32 (MUFU.RCP), what 1.0f / x compiles to under --use_fast_math; on the CPU an
-/// H100's. Host only: no kernel runs it yet.
-#if !defined(__CUDA_ARCH__)
-inline float mufu_rcp_ftz(float x) { return h100_rcp_ftz(x); }
+/// rcp.approx.ftz.f32 (MUFU.RCP), what 1.0f / x compiles to under --use_fast_math: the GPU's own
+/// on a GPU (the FP8 Hopper kernel's epilogue), an H100's on the CPU.
+ROUNDSCOPE_HD inline float mufu_rcp_ftz(float x) {
+#if defined(__CUDA_ARCH__)
+    float y;
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+#else
+    return h100_rcp_ftz(x);
 #endif
+}
 
 /// __logf without fast math (SASS: a 2^24 scaling below 2^-126, MUFU.LG2, -24, FMUL by RN(ln 2)).
 /// On the CPU with an H100's MUFU.LG2.

@@ -106,6 +106,27 @@ std::vector<KeyCapability> hopper() {
         });
 }
 
+// The FP8 Hopper forward kernel (gpu/kernels/hopper_fp8_flash.cu): h100-fp8's arithmetic, the
+// BF16 kernel's TMA, ring and walk.
+std::vector<KeyCapability> hopper_fp8() {
+    constexpr std::string_view arithmetic = "the FP8 Hopper kernel is written for h100-fp8's arithmetic";
+    return narrowed(
+        hopper(),
+        {
+            {"input", {"e4m3"}, "the FP8 Hopper kernel runs E4M3 inputs"},
+            {"block_m", {"128"}, "the FP8 Hopper kernel's tiles are FlashAttention-3's (block_n=fa3-fp8)"},
+            {"block_n", {"fa3-fp8"}, "the FP8 Hopper kernel's tiles are FlashAttention-3's (block_n=fa3-fp8)"},
+            {"softmax", {"online"}, arithmetic},
+            {"row_sum", {"lane-tile"}, arithmetic},
+            {"max_adjust", {"off"}, arithmetic},
+            {"max_offset", {"*"}, ""},
+            {"p_format", {"e4m3"}, "the FP8 Hopper kernel runs an E4M3 P"},
+            {"p_scale", {"1"}, "the FP8 Hopper kernel's P is P-bar (the max offset scales it)"},
+            {"o_accumulator", {"f32"}, arithmetic},
+            {"epilogue", {"fa3"}, "the FP8 Hopper kernel ends as FlashAttention-3 does (epilogue=fa3)"},
+        });
+}
+
 bool is_backward_key(std::string_view key) {
     static const std::map<std::string, std::string, std::less<>> stages = [] {
         std::map<std::string, std::string, std::less<>> out;
@@ -123,6 +144,8 @@ std::span<const KernelCapabilities> kernel_capabilities() {
         {"emulator", "the emulator (emu/attention/flash/flash_attention.hpp)", true, every_key()},
         {"twins", "the CUDA twins (gpu/kernels/flash_attention.cu; mma.sync)", true, twins()},
         {"hopper", "the Hopper forward kernel (gpu/kernels/hopper_flash.cu; TMA and wgmma)", false, hopper()},
+        {"hopper-fp8", "the FP8 Hopper forward kernel (gpu/kernels/hopper_fp8_flash.cu; TMA and E4M3 wgmma)", false,
+         hopper_fp8()},
     };
     return table;
 }

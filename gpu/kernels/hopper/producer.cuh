@@ -13,8 +13,8 @@
 namespace roundscope::gpu::hopper {
 
 template <int D>
-ROUNDSCOPE_DEVICE void produce(const ForwardParams& p, const TileWalk& walk, SharedStorage<D>& smem, std::int32_t row0,
-                               std::int32_t head) {
+ROUNDSCOPE_DEVICE void produce(const ForwardParams& p, const TileWalk<block_n>& walk, SharedStorage<D>& smem,
+                               std::int32_t row0, std::int32_t head) {
     using S = SharedStorage<D>;
     mbarrier_arrive(&smem.q_full, S::tile_bytes);
     for (int c = 0; c < S::panels; ++c)
