@@ -45,6 +45,18 @@ def test_the_main_loop_and_its_pipes():
     assert overlapped == max(cycles.values()) and serial == cycles["tensor"] + cycles["issue"]
 
 
+def test_fp8_qgmma_counts_twice_the_flops_in_the_same_tensor_time():
+    # a QGMMA 64 x N x 32 (FP8) multiplies twice an HGMMA 64 x N x 16's elements at twice the rate
+    fp8 = [line.replace("HGMMA.64x128x16.F32.BF16", "QGMMA.64x128x32.F32.E4M3.E4M3")
+           .replace("HGMMA.64x64x16.F32.BF16", "QGMMA.64x64x32.F32.E4M3.E4M3") for line in LOOP]
+    bf16_code, fp8_code = (est.functions(listing(x))["_Z6kernel"] for x in (LOOP, fp8))
+    assert est.main_loop(fp8_code) == (1, 9)
+    _b, pipes, macs, cycles, _o, _s = est.estimate(fp8_code, (1, 9), 8)
+    _b, _p, bf16_macs, bf16_cycles, _o, _s = est.estimate(bf16_code, (1, 9), 8)
+    assert pipes["tensor"] == 2 and macs == 2 * bf16_macs
+    assert cycles["tensor"] == bf16_cycles["tensor"]
+
+
 def test_retry_stubs_after_exit_are_no_loop_ends():
     # two loops of one HGMMA each (a masked tile's and a whole tile's) and, after EXIT, a retry
     # stub branching back over both: the main loop is the smaller loop, not the stub's span

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """An estimate of a flash-attention kernel's speed from its SASS, before any GPU runs it: the
-kernel's main loop (the largest loop that holds HGMMA instructions), its instructions counted
-by the pipe that executes them, and per 128 x 128 tile of one thread block the cycles each pipe
+kernel's main loop (the largest loop that holds wgmma instructions: HGMMA, or QGMMA for FP8), its
+instructions counted by the pipe that executes them, and per 128 x block_n tile of one thread block the cycles each pipe
 and the warp schedulers' issue need on an H100 SXM; the slowest of them bounds the tile, and
 the tile's FLOPs over that time bound the speed. Registers, spills and shared memory from
 cuobjdump's resource usage.
@@ -10,13 +10,14 @@ cuobjdump's resource usage.
     sass_estimate.py --sass FILE.sass [--resources FILE.txt] ...
 
 BINARY: an object, library or executable with sm_90a code (cuobjdump reads it). Exit 0, 1 when
-no kernel or no loop with HGMMA is found, 2 on bad arguments.
+no kernel or no loop with a wgmma is found, 2 on bad arguments.
 
 The model (H100 SXM5, sm_90: 132 SMs at 1830 MHz, the clock at which NVIDIA quotes 989 dense
 BF16 TFLOP/s): per SM and cycle, 4 warp schedulers issue one instruction each; the FP32 pipes
 take 4 warp instructions (FFMA, FMUL, FADD, and IMAD, which runs on the FMA pipe), the integer
 and logic pipe 2, the special-function units (MUFU and conversions) 0.5, shared memory 1; the
-tensor cores 2048 BF16 multiply-adds (an HGMMA 64 x N x 16 takes N / 2 cycles). It counts each
+tensor cores 2048 BF16 multiply-adds (an HGMMA 64 x N x 16 takes N / 2 cycles) or 4096 FP8 ones
+(a QGMMA 64 x N x 32 takes N / 2 cycles as well). It counts each
 loop instruction once (straight-line code: both sides of a branch are counted, a spin-wait
 loop once), and assumes the pipes overlap perfectly ("overlapped") or that the tensor cores
 and the rest take turns ("serial"). Then "scheduled" (sass_schedule.py): the loop issued in
@@ -60,12 +61,13 @@ PIPES = {
     "xu": {"MUFU", "F2I", "I2F", "F2F", "FRND", "I2FP", "F2IP"},
     "shared": {"LDS", "STS", "LDSM", "STSM", "ATOMS"},
     "global": {"LDG", "STG", "LDC", "LD", "ST", "RED", "ATOMG"},
-    "tensor": {"HGMMA"},
+    "tensor": {"HGMMA", "QGMMA"},
     "tma": {"UTMALDG", "UTMASTG", "UBLKCP"},
 }
 INSTRUCTION = re.compile(r"^\s*/\*([0-9a-f]{4,})\*/\s+(@!?U?P[0-9T]\s+)?([A-Z0-9_]+)(\.[A-Za-z0-9_.]+)?\s*([^;]*);")
 FUNCTION = re.compile(r"Function : (\S+)")
-HGMMA_SHAPE = re.compile(r"HGMMA\.64x(\d+)x16")
+HGMMA_SHAPE = sass_schedule.HGMMA_SHAPE  # HGMMA's or QGMMA's N and K
+GMMA = sass_schedule.GMMA
 
 
 def pipe_of(opcode):
@@ -96,7 +98,7 @@ def functions(sass, predicates=False):
 
 
 def main_loop(code):
-    """The kernel's main loop: of the backward branches' bodies, the one with the most HGMMAs, the
+    """The kernel's main loop: of the backward branches' bodies, the one with the most wgmmas, the
     smallest of those: (first, last) indices, or None. ptxas places spin-wait retries after the
     function's last EXIT, branching back into a loop over more than the loop (over every loop
     when a kernel runs its tiles in several, as the Hopper kernel's masked and whole tiles):
@@ -115,7 +117,7 @@ def main_loop(code):
         if t >= address or t not in index:
             continue
         first = index[t]
-        hgmmas = sum(code[j][1] == "HGMMA" for j in range(first, i + 1))
+        hgmmas = sum(code[j][1] in GMMA for j in range(first, i + 1))
         key = (hgmmas, -(i - first))
         if hgmmas and (best_key is None or key > best_key):
             best, best_key = (first, i), key
@@ -125,12 +127,14 @@ def main_loop(code):
 def estimate(code, loop, warps):
     body = code[loop[0]:loop[1] + 1]
     pipes = Counter(pipe_of(op) for _a, op, _f, _o in body)
-    macs = sum(1024 * int(HGMMA_SHAPE.search(full).group(1)) for _a, op, full, _o in body if op == "HGMMA")
-    # per tile and SM: `warps` warps run the body once each; one HGMMA is a warpgroup's, so the
-    # tensor work is the body's HGMMAs times the warpgroups
+    gmmas = [full for _a, op, full, _o in body if op in GMMA]
+    macs = sum(64 * int(m.group(1)) * int(m.group(2)) for m in map(HGMMA_SHAPE.search, gmmas))
+    tensor_time = sum(sass_schedule.bf16_equivalent_macs(full) for full in gmmas)
+    # per tile and SM: `warps` warps run the body once each; one wgmma is a warpgroup's, so the
+    # tensor work is the body's wgmmas times the warpgroups
     warpgroups = warps / 4
     cycles = {"issue": warps * len(body) / ISSUE_PER_CYCLE,
-              "tensor": warpgroups * macs / TENSOR_MACS_PER_CYCLE}
+              "tensor": warpgroups * tensor_time / TENSOR_MACS_PER_CYCLE}
     for pipe, rate in THROUGHPUT.items():
         cycles[pipe] = warps * pipes.get(pipe, 0) / rate
     scalar = max(v for k, v in cycles.items() if k != "tensor")
@@ -147,7 +151,7 @@ def schedule(code, loop, warps, shape):
     steady = sass_schedule.scheduled_range(ops, per_smsp)
     alone = sass_schedule.simulate(ops, 1)  # a tile with nothing to overlap: the fill and the drain
     block_n = next((int(HGMMA_SHAPE.search(full).group(1)) for _a, op, full, operands, _g in body
-                    if op == "HGMMA" and operands.split(",")[1].strip().startswith("gdesc")), 128)
+                    if op in GMMA and operands.split(",")[1].strip().startswith("gdesc")), 128)
     b, h, n = shape
     tiles, blocks = math.ceil(n / block_n), b * h * math.ceil(n / BLOCK_M)
     waves = math.ceil(blocks / SMS)
@@ -245,7 +249,7 @@ def main(argv=None):
         code = [row[:4] for row in guarded]
         loop = main_loop(code)
         if loop is None:
-            print(f"sass_estimate: {name}: no loop with HGMMA", file=sys.stderr)
+            print(f"sass_estimate: {name}: no loop with a wgmma (HGMMA or QGMMA)", file=sys.stderr)
             continue
         found += 1
         body, pipes, macs, cycles, overlapped, serial = estimate(code, loop, a.warps)

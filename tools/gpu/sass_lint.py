@@ -21,7 +21,7 @@ import pathlib
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from kit_files import Parser  # noqa: E402
-from sass_estimate import HGMMA_SHAPE, add_sass_arguments, functions, read_sass  # noqa: E402
+from sass_estimate import GMMA, HGMMA_SHAPE, add_sass_arguments, functions, read_sass  # noqa: E402
 
 REGISTER = re.compile(r"\bR(\d+)\b")
 DEPBAR = re.compile(r"gsb0,\s*0x([0-9a-f]+)")
@@ -70,7 +70,7 @@ def lint(code):
             arrived = False
             continue
         in_flight = [h for g in groups for h in g]
-        if opcode == "HGMMA":
+        if opcode in GMMA:
             if not arrived:
                 hazards.append(f"{where}: an HGMMA with no WARPGROUP.ARRIVE since the last WARPGROUP.DEPBAR")
             acc, a = hgmma_registers(full, operands)
@@ -113,10 +113,10 @@ def main(argv=None):
         return 2
     failed = 0
     for name, code in linted.items():
-        hgmmas = sum(1 for c in code if c[1] == "HGMMA")
+        hgmmas = sum(1 for c in code if c[1] in GMMA)
         hazards = lint(code)
         failed += bool(hazards)
-        print(f"{name}: {hgmmas} HGMMA, {len(hazards)} hazard(s)")
+        print(f"{name}: {hgmmas} wgmma (HGMMA, QGMMA), {len(hazards)} hazard(s)")
         for h in hazards:
             print(f"  {h}")
     return 1 if failed else 0

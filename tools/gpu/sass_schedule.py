@@ -2,7 +2,8 @@
 by the warps of one SM sub-partition (SMSP), cycle by cycle, with each instruction waiting for
 its operands (register and predicate scoreboards with the latencies below), for its pipe (each
 pipe takes a warp instruction every `interval` cycles) and for the one issue slot a cycle; the
-wgmmas (HGMMA) queue on the sub-partition's quarter of the tensor cores and a
+wgmmas (HGMMA; QGMMA for FP8, at twice the multiply-adds a cycle) queue on the sub-partition's
+quarter of the tensor cores and a
 `WARPGROUP.DEPBAR.LE gsb0, K` waits until at most K of the warp's committed groups are in
 flight. What sass_estimate.py's pipe counts cannot see: the dependent chains of the row max and
 the row sum, MUFU's latency, a warp waiting for its own GEMMs, and one scheduler serving both
@@ -41,7 +42,15 @@ LSU = {"LDS", "STS", "LDSM", "STSM", "ATOMS", "LDG", "STG", "LDC", "LD", "ST", "
 STORES = {"STS", "STSM", "STG", "ST", "RED", "BAR", "BRA", "EXIT", "BSSY", "BSYNC", "WARPSYNC", "NOP",
           "UTMALDG", "UTMASTG", "UBLKCP", "WARPGROUP", "DEPBAR", "RET", "CALL"}
 REGISTER = re.compile(r"(?<![A-Za-z0-9_])(U?R\d+|U?P[0-6])(?![0-9])")
-HGMMA_SHAPE = re.compile(r"HGMMA\.64x(\d+)x16")
+# a wgmma's N (group 1) and K (group 2): HGMMA 64 x N x 16 (16-bit inputs), QGMMA 64 x N x 32 (FP8)
+HGMMA_SHAPE = re.compile(r"[HQ]GMMA\.64x(\d+)x(16|32)")
+GMMA = {"HGMMA", "QGMMA"}
+
+
+def bf16_equivalent_macs(full):
+    """A wgmma's tensor time as BF16 multiply-adds: 64 N 16 for HGMMA, and for QGMMA too (64 N 32
+    FP8 multiply-adds at twice the rate: 989 dense BF16 and 1979 dense FP8 TFLOP/s quoted)."""
+    return 64 * int(HGMMA_SHAPE.search(full).group(1)) * 16
 DEPBAR = re.compile(r"gsb0,\s*0x([0-9a-f]+)")
 
 
@@ -88,7 +97,7 @@ class Op:
     pipe: str
     reads: list
     writes: list
-    macs: int = 0            # an HGMMA's multiply-adds for its warpgroup
+    macs: int = 0            # a wgmma's multiply-adds for its warpgroup, as BF16's (tensor time)
     commits: bool = False    # an HGMMA closing a commit group (gsb0)
     depbar: int = -1         # WARPGROUP.DEPBAR.LE's K
     fence: bool = False      # WARPGROUP.ARRIVE: the warp's register writes land first
@@ -98,12 +107,12 @@ def decode(opcode, full, operands, guard=""):
     """An Op from one SASS instruction (the tuple functions() returns, and its guard)."""
     parts = [p.strip() for p in operands.split(",")] if operands.strip() else []
     reads = _registers(guard)
-    if opcode == "HGMMA":
+    if opcode in GMMA:
         n = int(HGMMA_SHAPE.search(full).group(1))
         dest = int(parts[0][1:])
         acc = [f"R{dest + k}" for k in range(n // 2)]
         a = _registers(parts[1], 4) if parts[1].startswith("R") else []
-        return Op(opcode, "tensor", reads + a, acc, macs=64 * n * 16, commits="gsb0" in operands)
+        return Op(opcode, "tensor", reads + a, acc, macs=bf16_equivalent_macs(full), commits="gsb0" in operands)
     if opcode == "WARPGROUP":
         m = DEPBAR.search(operands)
         if ".DEPBAR" in full and m:
