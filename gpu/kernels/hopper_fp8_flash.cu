@@ -101,7 +101,7 @@ public:
             run_for_d<128>(p);
     }
 
-    // The kernel instantiated for the recipe's exp2 and its argument's form (no branch per score).
+    // The kernel instantiated for exp2's argument's form (no branch per score).
     template <int D>
     void run_for_d(const fp8::ForwardParams& p) {
         if (ctx_.softmax.exp2_arg == emu::Exp2Arg::fma)
@@ -110,18 +110,12 @@ public:
             run_for_arg<D, emu::Exp2Arg::mul_sub>(p);
     }
 
+    // exp2 is ex2.approx.ftz alone (the capabilities refuse the others): each instantiation is
+    // about 100 KB of sm_90a code in every program that links the kernels, and the GPU kit is held
+    // to the device call's carry limit
     template <int D, emu::Exp2Arg Arg>
     void run_for_arg(const fp8::ForwardParams& p) {
-        switch (ctx_.recipe.softmax.exp2) {
-            case emu::Exp2Kind::software:
-                run_kernel(fp8::forward_kernel<D, emu::Exp2Kind::software, Arg>, fp8::shared_bytes<D>, p);
-                return;
-            case emu::Exp2Kind::hardware_ftz:
-                run_kernel(fp8::forward_kernel<D, emu::Exp2Kind::hardware_ftz, Arg>, fp8::shared_bytes<D>, p);
-                return;
-            default:  // ex2.approx (the capabilities refuse exp2f)
-                run_kernel(fp8::forward_kernel<D, emu::Exp2Kind::hardware_approx, Arg>, fp8::shared_bytes<D>, p);
-        }
+        run_kernel(fp8::forward_kernel<D, emu::Exp2Kind::hardware_ftz, Arg>, fp8::shared_bytes<D>, p);
     }
 
     emu::ForwardResult result() const {

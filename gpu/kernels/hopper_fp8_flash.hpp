@@ -13,8 +13,8 @@ namespace roundscope::gpu {
 /// Why the FP8 kernel cannot run `recipe` on `shape` (empty: it can): it is written for
 /// h100-fp8's arithmetic (E4M3 Q, K, V and P, BF16 O; wgmma; FlashAttention-3's FP8 tiles; the
 /// online softmax with row_sum=lane-tile; FlashAttention-3's epilogue), d = d_v of 64 or 128,
-/// whole problems, and an sm_90 GPU. The choices it takes from the recipe: kv_order, exp2,
-/// exp2_arg, rescale_arg, scale_log2 and max_offset.
+/// whole problems, and an sm_90 GPU; exp2 is ex2.approx.ftz. The choices it takes from the
+/// recipe: kv_order, exp2_arg, rescale_arg, scale_log2 and max_offset.
 std::string hopper_fp8_flash_unsupported(const emu::AttentionRecipe& recipe, const emu::AttentionShape& shape);
 
 /// O, its float32 values before the cast, and the LSE; Error when unsupported.

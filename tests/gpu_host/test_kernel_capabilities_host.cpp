@@ -127,9 +127,6 @@ TEST_CASE("capability walk: the FP8 Hopper kernel runs what its row says, bit fo
         {"diagonal_fix", "read with v_quant alone, which the kernel refuses"},
         {"max_adjust_beta", "read with max_adjust=on alone, which the kernel refuses"},
         {"v_block", "read with v_quant alone, which the kernel refuses"},
-        {"exp2=ex2.approx",
-         "differs from ex2.approx.ftz only where P-bar is subnormal, which the max offset keeps this problem from; "
-         "the BF16 kernel's walk shows the key"},
     };
     CHECK(joined(test::unshown_in_all({&w}, by_design)) == "");
 }
