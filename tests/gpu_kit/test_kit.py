@@ -130,8 +130,9 @@ def test_the_hopper_check_runs_dry_in_one_archive_within_its_budget(hopper_check
     assert [a["archive"] for a in summary["archives"]] == ["H-all.tar.xz"]
     steps = [s["name"] for s in summary["steps"]]
     assert steps[:3] == ["metadata", "smoke", "sweep"]  # the Hopper kernel first
-    # both exp2 forms swept bit-exact: N 1 and 65, D 64, random and sink, causal and not
-    assert report["sweep"]["cases"] == report["sweep-ex2"]["cases"] == 8
+    # both exp2 forms swept bit-exact: N 1 and 65, D 64, random and sink, causal and not; the
+    # first sweep the FP8 kernel's h100-fp8 too
+    assert report["sweep"]["cases"] == 16 and report["sweep-ex2"]["cases"] == 8
     assert report["sweep"]["not_exact"] == report["sweep-ex2"]["not_exact"] == 0
     # the raw answers: four cases a form, each every bit of o and lse against the emulator
     goldens = report["goldens"]
@@ -139,8 +140,8 @@ def test_the_hopper_check_runs_dry_in_one_archive_within_its_budget(hopper_check
     assert sorted(g["settings"] for g in goldens) == [[]] * 4 + [["exp2=ex2.approx.ftz"]] * 4
     kernels = {line["kernel"] for line in report["bench"]}
     # and the tensor cores' own rate, a matmul, what the SASS estimate scales by
-    assert {"roundscope hopper h100-bf16", "roundscope hopper h100-bf16 exp2=ex2.approx.ftz", "torch flash",
-            "torch matmul"} <= kernels
+    assert {"roundscope hopper h100-bf16", "roundscope hopper h100-bf16 exp2=ex2.approx.ftz",
+            "roundscope hopper h100-fp8", "torch flash", "torch matmul"} <= kernels
     # each h100-bf16 kernel the SASS estimate covers, beside its measured speed (none where the
     # dry run's build has no sm_90a code to estimate)
     beside = report["estimate_beside_bench"]
