@@ -119,7 +119,7 @@ std::vector<KeyCapability> hopper_fp8() {
             {"softmax", {"online"}, arithmetic},
             {"exp2",
              {"ex2.approx.ftz"},
-             "the FP8 Hopper kernel's exp2 is FlashAttention-3's, ex2.approx.ftz (--use_fast_math)"},
+             "the FP8 Hopper kernel's exp2 is FlashAttention-3's, ex2.approx.ftz (built with fast math)"},
             {"row_sum", {"lane-tile"}, arithmetic},
             {"max_adjust", {"off"}, arithmetic},
             {"max_offset", {"*"}, ""},

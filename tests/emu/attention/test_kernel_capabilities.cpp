@@ -14,7 +14,7 @@
 using namespace roundscope;
 
 TEST_CASE("every kernel declares every recipe key, and only those", "[capabilities]") {
-    REQUIRE(emu::kernel_capabilities().size() == 3);
+    REQUIRE(emu::kernel_capabilities().size() == 4);
     for (const emu::KernelCapabilities& k : emu::kernel_capabilities()) {
         INFO(k.kernel);
         CHECK(emu::undeclared_keys(k).empty());
@@ -81,7 +81,7 @@ TEST_CASE("a refusal names the key, its value and why - backward keys bind a ker
     CHECK(emu::capability_refusal(hopper, h, false).empty());
     CHECK(emu::capability_refusal(hopper, h, true) ==
           "the Hopper forward kernel (gpu/kernels/hopper_flash.cu; TMA and wgmma) has no backward pass");
-    CHECK_THROWS_WITH(emu::kernel_named("tpu"), "unknown kernel 'tpu' (kernels: emulator, twins, hopper)");
+    CHECK_THROWS_WITH(emu::kernel_named("tpu"), "unknown kernel 'tpu' (kernels: emulator, twins, hopper, hopper-fp8)");
 }
 
 TEST_CASE("every recipe key has a stage, a meaning, a default it accepts, and values to walk", "[capabilities]") {
