@@ -127,7 +127,7 @@ std::vector<WgmmaLayoutCase> wgmma_layout_cases() {
 std::vector<WgmmaLayoutCase> wgmma_e4m3_layout_cases() {
     std::vector<WgmmaLayoutCase> out;
     for (const int n : {64, 128, 160, 224})
-        for (const int k : {32, 64})
+        for (const int k : {32, 64, 128})
             for (const Swizzle s : {Swizzle::none, Swizzle::b32, Swizzle::b64, Swizzle::b128})
                 for (const bool registers : {false, true}) {
                     const WgmmaLayoutCase c{n, k, Major::k, Major::k, registers, s, true};
@@ -151,7 +151,7 @@ std::string layout_case_name(const WgmmaLayoutCase& c) {
 std::string layout_case_unsupported(const WgmmaLayoutCase& c) {
     if (c.e4m3) {
         if (c.n != 64 && c.n != 128 && c.n != 160 && c.n != 224) return "N is 64, 128, 160 or 224 (E4M3)";
-        if (c.k != 32 && c.k != 64) return "K is 32 or 64 (E4M3)";
+        if (c.k != 32 && c.k != 64 && c.k != 128) return "K is 32, 64 or 128 (E4M3)";
         if (c.a_major != Major::k || c.b_major != Major::k) return "E4M3 operands are K-major";
     } else {
         if (c.n != 64 && c.n != 128) return "N is 64 or 128";

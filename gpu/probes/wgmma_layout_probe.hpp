@@ -30,8 +30,9 @@ struct WgmmaLayoutCase {
 /// MN-major or from registers, B K-major or MN-major, less those it cannot store.
 std::vector<WgmmaLayoutCase> wgmma_layout_cases();
 
-/// Every E4M3 case (56): N 64, 128, 160 and 224 (an FP8 attention kernel's P V and S), K 32 and
-/// 64, each swizzle that holds K, A K-major or from registers, B K-major.
+/// Every E4M3 case (72): N 64, 128, 160 and 224 (an FP8 attention kernel's P V and S), K 32, 64
+/// and 128 (S at D = 128: four k32 steps in one 128-byte span), each swizzle that holds K, A
+/// K-major or from registers, B K-major.
 std::vector<WgmmaLayoutCase> wgmma_e4m3_layout_cases();
 
 /// "n128 k64 A:registers B:mn swizzle 128", for messages.

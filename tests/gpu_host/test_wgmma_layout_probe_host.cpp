@@ -52,7 +52,7 @@ TEST_CASE("the wgmma layout probe gives the model's D in every layout", "[gpu-ho
 TEST_CASE("the wgmma layout probe gives the FP8 model's D in every E4M3 layout", "[gpu-host][wgmma][probe]") {
     simt::set_simulated_architecture("sm90");
     const std::vector<WgmmaLayoutCase> cases = wgmma_e4m3_layout_cases();
-    REQUIRE(cases.size() == 56);
+    REQUIRE(cases.size() == 72);
     unsigned seed = 100;
     for (const WgmmaLayoutCase& c : cases) {
         INFO(layout_case_name(c));
@@ -80,7 +80,7 @@ TEST_CASE("the wgmma layout probe refuses what it cannot store", "[gpu-host][wgm
     CHECK_THROWS_WITH(run_wgmma_layout_probe({64, 64, Major::k, Major::mn, false, Swizzle::none, true}, p.a, p.b, p.c),
                       Catch::Contains("K-major"));
     CHECK_THROWS_WITH(run_wgmma_layout_probe({64, 16, Major::k, Major::k, false, Swizzle::none, true}, p.a, p.b, p.c),
-                      Catch::Contains("K is 32 or 64"));
+                      Catch::Contains("K is 32, 64 or 128"));
     CHECK_THROWS_WITH(run_wgmma_layout_probe({224, 64, Major::k, Major::k, false, Swizzle::b32, true}, p.a, p.b, p.c),
                       Catch::Contains("within its span"));
 }

@@ -296,7 +296,7 @@ case "$phase" in
       kernel_step sweep-ex2 45 kitrun "$kit/bin/gpu_sweep" "${hopper[@]}" "${ex2[@]}" --out sweep.jsonl --threads "$threads"
       kernel_step goldens 60 bash -c 'mkdir -p default ex2.approx.ftz && (cd default && goldens gpu_sweep) &&
         cd ex2.approx.ftz && goldens gpu_sweep --set exp2=ex2.approx.ftz'
-      # the 80 BF16 wgmma layouts (V MN-major, 128-byte swizzle) and the 56 E4M3 ones (K-major, 32- to
+      # the 80 BF16 wgmma layouts (V MN-major, 128-byte swizzle) and the 72 E4M3 ones (K-major, 32- to
       # 128-byte swizzles), and the pair casts' proofs on all 2^32 inputs
       step layout 60 env ROUNDSCOPE_REQUIRE_GPU=1 bash -c \
         'kitrun "$kit/bin/test_gpu_mma" && kitrun "$kit/bin/test_gpu_cast"'
