@@ -27,7 +27,7 @@ LAYERS = [
     ["emu/attention/flash"],
     ["analysis/truth", "gpu/primitives", "gpu/host"],
     ["gpu/kernels/hopper"],
-    ["gpu/kernels/hopper/fp8"],
+    ["gpu/kernels/hopper/fp8", "gpu/kernels/hopper/backward"],
     ["gpu/kernels", "gpu/probes"],
     ["analysis", "gpu"],
     ["api"],

@@ -103,6 +103,16 @@ std::vector<KeyCapability> hopper() {
             {"o_accumulator", {"f32"}, arithmetic},
             {"o_format", {"bf16"}, "the Hopper kernel writes a BF16 O"},
             {"epilogue", {"fa2"}, arithmetic},
+            // the backward kernels (gpu/kernels/hopper_flash_backward.cu)
+            {"grad_product", {"model"}, "the Hopper backward computes every product by wgmma"},
+            {"delta", {"o-stored"}, "the Hopper backward forms delta from the stored O"},
+            {"delta_format", {"f32"}, "the Hopper backward sums delta in float32"},
+            {"delta_sum", {"sequential"}, "the Hopper backward sums delta over the head dimension in order"},
+            {"grad_schedule", {"in-order"}, "the Hopper backward walks its tiles in order (no atomics: deterministic)"},
+            {"ds_format", {"bf16"}, "the Hopper backward multiplies P and dS in BF16"},
+            {"grad_format", {"bf16"}, "the Hopper backward writes BF16 gradients"},
+            {"grad_quant", {"none"}, "the Hopper backward does not block-quantize its operands"},
+            {"grad_rounding", {"nearest"}, "the Hopper backward does not block-quantize its operands"},
         });
 }
 
@@ -146,7 +156,8 @@ std::span<const KernelCapabilities> kernel_capabilities() {
     static const std::vector<KernelCapabilities> table{
         {"emulator", "the emulator (emu/attention/flash/flash_attention.hpp)", true, every_key()},
         {"twins", "the CUDA twins (gpu/kernels/flash_attention.cu; mma.sync)", true, twins()},
-        {"hopper", "the Hopper forward kernel (gpu/kernels/hopper_flash.cu; TMA and wgmma)", false, hopper()},
+        {"hopper", "the Hopper kernels (gpu/kernels/hopper_flash.cu, hopper_flash_backward.cu; TMA and wgmma)", true,
+         hopper()},
         {"hopper-fp8", "the FP8 Hopper forward kernel (gpu/kernels/hopper_fp8_flash.cu; TMA and E4M3 wgmma)", false,
          hopper_fp8()},
     };

@@ -93,22 +93,29 @@ ROUNDSCOPE_HD inline float d_score(float p, float dp, float delta) {
 }
 
 /// delta = rowsum(dO * O) in float32, in feature order: dO and O given as bits of their formats
-/// (O as stored, or its float32 value with o_format f32). With a narrower delta_format (host
-/// only) each product is rounded to it, and so is their sum, taken exactly: PyTorch's
-/// (dO * O).sum() on BF16 tensors, whose float32 reduction order is unspecified.
-ROUNDSCOPE_HD inline float delta_rowsum(const std::uint32_t* d_o, const Format& d_o_format, const std::uint32_t* o,
-                                        const Format& o_format, int n, const Format& delta_format = f32) {
-    auto product = [&](int c) {
-        return f32_arith::mul(static_cast<float>(decode(d_o_format, d_o[c])),
-                              static_cast<float>(decode(o_format, o[c])));
-    };
-    if (delta_format == f32) {
-        float sum = 0;
-        for (int c = 0; c < n; ++c) sum = f32_arith::add(sum, product(c));
-        return sum;
-    }
+/// (O as stored, or its float32 value with o_format f32). Device code calls this one: its formats
+/// come by value (a device takes no host constant by reference).
+ROUNDSCOPE_HD inline float delta_rowsum_f32(const std::uint32_t* d_o, Format d_o_format, const std::uint32_t* o,
+                                            Format o_format, int n) {
+    float sum = 0;
+    for (int c = 0; c < n; ++c)
+        sum = f32_arith::add(sum, f32_arith::mul(static_cast<float>(decode(d_o_format, d_o[c])),
+                                                 static_cast<float>(decode(o_format, o[c]))));
+    return sum;
+}
+
+/// The same with a delta_format: f32 is delta_rowsum_f32; with a narrower one each product is
+/// rounded to it, and so is their sum, taken exactly: PyTorch's (dO * O).sum() on BF16 tensors,
+/// whose float32 reduction order is unspecified.
+inline float delta_rowsum(const std::uint32_t* d_o, const Format& d_o_format, const std::uint32_t* o,
+                          const Format& o_format, int n, const Format& delta_format = f32) {
+    if (delta_format == f32) return delta_rowsum_f32(d_o, d_o_format, o, o_format, n);
     double exact = 0;
-    for (int c = 0; c < n; ++c) exact += rounded_value(static_cast<double>(product(c)), delta_format);
+    for (int c = 0; c < n; ++c) {
+        const float product = f32_arith::mul(static_cast<float>(decode(d_o_format, d_o[c])),
+                                             static_cast<float>(decode(o_format, o[c])));
+        exact += rounded_value(static_cast<double>(product), delta_format);
+    }
     return static_cast<float>(rounded_value(static_cast<double>(static_cast<float>(exact)), delta_format));
 }
 
@@ -121,14 +128,20 @@ struct BackwardElement {
     std::uint32_t p_cast, ds_cast;
 };
 
+/// P of a backward element, before its cast.
+ROUNDSCOPE_HD inline float backward_p(std::uint32_t s, bool visible, float lse2, float scale_log2, Exp2Kind exp2_kind,
+                                      Exp2Arg arg = Exp2Arg::mul_sub, float bias = 0.0f) {
+    namespace a = f32_arith;
+    return !visible || lse2 == minus_infinity() || bias == minus_infinity() ? 0.0f
+           : bias != 0.0f ? exp2(a::sub(a::add(a::mul(float_from_bits(s), scale_log2), bias), lse2), exp2_kind)
+                          : exp2(exp2_argument(float_from_bits(s), scale_log2, lse2, arg), exp2_kind);
+}
+
 ROUNDSCOPE_HD inline BackwardElement backward_element(std::uint32_t s, std::uint32_t dp, bool visible, float lse2,
                                                       float delta, float scale_log2, Exp2Kind exp2_kind,
                                                       const Format& g, Exp2Arg arg = Exp2Arg::mul_sub,
                                                       float bias = 0.0f) {
-    namespace a = f32_arith;
-    const float p = !visible || lse2 == minus_infinity() || bias == minus_infinity() ? 0.0f
-                    : bias != 0.0f ? exp2(a::sub(a::add(a::mul(float_from_bits(s), scale_log2), bias), lse2), exp2_kind)
-                                   : exp2(exp2_argument(float_from_bits(s), scale_log2, lse2, arg), exp2_kind);
+    const float p = backward_p(s, visible, lse2, scale_log2, exp2_kind, arg, bias);
     return {p, saturating_cast(p, g), saturating_cast(d_score(p, float_from_bits(dp), delta), g)};
 }
 

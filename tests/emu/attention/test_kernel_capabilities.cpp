@@ -77,10 +77,16 @@ TEST_CASE("a refusal names the key, its value and why - backward keys bind a ker
     const emu::KernelCapabilities& hopper = emu::kernel_named("hopper");
     emu::AttentionRecipe h = emu::find_recipe("h100-bf16");
     CHECK(emu::capability_refusal(hopper, h, false).empty());
-    emu::apply_setting(h, "grad_quant=mxfp8_e4m3");  // never read: the kernel has no backward pass
-    CHECK(emu::capability_refusal(hopper, h, false).empty());
+    CHECK(emu::capability_refusal(hopper, h, true).empty());  // its backward (hopper_flash_backward.cu)
+    emu::apply_setting(h, "grad_quant=mxfp8_e4m3");
     CHECK(emu::capability_refusal(hopper, h, true) ==
-          "the Hopper forward kernel (gpu/kernels/hopper_flash.cu; TMA and wgmma) has no backward pass");
+          "grad_quant=mxfp8_e4m3: the Hopper backward does not block-quantize its operands (grad_quant runs none)");
+    const emu::KernelCapabilities& fp8 = emu::kernel_named("hopper-fp8");
+    emu::AttentionRecipe f = emu::find_recipe("h100-fp8");
+    emu::apply_setting(f, "grad_quant=mxfp8_e4m3");  // never read: the FP8 kernel has no backward pass
+    CHECK(emu::capability_refusal(fp8, f, false).empty());
+    CHECK(emu::capability_refusal(fp8, f, true) ==
+          "the FP8 Hopper forward kernel (gpu/kernels/hopper_fp8_flash.cu; TMA and E4M3 wgmma) has no backward pass");
     CHECK_THROWS_WITH(emu::kernel_named("tpu"), "unknown kernel 'tpu' (kernels: emulator, twins, hopper, hopper-fp8)");
 }
 
