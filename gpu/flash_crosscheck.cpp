@@ -6,6 +6,7 @@
 #include "gpu/device.hpp"
 #include "gpu/kernels/flash_attention.hpp"
 #include "gpu/kernels/hopper_flash.hpp"
+#include "gpu/kernels/hopper_flash_backward.hpp"
 #include "gpu/probes/mma_probe.hpp"
 #include "lib/bits.hpp"
 #include "lib/error.hpp"
@@ -32,15 +33,25 @@ FlashCrosscheck flash_crosscheck(emu::AttentionRecipe recipe, const emu::Attenti
     c.device = device_name();
     c.arch = recipe.target.arch = model_arch(cc);
     if (hopper_flash_unsupported(recipe, shape).empty()) {
-        if (backward)
-            throw Error("crosscheck: recipe '" + recipe.name +
-                        "' runs on the Hopper kernel, which has no backward pass");
+        if (backward) {
+            if (const std::string why = hopper_flash_backward_unsupported(recipe, shape); !why.empty())
+                throw Error("crosscheck: recipe '" + recipe.name + "' runs on the Hopper kernel, whose backward " +
+                            "cannot run it: " + why);
+        }
         c.kernel = "hopper";
         const emu::ForwardResult want = emu::flash_forward(recipe, shape, in, threads),
                                  got = hopper_flash_forward(recipe, shape, in);
         add(c, "o", want.o, got.o, *recipe.output.format);
         add(c, "o_f32", float_bits(want.o_f32), float_bits(got.o_f32), emu::f32);
         add(c, "lse", float_bits(want.lse), float_bits(got.lse), emu::f32);
+        if (backward) {  // each from the kernel's own forward
+            const emu::BackwardResult bw = emu::flash_backward(recipe, shape, in, got, threads),
+                                      bg = hopper_flash_backward(recipe, shape, in, got);
+            add(c, "dq", bw.dq, bg.dq, *recipe.backward.grad_format);
+            add(c, "dk", bw.dk, bg.dk, *recipe.backward.grad_format);
+            add(c, "dv", bw.dv, bg.dv, *recipe.backward.grad_format);
+            add(c, "delta", float_bits(bw.delta), float_bits(bg.delta), emu::f32);
+        }
         c.gpu_forward = got;
         return c;
     }

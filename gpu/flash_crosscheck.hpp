@@ -20,8 +20,8 @@ struct FlashCrosscheck {
 };
 
 /// Throws Error without a usable GPU or for a recipe the kernels do not run. A recipe the Hopper
-/// kernel runs (gpu/kernels/hopper_flash.hpp: h100-bf16) is checked on it, forward only (O, O in float32
-/// and the LSE); others on the twins. `threads`: the emulator's.
+/// kernel runs (gpu/kernels/hopper_flash.hpp: h100-bf16) is checked on it (O, O in float32 and the LSE;
+/// with `backward`, the Hopper backward's dQ, dK, dV and delta); others on the twins. `threads`: the emulator's.
 FlashCrosscheck flash_crosscheck(emu::AttentionRecipe recipe, const emu::AttentionShape& shape,
                                  const emu::AttentionOperands& in, bool backward, int threads = 0);
 

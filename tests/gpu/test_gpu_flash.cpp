@@ -1,7 +1,7 @@
 // Property (on a machine with a GPU): the CUDA flash-attention kernels give the emulator's
 // bits, every output of the forward and backward pass, for every preset the kernels run (the
 // FP8 ones with mma.sync, whose sm_89/sm_90 model is exact; h100-bf16 on an sm_90 GPU with the
-// Hopper kernel, forward only: O, O in float32 and the LSE), on random inputs and on the
+// Hopper kernels, forward (O, O in float32, the LSE) and backward (dQ, dK, dV, delta)), on random inputs and on the
 // adversarial ones: sink-dominated rows, repeated maxima, scores spread over hundreds; causal
 // and not; with row and key counts that are not multiples of the tiles.
 // Exits 77 (CTest: skipped) where no GPU is usable (1 with ROUNDSCOPE_REQUIRE_GPU=1); a preset
@@ -20,6 +20,7 @@
 #include "gpu/flash_crosscheck.hpp"
 #include "gpu/kernels/flash_attention.hpp"
 #include "gpu/kernels/hopper_flash.hpp"
+#include "gpu/kernels/hopper_flash_backward.hpp"
 #include "gpu/probes/mma_probe.hpp"
 #include "lib/error.hpp"
 #include "tests/gpu/gpu_or_skip.hpp"
@@ -92,7 +93,8 @@ int main(int argc, char** argv) {
     for (emu::AttentionRecipe recipe : emu::recipe_presets()) {
         if (!sweep.presets.empty() && !sweep.presets.count(recipe.name)) continue;
         recipe.target.arch = gpu::model_arch(cc);
-        // the Hopper kernel where it runs the preset (forward only), else the twins (wgmma as mma.sync)
+        // the Hopper kernels where they run the preset (the backward too where it runs it), else the
+        // twins (wgmma as mma.sync)
         const emu::AttentionShape probe{1, 128, 128, 128, 128, false, 0.125f};
         const bool hopper = gpu::hopper_flash_unsupported(recipe, probe).empty();
         if (!hopper && recipe.target.instruction == "wgmma") emu::apply_setting(recipe, "instruction=mma.sync");
@@ -109,8 +111,9 @@ int main(int argc, char** argv) {
                 spec.scenario = scenario, spec.heads = 2, spec.n = n, spec.d = d, spec.seed = 7;
                 const emu::AttentionInputs in = analysis::synthetic_attention(spec);
                 const emu::AttentionShape shape = emu::attention_shape_of(in, causal, 0);
-                const gpu::FlashCrosscheck c = gpu::flash_crosscheck(
-                    recipe, shape, emu::attention_operands(in, *recipe.target.input, true), !hopper);
+                const gpu::FlashCrosscheck c =
+                    gpu::flash_crosscheck(recipe, shape, emu::attention_operands(in, *recipe.target.input, true),
+                                          !hopper || gpu::hopper_flash_backward_unsupported(recipe, probe).empty());
                 std::printf(
                     "%s (%s), %s, %scausal, N %llu, D %llu: %llu of %llu outputs match (max %llu ulp)\n",
                     recipe.name.c_str(), c.kernel.c_str(), std::string(analysis::scenario_name(scenario)).c_str(),

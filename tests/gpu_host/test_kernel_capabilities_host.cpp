@@ -14,6 +14,7 @@
 #include "gpu/host/simt_host.hpp"
 #include "gpu/kernels/flash_attention.hpp"
 #include "gpu/kernels/hopper_flash.hpp"
+#include "gpu/kernels/hopper_flash_backward.hpp"
 #include "gpu/kernels/hopper_fp8_flash.hpp"
 #include "tests/gpu_host/capability_walk.hpp"
 
@@ -89,12 +90,13 @@ TEST_CASE("capability walk: the CUDA twins run what their row says, bit for bit"
     gpu::simt::set_simulated_architecture("sm90");
 }
 
-TEST_CASE("capability walk: the Hopper kernel runs what its row says, bit for bit",
+TEST_CASE("capability walk: the Hopper kernels run what their row says, bit for bit, forward and backward",
           "[.][slow][gpu-host][capabilities]") {
     gpu::simt::set_simulated_architecture("sm90");
     const emu::AttentionInputs inputs = problem(130, 64);
     const emu::AttentionShape shape = emu::attention_shape_of(inputs, true, scale);
-    const test::WalkedKernel hopper{&emu::kernel_named("hopper"), gpu::hopper_flash_forward, {}};
+    const test::WalkedKernel hopper{&emu::kernel_named("hopper"), gpu::hopper_flash_forward,
+                                    gpu::hopper_flash_backward};
     const test::WalkResult w = test::walk(hopper, emu::find_recipe("h100-bf16"), shape, inputs);
     INFO(joined(w.failures));
     CHECK(w.failures.empty());
@@ -106,6 +108,7 @@ TEST_CASE("capability walk: the Hopper kernel runs what its row says, bit for bi
         {"max_adjust_beta", "read with max_adjust=on alone, which the kernel refuses"},
         {"p_scale=256", "a power-of-two scale of a BF16 P is exact on this problem; p_scale=448 shows the key"},
         {"v_block", "read with v_quant alone, which the kernel refuses"},
+        {"grad_seed", "read by stochastic rounding alone, which the backward refuses (grad_quant none)"},
     };
     CHECK(joined(test::unshown_in_all({&w}, by_design)) == "");
 }

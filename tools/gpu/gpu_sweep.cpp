@@ -32,6 +32,7 @@
 #include "gpu/kernel_dump.hpp"
 #include "gpu/kernels/flash_attention.hpp"
 #include "gpu/kernels/hopper_flash.hpp"
+#include "gpu/kernels/hopper_flash_backward.hpp"
 #include "gpu/probes/mma_probe.hpp"
 #include "lib/error.hpp"
 #include "tools/gpu/kit_options.hpp"
@@ -148,12 +149,14 @@ int main(int argc, char** argv) {
         }
         const std::string preset_instruction = recipe.target.instruction;
         recipe.target.arch = gpu::model_arch(cc);
-        // the Hopper kernel where it runs the preset (forward only), else the twins (wgmma as mma.sync)
+        // the Hopper kernels where they run the preset, else the twins (wgmma as mma.sync)
         const emu::AttentionShape probe{1, 128, 128, 128, 128, false, 0.125f};
         const bool hopper = gpu::hopper_flash_unsupported(recipe, probe).empty();
         if (!hopper && recipe.target.instruction == "wgmma") emu::apply_setting(recipe, "instruction=mma.sync");
         std::string why = hopper ? std::string() : gpu::flash_unsupported(recipe);
         if (why.empty() && !hopper) why = gpu::flash_not_runnable_here(recipe, o.backward);
+        // the Hopper backward where it runs the preset (BF16); the FP8 kernel's forward alone
+        const bool backward_here = !hopper || gpu::hopper_flash_backward_unsupported(recipe, probe).empty();
         if (!why.empty()) {
             emit({{"preset", preset}, {"settings", o.settings}, {"runnable", false}, {"why", why}});
             continue;
@@ -183,7 +186,7 @@ int main(int argc, char** argv) {
                             const emu::AttentionOperands operands =
                                 emu::attention_operands(in, *recipe.target.input, o.backward);
                             const gpu::FlashCrosscheck c =
-                                gpu::flash_crosscheck(recipe, shape, operands, o.backward && !hopper, o.threads);
+                                gpu::flash_crosscheck(recipe, shape, operands, o.backward && backward_here, o.threads);
                             line["device"] = c.device, line["arch"] = c.arch;
                             for (const auto& [name, b] : c.outputs) line["outputs"][name] = comparison(b);
                             for (const auto& [name, v] : c.first_values)

@@ -275,7 +275,8 @@ case "$phase" in
     # One device call of at most 8 minutes (the timeouts sum to 475 s), the Hopper kernels first.
     step metadata 30 metadata
     hopper=(--presets h100-bf16 --forward-only)
-    both=(--presets h100-bf16,h100-fp8 --forward-only)  # the BF16 kernel, and the FP8 kernel (E4M3 wgmma)
+    # the BF16 kernels forward and backward, and the FP8 kernel (E4M3 wgmma; forward only)
+    both=(--presets h100-bf16,h100-fp8)
     ex2=(--set exp2=ex2.approx.ftz)
     if [ $dry = 1 ]; then
       kernel_step smoke 30 kitrun "$kit/bin/gpu_sweep_host" "${hopper[@]}" --n 65 --d 64 --scenarios random

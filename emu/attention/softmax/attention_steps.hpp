@@ -112,8 +112,8 @@ inline float delta_rowsum(const std::uint32_t* d_o, const Format& d_o_format, co
     if (delta_format == f32) return delta_rowsum_f32(d_o, d_o_format, o, o_format, n);
     double exact = 0;
     for (int c = 0; c < n; ++c) {
-        const float product = f32_arith::mul(static_cast<float>(decode(d_o_format, d_o[c])),
-                                             static_cast<float>(decode(o_format, o[c])));
+        const float product =
+            f32_arith::mul(static_cast<float>(decode(d_o_format, d_o[c])), static_cast<float>(decode(o_format, o[c])));
         exact += rounded_value(static_cast<double>(product), delta_format);
     }
     return static_cast<float>(rounded_value(static_cast<double>(static_cast<float>(exact)), delta_format));
