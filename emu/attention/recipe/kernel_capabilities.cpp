@@ -199,6 +199,7 @@ bool runs_value(const KernelCapabilities& kernel, const AttentionRecipe& recipe,
 }
 
 std::string capability_refusal(const KernelCapabilities& kernel, const AttentionRecipe& recipe, bool backward) {
+    if (backward && !kernel.backward) return fmt::format("{} has no backward pass", kernel.title);
     for (const auto& [key, value] : recipe_settings(recipe)) {
         if (!backward && !kernel.backward && is_backward_key(key)) continue;
         if (runs_value(kernel, recipe, key, value)) continue;
@@ -206,7 +207,6 @@ std::string capability_refusal(const KernelCapabilities& kernel, const Attention
         if (it == nullptr) return fmt::format("{}={}: {} does not declare this key", key, value, kernel.title);
         return fmt::format("{}={}: {} ({} runs {})", key, value, it->why, key, runs_in_words(*it));
     }
-    if (backward && !kernel.backward) return fmt::format("{} has no backward pass", kernel.title);
     return {};
 }
 
