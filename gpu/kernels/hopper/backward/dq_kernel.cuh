@@ -11,13 +11,12 @@
 #include <cstdint>
 
 #include "emu/attention/softmax/attention_steps.hpp"
+#include "gpu/kernels/hopper/backward/block.cuh"
 #include "gpu/kernels/hopper/backward/config.cuh"
 #include "gpu/kernels/hopper/backward/gradients.cuh"
-#include "gpu/kernels/hopper/backward/producer.cuh"
 #include "gpu/kernels/hopper/backward/shared_storage.cuh"
 #include "gpu/kernels/hopper/backward/stream_walk.cuh"
 #include "gpu/kernels/hopper/kv_pipeline.cuh"
-#include "gpu/primitives/register_budget.hpp"
 #include "gpu/primitives/sync.hpp"
 #include "gpu/primitives/warp.hpp"
 #include "gpu/primitives/wgmma.hpp"
@@ -111,28 +110,11 @@ ROUNDSCOPE_KERNEL void ROUNDSCOPE_LAUNCH_BOUNDS(threads, 1) dq_kernel(ROUNDSCOPE
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
     (void)p;  // built for a GPU without wgmma and TMA: the host never launches it there
 #else
-    std::byte* shared = shared_memory<std::byte>();
-    shared += (swizzle_period - shared_address(shared) % swizzle_period) % swizzle_period;
-    auto& smem = *reinterpret_cast<BackwardStorage<D>*>(shared);
     const std::uint64_t head = blockIdx.y, row0 = static_cast<std::uint64_t>(blockIdx.x) * block_m;
     const StreamWalk walk{(p.n_kv + block_n - 1) / block_n, row0, p.n_q, p.n_kv, p.causal, false};
-    if (threadIdx.x == 0) {
-        mbarrier_init(&smem.held_full, 1);
-        KvPipeline(smem.ring).init(consumer_threads);
-        fence_mbarrier_init();  // the copy engine completes its loads on them
-    }
-    sync_threads();
-    if (threadIdx.x < consumer_threads) {
-        warpgroup_registers_increase<consumer_registers>();
-        consume_dq<D>(p, walk, smem, head);
-    } else {
-        warpgroup_registers_decrease<producer_registers>();
-        if (threadIdx.x / 32 == consumer_threads / 32 && elect_one()) {
-            const TmaMap* const held[2] = {&p.q_map, &p.do_map};
-            const TmaMap* const streamed[2] = {&p.k_map, &p.v_map};
-            produce<D>(held, streamed, walk, smem, static_cast<std::int32_t>(head));
-        }
-    }
+    const TmaMap* const held[2] = {&p.q_map, &p.do_map};
+    const TmaMap* const streamed[2] = {&p.k_map, &p.v_map};
+    run_block<D>(walk, held, streamed, head, [&](BackwardStorage<D>& smem) { consume_dq<D>(p, walk, smem, head); });
 #endif
 }
 
