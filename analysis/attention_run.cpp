@@ -74,11 +74,13 @@ AttentionRun run_attention(const emu::AttentionInputs& in, const emu::AttentionR
     t.causal = options.causal;
     t.scale = static_cast<double>(run.shape.scale);  // the float32 scale the kernel used
     t.backward = options.backward;
+    t.key_gradients = options.key_gradients;
     t.threads = options.threads;
     const AttentionTruth* known = options.known_truth;
     const bool usable = known != nullptr && known->causal == t.causal &&
                         std::bit_cast<std::uint64_t>(known->scale) == std::bit_cast<std::uint64_t>(t.scale) &&
-                        known->o.size() == run.forward.o.size() && (!t.backward || !known->dq.empty());
+                        known->o.size() == run.forward.o.size() && (!t.backward || !known->dq.empty()) &&
+                        (!t.backward || !t.key_gradients || !known->dk.empty());
     const AttentionTruth& truth = run.truth.emplace(usable ? *known : attention_truth(in, t));
     run.errors["o"] = error_stats(decoded(run.forward.o, *recipe.output.format), truth.o);
     run.errors["lse"] = error_stats(widened(run.forward.lse), truth.lse);
@@ -86,8 +88,10 @@ AttentionRun run_attention(const emu::AttentionInputs& in, const emu::AttentionR
         const emu::BackwardResult& b = *run.backward;
         run.errors["delta"] = error_stats(widened(b.delta), truth.delta);
         run.errors["dq"] = error_stats(decoded(b.dq, *recipe.backward.grad_format), truth.dq);
-        run.errors["dk"] = error_stats(decoded(b.dk, *recipe.backward.grad_format), truth.dk);
-        run.errors["dv"] = error_stats(decoded(b.dv, *recipe.backward.grad_format), truth.dv);
+        if (!truth.dk.empty()) {  // not asked for (key_gradients): no error of dK and dV
+            run.errors["dk"] = error_stats(decoded(b.dk, *recipe.backward.grad_format), truth.dk);
+            run.errors["dv"] = error_stats(decoded(b.dv, *recipe.backward.grad_format), truth.dv);
+        }
     }
     return run;
 }

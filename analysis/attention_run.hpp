@@ -20,10 +20,13 @@ struct AttentionRunOptions {
     double scale = 0;  // 0: 1/sqrt(D) (rounded to float32, as the kernels take it)
     bool backward = false;
     bool truth = false;
+    bool key_gradients = true;  // with backward and truth: the truth's dK and dV too (their errors)
     int threads = 0;
     // The truth of the inputs themselves, when the caller has it (the report computes it once for
     // every recipe it compares): used where it answers the run's mask, scale and passes.
     const AttentionTruth* known_truth = nullptr;
+    // compare_kernel_head: the truth of the head's key-value group (its dK and dV), likewise
+    const AttentionTruth* known_group_truth = nullptr;
     emu::RunCache* runs = nullptr;  // S and forward passes shared with other runs (the report)
 };
 

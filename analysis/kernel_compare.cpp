@@ -348,13 +348,15 @@ KernelComparison compare_kernel_head(const TensorFile& file, const emu::Attentio
     const Tensor* lse = chosen(file, "lse", outputs);
     const Tensor* grads[] = {chosen(file, "dq", outputs), chosen(file, "dk", outputs), chosen(file, "dv", outputs)};
     const bool backward = grads[0] || grads[1] || grads[2];
+    const std::uint64_t nq = in.n_q, nk = in.n_kv, group = emu::kv_group(in);
     AttentionRunOptions run_options = options;
     run_options.backward = backward;
     run_options.truth = choice.truth;
+    // the head's own dK and dV are compared only where it is its group (without grouped queries)
+    run_options.key_gradients = group == 1 && (grads[1] || grads[2]);
     const AttentionRun run = run_attention(emu::head_inputs(in, head), recipe, run_options);
     const AttentionTruth* truth = run.truth ? &*run.truth : nullptr;
 
-    const std::uint64_t nq = in.n_q, nk = in.n_kv, group = emu::kv_group(in);
     std::vector<OutputSides> sides;
     if (o)
         sides.push_back({o, head * nq * in.d_v, recipe.output.format, run.forward.o, (truth ? &truth->o : nullptr),
@@ -368,7 +370,7 @@ KernelComparison compare_kernel_head(const TensorFile& file, const emu::Attentio
     std::optional<AttentionRun> group_run;
     if ((grads[1] || grads[2]) && head % group == 0 && group > 1) {
         AttentionRunOptions g = run_options;
-        g.known_truth = nullptr;
+        g.known_truth = options.known_group_truth, g.key_gradients = true;
         group_run.emplace(run_attention(emu::group_inputs(in, head / group), recipe, g));
     }
     const AttentionRun& kv_run = group_run ? *group_run : run;

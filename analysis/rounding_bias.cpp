@@ -139,6 +139,7 @@ BiasResult rounding_bias(const emu::AttentionInputs& given, const BiasOptions& o
     TruthOptions t;
     t.causal = o.causal, t.scale = static_cast<double>(sh.scale), t.backward = true, t.threads = o.threads;
     t.gradients = in.x.has_value();  // dQ for the query weight's error; delta alone otherwise
+    t.key_gradients = false;
     const emu::AttentionInputs held = inputs_as_held(in, x, *r.target.input);
     const AttentionTruth truth = shared_truth(o.truths, in, x, *r.target.input, t);
 

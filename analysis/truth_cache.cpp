@@ -23,6 +23,7 @@ const AttentionTruth& TruthCache::truth(const emu::AttentionInputs& in, const em
         if (e.source == &in && e.format == f && e.causal == options.causal &&
             std::bit_cast<std::uint64_t>(e.scale) == std::bit_cast<std::uint64_t>(options.scale) &&
             (e.backward || !options.backward) && (e.gradients || !options.backward || !options.gradients) &&
+            (e.key_gradients || !options.backward || !options.gradients || !options.key_gradients) &&
             !options.intermediates && same_operands(e.held, held, options.backward)) {
             ++reused_;
             return e.truth;
@@ -37,9 +38,37 @@ const AttentionTruth& TruthCache::truth(const emu::AttentionInputs& in, const em
         ++computed_;
         rows = attention_truth(inputs_as_held(in, held, f), o);
     }
+    return keep(in, held, f, options, std::move(*rows));
+}
+
+const AttentionTruth& TruthCache::put(const emu::AttentionInputs& in, const emu::AttentionOperands& held,
+                                      const emu::Format& f, const TruthOptions& options, AttentionTruth known) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return keep(in, held, f, options, std::move(known));
+}
+
+const AttentionTruth& TruthCache::keep(const emu::AttentionInputs& in, const emu::AttentionOperands& held,
+                                       const emu::Format& f, const TruthOptions& options, AttentionTruth truth) {
     entries_.push_back({&in, emu::attention_shape_of(in, options.causal, options.scale), held, f, options.causal,
-                        options.backward, options.backward && options.gradients, options.scale, std::move(*rows)});
+                        options.backward, options.backward && options.gradients,
+                        options.backward && options.gradients && options.key_gradients, options.scale,
+                        std::move(truth)});
     return entries_.back().truth;
+}
+
+AttentionTruth query_head_of(const AttentionTruth& t, std::uint64_t head) {
+    AttentionTruth h;
+    h.heads = 1, h.kv_heads = 1, h.n_q = t.n_q, h.n_kv = t.n_kv, h.d = t.d, h.d_v = t.d_v;
+    h.causal = t.causal, h.scale = t.scale, h.max_precision_used = t.max_precision_used;
+    h.fast_heads = t.fast_heads == t.heads ? 1 : 0;
+    auto take = [head](const std::vector<double>& x, std::vector<double>& to, std::uint64_t per) {
+        if (x.empty()) return;
+        to.assign(x.begin() + static_cast<std::ptrdiff_t>(head * per),
+                  x.begin() + static_cast<std::ptrdiff_t>((head + 1) * per));
+    };
+    take(t.o, h.o, t.n_q * t.d_v), take(t.lse, h.lse, t.n_q), take(t.delta, h.delta, t.n_q),
+        take(t.dq, h.dq, t.n_q * t.d);
+    return h;
 }
 
 std::optional<AttentionTruth> TruthCache::rows_of(const emu::AttentionInputs& in, const emu::AttentionOperands& held,

@@ -28,6 +28,8 @@ struct TruthOptions {
     bool backward = false;       // needs dO
     bool gradients = true;       // with backward: dQ, dK and dV as well as delta (false: delta alone,
                                  // which needs only the forward pass's O; dq, dk, dv left empty)
+    bool key_gradients = true;   // with gradients: dK and dV too (false: dQ and delta, which need no
+                                 // pass over the keys' columns; dk, dv left empty)
     bool intermediates = false;  // also return S and P
     int precision = 256;         // bits of the first attempt; a head is redone at twice as many
                                  // until every output is decided (Ziv), up to max_precision

@@ -259,7 +259,8 @@ bool fast_row(const double* q, const double* kt, const double* v, const double* 
     if (state != nullptr) {
         state->o.resize(dv);
         state->single = single;
-        for (std::size_t j = 0; j < keys; ++j) state->p[j] = p_of(j);
+        if (state->p != nullptr)
+            for (std::size_t j = 0; j < keys; ++j) state->p[j] = p_of(j);
     }
     for (std::size_t c = 0; c < dv; ++c) {
         const Ball o = dd::mul(numerator[c], inverse_l);
@@ -308,7 +309,8 @@ struct HeadBackward {
     std::size_t nq, nk, d, dv;
     double scale;
     const std::vector<RowState>* states;
-    const std::vector<Ball>* p;  // [nq][nk], from the forward pass
+    const std::vector<Ball>* p;  // each row's keys it sees, row i from (*row_at)[i]: the forward pass's
+    const std::vector<std::size_t>* row_at;
     std::function<std::size_t(std::size_t)> keys_of;
     std::function<const double*(std::size_t)> bias_of;  // row i's bias, or null
     const TruthOptions* options;
@@ -341,10 +343,13 @@ void fast_delta(const HeadBackward& h, int threads) {
     *h.reference_rows += static_cast<std::uint64_t>(std::count(by_reference.begin(), by_reference.end(), 1));
 }
 
-bool fast_backward(const HeadBackward& h, int threads) {
+// dQ (and delta) row by row; with `columns`, dK and dV as well, from every row's dS kept (without
+// them a row's dS lives only while its row is worked on: no [query][key] matrix).
+bool fast_backward(const HeadBackward& h, bool columns, int threads) {
     const std::size_t nq = h.nq, nk = h.nk, d = h.d, dv = h.dv;
     const std::vector<Ball>& p = *h.p;
-    std::vector<Ball> ds(nq * nk, dd::exact(0));  // [query][key]
+    const std::vector<std::size_t>& row_at = *h.row_at;
+    std::vector<Ball> ds(columns ? row_at[nq] : 0, dd::exact(0));  // as P: each row's keys
     std::vector<char> decided(nk, 1), by_reference(nq, 0);
     // A row's dS sums to zero exactly (sum_j P (dP_j - delta) = delta - delta), so where every
     // key a row sees has the same value in feature c, dQ[c] = scale k_c sum_j dS_j is exactly
@@ -358,20 +363,22 @@ bool fast_backward(const HeadBackward& h, int threads) {
             }
     parallel_for(nq, 4, threads, [&](std::size_t begin, std::size_t end) {
         std::vector<double> sum(nk), c1(nk), c2(nk), magnitude(nk);
+        std::vector<Ball> own_row(columns ? 0 : nk);
         for (std::size_t i = begin; i < end; ++i) {
             const RowState& st = (*h.states)[i];
             const double* d_o = h.d_o + i * dv;
             const Ball delta = delta_ball(st, d_o, dv);
             bool ok = dd::round_to_double(delta, h.delta[i]);
             const std::size_t keys = h.keys_of(i);
-            Ball* row = ds.data() + i * nk;
+            Ball* row = columns ? ds.data() + row_at[i] : own_row.data();
+            if (!columns) std::fill(row, row + keys, dd::exact(0));
             // One live key: P = 1 and delta = dP exactly, so dS = 0 (a ball would straddle it);
             // a masked key has P = 0 exactly, hence dS = 0.
             if (!st.single && keys > 0) {
                 score_sums(d_o, h.vt, nk, keys, dv, sum.data(), c1.data(), c2.data(), magnitude.data());
                 for (std::size_t j = 0; j < keys; ++j) {
                     const Ball dp = sum3_ball(sum[j], c1[j], c2[j], magnitude[j], static_cast<double>(dv));
-                    row[j] = dd::mul(p[i * nk + j], dd::add(dp, dd::negate(delta)));
+                    row[j] = dd::mul(p[row_at[i] + j], dd::add(dp, dd::negate(delta)));
                 }
             }
             const std::vector<Ball> dq = ball_weighted_sums(std::vector<Ball>(row, row + keys), h.k, d);
@@ -392,15 +399,21 @@ bool fast_backward(const HeadBackward& h, int threads) {
         }
     });
 
+    if (!columns) {
+        *h.reference_rows += static_cast<std::uint64_t>(std::count(by_reference.begin(), by_reference.end(), 1));
+        return true;
+    }
     // Columns in chunks of 8 keys, gathered row by row (8 neighbouring balls at a time).
     constexpr std::size_t chunk = 8;
     parallel_for(nk, chunk, threads, [&](std::size_t begin, std::size_t end) {
         const std::size_t width = end - begin;
         std::vector<Ball> p_columns(width * nq), ds_columns(width * nq);  // [key][query]
         for (std::size_t i = 0; i < nq; ++i) {
+            const std::size_t keys = row_at[i + 1] - row_at[i];  // past them P = dS = 0
             for (std::size_t j = 0; j < width; ++j) {
-                p_columns[j * nq + i] = p[i * nk + begin + j];
-                ds_columns[j * nq + i] = ds[i * nk + begin + j];
+                const bool seen = begin + j < keys;
+                p_columns[j * nq + i] = seen ? p[row_at[i] + begin + j] : dd::exact(0);
+                ds_columns[j * nq + i] = seen ? ds[row_at[i] + begin + j] : dd::exact(0);
             }
         }
         for (std::size_t j = 0; j < width; ++j) {
@@ -449,8 +462,12 @@ AttentionTruth attention_truth(const emu::AttentionInputs& in, const TruthOption
         const std::vector<double> kt = transposed(k.data() + u * nk * d, nk, d);
         std::vector<char> decided(rows, 1);
         std::vector<RowState> states(options.backward ? rows : 0);
-        std::vector<Ball> p(options.backward ? rows * nk : 0, dd::exact(0));
-        for (std::size_t i = 0; i < states.size(); ++i) states[i].p = p.data() + i * nk;
+        // P's balls for dS, each row's for the keys it sees (a causal mask's half); delta alone
+        // needs only O's
+        std::vector<std::size_t> row_at(rows + 1, 0);
+        for (std::size_t i = 0; i < rows; ++i) row_at[i + 1] = row_at[i] + unit.keys(i);
+        std::vector<Ball> p(options.backward && options.gradients ? row_at[rows] : 0, dd::exact(0));
+        for (std::size_t i = 0; i < states.size() && !p.empty(); ++i) states[i].p = p.data() + row_at[i];
         auto bias_row = [&](std::size_t i) { return unit.bias(i); };
         auto keys_of = [&](std::size_t i) { return unit.keys(i); };
         auto row_output = [&](std::size_t i) {
@@ -480,6 +497,7 @@ AttentionTruth attention_truth(const emu::AttentionInputs& in, const TruthOption
                                   t.scale,
                                   &states,
                                   &p,
+                                  &row_at,
                                   keys_of,
                                   bias_row,
                                   &options,
@@ -493,7 +511,7 @@ AttentionTruth attention_truth(const emu::AttentionInputs& in, const TruthOption
                 t.fast_heads += g;
                 continue;
             }
-            if (forward_decided && fast_backward(hb, options.threads)) {
+            if (forward_decided && fast_backward(hb, options.key_gradients, options.threads)) {
                 t.fast_heads += g;
                 continue;
             }
@@ -527,7 +545,8 @@ AttentionTruth attention_truth(const emu::AttentionInputs& in, const TruthOption
         t.reference_rows += undecided.size();
         if (undecided.empty()) t.fast_heads += g;
     }
-    if (options.backward && !options.gradients) t.dq.clear(), t.dk.clear(), t.dv.clear();  // delta alone
+    if (options.backward && !options.gradients) t.dq.clear();  // delta alone
+    if (options.backward && !(options.gradients && options.key_gradients)) t.dk.clear(), t.dv.clear();
     return t;
 }
 

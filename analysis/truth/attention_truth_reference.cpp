@@ -288,6 +288,8 @@ AttentionTruth attention_truth_reference(const emu::AttentionInputs& in, const T
         }
         t.max_precision_used = std::max(t.max_precision_used, precision);
     }
+    if (options.backward && !options.gradients) t.dq.clear();  // delta alone
+    if (options.backward && !(options.gradients && options.key_gradients)) t.dk.clear(), t.dv.clear();
     return t;
 }
 

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string_view>
 
@@ -110,13 +111,28 @@ nlohmann::json head_compare(const TensorFile& tensors, const emu::AttentionInput
     r.causal = in.causal.value_or(false), r.scale = in.softmax_scale.value_or(0), r.threads = threads;
     r.runs = runs;
     const emu::Format* f = one_format(in);
+    std::optional<analysis::AttentionTruth> group_truth;  // alive while the recipes are compared
     if (truths != nullptr && f != nullptr) {
         analysis::TruthOptions t;
         t.causal = r.causal, t.scale = static_cast<double>(emu::attention_shape_of(in, r.causal, r.scale).scale),
         t.threads = threads;
         t.backward = in.d_o.has_value();
         t.gradients = !in.query_rows && (tensors.find("dq") || tensors.find("dk") || tensors.find("dv"));
-        r.known_truth = &truths->truth(in, emu::attention_operands(in, *f, t.backward), *f, t);
+        // dK and dV of a grouped head sum over its group: compared from the group's own truth
+        const std::uint64_t group = emu::kv_group(file_in);
+        t.key_gradients = group == 1 && (tensors.find("dk") || tensors.find("dv"));
+        const emu::AttentionOperands held = emu::attention_operands(in, *f, t.backward);
+        if (t.gradients && group > 1 && head % group == 0 && (tensors.find("dk") || tensors.find("dv"))) {
+            // The group's first head compares the group's dK and dV: the group's truth, computed
+            // once for every recipe, and this head's its first head's rows of it.
+            analysis::TruthOptions g = t;
+            g.key_gradients = true;
+            group_truth = analysis::attention_truth(emu::group_inputs(file_in, head / group), g);
+            r.known_group_truth = &*group_truth;
+            r.known_truth = &truths->put(in, held, *f, t, analysis::query_head_of(*group_truth, 0));
+        } else {
+            r.known_truth = &truths->truth(in, held, *f, t);
+        }
     }
     nlohmann::json compare;
     for (const emu::AttentionRecipe& recipe : o.recipes) {

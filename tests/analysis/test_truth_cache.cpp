@@ -100,6 +100,33 @@ TEST_CASE("A truth of delta alone has delta's bits and no gradients, and serves 
     CHECK(cache.reused() == 1);
 }
 
+TEST_CASE("A truth of dQ without dK and dV serves no request for them, and a whole backward serves one without",
+          "[truth][cache]") {
+    const emu::AttentionInputs in = sink_head(6);
+    const emu::AttentionOperands bf16 = emu::attention_operands(in, emu::bf16, true);
+    TruthOptions full, rows_only;
+    full.causal = rows_only.causal = true;
+    full.backward = rows_only.backward = true;
+    rows_only.key_gradients = false;
+    TruthCache cache;
+    const AttentionTruth& first = cache.truth(in, bf16, emu::bf16, rows_only);
+    CHECK((first.dk.empty() && !first.dq.empty()));
+    const AttentionTruth& second = cache.truth(in, bf16, emu::bf16, full);  // dK and dV asked: computed
+    CHECK(&second != &first);
+    CHECK(same_bits(second.dq, first.dq));
+    CHECK(!second.dk.empty());
+    TruthCache c2;
+    const AttentionTruth& whole = c2.truth(in, bf16, emu::bf16, full);
+    CHECK(&c2.truth(in, bf16, emu::bf16, rows_only) == &whole);
+    CHECK((cache.computed() == 2 && c2.computed() == 1 && c2.reused() == 1));
+    // a truth the caller vouches for is kept and served as computed ones are
+    TruthCache c3;
+    const AttentionTruth& kept = c3.put(in, bf16, emu::bf16, rows_only, query_head_of(whole, 0));
+    CHECK(&c3.truth(in, bf16, emu::bf16, rows_only) == &kept);
+    CHECK((c3.computed() == 0 && c3.reused() == 1));
+    CHECK(same_bits(kept.dq, whole.dq));
+}
+
 TEST_CASE("A group's truth is taken row by row from its sample's, with the bits a fresh computation gives",
           "[truth][cache]") {
     const emu::AttentionInputs head = sink_head(5);

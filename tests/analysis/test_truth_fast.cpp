@@ -14,6 +14,7 @@
 #include "analysis/synthetic_attention.hpp"
 #include "analysis/truth/attention_truth.hpp"
 #include "analysis/truth/double_double.hpp"
+#include "analysis/truth_cache.hpp"
 #include "emu/attention/inputs/head_inputs.hpp"
 #include "emu/numbers/round.hpp"
 
@@ -323,6 +324,39 @@ TEST_CASE(
         }
     }
     CHECK(differs > 0);
+}
+
+TEST_CASE(
+    "Truth of dQ without dK and dV: delta and dQ have the bits of the whole backward, fast and reference, "
+    "and a group's query head is its own head's truth",
+    "[truth][fast][gqa]") {
+    const std::uint64_t group = GENERATE(1, 3);
+    const bool causal = GENERATE(false, true);
+    const emu::AttentionInputs gqa = grouped(make(Case{6, 20, 28, 16, 16, 1.5, false}, 31 + group), group);
+    TruthOptions all, rows_only;
+    all.causal = rows_only.causal = causal;
+    all.backward = rows_only.backward = true;
+    rows_only.key_gradients = false;
+    const AttentionTruth whole = attention_truth(gqa, all);
+    INFO("group " << group << " causal " << causal);
+    for (const AttentionTruth& t : {attention_truth(gqa, rows_only), attention_truth_reference(gqa, rows_only)}) {
+        CHECK(same_bits(t.o, whole.o));
+        CHECK(same_bits(t.lse, whole.lse));
+        CHECK(same_bits(t.delta, whole.delta));
+        CHECK(same_bits(t.dq, whole.dq));
+        CHECK((t.dk.empty() && t.dv.empty()));
+    }
+    // each query head's outputs, taken from the truth of its group, are that head's own truth
+    for (std::uint64_t h = 0; h < 6; ++h) {
+        const AttentionTruth taken = query_head_of(whole, h);
+        const AttentionTruth own = attention_truth(emu::head_inputs(gqa, h), rows_only);
+        CHECK((taken.heads == 1 && taken.n_q == 20));
+        CHECK(same_bits(taken.o, own.o));
+        CHECK(same_bits(taken.lse, own.lse));
+        CHECK(same_bits(taken.delta, own.delta));
+        CHECK(same_bits(taken.dq, own.dq));
+        CHECK((taken.dk.empty() && taken.dv.empty()));
+    }
 }
 
 TEST_CASE("Truth with every mask kind: a window and a top-left diagonal are their -inf bias, fast equals reference",
