@@ -22,53 +22,22 @@
 #include "gpu/host/simt_host.hpp"
 #include "gpu/kernels/hopper_flash_backward.hpp"
 #include "lib/bits.hpp"
+#include "tests/gpu_host/hopper_cases.hpp"
 
 using namespace roundscope;
 
 namespace {
 
-std::size_t differing(const std::vector<std::uint32_t>& want, const std::vector<std::uint32_t>& got) {
-    if (want.size() != got.size()) return ~std::size_t{0};
-    std::size_t n = 0;
-    for (std::size_t i = 0; i < want.size(); ++i) n += want[i] != got[i];
-    return n;
-}
+using test::hopper::Case;
+using test::hopper::differing;
+using test::hopper::Problem;
+using test::hopper::scenarios;
 
 emu::AttentionRecipe recipe(const std::vector<std::string>& settings = {}) {
-    emu::AttentionRecipe r = emu::find_recipe("h100-bf16");
-    for (const std::string& s : settings) emu::apply_setting(r, s);
-    return r;
+    return test::hopper::recipe("h100-bf16", settings);
 }
 
-struct Case {
-    analysis::Scenario scenario;
-    std::uint64_t heads, n, d;
-    bool causal;
-    std::uint64_t n_q = 0;  // fewer queries than keys: the last n_q of the n (bottom-right); 0: n
-};
-
-struct Problem {
-    emu::AttentionShape shape;
-    emu::AttentionOperands in;
-};
-
-Problem problem(const Case& c) {
-    analysis::SyntheticSpec spec;
-    spec.scenario = c.scenario, spec.heads = c.heads, spec.n = c.n, spec.d = c.d, spec.seed = 13;
-    const emu::AttentionInputs inputs = analysis::synthetic_attention(spec);
-    Problem p{emu::attention_shape_of(inputs, c.causal, 0), emu::attention_operands(inputs, emu::bf16, true)};
-    if (c.n_q != 0) {
-        std::vector<std::uint32_t> q, d_o;
-        for (std::uint64_t h = 0; h < p.shape.heads; ++h) {
-            const auto from = static_cast<std::ptrdiff_t>((h * c.n + c.n - c.n_q) * c.d);
-            const auto to = static_cast<std::ptrdiff_t>((h + 1) * c.n * c.d);
-            q.insert(q.end(), p.in.q.begin() + from, p.in.q.begin() + to);
-            d_o.insert(d_o.end(), p.in.d_o.begin() + from, p.in.d_o.begin() + to);
-        }
-        p.in.q = q, p.in.d_o = d_o, p.shape.n_q = c.n_q;
-    }
-    return p;
-}
+Problem problem(const Case& c) { return test::hopper::problem(c, emu::bf16, true, 13); }
 
 // The kernels run with `kernel_recipe` against the emulator run with `emulator_recipe`, both from
 // the emulator's forward of the emulator's recipe: the number of differing elements of dQ, dK,
@@ -82,9 +51,6 @@ std::size_t differences(const Case& c, const emu::AttentionRecipe& kernel_recipe
     return differing(want.dq, got.dq) + differing(want.dk, got.dk) + differing(want.dv, got.dv) +
            differing(float_bits(want.delta), float_bits(got.delta));
 }
-
-const analysis::Scenario scenarios[] = {analysis::Scenario::random, analysis::Scenario::sink,
-                                        analysis::Scenario::repeated_max, analysis::Scenario::wide};
 
 }  // namespace
 

@@ -25,61 +25,33 @@
 #include "gpu/kernels/hopper_flash.hpp"
 #include "gpu/primitives/convert.hpp"
 #include "lib/bits.hpp"
+#include "tests/gpu_host/hopper_cases.hpp"
 
 using namespace roundscope;
 
 namespace {
 
-std::size_t differing(const std::vector<std::uint32_t>& want, const std::vector<std::uint32_t>& got) {
-    if (want.size() != got.size()) return ~std::size_t{0};
-    std::size_t n = 0;
-    for (std::size_t i = 0; i < want.size(); ++i) n += want[i] != got[i];
-    return n;
-}
+using test::hopper::Case;
+using test::hopper::differing;
+using test::hopper::scenarios;
 
 emu::AttentionRecipe recipe(const std::vector<std::string>& settings = {}) {
-    emu::AttentionRecipe r = emu::find_recipe("h100-fp8");
-    for (const std::string& s : settings) emu::apply_setting(r, s);
-    return r;
+    return test::hopper::recipe("h100-fp8", settings);
 }
 
-struct Case {
-    analysis::Scenario scenario;
-    std::uint64_t heads, n, d;
-    bool causal;
-    std::uint64_t n_q = 0;  // fewer queries than keys: the last n_q of the n (bottom-right); 0: n
-};
-
-emu::AttentionShape shape_of(const Case& c, emu::AttentionInputs& inputs) {
-    analysis::SyntheticSpec spec;
-    spec.scenario = c.scenario, spec.heads = c.heads, spec.n = c.n, spec.d = c.d, spec.seed = 11;
-    inputs = analysis::synthetic_attention(spec);
-    return emu::attention_shape_of(inputs, c.causal, 0);
-}
+test::hopper::Problem problem(const Case& c) { return test::hopper::problem(c, emu::e4m3, false, 11); }
 
 // The kernel run with `kernel_recipe` against the emulator run with `emulator_recipe`: the
 // number of differing elements of O, O in float32 and the LSE.
 std::size_t differences(const Case& c, const emu::AttentionRecipe& kernel_recipe,
                         const emu::AttentionRecipe& emulator_recipe) {
-    emu::AttentionInputs inputs;
-    emu::AttentionShape shape = shape_of(c, inputs);
-    emu::AttentionOperands in = emu::attention_operands(inputs, emu::e4m3, false);
-    if (c.n_q != 0) {
-        std::vector<std::uint32_t> q;
-        for (std::uint64_t h = 0; h < shape.heads; ++h)
-            q.insert(q.end(), in.q.begin() + static_cast<std::ptrdiff_t>((h * c.n + c.n - c.n_q) * c.d),
-                     in.q.begin() + static_cast<std::ptrdiff_t>((h + 1) * c.n * c.d));
-        in.q = q, shape.n_q = c.n_q;
-    }
-    const emu::ForwardResult want = emu::flash_forward(emulator_recipe, shape, in, 2);
-    const emu::ForwardResult got = gpu::hopper_flash_forward(kernel_recipe, shape, in);
+    const test::hopper::Problem p = problem(c);
+    const emu::ForwardResult want = emu::flash_forward(emulator_recipe, p.shape, p.in, 2);
+    const emu::ForwardResult got = gpu::hopper_flash_forward(kernel_recipe, p.shape, p.in);
     return differing(want.o, got.o) + differing(float_bits(want.o_f32), float_bits(got.o_f32)) +
            differing(float_bits(want.lse), float_bits(got.lse)) +
            differing(float_bits(want.lse_log2), float_bits(got.lse_log2));
 }
-
-const analysis::Scenario scenarios[] = {analysis::Scenario::random, analysis::Scenario::sink,
-                                        analysis::Scenario::repeated_max, analysis::Scenario::wide};
 
 }  // namespace
 
@@ -177,8 +149,7 @@ TEST_CASE("the FP8 Hopper kernel takes the recipe's choices - the check can fail
 
 TEST_CASE("the FP8 Hopper kernel refuses what it does not run, saying why", "[gpu-host][hopper-fp8]") {
     gpu::simt::set_simulated_architecture("sm90");
-    emu::AttentionInputs inputs;
-    const emu::AttentionShape shape = shape_of({analysis::Scenario::random, 1, 8, 64, false}, inputs);
+    const emu::AttentionShape shape = problem({analysis::Scenario::random, 1, 8, 64, false}).shape;
     CHECK(gpu::hopper_flash_unsupported(recipe(), shape).empty());
     CHECK(gpu::hopper_flash_unsupported(recipe({"block_n=128"}), shape).find("fa3-fp8") != std::string::npos);
     CHECK(gpu::hopper_flash_unsupported(recipe({"row_sum=quad-ffma"}), shape).find("lane-tile") != std::string::npos);
