@@ -107,6 +107,9 @@ inline std::uint64_t truth_units(const emu::AttentionInputs& in) { return in.bat
 /// The result's shape, scale (the option, else the double nearest 1 / sqrt(D)) and every tensor
 /// the options ask for, zero-filled: where both paths start.
 AttentionTruth empty_truth(const emu::AttentionInputs& in, const TruthOptions& options);
+/// Drops the gradients `options` did not ask for (dQ without `gradients`, dK and dV without
+/// `key_gradients`), which both paths compute on the way (the reference, a unit it redoes).
+void drop_unasked(AttentionTruth& t, const TruthOptions& options);
 
 /// The reference path: MPFI interval arithmetic, straightforward loops, each head redone at
 /// twice the precision until every output interval rounds to a single double. S and dP are

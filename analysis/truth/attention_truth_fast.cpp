@@ -545,8 +545,7 @@ AttentionTruth attention_truth(const emu::AttentionInputs& in, const TruthOption
         t.reference_rows += undecided.size();
         if (undecided.empty()) t.fast_heads += g;
     }
-    if (options.backward && !options.gradients) t.dq.clear();  // delta alone
-    if (options.backward && !(options.gradients && options.key_gradients)) t.dk.clear(), t.dv.clear();
+    drop_unasked(t, options);
     return t;
 }
 

@@ -256,6 +256,11 @@ AttentionTruth empty_truth(const emu::AttentionInputs& in, const TruthOptions& o
     return t;
 }
 
+void drop_unasked(AttentionTruth& t, const TruthOptions& options) {
+    if (options.backward && !options.gradients) t.dq.clear();  // delta alone
+    if (options.backward && !(options.gradients && options.key_gradients)) t.dk.clear(), t.dv.clear();
+}
+
 AttentionTruth attention_truth_reference(const emu::AttentionInputs& in, const TruthOptions& options) {
     if (options.backward && !in.d_o) throw Error("the backward pass needs a tensor 'do' (dO)");
     if (in.query_rows && options.backward && options.gradients)
@@ -288,8 +293,7 @@ AttentionTruth attention_truth_reference(const emu::AttentionInputs& in, const T
         }
         t.max_precision_used = std::max(t.max_precision_used, precision);
     }
-    if (options.backward && !options.gradients) t.dq.clear();  // delta alone
-    if (options.backward && !(options.gradients && options.key_gradients)) t.dk.clear(), t.dv.clear();
+    drop_unasked(t, options);
     return t;
 }
 

@@ -120,9 +120,10 @@ nlohmann::json head_compare(const TensorFile& tensors, const emu::AttentionInput
         t.gradients = !in.query_rows && (tensors.find("dq") || tensors.find("dk") || tensors.find("dv"));
         // dK and dV of a grouped head sum over its group: compared from the group's own truth
         const std::uint64_t group = emu::kv_group(file_in);
-        t.key_gradients = group == 1 && (tensors.find("dk") || tensors.find("dv"));
+        const bool key_outputs = tensors.find("dk") || tensors.find("dv");
+        t.key_gradients = group == 1 && key_outputs;
         const emu::AttentionOperands held = emu::attention_operands(in, *f, t.backward);
-        if (t.gradients && group > 1 && head % group == 0 && (tensors.find("dk") || tensors.find("dv"))) {
+        if (t.gradients && group > 1 && head % group == 0 && key_outputs) {
             // The group's first head compares the group's dK and dV: the group's truth, computed
             // once for every recipe, and this head's its first head's rows of it.
             analysis::TruthOptions g = t;
