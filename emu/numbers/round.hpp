@@ -247,6 +247,9 @@ ROUNDSCOPE_HD inline double spacing_rounded_value(double x, const Format& f) {
     const double c = 3 * double_from_bits(static_cast<std::uint64_t>(q + 51 + 1023) << 52);
     const double r = (x + c) - c;
     if (r == 0) return x < 0 ? -0.0 : 0.0;
+    // below 2^emax (IEEE: the top exponent field is Inf's), r is at most 2^emax: finite
+    const int emax = static_cast<int>(exponent_field_max(f)) - 1 - f.bias;
+    if (e < emax) return r;
     const double largest = decode(f, max_finite_bits(f));
     const double inf = double_from_bits(0x7FF0000000000000);
     if (r > largest || r < -largest) return x < 0 ? -inf : inf;

@@ -362,15 +362,23 @@ void naive_row_block(const FlashContext& ctx, const ForwardModels& models, const
                      Span rows, ForwardResult& out, std::uint64_t skip_keys) {
     const AttentionRecipe& r = ctx.recipe;
     const Format& f = *r.softmax.format;
-    const std::uint64_t nk = ctx.shape.n_kv;
+    // P V runs over the keys up to the last one a row of the block sees where P's zeros past
+    // them leave the product's accumulator as it is (the tensor-core models, float64 sums):
+    // the same bits, and half the work under a causal mask.
+    std::uint64_t nk = ctx.shape.n_kv;
+    if (models.pv.zero_products_change_nothing()) {
+        nk = 0;
+        for (std::uint64_t row = rows.begin; row < rows.end; ++row) nk = std::max(nk, ctx.visible(row));
+    }
     auto round = [&](double x) { return rounded_value(x, f); };
     const Format& sum_format = r.softmax.stored_row_sum();
     std::vector<std::uint32_t> s(rows.size() * nk, 0);
-    for (const Span keys : blocks_of(nk, r.tiles.block_n)) {
-        if (ctx.tile_masked(rows, keys)) continue;  // scores no row reads
+    for (const Span keys : blocks_of(ctx.shape.n_kv, r.tiles.block_n)) {
+        if (keys.begin >= nk || ctx.tile_masked(rows, keys)) continue;  // scores no row reads
         const std::vector<std::uint32_t> tile = score_tile(ctx, models.score, h, rows, keys);
+        const std::uint64_t kept = std::min(keys.end, nk) - keys.begin;
         for (std::uint64_t row = 0; row < rows.size(); ++row)
-            std::copy_n(tile.begin() + static_cast<std::ptrdiff_t>(row * keys.size()), keys.size(),
+            std::copy_n(tile.begin() + static_cast<std::ptrdiff_t>(row * keys.size()), kept,
                         s.begin() + static_cast<std::ptrdiff_t>(row * nk + keys.begin));
     }
     RowBlock b(rows, ctx.shape.d_v, skip_keys);

@@ -20,6 +20,12 @@ public:
     /// (a GEMM without C, whose first chunk adds no +0).
     void run(const std::uint32_t* a, const std::uint32_t* b, const std::uint32_t* c, std::uint32_t* d, std::uint64_t m,
              std::uint64_t n, std::uint64_t k) const;
+    /// Whether k-steps whose A (or B) is all zero leave a D that starts from C = +0 as it is, so
+    /// that a product may stop at its last non-zero step: true of the tensor-core models (each
+    /// step's sum is re-aligned to the accumulator and a zero sum leaves +0, never -0) and of
+    /// float64 sums; not of the FFMA chain (a -0 accumulator becomes +0) nor of the CPU GEMMs,
+    /// whose blocking depends on k.
+    bool zero_products_change_nothing() const { return kind_ == Product::model || kind_ == Product::exact_f64; }
 
 private:
     std::optional<PreparedMma> mma_;

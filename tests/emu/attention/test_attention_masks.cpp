@@ -428,3 +428,37 @@ TEST_CASE("Every mask kind in the naive softmax equals the row written from its 
     const test::RowResult unmasked = naive_row(r, c.shape, in, 0, 0, test::causal_mask(c.shape));
     CHECK_FALSE(std::equal(unmasked.o.begin(), unmasked.o.end(), f.o.begin()));
 }
+
+TEST_CASE("The naive softmax under a causal flag gives a dense causal mask's bits, for every exact product kind",
+          "[flash][mask]") {
+    // Under the causal flag P V stops at a block's last visible key (products whose zeros
+    // change nothing); a dense mask runs it over every key. Scores spread wide enough that P
+    // underflows to zero at visible keys, and V negative and tiny in half its columns, so that
+    // -0 products reach the accumulators.
+    const AttentionShape flag = attention_shape(2, 70, 90, 32, true);
+    AttentionShape tensor = flag;
+    tensor.causal = false;
+    const TestMask causal = make_mask(DType::boolean, {1, 1, 70, 90}, 1, 2, 70, 90,
+                                      [](auto, auto, auto i, auto j) { return j <= i + 20 ? 0.0 : minus_inf; });
+    ScoreMask m;
+    m.dense.emplace_back(causal.tensor, 1, 2, 70, 90, "tensor 'attn_mask'");
+    tensor.mask = std::make_shared<const ScoreMask>(m);
+    for (const char* name : {"naive-f32", "naive-bf16", "naive-f16"}) {
+        for (const char* softmax : {"softmax=naive", "softmax=naive-unshifted"}) {
+            for (const char* product : {"pv_product=model", "pv_product=f64"}) {
+                AttentionRecipe r = find_recipe(name);
+                apply_setting(r, softmax);
+                apply_setting(r, product);
+                apply_setting(r, "block_m=32");
+                AttentionOperands in = random_operands(flag, *r.target.input, 61, 4.0);
+                for (std::uint64_t x = 0; x < in.v.size(); x += 2)
+                    in.v[x] = static_cast<std::uint32_t>(
+                        cast_from_f64(-std::ldexp(1.0 + double(x % 7), -20), *r.target.input, CastOptions{}));
+                INFO(name << ", " << softmax << ", " << product);
+                const ForwardResult a = flash_forward(r, flag, in, 2), b = flash_forward(r, tensor, in, 2);
+                CHECK(a.o == b.o);
+                CHECK(a.lse_log2 == b.lse_log2);
+            }
+        }
+    }
+}
