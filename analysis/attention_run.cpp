@@ -67,7 +67,9 @@ AttentionRun run_attention(const emu::AttentionInputs& in, const emu::AttentionR
     fo.threads = options.threads, fo.runs = options.runs;
     run.forward = emu::flash_forward(recipe, run.shape, operands, fo);
     if (options.backward)
-        run.backward = emu::flash_backward(recipe, run.shape, operands, run.forward, options.threads, options.runs);
+        run.backward =
+            emu::flash_backward(recipe, run.shape, operands, run.forward, options.threads, options.runs,
+                                options.key_gradients ? emu::BackwardOutputs::all : emu::BackwardOutputs::dq);
     if (!options.truth) return run;
 
     TruthOptions t;

@@ -20,7 +20,8 @@ struct AttentionRunOptions {
     double scale = 0;  // 0: 1/sqrt(D) (rounded to float32, as the kernels take it)
     bool backward = false;
     bool truth = false;
-    bool key_gradients = true;  // with backward and truth: the truth's dK and dV too (their errors)
+    bool key_gradients =
+        true;  // with backward: dK and dV too (the emulator's, and with truth the truth's and their errors)
     int threads = 0;
     // The truth of the inputs themselves, when the caller has it (the report computes it once for
     // every recipe it compares): used where it answers the run's mask, scale and passes.

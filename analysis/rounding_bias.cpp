@@ -51,7 +51,7 @@ std::vector<double> delta_errors(const emu::AttentionRecipe& r, const emu::Atten
     const std::uint64_t rows = sh.heads * sh.n_q, dv = sh.d_v;
     std::vector<double> diff(rows);
     if (r.backward.delta == emu::DeltaKind::p_dp) {
-        const emu::BackwardResult bw = emu::flash_backward(r, sh, x, f, threads, runs);
+        const emu::BackwardResult bw = emu::flash_backward(r, sh, x, f, threads, runs, emu::BackwardOutputs::delta);
         for (std::uint64_t i = 0; i < rows; ++i) diff[i] = static_cast<double>(bw.delta[i]) - truth.delta[i];
         return diff;
     }

@@ -145,9 +145,13 @@ struct ForwardResult {
 void sum_row_counts(ForwardResult& out, std::uint64_t heads, std::uint64_t n_q, std::uint64_t block_m);
 
 struct BackwardResult {
-    std::vector<std::uint32_t> dq, dk, dv;  // grad_format bits
+    std::vector<std::uint32_t> dq, dk, dv;  // grad_format bits; empty where not asked for (BackwardOutputs)
     std::vector<float> delta;
 };
+
+/// The backward's outputs a caller reads: all of them; dQ and delta (dK and dV left empty, their
+/// products not run); or delta alone. What is computed has the same bits whichever is asked.
+enum class BackwardOutputs : std::uint8_t { all, dq, delta };
 
 class RunCache;  // run_cache.hpp
 
@@ -179,6 +183,7 @@ std::string backward_refusal(const AttentionRecipe& recipe);
 /// Needs in.d_o and the forward pass of the same inputs; online softmax only. `runs`: S
 /// shared with other runs over the same Q and K (or null).
 BackwardResult flash_backward(const AttentionRecipe& recipe, const AttentionShape& shape, const AttentionOperands& in,
-                              const ForwardResult& forward, int threads = 0, RunCache* runs = nullptr);
+                              const ForwardResult& forward, int threads = 0, RunCache* runs = nullptr,
+                              BackwardOutputs outputs = BackwardOutputs::all);
 
 }  // namespace roundscope::emu

@@ -300,7 +300,7 @@ std::string backward_refusal(const AttentionRecipe& recipe, const AttentionShape
 }
 
 BackwardResult flash_backward(const AttentionRecipe& recipe, const AttentionShape& shape, const AttentionOperands& in,
-                              const ForwardResult& forward, int threads, RunCache* runs) {
+                              const ForwardResult& forward, int threads, RunCache* runs, BackwardOutputs outputs) {
     const FlashContext ctx = flash_context(recipe, shape);
     if (shape.query_rows)
         throw Error("a sample of query rows has no backward pass: dK and dV need every row (delta needs only its own)");
@@ -329,7 +329,9 @@ BackwardResult flash_backward(const AttentionRecipe& recipe, const AttentionShap
 
     BackwardResult out;
     const std::uint64_t group = shape.kv_group;  // dK and dV per query head, then summed over groups
-    out.dq.assign(in.q.size(), 0), out.dk.assign(in.k.size() * group, 0), out.dv.assign(in.v.size() * group, 0);
+    const bool key_gradients = outputs == BackwardOutputs::all;
+    if (outputs != BackwardOutputs::delta) out.dq.assign(in.q.size(), 0);
+    if (key_gradients) out.dk.assign(in.k.size() * group, 0), out.dv.assign(in.v.size() * group, 0);
     out.delta.assign(shape.heads * shape.n_q, 0);
     const bool torch_flash = recipe.backward.schedule == GradSchedule::torch_flash;
     const bool mem_eff = recipe.backward.schedule == GradSchedule::mem_eff;
@@ -388,8 +390,10 @@ BackwardResult flash_backward(const AttentionRecipe& recipe, const AttentionShap
         const std::vector<float> delta = deltas(ctx, models, h, go, in, forward, head, threads);
         std::copy(delta.begin(), delta.end(), out.delta.begin() + static_cast<std::ptrdiff_t>(head * nq));
         h.delta = delta.data();
+        if (outputs == BackwardOutputs::delta) continue;
         std::vector<std::uint32_t> ds(nq * nk, 0);  // dS cast, kept for the dQ pass
-        // dK and dV: one KV block per task, over the row blocks in order.
+        // dK and dV: one KV block per task, over the row blocks in order (dS alone where they
+        // are not asked for).
         parallel_for(key_blocks.size(), 1, threads, [&](std::size_t begin, std::size_t end) {
             for (std::size_t kb = begin; kb < end; ++kb) {
                 const Span keys = key_blocks[kb];
@@ -401,6 +405,7 @@ BackwardResult flash_backward(const AttentionRecipe& recipe, const AttentionShap
                     for (std::uint64_t r = 0; r < rows.size(); ++r)
                         std::copy_n(t.ds_cast.begin() + static_cast<std::ptrdiff_t>(r * keys.size()), keys.size(),
                                     ds.begin() + static_cast<std::ptrdiff_t>((rows.begin + r) * nk + keys.begin));
+                    if (!key_gradients) continue;
                     // P and dS along the tile's rows, the sum of dV and dK (under grad_quant)
                     const std::uint64_t tile = rb * key_blocks.size() + kb;
                     const bool quantize = recipe.backward.quant != nullptr;
@@ -420,6 +425,7 @@ BackwardResult flash_backward(const AttentionRecipe& recipe, const AttentionShap
                     accumulate(recipe, models.grad, dst.data(), go.dk_q + rows.begin * d, dk_acc, keys.size(), d,
                                rows.size());
                 }
+                if (!key_gradients) continue;
                 write_gradient(dv_acc, 1.0f, *recipe.backward.grad_format,
                                out.dv.data() + (head * nk + keys.begin) * dv);
                 write_gradient(dk_acc, dk_dq_scale, *recipe.backward.grad_format,
@@ -460,7 +466,7 @@ BackwardResult flash_backward(const AttentionRecipe& recipe, const AttentionShap
             }
         });
     }
-    if (group > 1) {
+    if (group > 1 && key_gradients) {
         out.dk = group_sums(out.dk, shape.heads, group, nk * d, *recipe.backward.grad_format);
         out.dv = group_sums(out.dv, shape.heads, group, nk * dv, *recipe.backward.grad_format);
     }

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "emu/attention/flash/backward_refusal.hpp"
 #include "emu/attention/flash/flash_attention.hpp"
 #include "emu/attention/flash/flash_context.hpp"
 #include "emu/attention/flash/random_operands.hpp"
@@ -246,5 +247,38 @@ TEST_CASE("The online row step may write P over its own scores (as the CUDA kern
         CHECK(bits_of(fa) == bits_of(fb));
         CHECK(p == in_place);
         CHECK((bits_of(a.m) == bits_of(b.m) && bits_of(a.l) == bits_of(b.l)));
+    }
+}
+
+TEST_CASE("A backward asked for dQ alone or delta alone gives the bits of the whole backward", "[flash][backward]") {
+    // Every preset whose backward is modelled, causal with grouped queries, and one under
+    // stochastic grad_quant (whose per-tile seeds must not shift when dK and dV are left out).
+    AttentionShape shape = attention_shape(4, 70, 90, 64, true);
+    shape.kv_group = 2;
+    std::vector<AttentionRecipe> recipes;
+    for (const AttentionRecipe& preset : recipe_presets())
+        if (backward_refusal(preset, shape).empty() &&
+            preset.target.input->man_bits <= preset.backward.ds_format->man_bits)
+            recipes.push_back(preset);
+    AttentionRecipe quantized = find_recipe("fa2-bf16");
+    apply_setting(quantized, "grad_quant=mxfp8_e4m3");
+    apply_setting(quantized, "grad_rounding=stochastic");
+    recipes.push_back(quantized);
+    REQUIRE(recipes.size() >= 10);
+    for (const AttentionRecipe& r : recipes) {
+        INFO(r.name);
+        const AttentionOperands in = random_operands(shape, *r.target.input, 71);
+        const ForwardResult f = flash_forward(r, shape, in, 2);
+        const BackwardResult all = flash_backward(r, shape, in, f, 2);
+        const BackwardResult dq = flash_backward(r, shape, in, f, 2, nullptr, BackwardOutputs::dq);
+        const BackwardResult delta = flash_backward(r, shape, in, f, 2, nullptr, BackwardOutputs::delta);
+        CHECK(dq.dq == all.dq);
+        CHECK(dq.delta == all.delta);
+        CHECK(delta.delta == all.delta);
+        CHECK_FALSE(all.dk.empty());
+        if (r.softmax.kind == SoftmaxKind::aten_cpu || r.softmax.kind == SoftmaxKind::aten_cpu_math) continue;
+        CHECK(dq.dk.empty());
+        CHECK(dq.dv.empty());
+        CHECK(delta.dq.empty());
     }
 }
