@@ -6,6 +6,7 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <type_traits>
 
 #include "emu/attention/flash/attention_operands.hpp"
 #include "emu/attention/inputs/head_inputs.hpp"
@@ -354,17 +355,6 @@ KernelComparison compare_kernel_head(const TensorFile& file, const emu::Attentio
     run_options.truth = choice.truth;
     // the head's own dK and dV are compared only where it is its group (without grouped queries)
     run_options.key_gradients = group == 1 && (grads[1] || grads[2]);
-    const AttentionRun run = run_attention(emu::head_inputs(in, head), recipe, run_options);
-    const AttentionTruth* truth = run.truth ? &*run.truth : nullptr;
-
-    std::vector<OutputSides> sides;
-    if (o)
-        sides.push_back({o, head * nq * in.d_v, recipe.output.format, run.forward.o, (truth ? &truth->o : nullptr),
-                         nullptr, 1, in.d_v});
-    if (lse) sides.push_back({lse, head * nq, &emu::f32, float_bits(run.forward.lse), (truth ? &truth->lse : nullptr)});
-    if (grads[0])
-        sides.push_back({grads[0], head * nq * in.d, recipe.backward.grad_format, run.backward->dq,
-                         (truth ? &truth->dq : nullptr), nullptr, 1, in.d});
     // dK and dV sum over a key-value head's group: compared once a group, with its first head,
     // from the whole group's run (without grouped-query attention, this head's run).
     std::optional<AttentionRun> group_run;
@@ -373,17 +363,46 @@ KernelComparison compare_kernel_head(const TensorFile& file, const emu::Attentio
         g.known_truth = options.known_group_truth, g.key_gradients = true;
         group_run.emplace(run_attention(emu::group_inputs(in, head / group), recipe, g));
     }
-    const AttentionRun& kv_run = group_run ? *group_run : run;
+    // The head's O, LSE and dQ: where the group was run, its first head, which is this head with
+    // the same bits (a head's rows depend on no other head of a run: tests/analysis/
+    // test_kernel_compare.cpp holds every recipe to it), so the head is not run again.
+    std::optional<AttentionRun> own;
+    if (!group_run) own.emplace(run_attention(emu::head_inputs(in, head), recipe, run_options));
+    const AttentionRun& run = own ? *own : *group_run;
+    const emu::AttentionShape shape =
+        own ? own->shape : emu::attention_shape_of(emu::head_inputs(in, head), options.causal, options.scale);
+    auto first = [](const auto& v, std::uint64_t n) {
+        return std::vector<typename std::decay_t<decltype(v)>::value_type>(v.begin(),
+                                                                           v.begin() + static_cast<std::ptrdiff_t>(n));
+    };
+    std::optional<AttentionTruth> head_truth;
+    if (run.truth && group_run) {
+        head_truth.emplace();
+        head_truth->o = first(run.truth->o, nq * in.d_v), head_truth->lse = first(run.truth->lse, nq);
+        if (!run.truth->dq.empty()) head_truth->dq = first(run.truth->dq, nq * in.d);
+    }
+    const AttentionTruth* truth = head_truth ? &*head_truth : run.truth ? &*run.truth : nullptr;
+
+    std::vector<OutputSides> sides;
+    if (o)
+        sides.push_back({o, head * nq * in.d_v, recipe.output.format, first(run.forward.o, nq * in.d_v),
+                         (truth ? &truth->o : nullptr), nullptr, 1, in.d_v});
+    if (lse)
+        sides.push_back(
+            {lse, head * nq, &emu::f32, float_bits(first(run.forward.lse, nq)), (truth ? &truth->lse : nullptr)});
+    if (grads[0])
+        sides.push_back({grads[0], head * nq * in.d, recipe.backward.grad_format, first(run.backward->dq, nq * in.d),
+                         (truth ? &truth->dq : nullptr), nullptr, 1, in.d});
     if (head % group == 0) {
         const std::uint64_t kv = head / group;
         if (grads[1])
-            sides.push_back({grads[1], kv * nk * in.d, recipe.backward.grad_format, kv_run.backward->dk,
-                             (kv_run.truth ? &kv_run.truth->dk : nullptr), nullptr, 1, in.d});
+            sides.push_back({grads[1], kv * nk * in.d, recipe.backward.grad_format, run.backward->dk,
+                             (run.truth ? &run.truth->dk : nullptr), nullptr, 1, in.d});
         if (grads[2])
-            sides.push_back({grads[2], kv * nk * in.d_v, recipe.backward.grad_format, kv_run.backward->dv,
-                             (kv_run.truth ? &kv_run.truth->dv : nullptr), nullptr, 1, in.d_v});
+            sides.push_back({grads[2], kv * nk * in.d_v, recipe.backward.grad_format, run.backward->dv,
+                             (run.truth ? &run.truth->dv : nullptr), nullptr, 1, in.d_v});
     }
-    return comparison_of(run.shape, sides, choice);
+    return comparison_of(shape, sides, choice);
 }
 
 KernelComparison compare_kernel_rows(const TensorFile& file, const emu::AttentionInputs& in, std::uint64_t head,
