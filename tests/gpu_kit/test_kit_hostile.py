@@ -570,3 +570,20 @@ def test_the_estimate_beside_the_bench_takes_only_numbers_it_can_trust():
     out = ingest.estimate_beside_bench(hostile, [{"kernel": "torch matmul", "tflops": float("inf")}] + bench[1:])
     assert len(out) == 1 and out[0]["estimate_at_quoted_peak"] is None
     assert out[0]["estimate_at_measured_tensor_rate"] is None and out[0]["measured"] == 600.0
+
+
+def test_ingest_refuses_a_backward_capture_missing_one_of_a_case_s_gradients(tmp_path):
+    """A backward capture whose case has dQ but no dV (found by fuzz_ingest): one line naming the
+    missing gradient, exit 2, before anything is compared, nothing written."""
+    import torch
+
+    meta = {**GOOD_META, "shape": "S1"}
+    grads = {"flash.bf16.s.full.dq": torch.zeros(1, 4, 2), "flash.bf16.s.full.dk": torch.zeros(1, 4, 2)}
+    members = {"sdpa/sdpa_S1_bf16_fwd.safetensors": capture(meta),
+               "sdpa/sdpa_S1_bf16_bwd.safetensors": capture(meta, grads)}
+    folder = ingest_phase(tmp_path, "C", members)
+    bins = fake_bins(tmp_path)
+    before = snapshot(tmp_path)
+    p = ingest(folder, "--golden", tmp_path / "golden", "--bin", bins, "--json", tmp_path / "report.json")
+    refused(p, named="flash.bf16.s.full.dv")
+    assert snapshot(tmp_path) == before, "nothing written"

@@ -278,6 +278,8 @@ def header_metadata(f):
 
 def kernel_output(f, tensors, name, shape):
     """A captured output reshaped to the dump's shape; KitDataError where it has other sizes."""
+    if name not in tensors:
+        raise KitDataError(f"{f.name}: {name} is missing")
     x = tensors[name]
     if x.numel() != math.prod(shape):
         raise KitDataError(f"{f.name}: {name} has {x.numel()} values, not {' x '.join(map(str, shape))}")
@@ -404,6 +406,11 @@ def phase_c(root, golden, bins, report, dumps=None, cases=None):
             tensors = load(f)
             grads_file = backward.get(f)
             grads = load(grads_file[0]) if grads_file else {}
+            for name in sorted(grads):  # a case's gradients come together, or the case is not the kit's
+                case, g = name.rsplit(".", 1) if "." in name else (name, "")
+                lacking = [x for x in ("dq", "dk", "dv") if g in ("dq", "dk", "dv") and f"{case}.{x}" not in grads]
+                if lacking:
+                    raise KitDataError(f"{grads_file[0].name}: {name} without {case}.{lacking[0]}")
             for name in sorted(grads):
                 case = name.rsplit(".", 1)[0]
                 if name.endswith(".dq") and case.split(".")[0] in UNMODELLED_BACKENDS and (
