@@ -152,6 +152,20 @@ MaskCase mask_case(int kind, std::uint64_t group) {
 
 constexpr int mask_kinds = 8;
 
+// A causal shape (bottom-right) with its mask given instead as a boolean [1, 1, Nq, Nk] tensor:
+// the same mask, the causal flag off.
+AttentionShape causal_as_tensor(const AttentionShape& flag) {
+    const std::uint64_t h = flag.heads, nq = flag.n_q, nk = flag.n_kv;
+    AttentionShape tensor = flag;
+    tensor.causal = false;
+    const TestMask causal = make_mask(DType::boolean, {1, 1, nq, nk}, 1, h, nq, nk,
+                                      [&](auto, auto, auto i, auto j) { return j + nq <= i + nk ? 0.0 : minus_inf; });
+    ScoreMask m;
+    m.dense.emplace_back(causal.tensor, 1, h, nq, nk, "tensor 'attn_mask'");
+    tensor.mask = std::make_shared<const ScoreMask>(m);
+    return tensor;
+}
+
 bool additive(int kind) { return kind == 2 || kind == 3; }
 
 }  // namespace
@@ -212,14 +226,7 @@ TEST_CASE("A causal mask given as a boolean tensor gives the causal flag's bits,
         AttentionRecipe r = preset;
         apply_setting(r, "block_m=32");
         apply_setting(r, "block_n=32");
-        const AttentionShape flag = attention_shape(2, 70, 90, 32, true);
-        AttentionShape tensor = flag;
-        tensor.causal = false;
-        const TestMask causal = make_mask(DType::boolean, {1, 1, 70, 90}, 1, 2, 70, 90,
-                                          [](auto, auto, auto i, auto j) { return j <= i + 20 ? 0.0 : minus_inf; });
-        ScoreMask m;
-        m.dense.emplace_back(causal.tensor, 1, 2, 70, 90, "tensor 'attn_mask'");
-        tensor.mask = std::make_shared<const ScoreMask>(m);
+        const AttentionShape flag = attention_shape(2, 70, 90, 32, true), tensor = causal_as_tensor(flag);
         const AttentionOperands in = random_operands(flag, *r.target.input, 5, 2.0);
         INFO(r.name);
         const ForwardResult a = flash_forward(r, flag, in, 2), b = flash_forward(r, tensor, in, 2);
@@ -435,14 +442,7 @@ TEST_CASE("The naive softmax under a causal flag gives a dense causal mask's bit
     // change nothing); a dense mask runs it over every key. Scores spread wide enough that P
     // underflows to zero at visible keys, and V negative and tiny in half its columns, so that
     // -0 products reach the accumulators.
-    const AttentionShape flag = attention_shape(2, 70, 90, 32, true);
-    AttentionShape tensor = flag;
-    tensor.causal = false;
-    const TestMask causal = make_mask(DType::boolean, {1, 1, 70, 90}, 1, 2, 70, 90,
-                                      [](auto, auto, auto i, auto j) { return j <= i + 20 ? 0.0 : minus_inf; });
-    ScoreMask m;
-    m.dense.emplace_back(causal.tensor, 1, 2, 70, 90, "tensor 'attn_mask'");
-    tensor.mask = std::make_shared<const ScoreMask>(m);
+    const AttentionShape flag = attention_shape(2, 70, 90, 32, true), tensor = causal_as_tensor(flag);
     for (const char* name : {"naive-f32", "naive-bf16", "naive-f16"}) {
         for (const char* softmax : {"softmax=naive", "softmax=naive-unshifted"}) {
             for (const char* product : {"pv_product=model", "pv_product=f64"}) {
